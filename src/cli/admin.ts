@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import { userInfo } from 'node:os';
+import type { Command } from 'commander';
+import { getBalance } from '../ledger/balances.ts';
+import { applyMovement, isBalanceConstraintError } from '../ledger/credits.ts';
+import { checkLedger } from '../ledger/invariants.ts';
+import { microToUsd, usdToMicro } from '../ledger/usd.ts';
+import { listKeys, toIso } from '../keys/api-keys.ts';
+import { createRedeemCodes, createReferralCode } from '../keys/codes.ts';
+import { UsageError, withStorage, type CommonOptions } from './context.ts';
+
+const WALLET = /^0x[0-9a-fA-F]{40}$/;
+
+function wallet(raw: string): string {
+  if (!WALLET.test(raw)) throw new UsageError(`"${raw}" is not a wallet address (0x followed by 40 hex digits)`);
+  return raw.toLowerCase();
+}
+
+function usd(raw: string): number {
+  try {
+    return usdToMicro(raw);
+  } catch (err) {
+    throw new UsageError(`--usd: ${(err as Error).message}`);
+  }
+}
+
+/** Operator commands. They talk to the database directly, so they work while the server is down too. */
+export function registerAdmin(program: Command, common: () => CommonOptions): void {
+  const admin = program.command('admin').description('operator commands (direct database access)');
+
+  admin
+    .command('redeem-codes')
+    .description('manage redeem codes')
+    .command('create')
+    .description('create one-time codes that credit a wallet when used with POST /v1/auth/keys')
+    .requiredOption('--usd <amount>', 'value of each code in USD')
+    .option('--count <n>', 'how many codes', '1')
+    .action(async (opts: { usd: string; count: string }) => {
+      const value = usd(opts.usd);
+      const count = Number(opts.count);
+      if (value <= 0) throw new UsageError('--usd must be positive');
+      if (!Number.isInteger(count) || count < 1 || count > 10_000) throw new UsageError('--count must be a whole number from 1 to 10000');
+      const codes = await withStorage(common(), (s) => createRedeemCodes(s.db, value, count));
+      process.stderr.write(`created ${count} redeem code(s) worth $${microToUsd(value)} each; they are shown only now:\n`);
+      process.stdout.write(`${codes.join('\n')}\n`);
+    });
+
+  admin
+    .command('ref-codes')
+    .description('manage referral codes')
+    .command('create')
+    .description('create a referral code for a referrer wallet')
+    .requiredOption('--wallet <address>', 'the referrer wallet')
+    .action(async (opts: { wallet: string }) => {
+      const code = await withStorage(common(), (s) => createReferralCode(s.db, wallet(opts.wallet)));
+      process.stdout.write(`${code}\n`);
+    });
+
+  admin
+    .command('wallet <address>')
+    .description('show a wallet: balance, locked amount, keys and recent ledger entries')
+    .option('--entries <n>', 'how many recent ledger entries', '20')
+    .action(async (address: string, opts: { entries: string }) => {
+      const addr = wallet(address);
+      await withStorage(common(), async (s) => {
+        const balance = await getBalance(s.db, addr);
+        const keys = await listKeys(s.db, addr);
+        const entries = await s.db
+          .selectFrom('ledger_entries')
+          .selectAll()
+          .where('wallet', '=', addr)
+          .orderBy('id', 'desc')
+          .limit(Math.max(1, Number(opts.entries) || 20))
+          .execute();
+        const out = [
+          `wallet     ${addr}`,
+          `balance    $${microToUsd(balance.balance_usdc)} (${balance.balance_usdc} micro-USDC)`,
+          `locked     $${microToUsd(balance.locked_usdc)}`,
+          `available  $${microToUsd(balance.available_usdc)}`,
+          `keys       ${keys.length} (${keys.filter((k) => k.revoked_at === null).length} active)`,
+          ...keys.map((k) => `  #${k.id}  ${k.prefix}…${k.last4}  ${JSON.stringify(k.label)}  created ${toIso(k.created_at)}${k.revoked_at ? `  revoked ${toIso(k.revoked_at)}` : ''}`),
+          `ledger     ${entries.length} most recent`,
+          ...entries.map((e) => `  #${e.id}  ${toIso(e.created_at)}  ${e.kind.padEnd(14)} ${microToUsd(Number(e.amount_usdc)).padStart(14)}  ${e.reference ?? ''} ${e.note ?? ''}`.trimEnd()),
+        ];
+        process.stdout.write(`${out.join('\n')}\n`);
+      });
+    });
+
+  admin
+    .command('credit <address>')
+    .description('adjust a wallet balance (negative to debit); recorded in the ledger with the reason and operator')
+    .requiredOption('--usd <amount>', 'USD to add (use --usd=-5 to remove)')
+    .requiredOption('--reason <text>', 'why; kept in the ledger for audit')
+    .action(async (address: string, opts: { usd: string; reason: string }) => {
+      const addr = wallet(address);
+      const amount = usd(opts.usd);
+      if (amount === 0) throw new UsageError('--usd must not be zero');
+      if (!opts.reason.trim()) throw new UsageError('--reason must say why');
+      const reference = `admin:${randomUUID()}`;
+      const note = `${opts.reason.trim()} (by ${userInfo().username})`;
+      await withStorage(common(), async (s) => {
+        try {
+          await s.db.transaction().execute((trx) => applyMovement(trx, { wallet: addr, kind: 'adjustment', amountUsdc: amount, reference, note }));
+        } catch (err) {
+          if (isBalanceConstraintError(err)) throw new UsageError('that debit would take the balance below zero or below the locked amount; nothing was changed');
+          throw err;
+        }
+        const balance = await getBalance(s.db, addr);
+        process.stdout.write(`adjusted ${addr} by $${microToUsd(amount)}; balance now $${microToUsd(balance.balance_usdc)} (${reference})\n`);
+      });
+    });
+
+  admin
+    .command('ledger-check')
+    .description('verify the money invariants; exits 1 when any fails')
+    .action(async () => {
+      const result = await withStorage(common(), (s) => checkLedger(s.db));
+      process.stdout.write(
+        `wallets ${result.wallets}, ledger entries ${result.entries}, credits $${microToUsd(result.creditsUsdc)}, charges $${microToUsd(result.chargesUsdc)}\n`,
+      );
+      if (result.ok) {
+        process.stdout.write('ledger OK\n');
+        return;
+      }
+      process.stdout.write(`ledger check FAILED:\n${result.problems.map((p) => `  ${p}`).join('\n')}\n`);
+      process.exitCode = 1;
+    });
+}

@@ -1,0 +1,137 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import type { z } from 'zod';
+import { defaultModels, defaultProviders } from './defaults.ts';
+import { configSchema, type ConfigFile, type ModelConfig, type ProviderConfig } from './schema.ts';
+
+/** Secrets resolved from the environment variables the file names. Never logged. */
+export interface Secrets {
+  keySecret?: string;
+  providerKeys: Record<string, string | undefined>;
+  redisUrl?: string;
+}
+
+export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'> {
+  /** Path of the file that was read, or null when running on defaults. */
+  source: string | null;
+  providers: Record<string, ProviderConfig>;
+  models: ModelConfig[];
+  siwe: ConfigFile['siwe'] & { domains: string[]; uris: string[] };
+  secrets: Secrets;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface LoadOptions {
+  /** Value of `--config`, if given. */
+  path?: string;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  /** Values merged over the file (tests and the CLI use this for ports and database URLs). */
+  overrides?: Record<string, unknown>;
+}
+
+/** Picks the file: `--config`, then `TOLLGATE_CONFIG`, then `./tollgate.yaml` if present. */
+export function findConfigPath(opts: LoadOptions): string | null {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const explicit = opts.path ?? env.TOLLGATE_CONFIG;
+  if (explicit) {
+    const p = resolve(cwd, explicit);
+    if (!existsSync(p)) throw new ConfigError(`config file ${p} does not exist (from ${opts.path ? '--config' : 'TOLLGATE_CONFIG'}); create it from tollgate.example.yaml`);
+    return p;
+  }
+  const fallback = resolve(cwd, 'tollgate.yaml');
+  return existsSync(fallback) ? fallback : null;
+}
+
+export function loadConfig(opts: LoadOptions = {}): Config {
+  const env = opts.env ?? process.env;
+  const source = findConfigPath(opts);
+  let raw: unknown = {};
+  if (source) {
+    try {
+      raw = parseYaml(readFileSync(source, 'utf8')) ?? {};
+    } catch (err) {
+      throw new ConfigError(`config file ${source} is not valid YAML: ${(err as Error).message}`);
+    }
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ConfigError(`config file ${source} must be a YAML mapping of keys to values`);
+  }
+  return parseConfig(deepMerge(raw as Record<string, unknown>, opts.overrides ?? {}), env, source);
+}
+
+/** Validates an already-parsed object. Exported for tests and for programmatic embedding. */
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: string | null = null): Config {
+  const result = configSchema.safeParse(raw);
+  if (!result.success) throw new ConfigError(describeIssues(result.error, source));
+  const file = result.data;
+
+  const providers = file.providers ?? defaultProviders;
+  const models = file.models ?? (file.providers ? [] : defaultModels);
+  for (const [i, m] of models.entries()) {
+    if (!providers[m.provider]) {
+      throw new ConfigError(`${where(source)}models.${i}.provider: "${m.provider}" is not one of the configured providers (${Object.keys(providers).join(', ') || 'none'})`);
+    }
+  }
+  const ids = new Set<string>();
+  for (const [i, m] of models.entries()) {
+    const id = `${m.provider}/${m.name}`;
+    if (ids.has(id)) throw new ConfigError(`${where(source)}models.${i}: the model id ${id} is listed twice`);
+    ids.add(id);
+  }
+
+  const publicUrl = new URL(file.server.publicUrl);
+  const databaseUrl = (file.database.urlEnv && env[file.database.urlEnv]) || file.database.url;
+  const providerKeys: Record<string, string | undefined> = {};
+  for (const [name, p] of Object.entries(providers)) providerKeys[name] = p.apiKeyEnv ? env[p.apiKeyEnv] : undefined;
+
+  return {
+    ...file,
+    source,
+    database: { ...file.database, url: databaseUrl },
+    providers,
+    models,
+    siwe: {
+      ...file.siwe,
+      // The SIWE domain is never taken from request headers: by default it is the public URL's host.
+      domains: file.siwe.domains ?? [publicUrl.host],
+      uris: (file.siwe.uris ?? [publicUrl.origin]).map((u) => new URL(u).origin),
+    },
+    secrets: {
+      keySecret: env[file.keys.secretEnv] || undefined,
+      providerKeys,
+      redisUrl: env[file.rateLimits.redisUrlEnv] || undefined,
+    },
+  };
+}
+
+function where(source: string | null): string {
+  return source ? `${source}: ` : 'config: ';
+}
+
+function describeIssues(error: z.ZodError, source: string | null): string {
+  const lines = error.issues.map((issue) => {
+    const key = issue.path.length ? issue.path.join('.') : '(top level)';
+    const message = issue.code === 'unrecognized_keys' ? `unknown key(s) ${issue.keys.join(', ')}; see tollgate.example.yaml for the valid keys` : issue.message;
+    return `  ${key}: ${message}`;
+  });
+  return `invalid configuration${source ? ` in ${source}` : ''}:\n${lines.join('\n')}`;
+}
+
+function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const cur = out[k];
+    out[k] = isPlainObject(cur) && isPlainObject(v) ? deepMerge(cur, v) : v;
+  }
+  return out;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}

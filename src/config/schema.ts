@@ -1,0 +1,121 @@
+import { z } from 'zod';
+
+/**
+ * The whole configuration file, validated at start-up. Every key has a default so that an empty
+ * file (or no file) yields a working gateway on SQLite. Secrets never live here: the file names the
+ * environment variables that hold them (`*Env` keys), and the loader resolves those.
+ */
+
+// Money and prices are decimal strings so that no float ever touches a price. Numbers written in
+// YAML are accepted and turned into their canonical decimal text.
+const decimalString = z
+  .union([z.string(), z.number()])
+  .transform((v) => (typeof v === 'number' ? String(v) : v.trim()))
+  .refine((v) => /^\d+(\.\d+)?$/.test(v), { message: 'must be a non-negative decimal number such as "0.15"' });
+
+const envName = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'must be an environment variable name such as OPENAI_API_KEY');
+const positiveInt = z.number().int().positive();
+
+const databaseUrl = z
+  .string()
+  .refine((v) => v.startsWith('sqlite:') || v.startsWith('postgres://') || v.startsWith('postgresql://'), {
+    message: 'must start with "sqlite:" (for example sqlite:./data/tollgate.db) or "postgres://"',
+  });
+
+const window = z.object({ perMinute: positiveInt.optional(), perDay: positiveInt.optional() }).strict();
+
+const provider = z
+  .object({
+    type: z.enum(['openai-compatible']).default('openai-compatible'),
+    baseUrl: z.url({ message: 'must be an http(s) URL such as https://api.openai.com/v1' }),
+    apiKeyEnv: envName.optional(),
+  })
+  .strict();
+
+const model = z
+  .object({
+    provider: z.string().min(1),
+    name: z.string().min(1),
+    upstreamName: z.string().min(1).optional(),
+    contextLength: positiveInt,
+    maxOutputTokens: positiveInt.default(16384),
+    promptCostPer1M: decimalString,
+    completionCostPer1M: decimalString,
+    promptPricePer1M: decimalString.optional(),
+    completionPricePer1M: decimalString.optional(),
+    reasoningFamily: z.enum(['none', 'thinking', 'effort']).default('none'),
+    created: z.number().int().nonnegative().default(1735689600),
+  })
+  .strict();
+
+const chainRpc = z.object({ rpcUrl: z.url() }).strict();
+
+export const configSchema = z
+  .object({
+    server: z
+      .object({
+        host: z.string().default('0.0.0.0'),
+        port: z.number().int().min(0).max(65535).default(8080),
+        publicUrl: z.url().default('http://localhost:8080'),
+        trustProxy: z.boolean().default(false),
+      })
+      .strict()
+      .default({ host: '0.0.0.0', port: 8080, publicUrl: 'http://localhost:8080', trustProxy: false }),
+    database: z
+      .object({ url: databaseUrl.default('sqlite:./data/tollgate.db'), urlEnv: envName.optional() })
+      .strict()
+      .default({ url: 'sqlite:./data/tollgate.db' }),
+    siwe: z
+      .object({
+        domains: z.array(z.string().min(1)).optional(),
+        uris: z.array(z.url()).optional(),
+        chainIds: z.array(positiveInt).min(1).default([1, 8453, 84532]),
+        windowSeconds: positiveInt.default(300),
+        clockSkewSeconds: z.number().int().nonnegative().default(60),
+        allowedFactories: z.array(z.string().regex(/^0x[0-9a-fA-F]{40}$/)).default([]),
+      })
+      .strict()
+      .default({ chainIds: [1, 8453, 84532], windowSeconds: 300, clockSkewSeconds: 60, allowedFactories: [] }),
+    chains: z.record(z.string().regex(/^\d+$/, 'must be a chain id such as "8453"'), chainRpc).default({}),
+    keys: z
+      .object({ secretEnv: envName.default('TOLLGATE_KEY_SECRET'), maxActivePerWallet: positiveInt.default(50) })
+      .strict()
+      .default({ secretEnv: 'TOLLGATE_KEY_SECRET', maxActivePerWallet: 50 }),
+    pricing: z
+      .object({ markupPercent: decimalString.default('20'), listedPrices: z.enum(['billed', 'cost']).default('billed') })
+      .strict()
+      .default({ markupPercent: '20', listedPrices: 'billed' }),
+    providers: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'must be lowercase letters, digits, - or _'), provider).optional(),
+    models: z.array(model).optional(),
+    chat: z
+      .object({
+        defaultMaxTokens: positiveInt.default(1024),
+        reasoning: z.enum(['reject', 'forward']).default('forward'),
+      })
+      .strict()
+      .default({ defaultMaxTokens: 1024, reasoning: 'forward' }),
+    rateLimits: z
+      .object({
+        backend: z.enum(['memory', 'redis']).default('memory'),
+        redisUrlEnv: envName.default('TOLLGATE_REDIS_URL'),
+        chat: window.default({ perMinute: 60, perDay: 10000 }),
+        keys: window.default({ perMinute: 30 }),
+        public: window.default({ perMinute: 300 }),
+      })
+      .strict()
+      .default({ backend: 'memory', redisUrlEnv: 'TOLLGATE_REDIS_URL', chat: { perMinute: 60, perDay: 10000 }, keys: { perMinute: 30 }, public: { perMinute: 300 } }),
+    limits: z
+      .object({ bodyBytes: positiveInt.default(64 * 1024), chatBodyBytes: positiveInt.default(10 * 1024 * 1024) })
+      .strict()
+      .default({ bodyBytes: 64 * 1024, chatBodyBytes: 10 * 1024 * 1024 }),
+    logging: z
+      .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
+      .strict()
+      .default({ level: 'info' }),
+  })
+  .strict();
+
+export type ConfigFile = z.infer<typeof configSchema>;
+export type ModelConfig = z.infer<typeof model>;
+export type ProviderConfig = z.infer<typeof provider>;
+export type RateWindow = z.infer<typeof window>;

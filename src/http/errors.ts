@@ -1,0 +1,71 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+
+/** An error the client should see as it is: status, stable code, and a message that says what to do. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export const badRequest = (message: string, extra?: Record<string, unknown>) => new ApiError(400, 'VALIDATION_ERROR', message, extra);
+export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED', message);
+export const notFound = (message: string) => new ApiError(404, 'NOT_FOUND', message);
+
+const CODE_BY_STATUS: Record<number, string> = {
+  400: 'VALIDATION_ERROR',
+  401: 'UNAUTHORIZED',
+  402: 'INSUFFICIENT_BALANCE',
+  404: 'NOT_FOUND',
+  405: 'METHOD_NOT_ALLOWED',
+  406: 'NOT_ACCEPTABLE',
+  409: 'CONFLICT',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+  429: 'RATE_LIMITED',
+  502: 'UPSTREAM_ERROR',
+  503: 'SERVICE_UNAVAILABLE',
+};
+
+/**
+ * Turns anything thrown by a route or by Fastify itself into `{error: CODE, message}`. Unexpected
+ * errors become a 500 whose body names only the request id; the details go to the log.
+ */
+export function handleError(err: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply): void {
+  if (err instanceof ApiError) {
+    void reply.code(err.status).headers(err.headers).send({ error: err.code, message: err.message, ...err.extra });
+    return;
+  }
+  const known = describeFrameworkError(err);
+  if (known) {
+    void reply.code(known.status).send({ error: CODE_BY_STATUS[known.status] ?? 'VALIDATION_ERROR', message: known.message });
+    return;
+  }
+  request.log.error({ err }, 'unhandled error');
+  void reply.code(500).send({ error: 'INTERNAL_ERROR', message: `internal error; quote request id ${request.id} when reporting it` });
+}
+
+function describeFrameworkError(err: FastifyError): { status: number; message: string } | null {
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return { status: 413, message: 'request body is too large' };
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return { status: 415, message: 'Content-Type must be application/json' };
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return { status: 400, message: 'request body is empty; send a JSON object' };
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return { status: 400, message: 'Content-Length does not match the body' };
+  }
+  if (err.validation) return { status: 400, message: err.message };
+  if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return { status: 400, message: 'request body is not valid JSON' };
+  }
+  const status = err.statusCode;
+  if (status && status >= 400 && status < 500) return { status, message: err.message };
+  return null;
+}

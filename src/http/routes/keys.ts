@@ -1,0 +1,75 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { listKeys, revokeKey, toIso } from '../../keys/api-keys.ts';
+import { REDEEM_CODE_PATTERN, REF_CODE_PATTERN } from '../../keys/codes.ts';
+import { createApiKey } from '../../keys/create-key.ts';
+import type { Services } from '../../services.ts';
+import { badRequest, notFound } from '../errors.ts';
+import { requireSiwe, siweProofFields } from '../siwe-proof.ts';
+import { parseInput } from '../validate.ts';
+
+const createBody = z.object({
+  ...siweProofFields,
+  label: z.string().max(100, 'must be at most 100 characters').optional(),
+  ref_code: z.string().regex(REF_CODE_PATTERN, 'is not a referral code (form ref-xxxxxxxxxx)').optional(),
+  redeem_code: z.string().regex(REDEEM_CODE_PATTERN, 'is not a redeem code (form rc-…)').optional(),
+});
+
+const proofOnly = z.object(siweProofFields);
+
+export function keyRoutes(app: FastifyInstance, services: Services): void {
+  app.post('/v1/auth/keys', async (request, reply) => {
+    const body = parseInput(createBody, request.body);
+    // Decided before the proof is checked, so a request that cannot succeed does not use up its nonce.
+    if (body.ref_code !== undefined && body.redeem_code !== undefined) {
+      throw badRequest('ref_code and redeem_code cannot be used together; send one of them');
+    }
+    const wallet = await requireSiwe(services, body.message, body.signature);
+    const outcome = await createApiKey(services.storage.db, services.storage.engine, services.keySecret, services.config.keys.maxActivePerWallet, {
+      wallet,
+      label: body.label ?? '',
+      refCode: body.ref_code,
+      redeemCode: body.redeem_code,
+    });
+    if (!outcome.ok) throw badRequest(outcome.reason);
+    const response: Record<string, unknown> = {
+      id: outcome.row.id,
+      key: outcome.key,
+      label: outcome.row.label,
+      created_at: toIso(outcome.row.created_at),
+    };
+    if (outcome.redeemedCreditUsdc !== undefined) response.redeemed_credit_usdc = outcome.redeemedCreditUsdc;
+    return reply.code(201).send(response);
+  });
+
+  app.get('/v1/auth/keys', async (request) => {
+    const query = parseInput(proofOnly, request.query, 'query string');
+    const wallet = await requireSiwe(services, query.message, query.signature);
+    const rows = await listKeys(services.storage.db, wallet);
+    return {
+      data: rows.map((r) => ({
+        id: r.id,
+        label: r.label,
+        created_at: toIso(r.created_at),
+        revoked_at: toIso(r.revoked_at),
+        last_used_at: toIso(r.last_used_at),
+        last4: r.last4,
+      })),
+    };
+  });
+
+  app.delete<{ Params: { key_id: string } }>('/v1/auth/keys/:key_id', async (request) => {
+    const id = parseKeyId(request.params.key_id);
+    const body = parseInput(proofOnly, request.body);
+    const wallet = await requireSiwe(services, body.message, body.signature);
+    const outcome = await revokeKey(services.storage.db, wallet, id);
+    // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
+    if (outcome === 'not_found') throw notFound(`no API key ${id} belongs to this wallet`);
+    return { revoked: true };
+  });
+}
+
+function parseKeyId(raw: string): number {
+  if (!/^\d{1,15}$/.test(raw) || Number(raw) < 1) throw badRequest(`key_id must be a positive integer, got "${raw.slice(0, 40)}"`);
+  return Number(raw);
+}

@@ -1,0 +1,57 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database, LedgerKind } from '../storage/schema.ts';
+
+export interface LedgerMovement {
+  wallet: string;
+  kind: LedgerKind;
+  /** Micro-USDC; positive adds to the balance, negative removes from it. */
+  amountUsdc: number;
+  reference?: string | null;
+  note?: string | null;
+}
+
+/**
+ * Appends one ledger entry and moves the wallet balance by the same amount. Call it inside the
+ * transaction that also records the cause (payment settled, code redeemed), so the two commit
+ * together. A negative movement that would take the balance below the locked amount or below zero
+ * is refused by the database CHECKs, and the whole transaction rolls back.
+ */
+export async function applyMovement(trx: Kysely<Database>, m: LedgerMovement, now = Date.now()): Promise<void> {
+  if (!Number.isSafeInteger(m.amountUsdc) || m.amountUsdc === 0) {
+    throw new RangeError(`ledger amount must be a non-zero safe integer, got ${m.amountUsdc}`);
+  }
+  const wallet = m.wallet.toLowerCase();
+  await trx
+    .insertInto('wallets')
+    .values({ address: wallet, balance_usdc: m.amountUsdc, locked_usdc: 0, created_at: now, updated_at: now })
+    .onConflict((oc) =>
+      oc.column('address').doUpdateSet({
+        balance_usdc: sql`wallets.balance_usdc + ${m.amountUsdc}`,
+        updated_at: now,
+      }),
+    )
+    .execute();
+  await trx
+    .insertInto('ledger_entries')
+    .values({
+      wallet,
+      kind: m.kind,
+      amount_usdc: m.amountUsdc,
+      reference: m.reference ?? null,
+      note: m.note ?? null,
+      created_at: now,
+    })
+    .execute();
+}
+
+/** True when a database error is one of the wallet CHECKs (balance would go negative or below locked). */
+export function isBalanceConstraintError(err: unknown): boolean {
+  const text = String((err as { message?: string })?.message ?? err);
+  return /wallets_(balance_nonnegative|locked_within_balance|locked_nonnegative)|CHECK constraint failed/i.test(text);
+}
+
+/** True when a database error is a unique-key violation (SQLite or PostgreSQL). */
+export function isUniqueViolation(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  return e?.code === '23505' || /UNIQUE constraint failed/i.test(String(e?.message ?? ''));
+}

@@ -1,0 +1,100 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../storage/schema.ts';
+
+export interface LedgerCheck {
+  ok: boolean;
+  wallets: number;
+  entries: number;
+  /** Sum of all credits ever made, in micro-USDC. */
+  creditsUsdc: number;
+  /** Sum of all charges ever made (a positive number), in micro-USDC. */
+  chargesUsdc: number;
+  problems: string[];
+}
+
+/**
+ * Verifies the money invariants of DESIGN.md section 4:
+ * - every wallet's balance equals the sum of its ledger entries;
+ * - every wallet's locked amount equals the sum of its pending reservations;
+ * - no balance is negative and locked never exceeds balance;
+ * - credits − charges = the sum of all balances (nothing created or lost);
+ * - a finished reservation charged at most once, with exactly the amount it records;
+ * - each redeem code credited at most once.
+ */
+export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
+  const problems: string[] = [];
+
+  const wallets = await db
+    .selectFrom('wallets as w')
+    .select([
+      'w.address',
+      'w.balance_usdc',
+      'w.locked_usdc',
+      sql<number>`coalesce((select sum(e.amount_usdc) from ledger_entries e where e.wallet = w.address), 0)`.as('ledger_sum'),
+      sql<number>`coalesce((select sum(r.amount_usdc) from reservations r where r.wallet = w.address and r.status = 'pending'), 0)`.as('pending_sum'),
+    ])
+    .execute();
+  let balances = 0;
+  for (const w of wallets) {
+    const balance = Number(w.balance_usdc);
+    const locked = Number(w.locked_usdc);
+    balances += balance;
+    if (balance !== Number(w.ledger_sum)) problems.push(`wallet ${w.address}: balance ${balance} != ledger sum ${w.ledger_sum}`);
+    if (locked !== Number(w.pending_sum)) problems.push(`wallet ${w.address}: locked ${locked} != pending reservations ${w.pending_sum}`);
+    if (balance < 0) problems.push(`wallet ${w.address}: negative balance ${balance}`);
+    if (locked < 0 || locked > balance) problems.push(`wallet ${w.address}: locked ${locked} outside 0..${balance}`);
+  }
+
+  const totals = await db
+    .selectFrom('ledger_entries')
+    .select([
+      sql<number>`count(*)`.as('entries'),
+      sql<number>`coalesce(sum(case when amount_usdc > 0 then amount_usdc else 0 end), 0)`.as('credits'),
+      sql<number>`coalesce(sum(case when amount_usdc < 0 then -amount_usdc else 0 end), 0)`.as('charges'),
+    ])
+    .executeTakeFirstOrThrow();
+  const credits = Number(totals.credits);
+  const charges = Number(totals.charges);
+  if (credits - charges !== balances) problems.push(`credits ${credits} - charges ${charges} != sum of balances ${balances}`);
+
+  const orphanEntries = await db
+    .selectFrom('ledger_entries as e')
+    .leftJoin('wallets as w', 'w.address', 'e.wallet')
+    .select(sql<number>`count(*)`.as('n'))
+    .where('w.address', 'is', null)
+    .executeTakeFirstOrThrow();
+  if (Number(orphanEntries.n) > 0) problems.push(`${orphanEntries.n} ledger entries belong to no wallet`);
+
+  const settled = await db
+    .selectFrom('reservations as r')
+    .select([
+      'r.request_id',
+      'r.charged_usdc',
+      sql<number>`(select count(*) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id)`.as('charge_entries'),
+      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id), 0)`.as('charged_by_ledger'),
+    ])
+    .where('r.status', '!=', 'pending')
+    .execute();
+  for (const r of settled) {
+    const charged = Number(r.charged_usdc ?? 0);
+    const expectedEntries = charged > 0 ? 1 : 0;
+    if (Number(r.charge_entries) !== expectedEntries) problems.push(`request ${r.request_id}: ${r.charge_entries} charge entries, expected ${expectedEntries}`);
+    if (Number(r.charged_by_ledger) !== charged) problems.push(`request ${r.request_id}: ledger charged ${r.charged_by_ledger}, reservation records ${charged}`);
+  }
+
+  const redeemed = await db
+    .selectFrom('redeem_codes as c')
+    .select([
+      'c.id',
+      'c.value_usdc',
+      'c.redeemed_by',
+      sql<number>`(select count(*) from ledger_entries e where e.kind = 'redeem' and e.reference = ${sql.lit('redeem:')} || cast(c.id as text))`.as('n'),
+    ])
+    .execute();
+  for (const c of redeemed) {
+    const expected = c.redeemed_by ? 1 : 0;
+    if (Number(c.n) !== expected) problems.push(`redeem code #${c.id}: ${c.n} credits, expected ${expected}`);
+  }
+
+  return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems };
+}

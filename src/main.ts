@@ -1,0 +1,64 @@
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { buildApp } from './app.ts';
+import type { Config } from './config/load.ts';
+import { createLogger } from './http/logger.ts';
+import { createServices, type Services } from './services.ts';
+
+export interface RunningServer {
+  app: FastifyInstance;
+  services: Services;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Builds the services and the app, and listens. Used by `tollgate serve` and by tests. */
+export async function startServer(config: Config, opts: { logger?: Logger; now?: () => number } = {}): Promise<RunningServer> {
+  const logger = opts.logger ?? createLogger(config.logging.level);
+  const services = await createServices(config, { logger, now: opts.now });
+  const app = await buildApp(services);
+  try {
+    await app.listen({ host: config.server.host, port: config.server.port });
+  } catch (err) {
+    await services.close();
+    throw err;
+  }
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.server.port;
+  const host = config.server.host === '0.0.0.0' ? '127.0.0.1' : config.server.host;
+  let stopping: Promise<void> | undefined;
+  return {
+    app,
+    services,
+    url: `http://${host}:${port}`,
+    stop() {
+      // Stop accepting, let in-flight requests finish (Fastify waits for them), then close the database.
+      stopping ??= app.close().then(() => services.close());
+      return stopping;
+    },
+  };
+}
+
+/** Runs until SIGTERM or SIGINT, then shuts down gracefully within `graceMs`. */
+export async function runUntilSignalled(config: Config, graceMs = 15_000): Promise<void> {
+  const logger = createLogger(config.logging.level);
+  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection (kept running)'));
+  const server = await startServer(config, { logger });
+  logger.info({ url: server.url, database: config.database.url.split(':')[0], config: config.source ?? '(defaults)' }, 'tollgate listening');
+  await new Promise<void>((resolveDone) => {
+    const onSignal = (signal: string) => {
+      logger.info({ signal }, 'shutting down');
+      const force = setTimeout(() => {
+        logger.error('shutdown took too long; exiting');
+        process.exit(1);
+      }, graceMs);
+      force.unref();
+      server.stop().then(resolveDone, (err) => {
+        logger.error({ err }, 'error during shutdown');
+        process.exit(1);
+      });
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  });
+}

@@ -1,0 +1,75 @@
+import type { Config } from '../config/load.ts';
+import type { ModelConfig } from '../config/schema.ts';
+import { markupFactor, mul, parseDecimal, toNumber, type Fraction } from './decimal.ts';
+
+/** Per-token prices in micro-USDC (a price of P USD per 1M tokens is exactly P micro-USDC per token). */
+export interface TokenPrices {
+  prompt: Fraction;
+  completion: Fraction;
+}
+
+export interface CatalogModel {
+  /** `<provider>/<name>`, the id clients use and /v1/models lists. */
+  id: string;
+  name: string;
+  provider: string;
+  upstreamName: string;
+  contextLength: number;
+  maxOutputTokens: number;
+  reasoningFamily: ModelConfig['reasoningFamily'];
+  created: number;
+  /** What the provider charges us. */
+  cost: TokenPrices;
+  /** What we bill: the explicit price, or cost × (1 + markup). */
+  billed: TokenPrices;
+}
+
+export interface Catalog {
+  models: CatalogModel[];
+  byId: Map<string, CatalogModel>;
+  /** Bare model name → every model with that name, for `model: "gpt-4o"` requests. */
+  byName: Map<string, CatalogModel[]>;
+  listedPrices: 'billed' | 'cost';
+}
+
+export function buildCatalog(config: Pick<Config, 'models' | 'pricing'>): Catalog {
+  const factor = markupFactor(config.pricing.markupPercent);
+  const models = config.models.map((m): CatalogModel => {
+    const cost = { prompt: parseDecimal(m.promptCostPer1M), completion: parseDecimal(m.completionCostPer1M) };
+    return {
+      id: `${m.provider}/${m.name}`,
+      name: m.name,
+      provider: m.provider,
+      upstreamName: m.upstreamName ?? m.name,
+      contextLength: m.contextLength,
+      maxOutputTokens: m.maxOutputTokens,
+      reasoningFamily: m.reasoningFamily,
+      created: m.created,
+      cost,
+      billed: {
+        prompt: m.promptPricePer1M !== undefined ? parseDecimal(m.promptPricePer1M) : mul(cost.prompt, factor),
+        completion: m.completionPricePer1M !== undefined ? parseDecimal(m.completionPricePer1M) : mul(cost.completion, factor),
+      },
+    };
+  });
+  const byName = new Map<string, CatalogModel[]>();
+  for (const m of models) byName.set(m.name, [...(byName.get(m.name) ?? []), m]);
+  return { models, byId: new Map(models.map((m) => [m.id, m])), byName, listedPrices: config.pricing.listedPrices };
+}
+
+/** The /v1/models entry: the spec's fields plus what the OpenAI SDK's Model type expects. */
+export function modelEntry(catalog: Catalog, m: CatalogModel) {
+  const shown = catalog.listedPrices === 'cost' ? m.cost : m.billed;
+  return {
+    id: m.id,
+    object: 'model' as const,
+    created: m.created,
+    owned_by: m.provider,
+    name: m.name,
+    provider: m.provider,
+    contextLength: m.contextLength,
+    maxOutputTokens: m.maxOutputTokens,
+    promptPricePer1MTokens: toNumber(shown.prompt),
+    completionPricePer1M: toNumber(shown.completion),
+  };
+}

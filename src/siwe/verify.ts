@@ -1,0 +1,134 @@
+import { ParsedMessage } from '@spruceid/siwe-parser';
+import type { Kysely } from 'kysely';
+import { isErc6492Signature, parseErc6492Signature, recoverMessageAddress, type Hex } from 'viem';
+import { hasCode, type ChainReaders } from '../chain/readers.ts';
+import type { Database } from '../storage/schema.ts';
+import { consumeNonce } from './nonce-store.ts';
+
+export interface SiweRules {
+  domains: string[];
+  /** Allowed URI origins (scheme://host:port). */
+  uris: string[];
+  chainIds: number[];
+  windowSeconds: number;
+  clockSkewSeconds: number;
+  /** ERC-6492 factories whose undeployed wallets may sign. */
+  allowedFactories: string[];
+}
+
+export type SiweResult =
+  | { ok: true; address: string }
+  | { ok: false; status: 401 | 503; reason: string };
+
+export const MAX_MESSAGE_BYTES = 4096;
+export const MAX_SIGNATURE_CHARS = 2048;
+
+const refuse = (reason: string): SiweResult => ({ ok: false, status: 401, reason });
+
+/**
+ * Verifies a Sign-In with Ethereum proof and uses up its nonce. The checks run cheapest first (size,
+ * parse, fields, clock, signature) so that junk costs nothing and only a proof that is otherwise valid
+ * may touch the RPC or the database. The returned address is lowercase.
+ */
+export class SiweVerifier {
+  constructor(
+    private readonly rules: SiweRules,
+    private readonly db: Kysely<Database>,
+    private readonly chains: ChainReaders,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async verify(message: unknown, signature: unknown): Promise<SiweResult> {
+    if (typeof message !== 'string' || typeof signature !== 'string' || !message || !signature) {
+      return refuse('a SIWE proof needs both "message" and "signature"');
+    }
+    if (Buffer.byteLength(message) > MAX_MESSAGE_BYTES) return refuse(`SIWE message is larger than ${MAX_MESSAGE_BYTES} bytes`);
+    if (signature.length > MAX_SIGNATURE_CHARS) return refuse(`SIWE signature is longer than ${MAX_SIGNATURE_CHARS} characters`);
+    if (!/^0x[0-9a-fA-F]+$/.test(signature)) return refuse('SIWE signature must be 0x-prefixed hex');
+
+    let parsed: ParsedMessage;
+    try {
+      parsed = new ParsedMessage(message);
+    } catch (err) {
+      const first = String((err as Error).message).split('\n')[0];
+      return refuse(`SIWE message is not a valid EIP-4361 message (${first})`);
+    }
+
+    const fieldProblem = this.checkFields(parsed);
+    if (fieldProblem) return refuse(fieldProblem);
+
+    const timeProblem = this.checkTimes(parsed);
+    if (timeProblem) return refuse(timeProblem);
+
+    const signer = await this.checkSignature(parsed, message, signature as Hex);
+    if (signer) return signer;
+
+    const issuedAt = Date.parse(parsed.issuedAt);
+    const keepUntil = Math.max(issuedAt, this.now()) + (this.rules.windowSeconds + this.rules.clockSkewSeconds) * 1000;
+    const fresh = await consumeNonce(this.db, parsed.address, parsed.nonce, keepUntil);
+    if (!fresh) return refuse('this SIWE message was already used; sign a new message with a fresh nonce for every request');
+    return { ok: true, address: parsed.address.toLowerCase() };
+  }
+
+  private checkFields(p: ParsedMessage): string | null {
+    if (!this.rules.domains.includes(p.domain)) {
+      return `SIWE domain "${p.domain}" is not accepted here; sign for ${this.rules.domains.join(' or ')}`;
+    }
+    let origin: string;
+    try {
+      origin = new URL(p.uri).origin;
+    } catch {
+      return `SIWE uri "${p.uri}" is not a URL`;
+    }
+    if (!this.rules.uris.includes(origin)) return `SIWE uri "${p.uri}" is not accepted here; use ${this.rules.uris.join(' or ')}`;
+    if (p.version !== '1') return `SIWE version must be 1`;
+    if (!this.rules.chainIds.includes(p.chainId)) {
+      return `SIWE chain id ${p.chainId} is not accepted here; use one of ${this.rules.chainIds.join(', ')}`;
+    }
+    if (!/^[A-Za-z0-9]{8,}$/.test(p.nonce)) return 'SIWE nonce must be at least 8 letters or digits';
+    return null;
+  }
+
+  private checkTimes(p: ParsedMessage): string | null {
+    const now = this.now();
+    const issuedAt = Date.parse(p.issuedAt);
+    if (Number.isNaN(issuedAt)) return 'SIWE issuedAt is not a valid time';
+    if (now - issuedAt > this.rules.windowSeconds * 1000) {
+      return `SIWE message was issued more than ${this.rules.windowSeconds} s ago; sign a fresh one`;
+    }
+    if (issuedAt - now > this.rules.clockSkewSeconds * 1000) return 'SIWE issuedAt is in the future; check the signer clock';
+    if (p.expirationTime !== undefined && Date.parse(p.expirationTime) <= now) return 'SIWE message has expired';
+    if (p.notBefore !== undefined && Date.parse(p.notBefore) > now) return 'SIWE message is not valid yet (notBefore)';
+    return null;
+  }
+
+  /** Returns null when the signature is the address's, or the refusal. */
+  private async checkSignature(p: ParsedMessage, message: string, signature: Hex): Promise<SiweResult | null> {
+    const claimed = p.address.toLowerCase();
+    // An EOA signature is checked locally; only when it fails can the address be a contract wallet.
+    try {
+      const recovered = await recoverMessageAddress({ message, signature });
+      if (recovered.toLowerCase() === claimed) return null;
+    } catch {
+      // Not a 65-byte ECDSA signature: may still be ERC-1271 / ERC-6492.
+    }
+    const mismatch = refuse('SIWE signature does not match the address in the message');
+    if (!this.chains.has(p.chainId)) return mismatch;
+
+    const client = this.chains.client(p.chainId);
+    try {
+      const deployed = await hasCode(client, p.address as Hex);
+      if (!deployed) {
+        if (!isErc6492Signature(signature)) return mismatch;
+        const factory = parseErc6492Signature(signature).address?.toLowerCase();
+        if (!factory || !this.rules.allowedFactories.map((f) => f.toLowerCase()).includes(factory)) {
+          return refuse('SIWE signature is from an undeployed contract wallet whose factory is not allowed here');
+        }
+      }
+      const valid = await client.verifyMessage({ address: p.address as Hex, message, signature });
+      return valid ? null : mismatch;
+    } catch {
+      return { ok: false, status: 503, reason: `the chain ${p.chainId} RPC could not be reached to check a contract-wallet signature; try again shortly` };
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import Libsql from 'libsql';
+import pg from 'pg';
+import type { Database } from './schema.ts';
+
+export type Engine = 'sqlite' | 'postgres';
+
+export interface Storage {
+  db: Kysely<Database>;
+  engine: Engine;
+  close(): Promise<void>;
+}
+
+/** Opens the database the URL names: `sqlite:<path>` (embedded, WAL) or `postgres://…`. */
+export function openStorage(url: string, opts: { poolSize?: number } = {}): Storage {
+  if (url.startsWith('sqlite:')) return openSqlite(url.slice('sqlite:'.length));
+  return openPostgres(url, opts.poolSize ?? 10);
+}
+
+function openSqlite(path: string): Storage {
+  const file = path === ':memory:' ? path : resolve(path.replace(/^\/\/(?=\/)/, ''));
+  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  const sqlite = new Libsql(file);
+  // WAL lets readers run beside the single writer; busy_timeout makes a second process (the admin
+  // CLI next to a running server) wait for the lock instead of failing at once.
+  sqlite.exec('PRAGMA journal_mode = WAL');
+  sqlite.exec('PRAGMA synchronous = NORMAL');
+  sqlite.exec('PRAGMA busy_timeout = 5000');
+  sqlite.exec('PRAGMA foreign_keys = ON');
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite as never }) });
+  return { db, engine: 'sqlite', close: () => db.destroy() };
+}
+
+// pg returns BIGINT (int8) and NUMERIC as strings to protect precision. Our money and times are far
+// below 2^53, so they are parsed as numbers; anything unsafe fails loudly instead of rounding.
+function parseSafeInteger(text: string): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n)) throw new RangeError(`database value ${text} is outside the safe integer range`);
+  return n;
+}
+
+function openPostgres(url: string, max: number): Storage {
+  const types = {
+    getTypeParser(oid: number, format?: 'text' | 'binary') {
+      if (oid === 20 || oid === 1700) return parseSafeInteger;
+      return pg.types.getTypeParser(oid, format as 'text');
+    },
+  };
+  const pool = new pg.Pool({ connectionString: url, max, types: types as never });
+  // An idle client's network error would otherwise be an unhandled 'error' event that kills the process.
+  pool.on('error', () => undefined);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return { db, engine: 'postgres', close: () => db.destroy() };
+}

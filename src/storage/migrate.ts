@@ -1,0 +1,32 @@
+import { Migrator, type Migration, type MigrationResultSet } from 'kysely';
+import type { Storage } from './database.ts';
+import { foundation } from './migrations/001-foundation.ts';
+
+/** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
+function migrationsFor(storage: Storage): Record<string, Migration> {
+  return {
+    '001-foundation': foundation(storage.engine),
+  };
+}
+
+export interface MigrateOutcome {
+  applied: string[];
+}
+
+/**
+ * Brings the schema up to date. Safe to run from several instances at once: Kysely takes a lock
+ * (an advisory lock on PostgreSQL) so only one applies each migration.
+ */
+export async function migrateToLatest(storage: Storage): Promise<MigrateOutcome> {
+  const migrator = new Migrator({
+    db: storage.db,
+    provider: { getMigrations: async () => migrationsFor(storage) },
+  });
+  const result: MigrationResultSet = await migrator.migrateToLatest();
+  if (result.error) {
+    const failed = result.results?.find((r) => r.status === 'Error')?.migrationName;
+    const cause = result.error instanceof Error ? result.error.message : String(result.error);
+    throw new Error(`database migration ${failed ?? ''} failed: ${cause}`);
+  }
+  return { applied: (result.results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName) };
+}

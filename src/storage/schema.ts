@@ -1,0 +1,119 @@
+import type { Generated } from 'kysely';
+
+/**
+ * Table types for Kysely. Times are epoch milliseconds and money is integer micro-USDC, both
+ * stored as 64-bit integers and read back as JS numbers (all values stay far below 2^53).
+ */
+export interface WalletTable {
+  address: string;
+  balance_usdc: number;
+  locked_usdc: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export type LedgerKind = 'topup' | 'redeem' | 'referral_share' | 'adjustment' | 'charge';
+
+export interface LedgerEntryTable {
+  id: Generated<number>;
+  wallet: string;
+  kind: LedgerKind;
+  /** Signed: credits are positive, charges negative. */
+  amount_usdc: number;
+  /** What caused it: a request id, a payment id, a redeem code id. */
+  reference: string | null;
+  note: string | null;
+  created_at: number;
+}
+
+export type ReservationStatus = 'pending' | 'settled' | 'voided';
+
+export interface ReservationTable {
+  id: Generated<number>;
+  wallet: string;
+  api_key_id: number | null;
+  request_id: string;
+  amount_usdc: number;
+  status: ReservationStatus;
+  charged_usdc: number | null;
+  lease_expires_at: number;
+  created_at: number;
+  finished_at: number | null;
+}
+
+export interface ApiKeyTable {
+  id: Generated<number>;
+  wallet: string;
+  key_hash: string;
+  prefix: string;
+  last4: string;
+  label: string;
+  created_at: number;
+  revoked_at: number | null;
+  last_used_at: number | null;
+}
+
+export interface SiweNonceTable {
+  address: string;
+  nonce: string;
+  expires_at: number;
+}
+
+export interface RedeemCodeTable {
+  id: Generated<number>;
+  code_hash: string;
+  value_usdc: number;
+  created_at: number;
+  redeemed_by: string | null;
+  redeemed_at: number | null;
+}
+
+export interface ReferralCodeTable {
+  code: string;
+  wallet: string;
+  created_at: number;
+}
+
+export interface ReferralAttributionTable {
+  wallet: string;
+  referrer: string;
+  code: string;
+  created_at: number;
+}
+
+export interface RequestUsageTable {
+  id: Generated<number>;
+  request_id: string;
+  api_key_id: number;
+  wallet: string;
+  model: string;
+  provider: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  reasoning_tokens: number;
+  cached_tokens: number;
+  charged_usdc: number;
+  provider_cost_usdc: number;
+  status: string;
+  latency_ms: number;
+  estimated: number;
+  created_at: number;
+}
+
+export interface SettingTable {
+  key: string;
+  value: string;
+}
+
+export interface Database {
+  wallets: WalletTable;
+  ledger_entries: LedgerEntryTable;
+  reservations: ReservationTable;
+  api_keys: ApiKeyTable;
+  siwe_nonces: SiweNonceTable;
+  redeem_codes: RedeemCodeTable;
+  referral_codes: ReferralCodeTable;
+  referral_attributions: ReferralAttributionTable;
+  request_usage: RequestUsageTable;
+  settings: SettingTable;
+}
