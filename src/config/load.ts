@@ -62,7 +62,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new ConfigError(`config file ${source} must be a YAML mapping of keys to values`);
   }
-  return parseConfig(deepMerge(raw as Record<string, unknown>, opts.overrides ?? {}), env, source);
+  return parseConfig(deepMerge(dropNulls(raw as Record<string, unknown>), opts.overrides ?? {}), env, source);
 }
 
 /** Validates an already-parsed object. Exported for tests and for programmatic embedding. */
@@ -121,6 +121,16 @@ function describeIssues(error: z.ZodError, source: string | null): string {
     return `  ${key}: ${message}`;
   });
   return `invalid configuration${source ? ` in ${source}` : ''}:\n${lines.join('\n')}`;
+}
+
+/** A key left with nothing under it (every entry commented out) means "use the default". */
+function dropNulls(obj: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(obj)) {
+    if (v === null) continue;
+    out[k] = isPlainObject(v) ? dropNulls(v) : v;
+  }
+  return out;
 }
 
 function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {

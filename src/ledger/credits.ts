@@ -21,16 +21,27 @@ export async function applyMovement(trx: Kysely<Database>, m: LedgerMovement, no
     throw new RangeError(`ledger amount must be a non-zero safe integer, got ${m.amountUsdc}`);
   }
   const wallet = m.wallet.toLowerCase();
-  await trx
-    .insertInto('wallets')
-    .values({ address: wallet, balance_usdc: m.amountUsdc, locked_usdc: 0, created_at: now, updated_at: now })
-    .onConflict((oc) =>
-      oc.column('address').doUpdateSet({
-        balance_usdc: sql`wallets.balance_usdc + ${m.amountUsdc}`,
-        updated_at: now,
-      }),
-    )
-    .execute();
+  if (m.amountUsdc > 0) {
+    await trx
+      .insertInto('wallets')
+      .values({ address: wallet, balance_usdc: m.amountUsdc, locked_usdc: 0, created_at: now, updated_at: now })
+      .onConflict((oc) =>
+        oc.column('address').doUpdateSet({
+          balance_usdc: sql`wallets.balance_usdc + ${m.amountUsdc}`,
+          updated_at: now,
+        }),
+      )
+      .execute();
+  } else {
+    // Not an upsert: both engines check the CHECKs on the row an INSERT proposes, before the conflict
+    // branch runs, so a negative proposed balance would fail even for a wallet that can pay.
+    const result = await trx
+      .updateTable('wallets')
+      .set({ balance_usdc: sql`balance_usdc + ${m.amountUsdc}`, updated_at: now })
+      .where('address', '=', wallet)
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) !== 1) throw new InsufficientBalanceError(wallet);
+  }
   await trx
     .insertInto('ledger_entries')
     .values({
@@ -44,8 +55,16 @@ export async function applyMovement(trx: Kysely<Database>, m: LedgerMovement, no
     .execute();
 }
 
+/** A debit from a wallet that has no balance at all. */
+export class InsufficientBalanceError extends Error {
+  constructor(wallet: string) {
+    super(`wallet ${wallet} has no balance to debit`);
+  }
+}
+
 /** True when a database error is one of the wallet CHECKs (balance would go negative or below locked). */
 export function isBalanceConstraintError(err: unknown): boolean {
+  if (err instanceof InsufficientBalanceError) return true;
   const text = String((err as { message?: string })?.message ?? err);
   return /wallets_(balance_nonnegative|locked_within_balance|locked_nonnegative)|CHECK constraint failed/i.test(text);
 }

@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.ts';
+import { tempDir } from '../support/engines.ts';
+
+function withFile(text: string): { dir: string; path: string } {
+  const dir = tempDir();
+  const path = join(dir, 'tollgate.yaml');
+  writeFileSync(path, text);
+  return { dir, path };
+}
+
+describe('configuration', () => {
+  test('no file gives a working default: port 8080, SQLite under ./data, a priced catalog', () => {
+    const config = loadConfig({ cwd: tempDir(), env: {} });
+    assert.equal(config.source, null);
+    assert.equal(config.server.port, 8080);
+    assert.equal(config.database.url, 'sqlite:./data/tollgate.db');
+    assert.deepEqual(config.siwe.domains, ['localhost:8080']);
+    assert.deepEqual(config.siwe.uris, ['http://localhost:8080']);
+    assert.equal(config.keys.maxActivePerWallet, 50);
+    assert.equal(config.chat.defaultMaxTokens, 1024);
+    assert.deepEqual(config.rateLimits.chat, { perMinute: 60, perDay: 10000 });
+    assert.ok(config.models.length > 0);
+  });
+
+  test('./tollgate.yaml is used when present, --config and TOLLGATE_CONFIG win over it', () => {
+    const { dir } = withFile('server: { port: 9001 }\n');
+    assert.equal(loadConfig({ cwd: dir, env: {} }).server.port, 9001);
+    const other = withFile('server: { port: 9002 }\n');
+    assert.equal(loadConfig({ cwd: dir, env: { TOLLGATE_CONFIG: other.path } }).server.port, 9002);
+    const third = withFile('server: { port: 9003 }\n');
+    assert.equal(loadConfig({ cwd: dir, env: { TOLLGATE_CONFIG: other.path }, path: third.path }).server.port, 9003);
+  });
+
+  test('a missing explicit file is an error that says where it looked', () => {
+    assert.throws(() => loadConfig({ cwd: tempDir(), env: {}, path: 'nope.yaml' }), /nope\.yaml does not exist \(from --config\)/);
+  });
+
+  test('a bad value names the key and what is wrong', () => {
+    const cases: [string, RegExp][] = [
+      ['server: { port: "eighty" }', /server\.port: .*number/],
+      ['server: { port: 70000 }', /server\.port: .*65535/],
+      ['database: { url: "mysql://x" }', /database\.url: must start with "sqlite:"/],
+      ['pricing: { markupPercent: "-5" }', /pricing\.markupPercent: must be a non-negative decimal/],
+      ['keys: { maxActivePerWallet: 0 }', /keys\.maxActivePerWallet/],
+      ['siwe: { chainIds: [] }', /siwe\.chainIds/],
+      ['serverr: {}', /unknown key\(s\) serverr/],
+      ['providers: { p: { baseUrl: "x" } }', /providers\.p\.baseUrl: must be an http\(s\) URL/],
+      ['providers: { p: { baseUrl: "http://x", apiKeyEnv: "lower" } }', /providers\.p\.apiKeyEnv: must be an environment variable name/],
+    ];
+    for (const [yaml, pattern] of cases) {
+      const { path } = withFile(yaml);
+      assert.throws(() => loadConfig({ path, env: {} }), (err: unknown) => err instanceof ConfigError && pattern.test(err.message), yaml);
+    }
+  });
+
+  test('invalid YAML and a non-mapping are refused clearly', () => {
+    assert.throws(() => loadConfig({ path: withFile('server: [').path, env: {} }), /is not valid YAML/);
+    assert.throws(() => loadConfig({ path: withFile('- a\n- b\n').path, env: {} }), /must be a YAML mapping/);
+  });
+
+  test('a model must name a configured provider, and ids are unique', () => {
+    const providers = { p: { baseUrl: 'http://127.0.0.1:1/v1' } };
+    const m = { provider: 'p', name: 'm', contextLength: 10, promptCostPer1M: '1', completionCostPer1M: '1' };
+    assert.throws(() => parseConfig({ providers, models: [{ ...m, provider: 'q' }] }), /models\.0\.provider: "q" is not one of the configured providers \(p\)/);
+    assert.throws(() => parseConfig({ providers, models: [m, m] }), /model id p\/m is listed twice/);
+  });
+
+  test('secrets come from the environment variables the file names', () => {
+    const config = parseConfig(
+      { providers: { p: { baseUrl: 'http://127.0.0.1:1/v1', apiKeyEnv: 'P_KEY' } }, keys: { secretEnv: 'K_SECRET' }, database: { urlEnv: 'DB_URL' } },
+      { P_KEY: 'provider-secret', K_SECRET: 'hmac-secret', DB_URL: 'postgres://u:pw@127.0.0.1/db' },
+    );
+    assert.equal(config.secrets.providerKeys.p, 'provider-secret');
+    assert.equal(config.secrets.keySecret, 'hmac-secret');
+    assert.equal(config.database.url, 'postgres://u:pw@127.0.0.1/db');
+  });
+
+  test('prices written as YAML numbers become exact decimal strings', () => {
+    const config = parseConfig({
+      providers: { p: { baseUrl: 'http://127.0.0.1:1/v1' } },
+      models: [{ provider: 'p', name: 'm', contextLength: 10, promptCostPer1M: 0.15, completionCostPer1M: 2 }],
+    });
+    assert.equal(config.models[0]!.promptCostPer1M, '0.15');
+    assert.equal(config.models[0]!.completionCostPer1M, '2');
+  });
+
+  test('the example file is valid and documents every top-level key', async () => {
+    const { readFileSync } = await import('node:fs');
+    const config = loadConfig({ path: 'tollgate.example.yaml', env: {} });
+    assert.ok(config.models.length > 0);
+    const text = readFileSync('tollgate.example.yaml', 'utf8');
+    const { configSchema } = await import('../../src/config/schema.ts');
+    for (const key of Object.keys(configSchema.shape)) assert.match(text, new RegExp(`^#? ?${key}:`, 'm'), `tollgate.example.yaml documents ${key}`);
+  });
+});
