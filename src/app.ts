@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ApiError, handleError } from './http/errors.ts';
+import { chatRoutes } from './http/routes/chat.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { keyRoutes } from './http/routes/keys.ts';
 import { modelRoutes } from './http/routes/models.ts';
@@ -53,6 +54,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   modelRoutes(app, services);
   keyRoutes(app, services);
   usageRoutes(app, services);
+  chatRoutes(app, services);
   await app.ready();
   return app;
 }

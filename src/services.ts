@@ -6,6 +6,12 @@ import { buildCatalog, type Catalog } from './providers/catalog.ts';
 import { pruneNonces } from './siwe/nonce-store.ts';
 import { SiweVerifier } from './siwe/verify.ts';
 import { openStorage, type Storage } from './storage/database.ts';
+import { sweepExpiredReservations } from './ledger/reservations.ts';
+import type { ProviderAdapter } from './providers/adapter.ts';
+import { openAICompatible } from './providers/openai-compatible.ts';
+import { windowsFrom, type RateLimiter, type RateWindow } from './ratelimit/limiter.ts';
+import { memoryLimiter } from './ratelimit/memory.ts';
+import { redisLimiter } from './ratelimit/redis.ts';
 import { migrateToLatest } from './storage/migrate.ts';
 
 /** Everything a running gateway holds, built once from the configuration and shared by routes. */
@@ -17,6 +23,11 @@ export interface Services {
   chains: ChainReaders;
   siwe: SiweVerifier;
   keySecret: Buffer;
+  providers: Map<string, ProviderAdapter>;
+  limiter: RateLimiter;
+  rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
+  /** The clock for rate limits and SIWE windows (tests move it). */
+  now: () => number;
   close(): Promise<void>;
 }
 
@@ -39,10 +50,23 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const chains = createChainReaders(config.chains);
     const siwe = new SiweVerifier(config.siwe, storage.db, chains, opts.now);
 
+    const now = opts.now ?? Date.now;
+    const limiter = createLimiter(config);
+    const providers = createProviders(config);
+
     const pruner = setInterval(() => {
       pruneNonces(storage.db).catch((err) => opts.logger.warn({ err }, 'pruning used SIWE nonces failed'));
     }, 60_000);
     pruner.unref();
+    // A crashed instance leaves reservations pending; once their lease runs out they are voided, so
+    // no crash can lock a wallet's money for good.
+    const sweep = () =>
+      sweepExpiredReservations(storage.db)
+        .then((n) => n && opts.logger.warn({ voided: n }, 'voided reservations whose lease expired'))
+        .catch((err) => opts.logger.warn({ err }, 'sweeping expired reservations failed'));
+    void sweep();
+    const sweeper = setInterval(sweep, 30_000);
+    sweeper.unref();
 
     return {
       config,
@@ -52,8 +76,15 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       chains,
       siwe,
       keySecret,
+      providers,
+      limiter,
+      rateWindows: { chat: windowsFrom(config.rateLimits.chat), keys: windowsFrom(config.rateLimits.keys), public: windowsFrom(config.rateLimits.public) },
+      now,
       async close() {
         clearInterval(pruner);
+        clearInterval(sweeper);
+        await Promise.allSettled([...providers.values()].map((p) => p.close()));
+        await limiter.close();
         await storage.close();
       },
     };
@@ -61,4 +92,24 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     await storage.close().catch(() => undefined);
     throw err;
   }
+}
+
+function createLimiter(config: Config): RateLimiter {
+  if (config.rateLimits.backend === 'memory') return memoryLimiter();
+  const url = config.secrets.redisUrl;
+  if (!url) throw new Error(`rateLimits.backend is redis but ${config.rateLimits.redisUrlEnv} is not set; set it to redis://host:6379`);
+  return redisLimiter(url);
+}
+
+function createProviders(config: Config): Map<string, ProviderAdapter> {
+  const timeouts = {
+    connectMs: config.chat.connectTimeoutSeconds * 1000,
+    firstByteMs: config.chat.firstByteTimeoutSeconds * 1000,
+    idleMs: config.chat.idleTimeoutSeconds * 1000,
+  };
+  const adapters = new Map<string, ProviderAdapter>();
+  for (const [name, p] of Object.entries(config.providers)) {
+    adapters.set(name, openAICompatible(name, p, config.secrets.providerKeys[name], timeouts, p.maxConnections));
+  }
+  return adapters;
 }

@@ -6,7 +6,7 @@ import type { ModelConfig, ProviderConfig } from './schema.ts';
  * prices in USD per 1M tokens; chat needs the provider's API key in the named variable.
  */
 export const defaultProviders: Record<string, ProviderConfig> = {
-  openai: { type: 'openai-compatible', baseUrl: 'https://api.openai.com/v1', apiKeyEnv: 'OPENAI_API_KEY' },
+  openai: { type: 'openai-compatible', baseUrl: 'https://api.openai.com/v1', apiKeyEnv: 'OPENAI_API_KEY', maxConnections: 1024 },
 };
 
 export const defaultModels: ModelConfig[] = [

@@ -29,6 +29,7 @@ const provider = z
     type: z.enum(['openai-compatible']).default('openai-compatible'),
     baseUrl: z.url({ message: 'must be an http(s) URL such as https://api.openai.com/v1' }),
     apiKeyEnv: envName.optional(),
+    maxConnections: positiveInt.default(1024),
   })
   .strict();
 
@@ -91,9 +92,18 @@ export const configSchema = z
       .object({
         defaultMaxTokens: positiveInt.default(1024),
         reasoning: z.enum(['reject', 'forward']).default('forward'),
+        connectTimeoutSeconds: positiveInt.default(10),
+        firstByteTimeoutSeconds: positiveInt.default(60),
+        idleTimeoutSeconds: positiveInt.default(60),
+        reservationLeaseSeconds: positiveInt.default(600),
+        drainTimeoutSeconds: positiveInt.default(120),
+        maxConcurrentDrains: positiveInt.default(256),
       })
       .strict()
-      .default({ defaultMaxTokens: 1024, reasoning: 'forward' }),
+      .default({
+        defaultMaxTokens: 1024, reasoning: 'forward', connectTimeoutSeconds: 10, firstByteTimeoutSeconds: 60, idleTimeoutSeconds: 60,
+        reservationLeaseSeconds: 600, drainTimeoutSeconds: 120, maxConcurrentDrains: 256,
+      }),
     rateLimits: z
       .object({
         backend: z.enum(['memory', 'redis']).default('memory'),

@@ -1,0 +1,55 @@
+import type { KeyRow } from '../keys/api-keys.ts';
+import { finishReservation, type SettleOutcome } from '../ledger/reservations.ts';
+import { priceRequest } from '../providers/pricing.ts';
+import type { Services } from '../services.ts';
+import type { ChatPlan } from './plan.ts';
+import type { Usage } from './usage.ts';
+
+/**
+ * The money side of one chat request after its reservation: it is finished exactly once, by a
+ * settle (charge what was used) or a void (charge nothing). Callers settle or void on their paths
+ * and call `voidIfOpen` in a `finally`, so no path can leave the lock behind.
+ */
+export class RequestBill {
+  private finished: Promise<SettleOutcome> | null = null;
+  private readonly started = performance.now();
+
+  constructor(
+    private readonly services: Services,
+    readonly key: KeyRow,
+    private readonly plan: ChatPlan,
+    readonly requestId: string,
+  ) {}
+
+  get open(): boolean {
+    return this.finished === null;
+  }
+
+  settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
+    const { chargeUsdc, costUsdc } = priceRequest(this.plan.model, usage);
+    return this.finish(chargeUsdc, costUsdc, usage, status);
+  }
+
+  void(status: string): Promise<SettleOutcome> {
+    return this.finish(0, 0, { promptTokens: 0, completionTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: false }, status);
+  }
+
+  async voidIfOpen(status: string): Promise<void> {
+    if (this.open) await this.void(status);
+  }
+
+  private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string): Promise<SettleOutcome> {
+    this.finished ??= finishReservation(this.services.storage.db, this.services.storage.engine, this.requestId, chargeUsdc, {
+      requestId: this.requestId,
+      apiKeyId: this.key.id,
+      wallet: this.key.wallet,
+      model: this.plan.model.id,
+      provider: this.plan.model.provider,
+      ...usage,
+      providerCostUsdc: costUsdc,
+      status,
+      latencyMs: Math.round(performance.now() - this.started),
+    });
+    return this.finished;
+  }
+}

@@ -1,0 +1,60 @@
+import type { FastifyReply } from 'fastify';
+import { ApiError } from '../http/errors.ts';
+import type { ProviderAdapter } from '../providers/adapter.ts';
+import type { Services } from '../services.ts';
+import { getBalance } from '../ledger/balances.ts';
+import type { RequestBill } from './bill.ts';
+import type { ChatPlan } from './plan.ts';
+import { estimateUsage, readUsage } from './usage.ts';
+import { upstreamFailure } from './upstream-error.ts';
+
+/** Non-streaming: call the provider, settle, answer with the provider's JSON as it was sent. */
+export async function completeChat(services: Services, reply: FastifyReply, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+  let text: string;
+  let parsed: any;
+  try {
+    // No abort on client disconnect: the provider bills us for the completion either way, so it is
+    // awaited and charged. The adapter's first-byte and idle timeouts bound the wait.
+    const res = await adapter.chat(JSON.stringify(plan.upstreamBody));
+    text = await res.body.text();
+    if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text);
+    parsed = JSON.parse(text);
+    if (!parsed || typeof parsed !== 'object' || !Array.isArray(parsed.choices)) throw upstreamFailure('the provider sent a response that is not a chat completion');
+  } catch (err) {
+    await bill.void('upstream_error');
+    if (err instanceof ApiError) throw err;
+    throw upstreamFailure(describeTransportError(err));
+  }
+
+  const usage = readUsage(parsed.usage) ?? (await estimateUsage(plan.upstreamBody.messages, completionTextOf(parsed)));
+  const outcome = await bill.settle(usage);
+  if (outcome.shortfallUsdc > 0) reply.log.warn({ shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
+  const balance = await getBalance(services.storage.db, bill.key.wallet);
+  void reply
+    .code(200)
+    .header('content-type', 'application/json; charset=utf-8')
+    .header('x-tollgate-charged-usdc', outcome.chargedUsdc)
+    .header('x-tollgate-balance-usdc', balance.balance_usdc)
+    .header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false')
+    .send(text);
+}
+
+export function describeTransportError(err: unknown): string {
+  const e = err as { code?: string; name?: string };
+  if (e?.name === 'TimeoutError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT' || e?.code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return 'the provider timed out';
+  }
+  if (e?.code === 'ECONNREFUSED' || e?.code === 'ENOTFOUND' || e?.code === 'ECONNRESET' || e?.code === 'UND_ERR_SOCKET') return 'the provider could not be reached';
+  if (err instanceof SyntaxError) return 'the provider sent invalid JSON';
+  return 'the provider request failed';
+}
+
+function completionTextOf(parsed: any): string {
+  return (parsed.choices as any[])
+    .map((c) => {
+      const m = c?.message ?? {};
+      const tools = Array.isArray(m.tool_calls) ? m.tool_calls.map((t: any) => `${t?.function?.name ?? ''}${t?.function?.arguments ?? ''}`).join('') : '';
+      return `${typeof m.content === 'string' ? m.content : ''}${tools}`;
+    })
+    .join('');
+}

@@ -1,0 +1,123 @@
+import type { Config } from '../config/load.ts';
+import type { Catalog, CatalogModel } from '../providers/catalog.ts';
+import { reservationFor } from '../providers/pricing.ts';
+import { badRequest } from '../http/errors.ts';
+
+/** Everything decided about a chat request before any money moves or any byte goes upstream. */
+export interface ChatPlan {
+  model: CatalogModel;
+  stream: boolean;
+  /** The client asked for the usage chunk (`stream_options.include_usage`). */
+  clientWantsUsage: boolean;
+  maxTokens: number;
+  n: number;
+  /** Upper bound of prompt tokens, computed without a network call. */
+  promptUpperBound: number;
+  reservationUsdc: number;
+  upstreamBody: Record<string, unknown>;
+}
+
+const MAX_N = 16;
+const EFFORT_BUDGETS: Record<string, number> = { minimal: 512, low: 1024, medium: 4096, high: 16384 };
+
+/**
+ * Validates the body and resolves the model. Unknown fields are forwarded as they are, so provider
+ * extensions keep working; the fields the gateway relies on are checked strictly.
+ */
+export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, 'chat'>): ChatPlan {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const missing = ['model', 'messages'].filter((k) => b[k] === undefined || b[k] === null);
+  if (missing.length) throw badRequest(`${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required`);
+  if (typeof b.model !== 'string' || !b.model) throw badRequest('model must be a string such as "openai/gpt-4o-mini"');
+  if (!Array.isArray(b.messages) || b.messages.length === 0) throw badRequest('messages must be a non-empty array of {role, content} objects');
+  b.messages.forEach((m, i) => {
+    if (typeof m !== 'object' || m === null || typeof (m as { role?: unknown }).role !== 'string') {
+      throw badRequest(`messages[${i}] must be an object with a string role`);
+    }
+  });
+  if (b.stream !== undefined && typeof b.stream !== 'boolean') throw badRequest('stream must be true or false');
+
+  const model = resolveModel(catalog, b.model);
+  const maxTokens = resolveMaxTokens(b, model, config.chat.defaultMaxTokens);
+  const n = b.n === undefined || b.n === null ? 1 : b.n;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_N) throw badRequest(`n must be a whole number from 1 to ${MAX_N}`);
+
+  const upstreamBody: Record<string, unknown> = { ...b, model: model.upstreamName };
+  delete upstreamBody.max_tokens;
+  delete upstreamBody.max_completion_tokens;
+  // The limit always goes upstream explicitly, so the reservation is a true bound. Effort-family
+  // (o-series) models accept only max_completion_tokens.
+  const useCompletionField = b.max_completion_tokens !== undefined || model.reasoningFamily === 'effort';
+  upstreamBody[useCompletionField ? 'max_completion_tokens' : 'max_tokens'] = maxTokens;
+  applyReasoning(b, upstreamBody, model, config.chat.reasoning);
+
+  const stream = b.stream === true;
+  const options = (b.stream_options ?? {}) as Record<string, unknown>;
+  const clientWantsUsage = stream && options.include_usage === true;
+  if (stream) upstreamBody.stream_options = { ...options, include_usage: true };
+
+  const promptUpperBound = promptBound(b, model);
+  return { model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody };
+}
+
+export function resolveModel(catalog: Catalog, requested: string): CatalogModel {
+  const exact = catalog.byId.get(requested);
+  if (exact) return exact;
+  const byName = catalog.byName.get(requested) ?? [];
+  if (byName.length === 1) return byName[0]!;
+  if (byName.length > 1) {
+    throw badRequest(`model "${requested}" is offered by several providers; use one of ${byName.map((m) => m.id).join(', ')}`, { candidates: byName.map((m) => m.id) });
+  }
+  throw badRequest(`unknown model "${requested.slice(0, 200)}"; GET /v1/models lists the available ones`);
+}
+
+function resolveMaxTokens(b: Record<string, unknown>, model: CatalogModel, fallback: number): number {
+  const given = b.max_completion_tokens ?? b.max_tokens;
+  if (b.max_completion_tokens !== undefined && b.max_tokens !== undefined && b.max_completion_tokens !== b.max_tokens) {
+    throw badRequest('max_tokens and max_completion_tokens disagree; send one of them');
+  }
+  if (given === undefined || given === null) return Math.min(fallback, model.maxOutputTokens);
+  if (typeof given !== 'number' || !Number.isInteger(given) || given < 1) throw badRequest('max_tokens must be a positive whole number');
+  if (given > model.maxOutputTokens) throw badRequest(`max_tokens ${given} is above ${model.id}'s limit of ${model.maxOutputTokens}`);
+  return given;
+}
+
+/**
+ * `reject`: either field is a 400. `forward`: thinking-family models get `thinking`, effort-family
+ * models get `reasoning_effort` (each translated from the other when only that one was sent), and
+ * other models get both as they came.
+ */
+function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>, model: CatalogModel, mode: 'reject' | 'forward'): void {
+  const hasThinking = b.thinking !== undefined;
+  const hasEffort = b.reasoning_effort !== undefined;
+  if (!hasThinking && !hasEffort) return;
+  if (mode === 'reject') throw badRequest('thinking and reasoning_effort are not accepted by this gateway; remove them from the request');
+  if (hasEffort && (typeof b.reasoning_effort !== 'string' || !(b.reasoning_effort in EFFORT_BUDGETS))) {
+    throw badRequest(`reasoning_effort must be one of ${Object.keys(EFFORT_BUDGETS).join(', ')}`);
+  }
+  if (model.reasoningFamily === 'thinking') {
+    delete out.reasoning_effort;
+    if (!hasThinking) out.thinking = { type: 'enabled', budget_tokens: EFFORT_BUDGETS[b.reasoning_effort as string] };
+  } else if (model.reasoningFamily === 'effort') {
+    delete out.thinking;
+    if (!hasEffort) {
+      const t = b.thinking as { type?: string; budget_tokens?: number } | null;
+      if (t && t.type !== 'disabled') {
+        const budget = typeof t.budget_tokens === 'number' ? t.budget_tokens : EFFORT_BUDGETS.medium!;
+        out.reasoning_effort = budget <= 1024 ? 'low' : budget <= 4096 ? 'medium' : 'high';
+      }
+    }
+  }
+}
+
+/**
+ * An upper bound on prompt tokens without a tokenizer round trip: no BPE token is shorter than one
+ * byte, so the UTF-8 size of the messages and tools bounds the count, plus a per-message allowance
+ * for the chat template. It can never exceed the model's context length.
+ */
+function promptBound(b: Record<string, unknown>, model: CatalogModel): number {
+  const bytes = Buffer.byteLength(JSON.stringify(b.messages)) + (b.tools ? Buffer.byteLength(JSON.stringify(b.tools)) : 0);
+  const bound = bytes + 8 * (b.messages as unknown[]).length + 16;
+  return Math.min(bound, model.contextLength);
+}

@@ -1,0 +1,165 @@
+import type { FastifyReply } from 'fastify';
+import { createParser } from 'eventsource-parser';
+import { extendLease } from '../ledger/reservations.ts';
+import type { ProviderAdapter } from '../providers/adapter.ts';
+import type { Services } from '../services.ts';
+import type { RequestBill } from './bill.ts';
+import { describeTransportError } from './complete.ts';
+import type { ChatPlan } from './plan.ts';
+import { redactCredentials } from './upstream-error.ts';
+import { estimateUsage, readUsage, type Usage } from './usage.ts';
+
+/** How many disconnected streams are being drained right now, across this process. */
+let activeDrains = 0;
+
+const DONE = 'data: [DONE]\n\n';
+
+/**
+ * Streaming: 200 and the SSE headers go out first, then the provider's events are passed through
+ * as they come. Only events that carry usage are parsed on the way. The request is settled from the
+ * provider's usage (or counted tokens) before the final `[DONE]`; an upstream failure becomes an
+ * error event and is not charged. A client that leaves does not end the upstream call: it is
+ * drained, within bounds, so what the provider produced is billed.
+ */
+export async function streamChat(services: Services, reply: FastifyReply, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+  const cfg = services.config.chat;
+  const raw = reply.raw;
+  reply.hijack();
+  raw.writeHead(200, {
+    ...(reply.getHeaders() as Record<string, string>),
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
+  raw.flushHeaders();
+
+  let clientGone = false;
+  const upstreamAbort = new AbortController();
+  let drainTimer: NodeJS.Timeout | undefined;
+  let draining = false;
+  const onClientClose = () => {
+    if (raw.writableFinished) return;
+    clientGone = true;
+    if (activeDrains >= cfg.maxConcurrentDrains) {
+      upstreamAbort.abort();
+      return;
+    }
+    activeDrains++;
+    draining = true;
+    drainTimer = setTimeout(() => upstreamAbort.abort(), cfg.drainTimeoutSeconds * 1000);
+  };
+  raw.on('close', onClientClose);
+
+  const leaseMs = cfg.reservationLeaseSeconds * 1000;
+  const leaseTimer = setInterval(() => void extendLease(services.storage.db, bill.requestId, leaseMs).catch(() => undefined), leaseMs / 3);
+  leaseTimer.unref();
+
+  const send = async (text: string) => {
+    if (clientGone || raw.destroyed) return;
+    if (!raw.write(text)) await new Promise<void>((r) => (raw.once('drain', r), raw.once('close', r)));
+  };
+
+  let usage: Usage | null = null;
+  let sawDone = false;
+  let upstreamError: string | null = null;
+  const contentEvents: string[] = [];
+
+  try {
+    try {
+      const res = await adapter.chat(JSON.stringify(plan.upstreamBody), upstreamAbort.signal);
+      if (res.statusCode !== 200) {
+        const body = await res.body.text().catch(() => '');
+        upstreamError = `the provider answered ${res.statusCode}${providerMessage(body)}`;
+      } else {
+        const pending: string[] = [];
+        const parser = createParser({
+          onEvent(event) {
+            const data = event.data;
+            if (data === '[DONE]') {
+              sawDone = true;
+              return;
+            }
+            if (data.includes('"error"') && isErrorEvent(data)) {
+              upstreamError = `the provider reported an error${providerMessage(data)}`;
+              return;
+            }
+            if (data.includes('"usage":{')) {
+              const chunk = safeParse(data);
+              const found = readUsage(chunk?.usage);
+              if (found) usage = found;
+              // The usage-only chunk (no choices) reaches the client only if it asked for it.
+              if (Array.isArray(chunk?.choices) && chunk.choices.length === 0 && !plan.clientWantsUsage) return;
+            } else {
+              contentEvents.push(data);
+            }
+            pending.push(`data: ${data}\n\n`);
+          },
+        });
+        const decoder = new TextDecoder();
+        for await (const piece of res.body) {
+          parser.feed(decoder.decode(piece as Buffer, { stream: true }));
+          if (pending.length) {
+            const out = pending.join('');
+            pending.length = 0;
+            await send(out);
+          }
+          if (upstreamError) break;
+        }
+        if (!upstreamError && !sawDone && !usage) upstreamError = 'the provider ended the stream early';
+      }
+    } catch (err) {
+      if (!(clientGone && upstreamAbort.signal.aborted)) upstreamError = describeTransportError(err);
+    }
+
+    if (upstreamError && !(clientGone && upstreamAbort.signal.aborted)) {
+      await bill.void('upstream_error');
+      await send(`data: ${JSON.stringify({ error: { message: `${upstreamError}; nothing was charged`, type: 'upstream_error' } })}\n\n${DONE}`);
+      return;
+    }
+    // Complete, or cut short by our own drain bound after the client left: bill what was produced.
+    const billed = usage ?? (await estimateUsage(plan.upstreamBody.messages, completionTextOf(contentEvents)));
+    const outcome = await bill.settle(billed, clientGone ? 'client_disconnected' : 'ok');
+    if (outcome.shortfallUsdc > 0) reply.log.warn({ shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
+    await send(DONE);
+  } finally {
+    clearInterval(leaseTimer);
+    if (drainTimer) clearTimeout(drainTimer);
+    if (draining) activeDrains--;
+    raw.off('close', onClientClose);
+    await bill.voidIfOpen('error');
+    if (!raw.destroyed) raw.end();
+  }
+}
+
+function safeParse(data: string): any {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return null;
+  }
+}
+
+function isErrorEvent(data: string): boolean {
+  const o = safeParse(data);
+  return !!o && typeof o === 'object' && 'error' in o && !('choices' in o);
+}
+
+function providerMessage(body: string): string {
+  const msg = safeParse(body)?.error?.message;
+  return typeof msg === 'string' ? `: ${redactCredentials(msg).slice(0, 300)}` : '';
+}
+
+/** The generated text of the passed-through chunks, for counting tokens when usage is missing. */
+function completionTextOf(events: string[]): string {
+  let text = '';
+  for (const data of events) {
+    const chunk = safeParse(data);
+    for (const c of chunk?.choices ?? []) {
+      const d = c?.delta ?? {};
+      if (typeof d.content === 'string') text += d.content;
+      for (const t of d.tool_calls ?? []) text += `${t?.function?.name ?? ''}${t?.function?.arguments ?? ''}`;
+    }
+  }
+  return text;
+}

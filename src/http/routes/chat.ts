@@ -1,0 +1,44 @@
+import type { FastifyInstance } from 'fastify';
+import { RequestBill } from '../../chat/bill.ts';
+import { completeChat } from '../../chat/complete.ts';
+import { planChat } from '../../chat/plan.ts';
+import { streamChat } from '../../chat/stream.ts';
+import { getBalance } from '../../ledger/balances.ts';
+import { reserve } from '../../ledger/reservations.ts';
+import type { Services } from '../../services.ts';
+import { requireApiKey } from '../bearer-auth.ts';
+import { ApiError } from '../errors.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
+
+export function chatRoutes(app: FastifyInstance, services: Services): void {
+  app.post('/v1/chat/completions', { bodyLimit: services.config.limits.chatBodyBytes }, async (request, reply) => {
+    // Everything that can refuse the request is decided before the first byte of the answer, so a
+    // stream that cannot be paid for is a plain 402, not a broken stream.
+    const key = await requireApiKey(services, request.headers.authorization);
+    await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
+    const plan = planChat(request.body, services.catalog, services.config);
+    const adapter = services.providers.get(plan.model.provider);
+    if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
+
+    const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
+    const reserved = await reserve(services.storage.db, { wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs });
+    if (!reserved) {
+      const balance = await getBalance(services.storage.db, key.wallet);
+      throw new ApiError(
+        402,
+        'INSUFFICIENT_BALANCE',
+        `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${plan.reservationUsdc}; top up with POST /v1/topup, or lower max_tokens`,
+        { balance_usdc: balance.balance_usdc, available_usdc: balance.available_usdc, required_usdc: plan.reservationUsdc },
+      );
+    }
+
+    const bill = new RequestBill(services, key, plan, request.id);
+    try {
+      if (plan.stream) await streamChat(services, reply, plan, adapter, bill);
+      else await completeChat(services, reply, plan, adapter, bill);
+    } finally {
+      await bill.voidIfOpen('error');
+    }
+    return reply;
+  });
+}

@@ -1,0 +1,15 @@
+import type { Dispatcher } from 'undici';
+
+/** What the chat route needs from a provider: send the body, get the raw HTTP response back. */
+export interface ProviderAdapter {
+  readonly name: string;
+  /** POSTs a chat completion. Rejects on connect failure and timeouts; any HTTP status resolves. */
+  chat(body: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData>;
+  close(): Promise<void>;
+}
+
+export interface AdapterTimeouts {
+  connectMs: number;
+  firstByteMs: number;
+  idleMs: number;
+}

@@ -1,0 +1,175 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A stand-in for a paid OpenAI-compatible provider, on 127.0.0.1. It answers in OpenAI's wire format
+ * (chat.completion JSON; SSE chunks with a role chunk, content or tool-call deltas, a finish chunk,
+ * the usage chunk when asked, then `data: [DONE]`) and can be told to misbehave.
+ */
+export interface FakeBehaviour {
+  /** Text of the answer, sent one word per chunk when streaming. */
+  content?: string;
+  /** Answer with a tool call instead of text. */
+  toolCall?: { name: string; arguments: string };
+  /** Overrides the usage the provider reports. */
+  usage?: { prompt_tokens: number; completion_tokens: number; reasoning_tokens?: number; cached_tokens?: number };
+  /** Leave usage out entirely (JSON and stream). */
+  omitUsage?: boolean;
+  /** Wait before the response starts. */
+  delayMs?: number;
+  /** Wait between stream chunks. */
+  chunkDelayMs?: number;
+  /** Fail with this HTTP status and an OpenAI error body. */
+  failStatus?: number;
+  /** Accept the connection and never answer. */
+  hang?: boolean;
+  /** Destroy the connection after this many content chunks. */
+  cutAfterChunks?: number;
+}
+
+export interface ReceivedRequest {
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: any;
+}
+
+export interface FakeOpenAI {
+  url: string;
+  received: ReceivedRequest[];
+  behaviour: FakeBehaviour;
+  /** Streams that ran to the end (to prove a disconnected client's stream was drained). */
+  completedStreams: number;
+  close(): Promise<void>;
+}
+
+const DEFAULT_CONTENT = 'Hello from the fake provider, a stand-in for a paid model.';
+
+export async function startFakeOpenAI(): Promise<FakeOpenAI> {
+  const sockets = new Set<import('node:net').Socket>();
+  const fake: FakeOpenAI = {
+    url: '',
+    received: [],
+    behaviour: {},
+    completedStreams: 0,
+    close: async () => undefined,
+  };
+
+  const server: Server = createServer((req, res) => {
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (raw += c));
+    req.on('end', () => {
+      let body: any;
+      try {
+        body = JSON.parse(raw || '{}');
+      } catch {
+        body = raw;
+      }
+      fake.received.push({ path: req.url ?? '', headers: req.headers, body });
+      void respond(fake, { ...fake.behaviour }, req, res, body);
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  fake.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  fake.close = () =>
+    new Promise((r) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => r());
+    });
+  return fake;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A stable stand-in for tokenisation: about four characters a token, like OpenAI's tokenizers. */
+export function fakeTokens(text: string): number {
+  return Math.max(1, Math.ceil(text.length / 4));
+}
+
+async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, body: any): Promise<void> {
+  if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error' } }));
+    return;
+  }
+  if (b.hang) return;
+  if (b.delayMs) await sleep(b.delayMs);
+  if (b.failStatus) {
+    res.writeHead(b.failStatus, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: { message: `injected failure ${b.failStatus}`, type: 'server_error', param: null, code: null } }));
+    return;
+  }
+
+  const id = `chatcmpl-fake${Math.random().toString(36).slice(2, 12)}`;
+  const created = Math.floor(Date.now() / 1000);
+  const model = body.model;
+  const content = b.content ?? DEFAULT_CONTENT;
+  const n = typeof body.n === 'number' ? body.n : 1;
+  const promptText = JSON.stringify(body.messages ?? []);
+  const completionTokens = b.toolCall ? fakeTokens(b.toolCall.arguments) + 5 : fakeTokens(content);
+  const usage = {
+    prompt_tokens: b.usage?.prompt_tokens ?? fakeTokens(promptText),
+    completion_tokens: b.usage?.completion_tokens ?? completionTokens * n,
+    total_tokens: 0,
+    prompt_tokens_details: { cached_tokens: b.usage?.cached_tokens ?? 0, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: b.usage?.reasoning_tokens ?? 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+  };
+  usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+
+  if (!body.stream) {
+    const choices = Array.from({ length: n }, (_, index) => ({
+      index,
+      message: b.toolCall
+        ? { role: 'assistant', content: null, tool_calls: [{ id: 'call_fake1', type: 'function', function: b.toolCall }], refusal: null, annotations: [] }
+        : { role: 'assistant', content, refusal: null, annotations: [] },
+      logprobs: null,
+      finish_reason: b.toolCall ? 'tool_calls' : 'stop',
+    }));
+    const payload: Record<string, unknown> = { id, object: 'chat.completion', created, model, choices, service_tier: 'default', system_fingerprint: 'fp_fake' };
+    if (!b.omitUsage) payload.usage = usage;
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(payload));
+    return;
+  }
+
+  const includeUsage = body.stream_options?.include_usage === true && !b.omitUsage;
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => {
+    const obj: Record<string, unknown> = { id, object: 'chat.completion.chunk', created, model, service_tier: 'default', system_fingerprint: 'fp_fake', choices, ...extra };
+    if (includeUsage && !('usage' in extra)) obj.usage = null;
+    return `data: ${JSON.stringify(obj)}\n\n`;
+  };
+  const write = async (text: string) => {
+    if (res.destroyed) return;
+    res.write(text);
+    if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
+  };
+
+  for (let index = 0; index < n; index++) {
+    if (b.toolCall) {
+      await write(chunk([{ index, delta: { role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_fake1', type: 'function', function: { name: b.toolCall.name, arguments: '' } }], refusal: null }, logprobs: null, finish_reason: null }]));
+      const args = b.toolCall.arguments;
+      for (let i = 0; i < args.length; i += 8) {
+        await write(chunk([{ index, delta: { tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + 8) } }] }, logprobs: null, finish_reason: null }]));
+      }
+      await write(chunk([{ index, delta: {}, logprobs: null, finish_reason: 'tool_calls' }]));
+      continue;
+    }
+    await write(chunk([{ index, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]));
+    const words = content.split(/(?<= )/);
+    for (const [i, word] of words.entries()) {
+      if (b.cutAfterChunks !== undefined && i >= b.cutAfterChunks) {
+        res.destroy();
+        return;
+      }
+      await write(chunk([{ index, delta: { content: word }, logprobs: null, finish_reason: null }]));
+    }
+    await write(chunk([{ index, delta: {}, logprobs: null, finish_reason: 'stop' }]));
+  }
+  if (includeUsage) await write(chunk([], { usage }));
+  await write('data: [DONE]\n\n');
+  res.end();
+  fake.completedStreams++;
+}
