@@ -9,7 +9,24 @@ export async function requireApiKey(services: Services, header: string | undefin
   // A token that cannot be one of our keys is refused without a database round trip.
   const row = KEY_PATTERN.test(key) ? await findActiveKey(services.storage.db, hashKey(services.keySecret, key)) : undefined;
   if (!row) throw unauthorized('invalid or revoked API key');
+  touchLastUsed(services, row.id);
   return row;
+}
+
+const lastTouched = new Map<number, number>();
+
+/** Records `last_used_at` at most once a minute per key, off the request's path. */
+function touchLastUsed(services: Services, id: number): void {
+  const now = Date.now();
+  if ((lastTouched.get(id) ?? 0) > now - 60_000) return;
+  lastTouched.set(id, now);
+  if (lastTouched.size > 100_000) lastTouched.clear();
+  services.storage.db
+    .updateTable('api_keys')
+    .set({ last_used_at: now })
+    .where('id', '=', id)
+    .execute()
+    .catch((err) => services.logger.warn({ err }, 'recording last_used_at failed'));
 }
 
 export function bearerToken(header: string | undefined): string | null {

@@ -7,6 +7,7 @@ import type { Services } from '../../services.ts';
 import { badRequest, notFound } from '../errors.ts';
 import { requireSiwe, siweProofFields } from '../siwe-proof.ts';
 import { parseInput } from '../validate.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
 
 const createBody = z.object({
   ...siweProofFields,
@@ -24,7 +25,9 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     if (body.ref_code !== undefined && body.redeem_code !== undefined) {
       throw badRequest('ref_code and redeem_code cannot be used together; send one of them');
     }
+    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
     const wallet = await requireSiwe(services, body.message, body.signature);
+    await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
     const outcome = await createApiKey(services.storage.db, services.storage.engine, services.keySecret, services.config.keys.maxActivePerWallet, {
       wallet,
       label: body.label ?? '',
@@ -42,9 +45,11 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     return reply.code(201).send(response);
   });
 
-  app.get('/v1/auth/keys', async (request) => {
+  app.get('/v1/auth/keys', async (request, reply) => {
     const query = parseInput(proofOnly, request.query, 'query string');
+    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
     const wallet = await requireSiwe(services, query.message, query.signature);
+    await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
     const rows = await listKeys(services.storage.db, wallet);
     return {
       data: rows.map((r) => ({
@@ -58,10 +63,12 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     };
   });
 
-  app.delete<{ Params: { key_id: string } }>('/v1/auth/keys/:key_id', async (request) => {
+  app.delete<{ Params: { key_id: string } }>('/v1/auth/keys/:key_id', async (request, reply) => {
     const id = parseKeyId(request.params.key_id);
     const body = parseInput(proofOnly, request.body);
+    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
     const wallet = await requireSiwe(services, body.message, body.signature);
+    await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
     const outcome = await revokeKey(services.storage.db, wallet, id);
     // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
     if (outcome === 'not_found') throw notFound(`no API key ${id} belongs to this wallet`);

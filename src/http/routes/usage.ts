@@ -4,9 +4,11 @@ import { usageByKey } from '../../keys/usage.ts';
 import type { Services } from '../../services.ts';
 import { requireWalletOwner } from '../wallet-auth.ts';
 import { toIso } from '../../keys/api-keys.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
 
 export function usageRoutes(app: FastifyInstance, services: Services): void {
-  app.get<{ Params: { wallet: string } }>('/v1/usage/:wallet', async (request) => {
+  app.get<{ Params: { wallet: string } }>('/v1/usage/:wallet', async (request, reply) => {
+    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
     const wallet = await requireWalletOwner(services, request);
     const [balance, keys] = await Promise.all([getBalance(services.storage.db, wallet), usageByKey(services.storage.db, wallet)]);
     return {

@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { RateLimiter } from '../../src/ratelimit/limiter.ts';
+import { memoryLimiter } from '../../src/ratelimit/memory.ts';
+import { redisLimiter } from '../../src/ratelimit/redis.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+
+const backends: [string, () => Promise<{ limiter: RateLimiter; stop(): Promise<void> }>][] = [
+  ['memory', async () => ({ limiter: memoryLimiter(), stop: async () => undefined })],
+  [
+    'redis',
+    async () => {
+      const server: RedisServer = await startRedis();
+      const limiter = redisLimiter(server.url);
+      return { limiter, stop: async () => (await limiter.close(), await server.stop()) };
+    },
+  ],
+];
+
+for (const [name, make] of backends) {
+  describe(`sliding-window limiter (${name})`, () => {
+    let limiter: RateLimiter;
+    let stop: () => Promise<void>;
+    before(async () => ({ limiter, stop } = await make()));
+    after(() => stop());
+
+    const W = [{ limit: 3, windowMs: 1000 }];
+    const T = 1_700_000_000_000;
+
+    test('allows the limit, refuses the next, and frees a slot exactly when the oldest hit leaves the window', async () => {
+      const key = `edge-${name}`;
+      const a = await limiter.hit(key, W, T);
+      assert.deepEqual(a, { allowed: true, limit: 3, remaining: 2, resetAt: T + 1000, retryAfterMs: 0 });
+      assert.equal((await limiter.hit(key, W, T + 100)).remaining, 1);
+      assert.equal((await limiter.hit(key, W, T + 200)).remaining, 0);
+      const refused = await limiter.hit(key, W, T + 300);
+      assert.equal(refused.allowed, false);
+      assert.equal(refused.retryAfterMs, 700);
+      assert.equal(refused.resetAt, T + 1000);
+      assert.equal((await limiter.hit(key, W, T + 999)).allowed, false, 'one millisecond before the edge');
+      const atEdge = await limiter.hit(key, W, T + 1000);
+      assert.equal(atEdge.allowed, true, 'the first hit leaves the window at exactly T + 1000');
+      assert.equal(atEdge.remaining, 0);
+      assert.equal((await limiter.hit(key, W, T + 1001)).allowed, false);
+      assert.equal((await limiter.hit(key, W, T + 1100)).allowed, true, 'the second hit left at T + 1100');
+    });
+
+    test('refused hits are not counted', async () => {
+      const key = `refused-${name}`;
+      for (let i = 0; i < 3; i++) assert.equal((await limiter.hit(key, W, T + i)).allowed, true);
+      for (let i = 0; i < 50; i++) assert.equal((await limiter.hit(key, W, T + 10 + i)).allowed, false);
+      assert.equal((await limiter.hit(key, W, T + 1000)).allowed, true, 'retrying did not extend the block');
+    });
+
+    test('every window must allow; the tightest one is reported', async () => {
+      const key = `two-${name}`;
+      const windows = [{ limit: 2, windowMs: 1000 }, { limit: 3, windowMs: 10_000 }];
+      assert.equal((await limiter.hit(key, windows, T)).remaining, 1);
+      assert.equal((await limiter.hit(key, windows, T + 1)).allowed, true);
+      assert.equal((await limiter.hit(key, windows, T + 2)).allowed, false);
+      const third = await limiter.hit(key, windows, T + 1000);
+      assert.equal(third.allowed, true);
+      assert.equal(third.remaining, 0, 'both windows are now full');
+      const blocked = await limiter.hit(key, windows, T + 2500);
+      assert.equal(blocked.allowed, false, 'the short window has room but the long one is full');
+      assert.equal(blocked.retryAfterMs, 10_000 - 2500);
+      assert.equal(blocked.limit, 3, 'the long window is the one that refuses');
+    });
+
+    test('keys are independent', async () => {
+      for (let i = 0; i < 3; i++) await limiter.hit(`a-${name}`, W, T);
+      assert.equal((await limiter.hit(`a-${name}`, W, T)).allowed, false);
+      assert.equal((await limiter.hit(`b-${name}`, W, T)).allowed, true);
+    });
+
+    test('concurrent hits never exceed the limit', async () => {
+      const key = `race-${name}`;
+      const results = await Promise.all(Array.from({ length: 50 }, () => limiter.hit(key, [{ limit: 7, windowMs: 60_000 }], T)));
+      assert.equal(results.filter((r) => r.allowed).length, 7);
+    });
+  });
+}

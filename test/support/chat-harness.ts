@@ -1,0 +1,70 @@
+import OpenAI from 'openai';
+import type { PrivateKeyAccount } from 'viem/accounts';
+import { getBalance } from '../../src/ledger/balances.ts';
+import { applyMovement } from '../../src/ledger/credits.ts';
+import type { Engine } from '../../src/storage/database.ts';
+import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.ts';
+import { call, startTestGateway, type TestGateway } from './gateway.ts';
+import { newAccount, siweProof } from './siwe.ts';
+
+/** Prices chosen so that every charge is easy to compute by hand: 1 and 2 micro-USDC a token, 20% markup. */
+export const MODELS = [
+  { provider: 'fake', name: 'chat-small', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2' },
+  { provider: 'fake', name: 'shared-name', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '1' },
+  { provider: 'other', name: 'shared-name', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '1' },
+  { provider: 'fake', name: 'thinker', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '1', reasoningFamily: 'thinking' },
+  { provider: 'fake', name: 'effort', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '1', reasoningFamily: 'effort' },
+];
+
+export interface ChatHarness {
+  fake: FakeOpenAI;
+  gw: TestGateway;
+  /** A new wallet funded with `usdc` micro-USDC and an API key. */
+  wallet(usdc: number): Promise<{ account: PrivateKeyAccount; key: string; keyId: number }>;
+  client(key: string): OpenAI;
+  balance(account: PrivateKeyAccount): Promise<{ balance_usdc: number; locked_usdc: number }>;
+  stop(): Promise<void>;
+}
+
+export async function startChatHarness(engine: Engine, config: Record<string, unknown> = {}, extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string } = {}): Promise<ChatHarness> {
+  const fake = await startFakeOpenAI();
+  const gw = await startTestGateway({
+    engine,
+    env: extra.env,
+    databaseUrl: extra.databaseUrl,
+    config: {
+      providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY' }, other: { baseUrl: fake.url } },
+      models: MODELS,
+      rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000 } },
+      ...config,
+    },
+  });
+  return {
+    fake,
+    gw,
+    async wallet(usdc) {
+      const account = newAccount();
+      if (usdc > 0) {
+        await gw.services.storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: account.address, kind: 'adjustment', amountUsdc: usdc, note: 'test funding' }));
+      }
+      const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      if (res.status !== 201) throw new Error(`key creation failed: ${res.text}`);
+      return { account, key: res.body.key, keyId: res.body.id };
+    },
+    client: (key) => new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key, maxRetries: 0 }),
+    balance: (account) => getBalance(gw.services.storage.db, account.address),
+    async stop() {
+      await gw.stop();
+      await fake.close();
+    },
+  };
+}
+
+/** Reads a raw SSE response into its `data:` payloads. */
+export async function readSse(res: Response): Promise<string[]> {
+  const text = await res.text();
+  return text
+    .split('\n\n')
+    .filter((block) => block.startsWith('data: '))
+    .map((block) => block.slice(6));
+}

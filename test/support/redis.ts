@@ -1,0 +1,30 @@
+import { spawn } from 'node:child_process';
+import { track, waitForOutput } from './children.ts';
+import { freePort } from './ports.ts';
+
+export interface RedisServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** A throw-away Redis on 127.0.0.1 and a free port, with no persistence. */
+export async function startRedis(): Promise<RedisServer> {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.on('error', () => undefined);
+  track(child);
+  await waitForOutput(child, /Ready to accept connections/, 'redis-server (install it with: apt-get install redis-server)');
+  child.stdout?.resume();
+  child.stderr?.resume();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
