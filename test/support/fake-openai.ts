@@ -37,8 +37,6 @@ export interface FakeOpenAI {
   url: string;
   received: ReceivedRequest[];
   behaviour: FakeBehaviour;
-  /** Streams that ran to the end (to prove a disconnected client's stream was drained). */
-  completedStreams: number;
   close(): Promise<void>;
 }
 
@@ -50,7 +48,6 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     url: '',
     received: [],
     behaviour: {},
-    completedStreams: 0,
     close: async () => undefined,
   };
 
@@ -161,6 +158,8 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
     const words = content.split(/(?<= )/);
     for (const [i, word] of words.entries()) {
       if (b.cutAfterChunks !== undefined && i >= b.cutAfterChunks) {
+        // Let what was written reach the client first, then drop the connection.
+        await sleep(20);
         res.destroy();
         return;
       }
@@ -171,5 +170,4 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
   if (includeUsage) await write(chunk([], { usage }));
   await write('data: [DONE]\n\n');
   res.end();
-  fake.completedStreams++;
 }
