@@ -169,6 +169,21 @@ describe('chat completions through the official openai SDK', () => {
     }
   });
 
+  test('reasoning and cached tokens are recorded as parts of the totals, not billed on top', async () => {
+    const w = await h.wallet(1_000_000);
+    h.fake.behaviour = { usage: { ...USAGE, reasoning_tokens: 20, cached_tokens: 30 } };
+    const { response } = await h.client(w.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'think' }] }).withResponse();
+    assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(CHARGE));
+    const row = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
+    assert.deepEqual(
+      { p: Number(row.prompt_tokens), c: Number(row.completion_tokens), r: Number(row.reasoning_tokens), cached: Number(row.cached_tokens), cost: Number(row.provider_cost_usdc), est: Number(row.estimated), status: row.status },
+      { p: 100, c: 50, r: 20, cached: 30, cost: 200, est: 0, status: 'ok' },
+    );
+    assert.equal(row.model, 'fake/chat-small');
+    assert.ok(Number(row.latency_ms) >= 0);
+    assert.match(row.request_id, /^[0-9a-f-]{36}$/);
+  });
+
   test('usage reports the per-key totals of real requests', async () => {
     const w = await h.wallet(1_000_000);
     const client = h.client(w.key);
