@@ -6,7 +6,7 @@ import { getBalance } from '../ledger/balances.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatPlan } from './plan.ts';
 import { estimateUsage, readUsage } from './usage.ts';
-import { upstreamFailure } from './upstream-error.ts';
+import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 
 /** Non-streaming: call the provider, settle, answer with the provider's JSON as it was sent. */
 export async function completeChat(services: Services, reply: FastifyReply, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
@@ -37,16 +37,6 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
     .header('x-tollgate-balance-usdc', balance.balance_usdc)
     .header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false')
     .send(text);
-}
-
-export function describeTransportError(err: unknown): string {
-  const e = err as { code?: string; name?: string };
-  if (e?.name === 'TimeoutError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT' || e?.code === 'UND_ERR_CONNECT_TIMEOUT') {
-    return 'the provider timed out';
-  }
-  if (e?.code === 'ECONNREFUSED' || e?.code === 'ENOTFOUND' || e?.code === 'ECONNRESET' || e?.code === 'UND_ERR_SOCKET') return 'the provider could not be reached';
-  if (err instanceof SyntaxError) return 'the provider sent invalid JSON';
-  return 'the provider request failed';
 }
 
 function completionTextOf(parsed: any): string {

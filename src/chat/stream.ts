@@ -4,9 +4,8 @@ import { extendLease } from '../ledger/reservations.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { Services } from '../services.ts';
 import type { RequestBill } from './bill.ts';
-import { describeTransportError } from './complete.ts';
 import type { ChatPlan } from './plan.ts';
-import { redactCredentials } from './upstream-error.ts';
+import { describeTransportError, providerMessage } from './upstream-error.ts';
 import { estimateUsage, readUsage, type Usage } from './usage.ts';
 
 /** How many disconnected streams are being drained right now, across this process. */
@@ -143,11 +142,6 @@ function safeParse(data: string): any {
 function isErrorEvent(data: string): boolean {
   const o = safeParse(data);
   return !!o && typeof o === 'object' && 'error' in o && !('choices' in o);
-}
-
-function providerMessage(body: string): string {
-  const msg = safeParse(body)?.error?.message;
-  return typeof msg === 'string' ? `: ${redactCredentials(msg).slice(0, 300)}` : '';
 }
 
 /** The generated text of the passed-through chunks, for counting tokens when usage is missing. */

@@ -2,19 +2,35 @@ import { ApiError } from '../http/errors.ts';
 
 /**
  * A 502 that says what the provider did, with the provider's own error message when it sent one.
- * Anything that looks like a credential is cut out first: some providers echo part of the key.
  */
 export function upstreamFailure(what: string, upstreamBody?: string): ApiError {
-  let detail = '';
-  if (upstreamBody) {
-    try {
-      const msg = JSON.parse(upstreamBody)?.error?.message;
-      if (typeof msg === 'string') detail = `: ${redactCredentials(msg).slice(0, 300)}`;
-    } catch {
-      // Not JSON: say nothing more rather than echo an arbitrary body.
-    }
+  return new ApiError(502, 'UPSTREAM_ERROR', `${what}${upstreamBody ? providerMessage(upstreamBody) : ''}; nothing was charged`);
+}
+
+/**
+ * `: <message>` from an OpenAI-style error body, or nothing when there is none (an arbitrary body
+ * is never echoed). Anything that looks like a credential is cut out: some providers echo part of
+ * the key.
+ */
+export function providerMessage(body: string): string {
+  let msg: unknown;
+  try {
+    msg = JSON.parse(body)?.error?.message;
+  } catch {
+    return '';
   }
-  return new ApiError(502, 'UPSTREAM_ERROR', `${what}${detail}; nothing was charged`);
+  return typeof msg === 'string' ? `: ${redactCredentials(msg).slice(0, 300)}` : '';
+}
+
+/** Says what went wrong talking to the provider, for transport errors (no HTTP answer). */
+export function describeTransportError(err: unknown): string {
+  const e = err as { code?: string; name?: string };
+  if (e?.name === 'TimeoutError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT' || e?.code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return 'the provider timed out';
+  }
+  if (e?.code === 'ECONNREFUSED' || e?.code === 'ENOTFOUND' || e?.code === 'ECONNRESET' || e?.code === 'UND_ERR_SOCKET') return 'the provider could not be reached';
+  if (err instanceof SyntaxError) return 'the provider sent invalid JSON';
+  return 'the provider request failed';
 }
 
 export function redactCredentials(text: string): string {

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { listKeys, revokeKey, toIso } from '../../keys/api-keys.ts';
 import { REDEEM_CODE_PATTERN, REF_CODE_PATTERN } from '../../keys/codes.ts';
@@ -25,9 +25,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     if (body.ref_code !== undefined && body.redeem_code !== undefined) {
       throw badRequest('ref_code and redeem_code cannot be used together; send one of them');
     }
-    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
-    const wallet = await requireSiwe(services, body.message, body.signature);
-    await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
+    const wallet = await authorizeKeyManagement(services, request, reply, body);
     const outcome = await createApiKey(services.storage.db, services.storage.engine, services.keySecret, services.config.keys.maxActivePerWallet, {
       wallet,
       label: body.label ?? '',
@@ -47,9 +45,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
 
   app.get('/v1/auth/keys', async (request, reply) => {
     const query = parseInput(proofOnly, request.query, 'query string');
-    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
-    const wallet = await requireSiwe(services, query.message, query.signature);
-    await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
+    const wallet = await authorizeKeyManagement(services, request, reply, query);
     const rows = await listKeys(services.storage.db, wallet);
     return {
       data: rows.map((r) => ({
@@ -66,14 +62,23 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
   app.delete<{ Params: { key_id: string } }>('/v1/auth/keys/:key_id', async (request, reply) => {
     const id = parseKeyId(request.params.key_id);
     const body = parseInput(proofOnly, request.body);
-    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
-    const wallet = await requireSiwe(services, body.message, body.signature);
-    await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
+    const wallet = await authorizeKeyManagement(services, request, reply, body);
     const outcome = await revokeKey(services.storage.db, wallet, id);
     // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
     if (outcome === 'not_found') throw notFound(`no API key ${id} belongs to this wallet`);
     return { revoked: true };
   });
+}
+
+/**
+ * The proof of a key-management call, between its two rate limits: per client IP before the
+ * signature is checked (so junk proofs cost little), per wallet after. Returns the wallet.
+ */
+async function authorizeKeyManagement(services: Services, request: FastifyRequest, reply: FastifyReply, proof: { message: string; signature: string }): Promise<string> {
+  await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
+  const wallet = await requireSiwe(services, proof.message, proof.signature);
+  await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
+  return wallet;
 }
 
 function parseKeyId(raw: string): number {
