@@ -6,6 +6,9 @@ import { healthRoutes } from './http/routes/health.ts';
 import { keyRoutes } from './http/routes/keys.ts';
 import { modelRoutes } from './http/routes/models.ts';
 import { usageRoutes } from './http/routes/usage.ts';
+import { topupRoutes } from './http/routes/topup.ts';
+import { topupHistoryRoutes } from './http/routes/topups.ts';
+import cors from '@fastify/cors';
 import type { Services } from './services.ts';
 
 export interface RegisteredRoute {
@@ -31,7 +34,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const routes: RegisteredRoute[] = [];
   app.decorate('registeredRoutes', routes);
   app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) if (method !== 'HEAD') routes.push({ method, url: route.url });
+    // HEAD and OPTIONS (CORS preflight) are answered for every route; they are not API endpoints.
+    for (const method of [route.method].flat()) if (method !== 'HEAD' && method !== 'OPTIONS') routes.push({ method, url: route.url });
   });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -50,11 +54,26 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     void reply.code(404).send({ error: 'NOT_FOUND', message: `no route ${request.method} ${path}; see GET /v1/models, POST /v1/auth/keys, GET /v1/usage/:wallet` });
   });
 
+  // Browsers may call the API from any origin (credentials are headers, never cookies). x402 needs
+  // its headers readable and sendable cross-origin, or a browser @x402/fetch cannot pay.
+  await app.register(cors, {
+    origin: services.config.server.corsOrigins.includes('*') ? '*' : services.config.server.corsOrigins,
+    methods: ['GET', 'POST', 'DELETE'],
+    allowedHeaders: ['content-type', 'authorization', 'payment-signature', 'x-payment', 'access-control-expose-headers'],
+    exposedHeaders: [
+      'payment-required', 'payment-response', 'x-payment-response', 'x-request-id', 'retry-after',
+      'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-tollgate-charged-usdc', 'x-tollgate-balance-usdc',
+    ],
+    maxAge: 600,
+  });
+
   healthRoutes(app, services);
   modelRoutes(app, services);
   keyRoutes(app, services);
   usageRoutes(app, services);
   chatRoutes(app, services);
+  topupRoutes(app, services);
+  topupHistoryRoutes(app, services);
   await app.ready();
   return app;
 }

@@ -13,6 +13,7 @@ import { windowsFrom, type RateLimiter, type RateWindow } from './ratelimit/limi
 import { memoryLimiter } from './ratelimit/memory.ts';
 import { redisLimiter } from './ratelimit/redis.ts';
 import { migrateToLatest } from './storage/migrate.ts';
+import { createTopupService, type TopupService } from './topup/service.ts';
 
 /** Everything a running gateway holds, built once from the configuration and shared by routes. */
 export interface Services {
@@ -25,6 +26,8 @@ export interface Services {
   keySecret: Buffer;
   providers: Map<string, ProviderAdapter>;
   limiter: RateLimiter;
+  /** Null when no top-up offers are configured. */
+  topup: TopupService | null;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
   /** The clock for rate limits and SIWE windows (tests move it). */
   now: () => number;
@@ -68,8 +71,11 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const sweeper = setInterval(sweep, 30_000);
     sweeper.unref();
 
+    const topup = createTopupService(config, { db: storage.db, chains, logger: opts.logger, now });
+
     return {
       config,
+      topup,
       logger: opts.logger,
       storage,
       catalog: buildCatalog(config),
@@ -83,6 +89,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       async close() {
         clearInterval(pruner);
         clearInterval(sweeper);
+        await topup?.close();
         await Promise.allSettled([...providers.values()].map((p) => p.close()));
         await limiter.close();
         await storage.close();

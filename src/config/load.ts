@@ -10,6 +10,10 @@ export interface Secrets {
   keySecret?: string;
   providerKeys: Record<string, string | undefined>;
   redisUrl?: string;
+  /** Private key of the local facilitator's relayer (pays gas to settle top-ups). */
+  relayerKey?: string;
+  /** Bearer token for a remote facilitator, if it needs one. */
+  facilitatorToken?: string;
 }
 
 export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'> {
@@ -85,6 +89,8 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
     ids.add(id);
   }
 
+  checkTopup(file, env, source);
+
   const publicUrl = new URL(file.server.publicUrl);
   const databaseUrl = (file.database.urlEnv && env[file.database.urlEnv]) || file.database.url;
   const providerKeys: Record<string, string | undefined> = {};
@@ -106,8 +112,37 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
       keySecret: env[file.keys.secretEnv] || undefined,
       providerKeys,
       redisUrl: env[file.rateLimits.redisUrlEnv] || undefined,
+      relayerKey: file.topup.facilitator.type === 'local' ? env[file.topup.facilitator.relayerKeyEnv] || undefined : undefined,
+      facilitatorToken:
+        file.topup.facilitator.type === 'remote' && file.topup.facilitator.authTokenEnv ? env[file.topup.facilitator.authTokenEnv] || undefined : undefined,
     },
   };
+}
+
+/** Top-ups are off until offers are listed; once they are, everything they need must be present. */
+function checkTopup(file: ConfigFile, env: NodeJS.ProcessEnv, source: string | null): void {
+  const t = file.topup;
+  if (t.minUsd > t.maxUsd) throw new ConfigError(`${where(source)}topup.minUsd (${t.minUsd}) is above topup.maxUsd (${t.maxUsd})`);
+  if (t.offers.length === 0) return;
+  if (!t.payTo) throw new ConfigError(`${where(source)}topup.payTo: required when topup.offers is set; it is the address that receives the stablecoins`);
+  const seen = new Set<string>();
+  for (const [i, o] of t.offers.entries()) {
+    const chainId = o.network.slice('eip155:'.length);
+    if (!file.chains[chainId]) {
+      throw new ConfigError(`${where(source)}topup.offers.${i}: network ${o.network} needs chains."${chainId}".rpcUrl, which Tollgate uses to confirm payments on chain`);
+    }
+    const key = `${o.network}/${o.asset.toLowerCase()}`;
+    if (seen.has(key)) throw new ConfigError(`${where(source)}topup.offers.${i}: ${o.asset} on ${o.network} is listed twice`);
+    seen.add(key);
+  }
+  if (t.facilitator.type === 'local' && !env[t.facilitator.relayerKeyEnv]) {
+    throw new ConfigError(
+      `${where(source)}topup.facilitator is local, so ${t.facilitator.relayerKeyEnv} must hold the relayer's private key (0x + 64 hex digits, an account with gas on every offered network)`,
+    );
+  }
+  if (t.facilitator.type === 'local' && !/^0x[0-9a-fA-F]{64}$/.test(env[t.facilitator.relayerKeyEnv] ?? '')) {
+    throw new ConfigError(`${where(source)}${t.facilitator.relayerKeyEnv} is not a private key: expected 0x followed by 64 hex digits`);
+  }
 }
 
 function where(source: string | null): string {

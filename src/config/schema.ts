@@ -51,6 +51,43 @@ const model = z
 
 const chainRpc = z.object({ rpcUrl: z.url() }).strict();
 
+const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address');
+
+// One stablecoin the gateway accepts. Amounts are rendered as USD × 10^decimals, so fewer than 6
+// decimals could not express every micro-USD amount; more are fine.
+const offer = z
+  .object({
+    network: z.string().regex(/^eip155:\d+$/, 'must be a CAIP-2 EVM network such as "eip155:8453"'),
+    asset: address,
+    transferMethod: z.enum(['eip3009', 'permit2']),
+    name: z.string().min(1),
+    version: z.string().min(1),
+    decimals: z.number().int().min(6).max(36).default(6),
+  })
+  .strict();
+
+const facilitator = z.discriminatedUnion('type', [
+  z
+    .object({
+      type: z.literal('local'),
+      relayerKeyEnv: envName.default('TOLLGATE_RELAYER_KEY'),
+      allowedFactories: z.array(address).default([]),
+    })
+    .strict(),
+  z
+    .object({
+      type: z.literal('remote'),
+      url: z.url({ message: 'must be the facilitator base URL, such as https://x402.org/facilitator' }),
+      timeoutSeconds: positiveInt.default(10),
+      authTokenEnv: envName.optional(),
+    })
+    .strict(),
+]);
+
+const usdAmount = z.number().positive().refine((v) => Number.isInteger(Math.round(v * 1e6)) && Math.abs(v * 1e6 - Math.round(v * 1e6)) < 1e-6, {
+  message: 'must be a USD amount with at most 6 decimals',
+});
+
 export const configSchema = z
   .object({
     server: z
@@ -59,9 +96,10 @@ export const configSchema = z
         port: z.number().int().min(0).max(65535).default(8080),
         publicUrl: z.url().default('http://localhost:8080'),
         trustProxy: z.boolean().default(false),
+        corsOrigins: z.array(z.union([z.literal('*'), z.url()])).min(1).default(['*']),
       })
       .strict()
-      .default({ host: '0.0.0.0', port: 8080, publicUrl: 'http://localhost:8080', trustProxy: false }),
+      .prefault({}),
     database: z
       .object({ url: databaseUrl.default('sqlite:./data/tollgate.db'), urlEnv: envName.optional() })
       .strict()
@@ -118,6 +156,19 @@ export const configSchema = z
       .object({ bodyBytes: positiveInt.default(64 * 1024), chatBodyBytes: positiveInt.default(10 * 1024 * 1024) })
       .strict()
       .default({ bodyBytes: 64 * 1024, chatBodyBytes: 10 * 1024 * 1024 }),
+    topup: z
+      .object({
+        payTo: address.optional(),
+        minUsd: usdAmount.default(1),
+        maxUsd: usdAmount.default(10_000),
+        maxTimeoutSeconds: positiveInt.default(300),
+        settleWaitSeconds: positiveInt.default(30),
+        reconcileIntervalSeconds: positiveInt.default(30),
+        offers: z.array(offer).default([]),
+        facilitator: facilitator.prefault({ type: 'local' }),
+      })
+      .strict()
+      .prefault({}),
     logging: z
       .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
       .strict()
@@ -129,3 +180,5 @@ export type ConfigFile = z.infer<typeof configSchema>;
 export type ModelConfig = z.infer<typeof model>;
 export type ProviderConfig = z.infer<typeof provider>;
 export type RateWindow = z.infer<typeof window>;
+export type OfferConfig = z.infer<typeof offer>;
+export type TopupConfig = z.infer<typeof configSchema>['topup'];

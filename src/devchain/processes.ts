@@ -1,0 +1,43 @@
+import type { ChildProcess } from 'node:child_process';
+
+/**
+ * Every server a test or the demo starts is registered here so that it dies with the test process, even when a
+ * test throws before its own cleanup runs.
+ */
+const live = new Set<ChildProcess>();
+let hooked = false;
+
+export function track(child: ChildProcess, killSignal: NodeJS.Signals = 'SIGKILL'): void {
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  if (!hooked) {
+    hooked = true;
+    process.once('exit', () => {
+      for (const c of live) c.kill(killSignal);
+    });
+  }
+}
+
+/** Resolves when the child prints a line matching `pattern`; rejects if it exits first or times out. */
+export function waitForOutput(child: ChildProcess, pattern: RegExp, what: string, timeoutMs = 20_000): Promise<RegExpMatchArray> {
+  return new Promise((resolveMatch, reject) => {
+    let seen = '';
+    const onData = (buf: Buffer) => {
+      seen += buf.toString();
+      const m = seen.match(pattern);
+      if (m) finish(() => resolveMatch(m));
+    };
+    const onExit = (code: number | null) => finish(() => reject(new Error(`${what} exited (${code}) before it was ready:\n${seen.slice(-2000)}`)));
+    const timer = setTimeout(() => finish(() => reject(new Error(`${what} was not ready after ${timeoutMs} ms:\n${seen.slice(-2000)}`))), timeoutMs);
+    function finish(fn: () => void) {
+      clearTimeout(timer);
+      child.stdout?.off('data', onData);
+      child.stderr?.off('data', onData);
+      child.off('exit', onExit);
+      fn();
+    }
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('exit', onExit);
+  });
+}

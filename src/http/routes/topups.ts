@@ -1,0 +1,40 @@
+import type { FastifyInstance } from 'fastify';
+import type { Services } from '../../services.ts';
+import { toIso } from '../../keys/api-keys.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
+import { requireWalletOwner } from '../wallet-auth.ts';
+
+/** At most this many top-ups, newest first. */
+const HISTORY_LIMIT = 200;
+
+/** GET /v1/topups/:wallet: the wallet's credited and pending top-ups (same auth as usage). */
+export function topupHistoryRoutes(app: FastifyInstance, services: Services): void {
+  app.get<{ Params: { wallet: string } }>('/v1/topups/:wallet', async (request, reply) => {
+    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
+    const wallet = await requireWalletOwner(services, request);
+    const rows = await services.storage.db
+      .selectFrom('payments')
+      .selectAll()
+      .where('payer', '=', wallet)
+      .where('status', '!=', 'failed')
+      .orderBy('created_at', 'desc')
+      .limit(HISTORY_LIMIT)
+      .execute();
+    return {
+      wallet,
+      topups: rows.map((p) => ({
+        id: p.id,
+        status: p.status === 'credited' ? 'credited' : 'pending',
+        credited_usdc: p.status === 'credited' ? Number(p.amount_usdc) : 0,
+        amount_usdc: Number(p.amount_usdc),
+        amount: p.amount_atomic,
+        asset: p.asset,
+        network: p.network,
+        transfer_method: p.transfer_method,
+        transaction: p.tx_hash,
+        created_at: toIso(Number(p.created_at)),
+        credited_at: toIso(p.credited_at === null ? null : Number(p.credited_at)),
+      })),
+    };
+  });
+}

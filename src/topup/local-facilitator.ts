@@ -1,0 +1,123 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { x402Facilitator } from '@x402/core/facilitator';
+import type { Network } from '@x402/core/types';
+import { toFacilitatorEvmSigner } from '@x402/evm';
+import { registerExactEvmScheme } from '@x402/evm/exact/facilitator';
+import { createWalletClient, defineChain, http, publicActions, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
+import { chainIdOf } from './match.ts';
+
+export interface LocalFacilitatorOptions {
+  relayerKey: Hex;
+  /** CAIP-2 network → RPC URL. */
+  rpcUrls: Record<string, string>;
+  allowedFactories: string[];
+  /** How long settle waits for the receipt before the outcome counts as unknown. */
+  confirmationTimeoutMs: number;
+  rpcTimeoutMs?: number;
+}
+
+/** Per-call state the signer reports into: whether the RPC failed, and where to send the tx hash. */
+interface CallContext {
+  rpcFailed: boolean;
+  onBroadcast?: (txHash: string) => Promise<void>;
+}
+
+/**
+ * The built-in facilitator: @x402/core's x402Facilitator with @x402/evm's exact scheme (EIP-3009
+ * and Permit2), one relayer key, one RPC per network. The relayer pays the gas of settlement.
+ */
+export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & { relayer: string } {
+  const account = privateKeyToAccount(opts.relayerKey);
+  const calls = new AsyncLocalStorage<CallContext>();
+  const facilitator = new x402Facilitator();
+
+  for (const [network, rpcUrl] of Object.entries(opts.rpcUrls)) {
+    const chain = defineChain({
+      id: chainIdOf(network),
+      name: network,
+      nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+      rpcUrls: { default: { http: [rpcUrl] } },
+    });
+    const client = createWalletClient({ account, chain, transport: http(rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 0 }) }).extend(publicActions);
+    const reporting = <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+      async (...args: A): Promise<R> => {
+        try {
+          return await fn(...args);
+        } catch (err) {
+          if (isTransportError(err)) {
+            const ctx = calls.getStore();
+            if (ctx) ctx.rpcFailed = true;
+          }
+          throw err;
+        }
+      };
+    const signer = toFacilitatorEvmSigner(
+      {
+        address: account.address,
+        readContract: reporting((args) => client.readContract(args as Parameters<typeof client.readContract>[0])),
+        verifyTypedData: reporting((args) => client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0])),
+        sendTransaction: reporting((args) => client.sendTransaction(args)),
+        waitForTransactionReceipt: reporting((args) => client.waitForTransactionReceipt(args)),
+        writeContract: reporting(async (args) => {
+          const hash = await client.writeContract(args as Parameters<typeof client.writeContract>[0]);
+          // Recorded before the receipt wait, so a crash from here on leaves a hash to reconcile.
+          await calls.getStore()?.onBroadcast?.(hash);
+          return hash;
+        }),
+        // The exact scheme starts this check in the background and may return before awaiting it;
+        // a rejection there would be unhandled and can take the process down. Report and resolve.
+        getCode: async (args) => {
+          try {
+            return await client.getCode(args);
+          } catch (err) {
+            const ctx = calls.getStore();
+            if (ctx) ctx.rpcFailed = true;
+            return undefined;
+          }
+        },
+      },
+      { confirmationTimeoutMs: opts.confirmationTimeoutMs },
+    );
+    registerExactEvmScheme(facilitator, { signer, networks: network as Network, eip6492AllowedFactories: opts.allowedFactories });
+  }
+
+  const withContext = async <R>(onBroadcast: CallContext['onBroadcast'], fn: () => Promise<R>): Promise<{ result: R; rpcFailed: boolean }> => {
+    const ctx: CallContext = { rpcFailed: false, onBroadcast };
+    const result = await calls.run(ctx, fn);
+    return { result, rpcFailed: ctx.rpcFailed };
+  };
+
+  return {
+    kind: 'local',
+    relayer: account.address,
+    async verify(payload, requirements) {
+      try {
+        const { result, rpcFailed } = await withContext(undefined, () => facilitator.verify(payload, requirements));
+        // With the RPC down the scheme can report a bad signature or a missing contract instead.
+        if (!result.isValid && rpcFailed) throw new FacilitatorUnavailable(`the RPC for ${requirements.network} did not answer`);
+        return result;
+      } catch (err) {
+        if (err instanceof FacilitatorUnavailable || isTransportError(err)) throw new FacilitatorUnavailable(`the RPC for ${requirements.network} did not answer`);
+        throw err;
+      }
+    },
+    async settle(payload, requirements, onBroadcast) {
+      const { result, rpcFailed } = await withContext(onBroadcast, () => facilitator.settle(payload, requirements));
+      if (!result.success && rpcFailed) throw new FacilitatorUnavailable(`the RPC for ${requirements.network} did not answer`);
+      return result;
+    },
+    async supported() {
+      return facilitator.getSupported();
+    },
+  };
+}
+
+/** viem's errors for an RPC that is down, refused, or too slow. */
+export function isTransportError(err: unknown): boolean {
+  for (let e = err as { name?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e.name === 'HttpRequestError' || e.name === 'TimeoutError' || e.name === 'WebSocketRequestError') return true;
+  }
+  return false;
+}

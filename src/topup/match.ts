@@ -1,0 +1,120 @@
+import { createHash } from 'node:crypto';
+import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
+import { ApiError } from '../http/errors.ts';
+import type { DecodedPayment } from './decode.ts';
+import type { Offer } from './offers.ts';
+
+/** The x402 exact scheme's Permit2 proxy: the only spender a Permit2 payment may name. */
+export const X402_EXACT_PERMIT2_PROXY = '0x402085c248eea27d92e8b30b2c58ed07f9e20001';
+
+export const paymentMismatch = (message: string) => new ApiError(400, 'PAYMENT_MISMATCH', message);
+
+/** Who pays what, taken from the signed authorization: the key under which it is credited once. */
+export interface PaymentIdentity {
+  network: string;
+  chainId: number;
+  asset: string;
+  payer: string;
+  nonce: string;
+  method: 'eip3009' | 'permit2';
+  payTo: string;
+  amountAtomic: string;
+  /** Unix seconds after which the authorization cannot be used any more. */
+  validBefore: number;
+}
+
+export interface MatchedPayment {
+  offer: Offer;
+  /** A v2 payload whose `accepted` is the server's own requirement, for verify and settle. */
+  payload: PaymentPayload;
+  requirements: PaymentRequirements;
+  identity: PaymentIdentity;
+  /** SHA-256 of the signature: tells a replay of this payment from another use of its nonce. */
+  digest: string;
+}
+
+const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+
+/**
+ * Finds the offer the payment is for and checks every term the payer signed against it. The amount,
+ * the recipient and the asset all come from the server's offer for the requested amount.
+ */
+export function matchPayment(decoded: DecodedPayment, offers: Offer[]): MatchedPayment {
+  const offer = decoded.envelope.x402Version === 2 ? offerForV2(decoded, offers) : offerForV1(decoded, offers);
+  const req = offer.requirements;
+  if (offer.config.transferMethod !== decoded.kind) {
+    throw paymentMismatch(`${req.asset} on ${req.network} is paid by ${offer.config.transferMethod}, but the payment is a ${decoded.kind} authorization`);
+  }
+  const identity = decoded.kind === 'eip3009' ? eip3009Terms(decoded.inner, req) : permit2Terms(decoded.inner, req);
+  const { maxAmountRequired: _v1Amount, ...accepted } = req;
+  return {
+    offer,
+    payload: { x402Version: 2, accepted, payload: decoded.envelope.payload },
+    requirements: accepted,
+    identity: { ...identity, network: req.network, chainId: chainIdOf(req.network), asset: req.asset.toLowerCase(), method: decoded.kind },
+    digest: createHash('sha256').update(decoded.inner.signature.toLowerCase()).digest('hex'),
+  };
+}
+
+function offerForV2(decoded: DecodedPayment, offers: Offer[]): Offer {
+  const accepted = (decoded.envelope as PaymentPayload).accepted;
+  if (accepted.scheme !== 'exact') throw paymentMismatch(`scheme "${accepted.scheme}" is not offered; use "exact"`);
+  const offer = offers.find((o) => o.requirements.network === accepted.network && same(o.requirements.asset, accepted.asset));
+  if (!offer) {
+    const anyOnNetwork = offers.some((o) => o.requirements.network === accepted.network);
+    throw paymentMismatch(
+      anyOnNetwork
+        ? `asset ${accepted.asset} is not offered on ${accepted.network}; pay with an entry of the 402 response's accepts`
+        : `network ${accepted.network} is not offered; pay with an entry of the 402 response's accepts`,
+    );
+  }
+  if (accepted.amount !== offer.requirements.amount) {
+    throw paymentMismatch(`the payment is for ${accepted.amount} units but this top-up costs ${offer.requirements.amount}; request a new 402 for the amount you want`);
+  }
+  if (!same(accepted.payTo, offer.requirements.payTo)) throw paymentMismatch(`the payment is to ${accepted.payTo}, not to this gateway's payTo ${offer.requirements.payTo}`);
+  return offer;
+}
+
+/** v1 payloads name the network (e.g. "base-sepolia") and not the asset: the authorization binds it. */
+function offerForV1(decoded: DecodedPayment, offers: Offer[]): Offer {
+  const { scheme, network } = decoded.envelope as { scheme: string; network: string };
+  if (scheme !== 'exact') throw paymentMismatch(`scheme "${scheme}" is not offered; use "exact"`);
+  const chainId = network.startsWith('eip155:') ? Number(network.slice(7)) : EVM_NETWORK_CHAIN_ID_MAP[network as keyof typeof EVM_NETWORK_CHAIN_ID_MAP];
+  const caip = `eip155:${chainId}`;
+  const candidates = offers.filter((o) => o.requirements.network === caip && o.config.transferMethod === decoded.kind);
+  const offer =
+    decoded.kind === 'permit2'
+      ? candidates.find((o) => same(o.requirements.asset, decoded.inner.permit2Authorization.permitted.token))
+      : candidates[0];
+  if (!offer) throw paymentMismatch(`no ${decoded.kind} offer on network ${network}; pay with an entry of the 402 response's accepts`);
+  return offer;
+}
+
+type Terms = Omit<PaymentIdentity, 'network' | 'chainId' | 'asset' | 'method'>;
+
+function eip3009Terms(inner: Extract<DecodedPayment, { kind: 'eip3009' }>['inner'], req: PaymentRequirements): Terms {
+  const a = inner.authorization;
+  if (!same(a.to, req.payTo)) throw paymentMismatch(`the authorization pays ${a.to}, not this gateway's payTo ${req.payTo}`);
+  if (a.value !== req.amount) throw paymentMismatch(`the authorization is for ${a.value} units but this top-up costs ${req.amount}`);
+  return { payer: a.from.toLowerCase(), nonce: a.nonce.toLowerCase(), payTo: req.payTo.toLowerCase(), amountAtomic: req.amount, validBefore: clampSeconds(a.validBefore) };
+}
+
+function permit2Terms(inner: Extract<DecodedPayment, { kind: 'permit2' }>['inner'], req: PaymentRequirements): Terms {
+  const p = inner.permit2Authorization;
+  if (!same(p.permitted.token, req.asset)) throw paymentMismatch(`the permit is for token ${p.permitted.token}, not ${req.asset}`);
+  if (p.permitted.amount !== req.amount) throw paymentMismatch(`the permit is for ${p.permitted.amount} units but this top-up costs ${req.amount}`);
+  if (!same(p.witness.to, req.payTo)) throw paymentMismatch(`the permit pays ${p.witness.to}, not this gateway's payTo ${req.payTo}`);
+  if (!same(p.spender, X402_EXACT_PERMIT2_PROXY)) throw paymentMismatch(`the permit's spender must be the x402 exact Permit2 proxy ${X402_EXACT_PERMIT2_PROXY}`);
+  return { payer: p.from.toLowerCase(), nonce: p.nonce, payTo: req.payTo.toLowerCase(), amountAtomic: req.amount, validBefore: clampSeconds(p.deadline) };
+}
+
+export function chainIdOf(network: string): number {
+  return Number(network.slice('eip155:'.length));
+}
+
+/** uint256 deadlines beyond what a JS number holds mean "no practical expiry". */
+function clampSeconds(text: string): number {
+  const v = BigInt(text);
+  return v > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(v);
+}

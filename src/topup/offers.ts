@@ -1,0 +1,69 @@
+import type { PaymentRequired, PaymentRequirements } from '@x402/core/types';
+import type { Config } from '../config/load.ts';
+import type { OfferConfig } from '../config/schema.ts';
+import { badRequest } from '../http/errors.ts';
+import { usdToMicro } from '../ledger/usd.ts';
+
+/**
+ * The operator's offers rendered for one requested amount. The same list builds the 402 body, the
+ * PAYMENT-REQUIRED header, and the requirement a paid request is matched against, so what the
+ * server checks is always what it offered, never what the client echoes back.
+ */
+export interface Offer {
+  config: OfferConfig;
+  requirements: PaymentRequirements & { maxAmountRequired: string };
+}
+
+/** Parses the request body's `amount` (USD, a JSON number) into micro-USDC, or throws a 400. */
+export function parseTopupAmount(body: unknown, limits: Config['topup']): number {
+  const amount = typeof body === 'object' && body !== null ? (body as Record<string, unknown>).amount : undefined;
+  if (amount === undefined) throw badRequest('amount is required: send {"amount": <USD>}, for example {"amount": 5}');
+  if (typeof amount !== 'number' || !Number.isFinite(amount)) {
+    throw badRequest('amount must be a JSON number of USD, for example {"amount": 5}, not a string');
+  }
+  if (amount < limits.minUsd) throw badRequest(`amount must be at least ${limits.minUsd} USD`, { min_usd: limits.minUsd });
+  if (amount > limits.maxUsd) throw badRequest(`amount must be at most ${limits.maxUsd} USD`, { max_usd: limits.maxUsd });
+  try {
+    return usdToMicro(String(amount));
+  } catch {
+    throw badRequest('amount must have at most 6 decimals (1 micro-USD)');
+  }
+}
+
+/** The token amount, in the asset's smallest unit, for `micro` micro-USD (1 token = 1 USD). */
+export function atomicAmount(micro: number, decimals: number): bigint {
+  return BigInt(micro) * 10n ** BigInt(decimals - 6);
+}
+
+export function buildOffers(topup: Config['topup'], micro: number): Offer[] {
+  return topup.offers.map((config) => {
+    const amount = atomicAmount(micro, config.decimals).toString();
+    return {
+      config,
+      requirements: {
+        scheme: 'exact',
+        network: config.network as PaymentRequirements['network'],
+        amount,
+        maxAmountRequired: amount,
+        asset: config.asset,
+        payTo: topup.payTo!,
+        maxTimeoutSeconds: topup.maxTimeoutSeconds,
+        extra: { assetTransferMethod: config.transferMethod, name: config.name, version: config.version, decimals: config.decimals },
+      },
+    };
+  });
+}
+
+export function paymentRequired(resourceUrl: string, offers: Offer[], error: string): PaymentRequired & { x402Version: 2 } {
+  return {
+    x402Version: 2,
+    error,
+    resource: { url: resourceUrl, description: 'Prepaid balance for Tollgate inference', mimeType: 'application/json' },
+    accepts: offers.map((o) => o.requirements),
+  };
+}
+
+/** Standard base64 of the JSON, as @x402/fetch reads the PAYMENT-REQUIRED header. */
+export function encodeHeader(value: unknown): string {
+  return Buffer.from(JSON.stringify(value)).toString('base64');
+}

@@ -1,0 +1,63 @@
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Hex, PublicClient } from 'viem';
+import type { ChainReaders } from '../chain/readers.ts';
+import type { Config } from '../config/load.ts';
+import type { Database } from '../storage/schema.ts';
+import type { Facilitator } from './facilitator.ts';
+import { localFacilitator } from './local-facilitator.ts';
+import { chainIdOf } from './match.ts';
+import { reconcilePayments, type ReconcileReport } from './reconciler.ts';
+import { remoteFacilitator } from './remote-facilitator.ts';
+
+/** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler. */
+export interface TopupService {
+  facilitator: Facilitator;
+  clientFor(network: string): PublicClient | undefined;
+  reconcile(): Promise<ReconcileReport>;
+  /** Stops the periodic pass and waits for one under way. */
+  close(): Promise<void>;
+}
+
+export function createFacilitator(config: Config): Facilitator {
+  const f = config.topup.facilitator;
+  if (f.type === 'remote') return remoteFacilitator(f.url, f.timeoutSeconds * 1000, config.secrets.facilitatorToken);
+  const rpcUrls: Record<string, string> = {};
+  for (const o of config.topup.offers) rpcUrls[o.network] = config.chains[String(chainIdOf(o.network))]!.rpcUrl;
+  return localFacilitator({
+    relayerKey: config.secrets.relayerKey as Hex,
+    rpcUrls,
+    allowedFactories: f.allowedFactories,
+    confirmationTimeoutMs: config.topup.settleWaitSeconds * 1000,
+  });
+}
+
+/** Null when no offers are configured: top-ups are then off and /v1/topup says so. */
+export function createTopupService(config: Config, deps: { db: Kysely<Database>; chains: ChainReaders; logger: Logger; now: () => number }): TopupService | null {
+  if (config.topup.offers.length === 0) return null;
+  const facilitator = createFacilitator(config);
+  const clientFor = (network: string) => {
+    const id = chainIdOf(network);
+    return deps.chains.has(id) ? deps.chains.client(id) : undefined;
+  };
+  const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now });
+  let running: Promise<unknown> | null = null;
+  const pass = () => {
+    running ??= reconcile()
+      .catch((err) => deps.logger.warn({ err: (err as Error).message }, 'payment reconciler pass failed'))
+      .finally(() => (running = null));
+  };
+  // At start-up: a crash may have left a payment settled on chain but not yet credited.
+  pass();
+  const timer = setInterval(pass, config.topup.reconcileIntervalSeconds * 1000);
+  timer.unref();
+  return {
+    facilitator,
+    clientFor,
+    reconcile,
+    async close() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
