@@ -4,6 +4,7 @@ import { buildApp } from './app.ts';
 import type { Config } from './config/load.ts';
 import { createLogger } from './http/logger.ts';
 import { createServices, type Services } from './services.ts';
+import { startFacilitatorServer } from './topup/facilitator-server.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -58,6 +59,22 @@ export async function runUntilSignalled(config: Config, graceMs = 15_000): Promi
         process.exit(1);
       });
     };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  });
+}
+
+/** `tollgate facilitator`: the local facilitator over HTTP, until SIGTERM or SIGINT. */
+export async function runFacilitatorUntilSignalled(config: Config, opts: { host: string; port: number; token?: string }): Promise<void> {
+  const logger = createLogger(config.logging.level);
+  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection (kept running)'));
+  const { app, url, relayer } = await startFacilitatorServer(config, { ...opts, logger });
+  if (!opts.token && opts.host !== '127.0.0.1' && opts.host !== 'localhost') {
+    logger.warn('the facilitator listens beyond this host without TOLLGATE_FACILITATOR_TOKEN; anyone who can reach it can spend the relayer\'s gas on payments to payTo');
+  }
+  logger.info({ url, relayer, networks: config.topup.offers.map((o) => o.network) }, 'tollgate facilitator listening');
+  await new Promise<void>((resolveDone) => {
+    const onSignal = () => void app.close().then(resolveDone);
     process.once('SIGTERM', onSignal);
     process.once('SIGINT', onSignal);
   });

@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.ts';
-import { runUntilSignalled } from '../main.ts';
+import { runFacilitatorUntilSignalled, runUntilSignalled } from '../main.ts';
 import { openStorage } from '../storage/database.ts';
 import { migrateToLatest } from '../storage/migrate.ts';
 import { registerAdmin } from './admin.ts';
@@ -32,6 +32,17 @@ program
     } finally {
       await storage.close();
     }
+  });
+
+program
+  .command('facilitator')
+  .description('serve the local x402 facilitator over HTTP, so several gateways can share one relayer key')
+  .option('--host <host>', 'interface to listen on', '127.0.0.1')
+  .option('--port <port>', 'port to listen on', '8402')
+  .action(async (opts: { host: string; port: string }) => {
+    const port = Number(opts.port);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, got "${opts.port}"`);
+    await runFacilitatorUntilSignalled(configFrom(common()), { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined });
   });
 
 registerAdmin(program, common);

@@ -19,7 +19,9 @@ export interface LedgerCheck {
  * - no balance is negative and locked never exceeds balance;
  * - credits − charges = the sum of all balances (nothing created or lost);
  * - a finished reservation charged at most once, with exactly the amount it records;
- * - each redeem code credited at most once.
+ * - each redeem code credited at most once;
+ * - each top-up payment credited at most once, only once credited, for its amount, to its payer,
+ *   and no top-up credit without a payment behind it.
  */
 export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const problems: string[] = [];
@@ -95,6 +97,32 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     const expected = c.redeemed_by ? 1 : 0;
     if (Number(c.n) !== expected) problems.push(`redeem code #${c.id}: ${c.n} credits, expected ${expected}`);
   }
+
+  const payments = await db
+    .selectFrom('payments as p')
+    .select([
+      'p.id',
+      'p.status',
+      'p.amount_usdc',
+      sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id)`.as('n'),
+      sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id
+                   and e.wallet = p.payer and e.amount_usdc = p.amount_usdc)`.as('exact'),
+    ])
+    .execute();
+  for (const p of payments) {
+    const expected = p.status === 'credited' ? 1 : 0;
+    if (Number(p.n) !== expected) problems.push(`payment ${p.id} (${p.status}): ${p.n} top-up credits, expected ${expected}`);
+    if (expected === 1 && Number(p.exact) !== 1) problems.push(`payment ${p.id}: its credit is not ${p.amount_usdc} to the payer`);
+  }
+  const unbacked = await db
+    .selectFrom('ledger_entries as e')
+    .select(sql<number>`count(*)`.as('n'))
+    .where('e.kind', '=', 'topup')
+    .where(({ not, exists, selectFrom }) =>
+      not(exists(selectFrom('payments as p').select('p.id').whereRef(sql`${sql.lit('payment:')} || p.id`, '=', 'e.reference'))),
+    )
+    .executeTakeFirstOrThrow();
+  if (Number(unbacked.n) > 0) problems.push(`${unbacked.n} top-up credits have no payment behind them`);
 
   return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems };
 }

@@ -31,7 +31,7 @@ export const TEST_DOMAIN = 'gateway.test';
 export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGateway> {
   const databaseUrl = opts.databaseUrl ?? (await freshDatabaseUrl(opts.engine));
   const config = parseConfig(
-    merge(
+    mergeConfig(
       {
         server: { host: '127.0.0.1', port: 0, publicUrl: TEST_ORIGIN },
         database: { url: databaseUrl },
@@ -60,11 +60,11 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
   };
 }
 
-function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+export function mergeConfig(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...a };
   for (const [k, v] of Object.entries(b)) {
     const cur = out[k];
-    out[k] = cur && typeof cur === 'object' && !Array.isArray(cur) && v && typeof v === 'object' && !Array.isArray(v) ? merge(cur as Record<string, unknown>, v as Record<string, unknown>) : v;
+    out[k] = cur && typeof cur === 'object' && !Array.isArray(cur) && v && typeof v === 'object' && !Array.isArray(v) ? mergeConfig(cur as Record<string, unknown>, v as Record<string, unknown>) : v;
   }
   return out;
 }

@@ -6,7 +6,7 @@ import { startAnvil, type Anvil } from '../../src/devchain/anvil.ts';
 import { deployDevChain, USDC_DOMAIN, USDT_DOMAIN, type DevChain, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import type { Engine } from '../../src/storage/database.ts';
-import { call, startTestGateway, type TestGateway } from './gateway.ts';
+import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
 
 /**
  * A real chain (anvil with Circle's USDC, Uniswap's Permit2, a Tether-like USDT and the stand-in
@@ -53,12 +53,16 @@ export interface TopupHarnessOptions {
   databaseUrl?: string;
   /** Facilitator section override (e.g. remote). */
   facilitator?: Record<string, unknown>;
+  /** Extra environment for the gateway. */
+  env?: NodeJS.ProcessEnv;
+  /** The recipient, when it must be shared with another process. */
+  payTo?: FundedAccount;
 }
 
 export async function startTopupHarness(engine: Engine, opts: TopupHarnessOptions = {}): Promise<TopupHarness> {
   const { anvil, chain } = await devChain();
-  const [payTo, relayer] = [await chain.newAccount(), await chain.newAccount()];
-  const env = { TOLLGATE_RELAYER_KEY: relayer.privateKey };
+  const [payTo, relayer] = [opts.payTo ?? (await chain.newAccount()), await chain.newAccount()];
+  const env = { TOLLGATE_RELAYER_KEY: relayer.privateKey, ...opts.env };
   const gatewayConfig = {
     chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } },
     topup: {
@@ -72,7 +76,7 @@ export async function startTopupHarness(engine: Engine, opts: TopupHarnessOption
     },
     rateLimits: { public: { perMinute: 100_000 }, keys: { perMinute: 100_000 } },
   };
-  const gw = await startTestGateway({ engine, env, databaseUrl: opts.databaseUrl, config: { ...gatewayConfig, ...opts.config } });
+  const gw = await startTestGateway({ engine, env, databaseUrl: opts.databaseUrl, config: mergeConfig(gatewayConfig, opts.config ?? {}) });
 
   const payingFetch = (account: FundedAccount, method: 'eip3009' | 'permit2' = 'eip3009') => {
     const prefer = (_version: number, accepts: PaymentRequirements[]) =>

@@ -1,0 +1,83 @@
+import { PaymentPayloadSchema, PaymentRequirementsSchema } from '@x402/core/schemas';
+import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Config } from '../config/load.ts';
+import { FacilitatorUnavailable } from './facilitator.ts';
+import { createFacilitator } from './service.ts';
+
+/**
+ * `tollgate facilitator`: the local facilitator served over the x402 facilitator HTTP API
+ * (POST /verify, POST /settle, GET /supported), so one relayer key can serve several gateway
+ * instances that use `topup.facilitator.type: remote`.
+ *
+ * It only settles payments to the configured topup.payTo: an open relayer would pay gas for
+ * anyone's payments. With a token set, every call must carry it as a Bearer token.
+ */
+export interface FacilitatorServerOptions {
+  host: string;
+  port: number;
+  logger: Logger;
+  token?: string;
+}
+
+export async function startFacilitatorServer(config: Config, opts: FacilitatorServerOptions): Promise<{ app: FastifyInstance; url: string; relayer: string }> {
+  if (config.topup.facilitator.type !== 'local') {
+    throw new Error('tollgate facilitator settles with its own relayer key: set topup.facilitator.type to local in its configuration');
+  }
+  if (config.topup.offers.length === 0 || !config.topup.payTo) {
+    throw new Error('tollgate facilitator needs topup.payTo and topup.offers (the networks and tokens it settles)');
+  }
+  const facilitator = createFacilitator(config) as ReturnType<typeof createFacilitator> & { relayer: string };
+  const payTo = config.topup.payTo.toLowerCase();
+  const app = Fastify({ loggerInstance: opts.logger as FastifyBaseLogger, bodyLimit: 64 * 1024 });
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (opts.token && request.headers.authorization !== `Bearer ${opts.token}`) {
+      return reply.code(401).send({ error: 'UNAUTHORIZED', message: 'send the facilitator token as "Authorization: Bearer <token>"' });
+    }
+  });
+
+  const parse = (body: unknown): { payload: PaymentPayload; requirements: PaymentRequirements } | string => {
+    const b = (body ?? {}) as Record<string, unknown>;
+    const payload = PaymentPayloadSchema.safeParse(b.paymentPayload);
+    const requirements = PaymentRequirementsSchema.safeParse(b.paymentRequirements);
+    if (!payload.success || !requirements.success) return 'invalid_payload';
+    const req = requirements.data as PaymentRequirements;
+    if (req.payTo.toLowerCase() !== payTo) return 'pay_to_not_served';
+    return { payload: payload.data as PaymentPayload, requirements: req };
+  };
+
+  app.post('/verify', async (request, reply) => {
+    const input = parse(request.body);
+    if (typeof input === 'string') return reply.code(400).send({ isValid: false, invalidReason: input });
+    try {
+      return await facilitator.verify(input.payload, input.requirements);
+    } catch (err) {
+      return unavailable(reply, err);
+    }
+  });
+
+  app.post('/settle', async (request, reply) => {
+    const input = parse(request.body);
+    if (typeof input === 'string') return reply.code(400).send({ success: false, errorReason: input, transaction: '', network: '' });
+    try {
+      return await facilitator.settle(input.payload, input.requirements);
+    } catch (err) {
+      return unavailable(reply, err);
+    }
+  });
+
+  app.get('/supported', async () => ({ ...(await facilitator.supported()), signers: { 'eip155:*': [facilitator.relayer] } }));
+  app.get('/health', async () => ({ status: 'ok' }));
+
+  await app.listen({ host: opts.host, port: opts.port });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : opts.port;
+  return { app, url: `http://${opts.host === '0.0.0.0' ? '127.0.0.1' : opts.host}:${port}`, relayer: facilitator.relayer };
+}
+
+function unavailable(reply: { code(n: number): { send(b: unknown): unknown } }, err: unknown) {
+  if (err instanceof FacilitatorUnavailable) return reply.code(503).send({ error: 'FACILITATOR_UNAVAILABLE', message: err.message });
+  throw err;
+}

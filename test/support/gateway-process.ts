@@ -1,0 +1,56 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { track, waitForOutput } from '../../src/devchain/processes.ts';
+import { TEST_ORIGIN } from './gateway.ts';
+import { tempDir } from './engines.ts';
+
+/**
+ * A gateway as its own process (`tollgate serve`), for what an in-process gateway cannot show:
+ * being killed with SIGKILL, or several instances sharing one database.
+ */
+export interface GatewayProcess {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  /** SIGKILL: no shutdown hooks, no cleanup, like a crash or an OOM kill. */
+  kill(): Promise<void>;
+  /** SIGTERM, then wait for it to exit. */
+  stop(): Promise<void>;
+}
+
+export function startGatewayProcess(config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<GatewayProcess> {
+  return startTollgateProcess(['serve'], config, env);
+}
+
+/** Any long-running tollgate command that logs its URL when it is listening. */
+export async function startTollgateProcess(args: string[], config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<GatewayProcess> {
+  const dir = tempDir();
+  const file = join(dir, 'tollgate.yaml');
+  writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0, publicUrl: TEST_ORIGIN }, ...config }));
+  const child = spawn(process.execPath, ['bin/tollgate.mjs', '--config', file, ...args], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  track(child);
+  let output = '';
+  child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
+  child.stderr!.on('data', (b: Buffer) => (output += b.toString()));
+  const m = await waitForOutput(child, /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*listening/, `tollgate ${args[0]}`, 30_000);
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const alive = () => child.exitCode === null && child.signalCode === null;
+  return {
+    url: m[1]!,
+    child,
+    output: () => output,
+    async kill() {
+      if (alive()) child.kill('SIGKILL');
+      await exited;
+    },
+    async stop() {
+      if (alive()) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

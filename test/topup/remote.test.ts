@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
+import { call } from '../support/gateway.ts';
+import { startTollgateProcess, type GatewayProcess } from '../support/gateway-process.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
+import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { devChain } from '../support/topup-harness.ts';
+
+/**
+ * `tollgate facilitator` as its own process holding the relayer key, and a gateway in remote mode
+ * that has no key at all.
+ */
+describe('remote facilitator: a gateway settling through `tollgate facilitator`', () => {
+  let facilitator: GatewayProcess;
+  let h: TopupHarness;
+  const token = 'test-facilitator-token';
+  before(async () => {
+    const { anvil, chain } = await devChain();
+    const relayer = await chain.newAccount();
+    const payTo = await chain.newAccount();
+    const topup = {
+      payTo: payTo.address,
+      offers: [
+        { network: chain.network, asset: chain.usdc, transferMethod: 'eip3009', ...USDC_DOMAIN, decimals: 6 },
+        { network: chain.network, asset: chain.usdt, transferMethod: 'permit2', name: 'Tether USD', version: '1', decimals: 6 },
+      ],
+      facilitator: { type: 'local' },
+    };
+    facilitator = await startTollgateProcess(['facilitator', '--port', '0'], { chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } }, topup }, {
+      TOLLGATE_RELAYER_KEY: relayer.privateKey,
+      TOLLGATE_FACILITATOR_TOKEN: token,
+    });
+    h = await startTopupHarness('sqlite', {
+      payTo,
+      facilitator: { type: 'remote', url: facilitator.url, timeoutSeconds: 5, authTokenEnv: 'FACILITATOR_TOKEN' },
+      env: { FACILITATOR_TOKEN: token },
+    });
+  });
+  after(async () => {
+    await h.stop();
+    await facilitator.stop();
+  });
+
+  test('USDC and USDT top-ups settle through the remote facilitator', async () => {
+    const payer = await h.payer(10n);
+    const usdc = await h.topup(payer, 2);
+    assert.equal(usdc.status, 200, await usdc.clone().text());
+    await h.chain.approvePermit2(payer, h.chain.usdt);
+    const usdt = await h.topup(payer, 3, 'permit2');
+    assert.equal(usdt.status, 200, await usdt.clone().text());
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, h.payTo.address), 2n * USD);
+    assert.equal(await h.chain.balanceOf(h.chain.usdt, h.payTo.address), 3n * USD);
+    await h.gw.assertLedger();
+  });
+
+  test('the facilitator refuses callers without its token, and payments to another payTo', async () => {
+    const supported = await call(facilitator.url, 'GET', '/supported');
+    assert.equal(supported.status, 401);
+    const withToken = await call(facilitator.url, 'GET', '/supported', undefined, { authorization: `Bearer ${token}` });
+    assert.equal(withToken.status, 200);
+    assert.ok(withToken.body.kinds.some((k: { network: string }) => k.network === h.chain.network));
+    const offer = (await h.post({ amount: 5 })).body.accepts[0];
+    const payer = await h.payer(10n);
+    const elsewhere = await h.payer(0n);
+    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: elsewhere.address, value: 5n * USD });
+    const res = await call(facilitator.url, 'POST', '/settle', { x402Version: 2, paymentPayload: { x402Version: 2, accepted: { ...offer, payTo: elsewhere.address }, payload }, paymentRequirements: { ...offer, payTo: elsewhere.address } }, { authorization: `Bearer ${token}` });
+    assert.equal(res.status, 400);
+    assert.equal(res.body.errorReason, 'pay_to_not_served');
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, elsewhere.address), 0n);
+  });
+
+  test('facilitator unreachable: 503 FACILITATOR_UNAVAILABLE and nothing credited', async () => {
+    const offer = (await h.post({ amount: 5 })).body.accepts[0];
+    const payer = await h.payer(10n);
+    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD });
+    await facilitator.stop();
+    const res = await h.post({ amount: 5 }, { 'payment-signature': v2Header(offer, payload) });
+    assert.equal(res.status, 503, res.text);
+    assert.equal(res.body.error, 'FACILITATOR_UNAVAILABLE');
+    assert.equal(await h.balance(payer.address), 0);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD);
+    assert.equal((await call(h.gw.url, 'GET', '/health')).status, 200);
+    await h.gw.assertLedger();
+  });
+});
