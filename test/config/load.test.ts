@@ -79,6 +79,39 @@ describe('configuration', () => {
     assert.equal(config.database.url, 'postgres://u:pw@127.0.0.1/db');
   });
 
+  test('top-up settings are checked together, and each mistake says what to do', () => {
+    const usdc = { network: 'eip155:8453', asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', transferMethod: 'eip3009', name: 'USD Coin', version: '2' };
+    const payTo = '0x00000000000000000000000000000000000000aa';
+    const chains = { '8453': { rpcUrl: 'http://127.0.0.1:1' } };
+    const key = `0x${'11'.repeat(32)}`;
+    const ok = parseConfig({ chains, topup: { payTo, offers: [usdc] } }, { TOLLGATE_RELAYER_KEY: key });
+    assert.equal(ok.secrets.relayerKey, key);
+    assert.equal(ok.topup.offers[0]!.decimals, 6);
+    assert.equal(ok.topup.minUsd, 1);
+    assert.equal(ok.topup.maxUsd, 10_000);
+    const env = { TOLLGATE_RELAYER_KEY: key };
+    const cases: Array<[unknown, RegExp, NodeJS.ProcessEnv?]> = [
+      [{ chains, topup: { offers: [usdc] } }, /topup\.payTo: required when topup\.offers is set/],
+      [{ topup: { payTo, offers: [usdc] } }, /needs chains\."8453"\.rpcUrl/],
+      [{ chains, topup: { payTo, offers: [usdc] } }, /TOLLGATE_RELAYER_KEY must hold the relayer's private key/, {}],
+      [{ chains, topup: { payTo, offers: [usdc] } }, /TOLLGATE_RELAYER_KEY is not a private key/, { TOLLGATE_RELAYER_KEY: 'hunter2' }],
+      [{ chains, topup: { payTo, offers: [usdc, usdc] } }, /is listed twice/],
+      [{ chains, topup: { payTo, offers: [{ ...usdc, network: 'base' }] } }, /topup\.offers\.0\.network: must be a CAIP-2 EVM network/],
+      [{ chains, topup: { payTo, offers: [{ ...usdc, transferMethod: 'eip2612' }] } }, /topup\.offers\.0\.transferMethod/],
+      [{ chains, topup: { payTo, offers: [{ ...usdc, decimals: 2 }] } }, /topup\.offers\.0\.decimals/],
+      [{ chains, topup: { payTo: '0x12', offers: [usdc] } }, /topup\.payTo: must be a 0x-prefixed 20-byte hex address/],
+      [{ topup: { minUsd: 50, maxUsd: 10 } }, /topup\.minUsd \(50\) is above topup\.maxUsd \(10\)/],
+      [{ topup: { minUsd: 0.0000001 } }, /topup\.minUsd: must be a USD amount with at most 6 decimals/],
+      [{ topup: { facilitator: { type: 'remote' } } }, /topup\.facilitator\.url/],
+      [{ topup: { facilitator: { type: 'carrier-pigeon' } } }, /topup\.facilitator/],
+    ];
+    for (const [raw, pattern, e] of cases) {
+      assert.throws(() => parseConfig(raw, e ?? env), (err: unknown) => err instanceof ConfigError && pattern.test(err.message), JSON.stringify(raw));
+    }
+    // The key itself never appears in an error.
+    assert.throws(() => parseConfig({ chains, topup: { payTo, offers: [usdc] } }, { TOLLGATE_RELAYER_KEY: 'not-a-key-but-secret' }), (err: Error) => !err.message.includes('not-a-key-but-secret'));
+  });
+
   test('prices written as YAML numbers become exact decimal strings', () => {
     const config = parseConfig({
       providers: { p: { baseUrl: 'http://127.0.0.1:1/v1' } },

@@ -1,5 +1,6 @@
 import { SiweMessage, generateNonce } from 'siwe';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { Address, Hex } from 'viem';
 import { TEST_DOMAIN, TEST_ORIGIN } from './gateway.ts';
 
 export function newAccount(): PrivateKeyAccount {
@@ -15,12 +16,14 @@ export interface ProofOptions {
   notBefore?: Date;
   nonce?: string;
   statement?: string;
-  /** Sign with this account instead of the one named in the message. */
+  /** Sign with this account instead of the one named in the message (a contract wallet's owner). */
   signer?: PrivateKeyAccount;
+  /** Post-processes the signature (e.g. wraps it in ERC-6492 for an undeployed wallet). */
+  wrapSignature?: (signature: Hex) => Hex;
 }
 
 /** A real EIP-4361 message built by the `siwe` package and signed by a viem account (EIP-191). */
-export async function siweProof(account: PrivateKeyAccount, o: ProofOptions = {}): Promise<{ message: string; signature: string }> {
+export async function siweProof(account: PrivateKeyAccount | { address: Address }, o: ProofOptions = {}): Promise<{ message: string; signature: string }> {
   const message = new SiweMessage({
     domain: o.domain ?? TEST_DOMAIN,
     address: account.address,
@@ -33,8 +36,9 @@ export async function siweProof(account: PrivateKeyAccount, o: ProofOptions = {}
     expirationTime: o.expirationTime?.toISOString(),
     notBefore: o.notBefore?.toISOString(),
   }).prepareMessage();
-  const signature = await (o.signer ?? account).signMessage({ message });
-  return { message, signature };
+  const signer = o.signer ?? (account as PrivateKeyAccount);
+  const signature = await signer.signMessage({ message });
+  return { message, signature: o.wrapSignature ? o.wrapSignature(signature) : signature };
 }
 
 export function proofQuery(p: { message: string; signature: string }): string {

@@ -12,9 +12,12 @@ export interface Eip3009Terms {
   token: Address;
   chainId: number;
   domain: { name: string; version: string };
-  from: PrivateKeyAccount;
+  /** The payer: an account, or a contract wallet's address (then `signer` is its owner). */
+  from: PrivateKeyAccount | { address: Address };
   /** Defaults to `from`; set it to sign for someone else. */
   signer?: PrivateKeyAccount;
+  /** Post-processes the signature (e.g. wraps it in ERC-6492 for an undeployed wallet). */
+  wrapSignature?: (signature: Hex) => Hex;
   to: Address;
   value: bigint;
   validAfter?: bigint;
@@ -32,12 +35,13 @@ export async function signEip3009(t: Eip3009Terms) {
     validBefore: t.validBefore ?? now + 300n,
     nonce: t.nonce ?? (`0x${randomBytes(32).toString('hex')}` as Hex),
   };
-  const signature = await (t.signer ?? t.from).signTypedData({
+  const raw = await (t.signer ?? (t.from as PrivateKeyAccount)).signTypedData({
     domain: { ...t.domain, chainId: t.chainId, verifyingContract: t.token },
     types: authorizationTypes,
     primaryType: 'TransferWithAuthorization',
     message: authorization,
   });
+  const signature = t.wrapSignature ? t.wrapSignature(raw) : raw;
   return {
     signature,
     authorization: {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { eip3009ABI } from '@x402/evm';
-import type { Hex } from 'viem';
+import { parseSignature, type Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { call, startTestGateway } from '../support/gateway.ts';
 import { freePort } from '../support/ports.ts';
@@ -164,12 +164,12 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
     const a = payload.authorization;
     // Someone who saw the signed authorization submits it to the token first.
     const frontRunner = await h.payer(0n);
-    const { r, s, v } = splitSignature(payload.signature);
+    const { r, s, v } = parseSignature(payload.signature);
     const frontTx = await h.chain.client(frontRunner).writeContract({
       address: h.chain.usdc,
       abi: eip3009ABI,
       functionName: 'transferWithAuthorization',
-      args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, v, r, s],
+      args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, Number(v), r, s],
     });
     assert.equal((await h.chain.client(frontRunner).waitForTransactionReceipt({ hash: frontTx })).status, 'success');
     const res = await h.post({ amount: 5 }, { 'payment-signature': v2Header(usdcOffer, payload) });
@@ -232,8 +232,3 @@ describe('top-ups when the chain or facilitator is down', () => {
     }
   });
 });
-
-function splitSignature(signature: string): { r: Hex; s: Hex; v: number } {
-  const hex = signature.slice(2);
-  return { r: `0x${hex.slice(0, 64)}`, s: `0x${hex.slice(64, 128)}`, v: parseInt(hex.slice(128, 130), 16) };
-}
