@@ -183,6 +183,23 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
     await h.gw.assertLedger();
   });
 
+  test('no payment header, signature or relayer key reaches the logs or an error body', async () => {
+    const payer = await h.payer();
+    const payload = await usdcPayment(payer);
+    const header = v2Header(usdcOffer, payload);
+    const bodies = [
+      (await h.post({ amount: 5 }, { 'payment-signature': header })).text,
+      (await h.post({ amount: 6 }, { 'payment-signature': header })).text,
+      (await h.post({ amount: 5 }, { 'x-payment': header.slice(0, -8) })).text,
+    ];
+    const logs = h.gw.logs();
+    assert.ok(logs.length > 0);
+    for (const secret of [header.slice(0, 40), payload.signature.slice(2, 42), h.relayer.privateKey.slice(2)]) {
+      assert.ok(!logs.includes(secret), 'a secret reached the logs');
+      for (const body of bodies) assert.ok(!body.includes(secret), 'a secret reached a response');
+    }
+  });
+
   test('a top-up credit with no payment behind it fails the ledger check', async () => {
     const { applyMovement } = await import('../../src/ledger/credits.ts');
     const { checkLedger } = await import('../../src/ledger/invariants.ts');
