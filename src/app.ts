@@ -9,6 +9,8 @@ import { usageRoutes } from './http/routes/usage.ts';
 import { topupRoutes } from './http/routes/topup.ts';
 import { topupHistoryRoutes } from './http/routes/topups.ts';
 import cors from '@fastify/cors';
+import { docsRoutes } from './http/routes/docs.ts';
+import { metricsRoutes } from './http/routes/metrics.ts';
 import type { Services } from './services.ts';
 
 export interface RegisteredRoute {
@@ -39,6 +41,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    // The route pattern, never the raw URL: wallet addresses and ids would explode the label set.
+    services.metrics.requests.inc({ method: request.method, route: request.routeOptions.url ?? 'unmatched', status: reply.statusCode });
   });
 
   // JSON only: any other body type is refused with 415 instead of being half-understood.
@@ -74,6 +80,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   chatRoutes(app, services);
   topupRoutes(app, services);
   topupHistoryRoutes(app, services);
+  docsRoutes(app, services);
+  if (services.config.metrics.enabled && services.config.metrics.port === undefined) metricsRoutes(app, services);
   await app.ready();
   return app;
 }

@@ -5,11 +5,14 @@ import type { Config } from './config/load.ts';
 import { createLogger } from './http/logger.ts';
 import { createServices, type Services } from './services.ts';
 import { startFacilitatorServer } from './topup/facilitator-server.ts';
+import { startMetricsServer } from './http/routes/metrics.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
   services: Services;
   url: string;
+  /** Where /metrics is served when it has its own port (`metrics.port`). */
+  metricsUrl: string | null;
   stop(): Promise<void>;
 }
 
@@ -24,6 +27,16 @@ export async function startServer(config: Config, opts: { logger?: Logger; now?:
     await services.close();
     throw err;
   }
+  let metricsServer: Awaited<ReturnType<typeof startMetricsServer>> | null = null;
+  if (config.metrics.enabled && config.metrics.port !== undefined) {
+    try {
+      metricsServer = await startMetricsServer(services);
+    } catch (err) {
+      await app.close();
+      await services.close();
+      throw err;
+    }
+  }
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.server.port;
   const host = config.server.host === '0.0.0.0' ? '127.0.0.1' : config.server.host;
@@ -32,9 +45,10 @@ export async function startServer(config: Config, opts: { logger?: Logger; now?:
     app,
     services,
     url: `http://${host}:${port}`,
+    metricsUrl: metricsServer?.url ?? null,
     stop() {
       // Stop accepting, let in-flight requests finish (Fastify waits for them), then close the database.
-      stopping ??= app.close().then(() => services.close());
+      stopping ??= Promise.all([app.close(), metricsServer?.close()]).then(() => services.close());
       return stopping;
     },
   };

@@ -14,6 +14,7 @@ import { memoryLimiter } from './ratelimit/memory.ts';
 import { redisLimiter } from './ratelimit/redis.ts';
 import { migrateToLatest } from './storage/migrate.ts';
 import { createTopupService, type TopupService } from './topup/service.ts';
+import { createMetrics, type Metrics } from './metrics/metrics.ts';
 
 /** Everything a running gateway holds, built once from the configuration and shared by routes. */
 export interface Services {
@@ -28,6 +29,7 @@ export interface Services {
   limiter: RateLimiter;
   /** Null when no top-up offers are configured. */
   topup: TopupService | null;
+  metrics: Metrics;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
   /** The clock for rate limits and SIWE windows (tests move it). */
   now: () => number;
@@ -76,6 +78,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     return {
       config,
       topup,
+      metrics: createMetrics(storage.db),
       logger: opts.logger,
       storage,
       catalog: buildCatalog(config),

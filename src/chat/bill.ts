@@ -12,6 +12,7 @@ import type { Usage } from './usage.ts';
  */
 export class RequestBill {
   private finished: Promise<SettleOutcome> | null = null;
+  private firstTokenSeen = false;
   private readonly started = performance.now();
 
   constructor(
@@ -38,7 +39,33 @@ export class RequestBill {
     if (this.open) await this.void(status);
   }
 
+  /** The provider answered with headers. */
+  markUpstreamResponse(): void {
+    this.services.metrics.upstreamLatency.observe(this.labels(), (performance.now() - this.started) / 1000);
+  }
+
+  /** A stream's first content chunk arrived. */
+  markFirstToken(): void {
+    if (this.firstTokenSeen) return;
+    this.firstTokenSeen = true;
+    this.services.metrics.timeToFirstToken.observe(this.labels(), (performance.now() - this.started) / 1000);
+  }
+
+  private labels() {
+    return { provider: this.plan.model.provider, model: this.plan.model.id };
+  }
+
+  private record(chargeUsdc: number, usage: Usage, status: string): void {
+    const m = this.services.metrics;
+    const model = this.plan.model.id;
+    m.chatLatency.observe({ model, stream: String(this.plan.stream), outcome: status }, (performance.now() - this.started) / 1000);
+    if (usage.promptTokens) m.tokens.inc({ model, kind: 'prompt' }, usage.promptTokens);
+    if (usage.completionTokens) m.tokens.inc({ model, kind: 'completion' }, usage.completionTokens);
+    if (chargeUsdc) m.chargedUsdc.inc({ model }, chargeUsdc);
+  }
+
   private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string): Promise<SettleOutcome> {
+    if (this.finished === null) this.record(chargeUsdc, usage, status);
     this.finished ??= finishReservation(this.services.storage.db, this.services.storage.engine, this.requestId, chargeUsdc, {
       requestId: this.requestId,
       apiKeyId: this.key.id,

@@ -67,6 +67,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
   try {
     try {
       const res = await adapter.chat(JSON.stringify(plan.upstreamBody), upstreamAbort.signal);
+      bill.markUpstreamResponse();
       if (res.statusCode !== 200) {
         const body = await res.body.text().catch(() => '');
         upstreamError = `the provider answered ${res.statusCode}${providerMessage(body)}`;
@@ -90,6 +91,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
               // The usage-only chunk (no choices) reaches the client only if it asked for it.
               if (Array.isArray(chunk?.choices) && chunk.choices.length === 0 && !plan.clientWantsUsage) return;
             } else {
+              bill.markFirstToken();
               contentEvents.push(data);
             }
             pending.push(`data: ${data}\n\n`);

@@ -169,6 +169,15 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    metrics: z
+      .object({
+        enabled: z.boolean().default(true),
+        // Serve /metrics on its own port (e.g. 9464, for a private network) instead of the API port.
+        port: z.number().int().min(0).max(65535).optional(),
+        host: z.string().default('127.0.0.1'),
+      })
+      .strict()
+      .prefault({}),
     logging: z
       .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
       .strict()

@@ -14,6 +14,7 @@ export async function enforceRateLimit(services: Services, reply: FastifyReply, 
   reply.header('x-ratelimit-remaining', d.remaining);
   reply.header('x-ratelimit-reset', Math.ceil(d.resetAt / 1000));
   if (!d.allowed) {
+    services.metrics.rateLimited.inc({ scope: key.slice(0, key.indexOf(':')) });
     throw new ApiError(
       429,
       'RATE_LIMITED',

@@ -43,6 +43,7 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
       },
       matched,
     );
+    services.metrics.topups.inc({ outcome: outcome.kind });
     switch (outcome.kind) {
       case 'credited':
         return sendCredited(reply, outcome.payment);

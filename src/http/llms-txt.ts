@@ -1,0 +1,29 @@
+/** GET /llms.txt: how an agent holding a wallet key gets from nothing to a chat completion. */
+export function llmsTxt(publicUrl: string): string {
+  const base = publicUrl.replace(/\/$/, '');
+  return `# Tollgate
+
+> An OpenAI-compatible LLM gateway paid from a prepaid wallet balance. Fund it with stablecoins over
+> x402, get an API key by signing in with Ethereum (SIWE), then use any OpenAI client with base URL
+> ${base}/v1. Money is integer micro-USDC (1 USD = 1,000,000).
+
+## Steps
+
+1. Models and prices: GET ${base}/v1/models (prices are USD per 1M tokens).
+2. Top up: POST ${base}/v1/topup with {"amount": <USD, at least 1>}. The 402 answer lists "accepts"
+   (also base64 in the PAYMENT-REQUIRED header). Sign one entry with an x402 client
+   (@x402/fetch + @x402/evm; raise its spend controls above $1) and send the same body again with
+   the PAYMENT-SIGNATURE header. 200 means credited; 202 means pending: do not pay again.
+3. API key: POST ${base}/v1/auth/keys with {"message", "signature"}: a fresh EIP-4361 (SIWE)
+   message for this domain, signed by the wallet. The key (sk-...) is shown once.
+4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
+   stream or not. Each call reserves the worst case, then charges the exact cost.
+5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
+   Top-up history: GET ${base}/v1/topups/<wallet>.
+
+## Errors
+
+Every error is {"error": "<CODE>", "message": "..."}. 402 INSUFFICIENT_BALANCE on chat means top
+up. 429 RATE_LIMITED carries Retry-After. The full description: ${base}/openapi.json
+`;
+}

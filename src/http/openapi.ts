@@ -1,0 +1,153 @@
+/**
+ * The OpenAPI 3.1 description served at GET /openapi.json. Written by hand, next to the routes it
+ * describes; a test fails when the server registers a route this document does not list.
+ */
+const json = 'application/json';
+
+const error = (description: string) => ({ description, content: { [json]: { schema: { $ref: '#/components/schemas/Error' } } } });
+const ok = (description: string, schema: object) => ({ description, content: { [json]: { schema } } });
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const walletParam = { name: 'wallet', in: 'path', required: true, schema: { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' } };
+const siweQuery = [
+  { name: 'message', in: 'query', required: false, schema: { type: 'string' }, description: 'EIP-4361 message (instead of an API key)' },
+  { name: 'signature', in: 'query', required: false, schema: { type: 'string' }, description: 'signature of the message' },
+];
+const integer = { type: 'integer' };
+const walletRead = { bearer: [] } as const;
+
+export function openApiDocument(publicUrl: string): Record<string, unknown> {
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Tollgate',
+      version: '1',
+      description:
+        'Prepaid, wallet-funded, OpenAI-compatible LLM gateway. Fund a wallet with x402 (POST /v1/topup), create an API key with SIWE (POST /v1/auth/keys), call POST /v1/chat/completions with any OpenAI client. Money is integer micro-USDC (1 USD = 1,000,000).',
+    },
+    servers: [{ url: publicUrl }],
+    components: {
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'an API key, sk-…' },
+        x402: { type: 'apiKey', in: 'header', name: 'PAYMENT-SIGNATURE', description: 'x402 payment payload, base64 (v2; v1 clients send X-Payment)' },
+      },
+      schemas: {
+        Error: {
+          type: 'object',
+          required: ['error', 'message'],
+          properties: { error: { type: 'string', description: 'stable code, e.g. VALIDATION_ERROR' }, message: { type: 'string', description: 'what happened and what to do' } },
+          additionalProperties: true,
+        },
+        SiweProof: { type: 'object', required: ['message', 'signature'], properties: { message: { type: 'string' }, signature: { type: 'string' } } },
+        Balance: {
+          type: 'object',
+          properties: { wallet: { type: 'string' }, balance_usdc: integer, locked_usdc: integer, available_usdc: integer },
+        },
+        PaymentRequirement: {
+          type: 'object',
+          required: ['scheme', 'network', 'amount', 'maxAmountRequired', 'asset', 'payTo', 'maxTimeoutSeconds', 'extra'],
+          properties: {
+            scheme: { const: 'exact' },
+            network: { type: 'string', examples: ['eip155:8453'] },
+            amount: { type: 'string' },
+            maxAmountRequired: { type: 'string' },
+            asset: { type: 'string' },
+            payTo: { type: 'string' },
+            maxTimeoutSeconds: integer,
+            extra: {
+              type: 'object',
+              properties: { assetTransferMethod: { enum: ['eip3009', 'permit2'] }, name: { type: 'string' }, version: { type: 'string' }, decimals: integer },
+            },
+          },
+        },
+        PaymentRequired: {
+          type: 'object',
+          properties: {
+            x402Version: { const: 2 },
+            error: { type: 'string' },
+            message: { type: 'string' },
+            resource: { type: 'object' },
+            accepts: { type: 'array', items: ref('PaymentRequirement') },
+            reason: { type: 'string', description: 'why a payment was rejected (PAYMENT_REJECTED only)' },
+          },
+        },
+        ApiKey: {
+          type: 'object',
+          properties: { id: integer, label: { type: 'string' }, created_at: { type: 'string' }, revoked_at: { type: ['string', 'null'] }, last_used_at: { type: ['string', 'null'] }, last4: { type: 'string' } },
+        },
+      },
+    },
+    paths: {
+      '/health': { get: { summary: 'liveness and database check', responses: { 200: ok('healthy', { type: 'object' }), 503: ok('degraded', { type: 'object' }) } } },
+      '/v1/models': { get: { summary: 'the model catalog with billed prices (USD per 1M tokens)', responses: { 200: ok('OpenAI-style list', { type: 'object' }) } } },
+      '/v1/topup': {
+        post: {
+          summary: 'fund a wallet with x402 (two steps: 402 with accepts, then the same body with a payment header)',
+          security: [{}, { x402: [] }],
+          requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['amount'], properties: { amount: { type: 'number', minimum: 1, description: 'USD, at most 6 decimals' } } } } } },
+          responses: {
+            200: ok('settled and credited; PAYMENT-RESPONSE carries the receipt', { allOf: [ref('Balance'), { type: 'object', properties: { credited_usdc: integer, transaction: { type: 'string' }, network: { type: 'string' } } }] }),
+            202: ok('sent, not yet confirmed; credited when it lands', { type: 'object', properties: { status: { const: 'pending' }, payment_id: { type: 'string' } } }),
+            400: error('bad amount (VALIDATION_ERROR), undecodable payment (INVALID_PAYMENT), or payment not matching the offer (PAYMENT_MISMATCH)'),
+            402: ok('PAYMENT_REQUIRED (no payment yet) or PAYMENT_REJECTED; the PAYMENT-REQUIRED header carries the same offer', ref('PaymentRequired')),
+            429: error('RATE_LIMITED'),
+            503: error('FACILITATOR_UNAVAILABLE or TOPUP_UNAVAILABLE'),
+          },
+        },
+      },
+      '/v1/topups/{wallet}': {
+        get: {
+          summary: "a wallet's credited and pending top-ups",
+          security: [walletRead, {}],
+          parameters: [walletParam, ...siweQuery],
+          responses: { 200: ok('history, newest first', { type: 'object' }), 400: error('malformed wallet'), 401: error('UNAUTHORIZED') },
+        },
+      },
+      '/v1/auth/keys': {
+        post: {
+          summary: 'create an API key with a SIWE proof (optionally redeem_code or ref_code)',
+          requestBody: { required: true, content: { [json]: { schema: { allOf: [ref('SiweProof'), { type: 'object', properties: { label: { type: 'string' }, redeem_code: { type: 'string' }, ref_code: { type: 'string' } } }] } } } },
+          responses: { 201: ok('the key; its secret is shown only here', { type: 'object' }), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 429: error('RATE_LIMITED') },
+        },
+        get: {
+          summary: "list the wallet's keys (SIWE proof in the query)",
+          parameters: siweQuery,
+          responses: { 200: ok('keys', { type: 'object', properties: { data: { type: 'array', items: ref('ApiKey') } } }), 401: error('UNAUTHORIZED') },
+        },
+      },
+      '/v1/auth/keys/{key_id}': {
+        delete: {
+          summary: 'revoke a key (SIWE proof in the body)',
+          parameters: [{ name: 'key_id', in: 'path', required: true, schema: integer }],
+          requestBody: { required: true, content: { [json]: { schema: ref('SiweProof') } } },
+          responses: { 200: ok('revoked', { type: 'object' }), 401: error('UNAUTHORIZED'), 404: error('NOT_FOUND') },
+        },
+      },
+      '/v1/chat/completions': {
+        post: {
+          summary: 'OpenAI chat completions, streaming or not; reserved before and billed after the provider call',
+          security: [{ bearer: [] }],
+          requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'messages'] } } } },
+          responses: {
+            200: ok('the provider response (or text/event-stream); x-tollgate-charged-usdc and x-tollgate-balance-usdc headers', { type: 'object' }),
+            400: error('VALIDATION_ERROR'),
+            401: error('UNAUTHORIZED'),
+            402: error('INSUFFICIENT_BALANCE; top up with POST /v1/topup'),
+            429: error('RATE_LIMITED'),
+            502: error('UPSTREAM_ERROR'),
+          },
+        },
+      },
+      '/v1/usage/{wallet}': {
+        get: {
+          summary: 'balance and per-key usage',
+          security: [walletRead, {}],
+          parameters: [walletParam, ...siweQuery],
+          responses: { 200: ok('usage', { type: 'object' }), 400: error('malformed wallet'), 401: error('UNAUTHORIZED') },
+        },
+      },
+      '/openapi.json': { get: { summary: 'this document', responses: { 200: ok('OpenAPI 3.1', { type: 'object' }) } } },
+      '/llms.txt': { get: { summary: 'a short plain-text guide for agents', responses: { 200: { description: 'text/plain', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
+      '/metrics': { get: { summary: 'Prometheus metrics (unless disabled or moved to the admin port)', responses: { 200: { description: 'text/plain; version=0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import type { Kysely } from 'kysely';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Database } from '../storage/schema.ts';
+
+/**
+ * Prometheus metrics (prom-client). Counters and histograms are updated on the request path;
+ * the money gauges are read from the database when scraped, so every instance reports the shared
+ * truth (locked money, reservations in flight, the reconciler's backlog) and not a local guess.
+ */
+export interface Metrics {
+  registry: Registry;
+  requests: Counter<'method' | 'route' | 'status'>;
+  chatLatency: Histogram<'model' | 'stream' | 'outcome'>;
+  upstreamLatency: Histogram<'provider' | 'model'>;
+  timeToFirstToken: Histogram<'provider' | 'model'>;
+  tokens: Counter<'model' | 'kind'>;
+  chargedUsdc: Counter<'model'>;
+  topups: Counter<'outcome'>;
+  rateLimited: Counter<'scope'>;
+}
+
+const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+export function createMetrics(db: Kysely<Database>): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'tollgate_process_' });
+  const registers = [registry];
+  const gauge = (name: string, help: string, read: () => Promise<number>) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      async collect() {
+        this.set(await read());
+      },
+    });
+  gauge('tollgate_reservations_in_flight', 'Chat reservations pending (all instances)', async () =>
+    Number((await db.selectFrom('reservations').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'pending').executeTakeFirst())?.n ?? 0),
+  );
+  gauge('tollgate_locked_usdc', 'Micro-USDC locked by reservations in flight (all instances)', async () =>
+    Number((await db.selectFrom('wallets').select((eb) => eb.fn.sum<number>('locked_usdc').as('n')).executeTakeFirst())?.n ?? 0),
+  );
+  gauge('tollgate_reconciler_backlog', 'Top-up payments not yet credited or closed', async () =>
+    Number((await db.selectFrom('payments').select((eb) => eb.fn.countAll<number>().as('n')).where('status', 'in', ['pending', 'submitted']).executeTakeFirst())?.n ?? 0),
+  );
+  return {
+    registry,
+    requests: new Counter({ name: 'tollgate_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['method', 'route', 'status'], registers }),
+    chatLatency: new Histogram({ name: 'tollgate_chat_duration_seconds', help: 'Chat request duration, reservation to settlement', labelNames: ['model', 'stream', 'outcome'], buckets: SECONDS, registers }),
+    upstreamLatency: new Histogram({ name: 'tollgate_upstream_response_seconds', help: 'Time until the provider answered with headers', labelNames: ['provider', 'model'], buckets: SECONDS, registers }),
+    timeToFirstToken: new Histogram({ name: 'tollgate_time_to_first_token_seconds', help: 'Streams: time until the first content chunk', labelNames: ['provider', 'model'], buckets: SECONDS, registers }),
+    tokens: new Counter({ name: 'tollgate_tokens_total', help: 'Tokens billed, by kind (prompt, completion)', labelNames: ['model', 'kind'], registers }),
+    chargedUsdc: new Counter({ name: 'tollgate_charged_usdc_total', help: 'Micro-USDC charged for chat', labelNames: ['model'], registers }),
+    topups: new Counter({ name: 'tollgate_topups_total', help: 'Top-up attempts by outcome', labelNames: ['outcome'], registers }),
+    rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),
+  };
+}
