@@ -13,7 +13,12 @@ export interface RunningServer {
   url: string;
   /** Where /metrics is served when it has its own port (`metrics.port`). */
   metricsUrl: string | null;
-  stop(): Promise<void>;
+  /**
+   * Graceful stop: refuse new connections, let in-flight requests finish (and settle) for up to
+   * `graceMs` (default server.shutdownGraceSeconds), then void the reservations of those still
+   * running, cut their connections, and close the database.
+   */
+  stop(opts?: { graceMs?: number }): Promise<void>;
 }
 
 /** Builds the services and the app, and listens. Used by `tollgate serve` and by tests. */
@@ -46,16 +51,37 @@ export async function startServer(config: Config, opts: { logger?: Logger; now?:
     services,
     url: `http://${host}:${port}`,
     metricsUrl: metricsServer?.url ?? null,
-    stop() {
-      // Stop accepting, let in-flight requests finish (Fastify waits for them), then close the database.
-      stopping ??= Promise.all([app.close(), metricsServer?.close()]).then(() => services.close());
+    stop(opts = {}) {
+      stopping ??= (async () => {
+        const graceMs = opts.graceMs ?? config.server.shutdownGraceSeconds * 1000;
+        const closed = Promise.all([app.close(), metricsServer?.close()]);
+        if (await outlasts(closed, graceMs)) {
+          const cut = services.inflight.size;
+          await Promise.allSettled([...services.inflight].map((bill) => bill.voidIfOpen('shutdown')));
+          app.server.closeAllConnections();
+          await Promise.allSettled([...services.providers.values()].map((p) => p.destroy()));
+          services.logger.warn({ voided: cut }, 'shutdown grace ran out; voided the reservations of requests still running');
+          await outlasts(closed, 2_000);
+        }
+        await services.close();
+      })();
       return stopping;
     },
   };
 }
 
-/** Runs until SIGTERM or SIGINT, then shuts down gracefully within `graceMs`. */
-export async function runUntilSignalled(config: Config, graceMs = 15_000): Promise<void> {
+/** True when `work` is still running after `ms`. */
+async function outlasts(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((r) => (timer = setTimeout(() => r(true), ms)));
+  const result = await Promise.race([work.then(() => false), late]);
+  clearTimeout(timer);
+  return result;
+}
+
+/** Runs until SIGTERM or SIGINT, then shuts down gracefully (see RunningServer.stop). */
+export async function runUntilSignalled(config: Config): Promise<void> {
+  const graceMs = config.server.shutdownGraceSeconds * 1000;
   const logger = createLogger(config.logging.level);
   process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection (kept running)'));
   const server = await startServer(config, { logger });
@@ -63,10 +89,11 @@ export async function runUntilSignalled(config: Config, graceMs = 15_000): Promi
   await new Promise<void>((resolveDone) => {
     const onSignal = (signal: string) => {
       logger.info({ signal }, 'shutting down');
+      // A last resort if closing the database itself hangs.
       const force = setTimeout(() => {
         logger.error('shutdown took too long; exiting');
         process.exit(1);
-      }, graceMs);
+      }, graceMs + 10_000);
       force.unref();
       server.stop().then(resolveDone, (err) => {
         logger.error({ err }, 'error during shutdown');

@@ -30,6 +30,8 @@ export interface Services {
   /** Null when no top-up offers are configured. */
   topup: TopupService | null;
   metrics: Metrics;
+  /** Chat requests holding a reservation on this instance, so a shutdown can void what it cuts. */
+  inflight: Set<{ voidIfOpen(status: string): Promise<void> }>;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
   /** The clock for rate limits and SIWE windows (tests move it). */
   now: () => number;
@@ -79,6 +81,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       config,
       topup,
       metrics: createMetrics(storage.db),
+      inflight: new Set(),
       logger: opts.logger,
       storage,
       catalog: buildCatalog(config),

@@ -20,7 +20,9 @@ export class RequestBill {
     readonly key: KeyRow,
     private readonly plan: ChatPlan,
     readonly requestId: string,
-  ) {}
+  ) {
+    services.inflight.add(this);
+  }
 
   get open(): boolean {
     return this.finished === null;
@@ -65,7 +67,10 @@ export class RequestBill {
   }
 
   private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string): Promise<SettleOutcome> {
-    if (this.finished === null) this.record(chargeUsdc, usage, status);
+    if (this.finished === null) {
+      this.record(chargeUsdc, usage, status);
+      this.services.inflight.delete(this);
+    }
     this.finished ??= finishReservation(this.services.storage.db, this.services.storage.engine, this.requestId, chargeUsdc, {
       requestId: this.requestId,
       apiKeyId: this.key.id,

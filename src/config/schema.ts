@@ -97,6 +97,8 @@ export const configSchema = z
         publicUrl: z.url().default('http://localhost:8080'),
         trustProxy: z.boolean().default(false),
         corsOrigins: z.array(z.union([z.literal('*'), z.url()])).min(1).default(['*']),
+        // On SIGTERM: how long in-flight requests may take to finish before they are cut and voided.
+        shutdownGraceSeconds: positiveInt.default(15),
       })
       .strict()
       .prefault({}),

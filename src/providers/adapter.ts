@@ -6,6 +6,8 @@ export interface ProviderAdapter {
   /** POSTs a chat completion. Rejects on connect failure and timeouts; any HTTP status resolves. */
   chat(body: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData>;
   close(): Promise<void>;
+  /** Drops every connection at once, cutting requests still streaming (shutdown after the grace). */
+  destroy(): Promise<void>;
 }
 
 export interface AdapterTimeouts {

@@ -26,5 +26,6 @@ export function openAICompatible(name: string, config: ProviderConfig, apiKey: s
     name,
     chat: (body, signal) => pool.request({ method: 'POST', path, headers, body, signal }),
     close: () => pool.close(),
+    destroy: () => pool.destroy(),
   };
 }

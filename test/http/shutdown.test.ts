@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { startChatHarness } from '../support/chat-harness.ts';
+import { startFakeOpenAI } from '../support/fake-openai.ts';
+import { freshDatabaseUrl } from '../support/engines.ts';
+import { startGatewayProcess } from '../support/gateway-process.ts';
+import { MODELS } from '../support/chat-harness.ts';
+import { checkLedger } from '../../src/ledger/invariants.ts';
+import { openStorage } from '../../src/storage/database.ts';
+import { applyMovement } from '../../src/ledger/credits.ts';
+import { call } from '../support/gateway.ts';
+import { siweProof, newAccount } from '../support/siwe.ts';
+
+describe('graceful shutdown', () => {
+  test('in-flight requests that finish within the grace are settled; the rest are voided, never left locked', async () => {
+    const h = await startChatHarness('sqlite');
+    const { key, account } = await h.wallet(1_000_000);
+    const client = h.client(key);
+    // One quick request and one stream that would take 20 s.
+    h.fake.behaviour = { delayMs: 300 };
+    const quick = client.chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
+    await new Promise((r) => setTimeout(r, 50));
+    h.fake.behaviour = { chunkDelayMs: 1000 };
+    const slow = client.chat.completions
+      .create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream: true })
+      .then(async (s) => {
+        for await (const _ of s) void _;
+      })
+      .catch((err: Error) => err);
+    await new Promise((r) => setTimeout(r, 150));
+    const db = h.gw.services.storage.db;
+    assert.equal((await db.selectFrom('reservations').selectAll().where('status', '=', 'pending').execute()).length, 2);
+
+    const started = Date.now();
+    const stopped = h.gw.stop({ graceMs: 1500 });
+    // New connections are refused at once.
+    await assert.rejects(fetch(`${h.gw.url}/health`));
+    const done = await quick;
+    assert.equal(done.choices.length, 1);
+    await stopped;
+    const took = Date.now() - started;
+    assert.ok(took < 5000, `stop took ${took} ms`);
+    assert.ok((await slow) instanceof Error, 'the slow stream should have been cut');
+
+    // Read the closed database again: one settled, one voided, nothing locked.
+    const storage = openStorage(h.gw.config.database.url);
+    try {
+      const rows = await storage.db.selectFrom('reservations').select(['status', 'charged_usdc']).orderBy('id').execute();
+      assert.deepEqual(rows.map((r) => r.status), ['settled', 'voided']);
+      const wallet = await storage.db.selectFrom('wallets').selectAll().where('address', '=', account.address.toLowerCase()).executeTakeFirstOrThrow();
+      assert.equal(Number(wallet.locked_usdc), 0);
+      assert.equal(Number(wallet.balance_usdc), 1_000_000 - Number(rows[0]!.charged_usdc));
+      assert.deepEqual((await checkLedger(storage.db)).problems, []);
+    } finally {
+      await storage.close();
+      await h.fake.close();
+    }
+  });
+
+  test('SIGTERM: the process finishes the request in flight, then exits 0', async () => {
+    const fake = await startFakeOpenAI();
+    const databaseUrl = await freshDatabaseUrl('sqlite');
+    const gateway = await startGatewayProcess({
+      database: { url: databaseUrl },
+      providers: { fake: { baseUrl: fake.url } },
+      models: MODELS.filter((m) => m.provider === 'fake'),
+    });
+    const storage = openStorage(databaseUrl);
+    try {
+      const account = newAccount();
+      await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: account.address, kind: 'adjustment', amountUsdc: 1_000_000 }));
+      const created = await call(gateway.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      assert.equal(created.status, 201, created.text);
+      fake.behaviour = { delayMs: 700 };
+      const pending = call(gateway.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${created.body.key}` });
+      await new Promise((r) => setTimeout(r, 200));
+      const exited = new Promise<number | null>((r) => gateway.child.once('exit', (code) => r(code)));
+      gateway.child.kill('SIGTERM');
+      const res = await pending;
+      assert.equal(res.status, 200, res.text);
+      assert.equal(await exited, 0);
+      assert.match(gateway.output(), /shutting down/);
+      const rows = await storage.db.selectFrom('reservations').select('status').execute();
+      assert.deepEqual(rows.map((r) => r.status), ['settled']);
+      assert.deepEqual((await checkLedger(storage.db)).problems, []);
+    } finally {
+      await gateway.stop();
+      await storage.close();
+      await fake.close();
+    }
+  });
+});
