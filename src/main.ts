@@ -55,7 +55,11 @@ export async function startServer(config: Config, opts: { logger?: Logger; now?:
       stopping ??= (async () => {
         const graceMs = opts.graceMs ?? config.server.shutdownGraceSeconds * 1000;
         const closed = Promise.all([app.close(), metricsServer?.close()]);
-        if (await outlasts(closed, graceMs)) {
+        // A keep-alive connection whose request finishes during the grace becomes idle after the
+        // close began; close those as they appear, or they would hold the server open to the end.
+        const idleSweep = setInterval(() => app.server.closeIdleConnections(), 100);
+        const late = await outlasts(closed, graceMs).finally(() => clearInterval(idleSweep));
+        if (late) {
           const cut = services.inflight.size;
           await Promise.allSettled([...services.inflight].map((bill) => bill.voidIfOpen('shutdown')));
           app.server.closeAllConnections();
