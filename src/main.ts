@@ -83,44 +83,63 @@ async function outlasts(work: Promise<unknown>, ms: number): Promise<boolean> {
   return result;
 }
 
-/** Runs until SIGTERM or SIGINT, then shuts down gracefully (see RunningServer.stop). */
-export async function runUntilSignalled(config: Config): Promise<void> {
-  const graceMs = config.server.shutdownGraceSeconds * 1000;
+/**
+ * The life of a long-running command: a logger that also reports (and survives) unhandled
+ * rejections, `start`, then on SIGTERM or SIGINT `stop`, bounded by `forceExitMs` in case closing
+ * hangs. Shared by `tollgate serve` and `tollgate facilitator`.
+ */
+async function runProcess(config: Config, start: (logger: Logger) => Promise<() => Promise<unknown>>, forceExitMs: number): Promise<void> {
   const logger = createLogger(config.logging.level);
   process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection (kept running)'));
-  const server = await startServer(config, { logger });
-  logger.info({ url: server.url, database: config.database.url.split(':')[0], config: config.source ?? '(defaults)' }, 'tollgate listening');
+  const stop = await start(logger);
   await new Promise<void>((resolveDone) => {
     const onSignal = (signal: string) => {
       logger.info({ signal }, 'shutting down');
-      // A last resort if closing the database itself hangs.
       const force = setTimeout(() => {
         logger.error('shutdown took too long; exiting');
         process.exit(1);
-      }, graceMs + 10_000);
+      }, forceExitMs);
       force.unref();
-      server.stop().then(resolveDone, (err) => {
-        logger.error({ err }, 'error during shutdown');
-        process.exit(1);
-      });
+      stop().then(
+        () => resolveDone(),
+        (err) => {
+          logger.error({ err }, 'error during shutdown');
+          process.exit(1);
+        },
+      );
     };
     process.once('SIGTERM', onSignal);
     process.once('SIGINT', onSignal);
   });
 }
 
+/** `tollgate serve`: runs until SIGTERM or SIGINT, then shuts down gracefully (see RunningServer.stop). */
+export function runUntilSignalled(config: Config): Promise<void> {
+  const graceMs = config.server.shutdownGraceSeconds * 1000;
+  return runProcess(
+    config,
+    async (logger) => {
+      const server = await startServer(config, { logger });
+      logger.info({ url: server.url, database: config.database.url.split(':')[0], config: config.source ?? '(defaults)' }, 'tollgate listening');
+      return () => server.stop();
+    },
+    // A last resort if closing the database itself hangs.
+    graceMs + 10_000,
+  );
+}
+
 /** `tollgate facilitator`: the local facilitator over HTTP, until SIGTERM or SIGINT. */
-export async function runFacilitatorUntilSignalled(config: Config, opts: { host: string; port: number; token?: string }): Promise<void> {
-  const logger = createLogger(config.logging.level);
-  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection (kept running)'));
-  const { app, url, relayer } = await startFacilitatorServer(config, { ...opts, logger });
-  if (!opts.token && opts.host !== '127.0.0.1' && opts.host !== 'localhost') {
-    logger.warn('the facilitator listens beyond this host without TOLLGATE_FACILITATOR_TOKEN; anyone who can reach it can spend the relayer\'s gas on payments to payTo');
-  }
-  logger.info({ url, relayer, networks: config.topup.offers.map((o) => o.network) }, 'tollgate facilitator listening');
-  await new Promise<void>((resolveDone) => {
-    const onSignal = () => void app.close().then(resolveDone);
-    process.once('SIGTERM', onSignal);
-    process.once('SIGINT', onSignal);
-  });
+export function runFacilitatorUntilSignalled(config: Config, opts: { host: string; port: number; token?: string }): Promise<void> {
+  return runProcess(
+    config,
+    async (logger) => {
+      const { app, url, relayer } = await startFacilitatorServer(config, { ...opts, logger });
+      if (!opts.token && opts.host !== '127.0.0.1' && opts.host !== 'localhost') {
+        logger.warn("the facilitator listens beyond this host without TOLLGATE_FACILITATOR_TOKEN; anyone who can reach it can spend the relayer's gas on payments to payTo");
+      }
+      logger.info({ url, relayer, networks: config.topup.offers.map((o) => o.network) }, 'tollgate facilitator listening');
+      return () => app.close();
+    },
+    10_000,
+  );
 }

@@ -1,3 +1,4 @@
+import { ADDRESS_PATTERN } from '../chain/address.ts';
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
@@ -9,10 +10,9 @@ import { listKeys, toIso } from '../keys/api-keys.ts';
 import { createRedeemCodes, createReferralCode } from '../keys/codes.ts';
 import { UsageError, withStorage, type CommonOptions } from './context.ts';
 
-const WALLET = /^0x[0-9a-fA-F]{40}$/;
 
 function wallet(raw: string): string {
-  if (!WALLET.test(raw)) throw new UsageError(`"${raw}" is not a wallet address (0x followed by 40 hex digits)`);
+  if (!ADDRESS_PATTERN.test(raw)) throw new UsageError(`"${raw}" is not a wallet address (0x followed by 40 hex digits)`);
   return raw.toLowerCase();
 }
 

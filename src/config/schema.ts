@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ADDRESS_PATTERN } from '../chain/address.ts';
 
 /**
  * The whole configuration file, validated at start-up. Every key has a default so that an empty
@@ -51,7 +52,7 @@ const model = z
 
 const chainRpc = z.object({ rpcUrl: z.url() }).strict();
 
-const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address');
+const address = z.string().regex(ADDRESS_PATTERN, 'must be a 0x-prefixed 20-byte hex address');
 
 // One stablecoin the gateway accepts. Amounts are rendered as USD × 10^decimals, so fewer than 6
 // decimals could not express every micro-USD amount; more are fine.
@@ -113,7 +114,7 @@ export const configSchema = z
         chainIds: z.array(positiveInt).min(1).default([1, 8453, 84532]),
         windowSeconds: positiveInt.default(300),
         clockSkewSeconds: z.number().int().nonnegative().default(60),
-        allowedFactories: z.array(z.string().regex(/^0x[0-9a-fA-F]{40}$/)).default([]),
+        allowedFactories: z.array(address).default([]),
       })
       .strict()
       .default({ chainIds: [1, 8453, 84532], windowSeconds: 300, clockSkewSeconds: 60, allowedFactories: [] }),

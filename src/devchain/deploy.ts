@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import {
   createWalletClient,
-  defineChain,
   encodeFunctionData,
   erc20Abi,
   http,
@@ -15,6 +14,8 @@ import {
   type PrivateKeyAccount,
 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress } from '@x402/evm';
+import { evmChain } from '../chain/evm-chain.ts';
 import type { Anvil } from './anvil.ts';
 import artifacts from './artifacts.json' with { type: 'json' };
 
@@ -27,8 +28,7 @@ import artifacts from './artifacts.json' with { type: 'json' };
  * - Multicall3 at its canonical address (the x402 facilitator's diagnostics call it);
  * - the x402 exact Permit2 proxy: a labelled STAND-IN (contracts/StandInExactPermit2Proxy.sol).
  */
-export const PERMIT2_ADDRESS: Address = '0x000000000022D473030F116dDEE9F6B43aC78BA3';
-export const X402_EXACT_PERMIT2_PROXY: Address = '0x402085c248EeA27D92E8b30b2C58ed07f9E20001';
+export { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress as X402_EXACT_PERMIT2_PROXY } from '@x402/evm';
 export const MULTICALL3_ADDRESS: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
 
 export const USDC_DOMAIN = { name: 'USD Coin', version: '2' } as const;
@@ -113,12 +113,7 @@ function walletFor(chain: Chain, rpcUrl: string, account: PrivateKeyAccount) {
 }
 
 export async function deployDevChain(anvil: Anvil): Promise<DevChain> {
-  const chain = defineChain({
-    id: anvil.chainId,
-    name: 'Tollgate dev chain',
-    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-    rpcUrls: { default: { http: [anvil.rpcUrl] } },
-  });
+  const chain = evmChain(anvil.chainId, anvil.rpcUrl, 'Tollgate dev chain');
   const client = (account: PrivateKeyAccount) => walletFor(chain, anvil.rpcUrl, account);
 
   const newAccount = async (): Promise<FundedAccount> => {
@@ -147,7 +142,7 @@ export async function deployDevChain(anvil: Anvil): Promise<DevChain> {
   const multicallAt = await deploy([], multicall3CreationCode());
   await setCode(MULTICALL3_ADDRESS, (await owner.getCode({ address: multicallAt })) as Hex);
   await setCode(PERMIT2_ADDRESS, permit2RuntimeCode());
-  await setCode(X402_EXACT_PERMIT2_PROXY, artifacts.StandInExactPermit2Proxy.deployedBytecode as Hex);
+  await setCode(x402ExactPermit2ProxyAddress, artifacts.StandInExactPermit2Proxy.deployedBytecode as Hex);
 
   // USDC, set up the way Circle initialises FiatToken: the proxy admin may not call the token.
   const checker = hardhatArtifact('util/SignatureChecker.sol/SignatureChecker.json');

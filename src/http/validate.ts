@@ -12,4 +12,4 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what 
   throw badRequest(`invalid ${what}: ${parts.join('; ')}`);
 }
 
-export const WALLET_PATTERN = /^0x[0-9a-fA-F]{40}$/;
+export { ADDRESS_PATTERN as WALLET_PATTERN } from '../chain/address.ts';

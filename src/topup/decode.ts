@@ -1,6 +1,7 @@
 import { PaymentPayloadSchema } from '@x402/core/schemas';
 import type { PaymentPayload } from '@x402/core/types';
 import { z } from 'zod';
+import { ADDRESS_PATTERN } from '../chain/address.ts';
 import { ApiError } from '../http/errors.ts';
 
 /**
@@ -11,7 +12,7 @@ import { ApiError } from '../http/errors.ts';
  */
 export const invalidPayment = (message: string) => new ApiError(400, 'INVALID_PAYMENT', message);
 
-const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
+const address = z.string().regex(ADDRESS_PATTERN);
 const uint = z.string().regex(/^\d{1,78}$/);
 const signature = z.string().regex(/^0x[0-9a-fA-F]{2,}$/);
 

@@ -3,8 +3,10 @@ import { x402Facilitator } from '@x402/core/facilitator';
 import type { Network } from '@x402/core/types';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { registerExactEvmScheme } from '@x402/evm/exact/facilitator';
-import { createWalletClient, defineChain, http, publicActions, type Hex } from 'viem';
+import { createWalletClient, http, publicActions, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { evmChain } from '../chain/evm-chain.ts';
+import { isTransportError } from '../chain/rpc-errors.ts';
 import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
 import { chainIdOf } from './match.ts';
 
@@ -34,22 +36,18 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
   const facilitator = new x402Facilitator();
 
   for (const [network, rpcUrl] of Object.entries(opts.rpcUrls)) {
-    const chain = defineChain({
-      id: chainIdOf(network),
-      name: network,
-      nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-      rpcUrls: { default: { http: [rpcUrl] } },
-    });
+    const chain = evmChain(chainIdOf(network), rpcUrl);
     const client = createWalletClient({ account, chain, transport: http(rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 0 }) }).extend(publicActions);
+    const markRpcFailed = () => {
+      const ctx = calls.getStore();
+      if (ctx) ctx.rpcFailed = true;
+    };
     const reporting = <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
       async (...args: A): Promise<R> => {
         try {
           return await fn(...args);
         } catch (err) {
-          if (isTransportError(err)) {
-            const ctx = calls.getStore();
-            if (ctx) ctx.rpcFailed = true;
-          }
+          if (isTransportError(err)) markRpcFailed();
           throw err;
         }
       };
@@ -68,15 +66,11 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
         }),
         // The exact scheme starts this check in the background and may return before awaiting it;
         // a rejection there would be unhandled and can take the process down. Report and resolve.
-        getCode: async (args) => {
-          try {
-            return await client.getCode(args);
-          } catch (err) {
-            const ctx = calls.getStore();
-            if (ctx) ctx.rpcFailed = true;
+        getCode: (args) =>
+          client.getCode(args).catch(() => {
+            markRpcFailed();
             return undefined;
-          }
-        },
+          }),
       },
       { confirmationTimeoutMs: opts.confirmationTimeoutMs },
     );
@@ -112,12 +106,4 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
       return facilitator.getSupported();
     },
   };
-}
-
-/** viem's errors for an RPC that is down, refused, or too slow. */
-export function isTransportError(err: unknown): boolean {
-  for (let e = err as { name?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
-    if (e.name === 'HttpRequestError' || e.name === 'TimeoutError' || e.name === 'WebSocketRequestError') return true;
-  }
-  return false;
 }

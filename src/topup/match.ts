@@ -1,12 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { x402ExactPermit2ProxyAddress } from '@x402/evm';
 import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
 import { ApiError } from '../http/errors.ts';
 import type { DecodedPayment } from './decode.ts';
 import type { Offer } from './offers.ts';
-
-/** The x402 exact scheme's Permit2 proxy: the only spender a Permit2 payment may name. */
-export const X402_EXACT_PERMIT2_PROXY = '0x402085c248eea27d92e8b30b2c58ed07f9e20001';
 
 export const paymentMismatch = (message: string) => new ApiError(400, 'PAYMENT_MISMATCH', message);
 
@@ -105,7 +103,8 @@ function permit2Terms(inner: Extract<DecodedPayment, { kind: 'permit2' }>['inner
   if (!same(p.permitted.token, req.asset)) throw paymentMismatch(`the permit is for token ${p.permitted.token}, not ${req.asset}`);
   if (p.permitted.amount !== req.amount) throw paymentMismatch(`the permit is for ${p.permitted.amount} units but this top-up costs ${req.amount}`);
   if (!same(p.witness.to, req.payTo)) throw paymentMismatch(`the permit pays ${p.witness.to}, not this gateway's payTo ${req.payTo}`);
-  if (!same(p.spender, X402_EXACT_PERMIT2_PROXY)) throw paymentMismatch(`the permit's spender must be the x402 exact Permit2 proxy ${X402_EXACT_PERMIT2_PROXY}`);
+  // The x402 exact scheme's Permit2 proxy is the only spender a Permit2 payment may name.
+  if (!same(p.spender, x402ExactPermit2ProxyAddress)) throw paymentMismatch(`the permit's spender must be the x402 exact Permit2 proxy ${x402ExactPermit2ProxyAddress}`);
   return { payer: p.from.toLowerCase(), nonce: p.nonce, payTo: req.payTo.toLowerCase(), amountAtomic: req.amount, validBefore: clampSeconds(p.deadline) };
 }
 

@@ -62,8 +62,3 @@ export function paymentRequired(resourceUrl: string, offers: Offer[], error: str
     accepts: offers.map((o) => o.requirements),
   };
 }
-
-/** Standard base64 of the JSON, as @x402/fetch reads the PAYMENT-REQUIRED header. */
-export function encodeHeader(value: unknown): string {
-  return Buffer.from(JSON.stringify(value)).toString('base64');
-}

@@ -1,4 +1,4 @@
-import { x402ExactPermit2ProxyABI } from '@x402/evm';
+import { PERMIT2_ADDRESS, x402ExactPermit2ProxyABI } from '@x402/evm';
 import { decodeEventLog, decodeFunctionData, erc20Abi, parseAbi, type Hex, type Log, type PublicClient } from 'viem';
 import type { PaymentTable } from '../storage/schema.ts';
 
@@ -15,8 +15,6 @@ export type ChainOutcome =
   | { state: 'in-flight' }
   /** Can never pay us: expired unused, cancelled, or used without a transfer to payTo. */
   | { state: 'void'; reason: string };
-
-export const PERMIT2 = '0x000000000022D473030F116dDEE9F6B43aC78BA3';
 
 const eip3009Abi = parseAbi([
   'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
@@ -60,7 +58,7 @@ async function nonceUsed(client: PublicClient, p: PaymentFacts): Promise<boolean
     return client.readContract({ address: p.asset as Hex, abi: eip3009Abi, functionName: 'authorizationState', args: [p.payer as Hex, p.nonce as Hex] });
   }
   const nonce = BigInt(p.nonce);
-  const word = await client.readContract({ address: PERMIT2, abi: permit2Abi, functionName: 'nonceBitmap', args: [p.payer as Hex, nonce >> 8n] });
+  const word = await client.readContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'nonceBitmap', args: [p.payer as Hex, nonce >> 8n] });
   return ((word >> (nonce & 0xffn)) & 1n) === 1n;
 }
 

@@ -142,12 +142,11 @@ export async function creditPayment(db: Kysely<Database>, id: string, txHash: st
 }
 
 /** Payments still open (not credited, not failed), oldest first: the reconciler's work list. */
-export function openPayments(db: Kysely<Database>, olderThan: number, limit = 100): Promise<PaymentRow[]> {
+export function openPayments(db: Kysely<Database>, limit = 100): Promise<PaymentRow[]> {
   return db
     .selectFrom('payments')
     .selectAll()
     .where('status', 'in', ['pending', 'submitted'])
-    .where('updated_at', '<', olderThan)
     .orderBy('updated_at')
     .limit(limit)
     .execute();

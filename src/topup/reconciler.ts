@@ -25,7 +25,7 @@ export interface ReconcileReport {
  */
 export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileReport> {
   const report: ReconcileReport = { credited: 0, failed: 0, stillOpen: 0 };
-  for (const payment of await openPayments(deps.db, deps.now() + 1)) {
+  for (const payment of await openPayments(deps.db)) {
     const client = deps.clientFor(payment.network);
     if (!client) {
       report.stillOpen++;

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Hex, PublicClient } from 'viem';
 import type { Database } from '../storage/schema.ts';
 import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './facilitator.ts';
-import { isTransportError } from './local-facilitator.ts';
+import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { inspectOnChain, paysUs, type ChainOutcome } from './onchain.ts';
 import { creditPayment, findPayment, isClaimedByOther, markFailed, markSubmitted, openPayment, type PaymentRow } from './payment-store.ts';

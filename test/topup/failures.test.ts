@@ -31,6 +31,12 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
     await h.gw.assertLedger();
   }
 
+  /** The payer paid 5 USD of its 100 once, and was credited 5 USD once. */
+  async function paidOnce(payer: FundedAccount) {
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 95n * USD);
+  }
+
   const usdcPayment = (payer: FundedAccount, over: Partial<Parameters<typeof signEip3009>[0]> = {}) =>
     signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD, ...over });
 
@@ -128,8 +134,7 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
     // v1 header name, same payment: still the same answer.
     const third = await h.post({ amount: 5 }, { 'x-payment': header });
     assert.deepEqual(third.body, first.body);
-    assert.equal(await h.balance(payer.address), 5_000_000);
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 95n * USD);
+    await paidOnce(payer);
     await h.gw.assertLedger();
   });
 
@@ -151,8 +156,7 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
     const statuses = results.map((r) => r.status);
     assert.deepEqual(statuses, Array(20).fill(200), JSON.stringify(results.map((r) => r.body)));
     assert.equal(new Set(results.map((r) => r.body.transaction)).size, 1);
-    assert.equal(await h.balance(payer.address), 5_000_000);
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 95n * USD);
+    await paidOnce(payer);
     const credits = await h.gw.services.storage.db.selectFrom('ledger_entries').selectAll().where('wallet', '=', payer.address.toLowerCase()).execute();
     assert.equal(credits.length, 1);
     await h.gw.assertLedger();
@@ -178,8 +182,7 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
     assert.equal(res.body.credited_usdc, 5_000_000);
     const again = await h.post({ amount: 5 }, { 'payment-signature': v2Header(usdcOffer, payload) });
     assert.deepEqual(again.body, res.body);
-    assert.equal(await h.balance(payer.address), 5_000_000);
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 95n * USD);
+    await paidOnce(payer);
     await h.gw.assertLedger();
   });
 
