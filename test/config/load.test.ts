@@ -79,7 +79,7 @@ describe('configuration', () => {
     assert.equal(config.database.url, 'postgres://u:pw@127.0.0.1/db');
   });
 
-  test('top-up settings are checked together, and each mistake says what to do', () => {
+  test('top-up, metrics, CORS and shutdown settings are checked, and each mistake says what to do', () => {
     const usdc = { network: 'eip155:8453', asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', transferMethod: 'eip3009', name: 'USD Coin', version: '2' };
     const payTo = '0x00000000000000000000000000000000000000aa';
     const chains = { '8453': { rpcUrl: 'http://127.0.0.1:1' } };
@@ -104,6 +104,11 @@ describe('configuration', () => {
       [{ topup: { minUsd: 0.0000001 } }, /topup\.minUsd: must be a USD amount with at most 6 decimals/],
       [{ topup: { facilitator: { type: 'remote' } } }, /topup\.facilitator\.url/],
       [{ topup: { facilitator: { type: 'carrier-pigeon' } } }, /topup\.facilitator/],
+      [{ metrics: { port: 70000 } }, /metrics\.port/],
+      [{ metrics: { enabled: 'yes' } }, /metrics\.enabled/],
+      [{ server: { corsOrigins: ['not a url'] } }, /server\.corsOrigins\.0/],
+      [{ server: { corsOrigins: [] } }, /server\.corsOrigins/],
+      [{ server: { shutdownGraceSeconds: 0 } }, /server\.shutdownGraceSeconds/],
     ];
     for (const [raw, pattern, e] of cases) {
       assert.throws(() => parseConfig(raw, e ?? env), (err: unknown) => err instanceof ConfigError && pattern.test(err.message), JSON.stringify(raw));
