@@ -3,6 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ApiError, handleError } from './http/errors.ts';
 import { chatRoutes } from './http/routes/chat.ts';
 import { healthRoutes } from './http/routes/health.ts';
+import { siweInfoRoutes } from './http/routes/siwe-info.ts';
 import { keyRoutes } from './http/routes/keys.ts';
 import { modelRoutes } from './http/routes/models.ts';
 import { usageRoutes } from './http/routes/usage.ts';
@@ -75,6 +76,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
 
   healthRoutes(app, services);
   modelRoutes(app, services);
+  siweInfoRoutes(app, services);
   keyRoutes(app, services);
   usageRoutes(app, services);
   chatRoutes(app, services);

@@ -4,12 +4,16 @@ import { runFacilitatorUntilSignalled, runUntilSignalled } from '../main.ts';
 import { openStorage } from '../storage/database.ts';
 import { migrateToLatest } from '../storage/migrate.ts';
 import { registerAdmin } from './admin.ts';
+import { registerWallet } from './wallet.ts';
+import { registerDemo } from './demo.ts';
 import { configFrom, UsageError, type CommonOptions } from './context.ts';
 
 const program = new Command('tollgate')
   .description('Tollgate: a prepaid, wallet-funded, OpenAI-compatible LLM gateway')
   .option('-c, --config <file>', 'configuration file (default: $TOLLGATE_CONFIG, then ./tollgate.yaml)')
-  .showHelpAfterError('(run "tollgate --help" for the commands)');
+  .showHelpAfterError('(run "tollgate --help" for the commands)')
+  // Set before the subcommands are added so that they inherit it.
+  .exitOverride();
 
 const common = (): CommonOptions => program.opts<CommonOptions>();
 
@@ -46,12 +50,14 @@ program
   });
 
 registerAdmin(program, common);
+registerWallet(program);
+registerDemo(program);
 
-program.exitOverride();
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (err instanceof CommanderError) process.exit(err.exitCode);
+  // --help and --version exit 0; a mistyped command line is a usage error like any other: 2.
+  if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
   if (err instanceof UsageError || err instanceof ConfigError) {
     process.stderr.write(`tollgate: ${err.message}\n`);
     process.exit(2);

@@ -15,7 +15,8 @@ export function llmsTxt(publicUrl: string): string {
    (@x402/fetch + @x402/evm; raise its spend controls above $1) and send the same body again with
    the PAYMENT-SIGNATURE header. 200 means credited; 202 means pending: do not pay again.
 3. API key: POST ${base}/v1/auth/keys with {"message", "signature"}: a fresh EIP-4361 (SIWE)
-   message for this domain, signed by the wallet. The key (sk-...) is shown once.
+   message for this gateway, signed by the wallet; GET ${base}/v1/auth/siwe gives the domain, uri
+   and chain ids it must carry. Use a new nonce every time. The key (sk-...) is shown once.
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.

@@ -102,6 +102,17 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           responses: { 200: ok('history, newest first', { type: 'object' }), 400: error('malformed wallet'), 401: error('UNAUTHORIZED') },
         },
       },
+      '/v1/auth/siwe': {
+        get: {
+          summary: 'what a SIWE proof must contain here: domain, uri, accepted chain ids, maximum age',
+          responses: {
+            200: ok('SIWE parameters', {
+              type: 'object',
+              properties: { domain: { type: 'string' }, uri: { type: 'string' }, domains: { type: 'array' }, uris: { type: 'array' }, chain_ids: { type: 'array', items: integer }, version: { const: '1' }, max_age_seconds: integer },
+            }),
+          },
+        },
+      },
       '/v1/auth/keys': {
         post: {
           summary: 'create an API key with a SIWE proof (optionally redeem_code or ref_code)',

@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { checkLedger } from '../../src/ledger/invariants.ts';
@@ -11,25 +9,17 @@ import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { call, startTestGateway } from '../support/gateway.ts';
 import { newAccount, siweProof } from '../support/siwe.ts';
+import { runTollgate } from '../support/cli.ts';
 
-const run = promisify(execFile);
-const BIN = join(process.cwd(), 'bin/tollgate.mjs');
-
-async function tollgate(configPath: string, ...args: string[]) {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, '--config', configPath, ...args], { env: { ...process.env, TOLLGATE_CONFIG: '' } });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+function tollgate(configPath: string, ...args: string[]) {
+  return runTollgate(['--config', configPath, ...args]);
 }
 
 describe('tollgate command', () => {
-  test('--help lists serve, migrate and admin', async () => {
-    const { stdout } = await run(process.execPath, [BIN, '--help']);
-    for (const cmd of ['serve', 'migrate', 'admin']) assert.match(stdout, new RegExp(`^  ${cmd}`, 'm'));
-    const admin = await run(process.execPath, [BIN, 'admin', '--help']);
+  test('--help lists serve, migrate, admin, wallet and demo', async () => {
+    const { stdout } = await runTollgate(['--help']);
+    for (const cmd of ['serve', 'migrate', 'admin', 'wallet', 'demo']) assert.match(stdout, new RegExp(`^  ${cmd}`, 'm'));
+    const admin = await runTollgate(['admin', '--help']);
     for (const cmd of ['redeem-codes', 'ref-codes', 'wallet', 'credit', 'ledger-check']) assert.match(admin.stdout, new RegExp(cmd));
   });
 

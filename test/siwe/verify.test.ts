@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
-import { freePort } from '../support/ports.ts';
+import { freePort } from '../../src/devchain/ports.ts';
 import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
 
 const MIN = 60_000;

@@ -3,7 +3,7 @@ import type { PrivateKeyAccount } from 'viem/accounts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { applyMovement } from '../../src/ledger/credits.ts';
 import type { Engine } from '../../src/storage/database.ts';
-import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
 import { call, startTestGateway, type TestGateway } from './gateway.ts';
 import { newAccount, siweProof } from './siwe.ts';
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { track, waitForOutput } from './children.ts';
-import { freePort } from './ports.ts';
+import { freePort } from '../../src/devchain/ports.ts';
 
 /**
  * A throw-away PostgreSQL server on 127.0.0.1 and a free port, run as the `postgres` user (initdb

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { track, waitForOutput } from './children.ts';
-import { freePort } from './ports.ts';
+import { freePort } from '../../src/devchain/ports.ts';
 
 export interface RedisServer {
   url: string;

@@ -5,7 +5,7 @@ import type { PaymentRequirements } from '@x402/core/types';
 import { serializeErc6492Signature, type Address, type Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { call, startTestGateway } from '../support/gateway.ts';
-import { freePort } from '../support/ports.ts';
+import { freePort } from '../../src/devchain/ports.ts';
 import { siweProof } from '../support/siwe.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../support/x402-payloads.ts';

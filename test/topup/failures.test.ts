@@ -5,7 +5,7 @@ import { eip3009ABI } from '@x402/evm';
 import { parseSignature, type Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { call, startTestGateway } from '../support/gateway.ts';
-import { freePort } from '../support/ports.ts';
+import { freePort } from '../../src/devchain/ports.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { base64Json, signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
 

@@ -1,0 +1,138 @@
+import type { Command } from 'commander';
+import { privateKeyToAccount } from 'viem/accounts';
+import { DEFAULT_GATEWAY_URL, GATEWAY_URL_ENV, walletEnv } from '../config/wallet-env.ts';
+import { microToUsd } from '../ledger/usd.ts';
+import { GatewayClient, GatewayError } from '../wallet/gateway-client.ts';
+import { topUp, type TransferMethod } from '../wallet/topup-client.ts';
+import { UsageError } from './context.ts';
+import { topupProgress } from './progress.ts';
+
+interface WalletOptions {
+  gateway?: string;
+  json?: boolean;
+}
+
+/**
+ * `tollgate wallet …`: the wallet owner's side, over the public HTTP API only (it needs no config
+ * file and no database). The private key comes from TOLLGATE_WALLET_KEY.
+ */
+export function registerWallet(program: Command): void {
+  const wallet = program
+    .command('wallet')
+    .description('fund a balance and manage API keys as a wallet owner (private key from $TOLLGATE_WALLET_KEY)')
+    .option('--gateway <url>', `gateway base URL (default: $${GATEWAY_URL_ENV}, then ${DEFAULT_GATEWAY_URL})`)
+    .option('--json', 'print machine-readable JSON');
+  const opts = () => wallet.opts<WalletOptions>();
+  const run = (fn: (client: GatewayClient, o: WalletOptions) => Promise<void>) => async () => {
+    try {
+      await fn(clientFrom(opts()), opts());
+    } catch (err) {
+      // Refusals from the gateway are the user's to act on: show the code and the advice, no stack.
+      if (err instanceof GatewayError) throw new UsageError(`${err.code}: ${err.message}`);
+      throw err;
+    }
+  };
+
+  wallet
+    .command('address')
+    .description('print the wallet address the key belongs to')
+    .action(run(async (client) => print(opts(), { wallet: client.wallet }, client.wallet)));
+
+  wallet
+    .command('topup')
+    .description('add USD to the balance by paying stablecoins over x402 (waits for the chain)')
+    .requiredOption('--usd <amount>', 'amount in USD, e.g. 5')
+    .option('--method <method>', 'eip3009 (USDC) or permit2 (USDT; approve Permit2 once first)')
+    .action(async (o: { usd: string; method?: string }) => {
+      const usd = Number(o.usd);
+      if (!/^\d+(\.\d{1,6})?$/.test(o.usd) || !(usd > 0)) throw new UsageError(`--usd must be a positive amount such as 5 or 2.5, got "${o.usd}"`);
+      if (o.method !== undefined && o.method !== 'eip3009' && o.method !== 'permit2') throw new UsageError(`--method must be eip3009 or permit2, got "${o.method}"`);
+      await run(async (client, w) => {
+        const progress = topupProgress();
+        try {
+          const result = await topUp(client, usd, { method: o.method as TransferMethod | undefined, onProgress: progress.on });
+          progress.finish();
+          const balance = result.balance_usdc === null ? '' : `; balance $${microToUsd(result.balance_usdc)}`;
+          print(w, result, `credited $${microToUsd(result.credited_usdc)}${balance}\ntransaction ${result.transaction ?? '(unknown)'} on ${result.network}`);
+        } catch (err) {
+          progress.finish();
+          throw err;
+        }
+      })();
+    });
+
+  const keys = wallet.command('keys').description('create, list and revoke API keys (each call signs a fresh SIWE message)');
+  keys
+    .command('create')
+    .description('create an API key; its secret is printed once')
+    .option('--label <label>', 'a name to recognise the key by')
+    .action((o: { label?: string }) =>
+      run(async (client, w) => {
+        const key = await client.createKey(o.label);
+        print(w, key, `${key.key}\n(key id ${key.id}; store the key now, it is not shown again)`);
+      })(),
+    );
+  keys
+    .command('list')
+    .description("list the wallet's keys")
+    .action(
+      run(async (client, w) => {
+        const list = await client.listKeys();
+        const lines = list.map((k) => `${String(k.id).padStart(5)}  ${k.revoked_at ? 'revoked' : 'active '}  …${k.last4 ?? '????'}  ${k.created_at}  ${k.label}`);
+        print(w, { data: list }, list.length ? `   id  status   key    created                   label\n${lines.join('\n')}` : 'no keys yet: create one with "tollgate wallet keys create"');
+      }),
+    );
+  keys
+    .command('revoke <id>')
+    .description('revoke a key; it stops working at once')
+    .action((id: string) => {
+      if (!/^\d+$/.test(id)) throw new UsageError(`the key id must be a positive integer (see "tollgate wallet keys list"), got "${id}"`);
+      return run(async (client, w) => {
+        await client.revokeKey(Number(id));
+        print(w, { revoked: true, id: Number(id) }, `revoked key ${id}`);
+      })();
+    });
+
+  wallet
+    .command('usage')
+    .description('balance and per-key usage')
+    .action(
+      run(async (client, w) => {
+        const u = await client.usage();
+        const rows = u.keys.map((k) => `${String(k.api_key_id).padStart(5)}  ${String(k.request_count).padStart(8)}  ${String(k.total_prompt_tokens + k.total_completion_tokens).padStart(8)}  $${microToUsd(k.total_charged_usdc)}  ${k.label}${k.revoked_at ? ' (revoked)' : ''}`);
+        print(
+          w,
+          u,
+          `wallet     ${u.wallet}\nbalance    $${microToUsd(u.balance_usdc)} (locked $${microToUsd(u.locked_usdc)}, available $${microToUsd(u.available_usdc)})\n` +
+            (rows.length ? `\n   id  requests    tokens  charged  label\n${rows.join('\n')}` : '\nno keys yet'),
+        );
+      }),
+    );
+
+  wallet
+    .command('topups')
+    .description('top-up history, newest first')
+    .action(
+      run(async (client, w) => {
+        const list = await client.topups();
+        const lines = list.map((t) => `${String(t.id).padStart(5)}  ${t.status.padEnd(8)}  $${microToUsd(t.amount_usdc)}  ${t.transaction ?? ''}`);
+        print(w, { topups: list }, lines.length ? lines.join('\n') : 'no top-ups yet: add funds with "tollgate wallet topup --usd 5"');
+      }),
+    );
+}
+
+function clientFrom(o: WalletOptions): GatewayClient {
+  const env = walletEnv();
+  if (!env.ok) throw new UsageError(env.problem);
+  const url = o.gateway ?? env.gatewayUrl ?? DEFAULT_GATEWAY_URL;
+  try {
+    new URL(url);
+  } catch {
+    throw new UsageError(`--gateway must be a URL such as http://localhost:8080, got "${url}"`);
+  }
+  return new GatewayClient(url, privateKeyToAccount(env.privateKey));
+}
+
+function print(o: WalletOptions, json: unknown, text: string): void {
+  process.stdout.write(o.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
+}

@@ -1,0 +1,100 @@
+import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseConfig } from '../config/load.ts';
+import { startAnvil, type Anvil } from '../devchain/anvil.ts';
+import { deployDevChain, USDC_DOMAIN, type DevChain, type FundedAccount } from '../devchain/deploy.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../devchain/fake-openai.ts';
+import { freePort } from '../devchain/ports.ts';
+import { createLogger } from '../http/logger.ts';
+import { startServer, type RunningServer } from '../main.ts';
+
+/**
+ * Everything the demo runs, on 127.0.0.1 only: anvil with real USDC, a fake OpenAI-compatible
+ * provider, and a gateway on a throw-away SQLite file that accepts USDC top-ups on that chain.
+ */
+export interface DemoStack {
+  anvil: Anvil;
+  chain: DevChain;
+  provider: FakeOpenAI;
+  gateway: RunningServer;
+  /** The wallet the scripted client uses, holding test USDC and gas. */
+  wallet: FundedAccount;
+  payTo: FundedAccount;
+  dir: string;
+  logFile: string;
+  stop(): Promise<void>;
+}
+
+export const DEMO_MODEL = 'demo-chat';
+
+export type StepReporter = (label: string) => { ok(detail?: string): void };
+
+/**
+ * What has been started so far, stopped in reverse order. It exists before the first piece starts,
+ * so Ctrl-C in the middle of start-up still stops exactly what is running.
+ */
+export class Teardown {
+  private readonly stops: Array<() => Promise<unknown>> = [];
+  add(stop: () => Promise<unknown>): void {
+    this.stops.push(stop);
+  }
+  async run(): Promise<void> {
+    for (const stop of this.stops.splice(0).reverse()) await stop().catch(() => undefined);
+  }
+}
+
+/** Starts the pieces one by one, reporting each; if one fails, stops what already started. */
+export async function startDemoStack(step: StepReporter, teardown: Teardown, opts: { port?: number } = {}): Promise<DemoStack> {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-demo-'));
+  teardown.add(async () => rmSync(dir, { recursive: true, force: true }));
+  try {
+    let s = step('local chain: anvil');
+    const anvil = await startAnvil();
+    teardown.add(() => anvil.stop());
+    s.ok(anvil.rpcUrl);
+
+    s = step('deploy USDC (Circle FiatTokenV2_2), Permit2 and USDT');
+    const chain = await deployDevChain(anvil);
+    const [wallet, payTo, relayer] = [await chain.newAccount({ usdc: 100_000_000n }), await chain.newAccount(), await chain.newAccount()];
+    s.ok(`USDC at ${chain.usdc}; test wallet ${wallet.address} holds 100 USDC`);
+
+    s = step('fake OpenAI-compatible provider');
+    const provider = await startFakeOpenAI();
+    teardown.add(() => provider.close());
+    s.ok(provider.url);
+
+    s = step('gateway on SQLite');
+    const port = opts.port || (await freePort());
+    const publicUrl = `http://127.0.0.1:${port}`;
+    const config = parseConfig(
+      {
+        server: { host: '127.0.0.1', port, publicUrl, shutdownGraceSeconds: 2 },
+        database: { url: `sqlite:${join(dir, 'tollgate.db')}` },
+        providers: { demo: { baseUrl: provider.url } },
+        models: [{ provider: 'demo', name: DEMO_MODEL, contextLength: 128_000, maxOutputTokens: 4096, promptCostPer1M: '0.15', completionCostPer1M: '0.6' }],
+        chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } },
+        topup: {
+          payTo: payTo.address,
+          offers: [{ network: chain.network, asset: chain.usdc, transferMethod: 'eip3009', ...USDC_DOMAIN, decimals: 6 }],
+          facilitator: { type: 'local' },
+        },
+        logging: { level: 'info' },
+      },
+      { TOLLGATE_RELAYER_KEY: relayer.privateKey },
+    );
+    const logFile = join(dir, 'gateway.log');
+    const logStream = createWriteStream(logFile);
+    const gateway = await startServer(config, { logger: createLogger('info', logStream) });
+    teardown.add(async () => {
+      await gateway.stop({ graceMs: 2_000 });
+      await new Promise((r) => logStream.end(r));
+    });
+    s.ok(gateway.url);
+
+    return { anvil, chain, provider, gateway, wallet, payTo, dir, logFile, stop: () => teardown.run() };
+  } catch (err) {
+    await teardown.run();
+    throw err;
+  }
+}

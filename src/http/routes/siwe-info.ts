@@ -1,0 +1,20 @@
+import type { FastifyInstance } from 'fastify';
+import type { Services } from '../../services.ts';
+
+/**
+ * What a SIWE proof must say to be accepted here. Clients (the wallet CLI, agents) read it instead of
+ * guessing the domain from the URL they were given, which differs behind a proxy or in a container.
+ */
+export function siweInfoRoutes(app: FastifyInstance, services: Services): void {
+  const { siwe } = services.config;
+  const info = {
+    domain: siwe.domains[0],
+    uri: siwe.uris[0],
+    domains: siwe.domains,
+    uris: siwe.uris,
+    chain_ids: siwe.chainIds,
+    version: '1',
+    max_age_seconds: siwe.windowSeconds,
+  };
+  app.get('/v1/auth/siwe', async () => info);
+}

@@ -1,0 +1,154 @@
+import { SiweMessage, generateNonce } from 'siwe';
+import type { LocalAccount } from 'viem';
+
+/**
+ * The wallet side of Tollgate's public HTTP API: what a developer or an agent holding a private key
+ * does (sign in with SIWE to manage keys, read usage). Used by `tollgate wallet` and `tollgate demo`;
+ * it talks to the gateway exactly like any other client, over HTTP. Top-ups are in topup-client.ts.
+ */
+export interface SiweParams {
+  domain: string;
+  uri: string;
+  chain_ids: number[];
+}
+
+export interface CreatedKey {
+  id: number;
+  key: string;
+  label: string;
+  created_at: string;
+}
+
+export interface KeyInfo {
+  id: number;
+  label: string;
+  created_at: string;
+  revoked_at: string | null;
+  last_used_at: string | null;
+  last4?: string;
+}
+
+export interface Usage {
+  wallet: string;
+  balance_usdc: number;
+  locked_usdc: number;
+  available_usdc: number;
+  keys: Array<{
+    api_key_id: number;
+    label: string;
+    revoked_at: string | null;
+    request_count: number;
+    total_prompt_tokens: number;
+    total_completion_tokens: number;
+    total_charged_usdc: number;
+  }>;
+}
+
+export interface TopupHistoryEntry {
+  id: number;
+  status: 'credited' | 'pending';
+  credited_usdc: number;
+  amount_usdc: number;
+  transaction: string | null;
+}
+
+/** A refusal from the gateway, carrying its stable code and its explanation. */
+export class GatewayError extends Error {
+  override name = 'GatewayError';
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly body: unknown,
+  ) {
+    super(message);
+  }
+}
+
+export class GatewayClient {
+  private siwe?: Promise<SiweParams>;
+  readonly baseUrl: string;
+
+  constructor(
+    baseUrl: string,
+    readonly account: LocalAccount,
+  ) {
+    this.baseUrl = baseUrl.replace(/\/+$/, '');
+  }
+
+  get wallet(): string {
+    return this.account.address;
+  }
+
+  /** A fresh single-use SIWE proof for this gateway, with the domain and uri it announces. */
+  async proof(statement = 'Manage my Tollgate API keys'): Promise<{ message: string; signature: string }> {
+    this.siwe ??= this.request<SiweParams>('GET', '/v1/auth/siwe');
+    const params = await this.siwe;
+    const message = new SiweMessage({
+      domain: params.domain,
+      address: this.account.address,
+      statement,
+      uri: params.uri,
+      version: '1',
+      chainId: params.chain_ids[0] ?? 1,
+      nonce: generateNonce(),
+      issuedAt: new Date().toISOString(),
+    }).prepareMessage();
+    return { message, signature: await this.account.signMessage({ message }) };
+  }
+
+  async createKey(label = ''): Promise<CreatedKey> {
+    return this.request('POST', '/v1/auth/keys', { ...(await this.proof()), ...(label ? { label } : {}) });
+  }
+
+  async listKeys(): Promise<KeyInfo[]> {
+    const body = await this.request<{ data: KeyInfo[] }>('GET', `/v1/auth/keys?${query(await this.proof())}`);
+    return body.data;
+  }
+
+  async revokeKey(id: number): Promise<void> {
+    await this.request('DELETE', `/v1/auth/keys/${id}`, await this.proof());
+  }
+
+  async usage(): Promise<Usage> {
+    return this.request('GET', `/v1/usage/${this.wallet}?${query(await this.proof('Read my Tollgate usage'))}`);
+  }
+
+  async topups(): Promise<TopupHistoryEntry[]> {
+    const body = await this.request<{ topups: TopupHistoryEntry[] }>('GET', `/v1/topups/${this.wallet}?${query(await this.proof('Read my Tollgate top-ups'))}`);
+    return body.topups;
+  }
+
+  async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new GatewayError(0, 'UNREACHABLE', `cannot reach the gateway at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); check the URL and that it is running`, null);
+    }
+    return readJson<T>(res);
+  }
+}
+
+/** The JSON body of a 2xx answer, or the gateway's error as a GatewayError. */
+export async function readJson<T>(res: Response): Promise<T> {
+  const text = await res.text();
+  let json: any;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  if (res.ok) return json as T;
+  const code = typeof json?.error === 'string' ? json.error : `HTTP_${res.status}`;
+  const message = typeof json?.message === 'string' ? json.message : text.slice(0, 200) || res.statusText;
+  throw new GatewayError(res.status, code, message, json);
+}
+
+function query(p: { message: string; signature: string }): string {
+  return new URLSearchParams(p).toString();
+}

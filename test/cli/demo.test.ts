@@ -1,0 +1,95 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { describe, test } from 'node:test';
+import { track, waitForOutput } from '../../src/devchain/processes.ts';
+import { BIN, runTollgate } from '../support/cli.ts';
+
+/** True when nothing accepts connections at `url` any more. */
+async function refuses(url: string): Promise<boolean> {
+  try {
+    await fetch(url, { signal: AbortSignal.timeout(2_000) });
+    return false;
+  } catch (err) {
+    return /ECONNREFUSED/.test(String((err as Error).cause));
+  }
+}
+
+const urlsIn = (output: string) => ({
+  gateway: output.match(/^ {4}gateway {10}(http:\/\/127\.0\.0\.1:\d+)/m)?.[1],
+  chain: output.match(/^ {4}chain \(anvil\) {4}(http:\/\/127\.0\.0\.1:\d+)/m)?.[1],
+  provider: output.match(/^ {4}fake provider {4}(http:\/\/127\.0\.0\.1:\d+)/m)?.[1],
+});
+
+describe('tollgate demo', () => {
+  test('runs the whole story offline, every step green, ends with the ledger check, and stops everything', async () => {
+    const res = await runTollgate(['demo']);
+    assert.equal(res.code, 0, res.stdout + res.stderr);
+    const steps = [
+      'local chain: anvil',
+      'deploy USDC',
+      'fake OpenAI-compatible provider',
+      'gateway on SQLite',
+      'GET /v1/models',
+      'POST /v1/topup: pay $5 in USDC with @x402/fetch',
+      'POST /v1/auth/keys',
+      'POST /v1/chat/completions with the openai SDK',
+      'the same, streamed',
+      'GET /v1/usage/:wallet',
+      'DELETE /v1/auth/keys/:id: revoke the key, then try it again',
+      'ledger check',
+    ];
+    const lines = res.stdout.split('\n');
+    for (const step of steps) {
+      const at = lines.findIndex((l) => l.startsWith(`→ ${step}`));
+      assert.ok(at >= 0, `step "${step}" is shown`);
+      assert.match(lines.slice(at + 1).find((l) => /^ {2}(ok|FAILED)/.test(l)) ?? '', /^ {2}ok \(\d+\.\d\ds\)/, `step "${step}" succeeded`);
+    }
+    assert.match(res.stdout, /waiting for the payment to settle on chain/, 'progress during the on-chain wait');
+    assert.match(res.stdout, /credited \$5\.000000; balance \$5\.000000/);
+    assert.match(res.stdout, /refused as expected: 401 UNAUTHORIZED\n/);
+    assert.match(res.stdout, /invariants hold; payTo received 5\.000000 USDC on chain = credited \$5\.000000 = balance \$4\.\d{6} \+ charged \$0\.\d{6}/);
+    assert.match(res.stdout, /Demo finished in \d+\.\ds/);
+    assert.match(res.stdout, /stopped the chain, the provider and the gateway/);
+    assert.ok(!/FAILED/.test(res.stdout));
+    // Without --keep no secret is printed: the key is masked.
+    assert.doesNotMatch(res.stdout, /sk-[A-Za-z0-9_-]{20,}/);
+    const chain = res.stdout.match(/→ local chain: anvil\n.*\n {4}(http:\/\/127\.0\.0\.1:\d+)/)?.[1];
+    assert.ok(chain && (await refuses(chain)), 'anvil was stopped');
+  });
+
+  test('--keep leaves a usable stack with the wallet key and an API key; Ctrl-C stops all of it', async () => {
+    const child = spawn(process.execPath, [BIN, 'demo', '--keep'], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    track(child);
+    let output = '';
+    child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      await waitForOutput(child, /TOLLGATE_WALLET_KEY=0x[0-9a-f]{64} npx tollgate wallet/, 'tollgate demo --keep', 60_000);
+      const urls = urlsIn(output);
+      const key = output.match(/^ {4}API key {10}(sk-\S+)$/m)?.[1];
+      const wallet = output.match(/^ {4}test wallet {6}(0x[0-9a-fA-F]{40})$/m)?.[1];
+      assert.ok(urls.gateway && urls.chain && urls.provider && key && wallet, output);
+
+      const chat = await fetch(`${urls.gateway}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'demo-chat', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      assert.equal(chat.status, 200);
+      const usage = (await (await fetch(`${urls.gateway}/v1/usage/${wallet}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { balance_usdc: number };
+      assert.ok(usage.balance_usdc > 4_900_000 && usage.balance_usdc < 5_000_000);
+
+      child.kill('SIGINT');
+      assert.equal(await exited, 130);
+      for (const url of [urls.gateway!, urls.chain!, urls.provider!]) assert.ok(await refuses(url), `${url} was stopped`);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  test('a bad --port is refused with exit code 2', async () => {
+    const res = await runTollgate(['demo', '--port', 'eighty']);
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /--port must be a port number, got "eighty"/);
+  });
+});

@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { after, afterEach, before, describe, test } from 'node:test';
+import type { PaymentRequirements } from '@x402/core/types';
+import { chooseOffer } from '../../src/wallet/topup-client.ts';
+import { runTollgate, type CliResult } from '../support/cli.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
+import type { FundedAccount } from '../../src/devchain/deploy.ts';
+
+describe('tollgate wallet (against a gateway on a real chain)', () => {
+  let h: TopupHarness;
+  let payer: FundedAccount;
+  const outputs: CliResult[] = [];
+
+  before(async () => {
+    h = await startTopupHarness('sqlite');
+    payer = await h.payer(20n);
+  });
+  afterEach(() => h.gw.assertLedger());
+  after(async () => {
+    await h?.stop();
+  });
+
+  async function wallet(args: string[], key: string | null = payer.privateKey, extraEnv: NodeJS.ProcessEnv = {}) {
+    const env: NodeJS.ProcessEnv = { ...extraEnv };
+    if (key !== null) env.TOLLGATE_WALLET_KEY = key;
+    const res = await runTollgate(['wallet', '--gateway', h.gw.url, ...args], env);
+    outputs.push(res);
+    return res;
+  }
+  const json = (res: CliResult) => {
+    assert.equal(res.code, 0, res.stderr);
+    return JSON.parse(res.stdout);
+  };
+
+  test('topup --usd 5 pays USDC with @x402/fetch, shows the on-chain wait, and is credited once', async () => {
+    const before = await h.chain.balanceOf(h.chain.usdc, h.payTo.address);
+    const res = await wallet(['topup', '--usd', '5']);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /^credited \$5\.000000; balance \$5\.000000\ntransaction 0x[0-9a-f]{64} on eip155:84532\n$/);
+    assert.match(res.stderr, /paying 5000000 units of USD Coin .* eip3009/);
+    assert.match(res.stderr, /waiting for the payment to settle on chain/);
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal((await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - before, 5n * USD);
+  });
+
+  test('topup --method permit2 pays USDT after the one-time approval; --json is machine-readable', async () => {
+    await h.chain.approvePermit2(payer, h.chain.usdt);
+    const body = json(await wallet(['--json', 'topup', '--usd', '2.5', '--method', 'permit2']));
+    assert.equal(body.credited_usdc, 2_500_000);
+    assert.equal(body.balance_usdc, 7_500_000);
+    assert.equal(body.asset.toLowerCase(), h.chain.usdt.toLowerCase());
+    assert.equal(await h.balance(payer.address), 7_500_000);
+  });
+
+  test('keys create, list and revoke sign fresh SIWE proofs; a revoked key stops working', async () => {
+    const created = json(await wallet(['--json', 'keys', 'create', '--label', 'from the cli']));
+    assert.match(created.key, /^sk-/);
+    assert.equal(created.label, 'from the cli');
+    const chat = () =>
+      fetch(`${h.gw.url}/v1/usage/${payer.address}`, { headers: { authorization: `Bearer ${created.key}` } }).then((r) => r.status);
+    assert.equal(await chat(), 200);
+
+    const listed = json(await wallet(['--json', 'keys', 'list'])).data;
+    assert.deepEqual(listed.map((k: { id: number; revoked_at: string | null }) => [k.id, k.revoked_at]), [[created.id, null]]);
+    const text = await wallet(['keys', 'list']);
+    assert.match(text.stdout, new RegExp(`^\\s+${created.id}  active .*from the cli$`, 'm'));
+
+    const revoked = await wallet(['keys', 'revoke', String(created.id)]);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.equal(revoked.stdout, `revoked key ${created.id}\n`);
+    assert.equal(await chat(), 401);
+    const after = json(await wallet(['--json', 'keys', 'list'])).data;
+    assert.ok(after[0].revoked_at, 'the list shows the key as revoked');
+  });
+
+  test('usage and topups report the balance, per-key usage and the credited payments', async () => {
+    const usage = json(await wallet(['--json', 'usage']));
+    assert.equal(usage.wallet, payer.address.toLowerCase());
+    assert.equal(usage.balance_usdc, 7_500_000);
+    assert.equal(usage.keys.length, 1);
+    const text = await wallet(['usage']);
+    assert.match(text.stdout, /^balance    \$7\.500000 \(locked \$0\.000000, available \$7\.500000\)$/m);
+    const topups = json(await wallet(['--json', 'topups'])).topups;
+    assert.deepEqual(topups.map((t: { status: string; credited_usdc: number }) => [t.status, t.credited_usdc]), [['credited', 2_500_000], ['credited', 5_000_000]]);
+  });
+
+  test('bad input is refused with a clear message, exit code 2, and nothing is paid', async () => {
+    const balanceBefore = await h.balance(payer.address);
+    const broke = await h.chain.newAccount();
+    const cases: Array<[string, Promise<CliResult>, RegExp]> = [
+      ['no key in the environment', wallet(['usage'], null), /set TOLLGATE_WALLET_KEY to the wallet's private key/],
+      ['a malformed key', wallet(['usage'], '0x1234'), /TOLLGATE_WALLET_KEY is not a private key/],
+      ['--usd not a number', wallet(['topup', '--usd', 'five']), /--usd must be a positive amount/],
+      ['--usd zero', wallet(['topup', '--usd', '0']), /--usd must be a positive amount/],
+      ['--usd missing', wallet(['topup']), /required option '--usd <amount>'/],
+      ['--method unknown', wallet(['topup', '--usd', '5', '--method', 'wire']), /--method must be eip3009 or permit2/],
+      ['below the minimum top-up', wallet(['topup', '--usd', '0.5']), /VALIDATION_ERROR: .*amount/],
+      ['a key id that is not a number', wallet(['keys', 'revoke', 'abc']), /the key id must be a positive integer/],
+      ["a key id that is not the wallet's", wallet(['keys', 'revoke', '99999']), /NOT_FOUND: no API key 99999 belongs to this wallet/],
+      ['a wallet without tokens', wallet(['topup', '--usd', '1'], broke.privateKey), /PAYMENT_REJECTED: the payment was rejected/],
+      ['a gateway that is not a URL', runTollgate(['wallet', '--gateway', 'not a url', 'usage'], { TOLLGATE_WALLET_KEY: payer.privateKey }), /--gateway must be a URL/],
+      ['a gateway that is not running', runTollgate(['wallet', '--gateway', 'http://127.0.0.1:9', 'usage'], { TOLLGATE_WALLET_KEY: payer.privateKey }), /UNREACHABLE: cannot reach the gateway at http:\/\/127\.0\.0\.1:9/],
+    ];
+    for (const [what, pending, message] of cases) {
+      const res = await pending;
+      outputs.push(res);
+      assert.equal(res.code, 2, `${what}: exit code (stderr: ${res.stderr})`);
+      assert.match(res.stderr, message, what);
+      assert.ok(!res.stderr.includes('    at '), `${what}: no stack trace`);
+    }
+    assert.equal(await h.balance(payer.address), balanceBefore);
+    assert.equal(await h.balance(broke.address), 0);
+  });
+
+  test('the private key never appears in any output', () => {
+    assert.ok(outputs.length >= 15);
+    for (const o of outputs) {
+      for (const text of [o.stdout, o.stderr]) {
+        assert.ok(!text.includes(payer.privateKey.slice(2)), 'private key leaked');
+      }
+    }
+  });
+});
+
+describe('chooseOffer: the wallet signs only for the amount the user typed', () => {
+  const offer = (over: Partial<PaymentRequirements> & { extra?: Record<string, unknown> }): PaymentRequirements =>
+    ({ scheme: 'exact', network: 'eip155:84532', asset: '0x0000000000000000000000000000000000000001', amount: '5000000', payTo: '0x0000000000000000000000000000000000000002', maxTimeoutSeconds: 300, extra: { name: 'USD Coin', version: '2', decimals: 6, assetTransferMethod: 'eip3009' }, ...over }) as PaymentRequirements;
+
+  test('accepts the exact amount in the token\'s decimals', () => {
+    assert.equal(chooseOffer([offer({})], 5).amount, '5000000');
+    assert.equal(chooseOffer([offer({ amount: '2500000000000000000', extra: { decimals: 18 } })], 2.5).amount, '2500000000000000000');
+  });
+  test('refuses an offer for more than asked, one without decimals, or a missing method', () => {
+    assert.throws(() => chooseOffer([offer({ amount: '50000000' })], 5), /asks for 50000000 units .* for \$5 \(expected 5000000\); refusing to sign/);
+    assert.throws(() => chooseOffer([offer({ extra: { name: 'USD Coin' } })], 5), /does not state its decimals/);
+    assert.throws(() => chooseOffer([offer({})], 5, 'permit2'), /does not accept permit2 payments \(it offers: eip3009\)/);
+  });
+});
