@@ -38,7 +38,9 @@ describe('two gateway processes sharing PostgreSQL and Redis', () => {
     const env = { TOLLGATE_REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex') };
     const started = await Promise.allSettled([startGatewayProcess(config, env), startGatewayProcess(config, env)]);
     // Keep whichever started, so that `after` stops it even when the other did not.
-    [a, b] = started.map((s) => (s.status === 'fulfilled' ? s.value : (undefined as unknown as GatewayProcess)));
+    const [first, second] = started;
+    if (first?.status === 'fulfilled') a = first.value;
+    if (second?.status === 'fulfilled') b = second.value;
     for (const s of started) if (s.status === 'rejected') throw s.reason;
     storage = openStorage(databaseUrl, { poolSize: 2 });
   });
