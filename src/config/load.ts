@@ -66,7 +66,20 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new ConfigError(`config file ${source} must be a YAML mapping of keys to values`);
   }
-  return parseConfig(deepMerge(dropNulls(raw as Record<string, unknown>), opts.overrides ?? {}), env, source);
+  const merged = deepMerge(dropNulls(raw as Record<string, unknown>), portFromEnv(env));
+  return parseConfig(deepMerge(merged, opts.overrides ?? {}), env, source);
+}
+
+/**
+ * TOLLGATE_PORT overrides server.port, so N instances on one host (a systemd template, a process
+ * manager) can share one config file. Containers usually keep the file's port.
+ */
+function portFromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const raw = env.TOLLGATE_PORT;
+  if (raw === undefined || raw === '') return {};
+  const port = Number(raw);
+  if (!/^\d{1,5}$/.test(raw) || port > 65535) throw new ConfigError(`TOLLGATE_PORT must be a port number (0-65535), got "${raw.slice(0, 20)}"`);
+  return { server: { port } };
 }
 
 /** Validates an already-parsed object. Exported for tests and for programmatic embedding. */

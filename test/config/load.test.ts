@@ -35,6 +35,13 @@ describe('configuration', () => {
     assert.equal(loadConfig({ cwd: dir, env: { TOLLGATE_CONFIG: other.path }, path: third.path }).server.port, 9003);
   });
 
+  test('TOLLGATE_PORT overrides server.port, and a bad one is refused', () => {
+    const { dir } = withFile('server: { port: 9001 }\n');
+    assert.equal(loadConfig({ cwd: dir, env: { TOLLGATE_PORT: '8082' } }).server.port, 8082, 'TOLLGATE_PORT overrides the file');
+    assert.throws(() => loadConfig({ cwd: dir, env: { TOLLGATE_PORT: 'http' } }), /TOLLGATE_PORT must be a port number \(0-65535\), got "http"/);
+    assert.throws(() => loadConfig({ cwd: dir, env: { TOLLGATE_PORT: '70000' } }), /TOLLGATE_PORT must be a port number/);
+  });
+
   test('a missing explicit file is an error that says where it looked', () => {
     assert.throws(() => loadConfig({ cwd: tempDir(), env: {}, path: 'nope.yaml' }), /nope\.yaml does not exist \(from --config\)/);
   });
