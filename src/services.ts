@@ -5,6 +5,7 @@ import { resolveKeySecret } from './keys/hmac-secret.ts';
 import { buildCatalog, type Catalog } from './providers/catalog.ts';
 import { pruneNonces } from './siwe/nonce-store.ts';
 import { SiweVerifier } from './siwe/verify.ts';
+import { KeyCache } from './keys/key-cache.ts';
 import { openStorage, type Storage } from './storage/database.ts';
 import { sweepExpiredReservations } from './ledger/reservations.ts';
 import type { ProviderAdapter } from './providers/adapter.ts';
@@ -25,6 +26,7 @@ export interface Services {
   chains: ChainReaders;
   siwe: SiweVerifier;
   keySecret: Buffer;
+  keyCache: KeyCache;
   providers: Map<string, ProviderAdapter>;
   limiter: RateLimiter;
   /** Null when no top-up offers are configured. */
@@ -88,6 +90,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       chains,
       siwe,
       keySecret,
+      keyCache: new KeyCache(config.keys.lookupCacheSeconds * 1000, opts.now),
       providers,
       limiter,
       rateWindows: { chat: windowsFrom(config.rateLimits.chat), keys: windowsFrom(config.rateLimits.keys), public: windowsFrom(config.rateLimits.public) },

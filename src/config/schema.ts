@@ -120,9 +120,15 @@ export const configSchema = z
       .default({ chainIds: [1, 8453, 84532], windowSeconds: 300, clockSkewSeconds: 60, allowedFactories: [] }),
     chains: z.record(z.string().regex(/^\d+$/, 'must be a chain id such as "8453"'), chainRpc).default({}),
     keys: z
-      .object({ secretEnv: envName.default('TOLLGATE_KEY_SECRET'), maxActivePerWallet: positiveInt.default(50) })
+      .object({
+        secretEnv: envName.default('TOLLGATE_KEY_SECRET'),
+        maxActivePerWallet: positiveInt.default(50),
+        // How long an instance may trust a key it has looked up. Capped at 5 s: a key revoked on
+        // another instance must stop working everywhere within 5 s.
+        lookupCacheSeconds: z.number().min(0).max(5, 'must be at most 5 (revocations must reach every instance within 5 s)').default(2),
+      })
       .strict()
-      .default({ secretEnv: 'TOLLGATE_KEY_SECRET', maxActivePerWallet: 50 }),
+      .default({ secretEnv: 'TOLLGATE_KEY_SECRET', maxActivePerWallet: 50, lookupCacheSeconds: 2 }),
     pricing: z
       .object({ markupPercent: decimalString.default('20'), listedPrices: z.enum(['billed', 'cost']).default('billed') })
       .strict()

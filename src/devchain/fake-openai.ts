@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 /**
  * A stand-in for a paid OpenAI-compatible provider, on 127.0.0.1. It answers in OpenAI's wire format
  * (chat.completion JSON; SSE chunks with a role chunk, content or tool-call deltas, a finish chunk,
- * the usage chunk when asked, then `data: [DONE]`) and can be told to misbehave.
+ * the usage chunk when asked, then `data: [DONE]`) and can be told to misbehave. Shared by the tests,
+ * `tollgate demo` and the benchmark.
  */
 export interface FakeBehaviour {
   /** Text of the answer, sent one word per chunk when streaming. */
@@ -42,12 +43,20 @@ export interface FakeOpenAI {
 
 const DEFAULT_CONTENT = 'Hello from the fake provider, a stand-in for a paid model.';
 
-export async function startFakeOpenAI(): Promise<FakeOpenAI> {
+export interface FakeOptions {
+  /** Keep every request in `received` (default). The benchmark turns it off to keep memory flat. */
+  record?: boolean;
+  behaviour?: FakeBehaviour;
+  /** Chooses the behaviour per request (the benchmark picks the pace by model name). */
+  behaviourFor?: (body: any) => FakeBehaviour | undefined;
+}
+
+export async function startFakeOpenAI(opts: FakeOptions = {}): Promise<FakeOpenAI> {
   const sockets = new Set<import('node:net').Socket>();
   const fake: FakeOpenAI = {
     url: '',
     received: [],
-    behaviour: {},
+    behaviour: opts.behaviour ?? {},
     close: async () => undefined,
   };
 
@@ -62,8 +71,8 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       } catch {
         body = raw;
       }
-      fake.received.push({ path: req.url ?? '', headers: req.headers, body });
-      void respond(fake, { ...fake.behaviour }, req, res, body);
+      if (opts.record !== false) fake.received.push({ path: req.url ?? '', headers: req.headers, body });
+      void respond(fake, { ...(opts.behaviourFor?.(body) ?? fake.behaviour) }, req, res, body);
     });
   });
   server.on('connection', (s) => {

@@ -7,8 +7,14 @@ export async function requireApiKey(services: Services, header: string | undefin
   const key = bearerToken(header);
   if (!key) throw unauthorized('missing API key; send "Authorization: Bearer sk-…" (create a key with POST /v1/auth/keys)');
   // A token that cannot be one of our keys is refused without a database round trip.
-  const row = KEY_PATTERN.test(key) ? await findActiveKey(services.storage.db, hashKey(services.keySecret, key)) : undefined;
-  if (!row) throw unauthorized('invalid or revoked API key');
+  if (!KEY_PATTERN.test(key)) throw unauthorized('invalid or revoked API key');
+  const hash = hashKey(services.keySecret, key);
+  let row = services.keyCache.get(hash);
+  if (!row) {
+    row = await findActiveKey(services.storage.db, hash);
+    if (!row) throw unauthorized('invalid or revoked API key');
+    services.keyCache.remember(hash, row);
+  }
   touchLastUsed(services, row.id);
   return row;
 }

@@ -29,8 +29,29 @@ function openSqlite(path: string): Storage {
   sqlite.exec('PRAGMA synchronous = NORMAL');
   sqlite.exec('PRAGMA busy_timeout = 5000');
   sqlite.exec('PRAGMA foreign_keys = ON');
+  cachePreparedStatements(sqlite);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite as never }) });
   return { db, engine: 'sqlite', close: () => db.destroy() };
+}
+
+/**
+ * Kysely prepares every query it runs, and preparing costs more than running for the ledger's
+ * short statements. Our queries are parameterised, so their SQL text repeats: keep the compiled
+ * statement per text. Safe because Kysely runs one query at a time on this connection, and SQLite
+ * re-prepares a cached statement by itself after a schema change.
+ */
+function cachePreparedStatements(sqlite: Libsql.Database): void {
+  const prepare = sqlite.prepare.bind(sqlite);
+  const cache = new Map<string, ReturnType<typeof prepare>>();
+  sqlite.prepare = ((source: string) => {
+    let statement = cache.get(source);
+    if (!statement) {
+      statement = prepare(source);
+      // Ad-hoc SQL (admin queries with inlined values) must not grow the cache without bound.
+      if (cache.size < 500) cache.set(source, statement);
+    }
+    return statement;
+  }) as typeof sqlite.prepare;
 }
 
 // pg returns BIGINT (int8) and NUMERIC as strings to protect precision. Our money and times are far

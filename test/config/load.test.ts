@@ -116,6 +116,7 @@ describe('configuration', () => {
       [{ server: { corsOrigins: ['not a url'] } }, /server\.corsOrigins\.0/],
       [{ server: { corsOrigins: [] } }, /server\.corsOrigins/],
       [{ server: { shutdownGraceSeconds: 0 } }, /server\.shutdownGraceSeconds/],
+      [{ keys: { lookupCacheSeconds: 10 } }, /keys\.lookupCacheSeconds: must be at most 5/],
     ];
     for (const [raw, pattern, e] of cases) {
       assert.throws(() => parseConfig(raw, e ?? env), (err: unknown) => err instanceof ConfigError && pattern.test(err.message), JSON.stringify(raw));

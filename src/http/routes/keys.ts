@@ -66,6 +66,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     const outcome = await revokeKey(services.storage.db, wallet, id);
     // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
     if (outcome === 'not_found') throw notFound(`no API key ${id} belongs to this wallet`);
+    services.keyCache.forget(id);
     return { revoked: true };
   });
 }

@@ -1,0 +1,38 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { generateKey, insertKey } from '../src/keys/api-keys.ts';
+import { applyMovement } from '../src/ledger/credits.ts';
+import { finishReservation, reserve } from '../src/ledger/reservations.ts';
+import { openStorage } from '../src/storage/database.ts';
+import { migrateToLatest } from '../src/storage/migrate.ts';
+
+/**
+ * The ledger alone: reserve + settle pairs per second, with `concurrency` requests in flight, on
+ * the same code the chat route runs (two transactions per request).
+ */
+export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: number; concurrency: number }): Promise<number> {
+  const storage = openStorage(databaseUrl, { poolSize: o.concurrency });
+  try {
+    await migrateToLatest(storage);
+    const wallet = `0x${randomBytes(20).toString('hex')}`;
+    await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet, kind: 'adjustment', amountUsdc: 1_000_000_000_000, note: 'ledger benchmark' }));
+    const key = await insertKey(storage.db, wallet, generateKey(randomBytes(32)), 'bench');
+    const deadline = Date.now() + o.seconds * 1000;
+    let done = 0;
+    const worker = async () => {
+      while (Date.now() < deadline) {
+        const requestId = randomUUID();
+        if (!(await reserve(storage.db, { wallet, apiKeyId: key.id, requestId, amountUsdc: 100, leaseMs: 60_000 }))) throw new Error('benchmark wallet ran dry');
+        await finishReservation(storage.db, storage.engine, requestId, 40, {
+          requestId, apiKeyId: key.id, wallet, model: 'bench', provider: 'bench', promptTokens: 10, completionTokens: 20,
+          reasoningTokens: 0, cachedTokens: 0, providerCostUsdc: 30, status: 'success', latencyMs: 1, estimated: false,
+        });
+        done++;
+      }
+    };
+    const started = Date.now();
+    await Promise.all(Array.from({ length: o.concurrency }, worker));
+    return done / ((Date.now() - started) / 1000);
+  } finally {
+    await storage.close();
+  }
+}

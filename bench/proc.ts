@@ -1,0 +1,21 @@
+import { readFileSync } from 'node:fs';
+
+/** CPU time and memory of a process, from /proc (Linux). */
+const TICKS_PER_SECOND = 100; // USER_HZ, fixed at 100 on Linux
+
+/** User + system CPU time of `pid` and its threads, in microseconds. */
+export function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name, which may contain spaces, start after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  return ((utime + stime) * 1_000_000) / TICKS_PER_SECOND;
+}
+
+/** Resident set size of `pid`, in bytes. */
+export function rssBytes(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(status.match(/^VmRSS:\s+(\d+) kB/m)?.[1]);
+  return kb * 1024;
+}

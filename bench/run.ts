@@ -1,0 +1,126 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, release, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startPostgres, type PostgresServer } from '../test/support/postgres.ts';
+import { ledgerOpsPerSecond } from './ledger.ts';
+import { saturate, type Saturation } from './load/closed-loop.ts';
+import { holdStreams, type HeldStreams } from './load/held-streams.ts';
+import { openLoop, type OpenLoop } from './load/open-loop.ts';
+import { EVENTS_PER_STREAM } from './load/request.ts';
+import { printReport, type Report } from './report.ts';
+import { directTarget, portkey, referenceProxy, startUpstream, tollgate, type Target } from './targets.ts';
+
+/**
+ * `npm run bench`: every target side by side in one run, phases alternating between targets, all
+ * on 127.0.0.1, every process stopped at the end (also on Ctrl-C or a failure).
+ */
+const { values: args } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '2' },
+    streams: { type: 'string', default: '2000' },
+    connections: { type: 'string', default: '64' },
+    quick: { type: 'boolean', default: false },
+  },
+});
+const quick = args.quick;
+const SECONDS = quick ? 2 : Number(args.seconds);
+const ROUNDS = quick ? 1 : Number(args.rounds);
+const STREAMS = quick ? 200 : Number(args.streams);
+const CONNECTIONS = Number(args.connections);
+const RATES = [200, 1000];
+
+const stops: Array<() => Promise<unknown>> = [];
+const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
+const stopAll = async () => {
+  for (const stop of stops.splice(0).reverse()) await stop().catch(() => undefined);
+  rmSync(dir, { recursive: true, force: true });
+};
+process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
+const started = Date.now();
+const log = (text: string) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)}s] ${text}\n`);
+
+try {
+  log('starting the upstream, the reference proxy, Portkey, Tollgate on SQLite and on PostgreSQL');
+  const upstream = await startUpstream();
+  stops.push(upstream.stop);
+  const pg: PostgresServer = await startPostgres();
+  stops.push(pg.stop);
+  const targets: Target[] = [directTarget(upstream)];
+  const add = async (t: Promise<Target>) => {
+    const target = await t;
+    stops.push(target.stop);
+    targets.push(target);
+    return target;
+  };
+  const reference = await add(referenceProxy(upstream.url));
+  await add(portkey(upstream.url));
+  await add(tollgate('Tollgate SQLite', upstream.url, `sqlite:${join(dir, 'tollgate.db')}`, dir));
+  await add(tollgate('Tollgate PostgreSQL', upstream.url, await pg.database(), dir));
+
+  log('warming up every target');
+  for (const t of targets) await saturate(t, { model: 'bench-fast', stream: false, seconds: 1, connections: CONNECTIONS });
+
+  // Memory first, while each heap is still small: later phases leave garbage whose collection
+  // would shrink the resident size under the measurement.
+  const memory: Record<string, HeldStreams> = {};
+  for (const t of targets.slice(1)) {
+    log(`${STREAMS} concurrent slow streams: ${t.name}`);
+    memory[t.name] = await holdStreams(t, STREAMS);
+  }
+
+  const saturation: Record<string, { json: Saturation[]; stream: Saturation[] }> = {};
+  for (const t of targets) saturation[t.name] = { json: [], stream: [] };
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const stream of [false, true]) {
+      for (const t of targets) {
+        log(`saturation ${stream ? 'stream' : 'JSON'}, round ${round}/${ROUNDS}: ${t.name}`);
+        saturation[t.name]![stream ? 'stream' : 'json'].push(await saturate(t, { model: 'bench-fast', stream, seconds: SECONDS, connections: CONNECTIONS }));
+      }
+    }
+  }
+
+  const latency: Record<string, Record<string, OpenLoop>> = {};
+  for (const t of targets) latency[t.name] = {};
+  for (const rate of RATES) {
+    for (const stream of [false, true]) {
+      for (const t of targets) {
+        log(`open loop ${rate} req/s ${stream ? 'stream (TTFT)' : 'JSON'}: ${t.name}`);
+        latency[t.name]![`${stream ? 'ttft' : 'json'}@${rate}`] = await openLoop(t, { rate, seconds: SECONDS, model: stream ? 'bench-paced' : 'bench-fast', stream });
+      }
+    }
+  }
+
+  const ledger: Record<string, number> = {};
+  log('ledger reserve+settle on SQLite');
+  ledger.sqlite = await ledgerOpsPerSecond(`sqlite:${join(dir, 'ledger.db')}`, { seconds: SECONDS, concurrency: 16 });
+  log('ledger reserve+settle on PostgreSQL');
+  ledger.postgres = await ledgerOpsPerSecond(await pg.database(), { seconds: SECONDS, concurrency: 16 });
+
+  const report: Report = {
+    date: new Date().toISOString(),
+    machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), kernel: release(), node: process.version },
+    settings: { seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, rates: RATES, streams: STREAMS, eventsPerStream: EVENTS_PER_STREAM },
+    reference: reference.name,
+    targets: targets.map((t) => t.name),
+    saturation,
+    latency,
+    memory,
+    ledger,
+    durationSeconds: (Date.now() - started) / 1000,
+  };
+  const out = join(import.meta.dirname, 'results');
+  mkdirSync(out, { recursive: true });
+  const json = JSON.stringify(report, null, 2);
+  writeFileSync(join(out, `${report.date.replace(/[:.]/g, '-')}.json`), json);
+  writeFileSync(join(out, 'latest.json'), json);
+  printReport(report);
+  log(`done; results in bench/results/latest.json`);
+} catch (err) {
+  process.stderr.write(`benchmark failed: ${(err as Error).stack ?? String(err)}\n`);
+  process.exitCode = 1;
+} finally {
+  await stopAll();
+}
+process.exit();
