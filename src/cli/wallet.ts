@@ -84,7 +84,7 @@ export function registerWallet(program: Command): void {
     );
   keys
     .command('revoke <id>')
-    .description('revoke a key; it stops working at once')
+    .description('revoke a key; it stops working within seconds on every instance')
     .action((id: string) => {
       if (!/^\d+$/.test(id)) throw new UsageError(`the key id must be a positive integer (see "tollgate wallet keys list"), got "${id}"`);
       return run(async (client, w) => {

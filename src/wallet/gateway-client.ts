@@ -137,16 +137,20 @@ export class GatewayClient {
 /** The JSON body of a 2xx answer, or the gateway's error as a GatewayError. */
 export async function readJson<T>(res: Response): Promise<T> {
   const text = await res.text();
-  let json: any;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
+  const json = parseJsonLoosely(text);
   if (res.ok) return json as T;
   const code = typeof json?.error === 'string' ? json.error : `HTTP_${res.status}`;
   const message = typeof json?.message === 'string' ? json.message : text.slice(0, 200) || res.statusText;
   throw new GatewayError(res.status, code, message, json);
+}
+
+/** The JSON in `text`, or undefined when it is empty or not JSON (an error page, a cut body). */
+export function parseJsonLoosely(text: string): any {
+  try {
+    return text ? JSON.parse(text) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function query(p: { message: string; signature: string }): string {

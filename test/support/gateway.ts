@@ -5,6 +5,7 @@ import { checkLedger } from '../../src/ledger/invariants.ts';
 import { startServer, type RunningServer } from '../../src/main.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { freshDatabaseUrl } from './engines.ts';
+import { parseJsonLoosely } from '../../src/wallet/gateway-client.ts';
 
 export interface TestGateway extends RunningServer {
   config: Config;
@@ -77,11 +78,5 @@ export async function call(base: string, method: string, path: string, body?: un
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
-  let json: any;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, headers: res.headers, body: json, text };
+  return { status: res.status, headers: res.headers, body: parseJsonLoosely(text), text };
 }
