@@ -56,8 +56,8 @@ try {
   };
   const reference = await add(referenceProxy(upstream.url));
   await add(portkey(upstream.url));
-  await add(tollgate('Tollgate SQLite', upstream.url, `sqlite:${join(dir, 'tollgate.db')}`, dir));
-  await add(tollgate('Tollgate PostgreSQL', upstream.url, await pg.database(), dir));
+  await add(tollgate('Tollgate SQLite', upstream.url, `sqlite:${join(dir, 'tollgate.db')}`));
+  await add(tollgate('Tollgate PostgreSQL', upstream.url, await pg.database()));
 
   log('warming up every target');
   for (const t of targets) await saturate(t, { model: 'bench-fast', stream: false, seconds: 1, connections: CONNECTIONS });

@@ -1,14 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { privateKeyToAccount, generatePrivateKey } from 'viem/accounts';
-import { track, waitForOutput } from '../src/devchain/processes.ts';
+import { stopChild, track, waitForOutput } from '../src/devchain/processes.ts';
 import { freePort } from '../src/devchain/ports.ts';
 import { applyMovement } from '../src/ledger/credits.ts';
 import { openStorage } from '../src/storage/database.ts';
 import { GatewayClient } from '../src/wallet/gateway-client.ts';
+import { startGatewayProcess } from '../test/support/gateway-process.ts';
 
 /** One thing the benchmark sends requests to: its base URL (…/v1), its process, its headers. */
 export interface Target {
@@ -34,14 +33,7 @@ async function launch(name: string, args: string[], ready: RegExp, env: NodeJS.P
   return { child, match };
 }
 
-function stopper(child: ChildProcess): () => Promise<void> {
-  return async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGKILL');
-    await exited;
-  };
-}
+const stopper = (child: ChildProcess) => () => stopChild(child);
 
 export async function startUpstream(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const { child, match } = await launch('upstream', ['--import', 'tsx', 'bench/upstream.ts'], /"url":"(http:\/\/127\.0\.0\.1:\d+\/v1)"/);
@@ -78,24 +70,19 @@ export async function portkey(upstreamUrl: string): Promise<Target> {
  * Tollgate as an operator runs it (`tollgate serve`), with billing on, a real key, rate limits set
  * high, info logging (to a pipe the harness drains), and a wallet funded for the whole run.
  */
-export async function tollgate(name: string, upstreamUrl: string, databaseUrl: string, dir: string): Promise<Target> {
-  const file = join(dir, `${name.replace(/\W+/g, '-')}.yaml`);
+export async function tollgate(name: string, upstreamUrl: string, databaseUrl: string): Promise<Target> {
   const model = (id: string) => ({ provider: 'bench', name: id, contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '0.15', completionCostPer1M: '0.6' });
-  writeFileSync(
-    file,
-    stringify({
-      server: { host: '127.0.0.1', port: 0, publicUrl: 'http://bench.test' },
+  const gateway = await startGatewayProcess(
+    {
       database: { url: databaseUrl },
       providers: { bench: { baseUrl: upstreamUrl, maxConnections: 8192 } },
       models: MODELS.map(model),
       rateLimits: { chat: { perMinute: 100_000_000, perDay: 1_000_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000_000 } },
       logging: { level: 'info' },
-    }),
+    },
+    { TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex') },
   );
-  const { child, match } = await launch(name, ['bin/tollgate.mjs', '--config', file, 'serve'], /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*listening/, {
-    TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex'),
-  });
-  const url = match[1]!;
+  const url = gateway.url;
   const wallet = privateKeyToAccount(generatePrivateKey());
   // Funding goes straight into the ledger (as `tollgate admin credit` would); the key is made over
   // the public API with a SIWE proof, like any wallet owner would.
@@ -106,5 +93,5 @@ export async function tollgate(name: string, upstreamUrl: string, databaseUrl: s
     await storage.close();
   }
   const key = await new GatewayClient(url, wallet).createKey('bench');
-  return { name, baseUrl: `${url}/v1`, pid: child.pid!, headers: { authorization: `Bearer ${key.key}` }, stop: stopper(child) };
+  return { name, baseUrl: `${url}/v1`, pid: gateway.child.pid!, headers: { authorization: `Bearer ${key.key}` }, stop: gateway.kill };
 }

@@ -3,10 +3,9 @@
  * what happens and where the time goes. Colour only on a terminal.
  */
 export interface Printer {
-  step(label: string): { ok(detail?: string): void; fail(detail: string): void };
+  step(label: string): { ok(detail?: string): void };
   detail(text: string): void;
   title(text: string): void;
-  raw(text: string): void;
 }
 
 export function createPrinter(out: NodeJS.WriteStream = process.stdout): Printer {
@@ -21,9 +20,6 @@ export function createPrinter(out: NodeJS.WriteStream = process.stdout): Printer
         ok(detail) {
           out.write(`  ${paint(32, 'ok')} ${took()}${detail ? `\n    ${detail.split('\n').join('\n    ')}` : ''}\n`);
         },
-        fail(detail) {
-          out.write(`  ${paint(31, 'FAILED')} ${took()}\n    ${detail}\n`);
-        },
       };
     },
     detail(text) {
@@ -31,9 +27,6 @@ export function createPrinter(out: NodeJS.WriteStream = process.stdout): Printer
     },
     title(text) {
       out.write(`\n${paint(1, text)}\n`);
-    },
-    raw(text) {
-      out.write(text);
     },
   };
 }

@@ -21,9 +21,7 @@ export interface DemoStack {
   /** The wallet the scripted client uses, holding test USDC and gas. */
   wallet: FundedAccount;
   payTo: FundedAccount;
-  dir: string;
   logFile: string;
-  stop(): Promise<void>;
 }
 
 export const DEMO_MODEL = 'demo-chat';
@@ -92,7 +90,7 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
     });
     s.ok(gateway.url);
 
-    return { anvil, chain, provider, gateway, wallet, payTo, dir, logFile, stop: () => teardown.run() };
+    return { anvil, chain, provider, gateway, wallet, payTo, logFile };
   } catch (err) {
     await teardown.run();
     throw err;

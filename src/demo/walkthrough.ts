@@ -1,9 +1,8 @@
 import OpenAI, { AuthenticationError } from 'openai';
-import { erc20Abi } from 'viem';
 import { topupProgress } from '../cli/progress.ts';
 import { checkLedger } from '../ledger/invariants.ts';
 import { microToUsd } from '../ledger/usd.ts';
-import { GatewayClient, type CreatedKey } from '../wallet/gateway-client.ts';
+import { GatewayClient } from '../wallet/gateway-client.ts';
 import { topUp } from '../wallet/topup-client.ts';
 import type { Printer } from './printer.ts';
 import { DEMO_MODEL, type DemoStack } from './stack.ts';
@@ -89,7 +88,7 @@ export async function walkThrough(stack: DemoStack, print: Printer): Promise<{ c
   s = print.step('ledger check: every micro-USDC accounted for, on chain and in the database');
   const ledger = await checkLedger(stack.gateway.services.storage.db);
   expect(ledger.ok, `ledger invariants failed:\n${ledger.problems.join('\n')}`);
-  const received = await stack.chain.client(stack.wallet).readContract({ address: stack.chain.usdc, abi: erc20Abi, functionName: 'balanceOf', args: [stack.payTo.address] });
+  const received = await stack.chain.balanceOf(stack.chain.usdc, stack.payTo.address);
   expect(received === BigInt(paid.credited_usdc), `payTo received ${received} USDC units on chain but ${paid.credited_usdc} were credited`);
   const after = await client.usage();
   const charged = after.keys.reduce((sum, k) => sum + k.total_charged_usdc, 0);
@@ -103,5 +102,3 @@ export async function walkThrough(stack: DemoStack, print: Printer): Promise<{ c
 export function mask(key: string): string {
   return `${key.slice(0, 6)}…${key.slice(-4)}`;
 }
-
-export type { CreatedKey };

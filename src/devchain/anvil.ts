@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { track, waitForOutput } from './processes.ts';
+import { stopChild, track, waitForOutput } from './processes.ts';
 
 /**
  * A local EVM chain: the anvil binary from npm (@foundry-rs/anvil-linux-amd64, a dev dependency),
@@ -55,11 +55,6 @@ export async function startAnvil(opts: { chainId?: number } = {}): Promise<Anvil
       if (body.error) throw new Error(`${method}: ${body.error.message}`);
       return body.result as T;
     },
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGKILL');
-      await exited;
-    },
+    stop: () => stopChild(child),
   };
 }

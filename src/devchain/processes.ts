@@ -18,6 +18,14 @@ export function track(child: ChildProcess, killSignal: NodeJS.Signals = 'SIGKILL
   }
 }
 
+/** Sends `signal` to the child, unless it already exited, and resolves once it has. */
+export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill(signal);
+  await exited;
+}
+
 /** Resolves when the child prints a line matching `pattern`; rejects if it exits first or times out. */
 export function waitForOutput(child: ChildProcess, pattern: RegExp, what: string, timeoutMs = 20_000): Promise<RegExpMatchArray> {
   return new Promise((resolveMatch, reject) => {

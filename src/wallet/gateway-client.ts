@@ -82,7 +82,11 @@ export class GatewayClient {
 
   /** A fresh single-use SIWE proof for this gateway, with the domain and uri it announces. */
   async proof(statement = 'Manage my Tollgate API keys'): Promise<{ message: string; signature: string }> {
-    this.siwe ??= this.request<SiweParams>('GET', '/v1/auth/siwe');
+    // Asked once per client; a failed ask is not kept, so the next call tries again.
+    this.siwe ??= this.request<SiweParams>('GET', '/v1/auth/siwe').catch((err: unknown) => {
+      this.siwe = undefined;
+      throw err;
+    });
     const params = await this.siwe;
     const message = new SiweMessage({
       domain: params.domain,
@@ -119,18 +123,22 @@ export class GatewayClient {
     return body.topups;
   }
 
-  async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
-    let res: Response;
+  /** The parsed answer of a JSON call, or the gateway's refusal as a GatewayError. */
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return readJson<T>(await this.send(method, path, body));
+  }
+
+  /** The raw answer; only a gateway that cannot be reached is turned into an error here. */
+  async send(method: string, path: string, body?: unknown): Promise<Response> {
     try {
-      res = await fetch(`${this.baseUrl}${path}`, {
+      return await fetch(`${this.baseUrl}${path}`, {
         method,
-        headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
       throw new GatewayError(0, 'UNREACHABLE', `cannot reach the gateway at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); check the URL and that it is running`, null);
     }
-    return readJson<T>(res);
   }
 }
 

@@ -78,9 +78,7 @@ export async function topUp(client: GatewayClient, usd: number, opts: TopupOptio
 
 /** The gateway's 402 answer for this amount: what it accepts. Anything else is its error. */
 async function readOffers(client: GatewayClient, usd: number): Promise<PaymentRequirements[]> {
-  const res = await fetch(`${client.baseUrl}/v1/topup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amount: usd }) }).catch((err: Error) => {
-    throw new GatewayError(0, 'UNREACHABLE', `cannot reach the gateway at ${client.baseUrl} (${err.cause ?? err.message}); check the URL and that it is running`, null);
-  });
+  const res = await client.send('POST', '/v1/topup', { amount: usd });
   if (res.status !== 402) {
     await readJson(res);
     throw new GatewayError(res.status, 'NO_OFFER', `the gateway answered ${res.status} instead of a payment offer`, null);

@@ -79,8 +79,9 @@ describe('two gateway processes sharing PostgreSQL and Redis', () => {
     const funded = K * reserve + Math.floor(reserve / 2);
     const w = await walletWithKey(funded);
     const received = fake.received.length;
-    // 3K requests at once, alternating instances; the provider holds each one for 2 s, so every
-    // reservation is taken before any is settled.
+    // 3K requests at once, alternating instances (so each decides half of them against the same
+    // balance); the provider holds each one for 2 s, so every reservation is taken before any is
+    // settled.
     const results = await Promise.all(Array.from({ length: 3 * K }, (_, i) => chat(i % 2 ? b : a, w.key)));
     const ok = results.filter((r) => r.status === 200);
     const poor = results.filter((r) => r.status === 402);
@@ -88,9 +89,6 @@ describe('two gateway processes sharing PostgreSQL and Redis', () => {
     assert.equal(poor.length, 2 * K);
     for (const r of poor) assert.equal(r.body.error, 'INSUFFICIENT_BALANCE');
     assert.equal(fake.received.length - received, K, 'the provider was called only for paid requests');
-    const servedBy = new Set(results.map((r, i) => (r.status === 200 ? i % 2 : -1)).filter((x) => x >= 0));
-    const refusedBy = new Set(results.map((r, i) => (r.status === 402 ? i % 2 : -1)).filter((x) => x >= 0));
-    assert.ok(servedBy.size + refusedBy.size >= 3, 'both instances took part');
 
     const perRequest = Math.ceil(10 * 1.2 + 10 * 2.4);
     const balance = await getBalance(storage.db, w.account.address);

@@ -1,2 +1,2 @@
 // The process helpers live in src/devchain so the demo and the tests share them.
-export { track, waitForOutput } from '../../src/devchain/processes.ts';
+export { stopChild, track, waitForOutput } from '../../src/devchain/processes.ts';

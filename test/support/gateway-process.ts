@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { track, waitForOutput } from '../../src/devchain/processes.ts';
-import { TEST_ORIGIN } from './gateway.ts';
-import { tempDir } from './engines.ts';
+import { stopChild, track, waitForOutput } from '../../src/devchain/processes.ts';
+import { TEST_ORIGIN } from './origin.ts';
 
 /**
  * A gateway as its own process (`tollgate serve`), for what an in-process gateway cannot show:
@@ -26,7 +26,9 @@ export function startGatewayProcess(config: Record<string, unknown>, env: NodeJS
 
 /** Any long-running tollgate command that logs its URL when it is listening. */
 export async function startTollgateProcess(args: string[], config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<GatewayProcess> {
-  const dir = tempDir();
+  // Its own folder, removed when the process is stopped: this helper also serves the benchmark,
+  // which runs outside node:test and so cannot rely on the test files' cleanup hooks.
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-process-'));
   const file = join(dir, 'tollgate.yaml');
   writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0, publicUrl: TEST_ORIGIN }, ...config }));
   const child = spawn(process.execPath, ['bin/tollgate.mjs', '--config', file, ...args], {
@@ -38,19 +40,11 @@ export async function startTollgateProcess(args: string[], config: Record<string
   child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
   child.stderr!.on('data', (b: Buffer) => (output += b.toString()));
   const m = await waitForOutput(child, /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*listening/, `tollgate ${args[0]}`, 30_000);
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  const alive = () => child.exitCode === null && child.signalCode === null;
   return {
     url: m[1]!,
     child,
     output: () => output,
-    async kill() {
-      if (alive()) child.kill('SIGKILL');
-      await exited;
-    },
-    async stop() {
-      if (alive()) child.kill('SIGTERM');
-      await exited;
-    },
+    kill: () => stopChild(child, 'SIGKILL').finally(() => rmSync(dir, { recursive: true, force: true })),
+    stop: () => stopChild(child, 'SIGTERM').finally(() => rmSync(dir, { recursive: true, force: true })),
   };
 }

@@ -5,6 +5,7 @@ import { checkLedger } from '../../src/ledger/invariants.ts';
 import { startServer, type RunningServer } from '../../src/main.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { freshDatabaseUrl } from './engines.ts';
+import { TEST_ORIGIN } from './origin.ts';
 import { parseJsonLoosely } from '../../src/wallet/gateway-client.ts';
 
 export interface TestGateway extends RunningServer {
@@ -25,8 +26,7 @@ export interface TestGatewayOptions {
   now?: () => number;
 }
 
-export const TEST_ORIGIN = 'http://gateway.test';
-export const TEST_DOMAIN = 'gateway.test';
+export { TEST_DOMAIN, TEST_ORIGIN } from './origin.ts';
 
 /** A real gateway listening on 127.0.0.1 and a free port, with its logs captured. */
 export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGateway> {

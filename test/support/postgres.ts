@@ -3,7 +3,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { track, waitForOutput } from './children.ts';
+import { stopChild, track, waitForOutput } from './children.ts';
 import { freePort } from '../../src/devchain/ports.ts';
 
 /**
@@ -68,11 +68,7 @@ export async function startPostgres(): Promise<PostgresServer> {
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
     },
     async stop() {
-      if (child.exitCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGQUIT');
-        await exited;
-      }
+      await stopChild(child, 'SIGQUIT');
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { track, waitForOutput } from './children.ts';
+import { stopChild, track, waitForOutput } from './children.ts';
 import { freePort } from '../../src/devchain/ports.ts';
 
 export interface RedisServer {
@@ -20,11 +20,6 @@ export async function startRedis(): Promise<RedisServer> {
   child.stderr?.resume();
   return {
     url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    },
+    stop: () => stopChild(child, 'SIGTERM'),
   };
 }
