@@ -1,9 +1,9 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { startPostgres, type PostgresServer } from '../test/support/postgres.ts';
 import { ledgerOpsPerSecond } from './ledger.ts';
+import { BenchUsageError, parseBenchOptions, type BenchOptions } from './options.ts';
 import { saturate, type Saturation } from './load/closed-loop.ts';
 import { holdStreams, type HeldStreams } from './load/held-streams.ts';
 import { openLoop, type OpenLoop } from './load/open-loop.ts';
@@ -15,20 +15,15 @@ import { directTarget, portkey, referenceProxy, startUpstream, tollgate, type Ta
  * `npm run bench`: every target side by side in one run, phases alternating between targets, all
  * on 127.0.0.1, every process stopped at the end (also on Ctrl-C or a failure).
  */
-const { values: args } = parseArgs({
-  options: {
-    seconds: { type: 'string', default: '5' },
-    rounds: { type: 'string', default: '2' },
-    streams: { type: 'string', default: '2000' },
-    connections: { type: 'string', default: '64' },
-    quick: { type: 'boolean', default: false },
-  },
-});
-const quick = args.quick;
-const SECONDS = quick ? 2 : Number(args.seconds);
-const ROUNDS = quick ? 1 : Number(args.rounds);
-const STREAMS = quick ? 200 : Number(args.streams);
-const CONNECTIONS = Number(args.connections);
+let options: BenchOptions;
+try {
+  options = parseBenchOptions(process.argv.slice(2));
+} catch (err) {
+  if (!(err instanceof BenchUsageError)) throw err;
+  process.stderr.write(`bench: ${err.message}\nusage: npm run bench -- [--quick] [--seconds N] [--rounds N] [--streams N] [--connections N]\n`);
+  process.exit(2);
+}
+const { seconds: SECONDS, rounds: ROUNDS, streams: STREAMS, connections: CONNECTIONS } = options;
 const RATES = [200, 1000];
 
 const stops: Array<() => Promise<unknown>> = [];
