@@ -21,8 +21,8 @@ export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: numb
     const worker = async () => {
       while (Date.now() < deadline) {
         const requestId = randomUUID();
-        if (!(await reserve(storage.db, { wallet, apiKeyId: key.id, requestId, amountUsdc: 100, leaseMs: 60_000 }))) throw new Error('benchmark wallet ran dry');
-        await finishReservation(storage.db, storage.engine, requestId, 40, {
+        if (!(await reserve(storage, { wallet, apiKeyId: key.id, requestId, amountUsdc: 100, leaseMs: 60_000 }))) throw new Error('benchmark wallet ran dry');
+        await finishReservation(storage, requestId, 40, {
           requestId, apiKeyId: key.id, wallet, model: 'bench', provider: 'bench', promptTokens: 10, completionTokens: 20,
           reasoningTokens: 0, cachedTokens: 0, providerCostUsdc: 30, status: 'success', latencyMs: 1, estimated: false,
         });

@@ -71,7 +71,7 @@ export class RequestBill {
       this.record(chargeUsdc, usage, status);
       this.services.inflight.delete(this);
     }
-    this.finished ??= finishReservation(this.services.storage.db, this.services.storage.engine, this.requestId, chargeUsdc, {
+    this.finished ??= finishReservation(this.services.storage, this.requestId, chargeUsdc, {
       requestId: this.requestId,
       apiKeyId: this.key.id,
       wallet: this.key.wallet,

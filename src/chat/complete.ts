@@ -30,12 +30,13 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
   const usage = readUsage(parsed.usage) ?? (await estimateUsage(plan.upstreamBody.messages, completionTextOf(parsed)));
   const outcome = await bill.settle(usage);
   if (outcome.shortfallUsdc > 0) reply.log.warn({ shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
-  const balance = await getBalance(services.storage.db, bill.key.wallet);
+  // The settle reports the balance it left; read it only if the settle found nothing to apply.
+  const balance = outcome.balanceUsdc ?? (await getBalance(services.storage.db, bill.key.wallet)).balance_usdc;
   void reply
     .code(200)
     .header('content-type', 'application/json; charset=utf-8')
     .header('x-tollgate-charged-usdc', outcome.chargedUsdc)
-    .header('x-tollgate-balance-usdc', balance.balance_usdc)
+    .header('x-tollgate-balance-usdc', balance)
     .header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false')
     .send(text);
 }

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Engine } from '../storage/database.ts';
+import type { Storage } from '../storage/database.ts';
 import type { Database } from '../storage/schema.ts';
 
 /**
@@ -16,41 +16,23 @@ export interface ReserveRequest {
   leaseMs: number;
 }
 
-/** Thrown inside the reserve transaction to roll back the reservation row. */
-class CannotCover extends Error {}
+const LOCK_FUNDS = 'UPDATE wallets SET locked_usdc = locked_usdc + ?, updated_at = ? WHERE address = ? AND balance_usdc - locked_usdc >= ?';
+const INSERT_RESERVATION = `INSERT INTO reservations
+  (wallet, api_key_id, request_id, amount_usdc, status, charged_usdc, lease_expires_at, created_at, finished_at)
+  VALUES (?, ?, ?, ?, 'pending', NULL, ?, ?, NULL)`;
 
-/** True when the wallet's available balance covered the amount and it is now locked. */
-export async function reserve(db: Kysely<Database>, r: ReserveRequest, now = Date.now()): Promise<boolean> {
-  try {
-    await db.transaction().execute(async (trx) => {
-      // One conditional UPDATE decides: concurrent reservations can never lock more than the balance.
-      const locked = await trx
-        .updateTable('wallets')
-        .set({ locked_usdc: sql`locked_usdc + ${r.amountUsdc}`, updated_at: now })
-        .where('address', '=', r.wallet)
-        .where(sql<boolean>`balance_usdc - locked_usdc >= ${r.amountUsdc}`)
-        .executeTakeFirst();
-      if (Number(locked.numUpdatedRows) !== 1) throw new CannotCover();
-      await trx
-        .insertInto('reservations')
-        .values({
-          wallet: r.wallet,
-          api_key_id: r.apiKeyId,
-          request_id: r.requestId,
-          amount_usdc: r.amountUsdc,
-          status: 'pending',
-          charged_usdc: null,
-          lease_expires_at: now + r.leaseMs,
-          created_at: now,
-          finished_at: null,
-        })
-        .execute();
-    });
+/**
+ * True when the wallet's available balance covered the amount and it is now locked. The promise
+ * settles only after the reservation is committed, so the provider is never called on an
+ * uncommitted one.
+ */
+export function reserve(storage: Pick<Storage, 'writeUnit'>, r: ReserveRequest, now = Date.now()): Promise<boolean> {
+  return storage.writeUnit(async (tx) => {
+    // One conditional UPDATE decides: concurrent reservations can never lock more than the balance.
+    if ((await tx.run(LOCK_FUNDS, [r.amountUsdc, now, r.wallet, r.amountUsdc])) !== 1) return false;
+    await tx.run(INSERT_RESERVATION, [r.wallet, r.apiKeyId, r.requestId, r.amountUsdc, now + r.leaseMs, now]);
     return true;
-  } catch (err) {
-    if (err instanceof CannotCover) return false;
-    throw err;
-  }
+  });
 }
 
 export interface UsageRecord {
@@ -75,75 +57,49 @@ export interface SettleOutcome {
   chargedUsdc: number;
   /** What could not be charged because the balance ran short (never driven negative). */
   shortfallUsdc: number;
+  /** The wallet's balance right after this finish; null when nothing was applied. */
+  balanceUsdc: number | null;
 }
+
+const CLAIM = "UPDATE reservations SET status = ?, finished_at = ? WHERE request_id = ? AND status = 'pending' RETURNING wallet, amount_usdc";
+const READ_WALLET = 'SELECT balance_usdc, locked_usdc FROM wallets WHERE address = ?';
+const RELEASE_AND_CHARGE = 'UPDATE wallets SET locked_usdc = locked_usdc - ?, balance_usdc = balance_usdc - ?, updated_at = ? WHERE address = ? RETURNING balance_usdc';
+const INSERT_CHARGE = "INSERT INTO ledger_entries (wallet, kind, amount_usdc, reference, note, created_at) VALUES (?, 'charge', ?, ?, ?, ?)";
+const RECORD_CHARGE = 'UPDATE reservations SET charged_usdc = ?, status = ? WHERE request_id = ?';
+const INSERT_USAGE = `INSERT INTO request_usage
+  (request_id, api_key_id, wallet, model, provider, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
+   charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /**
  * Finishes a reservation: charges `chargeUsdc` (0 voids it), releases the lock, and writes the
- * request's usage row, all in one transaction. The reservation's status change is the exactly-once
- * guard: a second settle or void of the same request changes nothing.
+ * request's usage row, all in one unit. The reservation's status change is the exactly-once guard:
+ * a second settle or void of the same request changes nothing.
  */
-export async function finishReservation(
-  db: Kysely<Database>,
-  engine: Engine,
-  requestId: string,
-  chargeUsdc: number,
-  usage: UsageRecord,
-  now = Date.now(),
-): Promise<SettleOutcome> {
-  return db.transaction().execute(async (trx) => {
-    const claimed = await trx
-      .updateTable('reservations')
-      .set({ status: chargeUsdc > 0 ? 'settled' : 'voided', finished_at: now })
-      .where('request_id', '=', requestId)
-      .where('status', '=', 'pending')
-      .returning(['wallet', 'amount_usdc'])
-      .executeTakeFirst();
-    if (!claimed) return { applied: false, chargedUsdc: 0, shortfallUsdc: 0 };
+export function finishReservation(storage: Pick<Storage, 'writeUnit'>, requestId: string, chargeUsdc: number, usage: UsageRecord, now = Date.now()): Promise<SettleOutcome> {
+  return storage.writeUnit(async (tx) => {
+    const [claimed] = await tx.all<{ wallet: string; amount_usdc: number }>(CLAIM, [chargeUsdc > 0 ? 'settled' : 'voided', now, requestId]);
+    if (!claimed) return { applied: false, chargedUsdc: 0, shortfallUsdc: 0, balanceUsdc: null };
     const reserved = Number(claimed.amount_usdc);
     const wallet = claimed.wallet;
 
     let charged = 0;
     if (chargeUsdc > 0) {
-      let walletQuery = trx.selectFrom('wallets').select(['balance_usdc', 'locked_usdc']).where('address', '=', wallet);
-      if (engine === 'postgres') walletQuery = walletQuery.forUpdate();
-      const w = await walletQuery.executeTakeFirstOrThrow();
+      // PostgreSQL: lock the row so the payable amount cannot change before the UPDATE below.
+      // SQLite: the write transaction already excludes every other writer.
+      const [w] = await tx.all<{ balance_usdc: number; locked_usdc: number }>(tx.engine === 'postgres' ? `${READ_WALLET} FOR UPDATE` : READ_WALLET, [wallet]);
       // After releasing this reservation, the charge may use what is not locked by other requests.
-      const payable = Number(w.balance_usdc) - (Number(w.locked_usdc) - reserved);
+      const payable = Number(w!.balance_usdc) - (Number(w!.locked_usdc) - reserved);
       charged = Math.max(0, Math.min(chargeUsdc, payable));
     }
-    await trx
-      .updateTable('wallets')
-      .set({ locked_usdc: sql`locked_usdc - ${reserved}`, balance_usdc: sql`balance_usdc - ${charged}`, updated_at: now })
-      .where('address', '=', wallet)
-      .execute();
-    if (charged > 0) {
-      await trx
-        .insertInto('ledger_entries')
-        .values({ wallet, kind: 'charge', amount_usdc: -charged, reference: requestId, note: usage.model, created_at: now })
-        .execute();
-    }
-    await trx.updateTable('reservations').set({ charged_usdc: charged, status: charged > 0 ? 'settled' : 'voided' }).where('request_id', '=', requestId).execute();
-    await trx
-      .insertInto('request_usage')
-      .values({
-        request_id: requestId,
-        api_key_id: usage.apiKeyId,
-        wallet,
-        model: usage.model,
-        provider: usage.provider,
-        prompt_tokens: usage.promptTokens,
-        completion_tokens: usage.completionTokens,
-        reasoning_tokens: usage.reasoningTokens,
-        cached_tokens: usage.cachedTokens,
-        charged_usdc: charged,
-        provider_cost_usdc: charged > 0 ? usage.providerCostUsdc : 0,
-        status: usage.status,
-        latency_ms: usage.latencyMs,
-        estimated: usage.estimated ? 1 : 0,
-        created_at: now,
-      })
-      .execute();
-    return { applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged };
+    const [after] = await tx.all<{ balance_usdc: number }>(RELEASE_AND_CHARGE, [reserved, charged, now, wallet]);
+    if (charged > 0) await tx.run(INSERT_CHARGE, [wallet, -charged, requestId, usage.model, now]);
+    await tx.run(RECORD_CHARGE, [charged, charged > 0 ? 'settled' : 'voided', requestId]);
+    await tx.run(INSERT_USAGE, [
+      requestId, usage.apiKeyId, wallet, usage.model, usage.provider, usage.promptTokens, usage.completionTokens, usage.reasoningTokens,
+      usage.cachedTokens, charged, charged > 0 ? usage.providerCostUsdc : 0, usage.status, usage.latencyMs, usage.estimated ? 1 : 0, now,
+    ]);
+    return { applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) };
   });
 }
 

@@ -4,12 +4,15 @@ import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import Libsql from 'libsql';
 import pg from 'pg';
 import type { Database } from './schema.ts';
+import { postgresUnits, SqliteGroupCommit, type UnitRunner } from './write-units.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
 export interface Storage {
   db: Kysely<Database>;
   engine: Engine;
+  /** Runs the ledger's hot write units: group-committed on SQLite, one transaction each on PostgreSQL. */
+  writeUnit: UnitRunner;
   close(): Promise<void>;
 }
 
@@ -31,7 +34,8 @@ function openSqlite(path: string): Storage {
   sqlite.exec('PRAGMA foreign_keys = ON');
   cachePreparedStatements(sqlite);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite as never }) });
-  return { db, engine: 'sqlite', close: () => db.destroy() };
+  const groupCommit = new SqliteGroupCommit(sqlite, (work) => db.connection().execute(work));
+  return { db, engine: 'sqlite', writeUnit: groupCommit.submit, close: () => db.destroy() };
 }
 
 /**
@@ -73,5 +77,5 @@ function openPostgres(url: string, max: number): Storage {
   // An idle client's network error would otherwise be an unhandled 'error' event that kills the process.
   pool.on('error', () => undefined);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  return { db, engine: 'postgres', close: () => db.destroy() };
+  return { db, engine: 'postgres', writeUnit: postgresUnits(db), close: () => db.destroy() };
 }

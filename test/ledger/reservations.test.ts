@@ -32,15 +32,15 @@ for (const engine of ENGINES) {
 
     test('reserve locks, settle charges once and releases the rest; a second finish changes nothing', async () => {
       const w = await funded(1000);
-      assert.equal(await reserve(s.db, { wallet: w, apiKeyId: 1, requestId: `${w}-a`, amountUsdc: 600, leaseMs: 60_000 }), true);
+      assert.equal(await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-a`, amountUsdc: 600, leaseMs: 60_000 }), true);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 600, available_usdc: 400 });
       await ok();
-      assert.equal(await reserve(s.db, { wallet: w, apiKeyId: 1, requestId: `${w}-b`, amountUsdc: 401, leaseMs: 60_000 }), false, 'cannot lock more than is available');
-      const first = await finishReservation(s.db, engine, `${w}-a`, 250, usage(`${w}-a`, w));
-      assert.deepEqual(first, { applied: true, chargedUsdc: 250, shortfallUsdc: 0 });
-      const again = await finishReservation(s.db, engine, `${w}-a`, 250, usage(`${w}-a`, w));
+      assert.equal(await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-b`, amountUsdc: 401, leaseMs: 60_000 }), false, 'cannot lock more than is available');
+      const first = await finishReservation(s, `${w}-a`, 250, usage(`${w}-a`, w));
+      assert.deepEqual(first, { applied: true, chargedUsdc: 250, shortfallUsdc: 0, balanceUsdc: 750 });
+      const again = await finishReservation(s, `${w}-a`, 250, usage(`${w}-a`, w));
       assert.equal(again.applied, false);
-      const voidAfter = await finishReservation(s.db, engine, `${w}-a`, 0, usage(`${w}-a`, w));
+      const voidAfter = await finishReservation(s, `${w}-a`, 0, usage(`${w}-a`, w));
       assert.equal(voidAfter.applied, false);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 750, locked_usdc: 0, available_usdc: 750 });
       await ok();
@@ -48,8 +48,8 @@ for (const engine of ENGINES) {
 
     test('racing settles of one reservation charge it once', async () => {
       const w = await funded(1000);
-      await reserve(s.db, { wallet: w, apiKeyId: 1, requestId: `${w}-r`, amountUsdc: 500, leaseMs: 60_000 });
-      const results = await Promise.allSettled(Array.from({ length: 10 }, () => finishReservation(s.db, engine, `${w}-r`, 300, usage(`${w}-r`, w))));
+      await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-r`, amountUsdc: 500, leaseMs: 60_000 });
+      const results = await Promise.allSettled(Array.from({ length: 10 }, () => finishReservation(s, `${w}-r`, 300, usage(`${w}-r`, w))));
       const applied = results.filter((r) => r.status === 'fulfilled' && r.value.applied).length;
       assert.equal(applied, 1);
       assert.equal((await getBalance(s.db, w)).balance_usdc, 700);
@@ -58,32 +58,32 @@ for (const engine of ENGINES) {
 
     test('a true cost above the reservation is charged up to what is available, never below zero', async () => {
       const w = await funded(1000);
-      await reserve(s.db, { wallet: w, apiKeyId: 1, requestId: `${w}-x`, amountUsdc: 100, leaseMs: 60_000 });
-      await reserve(s.db, { wallet: w, apiKeyId: 1, requestId: `${w}-y`, amountUsdc: 300, leaseMs: 60_000 });
-      const outcome = await finishReservation(s.db, engine, `${w}-x`, 5000, usage(`${w}-x`, w));
-      assert.deepEqual(outcome, { applied: true, chargedUsdc: 700, shortfallUsdc: 4300 }, 'the other request keeps its 300 locked');
+      await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-x`, amountUsdc: 100, leaseMs: 60_000 });
+      await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-y`, amountUsdc: 300, leaseMs: 60_000 });
+      const outcome = await finishReservation(s, `${w}-x`, 5000, usage(`${w}-x`, w));
+      assert.deepEqual(outcome, { applied: true, chargedUsdc: 700, shortfallUsdc: 4300, balanceUsdc: 300 }, 'the other request keeps its 300 locked');
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 300, locked_usdc: 300, available_usdc: 0 });
-      await finishReservation(s.db, engine, `${w}-y`, 0, usage(`${w}-y`, w));
+      await finishReservation(s, `${w}-y`, 0, usage(`${w}-y`, w));
       await ok();
     });
 
     test('the sweeper voids only expired reservations, and a late settle then changes nothing', async () => {
       const w = await funded(1000);
       const now = Date.now();
-      await reserve(s.db, { wallet: w, apiKeyId: 1, requestId: `${w}-old`, amountUsdc: 200, leaseMs: 1000 }, now - 5000);
-      await reserve(s.db, { wallet: w, apiKeyId: 1, requestId: `${w}-live`, amountUsdc: 300, leaseMs: 60_000 }, now);
+      await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-old`, amountUsdc: 200, leaseMs: 1000 }, now - 5000);
+      await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-live`, amountUsdc: 300, leaseMs: 60_000 }, now);
       assert.ok((await sweepExpiredReservations(s.db, now)) >= 1);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 300, available_usdc: 700 });
       const rows = await s.db.selectFrom('reservations').select(['request_id', 'status']).where('wallet', '=', w).orderBy('id').execute();
       assert.deepEqual(rows.map((r) => r.status), ['voided', 'pending']);
-      assert.equal((await finishReservation(s.db, engine, `${w}-old`, 150, usage(`${w}-old`, w))).applied, false);
-      await finishReservation(s.db, engine, `${w}-live`, 100, usage(`${w}-live`, w));
+      assert.equal((await finishReservation(s, `${w}-old`, 150, usage(`${w}-old`, w))).applied, false);
+      await finishReservation(s, `${w}-live`, 100, usage(`${w}-live`, w));
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 900, locked_usdc: 0, available_usdc: 900 });
       await ok();
     });
 
     test('a wallet that was never funded cannot reserve', async () => {
-      assert.equal(await reserve(s.db, { wallet: wallet(), apiKeyId: 1, requestId: `none-${engine}`, amountUsdc: 1, leaseMs: 1000 }), false);
+      assert.equal(await reserve(s, { wallet: wallet(), apiKeyId: 1, requestId: `none-${engine}`, amountUsdc: 1, leaseMs: 1000 }), false);
     });
   });
 }

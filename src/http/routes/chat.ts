@@ -21,7 +21,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
 
     const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
-    const reserved = await reserve(services.storage.db, { wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs });
+    const reserved = await reserve(services.storage, { wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs });
     if (!reserved) {
       const balance = await getBalance(services.storage.db, key.wallet);
       throw new ApiError(

@@ -1,0 +1,146 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+import type Libsql from 'libsql';
+import type { Engine } from './database.ts';
+import type { Database } from './schema.ts';
+
+/**
+ * The statements of one unit of work, inside that unit's own transaction (or savepoint). SQL is
+ * written once, with `?` placeholders, for both engines. Used for the ledger's hot path, where
+ * Kysely's builder and per-transaction machinery cost more than the statements themselves.
+ */
+export interface UnitTx {
+  engine: Engine;
+  /** Runs a statement; returns how many rows it changed. */
+  run(sql: string, params: unknown[]): Promise<number>;
+  /** Runs a query (or a statement with RETURNING); returns its rows. */
+  all<T>(sql: string, params: unknown[]): Promise<T[]>;
+}
+
+/**
+ * All or nothing: a unit either commits every statement it ran, or none of them (it threw). A unit
+ * may await only its `tx` calls: on SQLite it runs while other units of its batch wait.
+ */
+export type WriteUnit<T> = (tx: UnitTx) => Promise<T>;
+
+/** Runs write units; each promise settles only once the unit is committed (or rolled back). */
+export type UnitRunner = <T>(unit: WriteUnit<T>) => Promise<T>;
+
+/** PostgreSQL: each unit is its own transaction, its statements sent precompiled (no query builder). */
+export function postgresUnits(db: Kysely<Database>): UnitRunner {
+  const texts = new Map<string, string>();
+  const numbered = (sql: string) => {
+    let text = texts.get(sql);
+    if (text === undefined) {
+      let i = 0;
+      // Our unit SQL has no string literals holding '?', so every '?' is a placeholder.
+      text = sql.replace(/\?/g, () => `$${++i}`);
+      texts.set(sql, text);
+    }
+    return text;
+  };
+  return (unit) =>
+    db.transaction().execute((trx) =>
+      unit({
+        engine: 'postgres',
+        run: async (sql, params) => Number((await trx.executeQuery(CompiledQuery.raw(numbered(sql), params))).numAffectedRows ?? 0),
+        all: async <T>(sql: string, params: unknown[]) => (await trx.executeQuery<T>(CompiledQuery.raw(numbered(sql), params))).rows as T[],
+      }),
+    );
+}
+
+/** How many units one SQLite transaction takes at most, so one commit never stalls the process long. */
+const MAX_UNITS_PER_COMMIT = 256;
+
+interface Queued {
+  unit: WriteUnit<unknown>;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * SQLite group commit. Units submitted in the same turn of the event loop are written in one
+ * transaction, each inside its own savepoint, so a unit that fails rolls back alone. Every caller
+ * is answered only after COMMIT returns, so durability per unit is exactly that of one transaction
+ * per unit: a reservation is committed before the provider is called, a settle before the client is
+ * answered. In WAL mode a committed transaction is in the WAL file, so a process crash loses none.
+ *
+ * What it saves: one BEGIN/COMMIT and one WAL append of each touched page per batch instead of per
+ * unit, and Kysely's transaction machinery (mutex, promise chains, query building) per unit.
+ *
+ * The batch holds Kysely's single SQLite connection (`hold`) while it runs, so no Kysely query
+ * ever interleaves with it.
+ */
+export class SqliteGroupCommit {
+  private queue: Queued[] = [];
+  private scheduled = false;
+  private readonly tx: UnitTx;
+
+  constructor(
+    private readonly sqlite: Libsql.Database,
+    private readonly hold: (work: () => Promise<void>) => Promise<void>,
+  ) {
+    // `prepare` is the caching one installed by openSqlite: each text is compiled once.
+    this.tx = {
+      engine: 'sqlite',
+      run: (sql, params) => Promise.resolve(this.sqlite.prepare(sql).run(params).changes),
+      all: <T>(sql: string, params: unknown[]) => Promise.resolve(this.sqlite.prepare(sql).all(params) as T[]),
+    };
+  }
+
+  readonly submit: UnitRunner = <T>(unit: WriteUnit<T>) =>
+    new Promise<T>((resolve, reject) => {
+      this.queue.push({ unit, resolve: resolve as (v: unknown) => void, reject });
+      this.schedule();
+    });
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // setImmediate, not a microtask: requests that arrived in the same poll phase join the batch.
+    setImmediate(() => {
+      this.hold(() => this.flush()).catch((err) => {
+        // Acquiring the connection failed (the database is closing): nothing ran, tell everyone.
+        for (const q of this.queue.splice(0)) q.reject(err);
+      });
+    });
+  }
+
+  private async flush(): Promise<void> {
+    this.scheduled = false;
+    const batch = this.queue.splice(0, MAX_UNITS_PER_COMMIT);
+    if (this.queue.length) this.schedule();
+    if (!batch.length) return;
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; err: unknown }> = [];
+    try {
+      this.exec('BEGIN IMMEDIATE');
+      for (const q of batch) {
+        this.exec('SAVEPOINT unit');
+        try {
+          const value = await q.unit(this.tx);
+          this.exec('RELEASE unit');
+          outcomes.push({ ok: true, value });
+        } catch (err) {
+          this.exec('ROLLBACK TO unit');
+          this.exec('RELEASE unit');
+          outcomes.push({ ok: false, err });
+        }
+      }
+      this.exec('COMMIT');
+    } catch (err) {
+      // BEGIN, a savepoint or COMMIT failed (disk full, locked by another process beyond
+      // busy_timeout): nothing of this batch is durable, so every unit fails and none half-applies.
+      if (this.sqlite.inTransaction) this.exec('ROLLBACK');
+      for (const q of batch) q.reject(err);
+      return;
+    }
+    batch.forEach((q, i) => {
+      const o = outcomes[i]!;
+      if (o.ok) q.resolve(o.value);
+      else q.reject(o.err);
+    });
+  }
+
+  private exec(sql: string): void {
+    this.sqlite.prepare(sql).run();
+  }
+}
