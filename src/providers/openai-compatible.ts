@@ -24,7 +24,8 @@ export function openAICompatible(name: string, config: ProviderConfig, apiKey: s
 
   return {
     name,
-    chat: (body, signal) => pool.request({ method: 'POST', path, headers, body, signal }),
+    // OpenAI's own name for a caller-chosen request id; other providers ignore it.
+    chat: (body, requestId, signal) => pool.request({ method: 'POST', path, headers: { ...headers, 'x-client-request-id': requestId }, body, signal }),
     close: () => pool.close(),
     destroy: () => pool.destroy(),
   };

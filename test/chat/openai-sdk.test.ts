@@ -36,6 +36,7 @@ describe('chat completions through the official openai SDK', () => {
     assert.equal(sent.body.model, 'chat-small', 'the upstream gets its own model name');
     assert.equal(sent.body.max_tokens, 1024, 'the default max_tokens is sent explicitly');
     assert.equal(sent.headers.authorization, 'Bearer sk-upstream-secret-abcdef', 'the provider key comes from the environment');
+    assert.equal(sent.headers['x-client-request-id'], response.headers.get('x-request-id'), 'the provider sees our request id');
     assert.ok(!h.gw.logs().includes('sk-upstream-secret-abcdef'));
   });
 

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { getBalance } from '../../src/ledger/balances.ts';
+import { applyMovement } from '../../src/ledger/credits.ts';
+import { checkLedger } from '../../src/ledger/invariants.ts';
+import { sweepExpiredReservations } from '../../src/ledger/reservations.ts';
+import { openStorage, type Storage } from '../../src/storage/database.ts';
+import { MODELS } from '../support/chat-harness.ts';
+import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
+import { call } from '../support/gateway.ts';
+import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
+import { newAccount, siweProof } from '../support/siwe.ts';
+
+/**
+ * Durability of billing when the process dies: `tollgate serve` is SIGKILLed in the middle of a
+ * load of chats (JSON and streams), with reservations and settles in flight. On SQLite they are
+ * group-committed, so this is where a batch answered before its COMMIT would show.
+ */
+const WORKERS = 24;
+const KILL_AFTER_PROVIDER_CALLS = 120;
+
+for (const engine of ENGINES) {
+  describe(`a gateway killed under load (${engine})`, () => {
+    let fake: FakeOpenAI;
+    let databaseUrl: string;
+    let storage: Storage;
+    const processes: GatewayProcess[] = [];
+    const config = () => ({
+      database: { url: databaseUrl },
+      providers: { fake: { baseUrl: fake.url } },
+      models: MODELS.filter((m) => m.provider === 'fake'),
+      rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 }, keys: { perMinute: 1000 }, public: { perMinute: 100_000 } },
+    });
+    const env = { TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex') };
+
+    before(async () => {
+      // Answers take 0-20 ms, so at the kill some requests wait for the provider, some are settling.
+      fake = await startFakeOpenAI({ behaviourFor: () => ({ delayMs: Math.floor(Math.random() * 20), usage: { prompt_tokens: 10, completion_tokens: 20 } }) });
+      databaseUrl = await freshDatabaseUrl(engine);
+      processes.push(await startGatewayProcess(config(), env));
+      storage = openStorage(databaseUrl, { poolSize: 2 });
+    });
+    after(async () => {
+      await Promise.all(processes.map((p) => p.stop()));
+      await storage?.close();
+      await fake?.close();
+    });
+
+    test('every provider call was reserved first, every answered request is settled, nothing is lost after the restart', async () => {
+      const gw = processes[0]!;
+      const account = newAccount();
+      const FUNDED = 50_000_000;
+      await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: account.address, kind: 'adjustment', amountUsdc: FUNDED, note: 'test funding' }));
+      const created = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      assert.equal(created.status, 201, created.text);
+      const headers = { authorization: `Bearer ${created.body.key}`, 'content-type': 'application/json' };
+
+      // Request ids of answers the client received in full: a JSON 200, or a stream up to [DONE].
+      const answered: string[] = [];
+      let killed = false;
+      const worker = async (n: number) => {
+        for (let i = 0; !killed; i++) {
+          const stream = (n + i) % 2 === 0;
+          try {
+            const res = await fetch(`${gw.url}/v1/chat/completions`, {
+              method: 'POST',
+              headers,
+              body: JSON.stringify({ model: 'fake/chat-small', messages: [{ role: 'user', content: `hi ${n}/${i}` }], max_tokens: 50, stream }),
+            });
+            const text = await res.text();
+            if (res.status !== 200) assert.fail(`unexpected ${res.status} before the kill: ${text}`);
+            if (!stream || (text.endsWith('data: [DONE]\n\n') && !text.includes('"upstream_error"'))) answered.push(res.headers.get('x-request-id')!);
+          } catch (err) {
+            if (!killed) throw err;
+          }
+        }
+      };
+      const load = Promise.all(Array.from({ length: WORKERS }, (_, n) => worker(n)));
+      while (fake.received.length < KILL_AFTER_PROVIDER_CALLS) await new Promise((r) => setTimeout(r, 5));
+      killed = true;
+      await gw.kill();
+      await load;
+      assert.ok(answered.length > 0, 'some requests completed before the kill');
+
+      const reservations = new Map(
+        (await storage.db.selectFrom('reservations').select(['request_id', 'status']).where('wallet', '=', account.address.toLowerCase()).execute()).map((r) => [r.request_id, r.status]),
+      );
+      const called = fake.received.map((r) => r.headers['x-client-request-id'] as string);
+      const unreserved = called.filter((id) => !reservations.has(id));
+      assert.deepEqual(unreserved, [], 'the provider was called only for committed reservations');
+      const usageRows = new Set((await storage.db.selectFrom('request_usage').select('request_id').where('request_id', 'in', answered).execute()).map((r) => r.request_id));
+      const unsettled = answered.filter((id) => reservations.get(id) !== 'settled' || !usageRows.has(id));
+      assert.deepEqual(unsettled, [], 'every answer the client received is settled and has its usage row');
+      const pendingAtKill = [...reservations.values()].filter((s) => s === 'pending').length;
+
+      // What the dead process left locked is released by the sweeper once its lease has run out.
+      await sweepExpiredReservations(storage.db, Date.now() + 601_000);
+      const ledger = await checkLedger(storage.db);
+      assert.ok(ledger.ok, ledger.problems.join('\n'));
+      const balance = await getBalance(storage.db, account.address);
+      assert.equal(balance.locked_usdc, 0, `all ${pendingAtKill} reservations pending at the kill are released`);
+      assert.equal(balance.balance_usdc, FUNDED - ledger.chargesUsdc, 'the balance is the funding minus the recorded charges');
+
+      // The same database serves again after the crash.
+      const restarted = await startGatewayProcess(config(), env);
+      processes.push(restarted);
+      const again = await call(restarted.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'after' }], max_tokens: 50 }, headers);
+      assert.equal(again.status, 200, again.text);
+      assert.equal((await getBalance(storage.db, account.address)).balance_usdc, balance.balance_usdc - Number(again.headers.get('x-tollgate-charged-usdc')));
+    });
+  });
+}
