@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ApiError, handleError } from './http/errors.ts';
 import { chatRoutes } from './http/routes/chat.ts';
@@ -31,7 +31,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     loggerInstance: services.logger as FastifyBaseLogger,
     bodyLimit: services.config.limits.bodyBytes,
     trustProxy: services.config.server.trustProxy,
-    genReqId: () => randomUUID(),
+    // Time-ordered (UUIDv7): request ids key the reservation and usage rows, and ordered keys append
+    // to the end of their indexes instead of dirtying a random page per request, which halves what
+    // each SQLite commit writes.
+    genReqId: () => uuidv7(),
   });
 
   const routes: RegisteredRoute[] = [];

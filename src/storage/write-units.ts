@@ -52,6 +52,7 @@ export function postgresUnits(db: Kysely<Database>): UnitRunner {
 const MAX_UNITS_PER_COMMIT = 256;
 
 interface Queued {
+  // A unit may run twice (see flush), so it must not act outside its tx.
   unit: WriteUnit<unknown>;
   resolve(value: unknown): void;
   reject(err: unknown): void;
@@ -59,7 +60,8 @@ interface Queued {
 
 /**
  * SQLite group commit. Units submitted in the same turn of the event loop are written in one
- * transaction, each inside its own savepoint, so a unit that fails rolls back alone. Every caller
+ * transaction; if any unit fails, the batch is rolled back and each unit is run again on its own,
+ * so only the failing one fails. Every caller
  * is answered only after COMMIT returns, so durability per unit is exactly that of one transaction
  * per unit: a reservation is committed before the provider is called, a settle before the client is
  * answered. In WAL mode a committed transaction is in the WAL file, so a process crash loses none.
@@ -110,34 +112,37 @@ export class SqliteGroupCommit {
     const batch = this.queue.splice(0, MAX_UNITS_PER_COMMIT);
     if (this.queue.length) this.schedule();
     if (!batch.length) return;
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; err: unknown }> = [];
-    try {
-      this.exec('BEGIN IMMEDIATE');
-      for (const q of batch) {
-        this.exec('SAVEPOINT unit');
-        try {
-          const value = await q.unit(this.tx);
-          this.exec('RELEASE unit');
-          outcomes.push({ ok: true, value });
-        } catch (err) {
-          this.exec('ROLLBACK TO unit');
-          this.exec('RELEASE unit');
-          outcomes.push({ ok: false, err });
-        }
-      }
-      this.exec('COMMIT');
-    } catch (err) {
-      // BEGIN, a savepoint or COMMIT failed (disk full, locked by another process beyond
-      // busy_timeout): nothing of this batch is durable, so every unit fails and none half-applies.
-      if (this.sqlite.inTransaction) this.exec('ROLLBACK');
-      for (const q of batch) q.reject(err);
+    const together = await this.commit(batch);
+    if (together.ok) {
+      batch.forEach((q, i) => q.resolve(together.values[i]));
       return;
     }
-    batch.forEach((q, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) q.resolve(o.value);
-      else q.reject(o.err);
-    });
+    if (batch.length === 1) {
+      batch[0]!.reject(together.err);
+      return;
+    }
+    // One unit failed (or the commit did), and the whole batch was rolled back. Rather than pay
+    // for a savepoint around every unit on the fast path, run each again in its own transaction,
+    // so that only the failing one fails.
+    for (const q of batch) {
+      const alone = await this.commit([q]);
+      if (alone.ok) q.resolve(alone.values[0]);
+      else q.reject(alone.err);
+    }
+  }
+
+  /** Runs the units in one transaction: all of them commit, or (on any error) none does. */
+  private async commit(units: Queued[]): Promise<{ ok: true; values: unknown[] } | { ok: false; err: unknown }> {
+    const values: unknown[] = [];
+    try {
+      this.exec('BEGIN IMMEDIATE');
+      for (const q of units) values.push(await q.unit(this.tx));
+      this.exec('COMMIT');
+      return { ok: true, values };
+    } catch (err) {
+      if (this.sqlite.inTransaction) this.exec('ROLLBACK');
+      return { ok: false, err };
+    }
   }
 
   private exec(sql: string): void {
