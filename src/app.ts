@@ -1,4 +1,4 @@
-import { v7 as uuidv7 } from 'uuid';
+import { newRequestId } from './http/request-id.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ApiError, handleError } from './http/errors.ts';
 import { chatRoutes } from './http/routes/chat.ts';
@@ -31,10 +31,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     loggerInstance: services.logger as FastifyBaseLogger,
     bodyLimit: services.config.limits.bodyBytes,
     trustProxy: services.config.server.trustProxy,
-    // Time-ordered (UUIDv7): request ids key the reservation and usage rows, and ordered keys append
-    // to the end of their indexes instead of dirtying a random page per request, which halves what
-    // each SQLite commit writes.
-    genReqId: () => uuidv7(),
+    genReqId: newRequestId,
   });
 
   const routes: RegisteredRoute[] = [];

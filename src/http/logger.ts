@@ -25,7 +25,10 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
         err: pino.stdSerializers.err,
       },
     },
-    destination,
+    // Asynchronous writes to stdout: under load, the lines logged while one write is in flight go
+    // out together in the next, instead of one write system call per line. pino flushes what is
+    // left when the process exits.
+    destination ?? pino.destination({ dest: 1, sync: false }),
   );
 }
 

@@ -61,11 +61,14 @@ export interface SettleOutcome {
   balanceUsdc: number | null;
 }
 
-const CLAIM = "UPDATE reservations SET status = ?, finished_at = ? WHERE request_id = ? AND status = 'pending' RETURNING wallet, amount_usdc";
-const READ_WALLET = 'SELECT balance_usdc, locked_usdc FROM wallets WHERE address = ?';
+// The reservation and its wallet in one read. On PostgreSQL both rows are locked: a concurrent
+// finish of the same request waits here, then finds it no longer pending.
+const READ_PENDING = `SELECT r.wallet, r.amount_usdc, w.balance_usdc, w.locked_usdc
+  FROM reservations r JOIN wallets w ON w.address = r.wallet
+  WHERE r.request_id = ? AND r.status = 'pending'`;
+const CLOSE = "UPDATE reservations SET status = ?, charged_usdc = ?, finished_at = ? WHERE request_id = ? AND status = 'pending'";
 const RELEASE_AND_CHARGE = 'UPDATE wallets SET locked_usdc = locked_usdc - ?, balance_usdc = balance_usdc - ?, updated_at = ? WHERE address = ? RETURNING balance_usdc';
 const INSERT_CHARGE = "INSERT INTO ledger_entries (wallet, kind, amount_usdc, reference, note, created_at) VALUES (?, 'charge', ?, ?, ?, ?)";
-const RECORD_CHARGE = 'UPDATE reservations SET charged_usdc = ?, status = ? WHERE request_id = ?';
 const INSERT_USAGE = `INSERT INTO request_usage
   (request_id, api_key_id, wallet, model, provider, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
    charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
@@ -77,26 +80,22 @@ const INSERT_USAGE = `INSERT INTO request_usage
  * a second settle or void of the same request changes nothing.
  */
 export function finishReservation(storage: Pick<Storage, 'writeUnit'>, requestId: string, chargeUsdc: number, usage: UsageRecord, now = Date.now()): Promise<SettleOutcome> {
+  const notApplied: SettleOutcome = { applied: false, chargedUsdc: 0, shortfallUsdc: 0, balanceUsdc: null };
   return storage.writeUnit(async (tx) => {
-    const [claimed] = await tx.all<{ wallet: string; amount_usdc: number }>(CLAIM, [chargeUsdc > 0 ? 'settled' : 'voided', now, requestId]);
-    if (!claimed) return { applied: false, chargedUsdc: 0, shortfallUsdc: 0, balanceUsdc: null };
-    const reserved = Number(claimed.amount_usdc);
-    const wallet = claimed.wallet;
-
-    let charged = 0;
-    if (chargeUsdc > 0) {
-      // PostgreSQL: lock the row so the payable amount cannot change before the UPDATE below.
-      // SQLite: the write transaction already excludes every other writer.
-      const [w] = await tx.all<{ balance_usdc: number; locked_usdc: number }>(tx.engine === 'postgres' ? `${READ_WALLET} FOR UPDATE` : READ_WALLET, [wallet]);
-      // After releasing this reservation, the charge may use what is not locked by other requests.
-      const payable = Number(w!.balance_usdc) - (Number(w!.locked_usdc) - reserved);
-      charged = Math.max(0, Math.min(chargeUsdc, payable));
-    }
-    const [after] = await tx.all<{ balance_usdc: number }>(RELEASE_AND_CHARGE, [reserved, charged, now, wallet]);
-    if (charged > 0) await tx.run(INSERT_CHARGE, [wallet, -charged, requestId, usage.model, now]);
-    await tx.run(RECORD_CHARGE, [charged, charged > 0 ? 'settled' : 'voided', requestId]);
+    const r = await tx.get<{ wallet: string; amount_usdc: number; balance_usdc: number; locked_usdc: number }>(
+      tx.engine === 'postgres' ? `${READ_PENDING} FOR UPDATE` : READ_PENDING,
+      [requestId],
+    );
+    if (!r) return notApplied;
+    const reserved = Number(r.amount_usdc);
+    // After releasing this reservation, the charge may use what is not locked by other requests.
+    const payable = Number(r.balance_usdc) - (Number(r.locked_usdc) - reserved);
+    const charged = Math.max(0, Math.min(chargeUsdc, payable));
+    if ((await tx.run(CLOSE, [charged > 0 ? 'settled' : 'voided', charged, now, requestId])) !== 1) return notApplied;
+    const after = await tx.get<{ balance_usdc: number }>(RELEASE_AND_CHARGE, [reserved, charged, now, r.wallet]);
+    if (charged > 0) await tx.run(INSERT_CHARGE, [r.wallet, -charged, requestId, usage.model, now]);
     await tx.run(INSERT_USAGE, [
-      requestId, usage.apiKeyId, wallet, usage.model, usage.provider, usage.promptTokens, usage.completionTokens, usage.reasoningTokens,
+      requestId, usage.apiKeyId, r.wallet, usage.model, usage.provider, usage.promptTokens, usage.completionTokens, usage.reasoningTokens,
       usage.cachedTokens, charged, charged > 0 ? usage.providerCostUsdc : 0, usage.status, usage.latencyMs, usage.estimated ? 1 : 0, now,
     ]);
     return { applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) };

@@ -12,8 +12,8 @@ export interface UnitTx {
   engine: Engine;
   /** Runs a statement; returns how many rows it changed. */
   run(sql: string, params: unknown[]): Promise<number>;
-  /** Runs a query (or a statement with RETURNING); returns its rows. */
-  all<T>(sql: string, params: unknown[]): Promise<T[]>;
+  /** Runs a query (or a statement with RETURNING) that yields at most one row; returns it. */
+  get<T>(sql: string, params: unknown[]): Promise<T | undefined>;
 }
 
 /**
@@ -43,7 +43,7 @@ export function postgresUnits(db: Kysely<Database>): UnitRunner {
       unit({
         engine: 'postgres',
         run: async (sql, params) => Number((await trx.executeQuery(CompiledQuery.raw(numbered(sql), params))).numAffectedRows ?? 0),
-        all: async <T>(sql: string, params: unknown[]) => (await trx.executeQuery<T>(CompiledQuery.raw(numbered(sql), params))).rows as T[],
+        get: async <T>(sql: string, params: unknown[]) => (await trx.executeQuery<T>(CompiledQuery.raw(numbered(sql), params))).rows[0],
       }),
     );
 }
@@ -85,7 +85,8 @@ export class SqliteGroupCommit {
     this.tx = {
       engine: 'sqlite',
       run: (sql, params) => Promise.resolve(this.sqlite.prepare(sql).run(params).changes),
-      all: <T>(sql: string, params: unknown[]) => Promise.resolve(this.sqlite.prepare(sql).all(params) as T[]),
+      // get(), not all(): libsql's all() walks an iterator built per call.
+      get: <T>(sql: string, params: unknown[]) => Promise.resolve(this.sqlite.prepare(sql).get(params) as T | undefined),
     };
   }
 
