@@ -49,7 +49,7 @@ export interface ServiceOptions {
 }
 
 export async function createServices(config: Config, opts: ServiceOptions): Promise<Services> {
-  const storage = openStorage(config.database.url);
+  const storage = openStorage(config.database.url, { backgroundCheckpoints: true });
   try {
     if (opts.migrate !== false) {
       const { applied } = await migrateToLatest(storage);
