@@ -32,6 +32,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     bodyLimit: services.config.limits.bodyBytes,
     trustProxy: services.config.server.trustProxy,
     genReqId: newRequestId,
+    // One access-log line per request, written when it ends (onResponse below), instead of
+    // Fastify's two: half the log volume, and the line has everything (method, url, status, time).
+    disableRequestLogging: true,
   });
 
   const routes: RegisteredRoute[] = [];
@@ -44,6 +47,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
   });
   app.addHook('onResponse', async (request, reply) => {
+    request.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
     // The route pattern, never the raw URL: wallet addresses and ids would explode the label set.
     services.metrics.requests.inc({ method: request.method, route: request.routeOptions.url ?? 'unmatched', status: reply.statusCode });
   });
