@@ -81,6 +81,10 @@ export function printReport(r: Report): void {
       out.push(`${`  ${kind} @${rate}/s`.padEnd(44)}${r.targets.slice(1).map((t) => `${fmt(all[t]![metric]! - direct[metric]!)}`.padStart(width)).join('')}`);
     }
   }
+  const failures = r.targets.flatMap((t) =>
+    Object.entries(r.latency[t] ?? {}).flatMap(([phase, l]) => (l.failed ? [`  ${t}, ${phase}: ${Object.entries(l.failures ?? {}).map(([why, n]) => `${n} × ${why}`).join(', ')}`] : [])),
+  );
+  if (failures.length) out.push('', 'Open-loop failures (HTTP status, or the client error):', ...failures);
   out.push('');
   out.push(`Ledger reserve+settle (ops/s): SQLite ${fmt(r.ledger.sqlite!)}, PostgreSQL ${fmt(r.ledger.postgres!)}; as a share of the reference proxy's JSON throughput: ${(r.ledger.sqlite! / ref['saturation JSON (req/s)']!).toFixed(2)}× and ${(r.ledger.postgres! / ref['saturation JSON (req/s)']!).toFixed(2)}×`);
   out.push('');

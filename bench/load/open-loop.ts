@@ -7,6 +7,8 @@ export interface OpenLoop {
   rate: number;
   sent: number;
   failed: number;
+  /** What the failures were: an HTTP status, or the client's error code (a timeout, a reset). */
+  failures: Record<string, number>;
   /** Milliseconds from the scheduled send time to the full response (JSON) or first token (stream). */
   p50: number;
   p99: number;
@@ -32,6 +34,11 @@ export async function openLoop(target: Target, o: { rate: number; seconds: numbe
   const headers = chatHeaders(target);
   const latencies: number[] = [];
   let failed = 0;
+  const failures: Record<string, number> = {};
+  const fail = (why: string) => {
+    failed++;
+    failures[why] = (failures[why] ?? 0) + 1;
+  };
   const total = Math.round(o.rate * o.seconds);
   const interval = 1000 / o.rate;
   const inflight: Promise<void>[] = [];
@@ -40,7 +47,7 @@ export async function openLoop(target: Target, o: { rate: number; seconds: numbe
     try {
       const res = await pool.request({ method: 'POST', path: url.pathname, headers, body });
       if (res.statusCode !== 200) {
-        failed++;
+        fail(String(res.statusCode));
         await res.body.dump();
         return;
       }
@@ -49,8 +56,8 @@ export async function openLoop(target: Target, o: { rate: number; seconds: numbe
         if (o.stream && Number.isNaN(firstToken) && (chunk as Buffer).includes('word0')) firstToken = performance.now();
       }
       latencies.push((o.stream ? firstToken : performance.now()) - scheduled);
-    } catch {
-      failed++;
+    } catch (err) {
+      fail((err as { code?: string }).code ?? (err as Error).name);
     }
   };
 
@@ -67,5 +74,7 @@ export async function openLoop(target: Target, o: { rate: number; seconds: numbe
   await Promise.all(inflight);
   await pool.close();
   const sorted = latencies.filter((l) => !Number.isNaN(l)).sort((a, b) => a - b);
-  return { rate: o.rate, sent: total, failed: failed + (latencies.length - sorted.length), p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+  const noToken = latencies.length - sorted.length;
+  if (noToken) failures['no first token'] = noToken;
+  return { rate: o.rate, sent: total, failed: failed + noToken, failures, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
 }
