@@ -25,6 +25,7 @@ try {
 }
 const { seconds: SECONDS, rounds: ROUNDS, streams: STREAMS, connections: CONNECTIONS } = options;
 const RATES = [200, 1000];
+const SETTLE_MS = 2000;
 
 const stops: Array<() => Promise<unknown>> = [];
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
@@ -82,6 +83,9 @@ try {
     for (const stream of [false, true]) {
       for (const t of targets) {
         log(`open loop ${rate} req/s ${stream ? 'stream (TTFT)' : 'JSON'}: ${t.name}`);
+        // A pause first: a target saturated by the phase before (Portkey and PostgreSQL are, at
+        // 1,000/s) can still be collecting garbage, and that would be charged to the next one.
+        await new Promise((r) => setTimeout(r, SETTLE_MS));
         latency[t.name]![`${stream ? 'ttft' : 'json'}@${rate}`] = await openLoop(t, { rate, seconds: SECONDS, model: stream ? 'bench-paced' : 'bench-fast', stream });
       }
     }
