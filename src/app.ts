@@ -1,5 +1,5 @@
 import { newRequestId } from './http/request-id.ts';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ApiError, handleError } from './http/errors.ts';
 import { chatRoutes } from './http/routes/chat.ts';
 import { healthRoutes } from './http/routes/health.ts';
@@ -34,7 +34,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     genReqId: newRequestId,
     // One access-log line per request, written when it ends (onResponse below), instead of
     // Fastify's two: half the log volume, and the line has everything (method, url, status, time).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   });
 
   const routes: RegisteredRoute[] = [];
