@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
-import { applyMovement } from '../src/ledger/credits.ts';
+import { adjustBalance } from '../src/ledger/credits.ts';
 import { finishReservation, reserve } from '../src/ledger/reservations.ts';
 import { openStorage } from '../src/storage/database.ts';
 import { migrateToLatest } from '../src/storage/migrate.ts';
@@ -14,7 +14,7 @@ export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: numb
   try {
     await migrateToLatest(storage);
     const wallet = `0x${randomBytes(20).toString('hex')}`;
-    await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet, kind: 'adjustment', amountUsdc: 1_000_000_000_000, note: 'ledger benchmark' }));
+    await adjustBalance(storage.db, { wallet, amountUsdc: 1_000_000_000_000, note: 'ledger benchmark' });
     const key = await insertKey(storage.db, wallet, generateKey(randomBytes(32)), 'bench');
     const deadline = Date.now() + o.seconds * 1000;
     let done = 0;

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { privateKeyToAccount, generatePrivateKey } from 'viem/accounts';
 import { stopChild, track, waitForOutput } from '../src/devchain/processes.ts';
 import { freePort } from '../src/devchain/ports.ts';
-import { applyMovement } from '../src/ledger/credits.ts';
+import { adjustBalance } from '../src/ledger/credits.ts';
 import { openStorage } from '../src/storage/database.ts';
 import { GatewayClient } from '../src/wallet/gateway-client.ts';
 import { startGatewayProcess } from '../test/support/gateway-process.ts';
@@ -88,7 +88,7 @@ export async function tollgate(name: string, upstreamUrl: string, databaseUrl: s
   // the public API with a SIWE proof, like any wallet owner would.
   const storage = openStorage(databaseUrl, { poolSize: 1 });
   try {
-    await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: wallet.address, kind: 'adjustment', amountUsdc: 1_000_000_000_000, note: 'benchmark funding' }));
+    await adjustBalance(storage.db, { wallet: wallet.address, amountUsdc: 1_000_000_000_000, note: 'benchmark funding' });
   } finally {
     await storage.close();
   }

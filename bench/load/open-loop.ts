@@ -33,12 +33,8 @@ export async function openLoop(target: Target, o: { rate: number; seconds: numbe
   const body = chatBody(o.model, o.stream);
   const headers = chatHeaders(target);
   const latencies: number[] = [];
-  let failed = 0;
   const failures: Record<string, number> = {};
-  const fail = (why: string) => {
-    failed++;
-    failures[why] = (failures[why] ?? 0) + 1;
-  };
+  const fail = (why: string) => void (failures[why] = (failures[why] ?? 0) + 1);
   const total = Math.round(o.rate * o.seconds);
   const interval = 1000 / o.rate;
   const inflight: Promise<void>[] = [];
@@ -76,5 +72,6 @@ export async function openLoop(target: Target, o: { rate: number; seconds: numbe
   const sorted = latencies.filter((l) => !Number.isNaN(l)).sort((a, b) => a - b);
   const noToken = latencies.length - sorted.length;
   if (noToken) failures['no first token'] = noToken;
-  return { rate: o.rate, sent: total, failed: failed + noToken, failures, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+  const failed = Object.values(failures).reduce((sum, n) => sum + n, 0);
+  return { rate: o.rate, sent: total, failed, failures, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
 }

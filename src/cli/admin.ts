@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { getBalance } from '../ledger/balances.ts';
-import { applyMovement, isBalanceConstraintError } from '../ledger/credits.ts';
+import { adjustBalance, isBalanceConstraintError } from '../ledger/credits.ts';
 import { checkLedger } from '../ledger/invariants.ts';
 import { microToUsd, usdToMicro } from '../ledger/usd.ts';
 import { listKeys, toIso } from '../keys/api-keys.ts';
@@ -100,7 +100,7 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
       const note = `${opts.reason.trim()} (by ${userInfo().username})`;
       await withStorage(common(), async (s) => {
         try {
-          await s.db.transaction().execute((trx) => applyMovement(trx, { wallet: addr, kind: 'adjustment', amountUsdc: amount, reference, note }));
+          await adjustBalance(s.db, { wallet: addr, amountUsdc: amount, reference, note });
         } catch (err) {
           if (isBalanceConstraintError(err)) throw new UsageError('that debit would take the balance below zero or below the locked amount; nothing was changed');
           throw err;

@@ -74,3 +74,11 @@ export function isUniqueViolation(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
   return e?.code === '23505' || /UNIQUE constraint failed/i.test(String(e?.message ?? ''));
 }
+
+/**
+ * An adjustment in its own transaction: `tollgate admin credit`, and the funding of wallets in tests
+ * and benchmarks.
+ */
+export function adjustBalance(db: Kysely<Database>, m: Omit<LedgerMovement, 'kind'>): Promise<void> {
+  return db.transaction().execute((trx) => applyMovement(trx, { ...m, kind: 'adjustment' }));
+}

@@ -6,10 +6,11 @@ import Libsql from 'libsql';
 
 const db = new Libsql(workerData.file);
 db.exec('PRAGMA busy_timeout = 1000');
+// PASSIVE never waits for the writer or for readers: it copies what it can and returns.
+const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
 const timer = setInterval(() => {
   try {
-    // PASSIVE never waits for the writer or for readers: it copies what it can and returns.
-    db.prepare('PRAGMA wal_checkpoint(PASSIVE)').get();
+    checkpoint.get();
   } catch {
     // A busy database or a transient I/O error: the next round (or SQLite's own checkpoint) retries.
   }

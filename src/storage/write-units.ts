@@ -4,7 +4,7 @@ import type { Engine } from './database.ts';
 import type { Database } from './schema.ts';
 
 /**
- * The statements of one unit of work, inside that unit's own transaction (or savepoint). SQL is
+ * The statements of one unit of work, inside the transaction that commits it. SQL is
  * written once, with `?` placeholders, for both engines. Used for the ledger's hot path, where
  * Kysely's builder and per-transaction machinery cost more than the statements themselves.
  */
@@ -61,10 +61,10 @@ interface Queued {
 /**
  * SQLite group commit. Units submitted in the same turn of the event loop are written in one
  * transaction; if any unit fails, the batch is rolled back and each unit is run again on its own,
- * so only the failing one fails. Every caller
- * is answered only after COMMIT returns, so durability per unit is exactly that of one transaction
- * per unit: a reservation is committed before the provider is called, a settle before the client is
- * answered. In WAL mode a committed transaction is in the WAL file, so a process crash loses none.
+ * so only the failing one fails. Every caller is answered only after COMMIT returns, so durability
+ * per unit is exactly that of one transaction per unit: a reservation is committed before the
+ * provider is called, a settle before the client is answered. In WAL mode a committed transaction
+ * is in the WAL file, so a process crash loses none.
  *
  * What it saves: one BEGIN/COMMIT and one WAL append of each touched page per batch instead of per
  * unit, and Kysely's transaction machinery (mutex, promise chains, query building) per unit.

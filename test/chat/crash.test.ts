@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { after, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { sweepExpiredReservations } from '../../src/ledger/reservations.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
@@ -69,7 +69,7 @@ for (const engine of ENGINES) {
       const gw = processes[0]!;
       const account = newAccount();
       const FUNDED = 50_000_000;
-      await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: account.address, kind: 'adjustment', amountUsdc: FUNDED, note: 'test funding' }));
+      await adjustBalance(storage.db, { wallet: account.address, amountUsdc: FUNDED, note: 'test funding' });
       const created = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
       assert.equal(created.status, 201, created.text);
       const headers = { authorization: `Bearer ${created.body.key}`, 'content-type': 'application/json' };

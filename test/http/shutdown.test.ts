@@ -7,7 +7,7 @@ import { startGatewayProcess } from '../support/gateway-process.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage } from '../../src/storage/database.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/credits.ts';
 import { call } from '../support/gateway.ts';
 import { siweProof, newAccount } from '../support/siwe.ts';
 
@@ -73,7 +73,7 @@ describe('graceful shutdown', () => {
     const storage = openStorage(databaseUrl);
     try {
       const account = newAccount();
-      await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: account.address, kind: 'adjustment', amountUsdc: 1_000_000 }));
+      await adjustBalance(storage.db, { wallet: account.address, amountUsdc: 1_000_000 });
       const created = await call(gateway.url, 'POST', '/v1/auth/keys', await siweProof(account));
       assert.equal(created.status, 201, created.text);
       fake.behaviour = { delayMs: 700 };

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { MODELS } from '../support/chat-harness.ts';
@@ -57,7 +57,7 @@ describe('two gateway processes sharing PostgreSQL and Redis', () => {
   async function walletWithKey(usdc: number) {
     const account = newAccount();
     if (usdc > 0) {
-      await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: account.address, kind: 'adjustment', amountUsdc: usdc, note: 'test funding' }));
+      await adjustBalance(storage.db, { wallet: account.address, amountUsdc: usdc, note: 'test funding' });
     }
     const created = await call(a.url, 'POST', '/v1/auth/keys', await siweProof(account));
     assert.equal(created.status, 201, created.text);

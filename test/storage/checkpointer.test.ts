@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { finishReservation, reserve } from '../../src/ledger/reservations.ts';
 import { openStorage } from '../../src/storage/database.ts';
@@ -15,7 +15,7 @@ test('the background checkpointer copies committed pages into the database file 
   try {
     await migrateToLatest(s);
     const w = `0x${'d'.repeat(40)}`;
-    await s.db.transaction().execute((trx) => applyMovement(trx, { wallet: w, kind: 'adjustment', amountUsdc: 1_000_000 }));
+    await adjustBalance(s.db, { wallet: w, amountUsdc: 1_000_000 });
     const before = statSync(file).size;
     // About 300 pages of WAL: far below the 10,000 at which SQLite's own checkpoint would run, so
     // only the background worker can be what moves them into the main file.

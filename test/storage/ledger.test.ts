@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { ensureWallet, getBalance } from '../../src/ledger/balances.ts';
-import { applyMovement, isBalanceConstraintError, isUniqueViolation } from '../../src/ledger/credits.ts';
+import { adjustBalance, applyMovement, isBalanceConstraintError, isUniqueViolation } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { consumeNonce, pruneNonces } from '../../src/siwe/nonce-store.ts';
 import { resolveKeySecret } from '../../src/keys/hmac-secret.ts';
@@ -73,14 +73,14 @@ for (const engine of ENGINES) {
 
     test('concurrent credits to one wallet all land', async () => {
       const wallet = '0x00000000000000000000000000000000000000cc';
-      await Promise.all(Array.from({ length: 40 }, (_, i) => storage.db.transaction().execute((trx) => applyMovement(trx, { wallet, kind: 'adjustment', amountUsdc: i + 1 }))));
+      await Promise.all(Array.from({ length: 40 }, (_, i) => adjustBalance(storage.db, { wallet, amountUsdc: i + 1 })));
       assert.equal((await getBalance(storage.db, wallet)).balance_usdc, (40 * 41) / 2);
       await assertLedgerOk(storage);
     });
 
     test('ledger check finds a balance that disagrees with the entries', async () => {
       const wallet = '0x00000000000000000000000000000000000000dd';
-      await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet, kind: 'adjustment', amountUsdc: 10 }));
+      await adjustBalance(storage.db, { wallet, amountUsdc: 10 });
       await sql`update wallets set balance_usdc = 11 where address = ${wallet}`.execute(storage.db);
       const bad = await checkLedger(storage.db);
       assert.equal(bad.ok, false);
@@ -92,7 +92,7 @@ for (const engine of ENGINES) {
 
     test('ledger check finds a lock with no pending reservation', async () => {
       const wallet = '0x00000000000000000000000000000000000000ee';
-      await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet, kind: 'adjustment', amountUsdc: 10 }));
+      await adjustBalance(storage.db, { wallet, amountUsdc: 10 });
       await sql`update wallets set locked_usdc = 4 where address = ${wallet}`.execute(storage.db);
       const bad = await checkLedger(storage.db);
       assert.ok(bad.problems.some((p) => p.includes('locked 4 != pending reservations 0')), bad.problems.join('\n'));

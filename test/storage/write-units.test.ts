@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { adjustBalance, applyMovement } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { finishReservation, reserve, type UsageRecord } from '../../src/ledger/reservations.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
@@ -37,7 +37,7 @@ for (const engine of ENGINES) {
 
     async function funded(amount: number) {
       const w = wallet();
-      await s.db.transaction().execute((trx) => applyMovement(trx, { wallet: w, kind: 'adjustment', amountUsdc: amount }));
+      await adjustBalance(s.db, { wallet: w, amountUsdc: amount });
       return w;
     }
     const ledgerOk = async () => assert.deepEqual((await checkLedger(s.db)).problems, []);

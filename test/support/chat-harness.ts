@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/credits.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
 import { call, startTestGateway, type TestGateway } from './gateway.ts';
@@ -45,7 +45,7 @@ export async function startChatHarness(engine: Engine, config: Record<string, un
     async wallet(usdc) {
       const account = newAccount();
       if (usdc > 0) {
-        await gw.services.storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: account.address, kind: 'adjustment', amountUsdc: usdc, note: 'test funding' }));
+        await adjustBalance(gw.services.storage.db, { wallet: account.address, amountUsdc: usdc, note: 'test funding' });
       }
       const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
       if (res.status !== 201) throw new Error(`key creation failed: ${res.text}`);
