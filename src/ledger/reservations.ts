@@ -74,8 +74,8 @@ export interface SettleOutcome {
   balanceUsdc: number | null;
 }
 
-// The reservation and its wallet in one read. On PostgreSQL both rows are locked: a concurrent
-// finish of the same request waits here, then finds it no longer pending.
+// SQLite: the reservation and its wallet in one read. Group commit holds the only write lock, so
+// nothing can change either row before this unit commits.
 const READ_PENDING = `SELECT r.wallet, r.amount_usdc, w.balance_usdc, w.locked_usdc
   FROM reservations r JOIN wallets w ON w.address = r.wallet
   WHERE r.request_id = ? AND r.status = 'pending'`;
@@ -87,18 +87,61 @@ const INSERT_USAGE = `INSERT INTO request_usage
    charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
+// PostgreSQL does the whole finish in one statement, for the same reason as the reserve: the wallet
+// row stays locked for one round trip instead of seven. `pending` locks the reservation and its
+// wallet (FOR UPDATE waits for a concurrent finish, then re-checks `status = 'pending'` against the
+// row it committed, so the loser finds nothing) and computes the charge from the locked, current
+// wallet row. Every other sub-statement reads only `pending`, and each row is written once.
+const FINISH_IN_ONE_STATEMENT = `WITH pending AS (
+    SELECT r.wallet, r.amount_usdc AS reserved,
+           GREATEST(0, LEAST($2::bigint, w.balance_usdc - (w.locked_usdc - r.amount_usdc))) AS charged
+    FROM reservations r JOIN wallets w ON w.address = r.wallet
+    WHERE r.request_id = $1 AND r.status = 'pending'
+    FOR UPDATE
+  ), closed AS (
+    UPDATE reservations r SET status = CASE WHEN p.charged > 0 THEN 'settled' ELSE 'voided' END, charged_usdc = p.charged, finished_at = $3
+    FROM pending p WHERE r.request_id = $1
+  ), released AS (
+    UPDATE wallets w SET locked_usdc = w.locked_usdc - p.reserved, balance_usdc = w.balance_usdc - p.charged, updated_at = $3
+    FROM pending p WHERE w.address = p.wallet
+    RETURNING w.balance_usdc
+  ), charge AS (
+    INSERT INTO ledger_entries (wallet, kind, amount_usdc, reference, note, created_at)
+    SELECT p.wallet, 'charge', -p.charged, $1, $4, $3 FROM pending p WHERE p.charged > 0
+  ), usage AS (
+    INSERT INTO request_usage
+      (request_id, api_key_id, wallet, model, provider, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
+       charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
+    SELECT $1, $5, p.wallet, $4, $6, $7, $8, $9, $10, p.charged, CASE WHEN p.charged > 0 THEN $11::bigint ELSE 0 END, $12, $13, $14, $3
+    FROM pending p
+  )
+  SELECT p.charged, r.balance_usdc FROM pending p, released r`;
+
 /**
  * Finishes a reservation: charges `chargeUsdc` (0 voids it), releases the lock, and writes the
  * request's usage row, all in one unit. The reservation's status change is the exactly-once guard:
  * a second settle or void of the same request changes nothing.
  */
-export function finishReservation(storage: Pick<Storage, 'writeUnit'>, requestId: string, chargeUsdc: number, usage: UsageRecord, now = Date.now()): Promise<SettleOutcome> {
+export async function finishReservation(
+  storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>,
+  requestId: string,
+  chargeUsdc: number,
+  usage: UsageRecord,
+  now = Date.now(),
+): Promise<SettleOutcome> {
   const notApplied: SettleOutcome = { applied: false, chargedUsdc: 0, shortfallUsdc: 0, balanceUsdc: null };
-  return storage.writeUnit(async (tx) => {
-    const r = await tx.get<{ wallet: string; amount_usdc: number; balance_usdc: number; locked_usdc: number }>(
-      tx.engine === 'postgres' ? `${READ_PENDING} FOR UPDATE` : READ_PENDING,
-      [requestId],
+  const outcome = (charged: number, balanceUsdc: number): SettleOutcome => ({ applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged, balanceUsdc });
+  if (storage.engine === 'postgres') {
+    const { rows } = await storage.db.executeQuery<{ charged: number; balance_usdc: number }>(
+      CompiledQuery.raw(FINISH_IN_ONE_STATEMENT, [
+        requestId, chargeUsdc, now, usage.model, usage.apiKeyId, usage.provider, usage.promptTokens, usage.completionTokens,
+        usage.reasoningTokens, usage.cachedTokens, usage.providerCostUsdc, usage.status, usage.latencyMs, usage.estimated ? 1 : 0,
+      ]),
     );
+    return rows[0] ? outcome(Number(rows[0].charged), Number(rows[0].balance_usdc)) : notApplied;
+  }
+  return storage.writeUnit(async (tx) => {
+    const r = await tx.get<{ wallet: string; amount_usdc: number; balance_usdc: number; locked_usdc: number }>(READ_PENDING, [requestId]);
     if (!r) return notApplied;
     const reserved = Number(r.amount_usdc);
     // After releasing this reservation, the charge may use what is not locked by other requests.
@@ -111,7 +154,7 @@ export function finishReservation(storage: Pick<Storage, 'writeUnit'>, requestId
       requestId, usage.apiKeyId, r.wallet, usage.model, usage.provider, usage.promptTokens, usage.completionTokens, usage.reasoningTokens,
       usage.cachedTokens, charged, charged > 0 ? usage.providerCostUsdc : 0, usage.status, usage.latencyMs, usage.estimated ? 1 : 0, now,
     ]);
-    return { applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) };
+    return outcome(charged, Number(after!.balance_usdc));
   });
 }
 

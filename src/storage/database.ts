@@ -12,7 +12,10 @@ export type Engine = 'sqlite' | 'postgres';
 export interface Storage {
   db: Kysely<Database>;
   engine: Engine;
-  /** Runs the ledger's hot write units: group-committed on SQLite, one transaction each on PostgreSQL. */
+  /**
+   * Runs short write units: group-committed on SQLite, one transaction each on PostgreSQL. (On
+   * PostgreSQL the ledger's reserve and finish are single statements and do not need it.)
+   */
   writeUnit: UnitRunner;
   close(): Promise<void>;
 }

@@ -67,6 +67,21 @@ for (const engine of ENGINES) {
       await ok();
     });
 
+    test('racing overcharging settles on one wallet each see the balance the one before left', async () => {
+      // Five reservations of 100 on 1,000, each settled concurrently at 300. One at a time, the
+      // charges are 300, 300, 200, 100 and 100: each may use only what the others do not hold
+      // locked. A settle computing from a stale wallet row would charge 300 five times.
+      const w = await funded(1000);
+      const ids = Array.from({ length: 5 }, (_, i) => `${w}-o${i}`);
+      for (const requestId of ids) assert.equal(await reserve(s, { wallet: w, apiKeyId: 1, requestId, amountUsdc: 100, leaseMs: 60_000 }), true);
+      const outcomes = await Promise.all(ids.map((id) => finishReservation(s, id, 300, usage(id, w))));
+      assert.deepEqual(outcomes.map((o) => o.chargedUsdc).sort((a, b) => a - b), [100, 100, 200, 300, 300]);
+      assert.equal(outcomes.reduce((sum, o) => sum + o.shortfallUsdc, 0), 500);
+      assert.deepEqual(outcomes.map((o) => o.balanceUsdc).sort((a, b) => a! - b!), [0, 100, 200, 400, 700]);
+      assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 0, locked_usdc: 0, available_usdc: 0 });
+      await ok();
+    });
+
     test('the sweeper voids only expired reservations, and a late settle then changes nothing', async () => {
       const w = await funded(1000);
       const now = Date.now();
