@@ -1,4 +1,5 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { newRequestId } from '../src/http/request-id.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
 import { adjustBalance } from '../src/ledger/credits.ts';
 import { finishReservation, reserve } from '../src/ledger/reservations.ts';
@@ -7,10 +8,11 @@ import { migrateToLatest } from '../src/storage/migrate.ts';
 
 /**
  * The ledger alone: reserve + settle pairs per second, with `concurrency` requests in flight, on
- * the same code the chat route runs (two transactions per request).
+ * the same code and request ids the chat route uses (two commits per request).
  */
 export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: number; concurrency: number }): Promise<number> {
-  const storage = openStorage(databaseUrl, { poolSize: o.concurrency });
+  // Opened as `tollgate serve` opens it (checkpoints in a worker thread on SQLite).
+  const storage = openStorage(databaseUrl, { poolSize: o.concurrency, backgroundCheckpoints: true });
   try {
     await migrateToLatest(storage);
     const wallet = `0x${randomBytes(20).toString('hex')}`;
@@ -20,7 +22,8 @@ export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: numb
     let done = 0;
     const worker = async () => {
       while (Date.now() < deadline) {
-        const requestId = randomUUID();
+        // The gateway's own request ids (UUIDv7): random ids would spread the inserts over the indexes.
+        const requestId = newRequestId();
         if (!(await reserve(storage, { wallet, apiKeyId: key.id, requestId, amountUsdc: 100, leaseMs: 60_000 }))) throw new Error('benchmark wallet ran dry');
         await finishReservation(storage, requestId, 40, {
           requestId, apiKeyId: key.id, wallet, model: 'bench', provider: 'bench', promptTokens: 10, completionTokens: 20,

@@ -66,15 +66,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
 
   // Browsers may call the API from any origin (credentials are headers, never cookies). x402 needs
-  // its headers readable and sendable cross-origin, or a browser @x402/fetch cannot pay.
+  // its headers readable and sendable cross-origin, or a browser @x402/fetch cannot pay. The lists
+  // are joined once here: given arrays, the plugin joins them again for every response.
   await app.register(cors, {
     origin: services.config.server.corsOrigins.includes('*') ? '*' : services.config.server.corsOrigins,
     methods: ['GET', 'POST', 'DELETE'],
-    allowedHeaders: ['content-type', 'authorization', 'payment-signature', 'x-payment', 'access-control-expose-headers'],
+    allowedHeaders: ['content-type', 'authorization', 'payment-signature', 'x-payment', 'access-control-expose-headers'].join(', '),
     exposedHeaders: [
       'payment-required', 'payment-response', 'x-payment-response', 'x-request-id', 'retry-after',
       'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-tollgate-charged-usdc', 'x-tollgate-balance-usdc',
-    ],
+    ].join(', '),
     maxAge: 600,
   });
 

@@ -8,13 +8,30 @@ export interface HeldStreams {
   /** Streams that had delivered their first token when memory was sampled. */
   open: number;
   rssIdleBytes: number;
+  /** RSS sampled every 500 ms while every stream was held open. */
+  rssSamplesBytes: number[];
+  /** The first sample, taken the moment the last stream opened (the figure reported before 2026-11-22). */
+  rssAtOpenBytes: number;
+  /** The median sample. */
   rssLoadedBytes: number;
   bytesPerStream: number;
 }
 
+const SAMPLES = 9;
+const SAMPLE_EVERY_MS = 500;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
 /**
- * Opens `count` slow streams at once (a chunk every 500 ms, about 11 s each), waits until every one
- * has delivered its first token, then samples the target's resident memory. Then lets them finish.
+ * Opens `count` slow streams at once (a chunk every 500 ms, about 11 s each) and waits until every
+ * one has delivered its first token. Then, while they are all still open, samples the target's
+ * resident memory every 500 ms for 4 s and takes the median. One sample at the moment the last
+ * stream opened lands on the garbage of the opening burst (2,000 requests in about a second) or
+ * just after a collection of it, by chance; it swung from 19 to 48 KB per stream between runs.
  */
 export async function holdStreams(target: Target, count: number, maxWaitMs = 30_000): Promise<HeldStreams> {
   const url = chatUrl(target);
@@ -40,10 +57,17 @@ export async function holdStreams(target: Target, count: number, maxWaitMs = 30_
       // A stream the target could not hold simply does not count as open.
     }
   });
-  await Promise.race([everyoneOpen, new Promise((r) => setTimeout(r, maxWaitMs))]);
-  const rssLoadedBytes = rssBytes(target.pid);
+  await Promise.race([everyoneOpen, sleep(maxWaitMs)]);
   const openAtSample = open;
-  await Promise.race([Promise.all(streams), new Promise((r) => setTimeout(r, 60_000))]);
+  const rssSamplesBytes: number[] = [];
+  // The streams last about 11 s from the first token, so all are still open at the last sample.
+  for (let i = 0; i < SAMPLES; i++) {
+    if (i > 0) await sleep(SAMPLE_EVERY_MS);
+    rssSamplesBytes.push(rssBytes(target.pid));
+  }
+  const rssLoadedBytes = median(rssSamplesBytes);
+  await Promise.race([Promise.all(streams), sleep(60_000)]);
   await pool.destroy();
-  return { wanted: count, open: openAtSample, rssIdleBytes, rssLoadedBytes, bytesPerStream: openAtSample ? (rssLoadedBytes - rssIdleBytes) / openAtSample : NaN };
+  const bytesPerStream = openAtSample ? (rssLoadedBytes - rssIdleBytes) / openAtSample : NaN;
+  return { wanted: count, open: openAtSample, rssIdleBytes, rssSamplesBytes, rssAtOpenBytes: rssSamplesBytes[0]!, rssLoadedBytes, bytesPerStream };
 }

@@ -5,7 +5,7 @@ import type { Services } from '../services.ts';
 import { getBalance } from '../ledger/balances.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatPlan } from './plan.ts';
-import { estimateUsage, readUsage } from './usage.ts';
+import { estimateUsage, readUsage, toolCallsText } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 
 /** Non-streaming: call the provider, settle, answer with the provider's JSON as it was sent. */
@@ -45,8 +45,7 @@ function completionTextOf(parsed: any): string {
   return (parsed.choices as any[])
     .map((c) => {
       const m = c?.message ?? {};
-      const tools = Array.isArray(m.tool_calls) ? m.tool_calls.map((t: any) => `${t?.function?.name ?? ''}${t?.function?.arguments ?? ''}`).join('') : '';
-      return `${typeof m.content === 'string' ? m.content : ''}${tools}`;
+      return `${typeof m.content === 'string' ? m.content : ''}${toolCallsText(m.tool_calls)}`;
     })
     .join('');
 }

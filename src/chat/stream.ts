@@ -1,11 +1,13 @@
 import type { FastifyReply } from 'fastify';
 import { createParser } from 'eventsource-parser';
+import { parseJsonLoosely } from '../json.ts';
 import { extendLease } from '../ledger/reservations.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { Services } from '../services.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatPlan } from './plan.ts';
 import { describeTransportError, providerMessage } from './upstream-error.ts';
+import { StreamedText } from './streamed-text.ts';
 import { estimateUsage, readUsage, type Usage } from './usage.ts';
 
 /** How many disconnected streams are being drained right now, across this process. */
@@ -62,7 +64,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
   let usage: Usage | null = null;
   let sawDone = false;
   let upstreamError: string | null = null;
-  const contentEvents: string[] = [];
+  const streamedText = new StreamedText();
 
   try {
     try {
@@ -85,14 +87,14 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
               return;
             }
             if (data.includes('"usage":{')) {
-              const chunk = safeParse(data);
+              const chunk = parseJsonLoosely(data);
               const found = readUsage(chunk?.usage);
               if (found) usage = found;
               // The usage-only chunk (no choices) reaches the client only if it asked for it.
               if (Array.isArray(chunk?.choices) && chunk.choices.length === 0 && !plan.clientWantsUsage) return;
             } else {
               bill.markFirstToken();
-              contentEvents.push(data);
+              streamedText.add(data);
             }
             pending.push(`data: ${data}\n\n`);
           },
@@ -119,7 +121,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
       return;
     }
     // Complete, or cut short by our own drain bound after the client left: bill what was produced.
-    const billed = usage ?? (await estimateUsage(plan.upstreamBody.messages, completionTextOf(contentEvents)));
+    const billed = usage ?? (await estimateUsage(plan.upstreamBody.messages, streamedText.text()));
     const outcome = await bill.settle(billed, clientGone ? 'client_disconnected' : 'ok');
     if (outcome.shortfallUsdc > 0) reply.log.warn({ shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
     await send(DONE);
@@ -133,29 +135,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
   }
 }
 
-function safeParse(data: string): any {
-  try {
-    return JSON.parse(data);
-  } catch {
-    return null;
-  }
-}
-
 function isErrorEvent(data: string): boolean {
-  const o = safeParse(data);
+  const o = parseJsonLoosely(data);
   return !!o && typeof o === 'object' && 'error' in o && !('choices' in o);
-}
-
-/** The generated text of the passed-through chunks, for counting tokens when usage is missing. */
-function completionTextOf(events: string[]): string {
-  let text = '';
-  for (const data of events) {
-    const chunk = safeParse(data);
-    for (const c of chunk?.choices ?? []) {
-      const d = c?.delta ?? {};
-      if (typeof d.content === 'string') text += d.content;
-      for (const t of d.tool_calls ?? []) text += `${t?.function?.name ?? ''}${t?.function?.arguments ?? ''}`;
-    }
-  }
-  return text;
 }

@@ -23,6 +23,12 @@ export function readUsage(u: unknown): Usage | null {
   };
 }
 
+/** The countable text of tool calls: each function's name and its arguments. */
+export function toolCallsText(calls: unknown): string {
+  if (!Array.isArray(calls)) return '';
+  return calls.map((t) => `${t?.function?.name ?? ''}${t?.function?.arguments ?? ''}`).join('');
+}
+
 let tokenizer: Promise<(text: string) => number> | undefined;
 
 /** Counts tokens with the o200k tokenizer, loaded only the first time an upstream omits usage. */

@@ -1,5 +1,6 @@
 import { SiweMessage, generateNonce } from 'siwe';
 import type { LocalAccount } from 'viem';
+import { parseJsonLoosely } from '../json.ts';
 
 /**
  * The wallet side of Tollgate's public HTTP API: what a developer or an agent holding a private key
@@ -150,15 +151,6 @@ export async function readJson<T>(res: Response): Promise<T> {
   const code = typeof json?.error === 'string' ? json.error : `HTTP_${res.status}`;
   const message = typeof json?.message === 'string' ? json.message : text.slice(0, 200) || res.statusText;
   throw new GatewayError(res.status, code, message, json);
-}
-
-/** The JSON in `text`, or undefined when it is empty or not JSON (an error page, a cut body). */
-export function parseJsonLoosely(text: string): any {
-  try {
-    return text ? JSON.parse(text) : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 function query(p: { message: string; signature: string }): string {

@@ -6,7 +6,7 @@ import { startServer, type RunningServer } from '../../src/main.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { freshDatabaseUrl } from './engines.ts';
 import { TEST_ORIGIN } from './origin.ts';
-import { parseJsonLoosely } from '../../src/wallet/gateway-client.ts';
+import { parseJsonLoosely } from '../../src/json.ts';
 
 export interface TestGateway extends RunningServer {
   config: Config;

@@ -1,0 +1,41 @@
+import { parseJsonLoosely } from '../json.ts';
+import { toolCallsText } from './usage.ts';
+
+/** Raw event text held before it is folded into plain text: a few KB per stream at most. */
+const FOLD_AT_CHARS = 16 * 1024;
+
+/**
+ * The generated text of a streamed answer, kept in case the provider reports no usage and the
+ * tokens have to be counted. Events are stored as they arrive (no JSON parsing per event on the
+ * hot path) and folded into their text once they pass FOLD_AT_CHARS, so a long stream holds its
+ * words, not every event's JSON (about 40 times larger).
+ */
+export class StreamedText {
+  private events: string[] = [];
+  private heldChars = 0;
+  private folded = '';
+
+  add(data: string): void {
+    this.events.push(data);
+    this.heldChars += data.length;
+    if (this.heldChars > FOLD_AT_CHARS) this.fold();
+  }
+
+  text(): string {
+    this.fold();
+    return this.folded;
+  }
+
+  private fold(): void {
+    for (const data of this.events) {
+      const chunk = parseJsonLoosely(data); // not JSON: no text we could count
+      for (const c of Array.isArray(chunk?.choices) ? chunk.choices : []) {
+        const d = c?.delta ?? {};
+        if (typeof d.content === 'string') this.folded += d.content;
+        this.folded += toolCallsText(d.tool_calls);
+      }
+    }
+    this.events = [];
+    this.heldChars = 0;
+  }
+}
