@@ -47,6 +47,8 @@ export function figures(r: Report, target: string) {
       ]),
     ),
     'RSS per open stream (KB)': mem ? mem.bytesPerStream / 1024 : NaN,
+    // The single sample taken as the last stream opened, as reported before the median (for comparison).
+    'RSS per open stream, first sample (KB)': mem?.rssAtOpenBytes !== undefined ? (mem.rssAtOpenBytes - mem.rssIdleBytes) / mem.open / 1024 : NaN,
     'streams open at the sample': mem ? mem.open : NaN,
   } as Record<string, number>;
 }
