@@ -1,3 +1,4 @@
+import { parseJsonLoosely } from '../json.ts';
 import { ApiError } from '../http/errors.ts';
 
 /**
@@ -13,12 +14,7 @@ export function upstreamFailure(what: string, upstreamBody?: string): ApiError {
  * the key.
  */
 export function providerMessage(body: string): string {
-  let msg: unknown;
-  try {
-    msg = JSON.parse(body)?.error?.message;
-  } catch {
-    return '';
-  }
+  const msg: unknown = parseJsonLoosely(body)?.error?.message;
   return typeof msg === 'string' ? `: ${redactCredentials(msg).slice(0, 300)}` : '';
 }
 

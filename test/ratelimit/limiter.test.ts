@@ -67,6 +67,19 @@ for (const [name, make] of backends) {
       assert.equal(blocked.limit, 3, 'the long window is the one that refuses');
     });
 
+    test('a long steady stream counts exactly the hits inside the window, however many have aged out', async () => {
+      // One hit a millisecond for 5 s against a 1 s window: from 1 s on, 999 earlier hits are
+      // always live, so every hit is allowed with 1,500 − 999 − 1 left. Thousands age out on the way.
+      const window = [{ limit: 1500, windowMs: 1000 }];
+      const wrong: string[] = [];
+      for (let t = 0; t < 5000; t++) {
+        const d = await limiter.hit('steady', window, T + t);
+        const expected = 1500 - Math.min(t, 999) - 1;
+        if (!d.allowed || d.remaining !== expected) wrong.push(`t=${t}: allowed=${d.allowed} remaining=${d.remaining}, expected ${expected}`);
+      }
+      assert.deepEqual(wrong.slice(0, 3), []);
+    });
+
     test('keys are independent', async () => {
       for (let i = 0; i < 3; i++) await limiter.hit(`a-${name}`, W, T);
       assert.equal((await limiter.hit(`a-${name}`, W, T)).allowed, false);
