@@ -85,7 +85,7 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
     const logStream = createWriteStream(logFile);
     const gateway = await startServer(config, { logger: createLogger('info', logStream) });
     teardown.add(async () => {
-      await gateway.stop({ graceMs: 2_000 });
+      await gateway.stop(); // within server.shutdownGraceSeconds above
       await new Promise((r) => logStream.end(r));
     });
     s.ok(gateway.url);

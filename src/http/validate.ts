@@ -11,5 +11,3 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what 
   const parts = result.error.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message));
   throw badRequest(`invalid ${what}: ${parts.join('; ')}`);
 }
-
-export { ADDRESS_PATTERN as WALLET_PATTERN } from '../chain/address.ts';

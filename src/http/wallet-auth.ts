@@ -3,7 +3,7 @@ import type { Services } from '../services.ts';
 import { requireApiKey } from './bearer-auth.ts';
 import { badRequest, unauthorized } from './errors.ts';
 import { requireSiwe } from './siwe-proof.ts';
-import { WALLET_PATTERN } from './validate.ts';
+import { ADDRESS_PATTERN } from '../chain/address.ts';
 
 /**
  * Authorises a read of `:wallet` data: an API key of that wallet, or a SIWE proof signed by that
@@ -12,7 +12,7 @@ import { WALLET_PATTERN } from './validate.ts';
  */
 export async function requireWalletOwner(services: Services, request: FastifyRequest<{ Params: { wallet: string } }>): Promise<string> {
   const raw = request.params.wallet;
-  if (!WALLET_PATTERN.test(raw)) throw badRequest(`"${raw.slice(0, 64)}" is not a wallet address (0x followed by 40 hex digits)`);
+  if (!ADDRESS_PATTERN.test(raw)) throw badRequest(`"${raw.slice(0, 64)}" is not a wallet address (0x followed by 40 hex digits)`);
   const wallet = raw.toLowerCase();
   const query = (request.query ?? {}) as Record<string, unknown>;
 

@@ -1,6 +1,5 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type Libsql from 'libsql';
-import type { Engine } from './database.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -9,7 +8,6 @@ import type { Database } from './schema.ts';
  * Kysely's builder and per-transaction machinery cost more than the statements themselves.
  */
 export interface UnitTx {
-  engine: Engine;
   /** Runs a statement; returns how many rows it changed. */
   run(sql: string, params: unknown[]): Promise<number>;
   /** Runs a query (or a statement with RETURNING) that yields at most one row; returns it. */
@@ -41,7 +39,6 @@ export function postgresUnits(db: Kysely<Database>): UnitRunner {
   return (unit) =>
     db.transaction().execute((trx) =>
       unit({
-        engine: 'postgres',
         run: async (sql, params) => Number((await trx.executeQuery(CompiledQuery.raw(numbered(sql), params))).numAffectedRows ?? 0),
         get: async <T>(sql: string, params: unknown[]) => (await trx.executeQuery<T>(CompiledQuery.raw(numbered(sql), params))).rows[0],
       }),
@@ -83,7 +80,6 @@ export class SqliteGroupCommit {
   ) {
     // `prepare` is the caching one installed by openSqlite: each text is compiled once.
     this.tx = {
-      engine: 'sqlite',
       run: (sql, params) => Promise.resolve(this.sqlite.prepare(sql).run(params).changes),
       // get(), not all(): libsql's all() walks an iterator built per call.
       get: <T>(sql: string, params: unknown[]) => Promise.resolve(this.sqlite.prepare(sql).get(params) as T | undefined),

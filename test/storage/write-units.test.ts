@@ -1,24 +1,18 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { adjustBalance, applyMovement } from '../../src/ledger/credits.ts';
-import { checkLedger } from '../../src/ledger/invariants.ts';
-import { finishReservation, reserve, type UsageRecord } from '../../src/ledger/reservations.ts';
+import { applyMovement } from '../../src/ledger/credits.ts';
+import { finishReservation, reserve } from '../../src/ledger/reservations.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
+import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
 
 /**
  * The ledger's write units: on SQLite many are committed in one transaction (group commit), on
  * PostgreSQL each is its own. Either way a unit is all-or-nothing and its caller hears back only
  * once it is committed.
  */
-let counter = 0;
-const wallet = () => `0x${(++counter).toString(16).padStart(40, 'c')}`;
-const usage = (requestId: string, w: string): UsageRecord => ({
-  requestId, apiKeyId: 1, wallet: w, model: 'p/m', provider: 'p', promptTokens: 1, completionTokens: 1, reasoningTokens: 0, cachedTokens: 0, providerCostUsdc: 1, status: 'ok', latencyMs: 1, estimated: false,
-});
-
 for (const engine of ENGINES) {
   describe(`write units (${engine})`, () => {
     let s: Storage;
@@ -35,12 +29,8 @@ for (const engine of ENGINES) {
       await s.close();
     });
 
-    async function funded(amount: number) {
-      const w = wallet();
-      await adjustBalance(s.db, { wallet: w, amountUsdc: amount });
-      return w;
-    }
-    const ledgerOk = async () => assert.deepEqual((await checkLedger(s.db)).problems, []);
+    const funded = (amount: number) => fundedWallet(s.db, amount);
+    const ledgerOk = () => assertLedgerConsistent(s.db);
 
     test('of 100 reservations sent at once against room for 40, exactly 40 lock, and each is committed when its caller hears back', async () => {
       const w = await funded(400);
@@ -59,7 +49,7 @@ for (const engine of ENGINES) {
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 400, locked_usdc: 400, available_usdc: 0 });
       await ledgerOk();
 
-      const outcomes = await Promise.all(results.flatMap((ok, i) => (ok ? [finishReservation(s, `${w}-${i}`, i % 2 ? 7 : 0, usage(`${w}-${i}`, w))] : [])));
+      const outcomes = await Promise.all(results.flatMap((ok, i) => (ok ? [finishReservation(s, `${w}-${i}`, i % 2 ? 7 : 0, usageRecord(`${w}-${i}`, w))] : [])));
       assert.equal(outcomes.filter((o) => o.applied).length, 40);
       const charged = outcomes.reduce((sum, o) => sum + o.chargedUsdc, 0);
       assert.ok(charged > 0);
@@ -86,8 +76,8 @@ for (const engine of ENGINES) {
       const winnerAmount = a.status === 'fulfilled' ? 100 : 200;
       assert.deepEqual(await getBalance(reader.db, w), { balance_usdc: 1000, locked_usdc: winnerAmount + 300, available_usdc: 700 - winnerAmount });
       await ledgerOk();
-      await finishReservation(s, `${w}-same`, 0, usage(`${w}-same`, w));
-      await finishReservation(s, `${w}-other`, 0, usage(`${w}-other`, w));
+      await finishReservation(s, `${w}-same`, 0, usageRecord(`${w}-same`, w));
+      await finishReservation(s, `${w}-other`, 0, usageRecord(`${w}-other`, w));
       await ledgerOk();
     });
 
