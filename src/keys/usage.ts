@@ -13,26 +13,34 @@ export interface KeyUsage {
   total_provider_cost_usdc: number;
 }
 
-/** Totals per key of the wallet, every key included (revoked ones too, and keys never used). */
-export async function usageByKey(db: Kysely<Database>, wallet: string): Promise<KeyUsage[]> {
-  const rows = await db
+/**
+ * The usage read: the wallet's keys (by the api_keys_wallet index) and each key's running totals
+ * (one primary-key lookup per key). It never touches request_usage, so its cost is O(keys) however
+ * many requests the wallet made: any key holder can call it, and on SQLite a slow read holds the
+ * only connection for every other wallet. Exported so a test can check the plan of this exact query.
+ */
+export function usageByKeyQuery(db: Kysely<Database>, wallet: string) {
+  return db
     .selectFrom('api_keys as k')
-    .leftJoin('request_usage as u', 'u.api_key_id', 'k.id')
+    .leftJoin('usage_totals as t', 't.api_key_id', 'k.id')
     .select([
       'k.id',
       'k.label',
       'k.created_at',
       'k.revoked_at',
-      sql<number>`count(u.id)`.as('request_count'),
-      sql<number>`coalesce(sum(u.prompt_tokens), 0)`.as('prompt'),
-      sql<number>`coalesce(sum(u.completion_tokens), 0)`.as('completion'),
-      sql<number>`coalesce(sum(u.charged_usdc), 0)`.as('charged'),
-      sql<number>`coalesce(sum(u.provider_cost_usdc), 0)`.as('cost'),
+      sql<number>`coalesce(t.request_count, 0)`.as('request_count'),
+      sql<number>`coalesce(t.prompt_tokens, 0)`.as('prompt'),
+      sql<number>`coalesce(t.completion_tokens, 0)`.as('completion'),
+      sql<number>`coalesce(t.charged_usdc, 0)`.as('charged'),
+      sql<number>`coalesce(t.provider_cost_usdc, 0)`.as('cost'),
     ])
     .where('k.wallet', '=', wallet)
-    .groupBy(['k.id', 'k.label', 'k.created_at', 'k.revoked_at'])
-    .orderBy('k.id')
-    .execute();
+    .orderBy('k.id');
+}
+
+/** Totals per key of the wallet, every key included (revoked ones too, and keys never used). */
+export async function usageByKey(db: Kysely<Database>, wallet: string): Promise<KeyUsage[]> {
+  const rows = await usageByKeyQuery(db, wallet).execute();
   return rows.map((r) => ({
     api_key_id: Number(r.id),
     label: r.label,

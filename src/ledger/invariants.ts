@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
+import { usageTotalsProblems } from './usage-totals-check.ts';
 
 export interface LedgerCheck {
   ok: boolean;
@@ -123,6 +124,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     )
     .executeTakeFirstOrThrow();
   if (Number(unbacked.n) > 0) problems.push(`${unbacked.n} top-up credits have no payment behind them`);
+  problems.push(...(await usageTotalsProblems(db)));
 
   return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems };
 }

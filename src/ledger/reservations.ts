@@ -74,6 +74,17 @@ export interface SettleOutcome {
   balanceUsdc: number | null;
 }
 
+// The conflict clause both engines share: a key's first finish inserts its totals row, every later
+// one adds to it (in PostgreSQL under the row lock ON CONFLICT takes, so none is lost).
+const ACCUMULATE = `ON CONFLICT (api_key_id) DO UPDATE SET
+    request_count = usage_totals.request_count + 1,
+    prompt_tokens = usage_totals.prompt_tokens + excluded.prompt_tokens,
+    completion_tokens = usage_totals.completion_tokens + excluded.completion_tokens,
+    reasoning_tokens = usage_totals.reasoning_tokens + excluded.reasoning_tokens,
+    cached_tokens = usage_totals.cached_tokens + excluded.cached_tokens,
+    charged_usdc = usage_totals.charged_usdc + excluded.charged_usdc,
+    provider_cost_usdc = usage_totals.provider_cost_usdc + excluded.provider_cost_usdc`;
+
 // SQLite: the reservation and its wallet in one read. Group commit holds the only write lock, so
 // nothing can change either row before this unit commits.
 const READ_PENDING = `SELECT r.wallet, r.amount_usdc, w.balance_usdc, w.locked_usdc
@@ -86,6 +97,12 @@ const INSERT_USAGE = `INSERT INTO request_usage
   (request_id, api_key_id, wallet, model, provider, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
    charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+// Adds the usage row just written to its key's running totals (what GET /v1/usage reads). An
+// increment in the database, never a read-modify-write here, so concurrent finishes all count.
+const ADD_TO_TOTALS = `INSERT INTO usage_totals
+  (api_key_id, request_count, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, charged_usdc, provider_cost_usdc)
+  VALUES (?, 1, ?, ?, ?, ?, ?, ?)
+  ${ACCUMULATE}`;
 
 // PostgreSQL does the whole finish in one statement, for the same reason as the reserve: the wallet
 // row stays locked for one round trip instead of seven. `pending` locks the reservation and its
@@ -114,13 +131,19 @@ const FINISH_IN_ONE_STATEMENT = `WITH pending AS (
        charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
     SELECT $1, $5, p.wallet, $4, $6, $7, $8, $9, $10, p.charged, CASE WHEN p.charged > 0 THEN $11::bigint ELSE 0 END, $12, $13, $14, $3
     FROM pending p
+  ), totals AS (
+    INSERT INTO usage_totals
+      (api_key_id, request_count, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, charged_usdc, provider_cost_usdc)
+    SELECT $5, 1, $7, $8, $9, $10, p.charged, CASE WHEN p.charged > 0 THEN $11::bigint ELSE 0 END
+    FROM pending p
+    ${ACCUMULATE}
   )
   SELECT p.charged, r.balance_usdc FROM pending p, released r`;
 
 /**
- * Finishes a reservation: charges `chargeUsdc` (0 voids it), releases the lock, and writes the
- * request's usage row, all in one unit. The reservation's status change is the exactly-once guard:
- * a second settle or void of the same request changes nothing.
+ * Finishes a reservation: charges `chargeUsdc` (0 voids it), releases the lock, writes the
+ * request's usage row and adds it to its key's totals, all in one unit. The reservation's status
+ * change is the exactly-once guard: a second settle or void of the same request changes nothing.
  */
 export async function finishReservation(
   storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>,
@@ -154,6 +177,9 @@ export async function finishReservation(
       requestId, usage.apiKeyId, r.wallet, usage.model, usage.provider, usage.promptTokens, usage.completionTokens, usage.reasoningTokens,
       usage.cachedTokens, charged, charged > 0 ? usage.providerCostUsdc : 0, usage.status, usage.latencyMs, usage.estimated ? 1 : 0, now,
     ]);
+    await tx.run(ADD_TO_TOTALS, [
+      usage.apiKeyId, usage.promptTokens, usage.completionTokens, usage.reasoningTokens, usage.cachedTokens, charged, charged > 0 ? usage.providerCostUsdc : 0,
+    ]);
     return outcome(charged, Number(after!.balance_usdc));
   });
 }
@@ -166,7 +192,8 @@ export async function extendLease(db: Kysely<Database>, requestId: string, lease
 /**
  * Voids reservations whose lease ran out: the request's process died before settling. Each is
  * released in its own transaction, guarded like a normal void, so a late settle and the sweeper
- * can never both act.
+ * can never both act. It writes no usage row (the request never reported back), so it leaves the
+ * usage totals alone too: they count exactly the request_usage rows.
  */
 export async function sweepExpiredReservations(db: Kysely<Database>, now = Date.now()): Promise<number> {
   const expired = await db

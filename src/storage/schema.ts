@@ -100,6 +100,19 @@ export interface RequestUsageTable {
   created_at: number;
 }
 
+/** Running sums of request_usage per API key (request_usage rows are never updated or deleted),
+ * kept in the same statement or write unit as the row they add up. */
+export interface UsageTotalsTable {
+  api_key_id: number;
+  request_count: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  reasoning_tokens: number;
+  cached_tokens: number;
+  charged_usdc: number;
+  provider_cost_usdc: number;
+}
+
 export type PaymentStatus = 'pending' | 'submitted' | 'credited' | 'failed';
 
 /** An x402 top-up. `pending`: recorded, settlement not yet sent (or its outcome unknown); `submitted`:
@@ -145,6 +158,7 @@ export interface Database {
   referral_codes: ReferralCodeTable;
   referral_attributions: ReferralAttributionTable;
   request_usage: RequestUsageTable;
+  usage_totals: UsageTotalsTable;
   settings: SettingTable;
   payments: PaymentTable;
 }

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { sql } from 'kysely';
+import { randomUUID } from 'node:crypto';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
 import { createRedeemCodes } from '../../src/keys/codes.ts';
+import { finishReservation, reserve } from '../../src/ledger/reservations.ts';
+import { usageRecord } from '../support/ledger.ts';
 
 for (const engine of ENGINES) {
   describe(`GET /v1/usage/:wallet (${engine})`, () => {
@@ -89,15 +91,16 @@ for (const engine of ENGINES) {
 
     test('counters come from recorded requests, revenue as float USD', async () => {
       const { account, a } = await walletWithKeys();
-      const now = Date.now();
       const wallet = account.address.toLowerCase();
-      await gw.services.storage.db
-        .insertInto('request_usage')
-        .values([
-          { request_id: `r1-${now}`, api_key_id: a.id, wallet, model: 'openai/gpt-4o-mini', provider: 'openai', prompt_tokens: 100, completion_tokens: 20, reasoning_tokens: 0, cached_tokens: 0, charged_usdc: 1200, provider_cost_usdc: 1000, status: 'ok', latency_ms: 5, estimated: 0, created_at: now },
-          { request_id: `r2-${now}`, api_key_id: a.id, wallet, model: 'openai/gpt-4o-mini', provider: 'openai', prompt_tokens: 50, completion_tokens: 5, reasoning_tokens: 0, cached_tokens: 0, charged_usdc: 600, provider_cost_usdc: 500, status: 'ok', latency_ms: 5, estimated: 0, created_at: now },
-        ])
-        .execute();
+      // Recorded the way the gateway records them (reserve, then settle), which also keeps the
+      // per-key totals the route reads.
+      const record = async (requestId: string, promptTokens: number, completionTokens: number, charge: number, cost: number) => {
+        assert.ok(await reserve(gw.services.storage, { wallet, apiKeyId: a.id, requestId, amountUsdc: 10_000, leaseMs: 60_000 }));
+        const usage = { ...usageRecord(requestId, wallet), apiKeyId: a.id, model: 'openai/gpt-4o-mini', provider: 'openai', promptTokens, completionTokens, providerCostUsdc: cost };
+        assert.equal((await finishReservation(gw.services.storage, requestId, charge, usage)).chargedUsdc, charge);
+      };
+      await record(`r1-${randomUUID()}`, 100, 20, 1200, 1000);
+      await record(`r2-${randomUUID()}`, 50, 5, 600, 500);
       const res = await call(gw.url, 'GET', `/v1/usage/${account.address}`, undefined, { authorization: `Bearer ${a.key}` });
       const one = res.body.keys.find((k: any) => k.api_key_id === a.id);
       assert.equal(one.request_count, 2);
@@ -105,7 +108,6 @@ for (const engine of ENGINES) {
       assert.equal(one.total_completion_tokens, 25);
       assert.equal(one.total_charged_usdc, 1800);
       assert.equal(one.total_platform_revenue_usd, 0.0003);
-      await sql`delete from request_usage where wallet = ${wallet}`.execute(gw.services.storage.db);
     });
   });
 }
