@@ -64,12 +64,12 @@ describe('errors, limits, request ids and logs', () => {
 
   test('an internal error is 500 with no stack trace or detail, and is logged', async () => {
     const account = newAccount();
-    await sql`drop table request_usage`.execute(gw.services.storage.db);
+    await sql`drop table usage_totals`.execute(gw.services.storage.db);
     const res = await call(gw.url, 'GET', `/v1/usage/${account.address}?${proofQuery(await siweProof(account))}`);
     assert.equal(res.status, 500);
     assert.equal(res.body.error, 'INTERNAL_ERROR');
     assert.match(res.body.message, /^internal error; quote request id [0-9a-f-]{36} when reporting it$/);
-    assert.ok(!/request_usage|at .*\.ts|sqlite/i.test(res.text), res.text);
+    assert.ok(!/usage_totals|at .*\.ts|sqlite/i.test(res.text), res.text);
     assert.match(gw.logs(), /unhandled error/);
   });
 
