@@ -27,7 +27,7 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
     throw upstreamFailure(describeTransportError(err));
   }
 
-  const usage = readUsage(parsed.usage) ?? (await estimateUsage(plan.upstreamBody.messages, completionTextOf(parsed)));
+  const usage = readUsage(parsed.usage) ?? (await estimateUsage(plan, completionTextOf(parsed)));
   const outcome = await bill.settle(usage);
   if (outcome.shortfallUsdc > 0) reply.log.warn({ shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
   // The settle reports the balance it left; read it only if the settle found nothing to apply.

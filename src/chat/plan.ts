@@ -2,6 +2,8 @@ import type { Config } from '../config/load.ts';
 import type { Catalog, CatalogModel } from '../providers/catalog.ts';
 import { reservationFor } from '../providers/pricing.ts';
 import { badRequest } from '../http/errors.ts';
+import { checkForwardedFields } from './forwarded-fields.ts';
+import { measureParts, promptBound, type NonTextParts } from './prompt-bound.ts';
 
 /** Everything decided about a chat request before any money moves or any byte goes upstream. */
 export interface ChatPlan {
@@ -13,6 +15,8 @@ export interface ChatPlan {
   n: number;
   /** Upper bound of prompt tokens, computed without a network call. */
   promptUpperBound: number;
+  /** The declared non-text parts (images, audio, files) and the tokens reserved for them. */
+  parts: NonTextParts;
   reservationUsdc: number;
   upstreamBody: Record<string, unknown>;
 }
@@ -21,8 +25,8 @@ const MAX_N = 16;
 const EFFORT_BUDGETS: Record<string, number> = { minimal: 512, low: 1024, medium: 4096, high: 16384 };
 
 /**
- * Validates the body and resolves the model. Unknown fields are forwarded as they are, so provider
- * extensions keep working; the fields the gateway relies on are checked strictly.
+ * Validates the body and resolves the model. Only allowlisted fields are forwarded (see
+ * forwarded-fields.ts), and the reservation bounds the body exactly as it will be sent.
  */
 export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, 'chat'>): ChatPlan {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object');
@@ -37,8 +41,13 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
     }
   });
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw badRequest('stream must be true or false');
+  if (b.stream_options !== undefined && b.stream_options !== null && (typeof b.stream_options !== 'object' || Array.isArray(b.stream_options))) {
+    throw badRequest('stream_options must be an object such as {"include_usage": true}');
+  }
 
   const model = resolveModel(catalog, b.model);
+  checkForwardedFields(b, model.extraFields);
+  const parts = measureParts(b.messages, model);
   const maxTokens = resolveMaxTokens(b, model, config.chat.defaultMaxTokens);
   const n = b.n === undefined || b.n === null ? 1 : b.n;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_N) throw badRequest(`n must be a whole number from 1 to ${MAX_N}`);
@@ -57,8 +66,9 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const clientWantsUsage = stream && options.include_usage === true;
   if (stream) upstreamBody.stream_options = { ...options, include_usage: true };
 
-  const promptUpperBound = promptBound(b, model);
-  return { model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody };
+  // Bounded on what goes upstream, after every rewrite above, so nothing forwarded escapes the bound.
+  const promptUpperBound = promptBound(upstreamBody, model, parts);
+  return { model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts, reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody };
 }
 
 export function resolveModel(catalog: Catalog, requested: string): CatalogModel {
@@ -109,15 +119,4 @@ function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>
       }
     }
   }
-}
-
-/**
- * An upper bound on prompt tokens without a tokenizer round trip: no BPE token is shorter than one
- * byte, so the UTF-8 size of the messages and tools bounds the count, plus a per-message allowance
- * for the chat template. It can never exceed the model's context length.
- */
-function promptBound(b: Record<string, unknown>, model: CatalogModel): number {
-  const bytes = Buffer.byteLength(JSON.stringify(b.messages)) + (b.tools ? Buffer.byteLength(JSON.stringify(b.tools)) : 0);
-  const bound = bytes + 8 * (b.messages as unknown[]).length + 16;
-  return Math.min(bound, model.contextLength);
 }

@@ -121,7 +121,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
       return;
     }
     // Complete, or cut short by our own drain bound after the client left: bill what was produced.
-    const billed = usage ?? (await estimateUsage(plan.upstreamBody.messages, streamedText.text()));
+    const billed = usage ?? (await estimateUsage(plan, streamedText.text()));
     const outcome = await bill.settle(billed, clientGone ? 'client_disconnected' : 'ok');
     if (outcome.shortfallUsdc > 0) reply.log.warn({ shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
     await send(DONE);

@@ -1,3 +1,6 @@
+import type { ChatPlan } from './plan.ts';
+import { CONTROL_FIELDS } from './forwarded-fields.ts';
+
 /** Token counts as the provider reported them, or as we counted them when it reported none. */
 export interface Usage {
   promptTokens: number;
@@ -37,19 +40,40 @@ async function countTokens(text: string): Promise<number> {
   return (await tokenizer)(text);
 }
 
-/** Usage counted from the text, for an upstream that reported none; marked as estimated. */
-export async function estimateUsage(promptMessages: unknown, completionText: string): Promise<Usage> {
-  const promptText = (Array.isArray(promptMessages) ? promptMessages : [])
-    .map((m) => {
-      const c = (m as { content?: unknown })?.content;
-      return typeof c === 'string' ? c : JSON.stringify(c ?? '');
-    })
-    .join('\n');
-  const messages = Array.isArray(promptMessages) ? promptMessages.length : 0;
+/** What the estimate reads from the plan: the body as sent and the bounds it was reserved at. */
+export type EstimateInput = Pick<ChatPlan, 'upstreamBody' | 'parts' | 'promptUpperBound' | 'maxTokens' | 'n'>;
+
+/** The text a provider renders into the prompt from one message: its text parts, name and calls. */
+function messageText(m: unknown): string {
+  const o = (m ?? {}) as { content?: unknown; name?: unknown; tool_calls?: unknown; function_call?: { name?: unknown; arguments?: unknown } };
+  const content = Array.isArray(o.content)
+    ? o.content.map((p) => (typeof p?.text === 'string' ? p.text : typeof p?.refusal === 'string' ? p.refusal : '')).join('')
+    : typeof o.content === 'string' ? o.content : '';
+  const name = typeof o.name === 'string' ? o.name : '';
+  const call = o.function_call ? `${o.function_call.name ?? ''}${o.function_call.arguments ?? ''}` : '';
+  return `${name}${content}${toolCallsText(o.tool_calls)}${call}`;
+}
+
+/**
+ * Usage counted with the tokenizer, for an upstream that reported none or a drain that was cut;
+ * marked as estimated. It counts every input the reservation bounded: the messages' text, each
+ * other input field (tools, functions, response_format, tool_choice, provider extensions) as its
+ * JSON, and each declared non-text part at its bound. Each side is capped at what was reserved for
+ * it: the provider accepted the prompt (so it fits that bound) and stops each choice at max_tokens.
+ */
+export async function estimateUsage(plan: EstimateInput, completionText: string): Promise<Usage> {
+  const body = plan.upstreamBody;
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  const inputs = Object.entries(body)
+    .filter(([field]) => field !== 'messages' && !CONTROL_FIELDS.has(field))
+    .map(([, value]) => JSON.stringify(value));
+  const promptText = [...messages.map(messageText), ...inputs].join('\n');
+  // OpenAI's chat template adds about 3 tokens a message and 3 for the reply's priming.
+  const promptTokens = (await countTokens(promptText)) + 3 * messages.length + 3 + plan.parts.tokens;
+  const completionTokens = completionText ? await countTokens(completionText) : 0;
   return {
-    // OpenAI's chat template adds about 3 tokens a message and 3 for the reply's priming.
-    promptTokens: (await countTokens(promptText)) + 3 * messages + 3,
-    completionTokens: completionText ? await countTokens(completionText) : 0,
+    promptTokens: Math.min(promptTokens, plan.promptUpperBound),
+    completionTokens: Math.min(completionTokens, plan.n * plan.maxTokens),
     reasoningTokens: 0,
     cachedTokens: 0,
     estimated: true,

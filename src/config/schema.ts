@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ADDRESS_PATTERN } from '../chain/address.ts';
+import { extraFieldProblem } from '../chat/forwarded-fields.ts';
 
 /**
  * The whole configuration file, validated at start-up. Every key has a default so that an empty
@@ -31,8 +32,22 @@ const provider = z
     baseUrl: z.url({ message: 'must be an http(s) URL such as https://api.openai.com/v1' }),
     apiKeyEnv: envName.optional(),
     maxConnections: positiveInt.default(1024),
+    // Provider extensions forwarded as sent (for example vLLM's top_k). Everything in them is
+    // counted as prompt input in the reservation; see README "Forwarded fields".
+    extraFields: z
+      .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a JSON field name such as top_k'))
+      .superRefine((names, ctx) => {
+        for (const name of names) {
+          const problem = extraFieldProblem(name);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        }
+      })
+      .optional(),
   })
   .strict();
+
+// Kinds of content part a model may accept besides text; each needs a token bound for the reservation.
+const partKind = z.enum(['image', 'audio', 'file']);
 
 const model = z
   .object({
@@ -47,8 +62,22 @@ const model = z
     completionPricePer1M: decimalString.optional(),
     reasoningFamily: z.enum(['none', 'thinking', 'effort']).default('none'),
     created: z.number().int().nonnegative().default(1735689600),
+    // What the model takes as input. Without it, text only: an image, audio or file part is a 400.
+    inputs: z.array(z.union([z.literal('text'), partKind])).refine((v) => v.includes('text'), { message: 'must include text' }).optional(),
+    // The most prompt tokens one part of each declared kind can cost; reserved per part.
+    partTokenBounds: z.partialRecord(partKind, positiveInt).optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((m, ctx) => {
+    for (const kind of partKind.options) {
+      const declared = m.inputs?.includes(kind) ?? false;
+      const bound = m.partTokenBounds?.[kind];
+      if (declared && bound === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['partTokenBounds', kind], message: `inputs lists ${kind}; give the most prompt tokens one ${kind} part can cost, for example ${kind === 'image' ? 1600 : m.contextLength}` });
+      }
+      if (!declared && bound !== undefined) ctx.addIssue({ code: 'custom', path: ['inputs'], message: `partTokenBounds.${kind} is set but inputs does not list ${kind}` });
+    }
+  });
 
 const chainRpc = z.object({ rpcUrl: z.url() }).strict();
 

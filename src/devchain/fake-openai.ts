@@ -26,6 +26,8 @@ export interface FakeBehaviour {
   hang?: boolean;
   /** Destroy the connection after this many content chunks. */
   cutAfterChunks?: number;
+  /** Bill each non-text content part (image, audio, file) at this many prompt tokens instead of its text. */
+  partTokens?: number;
 }
 
 export interface ReceivedRequest {
@@ -96,6 +98,25 @@ export function fakeTokens(text: string): number {
   return Math.max(1, Math.ceil(text.length / 4));
 }
 
+/** Fields a real provider renders into the prompt and bills as input, besides the messages. */
+const BILLED_INPUTS = ['tools', 'tool_choice', 'functions', 'function_call', 'response_format'];
+
+/**
+ * Prompt tokens as a provider bills them: the messages and every schema-like field (tool and
+ * function definitions, response_format's JSON schema), with non-text parts at a fixed price.
+ */
+export function fakePromptTokens(body: any, partTokens: number): number {
+  let parts = 0;
+  const messages = (Array.isArray(body.messages) ? body.messages : []).map((m: any) => {
+    if (!Array.isArray(m?.content)) return m;
+    const content = m.content.filter((p: any) => p?.type === 'text' || p?.type === 'refusal');
+    parts += m.content.length - content.length;
+    return { ...m, content };
+  });
+  const inputs = BILLED_INPUTS.filter((k) => body[k] !== undefined).map((k) => JSON.stringify(body[k]));
+  return fakeTokens(JSON.stringify(messages) + inputs.join('')) + parts * partTokens;
+}
+
 async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, body: any): Promise<void> {
   if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error' } }));
@@ -114,10 +135,9 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
   const model = body.model;
   const content = b.content ?? DEFAULT_CONTENT;
   const n = typeof body.n === 'number' ? body.n : 1;
-  const promptText = JSON.stringify(body.messages ?? []);
   const completionTokens = b.toolCall ? fakeTokens(b.toolCall.arguments) + 5 : fakeTokens(content);
   const usage = {
-    prompt_tokens: b.usage?.prompt_tokens ?? fakeTokens(promptText),
+    prompt_tokens: b.usage?.prompt_tokens ?? fakePromptTokens(body, b.partTokens ?? 0),
     completion_tokens: b.usage?.completion_tokens ?? completionTokens * n,
     total_tokens: 0,
     prompt_tokens_details: { cached_tokens: b.usage?.cached_tokens ?? 0, audio_tokens: 0 },

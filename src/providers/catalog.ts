@@ -1,5 +1,5 @@
 import type { Config } from '../config/load.ts';
-import type { ModelConfig } from '../config/schema.ts';
+import type { ModelConfig, ProviderConfig } from '../config/schema.ts';
 import { markupFactor, mul, parseDecimal, toNumber, type Fraction } from './decimal.ts';
 
 /** Per-token prices in micro-USDC (a price of P USD per 1M tokens is exactly P micro-USDC per token). */
@@ -18,11 +18,20 @@ export interface CatalogModel {
   maxOutputTokens: number;
   reasoningFamily: ModelConfig['reasoningFamily'];
   created: number;
+  /**
+   * Non-text content the model accepts, with the most prompt tokens one such part can cost. A kind
+   * missing here is refused with 400; a listed one is reserved at its bound.
+   */
+  partTokenBounds: Readonly<Partial<Record<PartKind, number>>>;
+  /** The provider's extension fields the operator chose to forward as sent. */
+  extraFields: ReadonlySet<string>;
   /** What the provider charges us. */
   cost: TokenPrices;
   /** What we bill: the explicit price, or cost × (1 + markup). */
   billed: TokenPrices;
 }
+
+export type PartKind = 'image' | 'audio' | 'file';
 
 export interface Catalog {
   models: CatalogModel[];
@@ -32,7 +41,7 @@ export interface Catalog {
   listedPrices: 'billed' | 'cost';
 }
 
-export function buildCatalog(config: Pick<Config, 'models' | 'pricing'>): Catalog {
+export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { providers?: Record<string, ProviderConfig> }): Catalog {
   const factor = markupFactor(config.pricing.markupPercent);
   const models = config.models.map((m): CatalogModel => {
     const cost = { prompt: parseDecimal(m.promptCostPer1M), completion: parseDecimal(m.completionCostPer1M) };
@@ -45,6 +54,8 @@ export function buildCatalog(config: Pick<Config, 'models' | 'pricing'>): Catalo
       maxOutputTokens: m.maxOutputTokens,
       reasoningFamily: m.reasoningFamily,
       created: m.created,
+      partTokenBounds: { ...m.partTokenBounds },
+      extraFields: new Set(config.providers?.[m.provider]?.extraFields ?? []),
       cost,
       billed: {
         prompt: m.promptPricePer1M !== undefined ? parseDecimal(m.promptPricePer1M) : mul(cost.prompt, factor),

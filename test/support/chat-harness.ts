@@ -4,7 +4,7 @@ import { getBalance } from '../../src/ledger/balances.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
-import { call, startTestGateway, type TestGateway } from './gateway.ts';
+import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
 import { newAccount, siweProof } from './siwe.ts';
 
 /** Prices chosen so that every charge is easy to compute by hand: 1 and 2 micro-USDC a token, 20% markup. */
@@ -32,12 +32,15 @@ export async function startChatHarness(engine: Engine, config: Record<string, un
     engine,
     env: extra.env,
     databaseUrl: extra.databaseUrl,
-    config: {
-      providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY' }, other: { baseUrl: fake.url } },
-      models: MODELS,
-      rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000 } },
-      ...config,
-    },
+    // Merged deeply, so a test can add a key to a provider (extraFields) without repeating its URL.
+    config: mergeConfig(
+      {
+        providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY' }, other: { baseUrl: fake.url } },
+        models: MODELS,
+        rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000 } },
+      },
+      config,
+    ),
   });
   return {
     fake,
