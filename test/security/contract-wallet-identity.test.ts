@@ -232,4 +232,5 @@ describe('contract-wallet identity across two chains', () => {
       });
     });
   }
+
 });
