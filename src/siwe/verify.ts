@@ -130,8 +130,8 @@ export class SiweVerifier {
       );
     }
 
-    const client = this.chains.client(home);
     try {
+      const client = this.chains.client(home);
       const code = await accountCode(client, p.address as Hex);
       if (code === 'delegated') {
         // Its delegate may say yes to anything; only the key that set the delegation speaks for it.
