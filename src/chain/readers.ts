@@ -1,4 +1,4 @@
-import { createPublicClient, http, type Hex, type PublicClient } from 'viem';
+import { createPublicClient, http, type PublicClient } from 'viem';
 
 /**
  * Read-only access to the configured chains (one RPC URL per chain id). Used for contract-wallet
@@ -23,9 +23,4 @@ export function createChainReaders(chains: Record<string, { rpcUrl: string }>, t
       return c;
     },
   };
-}
-
-export async function hasCode(client: PublicClient, address: Hex): Promise<boolean> {
-  const code = await client.getCode({ address });
-  return code !== undefined && code !== '0x';
 }

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { defaultModels, defaultProviders } from './defaults.ts';
+import { resolveContractWalletChain } from '../siwe/contract-wallet-chain.ts';
 import { configSchema, type ConfigFile, type ModelConfig, type ProviderConfig } from './schema.ts';
 
 /** Secrets resolved from the environment variables the file names. Never logged. */
@@ -21,7 +22,8 @@ export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'
   source: string | null;
   providers: Record<string, ProviderConfig>;
   models: ModelConfig[];
-  siwe: ConfigFile['siwe'] & { domains: string[]; uris: string[] };
+  /** contractWalletChainId is resolved: null when contract wallets have no chain (no RPC). */
+  siwe: Omit<ConfigFile['siwe'], 'contractWalletChainId'> & { domains: string[]; uris: string[]; contractWalletChainId: number | null };
   secrets: Secrets;
 }
 
@@ -103,6 +105,8 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
   }
 
   checkTopup(file, env, source);
+  const contractWalletChain = resolveContractWalletChain(file.siwe.chainIds, file.chains, file.siwe.contractWalletChainId);
+  if (!contractWalletChain.ok) throw new ConfigError(`${where(source)}${contractWalletChain.problem}`);
 
   const publicUrl = new URL(file.server.publicUrl);
   const databaseUrl = (file.database.urlEnv && env[file.database.urlEnv]) || file.database.url;
@@ -120,6 +124,7 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
       // The SIWE domain is never taken from request headers: by default it is the public URL's host.
       domains: file.siwe.domains ?? [publicUrl.host],
       uris: (file.siwe.uris ?? [publicUrl.origin]).map((u) => new URL(u).origin),
+      contractWalletChainId: contractWalletChain.chainId,
     },
     secrets: {
       keySecret: env[file.keys.secretEnv] || undefined,

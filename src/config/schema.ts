@@ -144,6 +144,9 @@ export const configSchema = z
         windowSeconds: positiveInt.default(300),
         clockSkewSeconds: z.number().int().nonnegative().default(60),
         allowedFactories: z.array(address).default([]),
+        // The one chain where contract wallets (ERC-1271 / ERC-6492) sign in and pay; keys work on
+        // every chain. Default: the only one of chainIds with an RPC (src/siwe/contract-wallet-chain.ts).
+        contractWalletChainId: positiveInt.optional(),
       })
       .strict()
       .default({ chainIds: [1, 8453, 84532], windowSeconds: 300, clockSkewSeconds: 60, allowedFactories: [] }),

@@ -108,7 +108,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           responses: {
             200: ok('SIWE parameters', {
               type: 'object',
-              properties: { domain: { type: 'string' }, uri: { type: 'string' }, domains: { type: 'array' }, uris: { type: 'array' }, chain_ids: { type: 'array', items: integer }, version: { const: '1' }, max_age_seconds: integer },
+              properties: { domain: { type: 'string' }, uri: { type: 'string' }, domains: { type: 'array' }, uris: { type: 'array' }, chain_ids: { type: 'array', items: integer }, contract_wallet_chain_id: { type: ['integer', 'null'] }, version: { const: '1' }, max_age_seconds: integer },
             }),
           },
         },

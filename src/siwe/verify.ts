@@ -1,7 +1,8 @@
 import { ParsedMessage } from '@spruceid/siwe-parser';
 import type { Kysely } from 'kysely';
 import { isErc6492Signature, parseErc6492Signature, recoverMessageAddress, type Hex } from 'viem';
-import { hasCode, type ChainReaders } from '../chain/readers.ts';
+import { accountCode } from '../chain/account-code.ts';
+import type { ChainReaders } from '../chain/readers.ts';
 import type { Database } from '../storage/schema.ts';
 import { consumeNonce } from './nonce-store.ts';
 
@@ -14,6 +15,8 @@ export interface SiweRules {
   clockSkewSeconds: number;
   /** ERC-6492 factories whose undeployed wallets may sign. */
   allowedFactories: string[];
+  /** The only chain where contract-wallet signatures count; null: contract wallets cannot sign in. */
+  contractWalletChainId: number | null;
 }
 
 export type SiweResult =
@@ -102,7 +105,12 @@ export class SiweVerifier {
     return null;
   }
 
-  /** Returns null when the signature is the address's, or the refusal. */
+  /**
+   * Returns null when the signature is the address's, or the refusal. A key's (ECDSA) signature is
+   * accepted with any allowed chain id: the key controls the address on every chain. Anything else
+   * (ERC-1271, ERC-6492) is asked only of the contract-wallet chain, because that is the one chain
+   * whose contract at the address owns the account (src/siwe/contract-wallet-chain.ts).
+   */
   private async checkSignature(p: ParsedMessage, message: string, signature: Hex): Promise<SiweResult | null> {
     const claimed = p.address.toLowerCase();
     // An EOA signature is checked locally; only when it fails can the address be a contract wallet.
@@ -113,12 +121,23 @@ export class SiweVerifier {
       // Not a 65-byte ECDSA signature: may still be ERC-1271 / ERC-6492.
     }
     const mismatch = refuse('SIWE signature does not match the address in the message');
-    if (!this.chains.has(p.chainId)) return mismatch;
+    const home = this.rules.contractWalletChainId;
+    if (home === null) return mismatch;
+    if (p.chainId !== home) {
+      return refuse(
+        `SIWE signature does not match the address as a key signature, and contract wallets sign in only on chain ${home}: ` +
+          `sign a new message with Chain ID: ${home}`,
+      );
+    }
 
-    const client = this.chains.client(p.chainId);
     try {
-      const deployed = await hasCode(client, p.address as Hex);
-      if (!deployed) {
+      const client = this.chains.client(home);
+      const code = await accountCode(client, p.address as Hex);
+      if (code === 'delegated') {
+        // Its delegate may say yes to anything; only the key that set the delegation speaks for it.
+        return refuse('SIWE signature does not match the address: an EIP-7702 account signs with its own key, not through its delegate');
+      }
+      if (code === 'none') {
         if (!isErc6492Signature(signature)) return mismatch;
         const factory = parseErc6492Signature(signature).address?.toLowerCase();
         if (!factory || !this.rules.allowedFactories.map((f) => f.toLowerCase()).includes(factory)) {
@@ -128,7 +147,7 @@ export class SiweVerifier {
       const valid = await client.verifyMessage({ address: p.address as Hex, message, signature });
       return valid ? null : mismatch;
     } catch {
-      return { ok: false, status: 503, reason: `the chain ${p.chainId} RPC could not be reached to check a contract-wallet signature; try again shortly` };
+      return { ok: false, status: 503, reason: `the chain ${home} RPC could not be reached to check a contract-wallet signature; try again shortly` };
     }
   }
 }

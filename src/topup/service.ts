@@ -6,7 +6,8 @@ import type { Config } from '../config/load.ts';
 import type { Database } from '../storage/schema.ts';
 import type { Facilitator } from './facilitator.ts';
 import { localFacilitator } from './local-facilitator.ts';
-import { chainIdOf } from './match.ts';
+import { chainIdOf, type MatchedPayment } from './match.ts';
+import { admitPayer } from './payer-identity.ts';
 import { reconcilePayments, type ReconcileReport } from './reconciler.ts';
 import { remoteFacilitator } from './remote-facilitator.ts';
 
@@ -14,6 +15,8 @@ import { remoteFacilitator } from './remote-facilitator.ts';
 export interface TopupService {
   facilitator: Facilitator;
   clientFor(network: string): PublicClient | undefined;
+  /** Refuses (throws) a contract-wallet payer outside the contract-wallet chain, before anything is recorded. */
+  admitPayer(m: MatchedPayment): Promise<void>;
   reconcile(): Promise<ReconcileReport>;
   /** Stops the periodic pass and waits for one under way. */
   close(): Promise<void>;
@@ -54,6 +57,7 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
   return {
     facilitator,
     clientFor,
+    admitPayer: (m) => admitPayer(m, config.siwe.contractWalletChainId, clientFor(m.identity.network)!),
     reconcile,
     async close() {
       clearInterval(timer);

@@ -141,6 +141,13 @@ describe('SIWE with a contract-wallet check and the RPC down', () => {
     assert.match(res.body.message, /RPC could not be reached/);
   });
 
+  test('a signature that is not the EOA\'s, with another chain id than the contract-wallet chain, is 401 without asking the RPC', async () => {
+    assert.equal(gw.config.siwe.contractWalletChainId, 8453, 'the only SIWE chain with an RPC');
+    const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount(), { signer: newAccount(), chainId: 84532 }));
+    assert.equal(res.status, 401, res.text);
+    assert.match(res.body.message, /contract wallets sign in only on chain 8453: sign a new message with Chain ID: 8453/);
+  });
+
   test('an EOA signature never touches the RPC', async () => {
     const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount()));
     assert.equal(res.status, 201, res.text);

@@ -108,4 +108,28 @@ describe('contract wallets', () => {
       await down.stop();
     }
   });
+
+  test('a payment on a chain other than the contract-wallet chain needs the payer\'s code: an RPC outage there is 503, nothing recorded', async () => {
+    const payTo = h.payTo.address;
+    const down = await startTestGateway({
+      engine: 'sqlite',
+      env: h.env,
+      config: {
+        chains: { '84532': { rpcUrl: h.anvil.rpcUrl }, '8453': { rpcUrl: `http://127.0.0.1:${await freePort()}` } },
+        siwe: { chainIds: [84532, 8453], contractWalletChainId: 84532 },
+        topup: { payTo, offers: [{ network: 'eip155:8453', asset: h.chain.usdc, transferMethod: 'eip3009', ...USDC_DOMAIN, decimals: 6 }] },
+      },
+    });
+    try {
+      const offer8453 = (await call(down.url, 'POST', '/v1/topup', { amount: 5 })).body.accepts[0];
+      const payload = await signEip3009({ token: h.chain.usdc, chainId: 8453, domain: USDC_DOMAIN, from: owner, to: payTo, value: 5n * USD });
+      const res = await call(down.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offer8453, payload) });
+      assert.equal(res.status, 503, res.text);
+      assert.equal(res.body.error, 'FACILITATOR_UNAVAILABLE');
+      assert.match(res.body.message, /RPC for eip155:8453 did not answer; nothing was settled or credited/);
+      assert.equal((await down.services.storage.db.selectFrom('payments').select('id').execute()).length, 0);
+    } finally {
+      await down.stop();
+    }
+  });
 });

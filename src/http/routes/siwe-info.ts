@@ -13,6 +13,8 @@ export function siweInfoRoutes(app: FastifyInstance, services: Services): void {
     domains: siwe.domains,
     uris: siwe.uris,
     chain_ids: siwe.chainIds,
+    // A contract wallet (ERC-1271 / ERC-6492) must sign with this Chain ID; keys may use any of chain_ids.
+    contract_wallet_chain_id: siwe.contractWalletChainId,
     version: '1',
     max_age_seconds: siwe.windowSeconds,
   };

@@ -32,6 +32,7 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
       return askForPayment(reply, resource, offers, 'PAYMENT_REQUIRED', `pay ${micro / 1e6} USD with one of accepts, sent as base64 in the PAYMENT-SIGNATURE (x402 v2) or X-Payment (v1) header`);
     }
     const matched = matchPayment(decodePaymentHeader(header), offers);
+    await topup.admitPayer(matched);
     const outcome = await settleTopup(
       {
         db: services.storage.db,
