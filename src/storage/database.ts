@@ -90,7 +90,10 @@ function openPostgres(url: string, max: number): Storage {
       return pg.types.getTypeParser(oid, format as 'text');
     },
   };
-  const pool = new pg.Pool({ connectionString: url, max, types: types as never });
+  // A request waits at most 5 s for a connection (a server that refuses fails at once; one that
+  // does not answer, or a pool exhausted by hung queries, would otherwise wait forever) and then
+  // gets a 503. Keep-alive notices a dead peer on idle connections.
+  const pool = new pg.Pool({ connectionString: url, max, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true });
   // An idle client's network error would otherwise be an unhandled 'error' event that kills the process.
   pool.on('error', () => undefined);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
