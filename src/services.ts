@@ -13,6 +13,8 @@ import { openAICompatible } from './providers/openai-compatible.ts';
 import { windowsFrom, type RateLimiter, type RateWindow } from './ratelimit/limiter.ts';
 import { memoryLimiter } from './ratelimit/memory.ts';
 import { redisLimiter } from './ratelimit/redis.ts';
+import { sql } from 'kysely';
+import { createHealthMonitor, type DependencyProbe, type HealthMonitor } from './health-checks.ts';
 import { migrateToLatest } from './storage/migrate.ts';
 import { createTopupService, type TopupService } from './topup/service.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
@@ -32,6 +34,8 @@ export interface Services {
   /** Null when no top-up offers are configured. */
   topup: TopupService | null;
   metrics: Metrics;
+  /** Probes of the database, Redis and each chain's RPC, for /health. */
+  health: HealthMonitor;
   /** Chat requests holding a reservation on this instance, so a shutdown can void what it cuts. */
   inflight: Set<{ voidIfOpen(status: string): Promise<void> }>;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
@@ -60,7 +64,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const siwe = new SiweVerifier(config.siwe, storage.db, chains, opts.now);
 
     const now = opts.now ?? Date.now;
-    const limiter = createLimiter(config);
+    const { limiter, probe: redisProbe } = createLimiter(config);
     const providers = createProviders(config);
 
     const pruner = setInterval(() => {
@@ -83,6 +87,11 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       config,
       topup,
       metrics: createMetrics(storage.db),
+      health: createHealthMonitor(dependencyProbes(config, storage, chains, redisProbe), (name, status, err) =>
+        status === 'down'
+          ? opts.logger.warn({ dependency: name, reason: outageReason(err) }, 'dependency is down')
+          : opts.logger.info({ dependency: name }, 'dependency answers again'),
+      ),
       inflight: new Set(),
       logger: opts.logger,
       storage,
@@ -110,11 +119,37 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
   }
 }
 
-function createLimiter(config: Config): RateLimiter {
-  if (config.rateLimits.backend === 'memory') return memoryLimiter();
+function createLimiter(config: Config): { limiter: RateLimiter; probe: DependencyProbe | null } {
+  if (config.rateLimits.backend === 'memory') return { limiter: memoryLimiter(), probe: null };
   const url = config.secrets.redisUrl;
   if (!url) throw new Error(`rateLimits.backend is redis but ${config.rateLimits.redisUrlEnv} is not set; set it to redis://host:6379`);
-  return redisLimiter(url);
+  const limiter = redisLimiter(url);
+  return { limiter, probe: { name: 'redis', required: true, check: () => limiter.ping() } };
+}
+
+/**
+ * The database and Redis are required: without them no request can be authorised, limited or
+ * billed, so the instance reports itself unhealthy and a load balancer drains it. A chain's RPC is
+ * reported but not required: only top-ups and contract-wallet sign-ins need it (they answer 503
+ * meanwhile), and chat, keys and usage keep working, so draining would turn a partial outage into
+ * a full one.
+ */
+function dependencyProbes(config: Config, storage: Storage, chains: ChainReaders, redis: DependencyProbe | null): DependencyProbe[] {
+  const probes: DependencyProbe[] = [{ name: 'database', required: true, check: () => sql`select 1`.execute(storage.db) }];
+  if (redis) probes.push(redis);
+  for (const id of Object.keys(config.chains)) {
+    // cacheTime 0: viem otherwise answers getBlockNumber from its cache for a few seconds.
+    probes.push({ name: `rpc:${id}`, required: false, check: () => chains.client(Number(id)).getBlockNumber({ cacheTime: 0 }) });
+  }
+  return probes;
+}
+
+/** A short reason for the log: an error code or name, never a message (an RPC URL may hold an API key). */
+function outageReason(err: unknown): string {
+  const e = err as { code?: unknown; name?: unknown; message?: unknown } | undefined;
+  if (typeof e?.code === 'string') return e.code;
+  if (typeof e?.message === 'string' && e.message.startsWith('no answer within')) return e.message;
+  return typeof e?.name === 'string' ? e.name : 'unknown';
 }
 
 function createProviders(config: Config): Map<string, ProviderAdapter> {

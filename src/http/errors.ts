@@ -1,4 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { DependencyUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
+import { isDatabaseOutage } from '../storage/outage.ts';
 
 /** An error the client should see as it is: status, stable code, and a message that says what to do. */
 export class ApiError extends Error {
@@ -33,12 +35,22 @@ const CODE_BY_STATUS: Record<number, string> = {
 };
 
 /**
- * Turns anything thrown by a route or by Fastify itself into `{error: CODE, message}`. Unexpected
- * errors become a 500 whose body names only the request id; the details go to the log.
+ * Turns anything thrown by a route or by Fastify itself into `{error: CODE, message}`. A dependency
+ * that did not answer is a 503 with Retry-After (the request was fine; retrying can work).
+ * Unexpected errors become a 500 whose body names only the request id; the details go to the log.
  */
 export function handleError(err: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply): void {
   if (err instanceof ApiError) {
     void reply.code(err.status).headers(err.headers).send({ error: err.code, message: err.message, ...err.extra });
+    return;
+  }
+  const down = unavailableDependency(err);
+  if (down) {
+    request.log.warn({ err, dependency: down }, 'dependency unavailable');
+    void reply
+      .code(503)
+      .header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS))
+      .send({ error: 'SERVICE_UNAVAILABLE', message: `the ${down} is not answering; retry in ${OUTAGE_RETRY_AFTER_SECONDS} seconds`, dependency: down });
     return;
   }
   const known = describeFrameworkError(err);
@@ -67,5 +79,12 @@ function describeFrameworkError(err: FastifyError): { status: number; message: s
   }
   const status = err.statusCode;
   if (status && status >= 400 && status < 500) return { status, message: err.message };
+  return null;
+}
+
+/** Which dependency an error says is down, or null when it is some other failure. */
+export function unavailableDependency(err: unknown): string | null {
+  if (err instanceof DependencyUnavailable) return err.dependency;
+  if (isDatabaseOutage(err)) return 'database';
   return null;
 }

@@ -22,6 +22,11 @@ export interface RateDecision {
  * the window allows.
  */
 export interface RateLimiter {
+  /**
+   * `now` is the caller's clock: the in-process backend counts with it (tests move it); the shared
+   * Redis backend ignores it and uses Redis's clock, the one time every instance agrees on.
+   * Throws DependencyUnavailable when the backend cannot decide: nothing is let through unlimited.
+   */
   hit(key: string, windows: RateWindow[], now?: number): Promise<RateDecision>;
   close(): Promise<void>;
 }

@@ -1,27 +1,37 @@
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { once } from 'node:events';
+import { Redis, ReplyError } from 'ioredis';
+import { DependencyUnavailable } from '../outage.ts';
 import { decide, type RateDecision, type RateLimiter, type RateWindow } from './limiter.ts';
 
 /**
  * Sliding-window log in one Redis sorted set per key, shared by every instance. The Lua script
  * counts and records atomically, so two instances can never both take the last slot.
- * Returns, per window: count, oldest live timestamp (or -1).
+ *
+ * The time is Redis's own (`TIME`), never the caller's: hosts whose clocks disagree would otherwise
+ * stamp hits in different places and prune each other's hits early, bending the shared window.
+ * (Redis 5+ replicates a script's effects, so a write after TIME is allowed; older servers need
+ * replicate_commands.)
+ * ARGV: a random member suffix, then (limit, windowMs) per window.
+ * Returns: Redis's now in ms, then per window: count, oldest live timestamp (or -1).
  */
 const SCRIPT = `
-local now = tonumber(ARGV[1])
-local member = ARGV[2]
-local n = (#ARGV - 2) / 2
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local member = now .. '-' .. ARGV[1]
+local n = (#ARGV - 1) / 2
 local maxw = 0
 for i = 1, n do
-  local w = tonumber(ARGV[2 + 2 * i])
+  local w = tonumber(ARGV[1 + 2 * i])
   if w > maxw then maxw = w end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - maxw)
-local out = {}
+local out = { now }
 local allowed = 1
 for i = 1, n do
-  local limit = tonumber(ARGV[1 + 2 * i])
-  local w = tonumber(ARGV[2 + 2 * i])
+  local limit = tonumber(ARGV[2 * i])
+  local w = tonumber(ARGV[1 + 2 * i])
   local lo = '(' .. tostring(now - w)
   local count = redis.call('ZCOUNT', KEYS[1], lo, '+inf')
   local first = redis.call('ZRANGEBYSCORE', KEYS[1], lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -36,28 +46,78 @@ end
 return out
 `;
 
-export function redisLimiter(url: string, prefix = 'tollgate:rl:'): RateLimiter {
-  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+/**
+ * A request must not wait on a Redis that is gone: with no offline queue a command fails at once
+ * while disconnected, and the command timeout bounds one sent to a server that stopped answering
+ * (a frozen host, a partition). Reconnection goes on in the background, so recovery needs nothing.
+ */
+const COMMAND_TIMEOUT_MS = 1_000;
+const CONNECT_TIMEOUT_MS = 2_000;
+
+/** Redis answered, but with "not now" (loading, a replica after failover, out of memory...). */
+const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|BUSY|TRYAGAIN|CLUSTERDOWN|OOM|NOAUTH|WRONGPASS)\b/;
+
+/** Connection-level failures and "not now" replies; a script error (a bug) stays what it is. */
+export function isRedisOutage(err: unknown): boolean {
+  if (err instanceof ReplyError) return UNAVAILABLE_REPLY.test((err as Error).message);
+  return err instanceof Error;
+}
+
+export interface RedisLimiter extends RateLimiter {
+  /** Throws DependencyUnavailable unless Redis answers a PING (for /health). */
+  ping(): Promise<void>;
+}
+
+/**
+ * The shared limiter. When Redis does not answer, `hit` throws DependencyUnavailable: the request is
+ * refused with 503 (fail closed), never served without a limit.
+ */
+export function redisLimiter(url: string, prefix = 'tollgate:rl:'): RedisLimiter {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+  });
   // Connection errors surface on the commands that need Redis; the event itself must not crash us.
   redis.on('error', () => undefined);
   redis.defineCommand('tollgateHit', { numberOfKeys: 1, lua: SCRIPT });
+  // Without an offline queue, commands sent before the first connection completes would fail:
+  // the first requests after start-up wait for it, within the connect timeout.
+  let firstConnection: Promise<unknown> | null = Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, CONNECT_TIMEOUT_MS).unref())]).then(() => {
+    firstConnection = null;
+  });
+
+  async function send<T>(command: () => Promise<T>): Promise<T> {
+    if (firstConnection) await firstConnection;
+    try {
+      return await command();
+    } catch (err) {
+      if (isRedisOutage(err)) throw new DependencyUnavailable('redis', { cause: err });
+      throw err;
+    }
+  }
 
   return {
-    async hit(key: string, windows: RateWindow[], now = Date.now()): Promise<RateDecision> {
-      const args: (string | number)[] = [now, `${now}-${randomBytes(6).toString('hex')}`];
+    /** `_callerNow` is ignored: the window runs on Redis's clock (see SCRIPT). */
+    async hit(key: string, windows: RateWindow[], _callerNow?: number): Promise<RateDecision> {
+      const args: (string | number)[] = [randomBytes(6).toString('hex')];
       for (const w of windows) args.push(w.limit, w.windowMs);
-      const raw = (await (redis as unknown as { tollgateHit(k: string, ...a: (string | number)[]): Promise<(string | number)[]> }).tollgateHit(
-        `${prefix}${key}`,
-        ...args,
-      )) ?? [];
+      const raw = await send(() =>
+        (redis as unknown as { tollgateHit(k: string, ...a: (string | number)[]): Promise<(string | number)[]> }).tollgateHit(`${prefix}${key}`, ...args),
+      );
+      const now = Number(raw[0]);
       const counts: number[] = [];
       const oldest: (number | null)[] = [];
       for (let i = 0; i < windows.length; i++) {
-        counts.push(Number(raw[2 * i]));
-        const first = Number(raw[2 * i + 1]);
+        counts.push(Number(raw[1 + 2 * i]));
+        const first = Number(raw[2 + 2 * i]);
         oldest.push(first < 0 ? null : first);
       }
       return decide(now, windows, counts, oldest);
+    },
+    async ping() {
+      await send(() => redis.ping());
     },
     async close() {
       redis.disconnect();

@@ -90,9 +90,16 @@ function openPostgres(url: string, max: number): Storage {
       return pg.types.getTypeParser(oid, format as 'text');
     },
   };
-  const pool = new pg.Pool({ connectionString: url, max, types: types as never });
-  // An idle client's network error would otherwise be an unhandled 'error' event that kills the process.
+  // A request waits at most 5 s for a connection (a server that refuses fails at once; one that
+  // does not answer, or a pool exhausted by hung queries, would otherwise wait forever) and then
+  // gets a 503. Keep-alive notices a dead peer on idle connections.
+  const pool = new pg.Pool({ connectionString: url, max, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true });
+  // A client whose connection drops (a server restart: 57P01, "Connection terminated
+  // unexpectedly") emits 'error' besides failing its query; with no listener that event would kill
+  // the process. The pool covers idle clients; this covers the ones checked out by a query, whose
+  // query still fails (and becomes a 503), and the pool then discards the broken client.
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return { db, engine: 'postgres', writeUnit: postgresUnits(db), close: () => db.destroy() };
 }

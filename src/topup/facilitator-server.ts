@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/load.ts';
 import { FacilitatorUnavailable } from './facilitator.ts';
 import { createFacilitator } from './service.ts';
+import { bearerMatches } from './bearer-secret.ts';
 
 /**
  * `tollgate facilitator`: the local facilitator served over the x402 facilitator HTTP API
@@ -33,7 +34,7 @@ export async function startFacilitatorServer(config: Config, opts: FacilitatorSe
   const app = Fastify({ loggerInstance: opts.logger as FastifyBaseLogger, bodyLimit: 64 * 1024 });
 
   app.addHook('onRequest', async (request, reply) => {
-    if (opts.token && request.headers.authorization !== `Bearer ${opts.token}`) {
+    if (opts.token && !bearerMatches(request.headers.authorization, opts.token)) {
       return reply.code(401).send({ error: 'UNAUTHORIZED', message: 'send the facilitator token as "Authorization: Bearer <token>"' });
     }
   });

@@ -25,7 +25,7 @@ describe('GET /health and GET /v1/models', () => {
   test('health is ok while the database answers', async () => {
     const res = await call(gw.url, 'GET', '/health');
     assert.equal(res.status, 200);
-    assert.deepEqual(res.body, { status: 'ok' });
+    assert.deepEqual(res.body, { status: 'ok', checks: { database: 'ok' } });
   });
 
   test('models: spec envelope and fields, billed prices with markup or the listed price', async () => {
@@ -62,6 +62,7 @@ describe('GET /health and GET /v1/models', () => {
       const res = await call(other.url, 'GET', '/health');
       assert.equal(res.status, 503);
       assert.equal(res.body.status, 'degraded');
+      assert.equal(res.body.checks.database, 'down');
     } finally {
       await other.app.close();
     }

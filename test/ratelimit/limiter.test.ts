@@ -27,7 +27,11 @@ for (const [name, make] of backends) {
     const W = [{ limit: 3, windowMs: 1000 }];
     const T = 1_700_000_000_000;
 
-    test('allows the limit, refuses the next, and frees a slot exactly when the oldest hit leaves the window', async () => {
+    // Exact edges need a clock the test moves; the Redis backend runs on Redis's own clock (see
+    // test/security/redis-clock-skew.test.ts), so its edges are checked in real time below.
+    const exact = name === 'memory' ? test : test.skip;
+
+    exact('allows the limit, refuses the next, and frees a slot exactly when the oldest hit leaves the window', async () => {
       const key = `edge-${name}`;
       const a = await limiter.hit(key, W, T);
       assert.deepEqual(a, { allowed: true, limit: 3, remaining: 2, resetAt: T + 1000, retryAfterMs: 0 });
@@ -45,14 +49,14 @@ for (const [name, make] of backends) {
       assert.equal((await limiter.hit(key, W, T + 1100)).allowed, true, 'the second hit left at T + 1100');
     });
 
-    test('refused hits are not counted', async () => {
+    exact('refused hits are not counted', async () => {
       const key = `refused-${name}`;
       for (let i = 0; i < 3; i++) assert.equal((await limiter.hit(key, W, T + i)).allowed, true);
       for (let i = 0; i < 50; i++) assert.equal((await limiter.hit(key, W, T + 10 + i)).allowed, false);
       assert.equal((await limiter.hit(key, W, T + 1000)).allowed, true, 'retrying did not extend the block');
     });
 
-    test('every window must allow; the tightest one is reported', async () => {
+    exact('every window must allow; the tightest one is reported', async () => {
       const key = `two-${name}`;
       const windows = [{ limit: 2, windowMs: 1000 }, { limit: 3, windowMs: 10_000 }];
       assert.equal((await limiter.hit(key, windows, T)).remaining, 1);
@@ -67,7 +71,7 @@ for (const [name, make] of backends) {
       assert.equal(blocked.limit, 3, 'the long window is the one that refuses');
     });
 
-    test('a long steady stream counts exactly the hits inside the window, however many have aged out', async () => {
+    exact('a long steady stream counts exactly the hits inside the window, however many have aged out', async () => {
       // One hit a millisecond for 5 s against a 1 s window: from 1 s on, 999 earlier hits are
       // always live, so every hit is allowed with 1,500 − 999 − 1 left. Thousands age out on the way.
       const window = [{ limit: 1500, windowMs: 1000 }];
@@ -93,3 +97,57 @@ for (const [name, make] of backends) {
     });
   });
 }
+
+describe('sliding-window limiter (redis) in real time', () => {
+  let server: RedisServer;
+  let limiter: RateLimiter;
+  before(async () => {
+    server = await startRedis();
+    limiter = redisLimiter(server.url);
+  });
+  after(async () => {
+    await limiter?.close();
+    await server?.stop();
+  });
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  test('allows the limit, refuses the next with the wait until the oldest hit leaves, then allows again', async () => {
+    const W = [{ limit: 3, windowMs: 1500 }];
+    const first = await limiter.hit('edge', W);
+    assert.equal(first.allowed, true);
+    assert.equal(first.remaining, 2);
+    assert.equal((await limiter.hit('edge', W)).remaining, 1);
+    assert.equal((await limiter.hit('edge', W)).remaining, 0);
+    const refused = await limiter.hit('edge', W);
+    assert.equal(refused.allowed, false);
+    assert.ok(refused.retryAfterMs > 0 && refused.retryAfterMs <= 1500, `retryAfterMs ${refused.retryAfterMs}`);
+    assert.equal(refused.resetAt, first.resetAt, 'the slot frees when the first hit leaves');
+    await sleep(refused.retryAfterMs + 20);
+    assert.equal((await limiter.hit('edge', W)).allowed, true);
+  });
+
+  test('refused hits are not counted', async () => {
+    const W = [{ limit: 3, windowMs: 2000 }];
+    for (let i = 0; i < 3; i++) assert.equal((await limiter.hit('refused', W)).allowed, true);
+    let last = await limiter.hit('refused', W);
+    for (let i = 0; i < 20; i++) last = await limiter.hit('refused', W);
+    assert.equal(last.allowed, false);
+    await sleep(last.retryAfterMs + 20);
+    assert.equal((await limiter.hit('refused', W)).allowed, true, 'retrying did not extend the block');
+  });
+
+  test('every window must allow; the one that refuses is reported', async () => {
+    const windows = [{ limit: 2, windowMs: 1000 }, { limit: 3, windowMs: 60_000 }];
+    assert.equal((await limiter.hit('two', windows)).allowed, true);
+    assert.equal((await limiter.hit('two', windows)).allowed, true);
+    const short = await limiter.hit('two', windows);
+    assert.equal(short.allowed, false);
+    await sleep(short.retryAfterMs + 20);
+    assert.equal((await limiter.hit('two', windows)).allowed, true);
+    await sleep(1020); // every hit has left the short window
+    const long = await limiter.hit('two', windows);
+    assert.equal(long.allowed, false, 'the short window has room but the long one is full');
+    assert.equal(long.limit, 3);
+    assert.ok(long.retryAfterMs > 50_000);
+  });
+});

@@ -1,0 +1,29 @@
+import { someErrorInChain } from '../outage.ts';
+
+/** Socket-level failures: the server is down, restarting, or unreachable. */
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED']);
+
+/**
+ * PostgreSQL SQLSTATEs that mean "not now" rather than "wrong query": 57P01 admin_shutdown (a
+ * restart), 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up or recovering), 53300
+ * too_many_connections, and class 08 (connection exceptions). SQLite's BUSY/LOCKED are the same
+ * for the embedded engine: another writer held the lock beyond busy_timeout.
+ */
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', 'SQLITE_BUSY', 'SQLITE_LOCKED']);
+
+/**
+ * node-postgres and Kysely report some outages only in the message: a connection the server
+ * closed mid-query, the pool's connect timeout, and a pool or driver already shut down (a request
+ * that arrives while the instance stops).
+ */
+const UNAVAILABLE_MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end|driver has already been destroyed|The database connection is not open/i;
+
+/** True when `err` says the database did not answer, as opposed to refusing a statement. */
+export function isDatabaseOutage(err: unknown): boolean {
+  return someErrorInChain(err, (e) => {
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (NETWORK_CODES.has(code) || UNAVAILABLE_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+    return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message);
+  });
+}

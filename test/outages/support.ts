@@ -1,0 +1,26 @@
+import assert from 'node:assert/strict';
+import { call } from '../support/gateway.ts';
+
+/**
+ * Polls /health until it reports `status` (a dependency's loss or return is noticed on the next
+ * probe round, at most a second or so later). The deadline only bounds a broken run.
+ */
+export async function waitForHealth(url: string, status: 'ok' | 'degraded', deadlineMs = 30_000) {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const res = await call(url, 'GET', '/health');
+    if (res.body?.status === status) return res;
+    if (Date.now() > until) assert.fail(`/health never became ${status}; last answer ${res.status} ${res.text}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** The outage answer every route must give: 503 SERVICE_UNAVAILABLE with Retry-After. */
+export function assertOutageAnswer(res: { status: number; headers: Headers; body: any; text: string }, dependency: string, what: string) {
+  assert.equal(res.status, 503, `${what}: ${res.status} ${res.text}`);
+  assert.equal(res.body.error, 'SERVICE_UNAVAILABLE', what);
+  assert.equal(res.body.dependency, dependency, what);
+  assert.ok(Number(res.headers.get('retry-after')) > 0, `${what}: Retry-After`);
+}
+
+export const chatBody = { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] };
