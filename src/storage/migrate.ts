@@ -2,12 +2,14 @@ import { Migrator, type Migration, type MigrationResultSet } from 'kysely';
 import type { Storage } from './database.ts';
 import { foundation } from './migrations/001-foundation.ts';
 import { payments } from './migrations/002-payments.ts';
+import { paymentTerms } from './migrations/003-payment-terms.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
   return {
     '001-foundation': foundation(storage.engine),
     '002-payments': payments(),
+    '003-payment-terms': paymentTerms(),
   };
 }
 
