@@ -117,10 +117,12 @@ export async function markFailed(db: Kysely<Database>, id: string, reason: strin
  * that a retry of the same payment can claim it again. Only if nobody touched the row since it was
  * read as stale, and it still has no transaction.
  */
+export const RELEASED_UNSENT = 'recorded but never sent (the gateway stopped before sending it); send the same payment again';
+
 export async function releaseUnsent(db: Kysely<Database>, row: PaymentRow, now = Date.now()): Promise<boolean> {
   const released = await db
     .updateTable('payments')
-    .set({ status: 'failed', failure_reason: 'recorded but never sent (the gateway stopped before sending it); send the same payment again', updated_at: now })
+    .set({ status: 'failed', failure_reason: RELEASED_UNSENT, updated_at: now })
     .where('id', '=', row.id)
     .where('status', '=', 'pending')
     .where('tx_hash', 'is', null)

@@ -5,7 +5,7 @@ import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './f
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, RELEASED_UNSENT, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
@@ -138,6 +138,8 @@ async function joinExisting(deps: SettleDeps, row: PaymentRow): Promise<TopupOut
     current = await findPayment(deps.db, row.id);
   }
   if (current.status === 'credited') return credited(current);
+  // Released meanwhile (by the reconciler of this or another instance): this retry may take it over.
+  if (current.failure_reason === RELEASED_UNSENT) return 'released';
   return { kind: 'rejected', reason: current.failure_reason ?? 'payment failed' };
 }
 
