@@ -5,6 +5,9 @@ import type { Command } from 'commander';
 import { getBalance } from '../ledger/balances.ts';
 import { adjustBalance, isBalanceConstraintError } from '../ledger/credits.ts';
 import { checkLedger } from '../ledger/invariants.ts';
+import { createChainReaders } from '../chain/readers.ts';
+import { auditCreditsOnChain } from '../topup/audit.ts';
+import { chainIdOf } from '../topup/match.ts';
 import { microToUsd, usdToMicro } from '../ledger/usd.ts';
 import { listKeys, toIso } from '../keys/api-keys.ts';
 import { createRedeemCodes, createReferralCode } from '../keys/codes.ts';
@@ -113,11 +116,22 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
   admin
     .command('ledger-check')
     .description('verify the money invariants; exits 1 when any fails')
-    .action(async () => {
-      const result = await withStorage(common(), (s) => checkLedger(s.db));
+    .option('--chain', "also re-read every credited top-up's settling transaction from the configured RPCs")
+    .action(async (opts: { chain?: boolean }) => {
+      const result = await withStorage(common(), async (s, config) => {
+        const ledger = await checkLedger(s.db);
+        if (!opts.chain) return { ...ledger, chain: null };
+        const readers = createChainReaders(config.chains);
+        const chain = await auditCreditsOnChain(s.db, (network) => (readers.has(chainIdOf(network)) ? readers.client(chainIdOf(network)) : undefined));
+        return { ...ledger, ok: ledger.ok && chain.problems.length === 0, problems: [...ledger.problems, ...chain.problems], chain };
+      });
       process.stdout.write(
         `wallets ${result.wallets}, ledger entries ${result.entries}, credits $${microToUsd(result.creditsUsdc)}, charges $${microToUsd(result.chargesUsdc)}\n`,
       );
+      if (result.chain) {
+        const skipped = result.chain.skipped ? `, ${result.chain.skipped} skipped (no RPC configured for their network)` : '';
+        process.stdout.write(`chain: ${result.chain.checked} credited payments re-read${skipped}\n`);
+      }
       if (result.ok) {
         process.stdout.write('ledger OK\n');
         return;

@@ -25,6 +25,16 @@ export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'
   /** contractWalletChainId is resolved: null when contract wallets have no chain (no RPC). */
   siwe: Omit<ConfigFile['siwe'], 'contractWalletChainId'> & { domains: string[]; uris: string[]; contractWalletChainId: number | null };
   secrets: Secrets;
+  testHooks: TestHooks;
+}
+
+/**
+ * TEST ONLY fail points, from the environment so no config file can switch them on by accident.
+ * `TOLLGATE_TEST_HANG_BEFORE_BROADCAST=1`: a top-up stops for good after it is recorded and
+ * verified, before its settlement is sent, so a test can kill -9 the process at exactly that step.
+ */
+export interface TestHooks {
+  hangBeforeBroadcast: boolean;
 }
 
 export class ConfigError extends Error {
@@ -134,6 +144,7 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
       facilitatorToken:
         file.topup.facilitator.type === 'remote' && file.topup.facilitator.authTokenEnv ? env[file.topup.facilitator.authTokenEnv] || undefined : undefined,
     },
+    testHooks: { hangBeforeBroadcast: env.TOLLGATE_TEST_HANG_BEFORE_BROADCAST === '1' },
   };
 }
 

@@ -21,8 +21,8 @@ export interface LedgerCheck {
  * - credits − charges = the sum of all balances (nothing created or lost);
  * - a finished reservation charged at most once, with exactly the amount it records;
  * - each redeem code credited at most once;
- * - each top-up payment credited at most once, only once credited, for its amount, to its payer,
- *   and no top-up credit without a payment behind it.
+ * - each top-up payment credited at most once, only once credited, to its payer, and no top-up
+ *   credit without a payment behind it (see paymentProblems).
  */
 export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const problems: string[] = [];
@@ -99,21 +99,57 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     if (Number(c.n) !== expected) problems.push(`redeem code #${c.id}: ${c.n} credits, expected ${expected}`);
   }
 
+  problems.push(...(await paymentProblems(db)));
+  problems.push(...(await usageTotalsProblems(db)));
+
+  return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems };
+}
+
+/**
+ * The top-up payments against the ledger. A credited payment's credit must be exactly its recorded
+ * on-chain amount in micro-USDC, that on-chain amount must be the payment's recorded terms, and the
+ * terms' micro-USDC must agree with its token amount (issue 14.1: a reopened row once credited
+ * 10,000 USD for 1 USDC while every other check passed). `ledger-check --chain` also re-reads the
+ * on-chain amount from each receipt (src/topup/audit.ts).
+ */
+export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
+  const problems: string[] = [];
   const payments = await db
     .selectFrom('payments as p')
     .select([
       'p.id',
       'p.status',
+      'p.amount_atomic',
       'p.amount_usdc',
+      'p.token_decimals',
+      'p.onchain_amount_atomic',
       sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id)`.as('n'),
-      sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id
-                   and e.wallet = p.payer and e.amount_usdc = p.amount_usdc)`.as('exact'),
+      sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id and e.wallet = p.payer)`.as('to_payer'),
+      sql<number>`coalesce((select sum(e.amount_usdc) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id), 0)`.as('credit'),
     ])
     .execute();
   for (const p of payments) {
     const expected = p.status === 'credited' ? 1 : 0;
     if (Number(p.n) !== expected) problems.push(`payment ${p.id} (${p.status}): ${p.n} top-up credits, expected ${expected}`);
-    if (expected === 1 && Number(p.exact) !== 1) problems.push(`payment ${p.id}: its credit is not ${p.amount_usdc} to the payer`);
+    if (expected !== 1) continue;
+    if (Number(p.to_payer) !== 1) problems.push(`payment ${p.id}: its credit does not go to the payer`);
+    if (p.token_decimals === null) {
+      problems.push(`payment ${p.id}: its recorded amounts disagree (${p.amount_atomic} token units, ${p.amount_usdc} micro-USDC); compare with the chain (ledger-check --chain)`);
+      continue;
+    }
+    const unit = 10n ** BigInt(Number(p.token_decimals) - 6);
+    if (BigInt(p.amount_atomic) / unit !== BigInt(p.amount_usdc)) {
+      problems.push(`payment ${p.id}: terms of ${p.amount_atomic} token units are not ${p.amount_usdc} micro-USDC`);
+    }
+    if (p.onchain_amount_atomic === null) {
+      problems.push(`payment ${p.id}: credited with no on-chain amount recorded`);
+      continue;
+    }
+    if (p.onchain_amount_atomic !== p.amount_atomic) {
+      problems.push(`payment ${p.id}: ${p.onchain_amount_atomic} token units arrived on chain but its terms are ${p.amount_atomic}`);
+    }
+    const fromChain = BigInt(p.onchain_amount_atomic) / unit;
+    if (BigInt(p.credit) !== fromChain) problems.push(`payment ${p.id}: credited ${p.credit} micro-USDC, but ${fromChain} arrived on chain`);
   }
   const unbacked = await db
     .selectFrom('ledger_entries as e')
@@ -124,7 +160,5 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     )
     .executeTakeFirstOrThrow();
   if (Number(unbacked.n) > 0) problems.push(`${unbacked.n} top-up credits have no payment behind them`);
-  problems.push(...(await usageTotalsProblems(db)));
-
-  return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems };
+  return problems;
 }

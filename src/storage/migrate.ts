@@ -2,6 +2,7 @@ import { Migrator, type Migration, type MigrationResultSet } from 'kysely';
 import type { Storage } from './database.ts';
 import { foundation } from './migrations/001-foundation.ts';
 import { payments } from './migrations/002-payments.ts';
+import { paymentTerms } from './migrations/003-payment-terms.ts';
 import { usageTotals } from './migrations/004-usage-totals.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
@@ -9,6 +10,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
   return {
     '001-foundation': foundation(storage.engine),
     '002-payments': payments(),
+    '003-payment-terms': paymentTerms(),
     '004-usage-totals': usageTotals(),
   };
 }

@@ -141,6 +141,12 @@ export interface PaymentTable {
   created_at: number;
   updated_at: number;
   credited_at: number | null;
+  /** SHA-256 of the whole signed payload; null on rows recorded before migration 003. */
+  terms_digest: string | null;
+  /** The offer's token decimals; null only on a legacy row whose two amounts disagree. */
+  token_decimals: number | null;
+  /** Token units the settling transaction moved from the payer to payTo for this authorization. */
+  onchain_amount_atomic: string | null;
 }
 
 export interface SettingTable {

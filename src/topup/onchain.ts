@@ -1,14 +1,15 @@
-import { PERMIT2_ADDRESS, x402ExactPermit2ProxyABI } from '@x402/evm';
+import { PERMIT2_ADDRESS, x402ExactPermit2ProxyABI, x402ExactPermit2ProxyAddress } from '@x402/evm';
 import { decodeEventLog, decodeFunctionData, erc20Abi, parseAbi, type Hex, type Log, type PublicClient } from 'viem';
 import type { PaymentTable } from '../storage/schema.ts';
 
 /**
  * What the chain says about a recorded payment. This is the only source of truth for crediting:
- * a payment is credited when a successful transaction moved exactly its amount of its token from
- * the payer to payTo, and for that transaction only once.
+ * a payment is credited with what its authorization's successful transaction moved from the payer
+ * to payTo (its Transfer log), and a transaction pays for one payment only.
  */
 export type ChainOutcome =
-  | { state: 'settled'; txHash: Hex }
+  /** `amountAtomic`: token units that reached payTo from the payer for this authorization. */
+  | { state: 'settled'; txHash: Hex; amountAtomic: bigint }
   /** Not used yet and still valid: our settlement may still be sent or mined. */
   | { state: 'open' }
   /** Our transaction was sent but has no receipt yet. */
@@ -21,8 +22,10 @@ const eip3009Abi = parseAbi([
   'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
 ]);
 const permit2Abi = parseAbi(['function nonceBitmap(address owner, uint256 word) view returns (uint256)']);
+const transferEvent = erc20Abi.find((x) => x.type === 'event' && x.name === 'Transfer')!;
+const tokenEvents = [eip3009Abi[1], transferEvent] as const;
 
-type PaymentFacts = Pick<PaymentTable, 'transfer_method' | 'asset' | 'payer' | 'pay_to' | 'nonce' | 'amount_atomic' | 'valid_before' | 'from_block' | 'tx_hash'>;
+export type PaymentFacts = Pick<PaymentTable, 'transfer_method' | 'asset' | 'payer' | 'pay_to' | 'nonce' | 'amount_atomic' | 'valid_before' | 'from_block' | 'tx_hash'>;
 
 export interface InspectOptions {
   nowSeconds: number;
@@ -33,12 +36,12 @@ export interface InspectOptions {
 export async function inspectOnChain(client: PublicClient, p: PaymentFacts, opts: InspectOptions): Promise<ChainOutcome> {
   let pendingTx = false;
   if (p.tx_hash) {
-    const receipt = await client.getTransactionReceipt({ hash: p.tx_hash as Hex }).catch((err: unknown) => {
-      if ((err as { name?: string }).name === 'TransactionReceiptNotFoundError') return null;
+    const paid = await amountPaidBy(client, p.tx_hash as Hex, p).catch((err: unknown) => {
+      if (isReceiptMissing(err)) return undefined;
       throw err;
     });
-    if (receipt?.status === 'success' && paysUs(receipt.logs, p)) return { state: 'settled', txHash: p.tx_hash as Hex };
-    pendingTx = receipt === null;
+    if (paid !== undefined && paid !== null) return { state: 'settled', txHash: p.tx_hash as Hex, amountAtomic: paid };
+    pendingTx = paid === undefined;
   }
 
   const used = await nonceUsed(client, p);
@@ -48,10 +51,83 @@ export async function inspectOnChain(client: PublicClient, p: PaymentFacts, opts
     if (opts.nowSeconds > p.valid_before + 60) return { state: 'void', reason: 'authorization expired without being used' };
     return { state: 'open' };
   }
-  const txHash = p.transfer_method === 'eip3009' ? await eip3009Transaction(client, p) : await permit2Transaction(client, p, opts);
-  if (txHash) return { state: 'settled', txHash };
+  const found = p.transfer_method === 'eip3009' ? await eip3009Transaction(client, p) : await permit2Transaction(client, p, opts);
+  if (found) return { state: 'settled', ...found };
   return { state: 'void', reason: 'authorization was used or cancelled without a transfer to payTo' };
 }
+
+export const isReceiptMissing = (err: unknown) => (err as { name?: string }).name === 'TransactionReceiptNotFoundError';
+
+/**
+ * Token units that transaction `txHash` moved from the payer to payTo for this payment's
+ * authorization, from its receipt's Transfer log; null when it reverted or did not use this
+ * authorization to pay payTo. Throws TransactionReceiptNotFoundError while it is not mined.
+ * The one reading of the chain that crediting, reconciling and `ledger-check --chain` share.
+ */
+export async function amountPaidBy(client: PublicClient, txHash: Hex, p: PaymentFacts): Promise<bigint | null> {
+  const receipt = await client.getTransactionReceipt({ hash: txHash });
+  if (receipt.status !== 'success') return null;
+  if (p.transfer_method === 'eip3009') return eip3009Amount(receipt.logs, p);
+  const tx = await client.getTransaction({ hash: txHash });
+  return permit2Amount(receipt.logs, tx, p);
+}
+
+/**
+ * FiatToken (USDC) emits AuthorizationUsed(payer, nonce) and then, in the same call, the Transfer it
+ * authorizes: the asset's next Transfer log after this authorization's AuthorizationUsed is its
+ * transfer, whatever else the transaction did.
+ */
+function eip3009Amount(logs: readonly Log[], p: PaymentFacts): bigint | null {
+  let ours = false;
+  for (const log of logs) {
+    const event = tokenEvent(log, p);
+    if (!event) continue;
+    if (event.eventName === 'AuthorizationUsed') {
+      ours = same(event.args.authorizer, p.payer) && same(event.args.nonce, p.nonce);
+    } else if (ours) {
+      return same(event.args.from, p.payer) && same(event.args.to, p.pay_to) ? event.args.value : null;
+    }
+  }
+  return null;
+}
+
+/**
+ * Permit2 logs nothing per nonce. A direct call to the x402 Permit2 proxy names the permit in its
+ * calldata, and then the transfers to payTo in that transaction are its transfer. A transaction that
+ * reached Permit2 some other way (a contract calling the proxy) cannot be attributed by calldata: it
+ * counts only if it holds a transfer of exactly the recorded amount (and no other payment owns it).
+ */
+function permit2Amount(logs: readonly Log[], tx: { to: Hex | null; input: Hex }, p: PaymentFacts): bigint | null {
+  const toPayTo = logs.flatMap((log) => {
+    const e = tokenEvent(log, p);
+    return e?.eventName === 'Transfer' && same(e.args.from, p.payer) && same(e.args.to, p.pay_to) ? [e.args.value] : [];
+  });
+  if (toPayTo.length === 0) return null;
+  if (tx.to && same(tx.to, x402ExactPermit2ProxyAddress)) {
+    try {
+      const call = decodeFunctionData({ abi: x402ExactPermit2ProxyABI, data: tx.input });
+      if (call.functionName !== 'settle') return null;
+      const [permit, owner] = call.args;
+      if (permit.nonce !== BigInt(p.nonce) || !same(owner, p.payer)) return null;
+      return toPayTo.reduce((a, b) => a + b, 0n);
+    } catch {
+      return null;
+    }
+  }
+  const recorded = BigInt(p.amount_atomic);
+  return toPayTo.includes(recorded) ? recorded : null;
+}
+
+function tokenEvent(log: Log, p: PaymentFacts) {
+  if (!same(log.address, p.asset)) return null;
+  try {
+    return decodeEventLog({ abi: tokenEvents, data: log.data, topics: log.topics });
+  } catch {
+    return null;
+  }
+}
+
+const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
 async function nonceUsed(client: PublicClient, p: PaymentFacts): Promise<boolean> {
   if (p.transfer_method === 'eip3009') {
@@ -62,8 +138,10 @@ async function nonceUsed(client: PublicClient, p: PaymentFacts): Promise<boolean
   return ((word >> (nonce & 0xffn)) & 1n) === 1n;
 }
 
+type Found = { txHash: Hex; amountAtomic: bigint } | null;
+
 /** EIP-3009 tokens log which authorization a transaction used; follow it to the transfer. */
-async function eip3009Transaction(client: PublicClient, p: PaymentFacts): Promise<Hex | null> {
+async function eip3009Transaction(client: PublicClient, p: PaymentFacts): Promise<Found> {
   const logs = await client.getLogs({
     address: p.asset as Hex,
     event: eip3009Abi[1],
@@ -72,54 +150,31 @@ async function eip3009Transaction(client: PublicClient, p: PaymentFacts): Promis
   });
   for (const log of logs) {
     if (!log.transactionHash) continue;
-    const receipt = await client.getTransactionReceipt({ hash: log.transactionHash });
-    if (receipt.status === 'success' && paysUs(receipt.logs, p)) return log.transactionHash;
+    const amountAtomic = await amountPaidBy(client, log.transactionHash, p);
+    if (amountAtomic !== null) return { txHash: log.transactionHash, amountAtomic };
   }
   return null;
 }
 
 /**
- * Permit2 logs nothing per nonce, so look for transfers of this amount from the payer to payTo,
- * preferring the one whose proxy call carries this nonce, and never one another payment owns.
+ * Permit2: look through the transfers from the payer to payTo, preferring the one whose proxy call
+ * carries this nonce, and never one another payment owns.
  */
-async function permit2Transaction(client: PublicClient, p: PaymentFacts, opts: InspectOptions): Promise<Hex | null> {
-  const transferEvent = erc20Abi.find((x) => x.type === 'event' && x.name === 'Transfer')!;
+async function permit2Transaction(client: PublicClient, p: PaymentFacts, opts: InspectOptions): Promise<Found> {
   const logs = await client.getLogs({
     address: p.asset as Hex,
     event: transferEvent,
     args: { from: p.payer as Hex, to: p.pay_to as Hex },
     fromBlock: BigInt(p.from_block),
   });
-  let fallback: Hex | null = null;
-  for (const log of logs) {
-    if (!log.transactionHash || log.args.value !== BigInt(p.amount_atomic)) continue;
-    if (await opts.isClaimed(log.transactionHash)) continue;
-    const tx = await client.getTransaction({ hash: log.transactionHash });
-    try {
-      const call = decodeFunctionData({ abi: x402ExactPermit2ProxyABI, data: tx.input });
-      if (call.functionName === 'settle' && call.args[0].nonce === BigInt(p.nonce)) return log.transactionHash;
-    } catch {
-      // Sent through some other contract: the transfer still arrived.
-    }
-    fallback ??= log.transactionHash;
+  let fallback: Found = null;
+  for (const hash of new Set(logs.map((l) => l.transactionHash).filter((h): h is Hex => !!h))) {
+    if (await opts.isClaimed(hash)) continue;
+    const amountAtomic = await amountPaidBy(client, hash, p);
+    if (amountAtomic === null) continue;
+    const tx = await client.getTransaction({ hash });
+    if (tx.to && same(tx.to, x402ExactPermit2ProxyAddress)) return { txHash: hash, amountAtomic };
+    fallback ??= { txHash: hash, amountAtomic };
   }
   return fallback;
-}
-
-/** The transaction moved exactly this payment's amount of its token from the payer to payTo. */
-export function paysUs(logs: readonly Log[], p: Pick<PaymentFacts, 'asset' | 'payer' | 'pay_to' | 'amount_atomic'>): boolean {
-  return logs.some((log) => {
-    if (log.address.toLowerCase() !== p.asset.toLowerCase()) return false;
-    try {
-      const event = decodeEventLog({ abi: erc20Abi, data: log.data, topics: log.topics });
-      return (
-        event.eventName === 'Transfer' &&
-        event.args.from.toLowerCase() === p.payer.toLowerCase() &&
-        event.args.to.toLowerCase() === p.pay_to.toLowerCase() &&
-        event.args.value === BigInt(p.amount_atomic)
-      );
-    } catch {
-      return false;
-    }
-  });
 }

@@ -4,6 +4,7 @@ import { getBalance } from '../ledger/balances.ts';
 import { applyMovement, isUniqueViolation } from '../ledger/credits.ts';
 import type { Database, PaymentTable } from '../storage/schema.ts';
 import type { MatchedPayment } from './match.ts';
+import { microUsdcFor, sameTerms, termsDigest } from './payment-terms.ts';
 
 export type PaymentRow = Selectable<PaymentTable>;
 
@@ -13,17 +14,23 @@ export const ledgerReference = (paymentId: string) => `payment:${paymentId}`;
 export type OpenResult =
   /** This request owns the attempt: verify and settle it. */
   | { kind: 'claimed'; row: PaymentRow }
-  /** The same authorization is recorded already; `row` says how far it got. */
-  | { kind: 'existing'; row: PaymentRow; samePayload: boolean };
+  /** This very payment is recorded already; `row` says how far it got. */
+  | { kind: 'existing'; row: PaymentRow }
+  /** Another payment (other terms or signature) holds this authorization nonce: refused. */
+  | { kind: 'conflict' };
 
 /**
  * Records the payment before anything is sent, or finds the record of the same authorization.
- * A failed attempt can be claimed again (the payer may have added funds or approved Permit2 since),
- * by exactly one request at a time.
+ * A row's terms are written once, here, and never change: a different payload under the same
+ * (network, asset, payer, nonce) is a conflict whatever the row's status. A failed attempt can be
+ * claimed again with exactly the same payment (the payer may have added funds or approved Permit2
+ * since), by one request at a time.
  */
 export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromBlock: number, now: number): Promise<OpenResult> {
   const id = randomUUID();
   const i = m.identity;
+  const digest = termsDigest(m);
+  const decimals = m.offer.config.decimals;
   try {
     await db
       .insertInto('payments')
@@ -36,8 +43,11 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
         transfer_method: i.method,
         pay_to: i.payTo,
         amount_atomic: i.amountAtomic,
-        amount_usdc: usdcFor(m),
+        amount_usdc: microUsdcFor(BigInt(i.amountAtomic), decimals),
         payload_digest: m.digest,
+        terms_digest: digest,
+        token_decimals: decimals,
+        onchain_amount_atomic: null,
         valid_before: i.validBefore,
         from_block: fromBlock,
         status: 'pending',
@@ -62,34 +72,34 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
     .where('payer', '=', i.payer)
     .where('nonce', '=', i.nonce)
     .executeTakeFirstOrThrow();
+  if (!sameTerms(existing, m, digest)) return { kind: 'conflict' };
   if (existing.status === 'failed') {
+    // Only the status moves: the terms stay those recorded first (they are equal anyway).
     const reopened = await db
       .updateTable('payments')
-      .set({ status: 'pending', failure_reason: null, payload_digest: m.digest, amount_usdc: usdcFor(m), updated_at: now })
+      .set({ status: 'pending', failure_reason: null, updated_at: now })
       .where('id', '=', existing.id)
       .where('status', '=', 'failed')
       .executeTakeFirst();
     if (Number(reopened.numUpdatedRows) === 1) return { kind: 'claimed', row: await findPayment(db, existing.id) };
   }
-  const row = await findPayment(db, existing.id);
-  return { kind: 'existing', row, samePayload: row.payload_digest === m.digest };
-}
-
-/** Micro-USDC credited: the offer's amount, 1 token = 1 USD, in 6-decimal units. */
-function usdcFor(m: MatchedPayment): number {
-  return Number(BigInt(m.identity.amountAtomic) / 10n ** BigInt(m.offer.config.decimals - 6));
+  return { kind: 'existing', row: await findPayment(db, existing.id) };
 }
 
 export function findPayment(db: Kysely<Database>, id: string): Promise<PaymentRow> {
   return db.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
 }
 
+/**
+ * Our settlement transaction for this payment is on its way. Also from `failed`: a row released as
+ * never sent (see releaseUnsent) whose slow request did send after all must be watched again.
+ */
 export async function markSubmitted(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<void> {
   await db
     .updateTable('payments')
-    .set({ status: 'submitted', tx_hash: txHash.toLowerCase(), updated_at: now })
+    .set({ status: 'submitted', tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now })
     .where('id', '=', id)
-    .where('status', 'in', ['pending', 'submitted'])
+    .where('status', '!=', 'credited')
     .execute();
 }
 
@@ -100,6 +110,25 @@ export async function markFailed(db: Kysely<Database>, id: string, reason: strin
     .where('id', '=', id)
     .where('status', 'in', ['pending', 'submitted'])
     .execute();
+}
+
+/**
+ * Releases a payment recorded but never sent (its process died between record and broadcast), so
+ * that a retry of the same payment can claim it again. Only if nobody touched the row since it was
+ * read as stale, and it still has no transaction.
+ */
+export const RELEASED_UNSENT = 'recorded but never sent (the gateway stopped before sending it); send the same payment again';
+
+export async function releaseUnsent(db: Kysely<Database>, row: PaymentRow, now = Date.now()): Promise<boolean> {
+  const released = await db
+    .updateTable('payments')
+    .set({ status: 'failed', failure_reason: RELEASED_UNSENT, updated_at: now })
+    .where('id', '=', row.id)
+    .where('status', '=', 'pending')
+    .where('tx_hash', 'is', null)
+    .where('updated_at', '=', row.updated_at)
+    .executeTakeFirst();
+  return Number(released.numUpdatedRows) === 1;
 }
 
 /** True when some other payment already owns `txHash`. */
@@ -115,27 +144,43 @@ export async function isClaimedByOther(db: Kysely<Database>, id: string, network
 }
 
 /**
- * Marks the payment credited and credits the payer, in one transaction, exactly once: the status
- * update only succeeds for a payment not yet credited, and the ledger's unique (kind, reference)
- * index refuses a second credit even if two instances race. Returns the credited row.
+ * Credits the payment with what the chain says reached payTo for its authorization
+ * (`onchainAtomic`, from the settling transaction's Transfer log), exactly once: the status update
+ * only succeeds for a payment not yet credited, and the ledger's unique (kind, reference) index
+ * refuses a second credit even if two instances race. If the chain's amount is not the amount the
+ * payment recorded, nothing is credited and the row says why. Returns the row as it now stands.
  */
-export async function creditPayment(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<PaymentRow> {
+export async function creditPayment(db: Kysely<Database>, id: string, txHash: string, onchainAtomic: bigint, now = Date.now()): Promise<PaymentRow> {
+  const tx = txHash.toLowerCase();
   try {
     await db.transaction().execute(async (trx) => {
+      const p = await trx.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+      if (p.status === 'credited') return;
+      if (p.token_decimals === null || onchainAtomic !== BigInt(p.amount_atomic)) {
+        const reason = `the chain shows ${onchainAtomic} token units reached payTo for this authorization in ${tx}, not the ${p.amount_atomic} this payment recorded; nothing was credited`;
+        await trx
+          .updateTable('payments')
+          .set({ status: 'failed', failure_reason: reason, onchain_amount_atomic: onchainAtomic.toString(), updated_at: now })
+          .where('id', '=', id)
+          .where('status', '!=', 'credited')
+          .execute();
+        return;
+      }
       const updated = await trx
         .updateTable('payments')
-        .set({ status: 'credited', tx_hash: txHash.toLowerCase(), failure_reason: null, credited_at: now, updated_at: now })
+        .set({ status: 'credited', tx_hash: tx, onchain_amount_atomic: onchainAtomic.toString(), failure_reason: null, credited_at: now, updated_at: now })
         .where('id', '=', id)
         .where('status', '!=', 'credited')
         .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) !== 1) return; // credited already: nothing to do
-      const p = await trx.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-      await applyMovement(trx, { wallet: p.payer, kind: 'topup', amountUsdc: Number(p.amount_usdc), reference: ledgerReference(id), note: `x402 ${p.network} ${txHash}` }, now);
+      if (Number(updated.numUpdatedRows) !== 1) return; // credited meanwhile: nothing to do
+      const amountUsdc = microUsdcFor(onchainAtomic, p.token_decimals);
+      await applyMovement(trx, { wallet: p.payer, kind: 'topup', amountUsdc, reference: ledgerReference(id), note: `x402 ${p.network} ${tx}` }, now);
       const balance = await getBalance(trx, p.payer);
       await trx.updateTable('payments').set({ balance_after_usdc: balance.balance_usdc, locked_after_usdc: balance.locked_usdc }).where('id', '=', id).execute();
     });
   } catch (err) {
-    // Another instance credited it between our check and our insert: that credit stands.
+    // Another instance credited it between our check and our insert, or another payment owns this
+    // transaction: that credit stands.
     if (!isUniqueViolation(err)) throw err;
   }
   return findPayment(db, id);

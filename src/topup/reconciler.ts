@@ -1,22 +1,31 @@
 import type { Kysely } from 'kysely';
-import type { Logger } from 'pino';
 import type { PublicClient } from 'viem';
 import type { Database } from '../storage/schema.ts';
-import { creditPayment, markFailed, openPayments } from './payment-store.ts';
-import { inspect } from './settle-payment.ts';
+import { inspectOnChain, type ChainOutcome } from './onchain.ts';
+import { creditPayment, isClaimedByOther, markFailed, openPayments, releaseUnsent, type PaymentRow } from './payment-store.ts';
 
 export interface ReconcileDeps {
   db: Kysely<Database>;
   clientFor(network: string): PublicClient | undefined;
-  logger: Logger;
+  logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
   now: () => number;
+  /**
+   * A payment recorded this long ago with no transaction sent is taken as abandoned (its process
+   * died between record and broadcast) and released, so the client's retry can settle it. The
+   * settle wait: a live request has sent its transaction well before then, and if a slow one still
+   * sends later, markSubmitted puts the row back under watch.
+   */
+  releaseAfterMs: number;
 }
 
 export interface ReconcileReport {
   credited: number;
   failed: number;
+  released: number;
   stillOpen: number;
 }
+
+export type RowOutcome = 'credited' | 'failed' | 'released' | 'open';
 
 /**
  * Finishes payments a crash or a timeout left open, from the chain's own record. Every step is safe
@@ -24,7 +33,7 @@ export interface ReconcileReport {
  * (see creditPayment), and a payment is failed only when its authorization can never pay us.
  */
 export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileReport> {
-  const report: ReconcileReport = { credited: 0, failed: 0, stillOpen: 0 };
+  const report: ReconcileReport = { credited: 0, failed: 0, released: 0, stillOpen: 0 };
   for (const payment of await openPayments(deps.db)) {
     const client = deps.clientFor(payment.network);
     if (!client) {
@@ -32,24 +41,44 @@ export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileR
       continue;
     }
     try {
-      const outcome = await inspect({ db: deps.db, client, now: deps.now }, payment);
-      if (outcome.state === 'settled') {
-        const row = await creditPayment(deps.db, payment.id, outcome.txHash, deps.now());
-        if (row.status === 'credited') {
-          report.credited++;
-          deps.logger.info({ payment: payment.id, tx: outcome.txHash, credited_usdc: row.amount_usdc }, 'reconciler credited a settled payment');
-        }
-      } else if (outcome.state === 'void') {
-        await markFailed(deps.db, payment.id, outcome.reason);
-        report.failed++;
-        deps.logger.info({ payment: payment.id, reason: outcome.reason }, 'reconciler closed a payment that cannot settle');
-      } else {
-        report.stillOpen++;
-      }
+      const outcome = await reconcilePayment({ ...deps, client }, payment);
+      report[outcome === 'open' ? 'stillOpen' : outcome]++;
     } catch (err) {
       report.stillOpen++;
       deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'reconciler could not read the chain; will retry');
     }
   }
   return report;
+}
+
+/** One open payment, from what the chain says now. Throws when the chain cannot be read. */
+export async function reconcilePayment(deps: Omit<ReconcileDeps, 'clientFor'> & { client: PublicClient }, payment: PaymentRow): Promise<RowOutcome> {
+  const outcome = await inspect(deps, payment);
+  if (outcome.state === 'settled') {
+    const row = await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now());
+    if (row.status === 'credited') {
+      deps.logger.info({ payment: payment.id, tx: outcome.txHash, credited_usdc: row.amount_usdc }, 'reconciler credited a settled payment');
+      return 'credited';
+    }
+    if (row.status === 'failed') deps.logger.warn({ payment: payment.id, tx: outcome.txHash, reason: row.failure_reason }, 'settled payment not credited');
+    return row.status === 'failed' ? 'failed' : 'open';
+  }
+  if (outcome.state === 'void') {
+    await markFailed(deps.db, payment.id, outcome.reason);
+    deps.logger.info({ payment: payment.id, reason: outcome.reason }, 'reconciler closed a payment that cannot settle');
+    return 'failed';
+  }
+  const abandoned = outcome.state === 'open' && payment.status === 'pending' && !payment.tx_hash && deps.now() - Number(payment.updated_at) >= deps.releaseAfterMs;
+  if (abandoned && (await releaseUnsent(deps.db, payment, deps.now()))) {
+    deps.logger.info({ payment: payment.id }, 'released a payment recorded but never sent; a retry of the same payment settles it');
+    return 'released';
+  }
+  return 'open';
+}
+
+export function inspect(deps: { db: Kysely<Database>; client: PublicClient; now: () => number }, payment: PaymentRow): Promise<ChainOutcome> {
+  return inspectOnChain(deps.client, payment, {
+    nowSeconds: Math.floor(deps.now() / 1000),
+    isClaimed: (tx) => isClaimedByOther(deps.db, payment.id, payment.network, tx),
+  });
 }

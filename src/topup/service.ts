@@ -18,6 +18,8 @@ export interface TopupService {
   /** Refuses (throws) a contract-wallet payer outside the contract-wallet chain, before anything is recorded. */
   admitPayer(m: MatchedPayment): Promise<void>;
   reconcile(): Promise<ReconcileReport>;
+  /** TEST ONLY fail point between record and broadcast (config.testHooks); undefined normally. */
+  beforeBroadcast?: () => Promise<void>;
   /** Stops the periodic pass and waits for one under way. */
   close(): Promise<void>;
 }
@@ -43,14 +45,16 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
     const id = chainIdOf(network);
     return deps.chains.has(id) ? deps.chains.client(id) : undefined;
   };
-  const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now });
+  const releaseAfterMs = config.topup.settleWaitSeconds * 1000;
+  const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs });
   let running: Promise<unknown> | null = null;
   const pass = () => {
     running ??= reconcile()
       .catch((err) => deps.logger.warn({ err: (err as Error).message }, 'payment reconciler pass failed'))
       .finally(() => (running = null));
   };
-  // At start-up: a crash may have left a payment settled on chain but not yet credited.
+  // At start-up: a crash may have left a payment settled on chain but not yet credited, or recorded
+  // but never sent (released once older than the settle wait).
   pass();
   const timer = setInterval(pass, config.topup.reconcileIntervalSeconds * 1000);
   timer.unref();
@@ -59,9 +63,18 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
     clientFor,
     admitPayer: (m) => admitPayer(m, config.siwe.contractWalletChainId, clientFor(m.identity.network)!),
     reconcile,
+    beforeBroadcast: config.testHooks.hangBeforeBroadcast ? hangForever(deps.logger) : undefined,
     async close() {
       clearInterval(timer);
       await running;
     },
+  };
+}
+
+function hangForever(logger: Logger): () => Promise<void> {
+  logger.warn('TEST HOOK TOLLGATE_TEST_HANG_BEFORE_BROADCAST is on: every top-up stops before it is sent');
+  return () => {
+    logger.warn('test fail point reached: payment recorded, not sent');
+    return new Promise<void>(() => {});
   };
 }

@@ -4,14 +4,16 @@ import type { Database } from '../storage/schema.ts';
 import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './facilitator.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
-import { inspectOnChain, paysUs, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, isClaimedByOther, markFailed, markSubmitted, openPayment, type PaymentRow } from './payment-store.ts';
+import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
+import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, RELEASED_UNSENT, type PaymentRow } from './payment-store.ts';
+import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
  * How a top-up ends:
  * - credited: settled on chain and credited (now or by an earlier request for the same payment);
  * - pending: sent, but the outcome is not known yet; the reconciler will finish it;
- * - rejected: it did not and will not settle as sent (bad signature, expired, used, no funds);
+ * - rejected: it did not and will not settle as sent (bad signature, expired, used, no funds,
+ *   another payment under the same nonce);
  * - unavailable: the facilitator or the chain could not be reached; nothing was settled.
  */
 export type TopupOutcome =
@@ -24,14 +26,18 @@ export interface SettleDeps {
   db: Kysely<Database>;
   facilitator: Facilitator;
   client: PublicClient;
-  logger: { warn(obj: object, msg: string): void };
+  logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
   /** How long a duplicate submission waits for the attempt already under way. */
   settleWaitMs: number;
   now: () => number;
+  /** TEST ONLY (a fail point): runs after the payment is recorded and verified, before it is sent. */
+  beforeBroadcast?: () => Promise<void>;
 }
 
 /** Log searches start this many blocks before the payment was recorded: a front-runner may be earlier. */
 const LOG_LOOKBACK_BLOCKS = 5_000n;
+
+export const NONCE_TAKEN = 'this authorization nonce is already recorded for a different payment (other terms or signature); sign a new payment';
 
 export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<TopupOutcome> {
   let head: bigint;
@@ -41,10 +47,18 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
     return unavailable(deps, err, `the RPC for ${m.identity.network} did not answer`);
   }
   const fromBlock = Number(head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n);
-  const opened = await openPayment(deps.db, m, fromBlock, deps.now());
-  if (opened.kind === 'existing') return joinExisting(deps, opened.row, opened.samePayload);
-  const payment = opened.row;
+  // Twice at most: a recorded attempt found abandoned is released, and then this retry claims it.
+  for (let attempt = 0; ; attempt++) {
+    const opened = await openPayment(deps.db, m, fromBlock, deps.now());
+    if (opened.kind === 'conflict') return { kind: 'rejected', reason: NONCE_TAKEN };
+    if (opened.kind === 'claimed') return settleClaimed(deps, m, opened.row);
+    const joined = await joinExisting(deps, opened.row);
+    if (joined !== 'released') return joined;
+    if (attempt > 0) return { kind: 'pending', payment: await findPayment(deps.db, opened.row.id) };
+  }
+}
 
+async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: PaymentRow): Promise<TopupOutcome> {
   let verified;
   try {
     verified = await deps.facilitator.verify(m.payload, m.requirements);
@@ -57,6 +71,7 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
     // reached payTo, it counts.
     return creditIfArrived(deps, payment, verified.invalidReason ?? 'payment rejected by the facilitator');
   }
+  await deps.beforeBroadcast?.();
 
   let settled;
   try {
@@ -68,16 +83,13 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
   if (settled.success && settled.transaction) {
-    await markSubmitted(deps.db, payment.id, settled.transaction);
+    const tx = settled.transaction as Hex;
+    await markSubmitted(deps.db, payment.id, tx);
     try {
-      const receipt = await deps.client.getTransactionReceipt({ hash: settled.transaction as Hex });
-      if (receipt.status === 'success' && paysUs(receipt.logs, payment)) {
-        return credited(await creditPayment(deps.db, payment.id, settled.transaction, deps.now()));
-      }
+      const paid = await amountPaidBy(deps.client, tx, payment);
+      if (paid !== null) return credited(await creditPayment(deps.db, payment.id, tx, paid, deps.now()));
     } catch (err) {
-      if (isTransportError(err) || (err as { name?: string }).name === 'TransactionReceiptNotFoundError') {
-        return { kind: 'pending', payment: await findPayment(deps.db, payment.id) };
-      }
+      if (isTransportError(err) || isReceiptMissing(err)) return { kind: 'pending', payment: await findPayment(deps.db, payment.id) };
       throw err;
     }
   }
@@ -96,7 +108,7 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
   }
   switch (outcome.state) {
     case 'settled':
-      return credited(await creditPayment(deps.db, payment.id, outcome.txHash, deps.now()));
+      return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()));
     case 'in-flight':
       return { kind: 'pending', payment };
     case 'open':
@@ -106,34 +118,35 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
   }
 }
 
-export function inspect(deps: Pick<SettleDeps, 'db' | 'client' | 'now'>, payment: PaymentRow): Promise<ChainOutcome> {
-  return inspectOnChain(deps.client, payment, {
-    nowSeconds: Math.floor(deps.now() / 1000),
-    isClaimed: (tx) => isClaimedByOther(deps.db, payment.id, payment.network, tx),
-  });
-}
-
 /**
- * A second submission of a payment already recorded. The same payload gets the first one's result
- * (waiting a while if it is still being settled); a different payload for the same authorization
- * nonce is refused without revealing anything about the first.
+ * A second submission of a payment already recorded (same terms, same signature): it gets the first
+ * one's result, waiting a while if it is still being settled. If the recorded attempt is older than
+ * the settle wait and was never sent (its process died), it is released and this retry takes over.
  */
-async function joinExisting(deps: SettleDeps, row: PaymentRow, samePayload: boolean): Promise<TopupOutcome> {
-  if (!samePayload) return { kind: 'rejected', reason: 'this authorization nonce has already been used for another payment' };
+async function joinExisting(deps: SettleDeps, row: PaymentRow): Promise<TopupOutcome | 'released'> {
   const deadline = Date.now() + deps.settleWaitMs;
   let current = row;
+  let askedChain = false;
   while (current.status === 'pending' || current.status === 'submitted') {
+    if (!askedChain && deps.now() - Number(current.updated_at) >= deps.settleWaitMs) {
+      askedChain = true;
+      const outcome = await reconcilePayment({ ...deps, releaseAfterMs: deps.settleWaitMs }, current).catch(() => 'open' as const);
+      if (outcome === 'released') return 'released';
+    }
     if (Date.now() >= deadline) return { kind: 'pending', payment: current };
     await new Promise((r) => setTimeout(r, 100));
     current = await findPayment(deps.db, row.id);
   }
   if (current.status === 'credited') return credited(current);
+  // Released meanwhile (by the reconciler of this or another instance): this retry may take it over.
+  if (current.failure_reason === RELEASED_UNSENT) return 'released';
   return { kind: 'rejected', reason: current.failure_reason ?? 'payment failed' };
 }
 
 function credited(payment: PaymentRow): TopupOutcome {
-  if (payment.status !== 'credited') return { kind: 'rejected', reason: 'the settling transaction already paid for another top-up' };
-  return { kind: 'credited', payment };
+  if (payment.status === 'credited') return { kind: 'credited', payment };
+  if (payment.status === 'failed' && payment.failure_reason) return { kind: 'rejected', reason: payment.failure_reason };
+  return { kind: 'rejected', reason: 'the settling transaction already paid for another top-up' };
 }
 
 function unavailable(deps: SettleDeps, err: unknown, reason: string): TopupOutcome {

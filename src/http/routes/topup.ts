@@ -41,6 +41,7 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
         logger: request.log,
         settleWaitMs: config.topup.settleWaitSeconds * 1000,
         now: Date.now,
+        beforeBroadcast: topup.beforeBroadcast,
       },
       matched,
     );

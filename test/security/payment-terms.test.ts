@@ -1,0 +1,204 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { PaymentRequirements } from '@x402/core/types';
+import { eip3009ABI, x402ExactPermit2ProxyABI } from '@x402/evm';
+import { parseSignature, type Address, type Hex } from 'viem';
+import { USDC_DOMAIN, X402_EXACT_PERMIT2_PROXY, type FundedAccount } from '../../src/devchain/deploy.ts';
+import { applyMovement } from '../../src/ledger/credits.ts';
+import { checkLedger } from '../../src/ledger/invariants.ts';
+import { openStorage } from '../../src/storage/database.ts';
+import { migrateToLatest } from '../../src/storage/migrate.ts';
+import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import { runTollgate } from '../support/cli.ts';
+import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
+import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
+
+/**
+ * Issue 14.1, "pay 1 USDC, get credited 10,000 USD": a payment's terms never change once recorded,
+ * and what is credited is what the chain's Transfer log shows reached payTo. The attack as
+ * reproduced, on the real chain, for EIP-3009 (USDC) and Permit2 (USDT), on both engines.
+ */
+const junkSignature = () => `0x${randomBytes(65).toString('hex')}` as Hex;
+const TEN_THOUSAND = 10_000n * USD;
+
+type Payment = {
+  /** The payload with a junk signature, for `value` token units. */
+  junk(value: bigint): unknown;
+  /** The payer sends the valid 1 USD authorization to the chain themselves. */
+  settleOnChain(): Promise<Hex>;
+};
+
+for (const engine of ENGINES) {
+  describe(`a payment's terms are fixed and its credit comes from the chain (${engine})`, () => {
+    let h: TopupHarness;
+    const offers: Record<number, PaymentRequirements[]> = {};
+    before(async () => {
+      h = await startTopupHarness(engine);
+      for (const usd of [1, 10_000]) offers[usd] = (await h.post({ amount: usd })).body.accepts;
+    });
+    after(() => h?.stop());
+
+    const offer = (usd: number, method: 'eip3009' | 'permit2') => offers[usd]!.find((o) => o.extra?.assetTransferMethod === method)!;
+    const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => h.post({ amount: usd }, { 'payment-signature': v2Header(offer(usd, method), payload) });
+    const rowOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
+
+    async function eip3009Payment(payer: FundedAccount): Promise<Payment> {
+      const valid = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: USD });
+      const a = valid.authorization;
+      return {
+        junk: (value) => ({ signature: junkSignature(), authorization: { ...a, value: value.toString() } }),
+        async settleOnChain() {
+          const { r, s, v } = parseSignature(valid.signature);
+          const hash = await h.chain.client(payer).writeContract({
+            address: h.chain.usdc,
+            abi: eip3009ABI,
+            functionName: 'transferWithAuthorization',
+            args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as Hex, Number(v), r, s],
+          });
+          assert.equal((await h.chain.client(payer).waitForTransactionReceipt({ hash })).status, 'success');
+          return hash;
+        },
+      };
+    }
+
+    async function permit2Payment(payer: FundedAccount): Promise<Payment> {
+      await h.chain.approvePermit2(payer, h.chain.usdt);
+      const valid = await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount: USD });
+      const p = valid.permit2Authorization;
+      return {
+        junk: (value) => ({ signature: junkSignature(), permit2Authorization: { ...p, permitted: { ...p.permitted, amount: value.toString() } } }),
+        async settleOnChain() {
+          // The valid permit, settled through the x402 Permit2 proxy by the payer themselves.
+          const hash = await h.chain.client(payer).writeContract({
+            address: X402_EXACT_PERMIT2_PROXY,
+            abi: x402ExactPermit2ProxyABI,
+            functionName: 'settle',
+            args: [
+              { permitted: { token: p.permitted.token as Address, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) },
+              p.from as Address,
+              { to: p.witness.to as Address, validAfter: BigInt(p.witness.validAfter) },
+              valid.signature,
+            ],
+          });
+          assert.equal((await h.chain.client(payer).waitForTransactionReceipt({ hash })).status, 'success');
+          return hash;
+        },
+      };
+    }
+
+    /** The ledger invariants, the new payment checks, and the same re-read from the chain. */
+    async function moneyChecksHold(expectCredited: number) {
+      await h.gw.assertLedger();
+      const audit = await auditCreditsOnChain(h.gw.services.storage.db, () => h.gw.services.topup!.clientFor(h.chain.network));
+      assert.deepEqual(audit.problems, []);
+      assert.ok(audit.checked >= expectCredited);
+    }
+
+    for (const [method, payment] of [['eip3009', eip3009Payment], ['permit2', permit2Payment]] as const) {
+      test(`${method}: 1 USD failed, settled on chain by the payer, then 10,000 USD under the same nonce: refused; the original terms credit 1 USD`, async () => {
+        const payer = await h.payer(10n);
+        const p = await payment(payer);
+        const original = p.junk(USD);
+
+        const first = await pay(1, method, original);
+        assert.equal(first.status, 402, first.text);
+        assert.equal((await rowOf(payer)).status, 'failed');
+
+        const tx = await p.settleOnChain();
+
+        const attack = await pay(10_000, method, p.junk(TEN_THOUSAND));
+        assert.notEqual(attack.status, 200, attack.text);
+        assert.ok([400, 402].includes(attack.status), attack.text);
+        assert.match(attack.body.error, /^PAYMENT_(MISMATCH|REJECTED)$/);
+        assert.equal(await h.balance(payer.address), 0, 'nothing credited for the other terms');
+        const row = await rowOf(payer);
+        assert.equal(row.amount_atomic, USD.toString(), 'the recorded terms did not change');
+        assert.equal(Number(row.amount_usdc), 1_000_000);
+
+        // The retry of the very first payment: the 1 USD that truly arrived is credited, once.
+        const retry = await pay(1, method, original);
+        assert.equal(retry.status, 200, retry.text);
+        assert.equal(retry.body.credited_usdc, 1_000_000);
+        assert.equal(retry.body.transaction, tx);
+        assert.equal(await h.balance(payer.address), 1_000_000);
+        assert.equal((await rowOf(payer)).onchain_amount_atomic, USD.toString());
+        assert.equal((await pay(10_000, method, p.junk(TEN_THOUSAND))).status, 402, 'still refused after the credit');
+        assert.equal(await h.balance(payer.address), 1_000_000);
+        await moneyChecksHold(1);
+      });
+
+      test(`${method}: terms recorded first at 10,000 USD, then 1 USD arrives: the same payment again credits nothing and the row says why`, async () => {
+        const payer = await h.payer(10n);
+        const p = await payment(payer);
+        const big = p.junk(TEN_THOUSAND);
+        assert.equal((await pay(10_000, method, big)).status, 402);
+        await p.settleOnChain();
+        const again = await pay(10_000, method, big);
+        assert.equal(again.status, 402, again.text);
+        assert.equal(await h.balance(payer.address), 0);
+        const row = await rowOf(payer);
+        assert.equal(row.status, 'failed');
+        assert.match(row.failure_reason ?? '', /1000000 token units reached payTo .* not the 10000000000 this payment recorded/);
+        assert.equal(row.onchain_amount_atomic, USD.toString());
+        await moneyChecksHold(0);
+      });
+    }
+
+    test('ledger-check: a credit that is not the on-chain amount fails, and --chain catches columns rewritten to agree', async () => {
+      const payer = await h.payer(10n);
+      const res = await h.topup(payer, 1);
+      assert.equal(res.status, 200, await res.text());
+      const real = await rowOf(payer);
+      const chains = { [String(h.anvil.chainId)]: { rpcUrl: h.anvil.rpcUrl } };
+      const ledgerCheck = (databaseUrl: string, ...extra: string[]) => {
+        const config = join(tempDir(), 'tollgate.yaml');
+        writeFileSync(config, JSON.stringify({ database: { url: databaseUrl }, chains }));
+        return runTollgate(['--config', config, 'admin', 'ledger-check', ...extra]);
+      };
+
+      const clean = await ledgerCheck(h.gw.config.database.url, '--chain');
+      assert.equal(clean.code, 0, clean.stdout + clean.stderr);
+      assert.match(clean.stdout, /chain: \d+ credited payments re-read/);
+
+      // What the defect produced: 10,000 USD credited behind a payment of 1 USD of terms and of
+      // chain transfer (a copy of the real payment, in a database of its own, with its ledger entry).
+      const forged = async (columns: { amount_atomic: string; amount_usdc: number; onchain_amount_atomic: string }) => {
+        const url = await freshDatabaseUrl(engine);
+        const storage = openStorage(url);
+        await migrateToLatest(storage);
+        await storage.db.insertInto('payments').values({ ...real, ...columns }).execute();
+        await storage.db.transaction().execute((trx) =>
+          applyMovement(trx, { wallet: real.payer, kind: 'topup', amountUsdc: columns.amount_usdc, reference: `payment:${real.id}` }),
+        );
+        return Object.assign(storage, { url });
+      };
+      const inflated = await forged({ amount_atomic: USD.toString(), amount_usdc: 10_000_000_000, onchain_amount_atomic: USD.toString() });
+      try {
+        const check = await checkLedger(inflated.db);
+        assert.match(check.problems.join('\n'), /credited 10000000000 micro-USDC, but 1000000 arrived on chain/);
+        const cli = await ledgerCheck(inflated.url);
+        assert.equal(cli.code, 1, cli.stdout);
+      } finally {
+        await inflated.close();
+      }
+
+      // Every column rewritten to agree with the inflated credit: only the chain can tell.
+      const rewritten = await forged({ amount_atomic: '10000000000', amount_usdc: 10_000_000_000, onchain_amount_atomic: '10000000000' });
+      try {
+        assert.deepEqual((await checkLedger(rewritten.db)).problems, []);
+        const withoutChain = await ledgerCheck(rewritten.url);
+        assert.equal(withoutChain.code, 0, withoutChain.stdout);
+        const withChain = await ledgerCheck(rewritten.url, '--chain');
+        assert.equal(withChain.code, 1, withChain.stdout);
+        assert.match(withChain.stdout, /moved 1000000 token units to payTo, the payment records 10000000000/);
+      } finally {
+        await rewritten.close();
+      }
+      await moneyChecksHold(1);
+    });
+  });
+}
