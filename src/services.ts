@@ -32,8 +32,11 @@ export interface Services {
   /** Null when no top-up offers are configured. */
   topup: TopupService | null;
   metrics: Metrics;
-  /** Chat requests holding a reservation on this instance, so a shutdown can void what it cuts. */
-  inflight: Set<{ voidIfOpen(status: string): Promise<void> }>;
+  /**
+   * Chat requests holding a reservation on this instance, so a shutdown can finish what it cuts:
+   * what was already delivered is charged, the rest voided.
+   */
+  inflight: Set<{ cutShort(status: string): Promise<void> }>;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
   /** The clock for rate limits and SIWE windows (tests move it). */
   now: () => number;

@@ -118,6 +118,9 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
       process.stdout.write(
         `wallets ${result.wallets}, ledger entries ${result.entries}, credits $${microToUsd(result.creditsUsdc)}, charges $${microToUsd(result.chargesUsdc)}\n`,
       );
+      if (result.findings.length) {
+        process.stdout.write(`findings (the books balance, but look at these):\n${result.findings.map((f) => `  ${f}`).join('\n')}\n`);
+      }
       if (result.ok) {
         process.stdout.write('ledger OK\n');
         return;

@@ -10,6 +10,11 @@ export interface LedgerCheck {
   /** Sum of all charges ever made (a positive number), in micro-USDC. */
   chargesUsdc: number;
   problems: string[];
+  /**
+   * Facts that break no money invariant but need the operator's attention (see
+   * findChargesAboveReservation). They do not make `ok` false.
+   */
+  findings: string[];
 }
 
 /**
@@ -124,5 +129,33 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     .executeTakeFirstOrThrow();
   if (Number(unbacked.n) > 0) problems.push(`${unbacked.n} top-up credits have no payment behind them`);
 
-  return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems };
+  const findings = (await findChargesAboveReservation(db)).map(
+    (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,
+  );
+  return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems, findings };
+}
+
+export interface ChargeAboveReservation {
+  requestId: string;
+  wallet: string;
+  reservedUsdc: number;
+  chargedUsdc: number;
+}
+
+/**
+ * Reservations charged more than they locked. The reservation is meant to bound the charge, so
+ * each is a provider that reported more usage than the request allowed (or a bound that missed an
+ * input): the wallet paid it out of its free balance, so the books still balance, but the operator
+ * should look at the provider's bill for these requests. Newest first, at most `limit`.
+ */
+export async function findChargesAboveReservation(db: Kysely<Database>, limit = 100): Promise<ChargeAboveReservation[]> {
+  const rows = await db
+    .selectFrom('reservations')
+    .select(['request_id', 'wallet', 'amount_usdc', 'charged_usdc'])
+    .where('status', '=', 'settled')
+    .whereRef('charged_usdc', '>', 'amount_usdc')
+    .orderBy('id', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => ({ requestId: r.request_id, wallet: r.wallet, reservedUsdc: Number(r.amount_usdc), chargedUsdc: Number(r.charged_usdc) }));
 }
