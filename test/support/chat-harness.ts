@@ -26,14 +26,19 @@ export interface ChatHarness {
   stop(): Promise<void>;
 }
 
-export async function startChatHarness(engine: Engine, config: Record<string, unknown> = {}, extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string } = {}): Promise<ChatHarness> {
+export async function startChatHarness(
+  engine: Engine,
+  config: Record<string, unknown> = {},
+  /** `fakeProvider`: keys merged into the `fake` provider's config (e.g. maxConnections). */
+  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown> } = {},
+): Promise<ChatHarness> {
   const fake = await startFakeOpenAI();
   const gw = await startTestGateway({
     engine,
     env: extra.env,
     databaseUrl: extra.databaseUrl,
     config: {
-      providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY' }, other: { baseUrl: fake.url } },
+      providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY', ...extra.fakeProvider }, other: { baseUrl: fake.url } },
       models: MODELS,
       rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000 } },
       ...config,
