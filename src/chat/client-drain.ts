@@ -10,13 +10,12 @@ export type ClientDrain = 'drained' | 'closed' | 'stalled';
  */
 export function waitForClient(raw: ServerResponse, idleMs: number): Promise<ClientDrain> {
   return new Promise((resolve) => {
-    // writableLength only falls while the wait lasts (nothing is written meanwhile): a check that
-    // finds it no lower than the last one means no byte left for the client in a whole period.
-    let queued = raw.writableLength;
+    let last = unsent(raw);
     const check = setInterval(() => {
-      const now = raw.writableLength;
-      if (now < queued) queued = now;
-      else done('stalled');
+      const now = unsent(raw);
+      const progressed = now.queued < last.queued || now.handleQueued !== last.handleQueued;
+      last = now;
+      if (!progressed) done('stalled');
     }, idleMs);
     const onDrain = () => done('drained');
     const onClose = () => done('closed');
@@ -29,4 +28,17 @@ export function waitForClient(raw: ServerResponse, idleMs: number): Promise<Clie
     raw.once('drain', onDrain);
     raw.once('close', onClose);
   });
+}
+
+/**
+ * What is still waiting to leave the gateway's socket. Nothing is written while the wait lasts,
+ * so `writableLength` falling, or the handle's write queue (libuv's unsent bytes; not public API,
+ * hence the guard) changing at all, means the kernel took bytes: libuv only moves on to the next
+ * batch once the previous one went out. The kernel's own buffers (megabytes on a fast link) are
+ * invisible from here: a client reading them counts once the kernel asks for more.
+ */
+function unsent(raw: ServerResponse): { queued: number; handleQueued: number } {
+  const handle = (raw.socket as unknown as { _handle?: { writeQueueSize?: unknown } } | null)?._handle;
+  const handleQueued = typeof handle?.writeQueueSize === 'number' ? handle.writeQueueSize : Number.POSITIVE_INFINITY;
+  return { queued: raw.writableLength, handleQueued };
 }

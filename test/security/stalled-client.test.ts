@@ -78,6 +78,41 @@ for (const engine of ENGINES) {
   });
 }
 
+test('a client that reads slowly but keeps reading is not cut', async () => {
+  // Progress is seen at the gateway's socket, behind the kernel's buffers (megabytes on loopback),
+  // which ask for more only once a good part of them is free: a few seconds of idle leave room.
+  const h = await startChatHarness('sqlite', { chat: { idleTimeoutSeconds: 3, drainTimeoutSeconds: 30 } });
+  const sockets: Socket[] = [];
+  try {
+    h.fake.behaviour = { content: LONG_ANSWER, usage: USAGE };
+    const w = await h.wallet(FUNDS);
+    const socket = await stalledStream(h.gw.url, w.key);
+    sockets.push(socket);
+    // Reads 256 KB, then nothing for 200 ms, and again: slower than the gateway writes (so its
+    // buffers fill and it waits), but never silent for a whole idle period.
+    let answer = '';
+    let sinceBreak = 0;
+    socket.on('data', (c: Buffer) => {
+      answer += c.toString('latin1');
+      sinceBreak += c.length;
+      if (sinceBreak < 256 * 1024) return;
+      sinceBreak = 0;
+      socket.pause();
+      setTimeout(() => socket.resume(), 200);
+    });
+    socket.resume();
+    await until(() => answer.includes('data: [DONE]'), 'the whole answer is read', 120_000);
+    await until(async () => (await reservationOf(h, w.keyId))?.status === 'settled', 'the slow stream is settled', 60_000);
+    assert.equal((await usageOf(h, w.keyId)).status, 'ok');
+    assert.ok(answer.includes('word39999'), 'the client got the whole answer');
+    assert.doesNotMatch(h.gw.logs(), /streaming client accepted no bytes/);
+    await assertLedgerConsistent(h.gw.services.storage.db);
+  } finally {
+    for (const s of sockets) s.destroy();
+    await h.stop();
+  }
+});
+
 describe('stalled clients and a provider limited to four connections', () => {
   let h: ChatHarness;
   const sockets: Socket[] = [];
