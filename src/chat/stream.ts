@@ -57,7 +57,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
     if (clientGone || raw.destroyed) return;
     if (raw.write(text)) return;
     if ((await waitForClient(raw, cfg.idleTimeoutSeconds * 1000)) !== 'stalled') return;
-    reply.log.warn({ idleTimeoutSeconds: cfg.idleTimeoutSeconds }, 'streaming client accepted no bytes; cut it and drained the stream as if it had left');
+    reply.log.warn({ idleTimeoutSeconds: cfg.idleTimeoutSeconds }, 'streaming client accepted no bytes; cutting it, the stream is drained and billed as if it had left');
     raw.destroy(); // 'close' follows: the disconnected path drains and bills
   };
 
