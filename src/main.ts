@@ -15,8 +15,9 @@ export interface RunningServer {
   metricsUrl: string | null;
   /**
    * Graceful stop: refuse new connections, let in-flight requests finish (and settle) for up to
-   * `graceMs` (default server.shutdownGraceSeconds), then void the reservations of those still
-   * running, cut their connections, and close the database.
+   * `graceMs` (default server.shutdownGraceSeconds), then cut those still running (a stream that
+   * delivered content is charged for it, the rest are voided), close their connections, and close
+   * the database.
    */
   stop(opts?: { graceMs?: number }): Promise<void>;
 }
@@ -61,10 +62,10 @@ export async function startServer(config: Config, opts: { logger?: Logger; now?:
         const late = await outlasts(closed, graceMs).finally(() => clearInterval(idleSweep));
         if (late) {
           const cut = services.inflight.size;
-          await Promise.allSettled([...services.inflight].map((bill) => bill.voidIfOpen('shutdown')));
+          await Promise.allSettled([...services.inflight].map((bill) => bill.cutShort('shutdown')));
           app.server.closeAllConnections();
           await Promise.allSettled([...services.providers.values()].map((p) => p.destroy()));
-          services.logger.warn({ voided: cut }, 'shutdown grace ran out; voided the reservations of requests still running');
+          services.logger.warn({ cut }, 'shutdown grace ran out; cut the requests still running (charged what they had delivered, voided the rest)');
           await outlasts(closed, 2_000);
         }
         await services.close();

@@ -36,8 +36,11 @@ export interface Services {
   metrics: Metrics;
   /** Probes of the database, Redis and each chain's RPC, for /health. */
   health: HealthMonitor;
-  /** Chat requests holding a reservation on this instance, so a shutdown can void what it cuts. */
-  inflight: Set<{ voidIfOpen(status: string): Promise<void> }>;
+  /**
+   * Chat requests holding a reservation on this instance, so a shutdown can finish what it cuts:
+   * what was already delivered is charged, the rest voided.
+   */
+  inflight: Set<{ cutShort(status: string): Promise<void> }>;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
   /** The clock for rate limits and SIWE windows (tests move it). */
   now: () => number;

@@ -1,19 +1,28 @@
 import type { KeyRow } from '../keys/api-keys.ts';
-import { finishReservation, type SettleOutcome } from '../ledger/reservations.ts';
+import { extendLease, finishReservation, type SettleOutcome } from '../ledger/reservations.ts';
 import { priceRequest } from '../providers/pricing.ts';
 import type { Services } from '../services.ts';
 import type { ChatPlan } from './plan.ts';
 import type { Usage } from './usage.ts';
 
+const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: false };
+
 /**
  * The money side of one chat request after its reservation: it is finished exactly once, by a
  * settle (charge what was used) or a void (charge nothing). Callers settle or void on their paths
  * and call `voidIfOpen` in a `finally`, so no path can leave the lock behind.
+ *
+ * While the bill is open its lease is renewed every third of the lease, whatever the request is
+ * waiting for (a slow provider's first byte, a stream, a drain): the sweeper may only void the
+ * reservations of processes that died, never a request that is still running.
  */
 export class RequestBill {
   private finished: Promise<SettleOutcome> | null = null;
   private firstTokenSeen = false;
   private readonly started = performance.now();
+  private readonly leaseTimer: NodeJS.Timeout;
+  /** Set by a stream once content can reach the client: the usage of what was produced so far. */
+  private producedSoFar: (() => Promise<Usage | null>) | null = null;
 
   constructor(
     private readonly services: Services,
@@ -22,6 +31,11 @@ export class RequestBill {
     readonly requestId: string,
   ) {
     services.inflight.add(this);
+    const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
+    this.leaseTimer = setInterval(() => {
+      extendLease(services.storage.db, requestId, leaseMs).catch((err) => services.logger.warn({ err, reqId: requestId }, 'renewing a reservation lease failed'));
+    }, leaseMs / 3);
+    this.leaseTimer.unref();
   }
 
   get open(): boolean {
@@ -34,11 +48,28 @@ export class RequestBill {
   }
 
   void(status: string): Promise<SettleOutcome> {
-    return this.finish(0, 0, { promptTokens: 0, completionTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: false }, status);
+    return this.finish(0, 0, NO_USAGE, status);
   }
 
   async voidIfOpen(status: string): Promise<void> {
     if (this.open) await this.void(status);
+  }
+
+  /** Streams call this before their first byte, so a cut (shutdown) can bill what was delivered. */
+  trackProduced(usageSoFar: () => Promise<Usage | null>): void {
+    this.producedSoFar = usageSoFar;
+  }
+
+  /**
+   * The gateway is cutting this request short (shutdown): content that already reached the client
+   * is charged (usage estimated from what was produced), and only a request that produced nothing
+   * is voided.
+   */
+  async cutShort(status: string): Promise<void> {
+    if (!this.open) return;
+    const usage = await this.producedSoFar?.();
+    if (usage && usage.completionTokens > 0) await this.settle(usage, status);
+    else await this.voidIfOpen(status);
   }
 
   /** The provider answered with headers. */
@@ -57,21 +88,40 @@ export class RequestBill {
     return { provider: this.plan.model.provider, model: this.plan.model.id };
   }
 
-  private record(chargeUsdc: number, usage: Usage, status: string): void {
+  /** Metrics from what the finish actually did, never from what was asked of it. */
+  private record(outcome: SettleOutcome, usage: Usage, status: string, seconds: number): void {
     const m = this.services.metrics;
     const model = this.plan.model.id;
-    m.chatLatency.observe({ model, stream: String(this.plan.stream), outcome: status }, (performance.now() - this.started) / 1000);
+    m.chatLatency.observe({ model, stream: String(this.plan.stream), outcome: status }, seconds);
+    if (!outcome.applied) return;
     if (usage.promptTokens) m.tokens.inc({ model, kind: 'prompt' }, usage.promptTokens);
     if (usage.completionTokens) m.tokens.inc({ model, kind: 'completion' }, usage.completionTokens);
-    if (chargeUsdc) m.chargedUsdc.inc({ model }, chargeUsdc);
+    if (outcome.chargedUsdc) m.chargedUsdc.inc({ model }, outcome.chargedUsdc);
+  }
+
+  /**
+   * The reservation is meant to be an upper bound of the charge, so a charge above it means the
+   * provider reported more than the request could have used (or the bound is wrong): an error for
+   * the operator to investigate, whatever the balance allowed us to charge.
+   */
+  private reportOverReservation(chargeUsdc: number, outcome: SettleOutcome): void {
+    const reservedUsdc = this.plan.reservationUsdc;
+    if (chargeUsdc <= reservedUsdc) return;
+    const model = this.plan.model.id;
+    this.services.metrics.overReservation.inc({ model });
+    this.services.metrics.overReservationUsdc.inc({ model }, chargeUsdc - reservedUsdc);
+    this.services.logger.error(
+      { reqId: this.requestId, model, reservedUsdc, chargeUsdc, chargedUsdc: outcome.chargedUsdc },
+      'the provider reported usage priced above the reservation; charged what the balance allowed (see tollgate admin ledger-check)',
+    );
   }
 
   private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string): Promise<SettleOutcome> {
-    if (this.finished === null) {
-      this.record(chargeUsdc, usage, status);
-      this.services.inflight.delete(this);
-    }
-    this.finished ??= finishReservation(this.services.storage, this.requestId, chargeUsdc, {
+    if (this.finished) return this.finished;
+    this.services.inflight.delete(this);
+    clearInterval(this.leaseTimer);
+    const seconds = (performance.now() - this.started) / 1000;
+    this.finished = finishReservation(this.services.storage, this.requestId, chargeUsdc, {
       requestId: this.requestId,
       apiKeyId: this.key.id,
       wallet: this.key.wallet,
@@ -80,7 +130,14 @@ export class RequestBill {
       ...usage,
       providerCostUsdc: costUsdc,
       status,
-      latencyMs: Math.round(performance.now() - this.started),
+      latencyMs: Math.round(seconds * 1000),
+    }).then((outcome) => {
+      this.record(outcome, usage, status, seconds);
+      this.reportOverReservation(chargeUsdc, outcome);
+      if (outcome.shortfallUsdc > 0) {
+        this.services.logger.warn({ reqId: this.requestId, shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
+      }
+      return outcome;
     });
     return this.finished;
   }

@@ -14,7 +14,8 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
   let parsed: any;
   try {
     // No abort on client disconnect: the provider bills us for the completion either way, so it is
-    // awaited and charged. The adapter's first-byte and idle timeouts bound the wait.
+    // awaited and charged. The adapter's first-byte and idle timeouts bound the wait, and the bill
+    // renews the reservation's lease meanwhile, so a slow provider cannot outlast it.
     const res = await adapter.chat(JSON.stringify(plan.upstreamBody), bill.requestId);
     bill.markUpstreamResponse();
     text = await res.body.text();
@@ -29,7 +30,11 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
 
   const usage = readUsage(parsed.usage) ?? (await estimateUsage(plan, completionTextOf(parsed)));
   const outcome = await bill.settle(usage);
-  if (outcome.shortfallUsdc > 0) reply.log.warn({ shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
+  // The reservation was finished by someone else meanwhile (the sweeper after a lost lease, or a
+  // shutdown that ran out of grace): nothing could be charged, so the answer is not handed out free.
+  if (!outcome.applied) {
+    throw new ApiError(503, 'SERVICE_UNAVAILABLE', `this request's reservation was released before the provider answered, so nothing was charged and the answer is withheld; retry, and quote request id ${bill.requestId} if it repeats`);
+  }
   // The settle reports the balance it left; read it only if the settle found nothing to apply.
   const balance = outcome.balanceUsdc ?? (await getBalance(services.storage.db, bill.key.wallet)).balance_usdc;
   void reply

@@ -1,11 +1,11 @@
 import type { FastifyReply } from 'fastify';
 import { createParser } from 'eventsource-parser';
 import { parseJsonLoosely } from '../json.ts';
-import { extendLease } from '../ledger/reservations.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { Services } from '../services.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatPlan } from './plan.ts';
+import { waitForClient } from './client-drain.ts';
 import { describeTransportError, providerMessage } from './upstream-error.ts';
 import { StreamedText } from './streamed-text.ts';
 import { estimateUsage, readUsage, type Usage } from './usage.ts';
@@ -20,7 +20,8 @@ const DONE = 'data: [DONE]\n\n';
  * as they come. Only events that carry usage are parsed on the way. The request is settled from the
  * provider's usage (or counted tokens) before the final `[DONE]`; an upstream failure becomes an
  * error event and is not charged. A client that leaves does not end the upstream call: it is
- * drained, within bounds, so what the provider produced is billed.
+ * drained, within bounds, so what the provider produced is billed. A client that stays connected
+ * but accepts no bytes for `chat.idleTimeoutSeconds` is cut and treated as one that left.
  */
 export async function streamChat(services: Services, reply: FastifyReply, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
   const cfg = services.config.chat;
@@ -52,19 +53,22 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
   };
   raw.on('close', onClientClose);
 
-  const leaseMs = cfg.reservationLeaseSeconds * 1000;
-  const leaseTimer = setInterval(() => void extendLease(services.storage.db, bill.requestId, leaseMs).catch(() => undefined), leaseMs / 3);
-  leaseTimer.unref();
-
   const send = async (text: string) => {
     if (clientGone || raw.destroyed) return;
-    if (!raw.write(text)) await new Promise<void>((r) => (raw.once('drain', r), raw.once('close', r)));
+    if (raw.write(text)) return;
+    if ((await waitForClient(raw, cfg.idleTimeoutSeconds * 1000)) !== 'stalled') return;
+    reply.log.warn({ idleTimeoutSeconds: cfg.idleTimeoutSeconds }, 'streaming client accepted no bytes; cutting it, the stream is drained and billed as if it had left');
+    raw.destroy(); // 'close' follows: the disconnected path drains and bills
   };
 
   let usage: Usage | null = null;
   let sawDone = false;
   let upstreamError: string | null = null;
   const streamedText = new StreamedText();
+  // What was produced so far, priced if the request ends here: the provider's own figures once it
+  // sent them, otherwise the tokens counted from what it streamed.
+  const usageSoFar = async (): Promise<Usage> => usage ?? (await estimateUsage(plan, streamedText.text()));
+  bill.trackProduced(usageSoFar);
 
   try {
     try {
@@ -121,12 +125,9 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
       return;
     }
     // Complete, or cut short by our own drain bound after the client left: bill what was produced.
-    const billed = usage ?? (await estimateUsage(plan, streamedText.text()));
-    const outcome = await bill.settle(billed, clientGone ? 'client_disconnected' : 'ok');
-    if (outcome.shortfallUsdc > 0) reply.log.warn({ shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
+    await bill.settle(await usageSoFar(), clientGone ? 'client_disconnected' : 'ok');
     await send(DONE);
   } finally {
-    clearInterval(leaseTimer);
     if (drainTimer) clearTimeout(drainTimer);
     if (draining) activeDrains--;
     raw.off('close', onClientClose);

@@ -132,6 +132,9 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
         const skipped = result.chain.skipped ? `, ${result.chain.skipped} skipped (no RPC configured for their network)` : '';
         process.stdout.write(`chain: ${result.chain.checked} credited payments re-read${skipped}\n`);
       }
+      if (result.findings.length) {
+        process.stdout.write(`findings (the books balance, but look at these):\n${result.findings.map((f) => `  ${f}`).join('\n')}\n`);
+      }
       if (result.ok) {
         process.stdout.write('ledger OK\n');
         return;

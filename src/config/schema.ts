@@ -17,6 +17,8 @@ const decimalString = z
 
 const envName = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'must be an environment variable name such as OPENAI_API_KEY');
 const positiveInt = z.number().int().positive();
+/** The shortest reservation lease accepted (chat.reservationLeaseSeconds). */
+export const MIN_LEASE_SECONDS = 10;
 
 const databaseUrl = z
   .string()
@@ -174,7 +176,13 @@ export const configSchema = z
         connectTimeoutSeconds: positiveInt.default(10),
         firstByteTimeoutSeconds: positiveInt.default(60),
         idleTimeoutSeconds: positiveInt.default(60),
-        reservationLeaseSeconds: positiveInt.default(600),
+        // Renewed every third of itself while the request runs; a renewal may wait up to 5 s for
+        // the database (SQLite's busy_timeout), so below 10 s a live request could lose its lease.
+        reservationLeaseSeconds: z
+          .number()
+          .int()
+          .min(MIN_LEASE_SECONDS, `must be at least ${MIN_LEASE_SECONDS}: the lease is renewed every third of it while the request runs, and a renewal can wait up to 5 s for the database, so a shorter lease could run out under a request that is still running`)
+          .default(600),
         drainTimeoutSeconds: positiveInt.default(120),
         maxConcurrentDrains: positiveInt.default(256),
       })

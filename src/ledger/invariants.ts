@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
+import { findChargesAboveReservation } from './over-reservation.ts';
 import { usageTotalsProblems } from './usage-totals-check.ts';
 
 export interface LedgerCheck {
@@ -11,6 +12,11 @@ export interface LedgerCheck {
   /** Sum of all charges ever made (a positive number), in micro-USDC. */
   chargesUsdc: number;
   problems: string[];
+  /**
+   * Facts that break no money invariant but need the operator's attention (see
+   * findChargesAboveReservation). They do not make `ok` false.
+   */
+  findings: string[];
 }
 
 /**
@@ -102,7 +108,10 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   problems.push(...(await paymentProblems(db)));
   problems.push(...(await usageTotalsProblems(db)));
 
-  return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems };
+  const findings = (await findChargesAboveReservation(db)).map(
+    (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,
+  );
+  return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems, findings };
 }
 
 /**

@@ -15,6 +15,9 @@ export interface Metrics {
   timeToFirstToken: Histogram<'provider' | 'model'>;
   tokens: Counter<'model' | 'kind'>;
   chargedUsdc: Counter<'model'>;
+  /** Settles whose charge the provider's usage put above the request's reservation (a defect). */
+  overReservation: Counter<'model'>;
+  overReservationUsdc: Counter<'model'>;
   topups: Counter<'outcome'>;
   rateLimited: Counter<'scope'>;
 }
@@ -50,7 +53,9 @@ export function createMetrics(db: Kysely<Database>): Metrics {
     upstreamLatency: new Histogram({ name: 'tollgate_upstream_response_seconds', help: 'Time until the provider answered with headers', labelNames: ['provider', 'model'], buckets: SECONDS, registers }),
     timeToFirstToken: new Histogram({ name: 'tollgate_time_to_first_token_seconds', help: 'Streams: time until the first content chunk', labelNames: ['provider', 'model'], buckets: SECONDS, registers }),
     tokens: new Counter({ name: 'tollgate_tokens_total', help: 'Tokens billed, by kind (prompt, completion)', labelNames: ['model', 'kind'], registers }),
-    chargedUsdc: new Counter({ name: 'tollgate_charged_usdc_total', help: 'Micro-USDC charged for chat', labelNames: ['model'], registers }),
+    chargedUsdc: new Counter({ name: 'tollgate_charged_usdc_total', help: 'Micro-USDC charged for chat (what the ledger charged, after the settle)', labelNames: ['model'], registers }),
+    overReservation: new Counter({ name: 'tollgate_charge_over_reservation_total', help: 'Chat settles priced above their reservation (provider usage beyond the bound)', labelNames: ['model'], registers }),
+    overReservationUsdc: new Counter({ name: 'tollgate_charge_over_reservation_usdc_total', help: 'Micro-USDC by which those charges exceeded their reservations', labelNames: ['model'], registers }),
     topups: new Counter({ name: 'tollgate_topups_total', help: 'Top-up attempts by outcome', labelNames: ['outcome'], registers }),
     rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),
   };

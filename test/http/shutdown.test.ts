@@ -10,9 +10,10 @@ import { openStorage } from '../../src/storage/database.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import { call } from '../support/gateway.ts';
 import { siweProof, newAccount } from '../support/siwe.ts';
+import { until } from '../support/until.ts';
 
 describe('graceful shutdown', () => {
-  test('in-flight requests that finish within the grace are settled; the rest are voided, never left locked', async () => {
+  test('in-flight requests that finish within the grace are settled; the rest are cut (a stream is charged for what it delivered), never left locked', async () => {
     const h = await startChatHarness('sqlite');
     let stopped: Promise<void> | undefined;
     try {
@@ -44,14 +45,17 @@ describe('graceful shutdown', () => {
       assert.ok(took < 12_000, `stop took ${took} ms`);
       assert.ok((await slow) instanceof Error, 'the slow stream should have been cut');
 
-      // Read the closed database again: one settled, one voided, nothing locked.
+      // Read the closed database again: both settled (the cut stream for the words it had
+      // delivered, status 'shutdown'), nothing locked.
       const storage = openStorage(h.gw.config.database.url);
       try {
         const rows = await storage.db.selectFrom('reservations').select(['status', 'charged_usdc']).orderBy('id').execute();
-        assert.deepEqual(rows.map((r) => r.status), ['settled', 'voided']);
+        assert.deepEqual(rows.map((r) => r.status), ['settled', 'settled']);
+        const usage = await storage.db.selectFrom('request_usage').select('status').orderBy('id').execute();
+        assert.deepEqual(usage.map((r) => r.status), ['ok', 'shutdown']);
         const wallet = await storage.db.selectFrom('wallets').selectAll().where('address', '=', account.address.toLowerCase()).executeTakeFirstOrThrow();
         assert.equal(Number(wallet.locked_usdc), 0);
-        assert.equal(Number(wallet.balance_usdc), 1_000_000 - Number(rows[0]!.charged_usdc));
+        assert.equal(Number(wallet.balance_usdc), 1_000_000 - Number(rows[0]!.charged_usdc) - Number(rows[1]!.charged_usdc));
         assert.deepEqual((await checkLedger(storage.db)).problems, []);
       } finally {
         await storage.close();
@@ -97,11 +101,3 @@ describe('graceful shutdown', () => {
     }
   });
 });
-
-async function until(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

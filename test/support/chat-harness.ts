@@ -26,7 +26,12 @@ export interface ChatHarness {
   stop(): Promise<void>;
 }
 
-export async function startChatHarness(engine: Engine, config: Record<string, unknown> = {}, extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string } = {}): Promise<ChatHarness> {
+export async function startChatHarness(
+  engine: Engine,
+  config: Record<string, unknown> = {},
+  /** `fakeProvider`: keys merged into the `fake` provider's config (e.g. maxConnections). */
+  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown> } = {},
+): Promise<ChatHarness> {
   const fake = await startFakeOpenAI();
   const gw = await startTestGateway({
     engine,
@@ -35,7 +40,7 @@ export async function startChatHarness(engine: Engine, config: Record<string, un
     // Merged deeply, so a test can add a key to a provider (extraFields) without repeating its URL.
     config: mergeConfig(
       {
-        providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY' }, other: { baseUrl: fake.url } },
+        providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY', ...extra.fakeProvider }, other: { baseUrl: fake.url } },
         models: MODELS,
         rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000 } },
       },
