@@ -70,8 +70,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // JSON only: any other body type is refused with 415 instead of being half-understood.
   app.removeContentTypeParser('text/plain');
   boundedJsonParser(app, { maxDepth: limits.jsonMaxDepth, maxValues: limits.jsonMaxValues });
-  // Up to twice the body limit, like a client that sent a bit more than allowed, then cut.
-  lingerAfterEarlyAnswers(app, { maxMs: server.lingerSeconds * 1000, bodyLimitFactor: 2 });
+  // Time is the real bound; the byte bound (4x the largest body limit: 16 MiB at the defaults) lets
+  // a client that sent a few times too much read its 413 and cuts a firehose early.
+  lingerAfterEarlyAnswers(app, { maxMs: server.lingerSeconds * 1000, maxBytes: 4 * Math.max(limits.bodyBytes, limits.chatBodyBytes) });
 
   app.setErrorHandler(handleError);
   app.setNotFoundHandler((request, reply) => {

@@ -3,8 +3,8 @@ import type { FastifyInstance } from 'fastify';
 export interface LingerBounds {
   /** How long the rest of a body is read and thrown away after the answer. */
   maxMs: number;
-  /** How many bytes of it, as a multiple of the route's body limit. */
-  bodyLimitFactor: number;
+  /** How many bytes of it at most. */
+  maxBytes: number;
 }
 
 /**
@@ -22,7 +22,6 @@ export function lingerAfterEarlyAnswers(app: FastifyInstance, bounds: LingerBoun
     // socket as soon as the answer is written, with the client's bytes unread. Discarding them
     // keeps the HTTP stream in step, so the connection may be kept.
     if (reply.getHeader('connection') === 'close') reply.removeHeader('connection');
-    const maxBytes = (request.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit ?? 1024 * 1024) * bounds.bodyLimitFactor;
     const raw = request.raw;
     reply.raw.once('finish', () => {
       // Node drains an unread request after the answer (IncomingMessage._dump); count what arrives.
@@ -35,7 +34,7 @@ export function lingerAfterEarlyAnswers(app: FastifyInstance, bounds: LingerBoun
       timer.unref();
       raw.on('data', (chunk: Buffer) => {
         discarded += chunk.length;
-        if (discarded > maxBytes) cut();
+        if (discarded > bounds.maxBytes) cut();
       });
       raw.once('end', () => clearTimeout(timer));
       raw.once('close', () => clearTimeout(timer));

@@ -39,6 +39,8 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
         logging: { level: 'info' },
         // Any free port: the default 9464 would collide between gateways running side by side.
         metrics: { port: 0 },
+        // Many tests send bad keys and proofs on purpose; the failure limit has its own test.
+        rateLimits: { authFailures: { perMinute: 100_000 } },
       },
       opts.config ?? {},
     ),
