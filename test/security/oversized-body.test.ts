@@ -44,6 +44,29 @@ describe('oversized bodies: the client reads its 413', () => {
     }
   });
 
+  test('a client still sending when the 413 is written reads it, 5 of 5 tries', async () => {
+    // Sent in paced 256 KiB pieces, so the answer always comes mid-body. This is the case that
+    // lost the 413 (3 of 5 tries ended in EPIPE on the old code, on this machine).
+    for (let i = 0; i < 5; i++) {
+      const piece = new Uint8Array(256 * 1024).fill(0x61);
+      let sent = 0;
+      const body = new ReadableStream({
+        async pull(controller) {
+          if (sent >= ELEVEN_MIB) return controller.close();
+          await new Promise((r) => setTimeout(r, 5));
+          controller.enqueue(piece);
+          sent += piece.length;
+        },
+      });
+      const init = { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'content-length': String(ELEVEN_MIB) }, body, duplex: 'half' };
+      const res = await fetch(`${h.gw.url}/v1/chat/completions`, init as RequestInit).catch((err: Error & { cause?: { code?: string } }) =>
+        assert.fail(`try ${i + 1}: ${err.cause?.code ?? err.message} instead of the 413`),
+      );
+      assert.equal(res.status, 413, `try ${i + 1}`);
+      assert.equal((await res.json()).error, 'PAYLOAD_TOO_LARGE');
+    }
+  });
+
   test('a client that never stops sending is cut off once the discard bound is reached', async () => {
     // Chunked, so no Content-Length announces the size: the 64 KiB limit of the key route is hit
     // while reading, then the gateway discards at most 4x the largest body limit (16 MiB).
