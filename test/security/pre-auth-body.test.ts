@@ -32,7 +32,8 @@ describe('chat: key and rate limit are checked before the body is read', () => {
   after(() => h.stop());
 
   test('a missing or bad key is 401 before any body byte is sent', async () => {
-    for (const headers of [{}, { Authorization: 'Bearer sk-not-a-key' }, { Authorization: `Bearer sk-${'a'.repeat(48)}` }]) {
+    const variants: Record<string, string>[] = [{}, { Authorization: 'Bearer sk-not-a-key' }, { Authorization: `Bearer sk-${'a'.repeat(48)}` }];
+    for (const headers of variants) {
       const text = await answerWithoutBody(h.gw.url, headers);
       assert.match(text, /^HTTP\/1\.1 401/, JSON.stringify(headers));
       assert.match(text, /"error":"UNAUTHORIZED"/);
