@@ -12,6 +12,8 @@ import { topupHistoryRoutes } from './http/routes/topups.ts';
 import cors from '@fastify/cors';
 import { docsRoutes } from './http/routes/docs.ts';
 import { metricsRoutes } from './http/routes/metrics.ts';
+import { boundedJsonParser } from './http/json-body.ts';
+import { lingerAfterEarlyAnswers } from './http/lingering-close.ts';
 import type { Services } from './services.ts';
 
 export interface RegisteredRoute {
@@ -27,10 +29,23 @@ declare module 'fastify' {
 }
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const { server, limits } = services.config;
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
-    bodyLimit: services.config.limits.bodyBytes,
-    trustProxy: services.config.server.trustProxy,
+    bodyLimit: limits.bodyBytes,
+    // Proxy headers only from the configured hops or addresses: with `true`, any client could pick
+    // the address every per-IP limit sees by sending X-Forwarded-For. (A hop count is valid for
+    // Fastify, which hands it to proxy-addr; its type only lists the other forms.)
+    trustProxy: server.trustProxy as boolean | string[],
+    // Slowloris: headers, and the whole request with its body, must arrive in bounded time. These
+    // bound receiving the request only; a streamed answer may last as long as it needs.
+    requestTimeout: server.requestTimeoutSeconds * 1000,
+    http: {
+      headersTimeout: server.headersTimeoutSeconds * 1000,
+      requestTimeout: server.requestTimeoutSeconds * 1000,
+      // Node enforces both only when it sweeps its connections (every 30 s by default).
+      connectionsCheckingInterval: Math.min(1000, server.headersTimeoutSeconds * 250),
+    },
     genReqId: newRequestId,
     // One access-log line per request, written when it ends (onResponse below), instead of
     // Fastify's two: half the log volume, and the line has everything (method, url, status, time).
@@ -54,6 +69,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
 
   // JSON only: any other body type is refused with 415 instead of being half-understood.
   app.removeContentTypeParser('text/plain');
+  boundedJsonParser(app, { maxDepth: limits.jsonMaxDepth, maxValues: limits.jsonMaxValues });
+  // Time is the real bound; the byte bound (4x the largest body limit: 16 MiB at the defaults) lets
+  // a client that sent a few times too much read its 413 and cuts a firehose early.
+  lingerAfterEarlyAnswers(app, { maxMs: server.lingerSeconds * 1000, maxBytes: 4 * Math.max(limits.bodyBytes, limits.chatBodyBytes) });
 
   app.setErrorHandler(handleError);
   app.setNotFoundHandler((request, reply) => {
@@ -88,7 +107,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   topupRoutes(app, services);
   topupHistoryRoutes(app, services);
   docsRoutes(app, services);
-  if (services.config.metrics.enabled && services.config.metrics.port === undefined) metricsRoutes(app, services);
+  // On the API port only behind its bearer token; otherwise main.ts serves it on the metrics port.
+  const { metrics, secrets } = services.config;
+  if (metrics.enabled && metrics.tokenEnv !== undefined && secrets.metricsToken) metricsRoutes(app, services, secrets.metricsToken);
   await app.ready();
   return app;
 }

@@ -11,7 +11,7 @@ export interface RunningServer {
   app: FastifyInstance;
   services: Services;
   url: string;
-  /** Where /metrics is served when it has its own port (`metrics.port`). */
+  /** Where /metrics is served when it has its own port (`metrics.port`, the default). */
   metricsUrl: string | null;
   /**
    * Graceful stop: refuse new connections, let in-flight requests finish (and settle) for up to
@@ -34,7 +34,8 @@ export async function startServer(config: Config, opts: { logger?: Logger; now?:
     throw err;
   }
   let metricsServer: Awaited<ReturnType<typeof startMetricsServer>> | null = null;
-  if (config.metrics.enabled && config.metrics.port !== undefined) {
+  // With a token, /metrics is on the API port (app.ts); without one, only on its own port.
+  if (config.metrics.enabled && config.metrics.tokenEnv === undefined) {
     try {
       metricsServer = await startMetricsServer(services);
     } catch (err) {

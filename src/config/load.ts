@@ -15,6 +15,8 @@ export interface Secrets {
   relayerKey?: string;
   /** Bearer token for a remote facilitator, if it needs one. */
   facilitatorToken?: string;
+  /** Bearer token for /metrics on the API port (metrics.tokenEnv). */
+  metricsToken?: string;
 }
 
 export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'> {
@@ -78,20 +80,30 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new ConfigError(`config file ${source} must be a YAML mapping of keys to values`);
   }
-  const merged = deepMerge(dropNulls(raw as Record<string, unknown>), portFromEnv(env));
+  const merged = deepMerge(dropNulls(raw as Record<string, unknown>), portsFromEnv(env));
   return parseConfig(deepMerge(merged, opts.overrides ?? {}), env, source);
 }
 
 /**
- * TOLLGATE_PORT overrides server.port, so N instances on one host (a systemd template, a process
- * manager) can share one config file. Containers usually keep the file's port.
+ * TOLLGATE_PORT overrides server.port and TOLLGATE_METRICS_PORT metrics.port, so N instances on one
+ * host (a systemd template, a process manager) can share one config file. Containers usually keep
+ * the file's ports.
  */
-function portFromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
-  const raw = env.TOLLGATE_PORT;
-  if (raw === undefined || raw === '') return {};
+function portsFromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const port = portVariable(env, 'TOLLGATE_PORT');
+  if (port !== undefined) out.server = { port };
+  const metricsPort = portVariable(env, 'TOLLGATE_METRICS_PORT');
+  if (metricsPort !== undefined) out.metrics = { port: metricsPort };
+  return out;
+}
+
+function portVariable(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
   const port = Number(raw);
-  if (!/^\d{1,5}$/.test(raw) || port > 65535) throw new ConfigError(`TOLLGATE_PORT must be a port number (0-65535), got "${raw.slice(0, 20)}"`);
-  return { server: { port } };
+  if (!/^\d{1,5}$/.test(raw) || port > 65535) throw new ConfigError(`${name} must be a port number (0-65535), got "${raw.slice(0, 20)}"`);
+  return port;
 }
 
 /** Validates an already-parsed object. Exported for tests and for programmatic embedding. */
@@ -117,6 +129,11 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
   checkTopup(file, env, source);
   const contractWalletChain = resolveContractWalletChain(file.siwe.chainIds, file.chains, file.siwe.contractWalletChainId);
   if (!contractWalletChain.ok) throw new ConfigError(`${where(source)}${contractWalletChain.problem}`);
+  const metricsToken = file.metrics.tokenEnv ? env[file.metrics.tokenEnv] || undefined : undefined;
+  if (file.metrics.enabled && file.metrics.tokenEnv && (metricsToken ?? '').length < 16) {
+    // Refusing to start beats serving revenue figures behind an empty or guessable token.
+    throw new ConfigError(`${where(source)}metrics.tokenEnv is set, so ${file.metrics.tokenEnv} must hold the bearer token for /metrics (at least 16 characters, e.g. from: openssl rand -hex 32)`);
+  }
 
   const publicUrl = new URL(file.server.publicUrl);
   const databaseUrl = (file.database.urlEnv && env[file.database.urlEnv]) || file.database.url;
@@ -143,6 +160,7 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
       relayerKey: file.topup.facilitator.type === 'local' ? env[file.topup.facilitator.relayerKeyEnv] || undefined : undefined,
       facilitatorToken:
         file.topup.facilitator.type === 'remote' && file.topup.facilitator.authTokenEnv ? env[file.topup.facilitator.authTokenEnv] || undefined : undefined,
+      metricsToken,
     },
     testHooks: { hangBeforeBroadcast: env.TOLLGATE_TEST_HANG_BEFORE_BROADCAST === '1' },
   };

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ADDRESS_PATTERN } from '../chain/address.ts';
 import { extraFieldProblem } from '../chat/forwarded-fields.ts';
@@ -27,6 +28,35 @@ const databaseUrl = z
   });
 
 const window = z.object({ perMinute: positiveInt.optional(), perDay: positiveInt.optional() }).strict();
+
+const positiveSeconds = z.number().positive();
+
+// Which peers may set X-Forwarded-For: false (none), true (any: only when nothing but the proxy can
+// reach the gateway), a hop count, or addresses/CIDRs (a comma-separated string or a list), as
+// Fastify takes them. The names loopback, linklocal and uniquelocal stand for their ranges.
+const trustedProxy = z.string().refine(isAddressOrCidr, {
+  message: 'must be an IP address, a CIDR such as 10.0.0.0/8, or one of loopback, linklocal, uniquelocal',
+});
+const trustProxy = z.union([
+  z.boolean(),
+  z.number().int().nonnegative(),
+  z.array(trustedProxy).min(1),
+  z.string().transform((v, ctx) => {
+    const list = v.split(',').map((a) => a.trim()).filter(Boolean);
+    for (const a of list) if (!isAddressOrCidr(a)) ctx.addIssue({ code: 'custom', message: `"${a}" must be an IP address, a CIDR such as 10.0.0.0/8, or one of loopback, linklocal, uniquelocal` });
+    if (!list.length) ctx.addIssue({ code: 'custom', message: 'must list at least one address' });
+    return list;
+  }),
+]);
+
+function isAddressOrCidr(value: string): boolean {
+  if (['loopback', 'linklocal', 'uniquelocal'].includes(value)) return true;
+  const [addr, prefix, ...rest] = value.split('/');
+  const family = isIP(addr ?? '');
+  if (!family || rest.length) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
 
 const provider = z
   .object({
@@ -127,10 +157,21 @@ export const configSchema = z
         host: z.string().default('0.0.0.0'),
         port: z.number().int().min(0).max(65535).default(8080),
         publicUrl: z.url().default('http://localhost:8080'),
-        trustProxy: z.boolean().default(false),
+        trustProxy: trustProxy.default(false),
         corsOrigins: z.array(z.union([z.literal('*'), z.url()])).min(1).default(['*']),
         // On SIGTERM: how long in-flight requests may take to finish before they are cut and voided.
         shutdownGraceSeconds: positiveInt.default(15),
+        // Slow clients (slowloris): a request's headers, and the whole request including its body,
+        // must arrive within these. They bound receiving the request only, never a streamed answer.
+        headersTimeoutSeconds: positiveSeconds.default(10),
+        requestTimeoutSeconds: positiveSeconds.default(30),
+        // After an early answer (401, 429, 413) to a request whose body is still arriving, the rest
+        // is read and thrown away for this long at most, so the client can read the answer.
+        lingerSeconds: positiveSeconds.default(5),
+      })
+      .refine((s) => s.headersTimeoutSeconds <= s.requestTimeoutSeconds, {
+        message: 'headersTimeoutSeconds must not exceed requestTimeoutSeconds',
+        path: ['headersTimeoutSeconds'],
       })
       .strict()
       .prefault({}),
@@ -198,13 +239,26 @@ export const configSchema = z
         chat: window.default({ perMinute: 60, perDay: 10000 }),
         keys: window.default({ perMinute: 30 }),
         public: window.default({ perMinute: 300 }),
+        // Failed authentications (bad API keys, bad SIWE proofs) per client address; successes
+        // are not counted. Over it, that address gets 429 without its credentials being checked.
+        authFailures: window.default({ perMinute: 30 }),
       })
       .strict()
-      .default({ backend: 'memory', redisUrlEnv: 'TOLLGATE_REDIS_URL', chat: { perMinute: 60, perDay: 10000 }, keys: { perMinute: 30 }, public: { perMinute: 300 } }),
+      .prefault({}),
     limits: z
-      .object({ bodyBytes: positiveInt.default(64 * 1024), chatBodyBytes: positiveInt.default(10 * 1024 * 1024) })
+      .object({
+        bodyBytes: positiveInt.default(64 * 1024),
+        // 4 MiB holds a 1M-token prompt. An accepted body is decoded, parsed and measured in one
+        // synchronous run: about 25 ms at 4 MiB, over 60 ms at 10 MiB on a 2-core machine.
+        chatBodyBytes: positiveInt.default(4 * 1024 * 1024),
+        // JSON.parse time grows with the number of values and keys, not with bytes (10 MiB of `{}`
+        // takes seconds, 10 MiB of string milliseconds), so bodies are bounded in both, by a byte
+        // scan before parsing: at the defaults no body blocks the event loop for more than ~50 ms.
+        jsonMaxDepth: positiveInt.default(64),
+        jsonMaxValues: positiveInt.default(20_000),
+      })
       .strict()
-      .default({ bodyBytes: 64 * 1024, chatBodyBytes: 10 * 1024 * 1024 }),
+      .prefault({}),
     topup: z
       .object({
         payTo: address.optional(),
@@ -221,9 +275,12 @@ export const configSchema = z
     metrics: z
       .object({
         enabled: z.boolean().default(true),
-        // Serve /metrics on its own port (e.g. 9464, for a private network) instead of the API port.
-        port: z.number().int().min(0).max(65535).optional(),
+        // /metrics shows revenue and locked money: by default it is served only on its own port,
+        // on loopback. TOLLGATE_METRICS_PORT overrides the port (one per instance on a host).
+        port: z.number().int().min(0).max(65535).default(9464),
         host: z.string().default('127.0.0.1'),
+        // Set: /metrics is served on the API port instead, to requests bearing this token.
+        tokenEnv: envName.optional(),
       })
       .strict()
       .prefault({}),

@@ -68,6 +68,7 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
     const config = parseConfig(
       {
         server: { host: '127.0.0.1', port, publicUrl, shutdownGraceSeconds: 2 },
+        metrics: { port: 0 }, // beside a gateway already running on this host
         database: { url: `sqlite:${join(dir, 'tollgate.db')}` },
         providers: { demo: { baseUrl: provider.url } },
         models: [{ provider: 'demo', name: DEMO_MODEL, contextLength: 128_000, maxOutputTokens: 4096, promptCostPer1M: '0.15', completionCostPer1M: '0.6' }],

@@ -1,9 +1,18 @@
+import type { FastifyRequest } from 'fastify';
 import { hashKey, KEY_PATTERN, findActiveKey, type KeyRow } from '../keys/api-keys.ts';
 import type { Services } from '../services.ts';
+import { authFailureLimit } from './auth-failure-limit.ts';
 import { unauthorized } from './errors.ts';
 
-/** Reads `Authorization: Bearer sk-…` and returns the active key, or throws 401. */
-export async function requireApiKey(services: Services, header: string | undefined): Promise<KeyRow> {
+/**
+ * Reads `Authorization: Bearer sk-…` and returns the active key, or throws 401 (429 once the client
+ * address has failed too often, see auth-failure-limit.ts).
+ */
+export function requireApiKey(services: Services, request: FastifyRequest): Promise<KeyRow> {
+  return authFailureLimit(services).guard(request, () => lookUpKey(services, request.headers.authorization));
+}
+
+async function lookUpKey(services: Services, header: string | undefined): Promise<KeyRow> {
   const key = bearerToken(header);
   if (!key) throw unauthorized('missing API key; send "Authorization: Bearer sk-…" (create a key with POST /v1/auth/keys)');
   // A token that cannot be one of our keys is refused without a database round trip.

@@ -158,7 +158,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       },
       '/openapi.json': { get: { summary: 'this document', responses: { 200: ok('OpenAPI 3.1', { type: 'object' }) } } },
       '/llms.txt': { get: { summary: 'a short plain-text guide for agents', responses: { 200: { description: 'text/plain', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
-      '/metrics': { get: { summary: 'Prometheus metrics (unless disabled or moved to the admin port)', responses: { 200: { description: 'text/plain; version=0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
+      '/metrics': { get: { summary: 'Prometheus metrics, on the API port only when metrics.tokenEnv is set (bearer token); otherwise on the metrics port', responses: { 200: { description: 'text/plain; version=0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
     },
   };
 }

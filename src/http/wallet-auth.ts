@@ -17,12 +17,12 @@ export async function requireWalletOwner(services: Services, request: FastifyReq
   const query = (request.query ?? {}) as Record<string, unknown>;
 
   if (request.headers.authorization !== undefined) {
-    const key = await requireApiKey(services, request.headers.authorization);
+    const key = await requireApiKey(services, request);
     if (key.wallet !== wallet) throw unauthorized('this API key belongs to another wallet');
     return wallet;
   }
   if (query.message !== undefined || query.signature !== undefined) {
-    const signer = await requireSiwe(services, query.message, query.signature);
+    const signer = await requireSiwe(services, request, query);
     if (signer !== wallet) throw unauthorized('the SIWE proof is signed by another wallet');
     return wallet;
   }

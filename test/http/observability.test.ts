@@ -24,7 +24,7 @@ describe('observability and API description', () => {
     await client.chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
     await assert.rejects(client.chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }), /429/);
 
-    const res = await fetch(`${h.gw.url}/metrics`);
+    const res = await fetch(`${h.gw.metricsUrl}/metrics`);
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type')!, /text\/plain/);
     const text = await res.text();
@@ -86,11 +86,11 @@ describe('metrics placement', () => {
     }
   });
 
-  test('metrics can move to their own admin port', async () => {
-    const gw = await startTestGateway({ engine: 'sqlite', config: { metrics: { port: 0 } } });
+  test('metrics are on their own loopback port by default', async () => {
+    const gw = await startTestGateway({ engine: 'sqlite' });
     try {
       assert.equal((await call(gw.url, 'GET', '/metrics')).status, 404);
-      assert.ok(gw.metricsUrl);
+      assert.ok(gw.metricsUrl?.startsWith('http://127.0.0.1:'));
       const res = await fetch(`${gw.metricsUrl}/metrics`);
       assert.equal(res.status, 200);
       assert.match(await res.text(), /tollgate_http_requests_total/);

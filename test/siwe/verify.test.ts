@@ -92,10 +92,10 @@ for (const engine of ENGINES) {
     });
 
     test('missing message or signature', async () => {
+      // Spec section 5, rule 1: a missing proof is a failed authentication, not a malformed body.
       const res = await call(gw.url, 'POST', '/v1/auth/keys', { label: 'x' });
-      assert.equal(res.status, 400);
-      assert.match(res.body.message, /message: is required/);
-      assert.match(res.body.message, /signature: is required/);
+      assert.equal(res.status, 401);
+      assert.match(res.body.message, /missing SIWE message/);
     });
 
     test('replayed nonce is refused, on the same and on a different endpoint', async () => {

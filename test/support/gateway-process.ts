@@ -30,7 +30,7 @@ export async function startTollgateProcess(args: string[], config: Record<string
   // which runs outside node:test and so cannot rely on the test files' cleanup hooks.
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-process-'));
   const file = join(dir, 'tollgate.yaml');
-  writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0, publicUrl: TEST_ORIGIN }, ...config }));
+  writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0, publicUrl: TEST_ORIGIN }, metrics: { port: 0 }, ...config }));
   const child = spawn(process.execPath, ['bin/tollgate.mjs', '--config', file, ...args], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -37,6 +37,10 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
         server: { host: '127.0.0.1', port: 0, publicUrl: TEST_ORIGIN },
         database: { url: databaseUrl },
         logging: { level: 'info' },
+        // Any free port: the default 9464 would collide between gateways running side by side.
+        metrics: { port: 0 },
+        // Many tests send bad keys and proofs on purpose; the failure limit has its own test.
+        rateLimits: { authFailures: { perMinute: 100_000 } },
       },
       opts.config ?? {},
     ),

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RequestBill } from '../../chat/bill.ts';
 import { completeChat } from '../../chat/complete.ts';
 import { planChat } from '../../chat/plan.ts';
@@ -9,13 +9,25 @@ import type { Services } from '../../services.ts';
 import { requireApiKey } from '../bearer-auth.ts';
 import { ApiError } from '../errors.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
+import type { KeyRow } from '../../keys/api-keys.ts';
+
+/** The key each chat request was authenticated with, set before its body is read. */
+const keyOf = new WeakMap<FastifyRequest, KeyRow>();
 
 export function chatRoutes(app: FastifyInstance, services: Services): void {
-  app.post('/v1/chat/completions', { bodyLimit: services.config.limits.chatBodyBytes }, async (request, reply) => {
+  // The key and the wallet's rate limit are checked on the headers alone (onRequest runs before the
+  // body is read): an anonymous or rate-limited client gets its 401 or 429 without the gateway
+  // reading, let alone parsing, up to limits.chatBodyBytes of JSON.
+  const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
+    const key = await requireApiKey(services, request);
+    await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
+    keyOf.set(request, key);
+  };
+  app.post('/v1/chat/completions', { bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate }, async (request, reply) => {
     // Everything that can refuse the request is decided before the first byte of the answer, so a
     // stream that cannot be paid for is a plain 402, not a broken stream.
-    const key = await requireApiKey(services, request.headers.authorization);
-    await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
+    const key = keyOf.get(request);
+    if (!key) throw new ApiError(500, 'INTERNAL_ERROR', 'chat request reached its handler unauthenticated');
     const plan = planChat(request.body, services.catalog, services.config);
     const adapter = services.providers.get(plan.model.provider);
     if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);

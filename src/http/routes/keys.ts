@@ -5,7 +5,7 @@ import { REDEEM_CODE_PATTERN, REF_CODE_PATTERN } from '../../keys/codes.ts';
 import { createApiKey } from '../../keys/create-key.ts';
 import type { Services } from '../../services.ts';
 import { badRequest, notFound } from '../errors.ts';
-import { requireSiwe, siweProofFields } from '../siwe-proof.ts';
+import { requireSiwe, siweProofFields, type SiweProofInput } from '../siwe-proof.ts';
 import { parseInput } from '../validate.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 
@@ -75,9 +75,9 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
  * The proof of a key-management call, between its two rate limits: per client IP before the
  * signature is checked (so junk proofs cost little), per wallet after. Returns the wallet.
  */
-async function authorizeKeyManagement(services: Services, request: FastifyRequest, reply: FastifyReply, proof: { message: string; signature: string }): Promise<string> {
+async function authorizeKeyManagement(services: Services, request: FastifyRequest, reply: FastifyReply, proof: SiweProofInput): Promise<string> {
   await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
-  const wallet = await requireSiwe(services, proof.message, proof.signature);
+  const wallet = await requireSiwe(services, request, proof);
   await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
   return wallet;
 }

@@ -1,20 +1,44 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
+import { bearerToken } from '../bearer-auth.ts';
+import { unauthorized } from '../errors.ts';
 
-/** GET /metrics in the Prometheus text format. */
-export function metricsRoutes(app: FastifyInstance, services: Services): void {
-  app.get('/metrics', async (_request, reply) => {
+/**
+ * GET /metrics in the Prometheus text format. It shows revenue per model, locked money and top-up
+ * outcomes, so it is never public: it lives on its own loopback port (startMetricsServer), or on the
+ * API port behind `token` (metrics.tokenEnv).
+ */
+export function metricsRoutes(app: FastifyInstance, services: Services, token?: string): void {
+  const expected = token === undefined ? null : digest(token);
+  app.get('/metrics', async (request, reply) => {
+    if (expected) {
+      const given = bearerToken(request.headers.authorization);
+      // Digests have one length, so the comparison takes the same time whatever was sent.
+      if (!given || !timingSafeEqual(digest(given), expected)) throw unauthorized('send the metrics token: "Authorization: Bearer <the value of metrics.tokenEnv>"');
+    }
     const { registry } = services.metrics;
     return reply.type(registry.contentType).send(await registry.metrics());
   });
 }
 
-/** /metrics alone on the admin port (`metrics.port`), so it can stay on a private network. */
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+/** /metrics alone on the admin port (`metrics.port`, on `metrics.host`: loopback by default). */
 export async function startMetricsServer(services: Services): Promise<{ url: string; close(): Promise<void> }> {
-  const app = Fastify();
+  const { host, port } = services.config.metrics;
+  const app = Fastify({ requestTimeout: 10_000 });
   metricsRoutes(app, services);
-  await app.listen({ host: services.config.metrics.host, port: services.config.metrics.port });
+  try {
+    await app.listen({ host, port });
+  } catch (err) {
+    await app.close();
+    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    throw new Error(`the metrics port ${host}:${port} is in use (another instance?); give each instance its own metrics.port (or TOLLGATE_METRICS_PORT), or set metrics.enabled: false`);
+  }
   const addr = app.server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : services.config.metrics.port;
-  return { url: `http://${services.config.metrics.host}:${port}`, close: () => app.close() };
+  const bound = typeof addr === 'object' && addr ? addr.port : port;
+  return { url: `http://${host}:${bound}`, close: () => app.close() };
 }
