@@ -16,7 +16,7 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
     // No abort on client disconnect: the provider bills us for the completion either way, so it is
     // awaited and charged. The adapter's first-byte and idle timeouts bound the wait, and the bill
     // renews the reservation's lease meanwhile, so a slow provider cannot outlast it.
-    const res = await adapter.chat(JSON.stringify(plan.upstreamBody), bill.requestId);
+    const res = await adapter.chat(plan.upstreamJson, bill.requestId);
     bill.markUpstreamResponse();
     text = await res.body.text();
     if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text);

@@ -19,6 +19,8 @@ export interface ChatPlan {
   parts: NonTextParts;
   reservationUsdc: number;
   upstreamBody: Record<string, unknown>;
+  /** `upstreamBody` serialised: what is sent to the provider, byte for byte. */
+  upstreamJson: string;
 }
 
 const MAX_N = 16;
@@ -67,8 +69,14 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   if (stream) upstreamBody.stream_options = { ...options, include_usage: true };
 
   // Bounded on what goes upstream, after every rewrite above, so nothing forwarded escapes the bound.
-  const promptUpperBound = promptBound(upstreamBody, model, parts);
-  return { model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts, reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody };
+  // Serialised once: the bound measures the very bytes the adapter sends (a 4 MiB body costs tens
+  // of milliseconds of event-loop time per JSON.stringify).
+  const upstreamJson = JSON.stringify(upstreamBody);
+  const promptUpperBound = promptBound(upstreamBody, upstreamJson, model, parts);
+  return {
+    model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts,
+    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody, upstreamJson,
+  };
 }
 
 export function resolveModel(catalog: Catalog, requested: string): CatalogModel {

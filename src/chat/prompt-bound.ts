@@ -50,7 +50,8 @@ const PER_TOOL = 32;
 const PER_REQUEST = 64;
 
 /**
- * An upper bound on the prompt tokens the provider can bill for `upstreamBody` as it is sent,
+ * An upper bound on the prompt tokens the provider can bill for `upstreamBody` as it is sent
+ * (`upstreamJson`, its serialisation, the very bytes that go upstream),
  * computed without a tokenizer. Every forwarded field is counted (messages in every form, tools,
  * functions, response_format schemas, tool_choice, provider extensions), not a chosen few: a
  * provider renders them into the prompt and bills them. The count is the body's UTF-8 size, since
@@ -62,8 +63,8 @@ const PER_REQUEST = 64;
  * prompt longer than the context window (and bill nothing for the refusal). This relies on
  * `contextLength` not being configured below the provider's real window.
  */
-export function promptBound(upstreamBody: Record<string, unknown>, model: CatalogModel, parts: NonTextParts): number {
-  const bodyBytes = Buffer.byteLength(JSON.stringify(upstreamBody));
+export function promptBound(upstreamBody: Record<string, unknown>, upstreamJson: string, model: CatalogModel, parts: NonTextParts): number {
+  const bodyBytes = Buffer.byteLength(upstreamJson);
   const messages = Array.isArray(upstreamBody.messages) ? upstreamBody.messages.length : 0;
   const tools = countOf(upstreamBody.tools) + countOf(upstreamBody.functions);
   const bound = bodyBytes - parts.bytes + parts.tokens + PER_MESSAGE * messages + PER_TOOL * tools + PER_REQUEST;

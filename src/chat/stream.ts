@@ -72,7 +72,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
 
   try {
     try {
-      const res = await adapter.chat(JSON.stringify(plan.upstreamBody), bill.requestId, upstreamAbort.signal);
+      const res = await adapter.chat(plan.upstreamJson, bill.requestId, upstreamAbort.signal);
       bill.markUpstreamResponse();
       if (res.statusCode !== 200) {
         const body = await res.body.text().catch(() => '');
