@@ -8,7 +8,7 @@ import { PERMIT2_ADDRESS, X402_EXACT_PERMIT2_PROXY, USDC_DOMAIN, type FundedAcco
 import { auditCreditsOnChain } from '../../src/topup/audit.ts';
 import { ENGINES } from '../support/engines.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, signPermit2, v1Header, v2Header } from '../support/x402-payloads.ts';
+import { permit2SettleArgs, signEip3009, signPermit2, v1Header, v2Header } from '../support/x402-payloads.ts';
 
 /**
  * An adversarial review of the top-up money path (issue 14.1 and 19.4 hardening), on a real anvil
@@ -47,18 +47,7 @@ for (const engine of ENGINES) {
     }
 
     async function settleViaProxy(payer: FundedAccount, p: Awaited<ReturnType<typeof signPermit2>>): Promise<Hex> {
-      const a = p.permit2Authorization;
-      const hash = await h.chain.client(payer).writeContract({
-        address: X402_EXACT_PERMIT2_PROXY,
-        abi: x402ExactPermit2ProxyABI,
-        functionName: 'settle',
-        args: [
-          { permitted: { token: a.permitted.token as Address, amount: BigInt(a.permitted.amount) }, nonce: BigInt(a.nonce), deadline: BigInt(a.deadline) },
-          a.from as Address,
-          { to: a.witness.to as Address, validAfter: BigInt(a.witness.validAfter) },
-          p.signature,
-        ],
-      });
+      const hash = await h.chain.client(payer).writeContract({ address: X402_EXACT_PERMIT2_PROXY, abi: x402ExactPermit2ProxyABI, functionName: 'settle', args: permit2SettleArgs(p) });
       assert.equal((await h.chain.client(payer).waitForTransactionReceipt({ hash })).status, 'success');
       return hash;
     }
