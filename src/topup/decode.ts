@@ -13,7 +13,13 @@ import { ApiError } from '../http/errors.ts';
 export const invalidPayment = (message: string) => new ApiError(400, 'INVALID_PAYMENT', message);
 
 const address = z.string().regex(ADDRESS_PATTERN);
-const uint = z.string().regex(/^\d{1,78}$/);
+// A uint256, in decimal: anything larger cannot be signed or settled, and is refused here as a 400
+// rather than failing later inside the facilitator or the chain client.
+const UINT256_LIMIT = 2n ** 256n;
+const uint = z
+  .string()
+  .regex(/^\d{1,78}$/)
+  .refine((v) => BigInt(v) < UINT256_LIMIT, 'must fit in a uint256');
 const signature = z.string().regex(/^0x[0-9a-fA-F]{2,}$/);
 
 export const eip3009Payload = z.object({

@@ -48,7 +48,9 @@ export function matchPayment(decoded: DecodedPayment, offers: Offer[]): MatchedP
   const { maxAmountRequired: _v1Amount, ...accepted } = req;
   return {
     offer,
-    payload: { x402Version: 2, accepted, payload: decoded.envelope.payload },
+    // Only the fields checked here reach the facilitator: it picks EIP-3009 or Permit2 by which key
+    // the payload has, so a payload carrying both would be recorded as one and settled as the other.
+    payload: { x402Version: 2, accepted, payload: decoded.inner },
     requirements: accepted,
     identity: { ...identity, network: req.network, chainId: chainIdOf(req.network), asset: req.asset.toLowerCase(), method: decoded.kind },
     digest: createHash('sha256').update(decoded.inner.signature.toLowerCase()).digest('hex'),
@@ -105,7 +107,8 @@ function permit2Terms(inner: Extract<DecodedPayment, { kind: 'permit2' }>['inner
   if (!same(p.witness.to, req.payTo)) throw paymentMismatch(`the permit pays ${p.witness.to}, not this gateway's payTo ${req.payTo}`);
   // The x402 exact scheme's Permit2 proxy is the only spender a Permit2 payment may name.
   if (!same(p.spender, x402ExactPermit2ProxyAddress)) throw paymentMismatch(`the permit's spender must be the x402 exact Permit2 proxy ${x402ExactPermit2ProxyAddress}`);
-  return { payer: p.from.toLowerCase(), nonce: p.nonce, payTo: req.payTo.toLowerCase(), amountAtomic: req.amount, validBefore: clampSeconds(p.deadline) };
+  // Canonical decimal: "05" and "5" are the same Permit2 nonce on chain, so the same payment key.
+  return { payer: p.from.toLowerCase(), nonce: BigInt(p.nonce).toString(), payTo: req.payTo.toLowerCase(), amountAtomic: req.amount, validBefore: clampSeconds(p.deadline) };
 }
 
 export function chainIdOf(network: string): number {

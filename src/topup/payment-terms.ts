@@ -19,7 +19,8 @@ export function termsDigest(m: MatchedPayment): string {
       : (({ signature, permit2Authorization: p }) => [signature, p.from, p.permitted.token, p.permitted.amount, p.spender, p.nonce, p.deadline, p.witness.to, p.witness.validAfter])(
           permit2Payload.parse(inner),
         );
-  const canonical = [i.network, i.asset, i.method, ...signed].map((v) => v.toLowerCase()).join('\n');
+  // Numbers as the chain reads them ("05" is 5), hex and addresses in one case.
+  const canonical = [i.network, i.asset, i.method, ...signed].map((v) => (/^\d+$/.test(v) ? BigInt(v).toString() : v.toLowerCase())).join('\n');
   return createHash('sha256').update(canonical).digest('hex');
 }
 

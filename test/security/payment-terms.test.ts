@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { eip3009ABI, x402ExactPermit2ProxyABI } from '@x402/evm';
-import { parseSignature, type Address, type Hex } from 'viem';
+import { parseSignature, type Hex } from 'viem';
 import { USDC_DOMAIN, X402_EXACT_PERMIT2_PROXY, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { applyMovement } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
@@ -15,7 +15,7 @@ import { auditCreditsOnChain } from '../../src/topup/audit.ts';
 import { runTollgate } from '../support/cli.ts';
 import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
+import { permit2SettleArgs, signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
 
 /**
  * Issue 14.1, "pay 1 USDC, get credited 10,000 USD": a payment's terms never change once recorded,
@@ -77,12 +77,7 @@ for (const engine of ENGINES) {
             address: X402_EXACT_PERMIT2_PROXY,
             abi: x402ExactPermit2ProxyABI,
             functionName: 'settle',
-            args: [
-              { permitted: { token: p.permitted.token as Address, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) },
-              p.from as Address,
-              { to: p.witness.to as Address, validAfter: BigInt(p.witness.validAfter) },
-              valid.signature,
-            ],
+            args: permit2SettleArgs(valid),
           });
           assert.equal((await h.chain.client(payer).waitForTransactionReceipt({ hash })).status, 'success');
           return hash;

@@ -92,6 +92,17 @@ export async function signPermit2(t: Permit2Terms) {
   };
 }
 
+/** The x402 Permit2 proxy's `settle` arguments for a signed permit, to put it on chain by hand. */
+export function permit2SettleArgs(p: Awaited<ReturnType<typeof signPermit2>>) {
+  const a = p.permit2Authorization;
+  return [
+    { permitted: { token: a.permitted.token as Address, amount: BigInt(a.permitted.amount) }, nonce: BigInt(a.nonce), deadline: BigInt(a.deadline) },
+    a.from as Address,
+    { to: a.witness.to as Address, validAfter: BigInt(a.witness.validAfter) },
+    p.signature,
+  ] as const;
+}
+
 export const base64Json = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
 
 /** A v2 PAYMENT-SIGNATURE value: the chosen requirement echoed back, plus the signed payload. */

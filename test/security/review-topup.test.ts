@@ -1,0 +1,204 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import type { PaymentRequirements } from '@x402/core/types';
+import { permit2WitnessTypes, x402ExactPermit2ProxyABI } from '@x402/evm';
+import { erc20Abi, parseAbi, parseSignature, serializeSignature, type Address, type Hex } from 'viem';
+import { PERMIT2_ADDRESS, X402_EXACT_PERMIT2_PROXY, USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
+import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import { ENGINES } from '../support/engines.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
+import { permit2SettleArgs, signEip3009, signPermit2, v1Header, v2Header } from '../support/x402-payloads.ts';
+
+/**
+ * An adversarial review of the top-up money path (issue 14.1 and 19.4 hardening), on a real anvil
+ * chain with Circle's USDC, Uniswap's Permit2 and a Tether-like USDT, on both engines. Each test is
+ * an attack; the invariant each one checks is "what is credited is what reached payTo from the payer".
+ */
+const junkSignature = () => `0x${randomBytes(65).toString('hex')}` as Hex;
+const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+const permit2Abi = parseAbi(['function invalidateUnorderedNonces(uint256 wordPos, uint256 mask)']);
+
+for (const engine of ENGINES) {
+  describe(`top-up review attacks (${engine})`, () => {
+    let h: TopupHarness;
+    const offers: Record<number, PaymentRequirements[]> = {};
+    before(async () => {
+      h = await startTopupHarness(engine);
+      for (const usd of [1, 10_000]) offers[usd] = (await h.post({ amount: usd })).body.accepts;
+    });
+    after(() => h?.stop());
+
+    const offer = (usd: number, method: 'eip3009' | 'permit2') => offers[usd]!.find((o) => o.extra?.assetTransferMethod === method)!;
+    const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => h.post({ amount: usd }, { 'payment-signature': v2Header(offer(usd, method), payload) });
+    const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
+    const usdcPermit = (payer: FundedAccount, token: Address, amount = USD) => signPermit2({ token, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount });
+    const usdc3009 = (payer: FundedAccount, nonce?: Hex) =>
+      signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: USD, nonce });
+
+    /** Token units that left the payer, in micro-USDC (both tokens have 6 decimals). */
+    const spent = async (payer: FundedAccount, funded: bigint) =>
+      Number(funded - (await h.chain.balanceOf(h.chain.usdc, payer.address)) + (funded - (await h.chain.balanceOf(h.chain.usdt, payer.address))));
+
+    async function moneyChecksHold() {
+      await h.gw.assertLedger();
+      const audit = await auditCreditsOnChain(h.gw.services.storage.db, () => h.gw.services.topup!.clientFor(h.chain.network));
+      assert.deepEqual(audit.problems, []);
+    }
+
+    async function settleViaProxy(payer: FundedAccount, p: Awaited<ReturnType<typeof signPermit2>>): Promise<Hex> {
+      const hash = await h.chain.client(payer).writeContract({ address: X402_EXACT_PERMIT2_PROXY, abi: x402ExactPermit2ProxyABI, functionName: 'settle', args: permit2SettleArgs(p) });
+      assert.equal((await h.chain.client(payer).waitForTransactionReceipt({ hash })).status, 'success');
+      return hash;
+    }
+
+    test('permit2: the same on-chain nonce written with a leading zero is the same payment key, so other terms under it are refused', async () => {
+      const payer = await h.payer(10n);
+      await h.chain.approvePermit2(payer, h.chain.usdt);
+      const valid = await usdcPermit(payer, h.chain.usdt);
+      const p = valid.permit2Authorization;
+      const original = { signature: junkSignature(), permit2Authorization: p };
+      assert.equal((await pay(1, 'permit2', original)).status, 402);
+      await settleViaProxy(payer, valid);
+
+      // Permit2 reads "0<nonce>" as the same uint256: it must find the row recorded for <nonce>.
+      const padded = { signature: junkSignature(), permit2Authorization: { ...p, nonce: `0${p.nonce}`, permitted: { ...p.permitted, amount: (10_000n * USD).toString() } } };
+      const attack = await pay(10_000, 'permit2', padded);
+      assert.equal(attack.status, 402, attack.text);
+      assert.match(attack.body.reason, /already recorded for a different payment/);
+      const rows = await rowsOf(payer);
+      assert.equal(rows.length, 1, 'one payment row per on-chain nonce');
+      assert.equal(rows[0]!.nonce, p.nonce);
+
+      // The original payment credits the 1 USD that truly arrived; written with a padded nonce it is
+      // still that payment: its first answer, no second credit.
+      const retry = await pay(1, 'permit2', original);
+      assert.equal(retry.status, 200, retry.text);
+      assert.equal(retry.body.credited_usdc, 1_000_000);
+      const paddedSame = await pay(1, 'permit2', { ...original, permit2Authorization: { ...p, nonce: `00${p.nonce}` } });
+      assert.equal(paddedSame.status, 200, paddedSame.text);
+      assert.equal(paddedSame.body.transaction, retry.body.transaction);
+      assert.equal(await h.balance(payer.address), 1_000_000);
+      assert.equal((await rowsOf(payer)).length, 1);
+      await moneyChecksHold();
+    });
+
+    test('a payload carrying both an EIP-3009 and a Permit2 authorization: the facilitator never settles terms the gateway did not record', async () => {
+      const payer = await h.payer(10n);
+      await h.chain.approvePermit2(payer, h.chain.usdc);
+      const permit = await usdcPermit(payer, h.chain.usdc);
+      const unsigned = (await usdc3009(payer)).authorization;
+      const before = await h.chain.balanceOf(h.chain.usdc, payer.address);
+      // Recorded as EIP-3009 (its authorization), but the facilitator routes on "permit2Authorization".
+      const res = await pay(1, 'eip3009', { signature: permit.signature, authorization: unsigned, permit2Authorization: permit.permit2Authorization });
+      assert.equal(res.status, 402, res.text);
+      const moved = before - (await h.chain.balanceOf(h.chain.usdc, payer.address));
+      assert.equal(Number(moved), await h.balance(payer.address), 'credited = what left the payer');
+      assert.equal(moved, 0n, 'the Permit2 half was not settled');
+      await moneyChecksHold();
+    });
+
+    test('permit2: a nonce spent on another token through the proxy credits nothing for the offered token', async () => {
+      const payer = await h.payer(10n);
+      await h.chain.approvePermit2(payer, h.chain.usdt);
+      await h.chain.approvePermit2(payer, h.chain.usdc);
+      const usdt = await usdcPermit(payer, h.chain.usdt);
+      const recorded = { signature: junkSignature(), permit2Authorization: usdt.permit2Authorization };
+      assert.equal((await pay(1, 'permit2', recorded)).status, 402);
+      // Permit2 nonces are per owner, not per token: the same nonce settles 1 USDC to payTo.
+      const usdc = await usdcPermit(payer, h.chain.usdc);
+      const sameNonce = { ...usdc.permit2Authorization, nonce: usdt.permit2Authorization.nonce };
+      const resigned = await payer.signTypedData({
+        domain: { name: 'Permit2', chainId: h.anvil.chainId, verifyingContract: PERMIT2_ADDRESS },
+        types: permit2WitnessTypes,
+        primaryType: 'PermitWitnessTransferFrom',
+        message: {
+          permitted: { token: h.chain.usdc, amount: USD },
+          spender: X402_EXACT_PERMIT2_PROXY,
+          nonce: BigInt(sameNonce.nonce),
+          deadline: BigInt(sameNonce.deadline),
+          witness: { to: h.payTo.address, validAfter: 0n },
+        },
+      });
+      await settleViaProxy(payer, { signature: resigned, permit2Authorization: sameNonce });
+      const again = await pay(1, 'permit2', recorded);
+      assert.equal(again.status, 402, again.text);
+      assert.equal(await h.balance(payer.address), 0, 'USDC is not the USDT the payment recorded');
+      assert.equal((await rowsOf(payer))[0]!.status, 'failed');
+      await moneyChecksHold();
+    });
+
+    test('eip3009: one valid payment and eight other terms under its nonce, all at once: credited = what left the payer', async () => {
+      const payer = await h.payer(10n);
+      const valid = await usdc3009(payer);
+      const junk = Array.from({ length: 8 }, () => ({ signature: junkSignature(), authorization: { ...valid.authorization, value: (10_000n * USD).toString() } }));
+      const results = await Promise.all([pay(1, 'eip3009', valid), ...junk.map((j) => pay(10_000, 'eip3009', j))]);
+      for (const r of results) assert.ok([200, 402].includes(r.status), r.text);
+      assert.ok(results.slice(1).every((r) => r.status === 402), 'no junk payload succeeds');
+      assert.equal((await rowsOf(payer)).length, 1);
+      const paid = await spent(payer, 10n * USD);
+      assert.equal(await h.balance(payer.address), paid);
+      assert.ok(paid === 0 || paid === 1_000_000, `spent ${paid}`);
+      await moneyChecksHold();
+    });
+
+    test('eip3009: a credited payment sent again as upper-case hex, as a v1 X-Payment, with a high-s or a 0/1 v signature: never a second credit', async () => {
+      const payer = await h.payer(10n);
+      const valid = await usdc3009(payer);
+      const first = await pay(1, 'eip3009', valid);
+      assert.equal(first.status, 200, first.text);
+
+      const upper = await pay(1, 'eip3009', { ...valid, signature: `0x${valid.signature.slice(2).toUpperCase()}` });
+      assert.equal(upper.status, 200, upper.text);
+      assert.equal(upper.body.transaction, first.body.transaction, 'the same payment: its first answer');
+      const v1 = await h.post({ amount: 1 }, { 'x-payment': v1Header(h.chain.network, valid) });
+      assert.equal(v1.status, 200, v1.text);
+      assert.equal(v1.body.transaction, first.body.transaction);
+
+      const { r, s, yParity } = parseSignature(valid.signature);
+      const highS = serializeSignature({ r, s: `0x${(SECP256K1_N - BigInt(s)).toString(16).padStart(64, '0')}`, yParity: 1 - yParity! });
+      const vRaw = `${valid.signature.slice(0, 130)}${yParity === 0 ? '00' : '01'}` as Hex;
+      for (const signature of [highS, vRaw]) {
+        const res = await pay(1, 'eip3009', { ...valid, signature });
+        assert.equal(res.status, 402, res.text);
+      }
+      assert.equal(await h.balance(payer.address), 1_000_000);
+      assert.equal(await spent(payer, 10n * USD), 1_000_000);
+      assert.equal((await rowsOf(payer)).length, 1);
+      await moneyChecksHold();
+    });
+
+    test('permit2 through another route: two recorded nonces racing for one plain transfer to payTo credit it once', async () => {
+      const payer = await h.payer(10n);
+      const wallet = h.chain.client(payer);
+      const permits = [await usdcPermit(payer, h.chain.usdt), await usdcPermit(payer, h.chain.usdt)];
+      // The payer burns both nonces (cheap: no tokens move) and pays 1 USDT once, not through the proxy.
+      for (const p of permits) {
+        const nonce = BigInt(p.permit2Authorization.nonce);
+        const hash = await wallet.writeContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'invalidateUnorderedNonces', args: [nonce >> 8n, 1n << (nonce & 0xffn)] });
+        await wallet.waitForTransactionReceipt({ hash });
+      }
+      const hash = await wallet.writeContract({ address: h.chain.usdt, abi: erc20Abi, functionName: 'transfer', args: [h.payTo.address, USD] });
+      await wallet.waitForTransactionReceipt({ hash });
+
+      const results = await Promise.all(permits.map((p) => pay(1, 'permit2', { signature: junkSignature(), permit2Authorization: p.permit2Authorization })));
+      for (const r of results) assert.ok([200, 402].includes(r.status), r.text);
+      // Whatever each request answered, the reconciler may finish the other row later: settle it now.
+      await h.gw.services.topup!.reconcile();
+      assert.equal(await h.balance(payer.address), 1_000_000, 'the one transfer is credited, once');
+      const credited = (await rowsOf(payer)).filter((r) => r.status === 'credited');
+      assert.equal(credited.length, 1);
+      assert.equal(credited[0]!.tx_hash, hash);
+      await moneyChecksHold();
+    });
+
+    test('a Permit2 nonce beyond uint256 is a 400 before anything is recorded', async () => {
+      const payer = await h.payer(1n);
+      const p = (await usdcPermit(payer, h.chain.usdt)).permit2Authorization;
+      const res = await pay(1, 'permit2', { signature: junkSignature(), permit2Authorization: { ...p, nonce: (2n ** 256n + BigInt(p.nonce)).toString() } });
+      assert.equal(res.status, 400, res.text);
+      assert.equal(res.body.error, 'INVALID_PAYMENT');
+      assert.equal((await rowsOf(payer)).length, 0);
+    });
+  });
+}
