@@ -94,13 +94,24 @@ export function findPayment(db: Kysely<Database>, id: string): Promise<PaymentRo
  * Our settlement transaction for this payment is on its way. Also from `failed`: a row released as
  * never sent (see releaseUnsent) whose slow request did send after all must be watched again.
  */
-export async function markSubmitted(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<void> {
-  await db
-    .updateTable('payments')
-    .set({ status: 'submitted', tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now })
-    .where('id', '=', id)
-    .where('status', '!=', 'credited')
-    .execute();
+/**
+ * Records the transaction that settles the payment. False when another payment already owns that
+ * transaction (the unique (network, tx_hash) index): the x402 facilitator answers a settle of a
+ * signature it is already settling with that settlement's hash, which is not this payment's.
+ */
+export async function markSubmitted(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<boolean> {
+  try {
+    await db
+      .updateTable('payments')
+      .set({ status: 'submitted', tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now })
+      .where('id', '=', id)
+      .where('status', '!=', 'credited')
+      .execute();
+    return true;
+  } catch (err) {
+    if (isUniqueViolation(err)) return false;
+    throw err;
+  }
 }
 
 export async function markFailed(db: Kysely<Database>, id: string, reason: string, now = Date.now()): Promise<void> {

@@ -75,7 +75,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
 
   let settled;
   try {
-    settled = await deps.facilitator.settle(m.payload, m.requirements, (hash) => markSubmitted(deps.db, payment.id, hash));
+    settled = await deps.facilitator.settle(m.payload, m.requirements, async (hash) => void (await markSubmitted(deps.db, payment.id, hash)));
   } catch (err) {
     const current = await findPayment(deps.db, payment.id);
     if (err instanceof SettlementUnknown || current.tx_hash) return { kind: 'pending', payment: current };
@@ -84,7 +84,11 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   }
   if (settled.success && settled.transaction) {
     const tx = settled.transaction as Hex;
-    await markSubmitted(deps.db, payment.id, tx);
+    if (!(await markSubmitted(deps.db, payment.id, tx))) {
+      const reason = 'the settling transaction already paid for another top-up';
+      await markFailed(deps.db, payment.id, reason);
+      return { kind: 'rejected', reason };
+    }
     try {
       const paid = await amountPaidBy(deps.client, tx, payment);
       if (paid !== null) return credited(await creditPayment(deps.db, payment.id, tx, paid, deps.now()));
