@@ -9,7 +9,7 @@ import { ENGINES } from '../support/engines.ts';
 import { chatBodyText } from './fuzz/chat-bodies.ts';
 import { startFuzzGateway, type FuzzGateway } from './fuzz/gateway.ts';
 import { keyBodyText, keyQuery, mutatedString, paymentHeaderValue, topupBodyText } from './fuzz/proofs.ts';
-import { authorization, checkAnswer, contentType, send, type FuzzRequest } from './fuzz/requests.ts';
+import { authorization, checkAnswer, contentType, describeTally, send, type FuzzRequest, type Tally } from './fuzz/requests.ts';
 import { encodeText, headerText, otherBodyText, trickyString } from './fuzz/values.ts';
 
 /**
@@ -41,36 +41,47 @@ for (const engine of ENGINES) {
     });
     after(() => g?.stop());
 
-    test(`chat bodies and headers (${runsOf('chat')} requests)`, async () => {
-      const request = fc.record({
+    test(`chat bodies and headers (${runsOf('chat')} requests)`, async (t) => {
+      const tally: Tally = new Map();
+      // Most requests with a clean envelope (key, JSON, path), so the body reaches the plan, the
+      // reservation, the provider and the bill; the rest with the envelope fuzzed too.
+      const cleanEnvelope = fc.constant({ auth: `Bearer ${g.key}`, type: 'application/json', url: '/v1/chat/completions' });
+      const fuzzedEnvelope = fc.record({
         auth: authorization(g.key, g.revokedKey),
         type: contentType,
-        body: chatBodyText,
-        url: fc.constantFrom('/v1/chat/completions', '/v1/chat/completions', '/v1/chat/completions?stream=true', '/v1/chat/completions/'),
+        url: fc.constantFrom('/v1/chat/completions', '/v1/chat/completions?stream=true', '/v1/chat/completions/', '/v1/chat/completions?'),
       });
+      const request = fc
+        .tuple(fc.oneof({ weight: 3, arbitrary: cleanEnvelope }, { weight: 1, arbitrary: fuzzedEnvelope }), chatBodyText)
+        .map(([envelope, body]) => ({ ...envelope, body }));
       await fc.assert(
         fc.asyncProperty(request, async ({ auth, type, body, url }) => {
-          await send(g.h.gw.app, { method: 'POST', url, headers: withHeaders({ authorization: auth, 'content-type': type }), payload: body, secrets: [g.key, g.revokedKey] });
+          await send(g.h.gw.app, { method: 'POST', url, headers: withHeaders({ authorization: auth, 'content-type': type }), payload: body, secrets: [g.key, g.revokedKey] }, tally);
         }),
         options('chat'),
       );
+      t.diagnostic(describeTally(tally));
     });
 
-    test(`key management: SIWE proofs mutated, in bodies and query strings (${runsOf('keys')} requests)`, async () => {
+    test(`key management: SIWE proofs mutated, in bodies and query strings (${runsOf('keys')} requests)`, async (t) => {
+      const tally: Tally = new Map();
+      const signatures = g.proofs.map((p) => p.signature);
       const keyId = fc.oneof(fc.constantFrom('1', '2', '3', '0', '-1', '1.5', '999999999999999', '9999999999999999999', '0x1', '1e3', ' 1'), trickyString).map(encodeText);
       const request = fc.oneof(
         fc.record({ body: keyBodyText(g.proofs), type: contentType }).map(({ body, type }): FuzzRequest => ({
           method: 'POST', url: '/v1/auth/keys', headers: withHeaders({ 'content-type': type }), payload: body.body, secrets: body.secrets,
         })),
-        keyQuery(g.proofs).map((q): FuzzRequest => ({ method: 'GET', url: `/v1/auth/keys?${q}`, headers: {}, secrets: [] })),
+        keyQuery(g.proofs).map((q): FuzzRequest => ({ method: 'GET', url: `/v1/auth/keys?${q}`, headers: {}, secrets: signatures })),
         fc.record({ id: keyId, body: keyBodyText(g.proofs), type: contentType }).map(({ id, body, type }): FuzzRequest => ({
           method: 'DELETE', url: `/v1/auth/keys/${id}`, headers: withHeaders({ 'content-type': type }), payload: body.body, secrets: body.secrets,
         })),
       );
-      await fc.assert(fc.asyncProperty(request, async (r) => void (await send(g.h.gw.app, r))), options('keys'));
+      await fc.assert(fc.asyncProperty(request, async (r) => void (await send(g.h.gw.app, r, tally))), options('keys'));
+      t.diagnostic(describeTally(tally));
     });
 
-    test(`top-up bodies and payment headers, valid payments mutated (${runsOf('topup')} requests)`, async () => {
+    test(`top-up bodies and payment headers, valid payments mutated (${runsOf('topup')} requests)`, async (t) => {
+      const tally: Tally = new Map();
       const request = fc.record({
         body: topupBodyText,
         type: contentType,
@@ -81,13 +92,15 @@ for (const engine of ENGINES) {
       await fc.assert(
         fc.asyncProperty(request, async ({ body, type, header, value, other }) => {
           const payment = header === 'none' ? {} : header === 'both' ? { 'payment-signature': value, 'x-payment': other } : { [header]: value };
-          await send(g.h.gw.app, { method: 'POST', url: '/v1/topup', headers: withHeaders({ 'content-type': type, ...payment }), payload: body, secrets: [value, other] });
+          await send(g.h.gw.app, { method: 'POST', url: '/v1/topup', headers: withHeaders({ 'content-type': type, ...payment }), payload: body, secrets: [value, other] }, tally);
         }),
         options('topup'),
       );
+      t.diagnostic(describeTally(tally));
     });
 
-    test(`every route with any method, path parameter, credentials and body (${runsOf('routes')} requests)`, async () => {
+    test(`every route with any method, path parameter, credentials and body (${runsOf('routes')} requests)`, async (t) => {
+      const tally: Tally = new Map();
       const routes = g.h.gw.app.registeredRoutes.map((r) => r.url);
       const param = fc.oneof(fc.constant(g.wallet), fc.constant(g.wallet.toUpperCase().replace('0X', '0x')), mutatedString(g.wallet), trickyString.map(encodeText));
       const request = fc.record({
@@ -110,11 +123,12 @@ for (const engine of ENGINES) {
             url,
             headers: withHeaders({ authorization: r.auth, 'content-type': withBody ? r.type : undefined, origin: r.origin, 'x-forwarded-for': r.forwarded, 'access-control-request-method': r.method === 'OPTIONS' ? 'POST' : undefined }),
             payload: withBody ? r.body : undefined,
-            secrets: [g.key, g.revokedKey],
-          });
+            secrets: [g.key, g.revokedKey, ...g.proofs.map((p) => p.signature)],
+          }, tally);
         }),
         options('routes'),
       );
+      t.diagnostic(describeTally(tally));
     });
 
     test(`raw HTTP over a real socket: framing, lengths and encodings (${runsOf('sockets')} connections)`, async () => {

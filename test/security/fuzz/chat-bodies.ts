@@ -9,7 +9,8 @@ import { junk, junkJson, objectJson, otherBodyText, PROTOTYPE_KEYS, trickyString
 const or = (good: fc.Arbitrary<unknown>, goodWeight = 4): fc.Arbitrary<Json> =>
   fc.oneof({ weight: goodWeight, arbitrary: good.map(value) }, { weight: 1, arbitrary: junkJson });
 
-const MODELS = ['chat-small', 'fake/chat-small', 'shared-name', 'fake/shared-name', 'thinker', 'effort', 'other/shared-name', 'nope', 'fake/', '/chat-small'];
+const MODELS = ['chat-small', 'fake/chat-small', 'fake/shared-name', 'thinker', 'effort', 'other/shared-name'];
+const WRONG_MODELS = ['shared-name', 'nope', 'fake/', '/chat-small', 'FAKE/CHAT-SMALL', 'fake/chat-small ', '__proto__', 'constructor'];
 
 const text = fc.oneof({ weight: 4, arbitrary: fc.string({ maxLength: 30 }) }, { weight: 1, arbitrary: trickyString });
 const schema = fc.oneof(fc.constant({ type: 'object', properties: { a: { type: 'string' } } }), fc.jsonValue({ maxDepth: 4 }));
@@ -35,12 +36,12 @@ const part = fc.oneof(
 );
 
 const message = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ role: fc.constant('user'), content: text }) },
+  { weight: 12, arbitrary: fc.record({ role: fc.constant('user'), content: text }) },
   {
     weight: 4,
     arbitrary: fc.record(
       {
-        role: fc.oneof(fc.constantFrom('user', 'system', 'assistant', 'tool', 'developer', 'function', ...PROTOTYPE_KEYS), junk),
+        role: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('user', 'system', 'assistant', 'tool', 'developer', 'function', ...PROTOTYPE_KEYS) }, { weight: 1, arbitrary: junk }),
         content: fc.oneof(text, fc.constant(null), fc.array(part, { maxLength: 4 }), junk),
         name: fc.oneof(text, junk),
         tool_call_id: fc.oneof(text, junk),
@@ -58,8 +59,8 @@ const tool = fc.oneof(
 );
 
 const chatFields: Record<string, fc.Arbitrary<Json>> = {
-  model: or(fc.constantFrom(...MODELS), 8),
-  messages: or(fc.array(message, { minLength: 1, maxLength: 5 }), 8),
+  model: or(fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...MODELS) }, { weight: 1, arbitrary: fc.constantFrom(...WRONG_MODELS) }), 12),
+  messages: or(fc.array(message, { minLength: 1, maxLength: 4 }), 12),
   stream: or(fc.boolean()),
   stream_options: or(fc.record({ include_usage: fc.oneof(fc.boolean(), junk) }, { requiredKeys: [] })),
   n: or(fc.integer({ min: 1, max: 3 })),
@@ -98,6 +99,6 @@ const chatFields: Record<string, fc.Arbitrary<Json>> = {
 
 /** A chat body as it goes on the wire. */
 export const chatBodyText: fc.Arbitrary<string> = fc.oneof(
-  { weight: 12, arbitrary: objectJson(chatFields, { presentPercent: 12 }).map(writeJson) },
+  { weight: 12, arbitrary: objectJson(chatFields, { presentPercent: 8 }).map(writeJson) },
   { weight: 1, arbitrary: otherBodyText },
 );

@@ -41,12 +41,12 @@ export function keyBodyText(proofs: SiweProofPair[]): fc.Arbitrary<{ body: strin
     const fields: Record<string, fc.Arbitrary<Json>> = {
       message: fc.oneof({ weight: 3, arbitrary: fc.constant(p.message) }, { weight: 3, arbitrary: mutatedSiweMessage(p.message) }, { weight: 1, arbitrary: junk }).map(value),
       signature: fc.oneof({ weight: 3, arbitrary: fc.constant(p.signature) }, { weight: 3, arbitrary: mutatedString(p.signature) }, { weight: 1, arbitrary: junk }).map(value),
-      label: fc.oneof(fc.string({ maxLength: 110 }).map(value), junkJson),
+      label: fc.oneof({ weight: 3, arbitrary: fc.string({ maxLength: 110 }).map(value) }, { weight: 1, arbitrary: junkJson }),
       ref_code: fc.oneof(fc.constantFrom('ref-abcdefghij', 'ref-', 'rc-x').map(value), junkJson),
       redeem_code: fc.oneof(fc.constantFrom('rc-abc', 'rc-', 'ref-abcdefghij').map(value), junkJson),
     };
     return fc.oneof(
-      { weight: 10, arbitrary: objectJson(fields, { presentPercent: 25 }).map((j) => ({ body: writeJson(j), secrets: [p.signature] })) },
+      { weight: 10, arbitrary: objectJson(fields, { presentPercent: 15 }).map((j) => ({ body: writeJson(j), secrets: [p.signature] })) },
       { weight: 1, arbitrary: otherBodyText.map((body) => ({ body, secrets: [] })) },
     );
   });
@@ -95,7 +95,24 @@ function mutatedEnvelope(envelope: Record<string, unknown>): fc.Arbitrary<unknow
       { weight: 2, arbitrary: fc.oneof(fc.bigInt({ min: 0n, max: 2n ** 256n }), fc.constantFrom(0n, 1_000_000n, 10n ** 12n)).map(String) },
     ),
   );
-  return fc.array(change, { minLength: 1, maxLength: 3 }).map((changes) => changes.reduce<unknown>((acc, [path, to]) => setPath(acc, path, to), envelope));
+  const changes = fc.array(change, { minLength: 1, maxLength: 3 }).map((cs) => cs.reduce<unknown>((acc, [path, to]) => setPath(acc, path, to), envelope));
+  return fc.oneof(changes, wellFormedOtherTerms(envelope));
+}
+
+/**
+ * The same payment under a fresh nonce, its terms changed within their formats: it decodes and
+ * matches, is recorded, and goes as far as the signature and chain checks (where it is refused).
+ */
+function wellFormedOtherTerms(envelope: Record<string, unknown>): fc.Arbitrary<unknown> {
+  const inner = (envelope.payload as Record<string, unknown>).authorization ? 'authorization' : 'permit2Authorization';
+  const uint = fc.oneof(fc.constantFrom('0', '1000000', '999999', '1000001'), fc.bigInt({ min: 0n, max: 2n ** 64n }).map(String));
+  const nonce = inner === 'authorization' ? hex(32) : fc.bigInt({ min: 0n, max: 2n ** 128n }).map(String);
+  const term = inner === 'authorization' ? fc.constantFrom('value', 'validAfter', 'validBefore') : fc.constantFrom('deadline');
+  return fc.record({ nonce, terms: fc.array(fc.tuple(term, uint), { maxLength: 2 }), signature: fc.option(hex(65), { nil: undefined }) }).map(({ nonce: n, terms, signature }) => {
+    let out = setPath(envelope, ['payload', inner, 'nonce'], n);
+    for (const [name, v] of terms) out = setPath(out, ['payload', inner, name], v);
+    return signature === undefined ? out : setPath(out, ['payload', 'signature'], signature);
+  });
 }
 
 /** Payment header values: valid ones (replays), mutated ones, and things that are not payments. */

@@ -20,11 +20,22 @@ export interface FuzzRequest {
 /** 5xx answers that are not the gateway's own failure: the provider's (502). A 500 never is. */
 const ALLOWED_5XX = new Set([502]);
 
-export async function send(app: FastifyInstance, r: FuzzRequest): Promise<{ status: number; body: string }> {
+/** How many answers of each kind ("402 PAYMENT_REJECTED"): shows how deep the cases went. */
+export type Tally = Map<string, number>;
+
+export async function send(app: FastifyInstance, r: FuzzRequest, tally?: Tally): Promise<{ status: number; body: string }> {
   const res = await app.inject({ method: r.method, url: r.url, headers: r.headers, payload: r.payload });
   checkAnswer(r, res.statusCode, res.headers['content-type'], res.body);
+  if (tally) {
+    const code = res.statusCode >= 400 && r.method !== 'HEAD' ? ` ${(JSON.parse(res.body) as { error: string }).error}` : '';
+    const kind = `${res.statusCode}${code}`;
+    tally.set(kind, (tally.get(kind) ?? 0) + 1);
+  }
   return { status: res.statusCode, body: res.body };
 }
+
+export const describeTally = (tally: Tally) =>
+  [...tally.entries()].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(', ');
 
 export function checkAnswer(r: FuzzRequest, status: number, contentType: unknown, body: string): void {
   const what = `${r.method} ${r.url} -> ${status}: ${body.slice(0, 300)}`;
@@ -32,7 +43,8 @@ export function checkAnswer(r: FuzzRequest, status: number, contentType: unknown
   if (status >= 400 && r.method !== 'HEAD') {
     assert.match(String(contentType), /^application\/json/, `error not JSON: ${what}`);
     const parsed = JSON.parse(body) as { error?: unknown; message?: unknown };
-    assert.equal(typeof parsed.error, 'string', `error code missing: ${what}`);
+    // A stable code a client can branch on, like every error of the API (not Fastify's "Bad Request").
+    assert.match(String(parsed.error), /^[A-Z][A-Z0-9_]*$/, `error code missing: ${what}`);
     assert.ok(typeof parsed.message === 'string' && parsed.message.length > 0, `error message missing: ${what}`);
     // A lookup by a prototype key ("constructor", "toString") must not turn into a function's source.
     assert.doesNotMatch(parsed.message, /\[native code\]|function \w*\(/, `prototype member in the message: ${what}`);
