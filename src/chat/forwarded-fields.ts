@@ -52,7 +52,7 @@ function refusedValue(field: string, value: unknown): string | null {
 /** Whether the config may list `name` in `extraFields`: only names the gateway does not already decide on. */
 export function extraFieldProblem(name: string): string | null {
   if (STANDARD_FIELDS.has(name)) return `${name} is a standard field; it is already forwarded`;
-  if (name in PRICED_FIELDS) return `${name} ${PRICED_FIELDS[name]}; the gateway cannot price it, so it cannot be forwarded`;
+  if (Object.hasOwn(PRICED_FIELDS, name)) return `${name} ${PRICED_FIELDS[name]}; the gateway cannot price it, so it cannot be forwarded`;
   return null;
 }
 
@@ -63,7 +63,8 @@ export function extraFieldProblem(name: string): string | null {
 export function checkForwardedFields(body: Record<string, unknown>, extraFields: ReadonlySet<string>): void {
   const unknown: string[] = [];
   for (const [field, value] of Object.entries(body)) {
-    if (field in PRICED_FIELDS) throw badRequest(`${field} is refused: it ${PRICED_FIELDS[field]}; remove it from the request`, { param: field });
+    // hasOwn, not `in`: a field named "toString" or "constructor" is an unknown field, not a prototype member.
+    if (Object.hasOwn(PRICED_FIELDS, field)) throw badRequest(`${field} is refused: it ${PRICED_FIELDS[field]}; remove it from the request`, { param: field });
     const refused = refusedValue(field, value);
     if (refused) throw badRequest(refused, { param: field });
     if (!STANDARD_FIELDS.has(field) && !extraFields.has(field)) unknown.push(field);

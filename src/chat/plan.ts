@@ -111,7 +111,7 @@ function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>
   const hasEffort = b.reasoning_effort !== undefined;
   if (!hasThinking && !hasEffort) return;
   if (mode === 'reject') throw badRequest('thinking and reasoning_effort are not accepted by this gateway; remove them from the request');
-  if (hasEffort && (typeof b.reasoning_effort !== 'string' || !(b.reasoning_effort in EFFORT_BUDGETS))) {
+  if (hasEffort && (typeof b.reasoning_effort !== 'string' || !Object.hasOwn(EFFORT_BUDGETS, b.reasoning_effort))) {
     throw badRequest(`reasoning_effort must be one of ${Object.keys(EFFORT_BUDGETS).join(', ')}`);
   }
   if (model.reasoningFamily === 'thinking') {

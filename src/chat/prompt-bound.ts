@@ -33,7 +33,8 @@ export function measureParts(messages: unknown[], model: CatalogModel): NonTextP
       const type = (part as { type?: unknown } | null)?.type;
       if (typeof type !== 'string') throw badRequest(`${where} must be an object with a string type, such as {"type": "text", "text": "…"}`);
       if (TEXT_PARTS.has(type)) return;
-      const known = PART_KINDS[type];
+      // hasOwn: a part typed "constructor" or "__proto__" is an unknown type, not Object's prototype.
+      const known = Object.hasOwn(PART_KINDS, type) ? PART_KINDS[type] : undefined;
       if (!known) throw badRequest(`${where} is a ${JSON.stringify(type.slice(0, 50))} part, which this gateway does not accept; send text parts`);
       const bound = model.partTokenBounds[known.kind];
       if (bound === undefined) throw badRequest(`${where} is ${known.named}; model ${model.id} does not accept ${known.noun}; send text only, or use a model whose inputs list ${known.kind}`);

@@ -28,6 +28,7 @@ const CODE_BY_STATUS: Record<number, string> = {
   406: 'NOT_ACCEPTABLE',
   409: 'CONFLICT',
   413: 'PAYLOAD_TOO_LARGE',
+  414: 'URI_TOO_LONG',
   415: 'UNSUPPORTED_MEDIA_TYPE',
   429: 'RATE_LIMITED',
   502: 'UPSTREAM_ERROR',
@@ -87,4 +88,22 @@ export function unavailableDependency(err: unknown): string | null {
   if (err instanceof DependencyUnavailable) return err.dependency;
   if (isDatabaseOutage(err)) return 'database';
   return null;
+}
+
+/**
+ * Fastify's `frameworkErrors`: what the router refuses before any hook runs (a path that is not
+ * valid percent-encoding, a path parameter over its length limit). Fastify's own answer is
+ * `{error: "Bad Request"}` and quotes the whole URL, query string included, which can carry a
+ * SIWE signature; this one has a stable code and names no part of the URL.
+ */
+export function handleFrameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    void reply.code(414).send({ error: 'URI_TOO_LONG', message: 'a path parameter is too long; check the URL' });
+    return;
+  }
+  if (err.code === 'FST_ERR_BAD_URL') {
+    void reply.code(400).send({ error: 'VALIDATION_ERROR', message: 'the URL is not valid percent-encoding; encode it with encodeURIComponent' });
+    return;
+  }
+  handleError(err, request, reply);
 }
