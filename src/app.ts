@@ -1,6 +1,6 @@
 import { newRequestId } from './http/request-id.ts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { ApiError, handleError } from './http/errors.ts';
+import { ApiError, handleError, handleFrameworkError } from './http/errors.ts';
 import { chatRoutes } from './http/routes/chat.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { siweInfoRoutes } from './http/routes/siwe-info.ts';
@@ -47,6 +47,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       connectionsCheckingInterval: Math.min(1000, server.headersTimeoutSeconds * 250),
     },
     genReqId: newRequestId,
+    // Fastify's own answers (a bad URL, an over-long path parameter) in our error shape, and without
+    // quoting the URL: its query string can carry a SIWE signature.
+    frameworkErrors: handleFrameworkError,
     // One access-log line per request, written when it ends (onResponse below), instead of
     // Fastify's two: half the log volume, and the line has everything (method, url, status, time).
     logController: new LogController({ disableRequestLogging: true }),
@@ -96,6 +99,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-tollgate-charged-usdc', 'x-tollgate-balance-usdc',
     ].join(', '),
     maxAge: 600,
+    // An OPTIONS request that is not a full preflight gets the normal answer, not a plain-text 400.
+    strictPreflight: false,
   });
 
   healthRoutes(app, services);
@@ -115,6 +120,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
 }
 
 function routeMatches(pattern: string, path: string): boolean {
-  const re = new RegExp(`^${pattern.replace(/:[^/]+/g, '[^/]+')}/?$`);
+  const re = new RegExp(`^${pattern.replace(/:[^/]+/g, '[^/]+')}$`);
   return re.test(path);
 }

@@ -51,6 +51,12 @@ export interface FakeOptions {
   behaviour?: FakeBehaviour;
   /** Chooses the behaviour per request (the benchmark picks the pace by model name). */
   behaviourFor?: (body: any) => FakeBehaviour | undefined;
+  /**
+   * Context windows by upstream model name. A prompt longer than its model's window is refused with
+   * OpenAI's 400 `context_length_exceeded` and billed nothing, as real providers do; the gateway's
+   * reservation relies on that refusal when it caps its prompt bound at the context length.
+   */
+  contextLengths?: Record<string, number>;
 }
 
 export async function startFakeOpenAI(opts: FakeOptions = {}): Promise<FakeOpenAI> {
@@ -74,7 +80,7 @@ export async function startFakeOpenAI(opts: FakeOptions = {}): Promise<FakeOpenA
         body = raw;
       }
       if (opts.record !== false) fake.received.push({ path: req.url ?? '', headers: req.headers, body });
-      void respond(fake, { ...(opts.behaviourFor?.(body) ?? fake.behaviour) }, req, res, body);
+      void respond(fake, { ...(opts.behaviourFor?.(body) ?? fake.behaviour) }, req, res, body, opts.contextLengths);
     });
   });
   server.on('connection', (s) => {
@@ -117,7 +123,7 @@ export function fakePromptTokens(body: any, partTokens: number): number {
   return fakeTokens(JSON.stringify(messages) + inputs.join('')) + parts * partTokens;
 }
 
-async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, body: any): Promise<void> {
+async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, body: any, contextLengths?: Record<string, number>): Promise<void> {
   if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error' } }));
     return;
@@ -130,14 +136,28 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
     return;
   }
 
+  const window = contextLengths?.[body.model];
+  const promptTokens = b.usage?.prompt_tokens ?? fakePromptTokens(body, b.partTokens ?? 0);
+  if (window !== undefined && promptTokens > window) {
+    res.writeHead(400, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({
+      error: { message: `This model's maximum context length is ${window} tokens. However, your messages resulted in ${promptTokens} tokens.`, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' },
+    }));
+    return;
+  }
+
   const id = `chatcmpl-fake${Math.random().toString(36).slice(2, 12)}`;
   const created = Math.floor(Date.now() / 1000);
   const model = body.model;
   const content = b.content ?? DEFAULT_CONTENT;
   const n = typeof body.n === 'number' ? body.n : 1;
-  const completionTokens = b.toolCall ? fakeTokens(b.toolCall.arguments) + 5 : fakeTokens(content);
+  // A real provider stops each choice at the request's limit (finish_reason "length") and bills no
+  // more than it; a fake that billed past it would be a lying provider in every test.
+  const limit = Number(body.max_completion_tokens ?? body.max_tokens);
+  const produced = b.toolCall ? fakeTokens(b.toolCall.arguments) + 5 : fakeTokens(content);
+  const completionTokens = Number.isInteger(limit) && limit > 0 ? Math.min(produced, limit) : produced;
   const usage = {
-    prompt_tokens: b.usage?.prompt_tokens ?? fakePromptTokens(body, b.partTokens ?? 0),
+    prompt_tokens: promptTokens,
     completion_tokens: b.usage?.completion_tokens ?? completionTokens * n,
     total_tokens: 0,
     prompt_tokens_details: { cached_tokens: b.usage?.cached_tokens ?? 0, audio_tokens: 0 },

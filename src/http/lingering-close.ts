@@ -28,7 +28,8 @@ export function lingerAfterEarlyAnswers(app: FastifyInstance, bounds: LingerBoun
       let discarded = 0;
       const cut = () => {
         clearTimeout(timer);
-        raw.socket?.destroy();
+        // (In-process inject() requests have a stand-in socket without destroy.)
+        raw.socket?.destroy?.();
       };
       const timer = setTimeout(cut, bounds.maxMs);
       timer.unref();

@@ -7,6 +7,9 @@ import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai
 import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
 import { newAccount, siweProof } from './siwe.ts';
 
+/** The fake provider refuses prompts over these windows, as real providers do. */
+export const contextLengthsOf = (models: { name: string; contextLength: number }[]) => Object.fromEntries(models.map((m) => [m.name, m.contextLength]));
+
 /** Prices chosen so that every charge is easy to compute by hand: 1 and 2 micro-USDC a token, 20% markup. */
 export const MODELS = [
   { provider: 'fake', name: 'chat-small', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2' },
@@ -15,6 +18,7 @@ export const MODELS = [
   { provider: 'fake', name: 'thinker', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '1', reasoningFamily: 'thinking' },
   { provider: 'fake', name: 'effort', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '1', reasoningFamily: 'effort' },
 ];
+const CONTEXT_LENGTHS = contextLengthsOf(MODELS);
 
 export interface ChatHarness {
   fake: FakeOpenAI;
@@ -32,7 +36,7 @@ export async function startChatHarness(
   /** `fakeProvider`: keys merged into the `fake` provider's config (e.g. maxConnections). */
   extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown> } = {},
 ): Promise<ChatHarness> {
-  const fake = await startFakeOpenAI();
+  const fake = await startFakeOpenAI({ contextLengths: CONTEXT_LENGTHS });
   const gw = await startTestGateway({
     engine,
     env: extra.env,

@@ -3,7 +3,7 @@ import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
 import { startFakeOpenAI, type FakeOpenAI } from '../../../src/devchain/fake-openai.ts';
 import { adjustBalance } from '../../../src/ledger/credits.ts';
 import type { Engine } from '../../../src/storage/database.ts';
-import { MODELS } from '../../support/chat-harness.ts';
+import { contextLengthsOf, MODELS } from '../../support/chat-harness.ts';
 import { newAccount, siweProof } from '../../support/siwe.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
 import { signEip3009, signPermit2 } from '../../support/x402-payloads.ts';
@@ -30,14 +30,14 @@ export interface FuzzGateway {
 const FUNDED_USDC = 10_000 * 1_000_000;
 
 export async function startFuzzGateway(engine: Engine): Promise<FuzzGateway> {
-  const fake = await startFakeOpenAI({ record: false });
+  const fake = await startFakeOpenAI({ record: false, contextLengths: contextLengthsOf(MODELS) });
   let h: TopupHarness;
   try {
     h = await startTopupHarness(engine, {
       config: {
         providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY' }, other: { baseUrl: fake.url } },
         models: MODELS,
-        rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 }, keys: { perMinute: 1_000_000 }, public: { perMinute: 1_000_000 } },
+        rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 }, keys: { perMinute: 1_000_000 }, public: { perMinute: 1_000_000 }, authFailures: { perMinute: 1_000_000 } },
         keys: { maxActivePerWallet: 1_000 },
       },
     });
