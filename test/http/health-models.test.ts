@@ -64,7 +64,7 @@ describe('GET /health and GET /v1/models', () => {
       assert.equal(res.body.status, 'degraded');
       assert.equal(res.body.checks.database, 'down');
     } finally {
-      await other.app.close();
+      await other.stop(); // also closes its metrics listener, which would keep the test process alive
     }
   });
 });
