@@ -99,7 +99,7 @@ const READ_PENDING = `SELECT r.wallet, r.amount_usdc, w.balance_usdc, w.locked_u
 const CLOSE = "UPDATE reservations SET status = ?, charged_usdc = ?, finished_at = ? WHERE request_id = ? AND status = 'pending'";
 const RELEASE_AND_CHARGE = 'UPDATE wallets SET locked_usdc = locked_usdc - ?, balance_usdc = balance_usdc - ?, updated_at = ? WHERE address = ? RETURNING balance_usdc';
 export const INSERT_CHARGE = "INSERT INTO ledger_entries (wallet, kind, amount_usdc, reference, note, created_at) VALUES (?, 'charge', ?, ?, ?, ?)";
-const INSERT_USAGE = `INSERT INTO request_usage
+export const INSERT_USAGE = `INSERT INTO request_usage
   (request_id, api_key_id, wallet, model, provider, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
    charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;

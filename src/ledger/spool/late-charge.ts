@@ -1,5 +1,5 @@
 import type { Storage } from '../../storage/database.ts';
-import { ADD_TO_TOTALS, finishReservation, INSERT_CHARGE, type SettleOutcome, type UsageRecord } from '../reservations.ts';
+import { ADD_TO_TOTALS, finishReservation, INSERT_CHARGE, INSERT_USAGE, type SettleOutcome, type UsageRecord } from '../reservations.ts';
 
 /** A produced answer's bill: what `finishReservation` is asked, kept whole so it can be retried or spooled. */
 export interface SettleRecord {
@@ -36,11 +36,7 @@ export async function applySettle(storage: Pick<Storage, 'writeUnit' | 'engine' 
 const LOCK_WALLET = 'UPDATE wallets SET updated_at = ? WHERE address = ? RETURNING balance_usdc, locked_usdc';
 const RESERVATION_STATUS = 'SELECT status FROM reservations WHERE request_id = ?';
 // The claim: the first usage row for this request wins; a second apply inserts nothing.
-const CLAIM_USAGE = `INSERT INTO request_usage
-  (request_id, api_key_id, wallet, model, provider, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
-   charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-  ON CONFLICT (request_id) DO NOTHING`;
+const CLAIM_USAGE = `${INSERT_USAGE} ON CONFLICT (request_id) DO NOTHING`;
 const CHARGE = 'UPDATE wallets SET balance_usdc = balance_usdc - ? WHERE address = ? RETURNING balance_usdc';
 // The swept reservation now records what was charged, so ledger-check's "a finished reservation
 // charged once, with exactly the amount it records" keeps holding.
