@@ -18,6 +18,12 @@ import { createHealthMonitor, type DependencyProbe, type HealthMonitor } from '.
 import { migrateToLatest } from './storage/migrate.ts';
 import { createTopupService, type TopupService } from './topup/service.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import { createDurableSettler, type DurableSettler } from './ledger/spool/durable-settle.ts';
+import { spoolLocation } from './ledger/spool/location.ts';
+import { SettleSpool } from './ledger/spool/spool-file.ts';
+
+/** How often settles spooled during a database outage are tried again. */
+const SPOOL_REPLAY_MS = 5_000;
 
 /** Everything a running gateway holds, built once from the configuration and shared by routes. */
 export interface Services {
@@ -41,6 +47,8 @@ export interface Services {
    * what was already delivered is charged, the rest voided.
    */
   inflight: Set<{ cutShort(status: string): Promise<void> }>;
+  /** Bills produced answers even through a database outage (retry, then the local spool). */
+  settler: DurableSettler;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
   /** The clock for rate limits and SIWE windows (tests move it). */
   now: () => number;
@@ -74,6 +82,27 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       pruneNonces(storage.db).catch((err) => opts.logger.warn({ err }, 'pruning used SIWE nonces failed'));
     }, 60_000);
     pruner.unref();
+
+    const metrics = createMetrics(storage.db);
+    const location = spoolLocation(config.database.url, config.ledger.spoolDir);
+    const spool = SettleSpool.open(location.dir, location.fingerprint);
+    const settler = createDurableSettler({
+      storage,
+      spool,
+      logger: opts.logger,
+      failure: () => config.testHooks.settleFailure,
+      onApplied: (record, outcome) => {
+        if (outcome.chargedUsdc) metrics.chargedUsdc.inc({ model: record.usage.model }, outcome.chargedUsdc);
+      },
+    });
+    if (config.testHooks.settleFailure) opts.logger.warn('TEST HOOK TOLLGATE_TEST_SETTLE_FAILURE is on: settles fail as if the database did not answer');
+    // Settles spooled before a crash or an outage are applied before anything else runs (and
+    // before the sweeper below could release their reservations), then every few seconds.
+    await settler.replay().catch((err) => opts.logger.error({ err }, 'applying the settle spool at start-up failed; it is tried again every few seconds'));
+    const replayer = setInterval(() => {
+      settler.replay().catch((err) => opts.logger.error({ err }, 'applying the settle spool failed'));
+    }, SPOOL_REPLAY_MS);
+    replayer.unref();
     // A crashed instance leaves reservations pending; once their lease runs out they are voided, so
     // no crash can lock a wallet's money for good.
     const sweep = () =>
@@ -89,7 +118,8 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     return {
       config,
       topup,
-      metrics: createMetrics(storage.db),
+      metrics,
+      settler,
       health: createHealthMonitor(dependencyProbes(config, storage, chains, redisProbe), (name, status, err) =>
         status === 'down'
           ? opts.logger.warn({ dependency: name, reason: outageReason(err) }, 'dependency is down')
@@ -110,6 +140,9 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       async close() {
         clearInterval(pruner);
         clearInterval(sweeper);
+        clearInterval(replayer);
+        await settler.replay().catch(() => undefined);
+        spool.close();
         await topup?.close();
         await Promise.allSettled([...providers.values()].map((p) => p.close()));
         await limiter.close();

@@ -1,5 +1,5 @@
 import type { KeyRow } from '../keys/api-keys.ts';
-import { extendLease, finishReservation, type SettleOutcome } from '../ledger/reservations.ts';
+import { extendLease, finishReservation, type SettleOutcome, type UsageRecord } from '../ledger/reservations.ts';
 import { priceRequest } from '../providers/pricing.ts';
 import type { Services } from '../services.ts';
 import type { ChatPlan } from './plan.ts';
@@ -15,6 +15,13 @@ const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, reasoningTokens:
  * While the bill is open its lease is renewed every third of the lease, whatever the request is
  * waiting for (a slow provider's first byte, a stream, a drain): the sweeper may only void the
  * reservations of processes that died, never a request that is still running.
+ *
+ * A settle (something was produced) goes through the durable settler: if the database does not
+ * answer it is retried for a few seconds, then spooled to local disk and applied when the database
+ * returns, so an answer the provider produced is billed once even through an outage. A stream's
+ * settle is charged even if its reservation was released under it (renewals failed during an
+ * outage and the sweeper ran): its content is already out. A void needs no spool: if it fails, the
+ * sweeper releases the reservation after the lease.
  */
 export class RequestBill {
   private finished: Promise<SettleOutcome> | null = null;
@@ -93,7 +100,8 @@ export class RequestBill {
     const m = this.services.metrics;
     const model = this.plan.model.id;
     m.chatLatency.observe({ model, stream: String(this.plan.stream), outcome: status }, seconds);
-    if (!outcome.applied) return;
+    // A deferred (spooled) settle is counted by the replayer once the ledger has charged it.
+    if (!outcome.applied || outcome.deferred) return;
     if (usage.promptTokens) m.tokens.inc({ model, kind: 'prompt' }, usage.promptTokens);
     if (usage.completionTokens) m.tokens.inc({ model, kind: 'completion' }, usage.completionTokens);
     if (outcome.chargedUsdc) m.chargedUsdc.inc({ model }, outcome.chargedUsdc);
@@ -106,7 +114,7 @@ export class RequestBill {
    */
   private reportOverReservation(chargeUsdc: number, outcome: SettleOutcome): void {
     const reservedUsdc = this.plan.reservationUsdc;
-    if (chargeUsdc <= reservedUsdc) return;
+    if (chargeUsdc <= reservedUsdc || outcome.deferred) return;
     const model = this.plan.model.id;
     this.services.metrics.overReservation.inc({ model });
     this.services.metrics.overReservationUsdc.inc({ model }, chargeUsdc - reservedUsdc);
@@ -121,7 +129,7 @@ export class RequestBill {
     this.services.inflight.delete(this);
     clearInterval(this.leaseTimer);
     const seconds = (performance.now() - this.started) / 1000;
-    this.finished = finishReservation(this.services.storage, this.requestId, chargeUsdc, {
+    const record: UsageRecord = {
       requestId: this.requestId,
       apiKeyId: this.key.id,
       wallet: this.key.wallet,
@@ -131,7 +139,12 @@ export class RequestBill {
       providerCostUsdc: costUsdc,
       status,
       latencyMs: Math.round(seconds * 1000),
-    }).then((outcome) => {
+    };
+    const finishing =
+      chargeUsdc > 0
+        ? this.services.settler.settle({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc, usage: record }, { lateIfReleased: this.plan.stream })
+        : finishReservation(this.services.storage, this.requestId, 0, record);
+    this.finished = finishing.then((outcome) => {
       this.record(outcome, usage, status, seconds);
       this.reportOverReservation(chargeUsdc, outcome);
       if (outcome.shortfallUsdc > 0) {

@@ -35,15 +35,16 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
   if (!outcome.applied) {
     throw new ApiError(503, 'SERVICE_UNAVAILABLE', `this request's reservation was released before the provider answered, so nothing was charged and the answer is withheld; retry, and quote request id ${bill.requestId} if it repeats`);
   }
-  // The settle reports the balance it left; read it only if the settle found nothing to apply.
-  const balance = outcome.balanceUsdc ?? (await getBalance(services.storage.db, bill.key.wallet)).balance_usdc;
-  void reply
-    .code(200)
-    .header('content-type', 'application/json; charset=utf-8')
-    .header('x-tollgate-charged-usdc', outcome.chargedUsdc)
-    .header('x-tollgate-balance-usdc', balance)
-    .header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false')
-    .send(text);
+  void reply.code(200).header('content-type', 'application/json; charset=utf-8').header('x-tollgate-charged-usdc', outcome.chargedUsdc);
+  if (outcome.deferred) {
+    // The database did not answer, but the bill is on local disk and applied when it does: the
+    // answer exists and is paid for, so it is handed out; the balance is not known right now.
+    void reply.header('x-tollgate-billing', 'deferred');
+  } else {
+    // The settle reports the balance it left; read it only if it did not.
+    void reply.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await getBalance(services.storage.db, bill.key.wallet)).balance_usdc);
+  }
+  void reply.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false').send(text);
 }
 
 function completionTextOf(parsed: any): string {

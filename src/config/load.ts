@@ -34,9 +34,17 @@ export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'
  * TEST ONLY fail points, from the environment so no config file can switch them on by accident.
  * `TOLLGATE_TEST_HANG_BEFORE_BROADCAST=1`: a top-up stops for good after it is recorded and
  * verified, before its settlement is sent, so a test can kill -9 the process at exactly that step.
+ * `TOLLGATE_TEST_SETTLE_FAILURE=outage`: every settle (and spool replay) fails as if the database
+ * did not answer, so settles are spooled; `=crash`: the same, and the request then stops for good
+ * right after its settle is spooled, so a test can kill -9 the process there.
  */
 export interface TestHooks {
   hangBeforeBroadcast: boolean;
+  settleFailure: 'outage' | 'crash' | null;
+}
+
+function settleFailureHook(value: string | undefined): TestHooks['settleFailure'] {
+  return value === 'outage' || value === 'crash' ? value : null;
 }
 
 export class ConfigError extends Error {
@@ -162,7 +170,7 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
         file.topup.facilitator.type === 'remote' && file.topup.facilitator.authTokenEnv ? env[file.topup.facilitator.authTokenEnv] || undefined : undefined,
       metricsToken,
     },
-    testHooks: { hangBeforeBroadcast: env.TOLLGATE_TEST_HANG_BEFORE_BROADCAST === '1' },
+    testHooks: { hangBeforeBroadcast: env.TOLLGATE_TEST_HANG_BEFORE_BROADCAST === '1', settleFailure: settleFailureHook(env.TOLLGATE_TEST_SETTLE_FAILURE) },
   };
 }
 

@@ -232,6 +232,15 @@ export const configSchema = z
         defaultMaxTokens: 1024, reasoning: 'forward', connectTimeoutSeconds: 10, firstByteTimeoutSeconds: 60, idleTimeoutSeconds: 60,
         reservationLeaseSeconds: 600, drainTimeoutSeconds: 120, maxConcurrentDrains: 256,
       }),
+    ledger: z
+      .object({
+        // Where settles the database did not take are kept until it does (one instance per
+        // directory slot; see README "Billing during database outages"). Default: a spool folder
+        // next to the SQLite file, or ./data/spool for PostgreSQL.
+        spoolDir: z.string().min(1).optional(),
+      })
+      .strict()
+      .default({}),
     rateLimits: z
       .object({
         backend: z.enum(['memory', 'redis']).default('memory'),

@@ -70,8 +70,14 @@ export interface SettleOutcome {
   chargedUsdc: number;
   /** What could not be charged because the balance ran short (never driven negative). */
   shortfallUsdc: number;
-  /** The wallet's balance right after this finish; null when nothing was applied. */
+  /** The wallet's balance right after this finish; null when nothing was applied (or deferred). */
   balanceUsdc: number | null;
+  /**
+   * The database did not answer, so the settle was written to the local spool (src/ledger/spool)
+   * instead: it will be applied once the database answers. `chargedUsdc` is then the charge asked
+   * for; what the balance allows is decided when it is applied.
+   */
+  deferred?: boolean;
 }
 
 // The conflict clause both engines share: a key's first finish inserts its totals row, every later
@@ -92,14 +98,14 @@ const READ_PENDING = `SELECT r.wallet, r.amount_usdc, w.balance_usdc, w.locked_u
   WHERE r.request_id = ? AND r.status = 'pending'`;
 const CLOSE = "UPDATE reservations SET status = ?, charged_usdc = ?, finished_at = ? WHERE request_id = ? AND status = 'pending'";
 const RELEASE_AND_CHARGE = 'UPDATE wallets SET locked_usdc = locked_usdc - ?, balance_usdc = balance_usdc - ?, updated_at = ? WHERE address = ? RETURNING balance_usdc';
-const INSERT_CHARGE = "INSERT INTO ledger_entries (wallet, kind, amount_usdc, reference, note, created_at) VALUES (?, 'charge', ?, ?, ?, ?)";
-const INSERT_USAGE = `INSERT INTO request_usage
+export const INSERT_CHARGE = "INSERT INTO ledger_entries (wallet, kind, amount_usdc, reference, note, created_at) VALUES (?, 'charge', ?, ?, ?, ?)";
+export const INSERT_USAGE = `INSERT INTO request_usage
   (request_id, api_key_id, wallet, model, provider, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
    charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 // Adds the usage row just written to its key's running totals (what GET /v1/usage reads). An
 // increment in the database, never a read-modify-write here, so concurrent finishes all count.
-const ADD_TO_TOTALS = `INSERT INTO usage_totals
+export const ADD_TO_TOTALS = `INSERT INTO usage_totals
   (api_key_id, request_count, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, charged_usdc, provider_cost_usdc)
   VALUES (?, 1, ?, ?, ?, ?, ?, ?)
   ${ACCUMULATE}`;

@@ -4,6 +4,7 @@ import { foundation } from './migrations/001-foundation.ts';
 import { payments } from './migrations/002-payments.ts';
 import { paymentTerms } from './migrations/003-payment-terms.ts';
 import { usageTotals } from './migrations/004-usage-totals.ts';
+import { settleShortfalls } from './migrations/005-settle-shortfalls.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -12,6 +13,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '002-payments': payments(),
     '003-payment-terms': paymentTerms(),
     '004-usage-totals': usageTotals(),
+    '005-settle-shortfalls': settleShortfalls(),
   };
 }
 

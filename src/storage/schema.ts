@@ -100,6 +100,19 @@ export interface RequestUsageTable {
   created_at: number;
 }
 
+/**
+ * A produced answer charged late (its settle was spooled while the database was down, and the
+ * sweeper released its reservation meanwhile) for less than its price, because the wallet's free
+ * balance no longer covered it. Reported by ledger-check; written once per request.
+ */
+export interface SettleShortfallTable {
+  request_id: string;
+  wallet: string;
+  requested_usdc: number;
+  charged_usdc: number;
+  created_at: number;
+}
+
 /** Running sums of request_usage per API key (request_usage rows are never updated or deleted),
  * kept in the same statement or write unit as the row they add up. */
 export interface UsageTotalsTable {
@@ -165,6 +178,7 @@ export interface Database {
   referral_attributions: ReferralAttributionTable;
   request_usage: RequestUsageTable;
   usage_totals: UsageTotalsTable;
+  settle_shortfalls: SettleShortfallTable;
   settings: SettingTable;
   payments: PaymentTable;
 }

@@ -77,6 +77,8 @@ export class SqliteGroupCommit {
   constructor(
     private readonly sqlite: Libsql.Database,
     private readonly hold: (work: () => Promise<void>) => Promise<void>,
+    /** Resets statements libsql left in progress after SQLITE_BUSY (see database.ts), which would fail the COMMIT. */
+    private readonly resetStuckStatements: () => void = () => undefined,
   ) {
     // `prepare` is the caching one installed by openSqlite: each text is compiled once.
     this.tx = {
@@ -132,6 +134,7 @@ export class SqliteGroupCommit {
   private async commit(units: Queued[]): Promise<{ ok: true; values: unknown[] } | { ok: false; err: unknown }> {
     const values: unknown[] = [];
     try {
+      this.resetStuckStatements();
       this.exec('BEGIN IMMEDIATE');
       for (const q of units) values.push(await q.unit(this.tx));
       this.exec('COMMIT');
@@ -142,7 +145,12 @@ export class SqliteGroupCommit {
     }
   }
 
+  /**
+   * Not through the statement cache: libsql leaves a cached statement refused with SQLITE_BUSY
+   * "in progress" (a BEGIN IMMEDIATE meeting another process's lock), and an unfinished statement
+   * makes every later COMMIT on the connection fail. exec finalizes what it runs.
+   */
   private exec(sql: string): void {
-    this.sqlite.prepare(sql).run();
+    this.sqlite.exec(sql);
   }
 }

@@ -4,6 +4,7 @@ import { sweepExpiredReservations } from '../../src/ledger/reservations.ts';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
+import { until } from '../support/until.ts';
 import { assertOutageAnswer, chatBody, waitForHealth } from './support.ts';
 
 /**
@@ -66,8 +67,11 @@ describe('PostgreSQL outage: 503s, not 500s, and recovery by itself', () => {
     // sweeper once their lease ends (run here with the clock past the lease).
     const db = h.gw.services.storage.db;
     const served = [...answers.filter((a) => a.status === 200), after].map((a) => a.headers.get('x-request-id')!);
-    const usage = await db.selectFrom('request_usage').select('request_id').where('wallet', '=', w.account.address.toLowerCase()).execute();
-    const billed = usage.map((u) => u.request_id);
+    // Chats whose provider answer arrived during the shutdown were answered with their bill
+    // spooled (x-tollgate-billing: deferred); the spool is applied now that the database is back.
+    const billedIds = async () => (await db.selectFrom('request_usage').select('request_id').where('wallet', '=', w.account.address.toLowerCase()).execute()).map((u) => u.request_id);
+    await until(async () => (await h.gw.services.settler.replay(), (await billedIds()).length >= served.length), 'the spool applied', 30_000);
+    const billed = await billedIds();
     assert.equal(new Set(billed).size, billed.length, 'no request billed twice');
     for (const id of served) assert.ok(billed.includes(id), `answered request ${id} was billed`);
     await sweepExpiredReservations(db, Date.now() + h.gw.config.chat.reservationLeaseSeconds * 1000 + 1);

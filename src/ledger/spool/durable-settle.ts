@@ -1,0 +1,112 @@
+import type { Logger } from 'pino';
+import type { Storage } from '../../storage/database.ts';
+import { isDatabaseOutage } from '../../storage/outage.ts';
+import { finishReservation, type SettleOutcome } from '../reservations.ts';
+import { applySettle, type ApplyOutcome, type SettleRecord } from './late-charge.ts';
+import type { SettleSpool } from './spool-file.ts';
+
+/**
+ * Retries of a settle the database did not take, before it is spooled: about 4 s in all, long
+ * enough for a PostgreSQL restart's connection errors or a short SQLite lock, short enough that a
+ * client is not kept waiting much longer than the outage answer would take.
+ */
+const RETRY_DELAYS_MS = [250, 500, 1000, 2000];
+
+/** TEST ONLY (config.testHooks.settleFailure): settles fail as if the database did not answer. */
+export type SettleFailure = 'outage' | 'crash' | null;
+
+export interface DurableSettler {
+  /**
+   * Bills a produced answer: settles it now, retrying a database outage within RETRY_DELAYS_MS,
+   * and spools it if the database still does not answer (outcome `deferred`). `lateIfReleased`:
+   * charge it even if its reservation was released meanwhile (content already delivered).
+   */
+  settle(record: SettleRecord, opts: { lateIfReleased: boolean }): Promise<SettleOutcome>;
+  /** Applies what the spool holds; stops at the first outage (the next round tries again). */
+  replay(): Promise<void>;
+}
+
+export interface SettlerDeps {
+  storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>;
+  spool: SettleSpool;
+  logger: Logger;
+  /** A spooled settle was applied: count the charge (the request's own metrics skipped it). */
+  onApplied(record: SettleRecord, outcome: SettleOutcome): void;
+  failure: () => SettleFailure;
+}
+
+export function createDurableSettler(deps: SettlerDeps): DurableSettler {
+  const { storage, spool, logger } = deps;
+  let replaying: Promise<void> | null = null;
+
+  const injectFailure = () => {
+    if (deps.failure()) throw Object.assign(new Error('test fail point: the database does not answer'), { code: 'ECONNREFUSED' });
+  };
+
+  const settle = async (record: SettleRecord, opts: { lateIfReleased: boolean }): Promise<SettleOutcome> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        injectFailure();
+        if (!opts.lateIfReleased) return await finishReservation(storage, record.requestId, record.chargeUsdc, record.usage);
+        return outcomeOf(await applySettle(storage, record));
+      } catch (err) {
+        if (!isDatabaseOutage(err) || attempt >= RETRY_DELAYS_MS.length) {
+          if (!isDatabaseOutage(err)) throw err;
+          break;
+        }
+        await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[attempt]));
+      }
+    }
+    spool.append(record);
+    logger.warn({ reqId: record.requestId, chargeUsdc: record.chargeUsdc }, 'the database did not answer; the settle is spooled and will be applied when it does');
+    if (deps.failure() === 'crash') {
+      logger.warn({ reqId: record.requestId }, 'test fail point reached: settle spooled, stopping here');
+      return new Promise<never>(() => undefined);
+    }
+    return { applied: true, chargedUsdc: record.chargeUsdc, shortfallUsdc: 0, balanceUsdc: null, deferred: true };
+  };
+
+  const replayOnce = async () => {
+    if (deps.failure()) return;
+    const { records, forget } = spool.read();
+    if (!records.length) return;
+    const applied = new Set<string>();
+    for (const record of records) {
+      let result: ApplyOutcome;
+      try {
+        result = await applySettle(storage, record);
+      } catch (err) {
+        if (isDatabaseOutage(err)) break;
+        logger.error({ err, reqId: record.requestId }, 'applying a spooled settle failed; it stays in the spool');
+        continue;
+      }
+      if (result.kind === 'unknown') {
+        logger.error({ reqId: record.requestId }, 'a spooled settle names no reservation in this database; it stays in the spool for the operator');
+        continue;
+      }
+      applied.add(record.requestId);
+      if (result.kind === 'already_billed') continue;
+      deps.onApplied(record, result.outcome);
+      const late = result.kind === 'late';
+      const log = result.outcome.shortfallUsdc > 0 ? logger.error.bind(logger) : logger.info.bind(logger);
+      log(
+        { reqId: record.requestId, chargedUsdc: result.outcome.chargedUsdc, shortfallUsdc: result.outcome.shortfallUsdc, late },
+        late ? 'spooled settle charged late (its reservation had been released)' : 'spooled settle applied',
+      );
+    }
+    forget(applied);
+  };
+
+  return {
+    settle,
+    replay() {
+      replaying ??= replayOnce().finally(() => (replaying = null));
+      return replaying;
+    },
+  };
+}
+
+function outcomeOf(result: ApplyOutcome): SettleOutcome {
+  if (result.kind === 'settled' || result.kind === 'late') return result.outcome;
+  return { applied: false, chargedUsdc: 0, shortfallUsdc: 0, balanceUsdc: null };
+}
