@@ -137,7 +137,8 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
   }
 
   const window = contextLengths?.[body.model];
-  const promptTokens = b.usage?.prompt_tokens ?? fakePromptTokens(body, b.partTokens ?? 0);
+  const promptTokens = fakePromptTokens(body, b.partTokens ?? 0);
+  // The refusal looks at the prompt as sent; an injected `usage` is a provider lying about its bill.
   if (window !== undefined && promptTokens > window) {
     res.writeHead(400, { 'content-type': 'application/json' });
     res.end(JSON.stringify({
@@ -157,7 +158,7 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
   const produced = b.toolCall ? fakeTokens(b.toolCall.arguments) + 5 : fakeTokens(content);
   const completionTokens = Number.isInteger(limit) && limit > 0 ? Math.min(produced, limit) : produced;
   const usage = {
-    prompt_tokens: promptTokens,
+    prompt_tokens: b.usage?.prompt_tokens ?? promptTokens,
     completion_tokens: b.usage?.completion_tokens ?? completionTokens * n,
     total_tokens: 0,
     prompt_tokens_details: { cached_tokens: b.usage?.cached_tokens ?? 0, audio_tokens: 0 },
