@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { PaymentRequirements } from '@x402/core/types';
 import { eip3009ABI, x402ExactPermit2ProxyABI } from '@x402/evm';
 import { parseSignature, type Hex } from 'viem';
 import { USDC_DOMAIN, X402_EXACT_PERMIT2_PROXY, type FundedAccount } from '../../src/devchain/deploy.ts';
@@ -14,8 +13,8 @@ import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { auditCreditsOnChain } from '../../src/topup/audit.ts';
 import { runTollgate } from '../support/cli.ts';
 import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { permit2SettleArgs, signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
+import { offerBook, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
+import { permit2SettleArgs, signEip3009, signPermit2 } from '../support/x402-payloads.ts';
 
 /**
  * Issue 14.1, "pay 1 USDC, get credited 10,000 USD": a payment's terms never change once recorded,
@@ -35,15 +34,15 @@ type Payment = {
 for (const engine of ENGINES) {
   describe(`a payment's terms are fixed and its credit comes from the chain (${engine})`, () => {
     let h: TopupHarness;
-    const offers: Record<number, PaymentRequirements[]> = {};
+    let book: Awaited<ReturnType<typeof offerBook>>;
     before(async () => {
       h = await startTopupHarness(engine);
-      for (const usd of [1, 10_000]) offers[usd] = (await h.post({ amount: usd })).body.accepts;
+      book = await offerBook(h, [1, 10_000]);
     });
     after(() => h?.stop());
 
-    const offer = (usd: number, method: 'eip3009' | 'permit2') => offers[usd]!.find((o) => o.extra?.assetTransferMethod === method)!;
-    const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => h.post({ amount: usd }, { 'payment-signature': v2Header(offer(usd, method), payload) });
+    const offer = (usd: number, method: 'eip3009' | 'permit2') => book.offer(usd, method);
+    const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => book.pay(usd, method, payload);
     const rowOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
 
     async function eip3009Payment(payer: FundedAccount): Promise<Payment> {

@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import type { PaymentRequirements } from '@x402/core/types';
 import { permit2WitnessTypes, x402ExactPermit2ProxyABI } from '@x402/evm';
 import { erc20Abi, parseAbi, parseSignature, serializeSignature, type Address, type Hex } from 'viem';
 import { PERMIT2_ADDRESS, X402_EXACT_PERMIT2_PROXY, USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { auditCreditsOnChain } from '../../src/topup/audit.ts';
 import { ENGINES } from '../support/engines.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { permit2SettleArgs, signEip3009, signPermit2, v1Header, v2Header } from '../support/x402-payloads.ts';
+import { offerBook, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
+import { permit2SettleArgs, signEip3009, signPermit2, v1Header } from '../support/x402-payloads.ts';
 
 /**
  * An adversarial review of the top-up money path (issue 14.1 and 19.4 hardening), on a real anvil
@@ -22,15 +21,15 @@ const permit2Abi = parseAbi(['function invalidateUnorderedNonces(uint256 wordPos
 for (const engine of ENGINES) {
   describe(`top-up review attacks (${engine})`, () => {
     let h: TopupHarness;
-    const offers: Record<number, PaymentRequirements[]> = {};
+    let book: Awaited<ReturnType<typeof offerBook>>;
     before(async () => {
       h = await startTopupHarness(engine);
-      for (const usd of [1, 10_000]) offers[usd] = (await h.post({ amount: usd })).body.accepts;
+      book = await offerBook(h, [1, 10_000]);
     });
     after(() => h?.stop());
 
-    const offer = (usd: number, method: 'eip3009' | 'permit2') => offers[usd]!.find((o) => o.extra?.assetTransferMethod === method)!;
-    const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => h.post({ amount: usd }, { 'payment-signature': v2Header(offer(usd, method), payload) });
+    const offer = (usd: number, method: 'eip3009' | 'permit2') => book.offer(usd, method);
+    const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => book.pay(usd, method, payload);
     const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
     const usdcPermit = (payer: FundedAccount, token: Address, amount = USD) => signPermit2({ token, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount });
     const usdc3009 = (payer: FundedAccount, nonce?: Hex) =>

@@ -7,6 +7,7 @@ import { deployDevChain, USDC_DOMAIN, USDT_DOMAIN, type DevChain, type FundedAcc
 import { getBalance } from '../../src/ledger/balances.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
+import { v2Header } from './x402-payloads.ts';
 
 /**
  * A real chain (anvil with Circle's USDC, Uniswap's Permit2, a Tether-like USDT and the stand-in
@@ -110,4 +111,17 @@ export async function startTopupHarness(engine: Engine, opts: TopupHarnessOption
     post: (body, headers = {}) => call(gw.url, 'POST', '/v1/topup', body, headers),
     stop: () => gw.stop(),
   };
+}
+
+/**
+ * The 402 offers of a harness for some top-up amounts, fetched once, and a way to pay one of them
+ * with a signed payload in the v2 `PAYMENT-SIGNATURE` header: the attack tests send payloads the
+ * x402 client would never build.
+ */
+export async function offerBook(h: TopupHarness, amountsUsd: number[]) {
+  const offers: Record<number, PaymentRequirements[]> = {};
+  for (const usd of amountsUsd) offers[usd] = (await h.post({ amount: usd })).body.accepts;
+  const offer = (usd: number, method: 'eip3009' | 'permit2') => offers[usd]!.find((o) => o.extra?.assetTransferMethod === method)!;
+  const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => h.post({ amount: usd }, { 'payment-signature': v2Header(offer(usd, method), payload) });
+  return { offer, pay };
 }
