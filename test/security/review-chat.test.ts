@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { ENGINES } from '../support/engines.ts';
+import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { rawRequest } from '../support/raw-http.ts';
+
+/**
+ * Adversarial review of the chat money path (key holder's side). Each attack below held on the
+ * reviewed code; the tests stay because test/security/ did not cover these fields and framings.
+ *
+ * Prices (chat harness): 1.2 micro-USDC a prompt token, 2.4 a completion token. A wallet of
+ * 5,000 micro-USDC covers a tiny request with max_tokens 16 (a few hundred micro-USDC), and cannot
+ * cover any request carrying ~100 KB (or 20,000 NUL characters) of input, whichever field holds it.
+ */
+const FUNDS = 5_000;
+const BULK = 100_000;
+const hi = { role: 'user', content: 'hi' };
+
+/** Requests that each smuggle ~100 KB of billable input outside `messages[].content` strings. */
+const BULKY: Record<string, Record<string, unknown>> = {
+  'messages[].name': { messages: [{ ...hi, name: 'n'.repeat(BULK) }] },
+  'tool_calls in an assistant message': {
+    messages: [
+      hi,
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: 'a'.repeat(BULK) } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'ok' },
+    ],
+  },
+  'a tool_choice object': { messages: [hi], tool_choice: { type: 'function', function: { name: 'f'.repeat(BULK) } } },
+  'a stop array': { messages: [hi], stop: Array.from({ length: 4 }, () => 's'.repeat(BULK / 4)) },
+  'logit_bias': { messages: [hi], logit_bias: Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [String(100_000 + i), 1])) },
+  'metadata': { messages: [hi], metadata: { k: 'v'.repeat(BULK) } },
+  'user': { messages: [hi], user: 'u'.repeat(BULK) },
+  // 20,000 characters a provider may bill as 20,000 tokens; each is 1 byte raw, 6 bytes as JSON's \u0000.
+  'NUL characters sent as \\u0000 escapes': { messages: [{ role: 'user', content: '\u0000'.repeat(20_000) }] },
+  'a text part with extra keys': { messages: [{ role: 'user', content: [{ type: 'text', text: 'hi', image_url: { url: `data:image/png;base64,${'A'.repeat(BULK)}` } }] }] },
+  'many empty text parts': { messages: [{ role: 'user', content: Array.from({ length: 5_000 }, () => ({ type: 'text', text: '' })) }] },
+};
+
+for (const engine of ENGINES) {
+  describe(`review: input outside the message text stays inside the reservation (${engine})`, () => {
+    let h: ChatHarness;
+    before(async () => {
+      h = await startChatHarness(engine);
+    });
+    afterEach(async () => {
+      h.fake.behaviour = {};
+      await h.gw.assertLedger();
+    });
+    after(() => h.stop());
+
+    const post = (key: string, body: string) =>
+      fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body });
+
+    test('each field carrying bulk is reserved in full: 402 before the provider is called, while a tiny request from the same wallet is served', async () => {
+      const w = await h.wallet(FUNDS);
+      const tiny = await post(w.key, JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 16 }));
+      assert.equal(tiny.status, 200, 'the wallet can pay for a tiny request');
+      await tiny.arrayBuffer();
+      for (const [field, extra] of Object.entries(BULKY)) {
+        const calls = h.fake.received.length;
+        const res = await post(w.key, JSON.stringify({ model: 'fake/chat-small', max_tokens: 16, ...extra }));
+        const body = await res.json();
+        assert.equal(res.status, 402, `${field}: ${JSON.stringify(body).slice(0, 200)}`);
+        assert.equal(body.error, 'INSUFFICIENT_BALANCE');
+        assert.equal(h.fake.received.length, calls, `${field}: the provider was not called`);
+      }
+      const balance = await h.balance(w.account);
+      assert.equal(balance.locked_usdc, 0, 'nothing left locked');
+    });
+
+    test('duplicate keys: the value reserved is the value forwarded (the last one), so a small first max_tokens does not buy a large second one', async () => {
+      const w = await h.wallet(FUNDS);
+      const calls = h.fake.received.length;
+      // 4096 completion tokens cost 9,831 micro-USDC, more than the wallet has; 16 would fit.
+      const res = await post(w.key, '{"model":"fake/chat-small","messages":[{"role":"user","content":"hi"}],"max_tokens":16,"max_tokens":4096}');
+      assert.equal(res.status, 402);
+      assert.equal(h.fake.received.length, calls);
+    });
+
+    test('numbers with huge exponents are refused, not forwarded as Infinity or null', async () => {
+      const w = await h.wallet(FUNDS);
+      const calls = h.fake.received.length;
+      for (const field of ['max_tokens', 'n', 'max_completion_tokens']) {
+        const res = await post(w.key, `{"model":"fake/chat-small","messages":[{"role":"user","content":"hi"}],"${field}":1e400}`);
+        assert.equal(res.status, 400, field);
+      }
+      assert.equal(h.fake.received.length, calls);
+    });
+  });
+}
+
+/** Waits for a final (non-1xx) status line on `client`, or null after `ms`. */
+async function finalStatus(client: Awaited<ReturnType<typeof rawRequest>>, ms = 10_000): Promise<string | null> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const m = /HTTP\/1\.1 [2-5]\d\d[^\r]*/.exec(client.received());
+    if (m) return m[0];
+    if (client.isClosed()) return null;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return null;
+}
+
+describe('review: the key is checked before the body, whatever the framing', () => {
+  let h: ChatHarness;
+  before(async () => {
+    h = await startChatHarness('sqlite');
+  });
+  after(() => h.stop());
+
+  const head = (headers: string[]) => ['POST /v1/chat/completions HTTP/1.1', 'Host: 127.0.0.1', 'Content-Type: application/json', ...headers].join('\r\n') + '\r\n\r\n';
+
+  test('a chunked body, and a 10 MiB body announced with Expect: 100-continue, get their 401 before any body byte', async () => {
+    for (const framing of [['Transfer-Encoding: chunked'], [`Content-Length: ${10 * 1024 * 1024}`, 'Expect: 100-continue']]) {
+      const client = await rawRequest(h.gw.url, head([...framing, 'Authorization: Bearer sk-nope']));
+      const status = await finalStatus(client);
+      client.socket.destroy();
+      assert.match(status ?? 'no answer while the body was unsent', /^HTTP\/1\.1 401/, framing.join(', '));
+    }
+  });
+
+  test('pipelined requests are each authenticated: a paid request does not carry the next one past the key check', async () => {
+    const w = await h.wallet(1_000_000);
+    const body = JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 16 });
+    const calls = h.fake.received.length;
+    const first = head([`Content-Length: ${Buffer.byteLength(body)}`, `Authorization: Bearer ${w.key}`]) + body;
+    const second = head([`Content-Length: ${Buffer.byteLength(body)}`, 'Authorization: Bearer sk-nope']) + body;
+    const third = head([`Content-Length: ${Buffer.byteLength(body)}`]) + body;
+    const client = await rawRequest(h.gw.url, first + second + third);
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && (client.received().match(/HTTP\/1\.1 \d{3}/g) ?? []).length < 3 && !client.isClosed()) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    client.socket.destroy();
+    const statuses = (client.received().match(/HTTP\/1\.1 \d{3}/g) ?? []).map((s) => s.slice(9));
+    assert.equal(statuses[0], '200', client.received().slice(0, 300));
+    assert.ok(statuses.length >= 2, `the second request was answered: ${statuses.join(', ')}`);
+    assert.ok(statuses.slice(1).every((s) => s === '401'), `later requests: ${statuses.slice(1).join(', ')}`);
+    assert.equal(h.fake.received.length, calls + 1, 'only the authenticated request reached the provider');
+    await h.gw.assertLedger();
+  });
+});
