@@ -1,5 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createDurableSettler } from '../../src/ledger/spool/durable-settle.ts';
+import { SettleSpool } from '../../src/ledger/spool/spool-file.ts';
+import type { Storage } from '../../src/storage/database.ts';
 import { ENGINES } from '../support/engines.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { rawRequest } from '../support/raw-http.ts';
@@ -141,3 +147,71 @@ describe('review: the key is checked before the body, whatever the framing', () 
     await h.gw.assertLedger();
   });
 });
+
+/**
+ * A settle whose commit reached the database but whose answer was lost (PostgreSQL's connection
+ * dropped after the COMMIT: "Connection terminated unexpectedly"). The settler retries it as an
+ * outage; the retry finds the reservation already finished. The wallet has been charged, so the
+ * answer it paid for must be delivered, not withheld with "nothing was charged".
+ */
+function commitsThenLosesTheAnswer(storage: Storage): Storage & { lost: number } {
+  const wrapped = { ...storage, lost: 0, armed: true } as Storage & { lost: number; armed: boolean };
+  const lose = <T>(result: T): T => {
+    if (!wrapped.armed) return result;
+    wrapped.armed = false;
+    wrapped.lost++;
+    throw new Error('Connection terminated unexpectedly');
+  };
+  // SQLite finishes in a write unit; PostgreSQL in one statement through db.executeQuery.
+  wrapped.writeUnit = (async (fn: any) => lose(await storage.writeUnit(fn))) as Storage['writeUnit'];
+  wrapped.db = new Proxy(storage.db, {
+    get(target, prop) {
+      if (prop === 'executeQuery') return async (q: any) => lose(await target.executeQuery(q));
+      const v = Reflect.get(target, prop);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+  return wrapped;
+}
+
+for (const engine of ENGINES) {
+  describe(`review: a settle committed but not acknowledged (${engine})`, () => {
+    let h: ChatHarness;
+    let spoolDir: string;
+    before(async () => {
+      h = await startChatHarness(engine);
+      spoolDir = mkdtempSync(join(tmpdir(), 'review-chat-spool-'));
+    });
+    after(async () => {
+      await h.stop();
+      rmSync(spoolDir, { recursive: true, force: true });
+    });
+
+    test('the answer is delivered and charged once, not withheld as "nothing was charged"', async () => {
+      const s = h.gw.services;
+      const storage = commitsThenLosesTheAnswer(s.storage);
+      const original = s.settler;
+      s.settler = createDurableSettler({ storage, spool: SettleSpool.open(spoolDir, 'review'), logger: s.logger, failure: () => null, onApplied: () => undefined });
+      try {
+        const w = await h.wallet(1_000_000);
+        h.fake.behaviour = { usage: { prompt_tokens: 100, completion_tokens: 50 } };
+        const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 16 }),
+        });
+        const body = await res.json();
+        assert.equal(storage.lost, 1, 'the first settle committed and its answer was lost');
+        const balance = await h.balance(w.account);
+        assert.equal(balance.balance_usdc, 1_000_000 - 240, 'charged once: 100 × 1.2 + 50 × 2.4');
+        assert.equal(balance.locked_usdc, 0);
+        assert.equal(res.status, 200, `the client paid for this answer: ${JSON.stringify(body).slice(0, 300)}`);
+        assert.equal(res.headers.get('x-tollgate-charged-usdc'), '240');
+        await h.gw.assertLedger();
+      } finally {
+        s.settler = original;
+        h.fake.behaviour = {};
+      }
+    });
+  });
+}

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Storage } from '../../storage/database.ts';
 import { isDatabaseOutage } from '../../storage/outage.ts';
 import { finishReservation, type SettleOutcome } from '../reservations.ts';
-import { applySettle, type ApplyOutcome, type SettleRecord } from './late-charge.ts';
+import { applySettle, billedEarlier, type ApplyOutcome, type SettleRecord } from './late-charge.ts';
 import type { SettleSpool } from './spool-file.ts';
 
 /**
@@ -47,8 +47,14 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
     for (let attempt = 0; ; attempt++) {
       try {
         injectFailure();
-        if (!opts.lateIfReleased) return await finishReservation(storage, record.requestId, record.chargeUsdc, record.usage);
-        return outcomeOf(await applySettle(storage, record));
+        const outcome = opts.lateIfReleased
+          ? outcomeOf(await applySettle(storage, record))
+          : await finishReservation(storage, record.requestId, record.chargeUsdc, record.usage);
+        // An attempt that failed as an outage may have committed anyway (PostgreSQL's connection
+        // dropped after the COMMIT): this retry then finds the request billed, by that attempt.
+        // The wallet paid, so report the charge; "not applied" would withhold a paid answer.
+        if (!outcome.applied && attempt > 0) return (await billedEarlier(storage, record)) ?? outcome;
+        return outcome;
       } catch (err) {
         if (!isDatabaseOutage(err) || attempt >= RETRY_DELAYS_MS.length) {
           if (!isDatabaseOutage(err)) throw err;

@@ -70,3 +70,14 @@ async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, 
     return { kind: 'late', outcome };
   });
 }
+
+/**
+ * What an earlier finish of this request charged, if one committed: its usage row (written only by
+ * the request's own finish, never by the sweeper). Null when the request was not billed.
+ */
+export async function billedEarlier(storage: Pick<Storage, 'db'>, r: SettleRecord): Promise<SettleOutcome | null> {
+  const row = await storage.db.selectFrom('request_usage').select('charged_usdc').where('request_id', '=', r.requestId).executeTakeFirst();
+  if (!row) return null;
+  const charged = Number(row.charged_usdc);
+  return { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: null };
+}
