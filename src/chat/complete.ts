@@ -5,7 +5,7 @@ import type { Services } from '../services.ts';
 import { getBalance } from '../ledger/balances.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatPlan } from './plan.ts';
-import { estimateUsage, readUsage, toolCallsText } from './usage.ts';
+import { estimateUsage, generatedText, readUsage } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 
 /** Non-streaming: call the provider, settle, answer with the provider's JSON as it was sent. */
@@ -48,10 +48,5 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
 }
 
 function completionTextOf(parsed: any): string {
-  return (parsed.choices as any[])
-    .map((c) => {
-      const m = c?.message ?? {};
-      return `${typeof m.content === 'string' ? m.content : ''}${toolCallsText(m.tool_calls)}`;
-    })
-    .join('');
+  return (parsed.choices as any[]).map((c) => generatedText(c?.message)).join('');
 }

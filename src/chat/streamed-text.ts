@@ -1,5 +1,5 @@
 import { parseJsonLoosely } from '../json.ts';
-import { toolCallsText } from './usage.ts';
+import { generatedText } from './usage.ts';
 
 /** Raw event text held before it is folded into plain text: a few KB per stream at most. */
 const FOLD_AT_CHARS = 16 * 1024;
@@ -29,11 +29,7 @@ export class StreamedText {
   private fold(): void {
     for (const data of this.events) {
       const chunk = parseJsonLoosely(data); // not JSON: no text we could count
-      for (const c of Array.isArray(chunk?.choices) ? chunk.choices : []) {
-        const d = c?.delta ?? {};
-        if (typeof d.content === 'string') this.folded += d.content;
-        this.folded += toolCallsText(d.tool_calls);
-      }
+      for (const c of Array.isArray(chunk?.choices) ? chunk.choices : []) this.folded += generatedText(c?.delta);
     }
     this.events = [];
     this.heldChars = 0;

@@ -27,9 +27,22 @@ export function readUsage(u: unknown): Usage | null {
 }
 
 /** The countable text of tool calls: each function's name and its arguments. */
-export function toolCallsText(calls: unknown): string {
+function toolCallsText(calls: unknown): string {
   if (!Array.isArray(calls)) return '';
   return calls.map((t) => `${t?.function?.name ?? ''}${t?.function?.arguments ?? ''}`).join('');
+}
+
+/**
+ * The generated text of one choice's message (or stream delta), everything the provider bills as
+ * completion tokens and the client receives: the answer, a refusal, the reasoning some providers
+ * send beside it (`reasoning_content` from DeepSeek and vLLM, `reasoning` from OpenRouter), and
+ * tool or function calls.
+ */
+export function generatedText(m: unknown): string {
+  const o = (m ?? {}) as Record<string, any>;
+  const str = (v: unknown) => (typeof v === 'string' ? v : '');
+  const call = o.function_call ? `${str(o.function_call.name)}${str(o.function_call.arguments)}` : '';
+  return `${str(o.reasoning_content)}${str(o.reasoning)}${str(o.content)}${str(o.refusal)}${toolCallsText(o.tool_calls)}${call}`;
 }
 
 let tokenizer: Promise<(text: string) => number> | undefined;

@@ -10,6 +10,8 @@ import type { AddressInfo } from 'node:net';
 export interface FakeBehaviour {
   /** Text of the answer, sent one word per chunk when streaming. */
   content?: string;
+  /** Reasoning sent before the answer as `reasoning_content` (DeepSeek, vLLM's reasoning parsers), billed as completion tokens. */
+  reasoning?: string;
   /** Answer with a tool call instead of text. */
   toolCall?: { name: string; arguments: string };
   /** Overrides the usage the provider reports. */
@@ -155,14 +157,15 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
   // A real provider stops each choice at the request's limit (finish_reason "length") and bills no
   // more than it; a fake that billed past it would be a lying provider in every test.
   const limit = Number(body.max_completion_tokens ?? body.max_tokens);
-  const produced = b.toolCall ? fakeTokens(b.toolCall.arguments) + 5 : fakeTokens(content);
+  const reasoningTokens = b.reasoning ? fakeTokens(b.reasoning) : 0;
+  const produced = (b.toolCall ? fakeTokens(b.toolCall.arguments) + 5 : fakeTokens(content)) + reasoningTokens;
   const completionTokens = Number.isInteger(limit) && limit > 0 ? Math.min(produced, limit) : produced;
   const usage = {
     prompt_tokens: b.usage?.prompt_tokens ?? promptTokens,
     completion_tokens: b.usage?.completion_tokens ?? completionTokens * n,
     total_tokens: 0,
     prompt_tokens_details: { cached_tokens: b.usage?.cached_tokens ?? 0, audio_tokens: 0 },
-    completion_tokens_details: { reasoning_tokens: b.usage?.reasoning_tokens ?? 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: b.usage?.reasoning_tokens ?? reasoningTokens, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
   };
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
 
@@ -171,7 +174,7 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
       index,
       message: b.toolCall
         ? { role: 'assistant', content: null, tool_calls: [{ id: 'call_fake1', type: 'function', function: b.toolCall }], refusal: null, annotations: [] }
-        : { role: 'assistant', content, refusal: null, annotations: [] },
+        : { role: 'assistant', content, refusal: null, annotations: [], ...(b.reasoning ? { reasoning_content: b.reasoning } : {}) },
       logprobs: null,
       finish_reason: b.toolCall ? 'tool_calls' : 'stop',
     }));
@@ -205,6 +208,9 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
       continue;
     }
     await write(chunk([{ index, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]));
+    for (const word of b.reasoning ? b.reasoning.split(/(?<= )/) : []) {
+      await write(chunk([{ index, delta: { reasoning_content: word }, logprobs: null, finish_reason: null }]));
+    }
     const words = content.split(/(?<= )/);
     for (const [i, word] of words.entries()) {
       if (b.cutAfterChunks !== undefined && i >= b.cutAfterChunks) {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
+import { countTokens } from 'gpt-tokenizer';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -213,5 +214,47 @@ for (const engine of ENGINES) {
         h.fake.behaviour = {};
       }
     });
+  });
+}
+
+/**
+ * Reasoning models on DeepSeek or vLLM stream their thinking as `reasoning_content` and bill it as
+ * completion tokens. When the provider reports no usage (or a drain or a shutdown cuts the stream),
+ * the gateway counts the tokens of what was produced; it counted only `content` and tool calls, so
+ * the reasoning it had delivered (often most of the answer) was free.
+ */
+for (const engine of ENGINES) {
+  describe(`review: delivered reasoning is billed when the provider reports no usage (${engine})`, () => {
+    let h: ChatHarness;
+    before(async () => {
+      h = await startChatHarness(engine);
+    });
+    afterEach(async () => {
+      h.fake.behaviour = {};
+      await h.gw.assertLedger();
+    });
+    after(() => h.stop());
+
+    const REASONING = 'Let me think about the question step by step before I answer it. '.repeat(40);
+
+    for (const stream of [false, true]) {
+      test(`${stream ? 'streamed' : 'plain'}: the estimate counts the reasoning_content the client received`, async () => {
+        const w = await h.wallet(1_000_000);
+        h.fake.behaviour = { omitUsage: true, reasoning: REASONING, content: 'Yes.' };
+        const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 4096, stream }),
+        });
+        const text = await res.text();
+        assert.equal(res.status, 200);
+        assert.ok(text.includes('"reasoning_content"'), 'the reasoning reached the client');
+        const rows = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', w.keyId).execute();
+        assert.equal(rows.length, 1);
+        assert.equal(Number(rows[0]!.estimated), 1);
+        const reasoningTokens = countTokens(REASONING);
+        assert.ok(Number(rows[0]!.completion_tokens) >= reasoningTokens, `billed ${rows[0]!.completion_tokens} completion tokens for ${reasoningTokens} tokens of delivered reasoning`);
+      });
+    }
   });
 }
