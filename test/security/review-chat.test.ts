@@ -127,6 +127,17 @@ describe('review: the key is checked before the body, whatever the framing', () 
     }
   });
 
+  test('content-type variants never reach a parser without the bounds scan', async () => {
+    const w = await h.wallet(1_000_000);
+    const deep = `{"model":"fake/chat-small","messages":[{"role":"user","content":"hi"}],"max_tokens":16,"x":${'['.repeat(70)}${']'.repeat(70)}}`;
+    for (const type of ['Application/JSON', 'application/json ; charset=utf-8', 'application/json;charset=latin1', 'application/json\t', 'APPLICATION/JSON; foo=bar', 'application/jsonx', 'application/x-json', 'text/json', 'application/vnd.api+json', 'text/plain']) {
+      const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': type }, body: deep });
+      const body = await res.json();
+      const refusedByScan = res.status === 400 && /nested deeper/.test(body.message);
+      assert.ok(refusedByScan || res.status === 415, `${JSON.stringify(type)}: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
+    }
+  });
+
   test('pipelined requests are each authenticated: a paid request does not carry the next one past the key check', async () => {
     const w = await h.wallet(1_000_000);
     const body = JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 16 });
