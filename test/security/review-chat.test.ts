@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createDurableSettler } from '../../src/ledger/spool/durable-settle.ts';
 import { SettleSpool } from '../../src/ledger/spool/spool-file.ts';
-import type { Storage } from '../../src/storage/database.ts';
+import type { Engine, Storage } from '../../src/storage/database.ts';
 import { ENGINES } from '../support/engines.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { rawRequest } from '../support/raw-http.ts';
@@ -44,22 +44,31 @@ const BULKY: Record<string, Record<string, unknown>> = {
   'many empty text parts': { messages: [{ role: 'user', content: Array.from({ length: 5_000 }, () => ({ type: 'text', text: '' })) }] },
 };
 
+/** A chat harness on `engine` for the tests of one describe block, its ledger checked after each test. */
+function harnessPerSuite(engine: Engine): () => ChatHarness {
+  let h: ChatHarness;
+  before(async () => {
+    h = await startChatHarness(engine);
+  });
+  afterEach(async () => {
+    h.fake.behaviour = {};
+    await h.gw.assertLedger();
+  });
+  after(() => h.stop());
+  return () => h;
+}
+
+const postChat = (h: ChatHarness, key: string, body: string) =>
+  fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body });
+
 for (const engine of ENGINES) {
   describe(`review: input outside the message text stays inside the reservation (${engine})`, () => {
-    let h: ChatHarness;
-    before(async () => {
-      h = await startChatHarness(engine);
-    });
-    afterEach(async () => {
-      h.fake.behaviour = {};
-      await h.gw.assertLedger();
-    });
-    after(() => h.stop());
+    const harness = harnessPerSuite(engine);
 
-    const post = (key: string, body: string) =>
-      fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body });
+    const post = (key: string, body: string) => postChat(harness(), key, body);
 
     test('each field carrying bulk is reserved in full: 402 before the provider is called, while a tiny request from the same wallet is served', async () => {
+      const h = harness();
       const w = await h.wallet(FUNDS);
       const tiny = await post(w.key, JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 16 }));
       assert.equal(tiny.status, 200, 'the wallet can pay for a tiny request');
@@ -77,6 +86,7 @@ for (const engine of ENGINES) {
     });
 
     test('duplicate keys: the value reserved is the value forwarded (the last one), so a small first max_tokens does not buy a large second one', async () => {
+      const h = harness();
       const w = await h.wallet(FUNDS);
       const calls = h.fake.received.length;
       // 4096 completion tokens cost 9,831 micro-USDC, more than the wallet has; 16 would fit.
@@ -86,6 +96,7 @@ for (const engine of ENGINES) {
     });
 
     test('numbers with huge exponents are refused, not forwarded as Infinity or null', async () => {
+      const h = harness();
       const w = await h.wallet(FUNDS);
       const calls = h.fake.received.length;
       for (const field of ['max_tokens', 'n', 'max_completion_tokens']) {
@@ -236,27 +247,16 @@ for (const engine of ENGINES) {
  */
 for (const engine of ENGINES) {
   describe(`review: delivered reasoning is billed when the provider reports no usage (${engine})`, () => {
-    let h: ChatHarness;
-    before(async () => {
-      h = await startChatHarness(engine);
-    });
-    afterEach(async () => {
-      h.fake.behaviour = {};
-      await h.gw.assertLedger();
-    });
-    after(() => h.stop());
+    const harness = harnessPerSuite(engine);
 
     const REASONING = 'Let me think about the question step by step before I answer it. '.repeat(40);
 
     for (const stream of [false, true]) {
       test(`${stream ? 'streamed' : 'plain'}: the estimate counts the reasoning_content the client received`, async () => {
+        const h = harness();
         const w = await h.wallet(1_000_000);
         h.fake.behaviour = { omitUsage: true, reasoning: REASONING, content: 'Yes.' };
-        const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 4096, stream }),
-        });
+        const res = await postChat(h, w.key, JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 4096, stream }));
         const text = await res.text();
         assert.equal(res.status, 200);
         assert.ok(text.includes('"reasoning_content"'), 'the reasoning reached the client');
