@@ -14,6 +14,11 @@ import { estimateUsage, readUsage, type Usage } from './usage.ts';
 let activeDrains = 0;
 
 const DONE = 'data: [DONE]\n\n';
+/**
+ * An event carrying a usage object (not `"usage": null`), compact or spaced as Python's json.dumps
+ * writes it. Generated text cannot match: its quotes are escaped (`\"usage\"`).
+ */
+const USAGE_OBJECT = /"usage"\s*:\s*\{/;
 
 /**
  * Streaming: 200 and the SSE headers go out first, then the provider's events are passed through
@@ -90,7 +95,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
               upstreamError = `the provider reported an error${providerMessage(data)}`;
               return;
             }
-            if (data.includes('"usage":{')) {
+            if (USAGE_OBJECT.test(data)) {
               const chunk = parseJsonLoosely(data);
               const found = readUsage(chunk?.usage);
               if (found) usage = found;

@@ -12,6 +12,8 @@ export interface FakeBehaviour {
   content?: string;
   /** Reasoning sent before the answer as `reasoning_content` (DeepSeek, vLLM's reasoning parsers), billed as completion tokens. */
   reasoning?: string;
+  /** Stream events serialised with spaces after `:` and `,`, as Python's json.dumps writes them. */
+  spacedJson?: boolean;
   /** Answer with a tool call instead of text. */
   toolCall?: { name: string; arguments: string };
   /** Overrides the usage the provider reports. */
@@ -189,7 +191,9 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => {
     const obj: Record<string, unknown> = { id, object: 'chat.completion.chunk', created, model, service_tier: 'default', system_fingerprint: 'fp_fake', choices, ...extra };
     if (includeUsage && !('usage' in extra)) obj.usage = null;
-    return `data: ${JSON.stringify(obj)}\n\n`;
+    // Indented, then folded onto one line: only structural whitespace is touched (strings escape \n).
+    const json = b.spacedJson ? JSON.stringify(obj, null, 1).replace(/\n */g, ' ') : JSON.stringify(obj);
+    return `data: ${json}\n\n`;
   };
   const write = async (text: string) => {
     if (res.destroyed) return;

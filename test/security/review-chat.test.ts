@@ -251,6 +251,19 @@ for (const engine of ENGINES) {
 
     const REASONING = 'Let me think about the question step by step before I answer it. '.repeat(40);
 
+    test('a stream whose JSON has spaces ("usage": {) is billed from the provider\'s usage, not an estimate', async () => {
+      const h = harness();
+      const w = await h.wallet(1_000_000);
+      h.fake.behaviour = { spacedJson: true, usage: { prompt_tokens: 100, completion_tokens: 50 } };
+      const res = await postChat(h, w.key, JSON.stringify({ model: 'fake/chat-small', messages: [hi], max_tokens: 4096, stream: true }));
+      const text = await res.text();
+      assert.ok(text.includes('"usage": null'), 'the provider wrote spaced JSON');
+      assert.ok(!text.includes('"prompt_tokens"'), 'the usage chunk is not sent to a client that did not ask for it');
+      const rows = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', w.keyId).execute();
+      assert.equal(rows.length, 1);
+      assert.deepEqual([Number(rows[0]!.estimated), Number(rows[0]!.prompt_tokens), Number(rows[0]!.completion_tokens), Number(rows[0]!.charged_usdc)], [0, 100, 50, 240]);
+    });
+
     for (const stream of [false, true]) {
       test(`${stream ? 'streamed' : 'plain'}: the estimate counts the reasoning_content the client received`, async () => {
         const h = harness();
