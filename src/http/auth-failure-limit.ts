@@ -1,11 +1,13 @@
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../services.ts';
 import { windowsFrom } from '../ratelimit/limiter.ts';
+import { clientBucket } from './client-bucket.ts';
 import { ApiError } from './errors.ts';
 
 /**
- * Failed authentications (bad API keys, bad SIWE proofs) are counted per client address in the
- * shared limiter, under their own key prefix; successes are not counted. Once an address is over
+ * Failed authentications (bad API keys, bad SIWE proofs) are counted per client address (an IPv6
+ * client by its /64, see client-bucket.ts) in the shared limiter, under their own key prefix;
+ * successes are not counted. Once an address is over
  * its budget it is refused with 429 before its credentials are even looked at, so guessing keys
  * or sending junk proofs (each one a signature check, maybe an RPC call) stops costing anything.
  */
@@ -19,7 +21,7 @@ class AuthFailureLimit {
   async guard<T>(request: FastifyRequest, authenticate: () => Promise<T>): Promise<T> {
     const windows = windowsFrom(this.services.config.rateLimits.authFailures);
     if (!windows.length) return authenticate();
-    const ip = request.ip;
+    const ip = clientBucket(request.ip);
     const now = this.services.now();
     const until = this.blockedUntil.get(ip);
     if (until !== undefined) {

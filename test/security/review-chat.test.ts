@@ -282,3 +282,27 @@ for (const engine of ENGINES) {
     }
   });
 }
+
+/**
+ * Failed authentications are limited per client address. An IPv6 client owns a whole /64 (its
+ * provider routes 2^64 addresses to it), so counting each address separately gave it an unlimited
+ * budget of junk keys and SIWE proofs: one new address per attempt.
+ */
+describe('review: the auth failure limit counts an IPv6 client by its /64', () => {
+  let h: ChatHarness;
+  before(async () => {
+    h = await startChatHarness('sqlite', { server: { trustProxy: ['127.0.0.1', '::1'] }, rateLimits: { authFailures: { perMinute: 3 } } });
+  });
+  after(() => h.stop());
+
+  test('bad keys from four addresses of one /64 are refused with 429; another /64 and IPv4 clients are not affected', async () => {
+    const attempt = (from: string) =>
+      fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer sk-nope', 'content-type': 'application/json', 'x-forwarded-for': from }, body: '{}' }).then(async (r) => (await r.arrayBuffer(), r.status));
+    const statuses = [];
+    for (let i = 1; i <= 5; i++) statuses.push(await attempt(`2001:db8:1:2::${i.toString(16)}`));
+    assert.deepEqual(statuses, [401, 401, 401, 429, 429]);
+    assert.equal(await attempt('2001:db8:1:3::1'), 401, 'another /64 has its own budget');
+    assert.equal(await attempt('2001:0db8:0001:0002:ffff:0:0:9'), 429, 'the same /64 written out in full');
+    assert.equal(await attempt('203.0.113.7'), 401, 'IPv4 clients are counted by address');
+  });
+});
