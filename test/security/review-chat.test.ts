@@ -306,3 +306,18 @@ describe('review: the auth failure limit counts an IPv6 client by its /64', () =
     assert.equal(await attempt('203.0.113.7'), 401, 'IPv4 clients are counted by address');
   });
 });
+
+/** The public per-address limits (models, usage, top-ups, key management) count the same buckets. */
+describe('review: the public per-address limit counts an IPv6 client by its /64', () => {
+  let h: ChatHarness;
+  before(async () => {
+    h = await startChatHarness('sqlite', { server: { trustProxy: ['127.0.0.1', '::1'] }, rateLimits: { public: { perMinute: 2 } } });
+  });
+  after(() => h.stop());
+
+  test('GET /v1/models from three addresses of one /64: the third is 429; another /64 is not affected', async () => {
+    const list = (from: string) => fetch(`${h.gw.url}/v1/models`, { headers: { 'x-forwarded-for': from } }).then(async (r) => (await r.arrayBuffer(), r.status));
+    assert.deepEqual([await list('2001:db8:5:6::1'), await list('2001:db8:5:6::2'), await list('2001:db8:5:6::3')], [200, 200, 429]);
+    assert.equal(await list('2001:db8:5:7::1'), 200, 'another /64 has its own budget');
+  });
+});

@@ -1,3 +1,4 @@
+import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { listKeys, revokeKey, toIso } from '../../keys/api-keys.ts';
@@ -76,7 +77,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
  * signature is checked (so junk proofs cost little), per wallet after. Returns the wallet.
  */
 async function authorizeKeyManagement(services: Services, request: FastifyRequest, reply: FastifyReply, proof: SiweProofInput): Promise<string> {
-  await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
+  await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
   const wallet = await requireSiwe(services, request, proof);
   await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
   return wallet;

@@ -1,3 +1,4 @@
+import { clientBucket } from '../client-bucket.ts';
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../services.ts';
@@ -17,7 +18,7 @@ import { enforceRateLimit } from '../rate-limit.ts';
  */
 export function topupRoutes(app: FastifyInstance, services: Services): void {
   app.post('/v1/topup', async (request, reply) => {
-    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
+    await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
     const { config } = services;
     const micro = parseTopupAmount(request.body, config.topup);
     const topup = services.topup;

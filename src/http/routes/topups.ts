@@ -1,3 +1,4 @@
+import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
 import { toIso } from '../../keys/api-keys.ts';
@@ -10,7 +11,7 @@ const HISTORY_LIMIT = 200;
 /** GET /v1/topups/:wallet: the wallet's credited and pending top-ups (same auth as usage). */
 export function topupHistoryRoutes(app: FastifyInstance, services: Services): void {
   app.get<{ Params: { wallet: string } }>('/v1/topups/:wallet', async (request, reply) => {
-    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
+    await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
     const wallet = await requireWalletOwner(services, request);
     const rows = await services.storage.db
       .selectFrom('payments')

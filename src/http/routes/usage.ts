@@ -1,3 +1,4 @@
+import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance } from 'fastify';
 import { getBalance } from '../../ledger/balances.ts';
 import { usageByKey } from '../../keys/usage.ts';
@@ -8,7 +9,7 @@ import { enforceRateLimit } from '../rate-limit.ts';
 
 export function usageRoutes(app: FastifyInstance, services: Services): void {
   app.get<{ Params: { wallet: string } }>('/v1/usage/:wallet', async (request, reply) => {
-    await enforceRateLimit(services, reply, `ip:${request.ip}`, services.rateWindows.public);
+    await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
     const wallet = await requireWalletOwner(services, request);
     const [balance, keys] = await Promise.all([getBalance(services.storage.db, wallet), usageByKey(services.storage.db, wallet)]);
     return {
