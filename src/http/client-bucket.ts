@@ -5,7 +5,10 @@ import { isIPv6 } from 'node:net';
  * IPv6 client (a home line, a VPS) is routed a whole /64, so counting each address would give it
  * 2^64 budgets. An IPv4-mapped IPv6 address (::ffff:a.b.c.d) counts as its IPv4 address.
  */
-export function clientBucket(ip: string): string {
+export function clientBucket(ip: string | undefined): string {
+  // Node leaves the address undefined once the client has disconnected; such requests share one
+  // bucket (their answer reaches nobody).
+  if (!ip) return 'gone';
   const address = ip.replace(/%.*$/, ''); // a zone id (fe80::1%eth0) is not part of the address
   if (!isIPv6(address)) return ip;
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
