@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/load.ts';
 import { FacilitatorUnavailable } from './facilitator.ts';
 import { createFacilitator } from './service.ts';
-import { bearerMatches } from './bearer-secret.ts';
+import { bearerMatches } from '../http/secret-compare.ts';
 
 /**
  * `tollgate facilitator`: the local facilitator served over the x402 facilitator HTTP API

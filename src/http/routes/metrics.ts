@@ -1,8 +1,8 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
 import { bearerToken } from '../bearer-auth.ts';
 import { unauthorized } from '../errors.ts';
+import { secretMatches } from '../secret-compare.ts';
 
 /**
  * GET /metrics in the Prometheus text format. It shows revenue per model, locked money and top-up
@@ -10,20 +10,13 @@ import { unauthorized } from '../errors.ts';
  * API port behind `token` (metrics.tokenEnv).
  */
 export function metricsRoutes(app: FastifyInstance, services: Services, token?: string): void {
-  const expected = token === undefined ? null : digest(token);
   app.get('/metrics', async (request, reply) => {
-    if (expected) {
-      const given = bearerToken(request.headers.authorization);
-      // Digests have one length, so the comparison takes the same time whatever was sent.
-      if (!given || !timingSafeEqual(digest(given), expected)) throw unauthorized('send the metrics token: "Authorization: Bearer <the value of metrics.tokenEnv>"');
+    if (token !== undefined) {
+      if (!secretMatches(bearerToken(request.headers.authorization), token)) throw unauthorized('send the metrics token: "Authorization: Bearer <the value of metrics.tokenEnv>"');
     }
     const { registry } = services.metrics;
     return reply.type(registry.contentType).send(await registry.metrics());
   });
-}
-
-function digest(text: string): Buffer {
-  return createHash('sha256').update(text).digest();
 }
 
 /** /metrics alone on the admin port (`metrics.port`, on `metrics.host`: loopback by default). */
