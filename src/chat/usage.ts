@@ -41,8 +41,10 @@ function toolCallsText(calls: unknown): string {
 export function generatedText(m: unknown): string {
   const o = (m ?? {}) as Record<string, any>;
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
+  // Prompt messages may carry content as an array of text (or refusal) parts; deltas never do.
+  const content = Array.isArray(o.content) ? o.content.map((p: any) => str(p?.text) || str(p?.refusal)).join('') : str(o.content);
   const call = o.function_call ? `${str(o.function_call.name)}${str(o.function_call.arguments)}` : '';
-  return `${str(o.reasoning_content)}${str(o.reasoning)}${str(o.content)}${str(o.refusal)}${toolCallsText(o.tool_calls)}${call}`;
+  return `${str(o.reasoning_content)}${str(o.reasoning)}${content}${str(o.refusal)}${toolCallsText(o.tool_calls)}${call}`;
 }
 
 let tokenizer: Promise<(text: string) => number> | undefined;
@@ -56,15 +58,10 @@ async function countTokens(text: string): Promise<number> {
 /** What the estimate reads from the plan: the body as sent and the bounds it was reserved at. */
 export type EstimateInput = Pick<ChatPlan, 'upstreamBody' | 'parts' | 'promptUpperBound' | 'maxTokens' | 'n'>;
 
-/** The text a provider renders into the prompt from one message: its text parts, name and calls. */
+/** The text a provider renders into the prompt from one message: its name and its text as generated. */
 function messageText(m: unknown): string {
-  const o = (m ?? {}) as { content?: unknown; name?: unknown; tool_calls?: unknown; function_call?: { name?: unknown; arguments?: unknown } };
-  const content = Array.isArray(o.content)
-    ? o.content.map((p) => (typeof p?.text === 'string' ? p.text : typeof p?.refusal === 'string' ? p.refusal : '')).join('')
-    : typeof o.content === 'string' ? o.content : '';
-  const name = typeof o.name === 'string' ? o.name : '';
-  const call = o.function_call ? `${o.function_call.name ?? ''}${o.function_call.arguments ?? ''}` : '';
-  return `${name}${content}${toolCallsText(o.tool_calls)}${call}`;
+  const name = (m as { name?: unknown } | null)?.name;
+  return `${typeof name === 'string' ? name : ''}${generatedText(m)}`;
 }
 
 /**
