@@ -7,7 +7,7 @@ import { pruneNonces } from './siwe/nonce-store.ts';
 import { SiweVerifier } from './siwe/verify.ts';
 import { KeyCache } from './keys/key-cache.ts';
 import { openStorage, type Storage } from './storage/database.ts';
-import { sweepExpiredReservations } from './ledger/reservations.ts';
+import { extendLeases, sweepExpiredReservations } from './ledger/reservations.ts';
 import type { ProviderAdapter } from './providers/adapter.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { windowsFrom, type RateLimiter, type RateWindow } from './ratelimit/limiter.ts';
@@ -46,7 +46,7 @@ export interface Services {
    * Chat requests holding a reservation on this instance, so a shutdown can finish what it cuts:
    * what was already delivered is charged, the rest voided.
    */
-  inflight: Set<{ cutShort(status: string): Promise<void> }>;
+  inflight: Set<{ readonly requestId: string; cutShort(status: string): Promise<void> }>;
   /** Bills produced answers even through a database outage (retry, then the local spool). */
   settler: DurableSettler;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
@@ -112,6 +112,19 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     void sweep();
     const sweeper = setInterval(sweep, 30_000);
     sweeper.unref();
+    // One timer renews the leases of every request this instance is running, in one statement a
+    // round, instead of a timer per request.
+    const inflight: Services['inflight'] = new Set();
+    const leaseMs = config.chat.reservationLeaseSeconds * 1000;
+    const renewer = setInterval(() => {
+      const ids = [...inflight].map((bill) => bill.requestId);
+      // In slices, so a busy instance stays within the engines' limits on bound parameters.
+      for (let i = 0; i < ids.length; i += 1000) {
+        const slice = ids.slice(i, i + 1000);
+        extendLeases(storage.db, slice, leaseMs).catch((err) => opts.logger.warn({ err, requests: slice.length }, 'renewing reservation leases failed'));
+      }
+    }, leaseMs / 3);
+    renewer.unref();
 
     const topup = createTopupService(config, { db: storage.db, chains, logger: opts.logger, now });
 
@@ -125,7 +138,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
           ? opts.logger.warn({ dependency: name, reason: outageReason(err) }, 'dependency is down')
           : opts.logger.info({ dependency: name }, 'dependency answers again'),
       ),
-      inflight: new Set(),
+      inflight,
       logger: opts.logger,
       storage,
       catalog: buildCatalog(config),
@@ -140,6 +153,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       async close() {
         clearInterval(pruner);
         clearInterval(sweeper);
+        clearInterval(renewer);
         clearInterval(replayer);
         await settler.replay().catch(() => undefined);
         spool.close();

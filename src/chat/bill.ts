@@ -1,5 +1,5 @@
 import type { KeyRow } from '../keys/api-keys.ts';
-import { extendLease, finishReservation, type SettleOutcome, type UsageRecord } from '../ledger/reservations.ts';
+import { finishReservation, type SettleOutcome, type UsageRecord } from '../ledger/reservations.ts';
 import { priceRequest } from '../providers/pricing.ts';
 import type { Services } from '../services.ts';
 import type { ChatPlan } from './plan.ts';
@@ -12,9 +12,9 @@ const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, reasoningTokens:
  * settle (charge what was used) or a void (charge nothing). Callers settle or void on their paths
  * and call `voidIfOpen` in a `finally`, so no path can leave the lock behind.
  *
- * While the bill is open its lease is renewed every third of the lease, whatever the request is
- * waiting for (a slow provider's first byte, a stream, a drain): the sweeper may only void the
- * reservations of processes that died, never a request that is still running.
+ * While the bill is open it is in `services.inflight`, whose leases are renewed every third of the
+ * lease whatever the request is waiting for (a slow provider's first byte, a stream, a drain): the
+ * sweeper may only void the reservations of processes that died, never a request still running.
  *
  * A settle (something was produced) goes through the durable settler: if the database does not
  * answer it is retried for a few seconds, then spooled to local disk and applied when the database
@@ -27,7 +27,6 @@ export class RequestBill {
   private finished: Promise<SettleOutcome> | null = null;
   private firstTokenSeen = false;
   private readonly started = performance.now();
-  private readonly leaseTimer: NodeJS.Timeout;
   /** Set by a stream once content can reach the client: the usage of what was produced so far. */
   private producedSoFar: (() => Promise<Usage | null>) | null = null;
 
@@ -38,11 +37,6 @@ export class RequestBill {
     readonly requestId: string,
   ) {
     services.inflight.add(this);
-    const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
-    this.leaseTimer = setInterval(() => {
-      extendLease(services.storage.db, requestId, leaseMs).catch((err) => services.logger.warn({ err, reqId: requestId }, 'renewing a reservation lease failed'));
-    }, leaseMs / 3);
-    this.leaseTimer.unref();
   }
 
   get open(): boolean {
@@ -127,7 +121,6 @@ export class RequestBill {
   private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string): Promise<SettleOutcome> {
     if (this.finished) return this.finished;
     this.services.inflight.delete(this);
-    clearInterval(this.leaseTimer);
     const seconds = (performance.now() - this.started) / 1000;
     const record: UsageRecord = {
       requestId: this.requestId,

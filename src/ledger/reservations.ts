@@ -190,9 +190,13 @@ export async function finishReservation(
   });
 }
 
-/** Pushes a live reservation's lease forward (long streams), so the sweeper leaves it alone. */
-export async function extendLease(db: Kysely<Database>, requestId: string, leaseMs: number, now = Date.now()): Promise<void> {
-  await db.updateTable('reservations').set({ lease_expires_at: now + leaseMs }).where('request_id', '=', requestId).where('status', '=', 'pending').execute();
+/**
+ * Pushes the leases of live reservations forward (slow providers, long streams, drains), so the
+ * sweeper leaves them alone. One statement for every request this instance is still running.
+ */
+export async function extendLeases(db: Kysely<Database>, requestIds: string[], leaseMs: number, now = Date.now()): Promise<void> {
+  if (requestIds.length === 0) return;
+  await db.updateTable('reservations').set({ lease_expires_at: now + leaseMs }).where('request_id', 'in', requestIds).where('status', '=', 'pending').execute();
 }
 
 /**
