@@ -5,7 +5,7 @@ import { badRequest } from '../http/errors.ts';
  * list is closed: OpenAI's documented chat-completions fields whose effect on the bill is covered
  * by the reservation (prompt size, `n` × `max_tokens`, at the model's per-token prices), plus the
  * provider's configured `extraFields`. Anything else is a 400 naming it, as OpenAI itself answers
- * an unknown argument. README "Forwarded fields" lists the same names.
+ * an unknown argument. docs/api.md "Forwarded fields" lists the same names.
  */
 
 /** Fields that never carry prompt text: knobs, ids and limits. Everything else forwarded is input. */

@@ -65,7 +65,7 @@ const provider = z
     apiKeyEnv: envName.optional(),
     maxConnections: positiveInt.default(1024),
     // Provider extensions forwarded as sent (for example vLLM's top_k). Everything in them is
-    // counted as prompt input in the reservation; see README "Forwarded fields".
+    // counted as prompt input in the reservation; see docs/api.md "Forwarded fields".
     extraFields: z
       .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a JSON field name such as top_k'))
       .superRefine((names, ctx) => {
@@ -235,7 +235,7 @@ export const configSchema = z
     ledger: z
       .object({
         // Where settles the database did not take are kept until it does (one instance per
-        // directory slot; see README "Billing during database outages"). Default: a spool folder
+        // directory slot; see docs/api.md "Billing during database outages"). Default: a spool folder
         // next to the SQLite file, or ./data/spool for PostgreSQL.
         spoolDir: z.string().min(1).optional(),
       })
