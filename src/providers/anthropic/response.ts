@@ -1,6 +1,6 @@
 import type { AnthropicResponse, ContentBlock } from './types.ts';
 import { finishReason } from './finish-reason.ts';
-import { translateUsage, type TranslatedUsage } from './usage.ts';
+import { reportedUsage, type TranslatedUsage } from './usage.ts';
 
 export interface ToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
 
@@ -55,6 +55,7 @@ export function fromAnthropicResponse(msg: AnthropicResponse, created = Math.flo
     model: msg.model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(msg.stop_reason) }],
   };
-  if (msg.usage) completion.usage = translateUsage(msg.usage);
+  const usage = reportedUsage(msg.usage);
+  if (usage) completion.usage = usage;
   return completion;
 }

@@ -1,6 +1,6 @@
 import type { AnthropicUsage, ContentBlock } from './types.ts';
 import { finishReason } from './finish-reason.ts';
-import { translateUsage, type TranslatedUsage } from './usage.ts';
+import { reportedUsage, type TranslatedUsage } from './usage.ts';
 
 export interface ChunkChoice { index: 0; delta: Record<string, unknown>; logprobs: null; finish_reason: string | null }
 
@@ -46,9 +46,9 @@ export class AnthropicStreamTranslator {
     return this.stopped;
   }
 
-  /** The usage to bill, once `message_delta` has reported the final output count; null before. */
+  /** The usage to bill, once `message_delta` has reported the final output count; null before or without one. */
   get usage(): TranslatedUsage | null {
-    return this.final ? translateUsage({ ...this.started, ...this.final }) : null;
+    return typeof this.final?.output_tokens === 'number' ? reportedUsage({ ...this.started, ...this.final }) : null;
   }
 
   /**
@@ -56,7 +56,7 @@ export class AnthropicStreamTranslator {
    * for a stream cut before `message_delta`, the prompt side of the bill is known exactly.
    */
   get startUsage(): TranslatedUsage | null {
-    return this.started ? translateUsage(this.started) : null;
+    return reportedUsage(this.started);
   }
 
   /** One event's `data:` JSON; text that is not JSON is a broken stream, reported as an error. */

@@ -31,3 +31,12 @@ export function translateUsage(u: AnthropicUsage): TranslatedUsage {
     cache_read_input_tokens: read,
   };
 }
+
+/**
+ * The usage to bill, or null when the provider left out either side: a missing count read as
+ * zero would settle a delivered answer for nothing, so the gateway estimates instead.
+ */
+export function reportedUsage(u: AnthropicUsage | undefined): TranslatedUsage | null {
+  if (!u || typeof u.input_tokens !== 'number' || typeof u.output_tokens !== 'number') return null;
+  return translateUsage(u);
+}
