@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { fakeTokens } from './fake-openai.ts';
 
 /** What the fake Anthropic provider is told to answer; the stream and the JSON carry the same answer. */
@@ -66,7 +67,7 @@ export function fakeInputTokens(body: any, partTokens: number): number {
  * to fit, tool calls that do not fit left out) and at the first stop sequence found, so the fake
  * never bills past the limit the gateway reserved for, as the real provider never does.
  */
-export function composeAnswer(b: FakeAnthropicBehaviour, body: any, id: string): Answer {
+export function composeAnswer(b: FakeAnthropicBehaviour, body: any): Answer {
   let budget = Number(body.max_tokens);
   let truncated = false;
   /** The longest prefix of `text` that fits the budget, spending it. */
@@ -81,7 +82,8 @@ export function composeAnswer(b: FakeAnthropicBehaviour, body: any, id: string):
   const content: Block[] = [];
   if (b.reasoning && body.thinking?.type === 'enabled') {
     const thinking = take(b.reasoning);
-    if (thinking) content.push({ type: 'thinking', thinking, signature: `sig_${id}` });
+    // Derived from the text, so two answers to one request carry the same block, as a replay would.
+    if (thinking) content.push({ type: 'thinking', thinking, signature: createHash('sha256').update(thinking).digest('base64') });
   }
   let stopSequence: string | null = null;
   const wantsText = !b.toolCalls || b.content !== undefined;

@@ -101,7 +101,7 @@ async function respond(b: FakeAnthropicBehaviour, opts: FakeAnthropicOptions, re
   if (b.failStatus) return fail(res, b.failStatus, b.failStatus === 529 ? 'Overloaded' : `injected failure ${b.failStatus}`);
 
   const id = `msg_fake${randomId()}`;
-  const answer = composeAnswer(b, body, id);
+  const answer = composeAnswer(b, body);
   const window = opts.contextLengths?.[body.model];
   // Judged on the prompt as sent; an injected `usage` is a provider lying about its bill.
   const prompt = fakeInputTokens(body, b.partTokens ?? 0);
