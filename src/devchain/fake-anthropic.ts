@@ -1,7 +1,7 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { composeAnswer, fakeInputTokens, type Answer, type FakeAnthropicBehaviour } from './fake-anthropic-answer.ts';
 import type { ReceivedRequest } from './fake-openai.ts';
+import { startFakeServer } from './fake-server.ts';
 
 export type { FakeAnthropicBehaviour } from './fake-anthropic-answer.ts';
 
@@ -40,34 +40,13 @@ const ERROR_TYPES: Readonly<Record<number, string>> = {
 };
 
 export async function startFakeAnthropic(opts: FakeAnthropicOptions = {}): Promise<FakeAnthropic> {
-  const sockets = new Set<Socket>();
   const fake: FakeAnthropic = { url: '', received: [], behaviour: opts.behaviour ?? {}, close: async () => undefined };
-  const server = createServer((req, res) => {
-    let raw = '';
-    req.setEncoding('utf8');
-    req.on('data', (c: string) => (raw += c));
-    req.on('end', () => {
-      let body: any;
-      try {
-        body = JSON.parse(raw || '{}');
-      } catch {
-        body = undefined;
-      }
-      if (opts.record !== false) fake.received.push({ path: req.url ?? '', headers: req.headers, body: body ?? raw });
-      void respond({ ...(opts.behaviourFor?.(body) ?? fake.behaviour) }, opts, req, res, body);
-    });
+  const server = await startFakeServer((req, res, body) => {
+    if (opts.record !== false) fake.received.push({ path: req.url ?? '', headers: req.headers, body });
+    void respond({ ...(opts.behaviourFor?.(body) ?? fake.behaviour) }, opts, req, res, body);
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  fake.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  fake.close = () =>
-    new Promise((r) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => r());
-    });
+  fake.url = server.origin;
+  fake.close = server.close;
   return fake;
 }
 
@@ -85,6 +64,7 @@ function refusal(opts: FakeAnthropicOptions, req: IncomingMessage, body: any): [
   const key = req.headers['x-api-key'];
   if (!key || (opts.apiKey !== undefined && key !== opts.apiKey)) return [401, 'invalid x-api-key'];
   if (!req.headers['anthropic-version']) return [400, 'anthropic-version: header is required'];
+  // A body that is not JSON arrives as its text.
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return [400, 'The request body is not valid JSON.'];
   if (typeof body.model !== 'string') return [400, 'model: Field required'];
   if (!Number.isInteger(body.max_tokens) || body.max_tokens < 1) return [400, 'max_tokens: Field required'];

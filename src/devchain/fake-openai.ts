@@ -1,5 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { startFakeServer } from './fake-server.ts';
 
 /**
  * A stand-in for a paid OpenAI-compatible provider, on 127.0.0.1. It answers in OpenAI's wire format
@@ -64,40 +64,18 @@ export interface FakeOptions {
 }
 
 export async function startFakeOpenAI(opts: FakeOptions = {}): Promise<FakeOpenAI> {
-  const sockets = new Set<import('node:net').Socket>();
   const fake: FakeOpenAI = {
     url: '',
     received: [],
     behaviour: opts.behaviour ?? {},
     close: async () => undefined,
   };
-
-  const server: Server = createServer((req, res) => {
-    let raw = '';
-    req.setEncoding('utf8');
-    req.on('data', (c: string) => (raw += c));
-    req.on('end', () => {
-      let body: any;
-      try {
-        body = JSON.parse(raw || '{}');
-      } catch {
-        body = raw;
-      }
-      if (opts.record !== false) fake.received.push({ path: req.url ?? '', headers: req.headers, body });
-      void respond(fake, { ...(opts.behaviourFor?.(body) ?? fake.behaviour) }, req, res, body, opts.contextLengths);
-    });
+  const server = await startFakeServer((req, res, body) => {
+    if (opts.record !== false) fake.received.push({ path: req.url ?? '', headers: req.headers, body });
+    void respond(fake, { ...(opts.behaviourFor?.(body) ?? fake.behaviour) }, req, res, body, opts.contextLengths);
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  fake.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-  fake.close = () =>
-    new Promise((r) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => r());
-    });
+  fake.url = `${server.origin}/v1`;
+  fake.close = server.close;
   return fake;
 }
 
