@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { APICallError, generateText, streamText, type LanguageModel } from 'ai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { createOpenAI } from '@ai-sdk/openai';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { ERROR_CASES, MESSAGES, RATE_LIMIT_PER_MINUTE } from '../support/error-cases.ts';
+import { ERROR_CASES, MESSAGES, errorFormatSuite } from '../support/error-cases.ts';
 
 /** What the AI SDK shows of the spec shape: Node's reason phrase for the status, nothing more. */
 const REASON = { 400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 429: 'Too Many Requests', 502: 'Bad Gateway' };
@@ -27,19 +26,12 @@ async function callError(promise: Promise<unknown>): Promise<APICallError> {
 
 for (const format of ['spec', 'openai'] as const) {
   describe(`the Vercel AI SDK renders errors.format: ${format}`, () => {
-    let h: ChatHarness;
-    before(async () => {
-      h = await startChatHarness('sqlite', { errors: { format }, rateLimits: { chat: { perMinute: RATE_LIMIT_PER_MINUTE } } });
-    });
-    beforeEach(() => {
-      h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 } };
-    });
-    afterEach(() => h.gw.assertLedger());
-    after(() => h.stop());
+    const harness = errorFormatSuite(format);
 
     for (const [providerName, provider] of Object.entries(PROVIDERS)) {
       for (const c of ERROR_CASES) {
         test(`generateText through ${providerName}: ${c.status} ${c.code}`, async () => {
+          const h = harness();
           const { key, model } = await c.prepare(h);
           // No retries: the SDK would retry 429 and 5xx and wrap the last error in a RetryError.
           const err = await callError(generateText({ model: provider(`${h.gw.url}/v1`, key)(model), prompt: 'hi', maxRetries: 0 }));
@@ -58,6 +50,7 @@ for (const format of ['spec', 'openai'] as const) {
     }
 
     test('streamText: a 402 before the stream reaches onError as the same APICallError', async () => {
+      const h = harness();
       const { key } = await h.wallet(10);
       const errors: unknown[] = [];
       const result = streamText({ model: PROVIDERS['@ai-sdk/openai-compatible']!(`${h.gw.url}/v1`, key)('chat-small'), prompt: 'hi', maxRetries: 0, onError: ({ error }) => void errors.push(error) });
@@ -73,6 +66,7 @@ for (const format of ['spec', 'openai'] as const) {
     });
 
     test('streamText: a provider failure inside the stream reaches onError with its message', async () => {
+      const h = harness();
       const w = await h.wallet(1_000_000);
       h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 }, cutAfterChunks: 2 };
       const errors: unknown[] = [];

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { ERROR_CASES, MESSAGES, RATE_LIMIT_PER_MINUTE } from '../support/error-cases.ts';
+import { ERROR_CASES, MESSAGES, errorFormatSuite } from '../support/error-cases.ts';
 
 /** openai-node's class for each status (it picks the class from the status alone). */
 const CLASS_BY_STATUS = { 400: OpenAI.BadRequestError, 401: OpenAI.AuthenticationError, 402: OpenAI.APIError, 429: OpenAI.RateLimitError, 502: OpenAI.InternalServerError };
@@ -20,18 +19,11 @@ async function rejection(promise: Promise<unknown>): Promise<InstanceType<typeof
 
 for (const format of ['spec', 'openai'] as const) {
   describe(`openai-node renders errors.format: ${format}`, () => {
-    let h: ChatHarness;
-    before(async () => {
-      h = await startChatHarness('sqlite', { errors: { format }, rateLimits: { chat: { perMinute: RATE_LIMIT_PER_MINUTE } } });
-    });
-    beforeEach(() => {
-      h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 } };
-    });
-    afterEach(() => h.gw.assertLedger());
-    after(() => h.stop());
+    const harness = errorFormatSuite(format);
 
     for (const c of ERROR_CASES) {
       test(`${c.status} ${c.code}`, async () => {
+        const h = harness();
         const { key, model } = await c.prepare(h);
         const err = await rejection(h.client(key).chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }));
         assert.equal(err.status, c.status);
@@ -60,6 +52,7 @@ for (const format of ['spec', 'openai'] as const) {
     }
 
     test('models.retrieve by full id and by unique bare name; unknown and ambiguous ids are NotFoundError', async () => {
+      const h = harness();
       const client = h.client('sk-unused');
       const full = await client.models.retrieve('fake/chat-small');
       const listed = (await client.models.list()).data.find((m) => m.id === 'fake/chat-small');
@@ -84,6 +77,7 @@ for (const format of ['spec', 'openai'] as const) {
     });
 
     test('a provider failure inside a stream is thrown with its message, whatever the format', async () => {
+      const h = harness();
       const w = await h.wallet(1_000_000);
       h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 }, cutAfterChunks: 2 };
       const stream = await h.client(w.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], stream: true });

@@ -1,4 +1,5 @@
-import type { ChatHarness } from './chat-harness.ts';
+import { after, afterEach, before, beforeEach } from 'node:test';
+import { startChatHarness, type ChatHarness } from './chat-harness.ts';
 
 /**
  * The five failures every client test renders: one chat request each, set up on a harness whose
@@ -46,3 +47,21 @@ export const MESSAGES: Record<ErrorCase['status'], RegExp> = {
   429: /^rate limit exceeded$/,
   502: /^the provider answered 503: injected failure 503; nothing was charged$/,
 };
+
+/**
+ * Inside a describe: a chat harness answering errors in `format` (the config default when absent),
+ * started before and stopped after the suite, with the ledger checked after every test. Returns a
+ * getter, since the harness exists only once `before` has run.
+ */
+export function errorFormatSuite(format: 'spec' | 'openai' | undefined, chatPerMinute = RATE_LIMIT_PER_MINUTE): () => ChatHarness {
+  let h: ChatHarness;
+  before(async () => {
+    h = await startChatHarness('sqlite', { ...(format ? { errors: { format } } : {}), rateLimits: { chat: { perMinute: chatPerMinute } } });
+  });
+  beforeEach(() => {
+    h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 } };
+  });
+  afterEach(() => h.gw.assertLedger());
+  after(() => h.stop());
+  return () => h;
+}
