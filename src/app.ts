@@ -1,6 +1,7 @@
 import { newRequestId } from './http/request-id.ts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { ApiError, handleError, handleFrameworkError } from './http/errors.ts';
+import { ApiError, errorHandler, frameworkErrorHandler } from './http/errors.ts';
+import { markRouteFamily } from './http/error-format.ts';
 import { chatRoutes } from './http/routes/chat.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { siweInfoRoutes } from './http/routes/siwe-info.ts';
@@ -19,6 +20,8 @@ import type { Services } from './services.ts';
 export interface RegisteredRoute {
   method: string;
   url: string;
+  /** Answers errors in OpenAI's shape when `errors.format: openai` (see http/error-format.ts). */
+  openaiCompatible: boolean;
 }
 
 declare module 'fastify' {
@@ -30,6 +33,7 @@ declare module 'fastify' {
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const { server, limits } = services.config;
+  const errorFormat = services.config.errors.format;
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
     bodyLimit: limits.bodyBytes,
@@ -49,7 +53,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     genReqId: newRequestId,
     // Fastify's own answers (a bad URL, an over-long path parameter) in our error shape, and without
     // quoting the URL: its query string can carry a SIWE signature.
-    frameworkErrors: handleFrameworkError,
+    frameworkErrors: frameworkErrorHandler(errorFormat),
     // One access-log line per request, written when it ends (onResponse below), instead of
     // Fastify's two: half the log volume, and the line has everything (method, url, status, time).
     logController: new LogController({ disableRequestLogging: true }),
@@ -59,7 +63,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   app.decorate('registeredRoutes', routes);
   app.addHook('onRoute', (route) => {
     // HEAD and OPTIONS (CORS preflight) are answered for every route; they are not API endpoints.
-    for (const method of [route.method].flat()) if (method !== 'HEAD' && method !== 'OPTIONS') routes.push({ method, url: route.url });
+    for (const method of [route.method].flat()) if (method !== 'HEAD' && method !== 'OPTIONS') routes.push({ method, url: route.url, openaiCompatible: route.config?.openaiCompatible === true });
   });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -77,14 +81,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // a client that sent a few times too much read its 413 and cuts a firehose early.
   lingerAfterEarlyAnswers(app, { maxMs: server.lingerSeconds * 1000, maxBytes: 4 * Math.max(limits.bodyBytes, limits.chatBodyBytes) });
 
-  app.setErrorHandler(handleError);
-  app.setNotFoundHandler((request, reply) => {
+  app.setErrorHandler(errorHandler(errorFormat));
+  app.setNotFoundHandler((request) => {
     const path = request.url.split('?')[0]!;
-    const allowed = routes.filter((r) => routeMatches(r.url, path)).map((r) => r.method);
-    if (allowed.length) {
+    const matching = routes.filter((r) => routeMatches(r.url, path));
+    if (matching.length) {
+      const allowed = matching.map((r) => r.method);
+      markRouteFamily(request, matching.some((r) => r.openaiCompatible));
       throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${request.method} is not supported on ${path}; use ${allowed.join(' or ')}`, {}, { allow: allowed.join(', ') });
     }
-    void reply.code(404).send({ error: 'NOT_FOUND', message: `no route ${request.method} ${path}; see GET /v1/models, POST /v1/auth/keys, GET /v1/usage/:wallet` });
+    throw new ApiError(404, 'NOT_FOUND', `no route ${request.method} ${path}; see GET /v1/models, POST /v1/auth/keys, GET /v1/usage/:wallet`);
   });
 
   // Browsers may call the API from any origin (credentials are headers, never cookies). x402 needs
@@ -120,6 +126,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
 }
 
 function routeMatches(pattern: string, path: string): boolean {
-  const re = new RegExp(`^${pattern.replace(/:[^/]+/g, '[^/]+')}$`);
+  const re = new RegExp(`^${pattern.replace(/:[^/]+/g, '[^/]+').replace(/\*$/, '.+')}$`);
   return re.test(path);
 }

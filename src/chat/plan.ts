@@ -1,5 +1,5 @@
 import type { Config } from '../config/load.ts';
-import type { Catalog, CatalogModel } from '../providers/catalog.ts';
+import { findModel, type Catalog, type CatalogModel } from '../providers/catalog.ts';
 import { reservationFor } from '../providers/pricing.ts';
 import { badRequest } from '../http/errors.ts';
 import { checkForwardedFields } from './forwarded-fields.ts';
@@ -34,17 +34,17 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object');
   const b = body as Record<string, unknown>;
   const missing = ['model', 'messages'].filter((k) => b[k] === undefined || b[k] === null);
-  if (missing.length) throw badRequest(`${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required`);
-  if (typeof b.model !== 'string' || !b.model) throw badRequest('model must be a string such as "openai/gpt-4o-mini"');
-  if (!Array.isArray(b.messages) || b.messages.length === 0) throw badRequest('messages must be a non-empty array of {role, content} objects');
+  if (missing.length) throw badRequest(`${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required`, { param: missing[0]! });
+  if (typeof b.model !== 'string' || !b.model) throw badRequest('model must be a string such as "openai/gpt-4o-mini"', { param: 'model' });
+  if (!Array.isArray(b.messages) || b.messages.length === 0) throw badRequest('messages must be a non-empty array of {role, content} objects', { param: 'messages' });
   b.messages.forEach((m, i) => {
     if (typeof m !== 'object' || m === null || typeof (m as { role?: unknown }).role !== 'string') {
-      throw badRequest(`messages[${i}] must be an object with a string role`);
+      throw badRequest(`messages[${i}] must be an object with a string role`, { param: `messages[${i}]` });
     }
   });
-  if (b.stream !== undefined && typeof b.stream !== 'boolean') throw badRequest('stream must be true or false');
+  if (b.stream !== undefined && typeof b.stream !== 'boolean') throw badRequest('stream must be true or false', { param: 'stream' });
   if (b.stream_options !== undefined && b.stream_options !== null && (typeof b.stream_options !== 'object' || Array.isArray(b.stream_options))) {
-    throw badRequest('stream_options must be an object such as {"include_usage": true}');
+    throw badRequest('stream_options must be an object such as {"include_usage": true}', { param: 'stream_options' });
   }
 
   const model = resolveModel(catalog, b.model);
@@ -52,7 +52,7 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const parts = measureParts(b.messages, model);
   const maxTokens = resolveMaxTokens(b, model, config.chat.defaultMaxTokens);
   const n = b.n === undefined || b.n === null ? 1 : b.n;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_N) throw badRequest(`n must be a whole number from 1 to ${MAX_N}`);
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_N) throw badRequest(`n must be a whole number from 1 to ${MAX_N}`, { param: 'n' });
 
   const upstreamBody: Record<string, unknown> = { ...b, model: model.upstreamName };
   delete upstreamBody.max_tokens;
@@ -80,24 +80,25 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
 }
 
 export function resolveModel(catalog: Catalog, requested: string): CatalogModel {
-  const exact = catalog.byId.get(requested);
-  if (exact) return exact;
-  const byName = catalog.byName.get(requested) ?? [];
-  if (byName.length === 1) return byName[0]!;
-  if (byName.length > 1) {
-    throw badRequest(`model "${requested}" is offered by several providers; use one of ${byName.map((m) => m.id).join(', ')}`, { candidates: byName.map((m) => m.id) });
+  const lookup = findModel(catalog, requested);
+  if ('found' in lookup) return lookup.found;
+  if ('ambiguous' in lookup) {
+    throw badRequest(`model "${requested}" is offered by several providers; use one of ${lookup.ambiguous.join(', ')}`, { param: 'model', candidates: lookup.ambiguous });
   }
-  throw badRequest(`unknown model "${requested.slice(0, 200)}"; GET /v1/models lists the available ones`);
+  throw badRequest(`unknown model "${requested.slice(0, 200)}"; GET /v1/models lists the available ones`, { param: 'model' });
 }
+
+/** Which of the two names the client used for the output limit, for `param`. */
+const maxTokensField = (b: Record<string, unknown>) => (b.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens');
 
 function resolveMaxTokens(b: Record<string, unknown>, model: CatalogModel, fallback: number): number {
   const given = b.max_completion_tokens ?? b.max_tokens;
   if (b.max_completion_tokens !== undefined && b.max_tokens !== undefined && b.max_completion_tokens !== b.max_tokens) {
-    throw badRequest('max_tokens and max_completion_tokens disagree; send one of them');
+    throw badRequest('max_tokens and max_completion_tokens disagree; send one of them', { param: 'max_tokens' });
   }
   if (given === undefined || given === null) return Math.min(fallback, model.maxOutputTokens);
-  if (typeof given !== 'number' || !Number.isInteger(given) || given < 1) throw badRequest('max_tokens must be a positive whole number');
-  if (given > model.maxOutputTokens) throw badRequest(`max_tokens ${given} is above ${model.id}'s limit of ${model.maxOutputTokens}`);
+  if (typeof given !== 'number' || !Number.isInteger(given) || given < 1) throw badRequest('max_tokens must be a positive whole number', { param: maxTokensField(b) });
+  if (given > model.maxOutputTokens) throw badRequest(`max_tokens ${given} is above ${model.id}'s limit of ${model.maxOutputTokens}`, { param: maxTokensField(b) });
   return given;
 }
 
@@ -110,9 +111,9 @@ function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>
   const hasThinking = b.thinking !== undefined;
   const hasEffort = b.reasoning_effort !== undefined;
   if (!hasThinking && !hasEffort) return;
-  if (mode === 'reject') throw badRequest('thinking and reasoning_effort are not accepted by this gateway; remove them from the request');
+  if (mode === 'reject') throw badRequest('thinking and reasoning_effort are not accepted by this gateway; remove them from the request', { param: hasThinking ? 'thinking' : 'reasoning_effort' });
   if (hasEffort && (typeof b.reasoning_effort !== 'string' || !Object.hasOwn(EFFORT_BUDGETS, b.reasoning_effort))) {
-    throw badRequest(`reasoning_effort must be one of ${Object.keys(EFFORT_BUDGETS).join(', ')}`);
+    throw badRequest(`reasoning_effort must be one of ${Object.keys(EFFORT_BUDGETS).join(', ')}`, { param: 'reasoning_effort' });
   }
   if (model.reasoningFamily === 'thinking') {
     delete out.reasoning_effort;

@@ -18,13 +18,24 @@ export function providerMessage(body: string): string {
   return typeof msg === 'string' ? `: ${redactCredentials(msg).slice(0, 300)}` : '';
 }
 
-/** Says what went wrong talking to the provider, for transport errors (no HTTP answer). */
+/** Transport failures where a connection existed and the provider (or a hop before it) dropped it. */
+const CLOSED = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ECONNABORTED']);
+/** Failures to get a connection at all. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN']);
+
+/**
+ * Says what went wrong talking to the provider, for transport errors (no HTTP answer). The three
+ * cases need different fixes (the provider's health, the operator's baseUrl or network, a slow
+ * model or the chat.*TimeoutSeconds settings), so they are named apart.
+ */
 export function describeTransportError(err: unknown): string {
   const e = err as { code?: string; name?: string };
-  if (e?.name === 'TimeoutError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT' || e?.code === 'UND_ERR_CONNECT_TIMEOUT') {
-    return 'the provider timed out';
-  }
-  if (e?.code === 'ECONNREFUSED' || e?.code === 'ENOTFOUND' || e?.code === 'ECONNRESET' || e?.code === 'UND_ERR_SOCKET') return 'the provider could not be reached';
+  if (e?.code === 'UND_ERR_CONNECT_TIMEOUT') return 'the provider timed out while connecting';
+  if (e?.code === 'UND_ERR_HEADERS_TIMEOUT') return 'the provider timed out before answering';
+  if (e?.code === 'UND_ERR_BODY_TIMEOUT') return 'the provider timed out: it stopped sending mid-answer';
+  if (e?.name === 'TimeoutError') return 'the provider timed out';
+  if (e?.code && CLOSED.has(e.code)) return 'the provider closed the connection';
+  if (e?.code && UNREACHABLE.has(e.code)) return 'the provider could not be reached';
   if (err instanceof SyntaxError) return 'the provider sent invalid JSON';
   return 'the provider request failed';
 }

@@ -293,6 +293,15 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    errors: z
+      .object({
+        // spec: {error: CODE, message} everywhere (the specification's contract). openai: the
+        // OpenAI-compatible endpoints (chat completions, models) answer {error: {message, type,
+        // code, param}} so OpenAI SDKs can show the message; see src/http/error-format.ts.
+        format: z.enum(['spec', 'openai']).default('spec'),
+      })
+      .strict()
+      .prefault({}),
     logging: z
       .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
       .strict()

@@ -28,6 +28,8 @@ export interface FakeBehaviour {
   failStatus?: number;
   /** Accept the connection and never answer. */
   hang?: boolean;
+  /** Read the request, then drop the connection without answering (a provider or proxy reset). */
+  dropConnection?: boolean;
   /** Destroy the connection after this many content chunks. */
   cutAfterChunks?: number;
   /** Bill each non-text content part (image, audio, file) at this many prompt tokens instead of its text. */
@@ -111,6 +113,10 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
     return;
   }
   if (b.hang) return;
+  if (b.dropConnection) {
+    res.destroy();
+    return;
+  }
   if (b.delayMs) await sleep(b.delayMs);
   if (b.failStatus) {
     res.writeHead(b.failStatus, { 'content-type': 'application/json' });

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DependencyUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
 import { isDatabaseOutage } from '../storage/outage.ts';
+import { errorBody, formatFor, type ErrorFormat } from './error-format.ts';
 
 /** An error the client should see as it is: status, stable code, and a message that says what to do. */
 export class ApiError extends Error {
@@ -15,7 +16,8 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (message: string, extra?: Record<string, unknown>) => new ApiError(400, 'VALIDATION_ERROR', message, extra);
+/** A 400; `param` names the request field at fault when there is one (OpenAI's shape shows it). */
+export const badRequest = (message: string, extra?: Record<string, unknown> & { param?: string }) => new ApiError(400, 'VALIDATION_ERROR', message, extra);
 export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED', message);
 export const notFound = (message: string) => new ApiError(404, 'NOT_FOUND', message);
 
@@ -36,31 +38,39 @@ const CODE_BY_STATUS: Record<number, string> = {
 };
 
 /**
- * Turns anything thrown by a route or by Fastify itself into `{error: CODE, message}`. A dependency
+ * The error handler of an app whose config says `errors.format`. Turns anything thrown by a route
+ * or by Fastify itself into an error body (see error-format.ts for the two shapes). A dependency
  * that did not answer is a 503 with Retry-After (the request was fine; retrying can work).
  * Unexpected errors become a 500 whose body names only the request id; the details go to the log.
  */
-export function handleError(err: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply): void {
-  if (err instanceof ApiError) {
-    void reply.code(err.status).headers(err.headers).send({ error: err.code, message: err.message, ...err.extra });
-    return;
-  }
+export function errorHandler(format: ErrorFormat) {
+  return function handleError(err: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply): void {
+    sendError(request, reply, format, toApiError(err, request));
+  };
+}
+
+/** Writes `err` in the shape the request's route calls for: the one place error bodies are built. */
+export function sendError(request: FastifyRequest, reply: FastifyReply, format: ErrorFormat, err: ApiError): void {
+  void reply.code(err.status).headers(err.headers).send(errorBody(formatFor(request, format), err));
+}
+
+function toApiError(err: FastifyError | ApiError, request: FastifyRequest): ApiError {
+  if (err instanceof ApiError) return err;
   const down = unavailableDependency(err);
   if (down) {
     request.log.warn({ err, dependency: down }, 'dependency unavailable');
-    void reply
-      .code(503)
-      .header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS))
-      .send({ error: 'SERVICE_UNAVAILABLE', message: `the ${down} is not answering; retry in ${OUTAGE_RETRY_AFTER_SECONDS} seconds`, dependency: down });
-    return;
+    return new ApiError(
+      503,
+      'SERVICE_UNAVAILABLE',
+      `the ${down} is not answering; retry in ${OUTAGE_RETRY_AFTER_SECONDS} seconds`,
+      { dependency: down },
+      { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) },
+    );
   }
   const known = describeFrameworkError(err);
-  if (known) {
-    void reply.code(known.status).send({ error: CODE_BY_STATUS[known.status] ?? 'VALIDATION_ERROR', message: known.message });
-    return;
-  }
+  if (known) return new ApiError(known.status, CODE_BY_STATUS[known.status] ?? 'VALIDATION_ERROR', known.message);
   request.log.error({ err }, 'unhandled error');
-  void reply.code(500).send({ error: 'INTERNAL_ERROR', message: `internal error; quote request id ${request.id} when reporting it` });
+  return new ApiError(500, 'INTERNAL_ERROR', `internal error; quote request id ${request.id} when reporting it`);
 }
 
 function describeFrameworkError(err: FastifyError): { status: number; message: string } | null {
@@ -96,14 +106,17 @@ export function unavailableDependency(err: unknown): string | null {
  * `{error: "Bad Request"}` and quotes the whole URL, query string included, which can carry a
  * SIWE signature; this one has a stable code and names no part of the URL.
  */
-export function handleFrameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
-    void reply.code(414).send({ error: 'URI_TOO_LONG', message: 'a path parameter is too long; check the URL' });
-    return;
-  }
-  if (err.code === 'FST_ERR_BAD_URL') {
-    void reply.code(400).send({ error: 'VALIDATION_ERROR', message: 'the URL is not valid percent-encoding; encode it with encodeURIComponent' });
-    return;
-  }
-  handleError(err, request, reply);
+export function frameworkErrorHandler(format: ErrorFormat) {
+  const handleError = errorHandler(format);
+  return function handleFrameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+    if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+      sendError(request, reply, format, new ApiError(414, 'URI_TOO_LONG', 'a path parameter is too long; check the URL'));
+      return;
+    }
+    if (err.code === 'FST_ERR_BAD_URL') {
+      sendError(request, reply, format, new ApiError(400, 'VALIDATION_ERROR', 'the URL is not valid percent-encoding; encode it with encodeURIComponent'));
+      return;
+    }
+    handleError(err, request, reply);
+  };
 }

@@ -9,7 +9,8 @@ export function llmsTxt(publicUrl: string): string {
 
 ## Steps
 
-1. Models and prices: GET ${base}/v1/models (prices are USD per 1M tokens).
+1. Models and prices: GET ${base}/v1/models (prices are USD per 1M tokens); one model:
+   GET ${base}/v1/models/<id> (openai/gpt-4o-mini, or a bare name one provider alone offers).
 2. Top up: POST ${base}/v1/topup with {"amount": <USD, at least 1>}. The 402 answer lists "accepts"
    (also base64 in the PAYMENT-REQUIRED header). Sign one entry with an x402 client
    (@x402/fetch + @x402/evm; raise its spend controls above $1) and send the same body again with
@@ -24,7 +25,9 @@ export function llmsTxt(publicUrl: string): string {
 
 ## Errors
 
-Every error is {"error": "<CODE>", "message": "..."}. 402 INSUFFICIENT_BALANCE on chat means top
+Every error is {"error": "<CODE>", "message": "..."}, unless the operator set errors.format: openai:
+then chat and models answer {"error": {"message", "type", "code": "<CODE>", "param"}} as OpenAI
+does. 402 INSUFFICIENT_BALANCE on chat means top
 up. 429 RATE_LIMITED carries Retry-After. The full description: ${base}/openapi.json
 `;
 }

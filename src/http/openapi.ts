@@ -34,7 +34,27 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
         Error: {
           type: 'object',
           required: ['error', 'message'],
+          description: 'The default error shape. With errors.format: openai, the OpenAI-compatible endpoints (/v1/chat/completions, /v1/models, /v1/models/{model}) answer OpenAIError instead.',
           properties: { error: { type: 'string', description: 'stable code, e.g. VALIDATION_ERROR' }, message: { type: 'string', description: 'what happened and what to do' } },
+          additionalProperties: true,
+        },
+        OpenAIError: {
+          type: 'object',
+          required: ['error'],
+          description: 'errors.format: openai on the OpenAI-compatible endpoints. Extra fields (balance_usdc, required_usdc, candidates, retry_after_ms) appear both inside error and at the top level.',
+          properties: {
+            error: {
+              type: 'object',
+              required: ['message', 'type', 'code', 'param'],
+              properties: {
+                message: { type: 'string' },
+                type: { enum: ['invalid_request_error', 'authentication_error', 'permission_error', 'insufficient_quota', 'not_found_error', 'rate_limit_error', 'api_error', 'server_error'] },
+                code: { type: 'string', description: 'the same stable code as Error.error' },
+                param: { type: ['string', 'null'], description: 'the request field at fault, when known' },
+              },
+              additionalProperties: true,
+            },
+          },
           additionalProperties: true,
         },
         SiweProof: { type: 'object', required: ['message', 'signature'], properties: { message: { type: 'string' }, signature: { type: 'string' } } },
@@ -79,6 +99,13 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
     paths: {
       '/health': { get: { summary: 'liveness and database check', responses: { 200: ok('healthy', { type: 'object' }), 503: ok('degraded', { type: 'object' }) } } },
       '/v1/models': { get: { summary: 'the model catalog with billed prices (USD per 1M tokens)', responses: { 200: ok('OpenAI-style list', { type: 'object' }) } } },
+      '/v1/models/{model}': {
+        get: {
+          summary: "one model, as /v1/models lists it (the openai SDKs' models.retrieve)",
+          parameters: [{ name: 'model', in: 'path', required: true, schema: { type: 'string' }, description: 'the full id (openai/gpt-4o-mini; the slash may be sent as is or as %2F) or a bare name one provider alone offers' }],
+          responses: { 200: ok('an OpenAI model object plus name, provider, contextLength, maxOutputTokens and prices', { type: 'object' }), 404: error('NOT_FOUND: unknown id, or a bare name several providers offer (candidates lists their ids)') },
+        },
+      },
       '/v1/topup': {
         post: {
           summary: 'fund a wallet with x402 (two steps: 402 with accepts, then the same body with a payment header)',

@@ -68,6 +68,21 @@ export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { prov
   return { models, byId: new Map(models.map((m) => [m.id, m])), byName, listedPrices: config.pricing.listedPrices };
 }
 
+/**
+ * A model by full id (`provider/name`) or by bare name when one provider alone offers it. Both
+ * chat and GET /v1/models/{id} use it, so they accept the same ids.
+ */
+export type ModelLookup = { found: CatalogModel } | { ambiguous: string[] } | { unknown: true };
+
+export function findModel(catalog: Catalog, requested: string): ModelLookup {
+  const exact = catalog.byId.get(requested);
+  if (exact) return { found: exact };
+  const byName = catalog.byName.get(requested) ?? [];
+  if (byName.length === 1) return { found: byName[0]! };
+  if (byName.length > 1) return { ambiguous: byName.map((m) => m.id) };
+  return { unknown: true };
+}
+
 /** The /v1/models entry: the spec's fields plus what the OpenAI SDK's Model type expects. */
 export function modelEntry(catalog: Catalog, m: CatalogModel) {
   const shown = catalog.listedPrices === 'cost' ? m.cost : m.billed;

@@ -31,7 +31,7 @@ describe('chat request validation and routing', () => {
   test('missing model and messages: one message naming both', async () => {
     const res = await post({});
     assert.equal(res.status, 400);
-    assert.deepEqual(res.body, { error: 'VALIDATION_ERROR', message: 'model and messages are required' });
+    assert.deepEqual(res.body, { error: 'VALIDATION_ERROR', message: 'model and messages are required', param: 'model' });
     assert.equal((await post({ model: 'chat-small' })).body.message, 'messages is required');
     assert.equal((await post({ messages: MESSAGES })).body.message, 'model is required');
   });

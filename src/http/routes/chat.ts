@@ -8,6 +8,7 @@ import { reserve } from '../../ledger/reservations.ts';
 import type { Services } from '../../services.ts';
 import { requireApiKey } from '../bearer-auth.ts';
 import { ApiError } from '../errors.ts';
+import { OPENAI_COMPATIBLE } from '../error-format.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 
@@ -23,7 +24,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
     keyOf.set(request, key);
   };
-  app.post('/v1/chat/completions', { bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate }, async (request, reply) => {
+  app.post('/v1/chat/completions', { ...OPENAI_COMPATIBLE, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate }, async (request, reply) => {
     // Everything that can refuse the request is decided before the first byte of the answer, so a
     // stream that cannot be paid for is a plain 402, not a broken stream.
     const key = keyOf.get(request);
