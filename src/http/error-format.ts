@@ -25,7 +25,7 @@ export const OPENAI_COMPATIBLE = { config: { openaiCompatible: true } } as const
 /**
  * OpenAI's `type` for each of our codes. OpenAI's own vocabulary: a client branching on `type`
  * (or on the SDK's error class, which follows the status) sees what it would see from OpenAI.
- * Codes not listed fall back on their status class (see openaiType).
+ * Codes not listed fall back on their status (see openaiType), so a new code gets a sensible type.
  */
 export const OPENAI_TYPE_BY_CODE: Readonly<Record<string, string>> = {
   VALIDATION_ERROR: 'invalid_request_error',
@@ -47,8 +47,17 @@ export const OPENAI_TYPE_BY_CODE: Readonly<Record<string, string>> = {
   INTERNAL_ERROR: 'server_error',
 };
 
+const OPENAI_TYPE_BY_STATUS: Readonly<Record<number, string>> = {
+  401: 'authentication_error',
+  402: 'insufficient_quota',
+  403: 'permission_error',
+  404: 'not_found_error',
+  429: 'rate_limit_error',
+  502: 'api_error',
+};
+
 export function openaiType(code: string, status: number): string {
-  return OPENAI_TYPE_BY_CODE[code] ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
+  return OPENAI_TYPE_BY_CODE[code] ?? OPENAI_TYPE_BY_STATUS[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
 }
 
 export interface ErrorParts {
