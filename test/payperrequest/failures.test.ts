@@ -76,7 +76,7 @@ describe('pay-per-request: the 402 offer and the failure matrix of top-ups (sqli
         { ...BODY, messages: [] },
         { ...BODY, surprise_field: 1 },
       ]) {
-        for (const headers of [{}, { 'payment-signature': header }]) {
+        for (const headers of [{}, { 'payment-signature': header }] as Record<string, string>[]) {
           const res = await h.chat(body, headers);
           assert.equal(res.status, 400, res.text);
           assert.equal(res.body.error, 'VALIDATION_ERROR');
