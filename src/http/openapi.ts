@@ -147,11 +147,9 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             200: ok('the provider response (or text/event-stream); x-tollgate-charged-usdc (JSON) and x-tollgate-balance-usdc headers; paid requests add PAYMENT-RESPONSE and X-PAYMENT-RESPONSE', { type: 'object' }),
             400: error('VALIDATION_ERROR; pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
             401: error('UNAUTHORIZED'),
-            402: {
-              description:
-                'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup). Pay-per-request: an x402 offer, error PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired) or INSUFFICIENT_BALANCE (a replay the balance no longer covers)',
-              content: { [json]: { schema: { oneOf: [ref('Error'), { allOf: [ref('PaymentRequired'), { type: 'object', properties: { required_usdc: integer, reserved_usdc: integer } }] }] } } },
-            },
+            402: error(
+              'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup). Pay-per-request: the body is also an x402 PaymentRequired offer (accepts, PAYMENT-REQUIRED header, required_usdc, reserved_usdc) and error is PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired) or INSUFFICIENT_BALANCE (a replay the balance no longer covers)',
+            ),
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
             503: error('pay-per-request: FACILITATOR_UNAVAILABLE (nothing settled, the request did not run) or PAYMENT_PENDING (sent, not confirmed yet: retry with the same payment)'),

@@ -7,7 +7,7 @@ import { freePort } from '../../src/devchain/ports.ts';
 import { call, startTestGateway } from '../support/gateway.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
 import { USD } from '../support/topup-harness.ts';
-import { base64Json, signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { base64Json, signEip3009, v2Header, type Eip3009Terms } from '../support/x402-payloads.ts';
 
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
 const CENT = 10_000;
@@ -24,8 +24,7 @@ describe('pay-per-request: the 402 offer and the failure matrix of top-ups (sqli
     await h.stop();
   });
 
-  const usdcPayment = (payer: FundedAccount, over: Partial<Parameters<typeof signEip3009>[0]> = {}) =>
-    signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: BigInt(CENT), ...over });
+  const usdcPayment = (payer: FundedAccount, over: Partial<Eip3009Terms> = {}) => h.usdcPayment(payer, BigInt(CENT), over);
 
   /** Runs `attempt` and proves it moved no token, credited nothing and reached no provider. */
   async function nothingHappens(payer: FundedAccount, attempt: () => Promise<void>) {

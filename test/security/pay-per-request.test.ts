@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
+import type { FundedAccount } from '../../src/devchain/deploy.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
 import { until } from '../support/until.ts';
 import { USD } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { v2Header, type Eip3009Terms } from '../support/x402-payloads.ts';
 
 /**
  * Pay-per-request x402 on chat completions (issue 17.2): the payment header on the request itself
@@ -29,8 +29,7 @@ describe('pay-per-request attacks (sqlite)', () => {
     await h.stop();
   });
 
-  const pay = async (payer: FundedAccount, over: Partial<Parameters<typeof signEip3009>[0]> = {}) =>
-    v2Header(offer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: BigInt(CENT), ...over }));
+  const pay = async (payer: FundedAccount, over: Partial<Eip3009Terms> = {}) => v2Header(offer, await h.usdcPayment(payer, BigInt(CENT), over));
   const db = () => h.gw.services.storage.db;
   const creditsOf = async (payer: FundedAccount) =>
     (await db().selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', payer.address.toLowerCase()).where('kind', '=', 'topup').execute()).map((r) => Number(r.amount_usdc));

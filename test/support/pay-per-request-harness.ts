@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
-import type { FundedAccount } from '../../src/devchain/deploy.ts';
+import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
+import { signEip3009, type Eip3009Terms } from './x402-payloads.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { contextLengthsOf, MODELS } from './chat-harness.ts';
 import { call, mergeConfig } from './gateway.ts';
@@ -18,6 +19,8 @@ export interface PayPerRequestHarness extends TopupHarness {
    */
   openai(account: FundedAccount, method?: 'eip3009' | 'permit2'): OpenAI;
   chat(body: unknown, headers?: Record<string, string>): ReturnType<typeof call>;
+  /** A USDC (EIP-3009) authorization signed by hand from `payer` to payTo, for payloads stock clients never send. */
+  usdcPayment(payer: FundedAccount, value: bigint, over?: Partial<Eip3009Terms>): ReturnType<typeof signEip3009>;
 }
 
 export async function startPayPerRequestHarness(engine: Engine, opts: { config?: Record<string, unknown>; env?: NodeJS.ProcessEnv } = {}): Promise<PayPerRequestHarness> {
@@ -38,6 +41,8 @@ export async function startPayPerRequestHarness(engine: Engine, opts: { config?:
     openai: (account, method) =>
       new OpenAI({ baseURL: `${h.gw.url}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: h.payingFetch(account, method), maxRetries: 0 }),
     chat: (body, headers = {}) => call(h.gw.url, 'POST', '/v1/chat/completions', body, headers),
+    usdcPayment: (payer, value, over = {}) =>
+      signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, ...over }),
     async stop() {
       await h.stop();
       await fake.close();
