@@ -5,6 +5,15 @@ import type { Services } from '../services.ts';
 import type { ChatPlan } from './plan.ts';
 import type { Usage } from './usage.ts';
 
+export interface BillOptions {
+  /**
+   * Never charge more than the reservation, whatever usage the provider reports: a pay-per-request
+   * payer was quoted the reservation as the price of this request, so a provider that over-reports
+   * cannot take more of the wallet than that (the excess is still reported as over-reservation).
+   */
+  capAtReservation?: boolean;
+}
+
 const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: false };
 
 /**
@@ -35,6 +44,7 @@ export class RequestBill {
     readonly key: KeyRow,
     private readonly plan: ChatPlan,
     readonly requestId: string,
+    private readonly opts: BillOptions = {},
   ) {
     services.inflight.add(this);
   }
@@ -45,7 +55,8 @@ export class RequestBill {
 
   settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
     const { chargeUsdc, costUsdc } = priceRequest(this.plan.model, usage);
-    return this.finish(chargeUsdc, costUsdc, usage, status);
+    const billed = this.opts.capAtReservation ? Math.min(chargeUsdc, this.plan.reservationUsdc) : chargeUsdc;
+    return this.finish(billed, costUsdc, usage, status, chargeUsdc);
   }
 
   void(status: string): Promise<SettleOutcome> {
@@ -118,7 +129,8 @@ export class RequestBill {
     );
   }
 
-  private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string): Promise<SettleOutcome> {
+  /** `pricedUsdc`: what the usage is worth, when a cap billed less (reported if above the reservation). */
+  private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string, pricedUsdc = chargeUsdc): Promise<SettleOutcome> {
     if (this.finished) return this.finished;
     this.services.inflight.delete(this);
     const seconds = (performance.now() - this.started) / 1000;
@@ -139,7 +151,7 @@ export class RequestBill {
         : finishReservation(this.services.storage, this.requestId, 0, record);
     this.finished = finishing.then((outcome) => {
       this.record(outcome, usage, status, seconds);
-      this.reportOverReservation(chargeUsdc, outcome);
+      this.reportOverReservation(pricedUsdc, outcome);
       if (outcome.shortfallUsdc > 0) {
         this.services.logger.warn({ reqId: this.requestId, shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
       }

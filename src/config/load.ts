@@ -178,6 +178,11 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
 function checkTopup(file: ConfigFile, env: NodeJS.ProcessEnv, source: string | null): void {
   const t = file.topup;
   if (t.minUsd > t.maxUsd) throw new ConfigError(`${where(source)}topup.minUsd (${t.minUsd}) is above topup.maxUsd (${t.maxUsd})`);
+  const ppr = file.payPerRequest;
+  if (ppr.enabled && t.offers.length === 0) {
+    throw new ConfigError(`${where(source)}payPerRequest.enabled needs topup.offers (and topup.payTo): pay-per-request is paid through the top-up offers and facilitator`);
+  }
+  if (ppr.enabled && ppr.minUsd > t.maxUsd) throw new ConfigError(`${where(source)}payPerRequest.minUsd (${ppr.minUsd}) is above topup.maxUsd (${t.maxUsd})`);
   if (t.offers.length === 0) return;
   if (!t.payTo) throw new ConfigError(`${where(source)}topup.payTo: required when topup.offers is set; it is the address that receives the stablecoins`);
   const seen = new Set<string>();

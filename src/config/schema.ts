@@ -281,6 +281,15 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    // Pay-per-request x402 on POST /v1/chat/completions: a request without an Authorization header
+    // is answered 402 with an offer for its reservation, rounded up to a multiple of minUsd, paid
+    // through the top-up offers and facilitator (so it needs topup.offers). Off by default: with it
+    // on, anonymous clients may send chat bodies (bounded by limits.chatBodyBytes and the public
+    // per-IP rate limit) before they pay.
+    payPerRequest: z
+      .object({ enabled: z.boolean().default(false), minUsd: usdAmount.default(0.01) })
+      .strict()
+      .prefault({}),
     metrics: z
       .object({
         enabled: z.boolean().default(true),
@@ -315,3 +324,4 @@ export type ProviderConfig = z.infer<typeof provider>;
 export type RateWindow = z.infer<typeof window>;
 export type OfferConfig = z.infer<typeof offer>;
 export type TopupConfig = z.infer<typeof configSchema>['topup'];
+export type PayPerRequestConfig = z.infer<typeof configSchema>['payPerRequest'];

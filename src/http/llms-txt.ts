@@ -23,6 +23,16 @@ export function llmsTxt(publicUrl: string): string {
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
    Top-up history: GET ${base}/v1/topups/<wallet>.
 
+## Pay per request (if the operator enabled it)
+
+No key, no top-up: send POST ${base}/v1/chat/completions without an Authorization header. A valid
+request is answered 402 with an x402 offer for its worst-case cost (rounded up to the gateway's
+minimum, 0.01 USD by default); send the same request again with the PAYMENT-SIGNATURE header
+(@x402/fetch does both steps; pass it as the fetch of the openai SDK and remove the SDK's
+Authorization header). The payment is credited to your wallet once, the request runs billed against
+it, and what it does not use stays in your balance for later calls or a key. The answer carries
+PAYMENT-RESPONSE (the settlement receipt). An invalid request is a 400, never an offer.
+
 ## Errors
 
 Every error is {"error": "<CODE>", "message": "..."}, unless the operator set errors.format: openai:

@@ -163,15 +163,23 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       '/v1/chat/completions': {
         post: {
           summary: 'OpenAI chat completions, streaming or not; reserved before and billed after the provider call',
-          security: [{ bearer: [] }],
+          description:
+            'With an API key: billed against its wallet. Without an Authorization header, when the operator enabled payPerRequest: pay-per-request x402. ' +
+            "The request is validated first (400, never an offer), then answered 402 with an x402 v2 offer (body and PAYMENT-REQUIRED header) for its reservation rounded up to payPerRequest.minUsd. " +
+            'The same request sent again with PAYMENT-SIGNATURE (v2) or X-Payment (v1) is settled, credited once to the payer, and run billed against the payer\'s wallet; the unspent part stays in its balance (GET /v1/usage/{wallet}, key "x402 pay-per-request"). ' +
+            'A replayed payment credits nothing more and runs only while its authorization is valid and the balance covers the request.',
+          security: [{ bearer: [] }, { x402: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'messages'] } } } },
           responses: {
-            200: ok('the provider response (or text/event-stream); x-tollgate-charged-usdc and x-tollgate-balance-usdc headers', { type: 'object' }),
-            400: error('VALIDATION_ERROR'),
+            200: ok('the provider response (or text/event-stream); x-tollgate-charged-usdc (JSON) and x-tollgate-balance-usdc headers; paid requests add PAYMENT-RESPONSE and X-PAYMENT-RESPONSE', { type: 'object' }),
+            400: error('VALIDATION_ERROR; pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
             401: error('UNAUTHORIZED'),
-            402: error('INSUFFICIENT_BALANCE; top up with POST /v1/topup'),
+            402: error(
+              'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup). Pay-per-request: the body is also an x402 PaymentRequired offer (accepts, PAYMENT-REQUIRED header, required_usdc, reserved_usdc) and error is PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired) or INSUFFICIENT_BALANCE (a replay the balance no longer covers)',
+            ),
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
+            503: error('pay-per-request: FACILITATOR_UNAVAILABLE (nothing settled, the request did not run) or PAYMENT_PENDING (sent, not confirmed yet: retry with the same payment)'),
           },
         },
       },

@@ -81,3 +81,8 @@ export function decodePaymentHeader(header: string): DecodedPayment {
   if (permit2.success) return { envelope, kind: 'permit2', inner: permit2.data };
   throw invalidPayment('the payment payload is neither an EIP-3009 authorization nor a Permit2 authorization of the exact scheme');
 }
+
+/** The token amount the payer signed, in the asset's smallest unit. */
+export function signedAmountAtomic(decoded: DecodedPayment): bigint {
+  return BigInt(decoded.kind === 'eip3009' ? decoded.inner.authorization.value : decoded.inner.permit2Authorization.permitted.amount);
+}

@@ -39,8 +39,9 @@ const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
  * the recipient and the asset all come from the server's offer for the requested amount.
  */
 export function matchPayment(decoded: DecodedPayment, offers: Offer[]): MatchedPayment {
-  const offer = decoded.envelope.x402Version === 2 ? offerForV2(decoded, offers) : offerForV1(decoded, offers);
+  const offer = offerFor(decoded, offers);
   const req = offer.requirements;
+  if (decoded.envelope.x402Version === 2) checkAcceptedTerms((decoded.envelope as PaymentPayload).accepted, req);
   if (offer.config.transferMethod !== decoded.kind) {
     throw paymentMismatch(`${req.asset} on ${req.network} is paid by ${offer.config.transferMethod}, but the payment is a ${decoded.kind} authorization`);
   }
@@ -57,6 +58,14 @@ export function matchPayment(decoded: DecodedPayment, offers: Offer[]): MatchedP
   };
 }
 
+/**
+ * The offer (network and asset) a payment is for, by what it names, whatever amount it carries:
+ * pay-per-request reads the amount the payer signed to decide which price it covers.
+ */
+export function offerFor(decoded: DecodedPayment, offers: Offer[]): Offer {
+  return decoded.envelope.x402Version === 2 ? offerForV2(decoded, offers) : offerForV1(decoded, offers);
+}
+
 function offerForV2(decoded: DecodedPayment, offers: Offer[]): Offer {
   const accepted = (decoded.envelope as PaymentPayload).accepted;
   if (accepted.scheme !== 'exact') throw paymentMismatch(`scheme "${accepted.scheme}" is not offered; use "exact"`);
@@ -69,11 +78,15 @@ function offerForV2(decoded: DecodedPayment, offers: Offer[]): Offer {
         : `network ${accepted.network} is not offered; pay with an entry of the 402 response's accepts`,
     );
   }
-  if (accepted.amount !== offer.requirements.amount) {
-    throw paymentMismatch(`the payment is for ${accepted.amount} units but this top-up costs ${offer.requirements.amount}; request a new 402 for the amount you want`);
-  }
-  if (!same(accepted.payTo, offer.requirements.payTo)) throw paymentMismatch(`the payment is to ${accepted.payTo}, not to this gateway's payTo ${offer.requirements.payTo}`);
   return offer;
+}
+
+/** The requirement a v2 client echoes back must be the server's own, amount and recipient included. */
+function checkAcceptedTerms(accepted: PaymentPayload['accepted'], req: PaymentRequirements): void {
+  if (accepted.amount !== req.amount) {
+    throw paymentMismatch(`the payment is for ${accepted.amount} units but this top-up costs ${req.amount}; request a new 402 for the amount you want`);
+  }
+  if (!same(accepted.payTo, req.payTo)) throw paymentMismatch(`the payment is to ${accepted.payTo}, not to this gateway's payTo ${req.payTo}`);
 }
 
 /** v1 payloads name the network (e.g. "base-sepolia") and not the asset: the authorization binds it. */

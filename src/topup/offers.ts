@@ -54,11 +54,13 @@ export function buildOffers(topup: Config['topup'], micro: number): Offer[] {
   });
 }
 
-export function paymentRequired(resourceUrl: string, offers: Offer[], error: string): PaymentRequired & { x402Version: 2 } {
+export const TOPUP_DESCRIPTION = 'Prepaid balance for Tollgate inference';
+
+export function paymentRequired(resourceUrl: string, offers: Offer[], error: string, description = TOPUP_DESCRIPTION): PaymentRequired & { x402Version: 2 } {
   return {
     x402Version: 2,
     error,
-    resource: { url: resourceUrl, description: 'Prepaid balance for Tollgate inference', mimeType: 'application/json' },
+    resource: { url: resourceUrl, description, mimeType: 'application/json' },
     accepts: offers.map((o) => o.requirements),
   };
 }

@@ -1,16 +1,15 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { RequestBill } from '../../chat/bill.ts';
-import { completeChat } from '../../chat/complete.ts';
 import { planChat } from '../../chat/plan.ts';
-import { streamChat } from '../../chat/stream.ts';
+import { runChat } from '../../chat/run.ts';
 import { getBalance } from '../../ledger/balances.ts';
-import { reserve } from '../../ledger/reservations.ts';
 import type { Services } from '../../services.ts';
 import { requireApiKey } from '../bearer-auth.ts';
 import { ApiError } from '../errors.ts';
 import { OPENAI_COMPATIBLE } from '../error-format.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
+import { clientBucket } from '../client-bucket.ts';
+import { payPerRequest } from '../pay-per-request.ts';
 
 /** The key each chat request was authenticated with, set before its body is read. */
 const keyOf = new WeakMap<FastifyRequest, KeyRow>();
@@ -18,8 +17,15 @@ const keyOf = new WeakMap<FastifyRequest, KeyRow>();
 export function chatRoutes(app: FastifyInstance, services: Services): void {
   // The key and the wallet's rate limit are checked on the headers alone (onRequest runs before the
   // body is read): an anonymous or rate-limited client gets its 401 or 429 without the gateway
-  // reading, let alone parsing, up to limits.chatBodyBytes of JSON.
+  // reading, let alone parsing, up to limits.chatBodyBytes of JSON. With pay-per-request on, a
+  // request with no Authorization header at all goes on to be priced and paid (pay-per-request.ts).
   const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (services.config.payPerRequest.enabled && request.headers.authorization === undefined) {
+      // Pay-per-request: the body must be read to price the request, so until a payment names a
+      // wallet the client is limited by its address, like every other unauthenticated endpoint.
+      await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
+      return;
+    }
     const key = await requireApiKey(services, request);
     await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
     keyOf.set(request, key);
@@ -28,14 +34,9 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     // Everything that can refuse the request is decided before the first byte of the answer, so a
     // stream that cannot be paid for is a plain 402, not a broken stream.
     const key = keyOf.get(request);
-    if (!key) throw new ApiError(500, 'INTERNAL_ERROR', 'chat request reached its handler unauthenticated');
+    if (!key) return payPerRequest(services, request, reply);
     const plan = planChat(request.body, services.catalog, services.config);
-    const adapter = services.providers.get(plan.model.provider);
-    if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
-
-    const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
-    const reserved = await reserve(services.storage, { wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs });
-    if (!reserved) {
+    if (!(await runChat(services, request, reply, key, plan))) {
       const balance = await getBalance(services.storage.db, key.wallet);
       throw new ApiError(
         402,
@@ -43,14 +44,6 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
         `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${plan.reservationUsdc}; top up with POST /v1/topup, or lower max_tokens`,
         { balance_usdc: balance.balance_usdc, available_usdc: balance.available_usdc, required_usdc: plan.reservationUsdc },
       );
-    }
-
-    const bill = new RequestBill(services, key, plan, request.id);
-    try {
-      if (plan.stream) await streamChat(services, reply, plan, adapter, bill);
-      else await completeChat(services, reply, plan, adapter, bill);
-    } finally {
-      await bill.voidIfOpen('error');
     }
     return reply;
   });

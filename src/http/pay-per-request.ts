@@ -1,0 +1,107 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { planChat, type ChatPlan } from '../chat/plan.ts';
+import { runChat } from '../chat/run.ts';
+import { getBalance } from '../ledger/balances.ts';
+import { usdToMicro } from '../ledger/usd.ts';
+import { paidUsdc, pricePerRequest } from '../payperrequest/price.ts';
+import { payPerRequestKey } from '../payperrequest/wallet-key.ts';
+import type { Services } from '../services.ts';
+import { decodePaymentHeader } from '../topup/decode.ts';
+import { matchPayment, offerFor, paymentMismatch } from '../topup/match.ts';
+import { buildOffers } from '../topup/offers.ts';
+import type { PaymentRow } from '../topup/payment-store.ts';
+import { ApiError, badRequest } from './errors.ts';
+import { enforceRateLimit } from './rate-limit.ts';
+import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleMatched } from './x402-payment.ts';
+
+const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in your wallet balance';
+
+/**
+ * POST /v1/chat/completions without an Authorization header, when payPerRequest.enabled: x402 on
+ * the request itself. The body is validated and bounded first (an invalid request is a 400, never
+ * an offer); then a 402 offers this request's price, or the payment sent with it is matched against
+ * that price, settled and credited exactly once through the top-up path, and the request runs
+ * billed against the payer's wallet like a keyed request. The paid retry is planned again from its
+ * own body, so a body changed after the 402 is priced as it is now.
+ */
+export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const { config } = services;
+  if (!config.payPerRequest.enabled || !services.topup) throw new ApiError(500, 'INTERNAL_ERROR', 'pay-per-request reached with pay-per-request off');
+  const plan = planChat(request.body, services.catalog, config);
+  const price = pricePerRequest(plan.reservationUsdc, usdToMicro(String(config.payPerRequest.minUsd)));
+  const maxUsdc = usdToMicro(String(config.topup.maxUsd));
+  if (price > maxUsdc) {
+    throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); lower max_tokens or n, or top up and use an API key`);
+  }
+  const offers = buildOffers(config.topup, price);
+  const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
+    askForPayment(
+      reply,
+      { resource: `${config.server.publicUrl.replace(/\/$/, '')}/v1/chat/completions`, offers, code, message, description: DESCRIPTION },
+      { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
+    );
+
+  const header = paymentHeader(request.headers);
+  if (header === undefined) {
+    return ask('PAYMENT_REQUIRED', `pay ${price / 1e6} USD with one of accepts (x402: PAYMENT-SIGNATURE or X-Payment header) and send the same request again, or use an API key`);
+  }
+  const decoded = decodePaymentHeader(header);
+  const paid = paidUsdc(decoded, offerFor(decoded, offers));
+  if (paid === null || paid > maxUsdc) throw paymentMismatch(`the payment's amount answers no offer; pay one of accepts`);
+  if (paid < price) {
+    return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid });
+  }
+  // A payment above the price (the body got cheaper since its 402) is taken whole: every term is
+  // still checked against an offer the server builds itself, and the rest stays in the balance.
+  const matched = matchPayment(decoded, paid === price ? offers : buildOffers(config.topup, paid));
+  // The wallet's limit applies as to its keys, before any money moves.
+  await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
+  const started = Date.now();
+  const outcome = await settleMatched(services, request.log, matched);
+  switch (outcome.kind) {
+    case 'unavailable':
+      throw facilitatorUnavailable(outcome.reason);
+    case 'rejected':
+      return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
+    case 'pending':
+      throw new ApiError(
+        503,
+        'PAYMENT_PENDING',
+        'the payment was sent but is not confirmed yet, so the request did not run; send the same request with the same payment again in a few seconds (it is credited once, never twice)',
+        { transaction: outcome.payment.tx_hash },
+        { 'retry-after': '5' },
+      );
+    case 'credited':
+      return runPaid(services, request, reply, plan, outcome.payment, started, ask);
+  }
+}
+
+async function runPaid(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  plan: ChatPlan,
+  payment: PaymentRow,
+  started: number,
+  ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
+): Promise<FastifyReply> {
+  // A payment credited before this request is a replay. It credits nothing more, and it may spend
+  // the wallet's balance only while its authorization is valid: a payment header that leaks later
+  // (a log, a proxy) must not become a lasting credential for the payer's money.
+  const replayed = Number(payment.credited_at) < started;
+  if (replayed && Number(payment.valid_before) * 1000 <= Date.now()) {
+    return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and its authorization has expired, so it no longer pays for requests; sign a new payment for one of accepts, or spend the balance with an API key`);
+  }
+  const key = await payPerRequestKey(services.storage.db, payment.payer);
+  // Before the first byte: a stream sends its headers as soon as it starts.
+  setReceipt(reply, payment);
+  if (await runChat(services, request, reply, key, plan, { capAtReservation: true })) return reply;
+  reply.removeHeader('payment-response');
+  reply.removeHeader('x-payment-response');
+  const balance = await getBalance(services.storage.db, payment.payer);
+  return ask(
+    'INSUFFICIENT_BALANCE',
+    `this payment was already credited once (${payment.amount_usdc} micro-USDC to ${payment.payer}) and the wallet's available balance of ${balance.available_usdc} no longer covers this request's ${plan.reservationUsdc}; nothing more was credited and the request did not run. Sign a new payment for one of accepts`,
+    { balance_usdc: balance.balance_usdc, available_usdc: balance.available_usdc },
+  );
+}

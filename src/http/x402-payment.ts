@@ -1,0 +1,69 @@
+import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
+import type { FastifyBaseLogger, FastifyReply } from 'fastify';
+import type { Services } from '../services.ts';
+import { ApiError } from './errors.ts';
+import { invalidPayment } from '../topup/decode.ts';
+import type { MatchedPayment } from '../topup/match.ts';
+import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../topup/offers.ts';
+import type { PaymentRow } from '../topup/payment-store.ts';
+import { settleTopup, type TopupOutcome } from '../topup/settle-payment.ts';
+
+/**
+ * The x402 side of HTTP shared by every paid endpoint (top-ups, pay-per-request chat): where the
+ * payment comes from, how a 402 offer and a receipt are written, and one settle path, so both
+ * endpoints take and credit payments in exactly the same way.
+ */
+
+/** The payment header, x402 v2 (`PAYMENT-SIGNATURE`) or v1 (`X-Payment`); undefined when none was sent. */
+export function paymentHeader(headers: Record<string, string | string[] | undefined>): string | undefined {
+  const value = headers['payment-signature'] ?? headers['x-payment'];
+  if (Array.isArray(value)) throw invalidPayment('send exactly one payment header');
+  return value;
+}
+
+/** 402 with the offers in the body and in PAYMENT-REQUIRED (what @x402/fetch reads first). */
+export function askForPayment(
+  reply: FastifyReply,
+  p: { resource: string; offers: Offer[]; code: string; message: string; description?: string },
+  extra: Record<string, unknown> = {},
+) {
+  const required = paymentRequired(p.resource, p.offers, p.code, p.description ?? TOPUP_DESCRIPTION);
+  return reply
+    .code(402)
+    .header('payment-required', encodePaymentRequiredHeader(required))
+    .send({ ...required, message: p.message, ...extra });
+}
+
+/** Sets PAYMENT-RESPONSE and its v1 name X-PAYMENT-RESPONSE: the settlement receipt of a credited payment. */
+export function setReceipt(reply: FastifyReply, p: PaymentRow): FastifyReply {
+  const receipt = encodePaymentResponseHeader({ success: true, transaction: p.tx_hash!, network: p.network as `${string}:${string}`, payer: p.payer });
+  return reply.header('payment-response', receipt).header('x-payment-response', receipt);
+}
+
+/**
+ * Admits the payer (contract wallets only on their chain), then records, verifies, settles and
+ * credits the payment exactly once (src/topup/settle-payment.ts). Callers branch on the outcome.
+ */
+export async function settleMatched(services: Services, log: FastifyBaseLogger, matched: MatchedPayment): Promise<TopupOutcome> {
+  const topup = services.topup!;
+  await topup.admitPayer(matched);
+  const outcome = await settleTopup(
+    {
+      db: services.storage.db,
+      facilitator: topup.facilitator,
+      client: topup.clientFor(matched.identity.network)!,
+      logger: log,
+      settleWaitMs: services.config.topup.settleWaitSeconds * 1000,
+      now: Date.now,
+      beforeBroadcast: topup.beforeBroadcast,
+    },
+    matched,
+  );
+  services.metrics.topups.inc({ outcome: outcome.kind });
+  return outcome;
+}
+
+/** The facilitator or the chain did not answer: nothing was settled, and the same payment can be sent again. */
+export function facilitatorUnavailable(reason: string): ApiError {
+  return new ApiError(503, 'FACILITATOR_UNAVAILABLE', `${reason}; nothing was settled or credited. Try again in a minute with the same payment`);
+}
