@@ -3,12 +3,12 @@ import { RequestBill } from '../../chat/bill.ts';
 import { completeChat } from '../../chat/complete.ts';
 import { planChat } from '../../chat/plan.ts';
 import { streamChat } from '../../chat/stream.ts';
-import { getBalance } from '../../ledger/balances.ts';
-import { reserve } from '../../ledger/reservations.ts';
+import { tryReserve } from '../../ledger/reservations.ts';
 import type { Services } from '../../services.ts';
 import { requireApiKey } from '../bearer-auth.ts';
 import { ApiError } from '../errors.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
+import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 
 /** The key each chat request was authenticated with, set before its body is read. */
@@ -29,20 +29,15 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     const key = keyOf.get(request);
     if (!key) throw new ApiError(500, 'INTERNAL_ERROR', 'chat request reached its handler unauthenticated');
     const plan = planChat(request.body, services.catalog, services.config);
+    assertModelAllowed(key, plan.model.id);
     const adapter = services.providers.get(plan.model.provider);
     if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
 
     const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
-    const reserved = await reserve(services.storage, { wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs });
-    if (!reserved) {
-      const balance = await getBalance(services.storage.db, key.wallet);
-      throw new ApiError(
-        402,
-        'INSUFFICIENT_BALANCE',
-        `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${plan.reservationUsdc}; top up with POST /v1/topup, or lower max_tokens`,
-        { balance_usdc: balance.balance_usdc, available_usdc: balance.available_usdc, required_usdc: plan.reservationUsdc },
-      );
-    }
+    const reserved = await tryReserve(services.storage, {
+      wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs, keyHasLimit: key.spend_limit_usdc !== null,
+    });
+    if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
 
     const bill = new RequestBill(services, key, plan, request.id);
     try {
