@@ -98,7 +98,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // are joined once here: given arrays, the plugin joins them again for every response.
   await app.register(cors, {
     origin: services.config.server.corsOrigins.includes('*') ? '*' : services.config.server.corsOrigins,
-    methods: ['GET', 'POST', 'DELETE'],
+    methods: ['GET', 'POST', 'PATCH', 'DELETE'],
     allowedHeaders: ['content-type', 'authorization', 'payment-signature', 'x-payment', 'access-control-expose-headers'].join(', '),
     exposedHeaders: [
       'payment-required', 'payment-response', 'x-payment-response', 'x-request-id', 'retry-after',

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRow } from '../keys/api-keys.ts';
-import { reserve } from '../ledger/reservations.ts';
+import { tryReserve, type ReserveOutcome } from '../ledger/reservations.ts';
 import { ApiError } from '../http/errors.ts';
 import type { Services } from '../services.ts';
 import { RequestBill, type BillOptions } from './bill.ts';
@@ -10,17 +10,19 @@ import { streamChat } from './stream.ts';
 
 /**
  * Reserves the plan's bound on the key's wallet, then runs the request and finishes its bill exactly
- * once. False, with nothing sent and nothing reserved, when the available balance cannot cover the
- * reservation: each caller words that refusal its own way (a keyed request says top up, a
- * pay-per-request one offers a payment).
+ * once. A refused outcome, with nothing sent and nothing reserved, when the available balance or the
+ * key's spend limit cannot cover the reservation: each caller words that refusal its own way (a keyed
+ * request says top up or names the limit, a pay-per-request one offers a payment).
  */
-export async function runChat(services: Services, request: FastifyRequest, reply: FastifyReply, key: KeyRow, plan: ChatPlan, opts: BillOptions = {}): Promise<boolean> {
+export async function runChat(services: Services, request: FastifyRequest, reply: FastifyReply, key: KeyRow, plan: ChatPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
   const adapter = services.providers.get(plan.model.provider);
   if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
 
   const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
-  const reserved = await reserve(services.storage, { wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs });
-  if (!reserved) return false;
+  const reserved = await tryReserve(services.storage, {
+    wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs, keyHasLimit: key.spend_limit_usdc !== null,
+  });
+  if (!reserved.ok) return reserved;
 
   const bill = new RequestBill(services, key, plan, request.id, opts);
   try {
@@ -29,5 +31,5 @@ export async function runChat(services: Services, request: FastifyRequest, reply
   } finally {
     await bill.voidIfOpen('error');
   }
-  return true;
+  return reserved;
 }

@@ -9,7 +9,12 @@ import { createChainReaders } from '../chain/readers.ts';
 import { auditCreditsOnChain } from '../topup/audit.ts';
 import { chainIdOf } from '../topup/match.ts';
 import { microToUsd, usdToMicro } from '../ledger/usd.ts';
-import { listKeys, toIso } from '../keys/api-keys.ts';
+import { findKeyById, listKeys, toIso } from '../keys/api-keys.ts';
+import { currentSpend } from '../keys/current-spend.ts';
+import { parseLimitInput, updateKeyLimits } from '../keys/key-limits.ts';
+import { buildCatalog } from '../providers/catalog.ts';
+import type { Storage } from '../storage/database.ts';
+import { addLimitOptions, describeLimits, limitInputFrom, type LimitOptions } from './key-limit-options.ts';
 import { createRedeemCodes, createReferralCode } from '../keys/codes.ts';
 import { UsageError, withStorage, type CommonOptions } from './context.ts';
 
@@ -25,6 +30,26 @@ function usd(raw: string): number {
   } catch (err) {
     throw new UsageError(`--usd: ${(err as Error).message}`);
   }
+}
+
+function keyId(raw: string): number {
+  if (!/^\d{1,15}$/.test(raw) || Number(raw) < 1) throw new UsageError(`the key id must be a positive integer (see "tollgate admin wallet <address>"), got "${raw}"`);
+  return Number(raw);
+}
+
+async function describeKey(s: Storage, id: number): Promise<string[]> {
+  const key = await findKeyById(s.db, id);
+  if (!key) throw new UsageError(`no API key #${id}`);
+  const spend = (await currentSpend(s.db, [key])).get(id)!;
+  const now = Date.now();
+  const status = key.revoked_at !== null ? `revoked ${toIso(key.revoked_at)}` : key.expires_at !== null && key.expires_at <= now ? `expired ${toIso(key.expires_at)}` : 'active';
+  return [
+    `key        #${key.id}  ${key.prefix}…${key.last4}  ${JSON.stringify(key.label)}`,
+    `wallet     ${key.wallet}`,
+    `status     ${status}  (created ${toIso(key.created_at)})`,
+    ...describeLimits(key),
+    `spent      $${microToUsd(spend.spentUsdc)} ${key.spend_limit_period === null || key.spend_limit_period === 'total' ? 'in total' : 'this period'} ($${microToUsd(spend.reservedUsdc)} reserved in flight)${spend.resetsAt === null ? '' : `, resets ${toIso(spend.resetsAt)}`}`,
+  ];
 }
 
 /** Operator commands. They talk to the database directly, so they work while the server is down too. */
@@ -88,6 +113,28 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
         process.stdout.write(`${out.join('\n')}\n`);
       });
     });
+
+  const keys = admin.command('keys').description("show and change an API key's limits (for support)");
+  keys
+    .command('show <key_id>')
+    .description("a key's owner, status, limits and spend in its current period")
+    .action(async (raw: string) => {
+      const id = keyId(raw);
+      await withStorage(common(), async (s) => process.stdout.write(`${(await describeKey(s, id)).join('\n')}\n`));
+    });
+  addLimitOptions(keys.command('limit <key_id>').description("change a key's spend limit, model list or expiry; takes effect at once (models and expiry within 5 s on other instances)")).action(
+    async (raw: string, opts: LimitOptions) => {
+      const id = keyId(raw);
+      await withStorage(common(), async (s, config) => {
+        const parsed = parseLimitInput(limitInputFrom(opts), buildCatalog(config), Date.now());
+        if (!parsed.ok) throw new UsageError(parsed.reason);
+        if (!Object.keys(parsed.value).length) throw new UsageError('give at least one of --limit-usd, --period, --models, --expires');
+        const outcome = await updateKeyLimits(s.db, id, null, parsed.value);
+        if (!outcome.ok) throw new UsageError(outcome.reason === 'invalid' ? outcome.message : `key #${id} is ${outcome.reason === 'revoked' ? 'revoked' : 'unknown'}; nothing was changed`);
+        process.stdout.write(`changed key #${id}\n${(await describeKey(s, id)).join('\n')}\n`);
+      });
+    },
+  );
 
   admin
     .command('credit <address>')

@@ -5,6 +5,7 @@ import { microToUsd } from '../ledger/usd.ts';
 import { GatewayClient, GatewayError } from '../wallet/gateway-client.ts';
 import { topUp, type TransferMethod } from '../wallet/topup-client.ts';
 import { UsageError } from './context.ts';
+import { addLimitOptions, describeLimits, limitInputFrom, type LimitOptions } from './key-limit-options.ts';
 import { topupProgress } from './progress.ts';
 
 interface WalletOptions {
@@ -62,16 +63,31 @@ export function registerWallet(program: Command): void {
     });
 
   const keys = wallet.command('keys').description('create, list and revoke API keys (each call signs a fresh SIWE message)');
-  keys
-    .command('create')
-    .description('create an API key; its secret is printed once')
+  addLimitOptions(keys.command('create').description('create an API key; its secret is printed once'))
     .option('--label <label>', 'a name to recognise the key by')
-    .action((o: { label?: string }) =>
-      run(async (client, w) => {
-        const key = await client.createKey(o.label);
+    .action((o: LimitOptions & { label?: string }) => {
+      const limits = limitInputFrom(o);
+      return run(async (client, w) => {
+        const key = await client.createKey(o.label, limits);
         print(w, key, `${key.key}\n(key id ${key.id}; store the key now, it is not shown again)`);
-      })(),
-    );
+      })();
+    });
+  addLimitOptions(keys.command('update <id>').description("change a key's spend limit, model list or expiry")).action((id: string, o: LimitOptions) => {
+    if (!/^\d+$/.test(id)) throw new UsageError(`the key id must be a positive integer (see "tollgate wallet keys list"), got "${id}"`);
+    const limits = limitInputFrom(o);
+    if (!Object.keys(limits).length) throw new UsageError('give at least one of --limit-usd, --period, --models, --expires');
+    return run(async (client, w) => {
+      const key = await client.updateKey(Number(id), limits);
+      const spent = `spent      $${microToUsd(key.spend_usdc ?? 0)}${key.spend_resets_at ? ` this period, resets ${key.spend_resets_at}` : ' in total'}`;
+      const shown = describeLimits({
+        spend_limit_usdc: key.spend_limit_usdc ?? null,
+        spend_limit_period: key.spend_limit_period ?? null,
+        allowed_models: key.models ?? null,
+        expires_at: key.expires_at ? Date.parse(key.expires_at) : null,
+      });
+      print(w, key, `updated key ${id}\n${[...shown, spent].join('\n')}`);
+    })();
+  });
   keys
     .command('list')
     .description("list the wallet's keys")

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { hashKey, KEY_PATTERN, findActiveKey, type KeyRow } from '../keys/api-keys.ts';
+import { hashKey, KEY_PATTERN, findActiveKey, toIso, type KeyRow } from '../keys/api-keys.ts';
 import type { Services } from '../services.ts';
 import { authFailureLimit } from './auth-failure-limit.ts';
 import { unauthorized } from './errors.ts';
@@ -23,6 +23,9 @@ async function lookUpKey(services: Services, header: string | undefined): Promis
     row = await findActiveKey(services.storage.db, hash);
     if (!row) throw unauthorized('invalid or revoked API key');
     services.keyCache.remember(hash, row);
+  }
+  if (row.expires_at !== null && row.expires_at <= Date.now()) {
+    throw unauthorized(`this API key expired at ${toIso(row.expires_at)}; the wallet owner can extend it (PATCH /v1/auth/keys/${row.id} with expires_at) or create a new key`);
   }
   touchLastUsed(services, row.id);
   return row;

@@ -18,6 +18,9 @@ export function llmsTxt(publicUrl: string): string {
 3. API key: POST ${base}/v1/auth/keys with {"message", "signature"}: a fresh EIP-4361 (SIWE)
    message for this gateway, signed by the wallet; GET ${base}/v1/auth/siwe gives the domain, uri
    and chain ids it must carry. Use a new nonce every time. The key (sk-...) is shown once.
+   Optional limits for a key you hand to a program: "spend_limit_usdc" (micro-USDC) with
+   "spend_limit_period" (total, day or month, UTC), "models" (ids it may use), "expires_at"
+   (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a fresh proof; null removes one).
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
@@ -37,7 +40,8 @@ PAYMENT-RESPONSE (the settlement receipt). An invalid request is a 400, never an
 
 Every error is {"error": "<CODE>", "message": "..."}, unless the operator set errors.format: openai:
 then chat and models answer {"error": {"message", "type", "code": "<CODE>", "param"}} as OpenAI
-does. 402 INSUFFICIENT_BALANCE on chat means top
-up. 429 RATE_LIMITED carries Retry-After. The full description: ${base}/openapi.json
+does. 402 INSUFFICIENT_BALANCE on chat means top up; 402 KEY_LIMIT_EXCEEDED means this key's spend
+limit is reached until resets_at; 403 MODEL_NOT_ALLOWED names the models the key may use; 401 on an
+expired key says so. 429 RATE_LIMITED carries Retry-After. The full description: ${base}/openapi.json
 `;
 }

@@ -13,6 +13,12 @@ const siweQuery = [
   { name: 'signature', in: 'query', required: false, schema: { type: 'string' }, description: 'signature of the message' },
 ];
 const integer = { type: 'integer' };
+const keyLimitProperties = {
+  spend_limit_usdc: { type: ['integer', 'null'], minimum: 1, description: 'most the key may spend per period, micro-USDC; null removes it' },
+  spend_limit_period: { enum: ['total', 'day', 'month', null], description: 'UTC; default total' },
+  models: { type: ['array', 'null'], items: { type: 'string' }, description: 'model ids the key may use (stored as full ids); null allows every model' },
+  expires_at: { type: ['string', 'null'], format: 'date-time', description: 'ISO 8601, in the future; null never expires' },
+};
 const walletRead = { bearer: [] } as const;
 
 export function openApiDocument(publicUrl: string): Record<string, unknown> {
@@ -92,8 +98,15 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
         },
         ApiKey: {
           type: 'object',
-          properties: { id: integer, label: { type: 'string' }, created_at: { type: 'string' }, revoked_at: { type: ['string', 'null'] }, last_used_at: { type: ['string', 'null'] }, last4: { type: 'string' } },
+          properties: {
+            id: integer, label: { type: 'string' }, created_at: { type: 'string' }, revoked_at: { type: ['string', 'null'] }, last_used_at: { type: ['string', 'null'] }, last4: { type: 'string' },
+            ...keyLimitProperties,
+            spend_usdc: { type: 'integer', description: "charged in the key's current period (all time without a limit)" },
+            reserved_usdc: { type: 'integer', description: 'reserved by its requests in flight' },
+            spend_resets_at: { type: ['string', 'null'], description: 'when the period count starts again at 0 (UTC)' },
+          },
         },
+        KeyLimits: { type: 'object', properties: keyLimitProperties },
       },
     },
     paths: {
@@ -142,8 +155,11 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       },
       '/v1/auth/keys': {
         post: {
-          summary: 'create an API key with a SIWE proof (optionally redeem_code or ref_code)',
-          requestBody: { required: true, content: { [json]: { schema: { allOf: [ref('SiweProof'), { type: 'object', properties: { label: { type: 'string' }, redeem_code: { type: 'string' }, ref_code: { type: 'string' } } }] } } } },
+          summary: 'create an API key with a SIWE proof (optionally redeem_code or ref_code, and limits: spend_limit_usdc, spend_limit_period, models, expires_at)',
+          requestBody: {
+            required: true,
+            content: { [json]: { schema: { allOf: [ref('SiweProof'), ref('KeyLimits'), { type: 'object', properties: { label: { type: 'string' }, redeem_code: { type: 'string' }, ref_code: { type: 'string' } } }] } } },
+          },
           responses: { 201: ok('the key; its secret is shown only here', { type: 'object' }), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 429: error('RATE_LIMITED') },
         },
         get: {
@@ -153,6 +169,12 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
         },
       },
       '/v1/auth/keys/{key_id}': {
+        patch: {
+          summary: "change a key's limits (SIWE proof in the body; a field left out stays, null removes it)",
+          parameters: [{ name: 'key_id', in: 'path', required: true, schema: integer }],
+          requestBody: { required: true, content: { [json]: { schema: { allOf: [ref('SiweProof'), ref('KeyLimits')] } } } },
+          responses: { 200: ok('the key as the list shows it', ref('ApiKey')), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 404: error('NOT_FOUND') },
+        },
         delete: {
           summary: 'revoke a key (SIWE proof in the body)',
           parameters: [{ name: 'key_id', in: 'path', required: true, schema: integer }],
@@ -173,10 +195,11 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           responses: {
             200: ok('the provider response (or text/event-stream); x-tollgate-charged-usdc (JSON) and x-tollgate-balance-usdc headers; paid requests add PAYMENT-RESPONSE and X-PAYMENT-RESPONSE', { type: 'object' }),
             400: error('VALIDATION_ERROR; pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
-            401: error('UNAUTHORIZED'),
+            401: error('UNAUTHORIZED (also an expired key)'),
             402: error(
-              'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup). Pay-per-request: the body is also an x402 PaymentRequired offer (accepts, PAYMENT-REQUIRED header, required_usdc, reserved_usdc) and error is PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired) or INSUFFICIENT_BALANCE (a replay the balance no longer covers)',
+              'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup) or KEY_LIMIT_EXCEEDED (the key spend limit; limit_usdc, spent_usdc, resets_at). Pay-per-request: the body is also an x402 PaymentRequired offer (accepts, PAYMENT-REQUIRED header, required_usdc, reserved_usdc) and error is PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired) or INSUFFICIENT_BALANCE (a replay the balance no longer covers)',
             ),
+            403: error('MODEL_NOT_ALLOWED: the key may not use this model (allowed_models)'),
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
             503: error('pay-per-request: FACILITATOR_UNAVAILABLE (nothing settled, the request did not run) or PAYMENT_PENDING (sent, not confirmed yet: retry with the same payment)'),

@@ -5,12 +5,14 @@ import { lockWallet } from '../ledger/balances.ts';
 import { applyMovement } from '../ledger/credits.ts';
 import { countActiveKeys, generateKey, insertKey, type KeyRow } from './api-keys.ts';
 import { attributeReferral, claimRedeemCode } from './codes.ts';
+import type { KeyLimits } from './key-limits.ts';
 
 export interface CreateKeyRequest {
   wallet: string;
   label: string;
   refCode?: string;
   redeemCode?: string;
+  limits?: KeyLimits;
 }
 
 export type CreateKeyOutcome =
@@ -51,7 +53,7 @@ export async function createApiKey(
         if (outcome === 'self_referral') throw new Refusal('ref_code belongs to this wallet; a wallet cannot refer itself');
       }
       const issued = generateKey(secret);
-      const row = await insertKey(trx, wallet, issued, req.label);
+      const row = await insertKey(trx, wallet, issued, req.label, req.limits);
       return { ok: true as const, key: issued.key, row, redeemedCreditUsdc };
     });
   } catch (err) {

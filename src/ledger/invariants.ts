@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
 import { findChargesAboveReservation } from './over-reservation.ts';
 import { usageTotalsProblems } from './usage-totals-check.ts';
+import { keySpendProblems } from './key-spend-audit.ts';
 
 export interface LedgerCheck {
   ok: boolean;
@@ -27,6 +28,7 @@ export interface LedgerCheck {
  * - credits − charges = the sum of all balances (nothing created or lost);
  * - a finished reservation charged at most once, with exactly the amount it records;
  * - each redeem code credited at most once;
+ * - each API key's spend per period (key_spend) equals its usage rows and pending reservations;
  * - each top-up payment credited at most once, only once credited, to its payer, and no top-up
  *   credit without a payment behind it (see paymentProblems).
  */
@@ -107,6 +109,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
 
   problems.push(...(await paymentProblems(db)));
   problems.push(...(await usageTotalsProblems(db)));
+  problems.push(...(await keySpendProblems(db)));
 
   const findings = (await findChargesAboveReservation(db)).map(
     (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,

@@ -1,6 +1,8 @@
 import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type { Storage } from '../storage/database.ts';
 import type { Database } from '../storage/schema.ts';
+import { bucketsAt, pgBucketExpressions } from '../keys/spend-periods.ts';
+import { COUNT_RESERVATION, countReservationParams, FINISH_IN_BUCKETS, finishInBucketsParams, keyLimitRefusal, type KeyLimitReached } from './key-spend.ts';
 
 /**
  * Two-phase spending, as in TigerBeetle's pending transfers: a request first reserves an upper
@@ -14,18 +16,40 @@ export interface ReserveRequest {
   requestId: string;
   amountUsdc: number;
   leaseMs: number;
+  /**
+   * A hint from the (possibly seconds-old) cached key row: the key has a spend limit, so PostgreSQL
+   * goes straight to the transaction that checks it. Only a hint: the limit itself is always read
+   * in the unit that reserves.
+   */
+  keyHasLimit?: boolean;
 }
 
+export type ReserveOutcome =
+  | { ok: true }
+  | { ok: false; refused: 'balance' }
+  | ({ ok: false; refused: 'key_limit' } & KeyLimitReached);
+
 const LOCK_FUNDS = 'UPDATE wallets SET locked_usdc = locked_usdc + ?, updated_at = ? WHERE address = ? AND balance_usdc - locked_usdc >= ?';
+const UNLOCK_FUNDS = 'UPDATE wallets SET locked_usdc = locked_usdc - ? WHERE address = ?';
 const INSERT_RESERVATION = `INSERT INTO reservations
   (wallet, api_key_id, request_id, amount_usdc, status, charged_usdc, lease_expires_at, created_at, finished_at)
   VALUES (?, ?, ?, ?, 'pending', NULL, ?, ?, NULL)`;
 
-// PostgreSQL does both in one statement (a data-modifying CTE), so the wallet row is locked for one
-// round trip instead of four (BEGIN, UPDATE, INSERT, COMMIT). SQLite has no DML in CTEs, and needs
-// none: its group commit already amortises the transaction.
+// PostgreSQL does it all in one statement (data-modifying CTEs), so the wallet row is locked for one
+// round trip instead of six (BEGIN, UPDATE, INSERT, INSERT, COMMIT). Only for a key without a spend
+// limit: checking a limit needs a read of its buckets made after the wallet lock is taken, which
+// one statement's snapshot cannot give. If the key has gained a limit, nothing is reserved and
+// the transaction below decides. SQLite has no DML in CTEs, and needs none: its group commit
+// already amortises the transaction.
 const RESERVE_IN_ONE_STATEMENT = `WITH locked AS (
-    UPDATE wallets SET locked_usdc = locked_usdc + $1, updated_at = $2 WHERE address = $3 AND balance_usdc - locked_usdc >= $1 RETURNING address
+    UPDATE wallets SET locked_usdc = locked_usdc + $1, updated_at = $2
+    WHERE address = $3 AND balance_usdc - locked_usdc >= $1
+      AND NOT EXISTS (SELECT 1 FROM api_keys WHERE id = $4 AND spend_limit_usdc IS NOT NULL)
+    RETURNING address
+  ), counted AS (
+    INSERT INTO key_spend (api_key_id, period, spent_usdc, locked_usdc)
+    SELECT $4, b.period, 0, $1 FROM locked, (VALUES ('total'), ($7::text), ($8::text)) AS b(period)
+    ON CONFLICT (api_key_id, period) DO UPDATE SET locked_usdc = key_spend.locked_usdc + excluded.locked_usdc
   )
   INSERT INTO reservations (wallet, api_key_id, request_id, amount_usdc, status, charged_usdc, lease_expires_at, created_at, finished_at)
   SELECT address, $4, $5, $1, 'pending', NULL, $6, $2, NULL FROM locked`;
@@ -36,15 +60,33 @@ const RESERVE_IN_ONE_STATEMENT = `WITH locked AS (
  * uncommitted one.
  */
 export async function reserve(storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>, r: ReserveRequest, now = Date.now()): Promise<boolean> {
-  if (storage.engine === 'postgres') {
-    const result = await storage.db.executeQuery(CompiledQuery.raw(RESERVE_IN_ONE_STATEMENT, [r.amountUsdc, now, r.wallet, r.apiKeyId, r.requestId, now + r.leaseMs]));
-    return Number(result.numAffectedRows) === 1;
+  return (await tryReserve(storage, r, now)).ok;
+}
+
+/**
+ * Locks the amount in the wallet and counts it against the key's spend limit, in one atomic unit:
+ * both hold, or nothing is reserved, and the outcome says which one refused. In-flight requests
+ * count, so a limit that covers K requests admits exactly K of any number sent at once.
+ */
+export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>, r: ReserveRequest, now = Date.now()): Promise<ReserveOutcome> {
+  if (storage.engine === 'postgres' && !r.keyHasLimit) {
+    const [, day, month] = bucketsAt(now);
+    const result = await storage.db.executeQuery(CompiledQuery.raw(RESERVE_IN_ONE_STATEMENT, [r.amountUsdc, now, r.wallet, r.apiKeyId, r.requestId, now + r.leaseMs, day, month]));
+    if (Number(result.numAffectedRows) === 1) return { ok: true };
+    // Refused: the balance, or a limit set since the key was cached. The unit below tells which.
   }
-  return storage.writeUnit(async (tx) => {
+  return storage.writeUnit(async (tx): Promise<ReserveOutcome> => {
     // One conditional UPDATE decides: concurrent reservations can never lock more than the balance.
-    if ((await tx.run(LOCK_FUNDS, [r.amountUsdc, now, r.wallet, r.amountUsdc])) !== 1) return false;
+    // It also takes the wallet's row lock, which every writer of the key's buckets holds.
+    if ((await tx.run(LOCK_FUNDS, [r.amountUsdc, now, r.wallet, r.amountUsdc])) !== 1) return { ok: false, refused: 'balance' };
+    const limit = await keyLimitRefusal(tx, r.apiKeyId, r.amountUsdc, now);
+    if (limit) {
+      await tx.run(UNLOCK_FUNDS, [r.amountUsdc, r.wallet]);
+      return { ok: false, refused: 'key_limit', ...limit };
+    }
+    await tx.run(COUNT_RESERVATION, countReservationParams(r.apiKeyId, r.amountUsdc, now));
     await tx.run(INSERT_RESERVATION, [r.wallet, r.apiKeyId, r.requestId, r.amountUsdc, now + r.leaseMs, now]);
-    return true;
+    return { ok: true };
   });
 }
 
@@ -93,7 +135,7 @@ const ACCUMULATE = `ON CONFLICT (api_key_id) DO UPDATE SET
 
 // SQLite: the reservation and its wallet in one read. Group commit holds the only write lock, so
 // nothing can change either row before this unit commits.
-const READ_PENDING = `SELECT r.wallet, r.amount_usdc, w.balance_usdc, w.locked_usdc
+const READ_PENDING = `SELECT r.wallet, r.amount_usdc, r.api_key_id, r.created_at, w.balance_usdc, w.locked_usdc
   FROM reservations r JOIN wallets w ON w.address = r.wallet
   WHERE r.request_id = ? AND r.status = 'pending'`;
 const CLOSE = "UPDATE reservations SET status = ?, charged_usdc = ?, finished_at = ? WHERE request_id = ? AND status = 'pending'";
@@ -110,13 +152,15 @@ export const ADD_TO_TOTALS = `INSERT INTO usage_totals
   VALUES (?, 1, ?, ?, ?, ?, ?, ?)
   ${ACCUMULATE}`;
 
+const PENDING_BUCKETS = pgBucketExpressions('p.created_at');
+
 // PostgreSQL does the whole finish in one statement, for the same reason as the reserve: the wallet
 // row stays locked for one round trip instead of seven. `pending` locks the reservation and its
 // wallet (FOR UPDATE waits for a concurrent finish, then re-checks `status = 'pending'` against the
 // row it committed, so the loser finds nothing) and computes the charge from the locked, current
 // wallet row. Every other sub-statement reads only `pending`, and each row is written once.
 const FINISH_IN_ONE_STATEMENT = `WITH pending AS (
-    SELECT r.wallet, r.amount_usdc AS reserved,
+    SELECT r.wallet, r.amount_usdc AS reserved, r.api_key_id, r.created_at,
            GREATEST(0, LEAST($2::bigint, w.balance_usdc - (w.locked_usdc - r.amount_usdc))) AS charged
     FROM reservations r JOIN wallets w ON w.address = r.wallet
     WHERE r.request_id = $1 AND r.status = 'pending'
@@ -143,6 +187,9 @@ const FINISH_IN_ONE_STATEMENT = `WITH pending AS (
     SELECT $5, 1, $7, $8, $9, $10, p.charged, CASE WHEN p.charged > 0 THEN $11::bigint ELSE 0 END
     FROM pending p
     ${ACCUMULATE}
+  ), spend AS (
+    UPDATE key_spend s SET spent_usdc = s.spent_usdc + p.charged, locked_usdc = s.locked_usdc - p.reserved
+    FROM pending p WHERE s.api_key_id = p.api_key_id AND s.period IN ('total', ${PENDING_BUCKETS.day}, ${PENDING_BUCKETS.month})
   )
   SELECT p.charged, r.balance_usdc FROM pending p, released r`;
 
@@ -170,7 +217,10 @@ export async function finishReservation(
     return rows[0] ? outcome(Number(rows[0].charged), Number(rows[0].balance_usdc)) : notApplied;
   }
   return storage.writeUnit(async (tx) => {
-    const r = await tx.get<{ wallet: string; amount_usdc: number; balance_usdc: number; locked_usdc: number }>(READ_PENDING, [requestId]);
+    const r = await tx.get<{ wallet: string; amount_usdc: number; api_key_id: number | null; created_at: number; balance_usdc: number; locked_usdc: number }>(
+      READ_PENDING,
+      [requestId],
+    );
     if (!r) return notApplied;
     const reserved = Number(r.amount_usdc);
     // After releasing this reservation, the charge may use what is not locked by other requests.
@@ -186,6 +236,7 @@ export async function finishReservation(
     await tx.run(ADD_TO_TOTALS, [
       usage.apiKeyId, usage.promptTokens, usage.completionTokens, usage.reasoningTokens, usage.cachedTokens, charged, charged > 0 ? usage.providerCostUsdc : 0,
     ]);
+    if (r.api_key_id !== null) await tx.run(FINISH_IN_BUCKETS, finishInBucketsParams(charged, reserved, Number(r.api_key_id), Number(r.created_at)));
     return outcome(charged, Number(after!.balance_usdc));
   });
 }
@@ -221,10 +272,20 @@ export async function sweepExpiredReservations(db: Kysely<Database>, now = Date.
         .set({ status: 'voided', charged_usdc: 0, finished_at: now })
         .where('request_id', '=', request_id)
         .where('status', '=', 'pending')
-        .returning(['wallet', 'amount_usdc'])
+        .returning(['wallet', 'amount_usdc', 'api_key_id', 'created_at'])
         .executeTakeFirst();
       if (!claimed) return false;
-      await trx.updateTable('wallets').set({ locked_usdc: sql`locked_usdc - ${Number(claimed.amount_usdc)}`, updated_at: now }).where('address', '=', claimed.wallet).execute();
+      const amount = Number(claimed.amount_usdc);
+      await trx.updateTable('wallets').set({ locked_usdc: sql`locked_usdc - ${amount}`, updated_at: now }).where('address', '=', claimed.wallet).execute();
+      // After the wallet (the lock order every writer of key_spend keeps): the key's buckets release it too.
+      if (claimed.api_key_id !== null) {
+        await trx
+          .updateTable('key_spend')
+          .set({ locked_usdc: sql`locked_usdc - ${amount}` })
+          .where('api_key_id', '=', Number(claimed.api_key_id))
+          .where('period', 'in', bucketsAt(Number(claimed.created_at)))
+          .execute();
+      }
       return true;
     });
     if (done) swept++;

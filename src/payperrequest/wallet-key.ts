@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { KeyRow } from '../keys/api-keys.ts';
+import { KEY_COLUMNS, toKeyRow, type KeyRow } from '../keys/api-keys.ts';
 import { isUniqueViolation } from '../ledger/credits.ts';
 import type { Database } from '../storage/schema.ts';
 
@@ -12,8 +12,6 @@ export const PAY_PER_REQUEST_LABEL = 'x402 pay-per-request';
  * hex digits), so no bearer token can ever match it: it attributes usage and grants nothing.
  */
 const pseudoHash = (wallet: string) => `pay-per-request:${wallet}`;
-
-const COLUMNS = ['id', 'wallet', 'label', 'created_at', 'revoked_at', 'last_used_at', 'prefix', 'last4'] as const;
 
 /** The wallet's pay-per-request pseudo key, created on its first paid request. */
 export async function payPerRequestKey(db: Kysely<Database>, wallet: string, now = Date.now()): Promise<KeyRow> {
@@ -35,6 +33,6 @@ export async function payPerRequestKey(db: Kysely<Database>, wallet: string, now
 
 async function find(db: Kysely<Database>, wallet: string): Promise<KeyRow | undefined> {
   // Revoked or not: revoking it in the key list must not lose the usage of later paid requests.
-  const row = await db.selectFrom('api_keys').select(COLUMNS).where('key_hash', '=', pseudoHash(wallet)).executeTakeFirst();
-  return row ? { ...row, id: Number(row.id) } : undefined;
+  const row = await db.selectFrom('api_keys').select(KEY_COLUMNS).where('key_hash', '=', pseudoHash(wallet)).executeTakeFirst();
+  return row ? toKeyRow(row) : undefined;
 }

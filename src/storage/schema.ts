@@ -51,6 +51,24 @@ export interface ApiKeyTable {
   created_at: number;
   revoked_at: number | null;
   last_used_at: number | null;
+  /** Migration 006: the most this key may spend per `spend_limit_period`; NULL is no limit. */
+  spend_limit_usdc: number | null;
+  spend_limit_period: 'total' | 'day' | 'month' | null;
+  /** JSON array of full model ids the key may use; NULL is every model. */
+  allowed_models: string | null;
+  expires_at: number | null;
+}
+
+/**
+ * A key's running spend in one period bucket (`total`, `day:YYYY-MM-DD`, `month:YYYY-MM`, by
+ * reservation time): `locked` is its pending reservations, `spent` its charges. Kept in the same
+ * unit as the wallet's reserve and finish; checkLedger compares it with the usage rows.
+ */
+export interface KeySpendTable {
+  api_key_id: number;
+  period: string;
+  spent_usdc: number;
+  locked_usdc: number;
 }
 
 export interface SiweNonceTable {
@@ -178,6 +196,7 @@ export interface Database {
   referral_attributions: ReferralAttributionTable;
   request_usage: RequestUsageTable;
   usage_totals: UsageTotalsTable;
+  key_spend: KeySpendTable;
   settle_shortfalls: SettleShortfallTable;
   settings: SettingTable;
   payments: PaymentTable;

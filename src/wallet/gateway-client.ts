@@ -20,6 +20,14 @@ export interface CreatedKey {
   created_at: string;
 }
 
+/** A key's restrictions as the API takes them (see POST /v1/auth/keys); null removes one. */
+export interface KeyLimitFields {
+  spend_limit_usdc?: unknown;
+  spend_limit_period?: unknown;
+  models?: unknown;
+  expires_at?: unknown;
+}
+
 export interface KeyInfo {
   id: number;
   label: string;
@@ -27,6 +35,13 @@ export interface KeyInfo {
   revoked_at: string | null;
   last_used_at: string | null;
   last4?: string;
+  spend_limit_usdc?: number | null;
+  spend_limit_period?: 'total' | 'day' | 'month' | null;
+  models?: string[] | null;
+  expires_at?: string | null;
+  spend_usdc?: number;
+  reserved_usdc?: number;
+  spend_resets_at?: string | null;
 }
 
 export interface Usage {
@@ -102,8 +117,12 @@ export class GatewayClient {
     return { message, signature: await this.account.signMessage({ message }) };
   }
 
-  async createKey(label = ''): Promise<CreatedKey> {
-    return this.request('POST', '/v1/auth/keys', { ...(await this.proof()), ...(label ? { label } : {}) });
+  async createKey(label = '', limits: KeyLimitFields = {}): Promise<CreatedKey> {
+    return this.request('POST', '/v1/auth/keys', { ...(await this.proof()), ...(label ? { label } : {}), ...limits });
+  }
+
+  async updateKey(id: number, limits: KeyLimitFields): Promise<KeyInfo> {
+    return this.request('PATCH', `/v1/auth/keys/${id}`, { ...(await this.proof()), ...limits });
   }
 
   async listKeys(): Promise<KeyInfo[]> {

@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { planChat } from '../../chat/plan.ts';
 import { runChat } from '../../chat/run.ts';
-import { getBalance } from '../../ledger/balances.ts';
 import type { Services } from '../../services.ts';
 import { requireApiKey } from '../bearer-auth.ts';
 import { ApiError } from '../errors.ts';
 import { OPENAI_COMPATIBLE } from '../error-format.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
+import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import { clientBucket } from '../client-bucket.ts';
 import { payPerRequest } from '../pay-per-request.ts';
@@ -36,15 +36,9 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     const key = keyOf.get(request);
     if (!key) return payPerRequest(services, request, reply);
     const plan = planChat(request.body, services.catalog, services.config);
-    if (!(await runChat(services, request, reply, key, plan))) {
-      const balance = await getBalance(services.storage.db, key.wallet);
-      throw new ApiError(
-        402,
-        'INSUFFICIENT_BALANCE',
-        `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${plan.reservationUsdc}; top up with POST /v1/topup, or lower max_tokens`,
-        { balance_usdc: balance.balance_usdc, available_usdc: balance.available_usdc, required_usdc: plan.reservationUsdc },
-      );
-    }
+    assertModelAllowed(key, plan.model.id);
+    const reserved = await runChat(services, request, reply, key, plan);
+    if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
     return reply;
   });
 }

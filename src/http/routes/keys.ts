@@ -8,6 +8,11 @@ import type { Services } from '../../services.ts';
 import { badRequest, notFound } from '../errors.ts';
 import { requireSiwe, siweProofFields, type SiweProofInput } from '../siwe-proof.ts';
 import { parseInput } from '../validate.ts';
+import { LIMIT_FIELDS, NO_LIMITS, applyLimitChanges, parseLimitInput, updateKeyLimits, type LimitInput } from '../../keys/key-limits.ts';
+import { currentSpend } from '../../keys/current-spend.ts';
+import { keyView, limitsView } from '../key-view.ts';
+
+const limitFields = Object.fromEntries(LIMIT_FIELDS.map((f) => [f, z.unknown().optional()])) as Record<(typeof LIMIT_FIELDS)[number], z.ZodOptional<z.ZodUnknown>>;
 import { enforceRateLimit } from '../rate-limit.ts';
 
 const createBody = z.object({
@@ -15,9 +20,13 @@ const createBody = z.object({
   label: z.string().max(100, 'must be at most 100 characters').optional(),
   ref_code: z.string().regex(REF_CODE_PATTERN, 'is not a referral code (form ref-xxxxxxxxxx)').optional(),
   redeem_code: z.string().regex(REDEEM_CODE_PATTERN, 'is not a redeem code (form rc-…)').optional(),
+  ...limitFields,
 });
 
 const proofOnly = z.object(siweProofFields);
+
+// Strict: a misspelt field would otherwise be dropped, and the owner would believe a limit was set.
+const patchBody = z.object({ ...siweProofFields, ...limitFields }).strict();
 
 export function keyRoutes(app: FastifyInstance, services: Services): void {
   app.post('/v1/auth/keys', async (request, reply) => {
@@ -26,12 +35,16 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     if (body.ref_code !== undefined && body.redeem_code !== undefined) {
       throw badRequest('ref_code and redeem_code cannot be used together; send one of them');
     }
+    const limits = checkedLimits(services, body);
+    const created = applyLimitChanges(NO_LIMITS, limits);
+    if (!created.ok) throw badRequest(created.reason);
     const wallet = await authorizeKeyManagement(services, request, reply, body);
     const outcome = await createApiKey(services.storage.db, services.storage.engine, services.keySecret, services.config.keys.maxActivePerWallet, {
       wallet,
       label: body.label ?? '',
       refCode: body.ref_code,
       redeemCode: body.redeem_code,
+      limits: created.value,
     });
     if (!outcome.ok) throw badRequest(outcome.reason);
     const response: Record<string, unknown> = {
@@ -41,6 +54,8 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
       created_at: toIso(outcome.row.created_at),
     };
     if (outcome.redeemedCreditUsdc !== undefined) response.redeemed_credit_usdc = outcome.redeemedCreditUsdc;
+    // Shown when the owner set any, so they can check what the gateway understood.
+    if (Object.keys(limits).length) Object.assign(response, limitsView(outcome.row));
     return reply.code(201).send(response);
   });
 
@@ -48,16 +63,26 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     const query = parseInput(proofOnly, request.query, 'query string');
     const wallet = await authorizeKeyManagement(services, request, reply, query);
     const rows = await listKeys(services.storage.db, wallet);
-    return {
-      data: rows.map((r) => ({
-        id: r.id,
-        label: r.label,
-        created_at: toIso(r.created_at),
-        revoked_at: toIso(r.revoked_at),
-        last_used_at: toIso(r.last_used_at),
-        last4: r.last4,
-      })),
-    };
+    const spend = await currentSpend(services.storage.db, rows);
+    return { data: rows.map((r) => keyView(r, spend.get(r.id)!)) };
+  });
+
+  app.patch<{ Params: { key_id: string } }>('/v1/auth/keys/:key_id', async (request, reply) => {
+    const id = parseKeyId(request.params.key_id);
+    const body = parseInput(patchBody, request.body);
+    // Decided before the proof is checked, so a request that cannot succeed does not use up its nonce.
+    const changes = checkedLimits(services, body);
+    if (!Object.keys(changes).length) throw badRequest(`send at least one of ${LIMIT_FIELDS.join(', ')} (null removes one)`);
+    const wallet = await authorizeKeyManagement(services, request, reply, body);
+    const outcome = await updateKeyLimits(services.storage.db, id, wallet, changes);
+    if (!outcome.ok) {
+      if (outcome.reason === 'invalid') throw badRequest(outcome.message);
+      // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
+      throw outcome.reason === 'not_found' ? notFound(`no API key ${id} belongs to this wallet`) : badRequest(`API key ${id} is revoked; create a new key instead`);
+    }
+    services.keyCache.forget(id);
+    const row = (await listKeys(services.storage.db, wallet)).find((k) => k.id === id)!;
+    return keyView(row, (await currentSpend(services.storage.db, [row])).get(id)!);
   });
 
   app.delete<{ Params: { key_id: string } }>('/v1/auth/keys/:key_id', async (request, reply) => {
@@ -81,6 +106,12 @@ async function authorizeKeyManagement(services: Services, request: FastifyReques
   const wallet = await requireSiwe(services, request, proof);
   await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
   return wallet;
+}
+
+function checkedLimits(services: Services, body: LimitInput) {
+  const parsed = parseLimitInput(body, services.catalog, Date.now());
+  if (!parsed.ok) throw badRequest(parsed.reason);
+  return parsed.value;
 }
 
 function parseKeyId(raw: string): number {

@@ -1,4 +1,5 @@
 import type { Storage } from '../../storage/database.ts';
+import { FINISH_IN_BUCKETS, finishInBucketsParams } from '../key-spend.ts';
 import { ADD_TO_TOTALS, finishReservation, INSERT_CHARGE, INSERT_USAGE, type SettleOutcome, type UsageRecord } from '../reservations.ts';
 
 /** A produced answer's bill: what `finishReservation` is asked, kept whole so it can be retried or spooled. */
@@ -34,7 +35,7 @@ export async function applySettle(storage: Pick<Storage, 'writeUnit' | 'engine' 
 // Takes the wallet's row lock first (PostgreSQL; SQLite's group commit holds the only write lock)
 // and reads the balance under it, so the charge computed below cannot race another finish.
 const LOCK_WALLET = 'UPDATE wallets SET updated_at = ? WHERE address = ? RETURNING balance_usdc, locked_usdc';
-const RESERVATION_STATUS = 'SELECT status FROM reservations WHERE request_id = ?';
+const RESERVATION_STATUS = 'SELECT status, api_key_id, created_at FROM reservations WHERE request_id = ?';
 // The claim: the first usage row for this request wins; a second apply inserts nothing.
 const CLAIM_USAGE = `${INSERT_USAGE} ON CONFLICT (request_id) DO NOTHING`;
 const CHARGE = 'UPDATE wallets SET balance_usdc = balance_usdc - ? WHERE address = ? RETURNING balance_usdc';
@@ -45,7 +46,7 @@ const RECORD_SHORTFALL = 'INSERT INTO settle_shortfalls (request_id, wallet, req
 
 async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, now: number): Promise<ApplyOutcome> {
   return storage.writeUnit(async (tx): Promise<ApplyOutcome> => {
-    const reservation = await tx.get<{ status: string }>(RESERVATION_STATUS, [r.requestId]);
+    const reservation = await tx.get<{ status: string; api_key_id: number | null; created_at: number }>(RESERVATION_STATUS, [r.requestId]);
     if (!reservation) return { kind: 'unknown' };
     const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
     if (!wallet) return { kind: 'unknown' };
@@ -64,6 +65,11 @@ async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, 
     const after = await tx.get<{ balance_usdc: number }>(CHARGE, [charged, r.wallet]);
     if (charged > 0) await tx.run(INSERT_CHARGE, [r.wallet, -charged, r.requestId, `${u.model} (late)`, now]);
     await tx.run(ADD_TO_TOTALS, [u.apiKeyId, u.promptTokens, u.completionTokens, u.reasoningTokens, u.cachedTokens, charged, cost]);
+    // The sweeper already released the reservation from the key's buckets; the charge is spend of
+    // the period the request was reserved in, like any settle.
+    if (reservation.api_key_id !== null) {
+      await tx.run(FINISH_IN_BUCKETS, finishInBucketsParams(charged, 0, Number(reservation.api_key_id), Number(reservation.created_at)));
+    }
     await tx.run(RECORD_ON_RESERVATION, [charged > 0 ? 'settled' : 'voided', charged, now, r.requestId]);
     if (charged < r.chargeUsdc) await tx.run(RECORD_SHORTFALL, [r.requestId, r.wallet, r.chargeUsdc, charged, now]);
     const outcome: SettleOutcome = { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) };

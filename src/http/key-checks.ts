@@ -1,0 +1,41 @@
+import type { ChatPlan } from '../chat/plan.ts';
+import { toIso, type KeyRow } from '../keys/api-keys.ts';
+import { getBalance } from '../ledger/balances.ts';
+import type { ReserveOutcome } from '../ledger/reservations.ts';
+import type { Services } from '../services.ts';
+import { ApiError } from './errors.ts';
+
+/** 403 unless the key's model list (if it has one) names the model the request resolved to. */
+export function assertModelAllowed(key: KeyRow, modelId: string): void {
+  if (key.allowed_models === null || key.allowed_models.includes(modelId)) return;
+  throw new ApiError(
+    403,
+    'MODEL_NOT_ALLOWED',
+    `this API key may use only ${key.allowed_models.join(', ')}, not ${modelId}; use one of those, or ask the wallet owner to add the model (PATCH /v1/auth/keys/${key.id})`,
+    { allowed_models: key.allowed_models },
+  );
+}
+
+const PERIOD_WORDS = { total: 'total', day: 'daily (UTC)', month: 'monthly (UTC)' } as const;
+
+/** The error for a reservation that was refused, before anything went upstream. */
+export async function reservationRefusal(services: Services, key: KeyRow, plan: ChatPlan, outcome: Exclude<ReserveOutcome, { ok: true }>): Promise<ApiError> {
+  const required = plan.reservationUsdc;
+  if (outcome.refused === 'key_limit') {
+    const resets = outcome.resetsAt === null ? 'a total limit does not reset' : `it resets at ${toIso(outcome.resetsAt)}`;
+    return new ApiError(
+      402,
+      'KEY_LIMIT_EXCEEDED',
+      `this API key's ${PERIOD_WORDS[outcome.period]} spend limit of ${outcome.limitUsdc} micro-USDC is reached: ${outcome.spentUsdc} spent and ${outcome.lockedUsdc} reserved by requests in flight, ` +
+        `and this request reserves ${required}; ${resets}. Lower max_tokens, or ask the wallet owner to raise the limit (PATCH /v1/auth/keys/${key.id})`,
+      { limit_usdc: outcome.limitUsdc, spent_usdc: outcome.spentUsdc, reserved_usdc: outcome.lockedUsdc, required_usdc: required, period: outcome.period, resets_at: toIso(outcome.resetsAt) },
+    );
+  }
+  const balance = await getBalance(services.storage.db, key.wallet);
+  return new ApiError(
+    402,
+    'INSUFFICIENT_BALANCE',
+    `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${required}; top up with POST /v1/topup, or lower max_tokens`,
+    { balance_usdc: balance.balance_usdc, available_usdc: balance.available_usdc, required_usdc: required },
+  );
+}
