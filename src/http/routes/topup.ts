@@ -3,10 +3,8 @@ import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../services.ts';
 import { decodePaymentHeader, invalidPayment } from '../../topup/decode.ts';
-import { matchPayment } from '../../topup/match.ts';
 import { buildOffers, parseTopupAmount, paymentRequired, type Offer } from '../../topup/offers.ts';
 import type { PaymentRow } from '../../topup/payment-store.ts';
-import { settleTopup } from '../../topup/settle-payment.ts';
 import { ApiError } from '../errors.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 
@@ -32,6 +30,8 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
     if (header === undefined) {
       return askForPayment(reply, resource, offers, 'PAYMENT_REQUIRED', `pay ${micro / 1e6} USD with one of accepts, sent as base64 in the PAYMENT-SIGNATURE (x402 v2) or X-Payment (v1) header`);
     }
+    // The payment path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
+    const [{ matchPayment }, { settleTopup }] = await Promise.all([import('../../topup/match.ts'), import('../../topup/settle-payment.ts')]);
     const matched = matchPayment(decodePaymentHeader(header), offers);
     await topup.admitPayer(matched);
     const outcome = await settleTopup(
