@@ -49,13 +49,16 @@ const keepImportsPlugin = {
   },
 };
 
+/** Without dev dependencies there is no compiler; a dist/ already built still runs. */
+export class EsbuildMissing extends Error {}
+
 export async function build({ quiet = false } = {}) {
   const started = Date.now();
   let esbuild;
   try {
     esbuild = await import('esbuild');
   } catch {
-    throw new Error('esbuild is not installed (a dev dependency): run "npm install" without --omit=dev, or build dist/ elsewhere and copy it');
+    throw new EsbuildMissing('esbuild is not installed (a dev dependency): run "npm install" without --omit=dev, or build dist/ elsewhere and copy it');
   }
   const files = sourceFiles();
   // Built beside dist/ and swapped in, so a `tollgate` starting meanwhile never sees half a build.
@@ -103,7 +106,12 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     if (process.argv.includes('--if-stale')) await buildIfStale();
     else await build();
   } catch (err) {
-    process.stderr.write(`build: ${err.message}\n`);
-    process.exit(1);
+    // `npm ci --omit=dev` runs `prepare` too: with a dist/ copied in, that is not a failure.
+    if (err instanceof EsbuildMissing && existsSync(STAMP)) {
+      process.stderr.write(`build: ${err.message}; keeping the dist/ already there\n`);
+    } else {
+      process.stderr.write(`build: ${err.message}\n`);
+      process.exit(1);
+    }
   }
 }
