@@ -83,15 +83,33 @@ export async function build({ quiet = false } = {}) {
     cpSync(f, to);
   }
   writeFileSync(join(tmp, '.built'), `${new Date().toISOString()}\n`);
-  const old = `${DIST}.old-${process.pid}`;
-  if (existsSync(DIST)) renameSync(DIST, old);
-  renameSync(tmp, DIST);
-  rmSync(old, { recursive: true, force: true });
+  swapIn(tmp);
   if (existsSync(DASHBOARD)) {
     const r = spawnSync(process.execPath, [DASHBOARD], { cwd: ROOT, stdio: 'inherit' });
     if (r.status !== 0) throw new Error(`scripts/build-dashboard.mjs failed (exit ${r.status ?? r.signal})`);
   }
   if (!quiet) process.stderr.write(`built dist/ from src/ in ${Date.now() - started} ms\n`);
+}
+
+/**
+ * Replaces dist/ with the fresh build. Two processes can build at once (several `tollgate`s started
+ * together right after an edit): both builds are the same, so whichever loses a rename keeps the
+ * winner's dist/ and drops its own.
+ */
+function swapIn(tmp) {
+  const old = `${DIST}.old-${process.pid}`;
+  try {
+    renameSync(DIST, old);
+  } catch (err) {
+    if (err.code !== 'ENOENT') throw err;
+  }
+  try {
+    renameSync(tmp, DIST);
+  } catch (err) {
+    if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  rmSync(old, { recursive: true, force: true });
 }
 
 /** Builds when src/ changed since the last build; returns whether it did. */
