@@ -1,6 +1,7 @@
 import type { Saturation } from './load/closed-loop.ts';
 import type { HeldStreams } from './load/held-streams.ts';
 import type { OpenLoop } from './load/open-loop.ts';
+import { startupLines, type Startup } from './startup.ts';
 
 export interface Report {
   date: string;
@@ -12,6 +13,8 @@ export interface Report {
   latency: Record<string, Record<string, OpenLoop>>;
   memory: Record<string, HeldStreams>;
   ledger: Record<string, number>;
+  /** Absent in results from before start-up was measured. */
+  startup?: Startup;
   durationSeconds: number;
 }
 
@@ -89,6 +92,7 @@ export function printReport(r: Report): void {
   if (failures.length) out.push('', 'Open-loop failures (HTTP status, or the client error):', ...failures);
   out.push('');
   out.push(`Ledger reserve+settle (ops/s): SQLite ${fmt(r.ledger.sqlite!)}, PostgreSQL ${fmt(r.ledger.postgres!)}; as a share of the reference proxy's JSON throughput: ${(r.ledger.sqlite! / ref['saturation JSON (req/s)']!).toFixed(2)}× and ${(r.ledger.postgres! / ref['saturation JSON (req/s)']!).toFixed(2)}×`);
+  if (r.startup) out.push('', ...startupLines(r.startup));
   out.push('');
   out.push(...targetChecks(r, all).map((c) => `${c.met ? 'MET   ' : 'MISSED'} ${c.text}`));
   out.push(`\n(${r.durationSeconds.toFixed(0)} s in all)`);

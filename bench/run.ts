@@ -1,15 +1,15 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { startPostgres, type PostgresServer } from '../test/support/postgres.ts';
-import { ledgerOpsPerSecond } from './ledger.ts';
+import type { PostgresServer } from '../test/support/postgres.ts';
 import { BenchUsageError, parseBenchOptions, type BenchOptions } from './options.ts';
-import { saturate, type Saturation } from './load/closed-loop.ts';
-import { holdStreams, type HeldStreams } from './load/held-streams.ts';
-import { openLoop, type OpenLoop } from './load/open-loop.ts';
-import { EVENTS_PER_STREAM } from './load/request.ts';
+import type { Saturation } from './load/closed-loop.ts';
+import type { HeldStreams } from './load/held-streams.ts';
+import type { OpenLoop } from './load/open-loop.ts';
+import { ensureBenchPackages } from './packages.ts';
 import { printReport, type Report } from './report.ts';
-import { directTarget, portkey, referenceProxy, startUpstream, tollgate, type Target } from './targets.ts';
+import { measureStartup } from './startup.ts';
+import type { Target } from './targets.ts';
 
 /**
  * `npm run bench`: every target side by side in one run, phases alternating between targets, all
@@ -38,6 +38,20 @@ const started = Date.now();
 const log = (text: string) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)}s] ${text}\n`);
 
 try {
+  ensureBenchPackages(log);
+  // Loaded after the install above: they import autocannon and start Portkey from bench/node_modules.
+  const { startPostgres } = await import('../test/support/postgres.ts');
+  const { ledgerOpsPerSecond } = await import('./ledger.ts');
+  const { saturate } = await import('./load/closed-loop.ts');
+  const { holdStreams } = await import('./load/held-streams.ts');
+  const { openLoop } = await import('./load/open-loop.ts');
+  const { EVENTS_PER_STREAM } = await import('./load/request.ts');
+  const { directTarget, portkey, referenceProxy, startUpstream, tollgate } = await import('./targets.ts');
+
+  // First, on a quiet machine: how fast the shipped command starts and how much it holds idle.
+  log('start-up: tollgate --help, time to /health, idle RSS');
+  const startup = await measureStartup(dir);
+
   log('starting the upstream, the reference proxy, Portkey, Tollgate on SQLite and on PostgreSQL');
   const upstream = await startUpstream();
   stops.push(upstream.stop);
@@ -107,6 +121,7 @@ try {
     latency,
     memory,
     ledger,
+    startup,
     durationSeconds: (Date.now() - started) / 1000,
   };
   const out = join(import.meta.dirname, 'results');

@@ -53,7 +53,7 @@ export async function portkey(upstreamUrl: string): Promise<Target> {
   const port = await freePort();
   const { child } = await launch(
     'Portkey gateway',
-    ['--import', './bench/loopback-only.mjs', 'node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'],
+    ['--import', './bench/loopback-only.mjs', 'bench/node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'],
     /Ready for connections/,
     { NODE_ENV: 'production' },
   );

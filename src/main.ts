@@ -4,7 +4,6 @@ import { buildApp } from './app.ts';
 import type { Config } from './config/load.ts';
 import { createLogger } from './http/logger.ts';
 import { createServices, type Services } from './services.ts';
-import { startFacilitatorServer } from './topup/facilitator-server.ts';
 import { startMetricsServer } from './http/routes/metrics.ts';
 
 export interface RunningServer {
@@ -135,6 +134,8 @@ export function runFacilitatorUntilSignalled(config: Config, opts: { host: strin
   return runProcess(
     config,
     async (logger) => {
+      // Loaded here, not at the top: the gateway itself does not need x402's facilitator.
+      const { startFacilitatorServer } = await import('./topup/facilitator-server.ts');
       const { app, url, relayer } = await startFacilitatorServer(config, { ...opts, logger });
       if (!opts.token && opts.host !== '127.0.0.1' && opts.host !== 'localhost') {
         logger.warn("the facilitator listens beyond this host without TOLLGATE_FACILITATOR_TOKEN; anyone who can reach it can spend the relayer's gas on payments to payTo");

@@ -12,11 +12,10 @@ import type { ProviderAdapter } from './providers/adapter.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { windowsFrom, type RateLimiter, type RateWindow } from './ratelimit/limiter.ts';
 import { memoryLimiter } from './ratelimit/memory.ts';
-import { redisLimiter } from './ratelimit/redis.ts';
 import { sql } from 'kysely';
 import { createHealthMonitor, type DependencyProbe, type HealthMonitor } from './health-checks.ts';
 import { migrateToLatest } from './storage/migrate.ts';
-import { createTopupService, type TopupService } from './topup/service.ts';
+import type { TopupService } from './topup/service.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import { createDurableSettler, type DurableSettler } from './ledger/spool/durable-settle.ts';
 import { spoolLocation } from './ledger/spool/location.ts';
@@ -71,11 +70,11 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       if (applied.length) opts.logger.info({ applied }, 'database migrated');
     }
     const keySecret = await resolveKeySecret(storage.db, config.secrets.keySecret);
-    const chains = createChainReaders(config.chains);
+    const chains = await createChainReaders(config.chains);
     const siwe = new SiweVerifier(config.siwe, storage.db, chains, opts.now);
 
     const now = opts.now ?? Date.now;
-    const { limiter, probe: redisProbe } = createLimiter(config);
+    const { limiter, probe: redisProbe } = await createLimiter(config);
     const providers = createProviders(config);
 
     const pruner = setInterval(() => {
@@ -126,7 +125,8 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     }, leaseMs / 3);
     renewer.unref();
 
-    const topup = createTopupService(config, { db: storage.db, chains, logger: opts.logger, now });
+    // Top-ups (x402, viem's chain code) are loaded only when offers are configured: start-up time, idle memory.
+    const topup = config.topup.offers.length === 0 ? null : (await import('./topup/service.ts')).createTopupService(config, { db: storage.db, chains, logger: opts.logger, now });
 
     return {
       config,
@@ -169,10 +169,12 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
   }
 }
 
-function createLimiter(config: Config): { limiter: RateLimiter; probe: DependencyProbe | null } {
+async function createLimiter(config: Config): Promise<{ limiter: RateLimiter; probe: DependencyProbe | null }> {
   if (config.rateLimits.backend === 'memory') return { limiter: memoryLimiter(), probe: null };
   const url = config.secrets.redisUrl;
   if (!url) throw new Error(`rateLimits.backend is redis but ${config.rateLimits.redisUrlEnv} is not set; set it to redis://host:6379`);
+  // ioredis is loaded only for the redis backend.
+  const { redisLimiter } = await import('./ratelimit/redis.ts');
   const limiter = redisLimiter(url);
   return { limiter, probe: { name: 'redis', required: true, check: () => limiter.ping() } };
 }

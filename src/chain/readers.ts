@@ -1,4 +1,4 @@
-import { createPublicClient, http, type PublicClient } from 'viem';
+import type { PublicClient } from 'viem';
 
 /**
  * Read-only access to the configured chains (one RPC URL per chain id). Used for contract-wallet
@@ -10,8 +10,11 @@ export interface ChainReaders {
   client(chainId: number): PublicClient;
 }
 
-export function createChainReaders(chains: Record<string, { rpcUrl: string }>, timeoutMs = 5_000): ChainReaders {
+export async function createChainReaders(chains: Record<string, { rpcUrl: string }>, timeoutMs = 5_000): Promise<ChainReaders> {
   const clients = new Map<number, PublicClient>();
+  // viem's client code is loaded only when a chain is configured: a gateway without one starts
+  // faster and holds less memory.
+  const { createPublicClient, http } = Object.keys(chains).length ? await import('viem') : ({} as typeof import('viem'));
   for (const [id, c] of Object.entries(chains)) {
     clients.set(Number(id), createPublicClient({ transport: http(c.rpcUrl, { timeout: timeoutMs, retryCount: 0 }) }));
   }

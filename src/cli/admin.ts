@@ -2,22 +2,32 @@ import { ADDRESS_PATTERN } from '../chain/address.ts';
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
-import { getBalance } from '../ledger/balances.ts';
-import { adjustBalance, isBalanceConstraintError } from '../ledger/credits.ts';
-import { checkLedger } from '../ledger/invariants.ts';
-import { createChainReaders } from '../chain/readers.ts';
-import { auditCreditsOnChain } from '../topup/audit.ts';
-import { chainIdOf } from '../topup/match.ts';
 import { microToUsd, usdToMicro } from '../ledger/usd.ts';
-import { findKeyById, listKeys, toIso } from '../keys/api-keys.ts';
-import { currentSpend } from '../keys/current-spend.ts';
-import { parseLimitInput, updateKeyLimits } from '../keys/key-limits.ts';
-import { buildCatalog } from '../providers/catalog.ts';
 import type { Storage } from '../storage/database.ts';
 import { addLimitOptions, describeLimits, limitInputFrom, type LimitOptions } from './key-limit-options.ts';
-import { createRedeemCodes, createReferralCode } from '../keys/codes.ts';
-import { UsageError, withStorage, type CommonOptions } from './context.ts';
+import { withStorage, type CommonOptions } from './context.ts';
+import { UsageError } from './usage-error.ts';
 
+/**
+ * What the commands run, loaded when one runs: `tollgate --help` then needs neither Kysely and the
+ * ledger nor x402's chain code.
+ */
+async function lib() {
+  const [balances, credits, invariants, readers, audit, match, keys, codes, spend, limits, catalog] = await Promise.all([
+    import('../ledger/balances.ts'),
+    import('../ledger/credits.ts'),
+    import('../ledger/invariants.ts'),
+    import('../chain/readers.ts'),
+    import('../topup/audit.ts'),
+    import('../topup/match.ts'),
+    import('../keys/api-keys.ts'),
+    import('../keys/codes.ts'),
+    import('../keys/current-spend.ts'),
+    import('../keys/key-limits.ts'),
+    import('../providers/catalog.ts'),
+  ]);
+  return { ...balances, ...credits, ...invariants, ...readers, ...audit, ...match, ...keys, ...codes, ...spend, ...limits, ...catalog };
+}
 
 function wallet(raw: string): string {
   if (!ADDRESS_PATTERN.test(raw)) throw new UsageError(`"${raw}" is not a wallet address (0x followed by 40 hex digits)`);
@@ -38,6 +48,7 @@ function keyId(raw: string): number {
 }
 
 async function describeKey(s: Storage, id: number): Promise<string[]> {
+  const { findKeyById, currentSpend, toIso } = await lib();
   const key = await findKeyById(s.db, id);
   if (!key) throw new UsageError(`no API key #${id}`);
   const spend = (await currentSpend(s.db, [key])).get(id)!;
@@ -68,6 +79,7 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
       const count = Number(opts.count);
       if (value <= 0) throw new UsageError('--usd must be positive');
       if (!Number.isInteger(count) || count < 1 || count > 10_000) throw new UsageError('--count must be a whole number from 1 to 10000');
+      const { createRedeemCodes } = await lib();
       const codes = await withStorage(common(), (s) => createRedeemCodes(s.db, value, count));
       process.stderr.write(`created ${count} redeem code(s) worth $${microToUsd(value)} each; they are shown only now:\n`);
       process.stdout.write(`${codes.join('\n')}\n`);
@@ -80,6 +92,7 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
     .description('create a referral code for a referrer wallet')
     .requiredOption('--wallet <address>', 'the referrer wallet')
     .action(async (opts: { wallet: string }) => {
+      const { createReferralCode } = await lib();
       const code = await withStorage(common(), (s) => createReferralCode(s.db, wallet(opts.wallet)));
       process.stdout.write(`${code}\n`);
     });
@@ -90,6 +103,7 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
     .option('--entries <n>', 'how many recent ledger entries', '20')
     .action(async (address: string, opts: { entries: string }) => {
       const addr = wallet(address);
+      const { getBalance, listKeys, toIso } = await lib();
       await withStorage(common(), async (s) => {
         const balance = await getBalance(s.db, addr);
         const keys = await listKeys(s.db, addr);
@@ -126,6 +140,7 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
     async (raw: string, opts: LimitOptions) => {
       const id = keyId(raw);
       await withStorage(common(), async (s, config) => {
+        const { parseLimitInput, buildCatalog, updateKeyLimits } = await lib();
         const parsed = parseLimitInput(limitInputFrom(opts), buildCatalog(config), Date.now());
         if (!parsed.ok) throw new UsageError(parsed.reason);
         if (!Object.keys(parsed.value).length) throw new UsageError('give at least one of --limit-usd, --period, --models, --expires');
@@ -148,6 +163,7 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
       if (!opts.reason.trim()) throw new UsageError('--reason must say why');
       const reference = `admin:${randomUUID()}`;
       const note = `${opts.reason.trim()} (by ${userInfo().username})`;
+      const { adjustBalance, getBalance, isBalanceConstraintError } = await lib();
       await withStorage(common(), async (s) => {
         try {
           await adjustBalance(s.db, { wallet: addr, amountUsdc: amount, reference, note });
@@ -165,10 +181,11 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
     .description('verify the money invariants; exits 1 when any fails')
     .option('--chain', "also re-read every credited top-up's settling transaction from the configured RPCs")
     .action(async (opts: { chain?: boolean }) => {
+      const { auditCreditsOnChain, chainIdOf, checkLedger, createChainReaders } = await lib();
       const result = await withStorage(common(), async (s, config) => {
         const ledger = await checkLedger(s.db);
         if (!opts.chain) return { ...ledger, chain: null };
-        const readers = createChainReaders(config.chains);
+        const readers = await createChainReaders(config.chains);
         const chain = await auditCreditsOnChain(s.db, (network) => (readers.has(chainIdOf(network)) ? readers.client(chainIdOf(network)) : undefined));
         return { ...ledger, ok: ledger.ok && chain.problems.length === 0, problems: [...ledger.problems, ...chain.problems], chain };
       });

@@ -1,19 +1,24 @@
-import { loadConfig, type Config } from '../config/load.ts';
-import { openStorage, type Storage } from '../storage/database.ts';
-import { migrateToLatest } from '../storage/migrate.ts';
+import type { Config } from '../config/load.ts';
+import type { Storage } from '../storage/database.ts';
+
+// Its own file so that modules needing only the error do not load the configuration and storage code.
+export { UsageError } from './usage-error.ts';
 
 /** Options every command takes. */
 export interface CommonOptions {
   config?: string;
 }
 
-export function configFrom(opts: CommonOptions): Config {
+/** Loads the configuration; its code (zod, YAML) is loaded here, when a command needs it, not for `--help`. */
+export async function configFrom(opts: CommonOptions): Promise<Config> {
+  const { loadConfig } = await import('../config/load.ts');
   return loadConfig({ path: opts.config });
 }
 
 /** Opens the configured database, migrated, for the admin commands; always closes it. */
 export async function withStorage<T>(opts: CommonOptions, fn: (storage: Storage, config: Config) => Promise<T>): Promise<T> {
-  const config = configFrom(opts);
+  const config = await configFrom(opts);
+  const [{ openStorage }, { migrateToLatest }] = await Promise.all([import('../storage/database.ts'), import('../storage/migrate.ts')]);
   const storage = openStorage(config.database.url, { poolSize: 2 });
   try {
     await migrateToLatest(storage);
@@ -22,6 +27,3 @@ export async function withStorage<T>(opts: CommonOptions, fn: (storage: Storage,
     await storage.close();
   }
 }
-
-/** A mistake the operator can fix: printed without a stack trace, exit code 2. */
-export class UsageError extends Error {}

@@ -1,12 +1,13 @@
 import { Command, CommanderError } from 'commander';
-import { ConfigError } from '../config/load.ts';
-import { runFacilitatorUntilSignalled, runUntilSignalled } from '../main.ts';
-import { openStorage } from '../storage/database.ts';
-import { migrateToLatest } from '../storage/migrate.ts';
 import { registerAdmin } from './admin.ts';
 import { registerWallet } from './wallet.ts';
 import { registerDemo } from './demo.ts';
-import { configFrom, UsageError, type CommonOptions } from './context.ts';
+import { configFrom, type CommonOptions } from './context.ts';
+import { UsageError } from './usage-error.ts';
+
+// Only commander and the command definitions load up front; each command loads what it runs
+// (the server, the database, viem, x402) when it runs, so `tollgate --help` starts in a fraction
+// of a second. The catch at the end loads the configuration's error class the same way.
 
 const program = new Command('tollgate')
   .description('Tollgate: a prepaid, wallet-funded, OpenAI-compatible LLM gateway')
@@ -21,14 +22,16 @@ program
   .command('serve', { isDefault: true })
   .description('run the gateway (migrates the database first)')
   .action(async () => {
-    await runUntilSignalled(configFrom(common()));
+    const { runUntilSignalled } = await import('../main.ts');
+    await runUntilSignalled(await configFrom(common()));
   });
 
 program
   .command('migrate')
   .description('bring the database schema up to date and exit')
   .action(async () => {
-    const config = configFrom(common());
+    const config = await configFrom(common());
+    const [{ openStorage }, { migrateToLatest }] = await Promise.all([import('../storage/database.ts'), import('../storage/migrate.ts')]);
     const storage = openStorage(config.database.url, { poolSize: 1 });
     try {
       const { applied } = await migrateToLatest(storage);
@@ -46,7 +49,8 @@ program
   .action(async (opts: { host: string; port: string }) => {
     const port = Number(opts.port);
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, got "${opts.port}"`);
-    await runFacilitatorUntilSignalled(configFrom(common()), { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined });
+    const { runFacilitatorUntilSignalled } = await import('../main.ts');
+    await runFacilitatorUntilSignalled(await configFrom(common()), { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined });
   });
 
 registerAdmin(program, common);
@@ -58,6 +62,7 @@ try {
 } catch (err) {
   // --help and --version exit 0; a mistyped command line is a usage error like any other: 2.
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+  const { ConfigError } = await import('../config/load.ts');
   if (err instanceof UsageError || err instanceof ConfigError) {
     process.stderr.write(`tollgate: ${err.message}\n`);
     process.exit(2);

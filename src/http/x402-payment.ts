@@ -6,7 +6,7 @@ import { invalidPayment } from '../topup/decode.ts';
 import type { MatchedPayment } from '../topup/match.ts';
 import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../topup/offers.ts';
 import type { PaymentRow } from '../topup/payment-store.ts';
-import { settleTopup, type TopupOutcome } from '../topup/settle-payment.ts';
+import type { TopupOutcome } from '../topup/settle-payment.ts';
 
 /**
  * The x402 side of HTTP shared by every paid endpoint (top-ups, pay-per-request chat): where the
@@ -46,6 +46,8 @@ export function setReceipt(reply: FastifyReply, p: PaymentRow): FastifyReply {
  */
 export async function settleMatched(services: Services, log: FastifyBaseLogger, matched: MatchedPayment): Promise<TopupOutcome> {
   const topup = services.topup!;
+  // The settle path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
+  const { settleTopup } = await import('../topup/settle-payment.ts');
   await topup.admitPayer(matched);
   const outcome = await settleTopup(
     {

@@ -1,10 +1,14 @@
-import { ParsedMessage } from '@spruceid/siwe-parser';
 import type { Kysely } from 'kysely';
-import { isErc6492Signature, parseErc6492Signature, recoverMessageAddress, type Hex } from 'viem';
+import type { Hex } from 'viem';
 import { accountCode } from '../chain/account-code.ts';
 import type { ChainReaders } from '../chain/readers.ts';
 import type { Database } from '../storage/schema.ts';
 import { consumeNonce } from './nonce-store.ts';
+import { parseSiwe, type SiweFields } from './parse.ts';
+
+// Signature recovery is loaded by the first sign-in, not when the gateway starts (start-up time, idle memory).
+let signatures: Promise<typeof import('viem/utils')> | undefined;
+const loadSignatures = () => (signatures ??= import('viem/utils'));
 
 export interface SiweRules {
   domains: string[];
@@ -49,13 +53,9 @@ export class SiweVerifier {
     if (signature.length > MAX_SIGNATURE_CHARS) return refuse(`SIWE signature is longer than ${MAX_SIGNATURE_CHARS} characters`);
     if (!/^0x[0-9a-fA-F]+$/.test(signature)) return refuse('SIWE signature must be 0x-prefixed hex');
 
-    let parsed: ParsedMessage;
-    try {
-      parsed = new ParsedMessage(message);
-    } catch (err) {
-      const first = String((err as Error).message).split('\n')[0];
-      return refuse(`SIWE message is not a valid EIP-4361 message (${first})`);
-    }
+    const parse = await parseSiwe(message);
+    if (!parse.ok) return refuse(`SIWE message is not a valid EIP-4361 message (${parse.problem})`);
+    const parsed = parse.fields;
 
     const fieldProblem = this.checkFields(parsed);
     if (fieldProblem) return refuse(fieldProblem);
@@ -73,7 +73,7 @@ export class SiweVerifier {
     return { ok: true, address: parsed.address.toLowerCase() };
   }
 
-  private checkFields(p: ParsedMessage): string | null {
+  private checkFields(p: SiweFields): string | null {
     if (!this.rules.domains.includes(p.domain)) {
       return `SIWE domain "${p.domain}" is not accepted here; sign for ${this.rules.domains.join(' or ')}`;
     }
@@ -92,7 +92,7 @@ export class SiweVerifier {
     return null;
   }
 
-  private checkTimes(p: ParsedMessage): string | null {
+  private checkTimes(p: SiweFields): string | null {
     const now = this.now();
     const issuedAt = Date.parse(p.issuedAt);
     if (Number.isNaN(issuedAt)) return 'SIWE issuedAt is not a valid time';
@@ -111,8 +111,9 @@ export class SiweVerifier {
    * (ERC-1271, ERC-6492) is asked only of the contract-wallet chain, because that is the one chain
    * whose contract at the address owns the account (src/siwe/contract-wallet-chain.ts).
    */
-  private async checkSignature(p: ParsedMessage, message: string, signature: Hex): Promise<SiweResult | null> {
+  private async checkSignature(p: SiweFields, message: string, signature: Hex): Promise<SiweResult | null> {
     const claimed = p.address.toLowerCase();
+    const { isErc6492Signature, parseErc6492Signature, recoverMessageAddress } = await loadSignatures();
     // An EOA signature is checked locally; only when it fails can the address be a contract wallet.
     try {
       const recovered = await recoverMessageAddress({ message, signature });

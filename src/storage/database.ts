@@ -1,8 +1,9 @@
 import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import Libsql from 'libsql';
-import pg from 'pg';
+import type PgModule from 'pg';
 import type { Database } from './schema.ts';
 import { startCheckpointer } from './checkpointer.ts';
 import { postgresUnits, SqliteGroupCommit, type UnitRunner } from './write-units.ts';
@@ -163,6 +164,9 @@ function parseSafeInteger(text: string): number {
 }
 
 function openPostgres(url: string, max: number): Storage {
+  // Loaded only for a PostgreSQL URL (a SQLite gateway starts faster and smaller without it); pg is
+  // CommonJS, so require keeps openStorage synchronous.
+  const pg = createRequire(import.meta.url)('pg') as typeof PgModule;
   const types = {
     getTypeParser(oid: number, format?: 'text' | 'binary') {
       if (oid === 20 || oid === 1700) return parseSafeInteger;

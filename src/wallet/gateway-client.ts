@@ -1,4 +1,4 @@
-import { SiweMessage, generateNonce } from 'siwe';
+import { createSiweMessage, generateSiweNonce } from 'viem/siwe';
 import type { LocalAccount } from 'viem';
 import { parseJsonLoosely } from '../json.ts';
 
@@ -104,16 +104,16 @@ export class GatewayClient {
       throw err;
     });
     const params = await this.siwe;
-    const message = new SiweMessage({
+    const message = createSiweMessage({
       domain: params.domain,
       address: this.account.address,
       statement,
       uri: params.uri,
       version: '1',
       chainId: params.chain_ids[0] ?? 1,
-      nonce: generateNonce(),
-      issuedAt: new Date().toISOString(),
-    }).prepareMessage();
+      nonce: generateSiweNonce(),
+      issuedAt: new Date(),
+    });
     return { message, signature: await this.account.signMessage({ message }) };
   }
 

@@ -1,4 +1,4 @@
-import { SiweMessage, generateNonce } from 'siwe';
+import { createSiweMessage, generateSiweNonce } from 'viem/siwe';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Address, Hex } from 'viem';
 import { TEST_DOMAIN, TEST_ORIGIN } from './gateway.ts';
@@ -22,20 +22,20 @@ export interface ProofOptions {
   wrapSignature?: (signature: Hex) => Hex;
 }
 
-/** A real EIP-4361 message built by the `siwe` package and signed by a viem account (EIP-191). */
+/** A real EIP-4361 message built by viem's createSiweMessage and signed by a viem account (EIP-191). */
 export async function siweProof(account: PrivateKeyAccount | { address: Address }, o: ProofOptions = {}): Promise<{ message: string; signature: string }> {
-  const message = new SiweMessage({
+  const message = createSiweMessage({
     domain: o.domain ?? TEST_DOMAIN,
     address: account.address,
     statement: o.statement ?? 'Manage my Tollgate API keys',
     uri: o.uri ?? TEST_ORIGIN,
     version: '1',
     chainId: o.chainId ?? 8453,
-    nonce: o.nonce ?? generateNonce(),
-    issuedAt: (o.issuedAt ?? new Date()).toISOString(),
-    expirationTime: o.expirationTime?.toISOString(),
-    notBefore: o.notBefore?.toISOString(),
-  }).prepareMessage();
+    nonce: o.nonce ?? generateSiweNonce(),
+    issuedAt: o.issuedAt ?? new Date(),
+    expirationTime: o.expirationTime,
+    notBefore: o.notBefore,
+  });
   const signer = o.signer ?? (account as PrivateKeyAccount);
   const signature = await signer.signMessage({ message });
   return { message, signature: o.wrapSignature ? o.wrapSignature(signature) : signature };

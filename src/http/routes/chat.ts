@@ -9,7 +9,6 @@ import { enforceRateLimit } from '../rate-limit.ts';
 import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import { clientBucket } from '../client-bucket.ts';
-import { payPerRequest } from '../pay-per-request.ts';
 
 /** The key each chat request was authenticated with, set before its body is read. */
 const keyOf = new WeakMap<FastifyRequest, KeyRow>();
@@ -34,7 +33,11 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     // Everything that can refuse the request is decided before the first byte of the answer, so a
     // stream that cannot be paid for is a plain 402, not a broken stream.
     const key = keyOf.get(request);
-    if (!key) return payPerRequest(services, request, reply);
+    if (!key) {
+      // Loaded by the first anonymous request: it pulls in x402's payment code.
+      const { payPerRequest } = await import('../pay-per-request.ts');
+      return payPerRequest(services, request, reply);
+    }
     const plan = planChat(request.body, services.catalog, services.config);
     assertModelAllowed(key, plan.model.id);
     const reserved = await runChat(services, request, reply, key, plan);

@@ -2,7 +2,6 @@ import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../services.ts';
 import { decodePaymentHeader } from '../../topup/decode.ts';
-import { matchPayment } from '../../topup/match.ts';
 import { buildOffers, parseTopupAmount } from '../../topup/offers.ts';
 import type { PaymentRow } from '../../topup/payment-store.ts';
 import { ApiError } from '../errors.ts';
@@ -34,6 +33,8 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
         message: `pay ${micro / 1e6} USD with one of accepts, sent as base64 in the PAYMENT-SIGNATURE (x402 v2) or X-Payment (v1) header`,
       });
     }
+    // The payment path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
+    const { matchPayment } = await import('../../topup/match.ts');
     const outcome = await settleMatched(services, request.log, matchPayment(decodePaymentHeader(header), offers));
     switch (outcome.kind) {
       case 'credited':
