@@ -54,10 +54,18 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   // A payment above the price (the body got cheaper since its 402) is taken whole: every term is
   // still checked against an offer the server builds itself, and the rest stays in the balance.
   const matched = matchPayment(decoded, paid === price ? offers : buildOffers(config.topup, paid));
-  // The wallet's limit applies as to its keys, before any money moves.
-  await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
+  // The wallet's limit applies as to its keys, before any money moves, but only once the payer is
+  // known to have signed: the payer a header names is the client's word until the facilitator has
+  // verified it, and a forged header must not use up someone else's window (their keys' 429s).
+  // A payment already recorded (a replay, or one being settled by a concurrent request) carries
+  // the signature that was verified for it, and is counted before it runs.
+  let counted = false;
+  const countRequest = async () => {
+    counted = true;
+    await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
+  };
   const started = Date.now();
-  const outcome = await settleMatched(services, request.log, matched);
+  const outcome = await settleMatched(services, request.log, matched, countRequest);
   switch (outcome.kind) {
     case 'unavailable':
       throw facilitatorUnavailable(outcome.reason);
@@ -72,6 +80,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
         { 'retry-after': '5' },
       );
     case 'credited':
+      if (!counted) await countRequest();
       return runPaid(services, request, reply, plan, outcome.payment, started, ask);
   }
 }
@@ -86,11 +95,13 @@ async function runPaid(
   ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
 ): Promise<FastifyReply> {
   // A payment credited before this request is a replay. It credits nothing more, and it may spend
-  // the wallet's balance only while its authorization is valid: a payment header that leaks later
-  // (a log, a proxy) must not become a lasting credential for the payer's money.
+  // the wallet's balance only while its authorization is valid, and at most topup.maxTimeoutSeconds
+  // after its credit whatever validBefore the payer signed (a hand-rolled client may sign for days):
+  // a payment header that leaks later (a log, a proxy) must not become a lasting credential.
   const replayed = Number(payment.credited_at) < started;
-  if (replayed && Number(payment.valid_before) * 1000 <= Date.now()) {
-    return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and its authorization has expired, so it no longer pays for requests; sign a new payment for one of accepts, or spend the balance with an API key`);
+  const replayableUntil = Math.min(Number(payment.valid_before) * 1000, Number(payment.credited_at) + services.config.topup.maxTimeoutSeconds * 1000);
+  if (replayed && replayableUntil <= Date.now()) {
+    return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${services.config.topup.maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`);
   }
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.

@@ -43,8 +43,9 @@ export function setReceipt(reply: FastifyReply, p: PaymentRow): FastifyReply {
 /**
  * Admits the payer (contract wallets only on their chain), then records, verifies, settles and
  * credits the payment exactly once (src/topup/settle-payment.ts). Callers branch on the outcome.
+ * `admitVerified` runs between verify and send (a throw refuses with nothing sent).
  */
-export async function settleMatched(services: Services, log: FastifyBaseLogger, matched: MatchedPayment): Promise<TopupOutcome> {
+export async function settleMatched(services: Services, log: FastifyBaseLogger, matched: MatchedPayment, admitVerified?: () => Promise<void>): Promise<TopupOutcome> {
   const topup = services.topup!;
   // The settle path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
   const { settleTopup } = await import('../topup/settle-payment.ts');
@@ -58,6 +59,7 @@ export async function settleMatched(services: Services, log: FastifyBaseLogger, 
       settleWaitMs: services.config.topup.settleWaitSeconds * 1000,
       now: Date.now,
       beforeBroadcast: topup.beforeBroadcast,
+      admitVerified,
     },
     matched,
   );

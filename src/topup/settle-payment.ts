@@ -32,10 +32,19 @@ export interface SettleDeps {
   now: () => number;
   /** TEST ONLY (a fail point): runs after the payment is recorded and verified, before it is sent. */
   beforeBroadcast?: () => Promise<void>;
+  /**
+   * Runs once the facilitator has verified the payment, before it is sent: the first point where
+   * the payer named in it is known to have signed it. A throw refuses the request with nothing
+   * sent, and the payment is left claimable again (see REFUSED_UNSENT).
+   */
+  admitVerified?: () => Promise<void>;
 }
 
 /** Log searches start this many blocks before the payment was recorded: a front-runner may be earlier. */
 const LOG_LOOKBACK_BLOCKS = 5_000n;
+
+/** A verified payment whose request was refused before it was sent (e.g. the payer's rate limit): the same payment may be sent again. */
+export const REFUSED_UNSENT = 'verified but not sent: the request was refused before payment (see its answer); send the same payment again';
 
 export const NONCE_TAKEN = 'this authorization nonce is already recorded for a different payment (other terms or signature); sign a new payment';
 
@@ -70,6 +79,12 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
     // Maybe someone else already submitted this very authorization (front-running): if the money
     // reached payTo, it counts.
     return creditIfArrived(deps, payment, verified.invalidReason ?? 'payment rejected by the facilitator');
+  }
+  try {
+    await deps.admitVerified?.();
+  } catch (err) {
+    await markFailed(deps.db, payment.id, REFUSED_UNSENT);
+    throw err;
   }
   await deps.beforeBroadcast?.();
 
