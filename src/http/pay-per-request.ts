@@ -7,7 +7,7 @@ import { paidUsdc, pricePerRequest } from '../payperrequest/price.ts';
 import { payPerRequestKey } from '../payperrequest/wallet-key.ts';
 import type { Services } from '../services.ts';
 import { decodePaymentHeader } from '../topup/decode.ts';
-import { matchPayment, offerFor, paymentMismatch } from '../topup/match.ts';
+import { matchPayment, offerFor, paymentMismatch, type MatchedPayment } from '../topup/match.ts';
 import { buildOffers } from '../topup/offers.ts';
 import type { PaymentRow } from '../topup/payment-store.ts';
 import { ApiError, badRequest } from './errors.ts';
@@ -53,7 +53,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   }
   // A payment above the price (the body got cheaper since its 402) is taken whole: every term is
   // still checked against an offer the server builds itself, and the rest stays in the balance.
-  const matched = matchPayment(decoded, paid === price ? offers : buildOffers(config.topup, paid));
+  const matched: MatchedPayment = { ...matchPayment(decoded, paid === price ? offers : buildOffers(config.topup, paid)), purpose: 'chat' };
   // The wallet's limit applies as to its keys, before any money moves, but only once the payer is
   // known to have signed: the payer a header names is the client's word until the facilitator has
   // verified it, and a forged header must not use up someone else's window (their keys' 429s).
@@ -99,6 +99,11 @@ async function runPaid(
   // after its credit whatever validBefore the payer signed (a hand-rolled client may sign for days):
   // a payment header that leaks later (a log, a proxy) must not become a lasting credential.
   const replayed = Number(payment.credited_at) < started;
+  // A top-up's payment header is spent once it is credited: it never runs chat requests, or one that
+  // leaked from a top-up (a log, a proxy) would spend the payer's balance on someone else's inference.
+  if (replayed && payment.purpose !== 'chat') {
+    return ask('PAYMENT_REJECTED', `this payment was a top-up, already credited to ${payment.payer}'s balance; a top-up's payment never pays for chat requests. Spend the balance with an API key, or sign a new payment for one of accepts`, { reason: 'topup_payment' });
+  }
   const replayableUntil = Math.min(Number(payment.valid_before) * 1000, Number(payment.credited_at) + services.config.topup.maxTimeoutSeconds * 1000);
   if (replayed && replayableUntil <= Date.now()) {
     return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${services.config.topup.maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`);

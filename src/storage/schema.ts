@@ -178,7 +178,11 @@ export interface PaymentTable {
   token_decimals: number | null;
   /** Token units the settling transaction moved from the payer to payTo for this authorization. */
   onchain_amount_atomic: string | null;
+  /** What the payment was first taken for; only a `chat` payment may pay for chat when sent again. */
+  purpose: PaymentPurpose;
 }
+
+export type PaymentPurpose = 'topup' | 'chat';
 
 export interface SettingTable {
   key: string;

@@ -5,6 +5,7 @@ import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
 import { ApiError } from '../http/errors.ts';
 import type { DecodedPayment } from './decode.ts';
 import type { Offer } from './offers.ts';
+import type { PaymentPurpose } from '../storage/schema.ts';
 
 export const paymentMismatch = (message: string) => new ApiError(400, 'PAYMENT_MISMATCH', message);
 
@@ -30,6 +31,8 @@ export interface MatchedPayment {
   identity: PaymentIdentity;
   /** SHA-256 of the signature: tells a replay of this payment from another use of its nonce. */
   digest: string;
+  /** What the payment is taken for, recorded with it when it is first seen (default `topup`). */
+  purpose?: PaymentPurpose;
 }
 
 const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();

@@ -58,6 +58,7 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
         created_at: now,
         updated_at: now,
         credited_at: null,
+        purpose: m.purpose ?? 'topup',
       })
       .execute();
     return { kind: 'claimed', row: await findPayment(db, id) };

@@ -156,6 +156,22 @@ for (const engine of ENGINES) {
       await h.gw.assertLedger();
     });
 
+    test("a top-up's payment header sent to chat runs nothing, even within its window: a leaked top-up header is no chat credential", async () => {
+      const payer = await h.payer(2n);
+      const dollar = v2Header({ ...offer, amount: String(USD) }, await h.usdcPayment(payer, USD));
+      const topup = await h.post({ amount: 1 }, { 'payment-signature': dollar });
+      assert.equal(topup.status, 200, topup.text);
+      const calls = h.fake.received.length;
+      const stolen = await h.chat(BODY, { 'payment-signature': dollar });
+      assert.equal(stolen.status, 402, stolen.text);
+      assert.equal(stolen.body.error, 'PAYMENT_REJECTED');
+      assert.equal(stolen.body.reason, 'topup_payment');
+      assert.equal(h.fake.received.length, calls);
+      assert.equal(await h.balance(payer.address), Number(USD));
+      assert.deepEqual(await creditsOf(payer), [Number(USD)]);
+      await h.gw.assertLedger();
+    });
+
     test('a chat payment sent again to /v1/topup credits nothing more', async () => {
       const payer = await h.payer(2n);
       // A dollar for a cent's request (taken whole), so that it is also a valid top-up amount.
