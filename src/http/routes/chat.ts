@@ -9,6 +9,7 @@ import type { Services } from '../../services.ts';
 import { requireApiKey } from '../bearer-auth.ts';
 import { ApiError } from '../errors.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
+import { missingKeyVariable } from '../../providers/provider-keys.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 
 /** The key each chat request was authenticated with, set before its body is read. */
@@ -31,6 +32,13 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     const plan = planChat(request.body, services.catalog, services.config);
     const adapter = services.providers.get(plan.model.provider);
     if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
+    // Before anything is reserved: a provider without its key cannot serve, and the client is not
+    // told which variable is missing (that is the operator's business, so it goes to the log).
+    const missingKey = missingKeyVariable(services.config, plan.model.provider);
+    if (missingKey) {
+      request.log.warn({ provider: plan.model.provider, model: plan.model.id, variable: missingKey }, `refused a chat: provider ${plan.model.provider} has no API key; set ${missingKey} and restart`);
+      throw new ApiError(503, 'PROVIDER_NOT_CONFIGURED', `model ${plan.model.id} is not available on this gateway right now; nothing was charged. Use another model from GET /v1/models, or ask the operator (quote request id ${request.id})`);
+    }
 
     const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
     const reserved = await reserve(services.storage, { wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs });
