@@ -7,9 +7,13 @@ import { registerAdmin } from './admin.ts';
 import { registerWallet } from './wallet.ts';
 import { registerDemo } from './demo.ts';
 import { configFrom, UsageError, type CommonOptions } from './context.ts';
+import { explainStartupFailures } from './startup-failure.ts';
+import { packageVersion } from './version.ts';
+import { StartupError } from '../startup-error.ts';
 
 const program = new Command('tollgate')
   .description('Tollgate: a prepaid, wallet-funded, OpenAI-compatible LLM gateway')
+  .version(packageVersion(), '-V, --version', 'print the version')
   .option('-c, --config <file>', 'configuration file (default: $TOLLGATE_CONFIG, then ./tollgate.yaml)')
   .showHelpAfterError('(run "tollgate --help" for the commands)')
   // Set before the subcommands are added so that they inherit it.
@@ -21,7 +25,8 @@ program
   .command('serve', { isDefault: true })
   .description('run the gateway (migrates the database first)')
   .action(async () => {
-    await runUntilSignalled(configFrom(common()));
+    const config = configFrom(common());
+    await explainStartupFailures(config, () => runUntilSignalled(config));
   });
 
 program
@@ -29,13 +34,15 @@ program
   .description('bring the database schema up to date and exit')
   .action(async () => {
     const config = configFrom(common());
-    const storage = openStorage(config.database.url, { poolSize: 1 });
-    try {
-      const { applied } = await migrateToLatest(storage);
-      process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'database already up to date\n');
-    } finally {
-      await storage.close();
-    }
+    await explainStartupFailures(config, async () => {
+      const storage = openStorage(config.database.url, { poolSize: 1 });
+      try {
+        const { applied } = await migrateToLatest(storage);
+        process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'database already up to date\n');
+      } finally {
+        await storage.close();
+      }
+    });
   });
 
 program
@@ -46,7 +53,8 @@ program
   .action(async (opts: { host: string; port: string }) => {
     const port = Number(opts.port);
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, got "${opts.port}"`);
-    await runFacilitatorUntilSignalled(configFrom(common()), { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined });
+    const config = configFrom(common());
+    await explainStartupFailures(config, () => runFacilitatorUntilSignalled(config, { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined }));
   });
 
 registerAdmin(program, common);
@@ -58,7 +66,7 @@ try {
 } catch (err) {
   // --help and --version exit 0; a mistyped command line is a usage error like any other: 2.
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
-  if (err instanceof UsageError || err instanceof ConfigError) {
+  if (err instanceof UsageError || err instanceof ConfigError || err instanceof StartupError) {
     process.stderr.write(`tollgate: ${err.message}\n`);
     process.exit(2);
   }
