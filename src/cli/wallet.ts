@@ -66,10 +66,13 @@ export function registerWallet(program: Command): void {
     .command('create')
     .description('create an API key; its secret is printed once')
     .option('--label <label>', 'a name to recognise the key by')
-    .action((o: { label?: string }) =>
+    .option('--redeem-code <code>', 'a redeem code (rc-…) from the operator: its value is credited to the wallet')
+    .option('--ref-code <code>', 'a referral code (ref-…): records who referred this wallet')
+    .action((o: { label?: string; redeemCode?: string; refCode?: string }) =>
       run(async (client, w) => {
-        const key = await client.createKey(o.label);
-        print(w, key, `${key.key}\n(key id ${key.id}; store the key now, it is not shown again)`);
+        const key = await client.createKey(o.label, { redeemCode: o.redeemCode, refCode: o.refCode });
+        const credited = key.redeemed_credit_usdc === undefined ? '' : `\nthe redeem code credited $${microToUsd(key.redeemed_credit_usdc)} to ${client.wallet}`;
+        print(w, key, `${key.key}\n(key id ${key.id}; store the key now, it is not shown again)${credited}`);
       })(),
     );
   keys

@@ -18,6 +18,13 @@ export interface CreatedKey {
   key: string;
   label: string;
   created_at: string;
+  /** Present when a redeem code was used: what it credited. */
+  redeemed_credit_usdc?: number;
+}
+
+export interface KeyCodes {
+  redeemCode?: string;
+  refCode?: string;
 }
 
 export interface KeyInfo {
@@ -102,8 +109,14 @@ export class GatewayClient {
     return { message, signature: await this.account.signMessage({ message }) };
   }
 
-  async createKey(label = ''): Promise<CreatedKey> {
-    return this.request('POST', '/v1/auth/keys', { ...(await this.proof()), ...(label ? { label } : {}) });
+  /** `codes`: a redeem code (credits the wallet) or a referral code, as made by `tollgate admin`. */
+  async createKey(label = '', codes: KeyCodes = {}): Promise<CreatedKey> {
+    return this.request('POST', '/v1/auth/keys', {
+      ...(await this.proof()),
+      ...(label ? { label } : {}),
+      ...(codes.redeemCode !== undefined ? { redeem_code: codes.redeemCode } : {}),
+      ...(codes.refCode !== undefined ? { ref_code: codes.refCode } : {}),
+    });
   }
 
   async listKeys(): Promise<KeyInfo[]> {

@@ -1,3 +1,4 @@
+import { rejectionMessage } from '../../topup/rejection-message.ts';
 import { clientBucket } from '../client-bucket.ts';
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
@@ -58,7 +59,7 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
           message: 'the payment was sent but is not confirmed yet; it will be credited once it settles (see GET /v1/topups/:wallet). Do not pay again.',
         });
       case 'rejected':
-        return askForPayment(reply, resource, offers, 'PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited. Sign a new payment for one of accepts`, {
+        return askForPayment(reply, resource, offers, 'PAYMENT_REJECTED', rejectionMessage(outcome.reason, matched), {
           reason: outcome.reason,
         });
       case 'unavailable':
