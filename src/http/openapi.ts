@@ -145,6 +145,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             402: error('INSUFFICIENT_BALANCE; top up with POST /v1/topup'),
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
+            503: error("PROVIDER_NOT_CONFIGURED (the model's provider is not set up on this gateway; nothing was charged; use another model) or SERVICE_UNAVAILABLE"),
           },
         },
       },
