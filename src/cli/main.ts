@@ -54,7 +54,7 @@ program
     const port = Number(opts.port);
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, got "${opts.port}"`);
     const config = configFrom(common());
-    await explainStartupFailures(config, () => runFacilitatorUntilSignalled(config, { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined }));
+    await explainStartupFailures(config, () => runFacilitatorUntilSignalled(config, { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined }), '--port');
   });
 
 registerAdmin(program, common);

@@ -2,6 +2,8 @@ import type { Config } from '../config/load.ts';
 import { StartupError } from '../startup-error.ts';
 import { redactDatabaseUrl } from '../storage/redact-url.ts';
 
+const DEFAULT_PORT_SETTING = 'server.port or TOLLGATE_PORT';
+
 /** Error codes meaning "nothing answered at that address", anywhere in a cause chain. */
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET']);
 
@@ -9,11 +11,11 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOU
  * One line naming what to fix for a start-up failure the operator can act on, or null for a real
  * bug (which keeps its stack). `config` is what was loaded, to name the setting involved.
  */
-export function startupFailureMessage(err: unknown, config: Config): string | null {
+export function startupFailureMessage(err: unknown, config: Config, portSetting = DEFAULT_PORT_SETTING): string | null {
   if (err instanceof StartupError) return err.message;
   const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
   if (e?.code === 'EADDRINUSE' || e?.code === 'EACCES' || e?.code === 'EADDRNOTAVAIL') {
-    if (e.syscall === 'listen') return listenFailure(e, config);
+    if (e.syscall === 'listen') return listenFailure(e, config, portSetting);
   }
   if (!config.database.url.startsWith('sqlite:')) {
     const code = codesIn(err).find((c) => UNREACHABLE.has(c) || c === '28P01' || c === '3D000' || c === '28000');
@@ -25,12 +27,12 @@ export function startupFailureMessage(err: unknown, config: Config): string | nu
   return null;
 }
 
-function listenFailure(e: NodeJS.ErrnoException & { address?: string; port?: number }, config: Config): string {
+function listenFailure(e: NodeJS.ErrnoException & { address?: string; port?: number }, config: Config, portSetting: string): string {
   const where = `${e.address ?? config.server.host}:${e.port ?? config.server.port}`;
   if (e.code === 'EADDRINUSE') {
-    return `cannot listen on ${where}: the port is already in use (another Tollgate?); stop that process, or choose another port with server.port or TOLLGATE_PORT`;
+    return `cannot listen on ${where}: the port is already in use (another Tollgate?); stop that process, or choose another port with ${portSetting}`;
   }
-  if (e.code === 'EACCES') return `cannot listen on ${where}: ports below 1024 need privileges; choose server.port 1024 or above (e.g. 8080)`;
+  if (e.code === 'EACCES') return `cannot listen on ${where}: ports below 1024 need privileges; choose a port of 1024 or above with ${portSetting}`;
   return `cannot listen on ${where}: the address is not on this machine; fix server.host (0.0.0.0 listens on every interface)`;
 }
 
@@ -45,12 +47,15 @@ function codesIn(err: unknown): string[] {
   return codes;
 }
 
-/** Runs a command's start-up, turning the failures the operator can fix into a one-line StartupError. */
-export async function explainStartupFailures<T>(config: Config, work: () => Promise<T>): Promise<T> {
+/**
+ * Runs a command's start-up, turning the failures the operator can fix into a one-line StartupError.
+ * `portSetting` names where the command's port is set (the facilitator takes --port).
+ */
+export async function explainStartupFailures<T>(config: Config, work: () => Promise<T>, portSetting?: string): Promise<T> {
   try {
     return await work();
   } catch (err) {
-    const message = startupFailureMessage(err, config);
+    const message = startupFailureMessage(err, config, portSetting);
     throw message ? new StartupError(message) : err;
   }
 }
