@@ -5,6 +5,7 @@ import type { Config } from './config/load.ts';
 import { createLogger } from './http/logger.ts';
 import { createServices, type Services } from './services.ts';
 import { startMetricsServer } from './http/routes/metrics.ts';
+import { startupSummary } from './startup-summary.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -121,7 +122,11 @@ export function runUntilSignalled(config: Config): Promise<void> {
     config,
     async (logger) => {
       const server = await startServer(config, { logger });
-      logger.info({ url: server.url, database: config.database.url.split(':')[0], config: config.source ?? '(defaults)' }, 'tollgate listening');
+      const summary = startupSummary(config, server);
+      logger.info(summary, `tollgate listening on ${server.url}`);
+      for (const { provider, variable } of summary.providersWithoutKey) {
+        logger.warn({ provider, variable }, `provider ${provider} has no API key: set ${variable} and restart; until then its models answer 503 PROVIDER_NOT_CONFIGURED`);
+      }
       return () => server.stop();
     },
     // A last resort if closing the database itself hangs.

@@ -7,25 +7,29 @@ import type { RequestBill } from './bill.ts';
 import type { ChatPlan } from './plan.ts';
 import { estimateUsage, generatedText, readUsage } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
+import { logProviderFailure } from './provider-failure-log.ts';
 
 /** Non-streaming: call the provider, settle, answer with the provider's JSON as it was sent. */
 export async function completeChat(services: Services, reply: FastifyReply, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
   let text: string;
   let parsed: any;
+  let status: number | undefined;
   try {
     // No abort on client disconnect: the provider bills us for the completion either way, so it is
     // awaited and charged. The adapter's first-byte and idle timeouts bound the wait, and the bill
     // renews the reservation's lease meanwhile, so a slow provider cannot outlast it.
     const res = await adapter.chat(plan.upstreamJson, bill.requestId);
     bill.markUpstreamResponse();
+    status = res.statusCode;
     text = await res.body.text();
     if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text);
     parsed = JSON.parse(text);
     if (!parsed || typeof parsed !== 'object' || !Array.isArray(parsed.choices)) throw upstreamFailure('the provider sent a response that is not a chat completion');
   } catch (err) {
     await bill.void('upstream_error');
-    if (err instanceof ApiError) throw err;
-    throw upstreamFailure(describeTransportError(err));
+    const failure = err instanceof ApiError ? err : upstreamFailure(describeTransportError(err));
+    logProviderFailure(reply.log, plan, bill.requestId, { status, error: err instanceof ApiError ? undefined : err, detail: failure.message });
+    throw failure;
   }
 
   const usage = readUsage(parsed.usage) ?? (await estimateUsage(plan, completionTextOf(parsed)));

@@ -7,6 +7,7 @@ import type { RequestBill } from './bill.ts';
 import type { ChatPlan } from './plan.ts';
 import { waitForClient } from './client-drain.ts';
 import { describeTransportError, providerMessage } from './upstream-error.ts';
+import { logProviderFailure } from './provider-failure-log.ts';
 import { StreamedText } from './streamed-text.ts';
 import { estimateUsage, readUsage, type Usage } from './usage.ts';
 
@@ -69,6 +70,8 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
   let usage: Usage | null = null;
   let sawDone = false;
   let upstreamError: string | null = null;
+  let upstreamStatus: number | undefined;
+  let transportError: unknown;
   const streamedText = new StreamedText();
   // What was produced so far, priced if the request ends here: the provider's own figures once it
   // sent them, otherwise the tokens counted from what it streamed.
@@ -79,6 +82,7 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
     try {
       const res = await adapter.chat(plan.upstreamJson, bill.requestId, upstreamAbort.signal);
       bill.markUpstreamResponse();
+      upstreamStatus = res.statusCode;
       if (res.statusCode !== 200) {
         const body = await res.body.text().catch(() => '');
         upstreamError = `the provider answered ${res.statusCode}${providerMessage(body)}`;
@@ -121,10 +125,14 @@ export async function streamChat(services: Services, reply: FastifyReply, plan: 
         if (!upstreamError && !sawDone && !usage) upstreamError = 'the provider ended the stream early';
       }
     } catch (err) {
-      if (!(clientGone && upstreamAbort.signal.aborted)) upstreamError = describeTransportError(err);
+      if (!(clientGone && upstreamAbort.signal.aborted)) {
+        upstreamError = describeTransportError(err);
+        transportError = err;
+      }
     }
 
     if (upstreamError && !(clientGone && upstreamAbort.signal.aborted)) {
+      logProviderFailure(reply.log, plan, bill.requestId, { status: upstreamStatus, error: transportError, detail: upstreamError });
       await bill.void('upstream_error');
       await send(`data: ${JSON.stringify({ error: { message: `${upstreamError}; nothing was charged`, type: 'upstream_error' } })}\n\n${DONE}`);
       return;

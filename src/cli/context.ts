@@ -3,6 +3,7 @@ import type { Storage } from '../storage/database.ts';
 
 // Its own file so that modules needing only the error do not load the configuration and storage code.
 export { UsageError } from './usage-error.ts';
+import { explainStartupFailures } from './startup-failure.ts';
 
 /** Options every command takes. */
 export interface CommonOptions {
@@ -19,9 +20,17 @@ export async function configFrom(opts: CommonOptions): Promise<Config> {
 export async function withStorage<T>(opts: CommonOptions, fn: (storage: Storage, config: Config) => Promise<T>): Promise<T> {
   const config = await configFrom(opts);
   const [{ openStorage }, { migrateToLatest }] = await Promise.all([import('../storage/database.ts'), import('../storage/migrate.ts')]);
-  const storage = openStorage(config.database.url, { poolSize: 2 });
+  const storage = await explainStartupFailures(config, async () => {
+    const opened = openStorage(config.database.url, { poolSize: 2 });
+    try {
+      await migrateToLatest(opened);
+      return opened;
+    } catch (err) {
+      await opened.close();
+      throw err;
+    }
+  });
   try {
-    await migrateToLatest(storage);
     return await fn(storage, config);
   } finally {
     await storage.close();

@@ -4,6 +4,9 @@ import { registerWallet } from './wallet.ts';
 import { registerDemo } from './demo.ts';
 import { configFrom, type CommonOptions } from './context.ts';
 import { UsageError } from './usage-error.ts';
+import { explainStartupFailures } from './startup-failure.ts';
+import { packageVersion } from './version.ts';
+import { StartupError } from '../startup-error.ts';
 
 // Only commander and the command definitions load up front; each command loads what it runs
 // (the server, the database, viem, x402) when it runs, so `tollgate --help` starts in a fraction
@@ -11,6 +14,7 @@ import { UsageError } from './usage-error.ts';
 
 const program = new Command('tollgate')
   .description('Tollgate: a prepaid, wallet-funded, OpenAI-compatible LLM gateway')
+  .version(packageVersion(), '-V, --version', 'print the version')
   .option('-c, --config <file>', 'configuration file (default: $TOLLGATE_CONFIG, then ./tollgate.yaml)')
   .showHelpAfterError('(run "tollgate --help" for the commands)')
   // Set before the subcommands are added so that they inherit it.
@@ -22,8 +26,8 @@ program
   .command('serve', { isDefault: true })
   .description('run the gateway (migrates the database first)')
   .action(async () => {
-    const { runUntilSignalled } = await import('../main.ts');
-    await runUntilSignalled(await configFrom(common()));
+    const [{ runUntilSignalled }, config] = await Promise.all([import('../main.ts'), configFrom(common())]);
+    await explainStartupFailures(config, () => runUntilSignalled(config));
   });
 
 program
@@ -32,13 +36,15 @@ program
   .action(async () => {
     const config = await configFrom(common());
     const [{ openStorage }, { migrateToLatest }] = await Promise.all([import('../storage/database.ts'), import('../storage/migrate.ts')]);
-    const storage = openStorage(config.database.url, { poolSize: 1 });
-    try {
-      const { applied } = await migrateToLatest(storage);
-      process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'database already up to date\n');
-    } finally {
-      await storage.close();
-    }
+    await explainStartupFailures(config, async () => {
+      const storage = openStorage(config.database.url, { poolSize: 1 });
+      try {
+        const { applied } = await migrateToLatest(storage);
+        process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'database already up to date\n');
+      } finally {
+        await storage.close();
+      }
+    });
   });
 
 program
@@ -49,8 +55,8 @@ program
   .action(async (opts: { host: string; port: string }) => {
     const port = Number(opts.port);
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, got "${opts.port}"`);
-    const { runFacilitatorUntilSignalled } = await import('../main.ts');
-    await runFacilitatorUntilSignalled(await configFrom(common()), { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined });
+    const [{ runFacilitatorUntilSignalled }, config] = await Promise.all([import('../main.ts'), configFrom(common())]);
+    await explainStartupFailures(config, () => runFacilitatorUntilSignalled(config, { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined }), '--port');
   });
 
 registerAdmin(program, common);
@@ -63,7 +69,7 @@ try {
   // --help and --version exit 0; a mistyped command line is a usage error like any other: 2.
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
   const { ConfigError } = await import('../config/load.ts');
-  if (err instanceof UsageError || err instanceof ConfigError) {
+  if (err instanceof UsageError || err instanceof ConfigError || err instanceof StartupError) {
     process.stderr.write(`tollgate: ${err.message}\n`);
     process.exit(2);
   }

@@ -67,11 +67,14 @@ export function registerWallet(program: Command): void {
   const keys = wallet.command('keys').description('create, list and revoke API keys (each call signs a fresh SIWE message)');
   addLimitOptions(keys.command('create').description('create an API key; its secret is printed once'))
     .option('--label <label>', 'a name to recognise the key by')
-    .action((o: LimitOptions & { label?: string }) => {
+    .option('--redeem-code <code>', 'a redeem code (rc-…) from the operator: its value is credited to the wallet')
+    .option('--ref-code <code>', 'a referral code (ref-…): records who referred this wallet')
+    .action((o: LimitOptions & { label?: string; redeemCode?: string; refCode?: string }) => {
       const limits = limitInputFrom(o);
       return run(async (client, w) => {
-        const key = await client.createKey(o.label, limits);
-        print(w, key, `${key.key}\n(key id ${key.id}; store the key now, it is not shown again)`);
+        const key = await client.createKey(o.label, limits, { redeemCode: o.redeemCode, refCode: o.refCode });
+        const credited = key.redeemed_credit_usdc === undefined ? '' : `\nthe redeem code credited $${microToUsd(key.redeemed_credit_usdc)} to ${client.wallet}`;
+        print(w, key, `${key.key}\n(key id ${key.id}; store the key now, it is not shown again)${credited}`);
       })();
     });
   addLimitOptions(keys.command('update <id>').description("change a key's spend limit, model list or expiry")).action((id: string, o: LimitOptions) => {

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYamlText } from 'yaml';
 import type { z } from 'zod';
 import { defaultModels, defaultProviders } from './defaults.ts';
 import { resolveContractWalletChain } from '../siwe/contract-wallet-chain.ts';
@@ -78,18 +78,34 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
   const source = findConfigPath(opts);
   let raw: unknown = {};
-  if (source) {
-    try {
-      raw = parseYaml(readFileSync(source, 'utf8')) ?? {};
-    } catch (err) {
-      throw new ConfigError(`config file ${source} is not valid YAML: ${(err as Error).message}`);
-    }
-  }
+  if (source) raw = parseYaml(readConfigFile(source), source) ?? {};
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new ConfigError(`config file ${source} must be a YAML mapping of keys to values`);
   }
   const merged = deepMerge(dropNulls(raw as Record<string, unknown>), portsFromEnv(env));
   return parseConfig(deepMerge(merged, opts.overrides ?? {}), env, source);
+}
+
+function readConfigFile(source: string): string {
+  try {
+    return readFileSync(source, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'EISDIR' ? 'it is a folder, not a file' : code === 'EACCES' ? 'permission denied' : (code ?? 'read error');
+    throw new ConfigError(`cannot read config file ${source}: ${why}; pass a YAML file (see tollgate.example.yaml)`);
+  }
+}
+
+/** Parses the file's YAML; an error is one line with its position (the yaml package's own spans several). */
+function parseYaml(text: string, source: string): unknown {
+  try {
+    return parseYamlText(text);
+  } catch (err) {
+    const e = err as Error & { linePos?: Array<{ line: number; col: number }> };
+    const at = e.linePos?.[0] ? ` (line ${e.linePos[0].line}, column ${e.linePos[0].col})` : '';
+    const what = (e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+    throw new ConfigError(`config file ${source} is not valid YAML${at}: ${what}`);
+  }
 }
 
 /**

@@ -20,7 +20,9 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
   let interrupted: (() => void) | undefined;
   const onSignal = () => {
     process.stdout.write('\nstopping the demo stack …\n');
-    interrupted?.();
+    // While --keep waits, the main flow stops the stack (finally below) and the caller exits after
+    // it. Exiting here as well raced that: the process ended before the temporary folder was gone.
+    if (interrupted) return interrupted();
     void teardown.run().then(() => process.exit(130));
   };
   process.once('SIGINT', onSignal);
@@ -60,9 +62,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
     process.stdout.write(`\nThe demo stopped: ${reason}\n`);
     return 1;
   } finally {
-    if (!interrupted) {
-      await teardown.run();
-      process.stdout.write('stopped the chain, the provider and the gateway.\n');
-    }
+    await teardown.run();
+    process.stdout.write('stopped the chain, the provider and the gateway, and removed the temporary folder.\n');
   }
 }

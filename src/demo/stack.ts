@@ -25,6 +25,7 @@ export interface DemoStack {
 }
 
 export const DEMO_MODEL = 'demo-chat';
+export const DEMO_BLOCK_SECONDS = 1;
 
 export type StepReporter = (label: string) => { ok(detail?: string): void };
 
@@ -37,8 +38,13 @@ export class Teardown {
   add(stop: () => Promise<unknown>): void {
     this.stops.push(stop);
   }
-  async run(): Promise<void> {
-    for (const stop of this.stops.splice(0).reverse()) await stop().catch(() => undefined);
+  private running: Promise<void> | undefined;
+  /** Stops everything; a second call (Ctrl-C during the first) waits for the same run. */
+  run(): Promise<void> {
+    this.running ??= (async () => {
+      for (const stop of this.stops.splice(0).reverse()) await stop().catch(() => undefined);
+    })().finally(() => (this.running = undefined));
+    return this.running;
   }
 }
 
@@ -48,7 +54,8 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
   teardown.add(async () => rmSync(dir, { recursive: true, force: true }));
   try {
     let s = step('local chain: anvil');
-    const anvil = await startAnvil();
+    // Blocks every second even when idle, as on a live chain (see startAnvil).
+    const anvil = await startAnvil({ blockTimeSeconds: DEMO_BLOCK_SECONDS });
     teardown.add(() => anvil.stop());
     s.ok(anvil.rpcUrl);
 

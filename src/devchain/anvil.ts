@@ -30,9 +30,15 @@ export function anvilBinary(): string {
   }
 }
 
-export async function startAnvil(opts: { chainId?: number } = {}): Promise<Anvil> {
+/**
+ * `blockTimeSeconds`: also mine an empty block that often, beside mining each transaction at once.
+ * Without it an idle chain's latest block grows old, and a payment signed with validAfter a few
+ * minutes back (the Python x402 client and x402-fetch use now - 600) fails simulation against it.
+ */
+export async function startAnvil(opts: { chainId?: number; blockTimeSeconds?: number } = {}): Promise<Anvil> {
   const chainId = opts.chainId ?? DEV_CHAIN_ID;
-  const child = spawn(anvilBinary(), ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId)], {
+  const mining = opts.blockTimeSeconds ? ['--block-time', String(opts.blockTimeSeconds), '--mixed-mining'] : [];
+  const child = spawn(anvilBinary(), ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId), ...mining], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   track(child);

@@ -202,7 +202,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             403: error('MODEL_NOT_ALLOWED: the key may not use this model (allowed_models)'),
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
-            503: error('pay-per-request: FACILITATOR_UNAVAILABLE (nothing settled, the request did not run) or PAYMENT_PENDING (sent, not confirmed yet: retry with the same payment)'),
+            503: error("PROVIDER_NOT_CONFIGURED (the model's provider is not set up on this gateway; nothing was charged; use another model), SERVICE_UNAVAILABLE, or with pay-per-request FACILITATOR_UNAVAILABLE (nothing settled, the request did not run) or PAYMENT_PENDING (sent, not confirmed yet: retry with the same payment)"),
           },
         },
       },

@@ -12,6 +12,7 @@ import { buildOffers } from '../topup/offers.ts';
 import type { PaymentRow } from '../topup/payment-store.ts';
 import { ApiError, badRequest } from './errors.ts';
 import { enforceRateLimit } from './rate-limit.ts';
+import { refuseUnconfiguredProvider } from './provider-ready.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleMatched } from './x402-payment.ts';
 
 const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in your wallet balance';
@@ -28,6 +29,8 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   const { config } = services;
   if (!config.payPerRequest.enabled || !services.topup) throw new ApiError(500, 'INTERNAL_ERROR', 'pay-per-request reached with pay-per-request off');
   const plan = planChat(request.body, services.catalog, config);
+  // Never offer, let alone take, a payment for a request no provider can serve.
+  refuseUnconfiguredProvider(services, request, plan);
   const price = pricePerRequest(plan.reservationUsdc, usdToMicro(String(config.payPerRequest.minUsd)));
   const maxUsdc = usdToMicro(String(config.topup.maxUsd));
   if (price > maxUsdc) {

@@ -1,11 +1,12 @@
-import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import Libsql from 'libsql';
 import type PgModule from 'pg';
 import type { Database } from './schema.ts';
 import { startCheckpointer } from './checkpointer.ts';
+import { ensureSqliteFolder } from './sqlite-folder.ts';
+import { StartupError } from '../startup-error.ts';
 import { postgresUnits, SqliteGroupCommit, type UnitRunner } from './write-units.ts';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -36,11 +37,10 @@ export function openStorage(url: string, opts: { poolSize?: number; backgroundCh
  */
 function openSqlite(path: string, backgroundCheckpoints: boolean): Storage {
   const file = path === ':memory:' ? path : resolve(path.replace(/^\/\/(?=\/)/, ''));
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
-  const sqlite = new Libsql(file);
-  // WAL lets readers run beside the single writer; busy_timeout makes a second process (the admin
-  // CLI next to a running server) wait for the lock instead of failing at once.
-  sqlite.exec('PRAGMA journal_mode = WAL');
+  if (file !== ':memory:') ensureSqliteFolder(file);
+  // In WAL mode (set on open) readers run beside the single writer; busy_timeout makes a second
+  // process (the admin CLI next to a running server) wait for the lock instead of failing at once.
+  const sqlite = openSqliteFile(file);
   sqlite.exec('PRAGMA synchronous = NORMAL');
   sqlite.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
   sqlite.exec('PRAGMA foreign_keys = ON');
@@ -57,6 +57,19 @@ function openSqlite(path: string, backgroundCheckpoints: boolean): Storage {
     await db.destroy();
   };
   return { db, engine: 'sqlite', writeUnit: groupCommit.submit, close };
+}
+
+/** Opens the file, or says in one line why it cannot be (a folder in its place, no permission). */
+function openSqliteFile(file: string): Libsql.Database {
+  try {
+    const sqlite = new Libsql(file);
+    // The first statement is where an unreadable or non-database file shows up.
+    sqlite.exec('PRAGMA journal_mode = WAL');
+    return sqlite;
+  } catch (err) {
+    const e = err as { code?: string; message?: string };
+    throw new StartupError(`database.url: cannot open the SQLite file ${file} (${e.code ?? e.message ?? 'error'}); check that it is a database file Tollgate may write, in a writable folder`);
+  }
 }
 
 /**

@@ -38,7 +38,8 @@ export async function migrateToLatest(storage: Storage): Promise<MigrateOutcome>
   if (result.error) {
     const failed = result.results?.find((r) => r.status === 'Error')?.migrationName;
     const cause = result.error instanceof Error ? result.error.message : String(result.error);
-    throw new Error(`database migration ${failed ?? ''} failed: ${cause}`);
+    // The cause is kept so the CLI can tell an unreachable database from a broken migration.
+    throw new Error(`database migration${failed ? ` ${failed}` : ''} failed: ${cause}`, { cause: result.error });
   }
   return { applied: (result.results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName) };
 }

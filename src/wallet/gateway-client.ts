@@ -18,6 +18,13 @@ export interface CreatedKey {
   key: string;
   label: string;
   created_at: string;
+  /** Present when a redeem code was used: what it credited. */
+  redeemed_credit_usdc?: number;
+}
+
+export interface KeyCodes {
+  redeemCode?: string;
+  refCode?: string;
 }
 
 /** A key's restrictions as the API takes them (see POST /v1/auth/keys); null removes one. */
@@ -117,8 +124,15 @@ export class GatewayClient {
     return { message, signature: await this.account.signMessage({ message }) };
   }
 
-  async createKey(label = '', limits: KeyLimitFields = {}): Promise<CreatedKey> {
-    return this.request('POST', '/v1/auth/keys', { ...(await this.proof()), ...(label ? { label } : {}), ...limits });
+  /** `limits`: the key's spend controls; `codes`: a redeem code (credits the wallet) or a referral code, as made by `tollgate admin`. */
+  async createKey(label = '', limits: KeyLimitFields = {}, codes: KeyCodes = {}): Promise<CreatedKey> {
+    return this.request('POST', '/v1/auth/keys', {
+      ...(await this.proof()),
+      ...(label ? { label } : {}),
+      ...limits,
+      ...(codes.redeemCode !== undefined ? { redeem_code: codes.redeemCode } : {}),
+      ...(codes.refCode !== undefined ? { ref_code: codes.refCode } : {}),
+    });
   }
 
   async updateKey(id: number, limits: KeyLimitFields): Promise<KeyInfo> {

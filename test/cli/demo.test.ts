@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { describe, test } from 'node:test';
 import { track, waitForOutput } from '../../src/devchain/processes.ts';
 import { BIN, runTollgate } from '../support/cli.ts';
@@ -57,18 +59,21 @@ describe('tollgate demo', () => {
     assert.ok(chain && (await refuses(chain)), 'anvil was stopped');
   });
 
-  test('--keep leaves a usable stack with the wallet key and an API key; Ctrl-C stops all of it', async () => {
+  test('--keep leaves a usable stack with the wallet key and an API key; Ctrl-C stops all of it and removes its folder', async () => {
     const child = spawn(process.execPath, [BIN, 'demo', '--keep'], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
     track(child);
     let output = '';
     child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    let folder: string | undefined;
     try {
       await waitForOutput(child, /TOLLGATE_WALLET_KEY=0x[0-9a-f]{64} npx tollgate wallet/, 'tollgate demo --keep', 60_000);
       const urls = urlsIn(output);
       const key = output.match(/^ {4}API key {10}(sk-\S+)$/m)?.[1];
       const wallet = output.match(/^ {4}test wallet {6}(0x[0-9a-fA-F]{40})$/m)?.[1];
-      assert.ok(urls.gateway && urls.chain && urls.provider && key && wallet, output);
+      const log = output.match(/^ {4}gateway log {6}(\S+)$/m)?.[1];
+      folder = log ? dirname(log) : undefined;
+      assert.ok(urls.gateway && urls.chain && urls.provider && key && wallet && folder && existsSync(folder), output);
 
       const chat = await fetch(`${urls.gateway}/v1/chat/completions`, {
         method: 'POST',
@@ -82,8 +87,11 @@ describe('tollgate demo', () => {
       child.kill('SIGINT');
       assert.equal(await exited, 130);
       for (const url of [urls.gateway!, urls.chain!, urls.provider!]) assert.ok(await refuses(url), `${url} was stopped`);
+      assert.ok(folder && !existsSync(folder), `Ctrl-C removed the temporary folder ${folder}`);
     } finally {
       child.kill('SIGKILL');
+      // Even when an assertion above failed, this test leaves nothing in the temporary folder.
+      if (folder) rmSync(folder, { recursive: true, force: true });
     }
   });
 

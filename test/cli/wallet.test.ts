@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { chooseOffer } from '../../src/wallet/topup-client.ts';
 import { runTollgate, type CliResult } from '../support/cli.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
@@ -73,6 +76,38 @@ describe('tollgate wallet (against a gateway on a real chain)', () => {
     assert.ok(after[0].revoked_at, 'the list shows the key as revoked');
   });
 
+  test('keys create --redeem-code and --ref-code use codes made by the admin CLI', async () => {
+    const configPath = join(mkdtempSync(join(tmpdir(), 'tollgate-wallet-cli-')), 'tollgate.yaml');
+    writeFileSync(configPath, `database:\n  url: "${h.gw.config.database.url}"\n`);
+    const admin = async (...args: string[]) => {
+      const res = await runTollgate(['--config', configPath, 'admin', ...args]);
+      assert.equal(res.code, 0, res.stderr);
+      return res.stdout.trim();
+    };
+    try {
+      const redeemer = await h.chain.newAccount();
+      const redeemCode = await admin('redeem-codes', 'create', '--usd', '3');
+      const redeemed = await wallet(['keys', 'create', '--redeem-code', redeemCode], redeemer.privateKey);
+      assert.equal(redeemed.code, 0, redeemed.stderr);
+      assert.match(redeemed.stdout, new RegExp(`^sk-\\S+\\n\\(key id \\d+; .*\\)\\nthe redeem code credited \\$3\\.000000 to ${redeemer.address}\\n$`));
+      assert.equal(await h.balance(redeemer.address), 3_000_000);
+      const again = await wallet(['keys', 'create', '--redeem-code', redeemCode], redeemer.privateKey);
+      assert.equal(again.code, 2);
+      assert.match(again.stderr, /VALIDATION_ERROR: redeem_code is unknown or has already been used/);
+      assert.equal(await h.balance(redeemer.address), 3_000_000, 'a used code credits nothing more');
+
+      const refCode = await admin('ref-codes', 'create', '--wallet', payer.address);
+      const referred = await h.chain.newAccount();
+      const created = json(await wallet(['--json', 'keys', 'create', '--ref-code', refCode], referred.privateKey));
+      assert.match(created.key, /^sk-/);
+      const attribution = await h.gw.services.storage.db.selectFrom('referral_attributions').selectAll().where('wallet', '=', referred.address.toLowerCase()).executeTakeFirst();
+      assert.equal(attribution?.referrer, payer.address.toLowerCase());
+      assert.equal(attribution?.code, refCode);
+    } finally {
+      rmSync(dirname(configPath), { recursive: true, force: true });
+    }
+  });
+
   test('usage and topups report the balance, per-key usage and the credited payments', async () => {
     const usage = json(await wallet(['--json', 'usage']));
     assert.equal(usage.wallet, payer.address.toLowerCase());
@@ -97,7 +132,8 @@ describe('tollgate wallet (against a gateway on a real chain)', () => {
       ['below the minimum top-up', wallet(['topup', '--usd', '0.5']), /VALIDATION_ERROR: .*amount/],
       ['a key id that is not a number', wallet(['keys', 'revoke', 'abc']), /the key id must be a positive integer/],
       ["a key id that is not the wallet's", wallet(['keys', 'revoke', '99999']), /NOT_FOUND: no API key 99999 belongs to this wallet/],
-      ['a wallet without tokens', wallet(['topup', '--usd', '1'], broke.privateKey), /PAYMENT_REJECTED: the payment was rejected/],
+      // The advice fits the cause: signing again cannot help a wallet that lacks the token.
+      ['a wallet without tokens', wallet(['topup', '--usd', '1'], broke.privateKey), new RegExp(`PAYMENT_REJECTED: the paying wallet ${broke.address} does not hold 1 USD Coin \\(0x[0-9a-fA-F]{40} on eip155:84532\\); nothing was credited\\. Add USD Coin to that wallet`, 'i')],
       ['a gateway that is not a URL', runTollgate(['wallet', '--gateway', 'not a url', 'usage'], { TOLLGATE_WALLET_KEY: payer.privateKey }), /--gateway must be a URL/],
       ['a gateway that is not running', runTollgate(['wallet', '--gateway', 'http://127.0.0.1:9', 'usage'], { TOLLGATE_WALLET_KEY: payer.privateKey }), /UNREACHABLE: cannot reach the gateway at http:\/\/127\.0\.0\.1:9/],
     ];

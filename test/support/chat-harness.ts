@@ -39,7 +39,9 @@ export async function startChatHarness(
   const fake = await startFakeOpenAI({ contextLengths: CONTEXT_LENGTHS });
   const gw = await startTestGateway({
     engine,
-    env: extra.env,
+    // The fake provider needs no key, but it is configured with one (as a real provider is) and the
+    // gateway refuses a provider whose key variable is unset.
+    env: { FAKE_KEY: 'sk-fake-provider-key', ...extra.env },
     databaseUrl: extra.databaseUrl,
     // Merged deeply, so a test can add a key to a provider (extraFields) without repeating its URL.
     config: mergeConfig(

@@ -7,6 +7,7 @@ import { ApiError } from '../errors.ts';
 import { OPENAI_COMPATIBLE } from '../error-format.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
+import { refuseUnconfiguredProvider } from '../provider-ready.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import { clientBucket } from '../client-bucket.ts';
 
@@ -40,8 +41,10 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     }
     const plan = planChat(request.body, services.catalog, services.config);
     assertModelAllowed(key, plan.model.id);
+    refuseUnconfiguredProvider(services, request, plan);
     const reserved = await runChat(services, request, reply, key, plan);
     if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
     return reply;
   });
 }
+

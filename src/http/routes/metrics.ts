@@ -1,3 +1,4 @@
+import { StartupError } from '../../startup-error.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
 import { bearerToken } from '../bearer-auth.ts';
@@ -29,7 +30,7 @@ export async function startMetricsServer(services: Services): Promise<{ url: str
   } catch (err) {
     await app.close();
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    throw new Error(`the metrics port ${host}:${port} is in use (another instance?); give each instance its own metrics.port (or TOLLGATE_METRICS_PORT), or set metrics.enabled: false`);
+    throw new StartupError(`the metrics port ${host}:${port} is in use (another instance?); give each instance its own metrics.port (or TOLLGATE_METRICS_PORT), or set metrics.enabled: false`);
   }
   const addr = app.server.address();
   const bound = typeof addr === 'object' && addr ? addr.port : port;

@@ -1,3 +1,4 @@
+import { rejectionMessage } from '../../topup/rejection-message.ts';
 import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../services.ts';
@@ -35,7 +36,8 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
     }
     // The payment path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
     const { matchPayment } = await import('../../topup/match.ts');
-    const outcome = await settleMatched(services, request.log, matchPayment(decodePaymentHeader(header), offers));
+    const matched = matchPayment(decodePaymentHeader(header), offers);
+    const outcome = await settleMatched(services, request.log, matched);
     switch (outcome.kind) {
       case 'credited':
         return sendCredited(reply, outcome.payment);
@@ -49,7 +51,7 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
       case 'rejected':
         return askForPayment(
           reply,
-          { resource, offers, code: 'PAYMENT_REJECTED', message: `the payment was rejected (${outcome.reason}); nothing was credited. Sign a new payment for one of accepts` },
+          { resource, offers, code: 'PAYMENT_REJECTED', message: rejectionMessage(outcome.reason, matched) },
           { reason: outcome.reason },
         );
       case 'unavailable':

@@ -35,7 +35,7 @@ export async function startFuzzGateway(engine: Engine): Promise<FuzzGateway> {
   try {
     h = await startTopupHarness(engine, {
       config: {
-        providers: { fake: { baseUrl: fake.url, apiKeyEnv: 'FAKE_KEY' }, other: { baseUrl: fake.url } },
+        providers: { fake: { baseUrl: fake.url }, other: { baseUrl: fake.url } },
         models: MODELS,
         rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 }, keys: { perMinute: 1_000_000 }, public: { perMinute: 1_000_000 }, authFailures: { perMinute: 1_000_000 } },
         keys: { maxActivePerWallet: 1_000 },
