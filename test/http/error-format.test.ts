@@ -132,7 +132,7 @@ describe('errors.format: openai on the OpenAI-compatible endpoints', () => {
   test('the other endpoints keep the spec shape', async () => {
     const h = harness();
     specError(await invalidJson(h, '/v1/auth/keys'), 400, 'VALIDATION_ERROR');
-    const wrongMethod = await call(h.gw.url, 'PATCH', '/v1/auth/keys/12');
+    const wrongMethod = await call(h.gw.url, 'PUT', '/v1/auth/keys/12');
     specError(wrongMethod, 405, 'METHOD_NOT_ALLOWED');
     const usage = await call(h.gw.url, 'GET', '/v1/usage/0x0000000000000000000000000000000000000001');
     specError(usage, 401, 'UNAUTHORIZED');

@@ -23,9 +23,9 @@ describe('errors, limits, request ids and logs', () => {
     assert.equal(res.status, 405);
     assert.equal(res.body.error, 'METHOD_NOT_ALLOWED');
     assert.equal(res.headers.get('allow'), 'GET');
-    const keys = await call(gw.url, 'PATCH', '/v1/auth/keys/12');
+    const keys = await call(gw.url, 'PUT', '/v1/auth/keys/12');
     assert.equal(keys.status, 405);
-    assert.equal(keys.headers.get('allow'), 'DELETE');
+    assert.equal(keys.headers.get('allow'), 'PATCH, DELETE');
   });
 
   test('malformed JSON is 400', async () => {
