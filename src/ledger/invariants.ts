@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
 import { findChargesAboveReservation } from './over-reservation.ts';
 import { usageTotalsProblems } from './usage-totals-check.ts';
+import { usageDailyProblems } from './usage-daily-check.ts';
 
 export interface LedgerCheck {
   ok: boolean;
@@ -28,7 +29,8 @@ export interface LedgerCheck {
  * - a finished reservation charged at most once, with exactly the amount it records;
  * - each redeem code credited at most once;
  * - each top-up payment credited at most once, only once credited, to its payer, and no top-up
- *   credit without a payment behind it (see paymentProblems).
+ *   credit without a payment behind it (see paymentProblems);
+ * - the per-key and per-day usage totals equal the usage rows they add up.
  */
 export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const problems: string[] = [];
@@ -107,6 +109,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
 
   problems.push(...(await paymentProblems(db)));
   problems.push(...(await usageTotalsProblems(db)));
+  problems.push(...(await usageDailyProblems(db)));
 
   const findings = (await findChargesAboveReservation(db)).map(
     (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,

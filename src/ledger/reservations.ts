@@ -110,6 +110,21 @@ export const ADD_TO_TOTALS = `INSERT INTO usage_totals
   VALUES (?, 1, ?, ?, ?, ?, ?, ?)
   ${ACCUMULATE}`;
 
+/** The UTC day a usage row at `ms` counts towards in usage_daily (days since 1970-01-01). */
+export const DAY_MS = 86_400_000;
+export const usageDay = (ms: number): number => Math.floor(ms / DAY_MS);
+
+const ACCUMULATE_DAILY = `ON CONFLICT (wallet, day, api_key_id) DO UPDATE SET
+    request_count = usage_daily.request_count + 1,
+    prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
+    completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
+    charged_usdc = usage_daily.charged_usdc + excluded.charged_usdc`;
+// The same row added to the wallet's totals for its day (the dashboard's 30-day chart reads them),
+// in the same unit as the row, so the two never disagree; checkLedger verifies it.
+export const ADD_TO_DAILY = `INSERT INTO usage_daily (wallet, day, api_key_id, request_count, prompt_tokens, completion_tokens, charged_usdc)
+  VALUES (?, ?, ?, 1, ?, ?, ?)
+  ${ACCUMULATE_DAILY}`;
+
 // PostgreSQL does the whole finish in one statement, for the same reason as the reserve: the wallet
 // row stays locked for one round trip instead of seven. `pending` locks the reservation and its
 // wallet (FOR UPDATE waits for a concurrent finish, then re-checks `status = 'pending'` against the
@@ -143,12 +158,16 @@ const FINISH_IN_ONE_STATEMENT = `WITH pending AS (
     SELECT $5, 1, $7, $8, $9, $10, p.charged, CASE WHEN p.charged > 0 THEN $11::bigint ELSE 0 END
     FROM pending p
     ${ACCUMULATE}
+  ), daily AS (
+    INSERT INTO usage_daily (wallet, day, api_key_id, request_count, prompt_tokens, completion_tokens, charged_usdc)
+    SELECT p.wallet, $15, $5, 1, $7, $8, p.charged FROM pending p
+    ${ACCUMULATE_DAILY}
   )
   SELECT p.charged, r.balance_usdc FROM pending p, released r`;
 
 /**
  * Finishes a reservation: charges `chargeUsdc` (0 voids it), releases the lock, writes the
- * request's usage row and adds it to its key's totals, all in one unit. The reservation's status
+ * request's usage row and adds it to its key's totals and its day's, all in one unit. The reservation's status
  * change is the exactly-once guard: a second settle or void of the same request changes nothing.
  */
 export async function finishReservation(
@@ -164,7 +183,7 @@ export async function finishReservation(
     const { rows } = await storage.db.executeQuery<{ charged: number; balance_usdc: number }>(
       CompiledQuery.raw(FINISH_IN_ONE_STATEMENT, [
         requestId, chargeUsdc, now, usage.model, usage.apiKeyId, usage.provider, usage.promptTokens, usage.completionTokens,
-        usage.reasoningTokens, usage.cachedTokens, usage.providerCostUsdc, usage.status, usage.latencyMs, usage.estimated ? 1 : 0,
+        usage.reasoningTokens, usage.cachedTokens, usage.providerCostUsdc, usage.status, usage.latencyMs, usage.estimated ? 1 : 0, usageDay(now),
       ]),
     );
     return rows[0] ? outcome(Number(rows[0].charged), Number(rows[0].balance_usdc)) : notApplied;
@@ -186,6 +205,7 @@ export async function finishReservation(
     await tx.run(ADD_TO_TOTALS, [
       usage.apiKeyId, usage.promptTokens, usage.completionTokens, usage.reasoningTokens, usage.cachedTokens, charged, charged > 0 ? usage.providerCostUsdc : 0,
     ]);
+    await tx.run(ADD_TO_DAILY, [r.wallet, usageDay(now), usage.apiKeyId, usage.promptTokens, usage.completionTokens, charged]);
     return outcome(charged, Number(after!.balance_usdc));
   });
 }

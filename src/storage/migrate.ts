@@ -5,6 +5,7 @@ import { payments } from './migrations/002-payments.ts';
 import { paymentTerms } from './migrations/003-payment-terms.ts';
 import { usageTotals } from './migrations/004-usage-totals.ts';
 import { settleShortfalls } from './migrations/005-settle-shortfalls.ts';
+import { dashboard } from './migrations/007-dashboard.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -14,6 +15,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '003-payment-terms': paymentTerms(),
     '004-usage-totals': usageTotals(),
     '005-settle-shortfalls': settleShortfalls(),
+    '007-dashboard': dashboard(),
   };
 }
 

@@ -34,13 +34,14 @@ export async function startChatHarness(
   engine: Engine,
   config: Record<string, unknown> = {},
   /** `fakeProvider`: keys merged into the `fake` provider's config (e.g. maxConnections). */
-  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown> } = {},
+  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown>; now?: () => number } = {},
 ): Promise<ChatHarness> {
   const fake = await startFakeOpenAI({ contextLengths: CONTEXT_LENGTHS });
   const gw = await startTestGateway({
     engine,
     env: extra.env,
     databaseUrl: extra.databaseUrl,
+    now: extra.now,
     // Merged deeply, so a test can add a key to a provider (extraFields) without repeating its URL.
     config: mergeConfig(
       {

@@ -1,5 +1,5 @@
 import type { Storage } from '../../storage/database.ts';
-import { ADD_TO_TOTALS, finishReservation, INSERT_CHARGE, INSERT_USAGE, type SettleOutcome, type UsageRecord } from '../reservations.ts';
+import { ADD_TO_DAILY, ADD_TO_TOTALS, finishReservation, usageDay, INSERT_CHARGE, INSERT_USAGE, type SettleOutcome, type UsageRecord } from '../reservations.ts';
 
 /** A produced answer's bill: what `finishReservation` is asked, kept whole so it can be retried or spooled. */
 export interface SettleRecord {
@@ -64,6 +64,7 @@ async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, 
     const after = await tx.get<{ balance_usdc: number }>(CHARGE, [charged, r.wallet]);
     if (charged > 0) await tx.run(INSERT_CHARGE, [r.wallet, -charged, r.requestId, `${u.model} (late)`, now]);
     await tx.run(ADD_TO_TOTALS, [u.apiKeyId, u.promptTokens, u.completionTokens, u.reasoningTokens, u.cachedTokens, charged, cost]);
+    await tx.run(ADD_TO_DAILY, [r.wallet, usageDay(now), u.apiKeyId, u.promptTokens, u.completionTokens, charged]);
     await tx.run(RECORD_ON_RESERVATION, [charged > 0 ? 'settled' : 'voided', charged, now, r.requestId]);
     if (charged < r.chargeUsdc) await tx.run(RECORD_SHORTFALL, [r.requestId, r.wallet, r.chargeUsdc, charged, now]);
     const outcome: SettleOutcome = { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) };
