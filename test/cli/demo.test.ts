@@ -69,6 +69,13 @@ describe('tollgate demo', () => {
       const key = output.match(/^ {4}API key {10}(sk-\S+)$/m)?.[1];
       const wallet = output.match(/^ {4}test wallet {6}(0x[0-9a-fA-F]{40})$/m)?.[1];
       assert.ok(urls.gateway && urls.chain && urls.provider && key && wallet, output);
+      // The dashboard URL is printed, and its page offers the demo's wallet (a normal start never does: test/dashboard/serving.test.ts).
+      assert.match(output, new RegExp(`^ {4}dashboard {8}${urls.gateway}/ `, 'm'));
+      const page = await fetch(`${urls.gateway}/`);
+      assert.equal(page.status, 200);
+      assert.match(await page.text(), /<script type="module" src="\/dashboard\/app.js">/);
+      const dashboard = (await (await fetch(`${urls.gateway}/v1/dashboard/config`)).json()) as { demo_wallet: { address: string } | null };
+      assert.equal(dashboard.demo_wallet?.address.toLowerCase(), wallet.toLowerCase());
 
       const chat = await fetch(`${urls.gateway}/v1/chat/completions`, {
         method: 'POST',

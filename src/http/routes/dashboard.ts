@@ -26,6 +26,15 @@ export function dashboardRoutes(app: FastifyInstance, services: Services, demoWa
     public_url: config.server.publicUrl,
     session_minutes: config.dashboard.sessionMinutes,
     chains: Object.entries(config.chains).map(([id, c]) => ({ id: Number(id), explorer_url: c.explorerUrl ?? null })),
+    // What the 402 offers would say, known before the first click: the page shows the tokens and
+    // chains it can pay with, and offers to switch the wallet to one of them.
+    offers: services.topup
+      ? config.topup.offers.map((o) => ({
+          chain_id: Number(o.network.split(':')[1]), network: o.network, asset: o.asset, transfer_method: o.transferMethod, name: o.name, decimals: o.decimals,
+        }))
+      : [],
+    min_usd: config.topup.minUsd,
+    max_usd: config.topup.maxUsd,
     demo_wallet: demoWallet ? { address: demoWallet.address, private_key: demoWallet.privateKey } : null,
   };
 
