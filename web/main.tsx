@@ -99,6 +99,14 @@ function App() {
     void refresh();
   }, [refresh]);
 
+  // A top-up the gateway answered 202 for is credited by its reconciler later: follow it until then.
+  const pending = data.topups.some((t) => t.status === 'pending');
+  useEffect(() => {
+    if (!pending) return;
+    const timer = setTimeout(() => void refresh(), 3000);
+    return () => clearTimeout(timer);
+  }, [pending, data, refresh]);
+
   const act = async (work: () => Promise<void>) => {
     setBusy(true);
     setNotice(null);

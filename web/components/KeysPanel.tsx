@@ -56,7 +56,7 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, onChange, onF
     });
 
   return (
-    <section class="card" aria-labelledby="keys-title">
+    <section class="card wide" aria-labelledby="keys-title">
       <h2 id="keys-title">API keys</h2>
       <form onSubmit={create} class="row wrap">
         <label class="grow">Label <input value={label} maxLength={100} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} placeholder="e.g. laptop" /></label>
