@@ -6,9 +6,8 @@ export function Connect({ wallets, demo, busy, onPick }: { wallets: WalletChoice
     <section class="card" aria-labelledby="connect-title">
       <h2 id="connect-title">Connect a wallet</h2>
       <p>Top up your Tollgate balance with stablecoins, create API keys and watch what they spend. You sign in once; nothing is paid without a signature you see in your wallet.</p>
-      {all.length === 0 ? (
-        <p class="notice">No browser wallet was found. Install MetaMask, Rabby or Coinbase Wallet, then reload this page.</p>
-      ) : (
+      {wallets.length === 0 ? <p class="notice">No browser wallet was found. Install MetaMask, Rabby or Coinbase Wallet, then reload this page.</p> : null}
+      {all.length === 0 ? null : (
         <ul class="wallets">
           {all.map((w) => (
             <li key={w.id}>
