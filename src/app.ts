@@ -8,6 +8,8 @@ import { siweInfoRoutes } from './http/routes/siwe-info.ts';
 import { keyRoutes } from './http/routes/keys.ts';
 import { modelRoutes } from './http/routes/models.ts';
 import { usageRoutes } from './http/routes/usage.ts';
+import { sessionRoutes } from './http/routes/sessions.ts';
+import { dashboardRoutes, type DemoWallet } from './http/routes/dashboard.ts';
 import { topupRoutes } from './http/routes/topup.ts';
 import { topupHistoryRoutes } from './http/routes/topups.ts';
 import cors from '@fastify/cors';
@@ -31,7 +33,12 @@ declare module 'fastify' {
   }
 }
 
-export async function buildApp(services: Services): Promise<FastifyInstance> {
+export interface AppOptions {
+  /** `tollgate demo` only: its throw-away wallet, offered in the dashboard page. */
+  demoWallet?: DemoWallet;
+}
+
+export async function buildApp(services: Services, opts: AppOptions = {}): Promise<FastifyInstance> {
   const { server, limits } = services.config;
   const errorFormat = services.config.errors.format;
   const app = Fastify({
@@ -113,11 +120,13 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   modelRoutes(app, services);
   siweInfoRoutes(app, services);
   keyRoutes(app, services);
+  sessionRoutes(app, services);
   usageRoutes(app, services);
   chatRoutes(app, services);
   topupRoutes(app, services);
   topupHistoryRoutes(app, services);
   docsRoutes(app, services);
+  if (services.config.dashboard.enabled) dashboardRoutes(app, services, opts.demoWallet);
   // On the API port only behind its bearer token; otherwise main.ts serves it on the metrics port.
   const { metrics, secrets } = services.config;
   if (metrics.enabled && metrics.tokenEnv !== undefined && secrets.metricsToken) metricsRoutes(app, services, secrets.metricsToken);

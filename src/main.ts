@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApp } from './app.ts';
+import { buildApp, type AppOptions } from './app.ts';
 import type { Config } from './config/load.ts';
 import { createLogger } from './http/logger.ts';
 import { createServices, type Services } from './services.ts';
@@ -23,10 +23,10 @@ export interface RunningServer {
 }
 
 /** Builds the services and the app, and listens. Used by `tollgate serve` and by tests. */
-export async function startServer(config: Config, opts: { logger?: Logger; now?: () => number } = {}): Promise<RunningServer> {
+export async function startServer(config: Config, opts: { logger?: Logger; now?: () => number } & AppOptions = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger(config.logging.level);
   const services = await createServices(config, { logger, now: opts.now });
-  const app = await buildApp(services);
+  const app = await buildApp(services, { demoWallet: opts.demoWallet });
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {

@@ -4,6 +4,7 @@ import type { Config } from './config/load.ts';
 import { resolveKeySecret } from './keys/hmac-secret.ts';
 import { buildCatalog, type Catalog } from './providers/catalog.ts';
 import { pruneNonces } from './siwe/nonce-store.ts';
+import { pruneSessions } from './sessions/store.ts';
 import { SiweVerifier } from './siwe/verify.ts';
 import { KeyCache } from './keys/key-cache.ts';
 import { openStorage, type Storage } from './storage/database.ts';
@@ -79,6 +80,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
 
     const pruner = setInterval(() => {
       pruneNonces(storage.db).catch((err) => opts.logger.warn({ err }, 'pruning used SIWE nonces failed'));
+      pruneSessions(storage.db).catch((err) => opts.logger.warn({ err }, 'pruning ended dashboard sessions failed'));
     }, 60_000);
     pruner.unref();
 

@@ -111,7 +111,13 @@ const model = z
     }
   });
 
-const chainRpc = z.object({ rpcUrl: z.url() }).strict();
+const chainRpc = z
+  .object({
+    rpcUrl: z.url(),
+    // Where the dashboard links a transaction hash: <explorerUrl>/tx/<hash> (e.g. https://basescan.org).
+    explorerUrl: z.url({ message: 'must be a block explorer base URL such as https://basescan.org' }).optional(),
+  })
+  .strict();
 
 const address = z.string().regex(ADDRESS_PATTERN, 'must be a 0x-prefixed 20-byte hex address');
 
@@ -308,6 +314,15 @@ export const configSchema = z
         // OpenAI-compatible endpoints (chat completions, models) answer {error: {message, type,
         // code, param}} so OpenAI SDKs can show the message; see src/http/error-format.ts.
         format: z.enum(['spec', 'openai']).default('spec'),
+      })
+      .strict()
+      .prefault({}),
+    dashboard: z
+      .object({
+        // The wallet dashboard page at / (top up, keys, spending) and its sessions.
+        enabled: z.boolean().default(true),
+        // How long a dashboard session (POST /v1/auth/session) lasts; it is never renewed.
+        sessionMinutes: z.number().int().min(1).max(24 * 60).default(30),
       })
       .strict()
       .prefault({}),

@@ -40,6 +40,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
     print.title('The stack keeps running (Ctrl-C stops it). Try it:');
     print.detail(
       [
+        `dashboard        ${url}/   (choose "the demo wallet": it signs with the test wallet below)`,
         `gateway          ${url}   (API docs: ${url}/openapi.json, agent guide: ${url}/llms.txt)`,
         `chain (anvil)    ${stack.anvil.rpcUrl}   chain id ${stack.anvil.chainId}, USDC at ${stack.chain.usdc}`,
         `fake provider    ${stack.provider.url}`,

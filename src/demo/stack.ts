@@ -69,6 +69,13 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
     teardown.add(() => provider.close());
     s.ok(provider.url);
 
+    s = step('dashboard bundle');
+    const { buildDashboard, dashboardIsStale } = await import('../../scripts/build-dashboard.mjs');
+    if (dashboardIsStale()) {
+      const { total } = await buildDashboard({ quiet: true });
+      s.ok(`built into dist/dashboard (${(total / 1024).toFixed(0)} KB gzipped)`);
+    } else s.ok('already built');
+
     s = step('gateway on SQLite');
     const port = opts.port || (await freePort());
     const publicUrl = `http://127.0.0.1:${port}`;
@@ -91,7 +98,8 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
     );
     const logFile = join(dir, 'gateway.log');
     const logStream = createWriteStream(logFile);
-    const gateway = await startServer(config, { logger: createLogger('info', logStream) });
+    // The demo, and only the demo, offers its throw-away wallet in the dashboard page.
+    const gateway = await startServer(config, { logger: createLogger('info', logStream), demoWallet: { address: wallet.address, privateKey: wallet.privateKey } });
     teardown.add(async () => {
       await gateway.stop(); // within server.shutdownGraceSeconds above
       await new Promise((r) => logStream.end(r));

@@ -15,6 +15,8 @@ export function requireApiKey(services: Services, request: FastifyRequest): Prom
 async function lookUpKey(services: Services, header: string | undefined): Promise<KeyRow> {
   const key = bearerToken(header);
   if (!key) throw unauthorized('missing API key; send "Authorization: Bearer sk-…" (create a key with POST /v1/auth/keys)');
+  // A dashboard session only manages keys and reads the wallet's data; it never spends.
+  if (key.startsWith('ses-')) throw unauthorized('a dashboard session cannot be used here; send an API key ("Authorization: Bearer sk-…", create one on the dashboard or with POST /v1/auth/keys)');
   // A token that cannot be one of our keys is refused without a database round trip.
   if (!KEY_PATTERN.test(key)) throw unauthorized('invalid or revoked API key');
   const hash = hashKey(services.keySecret, key);

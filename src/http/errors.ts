@@ -24,6 +24,7 @@ export const notFound = (message: string) => new ApiError(404, 'NOT_FOUND', mess
 const CODE_BY_STATUS: Record<number, string> = {
   400: 'VALIDATION_ERROR',
   401: 'UNAUTHORIZED',
+  403: 'FORBIDDEN',
   402: 'INSUFFICIENT_BALANCE',
   404: 'NOT_FOUND',
   405: 'METHOD_NOT_ALLOWED',

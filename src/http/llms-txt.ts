@@ -24,7 +24,10 @@ export function llmsTxt(publicUrl: string): string {
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
-   Top-up history: GET ${base}/v1/topups/<wallet>.
+   Top-up history: GET ${base}/v1/topups/<wallet>. Per day and key: GET ${base}/v1/usage/<wallet>/daily?days=30.
+6. Sessions (optional): POST ${base}/v1/auth/session with {"message", "signature"} returns a token
+   (ses-...) that replaces a proof for key management, usage and top-ups for 30 minutes; it never
+   calls chat. DELETE ${base}/v1/auth/session ends it. A person with a browser wallet: ${base}/
 
 ## Pay per request (if the operator enabled it)
 

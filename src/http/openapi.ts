@@ -20,6 +20,7 @@ const keyLimitProperties = {
   expires_at: { type: ['string', 'null'], format: 'date-time', description: 'ISO 8601, in the future; null never expires' },
 };
 const walletRead = { bearer: [] } as const;
+const sessionAuth = { session: [] } as const;
 
 export function openApiDocument(publicUrl: string): Record<string, unknown> {
   return {
@@ -34,6 +35,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'an API key, sk-…' },
+        session: { type: 'http', scheme: 'bearer', description: 'a dashboard session, ses-… (POST /v1/auth/session): key management, usage and top-up history; never chat' },
         x402: { type: 'apiKey', in: 'header', name: 'PAYMENT-SIGNATURE', description: 'x402 payment payload, base64 (v2; v1 clients send X-Payment)' },
       },
       schemas: {
@@ -137,7 +139,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       '/v1/topups/{wallet}': {
         get: {
           summary: "a wallet's credited and pending top-ups",
-          security: [walletRead, {}],
+          security: [walletRead, sessionAuth, {}],
           parameters: [walletParam, ...siweQuery],
           responses: { 200: ok('history, newest first', { type: 'object' }), 400: error('malformed wallet'), 401: error('UNAUTHORIZED') },
         },
@@ -155,7 +157,8 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       },
       '/v1/auth/keys': {
         post: {
-          summary: 'create an API key with a SIWE proof (optionally redeem_code or ref_code, and limits: spend_limit_usdc, spend_limit_period, models, expires_at)',
+          summary: 'create an API key with a SIWE proof or a dashboard session (optionally redeem_code or ref_code, and limits: spend_limit_usdc, spend_limit_period, models, expires_at); never with an API key',
+          security: [{}, sessionAuth],
           requestBody: {
             required: true,
             content: { [json]: { schema: { allOf: [ref('SiweProof'), ref('KeyLimits'), { type: 'object', properties: { label: { type: 'string' }, redeem_code: { type: 'string' }, ref_code: { type: 'string' } } }] } } },
@@ -163,7 +166,8 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           responses: { 201: ok('the key; its secret is shown only here', { type: 'object' }), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 429: error('RATE_LIMITED') },
         },
         get: {
-          summary: "list the wallet's keys (SIWE proof in the query)",
+          summary: "list the wallet's keys (SIWE proof in the query, or a dashboard session)",
+          security: [{}, sessionAuth],
           parameters: siweQuery,
           responses: { 200: ok('keys', { type: 'object', properties: { data: { type: 'array', items: ref('ApiKey') } } }), 401: error('UNAUTHORIZED') },
         },
@@ -176,9 +180,10 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           responses: { 200: ok('the key as the list shows it', ref('ApiKey')), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 404: error('NOT_FOUND') },
         },
         delete: {
-          summary: 'revoke a key (SIWE proof in the body)',
+          summary: 'revoke a key (SIWE proof in the body, or a dashboard session and no body)',
+          security: [{}, sessionAuth],
           parameters: [{ name: 'key_id', in: 'path', required: true, schema: integer }],
-          requestBody: { required: true, content: { [json]: { schema: ref('SiweProof') } } },
+          requestBody: { required: false, content: { [json]: { schema: ref('SiweProof') } } },
           responses: { 200: ok('revoked', { type: 'object' }), 401: error('UNAUTHORIZED'), 404: error('NOT_FOUND') },
         },
       },
@@ -209,9 +214,55 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       '/v1/usage/{wallet}': {
         get: {
           summary: 'balance and per-key usage',
-          security: [walletRead, {}],
+          security: [walletRead, sessionAuth, {}],
           parameters: [walletParam, ...siweQuery],
-          responses: { 200: ok('usage', { type: 'object' }), 400: error('malformed wallet'), 401: error('UNAUTHORIZED') },
+          responses: { 200: ok('usage', { type: 'object' }), 400: error('malformed wallet'), 401: error('UNAUTHORIZED'), 403: error('FORBIDDEN: a session of another wallet') },
+        },
+      },
+      '/v1/usage/{wallet}/daily': {
+        get: {
+          summary: 'usage per UTC day and API key (requests, tokens, micro-USDC charged) over the last `days` days, from running totals',
+          security: [walletRead, sessionAuth, {}],
+          parameters: [walletParam, { name: 'days', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 90, default: 30 } }, ...siweQuery],
+          responses: {
+            200: ok('days without requests have no row', {
+              type: 'object',
+              properties: {
+                wallet: { type: 'string' }, days: integer, from: { type: 'string' }, to: { type: 'string' },
+                data: { type: 'array', items: { type: 'object', properties: { date: { type: 'string' }, api_key_id: integer, requests: integer, prompt_tokens: integer, completion_tokens: integer, charged_usdc: integer } } },
+              },
+            }),
+            400: error('malformed wallet or days'), 401: error('UNAUTHORIZED'), 403: error('FORBIDDEN: a session of another wallet'),
+          },
+        },
+      },
+      '/v1/auth/session': {
+        post: {
+          summary: 'open a dashboard session with one SIWE proof: a short-lived bearer token (ses-…) for key management, usage and top-up history, never for chat',
+          requestBody: { required: true, content: { [json]: { schema: ref('SiweProof') } } },
+          responses: {
+            201: ok('the session token, shown only here', { type: 'object', properties: { token: { type: 'string' }, wallet: { type: 'string' }, expires_at: { type: 'string' }, expires_in: integer } }),
+            401: error('UNAUTHORIZED'), 429: error('RATE_LIMITED'),
+          },
+        },
+        delete: {
+          summary: 'end the session sent in Authorization: Bearer ses-…',
+          security: [sessionAuth],
+          responses: { 200: ok('ended', { type: 'object', properties: { revoked: { const: true } } }), 401: error('UNAUTHORIZED') },
+        },
+      },
+      '/v1/dashboard/config': {
+        get: {
+          summary: "what the dashboard page needs from this gateway's configuration: chains with their explorer URLs",
+          responses: { 200: ok('page configuration', { type: 'object' }) },
+        },
+      },
+      '/': { get: { summary: 'the wallet dashboard page (dashboard.enabled)', responses: { 200: { description: 'text/html', content: { 'text/html': { schema: { type: 'string' } } } } } } },
+      '/dashboard/{file}': {
+        get: {
+          summary: "the dashboard's built assets (script, style)",
+          parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { 200: { description: 'a static file' }, 404: error('NOT_FOUND') },
         },
       },
       '/openapi.json': { get: { summary: 'this document', responses: { 200: ok('OpenAPI 3.1', { type: 'object' }) } } },

@@ -3,6 +3,7 @@ import type { Database } from '../storage/schema.ts';
 import { findChargesAboveReservation } from './over-reservation.ts';
 import { usageTotalsProblems } from './usage-totals-check.ts';
 import { keySpendProblems } from './key-spend-audit.ts';
+import { usageDailyProblems } from './usage-daily-check.ts';
 
 export interface LedgerCheck {
   ok: boolean;
@@ -30,7 +31,8 @@ export interface LedgerCheck {
  * - each redeem code credited at most once;
  * - each API key's spend per period (key_spend) equals its usage rows and pending reservations;
  * - each top-up payment credited at most once, only once credited, to its payer, and no top-up
- *   credit without a payment behind it (see paymentProblems).
+ *   credit without a payment behind it (see paymentProblems);
+ * - the per-key and per-day usage totals equal the usage rows they add up.
  */
 export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const problems: string[] = [];
@@ -110,6 +112,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   problems.push(...(await paymentProblems(db)));
   problems.push(...(await usageTotalsProblems(db)));
   problems.push(...(await keySpendProblems(db)));
+  problems.push(...(await usageDailyProblems(db)));
 
   const findings = (await findChargesAboveReservation(db)).map(
     (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,

@@ -153,6 +153,20 @@ export const ADD_TO_TOTALS = `INSERT INTO usage_totals
   ${ACCUMULATE}`;
 
 const PENDING_BUCKETS = pgBucketExpressions('p.created_at');
+/** The UTC day a usage row at `ms` counts towards in usage_daily (days since 1970-01-01). */
+export const DAY_MS = 86_400_000;
+export const usageDay = (ms: number): number => Math.floor(ms / DAY_MS);
+
+const ACCUMULATE_DAILY = `ON CONFLICT (wallet, day, api_key_id) DO UPDATE SET
+    request_count = usage_daily.request_count + 1,
+    prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
+    completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
+    charged_usdc = usage_daily.charged_usdc + excluded.charged_usdc`;
+// The same row added to the wallet's totals for its day (the dashboard's 30-day chart reads them),
+// in the same unit as the row, so the two never disagree; checkLedger verifies it.
+export const ADD_TO_DAILY = `INSERT INTO usage_daily (wallet, day, api_key_id, request_count, prompt_tokens, completion_tokens, charged_usdc)
+  VALUES (?, ?, ?, 1, ?, ?, ?)
+  ${ACCUMULATE_DAILY}`;
 
 // PostgreSQL does the whole finish in one statement, for the same reason as the reserve: the wallet
 // row stays locked for one round trip instead of seven. `pending` locks the reservation and its
@@ -190,12 +204,16 @@ const FINISH_IN_ONE_STATEMENT = `WITH pending AS (
   ), spend AS (
     UPDATE key_spend s SET spent_usdc = s.spent_usdc + p.charged, locked_usdc = s.locked_usdc - p.reserved
     FROM pending p WHERE s.api_key_id = p.api_key_id AND s.period IN ('total', ${PENDING_BUCKETS.day}, ${PENDING_BUCKETS.month})
+  ), daily AS (
+    INSERT INTO usage_daily (wallet, day, api_key_id, request_count, prompt_tokens, completion_tokens, charged_usdc)
+    SELECT p.wallet, $15, $5, 1, $7, $8, p.charged FROM pending p
+    ${ACCUMULATE_DAILY}
   )
   SELECT p.charged, r.balance_usdc FROM pending p, released r`;
 
 /**
  * Finishes a reservation: charges `chargeUsdc` (0 voids it), releases the lock, writes the
- * request's usage row and adds it to its key's totals, all in one unit. The reservation's status
+ * request's usage row and adds it to its key's totals and its day's, all in one unit. The reservation's status
  * change is the exactly-once guard: a second settle or void of the same request changes nothing.
  */
 export async function finishReservation(
@@ -211,7 +229,7 @@ export async function finishReservation(
     const { rows } = await storage.db.executeQuery<{ charged: number; balance_usdc: number }>(
       CompiledQuery.raw(FINISH_IN_ONE_STATEMENT, [
         requestId, chargeUsdc, now, usage.model, usage.apiKeyId, usage.provider, usage.promptTokens, usage.completionTokens,
-        usage.reasoningTokens, usage.cachedTokens, usage.providerCostUsdc, usage.status, usage.latencyMs, usage.estimated ? 1 : 0,
+        usage.reasoningTokens, usage.cachedTokens, usage.providerCostUsdc, usage.status, usage.latencyMs, usage.estimated ? 1 : 0, usageDay(now),
       ]),
     );
     return rows[0] ? outcome(Number(rows[0].charged), Number(rows[0].balance_usdc)) : notApplied;
@@ -237,6 +255,7 @@ export async function finishReservation(
       usage.apiKeyId, usage.promptTokens, usage.completionTokens, usage.reasoningTokens, usage.cachedTokens, charged, charged > 0 ? usage.providerCostUsdc : 0,
     ]);
     if (r.api_key_id !== null) await tx.run(FINISH_IN_BUCKETS, finishInBucketsParams(charged, reserved, Number(r.api_key_id), Number(r.created_at)));
+    await tx.run(ADD_TO_DAILY, [r.wallet, usageDay(now), usage.apiKeyId, usage.promptTokens, usage.completionTokens, charged]);
     return outcome(charged, Number(after!.balance_usdc));
   });
 }

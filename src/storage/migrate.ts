@@ -6,6 +6,7 @@ import { paymentTerms } from './migrations/003-payment-terms.ts';
 import { usageTotals } from './migrations/004-usage-totals.ts';
 import { settleShortfalls } from './migrations/005-settle-shortfalls.ts';
 import { keyLimits } from './migrations/006-key-limits.ts';
+import { dashboard } from './migrations/007-dashboard.ts';
 import { paymentPurpose } from './migrations/008-payment-purpose.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
@@ -17,6 +18,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '004-usage-totals': usageTotals(),
     '005-settle-shortfalls': settleShortfalls(),
     '006-key-limits': keyLimits(),
+    '007-dashboard': dashboard(),
     '008-payment-purpose': paymentPurpose(),
   };
 }

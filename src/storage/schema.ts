@@ -144,6 +144,27 @@ export interface UsageTotalsTable {
   provider_cost_usdc: number;
 }
 
+/** Running sums of request_usage per wallet, UTC day (days since 1970-01-01) and API key, kept
+ * in the same statement or write unit as the row they add up (migration 007). */
+export interface UsageDailyTable {
+  wallet: string;
+  day: number;
+  api_key_id: number;
+  request_count: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  charged_usdc: number;
+}
+
+/** A dashboard session: a bearer token opened with one SIWE proof, stored only as its keyed hash. */
+export interface DashboardSessionTable {
+  token_hash: string;
+  wallet: string;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+
 export type PaymentStatus = 'pending' | 'submitted' | 'credited' | 'failed';
 
 /** An x402 top-up. `pending`: recorded, settlement not yet sent (or its outcome unknown); `submitted`:
@@ -201,6 +222,8 @@ export interface Database {
   request_usage: RequestUsageTable;
   usage_totals: UsageTotalsTable;
   key_spend: KeySpendTable;
+  usage_daily: UsageDailyTable;
+  dashboard_sessions: DashboardSessionTable;
   settle_shortfalls: SettleShortfallTable;
   settings: SettingTable;
   payments: PaymentTable;

@@ -74,6 +74,13 @@ describe('tollgate demo', () => {
       const log = output.match(/^ {4}gateway log {6}(\S+)$/m)?.[1];
       folder = log ? dirname(log) : undefined;
       assert.ok(urls.gateway && urls.chain && urls.provider && key && wallet && folder && existsSync(folder), output);
+      // The dashboard URL is printed, and its page offers the demo's wallet (a normal start never does: test/dashboard/serving.test.ts).
+      assert.match(output, new RegExp(`^ {4}dashboard {8}${urls.gateway}/ `, 'm'));
+      const page = await fetch(`${urls.gateway}/`);
+      assert.equal(page.status, 200);
+      assert.match(await page.text(), /<script type="module" src="\/dashboard\/app.js">/);
+      const dashboard = (await (await fetch(`${urls.gateway}/v1/dashboard/config`)).json()) as { demo_wallet: { address: string } | null };
+      assert.equal(dashboard.demo_wallet?.address.toLowerCase(), wallet.toLowerCase());
 
       const chat = await fetch(`${urls.gateway}/v1/chat/completions`, {
         method: 'POST',

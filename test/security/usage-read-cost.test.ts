@@ -8,6 +8,7 @@ import { finishReservation, reserve, sweepExpiredReservations } from '../../src/
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { backfillUsageTotals } from '../../src/storage/migrations/004-usage-totals.ts';
+import { backfillUsageDaily } from '../../src/storage/migrations/007-dashboard.ts';
 import type { Database } from '../../src/storage/schema.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
@@ -110,6 +111,7 @@ for (const engine of ENGINES) {
       // Rows written behind the finish's back, as an upgrade finds them: the migration's backfill
       // turns them into totals.
       await backfillUsageTotals(storage.db);
+      await backfillUsageDaily(storage.db);
       t.diagnostic(`${engine}: ${BULK_ROWS} rows inserted and backfilled in ${Math.round(performance.now() - start)} ms`);
       // Then requests finished the normal way (a settle and a void) add to the backfilled totals.
       for (const [requestId, charge] of [[`${wallet}-settled`, 700], [`${wallet}-voided`, 0]] as const) {
@@ -188,10 +190,13 @@ for (const engine of ENGINES) {
         .insertInto('request_usage')
         .values({ request_id: `${wallet}-ghost`, api_key_id: ghost, wallet, model: 'p/m', provider: 'p', prompt_tokens: 1, completion_tokens: 0, reasoning_tokens: 0, cached_tokens: 0, charged_usdc: 0, provider_cost_usdc: 0, status: 'ok', latency_ms: 1, estimated: 0, created_at: Date.now() })
         .execute();
+      // It is missing from both running totals: the per-key ones and the per-day ones.
       const problems = (await checkLedger(storage.db)).problems;
-      assert.equal(problems.length, 1);
+      assert.equal(problems.length, 2, problems.join('\n'));
       assert.match(problems[0]!, new RegExp(`api key #${ghost}: .*request_count 0 != 1`));
+      assert.match(problems[1]!, new RegExp(`api key #${ghost}: daily usage totals .*request_count 0 != 1`));
       await backfillUsageTotals(storage.db);
+      await backfillUsageDaily(storage.db);
       await assertLedgerConsistent(storage.db);
     });
   });

@@ -34,7 +34,7 @@ export async function startChatHarness(
   engine: Engine,
   config: Record<string, unknown> = {},
   /** `fakeProvider`: keys merged into the `fake` provider's config (e.g. maxConnections). */
-  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown> } = {},
+  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown>; now?: () => number } = {},
 ): Promise<ChatHarness> {
   const fake = await startFakeOpenAI({ contextLengths: CONTEXT_LENGTHS });
   const gw = await startTestGateway({
@@ -43,6 +43,7 @@ export async function startChatHarness(
     // gateway refuses a provider whose key variable is unset.
     env: { FAKE_KEY: 'sk-fake-provider-key', ...extra.env },
     databaseUrl: extra.databaseUrl,
+    now: extra.now,
     // Merged deeply, so a test can add a key to a provider (extraFields) without repeating its URL.
     config: mergeConfig(
       {

@@ -6,7 +6,8 @@ import { REDEEM_CODE_PATTERN, REF_CODE_PATTERN } from '../../keys/codes.ts';
 import { createApiKey } from '../../keys/create-key.ts';
 import type { Services } from '../../services.ts';
 import { badRequest, notFound } from '../errors.ts';
-import { requireSiwe, siweProofFields, type SiweProofInput } from '../siwe-proof.ts';
+import { siweProofFields, type SiweProofInput } from '../siwe-proof.ts';
+import { requireKeyManager } from '../wallet-auth.ts';
 import { parseInput } from '../validate.ts';
 import { LIMIT_FIELDS, NO_LIMITS, applyLimitChanges, parseLimitInput, updateKeyLimits, type LimitInput } from '../../keys/key-limits.ts';
 import { currentSpend } from '../../keys/current-spend.ts';
@@ -87,7 +88,8 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
 
   app.delete<{ Params: { key_id: string } }>('/v1/auth/keys/:key_id', async (request, reply) => {
     const id = parseKeyId(request.params.key_id);
-    const body = parseInput(proofOnly, request.body);
+    // With a dashboard session the DELETE needs no body.
+    const body = parseInput(proofOnly, request.body ?? {});
     const wallet = await authorizeKeyManagement(services, request, reply, body);
     const outcome = await revokeKey(services.storage.db, wallet, id);
     // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
@@ -98,12 +100,13 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
 }
 
 /**
- * The proof of a key-management call, between its two rate limits: per client IP before the
- * signature is checked (so junk proofs cost little), per wallet after. Returns the wallet.
+ * The proof (or dashboard session) of a key-management call, between its two rate limits: per
+ * client IP before the signature is checked (so junk proofs cost little), per wallet after.
+ * Returns the wallet.
  */
 async function authorizeKeyManagement(services: Services, request: FastifyRequest, reply: FastifyReply, proof: SiweProofInput): Promise<string> {
   await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
-  const wallet = await requireSiwe(services, request, proof);
+  const wallet = await requireKeyManager(services, request, proof);
   await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
   return wallet;
 }

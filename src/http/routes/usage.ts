@@ -6,6 +6,11 @@ import type { Services } from '../../services.ts';
 import { requireWalletOwner } from '../wallet-auth.ts';
 import { toIso } from '../../keys/api-keys.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
+import { dailyUsage } from '../../keys/usage-daily.ts';
+import { badRequest } from '../errors.ts';
+
+/** The longest history GET /v1/usage/:wallet/daily returns, in days. */
+const MAX_DAYS = 90;
 
 export function usageRoutes(app: FastifyInstance, services: Services): void {
   app.get<{ Params: { wallet: string } }>('/v1/usage/:wallet', async (request, reply) => {
@@ -29,4 +34,21 @@ export function usageRoutes(app: FastifyInstance, services: Services): void {
       })),
     };
   });
+
+  // Per UTC day and key, from running totals (the dashboard's chart). Same auth as the usage read.
+  app.get<{ Params: { wallet: string } }>('/v1/usage/:wallet/daily', async (request, reply) => {
+    await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
+    const days = parseDays((request.query as Record<string, unknown> | undefined)?.days);
+    const wallet = await requireWalletOwner(services, request);
+    const { from, to, rows } = await dailyUsage(services.storage.db, wallet, days, services.now());
+    return { wallet, days, from, to, data: rows };
+  });
+}
+
+function parseDays(raw: unknown): number {
+  if (raw === undefined) return 30;
+  if (typeof raw !== 'string' || !/^\d{1,3}$/.test(raw) || Number(raw) < 1 || Number(raw) > MAX_DAYS) {
+    throw badRequest(`days must be a whole number from 1 to ${MAX_DAYS}, for example ?days=30`);
+  }
+  return Number(raw);
 }

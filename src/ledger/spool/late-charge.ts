@@ -1,6 +1,6 @@
 import type { Storage } from '../../storage/database.ts';
 import { FINISH_IN_BUCKETS, finishInBucketsParams } from '../key-spend.ts';
-import { ADD_TO_TOTALS, finishReservation, INSERT_CHARGE, INSERT_USAGE, type SettleOutcome, type UsageRecord } from '../reservations.ts';
+import { ADD_TO_DAILY, ADD_TO_TOTALS, finishReservation, usageDay, INSERT_CHARGE, INSERT_USAGE, type SettleOutcome, type UsageRecord } from '../reservations.ts';
 
 /** A produced answer's bill: what `finishReservation` is asked, kept whole so it can be retried or spooled. */
 export interface SettleRecord {
@@ -70,6 +70,7 @@ async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, 
     if (reservation.api_key_id !== null) {
       await tx.run(FINISH_IN_BUCKETS, finishInBucketsParams(charged, 0, Number(reservation.api_key_id), Number(reservation.created_at)));
     }
+    await tx.run(ADD_TO_DAILY, [r.wallet, usageDay(now), u.apiKeyId, u.promptTokens, u.completionTokens, charged]);
     await tx.run(RECORD_ON_RESERVATION, [charged > 0 ? 'settled' : 'voided', charged, now, r.requestId]);
     if (charged < r.chargeUsdc) await tx.run(RECORD_SHORTFALL, [r.requestId, r.wallet, r.chargeUsdc, charged, now]);
     const outcome: SettleOutcome = { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) };

@@ -1,0 +1,45 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { openSession, revokeSession } from '../../sessions/store.ts';
+import type { Services } from '../../services.ts';
+import { clientBucket } from '../client-bucket.ts';
+import { unauthorized } from '../errors.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
+import { requireSiwe, siweProofFields } from '../siwe-proof.ts';
+import { parseInput } from '../validate.ts';
+import { sessionToken } from '../wallet-auth.ts';
+
+const proofBody = z.object(siweProofFields);
+
+/**
+ * POST /v1/auth/session: one SIWE proof (single use, like every proof) opens a dashboard session,
+ * a bearer token for key management, usage and top-up history, never for chat. No cookie, so a
+ * cross-site page can never ride on it (no CSRF). DELETE ends the session the request carries.
+ */
+export function sessionRoutes(app: FastifyInstance, services: Services): void {
+  const lifetimeMs = services.config.dashboard.sessionMinutes * 60_000;
+
+  app.post('/v1/auth/session', async (request, reply) => {
+    const body = parseInput(proofBody, request.body);
+    await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
+    const wallet = await requireSiwe(services, request, body);
+    await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
+    const session = await openSession(services.storage.db, services.keySecret, wallet, lifetimeMs, services.now());
+    return reply.code(201).send({
+      token: session.token,
+      wallet,
+      expires_at: new Date(session.expiresAt).toISOString(),
+      expires_in: Math.floor(lifetimeMs / 1000),
+    });
+  });
+
+  app.delete('/v1/auth/session', async (request, reply) => {
+    await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
+    const token = sessionToken(request);
+    if (token === null) throw unauthorized('send the session to end in "Authorization: Bearer ses-…"');
+    if (!(await revokeSession(services.storage.db, services.keySecret, token, services.now()))) {
+      throw unauthorized('the dashboard session is invalid, expired or already ended');
+    }
+    return { revoked: true };
+  });
+}
