@@ -1,3 +1,4 @@
+import { tmpdir } from 'node:os';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,9 +13,11 @@ import { EXPLORER, startDashboardHarness, type DashboardHarness } from '../suppo
  * Issue 18's story in a real browser, from the page alone: connect a wallet, sign in once, top up
  * 5 USDC, approve Permit2 and top up 3 USDT, create a key, use it (from the test, like a program
  * would), watch the spend and the chart move, revoke the key; then the ledger against the chain.
- * Screenshots of each screen at desktop and phone width go to docs/screenshots/.
+ * Screenshots of each screen at desktop and phone width are taken on every run (the page must render
+ * at both widths); they replace the README's pictures in docs/screenshots/ only with
+ * TOLLGATE_UPDATE_SCREENSHOTS=1, so a test run does not rewrite tracked files.
  */
-const SHOTS = join(import.meta.dirname, '..', '..', 'docs', 'screenshots');
+const SHOTS = process.env.TOLLGATE_UPDATE_SCREENSHOTS === '1' ? join(import.meta.dirname, '..', '..', 'docs', 'screenshots') : join(tmpdir(), 'tollgate-screenshots');
 
 async function shot(page: Page, name: string) {
   mkdirSync(SHOTS, { recursive: true });
