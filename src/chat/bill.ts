@@ -54,7 +54,14 @@ export class RequestBill {
   }
 
   settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
-    const { chargeUsdc, costUsdc } = priceRequest(this.plan.model, usage);
+    const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest(this.plan.model, usage);
+    if (cachedPartsIgnored) {
+      const { promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens } = usage;
+      this.services.logger.warn(
+        { reqId: this.requestId, model: this.plan.model.id, promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens },
+        'the provider reported more cached prompt tokens than prompt tokens; billed every prompt token at the prompt price',
+      );
+    }
     const billed = this.opts.capAtReservation ? Math.min(chargeUsdc, this.plan.reservationUsdc) : chargeUsdc;
     return this.finish(billed, costUsdc, usage, status, chargeUsdc);
   }

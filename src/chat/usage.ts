@@ -1,10 +1,13 @@
+import { readCacheParts } from '../providers/cache-usage.ts';
+import type { TokenCounts } from '../providers/pricing.ts';
 import type { ChatPlan } from './plan.ts';
 import { CONTROL_FIELDS } from './forwarded-fields.ts';
 
-/** Token counts as the provider reported them, or as we counted them when it reported none. */
-export interface Usage {
-  promptTokens: number;
-  completionTokens: number;
+/**
+ * Token counts as the provider reported them, or as we counted them when it reported none. It is
+ * priced as it is (the cached parts of TokenCounts are absent from an estimate: all prompt price).
+ */
+export interface Usage extends TokenCounts {
   reasoningTokens: number;
   cachedTokens: number;
   estimated: boolean;
@@ -12,7 +15,10 @@ export interface Usage {
 
 const int = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : 0);
 
-/** Reads OpenAI's usage object. Reasoning and cached tokens are parts of the totals, never added. */
+/**
+ * Reads OpenAI's usage object (and the Anthropic adapter's cache fields, see readCacheParts).
+ * Reasoning and cached tokens are parts of the totals, never added.
+ */
 export function readUsage(u: unknown): Usage | null {
   if (!u || typeof u !== 'object') return null;
   const o = u as Record<string, any>;
@@ -21,7 +27,7 @@ export function readUsage(u: unknown): Usage | null {
     promptTokens: int(o.prompt_tokens),
     completionTokens: int(o.completion_tokens),
     reasoningTokens: int(o.completion_tokens_details?.reasoning_tokens),
-    cachedTokens: int(o.prompt_tokens_details?.cached_tokens),
+    ...readCacheParts(o),
     estimated: false,
   };
 }

@@ -92,6 +92,14 @@ const model = z
     completionCostPer1M: decimalString,
     promptPricePer1M: decimalString.optional(),
     completionPricePer1M: decimalString.optional(),
+    // Prices of the prompt's cached parts (OpenAI cached reads; Anthropic cache writes and reads):
+    // each cost defaults to the prompt cost, each listed price to cost × markup or the prompt's price.
+    cachedPromptCostPer1M: decimalString.optional(),
+    cacheWriteCostPer1M: decimalString.optional(),
+    cacheReadCostPer1M: decimalString.optional(),
+    cachedPromptPricePer1M: decimalString.optional(),
+    cacheWritePricePer1M: decimalString.optional(),
+    cacheReadPricePer1M: decimalString.optional(),
     reasoningFamily: z.enum(['none', 'thinking', 'effort']).default('none'),
     created: z.number().int().nonnegative().default(1735689600),
     // What the model takes as input. Without it, text only: an image, audio or file part is a 400.

@@ -9,7 +9,9 @@ export function llmsTxt(publicUrl: string): string {
 
 ## Steps
 
-1. Models and prices: GET ${base}/v1/models (prices are USD per 1M tokens); one model:
+1. Models and prices: GET ${base}/v1/models (prices are USD per 1M tokens; cached prompt tokens
+   bill at cachedPromptPricePer1M, cache writes and reads at cacheWritePricePer1M and
+   cacheReadPricePer1M); one model:
    GET ${base}/v1/models/<id> (openai/gpt-4o-mini, or a bare name one provider alone offers).
 2. Top up: POST ${base}/v1/topup with {"amount": <USD, at least 1>}. The 402 answer lists "accepts"
    (also base64 in the PAYMENT-REQUIRED header). Sign one entry with an x402 client

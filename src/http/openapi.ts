@@ -113,7 +113,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
     },
     paths: {
       '/health': { get: { summary: 'liveness and database check', responses: { 200: ok('healthy', { type: 'object' }), 503: ok('degraded', { type: 'object' }) } } },
-      '/v1/models': { get: { summary: 'the model catalog with billed prices (USD per 1M tokens)', responses: { 200: ok('OpenAI-style list', { type: 'object' }) } } },
+      '/v1/models': { get: { summary: 'the model catalog with billed prices (USD per 1M tokens): prompt, completion, and the cached prompt parts (cachedPromptPricePer1M, cacheWritePricePer1M, cacheReadPricePer1M)', responses: { 200: ok('OpenAI-style list', { type: 'object' }) } } },
       '/v1/models/{model}': {
         get: {
           summary: "one model, as /v1/models lists it (the openai SDKs' models.retrieve)",

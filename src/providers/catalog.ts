@@ -1,12 +1,7 @@
 import type { Config } from '../config/load.ts';
 import type { ModelConfig, ProviderConfig } from '../config/schema.ts';
-import { markupFactor, mul, parseDecimal, toNumber, type Fraction } from './decimal.ts';
-
-/** Per-token prices in micro-USDC (a price of P USD per 1M tokens is exactly P micro-USDC per token). */
-export interface TokenPrices {
-  prompt: Fraction;
-  completion: Fraction;
-}
+import { markupFactor } from './decimal.ts';
+import { listedPrices, modelPrices, type TokenPrices } from './token-prices.ts';
 
 export interface CatalogModel {
   /** `<provider>/<name>`, the id clients use and /v1/models lists. */
@@ -27,7 +22,7 @@ export interface CatalogModel {
   extraFields: ReadonlySet<string>;
   /** What the provider charges us. */
   cost: TokenPrices;
-  /** What we bill: the explicit price, or cost × (1 + markup). */
+  /** What we bill: the explicit price, or cost × (1 + markup) (src/providers/token-prices.ts). */
   billed: TokenPrices;
 }
 
@@ -44,7 +39,6 @@ export interface Catalog {
 export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { providers?: Record<string, ProviderConfig> }): Catalog {
   const factor = markupFactor(config.pricing.markupPercent);
   const models = config.models.map((m): CatalogModel => {
-    const cost = { prompt: parseDecimal(m.promptCostPer1M), completion: parseDecimal(m.completionCostPer1M) };
     return {
       id: `${m.provider}/${m.name}`,
       name: m.name,
@@ -56,11 +50,7 @@ export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { prov
       created: m.created,
       partTokenBounds: { ...m.partTokenBounds },
       extraFields: new Set(config.providers?.[m.provider]?.extraFields ?? []),
-      cost,
-      billed: {
-        prompt: m.promptPricePer1M !== undefined ? parseDecimal(m.promptPricePer1M) : mul(cost.prompt, factor),
-        completion: m.completionPricePer1M !== undefined ? parseDecimal(m.completionPricePer1M) : mul(cost.completion, factor),
-      },
+      ...modelPrices(m, factor),
     };
   });
   const byName = new Map<string, CatalogModel[]>();
@@ -85,7 +75,6 @@ export function findModel(catalog: Catalog, requested: string): ModelLookup {
 
 /** The /v1/models entry: the spec's fields plus what the OpenAI SDK's Model type expects. */
 export function modelEntry(catalog: Catalog, m: CatalogModel) {
-  const shown = catalog.listedPrices === 'cost' ? m.cost : m.billed;
   return {
     id: m.id,
     object: 'model' as const,
@@ -95,7 +84,6 @@ export function modelEntry(catalog: Catalog, m: CatalogModel) {
     provider: m.provider,
     contextLength: m.contextLength,
     maxOutputTokens: m.maxOutputTokens,
-    promptPricePer1MTokens: toNumber(shown.prompt),
-    completionPricePer1M: toNumber(shown.completion),
+    ...listedPrices(catalog.listedPrices === 'cost' ? m.cost : m.billed),
   };
 }

@@ -30,6 +30,11 @@ export function fromInt(n: number | bigint): Fraction {
   return { num: BigInt(n), den: 1n };
 }
 
+/** The larger of two fractions (compared exactly, by cross-multiplying: denominators are positive). */
+export function max(a: Fraction, b: Fraction): Fraction {
+  return a.num * b.den >= b.num * a.den ? a : b;
+}
+
 /** The smallest integer ≥ the fraction (all our fractions are non-negative). */
 export function ceil(a: Fraction): bigint {
   return (a.num + a.den - 1n) / a.den;

@@ -1,27 +1,86 @@
-import type { CatalogModel, TokenPrices } from './catalog.ts';
-import { add, ceil, fromInt, mul } from './decimal.ts';
+import type { CatalogModel } from './catalog.ts';
+import { add, ceil, fromInt, max, mul, ZERO, type Fraction } from './decimal.ts';
+import type { TokenPrices } from './token-prices.ts';
 
+/**
+ * The usage a request is priced on. `promptTokens` is the whole prompt, cached parts included (as
+ * OpenAI reports it); each cached part is priced at its own price instead of the prompt's:
+ * - `cachedPromptTokens`: OpenAI-style cached reads (`prompt_tokens_details.cached_tokens`);
+ * - `cacheWriteTokens` / `cacheReadTokens`: Anthropic's cache creation and cache read input tokens.
+ * The parts are disjoint: a usage carries OpenAI's cached reads or Anthropic's, never both.
+ */
 export interface TokenCounts {
   promptTokens: number;
   completionTokens: number;
+  cachedPromptTokens?: number;
+  cacheWriteTokens?: number;
+  cacheReadTokens?: number;
+}
+
+export interface PricedRequest {
+  /** What the wallet is charged, in micro-USDC. */
+  chargeUsdc: number;
+  /** What the provider costs us, in micro-USDC. */
+  costUsdc: number;
+  /**
+   * The reported cached parts add up to more than the prompt, which no provider's bill can mean: the
+   * request was priced as if nothing were cached (the prompt price for every prompt token, never a
+   * negative uncached remainder), and the caller should log the usage for the operator.
+   */
+  cachedPartsIgnored: boolean;
+}
+
+/** The prompt split into its priced parts; all zero cached when the reported parts do not fit. */
+function promptParts(t: TokenCounts): { uncached: number; cachedPrompt: number; cacheWrite: number; cacheRead: number; fits: boolean } {
+  const cachedPrompt = t.cachedPromptTokens ?? 0;
+  const cacheWrite = t.cacheWriteTokens ?? 0;
+  const cacheRead = t.cacheReadTokens ?? 0;
+  const cached = cachedPrompt + cacheWrite + cacheRead;
+  if (cached > t.promptTokens || cachedPrompt < 0 || cacheWrite < 0 || cacheRead < 0) {
+    return { uncached: t.promptTokens, cachedPrompt: 0, cacheWrite: 0, cacheRead: 0, fits: false };
+  }
+  return { uncached: t.promptTokens - cached, cachedPrompt, cacheWrite, cacheRead, fits: true };
 }
 
 function exactCost(prices: TokenPrices, t: TokenCounts): bigint {
+  const p = promptParts(t);
+  const terms: [number, Fraction][] = [
+    [p.uncached, prices.prompt],
+    [p.cachedPrompt, prices.cachedPrompt],
+    [p.cacheWrite, prices.cacheWrite],
+    [p.cacheRead, prices.cacheRead],
+    [t.completionTokens, prices.completion],
+  ];
   // The only rounding in billing: the exact rational cost, rounded up once to a whole micro-USDC.
-  return ceil(add(mul(fromInt(t.promptTokens), prices.prompt), mul(fromInt(t.completionTokens), prices.completion)));
+  return ceil(terms.reduce((sum, [tokens, price]) => add(sum, mul(fromInt(tokens), price)), ZERO));
 }
 
 /** What the wallet is charged and what the provider costs us, in micro-USDC. */
-export function priceRequest(model: CatalogModel, t: TokenCounts): { chargeUsdc: number; costUsdc: number } {
-  return { chargeUsdc: Number(exactCost(model.billed, t)), costUsdc: Number(exactCost(model.cost, t)) };
+export function priceRequest(model: CatalogModel, t: TokenCounts): PricedRequest {
+  return {
+    chargeUsdc: Number(exactCost(model.billed, t)),
+    costUsdc: Number(exactCost(model.cost, t)),
+    cachedPartsIgnored: !promptParts(t).fits,
+  };
+}
+
+/**
+ * The dearest price any prompt token can be billed at. Cached reads are usually cheaper than the
+ * prompt, but a cache write is dearer (1.25× at Anthropic), and the reservation cannot know how the
+ * provider will split the prompt: bounding every prompt token at the dearest price bounds any split.
+ */
+function dearestPromptPrice(p: TokenPrices): Fraction {
+  return [p.cachedPrompt, p.cacheWrite, p.cacheRead].reduce(max, p.prompt);
 }
 
 /**
  * The amount locked before the provider is called: the billed price of an upper bound of the
- * prompt plus every choice using all its output tokens. At least 1 micro-USDC, so that even a free
- * model goes through the same exactly-once bookkeeping.
+ * prompt (each token at the dearest prompt-side price) plus every choice using all its output
+ * tokens. At least 1 micro-USDC, so that even a free model goes through the same exactly-once
+ * bookkeeping.
  */
 export function reservationFor(model: CatalogModel, promptUpperBound: number, maxTokens: number, n: number): number {
-  const amount = Number(exactCost(model.billed, { promptTokens: promptUpperBound, completionTokens: n * maxTokens }));
+  const bound: TokenPrices = { ...model.billed, prompt: dearestPromptPrice(model.billed) };
+  const amount = Number(exactCost(bound, { promptTokens: promptUpperBound, completionTokens: n * maxTokens }));
   return Math.max(1, amount);
 }

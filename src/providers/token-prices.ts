@@ -1,0 +1,62 @@
+import type { ModelConfig } from '../config/schema.ts';
+import { mul, parseDecimal, toNumber, type Fraction } from './decimal.ts';
+
+/**
+ * Per-token prices in micro-USDC (a price of P USD per 1M tokens is exactly P micro-USDC per token).
+ * The three cache prices apply to parts of the prompt that providers report apart:
+ * - `cachedPrompt`: OpenAI-style cached reads (`prompt_tokens_details.cached_tokens`);
+ * - `cacheWrite`: Anthropic's cache creation input tokens (priced above input, 1.25× at Anthropic);
+ * - `cacheRead`: Anthropic's cache read input tokens.
+ */
+export interface TokenPrices {
+  prompt: Fraction;
+  completion: Fraction;
+  cachedPrompt: Fraction;
+  cacheWrite: Fraction;
+  cacheRead: Fraction;
+}
+
+type CachePart = 'cachedPrompt' | 'cacheWrite' | 'cacheRead';
+
+/** The config keys of one price: `<part>CostPer1M` (what the provider charges) and `<part>PricePer1M` (listed). */
+type PriceKeys = Pick<ModelConfig, `${CachePart | 'prompt' | 'completion'}${'Cost' | 'Price'}Per1M`>;
+
+const parsed = (text: string | undefined): Fraction | undefined => (text === undefined ? undefined : parseDecimal(text));
+
+/**
+ * What the provider charges us and what we bill, for one model. A billed price is the listed price
+ * when the model sets one, else cost × (1 + markup). A cache price left out entirely (neither cost
+ * nor price) is the prompt's, on both sides, so a model without cache prices bills exactly as a
+ * prompt-only request would; a cache cost without a listed price is marked up like any cost.
+ */
+export function modelPrices(m: PriceKeys, markup: Fraction): { cost: TokenPrices; billed: TokenPrices } {
+  const promptCost = parseDecimal(m.promptCostPer1M);
+  const completionCost = parseDecimal(m.completionCostPer1M);
+  const billedPrompt = parsed(m.promptPricePer1M) ?? mul(promptCost, markup);
+  const cachePart = (part: CachePart) => {
+    const partCost = parsed(m[`${part}CostPer1M`]);
+    return { cost: partCost ?? promptCost, billed: parsed(m[`${part}PricePer1M`]) ?? (partCost ? mul(partCost, markup) : billedPrompt) };
+  };
+  const [cachedPrompt, cacheWrite, cacheRead] = [cachePart('cachedPrompt'), cachePart('cacheWrite'), cachePart('cacheRead')];
+  return {
+    cost: { prompt: promptCost, completion: completionCost, cachedPrompt: cachedPrompt.cost, cacheWrite: cacheWrite.cost, cacheRead: cacheRead.cost },
+    billed: {
+      prompt: billedPrompt,
+      completion: parsed(m.completionPricePer1M) ?? mul(completionCost, markup),
+      cachedPrompt: cachedPrompt.billed,
+      cacheWrite: cacheWrite.billed,
+      cacheRead: cacheRead.billed,
+    },
+  };
+}
+
+/** The prices /v1/models shows, USD per 1M tokens (display only; `promptPricePer1MTokens` is the spec's name). */
+export function listedPrices(p: TokenPrices) {
+  return {
+    promptPricePer1MTokens: toNumber(p.prompt),
+    completionPricePer1M: toNumber(p.completion),
+    cachedPromptPricePer1M: toNumber(p.cachedPrompt),
+    cacheWritePricePer1M: toNumber(p.cacheWrite),
+    cacheReadPricePer1M: toNumber(p.cacheRead),
+  };
+}
