@@ -1,13 +1,12 @@
 /**
  * What pay-per-request adds before the first token: the paid retry (decode, record, verify,
  * settle, confirm on chain, credit) against a keyed request, on one gateway, one model, one
- * upstream. Run alone: `node --import tsx bench/pay-per-request.ts [--requests N]`.
+ * upstream. Part of `npm run bench`; alone: `node --import tsx bench/pay-per-request.ts [--requests N]`.
  *
  * The chain is a local anvil that mines each transaction at once, so the figure is the gateway's
  * own cost plus the RPC round trips; on a public chain add its block time (about 2 s on Base) to
  * the settle, which this flow waits for before it runs the request.
  */
-import { parseArgs } from 'node:util';
 import { Writable } from 'node:stream';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
@@ -19,86 +18,112 @@ import { createLogger } from '../src/http/logger.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
 import { adjustBalance } from '../src/ledger/credits.ts';
 import { startServer } from '../src/main.ts';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const { values } = parseArgs({ options: { requests: { type: 'string', default: '30' } } });
-const N = Number(values.requests);
-const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-ppr-'));
-const anvil = await startAnvil();
-const fake = await startFakeOpenAI({ record: false });
-try {
-  const chain = await deployDevChain(anvil);
-  const [payTo, relayer] = [await chain.newAccount(), await chain.newAccount()];
-  const config = parseConfig(
-    {
-      server: { host: '127.0.0.1', port: 0 },
-      database: { url: `sqlite:${join(dir, 'tollgate.db')}` },
-      metrics: { enabled: false },
-      logging: { level: 'warn' },
-      chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } },
-      providers: { fake: { baseUrl: fake.url } },
-      models: [{ provider: 'fake', name: 'bench-fast', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '2' }],
-      topup: { payTo: payTo.address, offers: [{ network: chain.network, asset: chain.usdc, transferMethod: 'eip3009', ...USDC_DOMAIN, decimals: 6 }] },
-      payPerRequest: { enabled: true },
-      rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 }, public: { perMinute: 1_000_000 } },
-    },
-    { TOLLGATE_RELAYER_KEY: relayer.privateKey },
-  );
-  const gw = await startServer(config, { logger: createLogger('warn', new Writable({ write: (_c, _e, done) => done() })) });
-  try {
-    const url = `${gw.url}/v1/chat/completions`;
-    const body = JSON.stringify({ model: 'fake/bench-fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 });
-    const wallet = (await chain.newAccount()).address.toLowerCase();
-    await adjustBalance(gw.services.storage.db, { wallet, amountUsdc: 1_000_000 });
-    const issued = generateKey(gw.services.keySecret);
-    await insertKey(gw.services.storage.db, wallet, issued, 'bench');
+/** Medians and p90s (ms) of each leg, over `requests` sequential requests after 3 warm-up ones. */
+export interface PayPerRequestLatency {
+  requests: number;
+  keyed: { median: number; p90: number };
+  offer: { median: number; p90: number };
+  paid: { median: number; p90: number };
+}
 
-    const keyed: number[] = [];
-    const offer: number[] = [];
-    const paid: number[] = [];
-    const payer = await chain.newAccount({ usdc: 100n * 1_000_000n });
-    const client = new x402Client();
-    registerExactEvmScheme(client, { signer: payer });
-    client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: chain.network, asset: chain.usdc, maxAmountPerPayment: '1000000' }] });
-    // Times each leg the stock client sends: the unpaid request (402) and the paid retry.
-    let legs: number[] = [];
-    const timed: typeof fetch = async (input, init) => {
-      const t = performance.now();
-      const res = await fetch(input, init);
-      await res.clone().arrayBuffer();
-      legs.push(performance.now() - t);
-      return res;
-    };
-    const paying = wrapFetchWithPayment(timed, client);
-    for (let i = 0; i < N + 3; i++) {
-      const t = performance.now();
-      const k = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${issued.key}` }, body });
-      await k.arrayBuffer();
-      const keyedMs = performance.now() - t;
-      legs = [];
-      const p = await paying(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      await p.arrayBuffer();
-      if (k.status !== 200 || p.status !== 200 || legs.length !== 2) throw new Error(`unexpected answers ${k.status} ${p.status} (${legs.length} legs)`);
-      if (i < 3) continue; // warm-up
-      keyed.push(keyedMs);
-      offer.push(legs[0]!);
-      paid.push(legs[1]!);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const p90 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.9)]!;
+const stats = (xs: number[]) => ({ median: median(xs), p90: p90(xs) });
+
+export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerRequestLatency> {
+  const anvil = await startAnvil();
+  const fake = await startFakeOpenAI({ record: false });
+  try {
+    const chain = await deployDevChain(anvil);
+    const [payTo, relayer] = [await chain.newAccount(), await chain.newAccount()];
+    const config = parseConfig(
+      {
+        server: { host: '127.0.0.1', port: 0 },
+        database: { url: `sqlite:${join(dir, 'tollgate.db')}` },
+        metrics: { enabled: false },
+        logging: { level: 'warn' },
+        chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } },
+        providers: { fake: { baseUrl: fake.url } },
+        models: [{ provider: 'fake', name: 'bench-fast', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '2' }],
+        topup: { payTo: payTo.address, offers: [{ network: chain.network, asset: chain.usdc, transferMethod: 'eip3009', ...USDC_DOMAIN, decimals: 6 }] },
+        payPerRequest: { enabled: true },
+        rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 }, public: { perMinute: 1_000_000 } },
+      },
+      { TOLLGATE_RELAYER_KEY: relayer.privateKey },
+    );
+    const gw = await startServer(config, { logger: createLogger('warn', new Writable({ write: (_c, _e, done) => done() })) });
+    try {
+      const url = `${gw.url}/v1/chat/completions`;
+      const body = JSON.stringify({ model: 'fake/bench-fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 });
+      const wallet = (await chain.newAccount()).address.toLowerCase();
+      await adjustBalance(gw.services.storage.db, { wallet, amountUsdc: 1_000_000 });
+      const issued = generateKey(gw.services.keySecret);
+      await insertKey(gw.services.storage.db, wallet, issued, 'bench');
+
+      const keyed: number[] = [];
+      const offer: number[] = [];
+      const paid: number[] = [];
+      const payer = await chain.newAccount({ usdc: 100n * 1_000_000n });
+      const client = new x402Client();
+      registerExactEvmScheme(client, { signer: payer });
+      client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: chain.network, asset: chain.usdc, maxAmountPerPayment: '1000000' }] });
+      // Times each leg the stock client sends: the unpaid request (402) and the paid retry.
+      let legs: number[] = [];
+      const timed: typeof fetch = async (input, init) => {
+        const t = performance.now();
+        const res = await fetch(input, init);
+        await res.clone().arrayBuffer();
+        legs.push(performance.now() - t);
+        return res;
+      };
+      const paying = wrapFetchWithPayment(timed, client);
+      for (let i = 0; i < N + 3; i++) {
+        const t = performance.now();
+        const k = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${issued.key}` }, body });
+        await k.arrayBuffer();
+        const keyedMs = performance.now() - t;
+        legs = [];
+        const p = await paying(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        await p.arrayBuffer();
+        if (k.status !== 200 || p.status !== 200 || legs.length !== 2) throw new Error(`unexpected answers ${k.status} ${p.status} (${legs.length} legs)`);
+        if (i < 3) continue; // warm-up
+        keyed.push(keyedMs);
+        offer.push(legs[0]!);
+        paid.push(legs[1]!);
+      }
+      return { requests: N, keyed: stats(keyed), offer: stats(offer), paid: stats(paid) };
+    } finally {
+      await gw.stop();
     }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const p90 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.9)]!;
-    const row = (name: string, xs: number[]) => console.log(`${name.padEnd(36)} median ${median(xs).toFixed(1).padStart(7)} ms   p90 ${p90(xs).toFixed(1).padStart(7)} ms`);
-    console.log(`pay-per-request latency, ${N} sequential requests each (JSON, instant upstream, anvil mining at once)`);
-    row('keyed request', keyed);
-    row('unpaid request (402 offer)', offer);
-    row('paid retry (verify+settle+run)', paid);
-    console.log(`added by paying, paid retry - keyed: median ${(median(paid) - median(keyed)).toFixed(1)} ms`);
   } finally {
-    await gw.stop();
+    await fake.close();
+    await anvil.stop();
   }
-} finally {
-  await fake.close();
-  await anvil.stop();
-  rmSync(dir, { recursive: true, force: true });
+}
+
+export function payPerRequestLines(l: PayPerRequestLatency): string[] {
+  const row = (name: string, x: { median: number; p90: number }) => `  ${name.padEnd(36)} median ${x.median.toFixed(1).padStart(7)} ms   p90 ${x.p90.toFixed(1).padStart(7)} ms`;
+  return [
+    `Pay-per-request latency, ${l.requests} sequential JSON requests each (instant upstream, anvil mining at once):`,
+    row('keyed request', l.keyed),
+    row('unpaid request (402 offer)', l.offer),
+    row('paid retry (verify+settle+run)', l.paid),
+    `  added by paying (paid retry - keyed, medians): ${(l.paid.median - l.keyed.median).toFixed(1)} ms; on a public chain add its block time`,
+  ];
+}
+
+// `node --import tsx bench/pay-per-request.ts [--requests N]`: only this section.
+if (process.argv[1] && import.meta.filename === process.argv[1]) {
+  const { parseArgs } = await import('node:util');
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { values } = parseArgs({ options: { requests: { type: 'string', default: '30' } } });
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-ppr-'));
+  try {
+    process.stdout.write(`${payPerRequestLines(await measurePayPerRequest(dir, Number(values.requests))).join('\n')}\n`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -2,6 +2,7 @@ import type { Saturation } from './load/closed-loop.ts';
 import type { HeldStreams } from './load/held-streams.ts';
 import type { OpenLoop } from './load/open-loop.ts';
 import { startupLines, type Startup } from './startup.ts';
+import { payPerRequestLines, type PayPerRequestLatency } from './pay-per-request.ts';
 
 export interface Report {
   date: string;
@@ -15,6 +16,7 @@ export interface Report {
   ledger: Record<string, number>;
   /** Absent in results from before start-up was measured. */
   startup?: Startup;
+  payPerRequest?: PayPerRequestLatency;
   durationSeconds: number;
 }
 
@@ -93,6 +95,7 @@ export function printReport(r: Report): void {
   out.push('');
   out.push(`Ledger reserve+settle (ops/s): SQLite ${fmt(r.ledger.sqlite!)}, PostgreSQL ${fmt(r.ledger.postgres!)}; as a share of the reference proxy's JSON throughput: ${(r.ledger.sqlite! / ref['saturation JSON (req/s)']!).toFixed(2)}× and ${(r.ledger.postgres! / ref['saturation JSON (req/s)']!).toFixed(2)}×`);
   if (r.startup) out.push('', ...startupLines(r.startup));
+  if (r.payPerRequest) out.push('', ...payPerRequestLines(r.payPerRequest));
   out.push('');
   out.push(...targetChecks(r, all).map((c) => `${c.met ? 'MET   ' : 'MISSED'} ${c.text}`));
   out.push(`\n(${r.durationSeconds.toFixed(0)} s in all)`);

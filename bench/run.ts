@@ -9,6 +9,7 @@ import type { OpenLoop } from './load/open-loop.ts';
 import { ensureBenchPackages } from './packages.ts';
 import { printReport, type Report } from './report.ts';
 import { measureStartup } from './startup.ts';
+import { measurePayPerRequest } from './pay-per-request.ts';
 import type { Target } from './targets.ts';
 
 /**
@@ -51,6 +52,8 @@ try {
   // First, on a quiet machine: how fast the shipped command starts and how much it holds idle.
   log('start-up: tollgate --help, time to /health, idle RSS');
   const startup = await measureStartup(dir);
+  log('pay-per-request: a keyed request against an x402 paid one, on a local chain');
+  const payPerRequest = await measurePayPerRequest(dir, ROUNDS > 1 ? 30 : 10);
 
   log('starting the upstream, the reference proxy, Portkey, Tollgate on SQLite and on PostgreSQL');
   const upstream = await startUpstream();
@@ -122,6 +125,7 @@ try {
     memory,
     ledger,
     startup,
+    payPerRequest,
     durationSeconds: (Date.now() - started) / 1000,
   };
   const out = join(import.meta.dirname, 'results');
