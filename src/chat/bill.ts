@@ -54,6 +54,8 @@ export class RequestBill {
   }
 
   settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
+    // The one place usage is priced. Cache writes and reads are parts of promptTokens, priced at the
+    // prompt price until per-term cache prices exist (issue 16 §5): that change is this line.
     const { chargeUsdc, costUsdc } = priceRequest(this.plan.model, usage);
     const billed = this.opts.capAtReservation ? Math.min(chargeUsdc, this.plan.reservationUsdc) : chargeUsdc;
     return this.finish(billed, costUsdc, usage, status, chargeUsdc);

@@ -7,6 +7,12 @@ export interface Usage {
   completionTokens: number;
   reasoningTokens: number;
   cachedTokens: number;
+  /**
+   * Anthropic's prompt caching, parts of `promptTokens` as the internal usage object carries them
+   * (`cache_creation_input_tokens`, `cache_read_input_tokens`); absent from other providers.
+   */
+  cacheWriteTokens?: number;
+  cacheReadTokens?: number;
   estimated: boolean;
 }
 
@@ -22,6 +28,9 @@ export function readUsage(u: unknown): Usage | null {
     completionTokens: int(o.completion_tokens),
     reasoningTokens: int(o.completion_tokens_details?.reasoning_tokens),
     cachedTokens: int(o.prompt_tokens_details?.cached_tokens),
+    ...(o.cache_creation_input_tokens !== undefined || o.cache_read_input_tokens !== undefined
+      ? { cacheWriteTokens: int(o.cache_creation_input_tokens), cacheReadTokens: int(o.cache_read_input_tokens) }
+      : {}),
     estimated: false,
   };
 }

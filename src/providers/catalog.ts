@@ -1,5 +1,6 @@
 import type { Config } from '../config/load.ts';
 import type { ModelConfig, ProviderConfig } from '../config/schema.ts';
+import type { ProviderType } from './registry.ts';
 import { markupFactor, mul, parseDecimal, toNumber, type Fraction } from './decimal.ts';
 
 /** Per-token prices in micro-USDC (a price of P USD per 1M tokens is exactly P micro-USDC per token). */
@@ -13,6 +14,8 @@ export interface CatalogModel {
   id: string;
   name: string;
   provider: string;
+  /** The provider's type, which says how requests to it are encoded (providers/registry.ts). */
+  upstream: ProviderType;
   upstreamName: string;
   contextLength: number;
   maxOutputTokens: number;
@@ -49,6 +52,7 @@ export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { prov
       id: `${m.provider}/${m.name}`,
       name: m.name,
       provider: m.provider,
+      upstream: config.providers?.[m.provider]?.type ?? 'openai-compatible',
       upstreamName: m.upstreamName ?? m.name,
       contextLength: m.contextLength,
       maxOutputTokens: m.maxOutputTokens,
