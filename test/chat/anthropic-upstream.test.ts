@@ -44,6 +44,17 @@ for (const engine of ENGINES) {
       throw new Error('no usage row');
     }
 
+    /** Starts a stream, reads its first bytes, leaves; the usage row once the drain has billed it. */
+    async function leaveAfterFirstChunk(w: { key: string; keyId: number }) {
+      const abort = new AbortController();
+      const res = await post(w.key, { messages: MESSAGES, stream: true }, abort.signal);
+      await res.body!.getReader().read();
+      abort.abort();
+      const row = await waitForRow(w.keyId);
+      assert.equal(row.status, 'client_disconnected');
+      return row;
+    }
+
     async function expectUntouched(w: { account: any; keyId: number }) {
       assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS, locked_usdc: 0, available_usdc: FUNDS });
       const rows = await usageRows(w.keyId);
@@ -219,12 +230,7 @@ for (const engine of ENGINES) {
     test('stream: a client that disconnects is drained and billed the provider\'s full usage', async () => {
       const w = await h.wallet(FUNDS);
       h.anthropic.behaviour = { usage: USAGE, chunkDelayMs: 20 };
-      const abort = new AbortController();
-      const res = await post(w.key, { messages: MESSAGES, stream: true }, abort.signal);
-      await res.body!.getReader().read();
-      abort.abort();
-      const row = await waitForRow(w.keyId);
-      assert.equal(row.status, 'client_disconnected');
+      const row = await leaveAfterFirstChunk(w);
       assert.equal(Number(row.estimated), 0, 'the usage of message_delta, read after the client left');
       assert.equal(Number(row.charged_usdc), CHARGE);
     });
@@ -233,12 +239,7 @@ for (const engine of ENGINES) {
       const w = await h.wallet(FUNDS);
       // Each event is 300 ms apart: the 2 s drain ends after a few text deltas of the twelve.
       h.anthropic.behaviour = { usage: USAGE, chunkDelayMs: 300 };
-      const abort = new AbortController();
-      const res = await post(w.key, { messages: MESSAGES, stream: true }, abort.signal);
-      await res.body!.getReader().read();
-      abort.abort();
-      const row = await waitForRow(w.keyId);
-      assert.equal(row.status, 'client_disconnected');
+      const row = await leaveAfterFirstChunk(w);
       assert.equal(Number(row.estimated), 1);
       assert.equal(Number(row.prompt_tokens), 130, 'message_start reported the prompt side exactly');
       assert.equal(Number(row.cached_tokens), 20);
