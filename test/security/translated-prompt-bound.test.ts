@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { planChat } from '../../src/chat/plan.ts';
+import { parseConfig } from '../../src/config/load.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
 
-const catalog = buildCatalog({
-  providers: { anth: { type: 'anthropic', baseUrl: 'https://api.anthropic.com', apiKeyEnv: 'ANTHROPIC_API_KEY', maxConnections: 1, anthropicVersion: '2023-06-01', anthropicBeta: [] } },
-  models: [{ provider: 'anth', name: 'claude', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1', reasoningFamily: 'none', created: 0, partTokenBounds: { file: 10 } }],
-  pricing: { markupPercent: '0', listedPrices: 'billed' },
-} as never);
-const config = { chat: { defaultMaxTokens: 100, reasoning: 'reject' as const } };
+const config = parseConfig({
+  providers: { anth: { type: 'anthropic' } },
+  models: [{ provider: 'anth', name: 'claude', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1', inputs: ['text', 'file'], partTokenBounds: { file: 10 } }],
+}, {});
+const catalog = buildCatalog(config);
 
 /**
  * A key holder shapes a part that is large in OpenAI's form and small once translated for
