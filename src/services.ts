@@ -10,7 +10,7 @@ import { KeyCache } from './keys/key-cache.ts';
 import { openStorage, type Storage } from './storage/database.ts';
 import { extendLeases, sweepExpiredReservations } from './ledger/reservations.ts';
 import type { ProviderAdapter } from './providers/adapter.ts';
-import { openAICompatible } from './providers/openai-compatible.ts';
+import { connectProvider } from './providers/registry.ts';
 import { windowsFrom, type RateLimiter, type RateWindow } from './ratelimit/limiter.ts';
 import { memoryLimiter } from './ratelimit/memory.ts';
 import { sql } from 'kysely';
@@ -214,7 +214,7 @@ function createProviders(config: Config): Map<string, ProviderAdapter> {
   };
   const adapters = new Map<string, ProviderAdapter>();
   for (const [name, p] of Object.entries(config.providers)) {
-    adapters.set(name, openAICompatible(name, p, config.secrets.providerKeys[name], timeouts, p.maxConnections));
+    adapters.set(name, connectProvider(name, p, config.secrets.providerKeys[name], timeouts));
   }
   return adapters;
 }

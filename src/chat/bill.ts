@@ -54,6 +54,7 @@ export class RequestBill {
   }
 
   settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
+    // The one place usage is priced: each cached part of the prompt at its own price.
     const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest(this.plan.model, usage);
     if (cachedPartsIgnored) {
       const { promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens } = usage;

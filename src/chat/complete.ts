@@ -1,18 +1,21 @@
-import type { FastifyReply } from 'fastify';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../refusal.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { Services } from '../services.ts';
 import { getBalance } from '../ledger/balances.ts';
 import type { RequestBill } from './bill.ts';
+import type { InboundCodec } from './inbound/codec.ts';
 import type { ChatPlan } from './plan.ts';
+import type { ResponseSink } from './sink.ts';
 import { estimateUsage, generatedText, readUsage } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 
-/** Non-streaming: call the provider, settle, answer with the provider's JSON as it was sent. */
-export async function completeChat(services: Services, reply: FastifyReply, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
-  let text: string;
-  let parsed: any;
+/**
+ * Non-streaming: call the provider, decode its answer into the internal form, settle, answer in
+ * the client's protocol (for OpenAI in and out: the provider's JSON as it was sent).
+ */
+export async function completeChat(services: Services, sink: ResponseSink, codec: InboundCodec, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+  let answer: { text: string; parsed: any };
   let status: number | undefined;
   try {
     // No abort on client disconnect: the provider bills us for the completion either way, so it is
@@ -21,34 +24,37 @@ export async function completeChat(services: Services, reply: FastifyReply, plan
     const res = await adapter.chat(plan.upstreamJson, bill.requestId);
     bill.markUpstreamResponse();
     status = res.statusCode;
-    text = await res.body.text();
+    const text = await res.body.text();
     if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text);
-    parsed = JSON.parse(text);
-    if (!parsed || typeof parsed !== 'object' || !Array.isArray(parsed.choices)) throw upstreamFailure('the provider sent a response that is not a chat completion');
+    const decoded = adapter.wire.decodeAnswer(text);
+    if (!decoded.ok) throw upstreamFailure(decoded.problem);
+    answer = decoded;
   } catch (err) {
     await bill.void('upstream_error');
     const failure = err instanceof ApiError ? err : upstreamFailure(describeTransportError(err));
-    logProviderFailure(reply.log, plan, bill.requestId, { status, error: err instanceof ApiError ? undefined : err, detail: failure.message });
+    logProviderFailure(sink.log, plan, bill.requestId, { status, error: err instanceof ApiError ? undefined : err, detail: failure.message });
     throw failure;
   }
 
-  const usage = readUsage(parsed.usage) ?? (await estimateUsage(plan, completionTextOf(parsed)));
+  const usage = readUsage(answer.parsed.usage) ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
   const outcome = await bill.settle(usage);
   // The reservation was finished by someone else meanwhile (the sweeper after a lost lease, or a
   // shutdown that ran out of grace): nothing could be charged, so the answer is not handed out free.
   if (!outcome.applied) {
     throw new ApiError(503, 'SERVICE_UNAVAILABLE', `this request's reservation was released before the provider answered, so nothing was charged and the answer is withheld; retry, and quote request id ${bill.requestId} if it repeats`);
   }
-  void reply.code(200).header('content-type', 'application/json; charset=utf-8').header('x-tollgate-charged-usdc', outcome.chargedUsdc);
+  sink.header('content-type', 'application/json; charset=utf-8');
+  sink.header('x-tollgate-charged-usdc', outcome.chargedUsdc);
   if (outcome.deferred) {
     // The database did not answer, but the bill is on local disk and applied when it does: the
     // answer exists and is paid for, so it is handed out; the balance is not known right now.
-    void reply.header('x-tollgate-billing', 'deferred');
+    sink.header('x-tollgate-billing', 'deferred');
   } else {
     // The settle reports the balance it left; read it only if it did not.
-    void reply.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await getBalance(services.storage.db, bill.key.wallet)).balance_usdc);
+    sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await getBalance(services.storage.db, bill.key.wallet)).balance_usdc);
   }
-  void reply.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false').send(text);
+  sink.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false');
+  sink.send(200, codec.encodeAnswer(answer.text, answer.parsed));
 }
 
 function completionTextOf(parsed: any): string {

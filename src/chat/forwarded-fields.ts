@@ -1,4 +1,4 @@
-import { badRequest } from '../http/errors.ts';
+import { badRequest } from '../refusal.ts';
 
 /**
  * Which request fields reach the provider. A forwarded field is one the operator pays for, so the

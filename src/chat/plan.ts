@@ -1,7 +1,8 @@
 import type { Config } from '../config/load.ts';
 import { findModel, type Catalog, type CatalogModel } from '../providers/catalog.ts';
 import { reservationFor } from '../providers/pricing.ts';
-import { badRequest } from '../http/errors.ts';
+import { wireOf } from '../providers/registry.ts';
+import { badRequest } from '../refusal.ts';
 import { checkForwardedFields } from './forwarded-fields.ts';
 import { measureParts, promptBound, type NonTextParts } from './prompt-bound.ts';
 
@@ -18,8 +19,9 @@ export interface ChatPlan {
   /** The declared non-text parts (images, audio, files) and the tokens reserved for them. */
   parts: NonTextParts;
   reservationUsdc: number;
+  /** The request in the internal form (OpenAI chat completions) after the plan's rewrites; the estimate reads it. */
   upstreamBody: Record<string, unknown>;
-  /** `upstreamBody` serialised: what is sent to the provider, byte for byte. */
+  /** `upstreamBody` encoded in the provider's wire format and serialised: what is sent, byte for byte. */
   upstreamJson: string;
 }
 
@@ -68,11 +70,18 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const clientWantsUsage = stream && options.include_usage === true;
   if (stream) upstreamBody.stream_options = { ...options, include_usage: true };
 
+  // Encoded for the provider's wire (the identity for OpenAI-compatible providers); what it cannot
+  // honour is a 400 naming the client's field, before anything is reserved.
+  const wire = wireOf(model.upstream);
+  const encoded = wire.encodeRequest(upstreamBody);
+  if (!encoded.ok) throw badRequest(encoded.message, { param: encoded.field });
   // Bounded on what goes upstream, after every rewrite above, so nothing forwarded escapes the bound.
   // Serialised once: the bound measures the very bytes the adapter sends (a 4 MiB body costs tens
-  // of milliseconds of event-loop time per JSON.stringify).
-  const upstreamJson = JSON.stringify(upstreamBody);
-  const promptUpperBound = promptBound(upstreamBody, upstreamJson, model, parts);
+  // of milliseconds of event-loop time per JSON.stringify). Messages and tools are counted on the
+  // internal body, which has at least as many as any encoding of it (Anthropic merges turns).
+  const upstreamJson = JSON.stringify(encoded.value);
+  const sentParts = wire.nonTextBytes ? { ...parts, bytes: wire.nonTextBytes(encoded.value) } : parts;
+  const promptUpperBound = promptBound(upstreamBody, upstreamJson, model, sentParts);
   return {
     model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts,
     reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody, upstreamJson,
@@ -115,6 +124,8 @@ function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>
   if (hasEffort && (typeof b.reasoning_effort !== 'string' || !Object.hasOwn(EFFORT_BUDGETS, b.reasoning_effort))) {
     throw badRequest(`reasoning_effort must be one of ${Object.keys(EFFORT_BUDGETS).join(', ')}`, { param: 'reasoning_effort' });
   }
+  // Anthropic's wire maps reasoning_effort to a thinking budget itself, with Anthropic's minimum.
+  if (model.upstream === 'anthropic') return;
   if (model.reasoningFamily === 'thinking') {
     delete out.reasoning_effort;
     if (!hasThinking) out.thinking = { type: 'enabled', budget_tokens: EFFORT_BUDGETS[b.reasoning_effort as string] };

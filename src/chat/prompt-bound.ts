@@ -1,4 +1,4 @@
-import { badRequest } from '../http/errors.ts';
+import { badRequest } from '../refusal.ts';
 import type { CatalogModel, PartKind } from '../providers/catalog.ts';
 
 /** Content part types that carry text, counted by their bytes like the rest of the body. */

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
+import type { ChatLog } from './sink.ts';
 import type { ChatPlan } from './plan.ts';
 
 export interface ProviderFailure {
@@ -16,7 +16,7 @@ export interface ProviderFailure {
  * client's report. Only an error's code or name is logged, never its message or the request's
  * headers: those can carry the provider key or a URL with one in it.
  */
-export function logProviderFailure(log: FastifyBaseLogger, plan: ChatPlan, requestId: string, failure: ProviderFailure): void {
+export function logProviderFailure(log: ChatLog, plan: ChatPlan, requestId: string, failure: ProviderFailure): void {
   log.warn(
     {
       provider: plan.model.provider,

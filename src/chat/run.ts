@@ -1,12 +1,20 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRow } from '../keys/api-keys.ts';
 import { tryReserve, type ReserveOutcome } from '../ledger/reservations.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../refusal.ts';
 import type { Services } from '../services.ts';
 import { RequestBill, type BillOptions } from './bill.ts';
 import { completeChat } from './complete.ts';
+import type { InboundCodec } from './inbound/codec.ts';
 import type { ChatPlan } from './plan.ts';
+import type { ResponseSink } from './sink.ts';
 import { streamChat } from './stream.ts';
+
+/** The request being run: its id, where its answer goes, and the protocol it is written in. */
+export interface ChatExchange {
+  requestId: string;
+  sink: ResponseSink;
+  codec: InboundCodec;
+}
 
 /**
  * Reserves the plan's bound on the key's wallet, then runs the request and finishes its bill exactly
@@ -14,20 +22,21 @@ import { streamChat } from './stream.ts';
  * key's spend limit cannot cover the reservation: each caller words that refusal its own way (a keyed
  * request says top up or names the limit, a pay-per-request one offers a payment).
  */
-export async function runChat(services: Services, request: FastifyRequest, reply: FastifyReply, key: KeyRow, plan: ChatPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
+export async function runChat(services: Services, exchange: ChatExchange, key: KeyRow, plan: ChatPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
   const adapter = services.providers.get(plan.model.provider);
   if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
 
   const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
+  const { requestId, sink, codec } = exchange;
   const reserved = await tryReserve(services.storage, {
-    wallet: key.wallet, apiKeyId: key.id, requestId: request.id, amountUsdc: plan.reservationUsdc, leaseMs, keyHasLimit: key.spend_limit_usdc !== null,
+    wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, leaseMs, keyHasLimit: key.spend_limit_usdc !== null,
   });
   if (!reserved.ok) return reserved;
 
-  const bill = new RequestBill(services, key, plan, request.id, opts);
+  const bill = new RequestBill(services, key, plan, requestId, opts);
   try {
-    if (plan.stream) await streamChat(services, reply, plan, adapter, bill);
-    else await completeChat(services, reply, plan, adapter, bill);
+    if (plan.stream) await streamChat(services, sink, codec, plan, adapter, bill);
+    else await completeChat(services, sink, codec, plan, adapter, bill);
   } finally {
     await bill.voidIfOpen('error');
   }

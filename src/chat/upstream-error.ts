@@ -1,5 +1,5 @@
 import { parseJsonLoosely } from '../json.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../refusal.ts';
 
 /**
  * A 502 that says what the provider did, with the provider's own error message when it sent one.

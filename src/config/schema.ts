@@ -58,25 +58,48 @@ function isAddressOrCidr(value: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
 }
 
-const provider = z
+// Provider extensions forwarded as sent (for example vLLM's top_k). Everything in them is
+// counted as prompt input in the reservation; see docs/api.md "Forwarded fields".
+const extraFields = z
+  .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a JSON field name such as top_k'))
+  .superRefine((names, ctx) => {
+    for (const name of names) {
+      const problem = extraFieldProblem(name);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }
+  })
+  .optional();
+
+const openAICompatibleProvider = z
   .object({
-    type: z.enum(['openai-compatible']).default('openai-compatible'),
+    type: z.literal('openai-compatible').default('openai-compatible'),
     baseUrl: z.url({ message: 'must be an http(s) URL such as https://api.openai.com/v1' }),
     apiKeyEnv: envName.optional(),
     maxConnections: positiveInt.default(1024),
-    // Provider extensions forwarded as sent (for example vLLM's top_k). Everything in them is
-    // counted as prompt input in the reservation; see docs/api.md "Forwarded fields".
-    extraFields: z
-      .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a JSON field name such as top_k'))
-      .superRefine((names, ctx) => {
-        for (const name of names) {
-          const problem = extraFieldProblem(name);
-          if (problem) ctx.addIssue({ code: 'custom', message: problem });
-        }
-      })
-      .optional(),
+    extraFields,
   })
   .strict();
+
+/** Anthropic's Messages API (src/providers/anthropic/): the key goes in x-api-key. */
+const anthropicProvider = z
+  .object({
+    type: z.literal('anthropic'),
+    baseUrl: z.url({ message: 'must be an http(s) URL such as https://api.anthropic.com' }).default('https://api.anthropic.com'),
+    apiKeyEnv: envName.default('ANTHROPIC_API_KEY'),
+    maxConnections: positiveInt.default(1024),
+    extraFields,
+    // The `anthropic-version` header every request names.
+    anthropicVersion: z.string().min(1).default('2023-06-01'),
+    // Beta features turned on for every request, sent as one `anthropic-beta` header.
+    anthropicBeta: z.array(z.string().regex(/^[A-Za-z0-9._-]+$/, 'must be a beta name such as prompt-caching-2024-07-31')).default([]),
+  })
+  .strict();
+
+// A provider without `type` is OpenAI-compatible, as every provider was before types existed.
+const provider = z.preprocess(
+  (v) => (v && typeof v === 'object' && !Array.isArray(v) && !('type' in v) ? { ...v, type: 'openai-compatible' } : v),
+  z.discriminatedUnion('type', [openAICompatibleProvider, anthropicProvider]),
+);
 
 // Kinds of content part a model may accept besides text; each needs a token bound for the reservation.
 const partKind = z.enum(['image', 'audio', 'file']);

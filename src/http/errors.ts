@@ -1,25 +1,11 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DependencyUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
 import { isDatabaseOutage } from '../storage/outage.ts';
+import { ApiError } from '../refusal.ts';
 import { errorBody, formatFor, type ErrorFormat } from './error-format.ts';
 
-/** An error the client should see as it is: status, stable code, and a message that says what to do. */
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly extra: Record<string, unknown> = {},
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-}
-
-/** A 400; `param` names the request field at fault when there is one (OpenAI's shape shows it). */
-export const badRequest = (message: string, extra?: Record<string, unknown> & { param?: string }) => new ApiError(400, 'VALIDATION_ERROR', message, extra);
-export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED', message);
-export const notFound = (message: string) => new ApiError(404, 'NOT_FOUND', message);
+// The refusal itself is domain data (src/refusal.ts); this file only renders it.
+export { ApiError, badRequest, notFound, unauthorized } from '../refusal.ts';
 
 const CODE_BY_STATUS: Record<number, string> = {
   400: 'VALIDATION_ERROR',
@@ -52,7 +38,9 @@ export function errorHandler(format: ErrorFormat) {
 
 /** Writes `err` in the shape the request's route calls for: the one place error bodies are built. */
 export function sendError(request: FastifyRequest, reply: FastifyReply, format: ErrorFormat, err: ApiError): void {
-  void reply.code(err.status).headers(err.headers).send(errorBody(formatFor(request, format), err));
+  // A chat route of another protocol (Anthropic Messages, …) writes errors in that protocol's shape.
+  const own = request.routeOptions?.config?.inboundCodec?.errorBody;
+  void reply.code(err.status).headers(err.headers).send(own ? own(err) : errorBody(formatFor(request, format), err));
 }
 
 function toApiError(err: FastifyError | ApiError, request: FastifyRequest): ApiError {

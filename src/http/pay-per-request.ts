@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { planChat, type ChatPlan } from '../chat/plan.ts';
+import type { InboundCodec } from '../chat/inbound/codec.ts';
 import { runChat } from '../chat/run.ts';
 import { getBalance } from '../ledger/balances.ts';
 import { usdToMicro } from '../ledger/usd.ts';
@@ -14,6 +15,7 @@ import { ApiError, badRequest } from './errors.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { refuseUnconfiguredProvider } from './provider-ready.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleMatched } from './x402-payment.ts';
+import { exchangeOf } from './reply-sink.ts';
 
 const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in your wallet balance';
 
@@ -25,10 +27,10 @@ const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in
  * billed against the payer's wallet like a keyed request. The paid retry is planned again from its
  * own body, so a body changed after the 402 is priced as it is now.
  */
-export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, codec: InboundCodec): Promise<FastifyReply> {
   const { config } = services;
   if (!config.payPerRequest.enabled || !services.topup) throw new ApiError(500, 'INTERNAL_ERROR', 'pay-per-request reached with pay-per-request off');
-  const plan = planChat(request.body, services.catalog, config);
+  const plan = planChat(codec.decodeRequest(request.body), services.catalog, config);
   // Never offer, let alone take, a payment for a request no provider can serve.
   refuseUnconfiguredProvider(services, request, plan);
   const price = pricePerRequest(plan.reservationUsdc, usdToMicro(String(config.payPerRequest.minUsd)));
@@ -40,7 +42,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
     askForPayment(
       reply,
-      { resource: `${config.server.publicUrl.replace(/\/$/, '')}/v1/chat/completions`, offers, code, message, description: DESCRIPTION },
+      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${codec.path}`, offers, code, message, description: DESCRIPTION },
       { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
     );
 
@@ -84,7 +86,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       );
     case 'credited':
       if (!counted) await countRequest();
-      return runPaid(services, request, reply, plan, outcome.payment, started, ask);
+      return runPaid(services, request, reply, codec, plan, outcome.payment, started, ask);
   }
 }
 
@@ -92,6 +94,7 @@ async function runPaid(
   services: Services,
   request: FastifyRequest,
   reply: FastifyReply,
+  codec: InboundCodec,
   plan: ChatPlan,
   payment: PaymentRow,
   started: number,
@@ -114,7 +117,7 @@ async function runPaid(
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   setReceipt(reply, payment);
-  if ((await runChat(services, request, reply, key, plan, { capAtReservation: true })).ok) return reply;
+  if ((await runChat(services, exchangeOf(request, reply, codec), key, plan, { capAtReservation: true })).ok) return reply;
   reply.removeHeader('payment-response');
   reply.removeHeader('x-payment-response');
   const balance = await getBalance(services.storage.db, payment.payer);

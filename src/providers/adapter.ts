@@ -1,10 +1,15 @@
 import type { Dispatcher } from 'undici';
+import type { UpstreamWire } from './wire.ts';
 
-/** What the chat route needs from a provider: send the body, get the raw HTTP response back. */
+/**
+ * What the chat pipeline needs from a provider: its wire format (how the internal request and
+ * answers translate, wire.ts) and the transport (send the encoded body, get the raw HTTP response).
+ */
 export interface ProviderAdapter {
   readonly name: string;
+  readonly wire: UpstreamWire;
   /**
-   * POSTs a chat completion. Rejects on connect failure and timeouts; any HTTP status resolves.
+   * POSTs an encoded request (`body`, from `wire.encodeRequest`). Rejects on connect failure and timeouts; any HTTP status resolves.
    * `requestId` is the gateway's id for the request, sent along so provider-side logs can be
    * matched with ours.
    */

@@ -1,5 +1,6 @@
 import type { Config } from '../config/load.ts';
 import type { ModelConfig, ProviderConfig } from '../config/schema.ts';
+import type { ProviderType } from './registry.ts';
 import { markupFactor } from './decimal.ts';
 import { listedPrices, modelPrices, type TokenPrices } from './token-prices.ts';
 
@@ -8,6 +9,8 @@ export interface CatalogModel {
   id: string;
   name: string;
   provider: string;
+  /** The provider's type, which says how requests to it are encoded (providers/registry.ts). */
+  upstream: ProviderType;
   upstreamName: string;
   contextLength: number;
   maxOutputTokens: number;
@@ -43,6 +46,7 @@ export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { prov
       id: `${m.provider}/${m.name}`,
       name: m.name,
       provider: m.provider,
+      upstream: config.providers?.[m.provider]?.type ?? 'openai-compatible',
       upstreamName: m.upstreamName ?? m.name,
       contextLength: m.contextLength,
       maxOutputTokens: m.maxOutputTokens,

@@ -2,7 +2,7 @@ import { PaymentPayloadSchema } from '@x402/core/schemas';
 import type { PaymentPayload } from '@x402/core/types';
 import { z } from 'zod';
 import { ADDRESS_PATTERN } from '../chain/address.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../refusal.ts';
 
 /**
  * Decoding of the paid request's header (`X-Payment` or `PAYMENT-SIGNATURE`): standard base64 of

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import { x402ExactPermit2ProxyAddress } from '@x402/evm';
 import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../refusal.ts';
 import type { DecodedPayment } from './decode.ts';
 import type { Offer } from './offers.ts';
 import type { PaymentPurpose } from '../storage/schema.ts';

@@ -1,7 +1,7 @@
 import type { PaymentRequired, PaymentRequirements } from '@x402/core/types';
 import type { Config } from '../config/load.ts';
 import type { OfferConfig } from '../config/schema.ts';
-import { badRequest } from '../http/errors.ts';
+import { badRequest } from '../refusal.ts';
 import { usdToMicro } from '../ledger/usd.ts';
 
 /**

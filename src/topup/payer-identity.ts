@@ -1,6 +1,6 @@
 import { isErc6492Signature, type Hex, type PublicClient } from 'viem';
 import { accountCode } from '../chain/account-code.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../refusal.ts';
 import { paymentMismatch, type MatchedPayment } from './match.ts';
 
 /**

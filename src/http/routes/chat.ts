@@ -1,19 +1,27 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { INBOUND_CODECS, type InboundCodec } from '../../chat/inbound/index.ts';
 import { planChat } from '../../chat/plan.ts';
 import { runChat } from '../../chat/run.ts';
 import type { Services } from '../../services.ts';
 import { requireApiKey } from '../bearer-auth.ts';
-import { ApiError } from '../errors.ts';
-import { OPENAI_COMPATIBLE } from '../error-format.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
 import { refuseUnconfiguredProvider } from '../provider-ready.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import { clientBucket } from '../client-bucket.ts';
+import { exchangeOf } from '../reply-sink.ts';
 
 /** The key each chat request was authenticated with, set before its body is read. */
 const keyOf = new WeakMap<FastifyRequest, KeyRow>();
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The inbound protocol a chat route speaks; its errors are written in the protocol's shape. */
+    inboundCodec?: InboundCodec;
+  }
+}
+
+/** The chat path, once per inbound protocol (src/chat/inbound/index.ts lists them). */
 export function chatRoutes(app: FastifyInstance, services: Services): void {
   // The key and the wallet's rate limit are checked on the headers alone (onRequest runs before the
   // body is read): an anonymous or rate-limited client gets its 401 or 429 without the gateway
@@ -30,21 +38,23 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
     keyOf.set(request, key);
   };
-  app.post('/v1/chat/completions', { ...OPENAI_COMPATIBLE, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate }, async (request, reply) => {
-    // Everything that can refuse the request is decided before the first byte of the answer, so a
-    // stream that cannot be paid for is a plain 402, not a broken stream.
-    const key = keyOf.get(request);
-    if (!key) {
-      // Loaded by the first anonymous request: it pulls in x402's payment code.
-      const { payPerRequest } = await import('../pay-per-request.ts');
-      return payPerRequest(services, request, reply);
-    }
-    const plan = planChat(request.body, services.catalog, services.config);
-    assertModelAllowed(key, plan.model.id);
-    refuseUnconfiguredProvider(services, request, plan);
-    const reserved = await runChat(services, request, reply, key, plan);
-    if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
-    return reply;
-  });
+  for (const codec of INBOUND_CODECS) {
+    const config = { openaiCompatible: codec.openaiCompatible, inboundCodec: codec };
+    app.post(codec.path, { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate }, async (request, reply) => {
+      // Everything that can refuse the request is decided before the first byte of the answer, so a
+      // stream that cannot be paid for is a plain 402, not a broken stream.
+      const key = keyOf.get(request);
+      if (!key) {
+        // Loaded by the first anonymous request: it pulls in x402's payment code.
+        const { payPerRequest } = await import('../pay-per-request.ts');
+        return payPerRequest(services, request, reply, codec);
+      }
+      const plan = planChat(codec.decodeRequest(request.body), services.catalog, services.config);
+      assertModelAllowed(key, plan.model.id);
+      refuseUnconfiguredProvider(services, request, plan);
+      const reserved = await runChat(services, exchangeOf(request, reply, codec), key, plan);
+      if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
+      return reply;
+    });
+  }
 }
-

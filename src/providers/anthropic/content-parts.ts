@@ -1,5 +1,5 @@
 import type { ContentBlock, TextBlock } from './types.ts';
-import { refuse, type Translated } from './refusal.ts';
+import { refuse, type Translated } from '../translated.ts';
 
 /** The image types Anthropic's vision models accept; anything else would be a provider 400. */
 const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);

@@ -9,4 +9,4 @@ export { fromAnthropicResponse, type ChatCompletion } from './response.ts';
 export { AnthropicStreamTranslator, type ChatCompletionChunk, type StreamOutput } from './stream.ts';
 export { anthropicHeaders, DEFAULT_ANTHROPIC_VERSION } from './headers.ts';
 export { translateUsage, type TranslatedUsage } from './usage.ts';
-export type { Refusal, Translated } from './refusal.ts';
+export type { Refusal, Translated } from '../translated.ts';

@@ -1,6 +1,6 @@
 import type { AnthropicMessage, ContentBlock, TextBlock } from './types.ts';
 import { contentBlocks } from './content-parts.ts';
-import { refuse, type Translated } from './refusal.ts';
+import { refuse, type Translated } from '../translated.ts';
 
 /** The conversation in Anthropic's shape: system text apart, then strictly alternating turns. */
 export interface Conversation { system: TextBlock[]; messages: AnthropicMessage[] }

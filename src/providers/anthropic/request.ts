@@ -1,6 +1,6 @@
 import type { AnthropicRequest } from './types.ts';
 import { conversation } from './messages.ts';
-import { refuse, type Translated } from './refusal.ts';
+import { refuse, type Translated } from '../translated.ts';
 import { thinkingFor } from './thinking.ts';
 import { toolChoice, tools } from './tools.ts';
 

@@ -1,4 +1,4 @@
-import { refuse, type Translated } from './refusal.ts';
+import { refuse, type Translated } from '../translated.ts';
 
 /** Anthropic refuses a thinking budget under 1,024 tokens. */
 export const MIN_THINKING_BUDGET = 1024;

@@ -1,5 +1,5 @@
 import type { AnthropicTool, AnthropicToolChoice } from './types.ts';
-import { refuse, type Translated } from './refusal.ts';
+import { refuse, type Translated } from '../translated.ts';
 
 /** OpenAI function tools as Anthropic tools: the JSON schema of `parameters` is Anthropic's `input_schema`. */
 export function tools(value: unknown): Translated<AnthropicTool[] | undefined> {

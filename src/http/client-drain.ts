@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 
-export type ClientDrain = 'drained' | 'closed' | 'stalled';
+import type { ClientDrain } from '../chat/sink.ts';
 
 /**
  * Waits until a streaming client has taken what is buffered for it. A client that stops reading

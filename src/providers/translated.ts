@@ -1,5 +1,5 @@
 /**
- * A request Anthropic cannot serve faithfully, returned as a value: the edge turns it into a 400
+ * A request a provider cannot serve faithfully, returned as a value: the edge turns it into a 400
  * naming `field` (a JSON path into the client's request, such as `messages[2].content[0]`), so the
  * client learns what to change instead of getting a silently different answer.
  */

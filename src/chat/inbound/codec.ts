@@ -1,0 +1,35 @@
+import type { ChatPlan } from '../plan.ts';
+
+/**
+ * One protocol clients speak to the gateway (OpenAI chat completions, later Anthropic Messages,
+ * OpenAI Responses): how its requests become the internal form and how the internal answers,
+ * stream events and errors are written back in it. The internal form is OpenAI chat completions,
+ * so the OpenAI codec is the identity and its answers pass through byte for byte.
+ */
+export interface InboundCodec {
+  /** The route it is served on (POST). */
+  readonly path: string;
+  /**
+   * Errors on this route follow `errors.format` (spec or OpenAI's shape). False: `errorBody`
+   * writes them in the protocol's own shape whatever the format.
+   */
+  readonly openaiCompatible: boolean;
+  /** The protocol's error body for a refusal; absent: the configured format's. */
+  errorBody?(e: { status: number; code: string; message: string; extra: Record<string, unknown> }): Record<string, unknown>;
+  /** The request body as the internal (OpenAI chat completions) body; a refusal is thrown as an ApiError. */
+  decodeRequest(body: unknown): unknown;
+  /** The internal chat.completion (as JSON text, and parsed) as this protocol's answer body. */
+  encodeAnswer(internalJson: string, parsed: any): string;
+  /** An encoder for one streamed answer. */
+  streamEncoder(plan: ChatPlan): StreamEncoder;
+}
+
+/** Writes one stream in the protocol's events; every method returns the bytes to send ('' for none). */
+export interface StreamEncoder {
+  /** An internal chat.completion.chunk (JSON text); `usageOnly`: the final usage chunk, with no choices. */
+  chunk(data: string, usageOnly: boolean): string;
+  /** The provider failed: the error event that ends the stream (`message` says nothing was charged). */
+  failure(message: string): string;
+  /** The end of a complete (billed) stream. */
+  end(): string;
+}

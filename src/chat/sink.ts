@@ -1,0 +1,36 @@
+/**
+ * Where a chat answer is written: the one thing the chat pipeline knows about the client's
+ * connection. src/http/reply-sink.ts implements it over Fastify's reply; the chat code never sees
+ * Fastify, so it can be read (and tested) as the money-and-bytes logic alone.
+ */
+export interface ResponseSink {
+  /** The request's logger (provider failures, stalled clients). */
+  readonly log: ChatLog;
+  /** A header of the answer, set before it starts (the charge, the balance). */
+  header(name: string, value: string | number): void;
+  /** A whole answer in one piece: `status`, then `body` as the content type says. */
+  send(status: number, body: string): void;
+  /** Starts a 200 stream with these headers, added to those already set, and flushes them. */
+  startStream(headers: Record<string, string>): void;
+  /** Writes stream bytes; false when the client's buffer is full (then `waitForClient`). */
+  write(text: string): boolean;
+  /** Waits until the client took what is buffered, left, or accepted nothing for `idleMs`. */
+  waitForClient(idleMs: number): Promise<ClientDrain>;
+  /** Calls `listener` once the client's connection closes; returns the unsubscribe. */
+  onClose(listener: () => void): () => void;
+  /** Every byte was handed to the connection and the answer ended (a close after this is no disconnect). */
+  readonly finished: boolean;
+  /** The connection is gone: nothing more can be written. */
+  readonly destroyed: boolean;
+  /** Cuts the connection (a client that stopped reading). */
+  destroy(): void;
+  /** Ends the stream. */
+  end(): void;
+}
+
+export type ClientDrain = 'drained' | 'closed' | 'stalled';
+
+/** The logging the chat path needs: pino's signature, without depending on the web layer's logger. */
+export interface ChatLog {
+  warn(fields: Record<string, unknown>, message: string): void;
+}

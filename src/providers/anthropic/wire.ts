@@ -1,0 +1,53 @@
+import type { StreamDecoder, UpstreamWire, WireEvent } from '../wire.ts';
+import { toAnthropicRequest } from './request.ts';
+import { fromAnthropicResponse } from './response.ts';
+import { AnthropicStreamTranslator } from './stream.ts';
+import type { AnthropicResponse, ContentBlock } from './types.ts';
+
+const NON_TEXT = new Set(['image', 'document']);
+
+/**
+ * Anthropic's Messages API as an upstream wire: the internal request translated by
+ * toAnthropicRequest (its refusals name the client's field), answers by fromAnthropicResponse,
+ * events by one AnthropicStreamTranslator per stream.
+ */
+export const anthropicWire: UpstreamWire = {
+  encodeRequest: (internal) => toAnthropicRequest(internal),
+  nonTextBytes(encoded) {
+    let bytes = 0;
+    for (const m of Array.isArray(encoded.messages) ? encoded.messages : []) {
+      for (const block of Array.isArray(m?.content) ? (m.content as ContentBlock[]) : []) {
+        if (NON_TEXT.has(block.type)) bytes += Buffer.byteLength(JSON.stringify(block));
+      }
+    }
+    return bytes;
+  },
+  decodeAnswer(text) {
+    const msg = JSON.parse(text) as AnthropicResponse;
+    if (!msg || typeof msg !== 'object' || msg.type !== 'message' || !Array.isArray(msg.content)) {
+      return { ok: false, problem: 'the provider sent a response that is not an Anthropic message' };
+    }
+    const completion = fromAnthropicResponse(msg);
+    return { ok: true, text: JSON.stringify(completion), parsed: completion };
+  },
+  streamDecoder: () => new AnthropicDecoder(),
+};
+
+class AnthropicDecoder implements StreamDecoder {
+  private readonly translator = new AnthropicStreamTranslator();
+
+  decode(data: string): WireEvent[] {
+    const events: WireEvent[] = [];
+    for (const out of this.translator.pushData(data)) {
+      if (out.kind === 'error') events.push({ kind: 'error', providerMessage: `${out.errorType}: ${out.message}` });
+      else events.push({ kind: 'chunk', data: JSON.stringify(out.chunk) });
+    }
+    // After message_stop's usage chunk: the answer is complete.
+    if (this.translator.finished) events.push({ kind: 'done' });
+    return events;
+  }
+
+  promptUsage(): unknown {
+    return this.translator.startUsage;
+  }
+}

@@ -1,0 +1,44 @@
+import { Pool } from 'undici';
+import type { AdapterTimeouts, ProviderAdapter } from './adapter.ts';
+import type { UpstreamWire } from './wire.ts';
+
+export interface PostingAdapterOptions {
+  name: string;
+  wire: UpstreamWire;
+  /** The provider's base URL as configured. */
+  baseUrl: string;
+  /** The endpoint under the base URL's path, such as `/chat/completions`. */
+  endpoint: string;
+  /** Sent with every request (content type, credentials, versions). */
+  headers: Record<string, string>;
+  /** The header that carries the gateway's request id, so provider-side logs can be matched with ours. */
+  requestIdHeader: string;
+  timeouts: AdapterTimeouts;
+  connections: number;
+}
+
+/**
+ * A provider reached by POSTing JSON over one undici pool, sized for concurrent streams: a stream
+ * holds its connection for its whole life, so the pool needs as many connections as there are
+ * streams in flight, not as many as requests per second. Every provider type is one of these with
+ * its own path, headers and wire.
+ */
+export function postingAdapter(o: PostingAdapterOptions): ProviderAdapter {
+  const base = new URL(o.baseUrl);
+  const path = `${base.pathname.replace(/\/$/, '')}${o.endpoint}`;
+  const pool = new Pool(base.origin, {
+    connections: o.connections,
+    pipelining: 1,
+    connect: { timeout: o.timeouts.connectMs },
+    headersTimeout: o.timeouts.firstByteMs,
+    bodyTimeout: o.timeouts.idleMs,
+    keepAliveTimeout: 30_000,
+  });
+  return {
+    name: o.name,
+    wire: o.wire,
+    chat: (body, requestId, signal) => pool.request({ method: 'POST', path, headers: { ...o.headers, [o.requestIdHeader]: requestId }, body, signal }),
+    close: () => pool.close(),
+    destroy: () => pool.destroy(),
+  };
+}

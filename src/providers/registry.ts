@@ -1,0 +1,30 @@
+import type { ProviderConfig } from '../config/schema.ts';
+import type { AdapterTimeouts, ProviderAdapter } from './adapter.ts';
+import { anthropicProvider } from './anthropic/adapter.ts';
+import { anthropicWire } from './anthropic/wire.ts';
+import { openAICompatible } from './openai-compatible.ts';
+import { openAIWire } from './openai-wire.ts';
+import type { UpstreamWire } from './wire.ts';
+
+export type ProviderType = ProviderConfig['type'];
+
+/**
+ * Every provider type: its wire (used by the chat plan to encode and bound the request) and how
+ * to connect to one configured provider of that type. Adding a provider type is a config schema
+ * entry, a wire, a connect function and one line here.
+ */
+const PROVIDER_TYPES: { [T in ProviderType]: { wire: UpstreamWire; connect(name: string, config: Extract<ProviderConfig, { type: T }>, apiKey: string | undefined, timeouts: AdapterTimeouts): ProviderAdapter } } = {
+  'openai-compatible': { wire: openAIWire, connect: (name, c, key, t) => openAICompatible(name, c, key, t, c.maxConnections) },
+  anthropic: { wire: anthropicWire, connect: (name, c, key, t) => anthropicProvider(name, c, key, t, c.maxConnections) },
+};
+
+export function wireOf(type: ProviderType): UpstreamWire {
+  return PROVIDER_TYPES[type].wire;
+}
+
+export function connectProvider(name: string, config: ProviderConfig, apiKey: string | undefined, timeouts: AdapterTimeouts): ProviderAdapter {
+  // The map's type ties each connect function to its own config type; TypeScript cannot follow the
+  // correlation through a union key, hence the cast.
+  const type = PROVIDER_TYPES[config.type] as { connect(name: string, config: ProviderConfig, apiKey: string | undefined, timeouts: AdapterTimeouts): ProviderAdapter };
+  return type.connect(name, config, apiKey, timeouts);
+}

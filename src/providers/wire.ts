@@ -1,0 +1,46 @@
+import type { Translated } from './translated.ts';
+
+/**
+ * How one provider's wire format maps onto the gateway's internal form, which is OpenAI's chat
+ * completions: requests are the body the chat plan produces, answers `chat.completion` JSON, stream
+ * events `chat.completion.chunk` JSON ending with a usage chunk. Pure translation, no I/O: the
+ * adapter (adapter.ts) sends the bytes. An OpenAI-compatible provider's wire is the identity, so
+ * its answers and events reach the client byte for byte.
+ */
+export interface UpstreamWire {
+  /**
+   * The provider's request body for the internal one, or a refusal naming the client's field when
+   * the provider cannot honour it (a 400 before anything is reserved).
+   */
+  encodeRequest(internal: Record<string, unknown>): Translated<Record<string, unknown>>;
+  /**
+   * The UTF-8 size of the non-text parts (images, documents) inside the encoded body, which the
+   * reservation replaces by their token bounds. Absent: they are the client's parts as sent.
+   */
+  nonTextBytes?(encoded: Record<string, unknown>): number;
+  /** The provider's 2xx JSON answer as internal chat.completion JSON, or why it is not one. */
+  decodeAnswer(text: string): DecodedAnswer;
+  /** A decoder for one streamed answer. */
+  streamDecoder(): StreamDecoder;
+}
+
+export type DecodedAnswer = { ok: true; text: string; parsed: any } | { ok: false; problem: string };
+
+export interface StreamDecoder {
+  /** One server-sent event's `data:` text as internal events (none for keep-alives). */
+  decode(data: string): WireEvent[];
+  /**
+   * The internal usage object of the prompt side, when the provider reported it before the end
+   * (Anthropic's message_start): a stream cut short then bills its prompt exactly and estimates
+   * only the output. Null when the provider reports usage only at the end.
+   */
+  promptUsage(): unknown;
+}
+
+export type WireEvent =
+  /** An internal chat.completion.chunk, as JSON text. */
+  | { kind: 'chunk'; data: string }
+  /** The provider says the answer is complete. */
+  | { kind: 'done' }
+  /** The provider reported an error mid-stream; `providerMessage` is its own words, unredacted. */
+  | { kind: 'error'; providerMessage: string | undefined };

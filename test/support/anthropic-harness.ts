@@ -1,0 +1,37 @@
+import type { Engine } from '../../src/storage/database.ts';
+import { startFakeAnthropic, type FakeAnthropic } from '../../src/devchain/fake-anthropic.ts';
+import { MODELS, startChatHarness, type ChatHarness } from './chat-harness.ts';
+
+export const ANTHROPIC_KEY = 'sk-ant-test-provider-key';
+
+/** An Anthropic model priced like chat-small (1 and 2 micro-USDC a token, 20% markup). */
+export const CLAUDE = { provider: 'anth', name: 'claude-test', upstreamName: 'claude-upstream', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', inputs: ['text', 'image'], partTokenBounds: { image: 1600 } };
+
+export interface AnthropicHarness extends ChatHarness {
+  anthropic: FakeAnthropic;
+}
+
+/**
+ * The chat harness with a second provider of `type: anthropic` (provider `anth`) served by the fake
+ * Anthropic Messages server, which accepts only ANTHROPIC_KEY.
+ */
+export async function startAnthropicHarness(engine: Engine, config: Record<string, unknown> = {}, provider: Record<string, unknown> = {}): Promise<AnthropicHarness> {
+  const anthropic = await startFakeAnthropic({ apiKey: ANTHROPIC_KEY });
+  const h = await startChatHarness(
+    engine,
+    {
+      providers: { anth: { type: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'ANTH_KEY', ...provider } },
+      models: [...MODELS, CLAUDE],
+      ...config,
+    },
+    { env: { ANTH_KEY: ANTHROPIC_KEY } },
+  );
+  return {
+    ...h,
+    anthropic,
+    async stop() {
+      await h.stop();
+      await anthropic.close();
+    },
+  };
+}
