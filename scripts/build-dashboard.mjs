@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Builds the wallet dashboard (web/) into dist/dashboard/: one ES module, one stylesheet and the
+// Builds the wallet dashboard (web/) into dist/web/: one ES module, one stylesheet and the
 // page, minified, with no reference to any other origin (the page is served with a strict CSP).
 // Prints the gzipped size and fails above the budget. Usage: node scripts/build-dashboard.mjs
 import { build } from 'esbuild';
@@ -10,7 +10,7 @@ import { gzipSync } from 'node:zlib';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const WEB = join(root, 'web');
-export const OUT = join(root, 'dist', 'dashboard');
+export const OUT = join(root, 'dist', 'web');
 /** The whole bundle, gzipped, must stay under this (issue 18). */
 export const BUDGET_BYTES = 200 * 1024;
 
@@ -49,7 +49,7 @@ export async function buildDashboard({ quiet = false } = {}) {
   return { sizes, total };
 }
 
-/** True when dist/dashboard is missing or older than any source file in web/. */
+/** True when dist/web is missing or older than any source file in web/. */
 export function dashboardIsStale() {
   let built;
   try {

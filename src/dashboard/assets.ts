@@ -4,11 +4,11 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The dashboard page, built ahead of time by scripts/build-dashboard.mjs into dist/dashboard/ and
+ * The dashboard page, built ahead of time by scripts/build-dashboard.mjs into dist/web/ (beside dist/dashboard/, which is this module compiled) and
  * read once at start-up: served from memory, nothing is fetched from a CDN, and no request can
  * name a file outside the bundle (only the names found here are served).
  */
-export const DASHBOARD_DIST = fileURLToPath(new URL('../../dist/dashboard/', import.meta.url));
+export const DASHBOARD_DIST = fileURLToPath(new URL('../../dist/web/', import.meta.url));
 
 export interface Asset {
   body: Buffer;

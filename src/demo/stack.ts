@@ -73,7 +73,7 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
     const { buildDashboard, dashboardIsStale } = await import('../../scripts/build-dashboard.mjs');
     if (dashboardIsStale()) {
       const { total } = await buildDashboard({ quiet: true });
-      s.ok(`built into dist/dashboard (${(total / 1024).toFixed(0)} KB gzipped)`);
+      s.ok(`built into dist/web (${(total / 1024).toFixed(0)} KB gzipped)`);
     } else s.ok('already built');
 
     s = step('gateway on SQLite');

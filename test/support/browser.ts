@@ -14,7 +14,7 @@ export const noChromium: string | false = existsSync(CHROMIUM)
 
 let built: Promise<unknown> | undefined;
 
-/** Builds dist/dashboard when it is missing or older than web/ (until `npm run build` does it). */
+/** Builds dist/web when it is missing or older than web/ (until `npm run build` does it). */
 export function ensureDashboardBuilt(): Promise<unknown> {
   built ??= dashboardIsStale() ? buildDashboard({ quiet: true }) : Promise.resolve();
   return built;

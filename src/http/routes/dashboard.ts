@@ -20,7 +20,7 @@ The API is served as usual: see <a href="/openapi.json">/openapi.json</a> and <a
 /** GET / (the page), GET /dashboard/:file (its assets) and GET /v1/dashboard/config. */
 export function dashboardRoutes(app: FastifyInstance, services: Services, demoWallet?: DemoWallet): void {
   const assets = loadDashboardAssets();
-  if (!assets) services.logger.warn('the dashboard bundle is missing (dist/dashboard); / explains how to build it');
+  if (!assets) services.logger.warn('the dashboard bundle is missing (dist/web); / explains how to build it');
   const { config } = services;
   const pageConfig = {
     public_url: config.server.publicUrl,
