@@ -42,7 +42,10 @@ export function isStale() {
 const keepImportsPlugin = {
   name: 'keep-relative-imports',
   setup(build) {
-    build.onResolve({ filter: /^\.\.?\/.*\.ts$/ }, (args) => {
+    // Every relative module import (not JSON) stays an import: dist/ mirrors src/ file for file, so a relative path
+    // (to another source, or out of src/ such as ../../scripts/build-dashboard.mjs) still resolves.
+    // Bundling one would move its import.meta.url into the importer's file.
+    build.onResolve({ filter: /^\.\.?\/.*\.(ts|mjs|js)$/ }, (args) => {
       if (args.kind === 'entry-point') return undefined;
       return { path: args.path.replace(/\.ts$/, '.js'), external: true };
     });
