@@ -8,8 +8,9 @@ import type { Usage } from './usage.ts';
 export interface BillOptions {
   /**
    * Never charge more than the reservation, whatever usage the provider reports: a pay-per-request
-   * payer was quoted the reservation as the price of this request, so a provider that over-reports
-   * cannot take more of the wallet than that (the excess is still reported as over-reservation).
+   * payer was quoted the reservation as the price of this request, and a key with a spend limit was
+   * admitted for exactly that much, so a provider that over-reports cannot take more of the wallet,
+   * or of the key's limit, than that (the excess is still reported as over-reservation).
    */
   capAtReservation?: boolean;
 }

@@ -33,7 +33,9 @@ export async function runChat(services: Services, exchange: ChatExchange, key: K
   });
   if (!reserved.ok) return reserved;
 
-  const bill = new RequestBill(services, key, plan, requestId, opts);
+  // A capped key's limit admitted exactly this reservation: a provider reporting more usage than
+  // the request could use (or a bound that missed an input) must not take the key past its limit.
+  const bill = new RequestBill(services, key, plan, requestId, { ...opts, capAtReservation: opts.capAtReservation || reserved.keyLimited });
   try {
     if (plan.stream) await streamChat(services, sink, codec, plan, adapter, bill);
     else await completeChat(services, sink, codec, plan, adapter, bill);

@@ -120,7 +120,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const shortfalls = await db.selectFrom('settle_shortfalls').selectAll().orderBy('created_at', 'desc').limit(100).execute();
   for (const f of shortfalls) {
     findings.push(
-      `request ${f.request_id} (wallet ${f.wallet}): answered during a database outage and charged late ${f.charged_usdc} of its ${f.requested_usdc} (the wallet's free balance ran short)`,
+      `request ${f.request_id} (wallet ${f.wallet}): answered during a database outage and charged late ${f.charged_usdc} of its ${f.requested_usdc} (the wallet's free balance or its key's spend limit ran short)`,
     );
   }
   return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems, findings };

@@ -42,20 +42,32 @@ export interface KeyLimitReached {
   resetsAt: number | null;
 }
 
+/** A key's limit and its count in the bucket of its period that holds `at`. */
+export type KeyLimitCount = Omit<KeyLimitReached, 'resetsAt'>;
+
 /**
- * Whether the key's limit leaves room for `amountUsdc` more in its current period, counting the
- * requests in flight. Call it with the key's wallet locked (see above). Null when it does, or
- * when the key has no limit; the limit is read here, in the same unit, so a change made a moment
- * ago applies at once on every instance.
+ * The key's limit and how much of it the period holding `at` has used, or null when the key has no
+ * limit. Call it with the key's wallet locked (see above); the limit is read here, in the same
+ * unit, so a change made a moment ago applies at once on every instance.
  */
-export async function keyLimitRefusal(tx: UnitTx, apiKeyId: number, amountUsdc: number, now: number): Promise<KeyLimitReached | null> {
+export async function keyLimitCount(tx: UnitTx, apiKeyId: number, at: number): Promise<KeyLimitCount | null> {
   const key = await tx.get<{ spend_limit_usdc: number | null; spend_limit_period: SpendPeriod | null }>(READ_LIMIT, [apiKeyId]);
   if (!key || key.spend_limit_usdc === null) return null;
   const period = key.spend_limit_period ?? 'total';
-  const bucket = await tx.get<{ spent_usdc: number; locked_usdc: number }>(READ_BUCKET, [apiKeyId, bucketOf(period, now)]);
-  const spentUsdc = Number(bucket?.spent_usdc ?? 0);
-  const lockedUsdc = Number(bucket?.locked_usdc ?? 0);
-  const limitUsdc = Number(key.spend_limit_usdc);
-  if (spentUsdc + lockedUsdc + amountUsdc <= limitUsdc) return null;
-  return { limitUsdc, period, spentUsdc, lockedUsdc, resetsAt: periodResetsAt(period, now) };
+  const bucket = await tx.get<{ spent_usdc: number; locked_usdc: number }>(READ_BUCKET, [apiKeyId, bucketOf(period, at)]);
+  return { limitUsdc: Number(key.spend_limit_usdc), period, spentUsdc: Number(bucket?.spent_usdc ?? 0), lockedUsdc: Number(bucket?.locked_usdc ?? 0) };
+}
+
+/** What the limit still admits in its period: never negative (a limit lowered below the spend has none). */
+export const roomLeft = (c: KeyLimitCount): number => Math.max(0, c.limitUsdc - c.spentUsdc - c.lockedUsdc);
+
+/**
+ * Whether the key's limit leaves room for `amountUsdc` more in its current period, counting the
+ * requests in flight: the refusal when it does not, `limited` saying whether the key has a limit.
+ */
+export async function checkKeyLimit(tx: UnitTx, apiKeyId: number, amountUsdc: number, now: number): Promise<{ limited: boolean; refusal: KeyLimitReached | null }> {
+  const count = await keyLimitCount(tx, apiKeyId, now);
+  if (!count) return { limited: false, refusal: null };
+  if (amountUsdc <= roomLeft(count)) return { limited: true, refusal: null };
+  return { limited: true, refusal: { ...count, resetsAt: periodResetsAt(count.period, now) } };
 }

@@ -2,7 +2,7 @@ import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type { Storage } from '../storage/database.ts';
 import type { Database } from '../storage/schema.ts';
 import { bucketsAt, pgBucketExpressions } from '../keys/spend-periods.ts';
-import { COUNT_RESERVATION, countReservationParams, FINISH_IN_BUCKETS, finishInBucketsParams, keyLimitRefusal, type KeyLimitReached } from './key-spend.ts';
+import { COUNT_RESERVATION, countReservationParams, FINISH_IN_BUCKETS, finishInBucketsParams, checkKeyLimit, type KeyLimitReached } from './key-spend.ts';
 
 /**
  * Two-phase spending, as in TigerBeetle's pending transfers: a request first reserves an upper
@@ -25,7 +25,11 @@ export interface ReserveRequest {
 }
 
 export type ReserveOutcome =
-  | { ok: true }
+  /**
+   * `keyLimited`: the key had a spend limit when this reservation was admitted under it, so its
+   * charge must stay within the reservation (the limit admitted exactly that much).
+   */
+  | { ok: true; keyLimited: boolean }
   | { ok: false; refused: 'balance' }
   | ({ ok: false; refused: 'key_limit' } & KeyLimitReached);
 
@@ -72,21 +76,22 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
   if (storage.engine === 'postgres' && !r.keyHasLimit) {
     const [, day, month] = bucketsAt(now);
     const result = await storage.db.executeQuery(CompiledQuery.raw(RESERVE_IN_ONE_STATEMENT, [r.amountUsdc, now, r.wallet, r.apiKeyId, r.requestId, now + r.leaseMs, day, month]));
-    if (Number(result.numAffectedRows) === 1) return { ok: true };
+    // Only taken by a key with no limit (the statement checks it), so nothing caps its charge.
+    if (Number(result.numAffectedRows) === 1) return { ok: true, keyLimited: false };
     // Refused: the balance, or a limit set since the key was cached. The unit below tells which.
   }
   return storage.writeUnit(async (tx): Promise<ReserveOutcome> => {
     // One conditional UPDATE decides: concurrent reservations can never lock more than the balance.
     // It also takes the wallet's row lock, which every writer of the key's buckets holds.
     if ((await tx.run(LOCK_FUNDS, [r.amountUsdc, now, r.wallet, r.amountUsdc])) !== 1) return { ok: false, refused: 'balance' };
-    const limit = await keyLimitRefusal(tx, r.apiKeyId, r.amountUsdc, now);
-    if (limit) {
+    const limit = await checkKeyLimit(tx, r.apiKeyId, r.amountUsdc, now);
+    if (limit.refusal) {
       await tx.run(UNLOCK_FUNDS, [r.amountUsdc, r.wallet]);
-      return { ok: false, refused: 'key_limit', ...limit };
+      return { ok: false, refused: 'key_limit', ...limit.refusal };
     }
     await tx.run(COUNT_RESERVATION, countReservationParams(r.apiKeyId, r.amountUsdc, now));
     await tx.run(INSERT_RESERVATION, [r.wallet, r.apiKeyId, r.requestId, r.amountUsdc, now + r.leaseMs, now]);
-    return { ok: true };
+    return { ok: true, keyLimited: limit.limited };
   });
 }
 

@@ -199,11 +199,13 @@ for (const engine of ENGINES) {
       await assertLedgerConsistent(storage.db);
       assert.equal((await tryReserve(storage, req(wallet, key, `${wallet}-c`, 2_000), t0 + 2 * 86_400_000)).ok, true);
       assert.equal((await tryReserve(storage, req(wallet, key, `${wallet}-d`, 1), t0 + 2 * 86_400_000)).ok, false);
-      // a's answer had been delivered (a stream): its spooled settle charges it late, in its month.
+      // a's answer had been delivered (a stream): its spooled settle is charged late, in its month,
+      // but only within the room b and c left in the limit (none: a shortfall for the operator).
       const late = await applySettle(storage, { requestId: `${wallet}-a`, wallet, chargeUsdc: 400, usage: usageRecord(`${wallet}-a`, wallet) });
       assert.equal(late.kind, 'late');
+      assert.ok(late.kind === 'late' && late.outcome.shortfallUsdc === 400);
       const month = await storage.db.selectFrom('key_spend').selectAll().where('api_key_id', '=', key).where('period', '=', 'month:2031-05').executeTakeFirstOrThrow();
-      assert.deepEqual([Number(month.spent_usdc), Number(month.locked_usdc)], [400, 3_000]);
+      assert.deepEqual([Number(month.spent_usdc), Number(month.locked_usdc)], [0, 3_000]);
       await finishReservation(storage, `${wallet}-b`, 1_000, usageRecord(`${wallet}-b`, wallet));
       await finishReservation(storage, `${wallet}-c`, 0, usageRecord(`${wallet}-c`, wallet));
     });

@@ -1,5 +1,5 @@
 import type { Storage } from '../../storage/database.ts';
-import { FINISH_IN_BUCKETS, finishInBucketsParams } from '../key-spend.ts';
+import { FINISH_IN_BUCKETS, finishInBucketsParams, keyLimitCount, roomLeft } from '../key-spend.ts';
 import { ADD_TO_DAILY, ADD_TO_TOTALS, finishReservation, usageDay, INSERT_CHARGE, INSERT_USAGE, type SettleOutcome, type UsageRecord } from '../reservations.ts';
 
 /** A produced answer's bill: what `finishReservation` is asked, kept whole so it can be retried or spooled. */
@@ -22,7 +22,8 @@ export type ApplyOutcome =
  * Bills a produced answer exactly once, whatever happened to its reservation meanwhile:
  * - still pending: the normal settle (charged up to the reservation's wallet balance);
  * - released by the sweeper (voided, no usage row): a late charge, up to the wallet's free balance
- *   (balance minus what other requests have locked), with any shortfall recorded;
+ *   (balance minus what other requests have locked) and the room left in its key's spend limit,
+ *   with any shortfall recorded;
  * - already finished with a usage row: nothing (the request id is the exactly-once key: the usage
  *   row and the charge entry are both unique per request).
  */
@@ -51,7 +52,11 @@ async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, 
     const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
     if (!wallet) return { kind: 'unknown' };
     const free = Number(wallet.balance_usdc) - Number(wallet.locked_usdc);
-    const charged = Math.max(0, Math.min(r.chargeUsdc, free));
+    // The sweeper gave this request's room in its key's limit back, and other requests may have
+    // been admitted into it since: the late charge takes only what the limit still leaves in the
+    // period it was reserved in, as it takes only the wallet's free balance (the rest is a shortfall).
+    const count = reservation.api_key_id === null ? null : await keyLimitCount(tx, Number(reservation.api_key_id), Number(reservation.created_at));
+    const charged = Math.max(0, Math.min(r.chargeUsdc, free, count ? roomLeft(count) : Infinity));
     const u = r.usage;
     const cost = charged > 0 ? u.providerCostUsdc : 0;
     const claimed = await tx.run(CLAIM_USAGE, [
