@@ -42,8 +42,8 @@ export async function buildDashboard({ quiet = false } = {}) {
     total += gz;
   }
   if (!quiet) {
-    for (const [name, gz] of Object.entries(sizes)) console.log(`  ${name.padEnd(12)} ${(gz / 1024).toFixed(1)} KB gzipped`);
-    console.log(`dashboard bundle: ${(total / 1024).toFixed(1)} KB gzipped (budget ${BUDGET_BYTES / 1024} KB) in ${OUT}`);
+    for (const [name, gz] of Object.entries(sizes)) console.error(`  ${name.padEnd(12)} ${(gz / 1024).toFixed(1)} KB gzipped`);
+    console.error(`dashboard bundle: ${(total / 1024).toFixed(1)} KB gzipped (budget ${BUDGET_BYTES / 1024} KB) in ${OUT}`);
   }
   if (total > BUDGET_BYTES) throw new Error(`the dashboard bundle is ${(total / 1024).toFixed(1)} KB gzipped, over the ${BUDGET_BYTES / 1024} KB budget`);
   return { sizes, total };
