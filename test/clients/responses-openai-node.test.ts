@@ -146,6 +146,9 @@ describe('openai-node responses.*', () => {
     assert.equal(failed.type, 'response.failed');
     assert.equal(failed.response.status, 'failed');
     assert.equal(failed.response.error!.message, 'the provider closed the connection; nothing was charged');
+
+    // The stream helper rejects on the error event, with its message.
+    await assert.rejects(h.client(w.key).responses.stream({ model: 'chat-small', input: 'hi' }).finalResponse(), { message: 'the provider closed the connection; nothing was charged' });
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS);
   });
 });
