@@ -3,6 +3,7 @@ import { after, afterEach, before, beforeEach, describe, test } from 'node:test'
 import { countTokens } from 'gpt-tokenizer';
 import { startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { ENGINES } from '../support/engines.ts';
+import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
 import { FAKE_ANTHROPIC_CONTENT } from '../../src/devchain/fake-anthropic-answer.ts';
 
 const FUNDS = 1_000_000;
@@ -46,24 +47,10 @@ for (const engine of ENGINES) {
     const post = (key: string, body: Record<string, unknown>, path = '/v1/responses', signal?: AbortSignal) =>
       fetch(`${h.gw.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', ...body }), signal });
 
-    const usageRows = (keyId: number) => h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', keyId).execute();
+    const usageRows = (keyId: number) => usageRowsOf(h, keyId);
+    const waitForRow = (keyId: number) => waitForUsageRow(h, keyId);
 
-    async function waitForRow(keyId: number) {
-      for (let i = 0; i < 200; i++) {
-        const rows = await usageRows(keyId);
-        if (rows.length) return rows[0]!;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error('no usage row');
-    }
-
-    async function expectUntouched(w: { account: any; keyId: number }) {
-      assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS, locked_usdc: 0, available_usdc: FUNDS });
-      const rows = await usageRows(w.keyId);
-      assert.equal(rows.length, 1);
-      assert.equal(rows[0]!.status, 'upstream_error');
-      assert.equal(Number(rows[0]!.charged_usdc), 0);
-    }
+    const expectUntouched = (w: { account: any; keyId: number }) => expectNothingCharged(h, w, FUNDS);
 
     test('JSON: a Response, billed from the provider\'s usage, one usage row', async () => {
       const w = await h.wallet(FUNDS);

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { APICallError, generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { clientSuite, type ChatHarness } from '../support/chat-harness.ts';
 import { ERROR_CASES, MESSAGES, errorFormatSuite } from '../support/error-cases.ts';
 
 const CONTENT = 'Hello from the fake provider, a stand-in for a paid model.';
@@ -20,18 +20,10 @@ const weather = tool({
 });
 
 describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses', () => {
-  let h: ChatHarness;
-  before(async () => {
-    h = await startChatHarness('sqlite');
-  });
-  beforeEach(() => {
-    h.fake.behaviour = { usage: USAGE };
-    h.fake.received.length = 0;
-  });
-  afterEach(() => h.gw.assertLedger());
-  after(() => h.stop());
+  const harness = clientSuite({ usage: USAGE });
 
   test('generateText: the text, the usage, the charge', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     const result = await generateText({ model: responsesModel(h, w.key), system: 'Be brief.', prompt: 'hi', maxOutputTokens: 40, maxRetries: 0 });
     assert.equal(result.text, CONTENT);
@@ -45,6 +37,7 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
   });
 
   test('streamText: the text as it streams, the usage from response.completed', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     const result = streamText({ model: responsesModel(h, w.key), prompt: 'hi', maxRetries: 0 });
     let text = '';
@@ -56,6 +49,7 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
   });
 
   test('a tool loop (store: false): the call, the SDK runs the tool, its result goes back, the final text; each step billed', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     h.fake.behaviour = { usage: USAGE, toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } };
     let step = 0;
@@ -79,6 +73,7 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
   });
 
   test('a second turn with the default store: true: the SDK refers to its earlier answer by item_reference, a 400 that says to send store: false', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     const first = await generateText({ model: responsesModel(h, w.key), prompt: 'hi', maxRetries: 0 });
     const err = await generateText({ model: responsesModel(h, w.key), messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }], maxRetries: 0 }).then(
@@ -101,6 +96,7 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
   });
 
   test('streamText: a provider failure inside the stream reaches onError, nothing charged', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     h.fake.behaviour = { usage: USAGE, cutAfterChunks: 2 };
     const errors: unknown[] = [];

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { clientSuite } from '../support/chat-harness.ts';
 import { ERROR_CASES, MESSAGES, errorFormatSuite } from '../support/error-cases.ts';
+import { rejection } from '../support/openai-rejection.ts';
 
 const CONTENT = 'Hello from the fake provider, a stand-in for a paid model.';
 const FUNDS = 1_000_000;
@@ -15,18 +16,10 @@ const WEATHER = { type: 'function' as const, name: 'weather', description: 'Weat
 
 /** openai-node's own Responses calls against the gateway: JSON, streams, the stream helper, tools. */
 describe('openai-node responses.*', () => {
-  let h: ChatHarness;
-  before(async () => {
-    h = await startChatHarness('sqlite');
-  });
-  beforeEach(() => {
-    h.fake.behaviour = { usage: USAGE };
-    h.fake.received.length = 0;
-  });
-  afterEach(() => h.gw.assertLedger());
-  after(() => h.stop());
+  const harness = clientSuite({ usage: USAGE });
 
   test('responses.create: a Response with the text, usage in Responses names, billed like chat', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     const { data: res, response } = await h.client(w.key).responses
       .create({ model: 'chat-small', instructions: 'Be brief.', input: 'hi', max_output_tokens: 50, temperature: 0.5 })
@@ -48,6 +41,7 @@ describe('openai-node responses.*', () => {
   });
 
   test('responses.create with stream: true: the Responses event sequence, numbered, ending in response.completed with usage', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     const stream = await h.client(w.key).responses.create({ model: 'chat-small', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }], stream: true });
     const events: ResponseStreamEvent[] = [];
@@ -68,6 +62,7 @@ describe('openai-node responses.*', () => {
   });
 
   test('the responses.stream helper: text deltas as events and the final Response', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     const stream = h.client(w.key).responses.stream({ model: 'chat-small', input: 'hi' });
     let deltas = '';
@@ -81,6 +76,7 @@ describe('openai-node responses.*', () => {
   });
 
   test('function tools round trip: the call comes back as a function_call item, its output goes back as a tool message', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     const client = h.client(w.key);
     h.fake.behaviour = { usage: USAGE, toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } };
@@ -106,6 +102,7 @@ describe('openai-node responses.*', () => {
   });
 
   test('a streamed tool call: output_item.added, function_call_arguments.delta and .done, the item in the final Response', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     h.fake.behaviour = { usage: USAGE, toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } };
     const stream = h.client(w.key).responses.stream({ model: 'chat-small', input: 'weather?', tools: [WEATHER] });
@@ -120,6 +117,7 @@ describe('openai-node responses.*', () => {
   });
 
   test('previous_response_id is a 400 that says Tollgate keeps no conversation state; nothing is reserved', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     const err = await rejection(h.client(w.key).responses.create({ model: 'chat-small', input: 'and then?', previous_response_id: 'resp_123' }));
     assert.equal(err.status, 400);
@@ -135,6 +133,7 @@ describe('openai-node responses.*', () => {
   });
 
   test('a provider failure mid-stream: an error event and response.failed, nothing charged', async () => {
+    const h = harness();
     const w = await h.wallet(FUNDS);
     h.fake.behaviour = { usage: USAGE, cutAfterChunks: 2 };
     const stream = await h.client(w.key).responses.create({ model: 'chat-small', input: 'hi', stream: true });
@@ -153,15 +152,6 @@ describe('openai-node responses.*', () => {
   });
 });
 
-async function rejection(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await promise;
-  } catch (err) {
-    assert.ok(err instanceof OpenAI.APIError, String(err));
-    return err;
-  }
-  assert.fail('the call succeeded');
-}
 
 for (const format of ['spec', 'openai'] as const) {
   describe(`openai-node responses.create renders errors.format: ${format}`, () => {
