@@ -132,6 +132,24 @@ describe('openai-node responses.*', () => {
     assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS, locked_usdc: 0, available_usdc: FUNDS });
   });
 
+  test('a refusal of the translated body names the Responses field: max_output_tokens, input, reasoning.effort', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      [{ max_output_tokens: 5000 }, 'max_output_tokens', /above fake\/chat-small's limit of 4096/],
+      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/cat.png' }] }] }, 'input', /does not accept images/],
+      [{ reasoning: { effort: 'extreme' } }, 'reasoning.effort', /must be one of minimal, low, medium, high/],
+    ];
+    for (const [extra, param, message] of cases) {
+      const res = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', input: 'hi', ...extra }) });
+      assert.equal(res.status, 400);
+      const body = await res.json();
+      assert.equal(body.param, param, JSON.stringify(body));
+      assert.match(body.message, message);
+    }
+    assert.equal(h.fake.received.length, 0);
+  });
+
   test('a provider failure mid-stream: an error event and response.failed, nothing charged', async () => {
     const h = harness();
     const w = await h.wallet(FUNDS);

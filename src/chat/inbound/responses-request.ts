@@ -139,3 +139,17 @@ function reasoningOptions(reasoning: unknown): Record<string, unknown> {
   // `summary` is accepted and has no effect: reasoning is billed as output but not returned as items.
   return present(effort) ? { reasoning_effort: effort } : {};
 }
+
+/** Internal fields the plan may name in a refusal, by the Responses field they came from. */
+const PARAM_NAMES: Record<string, string> = {
+  max_tokens: 'max_output_tokens', response_format: 'text.format', verbosity: 'text.verbosity', reasoning_effort: 'reasoning.effort',
+};
+
+/**
+ * The Responses name of an internal field. Messages map to `input` as a whole: instructions and
+ * merged function calls shift the indexes, so an internal index would point at the wrong item.
+ */
+export function responsesParam(internal: string): string {
+  if (internal === 'messages' || internal.startsWith('messages[')) return 'input';
+  return PARAM_NAMES[internal] ?? internal;
+}

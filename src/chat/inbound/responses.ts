@@ -1,5 +1,5 @@
 import type { InboundCodec } from './codec.ts';
-import { decodeResponsesRequest } from './responses-request.ts';
+import { decodeResponsesRequest, responsesParam } from './responses-request.ts';
 import { responseFromCompletion } from './responses-output.ts';
 import { ResponsesStreamEncoder } from './responses-stream.ts';
 
@@ -12,6 +12,7 @@ import { ResponsesStreamEncoder } from './responses-stream.ts';
 export const responsesCodec: InboundCodec = {
   path: '/v1/responses',
   openaiCompatible: true,
+  clientParam: responsesParam,
   decodeRequest: decodeResponsesRequest,
   encodeAnswer: (_internalJson, parsed) => JSON.stringify(responseFromCompletion(parsed)),
   streamEncoder: (plan) => new ResponsesStreamEncoder(plan),
