@@ -22,6 +22,9 @@ const INPUT_FIELDS = ['messages', 'tools', 'tool_choice', 'functions', 'function
 /** Every field forwarded without an operator's say-so; the price-sensitive ones are checked by value below. */
 const STANDARD_FIELDS: ReadonlySet<string> = new Set([...CONTROL_FIELDS, ...INPUT_FIELDS]);
 
+/** A field of OpenAI's chat-completions request (another protocol's codec must not let one through as its own). */
+export const isStandardChatField = (name: string): boolean => STANDARD_FIELDS.has(name);
+
 /**
  * Fields refused because they change what a token costs, or bill beyond `n` × `max_tokens`, and
  * the catalog has no price for that. The value says why, for the 400 and for the config check.

@@ -27,17 +27,17 @@ export function measureParts(messages: unknown[], model: CatalogModel): NonTextP
   messages.forEach((m, i) => {
     const content = (m as { content?: unknown }).content;
     if (content === undefined || content === null || typeof content === 'string') return;
-    if (!Array.isArray(content)) throw badRequest(`messages[${i}].content must be a string or an array of content parts`);
+    if (!Array.isArray(content)) throw badRequest(`messages[${i}].content must be a string or an array of content parts`, { param: `messages[${i}].content` });
     content.forEach((part, j) => {
       const where = `messages[${i}].content[${j}]`;
       const type = (part as { type?: unknown } | null)?.type;
-      if (typeof type !== 'string') throw badRequest(`${where} must be an object with a string type, such as {"type": "text", "text": "…"}`);
+      if (typeof type !== 'string') throw badRequest(`${where} must be an object with a string type, such as {"type": "text", "text": "…"}`, { param: where });
       if (TEXT_PARTS.has(type)) return;
       // hasOwn: a part typed "constructor" or "__proto__" is an unknown type, not Object's prototype.
       const known = Object.hasOwn(PART_KINDS, type) ? PART_KINDS[type] : undefined;
-      if (!known) throw badRequest(`${where} is a ${JSON.stringify(type.slice(0, 50))} part, which this gateway does not accept; send text parts`);
+      if (!known) throw badRequest(`${where} is a ${JSON.stringify(type.slice(0, 50))} part, which this gateway does not accept; send text parts`, { param: where });
       const bound = model.partTokenBounds[known.kind];
-      if (bound === undefined) throw badRequest(`${where} is ${known.named}; model ${model.id} does not accept ${known.noun}; send text only, or use a model whose inputs list ${known.kind}`);
+      if (bound === undefined) throw badRequest(`${where} is ${known.named}; model ${model.id} does not accept ${known.noun}; send text only, or use a model whose inputs list ${known.kind}`, { param: where });
       parts.tokens += bound;
       parts.bytes += Buffer.byteLength(JSON.stringify(part));
     });

@@ -38,8 +38,13 @@ export function errorHandler(format: ErrorFormat) {
 
 /** Writes `err` in the shape the request's route calls for: the one place error bodies are built. */
 export function sendError(request: FastifyRequest, reply: FastifyReply, format: ErrorFormat, err: ApiError): void {
+  const codec = request.routeOptions?.config?.inboundCodec;
+  // A refusal of the translated body names the field the client sent (Responses' max_output_tokens, not max_tokens).
+  if (codec?.clientParam && typeof err.extra.param === 'string') {
+    err = new ApiError(err.status, err.code, err.message, { ...err.extra, param: codec.clientParam(err.extra.param) }, err.headers);
+  }
   // A chat route of another protocol (Anthropic Messages, …) writes errors in that protocol's shape.
-  const own = request.routeOptions?.config?.inboundCodec?.errorBody;
+  const own = codec?.errorBody;
   void reply.code(err.status).headers(err.headers).send(own ? own(err) : errorBody(formatFor(request, format), err));
 }
 

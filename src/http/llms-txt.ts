@@ -25,6 +25,9 @@ export function llmsTxt(publicUrl: string): string {
    (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a fresh proof; null removes one).
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
+   OpenAI's Responses API works too: POST ${base}/v1/responses (input, instructions, function
+   tools, max_output_tokens, stream), billed the same way. It is stateless: send the whole
+   conversation each time (store: false); previous_response_id and built-in tools are refused.
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
    Top-up history: GET ${base}/v1/topups/<wallet>. Per day and key: GET ${base}/v1/usage/<wallet>/daily?days=30.
 6. Sessions (optional): POST ${base}/v1/auth/session with {"message", "signature"} returns a token
@@ -44,7 +47,7 @@ PAYMENT-RESPONSE (the settlement receipt). An invalid request is a 400, never an
 ## Errors
 
 Every error is {"error": "<CODE>", "message": "..."}, unless the operator set errors.format: openai:
-then chat and models answer {"error": {"message", "type", "code": "<CODE>", "param"}} as OpenAI
+then chat, responses and models answer {"error": {"message", "type", "code": "<CODE>", "param"}} as OpenAI
 does. 402 INSUFFICIENT_BALANCE on chat means top up; 402 KEY_LIMIT_EXCEEDED means this key's spend
 limit is reached until resets_at; 403 MODEL_NOT_ALLOWED names the models the key may use; 401 on an
 expired key says so. 429 RATE_LIMITED carries Retry-After. The full description: ${base}/openapi.json

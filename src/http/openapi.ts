@@ -42,7 +42,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
         Error: {
           type: 'object',
           required: ['error', 'message'],
-          description: 'The default error shape. With errors.format: openai, the OpenAI-compatible endpoints (/v1/chat/completions, /v1/models, /v1/models/{model}) answer OpenAIError instead.',
+          description: 'The default error shape. With errors.format: openai, the OpenAI-compatible endpoints (/v1/chat/completions, /v1/responses, /v1/models, /v1/models/{model}) answer OpenAIError instead.',
           properties: { error: { type: 'string', description: 'stable code, e.g. VALIDATION_ERROR' }, message: { type: 'string', description: 'what happened and what to do' } },
           additionalProperties: true,
         },
@@ -208,6 +208,28 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
             503: error("PROVIDER_NOT_CONFIGURED (the model's provider is not set up on this gateway; nothing was charged; use another model), SERVICE_UNAVAILABLE, or with pay-per-request FACILITATOR_UNAVAILABLE (nothing settled, the request did not run) or PAYMENT_PENDING (sent, not confirmed yet: retry with the same payment)"),
+          },
+        },
+      },
+      '/v1/responses': {
+        post: {
+          summary: "OpenAI's Responses API, stateless: translated onto chat completions, so it is reserved, billed and refused exactly as chat is (with a key or pay-per-request)",
+          description:
+            'input (a string, or messages with role user/assistant/system/developer and input_text/input_image/input_file parts, function_call and function_call_output items), instructions (a system message), ' +
+            'function tools, tool_choice, max_output_tokens (the output bound, as max_tokens), temperature, top_p, parallel_tool_calls, text.format (json_object, json_schema), reasoning.effort, user, stream. ' +
+            'Tollgate keeps nothing: store is accepted and every response has store: false; previous_response_id, conversation, prompt, background and item_reference are 400s (send the whole conversation). ' +
+            "Built-in tools (web_search, file_search, computer_use_preview, code_interpreter, image_generation, mcp…) and a non-empty include are 400s naming them. Streams use the Responses events (response.created … response.completed with usage); a provider failure mid-stream is an error event and response.failed, and nothing is charged.",
+          security: [{ bearer: [] }, { x402: [] }],
+          requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'input'] } } } },
+          responses: {
+            200: ok('a Response object (id resp_…, status completed or incomplete, output items, usage) or text/event-stream; x-tollgate-charged-usdc and x-tollgate-balance-usdc headers as on chat', { type: 'object' }),
+            400: error('VALIDATION_ERROR (param names the Responses field); pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
+            401: error('UNAUTHORIZED'),
+            402: error('as POST /v1/chat/completions: INSUFFICIENT_BALANCE, KEY_LIMIT_EXCEEDED, or a pay-per-request offer'),
+            403: error('MODEL_NOT_ALLOWED'),
+            429: error('RATE_LIMITED'),
+            502: error('UPSTREAM_ERROR'),
+            503: error('as POST /v1/chat/completions'),
           },
         },
       },

@@ -4,6 +4,7 @@ import { countTokens } from 'gpt-tokenizer';
 import { ANTHROPIC_KEY, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { readSse } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
+import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
 import { FAKE_ANTHROPIC_CONTENT } from '../../src/devchain/fake-anthropic-answer.ts';
 
 /** Anthropic counts input without the cache terms; the gateway bills all three as prompt (130 tokens). */
@@ -33,16 +34,8 @@ for (const engine of ENGINES) {
     const post = (key: string, body: Record<string, unknown>, signal?: AbortSignal) =>
       fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, ...body }), signal });
 
-    const usageRows = (keyId: number) => h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', keyId).execute();
-
-    async function waitForRow(keyId: number) {
-      for (let i = 0; i < 200; i++) {
-        const rows = await usageRows(keyId);
-        if (rows.length) return rows[0]!;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error('no usage row');
-    }
+    const usageRows = (keyId: number) => usageRowsOf(h, keyId);
+    const waitForRow = (keyId: number) => waitForUsageRow(h, keyId);
 
     /** Starts a stream, reads its first bytes, leaves; the usage row once the drain has billed it. */
     async function leaveAfterFirstChunk(w: { key: string; keyId: number }) {
@@ -55,13 +48,7 @@ for (const engine of ENGINES) {
       return row;
     }
 
-    async function expectUntouched(w: { account: any; keyId: number }) {
-      assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS, locked_usdc: 0, available_usdc: FUNDS });
-      const rows = await usageRows(w.keyId);
-      assert.equal(rows.length, 1);
-      assert.equal(rows[0]!.status, 'upstream_error');
-      assert.equal(Number(rows[0]!.charged_usdc), 0);
-    }
+    const expectUntouched = (w: { account: any; keyId: number }) => expectNothingCharged(h, w, FUNDS);
 
     test('JSON: translated to Messages with the configured headers, answered as a chat.completion, billed with the cache terms', async () => {
       const w = await h.wallet(FUNDS);

@@ -2,20 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { ERROR_CASES, MESSAGES, errorFormatSuite } from '../support/error-cases.ts';
+import { rejection } from '../support/openai-rejection.ts';
 
 /** openai-node's class for each status (it picks the class from the status alone). */
 const CLASS_BY_STATUS = { 400: OpenAI.BadRequestError, 401: OpenAI.AuthenticationError, 402: OpenAI.APIError, 429: OpenAI.RateLimitError, 502: OpenAI.InternalServerError };
 const TYPE_BY_STATUS = { 400: 'invalid_request_error', 401: 'authentication_error', 402: 'insufficient_quota', 429: 'rate_limit_error', 502: 'api_error' };
-
-async function rejection(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await promise;
-  } catch (err) {
-    assert.ok(err instanceof OpenAI.APIError, String(err));
-    return err;
-  }
-  assert.fail('the call succeeded');
-}
 
 for (const format of ['spec', 'openai'] as const) {
   describe(`openai-node renders errors.format: ${format}`, () => {

@@ -95,5 +95,16 @@ for (const engine of ENGINES) {
       assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD);
       assert.equal(await h.balance(payer.address), 0);
     });
+    test('POST /v1/responses: the offer names the route; responses.create pays it and gets a Response, billed against the payer', async () => {
+      const offer = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/chat-small', input: 'hello', max_output_tokens: 100 }) });
+      assert.equal(offer.status, 402);
+      assert.match((await offer.json()).resource.url, /\/v1\/responses$/);
+
+      const payer = await h.payer(10n);
+      const { data, response } = await h.openai(payer).responses.create({ model: 'fake/chat-small', input: 'hello', max_output_tokens: 100 }).withResponse();
+      assert.match(data.output_text, /fake provider/);
+      assert.equal(decodePaymentResponseHeader(response.headers.get('payment-response')!).success, true);
+      await paidAndBilled(payer, h.chain.usdc, Number(response.headers.get('x-tollgate-charged-usdc')));
+    });
   });
 }

@@ -1,9 +1,10 @@
+import { after, afterEach, before, beforeEach } from 'node:test';
 import OpenAI from 'openai';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import type { Engine } from '../../src/storage/database.ts';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeBehaviour, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
 import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
 import { newAccount, siweProof } from './siwe.ts';
 
@@ -82,4 +83,23 @@ export async function readSse(res: Response): Promise<string[]> {
     .split('\n\n')
     .filter((block) => block.startsWith('data: '))
     .map((block) => block.slice(6));
+}
+
+/**
+ * Inside a describe: a SQLite chat harness for client tests, its fake provider reset to `behaviour`
+ * (and its recorded requests cleared) before each test, the ledger checked after each. Returns a
+ * getter, since the harness exists only once `before` has run.
+ */
+export function clientSuite(behaviour: FakeBehaviour): () => ChatHarness {
+  let h: ChatHarness;
+  before(async () => {
+    h = await startChatHarness('sqlite');
+  });
+  beforeEach(() => {
+    h.fake.behaviour = { ...behaviour };
+    h.fake.received.length = 0;
+  });
+  afterEach(() => h.gw.assertLedger());
+  after(() => h.stop());
+  return () => h;
 }

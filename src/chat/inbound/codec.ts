@@ -16,6 +16,11 @@ export interface InboundCodec {
   readonly openaiCompatible: boolean;
   /** The protocol's error body for a refusal; absent: the configured format's. */
   errorBody?(e: { status: number; code: string; message: string; extra: Record<string, unknown> }): Record<string, unknown>;
+  /**
+   * The client's name for a field of the internal body that a refusal's `param` names (the plan
+   * validates the internal body); absent: the names are the same.
+   */
+  clientParam?(internalParam: string): string;
   /** The request body as the internal (OpenAI chat completions) body; a refusal is thrown as an ApiError. */
   decodeRequest(body: unknown): unknown;
   /** The internal chat.completion (as JSON text, and parsed) as this protocol's answer body. */

@@ -1,5 +1,6 @@
 import type { InboundCodec } from './codec.ts';
 import { openAIChatCodec } from './openai-chat.ts';
+import { responsesCodec } from './responses.ts';
 
 /**
  * Every protocol the chat path is served in, one route each (src/http/routes/chat.ts registers
@@ -7,6 +8,7 @@ import { openAIChatCodec } from './openai-chat.ts';
  */
 export const INBOUND_CODECS: readonly InboundCodec[] = [
   openAIChatCodec,
+  responsesCodec,
 ];
 
 export type { InboundCodec, StreamEncoder } from './codec.ts';

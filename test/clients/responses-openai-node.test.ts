@@ -1,0 +1,192 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import OpenAI from 'openai';
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { clientSuite } from '../support/chat-harness.ts';
+import { ERROR_CASES, MESSAGES, errorFormatSuite } from '../support/error-cases.ts';
+import { rejection } from '../support/openai-rejection.ts';
+
+const CONTENT = 'Hello from the fake provider, a stand-in for a paid model.';
+const FUNDS = 1_000_000;
+// 10 prompt tokens at 1.2 and 20 completion tokens at 2.4 micro-USDC (1 and 2 plus the 20% markup).
+const USAGE = { prompt_tokens: 10, completion_tokens: 20 };
+const CHARGE = 60;
+
+const WEATHER = { type: 'function' as const, name: 'weather', description: 'Weather now', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false };
+
+/** openai-node's own Responses calls against the gateway: JSON, streams, the stream helper, tools. */
+describe('openai-node responses.*', () => {
+  const harness = clientSuite({ usage: USAGE });
+
+  test('responses.create: a Response with the text, usage in Responses names, billed like chat', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const { data: res, response } = await h.client(w.key).responses
+      .create({ model: 'chat-small', instructions: 'Be brief.', input: 'hi', max_output_tokens: 50, temperature: 0.5 })
+      .withResponse();
+    assert.equal(res.object, 'response');
+    assert.match(res.id, /^resp_[0-9a-f]{32}$/);
+    assert.equal(res.status, 'completed');
+    assert.equal(res.output_text, CONTENT, 'the SDK assembles output_text from the message item');
+    assert.equal(res.output.length, 1);
+    assert.equal(res.output[0]!.type, 'message');
+    assert.deepEqual(res.usage, { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 30 });
+    assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(CHARGE));
+
+    const sent = h.fake.received[0]!.body;
+    assert.deepEqual(sent.messages, [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }]);
+    assert.equal(sent.max_tokens, 50);
+    assert.equal(sent.temperature, 0.5);
+    assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
+  });
+
+  test('responses.create with stream: true: the Responses event sequence, numbered, ending in response.completed with usage', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const stream = await h.client(w.key).responses.create({ model: 'chat-small', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }], stream: true });
+    const events: ResponseStreamEvent[] = [];
+    for await (const e of stream) events.push(e);
+    const types = [...new Set(events.map((e) => e.type))];
+    assert.deepEqual(types, [
+      'response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
+      'response.output_text.delta', 'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed',
+    ]);
+    assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+    const text = events.flatMap((e) => (e.type === 'response.output_text.delta' ? [e.delta] : [])).join('');
+    assert.equal(text, CONTENT);
+    const done = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent;
+    assert.equal(done.response.usage!.output_tokens, 20);
+    assert.equal(done.response.status, 'completed');
+    assert.equal(done.response.id, (events[0] as OpenAI.Responses.ResponseCreatedEvent).response.id);
+    assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
+  });
+
+  test('the responses.stream helper: text deltas as events and the final Response', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const stream = h.client(w.key).responses.stream({ model: 'chat-small', input: 'hi' });
+    let deltas = '';
+    stream.on('response.output_text.delta', (e) => {
+      deltas += e.delta;
+    });
+    const final = await stream.finalResponse();
+    assert.equal(deltas, CONTENT);
+    assert.equal(final.output_text, CONTENT);
+    assert.equal(final.usage!.total_tokens, 30);
+  });
+
+  test('function tools round trip: the call comes back as a function_call item, its output goes back as a tool message', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const client = h.client(w.key);
+    h.fake.behaviour = { usage: USAGE, toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } };
+    const first = await client.responses.create({ model: 'chat-small', input: 'weather in Paris?', tools: [WEATHER], tool_choice: 'required' });
+    const call = first.output.find((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;
+    assert.equal(call.name, 'weather');
+    assert.equal(call.call_id, 'call_fake1');
+    assert.deepEqual(JSON.parse(call.arguments), { city: 'Paris' });
+    const sentTools = h.fake.received[0]!.body;
+    assert.deepEqual(sentTools.tools, [{ type: 'function', function: { name: 'weather', description: 'Weather now', parameters: WEATHER.parameters, strict: false } }]);
+    assert.equal(sentTools.tool_choice, 'required');
+
+    h.fake.behaviour = { usage: USAGE };
+    const second = await client.responses.create({
+      model: 'chat-small', tools: [WEATHER],
+      input: [{ role: 'user', content: 'weather in Paris?' }, call, { type: 'function_call_output', call_id: call.call_id, output: 'sunny' }],
+    });
+    assert.equal(second.output_text, CONTENT);
+    assert.deepEqual(h.fake.received[1]!.body.messages.slice(1), [
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_fake1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_fake1', content: 'sunny' },
+    ]);
+  });
+
+  test('a streamed tool call: output_item.added, function_call_arguments.delta and .done, the item in the final Response', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    h.fake.behaviour = { usage: USAGE, toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } };
+    const stream = h.client(w.key).responses.stream({ model: 'chat-small', input: 'weather?', tools: [WEATHER] });
+    let args = '';
+    stream.on('response.function_call_arguments.delta', (e) => {
+      args += e.delta;
+    });
+    const final = await stream.finalResponse();
+    assert.equal(args, '{"city":"Paris"}');
+    const item = final.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    assert.deepEqual([item.type, item.name, item.call_id, item.arguments, item.status], ['function_call', 'weather', 'call_fake1', '{"city":"Paris"}', 'completed']);
+  });
+
+  test('previous_response_id is a 400 that says Tollgate keeps no conversation state; nothing is reserved', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const err = await rejection(h.client(w.key).responses.create({ model: 'chat-small', input: 'and then?', previous_response_id: 'resp_123' }));
+    assert.equal(err.status, 400);
+    assert.ok(err instanceof OpenAI.BadRequestError);
+    // The default errors.format (spec) keeps the message in the body, where openai-node does not look.
+    const res = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', input: 'and then?', previous_response_id: 'resp_123' }) });
+    const body = await res.json();
+    assert.equal(body.error, 'VALIDATION_ERROR');
+    assert.equal(body.param, 'previous_response_id');
+    assert.match(body.message, /keeps no conversation state.*send the whole conversation in input/);
+    assert.equal(h.fake.received.length, 0);
+    assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS, locked_usdc: 0, available_usdc: FUNDS });
+  });
+
+  test('a refusal of the translated body names the Responses field: max_output_tokens, input, reasoning.effort', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      [{ max_output_tokens: 5000 }, 'max_output_tokens', /above fake\/chat-small's limit of 4096/],
+      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/cat.png' }] }] }, 'input', /does not accept images/],
+      [{ reasoning: { effort: 'extreme' } }, 'reasoning.effort', /must be one of minimal, low, medium, high/],
+    ];
+    for (const [extra, param, message] of cases) {
+      const res = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', input: 'hi', ...extra }) });
+      assert.equal(res.status, 400);
+      const body = await res.json();
+      assert.equal(body.param, param, JSON.stringify(body));
+      assert.match(body.message, message);
+    }
+    assert.equal(h.fake.received.length, 0);
+  });
+
+  test('a provider failure mid-stream: an error event and response.failed, nothing charged', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    h.fake.behaviour = { usage: USAGE, cutAfterChunks: 2 };
+    const stream = await h.client(w.key).responses.create({ model: 'chat-small', input: 'hi', stream: true });
+    const events: ResponseStreamEvent[] = [];
+    for await (const e of stream) events.push(e);
+    const error = events.find((e) => e.type === 'error') as OpenAI.Responses.ResponseErrorEvent;
+    assert.equal(error.message, 'the provider closed the connection; nothing was charged');
+    const failed = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
+    assert.equal(failed.type, 'response.failed');
+    assert.equal(failed.response.status, 'failed');
+    assert.equal(failed.response.error!.message, 'the provider closed the connection; nothing was charged');
+
+    // The stream helper rejects on the error event, with its message.
+    await assert.rejects(h.client(w.key).responses.stream({ model: 'chat-small', input: 'hi' }).finalResponse(), { message: 'the provider closed the connection; nothing was charged' });
+    assert.equal((await h.balance(w.account)).balance_usdc, FUNDS);
+  });
+});
+
+
+for (const format of ['spec', 'openai'] as const) {
+  describe(`openai-node responses.create renders errors.format: ${format}`, () => {
+    const harness = errorFormatSuite(format);
+    for (const c of ERROR_CASES) {
+      test(`${c.status} ${c.code}`, async () => {
+        const h = harness();
+        const { key, model } = await c.prepare(h);
+        const err = await rejection(h.client(key).responses.create({ model, input: 'hi' }));
+        assert.equal(err.status, c.status);
+        if (format === 'spec') {
+          assert.equal(err.message, `${c.status} "${c.code}"`);
+          return;
+        }
+        assert.match(err.message.slice(`${c.status} `.length), MESSAGES[c.status]);
+        assert.equal(err.code, c.code);
+      });
+    }
+  });
+}
