@@ -1,4 +1,5 @@
 import type { InboundCodec } from './codec.ts';
+import { anthropicMessagesCodec } from './anthropic-messages.ts';
 import { openAIChatCodec } from './openai-chat.ts';
 
 /**
@@ -7,6 +8,7 @@ import { openAIChatCodec } from './openai-chat.ts';
  */
 export const INBOUND_CODECS: readonly InboundCodec[] = [
   openAIChatCodec,
+  anthropicMessagesCodec,
 ];
 
 export type { InboundCodec, StreamEncoder } from './codec.ts';
