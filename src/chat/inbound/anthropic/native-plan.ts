@@ -122,7 +122,7 @@ function measureBlocks(b: Json, model: CatalogModel): NonTextParts {
       const kind = typeof block?.type === 'string' && Object.hasOwn(PART_KINDS, block.type) ? PART_KINDS[block.type]! : undefined;
       if (!kind) return;
       const bound = model.partTokenBounds[kind];
-      if (bound === undefined) throw badRequest(`${where} is an ${block.type} block; model ${model.id} does not accept ${kind === 'image' ? 'images' : 'files'}; send text only, or use a model whose inputs list ${kind}`, { param: where });
+      if (bound === undefined) throw badRequest(`${where} is ${kind === 'image' ? 'an image' : 'a document'} block; model ${model.id} does not accept ${kind === 'image' ? 'images' : 'files'}; send text only, or use a model whose inputs list ${kind}`, { param: where });
       parts.tokens += bound;
       // Only the encoded payload is replaced by the bound: a document's title and context are
       // rendered into the prompt as text, so their bytes stay counted.
