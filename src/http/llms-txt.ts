@@ -25,6 +25,9 @@ export function llmsTxt(publicUrl: string): string {
    (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a fresh proof; null removes one).
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
+   Anthropic's Messages API works too: POST ${base}/v1/messages with "x-api-key: sk-..." (or the
+   Bearer header) and Anthropic's body (max_tokens required); Anthropic SDKs and Claude Code take
+   base URL ${base} (ANTHROPIC_BASE_URL). Errors there are Anthropic's {"type":"error","error":{...}}.
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
    Top-up history: GET ${base}/v1/topups/<wallet>. Per day and key: GET ${base}/v1/usage/<wallet>/daily?days=30.
 6. Sessions (optional): POST ${base}/v1/auth/session with {"message", "signature"} returns a token
