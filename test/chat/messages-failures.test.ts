@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
-import { startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
+import { resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { ENGINES } from '../support/engines.ts';
 
 const FUNDS = 1_000_000;
@@ -32,12 +32,7 @@ for (const engine of ENGINES) {
     before(async () => {
       h = await startAnthropicHarness(engine, { chat: { firstByteTimeoutSeconds: 1, idleTimeoutSeconds: 2, drainTimeoutSeconds: 2 } });
     });
-    beforeEach(() => {
-      h.anthropic.behaviour = { usage: ANTHROPIC_USAGE };
-      h.fake.behaviour = { usage: OPENAI_USAGE };
-      h.anthropic.received.length = 0;
-      h.fake.received.length = 0;
-    });
+    beforeEach(() => resetProviders(h, { usage: ANTHROPIC_USAGE }, { usage: OPENAI_USAGE }));
     afterEach(() => h.gw.assertLedger());
     after(() => h.stop());
 
@@ -133,6 +128,18 @@ for (const engine of ENGINES) {
           assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - Number(row.charged_usdc));
         });
       }
+    }
+
+    for (const up of UPSTREAMS) {
+      test(`${up.name}: a stream the balance cannot cover is a plain JSON 402 (billing_error) before any event`, async () => {
+        const w = await h.wallet(10);
+        const res = await post(w.key, { model: up.model, stream: true });
+        assert.equal(res.status, 402);
+        assert.match(res.headers.get('content-type')!, /^application\/json/);
+        const body = await res.json();
+        assert.deepEqual([body.type, body.error.type, body.error.code, body.error.balance_usdc], ['error', 'billing_error', 'INSUFFICIENT_BALANCE', 10]);
+        assert.equal(h.anthropic.received.length + h.fake.received.length, 0);
+      });
     }
 
     test('native: an overloaded_error mid-stream becomes the error event, nothing charged', async () => {

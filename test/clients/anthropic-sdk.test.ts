@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
-import { startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
+import { resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { ERROR_CASES, MESSAGES, RATE_LIMIT_PER_MINUTE } from '../support/error-cases.ts';
 import { FAKE_ANTHROPIC_CONTENT } from '../../src/devchain/fake-anthropic-answer.ts';
 
@@ -31,12 +31,7 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
   before(async () => {
     h = await startAnthropicHarness('sqlite');
   });
-  beforeEach(() => {
-    h.anthropic.behaviour = { usage: ANTHROPIC_USAGE };
-    h.fake.behaviour = { usage: OPENAI_USAGE };
-    h.anthropic.received.length = 0;
-    h.fake.received.length = 0;
-  });
+  beforeEach(() => resetProviders(h, { usage: ANTHROPIC_USAGE }, { usage: OPENAI_USAGE }));
   afterEach(() => h.gw.assertLedger());
   after(() => h.stop());
 

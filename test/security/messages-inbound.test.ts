@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { anthropicMessagesCodec } from '../../src/chat/inbound/anthropic-messages.ts';
 import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/chat/inbound/anthropic/native-plan.ts';
-import { CLAUDE, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
+import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
@@ -28,12 +28,7 @@ for (const engine of ENGINES) {
     before(async () => {
       h = await startAnthropicHarness(engine, { models: [...MODELS, CLAUDE, CLAUDE_DOCS] });
     });
-    beforeEach(() => {
-      h.anthropic.received.length = 0;
-      h.fake.received.length = 0;
-      h.anthropic.behaviour = {};
-      h.fake.behaviour = {};
-    });
+    beforeEach(() => resetProviders(h));
     afterEach(() => h.gw.assertLedger());
     after(() => h.stop());
 
