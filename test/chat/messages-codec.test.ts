@@ -15,7 +15,7 @@ const chunk = (delta: Record<string, unknown>, finish: string | null = null) => 
 const parse = (sse: string) => sse.split('\n\n').filter(Boolean).map((b) => JSON.parse(b.split('\n')[1]!.slice(6)));
 
 describe('the Messages codec, piece by piece', () => {
-  test('a request decodes to chat completions: system blocks joined, tool results ahead of the text, tools and choices renamed', () => {
+  test('a request decodes to chat completions: system blocks joined, tool results ahead of the text, tools and choices renamed, top_k as a configured extension', () => {
     const body = decodeMessagesRequest({
       model: 'm', max_tokens: 10, stop_sequences: ['END'], temperature: 0.5, top_k: 3, metadata: { user_id: 'u' },
       system: [{ type: 'text', text: 'A', cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'B' }],
@@ -26,7 +26,7 @@ describe('the Messages codec, piece by piece', () => {
         { role: 'assistant', content: [{ type: 'thinking', thinking: 't', signature: 's' }, { type: 'text', text: 'calling' }, { type: 'tool_use', id: 'x', name: 'f', input: { a: 1 } }] },
         { role: 'user', content: [{ type: 'text', text: 'then' }, { type: 'tool_result', tool_use_id: 'x', content: [{ type: 'text', text: 'r' }], is_error: true }] },
       ],
-    });
+    }, new Set(['top_k']));
     assert.deepEqual(body, {
       model: 'm', max_tokens: 10, stop: ['END'], temperature: 0.5, top_k: 3, user: 'u',
       tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],

@@ -105,6 +105,8 @@ for (const engine of ENGINES) {
       ['a built-in client tool (hidden prompt)', { tools: [{ type: 'bash_20250124', name: 'bash' }] }, 'tools[0]'],
       ['a one-hour cache write (dearer than the cache-write price)', { system: [{ type: 'text', text: 's', cache_control: { type: 'ephemeral', ttl: '1h' } }] }, 'system[0].cache_control'],
       ['a priority service tier', { service_tier: 'priority' }, 'service_tier'],
+      ['a document made of content blocks (images inside, unmeasured)', { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'content', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] } }] }] }, 'messages[0].content[0].source'],
+      ['an image by Files API id (size not in the request)', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'file', file_id: 'file_1' } }] }] }, 'messages[0].content[0].source'],
       ['an unknown field', { context_management: { edits: [] } }, 'context_management'],
     ] as const) {
       test(`native: ${name} is refused before anything is reserved or sent`, async () => {
@@ -113,8 +115,9 @@ for (const engine of ENGINES) {
       });
     }
 
-    test('translated: top_k is refused unless the operator lists it in extraFields; priced fields likewise', async () => {
+    test('translated: top_k and OpenAI-only fields are refused unless the operator lists them in extraFields; priced fields likewise', async () => {
       const w = await h.wallet(FUNDS);
+      await expectRefusedBeforeAnything(w, await post(w.key, { model: TRANSLATED, max_tokens: 10, messages: HI, n: 4 }), 'n');
       await expectRefusedBeforeAnything(w, await post(w.key, { model: TRANSLATED, max_tokens: 10, messages: HI, top_k: 5 }), 'top_k');
       await expectRefusedBeforeAnything(w, await post(w.key, { model: TRANSLATED, max_tokens: 10, messages: HI, container: 'c1' }), 'container');
     });

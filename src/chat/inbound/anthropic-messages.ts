@@ -23,12 +23,12 @@ export const anthropicMessagesCodec: InboundCodec = {
   openaiCompatible: false,
   apiKeyHeader: 'x-api-key',
   errorBody: anthropicErrorBody,
-  decodeRequest: decodeMessagesRequest,
+  decodeRequest: (body) => decodeMessagesRequest(body),
   plan(body, catalog, config) {
     const b = checkMessagesRequest(body);
     refusePricedExtras(b);
     const model = resolveModel(catalog, b.model);
-    return model.upstream === 'anthropic' ? planNative(b, model, config) : planChat(decodeMessagesRequest(b), catalog, config);
+    return model.upstream === 'anthropic' ? planNative(b, model, config) : planChat(decodeMessagesRequest(b, model.extraFields), catalog, config);
   },
   encodeAnswer: (internalJson, parsed, plan, usage) => (plan?.native ? internalJson : JSON.stringify(encodeMessage(parsed, usage ?? reportedUsage(parsed)))),
   streamEncoder: (plan) => (plan.native ? nativeStreamEncoder() : translatingStreamEncoder(plan)),

@@ -3,14 +3,18 @@ import { checkMessagesRequest, checkServiceTier, refusePricedExtras } from './re
 
 type Json = Record<string, any>;
 
+/** Messages fields whose name and meaning are OpenAI's too, copied as they are. */
+const SAME_IN_BOTH: ReadonlySet<string> = new Set(['temperature', 'top_p', 'stream', 'thinking']);
+
 /**
  * An Anthropic Messages request as the internal form (OpenAI chat completions), for a provider that
  * speaks OpenAI's protocol. `cache_control` markers and signed thinking blocks are Anthropic's own
- * and mean nothing to such a provider, so they are left out; `top_k` goes through under its name,
- * where the plan refuses it unless the operator listed it in the provider's `extraFields`. Fields
- * this function does not know go through as they are, so the plan refuses them by name too.
+ * and mean nothing to such a provider, so they are left out. Fields of neither protocol, and
+ * Anthropic's `top_k`, go through only when the operator listed them in the provider's
+ * `extraFields`; OpenAI-only fields (n, response_format, …) are not Messages fields and are
+ * refused like any unknown one.
  */
-export function decodeMessagesRequest(body: unknown): Json {
+export function decodeMessagesRequest(body: unknown, extraFields: ReadonlySet<string> = new Set()): Json {
   const b = checkMessagesRequest(body);
   refusePricedExtras(b);
   const out: Json = { model: b.model, max_tokens: b.max_tokens };
@@ -41,7 +45,11 @@ export function decodeMessagesRequest(body: unknown): Json {
         checkServiceTier(value);
         break;
       default:
-        // temperature, top_p, stream, thinking have OpenAI's names already; top_k and unknown fields are judged by the plan.
+        // temperature, top_p, stream and thinking have the same name and meaning in both protocols;
+        // anything else (top_k, or an OpenAI-only field such as n) only as a configured extension.
+        if (!SAME_IN_BOTH.has(field) && !extraFields.has(field)) {
+          throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API's documented fields (listed in its README) and the extensions its operator configured for this model's provider`, { param: field });
+        }
         out[field] = value;
     }
   }

@@ -16,7 +16,7 @@ export function estimateBody(b: Json): Json {
   return body;
 }
 
-function blocksText(content: unknown): string {
+function blocksText(content: unknown, inToolResult = false): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content.map((block: Json) => {
@@ -24,7 +24,8 @@ function blocksText(content: unknown): string {
       case 'text': return String(block.text ?? '');
       case 'thinking': return String(block.thinking ?? '');
       case 'tool_use': return `${block.name ?? ''}${JSON.stringify(block.input ?? {})}`;
-      case 'tool_result': return blocksText(block.content);
+      // One level only: a tool result holds text and images, never another tool result.
+      case 'tool_result': return inToolResult ? '' : blocksText(block.content, true);
       case 'document': return block.source?.type === 'text' ? String(block.source.data ?? '') : '';
       default: return '';
     }

@@ -92,44 +92,60 @@ function checkTools(tools: unknown): void {
  * a one-hour write costs more (twice the input price), so `ttl` other than "5m" is refused.
  */
 function checkCacheControl(b: Json): void {
-  const visit = (value: unknown, path: string): void => {
-    if (Array.isArray(value)) return value.forEach((v, i) => visit(v, `${path}[${i}]`));
-    if (typeof value !== 'object' || value === null) return;
-    const ttl = (value as Json).cache_control?.ttl;
+  const check = (block: unknown, path: string): void => {
+    const ttl = (block as Json | null)?.cache_control?.ttl;
     if (ttl !== undefined && ttl !== null && ttl !== '5m') {
       throw badRequest(`${path}.cache_control.ttl ${JSON.stringify(String(ttl).slice(0, 20))} is refused: cache writes are priced at the 5-minute rate; send "5m" or leave ttl out`, { param: `${path}.cache_control` });
     }
-    for (const [k, v] of Object.entries(value)) if (typeof v === 'object') visit(v, `${path}.${k}`);
   };
-  visit(b.system, 'system');
-  visit(b.messages, 'messages');
-  visit(b.tools, 'tools');
+  // The places Anthropic reads cache_control: system blocks, content blocks (and those inside a
+  // tool result), tool definitions. Visited by position, not recursively, so no nesting depth matters.
+  const each = (list: unknown, path: string, inner?: (block: Json, where: string) => void) => {
+    if (Array.isArray(list)) list.forEach((block, i) => { check(block, `${path}[${i}]`); inner?.(block, `${path}[${i}]`); });
+  };
+  each(b.system, 'system');
+  each(b.tools, 'tools');
+  (b.messages as Json[]).forEach((m, i) => each(m.content, `messages[${i}].content`, (block, where) => {
+    if (block?.type === 'tool_result') each(block.content, `${where}.content`);
+  }));
 }
 
 /**
- * Image and document blocks, wherever they sit (a user turn or a tool result), at the model's
- * declared token bound instead of their encoded data's bytes; a kind the model does not declare is refused.
+ * Where an image or document may take its content from. Others (a Files API `file_id`, a document
+ * made of content blocks that may hold images) have a size the request does not show: refused.
+ */
+const SOURCES: Readonly<Record<string, ReadonlySet<string>>> = {
+  image: new Set(['base64', 'url']),
+  document: new Set(['base64', 'url', 'text']),
+};
+
+/**
+ * Image and document blocks, in a user turn or one level down in a tool result (where Anthropic
+ * accepts them), at the model's declared token bound instead of their encoded data's bytes; a
+ * kind the model does not declare, or a source whose size is not in the request, is refused.
  */
 function measureBlocks(b: Json, model: CatalogModel): NonTextParts {
   const parts: NonTextParts = { tokens: 0, bytes: 0 };
-  const visit = (blocks: unknown, path: string): void => {
+  const visit = (blocks: unknown, path: string, inToolResult: boolean): void => {
     if (!Array.isArray(blocks)) return;
     blocks.forEach((block, j) => {
       const where = `${path}[${j}]`;
-      if (block?.type === 'tool_result') return visit(block.content, `${where}.content`);
-      // A text document is text, measured by its bytes like the rest.
-      if (block?.type === 'document' && block.source?.type === 'text') return;
+      if (block?.type === 'tool_result' && !inToolResult) return visit(block.content, `${where}.content`, true);
       const kind = typeof block?.type === 'string' && Object.hasOwn(PART_KINDS, block.type) ? PART_KINDS[block.type]! : undefined;
       if (!kind) return;
+      const source = block.source?.type;
+      if (!SOURCES[block.type]!.has(source)) throw badRequest(`${where}.source.type must be one of ${[...SOURCES[block.type]!].join(', ')} on this gateway`, { param: `${where}.source` });
+      // A text document is text, measured by its bytes like the rest.
+      if (source === 'text') return;
       const bound = model.partTokenBounds[kind];
       if (bound === undefined) throw badRequest(`${where} is ${kind === 'image' ? 'an image' : 'a document'} block; model ${model.id} does not accept ${kind === 'image' ? 'images' : 'files'}; send text only, or use a model whose inputs list ${kind}`, { param: where });
       parts.tokens += bound;
       // Only the encoded payload is replaced by the bound: a document's title and context are
       // rendered into the prompt as text, so their bytes stay counted.
-      const data = block.source?.data;
+      const data = block.source.data;
       if (typeof data === 'string') parts.bytes += Buffer.byteLength(JSON.stringify(data));
     });
   };
-  (b.messages as Json[]).forEach((m, i) => visit(m.content, `messages[${i}].content`));
+  (b.messages as Json[]).forEach((m, i) => visit(m.content, `messages[${i}].content`, false));
   return parts;
 }
