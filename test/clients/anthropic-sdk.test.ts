@@ -116,6 +116,16 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
         await expectCharged(w.account, 2 * CHARGE);
       });
 
+      test('the same conversation bills the same through /v1/chat/completions and /v1/messages', async () => {
+        const viaChat = await h.wallet(FUNDS);
+        const viaMessages = await h.wallet(FUNDS);
+        await h.client(viaChat.key).chat.completions.create({ model: up.model, max_tokens: 300, messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }] });
+        await sdk(viaMessages.key).messages.create({ model: up.model, ...ask, system: 'Be brief.' });
+        const charged = async (keyId: number) => (await h.gw.services.storage.db.selectFrom('request_usage').select(['charged_usdc', 'prompt_tokens', 'completion_tokens']).where('api_key_id', '=', keyId).execute()).map((r) => [Number(r.charged_usdc), Number(r.prompt_tokens), Number(r.completion_tokens)]);
+        assert.deepEqual(await charged(viaMessages.keyId), await charged(viaChat.keyId));
+        assert.deepEqual(await charged(viaMessages.keyId), [[CHARGE, 100, 50]]);
+      });
+
       test('the key as Authorization: Bearer (ANTHROPIC_AUTH_TOKEN) works as well as x-api-key', async () => {
         const w = await h.wallet(FUNDS);
         const msg = await new Anthropic({ baseURL: h.gw.url, authToken: w.key, apiKey: null, maxRetries: 0 }).messages.create({ model: up.model, ...ask });
