@@ -26,7 +26,7 @@ export async function completeChat(services: Services, sink: ResponseSink, codec
     status = res.statusCode;
     const text = await res.body.text();
     if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text);
-    const decoded = adapter.wire.decodeAnswer(text);
+    const decoded = plan.wire.decodeAnswer(text);
     if (!decoded.ok) throw upstreamFailure(decoded.problem);
     answer = decoded;
   } catch (err) {
@@ -54,7 +54,7 @@ export async function completeChat(services: Services, sink: ResponseSink, codec
     sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await getBalance(services.storage.db, bill.key.wallet)).balance_usdc);
   }
   sink.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false');
-  sink.send(200, codec.encodeAnswer(answer.text, answer.parsed));
+  sink.send(200, codec.encodeAnswer(answer.text, answer.parsed, plan, usage));
 }
 
 function completionTextOf(parsed: any): string {

@@ -2,6 +2,7 @@ import type { Config } from '../config/load.ts';
 import { findModel, type Catalog, type CatalogModel } from '../providers/catalog.ts';
 import { reservationFor } from '../providers/pricing.ts';
 import { wireOf } from '../providers/registry.ts';
+import type { UpstreamWire } from '../providers/wire.ts';
 import { badRequest } from '../refusal.ts';
 import { checkForwardedFields } from './forwarded-fields.ts';
 import { measureParts, promptBound, type NonTextParts } from './prompt-bound.ts';
@@ -23,6 +24,13 @@ export interface ChatPlan {
   upstreamBody: Record<string, unknown>;
   /** `upstreamBody` encoded in the provider's wire format and serialised: what is sent, byte for byte. */
   upstreamJson: string;
+  /** Decodes the provider's answer and events (the provider type's wire, or a native pass-through's). */
+  wire: UpstreamWire;
+  /**
+   * The client speaks the provider's own protocol and `upstreamJson` is its request, allowlisted
+   * but untranslated: answers and events go back as the provider sent them.
+   */
+  native: boolean;
 }
 
 const MAX_N = 16;
@@ -84,7 +92,7 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const promptUpperBound = promptBound(upstreamBody, upstreamJson, model, sentParts);
   return {
     model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts,
-    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody, upstreamJson,
+    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody, upstreamJson, wire, native: false,
   };
 }
 
@@ -100,7 +108,7 @@ export function resolveModel(catalog: Catalog, requested: string): CatalogModel 
 /** Which of the two names the client used for the output limit, for `param`. */
 const maxTokensField = (b: Record<string, unknown>) => (b.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens');
 
-function resolveMaxTokens(b: Record<string, unknown>, model: CatalogModel, fallback: number): number {
+export function resolveMaxTokens(b: Record<string, unknown>, model: CatalogModel, fallback: number): number {
   const given = b.max_completion_tokens ?? b.max_tokens;
   if (b.max_completion_tokens !== undefined && b.max_tokens !== undefined && b.max_completion_tokens !== b.max_tokens) {
     throw badRequest('max_tokens and max_completion_tokens disagree; send one of them', { param: 'max_tokens' });

@@ -38,7 +38,7 @@ export async function streamChat(services: Services, sink: ResponseSink, codec: 
     'x-accel-buffering': 'no',
   });
   const encoder = codec.streamEncoder(plan);
-  const decoder = adapter.wire.streamDecoder();
+  const decoder = plan.wire.streamDecoder();
 
   let clientGone = false;
   const upstreamAbort = new AbortController();
@@ -89,7 +89,9 @@ export async function streamChat(services: Services, sink: ResponseSink, codec: 
         const parser = createParser({
           onEvent(event) {
             for (const e of decoder.decode(event.data)) {
-              if (e.kind === 'done') {
+              if (e.kind === 'native') {
+                pending.push(encoder.native?.(e.event) ?? '');
+              } else if (e.kind === 'done') {
                 sawDone = true;
               } else if (e.kind === 'error') {
                 upstreamError = `the provider reported an error${e.providerMessage ? `: ${redactCredentials(e.providerMessage).slice(0, 300)}` : ''}`;
@@ -133,8 +135,9 @@ export async function streamChat(services: Services, sink: ResponseSink, codec: 
       return;
     }
     // Complete, or cut short by our own drain bound after the client left: bill what was produced.
-    await bill.settle(await usageSoFar(), clientGone ? 'client_disconnected' : 'ok');
-    await send(encoder.end());
+    const billed = await usageSoFar();
+    await bill.settle(billed, clientGone ? 'client_disconnected' : 'ok');
+    await send(encoder.end(billed));
   } finally {
     if (drainTimer) clearTimeout(drainTimer);
     if (draining) activeDrains--;

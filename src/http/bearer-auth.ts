@@ -6,10 +6,21 @@ import { unauthorized } from './errors.ts';
 
 /**
  * Reads `Authorization: Bearer sk-…` and returns the active key, or throws 401 (429 once the client
- * address has failed too often, see auth-failure-limit.ts).
+ * address has failed too often, see auth-failure-limit.ts). `authorization` replaces the header for
+ * a route that also takes the key another way (Anthropic's x-api-key, see keyHeaderOf).
  */
-export function requireApiKey(services: Services, request: FastifyRequest): Promise<KeyRow> {
-  return authFailureLimit(services).guard(request, () => lookUpKey(services, request.headers.authorization));
+export function requireApiKey(services: Services, request: FastifyRequest, authorization = request.headers.authorization): Promise<KeyRow> {
+  return authFailureLimit(services).guard(request, () => lookUpKey(services, authorization));
+}
+
+/**
+ * The key as an Authorization value: the Authorization header when sent, else `headerName` (such as
+ * `x-api-key`, which carries the bare key) when the route takes one. Undefined: no key at all.
+ */
+export function presentedKey(request: FastifyRequest, headerName: string | undefined): string | undefined {
+  if (request.headers.authorization !== undefined || !headerName) return request.headers.authorization;
+  const value = request.headers[headerName];
+  return typeof value === 'string' ? `Bearer ${value}` : undefined;
 }
 
 async function lookUpKey(services: Services, header: string | undefined): Promise<KeyRow> {

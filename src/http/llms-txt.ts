@@ -28,6 +28,9 @@ export function llmsTxt(publicUrl: string): string {
    OpenAI's Responses API works too: POST ${base}/v1/responses (input, instructions, function
    tools, max_output_tokens, stream), billed the same way. It is stateless: send the whole
    conversation each time (store: false); previous_response_id and built-in tools are refused.
+   Anthropic's Messages API works too: POST ${base}/v1/messages with "x-api-key: sk-..." (or the
+   Bearer header) and Anthropic's body (max_tokens required); Anthropic SDKs and Claude Code take
+   base URL ${base} (ANTHROPIC_BASE_URL). Errors there are Anthropic's {"type":"error","error":{...}}.
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
    Top-up history: GET ${base}/v1/topups/<wallet>. Per day and key: GET ${base}/v1/usage/<wallet>/daily?days=30.
 6. Sessions (optional): POST ${base}/v1/auth/session with {"message", "signature"} returns a token

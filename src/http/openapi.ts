@@ -5,6 +5,7 @@
 const json = 'application/json';
 
 const error = (description: string) => ({ description, content: { [json]: { schema: { $ref: '#/components/schemas/Error' } } } });
+const anthropicError = (description: string) => ({ description, content: { [json]: { schema: { $ref: '#/components/schemas/AnthropicError' } } } });
 const ok = (description: string, schema: object) => ({ description, content: { [json]: { schema } } });
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const walletParam = { name: 'wallet', in: 'path', required: true, schema: { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' } };
@@ -36,6 +37,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'an API key, sk-…' },
         session: { type: 'http', scheme: 'bearer', description: 'a dashboard session, ses-… (POST /v1/auth/session): key management, usage and top-up history; never chat' },
+        anthropicKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'an API key, sk-…, as Anthropic clients send it (POST /v1/messages only)' },
         x402: { type: 'apiKey', in: 'header', name: 'PAYMENT-SIGNATURE', description: 'x402 payment payload, base64 (v2; v1 clients send X-Payment)' },
       },
       schemas: {
@@ -64,6 +66,24 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             },
           },
           additionalProperties: true,
+        },
+        AnthropicError: {
+          type: 'object',
+          required: ['type', 'error'],
+          description: "Every error of POST /v1/messages, whatever errors.format says: Anthropic's shape, with the gateway's code and extras (balance_usdc, required_usdc, param, …) inside error.",
+          properties: {
+            type: { const: 'error' },
+            error: {
+              type: 'object',
+              required: ['type', 'message', 'code'],
+              properties: {
+                type: { enum: ['invalid_request_error', 'authentication_error', 'billing_error', 'permission_error', 'not_found_error', 'request_too_large', 'rate_limit_error', 'api_error', 'timeout_error', 'overloaded_error'] },
+                message: { type: 'string' },
+                code: { type: 'string', description: 'the same stable code as Error.error' },
+              },
+              additionalProperties: true,
+            },
+          },
         },
         SiweProof: { type: 'object', required: ['message', 'signature'], properties: { message: { type: 'string' }, signature: { type: 'string' } } },
         Balance: {
@@ -230,6 +250,27 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
             503: error('as POST /v1/chat/completions'),
+          },
+        },
+      },
+      '/v1/messages': {
+        post: {
+          summary: "Anthropic's Messages API (Claude Code, the Anthropic SDKs), streaming or not; reserved before and billed after the provider call",
+          description:
+            'The key as x-api-key or Authorization: Bearer. Models of an Anthropic provider get the request untranslated (documented fields only: model, messages, system, max_tokens, stop_sequences, stream, temperature, top_p, top_k, tools, tool_choice, thinking, metadata, service_tier, plus the provider\'s extraFields; cache_control kept, ttl "5m" only) and the answer and events exactly as the provider sent them. ' +
+            'Other models get it translated into chat completions (cache_control and signed thinking dropped, top_k only if the provider lists it in extraFields) and the answer translated back, with the billed usage in usage / message_delta. ' +
+            'max_tokens is required; a thinking budget must be below it. Server tools (web search, code execution), built-in tools, container, mcp_servers and one-hour cache writes are refused: they are billed beyond the catalog\'s token prices. ' +
+            'A provider failure mid-stream is an `error` event and nothing is charged. /v1/messages/count_tokens is not offered.',
+          security: [{ anthropicKey: [] }, { bearer: [] }],
+          requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'max_tokens', 'messages'] } } } },
+          responses: {
+            200: { description: 'an Anthropic message (or text/event-stream of Anthropic events); x-tollgate-charged-usdc (JSON) and x-tollgate-balance-usdc headers', content: { [json]: { schema: { type: 'object' } } } },
+            400: anthropicError('invalid_request_error: VALIDATION_ERROR, with param'),
+            401: anthropicError('authentication_error: UNAUTHORIZED (a dashboard session is refused too)'),
+            402: anthropicError('billing_error: INSUFFICIENT_BALANCE (balance_usdc, required_usdc) or KEY_LIMIT_EXCEEDED'),
+            403: anthropicError('permission_error: MODEL_NOT_ALLOWED'),
+            429: anthropicError('rate_limit_error: RATE_LIMITED'),
+            502: anthropicError('api_error: UPSTREAM_ERROR, nothing charged'),
           },
         },
       },

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { planChat, type ChatPlan } from '../chat/plan.ts';
+import type { ChatPlan } from '../chat/plan.ts';
+import { planInbound } from '../chat/inbound/plan-inbound.ts';
 import type { InboundCodec } from '../chat/inbound/codec.ts';
 import { runChat } from '../chat/run.ts';
 import { getBalance } from '../ledger/balances.ts';
@@ -30,7 +31,7 @@ const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in
 export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, codec: InboundCodec): Promise<FastifyReply> {
   const { config } = services;
   if (!config.payPerRequest.enabled || !services.topup) throw new ApiError(500, 'INTERNAL_ERROR', 'pay-per-request reached with pay-per-request off');
-  const plan = planChat(codec.decodeRequest(request.body), services.catalog, config);
+  const plan = planInbound(codec, request.body, services.catalog, config);
   // Never offer, let alone take, a payment for a request no provider can serve.
   refuseUnconfiguredProvider(services, request, plan);
   const price = pricePerRequest(plan.reservationUsdc, usdToMicro(String(config.payPerRequest.minUsd)));

@@ -40,6 +40,11 @@ export interface StreamDecoder {
 export type WireEvent =
   /** An internal chat.completion.chunk, as JSON text. */
   | { kind: 'chunk'; data: string }
+  /**
+   * A provider event as it came (`event:`/`data:` lines), for a client that speaks the provider's
+   * own protocol (a native plan); the chunks decoded from it still drive the bill.
+   */
+  | { kind: 'native'; event: string }
   /** The provider says the answer is complete. */
   | { kind: 'done' }
   /** The provider reported an error mid-stream; `providerMessage` is its own words, unredacted. */

@@ -1,5 +1,6 @@
 import type { Engine } from '../../src/storage/database.ts';
-import { startFakeAnthropic, type FakeAnthropic } from '../../src/devchain/fake-anthropic.ts';
+import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour } from '../../src/devchain/fake-anthropic.ts';
+import type { FakeBehaviour } from '../../src/devchain/fake-openai.ts';
 import { MODELS, startChatHarness, type ChatHarness } from './chat-harness.ts';
 
 export const ANTHROPIC_KEY = 'sk-ant-test-provider-key';
@@ -34,4 +35,12 @@ export async function startAnthropicHarness(engine: Engine, config: Record<strin
       await anthropic.close();
     },
   };
+}
+
+/** Both fake providers back to the given behaviours with nothing recorded (a beforeEach). */
+export function resetProviders(h: AnthropicHarness, anthropic: FakeAnthropicBehaviour = {}, openai: FakeBehaviour = {}): void {
+  h.anthropic.behaviour = anthropic;
+  h.fake.behaviour = openai;
+  h.anthropic.received.length = 0;
+  h.fake.received.length = 0;
 }

@@ -1,4 +1,7 @@
+import type { Config } from '../../config/load.ts';
+import type { Catalog } from '../../providers/catalog.ts';
 import type { ChatPlan } from '../plan.ts';
+import type { Usage } from '../usage.ts';
 
 /**
  * One protocol clients speak to the gateway (OpenAI chat completions, later Anthropic Messages,
@@ -14,6 +17,11 @@ export interface InboundCodec {
    * writes them in the protocol's own shape whatever the format.
    */
   readonly openaiCompatible: boolean;
+  /**
+   * A header that may carry the API key instead of `Authorization: Bearer` (Anthropic's
+   * `x-api-key`), lower case. Absent: only Authorization.
+   */
+  readonly apiKeyHeader?: string;
   /** The protocol's error body for a refusal; absent: the configured format's. */
   errorBody?(e: { status: number; code: string; message: string; extra: Record<string, unknown> }): Record<string, unknown>;
   /**
@@ -23,8 +31,17 @@ export interface InboundCodec {
   clientParam?(internalParam: string): string;
   /** The request body as the internal (OpenAI chat completions) body; a refusal is thrown as an ApiError. */
   decodeRequest(body: unknown): unknown;
-  /** The internal chat.completion (as JSON text, and parsed) as this protocol's answer body. */
-  encodeAnswer(internalJson: string, parsed: any): string;
+  /**
+   * Plans the request itself instead of `planChat(decodeRequest(body))`: a protocol that some
+   * provider type speaks natively sends it there untranslated (plan.native). Absent: always decoded.
+   */
+  plan?(body: unknown, catalog: Catalog, config: Pick<Config, 'chat'>): ChatPlan;
+  /**
+   * The internal chat.completion (as JSON text, and parsed) as this protocol's answer body; for a
+   * native plan, `internalJson` is the provider's own answer. `usage` is what was billed. (Both
+   * are always passed by the pipeline; optional so that a codec's unit tests can leave them out.)
+   */
+  encodeAnswer(internalJson: string, parsed: any, plan?: ChatPlan, usage?: Usage): string;
   /** An encoder for one streamed answer. */
   streamEncoder(plan: ChatPlan): StreamEncoder;
 }
@@ -33,8 +50,10 @@ export interface InboundCodec {
 export interface StreamEncoder {
   /** An internal chat.completion.chunk (JSON text); `usageOnly`: the final usage chunk, with no choices. */
   chunk(data: string, usageOnly: boolean): string;
+  /** A provider event passed through untranslated (a native plan): the bytes to send for it. */
+  native?(event: string): string;
   /** The provider failed: the error event that ends the stream (`message` says nothing was charged). */
   failure(message: string): string;
-  /** The end of a complete (billed) stream. */
-  end(): string;
+  /** The end of a complete (billed) stream; `usage` is what was billed (always passed by the pipeline). */
+  end(usage?: Usage): string;
 }

@@ -1,4 +1,5 @@
 import type { InboundCodec } from './codec.ts';
+import { anthropicMessagesCodec } from './anthropic-messages.ts';
 import { openAIChatCodec } from './openai-chat.ts';
 import { responsesCodec } from './responses.ts';
 
@@ -9,6 +10,7 @@ import { responsesCodec } from './responses.ts';
 export const INBOUND_CODECS: readonly InboundCodec[] = [
   openAIChatCodec,
   responsesCodec,
+  anthropicMessagesCodec,
 ];
 
 export type { InboundCodec, StreamEncoder } from './codec.ts';

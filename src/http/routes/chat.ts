@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { INBOUND_CODECS, type InboundCodec } from '../../chat/inbound/index.ts';
-import { planChat } from '../../chat/plan.ts';
+import { planInbound } from '../../chat/inbound/plan-inbound.ts';
 import { runChat } from '../../chat/run.ts';
 import type { Services } from '../../services.ts';
-import { requireApiKey } from '../bearer-auth.ts';
+import { presentedKey, requireApiKey } from '../bearer-auth.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
 import { refuseUnconfiguredProvider } from '../provider-ready.ts';
@@ -27,20 +27,21 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
   // body is read): an anonymous or rate-limited client gets its 401 or 429 without the gateway
   // reading, let alone parsing, up to limits.chatBodyBytes of JSON. With pay-per-request on, a
   // request with no Authorization header at all goes on to be priced and paid (pay-per-request.ts).
-  const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (services.config.payPerRequest.enabled && request.headers.authorization === undefined) {
+  const authenticate = (codec: InboundCodec) => async (request: FastifyRequest, reply: FastifyReply) => {
+    const authorization = presentedKey(request, codec.apiKeyHeader);
+    if (services.config.payPerRequest.enabled && authorization === undefined) {
       // Pay-per-request: the body must be read to price the request, so until a payment names a
       // wallet the client is limited by its address, like every other unauthenticated endpoint.
       await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
       return;
     }
-    const key = await requireApiKey(services, request);
+    const key = await requireApiKey(services, request, authorization);
     await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
     keyOf.set(request, key);
   };
   for (const codec of INBOUND_CODECS) {
     const config = { openaiCompatible: codec.openaiCompatible, inboundCodec: codec };
-    app.post(codec.path, { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate }, async (request, reply) => {
+    app.post(codec.path, { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(codec) }, async (request, reply) => {
       // Everything that can refuse the request is decided before the first byte of the answer, so a
       // stream that cannot be paid for is a plain 402, not a broken stream.
       const key = keyOf.get(request);
@@ -49,7 +50,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
         const { payPerRequest } = await import('../pay-per-request.ts');
         return payPerRequest(services, request, reply, codec);
       }
-      const plan = planChat(codec.decodeRequest(request.body), services.catalog, services.config);
+      const plan = planInbound(codec, request.body, services.catalog, services.config);
       assertModelAllowed(key, plan.model.id);
       refuseUnconfiguredProvider(services, request, plan);
       const reserved = await runChat(services, exchangeOf(request, reply, codec), key, plan);

@@ -1,0 +1,44 @@
+import type { Usage } from '../../usage.ts';
+import { anthropicUsage, stopReason } from './usage.ts';
+
+type Json = Record<string, any>;
+
+/**
+ * An internal chat.completion as an Anthropic message: reasoning first as a thinking block (with no
+ * signature: it did not come from Anthropic), then the text, then one tool_use per tool call. The
+ * usage is the billed one, so the client sees what it paid for even when it was estimated.
+ */
+export function encodeMessage(completion: Json, usage: Usage): Json {
+  const message = completion.choices?.[0]?.message ?? {};
+  const content: Json[] = [];
+  const reasoning = `${message.reasoning_content ?? ''}${message.reasoning ?? ''}`;
+  if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: '' });
+  if (typeof message.content === 'string' && message.content) content.push({ type: 'text', text: message.content });
+  for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
+    content.push({ type: 'tool_use', id: call.id, name: call.function?.name, input: parseInput(call.function?.arguments) });
+  }
+  return {
+    id: messageId(completion.id),
+    type: 'message',
+    role: 'assistant',
+    model: completion.model,
+    content,
+    stop_reason: stopReason(completion.choices?.[0]?.finish_reason),
+    stop_sequence: null,
+    usage: anthropicUsage(usage),
+  };
+}
+
+/** Anthropic's ids start with `msg_`; the provider's own id is kept after it. */
+export const messageId = (id: unknown) => `msg_${typeof id === 'string' && id ? id : Date.now().toString(36)}`;
+
+/** Tool arguments as the object Anthropic's `input` is; arguments that are not a JSON object are kept as text under `_raw`. */
+function parseInput(args: unknown): unknown {
+  if (typeof args !== 'string' || !args) return {};
+  try {
+    const parsed = JSON.parse(args);
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : { _raw: args };
+  } catch {
+    return { _raw: args };
+  }
+}

@@ -1,0 +1,151 @@
+import type { Config } from '../../../config/load.ts';
+import type { CatalogModel } from '../../../providers/catalog.ts';
+import { anthropicNativeWire } from '../../../providers/anthropic/native-wire.ts';
+import { thinkingFor } from '../../../providers/anthropic/thinking.ts';
+import { reservationFor } from '../../../providers/pricing.ts';
+import { badRequest } from '../../../refusal.ts';
+import { resolveMaxTokens, type ChatPlan } from '../../plan.ts';
+import { promptBound, type NonTextParts } from '../../prompt-bound.ts';
+import { estimateBody } from './estimate-body.ts';
+import { checkServiceTier } from './request-checks.ts';
+
+type Json = Record<string, any>;
+
+/**
+ * The Messages fields forwarded to an Anthropic provider as the client sent them. Each is bounded
+ * by the reservation: input fields by their bytes, output by max_tokens (thinking included, since
+ * Anthropic counts the thinking budget inside max_tokens), and none changes the price per token.
+ * Anything else is refused unless the operator listed it in the provider's `extraFields`.
+ */
+const NATIVE_FIELDS: ReadonlySet<string> = new Set([
+  'model', 'messages', 'system', 'max_tokens', 'stop_sequences', 'stream', 'temperature', 'top_p', 'top_k',
+  'tools', 'tool_choice', 'thinking', 'metadata', 'service_tier',
+]);
+
+/**
+ * Anthropic adds a system prompt of its own whenever tools are present (346 tokens on current
+ * models, up to 530 on older ones), which the request's bytes do not show: reserved on top.
+ */
+export const TOOL_SYSTEM_PROMPT_TOKENS = 600;
+
+/** Non-text blocks and the input kind a model must declare for each. */
+const PART_KINDS: Readonly<Record<string, 'image' | 'file'>> = { image: 'image', document: 'file' };
+
+/**
+ * A Messages request for an Anthropic provider, planned without translation: the body sent is the
+ * client's (allowlisted fields, the upstream model name, its max_tokens), so prompt caching,
+ * signed thinking and system blocks reach Anthropic as Claude Code sends them. The prompt bound is
+ * taken on those very bytes, as for every other request.
+ */
+export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'chat'>): ChatPlan {
+  for (const field of Object.keys(b)) {
+    if (!NATIVE_FIELDS.has(field) && !model.extraFields.has(field)) {
+      throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API's documented fields (listed in its README) and the extensions its operator configured`, { param: field });
+    }
+  }
+  checkServiceTier(b.service_tier);
+  checkTools(b.tools);
+  checkCacheControl(b);
+  const maxTokens = resolveMaxTokens(b, model, config.chat.defaultMaxTokens);
+  if (b.thinking !== undefined && b.thinking !== null) {
+    if (config.chat.reasoning === 'reject') throw badRequest('thinking is not accepted by this gateway; remove it from the request', { param: 'thinking' });
+    // Anthropic counts the thinking budget inside max_tokens: refused here unless it fits below it.
+    const thinking = thinkingFor(b.thinking, undefined, maxTokens);
+    if (!thinking.ok) throw badRequest(thinking.message, { param: thinking.field });
+  }
+  const parts = measureBlocks(b, model);
+
+  const sent: Json = {};
+  for (const [field, value] of Object.entries(b)) sent[field] = value;
+  sent.model = model.upstreamName;
+  sent.max_tokens = maxTokens;
+  const upstreamJson = JSON.stringify(sent);
+
+  // The system prompt counts as one more message; tools add Anthropic's hidden tool prompt.
+  const counted = { messages: [...(b.system ? [b.system] : []), ...b.messages], tools: b.tools };
+  const toolPrompt = Array.isArray(b.tools) && b.tools.length ? TOOL_SYSTEM_PROMPT_TOKENS : 0;
+  const promptUpperBound = Math.min(promptBound(counted, upstreamJson, model, parts) + toolPrompt, model.contextLength);
+  return {
+    model, stream: b.stream === true, clientWantsUsage: false, maxTokens, n: 1, promptUpperBound, parts,
+    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, 1),
+    upstreamBody: estimateBody(b), upstreamJson, wire: anthropicNativeWire, native: true,
+  };
+}
+
+/**
+ * Custom tools only. Anthropic's server tools (web search, web fetch, code execution) are billed
+ * per use, and its own client tools (bash, text editor, computer use) add hidden prompts of
+ * hundreds of tokens each: neither is in the catalog's prices or the request's bytes.
+ */
+function checkTools(tools: unknown): void {
+  if (tools === undefined || tools === null) return;
+  if (!Array.isArray(tools)) throw badRequest('tools must be an array of {name, description, input_schema}', { param: 'tools' });
+  tools.forEach((t, i) => {
+    if (typeof t?.name !== 'string' || (t.type !== undefined && t.type !== null && t.type !== 'custom')) {
+      throw badRequest(`tools[${i}] must be a custom tool {name, description, input_schema}; Anthropic's server and built-in tools (${String(t?.type).slice(0, 50)}) are billed beyond tokens and not offered here`, { param: `tools[${i}]` });
+    }
+  });
+}
+
+/**
+ * Cache writes are priced at the model's cache-write price, which is Anthropic's 5-minute rate;
+ * a one-hour write costs more (twice the input price), so `ttl` other than "5m" is refused.
+ */
+function checkCacheControl(b: Json): void {
+  const check = (block: unknown, path: string): void => {
+    const ttl = (block as Json | null)?.cache_control?.ttl;
+    if (ttl !== undefined && ttl !== null && ttl !== '5m') {
+      throw badRequest(`${path}.cache_control.ttl ${JSON.stringify(String(ttl).slice(0, 20))} is refused: cache writes are priced at the 5-minute rate; send "5m" or leave ttl out`, { param: `${path}.cache_control` });
+    }
+  };
+  // The places Anthropic reads cache_control: system blocks, content blocks (and those inside a
+  // tool result), tool definitions. Visited by position, not recursively, so no nesting depth matters.
+  const each = (list: unknown, path: string, inner?: (block: Json, where: string) => void) => {
+    if (Array.isArray(list)) list.forEach((block, i) => { check(block, `${path}[${i}]`); inner?.(block, `${path}[${i}]`); });
+  };
+  each(b.system, 'system');
+  each(b.tools, 'tools');
+  (b.messages as Json[]).forEach((m, i) => each(m.content, `messages[${i}].content`, (block, where) => {
+    if (block?.type === 'tool_result') each(block.content, `${where}.content`);
+  }));
+}
+
+/**
+ * Where an image or document may take its content from. Others (a Files API `file_id`, a document
+ * made of content blocks that may hold images) have a size the request does not show: refused.
+ */
+const SOURCES: Readonly<Record<string, ReadonlySet<string>>> = {
+  image: new Set(['base64', 'url']),
+  document: new Set(['base64', 'url', 'text']),
+};
+
+/**
+ * Image and document blocks, in a user turn or one level down in a tool result (where Anthropic
+ * accepts them), at the model's declared token bound instead of their encoded data's bytes; a
+ * kind the model does not declare, or a source whose size is not in the request, is refused.
+ */
+function measureBlocks(b: Json, model: CatalogModel): NonTextParts {
+  const parts: NonTextParts = { tokens: 0, bytes: 0 };
+  const visit = (blocks: unknown, path: string, inToolResult: boolean): void => {
+    if (!Array.isArray(blocks)) return;
+    blocks.forEach((block, j) => {
+      const where = `${path}[${j}]`;
+      if (block?.type === 'tool_result' && !inToolResult) return visit(block.content, `${where}.content`, true);
+      const kind = typeof block?.type === 'string' && Object.hasOwn(PART_KINDS, block.type) ? PART_KINDS[block.type]! : undefined;
+      if (!kind) return;
+      const source = block.source?.type;
+      if (!SOURCES[block.type]!.has(source)) throw badRequest(`${where}.source.type must be one of ${[...SOURCES[block.type]!].join(', ')} on this gateway`, { param: `${where}.source` });
+      // A text document is text, measured by its bytes like the rest.
+      if (source === 'text') return;
+      const bound = model.partTokenBounds[kind];
+      if (bound === undefined) throw badRequest(`${where} is ${kind === 'image' ? 'an image' : 'a document'} block; model ${model.id} does not accept ${kind === 'image' ? 'images' : 'files'}; send text only, or use a model whose inputs list ${kind}`, { param: where });
+      parts.tokens += bound;
+      // Only the encoded payload is replaced by the bound: a document's title and context are
+      // rendered into the prompt as text, so their bytes stay counted.
+      const data = block.source.data;
+      if (typeof data === 'string') parts.bytes += Buffer.byteLength(JSON.stringify(data));
+    });
+  };
+  (b.messages as Json[]).forEach((m, i) => visit(m.content, `messages[${i}].content`, false));
+  return parts;
+}

@@ -1,0 +1,95 @@
+import { parseJsonLoosely } from '../../../json.ts';
+import type { ChatPlan } from '../../plan.ts';
+import type { Usage } from '../../usage.ts';
+import type { StreamEncoder } from '../codec.ts';
+import { messageId } from './encode-answer.ts';
+import { anthropicUsage, stopReason } from './usage.ts';
+
+type Json = Record<string, any>;
+
+/** One server-sent event as Anthropic writes it: the event name is the payload's `type`. */
+export const sse = (payload: Json & { type: string }) => `event: ${payload.type}\ndata: ${JSON.stringify(payload)}\n\n`;
+
+const MESSAGE_STOP = sse({ type: 'message_stop' });
+
+/**
+ * Anthropic's error event: a provider failure mid-stream (the message says nothing was charged).
+ * Anthropic itself ends a stream this way on overload.
+ */
+export const errorEvent = (message: string) => sse({ type: 'error', error: { type: 'api_error', message } });
+
+/**
+ * A native plan's stream: the provider's events are relayed as they came (`native`), the internal
+ * chunks decoded from them only drive the bill. `message_stop` is held back and written once the
+ * request is settled, so a client that saw it can rely on the charge being recorded.
+ */
+export function nativeStreamEncoder(): StreamEncoder {
+  return { chunk: () => '', native: (event) => event, failure: errorEvent, end: () => MESSAGE_STOP };
+}
+
+/**
+ * Internal chat.completion.chunk events (from an OpenAI-compatible provider) as Anthropic's stream:
+ * message_start, then one content block per kind of delta (thinking, text, each tool call) with
+ * content_block_start / _delta / _stop, then message_delta with the stop reason and the billed
+ * usage, and message_stop. The usage chunk the gateway asks every provider for is not relayed:
+ * message_delta carries the usage that was billed.
+ */
+export function translatingStreamEncoder(plan: ChatPlan): StreamEncoder {
+  let started = false;
+  let open: { index: number; kind: string } | null = null;
+  let blocks = 0;
+  let finish: unknown = null;
+  const toolBlocks = new Map<number, number>();
+
+  const start = (chunk: Json): string => {
+    if (started) return '';
+    started = true;
+    const message = { id: messageId(chunk.id), type: 'message', role: 'assistant', model: chunk.model ?? plan.model.upstreamName, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 } };
+    return sse({ type: 'message_start', message });
+  };
+  const close = (): string => {
+    if (!open) return '';
+    const out = sse({ type: 'content_block_stop', index: open.index });
+    open = null;
+    return out;
+  };
+  const openBlock = (kind: string, block: Json): string => {
+    const out = close() + sse({ type: 'content_block_start', index: blocks, content_block: block });
+    open = { index: blocks++, kind };
+    return out;
+  };
+  const delta = (kind: string, block: Json, d: Json): string => {
+    const opening = open?.kind === kind ? '' : openBlock(kind, block);
+    return opening + sse({ type: 'content_block_delta', index: open!.index, delta: d });
+  };
+
+  return {
+    chunk(data, usageOnly) {
+      if (usageOnly) return '';
+      const chunk = parseJsonLoosely(data) ?? {};
+      let out = start(chunk);
+      const choice = chunk.choices?.[0];
+      const d: Json = choice?.delta ?? {};
+      const reasoning = `${typeof d.reasoning_content === 'string' ? d.reasoning_content : ''}${typeof d.reasoning === 'string' ? d.reasoning : ''}`;
+      if (reasoning) out += delta('thinking', { type: 'thinking', thinking: '' }, { type: 'thinking_delta', thinking: reasoning });
+      if (typeof d.content === 'string' && d.content) out += delta('text', { type: 'text', text: '' }, { type: 'text_delta', text: d.content });
+      for (const call of Array.isArray(d.tool_calls) ? d.tool_calls : []) {
+        const toolIndex = Number(call?.index ?? 0);
+        if (!toolBlocks.has(toolIndex)) {
+          out += openBlock(`tool${toolIndex}`, { type: 'tool_use', id: call.id ?? `toolu_${toolIndex}`, name: call.function?.name ?? '', input: {} });
+          toolBlocks.set(toolIndex, open!.index);
+        }
+        const args = call.function?.arguments;
+        if (typeof args === 'string' && args) out += sse({ type: 'content_block_delta', index: toolBlocks.get(toolIndex)!, delta: { type: 'input_json_delta', partial_json: args } });
+      }
+      if (choice?.finish_reason) finish = choice.finish_reason;
+      return out;
+    },
+    failure: errorEvent,
+    end(usage?: Usage) {
+      const out = start({}) + close();
+      const billed = usage ? anthropicUsage(usage) : { output_tokens: 0 };
+      return out + sse({ type: 'message_delta', delta: { stop_reason: stopReason(finish), stop_sequence: null }, usage: billed }) + MESSAGE_STOP;
+    },
+  };
+}

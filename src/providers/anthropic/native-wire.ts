@@ -1,0 +1,45 @@
+import type { StreamDecoder, UpstreamWire, WireEvent } from '../wire.ts';
+import { anthropicWire } from './wire.ts';
+
+/**
+ * Anthropic's Messages API for a client that speaks it too (POST /v1/messages): the request was
+ * built by the client (allowlisted, not translated), and the answer and events go back as the
+ * provider wrote them. They are still decoded into the internal form alongside, because the bill,
+ * the estimate and failure handling read that form.
+ */
+export const anthropicNativeWire: UpstreamWire = {
+  encodeRequest: (body) => ({ ok: true, value: body }),
+  nonTextBytes: anthropicWire.nonTextBytes,
+  decodeAnswer(text) {
+    const decoded = anthropicWire.decodeAnswer(text);
+    return decoded.ok ? { ok: true, text, parsed: decoded.parsed } : decoded;
+  },
+  streamDecoder: () => new NativeDecoder(),
+};
+
+class NativeDecoder implements StreamDecoder {
+  private readonly inner = anthropicWire.streamDecoder();
+
+  decode(data: string): WireEvent[] {
+    const events = this.inner.decode(data);
+    // An error is re-worded by the gateway (nothing charged) and message_stop is written after the
+    // settle, so neither is relayed as sent; every other event is, byte for byte.
+    if (events.some((e) => e.kind === 'error' || e.kind === 'done')) return events;
+    const type = eventType(data);
+    return type ? [...events, { kind: 'native', event: `event: ${type}\ndata: ${data}\n\n` }] : events;
+  }
+
+  promptUsage(): unknown {
+    return this.inner.promptUsage();
+  }
+}
+
+/** The event's name, which Anthropic always makes its payload's `type`. */
+function eventType(data: string): string | null {
+  try {
+    const type = (JSON.parse(data) as { type?: unknown } | null)?.type;
+    return typeof type === 'string' && /^[a-z_]+$/.test(type) ? type : null;
+  } catch {
+    return null;
+  }
+}
