@@ -6,6 +6,7 @@ import { parseConfig } from '../../src/config/load.ts';
 import { fakeInputTokens } from '../../src/devchain/fake-anthropic-answer.ts';
 import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/providers/anthropic/tools.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
+import { priceRequest } from '../../src/providers/pricing.ts';
 import { ApiError } from '../../src/refusal.ts';
 import { resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { ENGINES } from '../support/engines.ts';
@@ -78,6 +79,28 @@ describe('chat completions to an Anthropic provider: one-hour cache writes are r
   });
 });
 
+describe('an Anthropic model without cache prices: cache writes are not billed below what Anthropic charges', () => {
+  const bare = buildCatalog(parseConfig({
+    providers: { anth: { type: 'anthropic' } },
+    models: [{ provider: 'anth', name: 'claude', contextLength: 200_000, promptCostPer1M: '3', completionCostPer1M: '15' }],
+  }, {}));
+  const model = bare.byId.get('anth/claude')!;
+
+  test('a cache write costs 1.25x the prompt cost, and the charge covers it at the default 20% markup', () => {
+    const usage = { promptTokens: 100_000, completionTokens: 0, cacheWriteTokens: 100_000 };
+    const anthropicBill = 100_000 * 3 * 1.25; // micro-USDC: $3/M input, writes at 1.25x
+    const priced = priceRequest(model, usage);
+    assert.equal(priced.costUsdc, anthropicBill);
+    assert.ok(priced.chargeUsdc >= anthropicBill, `charged ${priced.chargeUsdc} below Anthropic's ${anthropicBill}`);
+  });
+
+  test('an OpenAI-compatible model without cache prices bills exactly as before', () => {
+    const openai = buildCatalog(parseConfig({ providers: { o: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:1' } }, models: [{ provider: 'o', name: 'm', contextLength: 1000, promptCostPer1M: '3', completionCostPer1M: '15' }] }, {}));
+    const priced = priceRequest(openai.byId.get('o/m')!, { promptTokens: 1000, completionTokens: 0, cacheWriteTokens: 1000 });
+    assert.equal(priced.costUsdc, 3000);
+  });
+});
+
 for (const engine of ENGINES) {
   describe(`a tools request to an Anthropic provider is charged within its reservation (${engine})`, () => {
     let h: AnthropicHarness;
@@ -103,6 +126,21 @@ for (const engine of ENGINES) {
       const charged = Number(res.headers.get('x-tollgate-charged-usdc'));
       assert.ok(charged > 0);
       assert.ok(charged <= plan.reservationUsdc, `charged ${charged} above the reservation of ${plan.reservationUsdc}`);
+    });
+
+    test('native /v1/messages with a cache_control write on a model without cache prices: the charge covers Anthropic\'s bill', async () => {
+      // claude-test lists only prompt (1) and completion (2) costs per 1M, marked up 20%.
+      const system = [{ type: 'text', text: 'policy '.repeat(12_000), cache_control: { type: 'ephemeral' } }];
+      const written = 20_000;
+      resetProviders(h, { usage: { input_tokens: 10, cache_creation_input_tokens: written, output_tokens: 5 } });
+      const w = await h.wallet(1_000_000);
+      const res = await call(h.gw.url, 'POST', '/v1/messages', { model: 'anth/claude-test', max_tokens: 16, system, messages: HI }, { 'x-api-key': w.key });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      const anthropicBill = 10 * 1 + written * 1 * 1.25 + 5 * 2;
+      const charged = Number(res.headers.get('x-tollgate-charged-usdc'));
+      assert.ok(charged >= anthropicBill, `charged ${charged}, Anthropic bills the operator ${anthropicBill}`);
+      const row = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
+      assert.equal(Number(row.provider_cost_usdc), anthropicBill, 'the recorded provider cost is what Anthropic charges');
     });
   });
 }
