@@ -89,7 +89,10 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   // internal body, which has at least as many as any encoding of it (Anthropic merges turns).
   const upstreamJson = JSON.stringify(encoded.value);
   const sentParts = wire.nonTextBytes ? { ...parts, bytes: wire.nonTextBytes(encoded.value) } : parts;
-  const promptUpperBound = promptBound(upstreamBody, upstreamJson, model, sentParts);
+  // Plus what the provider adds unseen (Anthropic's tool system prompt), still capped at the
+  // context window, which the provider's own additions count against too.
+  const hidden = wire.hiddenPromptTokens?.(encoded.value) ?? 0;
+  const promptUpperBound = Math.min(promptBound(upstreamBody, upstreamJson, model, sentParts) + hidden, model.contextLength);
   return {
     model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts,
     reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody, upstreamJson, wire, native: false,

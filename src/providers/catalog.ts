@@ -42,11 +42,12 @@ export interface Catalog {
 export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { providers?: Record<string, ProviderConfig> }): Catalog {
   const factor = markupFactor(config.pricing.markupPercent);
   const models = config.models.map((m): CatalogModel => {
+    const upstream = config.providers?.[m.provider]?.type ?? 'openai-compatible';
     return {
       id: `${m.provider}/${m.name}`,
       name: m.name,
       provider: m.provider,
-      upstream: config.providers?.[m.provider]?.type ?? 'openai-compatible',
+      upstream,
       upstreamName: m.upstreamName ?? m.name,
       contextLength: m.contextLength,
       maxOutputTokens: m.maxOutputTokens,
@@ -54,7 +55,7 @@ export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { prov
       created: m.created,
       partTokenBounds: { ...m.partTokenBounds },
       extraFields: new Set(config.providers?.[m.provider]?.extraFields ?? []),
-      ...modelPrices(m, factor),
+      ...modelPrices(m, factor, upstream),
     };
   });
   const byName = new Map<string, CatalogModel[]>();

@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../config/schema.ts';
+import type { ModelConfig, ProviderConfig } from '../config/schema.ts';
 import { mul, parseDecimal, toNumber, type Fraction } from './decimal.ts';
 
 /**
@@ -24,17 +24,29 @@ type PriceKeys = Pick<ModelConfig, `${CachePart | 'prompt' | 'completion'}${'Cos
 const parsed = (text: string | undefined): Fraction | undefined => (text === undefined ? undefined : parseDecimal(text));
 
 /**
+ * What a provider type charges for a cache write, relative to its prompt price, when the model
+ * leaves the cache-write cost out. Anthropic bills every cache write (the only kind it reports)
+ * at 1.25× input for the 5-minute TTL (one-hour writes are refused): taking the prompt price
+ * instead would bill a write below what the operator pays for it whenever the markup is under 25%.
+ */
+const CACHE_WRITE_FACTOR: Partial<Record<ProviderConfig['type'], Fraction>> = { anthropic: { num: 5n, den: 4n } };
+
+/**
  * What the provider charges us and what we bill, for one model. A billed price is the listed price
  * when the model sets one, else cost × (1 + markup). A cache price left out entirely (neither cost
  * nor price) is the prompt's, on both sides, so a model without cache prices bills exactly as a
- * prompt-only request would; a cache cost without a listed price is marked up like any cost.
+ * prompt-only request would; a cache cost without a listed price is marked up like any cost. The
+ * exception is a provider type whose cache writes are known to cost more than its prompt
+ * (CACHE_WRITE_FACTOR): a write left out is the prompt's price times that factor, on both sides.
  */
-export function modelPrices(m: PriceKeys, markup: Fraction): { cost: TokenPrices; billed: TokenPrices } {
+export function modelPrices(m: PriceKeys, markup: Fraction, providerType: ProviderConfig['type'] = 'openai-compatible'): { cost: TokenPrices; billed: TokenPrices } {
   const promptCost = parseDecimal(m.promptCostPer1M);
   const completionCost = parseDecimal(m.completionCostPer1M);
   const billedPrompt = parsed(m.promptPricePer1M) ?? mul(promptCost, markup);
   const cachePart = (part: CachePart) => {
     const partCost = parsed(m[`${part}CostPer1M`]);
+    const factor = part === 'cacheWrite' && !partCost ? CACHE_WRITE_FACTOR[providerType] : undefined;
+    if (factor) return { cost: mul(promptCost, factor), billed: parsed(m.cacheWritePricePer1M) ?? mul(billedPrompt, factor) };
     return { cost: partCost ?? promptCost, billed: parsed(m[`${part}PricePer1M`]) ?? (partCost ? mul(partCost, markup) : billedPrompt) };
   };
   const [cachedPrompt, cacheWrite, cacheRead] = [cachePart('cachedPrompt'), cachePart('cacheWrite'), cachePart('cacheRead')];

@@ -18,6 +18,11 @@ export interface UpstreamWire {
    * reservation replaces by their token bounds. Absent: they are the client's parts as sent.
    */
   nonTextBytes?(encoded: Record<string, unknown>): number;
+  /**
+   * Prompt tokens the provider adds to the encoded body and bills (Anthropic's hidden tool system
+   * prompt), which its bytes do not show: the reservation adds them. Absent: none.
+   */
+  hiddenPromptTokens?(encoded: Record<string, unknown>): number;
   /** The provider's 2xx JSON answer as internal chat.completion JSON, or why it is not one. */
   decodeAnswer(text: string): DecodedAnswer;
   /** A decoder for one streamed answer. */

@@ -7,9 +7,9 @@ import { ENGINES } from '../support/engines.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
 import { FAKE_ANTHROPIC_CONTENT } from '../../src/devchain/fake-anthropic-answer.ts';
 
-/** Anthropic counts input without the cache terms; the gateway bills all three as prompt (130 tokens). */
+/** Anthropic counts input without the cache terms; the gateway bills all three as prompt (130 tokens), cache writes at 1.25× (the default for a model without cache prices). */
 const USAGE = { input_tokens: 100, output_tokens: 50, cache_creation_input_tokens: 10, cache_read_input_tokens: 20 };
-const CHARGE = 276; // 130 × 1.2 + 50 × 2.4
+const CHARGE = 279; // 120 × 1.2 + 10 × 1.5 + 50 × 2.4
 const FUNDS = 1_000_000;
 const MESSAGES = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }];
 const MODEL = 'anth/claude-test';
@@ -231,7 +231,7 @@ for (const engine of ENGINES) {
       assert.equal(Number(row.prompt_tokens), 130, 'message_start reported the prompt side exactly');
       assert.equal(Number(row.cached_tokens), 20);
       assert.ok(Number(row.completion_tokens) > 0 && Number(row.completion_tokens) < 50, 'the output produced before the cut, counted');
-      assert.equal(Number(row.charged_usdc), Math.ceil(130 * 1.2 + Number(row.completion_tokens) * 2.4));
+      assert.equal(Number(row.charged_usdc), Math.ceil(120 * 1.2 + 10 * 1.5 + Number(row.completion_tokens) * 2.4));
     });
 
     test('no usage in the JSON answer: billed from counted tokens, marked estimated', async () => {

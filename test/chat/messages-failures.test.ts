@@ -6,11 +6,13 @@ import { ENGINES } from '../support/engines.ts';
 const FUNDS = 1_000_000;
 const ANTHROPIC_USAGE = { input_tokens: 70, output_tokens: 50, cache_creation_input_tokens: 10, cache_read_input_tokens: 20 };
 const OPENAI_USAGE = { prompt_tokens: 100, completion_tokens: 50 };
-const CHARGE = 240; // 100 × 1.2 + 50 × 2.4
+/** Both usages bill the same 100 prompt and 50 output tokens; Anthropic's 10 cache writes at 1.25× the prompt price. */
+const CHARGE = 243; // 90 × 1.2 + 10 cache writes × 1.5 + 50 × 2.4
+const OPENAI_CHARGE = 240; // 100 × 1.2 + 50 × 2.4
 
 const UPSTREAMS = [
-  { name: 'native', model: 'anth/claude-test', fake: (h: AnthropicHarness) => h.anthropic },
-  { name: 'translated', model: 'fake/chat-small', fake: (h: AnthropicHarness) => h.fake },
+  { name: 'native', model: 'anth/claude-test', fake: (h: AnthropicHarness) => h.anthropic, charge: CHARGE },
+  { name: 'translated', model: 'fake/chat-small', fake: (h: AnthropicHarness) => h.fake, charge: OPENAI_CHARGE },
 ] as const;
 
 /** The Anthropic events of a raw SSE body, parsed, in order. */
@@ -110,8 +112,8 @@ for (const engine of ENGINES) {
         abort.abort();
         const row = await waitForRow(w.keyId);
         assert.equal(row.status, 'client_disconnected');
-        assert.equal(Number(row.charged_usdc), CHARGE);
-        assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
+        assert.equal(Number(row.charged_usdc), up.charge);
+        assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - up.charge);
       });
 
       for (const stream of [false, true]) {

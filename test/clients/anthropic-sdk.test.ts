@@ -9,13 +9,15 @@ const FUNDS = 1_000_000;
 /** Both providers report the same bill: 100 prompt and 50 output tokens (Anthropic: 70 + 10 written + 20 read). */
 const ANTHROPIC_USAGE = { input_tokens: 70, output_tokens: 50, cache_creation_input_tokens: 10, cache_read_input_tokens: 20 };
 const OPENAI_USAGE = { prompt_tokens: 100, completion_tokens: 50 };
-const CHARGE = 240; // 100 × 1.2 + 50 × 2.4 (cache prices default to the prompt price)
+const CHARGE = 240; // 100 × 1.2 + 50 × 2.4
+/** Anthropic's 10 cache writes cost 1.25× the prompt price (its default for a model without cache prices). */
+const ANTHROPIC_CHARGE = 243; // 90 × 1.2 + 10 × 1.5 + 50 × 2.4
 const OPENAI_CONTENT = 'Hello from the fake provider, a stand-in for a paid model.';
 
 /** The two ways a /v1/messages request reaches a provider. */
 const UPSTREAMS = [
-  { name: 'Anthropic upstream (native)', model: 'anth/claude-test', content: FAKE_ANTHROPIC_CONTENT },
-  { name: 'OpenAI-compatible upstream (translated)', model: 'fake/chat-small', content: OPENAI_CONTENT },
+  { name: 'Anthropic upstream (native)', model: 'anth/claude-test', content: FAKE_ANTHROPIC_CONTENT, charge: ANTHROPIC_CHARGE },
+  { name: 'OpenAI-compatible upstream (translated)', model: 'fake/chat-small', content: OPENAI_CONTENT, charge: CHARGE },
 ] as const;
 
 const WEATHER_TOOL = { name: 'get_weather', description: 'Weather in a city', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] } };
@@ -54,8 +56,8 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
         assert.equal(msg.stop_reason, 'end_turn');
         assert.equal(msg.usage.output_tokens, 50);
         assert.equal(msg.usage.input_tokens + (msg.usage.cache_creation_input_tokens ?? 0) + (msg.usage.cache_read_input_tokens ?? 0), 100);
-        assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(CHARGE));
-        await expectCharged(w.account);
+        assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(up.charge));
+        await expectCharged(w.account, up.charge);
       });
 
       test('messages.stream: text events and the final message, billed from the stream usage', async () => {
@@ -68,7 +70,7 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
         assert.deepEqual(final.content, [{ type: 'text', text: up.content }]);
         assert.equal(final.stop_reason, 'end_turn');
         assert.equal(final.usage.output_tokens, 50);
-        await expectCharged(w.account);
+        await expectCharged(w.account, up.charge);
       });
 
       test('create({stream: true}): message_start, content blocks, message_delta with usage, message_stop', async () => {
@@ -83,7 +85,7 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
         assert.deepEqual(types.filter((t) => t !== 'ping'), ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
         assert.equal(delta.delta.stop_reason, 'end_turn');
         assert.equal(delta.usage.output_tokens, 50);
-        await expectCharged(w.account);
+        await expectCharged(w.account, up.charge);
       });
 
       test('tool use round trip: tool_use with its input, then the tool_result goes back to the provider', async () => {
@@ -113,7 +115,7 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
           assert.equal(sent.messages.at(-2).tool_calls[0].function.arguments, '{"city":"Paris"}');
           assert.deepEqual(sent.tools, [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: WEATHER_TOOL.input_schema } }]);
         }
-        await expectCharged(w.account, 2 * CHARGE);
+        await expectCharged(w.account, 2 * up.charge);
       });
 
       test('the same conversation bills the same through /v1/chat/completions and /v1/messages', async () => {
@@ -123,14 +125,14 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
         await sdk(viaMessages.key).messages.create({ model: up.model, ...ask, system: 'Be brief.' });
         const charged = async (keyId: number) => (await h.gw.services.storage.db.selectFrom('request_usage').select(['charged_usdc', 'prompt_tokens', 'completion_tokens']).where('api_key_id', '=', keyId).execute()).map((r) => [Number(r.charged_usdc), Number(r.prompt_tokens), Number(r.completion_tokens)]);
         assert.deepEqual(await charged(viaMessages.keyId), await charged(viaChat.keyId));
-        assert.deepEqual(await charged(viaMessages.keyId), [[CHARGE, 100, 50]]);
+        assert.deepEqual(await charged(viaMessages.keyId), [[up.charge, 100, 50]]);
       });
 
       test('the key as Authorization: Bearer (ANTHROPIC_AUTH_TOKEN) works as well as x-api-key', async () => {
         const w = await h.wallet(FUNDS);
         const msg = await new Anthropic({ baseURL: h.gw.url, authToken: w.key, apiKey: null, maxRetries: 0 }).messages.create({ model: up.model, ...ask });
         assert.equal(msg.content[0]!.type, 'text');
-        await expectCharged(w.account);
+        await expectCharged(w.account, up.charge);
       });
     });
   }
@@ -154,7 +156,7 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
     const { model, ...rest } = sent;
     assert.equal(model, 'claude-upstream');
     assert.deepEqual(rest, { ...withoutModel(request), stream: true });
-    await expectCharged(w.account);
+    await expectCharged(w.account, ANTHROPIC_CHARGE);
   });
 
   test('Claude Code\'s request shape to an OpenAI-compatible provider: cache_control and signed thinking dropped, thinking forwarded for a thinking model', async () => {

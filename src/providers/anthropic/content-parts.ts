@@ -1,5 +1,6 @@
 import type { ContentBlock, TextBlock } from './types.ts';
 import { refuse, type Translated } from '../translated.ts';
+import { cacheTtlProblem } from './cache-control.ts';
 
 /** The image types Anthropic's vision models accept; anything else would be a provider 400. */
 const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
@@ -7,7 +8,8 @@ const DATA_URL = /^data:([a-z0-9.+-]+\/[a-z0-9.+-]+);base64,(.*)$/is;
 
 /**
  * One OpenAI content part as an Anthropic content block. Text keeps an Anthropic `cache_control`
- * marker when a client sent one (LiteLLM's convention for prompt caching through the OpenAI form).
+ * marker when a client sent one (LiteLLM's convention for prompt caching through the OpenAI form),
+ * at the 5-minute rate only (cacheTtlProblem).
  */
 export function contentPart(part: unknown, field: string): Translated<ContentBlock | null> {
   const p = (part ?? {}) as Record<string, any>;
@@ -16,6 +18,8 @@ export function contentPart(part: unknown, field: string): Translated<ContentBlo
     case 'refusal': {
       const text = p.type === 'text' ? p.text : p.refusal;
       if (typeof text !== 'string') return refuse(field, `${field}.${p.type} must be a string`);
+      const ttl = cacheTtlProblem(p, field);
+      if (ttl) return refuse(`${field}.cache_control`, ttl);
       return { ok: true, value: textBlock(text, p.cache_control) };
     }
     case 'image_url':

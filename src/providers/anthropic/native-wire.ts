@@ -10,6 +10,7 @@ import { anthropicWire } from './wire.ts';
 export const anthropicNativeWire: UpstreamWire = {
   encodeRequest: (body) => ({ ok: true, value: body }),
   nonTextBytes: anthropicWire.nonTextBytes,
+  hiddenPromptTokens: anthropicWire.hiddenPromptTokens,
   decodeAnswer(text) {
     const decoded = anthropicWire.decodeAnswer(text);
     return decoded.ok ? { ok: true, text, parsed: decoded.parsed } : decoded;

@@ -1,6 +1,17 @@
 import type { AnthropicTool, AnthropicToolChoice } from './types.ts';
 import { refuse, type Translated } from '../translated.ts';
 
+/**
+ * Anthropic adds a system prompt of its own whenever tools are present (346 tokens on current
+ * models, up to 530 on older ones), which the request's bytes do not show: reserved on top.
+ */
+export const TOOL_SYSTEM_PROMPT_TOKENS = 600;
+
+/** The hidden prompt tokens Anthropic bills for an encoded Messages body (its tools' system prompt). */
+export function hiddenToolPromptTokens(encoded: Record<string, unknown>): number {
+  return Array.isArray(encoded.tools) && encoded.tools.length > 0 ? TOOL_SYSTEM_PROMPT_TOKENS : 0;
+}
+
 /** OpenAI function tools as Anthropic tools: the JSON schema of `parameters` is Anthropic's `input_schema`. */
 export function tools(value: unknown): Translated<AnthropicTool[] | undefined> {
   if (value === undefined || value === null) return { ok: true, value: undefined };

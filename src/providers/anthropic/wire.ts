@@ -1,5 +1,6 @@
 import type { StreamDecoder, UpstreamWire, WireEvent } from '../wire.ts';
 import { toAnthropicRequest } from './request.ts';
+import { hiddenToolPromptTokens } from './tools.ts';
 import { fromAnthropicResponse } from './response.ts';
 import { AnthropicStreamTranslator } from './stream.ts';
 import type { AnthropicResponse, ContentBlock } from './types.ts';
@@ -22,6 +23,7 @@ export const anthropicWire: UpstreamWire = {
     }
     return bytes;
   },
+  hiddenPromptTokens: hiddenToolPromptTokens,
   decodeAnswer(text) {
     const msg = JSON.parse(text) as AnthropicResponse;
     if (!msg || typeof msg !== 'object' || msg.type !== 'message' || !Array.isArray(msg.content)) {

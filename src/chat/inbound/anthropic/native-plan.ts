@@ -1,6 +1,7 @@
 import type { Config } from '../../../config/load.ts';
 import type { CatalogModel } from '../../../providers/catalog.ts';
 import { anthropicNativeWire } from '../../../providers/anthropic/native-wire.ts';
+import { cacheTtlProblem } from '../../../providers/anthropic/cache-control.ts';
 import { thinkingFor } from '../../../providers/anthropic/thinking.ts';
 import { reservationFor } from '../../../providers/pricing.ts';
 import { badRequest } from '../../../refusal.ts';
@@ -22,11 +23,8 @@ const NATIVE_FIELDS: ReadonlySet<string> = new Set([
   'tools', 'tool_choice', 'thinking', 'metadata', 'service_tier',
 ]);
 
-/**
- * Anthropic adds a system prompt of its own whenever tools are present (346 tokens on current
- * models, up to 530 on older ones), which the request's bytes do not show: reserved on top.
- */
-export const TOOL_SYSTEM_PROMPT_TOKENS = 600;
+/** Re-exported for the tests that check the native bound; the provider's wire owns it. */
+export { TOOL_SYSTEM_PROMPT_TOKENS } from '../../../providers/anthropic/tools.ts';
 
 /** Non-text blocks and the input kind a model must declare for each. */
 const PART_KINDS: Readonly<Record<string, 'image' | 'file'>> = { image: 'image', document: 'file' };
@@ -63,7 +61,7 @@ export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'c
 
   // The system prompt counts as one more message; tools add Anthropic's hidden tool prompt.
   const counted = { messages: [...(b.system ? [b.system] : []), ...b.messages], tools: b.tools };
-  const toolPrompt = Array.isArray(b.tools) && b.tools.length ? TOOL_SYSTEM_PROMPT_TOKENS : 0;
+  const toolPrompt = anthropicNativeWire.hiddenPromptTokens?.(sent) ?? 0;
   const promptUpperBound = Math.min(promptBound(counted, upstreamJson, model, parts) + toolPrompt, model.contextLength);
   return {
     model, stream: b.stream === true, clientWantsUsage: false, maxTokens, n: 1, promptUpperBound, parts,
@@ -87,16 +85,11 @@ function checkTools(tools: unknown): void {
   });
 }
 
-/**
- * Cache writes are priced at the model's cache-write price, which is Anthropic's 5-minute rate;
- * a one-hour write costs more (twice the input price), so `ttl` other than "5m" is refused.
- */
+/** A one-hour cache write is priced above what the reservation and the bill know (cacheTtlProblem). */
 function checkCacheControl(b: Json): void {
   const check = (block: unknown, path: string): void => {
-    const ttl = (block as Json | null)?.cache_control?.ttl;
-    if (ttl !== undefined && ttl !== null && ttl !== '5m') {
-      throw badRequest(`${path}.cache_control.ttl ${JSON.stringify(String(ttl).slice(0, 20))} is refused: cache writes are priced at the 5-minute rate; send "5m" or leave ttl out`, { param: `${path}.cache_control` });
-    }
+    const problem = cacheTtlProblem(block, path);
+    if (problem) throw badRequest(problem, { param: `${path}.cache_control` });
   };
   // The places Anthropic reads cache_control: system blocks, content blocks (and those inside a
   // tool result), tool definitions. Visited by position, not recursively, so no nesting depth matters.
