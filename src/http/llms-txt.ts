@@ -9,10 +9,8 @@ export function llmsTxt(publicUrl: string): string {
 
 ## Steps
 
-1. Models and prices: GET ${base}/v1/models (prices are USD per 1M tokens; cached prompt tokens
-   bill at cachedPromptPricePer1M, cache writes and reads at cacheWritePricePer1M and
-   cacheReadPricePer1M); one model:
-   GET ${base}/v1/models/<id> (openai/gpt-4o-mini, or a bare name one provider alone offers).
+1. Models and prices (USD per 1M tokens, cached parts at their own prices): GET ${base}/v1/models,
+   or one: GET ${base}/v1/models/<id> (openai/gpt-4o-mini, or a bare name one provider alone offers).
 2. Top up: POST ${base}/v1/topup with {"amount": <USD, at least 1>}. The 402 answer lists "accepts"
    (also base64 in the PAYMENT-REQUIRED header). Sign one entry with an x402 client
    (@x402/fetch + @x402/evm; raise its spend controls above $1) and send the same body again with
@@ -25,12 +23,10 @@ export function llmsTxt(publicUrl: string): string {
    (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a fresh proof; null removes one).
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
-   OpenAI's Responses API works too: POST ${base}/v1/responses (input, instructions, function
-   tools, max_output_tokens, stream), billed the same way. It is stateless: send the whole
-   conversation each time (store: false); previous_response_id and built-in tools are refused.
-   Anthropic's Messages API works too: POST ${base}/v1/messages with "x-api-key: sk-..." (or the
-   Bearer header) and Anthropic's body (max_tokens required); Anthropic SDKs and Claude Code take
-   base URL ${base} (ANTHROPIC_BASE_URL). Errors there are Anthropic's {"type":"error","error":{...}}.
+   Also billed the same way: POST ${base}/v1/responses (OpenAI's Responses API, stateless: send the
+   whole conversation; previous_response_id and built-in tools are refused), and POST
+   ${base}/v1/messages (Anthropic's Messages API, key in x-api-key or Bearer; Anthropic SDKs and
+   Claude Code take base URL ${base}; its errors are Anthropic's {"type":"error","error":{...}}).
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
    Top-up history: GET ${base}/v1/topups/<wallet>. Per day and key: GET ${base}/v1/usage/<wallet>/daily?days=30.
 6. Sessions (optional): POST ${base}/v1/auth/session with {"message", "signature"} returns a token
@@ -39,13 +35,10 @@ export function llmsTxt(publicUrl: string): string {
 
 ## Pay per request (if the operator enabled it)
 
-No key, no top-up: send POST ${base}/v1/chat/completions without an Authorization header. A valid
-request is answered 402 with an x402 offer for its worst-case cost (rounded up to the gateway's
-minimum, 0.01 USD by default); send the same request again with the PAYMENT-SIGNATURE header
-(@x402/fetch does both steps; pass it as the fetch of the openai SDK and remove the SDK's
-Authorization header). The payment is credited to your wallet once, the request runs billed against
-it, and what it does not use stays in your balance for later calls or a key. The answer carries
-PAYMENT-RESPONSE (the settlement receipt). An invalid request is a 400, never an offer.
+No key, no top-up: POST ${base}/v1/chat/completions without an Authorization header gets a 402 x402
+offer for the request's worst-case cost; send it again with PAYMENT-SIGNATURE (@x402/fetch as the
+openai SDK's fetch, with the SDK's Authorization header removed, does both). The payment is credited
+to your wallet once, the request runs against it, and the rest stays in your balance.
 
 ## Errors
 

@@ -42,7 +42,10 @@ export function checkAnswer(r: FuzzRequest, status: number, contentType: unknown
   assert.ok(status < 500 || ALLOWED_5XX.has(status), `server error: ${what}`);
   if (status >= 400 && r.method !== 'HEAD') {
     assert.match(String(contentType), /^application\/json/, `error not JSON: ${what}`);
-    const parsed = JSON.parse(body) as { error?: unknown; message?: unknown };
+    const raw = JSON.parse(body) as { type?: unknown; error?: any; message?: unknown };
+    // /v1/messages answers in Anthropic's shape, {"type":"error","error":{type, message, code}}: the
+    // same code and message, one level down.
+    const parsed = raw.type === 'error' && raw.error && typeof raw.error === 'object' ? { error: raw.error.code, message: raw.error.message } : raw;
     // A stable code a client can branch on, like every error of the API (not Fastify's "Bad Request").
     assert.match(String(parsed.error), /^[A-Z][A-Z0-9_]*$/, `error code missing: ${what}`);
     assert.ok(typeof parsed.message === 'string' && parsed.message.length > 0, `error message missing: ${what}`);
