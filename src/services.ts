@@ -1,3 +1,4 @@
+import { errorCode } from './error-code.ts';
 import type { Logger } from 'pino';
 import { createChainReaders, type ChainReaders } from './chain/readers.ts';
 import type { Config } from './config/load.ts';
@@ -200,10 +201,10 @@ function dependencyProbes(config: Config, storage: Storage, chains: ChainReaders
 
 /** A short reason for the log: an error code or name, never a message (an RPC URL may hold an API key). */
 function outageReason(err: unknown): string {
-  const e = err as { code?: unknown; name?: unknown; message?: unknown } | undefined;
-  if (typeof e?.code === 'string') return e.code;
-  if (typeof e?.message === 'string' && e.message.startsWith('no answer within')) return e.message;
-  return typeof e?.name === 'string' ? e.name : 'unknown';
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  // Our own pool-wait timeout has no code; its message says how long it waited and holds no secret.
+  if (typeof e?.code !== 'string' && typeof e?.message === 'string' && e.message.startsWith('no answer within')) return e.message;
+  return errorCode(err);
 }
 
 function createProviders(config: Config): Map<string, ProviderAdapter> {

@@ -1,3 +1,4 @@
+import { errorCode } from '../error-code.ts';
 import type { ChatLog } from './sink.ts';
 import type { ChatPlan } from './plan.ts';
 
@@ -29,8 +30,3 @@ export function logProviderFailure(log: ChatLog, plan: ChatPlan, requestId: stri
   );
 }
 
-function errorCode(err: unknown): string {
-  const e = err as { code?: unknown; name?: unknown } | undefined;
-  if (typeof e?.code === 'string') return e.code;
-  return typeof e?.name === 'string' ? e.name : 'unknown';
-}
