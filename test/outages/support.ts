@@ -24,3 +24,17 @@ export function assertOutageAnswer(res: { status: number; headers: Headers; body
 }
 
 export const chatBody = { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] };
+
+/**
+ * Sends `send` until it answers `status`, and returns that answer and how long it took; fails if
+ * `boundMs` passes first (the recovery bound a test holds the gateway to).
+ */
+export async function answersWithin<T extends { status: number; text: string }>(send: () => Promise<T>, status: number, boundMs: number) {
+  const started = Date.now();
+  for (;;) {
+    const res = await send();
+    if (res.status === status) return { res, tookMs: Date.now() - started };
+    if (Date.now() - started > boundMs) assert.fail(`no ${status} within ${boundMs} ms; last answer ${res.status} ${res.text}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
