@@ -1,16 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { call } from '../support/gateway.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { assertLedgerConsistent } from '../support/ledger.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
 import { until } from '../support/until.ts';
-import { chatBody } from './support.ts';
+import { chatBody, walletWithKey } from './support.ts';
 
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240; // 100 × 1.2 + 50 × 2.4 micro-USDC (chat-small, 20% markup)
@@ -40,9 +38,7 @@ describe('kill -9 while a settle is still retrying the database', () => {
     const dying = await startGatewayProcess(config, { TOLLGATE_TEST_SETTLE_FAILURE: 'outage' });
     processes.push(dying);
     storage = openStorage(databaseUrl);
-    const account = newAccount();
-    await adjustBalance(storage.db, { wallet: account.address, amountUsdc: 1_000_000, note: 'test funding' });
-    const key = (await call(dying.url, 'POST', '/v1/auth/keys', await siweProof(account))).body.key;
+    const { key } = await walletWithKey(storage.db, dying.url);
 
     const request = call(dying.url, 'POST', '/v1/chat/completions', chatBody, { authorization: `Bearer ${key}` }).catch((err: Error) => err);
     await until(() => dying.output().includes('spooled, retrying'), 'the first settle attempt failed', 30_000);

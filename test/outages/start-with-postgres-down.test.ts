@@ -2,15 +2,13 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { assertLedgerConsistent } from '../support/ledger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
-import { answersWithin, assertOutageAnswer, chatBody, waitForHealth } from './support.ts';
+import { answersWithin, assertOutageAnswer, chatBody, waitForHealth, walletWithKey } from './support.ts';
 
 const RECOVERY_BOUND_MS = 10_000;
 
@@ -45,9 +43,7 @@ describe('PostgreSQL down at start, then down and back after start', () => {
     await pg.startAgain();
     gw = await startGatewayProcess(config, env);
     storage = openStorage(databaseUrl, { poolSize: 2 });
-    const account = newAccount();
-    await adjustBalance(storage.db, { wallet: account.address, amountUsdc: 1_000_000, note: 'test funding' });
-    const auth = { authorization: `Bearer ${(await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account))).body.key}` };
+    const auth = { authorization: `Bearer ${(await walletWithKey(storage.db, gw.url)).key}` };
     const chat = () => call(gw!.url, 'POST', '/v1/chat/completions', chatBody, auth);
     assert.equal((await chat()).status, 200);
 
