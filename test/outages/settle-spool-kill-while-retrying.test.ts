@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { call } from '../support/gateway.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
@@ -15,7 +14,9 @@ const CHARGE = 240; // 100 × 1.2 + 50 × 2.4 micro-USDC (chat-small, 20% markup
 
 /**
  * Issue 23: a settle whose database write was still in its retry loop when the process died was
- * lost (the sweeper later voided its reservation). It is now on disk from its first outage.
+ * lost (the sweeper later voided its reservation). A delivered answer's (a stream's) is now on disk
+ * from its first outage. A non-streaming answer is handed out only after its settle, so a kill
+ * during the retries delivered nothing and rightly charges nothing.
  */
 describe('kill -9 while a settle is still retrying the database', () => {
   let fake: FakeOpenAI;
@@ -30,7 +31,7 @@ describe('kill -9 while a settle is still retrying the database', () => {
     await fake?.close();
   });
 
-  test('the restarted gateway bills the answer once', async () => {
+  test('the restarted gateway bills the delivered stream once', async () => {
     const databaseUrl = await freshDatabaseUrl('sqlite');
     const config = { database: { url: databaseUrl }, ledger: { spoolDir: tempDir() }, providers: { fake: { baseUrl: fake.url } }, models: MODELS.slice(0, 1) };
     // Every settle fails as if the database did not answer; the process is killed during the
@@ -40,11 +41,13 @@ describe('kill -9 while a settle is still retrying the database', () => {
     storage = openStorage(databaseUrl);
     const { key } = await walletWithKey(storage.db, dying.url);
 
-    const request = call(dying.url, 'POST', '/v1/chat/completions', chatBody, { authorization: `Bearer ${key}` }).catch((err: Error) => err);
+    // A stream: its content is out before its settle, so the settle must survive the process.
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const delivered = fetch(`${dying.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ ...chatBody, stream: true }) }).then((r) => r.body!.getReader().read());
     await until(() => dying.output().includes('spooled, retrying'), 'the first settle attempt failed', 30_000);
     await dying.kill();
     processes.pop();
-    assert.ok((await request) instanceof Error, 'the request died with the gateway, before its retries ended');
+    assert.match(new TextDecoder().decode((await delivered).value), /chat\.completion\.chunk/, 'content reached the client');
     assert.doesNotMatch(dying.output(), /the settle is spooled and will be applied/, 'killed inside the retry loop');
 
     const charges = () => storage.db.selectFrom('ledger_entries').select('amount_usdc').where('kind', '=', 'charge').execute();

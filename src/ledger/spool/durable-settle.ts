@@ -17,8 +17,9 @@ export type SettleFailure = 'outage' | 'crash' | null;
 
 export interface DurableSettler {
   /**
-   * Bills a produced answer: settles it now; at a database outage it spools it first, then retries
-   * within RETRY_DELAYS_MS, and answers `deferred` if the database still does not answer. `lateIfReleased`:
+   * Bills a produced answer: settles it now, retrying a database outage within RETRY_DELAYS_MS
+   * (spooling a delivered answer, `lateIfReleased`, before the retries), and answers `deferred`,
+   * spooled, if the database still does not answer. `lateIfReleased`:
    * charge it even if its reservation was released meanwhile (content already delivered).
    */
   settle(record: SettleRecord, opts: { lateIfReleased: boolean }): Promise<SettleOutcome>;
@@ -62,7 +63,9 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
           return outcome;
         } catch (err) {
           if (!isDatabaseOutage(err)) throw err;
-          if (!spooled) spooled = spoolBeforeRetrying(record);
+          // Only a delivered answer (a stream's content is out) is spooled before the retries: see
+          // spoolBeforeRetrying for why a withheld one must not be.
+          if (!spooled && opts.lateIfReleased) spooled = spoolBeforeRetrying(record);
           if (attempt >= RETRY_DELAYS_MS.length) break;
           await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[attempt]));
         }
@@ -70,8 +73,8 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
     } finally {
       retrying.delete(record.requestId);
     }
-    // Still on disk only if the early append failed: the last chance, which throws if it fails too
-    // (the caller must not pretend the answer is billed).
+    // Not on disk yet (a non-streaming answer, or the early append failed): the last chance, which
+    // throws if it fails too (the caller must not pretend the answer is billed).
     if (!spooled) spool.append(record);
     logger.warn({ reqId: record.requestId, chargeUsdc: record.chargeUsdc }, 'the database did not answer; the settle is spooled and will be applied when it does');
     if (deps.failure() === 'crash') {
@@ -82,11 +85,17 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
   };
 
   /**
-   * Writes the settle to the spool at its first outage, before the retries: a process that dies
-   * while retrying (a kill -9, an OOM) leaves it on disk for the next start-up to apply, where it
-   * would otherwise be lost and the sweeper would void the answer's reservation. If a retry then
-   * succeeds the line stays, and the next replay finds the request billed and forgets it (applying
-   * is idempotent by request id). Only the outage path pays this fsync; a healthy settle never does.
+   * Writes a delivered answer's settle to the spool at its first outage, before the retries: a
+   * process that dies while retrying (a kill -9, an OOM) leaves it on disk for the next start-up to
+   * apply, where it would otherwise be lost and the sweeper would void the reservation of content
+   * already delivered. If a retry then succeeds the line stays, and the next replay finds the
+   * request billed and forgets it (applying is idempotent by request id). Only the outage path pays
+   * this fsync; a healthy settle never does.
+   *
+   * A non-streaming answer is not: it is handed out only once this settle returns, so a process
+   * that dies while retrying delivered nothing and charges nothing (as any request in flight at a
+   * kill). And a retry that finds its reservation released withholds the answer, charging nothing;
+   * a line spooled before would late-charge it at the next replay.
    */
   const spoolBeforeRetrying = (record: SettleRecord): boolean => {
     try {
