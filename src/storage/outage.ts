@@ -1,4 +1,3 @@
-import { isTransportError } from '../chain/rpc-errors.ts';
 import { someErrorInChain, taggedDependency } from '../outage.ts';
 
 /** Socket-level failures: the server is down, restarting, or unreachable. */
@@ -22,11 +21,12 @@ const UNAVAILABLE_MESSAGES =
 
 /**
  * True when `err` says the database did not answer, as opposed to refusing a statement. The socket
- * codes below are not the database's alone: an error another dependency's client raised (tagged
- * DependencyUnavailable at its source, or an RPC transport error) is never taken for the database's.
+ * codes below are not the database's alone: an error another dependency's client tagged at its
+ * source (DependencyUnavailable) is never taken for the database's. (An RPC's transport errors are
+ * told apart by the HTTP error handler, before it asks this.)
  */
 export function isDatabaseOutage(err: unknown): boolean {
-  if (taggedDependency(err) !== null || isTransportError(err)) return false;
+  if (taggedDependency(err) !== null) return false;
   return someErrorInChain(err, (e) => {
     const code = typeof e.code === 'string' ? e.code : '';
     if (NETWORK_CODES.has(code) || UNAVAILABLE_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
