@@ -136,7 +136,8 @@ for (const engine of ENGINES) {
       assert.equal(again.status, 404);
       assert.equal((await listed(owner)).spend_limit_usdc, 5_000, "the attacker's PATCH changed nothing");
 
-      const proof = await siweProof(owner.account);
+      // Raising the cap loosens the key: the proof is signed for that (issue 23).
+      const proof = await siweProof(owner.account, { action: 'loosen-key' });
       assert.equal((await patchKey(h.gw.url, owner.account, owner.keyId, { spend_limit_usdc: 6_000 }, proof)).status, 200);
       const replay = await patchKey(h.gw.url, owner.account, owner.keyId, { spend_limit_usdc: null }, proof);
       assert.equal(replay.status, 401);
