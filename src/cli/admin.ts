@@ -151,7 +151,8 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
         const parsed = parseLimitInput(limitInputFrom(opts), buildCatalog(config), Date.now());
         if (!parsed.ok) throw new UsageError(parsed.reason);
         if (!Object.keys(parsed.value).length) throw new UsageError('give at least one of --limit-usd, --period, --models, --expires');
-        const outcome = await updateKeyLimits(s.db, id, null, parsed.value);
+        // The operator may loosen: this is the support path, with direct database access anyway.
+        const outcome = await updateKeyLimits(s.db, id, null, parsed.value, true);
         if (!outcome.ok) throw new UsageError(adminRefusal(id, outcome));
         process.stdout.write(`changed key #${id}\n${(await describeKey(s, id)).join('\n')}\n`);
       });

@@ -143,7 +143,7 @@ const CONCURRENT_CHANGE_ATTEMPTS = 5;
  * A new limit applies to the next reservation on every instance at once (it is read there); a
  * model list or expiry within the key cache's TTL.
  */
-export async function updateKeyLimits(db: Kysely<Database>, id: number, wallet: string | null, changes: LimitChanges, mayLoosen = true): Promise<UpdateLimitsOutcome> {
+export async function updateKeyLimits(db: Kysely<Database>, id: number, wallet: string | null, changes: LimitChanges, mayLoosen: boolean): Promise<UpdateLimitsOutcome> {
   for (let attempt = 0; attempt < CONCURRENT_CHANGE_ATTEMPTS; attempt++) {
     const outcome = await db.transaction().execute(async (trx): Promise<UpdateLimitsOutcome | 'changed_meanwhile'> => {
       let query = trx.selectFrom('api_keys').select(['revoked_at', 'spend_limit_usdc', 'spend_limit_period', 'allowed_models', 'expires_at']).where('id', '=', id);
