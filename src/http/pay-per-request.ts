@@ -70,7 +70,6 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
-  const started = Date.now();
   const outcome = await settleMatched(services, request.log, matched, countRequest);
   switch (outcome.kind) {
     case 'unavailable':
@@ -87,7 +86,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       );
     case 'credited':
       if (!counted) await countRequest();
-      return runPaid(services, request, reply, codec, plan, outcome.payment, started, ask);
+      return runPaid(services, request, reply, codec, plan, outcome.payment, !outcome.opened, ask);
   }
 }
 
@@ -98,19 +97,21 @@ async function runPaid(
   codec: InboundCodec,
   plan: ChatPlan,
   payment: PaymentRow,
-  started: number,
+  replayed: boolean,
   ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
 ): Promise<FastifyReply> {
-  // A payment credited before this request is a replay. It credits nothing more, and it may spend
-  // the wallet's balance only while its authorization is valid, and at most topup.maxTimeoutSeconds
-  // after its credit whatever validBefore the payer signed (a hand-rolled client may sign for days):
-  // a payment header that leaks later (a log, a proxy) must not become a lasting credential.
-  const replayed = Number(payment.credited_at) < started;
-  // A top-up's payment header is spent once it is credited: it never runs chat requests, or one that
-  // leaked from a top-up (a log, a proxy) would spend the payer's balance on someone else's inference.
-  if (replayed && payment.purpose !== 'chat') {
+  // A top-up's payment never runs chat requests, whether it is credited already or still settling
+  // when the chat joins it: a header that leaked from a top-up (a log, a proxy) would otherwise spend
+  // the payer's balance on someone else's inference. (Deciding this by timestamps let a chat that
+  // joined the top-up's settlement through, issue 23.3.)
+  if (payment.purpose !== 'chat') {
     return ask('PAYMENT_REJECTED', `this payment was a top-up, already credited to ${payment.payer}'s balance; a top-up's payment never pays for chat requests. Spend the balance with an API key, or sign a new payment for one of accepts`, { reason: 'topup_payment' });
   }
+  // A payment this request did not open (`replayed`: a resend, or a request that joined another's
+  // settlement) credits nothing more, and it may spend the wallet's balance only while its
+  // authorization is valid, and at most topup.maxTimeoutSeconds after its credit whatever
+  // validBefore the payer signed (a hand-rolled client may sign for days): a payment header that
+  // leaks later (a log, a proxy) must not become a lasting credential.
   const replayableUntil = Math.min(Number(payment.valid_before) * 1000, Number(payment.credited_at) + services.config.topup.maxTimeoutSeconds * 1000);
   if (replayed && replayableUntil <= Date.now()) {
     return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${services.config.topup.maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`);
