@@ -5,7 +5,7 @@ import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './f
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, RELEASED_UNSENT, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, RELEASED_UNSENT, TOPUP_PAYMENT, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
@@ -63,6 +63,7 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
   for (let attempt = 0; ; attempt++) {
     const opened = await openPayment(deps.db, m, fromBlock, deps.now());
     if (opened.kind === 'conflict') return { kind: 'rejected', reason: NONCE_TAKEN };
+    if (opened.kind === 'topup_payment') return { kind: 'rejected', reason: TOPUP_PAYMENT };
     if (opened.kind === 'claimed') return settleClaimed(deps, m, opened.row);
     const joined = await joinExisting(deps, opened.row);
     if (joined !== 'released') return joined;
