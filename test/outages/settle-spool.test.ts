@@ -11,7 +11,7 @@ import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { assertLedgerConsistent } from '../support/ledger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { newAccount, createKeyProof } from '../support/siwe.ts';
 import { until } from '../support/until.ts';
 import { chatBody, waitForHealth } from './support.ts';
 
@@ -105,7 +105,7 @@ for (const engine of ENGINES) {
       storage = openStorage(databaseUrl, { poolSize: 2 });
       const account = newAccount();
       await adjustBalance(storage.db, { wallet: account.address, amountUsdc: 1_000_000, note: 'test funding' });
-      const key = (await call(crashing.url, 'POST', '/v1/auth/keys', await siweProof(account))).body.key;
+      const key = (await call(crashing.url, 'POST', '/v1/auth/keys', await createKeyProof(account))).body.key;
 
       const request = call(crashing.url, 'POST', '/v1/chat/completions', chatBody, { authorization: `Bearer ${key}` }).catch((err: Error) => err);
       await until(() => crashing.output().includes('test fail point reached'), 'the settle spooled', 30_000);

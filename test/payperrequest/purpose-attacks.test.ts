@@ -6,7 +6,7 @@ import { FacilitatorUnavailable, SettlementUnknown } from '../../src/topup/facil
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { siweProof } from '../support/siwe.ts';
+import { createKeyProof } from '../support/siwe.ts';
 import { USD } from '../support/topup-harness.ts';
 import { until } from '../support/until.ts';
 import { signPermit2, v1Header, v2Header } from '../support/x402-payloads.ts';
@@ -51,7 +51,7 @@ for (const engine of ENGINES) {
       );
     const rowsOf = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
     const keyFor = async (account: FundedAccount) => {
-      const res = await call(h.gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      const res = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       assert.equal(res.status, 201, res.text);
       return res.body.key as string;
     };

@@ -6,7 +6,7 @@ import { adjustBalance } from '../../src/ledger/credits.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { siweProof } from '../support/siwe.ts';
+import { createKeyProof } from '../support/siwe.ts';
 import { USD } from '../support/topup-harness.ts';
 import { until } from '../support/until.ts';
 import { v2Header, type Eip3009Terms } from '../support/x402-payloads.ts';
@@ -44,7 +44,7 @@ for (const engine of ENGINES) {
         Number(r.amount_usdc),
       );
     const keyFor = async (account: FundedAccount) => {
-      const res = await call(h.gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      const res = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       assert.equal(res.status, 201, res.text);
       return res.body.key as string;
     };
