@@ -5,19 +5,22 @@ import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './f
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, RELEASED_UNSENT, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, RELEASED_UNSENT, TOPUP_PAYMENT, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
  * How a top-up ends:
  * - credited: settled on chain and credited (now or by an earlier request for the same payment);
+ *   `opened` says whether this request recorded (or reclaimed) the payment and settled it, as
+ *   opposed to joining or replaying a payment another request opened: pay-per-request decides
+ *   what a replay may do from this, never from timestamps;
  * - pending: sent, but the outcome is not known yet; the reconciler will finish it;
  * - rejected: it did not and will not settle as sent (bad signature, expired, used, no funds,
  *   another payment under the same nonce);
  * - unavailable: the facilitator or the chain could not be reached; nothing was settled.
  */
 export type TopupOutcome =
-  | { kind: 'credited'; payment: PaymentRow }
+  | { kind: 'credited'; payment: PaymentRow; opened: boolean }
   | { kind: 'pending'; payment: PaymentRow }
   | { kind: 'rejected'; reason: string }
   | { kind: 'unavailable'; reason: string };
@@ -60,6 +63,7 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
   for (let attempt = 0; ; attempt++) {
     const opened = await openPayment(deps.db, m, fromBlock, deps.now());
     if (opened.kind === 'conflict') return { kind: 'rejected', reason: NONCE_TAKEN };
+    if (opened.kind === 'topup_payment') return { kind: 'rejected', reason: TOPUP_PAYMENT };
     if (opened.kind === 'claimed') return settleClaimed(deps, m, opened.row);
     const joined = await joinExisting(deps, opened.row);
     if (joined !== 'released') return joined;
@@ -106,7 +110,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
     }
     try {
       const paid = await amountPaidBy(deps.client, tx, payment);
-      if (paid !== null) return credited(await creditPayment(deps.db, payment.id, tx, paid, deps.now()));
+      if (paid !== null) return credited(await creditPayment(deps.db, payment.id, tx, paid, deps.now()), true);
     } catch (err) {
       if (isTransportError(err) || isReceiptMissing(err)) return { kind: 'pending', payment: await findPayment(deps.db, payment.id) };
       throw err;
@@ -127,7 +131,7 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
   }
   switch (outcome.state) {
     case 'settled':
-      return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()));
+      return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()), true);
     case 'in-flight':
       return { kind: 'pending', payment };
     case 'open':
@@ -156,14 +160,15 @@ async function joinExisting(deps: SettleDeps, row: PaymentRow): Promise<TopupOut
     await new Promise((r) => setTimeout(r, 100));
     current = await findPayment(deps.db, row.id);
   }
-  if (current.status === 'credited') return credited(current);
+  if (current.status === 'credited') return credited(current, false);
   // Released meanwhile (by the reconciler of this or another instance): this retry may take it over.
   if (current.failure_reason === RELEASED_UNSENT) return 'released';
   return { kind: 'rejected', reason: current.failure_reason ?? 'payment failed' };
 }
 
-function credited(payment: PaymentRow): TopupOutcome {
-  if (payment.status === 'credited') return { kind: 'credited', payment };
+/** `opened`: this request claimed the payment row (see TopupOutcome). */
+function credited(payment: PaymentRow, opened: boolean): TopupOutcome {
+  if (payment.status === 'credited') return { kind: 'credited', payment, opened };
   if (payment.status === 'failed' && payment.failure_reason) return { kind: 'rejected', reason: payment.failure_reason };
   return { kind: 'rejected', reason: 'the settling transaction already paid for another top-up' };
 }

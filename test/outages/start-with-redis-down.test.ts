@@ -10,7 +10,7 @@ import { freshDatabaseUrl } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { createKeyProof, newAccount } from '../support/siwe.ts';
 import { answersWithin, assertOutageAnswer, chatBody, waitForHealth } from './support.ts';
 
 /** How soon after Redis answers again the instance must serve (its reconnect backoff is at most 2 s). */
@@ -49,7 +49,7 @@ describe('a gateway started while Redis is down', () => {
     const account = newAccount();
     await adjustBalance(storage.db, { wallet: account.address, amountUsdc: 1_000_000, note: 'test funding' });
 
-    const keyWhileDown = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+    const keyWhileDown = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
     assertOutageAnswer(keyWhileDown, 'redis', 'key creation while Redis is down');
     assert.match(keyWhileDown.body.message, /rate-limit store \(Redis\)/);
     assertOutageAnswer(await call(gw.url, 'GET', '/v1/models'), 'redis', 'models while Redis is down');
@@ -57,7 +57,7 @@ describe('a gateway started while Redis is down', () => {
     assert.deepEqual(degraded.body.checks, { database: 'ok', redis: 'down' });
 
     await redis.startAgain();
-    const { res: created } = await answersWithin(async () => call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account)), 201, RECOVERY_BOUND_MS);
+    const { res: created } = await answersWithin(async () => call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account)), 201, RECOVERY_BOUND_MS);
     const auth = { authorization: `Bearer ${created.body.key}` };
     const chat = await call(gw.url, 'POST', '/v1/chat/completions', chatBody, auth);
     assert.equal(chat.status, 200, chat.text);

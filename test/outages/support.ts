@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import type { Database } from '../../src/storage/schema.ts';
 import { call } from '../support/gateway.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { createKeyProof, newAccount } from '../support/siwe.ts';
 
 /**
  * Polls /health until it reports `status` (a dependency's loss or return is noticed on the next
@@ -47,7 +47,7 @@ export async function answersWithin<T extends { status: number; text: string }>(
 export async function walletWithKey(db: Kysely<Database>, url: string, usdc = 1_000_000) {
   const account = newAccount();
   await adjustBalance(db, { wallet: account.address, amountUsdc: usdc, note: 'test funding' });
-  const created = await call(url, 'POST', '/v1/auth/keys', await siweProof(account));
+  const created = await call(url, 'POST', '/v1/auth/keys', await createKeyProof(account));
   assert.equal(created.status, 201, created.text);
   return { account, key: created.body.key as string };
 }
