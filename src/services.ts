@@ -22,6 +22,7 @@ import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import { createDurableSettler, type DurableSettler } from './ledger/spool/durable-settle.ts';
 import { spoolLocation } from './ledger/spool/location.ts';
 import { SettleSpool } from './ledger/spool/spool-file.ts';
+import { createChatDeps, type ChatDeps, type InflightRequest } from './chat/deps.ts';
 
 /** How often settles spooled during a database outage are tried again. */
 const SPOOL_REPLAY_MS = 5_000;
@@ -47,7 +48,9 @@ export interface Services {
    * Chat requests holding a reservation on this instance, so a shutdown can finish what it cuts:
    * what was already delivered is charged, the rest voided.
    */
-  inflight: Set<{ readonly requestId: string; cutShort(status: string): Promise<void> }>;
+  inflight: Set<InflightRequest>;
+  /** What the chat core uses of all this (src/chat/deps.ts), built once so its state is this gateway's. */
+  chat: ChatDeps;
   /** Bills produced answers even through a database outage (retry, then the local spool). */
   settler: DurableSettler;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
@@ -142,6 +145,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
           : opts.logger.info({ dependency: name }, 'dependency answers again'),
       ),
       inflight,
+      chat: createChatDeps({ storage, settler, providers, metrics, log: opts.logger, inflight, chat: config.chat }),
       logger: opts.logger,
       storage,
       catalog: buildCatalog(config),
