@@ -6,7 +6,6 @@ import type { SettleSpool } from './ledger/spool/spool-file.ts';
 import { pruneSessions } from './sessions/store.ts';
 import { pruneNonces } from './siwe/nonce-store.ts';
 import type { Storage } from './storage/database.ts';
-import type { TopupService } from './topup/service.ts';
 
 /** How often settles spooled during a database outage are tried again. */
 const SPOOL_REPLAY_MS = 5_000;
@@ -73,7 +72,8 @@ export interface GatewayJobSources {
   spool: SettleSpool;
   inflight: ReadonlySet<InflightRequest>;
   leaseMs: number;
-  topup: TopupService | null;
+  /** The top-up service, when offers are configured: its close stops the payment reconciler. */
+  topup: { close(): Promise<void> } | null;
   logger: Logger;
 }
 
