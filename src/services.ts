@@ -20,7 +20,7 @@ import { createDurableSettler, type DurableSettler } from './ledger/spool/durabl
 import { spoolLocation } from './ledger/spool/location.ts';
 import { SettleSpool } from './ledger/spool/spool-file.ts';
 import { createChatDeps, type ChatDeps, type InflightRequest } from './chat/deps.ts';
-import { gatewayJobs, startJobs } from './background-jobs.ts';
+import { gatewayJobs, startJobs, type RunningJobs } from './background-jobs.ts';
 
 /** Everything a running gateway holds, built once from the configuration and shared by routes. */
 export interface Services {
@@ -65,6 +65,7 @@ export interface ServiceOptions {
 export async function createServices(config: Config, opts: ServiceOptions): Promise<Services> {
   // Its background checkpointer is started with the other background jobs (background-jobs.ts).
   const storage = openStorage(config.database.url);
+  let jobs: RunningJobs | null = null;
   try {
     if (opts.migrate !== false) {
       const { applied } = await migrateToLatest(storage);
@@ -92,14 +93,13 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     });
     if (config.testHooks.settleFailure) opts.logger.warn('TEST HOOK TOLLGATE_TEST_SETTLE_FAILURE is on: settles fail as if the database did not answer');
     const inflight: Services['inflight'] = new Set();
-    const chat = createChatDeps({ storage, settler, providers, metrics, log: opts.logger, inflight, chat: config.chat });
 
     // Top-ups (x402, viem's chain code) are loaded only when offers are configured: start-up time, idle memory.
     const topup = config.topup.offers.length === 0 ? null : (await import('./topup/service.ts')).createTopupService(config, { db: storage.db, chains, logger: opts.logger, now });
     // Last, once everything they use is built: they stop first in close() below.
-    const jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: chat.leaseMs, topup, logger: opts.logger }));
+    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: config.chat.reservationLeaseSeconds * 1000, topup, logger: opts.logger }));
 
-    return {
+    const services: Omit<Services, 'chat'> = {
       config,
       topup,
       metrics,
@@ -110,7 +110,6 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
           : opts.logger.info({ dependency: name }, 'dependency answers again'),
       ),
       inflight,
-      chat,
       logger: opts.logger,
       storage,
       catalog: buildCatalog(config),
@@ -123,13 +122,16 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       rateWindows: { chat: windowsFrom(config.rateLimits.chat), keys: windowsFrom(config.rateLimits.keys), public: windowsFrom(config.rateLimits.public) },
       now,
       async close() {
-        await jobs.stop();
+        await jobs?.stop();
         await Promise.allSettled([...providers.values()].map((p) => p.close()));
         await limiter.close();
         await storage.close();
       },
     };
+    // Over the container itself, so a piece replaced at run time reaches the chat core (see deps.ts).
+    return Object.assign(services, { chat: createChatDeps(services) });
   } catch (err) {
+    await jobs?.stop().catch(() => undefined);
     await storage.close().catch(() => undefined);
     throw err;
   }

@@ -69,29 +69,48 @@ export class DrainBudget {
   }
 }
 
-/** What createChatDeps binds the port to: pieces of the running gateway, never the whole container. */
+/**
+ * What createChatDeps reads: the running gateway's pieces, by the names the Services container
+ * gives them (services.ts passes the container itself; this module never imports it).
+ */
 export interface ChatDepsSources {
-  storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>;
-  settler: Pick<DurableSettler, 'settle'>;
-  providers: ReadonlyMap<string, ProviderAdapter>;
-  metrics: ChatMetrics;
-  log: ChatDeps['log'];
-  inflight: Set<InflightRequest>;
-  chat: { reservationLeaseSeconds: number; maxConcurrentDrains: number; drainTimeoutSeconds: number; idleTimeoutSeconds: number };
+  readonly storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>;
+  readonly settler: Pick<DurableSettler, 'settle'>;
+  readonly providers: ReadonlyMap<string, ProviderAdapter>;
+  readonly metrics: ChatMetrics;
+  readonly logger: ChatDeps['log'];
+  readonly inflight: Set<InflightRequest>;
+  readonly config: { readonly chat: { reservationLeaseSeconds: number; maxConcurrentDrains: number; drainTimeoutSeconds: number; idleTimeoutSeconds: number } };
 }
 
+/**
+ * The port over the gateway's pieces. They are read when used, not copied here, as the chat core
+ * did when it took the whole container: a piece replaced while the gateway runs (a test swaps in a
+ * settler whose database loses answers) is the one the next request uses. The drain budget is the
+ * port's own state, one per gateway.
+ */
 export function createChatDeps(s: ChatDepsSources): ChatDeps {
-  const leaseMs = s.chat.reservationLeaseSeconds * 1000;
+  const chat = () => s.config.chat;
   return {
-    providers: s.providers,
-    leaseMs,
-    reserve: (request) => tryReserve(s.storage, { ...request, leaseMs }),
+    get providers() {
+      return s.providers;
+    },
+    get leaseMs() {
+      return chat().reservationLeaseSeconds * 1000;
+    },
+    reserve: (request) => tryReserve(s.storage, { ...request, leaseMs: chat().reservationLeaseSeconds * 1000 }),
     finish: (record, opts) => (record.chargeUsdc > 0 ? s.settler.settle(record, opts) : finishReservation(s.storage, record.requestId, 0, record.usage)),
     balance: async (wallet) => (await getBalance(s.storage.db, wallet)).balance_usdc,
-    metrics: s.metrics,
-    log: s.log,
+    get metrics() {
+      return s.metrics;
+    },
+    get log() {
+      return s.logger;
+    },
     inflight: s.inflight,
-    drains: new DrainBudget(s.chat.maxConcurrentDrains, s.chat.drainTimeoutSeconds * 1000),
-    idleTimeoutMs: s.chat.idleTimeoutSeconds * 1000,
+    drains: new DrainBudget(chat().maxConcurrentDrains, chat().drainTimeoutSeconds * 1000),
+    get idleTimeoutMs() {
+      return chat().idleTimeoutSeconds * 1000;
+    },
   };
 }
