@@ -7,8 +7,10 @@ import { createWalletClient, http, publicActions, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { evmChain } from '../chain/evm-chain.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
+import { relayerRefusal, RelayerCouldNotSend } from './broadcast-refusal.ts';
 import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
 import { chainIdOf } from './match.ts';
+import { sendKey, serializedSend, type CrossInstanceLock } from './relayer-queue.ts';
 
 export interface LocalFacilitatorOptions {
   relayerKey: Hex;
@@ -18,11 +20,17 @@ export interface LocalFacilitatorOptions {
   /** How long settle waits for the receipt before the outcome counts as unknown. */
   confirmationTimeoutMs: number;
   rpcTimeoutMs?: number;
+  /** Gateways sharing the relayer key on one database: one send at a time across them (relayer-lock.ts). */
+  sendLock?: CrossInstanceLock;
 }
 
-/** Per-call state the signer reports into: whether the RPC failed, and where to send the tx hash. */
+/**
+ * Per-call state the signer reports into: whether the RPC failed, whether a node refused the
+ * relayer's transaction (and why), and where to send the tx hash.
+ */
 interface CallContext {
   rpcFailed: boolean;
+  refusal?: string;
   onBroadcast?: (txHash: string) => Promise<void>;
 }
 
@@ -37,6 +45,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
 
   for (const [network, rpcUrl] of Object.entries(opts.rpcUrls)) {
     const chain = evmChain(chainIdOf(network), rpcUrl);
+    const key = sendKey(account.address, chain.id);
     const client = createWalletClient({ account, chain, transport: http(rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 0 }) }).extend(publicActions);
     const markRpcFailed = () => {
       const ctx = calls.getStore();
@@ -51,15 +60,23 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
           throw err;
         }
       };
+    // Nonce, signature and broadcast under one lock (relayer-queue.ts); the receipt waits run outside it.
+    const send = <R>(fn: () => Promise<R>): Promise<R> =>
+      serializedSend(key, fn, opts.sendLock).catch((err: unknown) => {
+        const refusal = relayerRefusal(err);
+        const ctx = calls.getStore();
+        if (refusal && ctx) ctx.refusal = refusal;
+        throw err;
+      });
     const signer = toFacilitatorEvmSigner(
       {
         address: account.address,
         readContract: reporting((args) => client.readContract(args as Parameters<typeof client.readContract>[0])),
         verifyTypedData: reporting((args) => client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0])),
-        sendTransaction: reporting((args) => client.sendTransaction(args)),
+        sendTransaction: reporting((args) => send(() => client.sendTransaction(args))),
         waitForTransactionReceipt: reporting((args) => client.waitForTransactionReceipt(args)),
         writeContract: reporting(async (args) => {
-          const hash = await client.writeContract(args as Parameters<typeof client.writeContract>[0]);
+          const hash = await send(() => client.writeContract(args as Parameters<typeof client.writeContract>[0]));
           // Recorded before the receipt wait, so a crash from here on leaves a hash to reconcile.
           await calls.getStore()?.onBroadcast?.(hash);
           return hash;
@@ -77,10 +94,10 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
     registerExactEvmScheme(facilitator, { signer, networks: network as Network, eip6492AllowedFactories: opts.allowedFactories });
   }
 
-  const withContext = async <R>(onBroadcast: CallContext['onBroadcast'], fn: () => Promise<R>): Promise<{ result: R; rpcFailed: boolean }> => {
+  const withContext = async <R>(onBroadcast: CallContext['onBroadcast'], fn: () => Promise<R>): Promise<{ result: R } & CallContext> => {
     const ctx: CallContext = { rpcFailed: false, onBroadcast };
     const result = await calls.run(ctx, fn);
-    return { result, rpcFailed: ctx.rpcFailed };
+    return { ...ctx, result };
   };
 
   return {
@@ -98,7 +115,9 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
       }
     },
     async settle(payload, requirements, onBroadcast) {
-      const { result, rpcFailed } = await withContext(onBroadcast, () => facilitator.settle(payload, requirements));
+      const { result, rpcFailed, refusal } = await withContext(onBroadcast, () => facilitator.settle(payload, requirements));
+      // The exact scheme reports a refused send as a failed settlement; it is the relayer's failure, not the payer's.
+      if (!result.success && refusal) throw new RelayerCouldNotSend(`the relayer could not send the settlement on ${requirements.network} (${refusal})`);
       if (!result.success && rpcFailed) throw new FacilitatorUnavailable(`the RPC for ${requirements.network} did not answer`);
       return result;
     },

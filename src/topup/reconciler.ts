@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { PublicClient } from 'viem';
 import type { Database } from '../storage/schema.ts';
 import { inspectOnChain, type ChainOutcome } from './onchain.ts';
-import { creditPayment, isClaimedByOther, markFailed, openPayments, releaseUnsent, type PaymentRow } from './payment-store.ts';
+import { creditPayment, isClaimedByOther, markFailed, openPayments, releaseDropped, releaseUnsent, type PaymentRow } from './payment-store.ts';
 
 export interface ReconcileDeps {
   db: Kysely<Database>;
@@ -68,7 +68,13 @@ export async function reconcilePayment(deps: Omit<ReconcileDeps, 'clientFor'> & 
     deps.logger.info({ payment: payment.id, reason: outcome.reason }, 'reconciler closed a payment that cannot settle');
     return 'failed';
   }
-  const abandoned = outcome.state === 'open' && payment.status === 'pending' && !payment.tx_hash && deps.now() - Number(payment.updated_at) >= deps.releaseAfterMs;
+  const stale = deps.now() - Number(payment.updated_at) >= deps.releaseAfterMs;
+  // Not before the settle wait: an RPC endpoint whose nodes lag may not show a just-sent transaction yet.
+  if (outcome.state === 'dropped' && stale && (await releaseDropped(deps.db, payment, deps.now()))) {
+    deps.logger.warn({ payment: payment.id, tx: payment.tx_hash }, 'the settlement transaction was dropped before it was mined; released, a retry of the same payment sends it again');
+    return 'released';
+  }
+  const abandoned = outcome.state === 'open' && payment.status === 'pending' && !payment.tx_hash && stale;
   if (abandoned && (await releaseUnsent(deps.db, payment, deps.now()))) {
     deps.logger.info({ payment: payment.id }, 'released a payment recorded but never sent; a retry of the same payment settles it');
     return 'released';

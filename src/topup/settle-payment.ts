@@ -5,7 +5,7 @@ import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './f
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, RELEASED_UNSENT, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
@@ -72,7 +72,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   try {
     verified = await deps.facilitator.verify(m.payload, m.requirements);
   } catch (err) {
-    await markFailed(deps.db, payment.id, 'facilitator unavailable during verify');
+    await markFailed(deps.db, payment.id, UNAVAILABLE_DURING_VERIFY);
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
   if (!verified.isValid) {
@@ -94,7 +94,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   } catch (err) {
     const current = await findPayment(deps.db, payment.id);
     if (err instanceof SettlementUnknown || current.tx_hash) return { kind: 'pending', payment: current };
-    await markFailed(deps.db, payment.id, 'facilitator unavailable during settle');
+    await markFailed(deps.db, payment.id, UNAVAILABLE_DURING_SETTLE);
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
   if (settled.success && settled.transaction) {
@@ -129,6 +129,7 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
     case 'settled':
       return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()));
     case 'in-flight':
+    case 'dropped': // sent and lost: the reconciler releases it, and the same payment sent again settles
       return { kind: 'pending', payment };
     case 'open':
     case 'void':
@@ -158,7 +159,7 @@ async function joinExisting(deps: SettleDeps, row: PaymentRow): Promise<TopupOut
   }
   if (current.status === 'credited') return credited(current);
   // Released meanwhile (by the reconciler of this or another instance): this retry may take it over.
-  if (current.failure_reason === RELEASED_UNSENT) return 'released';
+  if (isReleased(current)) return 'released';
   return { kind: 'rejected', reason: current.failure_reason ?? 'payment failed' };
 }
 
