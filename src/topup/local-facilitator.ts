@@ -1,13 +1,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { x402Facilitator } from '@x402/core/facilitator';
-import type { Network } from '@x402/core/types';
 import { toFacilitatorEvmSigner } from '@x402/evm';
-import { registerExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { createWalletClient, http, publicActions, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { evmChain } from '../chain/evm-chain.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
 import { relayerRefusal, RelayerCouldNotSend } from './broadcast-refusal.ts';
+import { registerExactScheme } from './exact-scheme.ts';
 import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
 import { chainIdOf } from './match.ts';
 import { sendKey, serializedSend, type CrossInstanceLock } from './relayer-queue.ts';
@@ -61,8 +60,10 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
         }
       };
     // Nonce, signature and broadcast under one lock (relayer-queue.ts); the receipt waits run outside it.
-    const send = <R>(fn: () => Promise<R>): Promise<R> =>
-      serializedSend(key, fn, opts.sendLock).catch((err: unknown) => {
+    // The nonce is read here, under the lock, rather than left to viem (which asks the node to fill
+    // it in, with no lock around it): the chain's pending count, so a gap heals by itself.
+    const send = <R>(fn: (nonce: number) => Promise<R>): Promise<R> =>
+      serializedSend(key, async () => fn(await client.getTransactionCount({ address: account.address, blockTag: 'pending' })), opts.sendLock).catch((err: unknown) => {
         const refusal = relayerRefusal(err);
         const ctx = calls.getStore();
         if (refusal && ctx) ctx.refusal = refusal;
@@ -73,10 +74,10 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
         address: account.address,
         readContract: reporting((args) => client.readContract(args as Parameters<typeof client.readContract>[0])),
         verifyTypedData: reporting((args) => client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0])),
-        sendTransaction: reporting((args) => send(() => client.sendTransaction(args))),
+        sendTransaction: reporting((args) => send((nonce) => client.sendTransaction({ ...args, nonce }))),
         waitForTransactionReceipt: reporting((args) => client.waitForTransactionReceipt(args)),
         writeContract: reporting(async (args) => {
-          const hash = await send(() => client.writeContract(args as Parameters<typeof client.writeContract>[0]));
+          const hash = await send(async (nonce) => client.writeContract({ ...(args as Parameters<typeof client.writeContract>[0]), nonce }));
           // Recorded before the receipt wait, so a crash from here on leaves a hash to reconcile.
           await calls.getStore()?.onBroadcast?.(hash);
           return hash;
@@ -91,7 +92,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
       },
       { confirmationTimeoutMs: opts.confirmationTimeoutMs },
     );
-    registerExactEvmScheme(facilitator, { signer, networks: network as Network, eip6492AllowedFactories: opts.allowedFactories });
+    registerExactScheme(facilitator, signer, network, opts.allowedFactories);
   }
 
   const withContext = async <R>(onBroadcast: CallContext['onBroadcast'], fn: () => Promise<R>): Promise<{ result: R } & CallContext> => {
