@@ -36,17 +36,11 @@ for (const engine of ENGINES) {
     const agree = (atLeast: number) => assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, atLeast);
     const creditedRows = async (payer: FundedAccount) =>
       (await h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute()).map((p) => p.status);
-    // One after another: funding them is itself a run of transactions from one key.
-    const payersOf = async (n: number) => {
-      const payers: FundedAccount[] = [];
-      for (let i = 0; i < n; i++) payers.push(await h.payer(10n));
-      return payers;
-    };
     const signedPayment = async (payer: FundedAccount) =>
       v2Header(usdcOffer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }));
 
     test('6 wallets top up $1 at once by EIP-3009 with the stock client: all credited once', async () => {
-      const payers = await payersOf(6);
+      const payers = await h.payers(6, 10n);
       const results = await Promise.all(payers.map(async (p) => {
         const res = await h.topup(p, 1);
         return { status: res.status, body: await res.text() };
@@ -61,7 +55,7 @@ for (const engine of ENGINES) {
     });
 
     test('6 wallets at once, EIP-3009 (USDC) and Permit2 (USDT) mixed: all credited once', async () => {
-      const payers = await payersOf(6);
+      const payers = await h.payers(6, 10n);
       const method = (i: number): 'eip3009' | 'permit2' => (i % 2 ? 'permit2' : 'eip3009');
       for (const [i, p] of payers.entries()) if (method(i) === 'permit2') await h.chain.approvePermit2(p, h.chain.usdt);
       const results = await Promise.all(payers.map(async (p, i) => {
