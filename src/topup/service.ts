@@ -17,6 +17,8 @@ import type { Engine } from '../storage/database.ts';
 /** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler. */
 export interface TopupService {
   facilitator: Facilitator;
+  /** The relayer's address when this gateway settles with its own key (local facilitator). */
+  relayer?: string;
   clientFor(network: string): PublicClient | undefined;
   /** Refuses (throws) a contract-wallet payer outside the contract-wallet chain, before anything is recorded. */
   admitPayer(m: MatchedPayment): Promise<void>;
@@ -65,6 +67,7 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
   timer.unref();
   return {
     facilitator,
+    relayer: (facilitator as Facilitator & { relayer?: string }).relayer,
     clientFor,
     admitPayer: (m) => admitPayer(m, config.siwe.contractWalletChainId, clientFor(m.identity.network)!),
     reconcile,

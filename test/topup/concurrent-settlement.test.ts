@@ -106,14 +106,20 @@ for (const engine of ENGINES) {
       const header = await signedPayment(payer);
       const gas = await h.anvil.rpc('eth_getBalance', [h.relayer.address, 'latest']);
       await h.anvil.rpc('anvil_setBalance', [h.relayer.address, '0x0']);
+      const gauge = async () => {
+        const text = await h.gw.services.metrics.registry.metrics();
+        return Number(new RegExp(`tollgate_relayer_native_balance\\{network="${h.chain.network}"\\} (\\S+)`).exec(text)?.[1]);
+      };
       let refused;
       try {
+        assert.equal(await gauge(), 0, 'the gauge operators watch shows the empty relayer');
         refused = await h.post({ amount: 5 }, { 'payment-signature': header });
       } finally {
         await h.anvil.rpc('anvil_setBalance', [h.relayer.address, gas]);
       }
       assert.equal(refused.status, 503, refused.text);
       assert.match(refused.body.message, /gas/);
+      assert.ok((await gauge()) > 0);
       assert.ok(Number(refused.headers.get('retry-after')) > 0);
       const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
       assert.equal(retry.status, 200, retry.text);
