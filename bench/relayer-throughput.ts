@@ -64,9 +64,12 @@ try {
     const n = Number(values.burst);
     const sustained = await burst(n);
     const twenty = await burst(20);
+    const hashes = await gw.services.storage.db.selectFrom('payments').select('tx_hash').where('status', '=', 'credited').limit(5).execute();
+    const gas = await Promise.all(hashes.map(async (p) => (await chain.client(relayer).getTransactionReceipt({ hash: p.tx_hash as `0x${string}` })).gasUsed));
     const line = (s: string) => process.stdout.write(`${s}\n`);
     line(`One relayer on anvil (automine), gateway on SQLite, stock @x402/fetch clients, $1 USDC top-ups:`);
     line(`  ${n} concurrent top-ups settled in ${sustained.seconds.toFixed(2)} s: ${(n / sustained.seconds).toFixed(1)} settlements/s`);
+    line(`  gas used per EIP-3009 settlement: ${[...new Set(gas.map(String))].join(', ')}`);
     line(`  20 concurrent top-ups: first credited after ${twenty.waits[0]!.toFixed(0)} ms, median ${twenty.waits[10]!.toFixed(0)} ms, last ${twenty.waits[19]!.toFixed(0)} ms`);
   } finally {
     await gw.stop();
