@@ -15,9 +15,9 @@ import { parseArgs } from 'node:util';
 import { Writable } from 'node:stream';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
-import { parseConfig } from '../src/config/load.ts';
 import { startAnvil } from '../src/devchain/anvil.ts';
-import { deployDevChain, USDC_DOMAIN, type DevChain, type FundedAccount } from '../src/devchain/deploy.ts';
+import { deployDevChain, type DevChain, type FundedAccount } from '../src/devchain/deploy.ts';
+import { payingGatewayConfig } from './paying-gateway.ts';
 import { createLogger } from '../src/http/logger.ts';
 import { startServer } from '../src/main.ts';
 
@@ -27,18 +27,7 @@ const anvil = await startAnvil();
 try {
   const chain = await deployDevChain(anvil);
   const [payTo, relayer] = [await chain.newAccount(), await chain.newAccount()];
-  const config = parseConfig(
-    {
-      server: { host: '127.0.0.1', port: 0 },
-      database: { url: `sqlite:${join(dir, 'tollgate.db')}` },
-      metrics: { enabled: false },
-      logging: { level: 'warn' },
-      chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } },
-      topup: { payTo: payTo.address, offers: [{ network: chain.network, asset: chain.usdc, transferMethod: 'eip3009', ...USDC_DOMAIN, decimals: 6 }] },
-      rateLimits: { public: { perMinute: 1_000_000 } },
-    },
-    { TOLLGATE_RELAYER_KEY: relayer.privateKey },
-  );
+  const config = payingGatewayConfig({ anvil, chain, dir, payTo, relayer });
   const gw = await startServer(config, { logger: createLogger('warn', new Writable({ write: (_c, _e, done) => done() })) });
   try {
     const topup = (payer: FundedAccount) => {
