@@ -33,6 +33,8 @@ interface CallContext {
   onBroadcast?: (txHash: string) => Promise<void>;
 }
 
+const RECEIPT_POLL_MS = 500;
+
 /**
  * The built-in facilitator: @x402/core's x402Facilitator with @x402/evm's exact scheme (EIP-3009
  * and Permit2), one relayer key, one RPC per network. The relayer pays the gas of settlement.
@@ -45,7 +47,10 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
   for (const [network, rpcUrl] of Object.entries(opts.rpcUrls)) {
     const chain = evmChain(chainIdOf(network), rpcUrl);
     const key = sendKey(account.address, chain.id);
-    const client = createWalletClient({ account, chain, transport: http(rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 0 }) }).extend(publicActions);
+    // The receipt wait polls every pollingInterval; viem's default for a chain without a block time is
+    // 4 s, which a payer waits in full whenever the first look finds no receipt yet (measured: the
+    // last of 20 concurrent top-ups waited 4.3 s on anvil instead of 0.7 s).
+    const client = createWalletClient({ account, chain, pollingInterval: RECEIPT_POLL_MS, transport: http(rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 0 }) }).extend(publicActions);
     const markRpcFailed = () => {
       const ctx = calls.getStore();
       if (ctx) ctx.rpcFailed = true;
