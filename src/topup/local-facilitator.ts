@@ -7,6 +7,7 @@ import { evmChain } from '../chain/evm-chain.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
 import { relayerRefusal, RelayerCouldNotSend } from './broadcast-refusal.ts';
 import { registerExactScheme } from './exact-scheme.ts';
+import { replaceWithHigherFee } from './fee-bump.ts';
 import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
 import { chainIdOf } from './match.ts';
 import { sendKey, serializedSend, type CrossInstanceLock } from './relayer-queue.ts';
@@ -43,6 +44,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
   const account = privateKeyToAccount(opts.relayerKey);
   const calls = new AsyncLocalStorage<CallContext>();
   const facilitator = new x402Facilitator();
+  const replacers = new Map<string, (hash: Hex) => Promise<Hex | null>>();
 
   for (const [network, rpcUrl] of Object.entries(opts.rpcUrls)) {
     const chain = evmChain(chainIdOf(network), rpcUrl);
@@ -98,6 +100,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
       { confirmationTimeoutMs: opts.confirmationTimeoutMs },
     );
     registerExactScheme(facilitator, signer, network, opts.allowedFactories);
+    replacers.set(network, (hash) => replaceWithHigherFee(client, account.address, hash, (tx) => serializedSend(key, () => client.sendTransaction(tx), opts.sendLock)));
   }
 
   const withContext = async <R>(onBroadcast: CallContext['onBroadcast'], fn: () => Promise<R>): Promise<{ result: R } & CallContext> => {
@@ -129,6 +132,9 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
     },
     async supported() {
       return facilitator.getSupported();
+    },
+    replaceStuck(network, txHash) {
+      return replacers.get(network)?.(txHash as Hex) ?? Promise.resolve(null);
     },
   };
 }

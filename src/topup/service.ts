@@ -53,7 +53,8 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
     return deps.chains.has(id) ? deps.chains.client(id) : undefined;
   };
   const releaseAfterMs = config.topup.settleWaitSeconds * 1000;
-  const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs });
+  const replaceStuck = facilitator.replaceStuck?.bind(facilitator);
+  const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs, replaceStuck });
   let running: Promise<unknown> | null = null;
   const pass = () => {
     running ??= reconcile()

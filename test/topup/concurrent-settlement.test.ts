@@ -153,5 +153,38 @@ for (const engine of ENGINES) {
       assert.equal(await h.balance(payer.address), 5_000_000);
       await agree(23);
     });
+
+    test('a settlement that sits unmined is sent again at a higher fee under its nonce, and credited once', async () => {
+      const payer = await h.payer(10n);
+      const header = await signedPayment(payer);
+      const row = () => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
+      await h.anvil.rpc('evm_setAutomine', [false]);
+      let stuck: string;
+      try {
+        const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+        assert.equal(pending.status, 202, pending.text);
+        stuck = pending.body.transaction;
+        const tx = (hash: string) => h.anvil.rpc<{ nonce: string; maxFeePerGas: string }>('eth_getTransactionByHash', [hash]);
+        const was = await tx(stuck);
+        // The settle wait (2 s) has passed since it was sent: the reconciler replaces it.
+        await h.gw.services.topup!.reconcile();
+        const replaced = await row();
+        assert.equal(replaced.status, 'submitted');
+        assert.notEqual(replaced.tx_hash, stuck, 'sent again under a new hash');
+        const now = await tx(replaced.tx_hash!);
+        assert.equal(now.nonce, was.nonce, 'under the same nonce');
+        assert.ok(BigInt(now.maxFeePerGas) > BigInt(was.maxFeePerGas), 'at a higher fee');
+        await h.anvil.rpc('evm_mine');
+      } finally {
+        await h.anvil.rpc('evm_setAutomine', [true]);
+      }
+      await h.gw.services.topup!.reconcile();
+      const credited = await row();
+      assert.equal(credited.status, 'credited');
+      assert.equal(await h.anvil.rpc('eth_getTransactionReceipt', [stuck]), null, 'the stuck transaction was never mined');
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD, 'paid once');
+      assert.equal(await h.balance(payer.address), 5_000_000);
+      await agree(24);
+    });
   });
 }
