@@ -71,7 +71,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
     // it in, with no lock around it): the chain's pending count, so a gap heals by itself.
     const send = <R>(fn: (nonce: number) => Promise<R>): Promise<R> =>
       serializedSend(key, async () => fn(await client.getTransactionCount({ address: account.address, blockTag: 'pending' })), opts.sendLock).catch((err: unknown) => {
-        const refusal = relayerRefusal(err);
+        const refusal = err instanceof RelayerCouldNotSend ? err.message : relayerRefusal(err);
         const ctx = calls.getStore();
         if (refusal && ctx) ctx.refusal = refusal;
         throw err;

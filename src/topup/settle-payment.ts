@@ -14,7 +14,9 @@ import { inspect, reconcilePayment } from './reconciler.ts';
  * - pending: sent, but the outcome is not known yet; the reconciler will finish it;
  * - rejected: it did not and will not settle as sent (bad signature, expired, used, no funds,
  *   another payment under the same nonce);
- * - unavailable: the facilitator or the chain could not be reached; nothing was settled.
+ * - unavailable: the facilitator or the chain could not be reached, or the node refused the
+ *   relayer's transaction (nonce, fees, gas money); nothing was settled, and the same payment may
+ *   be sent again.
  */
 export type TopupOutcome =
   | { kind: 'credited'; payment: PaymentRow }
