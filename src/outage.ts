@@ -14,6 +14,20 @@ export class DependencyUnavailable extends Error {
 }
 
 /**
+ * The dependency an error was tagged with where it arose (anywhere in its cause chain), or null.
+ * Tagging at the source is what keeps the answer right: a refused socket (ECONNREFUSED) looks the
+ * same whether PostgreSQL, Redis or an RPC refused it, so sniffing codes could only guess.
+ */
+export function taggedDependency(err: unknown): string | null {
+  let found: string | null = null;
+  someErrorInChain(err, (e) => {
+    if (e instanceof DependencyUnavailable) found = e.dependency;
+    return found !== null;
+  });
+  return found;
+}
+
+/**
  * What clients are told to wait before retrying after an outage. Short: a restart or a failover
  * takes seconds, and /health drains the instance meanwhile if the outage is local to it.
  */

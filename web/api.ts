@@ -33,10 +33,15 @@ export interface Offer {
   decimals: number;
 }
 
+/** What a SIWE proof is signed for (src/siwe/actions.ts); the gateway accepts it for that alone. */
+export type SiweAction = 'sign-in' | 'manage-keys' | 'read-usage' | 'create-key' | 'loosen-key';
+
 export interface SiweInfo {
   domain: string;
   uri: string;
   chain_ids: number[];
+  /** The statement to sign, by action. */
+  statements: Record<SiweAction, string>;
 }
 
 export interface KeyRow {

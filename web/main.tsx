@@ -7,6 +7,7 @@ import { KeysPanel } from './components/KeysPanel.tsx';
 import { SpendingPanel } from './components/SpendingPanel.tsx';
 import { TopupPanel } from './components/TopupPanel.tsx';
 import { shortAddress } from './format.ts';
+import { signProof } from './proof.ts';
 import { signIn, signOut, type Session } from './session.ts';
 import { chainIdOf, demoWalletProvider, discoverWallets, problemText, switchChain, type WalletChoice } from './wallet.ts';
 import 'uplot/dist/uPlot.min.css';
@@ -127,7 +128,7 @@ function App() {
   const doSignIn = () =>
     act(async () => {
       if (!connected || !config) return;
-      setSession(await signIn(connected.wallet.provider, connected.address, connected.chainId, config.session_minutes));
+      setSession(await signIn(connected.wallet.provider, connected.address, connected.chainId));
     });
   const doSignOut = () => {
     if (session) void signOut(session);
@@ -157,7 +158,7 @@ function App() {
         {connected && !session ? (
           <section class="card" aria-labelledby="signin-title">
             <h2 id="signin-title">Sign in</h2>
-            <p>One signature opens a session for {config?.session_minutes ?? 30} minutes, so the page does not ask for one per click. It moves no money.</p>
+            <p>One signature opens a session for {config?.session_minutes ?? 30} minutes, so the page does not ask for one per click. It moves no money, and it cannot create a key or loosen one: those ask your wallet again.</p>
             {payChains.length && !onPayChain ? (
               <p class="notice">
                 Top-ups here are paid on chain {payChains.join(' or ')}; your wallet is on chain {connected.chainId}.{' '}
@@ -180,7 +181,16 @@ function App() {
               onCredited={() => void refresh()}
             />
             <SpendingPanel usage={data.usage} daily={data.daily} keys={data.keys} topups={data.topups} explorers={explorers} />
-            <KeysPanel session={session.token} keys={data.keys} usage={data.usage} baseUrl={config.public_url} models={models} onChange={() => void refresh()} onFailure={sessionEnded} />
+            <KeysPanel
+              session={session.token}
+              keys={data.keys}
+              usage={data.usage}
+              baseUrl={config.public_url}
+              models={models}
+              signFor={(action) => signProof(connected.wallet.provider, connected.address, connected.chainId, action)}
+              onChange={() => void refresh()}
+              onFailure={sessionEnded}
+            />
           </div>
         ) : null}
       </main>

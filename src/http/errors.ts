@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { DependencyUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
+import { OUTAGE_RETRY_AFTER_SECONDS, taggedDependency } from '../outage.ts';
+import { isTransportError } from '../chain/rpc-errors.ts';
 import { isDatabaseOutage } from '../storage/outage.ts';
 import { ApiError } from '../refusal.ts';
 import { errorBody, formatFor, type ErrorFormat } from './error-format.ts';
@@ -56,7 +57,7 @@ function toApiError(err: FastifyError | ApiError, request: FastifyRequest): ApiE
     return new ApiError(
       503,
       'SERVICE_UNAVAILABLE',
-      `the ${down} is not answering; retry in ${OUTAGE_RETRY_AFTER_SECONDS} seconds`,
+      `${describeDependency(down)} is not answering; retry in ${OUTAGE_RETRY_AFTER_SECONDS} seconds`,
       { dependency: down },
       { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) },
     );
@@ -87,11 +88,24 @@ function describeFrameworkError(err: FastifyError): { status: number; message: s
   return null;
 }
 
-/** Which dependency an error says is down, or null when it is some other failure. */
+/**
+ * Which dependency an error says is down, or null when it is some other failure. The tag set where
+ * the error arose wins (Redis's client tags its own); then an RPC transport error; only then the
+ * database's codes, which a socket error of any other client would also match.
+ */
 export function unavailableDependency(err: unknown): string | null {
-  if (err instanceof DependencyUnavailable) return err.dependency;
+  const tagged = taggedDependency(err);
+  if (tagged) return tagged;
+  if (isTransportError(err)) return 'rpc';
   if (isDatabaseOutage(err)) return 'database';
   return null;
+}
+
+/** The dependency as a 503's message names it: what it is for, not only its product name. */
+function describeDependency(name: string): string {
+  if (name === 'redis') return 'the rate-limit store (Redis)';
+  if (name === 'rpc' || name.startsWith('rpc:')) return 'the chain RPC';
+  return `the ${name}`;
 }
 
 /**

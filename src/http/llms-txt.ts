@@ -17,10 +17,11 @@ export function llmsTxt(publicUrl: string): string {
    the PAYMENT-SIGNATURE header. 200 means credited; 202 means pending: do not pay again.
 3. API key: POST ${base}/v1/auth/keys with {"message", "signature"}: a fresh EIP-4361 (SIWE)
    message for this gateway, signed by the wallet; GET ${base}/v1/auth/siwe gives the domain, uri
-   and chain ids it must carry. Use a new nonce every time. The key (sk-...) is shown once.
+   and chain ids, and "statements" the statement of each action: sign "create-key" here. Use a
+   new nonce every time. The key (sk-...) is shown once.
    Optional limits for a key you hand to a program: "spend_limit_usdc" (micro-USDC) with
    "spend_limit_period" (total, day or month, UTC), "models" (ids it may use), "expires_at"
-   (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a fresh proof; null removes one).
+   (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a "loosen-key" proof; null removes one).
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
    Also billed the same way: POST ${base}/v1/responses (OpenAI's Responses API, stateless: send the
@@ -29,9 +30,9 @@ export function llmsTxt(publicUrl: string): string {
    Claude Code take base URL ${base}; its errors are Anthropic's {"type":"error","error":{...}}).
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
    Top-up history: GET ${base}/v1/topups/<wallet>. Per day and key: GET ${base}/v1/usage/<wallet>/daily?days=30.
-6. Sessions (optional): POST ${base}/v1/auth/session with {"message", "signature"} returns a token
-   (ses-...) that replaces a proof for key management, usage and top-ups for 30 minutes; it never
-   calls chat. DELETE ${base}/v1/auth/session ends it. A person with a browser wallet: ${base}/
+6. Sessions (optional): POST ${base}/v1/auth/session with a "sign-in" proof returns a token
+   (ses-...) for usage, top-ups, listing, revoking and tightening keys for 30 minutes; it never
+   calls chat, creates or loosens a key. DELETE ${base}/v1/auth/session ends it. A person with a browser wallet: ${base}/
 
 ## Pay per request (if the operator enabled it)
 

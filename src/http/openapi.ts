@@ -36,7 +36,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'an API key, sk-…' },
-        session: { type: 'http', scheme: 'bearer', description: 'a dashboard session, ses-… (POST /v1/auth/session): key management, usage and top-up history; never chat' },
+        session: { type: 'http', scheme: 'bearer', description: 'a dashboard session, ses-… (POST /v1/auth/session): usage and top-up history, listing, revoking and tightening keys; never chat, creating or loosening a key (403)' },
         anthropicKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'an API key, sk-…, as Anthropic clients send it (POST /v1/messages only)' },
         x402: { type: 'apiKey', in: 'header', name: 'PAYMENT-SIGNATURE', description: 'x402 payment payload, base64 (v2; v1 clients send X-Payment)' },
       },
@@ -166,24 +166,23 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       },
       '/v1/auth/siwe': {
         get: {
-          summary: 'what a SIWE proof must contain here: domain, uri, accepted chain ids, maximum age',
+          summary: 'what a SIWE proof must contain here: domain, uri, accepted chain ids, maximum age, and the statement of each action (a proof counts only for the action its statement names)',
           responses: {
             200: ok('SIWE parameters', {
               type: 'object',
-              properties: { domain: { type: 'string' }, uri: { type: 'string' }, domains: { type: 'array' }, uris: { type: 'array' }, chain_ids: { type: 'array', items: integer }, contract_wallet_chain_id: { type: ['integer', 'null'] }, version: { const: '1' }, max_age_seconds: integer },
+              properties: { domain: { type: 'string' }, uri: { type: 'string' }, domains: { type: 'array' }, uris: { type: 'array' }, chain_ids: { type: 'array', items: integer }, contract_wallet_chain_id: { type: ['integer', 'null'] }, version: { const: '1' }, max_age_seconds: integer, statements: { type: 'object', additionalProperties: { type: 'string' } } },
             }),
           },
         },
       },
       '/v1/auth/keys': {
         post: {
-          summary: 'create an API key with a SIWE proof or a dashboard session (optionally redeem_code or ref_code, and limits: spend_limit_usdc, spend_limit_period, models, expires_at); never with an API key',
-          security: [{}, sessionAuth],
+          summary: 'create an API key with a SIWE proof signed for the create-key action (optionally redeem_code or ref_code, and limits: spend_limit_usdc, spend_limit_period, models, expires_at); never with a dashboard session (403) or an API key (401)',
           requestBody: {
             required: true,
             content: { [json]: { schema: { allOf: [ref('SiweProof'), ref('KeyLimits'), { type: 'object', properties: { label: { type: 'string' }, redeem_code: { type: 'string' }, ref_code: { type: 'string' } } }] } } },
           },
-          responses: { 201: ok('the key; its secret is shown only here', { type: 'object' }), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 429: error('RATE_LIMITED') },
+          responses: { 201: ok('the key; its secret is shown only here', { type: 'object' }), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 403: error('FORBIDDEN: a session, or a proof signed for another action'), 429: error('RATE_LIMITED') },
         },
         get: {
           summary: "list the wallet's keys (SIWE proof in the query, or a dashboard session)",
@@ -194,10 +193,11 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       },
       '/v1/auth/keys/{key_id}': {
         patch: {
-          summary: "change a key's limits (SIWE proof in the body; a field left out stays, null removes it)",
+          summary: "change a key's limits (a field left out stays, null removes it): tightening with a dashboard session or a manage-keys proof; loosening only with a proof signed for loosen-key (403 otherwise, key unchanged)",
+          security: [{}, sessionAuth],
           parameters: [{ name: 'key_id', in: 'path', required: true, schema: integer }],
           requestBody: { required: true, content: { [json]: { schema: { allOf: [ref('SiweProof'), ref('KeyLimits')] } } } },
-          responses: { 200: ok('the key as the list shows it', ref('ApiKey')), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 404: error('NOT_FOUND') },
+          responses: { 200: ok('the key as the list shows it', ref('ApiKey')), 400: error('VALIDATION_ERROR'), 401: error('UNAUTHORIZED'), 403: error('FORBIDDEN: the change loosens the key'), 404: error('NOT_FOUND'), 409: error('CONFLICT: the limits kept changing meanwhile') },
         },
         delete: {
           summary: 'revoke a key (SIWE proof in the body, or a dashboard session and no body)',
@@ -301,7 +301,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       },
       '/v1/auth/session': {
         post: {
-          summary: 'open a dashboard session with one SIWE proof: a short-lived bearer token (ses-…) for key management, usage and top-up history, never for chat',
+          summary: 'open a dashboard session with one SIWE proof signed for the sign-in action: a short-lived bearer token (ses-…) for usage and top-up history and for listing, revoking and tightening keys; never for chat, creating or loosening a key',
           requestBody: { required: true, content: { [json]: { schema: ref('SiweProof') } } },
           responses: {
             201: ok('the session token, shown only here', { type: 'object', properties: { token: { type: 'string' }, wallet: { type: 'string' }, expires_at: { type: 'string' }, expires_in: integer } }),

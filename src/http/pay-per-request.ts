@@ -11,7 +11,7 @@ import type { Services } from '../services.ts';
 import { decodePaymentHeader } from '../topup/decode.ts';
 import { matchPayment, offerFor, paymentMismatch, type MatchedPayment } from '../topup/match.ts';
 import { buildOffers } from '../topup/offers.ts';
-import type { PaymentRow } from '../topup/payment-store.ts';
+import { TOPUP_PAYMENT, type PaymentRow } from '../topup/payment-store.ts';
 import { ApiError, badRequest } from './errors.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { refuseUnconfiguredProvider } from './provider-ready.ts';
@@ -70,12 +70,12 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
-  const started = Date.now();
   const outcome = await settleMatched(services, request.log, matched, countRequest);
   switch (outcome.kind) {
     case 'unavailable':
       throw facilitatorUnavailable(outcome.reason);
     case 'rejected':
+      if (outcome.reason === TOPUP_PAYMENT) return refuseTopupPayment(matched.identity.payer, ask);
       return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
     case 'pending':
       throw new ApiError(
@@ -85,10 +85,46 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
         { transaction: outcome.payment.tx_hash },
         { 'retry-after': '5' },
       );
-    case 'credited':
+    case 'credited': {
+      // Refusals first: a header that runs nothing (a top-up's, or a replay past its window) must
+      // not use up the payer's chat window either (a leaked header would otherwise 429 their keys).
+      const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
+      if (refused) return refused;
       if (!counted) await countRequest();
-      return runPaid(services, request, reply, codec, plan, outcome.payment, started, ask);
+      return runPaid(services, request, reply, codec, plan, outcome.payment, ask);
+    }
   }
+}
+
+function refusePaid(
+  services: Services,
+  payment: PaymentRow,
+  replayed: boolean,
+  ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
+): FastifyReply | undefined {
+  // A top-up's payment never runs chat requests, whether it is credited already or still settling
+  // when the chat joins it: a header that leaked from a top-up (a log, a proxy) would otherwise spend
+  // the payer's balance on someone else's inference. (Deciding this by timestamps let a chat that
+  // joined the top-up's settlement through, issue 23.3.)
+  if (payment.purpose !== 'chat') return refuseTopupPayment(payment.payer, ask);
+  // A payment this request did not open (`replayed`: a resend, or a request that joined another's
+  // settlement) credits nothing more, and it may spend the wallet's balance only while its
+  // authorization is valid, and at most topup.maxTimeoutSeconds after its credit whatever
+  // validBefore the payer signed (a hand-rolled client may sign for days): a payment header that
+  // leaks later (a log, a proxy) must not become a lasting credential.
+  const replayableUntil = Math.min(Number(payment.valid_before) * 1000, Number(payment.credited_at) + services.config.topup.maxTimeoutSeconds * 1000);
+  if (replayed && replayableUntil <= Date.now()) {
+    return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${services.config.topup.maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`);
+  }
+  return undefined;
+}
+
+function refuseTopupPayment(payer: string, ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply): FastifyReply {
+  return ask(
+    'PAYMENT_REJECTED',
+    `this payment is a top-up of ${payer}'s balance (credited there, or being credited); a top-up's payment never pays for chat requests. Spend the balance with an API key, or sign a new payment for one of accepts`,
+    { reason: TOPUP_PAYMENT },
+  );
 }
 
 async function runPaid(
@@ -98,23 +134,8 @@ async function runPaid(
   codec: InboundCodec,
   plan: ChatPlan,
   payment: PaymentRow,
-  started: number,
   ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
 ): Promise<FastifyReply> {
-  // A payment credited before this request is a replay. It credits nothing more, and it may spend
-  // the wallet's balance only while its authorization is valid, and at most topup.maxTimeoutSeconds
-  // after its credit whatever validBefore the payer signed (a hand-rolled client may sign for days):
-  // a payment header that leaks later (a log, a proxy) must not become a lasting credential.
-  const replayed = Number(payment.credited_at) < started;
-  // A top-up's payment header is spent once it is credited: it never runs chat requests, or one that
-  // leaked from a top-up (a log, a proxy) would spend the payer's balance on someone else's inference.
-  if (replayed && payment.purpose !== 'chat') {
-    return ask('PAYMENT_REJECTED', `this payment was a top-up, already credited to ${payment.payer}'s balance; a top-up's payment never pays for chat requests. Spend the balance with an API key, or sign a new payment for one of accepts`, { reason: 'topup_payment' });
-  }
-  const replayableUntil = Math.min(Number(payment.valid_before) * 1000, Number(payment.credited_at) + services.config.topup.maxTimeoutSeconds * 1000);
-  if (replayed && replayableUntil <= Date.now()) {
-    return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${services.config.topup.maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`);
-  }
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   setReceipt(reply, payment);

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Services } from '../services.ts';
+import { permittedBy, signFor, type Operation } from '../siwe/actions.ts';
 import { authFailureLimit } from './auth-failure-limit.ts';
 import { ApiError } from './errors.ts';
 
@@ -18,17 +19,33 @@ export interface SiweProofInput {
   signature?: unknown;
 }
 
+/** Who signed a proof, and every operation its statement permits (src/siwe/actions.ts). */
+export interface SiweGrant {
+  wallet: string;
+  permits: readonly Operation[];
+}
+
+/** True when a request carries any part of a SIWE proof (then the proof alone decides). */
+export function hasProof(proof: SiweProofInput): boolean {
+  return proof.message !== undefined || proof.signature !== undefined;
+}
+
 /**
- * Verifies a SIWE proof and returns the lowercase address, or throws the 401/503 (429 once the
- * client address has failed too often, see auth-failure-limit.ts).
+ * Verifies a SIWE proof made for `operation` and returns its signer (lowercase) with what else its
+ * statement permits, or throws the 401/403/503 (429 once the client address has failed too often,
+ * see auth-failure-limit.ts). A proof signed for another action is 403 and keeps its nonce.
  */
-export function requireSiwe(services: Services, request: FastifyRequest, proof: SiweProofInput): Promise<string> {
+export function requireSiwe(services: Services, request: FastifyRequest, proof: SiweProofInput, operation: Operation): Promise<SiweGrant> {
+  const minutes = services.config.dashboard.sessionMinutes;
   return authFailureLimit(services).guard(request, async () => {
     if (proof.message === undefined || proof.signature === undefined) {
-      throw new ApiError(401, 'UNAUTHORIZED', `missing SIWE ${proof.message === undefined ? 'message' : 'signature'}; send message (a prepared SIWE message, see GET /v1/auth/siwe) and signature (the wallet's signature of it)`);
+      throw new ApiError(401, 'UNAUTHORIZED', `missing SIWE ${proof.message === undefined ? 'message' : 'signature'}; send message (a prepared SIWE message, see GET /v1/auth/siwe) and signature (the wallet's signature of it): ${signFor(operation, minutes)}`);
     }
-    const result = await services.siwe.verify(proof.message, proof.signature);
-    if (result.ok) return result.address;
-    throw new ApiError(result.status, result.status === 503 ? 'SERVICE_UNAVAILABLE' : 'UNAUTHORIZED', result.reason);
+    const accepts = (statement: string | undefined) => (permittedBy(statement, minutes).includes(operation) ? null : `this SIWE proof was not signed for this action; ${signFor(operation, minutes)}`);
+    const result = await services.siwe.verify(proof.message, proof.signature, accepts);
+    if (result.ok) return { wallet: result.address, permits: permittedBy(result.statement, minutes) };
+    throw new ApiError(result.status, CODES[result.status], result.reason);
   });
 }
+
+const CODES = { 401: 'UNAUTHORIZED', 403: 'FORBIDDEN', 503: 'SERVICE_UNAVAILABLE' } as const;

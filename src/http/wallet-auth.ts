@@ -2,7 +2,8 @@ import type { FastifyRequest } from 'fastify';
 import type { Services } from '../services.ts';
 import { bearerToken, requireApiKey } from './bearer-auth.ts';
 import { ApiError, badRequest, unauthorized } from './errors.ts';
-import { requireSiwe, type SiweProofInput } from './siwe-proof.ts';
+import { hasProof, requireSiwe, type SiweGrant, type SiweProofInput } from './siwe-proof.ts';
+import { SESSION_OPERATIONS, signFor, type Operation } from '../siwe/actions.ts';
 import { ADDRESS_PATTERN } from '../chain/address.ts';
 import { authFailureLimit } from './auth-failure-limit.ts';
 import { findLiveSession, SESSION_PATTERN } from '../sessions/store.ts';
@@ -32,7 +33,7 @@ export async function requireWalletOwner(services: Services, request: FastifyReq
     return wallet;
   }
   if (query.message !== undefined || query.signature !== undefined) {
-    const signer = await requireSiwe(services, request, query);
+    const { wallet: signer } = await requireSiwe(services, request, query, 'read');
     if (signer !== wallet) throw unauthorized('the SIWE proof is signed by another wallet');
     return wallet;
   }
@@ -40,18 +41,28 @@ export async function requireWalletOwner(services: Services, request: FastifyReq
 }
 
 /**
- * Authorises key management: a SIWE proof (per request) or a dashboard session opened with one.
+ * Authorises key management for `operation`: a SIWE proof made for it (per request), or a dashboard
+ * session when the operation is one a session may do (read, list, revoke, tighten: never create or
+ * loosen, which would turn a stolen tab into a lasting credential; 403 says which proof to sign).
  * An API key never manages keys: whoever holds a leaked key must not be able to mint more or
- * revoke the owner's. A request that carries an API key and a proof is decided by the proof alone
- * (clients that set the key as a default header keep working). Returns the wallet.
+ * revoke the owner's. A request that carries a proof is decided by the proof alone (clients that
+ * set a key or a session as a default header keep working). Returns the wallet and what the
+ * credential permits beyond `operation` (a PATCH asks whether it may loosen).
  */
-export async function requireKeyManager(services: Services, request: FastifyRequest, proof: SiweProofInput): Promise<string> {
+export async function requireKeyManager(services: Services, request: FastifyRequest, proof: SiweProofInput, operation: Operation): Promise<SiweGrant> {
+  if (hasProof(proof)) return requireSiwe(services, request, proof, operation);
   const session = sessionToken(request);
-  if (session !== null) return requireSession(services, request, session);
-  if (request.headers.authorization !== undefined && proof.message === undefined && proof.signature === undefined) {
+  if (session !== null) {
+    const wallet = await requireSession(services, request, session);
+    if (!SESSION_OPERATIONS.includes(operation)) {
+      throw new ApiError(403, 'FORBIDDEN', `a dashboard session cannot do this: ${signFor(operation, services.config.dashboard.sessionMinutes)}, and send it as message and signature`);
+    }
+    return { wallet, permits: SESSION_OPERATIONS };
+  }
+  if (request.headers.authorization !== undefined) {
     throw unauthorized('an API key cannot manage keys; sign in with the wallet: a SIWE proof (message and signature) or a dashboard session (POST /v1/auth/session)');
   }
-  return requireSiwe(services, request, proof);
+  return requireSiwe(services, request, proof, operation);
 }
 
 /** The `ses-…` token in Authorization: Bearer, or null when the header holds anything else. */

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Catalog } from '../providers/catalog.ts';
 import type { Database } from '../storage/schema.ts';
+import { loosenedLimits } from './limit-direction.ts';
 import { SPEND_PERIODS, type SpendPeriod } from './spend-periods.ts';
 
 /**
@@ -124,23 +125,52 @@ export function applyLimitChanges(current: KeyLimits, changes: LimitChanges): Ch
   return { ok: true, value: next };
 }
 
-export type UpdateLimitsOutcome = { ok: true; limits: KeyLimits } | { ok: false; reason: 'not_found' | 'revoked' } | { ok: false; reason: 'invalid'; message: string };
+export type UpdateLimitsOutcome =
+  | { ok: true; limits: KeyLimits }
+  | { ok: false; reason: 'not_found' | 'revoked' | 'contended' }
+  | { ok: false; reason: 'invalid'; message: string }
+  | { ok: false; reason: 'loosens'; fields: string[] };
+
+const CONCURRENT_CHANGE_ATTEMPTS = 5;
 
 /**
  * Changes a key's limits. `wallet` scopes it to the owner (another wallet's key is not_found, like
- * a missing one); the operator's CLI passes null. A new limit applies to the next reservation on
- * every instance at once (it is read there); a model list or expiry within the key cache's TTL.
+ * a missing one); the operator's CLI passes null. Without `mayLoosen` (a dashboard session, a proof
+ * not signed for loosening) a change that lets the key do more is refused as 'loosens'. The
+ * decision is written only if the key's limits are still the ones it was made on (compare and set):
+ * otherwise a "tighten" decided on a stale read could loosen a limit the owner lowered meanwhile.
+ * A lost race is decided again on the new limits, a few times, then refused as 'contended'.
+ * A new limit applies to the next reservation on every instance at once (it is read there); a
+ * model list or expiry within the key cache's TTL.
  */
-export async function updateKeyLimits(db: Kysely<Database>, id: number, wallet: string | null, changes: LimitChanges): Promise<UpdateLimitsOutcome> {
-  return db.transaction().execute(async (trx): Promise<UpdateLimitsOutcome> => {
-    let query = trx.selectFrom('api_keys').select(['revoked_at', 'spend_limit_usdc', 'spend_limit_period', 'allowed_models', 'expires_at']).where('id', '=', id);
-    if (wallet !== null) query = query.where('wallet', '=', wallet);
-    const row = await query.executeTakeFirst();
-    if (!row) return { ok: false, reason: 'not_found' };
-    if (row.revoked_at !== null) return { ok: false, reason: 'revoked' };
-    const next = applyLimitChanges(limitsFromColumns(row), changes);
-    if (!next.ok) return { ok: false, reason: 'invalid', message: next.reason };
-    await trx.updateTable('api_keys').set(limitColumns(next.value)).where('id', '=', id).execute();
-    return { ok: true, limits: next.value };
-  });
+export async function updateKeyLimits(db: Kysely<Database>, id: number, wallet: string | null, changes: LimitChanges, mayLoosen: boolean): Promise<UpdateLimitsOutcome> {
+  for (let attempt = 0; attempt < CONCURRENT_CHANGE_ATTEMPTS; attempt++) {
+    const outcome = await db.transaction().execute(async (trx): Promise<UpdateLimitsOutcome | 'changed_meanwhile'> => {
+      let query = trx.selectFrom('api_keys').select(['revoked_at', 'spend_limit_usdc', 'spend_limit_period', 'allowed_models', 'expires_at']).where('id', '=', id);
+      if (wallet !== null) query = query.where('wallet', '=', wallet);
+      const row = await query.executeTakeFirst();
+      if (!row) return { ok: false, reason: 'not_found' };
+      if (row.revoked_at !== null) return { ok: false, reason: 'revoked' };
+      const current = limitsFromColumns(row);
+      const next = applyLimitChanges(current, changes);
+      if (!next.ok) return { ok: false, reason: 'invalid', message: next.reason };
+      if (!mayLoosen) {
+        const loosened = loosenedLimits(current, next.value);
+        if (loosened.length) return { ok: false, reason: 'loosens', fields: loosened };
+      }
+      const written = await trx
+        .updateTable('api_keys')
+        .set(limitColumns(next.value))
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null)
+        .where('spend_limit_usdc', row.spend_limit_usdc === null ? 'is' : '=', row.spend_limit_usdc)
+        .where('spend_limit_period', row.spend_limit_period === null ? 'is' : '=', row.spend_limit_period)
+        .where('allowed_models', row.allowed_models === null ? 'is' : '=', row.allowed_models)
+        .where('expires_at', row.expires_at === null ? 'is' : '=', row.expires_at)
+        .executeTakeFirst();
+      return Number(written.numUpdatedRows) === 1 ? { ok: true, limits: next.value } : 'changed_meanwhile';
+    });
+    if (outcome !== 'changed_meanwhile') return outcome;
+  }
+  return { ok: false, reason: 'contended' };
 }

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import { Redis, ReplyError } from 'ioredis';
 import { DependencyUnavailable } from '../outage.ts';
 import { decide, type RateDecision, type RateLimiter, type RateWindow } from './limiter.ts';
@@ -54,6 +53,38 @@ return out
 const COMMAND_TIMEOUT_MS = 1_000;
 const CONNECT_TIMEOUT_MS = 2_000;
 
+/**
+ * Without an offline queue a command sent while a connection attempt is under way (the first one
+ * at start-up, or one after an outage) would fail although Redis is about to answer: the command
+ * waits for that attempt, at most its connect timeout. Nothing is kept between calls: each asks
+ * the client's current state, so a failed first connection cannot outlive Redis's return (a
+ * memoized first-connection promise once did, refusing every request for the process's life).
+ * Between attempts (Redis refused or dropped us; the client is waiting to retry) it fails at once.
+ */
+function connectionAttempts(redis: Redis): () => Promise<void> {
+  // One waiter per attempt, shared by the requests that arrive during it (not a listener each);
+  // it resolves, never rejects, and is dropped as soon as the attempt ends.
+  let waiting: Promise<void> | null = null;
+  const waitForAttempt = () =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        for (const event of ATTEMPT_ENDS) redis.off(event, done);
+        waiting = null;
+        resolve();
+      };
+      const timer = setTimeout(done, CONNECT_TIMEOUT_MS);
+      for (const event of ATTEMPT_ENDS) redis.on(event, done);
+    });
+  return () => {
+    if (redis.status !== 'connecting' && redis.status !== 'connect') return Promise.resolve();
+    return (waiting ??= waitForAttempt());
+  };
+}
+
+/** The events that end a connection attempt, whichever way it went. */
+const ATTEMPT_ENDS = ['ready', 'error', 'close', 'end'] as const;
+
 /** Redis answered, but with "not now" (loading, a replica after failover, out of memory...). */
 const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|BUSY|TRYAGAIN|CLUSTERDOWN|OOM|NOAUTH|WRONGPASS)\b/;
 
@@ -82,15 +113,14 @@ export function redisLimiter(url: string, prefix = 'tollgate:rl:'): RedisLimiter
   // Connection errors surface on the commands that need Redis; the event itself must not crash us.
   redis.on('error', () => undefined);
   redis.defineCommand('tollgateHit', { numberOfKeys: 1, lua: SCRIPT });
-  // Without an offline queue, commands sent before the first connection completes would fail:
-  // the first requests after start-up wait for it, within the connect timeout.
-  let firstConnection: Promise<unknown> | null = Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, CONNECT_TIMEOUT_MS).unref())]).then(() => {
-    firstConnection = null;
-  });
+  const connectionAttempt = connectionAttempts(redis);
 
   async function send<T>(command: () => Promise<T>): Promise<T> {
-    if (firstConnection) await firstConnection;
+    // Inside the try: whatever the connection's state, a failure here is a Redis outage, never an
+    // untagged socket error that the error handler could take for a database one.
     try {
+      // The command that follows reports an attempt that failed, here inside the try.
+      await connectionAttempt();
       return await command();
     } catch (err) {
       if (isRedisOutage(err)) throw new DependencyUnavailable('redis', { cause: err });

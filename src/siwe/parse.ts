@@ -17,6 +17,8 @@ export interface SiweFields {
   issuedAt: string;
   expirationTime?: string;
   notBefore?: string;
+  /** The human-readable sentence the wallet showed; it names the action (src/siwe/actions.ts). */
+  statement?: string;
 }
 
 export type SiweParse = { ok: true; fields: SiweFields } | { ok: false; problem: string };
@@ -78,6 +80,7 @@ export async function parseSiwe(message: string): Promise<SiweParse> {
       issuedAt: times.issuedAt!,
       expirationTime: times.expirationTime,
       notBefore: times.notBefore,
+      statement: parsed.statement,
     },
   };
 }

@@ -24,8 +24,14 @@ export interface SiweRules {
 }
 
 export type SiweResult =
-  | { ok: true; address: string }
-  | { ok: false; status: 401 | 503; reason: string };
+  | { ok: true; address: string; statement: string | undefined }
+  | { ok: false; status: 401 | 403 | 503; reason: string };
+
+/**
+ * Decides whether the signed statement is one the request accepts (src/siwe/actions.ts): null to
+ * accept, or the refusal (403: the proof is the wallet's, but made for another action).
+ */
+export type StatementCheck = (statement: string | undefined) => string | null;
 
 export const MAX_MESSAGE_BYTES = 4096;
 export const MAX_SIGNATURE_CHARS = 2048;
@@ -35,7 +41,9 @@ const refuse = (reason: string): SiweResult => ({ ok: false, status: 401, reason
 /**
  * Verifies a Sign-In with Ethereum proof and uses up its nonce. The checks run cheapest first (size,
  * parse, fields, clock, signature) so that junk costs nothing and only a proof that is otherwise valid
- * may touch the RPC or the database. The returned address is lowercase.
+ * may touch the RPC or the database. The returned address is lowercase. The statement (the action
+ * the proof was made for) is checked after the signature, so a 403 is only said to the wallet's
+ * own proofs, and before the nonce, so a proof sent to the wrong endpoint stays usable for its own.
  */
 export class SiweVerifier {
   constructor(
@@ -45,7 +53,7 @@ export class SiweVerifier {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async verify(message: unknown, signature: unknown): Promise<SiweResult> {
+  async verify(message: unknown, signature: unknown, acceptsStatement: StatementCheck): Promise<SiweResult> {
     if (typeof message !== 'string' || typeof signature !== 'string' || !message || !signature) {
       return refuse('a SIWE proof needs both "message" and "signature"');
     }
@@ -66,11 +74,14 @@ export class SiweVerifier {
     const signer = await this.checkSignature(parsed, message, signature as Hex);
     if (signer) return signer;
 
+    const wrongAction = acceptsStatement(parsed.statement);
+    if (wrongAction !== null) return { ok: false, status: 403, reason: wrongAction };
+
     const issuedAt = Date.parse(parsed.issuedAt);
     const keepUntil = Math.max(issuedAt, this.now()) + (this.rules.windowSeconds + this.rules.clockSkewSeconds) * 1000;
     const fresh = await consumeNonce(this.db, parsed.address, parsed.nonce, keepUntil);
     if (!fresh) return refuse('this SIWE message was already used; sign a new message with a fresh nonce for every request');
-    return { ok: true, address: parsed.address.toLowerCase() };
+    return { ok: true, address: parsed.address.toLowerCase(), statement: parsed.statement };
   }
 
   private checkFields(p: SiweFields): string | null {

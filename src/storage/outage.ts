@@ -1,4 +1,4 @@
-import { someErrorInChain } from '../outage.ts';
+import { someErrorInChain, taggedDependency } from '../outage.ts';
 
 /** Socket-level failures: the server is down, restarting, or unreachable. */
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED']);
@@ -19,8 +19,14 @@ const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', 'SQLITE_
 const UNAVAILABLE_MESSAGES =
   /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end|driver has already been destroyed|The database connection is not open/i;
 
-/** True when `err` says the database did not answer, as opposed to refusing a statement. */
+/**
+ * True when `err` says the database did not answer, as opposed to refusing a statement. The socket
+ * codes below are not the database's alone: an error another dependency's client tagged at its
+ * source (DependencyUnavailable) is never taken for the database's. (An RPC's transport errors are
+ * told apart by the HTTP error handler, before it asks this.)
+ */
 export function isDatabaseOutage(err: unknown): boolean {
+  if (taggedDependency(err) !== null) return false;
   return someErrorInChain(err, (e) => {
     const code = typeof e.code === 'string' ? e.code : '';
     if (NETWORK_CODES.has(code) || UNAVAILABLE_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;

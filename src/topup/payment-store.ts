@@ -11,13 +11,18 @@ export type PaymentRow = Selectable<PaymentTable>;
 /** The ledger reference of a payment's credit: one credit per payment, by the unique index. */
 export const ledgerReference = (paymentId: string) => `payment:${paymentId}`;
 
+/** The refusal reason of a chat request that carried a payment a top-up recorded first. */
+export const TOPUP_PAYMENT = 'topup_payment';
+
 export type OpenResult =
   /** This request owns the attempt: verify and settle it. */
   | { kind: 'claimed'; row: PaymentRow }
   /** This very payment is recorded already; `row` says how far it got. */
   | { kind: 'existing'; row: PaymentRow }
   /** Another payment (other terms or signature) holds this authorization nonce: refused. */
-  | { kind: 'conflict' };
+  | { kind: 'conflict' }
+  /** A chat request found a payment recorded for a top-up: it must not join, reclaim or settle it. */
+  | { kind: 'topup_payment'; row: PaymentRow };
 
 /**
  * Records the payment before anything is sent, or finds the record of the same authorization.
@@ -74,6 +79,9 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
     .where('nonce', '=', i.nonce)
     .executeTakeFirstOrThrow();
   if (!sameTerms(existing, m, digest)) return { kind: 'conflict' };
+  // A chat request never joins, reclaims or settles a top-up's payment: it would wait on the
+  // top-up and then run (issue 23.3), or settle a failed top-up from a leaked header.
+  if (m.purpose === 'chat' && existing.purpose !== 'chat') return { kind: 'topup_payment', row: existing };
   if (existing.status === 'failed') {
     // Only the status moves: the terms stay those recorded first (they are equal anyway).
     const reopened = await db

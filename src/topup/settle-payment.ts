@@ -5,12 +5,15 @@ import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './f
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
  * How a top-up ends:
  * - credited: settled on chain and credited (now or by an earlier request for the same payment);
+ *   `opened` says whether this request recorded (or reclaimed) the payment and settled it, as
+ *   opposed to joining or replaying a payment another request opened: pay-per-request decides
+ *   what a replay may do from this, never from timestamps;
  * - pending: sent, but the outcome is not known yet; the reconciler will finish it;
  * - rejected: it did not and will not settle as sent (bad signature, expired, used, no funds,
  *   another payment under the same nonce);
@@ -19,7 +22,7 @@ import { inspect, reconcilePayment } from './reconciler.ts';
  *   be sent again.
  */
 export type TopupOutcome =
-  | { kind: 'credited'; payment: PaymentRow }
+  | { kind: 'credited'; payment: PaymentRow; opened: boolean }
   | { kind: 'pending'; payment: PaymentRow }
   | { kind: 'rejected'; reason: string }
   | { kind: 'unavailable'; reason: string };
@@ -62,6 +65,7 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
   for (let attempt = 0; ; attempt++) {
     const opened = await openPayment(deps.db, m, fromBlock, deps.now());
     if (opened.kind === 'conflict') return { kind: 'rejected', reason: NONCE_TAKEN };
+    if (opened.kind === 'topup_payment') return { kind: 'rejected', reason: TOPUP_PAYMENT };
     if (opened.kind === 'claimed') return settleClaimed(deps, m, opened.row);
     const joined = await joinExisting(deps, opened.row);
     if (joined !== 'released') return joined;
@@ -108,7 +112,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
     }
     try {
       const paid = await amountPaidBy(deps.client, tx, payment);
-      if (paid !== null) return credited(await creditPayment(deps.db, payment.id, tx, paid, deps.now()));
+      if (paid !== null) return credited(await creditPayment(deps.db, payment.id, tx, paid, deps.now()), true);
     } catch (err) {
       if (isTransportError(err) || isReceiptMissing(err)) return { kind: 'pending', payment: await findPayment(deps.db, payment.id) };
       throw err;
@@ -129,7 +133,7 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
   }
   switch (outcome.state) {
     case 'settled':
-      return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()));
+      return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()), true);
     case 'in-flight':
     case 'dropped': // sent and lost: the reconciler releases it, and the same payment sent again settles
       return { kind: 'pending', payment };
@@ -159,14 +163,15 @@ async function joinExisting(deps: SettleDeps, row: PaymentRow): Promise<TopupOut
     await new Promise((r) => setTimeout(r, 100));
     current = await findPayment(deps.db, row.id);
   }
-  if (current.status === 'credited') return credited(current);
+  if (current.status === 'credited') return credited(current, false);
   // Released meanwhile (by the reconciler of this or another instance): this retry may take it over.
   if (isReleased(current)) return 'released';
   return { kind: 'rejected', reason: current.failure_reason ?? 'payment failed' };
 }
 
-function credited(payment: PaymentRow): TopupOutcome {
-  if (payment.status === 'credited') return { kind: 'credited', payment };
+/** `opened`: this request claimed the payment row (see TopupOutcome). */
+function credited(payment: PaymentRow, opened: boolean): TopupOutcome {
+  if (payment.status === 'credited') return { kind: 'credited', payment, opened };
   if (payment.status === 'failed' && payment.failure_reason) return { kind: 'rejected', reason: payment.failure_reason };
   return { kind: 'rejected', reason: 'the settling transaction already paid for another top-up' };
 }

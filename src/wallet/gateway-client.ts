@@ -1,6 +1,7 @@
 import { createSiweMessage, generateSiweNonce } from 'viem/siwe';
 import type { LocalAccount } from 'viem';
 import { parseJsonLoosely } from '../json.ts';
+import { ACTIONS, type SiweAction } from '../siwe/actions.ts';
 
 /**
  * The wallet side of Tollgate's public HTTP API: what a developer or an agent holding a private key
@@ -103,8 +104,13 @@ export class GatewayClient {
     return this.account.address;
   }
 
-  /** A fresh single-use SIWE proof for this gateway, with the domain and uri it announces. */
-  async proof(statement = 'Manage my Tollgate API keys'): Promise<{ message: string; signature: string }> {
+  /**
+   * A fresh single-use SIWE proof for this gateway, with the domain and uri it announces, signed for
+   * one action: its statement says what the proof allows, and the gateway accepts it for that alone.
+   * (The sign-in statement names the gateway's session length; the CLI never opens a session.)
+   */
+  async proof(action: Exclude<SiweAction, 'sign-in'>): Promise<{ message: string; signature: string }> {
+    const statement = ACTIONS[action].statement(0);
     // Asked once per client; a failed ask is not kept, so the next call tries again.
     this.siwe ??= this.request<SiweParams>('GET', '/v1/auth/siwe').catch((err: unknown) => {
       this.siwe = undefined;
@@ -127,7 +133,7 @@ export class GatewayClient {
   /** `limits`: the key's spend controls; `codes`: a redeem code (credits the wallet) or a referral code, as made by `tollgate admin`. */
   async createKey(label = '', limits: KeyLimitFields = {}, codes: KeyCodes = {}): Promise<CreatedKey> {
     return this.request('POST', '/v1/auth/keys', {
-      ...(await this.proof()),
+      ...(await this.proof('create-key')),
       ...(label ? { label } : {}),
       ...limits,
       ...(codes.redeemCode !== undefined ? { redeem_code: codes.redeemCode } : {}),
@@ -135,25 +141,26 @@ export class GatewayClient {
     });
   }
 
+  /** Signed for loosening, which also covers tightening: the CLI does not read the key first to tell. */
   async updateKey(id: number, limits: KeyLimitFields): Promise<KeyInfo> {
-    return this.request('PATCH', `/v1/auth/keys/${id}`, { ...(await this.proof()), ...limits });
+    return this.request('PATCH', `/v1/auth/keys/${id}`, { ...(await this.proof('loosen-key')), ...limits });
   }
 
   async listKeys(): Promise<KeyInfo[]> {
-    const body = await this.request<{ data: KeyInfo[] }>('GET', `/v1/auth/keys?${query(await this.proof())}`);
+    const body = await this.request<{ data: KeyInfo[] }>('GET', `/v1/auth/keys?${query(await this.proof('manage-keys'))}`);
     return body.data;
   }
 
   async revokeKey(id: number): Promise<void> {
-    await this.request('DELETE', `/v1/auth/keys/${id}`, await this.proof());
+    await this.request('DELETE', `/v1/auth/keys/${id}`, await this.proof('manage-keys'));
   }
 
   async usage(): Promise<Usage> {
-    return this.request('GET', `/v1/usage/${this.wallet}?${query(await this.proof('Read my Tollgate usage'))}`);
+    return this.request('GET', `/v1/usage/${this.wallet}?${query(await this.proof('read-usage'))}`);
   }
 
   async topups(): Promise<TopupHistoryEntry[]> {
-    const body = await this.request<{ topups: TopupHistoryEntry[] }>('GET', `/v1/topups/${this.wallet}?${query(await this.proof('Read my Tollgate top-ups'))}`);
+    const body = await this.request<{ topups: TopupHistoryEntry[] }>('GET', `/v1/topups/${this.wallet}?${query(await this.proof('read-usage'))}`);
     return body.topups;
   }
 

@@ -12,7 +12,7 @@ import { MODELS } from '../support/chat-harness.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { newAccount, createKeyProof } from '../support/siwe.ts';
 
 /**
  * Durability of billing when the process dies: `tollgate serve` is SIGKILLed in the middle of a
@@ -70,7 +70,7 @@ for (const engine of ENGINES) {
       const account = newAccount();
       const FUNDED = 50_000_000;
       await adjustBalance(storage.db, { wallet: account.address, amountUsdc: FUNDED, note: 'test funding' });
-      const created = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      const created = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       assert.equal(created.status, 201, created.text);
       const headers = { authorization: `Bearer ${created.body.key}`, 'content-type': 'application/json' };
 

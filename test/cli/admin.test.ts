@@ -8,7 +8,7 @@ import { getBalance } from '../../src/ledger/balances.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { call, startTestGateway } from '../support/gateway.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { newAccount, createKeyProof } from '../support/siwe.ts';
 import { runTollgate } from '../support/cli.ts';
 
 function tollgate(configPath: string, ...args: string[]) {
@@ -95,7 +95,7 @@ for (const engine of ENGINES) {
       const gw = await startTestGateway({ engine, databaseUrl: (await import('../../src/config/load.ts')).loadConfig({ path: configPath, env: {} }).database.url });
       try {
         const account = newAccount();
-        const created = await call(gw.url, 'POST', '/v1/auth/keys', { ...(await siweProof(account)), redeem_code: codes[0] });
+        const created = await call(gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), redeem_code: codes[0] });
         assert.equal(created.status, 201, created.text);
         assert.equal(created.body.redeemed_credit_usdc, 3_000_000);
         await gw.assertLedger();

@@ -8,10 +8,14 @@ import type { Page } from 'playwright-core';
 import { USD } from '../support/topup-harness.ts';
 import { noChromium } from '../support/browser.ts';
 import { EXPLORER, startDashboardHarness, type DashboardHarness } from '../support/dashboard-harness.ts';
+import { ACTIONS } from '../../src/siwe/actions.ts';
+
+/** The statement line of a SIWE message (the words the wallet shows above the fields). */
+const statementOf = (message: string) => message.split('\n')[3];
 
 /**
  * Issue 18's story in a real browser, from the page alone: connect a wallet, sign in once, top up
- * 5 USDC, approve Permit2 and top up 3 USDT, create a key, use it (from the test, like a program
+ * 5 USDC, approve Permit2 and top up 3 USDT, create a key (a second signature, for that alone), use it (from the test, like a program
  * would), watch the spend and the chart move, revoke the key; then the ledger against the chain.
  * Screenshots of each screen at desktop and phone width are taken on every run (the page must render
  * at both widths); they replace the README's pictures in docs/screenshots/ only with
@@ -72,10 +76,14 @@ describe('the dashboard in a browser', { skip: noChromium }, () => {
     await page.getByTestId('balance').filter({ hasText: '$8.00' }).waitFor();
     await shot(page, 'topped-up-desktop');
 
+    // Creating a key asks the wallet again, for that action alone, and the page says why (issue 23).
+    assert.match(await page.getByTestId('create-key-why').innerText(), /second signature, because a key can spend your balance/);
+    assert.deepEqual(wallet.signedTexts.map(statementOf), [ACTIONS['sign-in'].statement(30)], 'the sign-in says what a session may do');
     await page.getByLabel('Label').fill('story');
     await page.getByRole('button', { name: 'Create key' }).click();
     const key = await page.getByTestId('new-key').innerText();
     assert.match(key, /^sk-[A-Za-z0-9_-]{43}$/);
+    assert.deepEqual(wallet.signedTexts.map(statementOf), [ACTIONS['sign-in'].statement(30), "Create an API key that can spend this wallet's balance."]);
     const snippet = await page.locator('.snippets pre').innerText();
     assert.ok(snippet.includes(`${d.h.gw.url}/v1/chat/completions`) && snippet.includes(key) && snippet.includes('fake/chat-small'), snippet);
     await shot(page, 'new-key-desktop');

@@ -8,7 +8,7 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { usageRecord } from '../support/ledger.ts';
-import { proofQuery, siweProof } from '../support/siwe.ts';
+import { proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 
 /**
  * GET /v1/usage/:wallet/daily: the dashboard's chart, per UTC day and key, from running totals
@@ -29,7 +29,7 @@ for (const engine of ENGINES) {
 
     test("today's requests per key, with the tokens and charges the usage read reports", async () => {
       const first = await h.wallet(5_000_000);
-      const second = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await siweProof(first.account)), label: 'second' });
+      const second = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(first.account)), label: 'second' });
       for (const key of [first.key, first.key, second.body.key]) assert.equal((await chat(key)).status, 200);
 
       const res = await call(h.gw.url, 'GET', `/v1/usage/${first.account.address}/daily?days=30`, undefined, { authorization: `Bearer ${first.key}` });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
-import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
+import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 
 describe('errors, limits, request ids and logs', () => {
   let gw: TestGateway;
@@ -82,7 +82,7 @@ describe('errors, limits, request ids and logs', () => {
 
   test('API keys, SIWE signatures and messages never reach the logs', async () => {
     const account = newAccount();
-    const created = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+    const created = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
     const key = created.body.key as string;
     const proof = await siweProof(account);
     await call(gw.url, 'GET', `/v1/auth/keys?${proofQuery(proof)}`);

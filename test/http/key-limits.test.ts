@@ -7,7 +7,7 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES, tempDir } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { runTollgate } from '../support/cli.ts';
-import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
+import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 import type { PrivateKeyAccount } from 'viem/accounts';
 
 /** Per-key spend limits, model lists and expiry (issue 17.1) through the API and both CLIs. */
@@ -23,9 +23,9 @@ for (const engine of ENGINES) {
     after(() => h.stop());
 
     const create = async (account: PrivateKeyAccount, extra: Record<string, unknown>) =>
-      call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await siweProof(account)), ...extra });
+      call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), ...extra });
     const patch = async (account: PrivateKeyAccount, id: number, extra: Record<string, unknown>) =>
-      call(h.gw.url, 'PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(account)), ...extra });
+      call(h.gw.url, 'PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(account, { action: 'loosen-key' })), ...extra });
     const list = async (account: PrivateKeyAccount) => (await call(h.gw.url, 'GET', `/v1/auth/keys?${proofQuery(await siweProof(account))}`)).body.data;
     const chat = (key: string, body: Record<string, unknown> = BODY) => call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}` });
 
@@ -64,7 +64,7 @@ for (const engine of ENGINES) {
         [{ expires_at: '2099-01-01T00:00:00' }, /expires_at must be an ISO 8601 time/],
       ];
       for (const [fields, message] of cases) {
-        const proof = await siweProof(account);
+        const proof = await createKeyProof(account);
         const res = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...proof, ...fields });
         assert.equal(res.status, 400, `${JSON.stringify(fields)}: ${res.text}`);
         assert.equal(res.body.error, 'VALIDATION_ERROR');

@@ -4,7 +4,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { createRedeemCodes, createReferralCode, hashRedeemCode } from '../../src/keys/codes.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
-import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
+import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 import type { PrivateKeyAccount } from 'viem/accounts';
 
 for (const engine of ENGINES) {
@@ -19,7 +19,7 @@ for (const engine of ENGINES) {
     const db = () => gw.services.storage.db;
 
     async function create(account: PrivateKeyAccount, extra: Record<string, unknown> = {}) {
-      return call(gw.url, 'POST', '/v1/auth/keys', { ...(await siweProof(account)), ...extra });
+      return call(gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), ...extra });
     }
     async function list(account: PrivateKeyAccount) {
       return call(gw.url, 'GET', `/v1/auth/keys?${proofQuery(await siweProof(account))}`);
@@ -178,7 +178,7 @@ describe('the key-hashing secret', () => {
   test('is generated on first start, persisted, and reused after a restart', async () => {
     const first = await startTestGateway({ engine: 'sqlite' });
     const account = newAccount();
-    const key = (await call(first.url, 'POST', '/v1/auth/keys', await siweProof(account))).body.key;
+    const key = (await call(first.url, 'POST', '/v1/auth/keys', await createKeyProof(account))).body.key;
     const url = first.config.database.url;
     await first.stop();
     const second = await startTestGateway({ engine: 'sqlite', databaseUrl: url });
@@ -193,7 +193,7 @@ describe('the key-hashing secret', () => {
   test('comes from the environment variable the config names when set', async () => {
     const gw = await startTestGateway({ engine: 'sqlite', config: { keys: { secretEnv: 'MY_KEY_SECRET' } }, env: { MY_KEY_SECRET: 'operator-chosen-secret' } });
     try {
-      const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount()));
+      const res = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount()));
       const row = await gw.services.storage.db.selectFrom('api_keys').select('key_hash').where('id', '=', res.body.id).executeTakeFirstOrThrow();
       assert.equal(row.key_hash, createHmac('sha256', 'operator-chosen-secret').update(res.body.key).digest('hex'));
       const stored = await gw.services.storage.db.selectFrom('settings').selectAll().execute();

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
-import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
+import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 
 describe('rate limits outside chat', () => {
   let gw: TestGateway;
@@ -12,9 +12,9 @@ describe('rate limits outside chat', () => {
 
   test('key management is limited per wallet', async () => {
     const account = newAccount();
-    assert.equal((await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account))).status, 201);
+    assert.equal((await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account))).status, 201);
     assert.equal((await call(gw.url, 'GET', `/v1/auth/keys?${proofQuery(await siweProof(account))}`)).status, 200);
-    const limited = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+    const limited = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
     assert.equal(limited.status, 429);
     assert.equal(limited.body.error, 'RATE_LIMITED');
     assert.ok(Number(limited.headers.get('retry-after')) >= 1);

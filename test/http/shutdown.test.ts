@@ -9,7 +9,7 @@ import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage } from '../../src/storage/database.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import { call } from '../support/gateway.ts';
-import { siweProof, newAccount } from '../support/siwe.ts';
+import { newAccount, createKeyProof } from '../support/siwe.ts';
 import { until } from '../support/until.ts';
 
 describe('graceful shutdown', () => {
@@ -78,7 +78,7 @@ describe('graceful shutdown', () => {
     try {
       const account = newAccount();
       await adjustBalance(storage.db, { wallet: account.address, amountUsdc: 1_000_000 });
-      const created = await call(gateway.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      const created = await call(gateway.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       assert.equal(created.status, 201, created.text);
       fake.behaviour = { delayMs: 700 };
       const pending = call(gateway.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${created.body.key}` });

@@ -3,7 +3,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
-import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
+import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 import { createRedeemCodes } from '../../src/keys/codes.ts';
 import { finishReservation, reserve } from '../../src/ledger/reservations.ts';
 import { usageRecord } from '../support/ledger.ts';
@@ -20,8 +20,8 @@ for (const engine of ENGINES) {
     async function walletWithKeys() {
       const account = newAccount();
       const [code] = await createRedeemCodes(gw.services.storage.db, 3_000_000, 1);
-      const a = (await call(gw.url, 'POST', '/v1/auth/keys', { ...(await siweProof(account)), label: 'one', redeem_code: code })).body;
-      const b = (await call(gw.url, 'POST', '/v1/auth/keys', { ...(await siweProof(account)), label: 'two' })).body;
+      const a = (await call(gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), label: 'one', redeem_code: code })).body;
+      const b = (await call(gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), label: 'two' })).body;
       return { account, a, b };
     }
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { proofQuery, siweProof } from '../support/siwe.ts';
+import { proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { assertOutageAnswer, chatBody, waitForHealth } from './support.ts';
 
@@ -43,7 +43,7 @@ describe('Redis outage: the shared rate limiter fails closed with 503 and recove
       'streamed chat': () => call(h.gw.url, 'POST', '/v1/chat/completions', { ...chatBody, stream: true }, auth),
       models: () => call(h.gw.url, 'GET', '/v1/models'),
       usage: () => call(h.gw.url, 'GET', `/v1/usage/${w.account.address}`, undefined, auth),
-      'key creation': async () => call(h.gw.url, 'POST', '/v1/auth/keys', await siweProof(w.account)),
+      'key creation': async () => call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(w.account)),
       'key list': async () => call(h.gw.url, 'GET', `/v1/auth/keys?${proofQuery(await siweProof(w.account))}`),
     };
     for (const [what, send] of Object.entries(routes)) assertOutageAnswer(await send(), 'redis', what);

@@ -3,7 +3,6 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, MODELS, type ChatHarness } from '../support/chat-harness.ts';
@@ -11,9 +10,8 @@ import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { assertLedgerConsistent } from '../support/ledger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
 import { until } from '../support/until.ts';
-import { chatBody, waitForHealth } from './support.ts';
+import { chatBody, waitForHealth, walletWithKey } from './support.ts';
 
 /**
  * Issue 19 section 3: an answer the provider produced is billed exactly once even when the
@@ -103,9 +101,7 @@ for (const engine of ENGINES) {
       const crashing = await startGatewayProcess(config, { TOLLGATE_TEST_SETTLE_FAILURE: 'crash' });
       processes.push(crashing);
       storage = openStorage(databaseUrl, { poolSize: 2 });
-      const account = newAccount();
-      await adjustBalance(storage.db, { wallet: account.address, amountUsdc: 1_000_000, note: 'test funding' });
-      const key = (await call(crashing.url, 'POST', '/v1/auth/keys', await siweProof(account))).body.key;
+      const { key } = await walletWithKey(storage.db, crashing.url);
 
       const request = call(crashing.url, 'POST', '/v1/chat/completions', chatBody, { authorization: `Bearer ${key}` }).catch((err: Error) => err);
       await until(() => crashing.output().includes('test fail point reached'), 'the settle spooled', 30_000);

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import Libsql from 'libsql';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { newAccount, createKeyProof } from '../support/siwe.ts';
 import { assertOutageAnswer, chatBody } from './support.ts';
 
 /**
@@ -44,7 +44,7 @@ describe('SQLite write lock held elsewhere', () => {
     try {
       // Key creation writes through Kysely (a deferred transaction, so its INSERT is what meets
       // the lock), and the chat through the group commit: both statements fail with SQLITE_BUSY.
-      assertOutageAnswer(await call(h.gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount())), 'database', 'key creation while the lock is held');
+      assertOutageAnswer(await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount())), 'database', 'key creation while the lock is held');
       assertOutageAnswer(await call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, auth), 'database', 'chat while the lock is held');
     } finally {
       other.exec('ROLLBACK');
@@ -54,7 +54,7 @@ describe('SQLite write lock held elsewhere', () => {
       const chat = await call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, auth);
       assert.equal(chat.status, 200, `chat ${i} after the lock was released: ${chat.text}`);
     }
-    const created = await call(h.gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount()));
+    const created = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount()));
     assert.equal(created.status, 201, created.text);
     const usage = await h.gw.services.storage.db.selectFrom('request_usage').select('request_id').where('wallet', '=', w.account.address.toLowerCase()).execute();
     assert.equal(usage.length, 3, 'each answered chat billed once');

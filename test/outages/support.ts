@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
+import type { Kysely } from 'kysely';
+import { adjustBalance } from '../../src/ledger/credits.ts';
+import type { Database } from '../../src/storage/schema.ts';
 import { call } from '../support/gateway.ts';
+import { createKeyProof, newAccount } from '../support/siwe.ts';
 
 /**
  * Polls /health until it reports `status` (a dependency's loss or return is noticed on the next
@@ -24,3 +28,26 @@ export function assertOutageAnswer(res: { status: number; headers: Headers; body
 }
 
 export const chatBody = { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] };
+
+/**
+ * Sends `send` until it answers `status`, and returns that answer and how long it took; fails if
+ * `boundMs` passes first (the recovery bound a test holds the gateway to).
+ */
+export async function answersWithin<T extends { status: number; text: string }>(send: () => Promise<T>, status: number, boundMs: number) {
+  const started = Date.now();
+  for (;;) {
+    const res = await send();
+    if (res.status === status) return { res, tookMs: Date.now() - started };
+    if (Date.now() - started > boundMs) assert.fail(`no ${status} within ${boundMs} ms; last answer ${res.status} ${res.text}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** A new wallet funded with `usdc` micro-USDC, and an API key for it made through the gateway at `url`. */
+export async function walletWithKey(db: Kysely<Database>, url: string, usdc = 1_000_000) {
+  const account = newAccount();
+  await adjustBalance(db, { wallet: account.address, amountUsdc: usdc, note: 'test funding' });
+  const created = await call(url, 'POST', '/v1/auth/keys', await createKeyProof(account));
+  assert.equal(created.status, 201, created.text);
+  return { account, key: created.body.key as string };
+}

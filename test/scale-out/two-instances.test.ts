@@ -11,7 +11,7 @@ import { freshDatabaseUrl } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { newAccount, siweProof, createKeyProof } from '../support/siwe.ts';
 
 /**
  * Scale-out as an operator runs it: two `tollgate serve` processes on one PostgreSQL and one Redis,
@@ -59,7 +59,7 @@ describe('two gateway processes sharing PostgreSQL and Redis', () => {
     if (usdc > 0) {
       await adjustBalance(storage.db, { wallet: account.address, amountUsdc: usdc, note: 'test funding' });
     }
-    const created = await call(a.url, 'POST', '/v1/auth/keys', await siweProof(account));
+    const created = await call(a.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
     assert.equal(created.status, 201, created.text);
     return { account, key: created.body.key as string, id: created.body.id as number };
   }
@@ -114,13 +114,13 @@ describe('two gateway processes sharing PostgreSQL and Redis', () => {
 
   test('a SIWE proof used on one instance is refused on the other', async () => {
     const account = newAccount();
-    const proof = await siweProof(account);
+    const proof = await createKeyProof(account);
     assert.equal((await call(a.url, 'POST', '/v1/auth/keys', proof)).status, 201);
     const replay = await call(b.url, 'POST', '/v1/auth/keys', proof);
     assert.equal(replay.status, 401);
     assert.match(replay.body.message, /already used/);
     const listed = await call(b.url, 'GET', `/v1/auth/keys?message=${encodeURIComponent(proof.message)}&signature=${proof.signature}`);
-    assert.equal(listed.status, 401, 'the used proof cannot list keys either');
+    assert.equal(listed.status, 403, 'a key-creation proof cannot list keys either (it was signed for another action)');
   });
 
   test('the per-wallet rate limit holds across both instances', async () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { newAccount, siweProof, createKeyProof } from '../support/siwe.ts';
 
 // Issue 14 section 4: failed authentications were free to repeat: bad API keys and junk SIWE proofs
 // (each one a signature check, possibly an RPC call) from one address were answered 401 forever.
@@ -34,7 +34,7 @@ describe('failed authentication is rate limited per client address', () => {
     assert.equal(refused.body.error, 'RATE_LIMITED');
     assert.ok(Number(refused.headers.get('retry-after')) >= 1);
     // Blocked addresses are refused before their credentials are looked at: a proof too.
-    const proof = await call(h.gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount()));
+    const proof = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount()));
     assert.equal(proof.status, 429);
     assert.equal((await chat(key)).status, 429, 'the address is blocked until the window frees up');
     await h.gw.assertLedger();

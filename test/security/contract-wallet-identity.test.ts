@@ -12,6 +12,7 @@ import { getBalance } from '../../src/ledger/balances.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
+import type { SiweAction } from '../../src/siwe/actions.ts';
 import { USD } from '../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../support/x402-payloads.ts';
 
@@ -118,8 +119,8 @@ describe('contract-wallet identity across two chains', () => {
       test('a yes-to-anything contract at the victim\'s address on another chain cannot create, list, revoke or read usage', async () => {
         const owner = await home.chain.newAccount();
         const victim = await home.chain.deploySmartWallet(owner.address, salt());
-        const ownerProof = (chainId = HOME) => siweProof({ address: victim }, { chainId, signer: owner });
-        const created = await createKey(await ownerProof());
+        const ownerProof = (chainId = HOME, action: SiweAction = 'manage-keys') => siweProof({ address: victim }, { chainId, signer: owner, action });
+        const created = await createKey(await ownerProof(HOME, 'create-key'));
         assert.equal(created.status, 201, created.text);
         // The attacker owns the same address on 8453.
         await setCode(other.anvil, victim, ALWAYS_VALID);
@@ -130,7 +131,7 @@ describe('contract-wallet identity across two chains', () => {
         assertRefused(await call(gw.url, 'DELETE', `/v1/auth/keys/${created.body.id}`, await junkProof(victim, OTHER)), sign);
         assertRefused(await call(gw.url, 'GET', `/v1/usage/${victim}?${proofQuery(await junkProof(victim, OTHER))}`), sign);
         // Even the owner's real signature counts only with the identity chain's id.
-        assertRefused(await createKey(await ownerProof(OTHER)), sign);
+        assertRefused(await createKey(await ownerProof(OTHER, 'create-key')), sign);
 
         // The owner is untouched: one key, still active, and it still works.
         const listed = await listKeys(await ownerProof());
@@ -147,7 +148,7 @@ describe('contract-wallet identity across two chains', () => {
         const owner = await home.chain.newAccount();
         const { address, deployCalldata } = await home.chain.smartWallet(owner.address, salt());
         const wrap = (signature: Hex) => serializeErc6492Signature({ address: home.chain.walletFactory, data: deployCalldata, signature });
-        const proof = (chainId: number) => siweProof({ address }, { chainId, signer: owner, wrapSignature: wrap });
+        const proof = (chainId: number) => siweProof({ address }, { chainId, signer: owner, wrapSignature: wrap, action: 'create-key' });
 
         const ok = await createKey(await proof(HOME));
         assert.equal(ok.status, 201, ok.text);
@@ -165,8 +166,8 @@ describe('contract-wallet identity across two chains', () => {
           await setCode(c.anvil, delegate, ALWAYS_VALID);
           await setCode(c.anvil, account.address, concatHex(['0xef0100', delegate]));
         }
-        assert.equal((await createKey(await siweProof(account, { chainId: HOME }))).status, 201);
-        assert.equal((await createKey(await siweProof(account, { chainId: OTHER }))).status, 201);
+        assert.equal((await createKey(await siweProof(account, { chainId: HOME, action: 'create-key' }))).status, 201);
+        assert.equal((await createKey(await siweProof(account, { chainId: OTHER, action: 'create-key' }))).status, 201);
         assertRefused(await createKey(await junkProof(account.address, HOME)), /EIP-7702 account signs with its own key/);
         assertRefused(await createKey(await junkProof(account.address, OTHER)), /sign a new message with Chain ID: 84532/);
         const listed = await listKeys(await siweProof(account, { chainId: OTHER }));

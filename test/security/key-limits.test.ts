@@ -10,7 +10,7 @@ import { MODELS, startChatHarness, type ChatHarness } from '../support/chat-harn
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { newAccount, siweProof, createKeyProof } from '../support/siwe.ts';
 
 /**
  * Per-key spend controls (issue 17.1) as an attacker holding a key, or someone else's wallet, would
@@ -26,7 +26,7 @@ function exactUsage(h: ChatHarness) {
 }
 
 async function patchKey(url: string, account: Parameters<typeof siweProof>[0], id: number, fields: Record<string, unknown>, proof?: { message: string; signature: string }) {
-  return call(url, 'PATCH', `/v1/auth/keys/${id}`, { ...(proof ?? (await siweProof(account))), ...fields });
+  return call(url, 'PATCH', `/v1/auth/keys/${id}`, { ...(proof ?? (await siweProof(account, { action: 'loosen-key' }))), ...fields });
 }
 
 for (const engine of ENGINES) {
@@ -109,7 +109,7 @@ for (const engine of ENGINES) {
       const account = newAccount();
       await adjustBalance(h.gw.services.storage.db, { wallet: account.address, amountUsdc: 1_000_000 });
       const expires = new Date(Date.now() + 1_500).toISOString();
-      const created = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await siweProof(account)), expires_at: expires });
+      const created = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), expires_at: expires });
       assert.equal(created.status, 201, created.text);
       assert.equal((await chat(created.body.key)).status, 200);
       await new Promise((r) => setTimeout(r, 1_600));
@@ -136,7 +136,8 @@ for (const engine of ENGINES) {
       assert.equal(again.status, 404);
       assert.equal((await listed(owner)).spend_limit_usdc, 5_000, "the attacker's PATCH changed nothing");
 
-      const proof = await siweProof(owner.account);
+      // Raising the cap loosens the key: the proof is signed for that (issue 23).
+      const proof = await siweProof(owner.account, { action: 'loosen-key' });
       assert.equal((await patchKey(h.gw.url, owner.account, owner.keyId, { spend_limit_usdc: 6_000 }, proof)).status, 200);
       const replay = await patchKey(h.gw.url, owner.account, owner.keyId, { spend_limit_usdc: null }, proof);
       assert.equal(replay.status, 401);
@@ -250,7 +251,7 @@ describe('two gateway instances sharing PostgreSQL', () => {
     const K = 9;
     const account = newAccount();
     await adjustBalance(a.services.storage.db, { wallet: account.address, amountUsdc: 1_000_000_000 });
-    const created = await call(a.url, 'POST', '/v1/auth/keys', { ...(await siweProof(account)), spend_limit_usdc: K * plan.reservationUsdc + 1, spend_limit_period: 'month' });
+    const created = await call(a.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), spend_limit_usdc: K * plan.reservationUsdc + 1, spend_limit_period: 'month' });
     assert.equal(created.status, 201, created.text);
     const before = fake.received.length;
     const results = await Promise.all(

@@ -8,7 +8,7 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { newAccount, siweProof, signInProof } from '../support/siwe.ts';
 
 /**
  * A second adversarial review of per-key spend limits (issue 17.1) and dashboard sessions (issue
@@ -69,7 +69,7 @@ for (const engine of ENGINES) {
     test("a session never changes another wallet's key, never spends, and rides on no cookie", async () => {
       const victim = await h.wallet(1_000_000);
       const attacker = newAccount();
-      const opened = await call(h.gw.url, 'POST', '/v1/auth/session', await siweProof(attacker), { origin: 'https://evil.example' });
+      const opened = await call(h.gw.url, 'POST', '/v1/auth/session', await signInProof(attacker), { origin: 'https://evil.example' });
       assert.equal(opened.status, 201, opened.text);
       // Nothing ambient: no cookie to ride on, and CORS never allows credentials.
       assert.equal(opened.headers.get('set-cookie'), null);
@@ -79,11 +79,11 @@ for (const engine of ENGINES) {
       assert.equal(patched.status, 404, patched.text);
       const revoked = await call(h.gw.url, 'DELETE', `/v1/auth/keys/${victim.keyId}`, undefined, auth);
       assert.equal(revoked.status, 404, revoked.text);
-      const own = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, { authorization: `Bearer ${(await call(h.gw.url, 'POST', '/v1/auth/session', await siweProof(victim.account))).body.token}` });
+      const own = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, { authorization: `Bearer ${(await call(h.gw.url, 'POST', '/v1/auth/session', await signInProof(victim.account))).body.token}` });
       const key = own.body.data.find((k: { id: number }) => k.id === victim.keyId);
       assert.deepEqual([key.revoked_at, key.spend_limit_usdc], [null, null], "the victim's key is unchanged");
       // The victim's own session, wherever a client might put it, never runs chat.
-      const victimSession = (await call(h.gw.url, 'POST', '/v1/auth/session', await siweProof(victim.account))).body.token as string;
+      const victimSession = (await call(h.gw.url, 'POST', '/v1/auth/session', await signInProof(victim.account))).body.token as string;
       const before = h.fake.received.length;
       for (const [path, headers] of [
         ['/v1/chat/completions', { authorization: `Bearer ${victimSession}` }],

@@ -6,7 +6,7 @@ import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } 
 import { MODELS } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
-import { siweProof } from '../support/siwe.ts';
+import { signInProof } from '../support/siwe.ts';
 
 const FUNDS = 1_000_000;
 const NATIVE = 'anth/claude-test';
@@ -124,7 +124,7 @@ for (const engine of ENGINES) {
 
     test('a dashboard session cannot spend on /v1/messages, as x-api-key or as Bearer', async () => {
       const w = await h.wallet(FUNDS);
-      const opened = await call(h.gw.url, 'POST', '/v1/auth/session', await siweProof(w.account));
+      const opened = await call(h.gw.url, 'POST', '/v1/auth/session', await signInProof(w.account));
       assert.equal(opened.status, 201, opened.text);
       const token = opened.body.token as string;
       for (const headers of [{ 'x-api-key': token }, { authorization: `Bearer ${token}` }] as Record<string, string>[]) {

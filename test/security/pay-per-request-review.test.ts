@@ -6,8 +6,9 @@ import { adjustBalance } from '../../src/ledger/credits.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { siweProof } from '../support/siwe.ts';
+import { createKeyProof } from '../support/siwe.ts';
 import { USD } from '../support/topup-harness.ts';
+import { until } from '../support/until.ts';
 import { v2Header, type Eip3009Terms } from '../support/x402-payloads.ts';
 
 /**
@@ -43,7 +44,7 @@ for (const engine of ENGINES) {
         Number(r.amount_usdc),
       );
     const keyFor = async (account: FundedAccount) => {
-      const res = await call(h.gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      const res = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       assert.equal(res.status, 201, res.text);
       return res.body.key as string;
     };
@@ -169,6 +170,56 @@ for (const engine of ENGINES) {
       assert.equal(h.fake.received.length, calls);
       assert.equal(await h.balance(payer.address), Number(USD));
       assert.deepEqual(await creditsOf(payer), [Number(USD)]);
+      await h.gw.assertLedger();
+    });
+
+    test("attack: a top-up's payment header sent to chat while the top-up is still settling runs nothing (issue 23.3)", async () => {
+      const payer = await h.payer(2n);
+      const dollar = v2Header({ ...offer, amount: String(USD) }, await h.usdcPayment(payer, USD));
+      // Hold the top-up between verify and broadcast, so the chat surely arrives while it settles
+      // and joins the row the top-up opened (the reported race had 15 ms between the two).
+      const topupService = h.gw.services.topup!;
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      let reached!: () => void;
+      const atBroadcast = new Promise<void>((r) => (reached = r));
+      topupService.beforeBroadcast = async () => {
+        reached();
+        await held;
+      };
+      try {
+        const topup = h.post({ amount: 1 }, { 'payment-signature': dollar });
+        await atBroadcast;
+        topupService.beforeBroadcast = undefined;
+        const calls = h.fake.received.length;
+        const chat = h.chat(BODY, { 'payment-signature': dollar });
+        // Let the chat find the recorded row and start waiting on it, then let the top-up settle.
+        await until(async () => (await db().selectFrom('payments').select('id').where('payer', '=', payer.address.toLowerCase()).execute()).length === 1);
+        await new Promise((r) => setTimeout(r, 200));
+        release();
+        const [t, stolen] = await Promise.all([topup, chat]);
+        assert.equal(t.status, 200, t.text);
+        assert.equal(stolen.status, 402, stolen.text);
+        assert.equal(stolen.body.error, 'PAYMENT_REJECTED');
+        assert.equal(stolen.body.reason, 'topup_payment');
+        assert.equal(h.fake.received.length, calls, 'the joined chat reached the provider');
+      } finally {
+        topupService.beforeBroadcast = undefined;
+        release();
+      }
+      assert.equal(await h.balance(payer.address), Number(USD));
+      assert.deepEqual(await creditsOf(payer), [Number(USD)]);
+      await h.gw.assertLedger();
+    });
+
+    test('a chat payment sent twice at once runs both requests and credits once (the second joins the first, a replay within its window)', async () => {
+      const payer = await h.payer(1n);
+      const header = await pay(payer);
+      const [a, b] = await Promise.all([h.chat(BODY, { 'payment-signature': header }), h.chat(BODY, { 'payment-signature': header })]);
+      assert.equal(a.status, 200, a.text);
+      assert.equal(b.status, 200, b.text);
+      assert.deepEqual(await creditsOf(payer), [CENT]);
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), USD - BigInt(CENT));
       await h.gw.assertLedger();
     });
 

@@ -67,13 +67,13 @@ for (const engine of ENGINES) {
       assert.equal((await keysOf(victim.address)).length, 0);
       // (The victim's own key signature wrapped the same way is refused as well: the ERC-6492 validator
       // checks the wrapped bytes, not the key signature inside. A key signs unwrapped.)
-      const own = await createKey(await siweProof(victim, { chainId }));
+      const own = await createKey(await siweProof(victim, { chainId, action: 'create-key' }));
       assert.equal(own.status, 201, own.text);
     });
 
     test('a used proof replayed as upper-case hex, high-s or with v 0/1 is refused: the nonce is spent, whatever the encoding', async () => {
       const account = newAccount();
-      const proof = await siweProof(account, { chainId });
+      const proof = await siweProof(account, { chainId, action: 'create-key' });
       assert.equal((await createKey(proof)).status, 201);
       const { r, s, yParity } = parseSignature(proof.signature as Hex);
       const variants = [

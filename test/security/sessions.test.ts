@@ -3,11 +3,11 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { newAccount, siweProof } from '../support/siwe.ts';
+import { createKeyProof, newAccount, signInProof } from '../support/siwe.ts';
 
 /**
- * Dashboard sessions (issue 18): a token opened with one SIWE proof manages keys and reads the
- * wallet's data, and nothing else. Attackers: a key holder trying to manage keys with a (leaked)
+ * Dashboard sessions (issue 18): a token opened with one SIWE proof reads the wallet's data, lists,
+ * revokes and tightens keys, and nothing else (it never creates or loosens one: issue 23). Attackers: a key holder trying to manage keys with a (leaked)
  * API key; a session holder trying to spend with it or to read another wallet; anyone replaying an
  * expired, revoked or guessed token, or reading it from the logs.
  */
@@ -24,17 +24,18 @@ for (const engine of ENGINES) {
 
     const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
     async function openSession(account = newAccount()) {
-      const res = await call(h.gw.url, 'POST', '/v1/auth/session', await siweProof(account));
+      const res = await call(h.gw.url, 'POST', '/v1/auth/session', await signInProof(account, { sessionMinutes: 5 }));
       assert.equal(res.status, 201, res.text);
       return { account, token: res.body.token as string, body: res.body };
     }
 
-    test('one SIWE proof opens a session that manages keys and reads usage and top-ups', async () => {
+    test('one SIWE proof opens a session that lists and revokes keys and reads usage and top-ups', async () => {
       const { account, token, body } = await openSession();
       assert.match(token, /^ses-[A-Za-z0-9_-]{43}$/);
       assert.equal(body.wallet, account.address.toLowerCase());
       assert.equal(body.expires_in, 300);
-      const created = await call(h.gw.url, 'POST', '/v1/auth/keys', { label: 'from the dashboard' }, bearer(token));
+      // Creating a key needs its own proof (issue 23; test/http/session-scope.test.ts).
+      const created = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), label: 'from the dashboard' }, bearer(token));
       assert.equal(created.status, 201, created.text);
       const listed = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, bearer(token));
       assert.deepEqual(listed.body.data.map((k: { label: string }) => k.label), ['from the dashboard']);
@@ -47,7 +48,7 @@ for (const engine of ENGINES) {
 
     test('the proof that opened a session cannot open a second one', async () => {
       const account = newAccount();
-      const proof = await siweProof(account);
+      const proof = await signInProof(account, { sessionMinutes: 5 });
       assert.equal((await call(h.gw.url, 'POST', '/v1/auth/session', proof)).status, 201);
       const again = await call(h.gw.url, 'POST', '/v1/auth/session', proof);
       assert.equal(again.status, 401);

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { freePort } from '../../src/devchain/ports.ts';
-import { newAccount, proofQuery, siweProof } from '../support/siwe.ts';
+import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 
 const MIN = 60_000;
 
@@ -25,7 +25,7 @@ for (const engine of ENGINES) {
     }
 
     test('a valid proof creates a key', async () => {
-      const res = await createKey(await siweProof(newAccount()));
+      const res = await createKey(await createKeyProof(newAccount()));
       assert.equal(res.status, 201, res.text);
     });
 
@@ -50,7 +50,7 @@ for (const engine of ENGINES) {
     });
 
     test('issuedAt slightly ahead (within the 60 s skew) is accepted', async () => {
-      const res = await createKey(await siweProof(newAccount(), { issuedAt: new Date(Date.now() + 30_000) }));
+      const res = await createKey(await createKeyProof(newAccount(), { issuedAt: new Date(Date.now() + 30_000) }));
       assert.equal(res.status, 201, res.text);
     });
 
@@ -98,26 +98,25 @@ for (const engine of ENGINES) {
       assert.match(res.body.message, /missing SIWE message/);
     });
 
-    test('replayed nonce is refused, on the same and on a different endpoint', async () => {
+    test('replayed nonce is refused, on the same and on a different endpoint of its action', async () => {
       const account = newAccount();
-      const proof = await siweProof(account);
+      const proof = await createKeyProof(account);
       assert.equal((await createKey(proof)).status, 201);
       await expect401(proof, /already used/);
-      const list = await call(gw.url, 'GET', `/v1/auth/keys?${proofQuery(proof)}`);
-      assert.equal(list.status, 401);
-      assert.match(list.body.message, /already used/);
 
-      // The other way round: a proof first used to list keys cannot then create one.
+      // A proof first used to list keys cannot then revoke one or read usage (same action, nonce spent).
       const second = await siweProof(account);
       assert.equal((await call(gw.url, 'GET', `/v1/auth/keys?${proofQuery(second)}`)).status, 200);
-      await expect401(second, /already used/);
+      const revoke = await call(gw.url, 'DELETE', '/v1/auth/keys/1', second);
+      assert.equal(revoke.status, 401);
+      assert.match(revoke.body.message, /already used/);
       const usage = await call(gw.url, 'GET', `/v1/usage/${account.address}?${proofQuery(second)}`);
       assert.equal(usage.status, 401);
     });
 
     test('a refused proof does not use up its nonce', async () => {
       const account = newAccount();
-      const proof = await siweProof(account);
+      const proof = await createKeyProof(account);
       const refused = await call(gw.url, 'POST', '/v1/auth/keys', { ...proof, ref_code: 'ref-aaaaaaaaaa', redeem_code: 'rc-aaaaaaaaaaaaaaaaaaaaaa' });
       assert.equal(refused.status, 400);
       assert.equal((await createKey(proof)).status, 201);
@@ -135,7 +134,7 @@ describe('SIWE with a contract-wallet check and the RPC down', () => {
   after(() => gw.stop());
 
   test('a signature that is not the EOA\'s needs the RPC, and its outage is 503', async () => {
-    const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount(), { signer: newAccount() }));
+    const res = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount(), { signer: newAccount() }));
     assert.equal(res.status, 503, res.text);
     assert.equal(res.body.error, 'SERVICE_UNAVAILABLE');
     assert.match(res.body.message, /RPC could not be reached/);
@@ -143,13 +142,13 @@ describe('SIWE with a contract-wallet check and the RPC down', () => {
 
   test('a signature that is not the EOA\'s, with another chain id than the contract-wallet chain, is 401 without asking the RPC', async () => {
     assert.equal(gw.config.siwe.contractWalletChainId, 8453, 'the only SIWE chain with an RPC');
-    const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount(), { signer: newAccount(), chainId: 84532 }));
+    const res = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount(), { signer: newAccount(), chainId: 84532 }));
     assert.equal(res.status, 401, res.text);
     assert.match(res.body.message, /contract wallets sign in only on chain 8453: sign a new message with Chain ID: 8453/);
   });
 
   test('an EOA signature never touches the RPC', async () => {
-    const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(newAccount()));
+    const res = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount()));
     assert.equal(res.status, 201, res.text);
   });
 });

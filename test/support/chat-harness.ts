@@ -6,7 +6,7 @@ import { adjustBalance } from '../../src/ledger/credits.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { startFakeOpenAI, type FakeBehaviour, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
 import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
-import { newAccount, siweProof } from './siwe.ts';
+import { newAccount, createKeyProof } from './siwe.ts';
 
 /** The fake provider refuses prompts over these windows, as real providers do. */
 export const contextLengthsOf = (models: { name: string; contextLength: number }[]) => Object.fromEntries(models.map((m) => [m.name, m.contextLength]));
@@ -63,7 +63,7 @@ export async function startChatHarness(
       if (usdc > 0) {
         await adjustBalance(gw.services.storage.db, { wallet: account.address, amountUsdc: usdc, note: 'test funding' });
       }
-      const res = await call(gw.url, 'POST', '/v1/auth/keys', await siweProof(account));
+      const res = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       if (res.status !== 201) throw new Error(`key creation failed: ${res.text}`);
       return { account, key: res.body.key, keyId: res.body.id };
     },

@@ -39,7 +39,11 @@ export async function startTollgateProcess(args: string[], config: Record<string
   let output = '';
   child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
   child.stderr!.on('data', (b: Buffer) => (output += b.toString()));
-  const m = await waitForOutput(child, /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*listening/, `tollgate ${args[0]}`, 30_000);
+  const m = await waitForOutput(child, /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*listening/, `tollgate ${args[0]}`, 30_000).catch((err: unknown) => {
+    // A process that exits at start-up (a test of a refused start) leaves no folder behind either.
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  });
   return {
     url: m[1]!,
     child,

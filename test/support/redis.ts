@@ -11,14 +11,17 @@ export interface RedisServer {
   startAgain(): Promise<void>;
 }
 
-/** A throw-away Redis on 127.0.0.1 and a free port, with no persistence. */
-export async function startRedis(): Promise<RedisServer> {
+/**
+ * A throw-away Redis on 127.0.0.1 and a free port, with no persistence. `down`: the port is chosen
+ * but nothing listens on it until `startAgain` (a gateway that starts before its Redis).
+ */
+export async function startRedis(opts: { down?: boolean } = {}): Promise<RedisServer> {
   const port = await freePort();
-  let child = await launch(port);
+  let child: ChildProcess | null = opts.down ? null : await launch(port);
   return {
     url: `redis://127.0.0.1:${port}`,
-    stop: () => stopChild(child, 'SIGTERM'),
-    kill: () => stopChild(child, 'SIGKILL'),
+    stop: async () => void (child && (await stopChild(child, 'SIGTERM'))),
+    kill: async () => void (child && (await stopChild(child, 'SIGKILL'))),
     async startAgain() {
       child = await launch(port);
     },

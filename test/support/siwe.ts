@@ -2,6 +2,7 @@ import { createSiweMessage, generateSiweNonce } from 'viem/siwe';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Address, Hex } from 'viem';
 import { TEST_DOMAIN, TEST_ORIGIN } from './gateway.ts';
+import { ACTIONS, type SiweAction } from '../../src/siwe/actions.ts';
 
 export function newAccount(): PrivateKeyAccount {
   return privateKeyToAccount(generatePrivateKey());
@@ -16,6 +17,10 @@ export interface ProofOptions {
   notBefore?: Date;
   nonce?: string;
   statement?: string;
+  /** Sign the statement of this action (src/siwe/actions.ts); without it, nor `statement`, the legacy "Manage my Tollgate API keys" (list, revoke, tighten, read). */
+  action?: SiweAction;
+  /** The gateway's dashboard.sessionMinutes, named by the sign-in statement (default 30). */
+  sessionMinutes?: number;
   /** Sign with this account instead of the one named in the message (a contract wallet's owner). */
   signer?: PrivateKeyAccount;
   /** Post-processes the signature (e.g. wraps it in ERC-6492 for an undeployed wallet). */
@@ -27,7 +32,7 @@ export async function siweProof(account: PrivateKeyAccount | { address: Address 
   const message = createSiweMessage({
     domain: o.domain ?? TEST_DOMAIN,
     address: account.address,
-    statement: o.statement ?? 'Manage my Tollgate API keys',
+    statement: o.statement ?? (o.action ? ACTIONS[o.action].statement(o.sessionMinutes ?? 30) : 'Manage my Tollgate API keys'),
     uri: o.uri ?? TEST_ORIGIN,
     version: '1',
     chainId: o.chainId ?? 8453,
@@ -44,3 +49,9 @@ export async function siweProof(account: PrivateKeyAccount | { address: Address 
 export function proofQuery(p: { message: string; signature: string }): string {
   return `message=${encodeURIComponent(p.message)}&signature=${encodeURIComponent(p.signature)}`;
 }
+
+/** A proof signed for creating an API key (the only proof POST /v1/auth/keys accepts). */
+export const createKeyProof = (account: PrivateKeyAccount | { address: Address }, o: ProofOptions = {}) => siweProof(account, { ...o, action: 'create-key' });
+
+/** A proof signed for opening a dashboard session (the only proof POST /v1/auth/session accepts). */
+export const signInProof = (account: PrivateKeyAccount | { address: Address }, o: ProofOptions = {}) => siweProof(account, { ...o, action: 'sign-in' });

@@ -1,5 +1,5 @@
 import type { Page } from 'playwright-core';
-import { createWalletClient, http, type Hex, type PrivateKeyAccount } from 'viem';
+import { createWalletClient, hexToString, http, type Hex, type PrivateKeyAccount } from 'viem';
 import type { Anvil } from '../../src/devchain/anvil.ts';
 import type { DevChain } from '../../src/devchain/deploy.ts';
 
@@ -17,13 +17,15 @@ export interface TestWallet {
   rejectNext: Set<string>;
   /** Every method the page asked for, in order. */
   asked: string[];
+  /** The text of every personal_sign message the wallet showed (and signed), in order. */
+  signedTexts: string[];
 }
 
 const ICON = 'data:image/svg+xml,%3Csvg xmlns=%22http://www.w3.org/2000/svg%22 viewBox=%220 0 24 24%22%3E%3Ccircle cx=%2212%22 cy=%2212%22 r=%2210%22 fill=%22%23059669%22/%3E%3C/svg%3E';
 
 export async function injectTestWallet(page: Page, opts: { account: PrivateKeyAccount; anvil: Anvil; chain: DevChain; startChainId?: number; name?: string }): Promise<TestWallet> {
   const { account, anvil, chain } = opts;
-  const wallet: TestWallet = { address: account.address, chainId: opts.startChainId ?? anvil.chainId, rejectNext: new Set(), asked: [] };
+  const wallet: TestWallet = { address: account.address, chainId: opts.startChainId ?? anvil.chainId, rejectNext: new Set(), asked: [], signedTexts: [] };
   const client = createWalletClient({ account, chain: chain.chain, transport: http(anvil.rpcUrl) });
   const known = new Set([anvil.chainId, 1, 8453]);
 
@@ -52,6 +54,7 @@ export async function injectTestWallet(page: Page, opts: { account: PrivateKeyAc
         return null;
       }
       case 'personal_sign':
+        wallet.signedTexts.push(hexToString(params[0] as Hex));
         return account.signMessage({ message: { raw: params[0] as Hex } });
       case 'eth_signTypedData_v4': {
         const typed = JSON.parse(params[1]);

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
-import { proofQuery, siweProof } from '../support/siwe.ts';
+import { proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { signEip3009, v1Header } from '../support/x402-payloads.ts';
 import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
@@ -87,7 +87,7 @@ for (const engine of ENGINES) {
       assert.match(t.created_at, /^\d{4}-\d\d-\d\dT/);
 
       // With an API key of the wallet too; another wallet's proof or key is refused.
-      const key = await call(h.gw.url, 'POST', '/v1/auth/keys', await siweProof(payer));
+      const key = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(payer));
       const byKey = await call(h.gw.url, 'GET', `/v1/topups/${payer.address}`, undefined, { authorization: `Bearer ${key.body.key}` });
       assert.equal(byKey.status, 200);
       assert.deepEqual(byKey.body.topups, mine.body.topups);

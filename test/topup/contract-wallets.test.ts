@@ -20,7 +20,8 @@ describe('contract wallets', () => {
   let offer: PaymentRequirements;
   let owner: FundedAccount;
   const salt = () => `0x${randomBytes(32).toString('hex')}` as Hex;
-  const siwe = (wallet: Address, wrap?: (s: Hex) => Hex) => siweProof({ address: wallet }, { signer: owner, chainId: h.anvil.chainId, wrapSignature: wrap });
+  // Every proof here creates a key, so each is signed for that action.
+  const siwe = (wallet: Address, wrap?: (s: Hex) => Hex) => siweProof({ address: wallet }, { signer: owner, chainId: h.anvil.chainId, wrapSignature: wrap, action: 'create-key' });
   before(async () => {
     h = await startTopupHarness('sqlite', { config: { siwe: { chainIds: [84532] } } });
     offer = (await h.post({ amount: 5 })).body.accepts[0];

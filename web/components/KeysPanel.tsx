@@ -1,6 +1,8 @@
 import { useState } from 'preact/hooks';
-import { expectOk, type KeyRow, type Usage } from '../api.ts';
+import { expectOk, type KeyRow, type SiweAction, type Usage } from '../api.ts';
 import { shortDate, usd } from '../format.ts';
+import type { SiweProof } from '../proof.ts';
+import { problemText } from '../wallet.ts';
 import { CopyButton, Snippets } from './Snippets.tsx';
 
 interface Props {
@@ -9,12 +11,18 @@ interface Props {
   usage: Usage | null;
   baseUrl: string;
   models: string[];
+  /** Asks the wallet for a proof of one action (creating a key: the session cannot). */
+  signFor: (action: SiweAction) => Promise<SiweProof>;
   onChange: () => void;
   onFailure: (err: unknown) => void;
 }
 
-/** Create (secret shown once, with snippets), list with per-key usage, revoke after a confirmation. */
-export function KeysPanel({ session, keys, usage, baseUrl, models, onChange, onFailure }: Props) {
+/**
+ * Create (secret shown once, with snippets), list with per-key usage, revoke after a confirmation.
+ * Creating asks the wallet for a signature of its own: a key can spend the balance, so the session
+ * may not make one (issue 23), and a stolen tab cannot either.
+ */
+export function KeysPanel({ session, keys, usage, baseUrl, models, signFor, onChange, onFailure }: Props) {
   const [label, setLabel] = useState('');
   const [codeKind, setCodeKind] = useState<'none' | 'redeem_code' | 'ref_code'>('none');
   const [code, setCode] = useState('');
@@ -24,14 +32,15 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, onChange, onF
   const [busy, setBusy] = useState(false);
   const perKey = new Map((usage?.keys ?? []).map((k) => [k.api_key_id, k]));
 
-  const act = async (work: () => Promise<void>) => {
+  // `withSession`: the call rode on the session, so a 401 means it ended; a proof's 401 does not.
+  const act = async (work: () => Promise<void>, withSession = true) => {
     setBusy(true);
     setError(null);
     try {
       await work();
     } catch (err) {
-      setError((err as Error).message);
-      onFailure(err);
+      setError(problemText(err));
+      if (withSession) onFailure(err);
     } finally {
       setBusy(false);
     }
@@ -39,14 +48,14 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, onChange, onF
   const create = (e: Event) => {
     e.preventDefault();
     void act(async () => {
-      const body: Record<string, string> = { label: label.trim() };
+      const body: Record<string, string> = { label: label.trim(), ...(await signFor('create-key')) };
       if (codeKind !== 'none' && code.trim()) body[codeKind] = code.trim();
-      const res = await expectOk<{ key: string; label: string; redeemed_credit_usdc?: number }>('POST', '/v1/auth/keys', { body, session });
+      const res = await expectOk<{ key: string; label: string; redeemed_credit_usdc?: number }>('POST', '/v1/auth/keys', { body });
       setCreated({ key: res.key, label: res.label, credit: res.redeemed_credit_usdc });
       setLabel('');
       setCode('');
       onChange();
-    });
+    }, false);
   };
   const revoke = (id: number) =>
     void act(async () => {
@@ -70,6 +79,7 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, onChange, onF
         {codeKind !== 'none' ? <label class="grow">{codeKind === 'redeem_code' ? 'Redeem code' : 'Referral code'} <input value={code} onInput={(e) => setCode((e.target as HTMLInputElement).value)} required /></label> : null}
         <button type="submit" class="primary" disabled={busy}>Create key</button>
       </form>
+      <p class="hint" data-testid="create-key-why">Creating a key asks your wallet for a second signature, because a key can spend your balance and your sign-in cannot.</p>
       {error ? <p class="error" role="alert">{error}</p> : null}
       {created ? (
         <div class="secret" role="region" aria-label="Your new API key">

@@ -5,8 +5,9 @@ import { listKeys, revokeKey, toIso } from '../../keys/api-keys.ts';
 import { REDEEM_CODE_PATTERN, REF_CODE_PATTERN } from '../../keys/codes.ts';
 import { createApiKey } from '../../keys/create-key.ts';
 import type { Services } from '../../services.ts';
-import { badRequest, notFound } from '../errors.ts';
-import { siweProofFields, type SiweProofInput } from '../siwe-proof.ts';
+import { ApiError, badRequest, notFound } from '../errors.ts';
+import { siweProofFields, type SiweGrant, type SiweProofInput } from '../siwe-proof.ts';
+import { signFor, type Operation } from '../../siwe/actions.ts';
 import { requireKeyManager } from '../wallet-auth.ts';
 import { parseInput } from '../validate.ts';
 import { LIMIT_FIELDS, NO_LIMITS, applyLimitChanges, parseLimitInput, updateKeyLimits, type LimitInput } from '../../keys/key-limits.ts';
@@ -22,7 +23,7 @@ const createBody = z.object({
   ref_code: z.string().regex(REF_CODE_PATTERN, 'is not a referral code (form ref-xxxxxxxxxx)').optional(),
   redeem_code: z.string().regex(REDEEM_CODE_PATTERN, 'is not a redeem code (form rc-…)').optional(),
   ...limitFields,
-});
+}).strict(); // As PATCH: a misspelt limit field (spend_limit_usd, expires) must not create an unlimited key.
 
 const proofOnly = z.object(siweProofFields);
 
@@ -39,7 +40,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     const limits = checkedLimits(services, body);
     const created = applyLimitChanges(NO_LIMITS, limits);
     if (!created.ok) throw badRequest(created.reason);
-    const wallet = await authorizeKeyManagement(services, request, reply, body);
+    const { wallet } = await authorizeKeyManagement(services, request, reply, body, 'create-key');
     const outcome = await createApiKey(services.storage.db, services.storage.engine, services.keySecret, services.config.keys.maxActivePerWallet, {
       wallet,
       label: body.label ?? '',
@@ -62,7 +63,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
 
   app.get('/v1/auth/keys', async (request, reply) => {
     const query = parseInput(proofOnly, request.query, 'query string');
-    const wallet = await authorizeKeyManagement(services, request, reply, query);
+    const { wallet } = await authorizeKeyManagement(services, request, reply, query, 'list-keys');
     const rows = await listKeys(services.storage.db, wallet);
     const spend = await currentSpend(services.storage.db, rows);
     return { data: rows.map((r) => keyView(r, spend.get(r.id)!)) };
@@ -74,10 +75,14 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     // Decided before the proof is checked, so a request that cannot succeed does not use up its nonce.
     const changes = checkedLimits(services, body);
     if (!Object.keys(changes).length) throw badRequest(`send at least one of ${LIMIT_FIELDS.join(', ')} (null removes one)`);
-    const wallet = await authorizeKeyManagement(services, request, reply, body);
-    const outcome = await updateKeyLimits(services.storage.db, id, wallet, changes);
+    // Any credential that may change a key may tighten it; loosening is decided against the key's
+    // current limits inside the write (src/keys/limit-direction.ts), so a stale read cannot loosen.
+    const { wallet, permits } = await authorizeKeyManagement(services, request, reply, body, 'tighten-key');
+    const outcome = await updateKeyLimits(services.storage.db, id, wallet, changes, permits.includes('loosen-key'));
     if (!outcome.ok) {
       if (outcome.reason === 'invalid') throw badRequest(outcome.message);
+      if (outcome.reason === 'loosens') throw loosenRefused(services, outcome.fields);
+      if (outcome.reason === 'contended') throw new ApiError(409, 'CONFLICT', `API key ${id}'s limits changed while this change was decided; nothing was changed, send it again`);
       // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
       throw outcome.reason === 'not_found' ? notFound(`no API key ${id} belongs to this wallet`) : badRequest(`API key ${id} is revoked; create a new key instead`);
     }
@@ -90,7 +95,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     const id = parseKeyId(request.params.key_id);
     // With a dashboard session the DELETE needs no body.
     const body = parseInput(proofOnly, request.body ?? {});
-    const wallet = await authorizeKeyManagement(services, request, reply, body);
+    const { wallet } = await authorizeKeyManagement(services, request, reply, body, 'revoke-key');
     const outcome = await revokeKey(services.storage.db, wallet, id);
     // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
     if (outcome === 'not_found') throw notFound(`no API key ${id} belongs to this wallet`);
@@ -102,14 +107,21 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
 /**
  * The proof (or dashboard session) of a key-management call, between its two rate limits: per
  * client IP before the signature is checked (so junk proofs cost little), per wallet after.
- * Returns the wallet.
+ * Returns the wallet and what its credential permits (src/siwe/actions.ts).
  */
-async function authorizeKeyManagement(services: Services, request: FastifyRequest, reply: FastifyReply, proof: SiweProofInput): Promise<string> {
+async function authorizeKeyManagement(services: Services, request: FastifyRequest, reply: FastifyReply, proof: SiweProofInput, operation: Operation): Promise<SiweGrant> {
   await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
-  const wallet = await requireKeyManager(services, request, proof);
-  await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
-  return wallet;
+  const grant = await requireKeyManager(services, request, proof, operation);
+  await enforceRateLimit(services, reply, `keys:${grant.wallet}`, services.rateWindows.keys);
+  return grant;
 }
+
+/** 403 for a change that loosens a key, sent with a session or a proof not signed for loosening. */
+function loosenRefused(services: Services, fields: string[]): ApiError {
+  return new ApiError(403, 'FORBIDDEN', `this change loosens ${fields.join(', ')}; the key is unchanged. ${capitalised(signFor('loosen-key', services.config.dashboard.sessionMinutes))}`);
+}
+
+const capitalised = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
 
 function checkedLimits(services: Services, body: LimitInput) {
   const parsed = parseLimitInput(body, services.catalog, Date.now());

@@ -13,7 +13,8 @@ const proofBody = z.object(siweProofFields);
 
 /**
  * POST /v1/auth/session: one SIWE proof (single use, like every proof) opens a dashboard session,
- * a bearer token for key management, usage and top-up history, never for chat. No cookie, so a
+ * a bearer token for usage and top-up history and for listing, revoking and tightening keys; never
+ * for chat, creating a key or loosening one (src/siwe/actions.ts). No cookie, so a
  * cross-site page can never ride on it (no CSRF). DELETE ends the session the request carries.
  */
 export function sessionRoutes(app: FastifyInstance, services: Services): void {
@@ -22,7 +23,8 @@ export function sessionRoutes(app: FastifyInstance, services: Services): void {
   app.post('/v1/auth/session', async (request, reply) => {
     const body = parseInput(proofBody, request.body);
     await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
-    const wallet = await requireSiwe(services, request, body);
+    // Only a proof signed with the sign-in statement opens a session (src/siwe/actions.ts).
+    const { wallet } = await requireSiwe(services, request, body, 'open-session');
     await enforceRateLimit(services, reply, `keys:${wallet}`, services.rateWindows.keys);
     const session = await openSession(services.storage.db, services.keySecret, wallet, lifetimeMs, services.now());
     return reply.code(201).send({

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
+import { actionStatements } from '../../siwe/actions.ts';
 
 /**
  * What a SIWE proof must say to be accepted here. Clients (the wallet CLI, agents) read it instead of
@@ -17,6 +18,8 @@ export function siweInfoRoutes(app: FastifyInstance, services: Services): void {
     contract_wallet_chain_id: siwe.contractWalletChainId,
     version: '1',
     max_age_seconds: siwe.windowSeconds,
+    // The statement a proof must carry, by action: a proof counts only for its own action.
+    statements: actionStatements(services.config.dashboard.sessionMinutes),
   };
   app.get('/v1/auth/siwe', async () => info);
 }

@@ -17,8 +17,9 @@ export type SettleFailure = 'outage' | 'crash' | null;
 
 export interface DurableSettler {
   /**
-   * Bills a produced answer: settles it now, retrying a database outage within RETRY_DELAYS_MS,
-   * and spools it if the database still does not answer (outcome `deferred`). `lateIfReleased`:
+   * Bills a produced answer: settles it now, retrying a database outage within RETRY_DELAYS_MS
+   * (spooling a delivered answer, `lateIfReleased`, before the retries), and answers `deferred`,
+   * spooled, if the database still does not answer. `lateIfReleased`:
    * charge it even if its reservation was released meanwhile (content already delivered).
    */
   settle(record: SettleRecord, opts: { lateIfReleased: boolean }): Promise<SettleOutcome>;
@@ -43,27 +44,38 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
     if (deps.failure()) throw Object.assign(new Error('test fail point: the database does not answer'), { code: 'ECONNREFUSED' });
   };
 
+  /** Settles this process is still retrying: their spool lines are theirs until they finish. */
+  const retrying = new Set<string>();
+
   const settle = async (record: SettleRecord, opts: { lateIfReleased: boolean }): Promise<SettleOutcome> => {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        injectFailure();
-        const outcome = opts.lateIfReleased
-          ? outcomeOf(await applySettle(storage, record))
-          : await finishReservation(storage, record.requestId, record.chargeUsdc, record.usage);
-        // An attempt that failed as an outage may have committed anyway (PostgreSQL's connection
-        // dropped after the COMMIT): this retry then finds the request billed, by that attempt.
-        // The wallet paid, so report the charge; "not applied" would withhold a paid answer.
-        if (!outcome.applied && attempt > 0) return (await billedEarlier(storage, record)) ?? outcome;
-        return outcome;
-      } catch (err) {
-        if (!isDatabaseOutage(err) || attempt >= RETRY_DELAYS_MS.length) {
+    let spooled = false;
+    try {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          injectFailure();
+          const outcome = opts.lateIfReleased
+            ? outcomeOf(await applySettle(storage, record))
+            : await finishReservation(storage, record.requestId, record.chargeUsdc, record.usage);
+          // An attempt that failed as an outage may have committed anyway (PostgreSQL's connection
+          // dropped after the COMMIT): this retry then finds the request billed, by that attempt.
+          // The wallet paid, so report the charge; "not applied" would withhold a paid answer.
+          if (!outcome.applied && attempt > 0) return (await billedEarlier(storage, record)) ?? outcome;
+          return outcome;
+        } catch (err) {
           if (!isDatabaseOutage(err)) throw err;
-          break;
+          // Only a delivered answer (a stream's content is out) is spooled before the retries: see
+          // spoolBeforeRetrying for why a withheld one must not be.
+          if (!spooled && opts.lateIfReleased) spooled = spoolBeforeRetrying(record);
+          if (attempt >= RETRY_DELAYS_MS.length) break;
+          await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[attempt]));
         }
-        await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[attempt]));
       }
+    } finally {
+      retrying.delete(record.requestId);
     }
-    spool.append(record);
+    // Not on disk yet (a non-streaming answer, or the early append failed): the last chance, which
+    // throws if it fails too (the caller must not pretend the answer is billed).
+    if (!spooled) spool.append(record);
     logger.warn({ reqId: record.requestId, chargeUsdc: record.chargeUsdc }, 'the database did not answer; the settle is spooled and will be applied when it does');
     if (deps.failure() === 'crash') {
       logger.warn({ reqId: record.requestId }, 'test fail point reached: settle spooled, stopping here');
@@ -72,12 +84,40 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
     return { applied: true, chargedUsdc: record.chargeUsdc, shortfallUsdc: 0, balanceUsdc: null, deferred: true };
   };
 
+  /**
+   * Writes a delivered answer's settle to the spool at its first outage, before the retries: a
+   * process that dies while retrying (a kill -9, an OOM) leaves it on disk for the next start-up to
+   * apply, where it would otherwise be lost and the sweeper would void the reservation of content
+   * already delivered. If a retry then succeeds the line stays, and the next replay finds the
+   * request billed and forgets it (applying is idempotent by request id). Only the outage path pays
+   * this fsync; a healthy settle never does.
+   *
+   * A non-streaming answer is not: it is handed out only once this settle returns, so a process
+   * that dies while retrying delivered nothing and charges nothing (as any request in flight at a
+   * kill). And a retry that finds its reservation released withholds the answer, charging nothing;
+   * a line spooled before would late-charge it at the next replay.
+   */
+  const spoolBeforeRetrying = (record: SettleRecord): boolean => {
+    try {
+      spool.append(record);
+      retrying.add(record.requestId);
+      logger.warn({ reqId: record.requestId }, 'the database did not answer the settle; spooled, retrying');
+      return true;
+    } catch (err) {
+      logger.error({ err, reqId: record.requestId }, 'spooling a settle failed; retrying the database, and spooling again after the retries');
+      return false;
+    }
+  };
+
   const replayOnce = async () => {
     if (deps.failure()) return;
     const { records, forget } = spool.read();
     if (!records.length) return;
     const applied = new Set<string>();
     for (const record of records) {
+      // Its own settle is still retrying: leave the line to it (and to the next round), so the
+      // charge is applied and counted once, by whichever finishes it.
+      if (retrying.has(record.requestId)) continue;
       let result: ApplyOutcome;
       try {
         result = await applySettle(storage, record);

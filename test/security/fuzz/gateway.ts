@@ -4,7 +4,7 @@ import { startFakeOpenAI, type FakeOpenAI } from '../../../src/devchain/fake-ope
 import { adjustBalance } from '../../../src/ledger/credits.ts';
 import type { Engine } from '../../../src/storage/database.ts';
 import { contextLengthsOf, MODELS } from '../../support/chat-harness.ts';
-import { newAccount, siweProof } from '../../support/siwe.ts';
+import { createKeyProof, newAccount, siweProof } from '../../support/siwe.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
 import { signEip3009, signPermit2 } from '../../support/x402-payloads.ts';
 import type { SiweProofPair } from './proofs.ts';
@@ -55,8 +55,8 @@ export async function startFuzzGateway(engine: Engine): Promise<FuzzGateway> {
   const owner = newAccount();
   const wallet = owner.address.toLowerCase();
   await adjustBalance(h.gw.services.storage.db, { wallet, amountUsdc: FUNDED_USDC, note: 'fuzz funding' });
-  const { key } = await post('/v1/auth/keys', await siweProof(owner));
-  const revoked = await post('/v1/auth/keys', await siweProof(owner));
+  const { key } = await post('/v1/auth/keys', await createKeyProof(owner));
+  const revoked = await post('/v1/auth/keys', await createKeyProof(owner));
   const del = await app.inject({ method: 'DELETE', url: `/v1/auth/keys/${revoked.id}`, payload: await siweProof(owner) });
   if (del.statusCode !== 200) throw new Error(`revoke: ${del.body}`);
 

@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { unavailableDependency } from '../../src/http/errors.ts';
+import { DependencyUnavailable } from '../../src/outage.ts';
+import { redisLimiter, type RedisLimiter } from '../../src/ratelimit/redis.ts';
+import { isDatabaseOutage } from '../../src/storage/outage.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+
+/** A refused socket: the same code whichever server refused it. */
+const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED', syscall: 'connect' });
+
+describe('a 503 names the dependency that is really down', () => {
+  test('a refused socket tagged by the Redis client is Redis, never the database', () => {
+    const err = new DependencyUnavailable('redis', { cause: refused() });
+    assert.equal(unavailableDependency(err), 'redis');
+    assert.equal(isDatabaseOutage(err), false);
+  });
+
+  test('an RPC transport error is the chain RPC, never the database, though its cause is ECONNREFUSED', () => {
+    const err = Object.assign(new Error('HTTP request failed.'), { name: 'HttpRequestError', cause: new TypeError('fetch failed', { cause: refused() }) });
+    assert.equal(unavailableDependency(err), 'rpc');
+  });
+
+  test('an untagged refused socket (what pg raises) is still the database', () => {
+    assert.equal(unavailableDependency(refused()), 'database');
+    assert.equal(isDatabaseOutage(refused()), true);
+  });
+});
+
+describe('the Redis limiter, created before its Redis exists', () => {
+  let redis: RedisServer;
+  let limiter: RedisLimiter;
+  const rejections: unknown[] = [];
+  const onRejection = (reason: unknown) => rejections.push(reason);
+  process.on('unhandledRejection', onRejection);
+  after(async () => {
+    process.off('unhandledRejection', onRejection);
+    await limiter?.close();
+    await redis?.stop();
+  });
+
+  test('every call while Redis is down throws DependencyUnavailable("redis"); it answers once Redis starts; no unhandled rejection', async () => {
+    redis = await startRedis({ down: true });
+    limiter = redisLimiter(redis.url);
+    const windows = [{ limit: 10, windowMs: 60_000 }];
+    // Over several reconnect attempts, not only the first connection.
+    for (let i = 0; i < 5; i++) {
+      const err = await limiter.hit('k', windows).then(
+        () => assert.fail('a hit succeeded without Redis'),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof DependencyUnavailable, `call ${i}: ${String(err)}`);
+      assert.equal(unavailableDependency(err), 'redis');
+      await new Promise((r) => setTimeout(r, 300));
+    }
+
+    await redis.startAgain();
+    const started = Date.now();
+    for (;;) {
+      const decision = await limiter.hit('k', windows).catch(() => null);
+      if (decision) {
+        assert.equal(decision.allowed, true);
+        break;
+      }
+      assert.ok(Date.now() - started < 10_000, 'the limiter did not recover within 10 s of Redis starting');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await limiter.ping();
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(rejections, []);
+  });
+});
