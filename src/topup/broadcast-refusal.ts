@@ -14,7 +14,7 @@ const REFUSALS: Array<[RegExp, string]> = [
   [/nonce too low|nonce provided for the transaction is lower|NonceTooLowError/i, 'nonce too low'],
   [/nonce too high|nonce provided for the transaction is higher|NonceTooHighError|NonceMaxValueError/i, 'nonce too high'],
   [/replacement transaction underpriced|ReplacementUnderpriced/i, 'replacement underpriced'],
-  [/already known|known transaction|AlreadyKnown/i, 'transaction already known'],
+  [/already known|\bknown transaction|AlreadyKnown/i, 'transaction already known'],
   [/insufficient funds|InsufficientFundsError/i, "the relayer's native balance does not cover the gas"],
   [/transaction underpriced|max fee per gas less than block base fee|FeeCapTooLowError|TipAboveFeeCapError/i, 'fee too low'],
 ];
