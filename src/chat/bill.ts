@@ -1,5 +1,6 @@
 import type { KeyRow } from '../keys/api-keys.ts';
-import { finishReservation, type SettleOutcome, type UsageRecord } from '../ledger/reservations.ts';
+import { finishReservation } from '../ledger/operations/finish.ts';
+import type { SettleOutcome, UsageRecord } from '../ledger/reservations.ts';
 import { priceRequest } from '../providers/pricing.ts';
 import type { Services } from '../services.ts';
 import type { ChatPlan } from './plan.ts';

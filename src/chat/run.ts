@@ -1,5 +1,5 @@
 import type { KeyRow } from '../keys/api-keys.ts';
-import { tryReserve, type ReserveOutcome } from '../ledger/reservations.ts';
+import { tryReserve, type ReserveOutcome } from '../ledger/operations/reserve.ts';
 import { ApiError } from '../refusal.ts';
 import type { Services } from '../services.ts';
 import { RequestBill, type BillOptions } from './bill.ts';
