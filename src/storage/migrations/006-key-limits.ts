@@ -45,7 +45,7 @@ export function keyLimits() {
  * request_usage rows (spent), each counted in the buckets (`total`, `day:YYYY-MM-DD`,
  * `month:YYYY-MM`, UTC) of its reservation time. Grouped by UTC day in SQL, rolled up here.
  */
-async function keySpendAtUpgrade(db: Kysely<any>): Promise<{ api_key_id: number; period: string; spent_usdc: number; locked_usdc: number }[]> {
+export async function keySpendAtUpgrade(db: Kysely<any>): Promise<{ api_key_id: number; period: string; spent_usdc: number; locked_usdc: number }[]> {
   const DAY = 86_400_000;
   const days = await db
     .selectFrom('reservations as r')
