@@ -1,14 +1,8 @@
 import type { Rows } from './statement.ts';
+import type { UsageRow } from './usage-row.ts';
 
-export interface DailyAddition {
-  wallet: string;
-  /** The UTC day number of the usage row (usageDay in ../days.ts). */
-  day: string;
-  apiKeyId: string;
-  promptTokens: string;
-  completionTokens: string;
-  charged: string;
-}
+/** The day's totals add up the usage row's own values, under its UTC day number (usageDay in ../days.ts). */
+export type DailyAddition = Pick<UsageRow, 'wallet' | 'apiKeyId' | 'promptTokens' | 'completionTokens' | 'charged'> & { day: string };
 
 const ACCUMULATE_DAILY = `ON CONFLICT (wallet, day, api_key_id) DO UPDATE SET
     request_count = usage_daily.request_count + 1,

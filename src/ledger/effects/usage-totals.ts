@@ -1,14 +1,8 @@
 import type { Rows } from './statement.ts';
+import type { UsageRow } from './usage-row.ts';
 
-export interface TotalsAddition {
-  apiKeyId: string;
-  promptTokens: string;
-  completionTokens: string;
-  reasoningTokens: string;
-  cachedTokens: string;
-  charged: string;
-  providerCost: string;
-}
+/** The totals add up the usage row's own values. */
+export type TotalsAddition = Pick<UsageRow, 'apiKeyId' | 'promptTokens' | 'completionTokens' | 'reasoningTokens' | 'cachedTokens' | 'charged' | 'providerCost'>;
 
 // A key's first finish inserts its totals row, every later one adds to it (in PostgreSQL under the
 // row lock ON CONFLICT takes, so none is lost).
