@@ -6,7 +6,7 @@ import { SPEND_PERIODS, type SpendPeriod } from '../ledger/spend-periods.ts';
 
 /**
  * What an owner can restrict a key to (issue 17): a spend limit per period, a list of models, an
- * expiry. NULL is "no restriction". The limit is enforced in the reservation (src/ledger/key-spend.ts),
+ * expiry. NULL is "no restriction". The limit is enforced in the reservation (src/ledger/key-limit.ts),
  * the model list and the expiry before it (src/http/key-checks.ts).
  */
 export interface KeyLimits {

@@ -1,13 +1,7 @@
-import type { Rows } from './statement.ts';
+import type { Operands, Rows } from './statement.ts';
 
-export interface ChargeEntry {
-  wallet: string;
-  /** Negative: the entry is what the balance lost. */
-  amount: string;
-  requestId: string;
-  note: string;
-  at: string;
-}
+/** `amount` is negative: the entry is what the balance lost. */
+export type ChargeEntry = Operands<'wallet' | 'amount' | 'requestId' | 'note' | 'at'>;
 
 /**
  * A request's charge in the append-only ledger, referenced by its request id (unique per request

@@ -1,5 +1,5 @@
 import { bucketsAt, pgBucketExpressions } from '../spend-periods.ts';
-import { param } from './statement.ts';
+import { param, type Operands } from './statement.ts';
 
 /**
  * A key's spend per period bucket (see ../spend-periods.ts), moved in the same unit as its
@@ -10,11 +10,7 @@ import { param } from './statement.ts';
  */
 
 /** A reservation's three buckets (`total`, its day, its month), as SQL values. */
-export interface Buckets {
-  total: string;
-  day: string;
-  month: string;
-}
+export type Buckets = Operands<'total' | 'day' | 'month'>;
 
 /** A write unit's buckets: bound parameters, valued by bucketValues. */
 export const BOUND_BUCKETS: Buckets = { total: param('totalBucket'), day: param('dayBucket'), month: param('monthBucket') };
@@ -31,10 +27,7 @@ export function bucketsOfColumn(reservedAt: string): Buckets {
   return { total: "'total'", day, month };
 }
 
-export interface Counting {
-  apiKeyId: string;
-  amount: string;
-}
+export type Counting = Operands<'apiKeyId' | 'amount'>;
 
 const ADD_LOCKED = 'ON CONFLICT (api_key_id, period) DO UPDATE SET locked_usdc = key_spend.locked_usdc + excluded.locked_usdc';
 
@@ -51,11 +44,7 @@ export function countReservation(v: Counting, b: Buckets, from?: string): string
   ${ADD_LOCKED}`;
 }
 
-export interface BucketFinish {
-  charged: string;
-  released: string;
-  apiKeyId: string;
-}
+export type BucketFinish = Operands<'charged' | 'released' | 'apiKeyId'>;
 
 /**
  * Finishes a reservation in its buckets: `charged` becomes spend, `released` leaves the locked

@@ -1,15 +1,8 @@
-import type { Rows } from './statement.ts';
+import type { Operands, Rows } from './statement.ts';
 
 /** A reservation's row: written pending by reserve, closed exactly once by a finish or the sweeper. */
 
-export interface NewReservation {
-  wallet: string;
-  apiKeyId: string;
-  requestId: string;
-  amount: string;
-  leaseExpiresAt: string;
-  at: string;
-}
+export type NewReservation = Operands<'wallet' | 'apiKeyId' | 'requestId' | 'amount' | 'leaseExpiresAt' | 'at'>;
 
 /** A new pending reservation. */
 export const insertReservation = (rows: Rows, v: NewReservation): string =>
@@ -17,12 +10,7 @@ export const insertReservation = (rows: Rows, v: NewReservation): string =>
   (wallet, api_key_id, request_id, amount_usdc, status, charged_usdc, lease_expires_at, created_at, finished_at)
   ${rows([v.wallet, v.apiKeyId, v.requestId, v.amount, "'pending'", 'NULL', v.leaseExpiresAt, v.at, 'NULL'])}`;
 
-export interface Closing {
-  status: string;
-  charged: string;
-  at: string;
-  requestId: string;
-}
+export type Closing = Operands<'status' | 'charged' | 'at' | 'requestId'>;
 
 /**
  * Closes a reservation with what it charged. `whileStatus` is the state it must still be in: in a

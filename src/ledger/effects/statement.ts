@@ -38,6 +38,9 @@ export function boundOperands<T extends object>(): T {
   return new Proxy({}, { get: (_, name) => param(String(name)) }) as T;
 }
 
+/** An effect's operands: SQL text for each (a bound parameter, a column of the locked row, a literal). */
+export type Operands<K extends string> = Record<K, string>;
+
 /** Where the row an INSERT writes comes from, given its values in column order. */
 export type Rows = (values: readonly string[]) => string;
 

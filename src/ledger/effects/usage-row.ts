@@ -1,23 +1,10 @@
 import type { UsageRecord } from '../reservations.ts';
-import type { Rows } from './statement.ts';
+import type { Operands, Rows } from './statement.ts';
 
-export interface UsageRow {
-  requestId: string;
-  apiKeyId: string;
-  wallet: string;
-  model: string;
-  provider: string;
-  promptTokens: string;
-  completionTokens: string;
-  reasoningTokens: string;
-  cachedTokens: string;
-  charged: string;
-  providerCost: string;
-  status: string;
-  latencyMs: string;
-  estimated: string;
-  at: string;
-}
+export type UsageRow = Operands<
+  | 'requestId' | 'apiKeyId' | 'wallet' | 'model' | 'provider' | 'promptTokens' | 'completionTokens' | 'reasoningTokens' | 'cachedTokens'
+  | 'charged' | 'providerCost' | 'status' | 'latencyMs' | 'estimated' | 'at'
+>;
 
 /**
  * The request's usage row: written once per request (request_id is unique), by its finish or its

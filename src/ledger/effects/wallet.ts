@@ -1,13 +1,11 @@
+import type { Operands } from './statement.ts';
+
 /**
  * The wallet row's money: `locked_usdc` (reserved by requests in flight) and `balance_usdc`. The
  * database CHECKs keep locked ≤ balance and neither negative, whatever a caller computed.
  */
 
-export interface Locking {
-  amount: string;
-  at: string;
-  wallet: string;
-}
+export type Locking = Operands<'amount' | 'at' | 'wallet'>;
 
 /**
  * Locks `amount` if the wallet's available balance covers it: one conditional UPDATE decides, so
@@ -18,12 +16,7 @@ export interface Locking {
 export const lockFunds = (v: Locking, andAlso = ''): string =>
   `UPDATE wallets SET locked_usdc = locked_usdc + ${v.amount}, updated_at = ${v.at} WHERE address = ${v.wallet} AND balance_usdc - locked_usdc >= ${v.amount}${andAlso}`;
 
-export interface Release {
-  released: string;
-  charged: string;
-  at: string;
-  wallet: string;
-}
+export type Release = Operands<'released' | 'charged' | 'at' | 'wallet'>;
 
 /**
  * Releases a reservation's lock and takes its charge: a settle passes both, a void or the sweeper

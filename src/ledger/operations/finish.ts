@@ -24,6 +24,8 @@ const payableSql = (asked: string) => `GREATEST(0, LEAST(${asked}::bigint, w.bal
 const READ_PENDING = `SELECT r.wallet, r.amount_usdc, r.api_key_id, r.created_at, w.balance_usdc, w.locked_usdc
   FROM reservations r JOIN wallets w ON w.address = r.wallet
   WHERE r.request_id = ? AND r.status = 'pending'`;
+// A finish's write-unit statements. The late charge and the sweeper write the same ones (exported
+// for them), so a column or an aggregate changed here changes in every finish.
 const CLOSE = unitStatement(closeReservation(boundOperands(), { whileStatus: 'pending' }));
 export const RELEASE_AND_CHARGE = unitStatement(`${releaseAndCharge(boundOperands())} RETURNING balance_usdc`);
 export const CHARGE_ENTRY = unitStatement(chargeEntry(VALUES, boundOperands()));
