@@ -10,9 +10,9 @@
 import { Writable } from 'node:stream';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
-import { parseConfig } from '../src/config/load.ts';
 import { startAnvil } from '../src/devchain/anvil.ts';
-import { deployDevChain, USDC_DOMAIN } from '../src/devchain/deploy.ts';
+import { deployDevChain } from '../src/devchain/deploy.ts';
+import { payingGatewayConfig } from './paying-gateway.ts';
 import { startFakeOpenAI } from '../src/devchain/fake-openai.ts';
 import { createLogger } from '../src/http/logger.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
@@ -38,21 +38,15 @@ export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerR
   try {
     const chain = await deployDevChain(anvil);
     const [payTo, relayer] = [await chain.newAccount(), await chain.newAccount()];
-    const config = parseConfig(
-      {
-        server: { host: '127.0.0.1', port: 0 },
-        database: { url: `sqlite:${join(dir, 'tollgate.db')}` },
-        metrics: { enabled: false },
-        logging: { level: 'warn' },
-        chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } },
+    const config = payingGatewayConfig({
+      anvil, chain, dir, payTo, relayer,
+      extra: {
         providers: { fake: { baseUrl: fake.url } },
         models: [{ provider: 'fake', name: 'bench-fast', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '2' }],
-        topup: { payTo: payTo.address, offers: [{ network: chain.network, asset: chain.usdc, transferMethod: 'eip3009', ...USDC_DOMAIN, decimals: 6 }] },
         payPerRequest: { enabled: true },
-        rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 }, public: { perMinute: 1_000_000 } },
+        rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 } },
       },
-      { TOLLGATE_RELAYER_KEY: relayer.privateKey },
-    );
+    });
     const gw = await startServer(config, { logger: createLogger('warn', new Writable({ write: (_c, _e, done) => done() })) });
     try {
       const url = `${gw.url}/v1/chat/completions`;

@@ -130,7 +130,11 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     renewer.unref();
 
     // Top-ups (x402, viem's chain code) are loaded only when offers are configured: start-up time, idle memory.
-    const topup = config.topup.offers.length === 0 ? null : (await import('./topup/service.ts')).createTopupService(config, { db: storage.db, chains, logger: opts.logger, now });
+    const topup = config.topup.offers.length === 0 ? null : (await import('./topup/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now });
+    if (topup?.relayer) {
+      const { watchRelayerGas } = await import('./topup/relayer-gas.ts');
+      watchRelayerGas(metrics.registry, topup.relayer, [...new Set(config.topup.offers.map((o) => o.network))], topup.clientFor, opts.logger);
+    }
 
     return {
       config,

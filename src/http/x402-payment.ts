@@ -2,6 +2,7 @@ import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import type { Services } from '../services.ts';
 import { ApiError } from './errors.ts';
+import { OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
 import { invalidPayment } from '../topup/decode.ts';
 import type { MatchedPayment } from '../topup/match.ts';
 import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../topup/offers.ts';
@@ -67,7 +68,17 @@ export async function settleMatched(services: Services, log: FastifyBaseLogger, 
   return outcome;
 }
 
-/** The facilitator or the chain did not answer: nothing was settled, and the same payment can be sent again. */
+/**
+ * The facilitator or the chain did not answer, or the relayer's transaction was refused (its nonce,
+ * fees or gas money): nothing was settled, and the same payment, sent again, settles. Never a
+ * rejection: the payer's signature is fine and signing a new payment would not help.
+ */
 export function facilitatorUnavailable(reason: string): ApiError {
-  return new ApiError(503, 'FACILITATOR_UNAVAILABLE', `${reason}; nothing was settled or credited. Try again in a minute with the same payment`);
+  return new ApiError(
+    503,
+    'FACILITATOR_UNAVAILABLE',
+    `${reason}; nothing was settled or credited. Send the same payment again in a few seconds (do not sign a new one)`,
+    {},
+    { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) },
+  );
 }

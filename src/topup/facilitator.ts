@@ -14,6 +14,11 @@ export interface Facilitator {
   /** `onBroadcast` is called with the settlement transaction hash as soon as it is sent, if known. */
   settle(payload: PaymentPayload, requirements: PaymentRequirements, onBroadcast?: (txHash: string) => Promise<void>): Promise<SettleResponse>;
   supported(): Promise<{ kinds: Array<{ x402Version: number; scheme: string; network: string }> }>;
+  /**
+   * Local only (it holds the relayer key): sends again, at a higher fee, a settlement the node holds
+   * unmined; the replacement's hash, or null when there was nothing to replace. See fee-bump.ts.
+   */
+  replaceStuck?(network: string, txHash: string): Promise<string | null>;
 }
 
 export class FacilitatorUnavailable extends Error {

@@ -14,6 +14,11 @@ export type ChainOutcome =
   | { state: 'open' }
   /** Our transaction was sent but has no receipt yet. */
   | { state: 'in-flight' }
+  /**
+   * Our transaction was sent, but the node no longer knows it (dropped from its mempool: evicted,
+   * a node restart) and the authorization is still unused: nothing will settle it unless it is sent again.
+   */
+  | { state: 'dropped' }
   /** Can never pay us: expired unused, cancelled, or used without a transfer to payTo. */
   | { state: 'void'; reason: string };
 
@@ -46,7 +51,7 @@ export async function inspectOnChain(client: PublicClient, p: PaymentFacts, opts
 
   const used = await nonceUsed(client, p);
   if (!used) {
-    if (pendingTx) return { state: 'in-flight' };
+    if (pendingTx) return (await nodeKnows(client, p.tx_hash as Hex)) ? { state: 'in-flight' } : { state: 'dropped' };
     // A small margin: a transaction mined right at the deadline is seen by the next pass.
     if (opts.nowSeconds > p.valid_before + 60) return { state: 'void', reason: 'authorization expired without being used' };
     return { state: 'open' };
@@ -54,6 +59,17 @@ export async function inspectOnChain(client: PublicClient, p: PaymentFacts, opts
   const found = p.transfer_method === 'eip3009' ? await eip3009Transaction(client, p) : await permit2Transaction(client, p, opts);
   if (found) return { state: 'settled', ...found };
   return { state: 'void', reason: 'authorization was used or cancelled without a transfer to payTo' };
+}
+
+/** False when the node has neither mined nor pooled the transaction. */
+async function nodeKnows(client: PublicClient, hash: Hex): Promise<boolean> {
+  try {
+    await client.getTransaction({ hash });
+    return true;
+  } catch (err) {
+    if ((err as { name?: string }).name === 'TransactionNotFoundError') return false;
+    throw err;
+  }
 }
 
 export const isReceiptMissing = (err: unknown) => (err as { name?: string }).name === 'TransactionReceiptNotFoundError';

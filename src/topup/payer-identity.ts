@@ -1,5 +1,6 @@
 import { isErc6492Signature, type Hex, type PublicClient } from 'viem';
 import { accountCode } from '../chain/account-code.ts';
+import { OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
 import { ApiError } from '../refusal.ts';
 import { paymentMismatch, type MatchedPayment } from './match.ts';
 
@@ -35,7 +36,13 @@ export async function admitPayer(m: MatchedPayment, contractWalletChainId: numbe
   try {
     check = await checkPayer(m, contractWalletChainId, client);
   } catch {
-    throw new ApiError(503, 'FACILITATOR_UNAVAILABLE', `the RPC for ${m.identity.network} did not answer; nothing was settled or credited. Try again in a minute with the same payment`);
+    throw new ApiError(
+      503,
+      'FACILITATOR_UNAVAILABLE',
+      `the RPC for ${m.identity.network} did not answer; nothing was settled or credited. Send the same payment again in a few seconds (do not sign a new one)`,
+      {},
+      { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) },
+    );
   }
   if (!check.ok) throw paymentMismatch(`${check.reason}; nothing was settled or credited`);
 }

@@ -152,6 +152,40 @@ export async function releaseUnsent(db: Kysely<Database>, row: PaymentRow, now =
   return Number(released.numUpdatedRows) === 1;
 }
 
+/**
+ * Releases a payment whose settlement was sent but dropped by the node before it was mined (the
+ * authorization is still unused on chain), so that a retry of the same payment sends it again.
+ * Only if nobody touched the row since it was read. The dropped hash is cleared: should that
+ * transaction come back and be mined after all, the chain's record of the authorization still
+ * credits the payment once (see inspectOnChain), and the retry's own transaction then reverts.
+ */
+export const RELEASED_DROPPED = 'the settlement was sent but dropped by the chain before it was mined; send the same payment again';
+
+export async function releaseDropped(db: Kysely<Database>, row: PaymentRow, now = Date.now()): Promise<boolean> {
+  const released = await db
+    .updateTable('payments')
+    .set({ status: 'failed', failure_reason: RELEASED_DROPPED, tx_hash: null, updated_at: now })
+    .where('id', '=', row.id)
+    .where('status', '=', 'submitted')
+    .where('tx_hash', '=', row.tx_hash)
+    .where('updated_at', '=', row.updated_at)
+    .executeTakeFirst();
+  return Number(released.numUpdatedRows) === 1;
+}
+
+/** Failed because the facilitator, the chain or the relayer's send failed: nothing was settled. */
+export const UNAVAILABLE_DURING_VERIFY = 'facilitator unavailable during verify';
+export const UNAVAILABLE_DURING_SETTLE = 'facilitator unavailable during settle';
+
+const LET_GO = new Set([RELEASED_UNSENT, RELEASED_DROPPED, UNAVAILABLE_DURING_VERIFY, UNAVAILABLE_DURING_SETTLE]);
+
+/**
+ * A payment the gateway let go of with nothing settled, for a reason of its own (never the
+ * payer's): the same payment, sent again, may claim it, and a request waiting on it must not pass
+ * the reason on as a rejection.
+ */
+export const isReleased = (row: PaymentRow) => row.failure_reason !== null && LET_GO.has(row.failure_reason);
+
 /** True when some other payment already owns `txHash`. */
 export async function isClaimedByOther(db: Kysely<Database>, id: string, network: string, txHash: string): Promise<boolean> {
   const row = await db

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { PublicClient } from 'viem';
 import type { Database } from '../storage/schema.ts';
 import { inspectOnChain, type ChainOutcome } from './onchain.ts';
-import { creditPayment, isClaimedByOther, markFailed, openPayments, releaseUnsent, type PaymentRow } from './payment-store.ts';
+import { creditPayment, isClaimedByOther, markFailed, markSubmitted, openPayments, releaseDropped, releaseUnsent, type PaymentRow } from './payment-store.ts';
 
 export interface ReconcileDeps {
   db: Kysely<Database>;
@@ -16,6 +16,11 @@ export interface ReconcileDeps {
    * sends later, markSubmitted puts the row back under watch.
    */
   releaseAfterMs: number;
+  /**
+   * Sends a settlement the node holds unmined again at a higher fee (the local facilitator's
+   * replaceStuck); absent with a remote facilitator, whose relayer is someone else's to manage.
+   */
+  replaceStuck?: (network: string, txHash: string) => Promise<string | null>;
 }
 
 export interface ReconcileReport {
@@ -68,7 +73,25 @@ export async function reconcilePayment(deps: Omit<ReconcileDeps, 'clientFor'> & 
     deps.logger.info({ payment: payment.id, reason: outcome.reason }, 'reconciler closed a payment that cannot settle');
     return 'failed';
   }
-  const abandoned = outcome.state === 'open' && payment.status === 'pending' && !payment.tx_hash && deps.now() - Number(payment.updated_at) >= deps.releaseAfterMs;
+  const stale = deps.now() - Number(payment.updated_at) >= deps.releaseAfterMs;
+  // Not before the settle wait: an RPC endpoint whose nodes lag may not show a just-sent transaction yet.
+  if (outcome.state === 'dropped' && stale && (await releaseDropped(deps.db, payment, deps.now()))) {
+    deps.logger.warn({ payment: payment.id, tx: payment.tx_hash }, 'the settlement transaction was dropped before it was mined; released, a retry of the same payment sends it again');
+    return 'released';
+  }
+  // Unmined a whole settle wait after it was sent (or last replaced): priced below the market.
+  if (outcome.state === 'in-flight' && stale && deps.replaceStuck && payment.tx_hash) {
+    const replacement = await deps.replaceStuck(payment.network, payment.tx_hash).catch((err: unknown) => {
+      // Mined or replaced meanwhile (the nonce is used), or the node refused the fee: the next pass looks again.
+      deps.logger.warn({ payment: payment.id, tx: payment.tx_hash, err: (err as Error).name }, 'could not replace a settlement that sat unmined');
+      return null;
+    });
+    if (replacement && (await markSubmitted(deps.db, payment.id, replacement, deps.now()))) {
+      deps.logger.warn({ payment: payment.id, stuck: payment.tx_hash, tx: replacement }, 'a settlement sat unmined; sent again at a higher fee under the same nonce');
+    }
+    return 'open';
+  }
+  const abandoned = outcome.state === 'open' && payment.status === 'pending' && !payment.tx_hash && stale;
   if (abandoned && (await releaseUnsent(deps.db, payment, deps.now()))) {
     deps.logger.info({ payment: payment.id }, 'released a payment recorded but never sent; a retry of the same payment settles it');
     return 'released';

@@ -35,6 +35,7 @@ export function remoteFacilitator(url: string, timeoutMs: number, token?: string
           return { success: false, errorReason: err.errorReason, errorMessage: err.errorMessage, payer: err.payer, transaction: err.transaction, network: err.network };
         }
         if (neverReached(err)) throw new FacilitatorUnavailable(`the facilitator at ${where} ${describe(err)}`);
+        if (sentNothing(err)) throw new FacilitatorUnavailable(`the facilitator at ${where} could not send the settlement (its relayer or chain); nothing was sent`);
         throw new SettlementUnknown(`the facilitator at ${where} ${describe(err)}; the payment may still settle`);
       }
     },
@@ -52,6 +53,15 @@ export function remoteFacilitator(url: string, timeoutMs: number, token?: string
 function neverReached(err: unknown): boolean {
   const code = (err as { cause?: { code?: string } })?.cause?.code;
   return code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'UND_ERR_CONNECT_TIMEOUT';
+}
+
+/**
+ * `tollgate facilitator` answers 503 FACILITATOR_UNAVAILABLE only when it sent nothing (its RPC is
+ * down, or the node refused its relayer's transaction: nonce, fees, gas money). The library reports
+ * that answer as a plain Error carrying the status and the body.
+ */
+function sentNothing(err: unknown): boolean {
+  return /^Facilitator settle failed \(503\): .*"FACILITATOR_UNAVAILABLE"/.test((err as Error)?.message ?? '');
 }
 
 function describe(err: unknown): string {

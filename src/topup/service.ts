@@ -10,10 +10,15 @@ import { chainIdOf, type MatchedPayment } from './match.ts';
 import { admitPayer } from './payer-identity.ts';
 import { reconcilePayments, type ReconcileReport } from './reconciler.ts';
 import { remoteFacilitator } from './remote-facilitator.ts';
+import { relayerLockFor } from './relayer-lock.ts';
+import type { CrossInstanceLock } from './relayer-queue.ts';
+import type { Engine } from '../storage/database.ts';
 
 /** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler. */
 export interface TopupService {
   facilitator: Facilitator;
+  /** The relayer's address when this gateway settles with its own key (local facilitator). */
+  relayer?: string;
   clientFor(network: string): PublicClient | undefined;
   /** Refuses (throws) a contract-wallet payer outside the contract-wallet chain, before anything is recorded. */
   admitPayer(m: MatchedPayment): Promise<void>;
@@ -24,7 +29,8 @@ export interface TopupService {
   close(): Promise<void>;
 }
 
-export function createFacilitator(config: Config): Facilitator {
+/** `sendLock`: see relayer-lock.ts; without it only this process's sends are serialized. */
+export function createFacilitator(config: Config, sendLock?: CrossInstanceLock): Facilitator {
   const f = config.topup.facilitator;
   if (f.type === 'remote') return remoteFacilitator(f.url, f.timeoutSeconds * 1000, config.secrets.facilitatorToken);
   const rpcUrls: Record<string, string> = {};
@@ -34,19 +40,21 @@ export function createFacilitator(config: Config): Facilitator {
     rpcUrls,
     allowedFactories: f.allowedFactories,
     confirmationTimeoutMs: config.topup.settleWaitSeconds * 1000,
+    sendLock,
   });
 }
 
 /** Null when no offers are configured: top-ups are then off and /v1/topup says so. */
-export function createTopupService(config: Config, deps: { db: Kysely<Database>; chains: ChainReaders; logger: Logger; now: () => number }): TopupService | null {
+export function createTopupService(config: Config, deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number }): TopupService | null {
   if (config.topup.offers.length === 0) return null;
-  const facilitator = createFacilitator(config);
+  const facilitator = createFacilitator(config, relayerLockFor(deps.engine, deps.db));
   const clientFor = (network: string) => {
     const id = chainIdOf(network);
     return deps.chains.has(id) ? deps.chains.client(id) : undefined;
   };
   const releaseAfterMs = config.topup.settleWaitSeconds * 1000;
-  const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs });
+  const replaceStuck = facilitator.replaceStuck?.bind(facilitator);
+  const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs, replaceStuck });
   let running: Promise<unknown> | null = null;
   const pass = () => {
     running ??= reconcile()
@@ -60,6 +68,7 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
   timer.unref();
   return {
     facilitator,
+    relayer: (facilitator as Facilitator & { relayer?: string }).relayer,
     clientFor,
     admitPayer: (m) => admitPayer(m, config.siwe.contractWalletChainId, clientFor(m.identity.network)!),
     reconcile,

@@ -5,7 +5,7 @@ import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './f
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, RELEASED_UNSENT, TOPUP_PAYMENT, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
@@ -17,7 +17,9 @@ import { inspect, reconcilePayment } from './reconciler.ts';
  * - pending: sent, but the outcome is not known yet; the reconciler will finish it;
  * - rejected: it did not and will not settle as sent (bad signature, expired, used, no funds,
  *   another payment under the same nonce);
- * - unavailable: the facilitator or the chain could not be reached; nothing was settled.
+ * - unavailable: the facilitator or the chain could not be reached, or the node refused the
+ *   relayer's transaction (nonce, fees, gas money); nothing was settled, and the same payment may
+ *   be sent again.
  */
 export type TopupOutcome =
   | { kind: 'credited'; payment: PaymentRow; opened: boolean }
@@ -76,7 +78,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   try {
     verified = await deps.facilitator.verify(m.payload, m.requirements);
   } catch (err) {
-    await markFailed(deps.db, payment.id, 'facilitator unavailable during verify');
+    await markFailed(deps.db, payment.id, UNAVAILABLE_DURING_VERIFY);
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
   if (!verified.isValid) {
@@ -98,7 +100,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   } catch (err) {
     const current = await findPayment(deps.db, payment.id);
     if (err instanceof SettlementUnknown || current.tx_hash) return { kind: 'pending', payment: current };
-    await markFailed(deps.db, payment.id, 'facilitator unavailable during settle');
+    await markFailed(deps.db, payment.id, UNAVAILABLE_DURING_SETTLE);
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
   if (settled.success && settled.transaction) {
@@ -133,6 +135,7 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
     case 'settled':
       return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()), true);
     case 'in-flight':
+    case 'dropped': // sent and lost: the reconciler releases it, and the same payment sent again settles
       return { kind: 'pending', payment };
     case 'open':
     case 'void':
@@ -162,7 +165,7 @@ async function joinExisting(deps: SettleDeps, row: PaymentRow): Promise<TopupOut
   }
   if (current.status === 'credited') return credited(current, false);
   // Released meanwhile (by the reconciler of this or another instance): this retry may take it over.
-  if (current.failure_reason === RELEASED_UNSENT) return 'released';
+  if (isReleased(current)) return 'released';
   return { kind: 'rejected', reason: current.failure_reason ?? 'payment failed' };
 }
 

@@ -1,4 +1,3 @@
-import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { Page } from 'playwright-core';
 import { freePort } from '../../src/devchain/ports.ts';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
@@ -8,6 +7,7 @@ import { launchBrowser, ensureDashboardBuilt, type Browser } from './browser.ts'
 import { MODELS } from './chat-harness.ts';
 import { injectTestWallet, type TestWallet } from './test-wallet.ts';
 import { devChain, startTopupHarness, type TopupHarness } from './topup-harness.ts';
+import { rpcProxy } from './rpc-proxy.ts';
 
 export const EXPLORER = 'https://explorer.example';
 
@@ -70,25 +70,4 @@ export async function startDashboardHarness(engine: Engine, config: Record<strin
       await new Promise((r) => proxy.server.close(r));
     },
   };
-}
-
-/** Forwards JSON-RPC to anvil while `state.up`; otherwise drops the connection, as a dead RPC does. */
-async function rpcProxy(target: string, state: { up: boolean }): Promise<{ url: string; server: Server }> {
-  const to = new URL(target);
-  const server = createServer((req, res) => {
-    if (!state.up) {
-      req.socket.destroy();
-      return;
-    }
-    const upstream = httpRequest({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
-    });
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
-  });
-  server.keepAliveTimeout = 1000;
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const addr = server.address();
-  return { url: `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`, server };
 }

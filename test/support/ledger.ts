@@ -4,6 +4,8 @@ import { adjustBalance } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import type { UsageRecord } from '../../src/ledger/reservations.ts';
 import type { Database } from '../../src/storage/schema.ts';
+import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import type { PublicClient } from 'viem';
 
 /** Ledger fixtures for tests that drive src/ledger directly (no gateway in between). */
 let counter = 0;
@@ -31,4 +33,15 @@ export function usageRecord(requestId: string, wallet: string): UsageRecord {
 /** Fails with the list of broken invariants (DESIGN.md), if any. */
 export async function assertLedgerConsistent(db: Kysely<Database>): Promise<void> {
   assert.deepEqual((await checkLedger(db)).problems, []);
+}
+
+/**
+ * The ledger's invariants hold, and the chain agrees (`ledger-check --chain`): every credited
+ * payment's settling transaction moved exactly what it recorded. `atLeast`: credited payments checked.
+ */
+export async function assertLedgerAndChainAgree(db: Kysely<Database>, client: PublicClient, atLeast = 0): Promise<void> {
+  await assertLedgerConsistent(db);
+  const audit = await auditCreditsOnChain(db, () => client);
+  assert.deepEqual(audit.problems, []);
+  assert.ok(audit.checked >= atLeast, `${audit.checked} credited payments checked on chain, expected at least ${atLeast}`);
 }

@@ -40,6 +40,8 @@ export interface TopupHarness {
   env: NodeJS.ProcessEnv;
   /** A payer holding `usd` of each token. */
   payer(usd?: bigint): Promise<FundedAccount>;
+  /** `n` payers, funded one after another (funding is itself a run of transactions from one key). */
+  payers(n: number, usd?: bigint): Promise<FundedAccount[]>;
   /** The stock @x402/fetch client for `account`, preferring one transfer method. */
   payingFetch(account: FundedAccount, method?: 'eip3009' | 'permit2'): typeof fetch;
   topup(account: FundedAccount, usd: number, method?: 'eip3009' | 'permit2'): Promise<Response>;
@@ -104,6 +106,11 @@ export async function startTopupHarness(engine: Engine, opts: TopupHarnessOption
     gatewayConfig,
     env,
     payer: (usd = 100n) => chain.newAccount({ usdc: usd * USD, usdt: usd * USD }),
+    async payers(n, usd = 100n) {
+      const funded: FundedAccount[] = [];
+      for (let i = 0; i < n; i++) funded.push(await chain.newAccount({ usdc: usd * USD, usdt: usd * USD }));
+      return funded;
+    },
     payingFetch,
     topup: (account, usd, method) =>
       payingFetch(account, method)(`${gw.url}/v1/topup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amount: usd }) }),

@@ -239,6 +239,8 @@ describe('top-ups when the chain or facilitator is down', () => {
         const res = await call(down.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offer.body.accepts[0], payload) });
         assert.equal(res.status, 503, res.text);
         assert.equal(res.body.error, 'FACILITATOR_UNAVAILABLE');
+        assert.ok(Number(res.headers.get('retry-after')) > 0, 'a 503 says when to send the same payment again');
+        assert.match(res.body.message, /same payment/);
       }
       assert.equal((await call(down.url, 'GET', '/health')).status, 200);
       assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 100n * USD);

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
+import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { call } from '../support/gateway.ts';
 import { startTollgateProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../support/x402-payloads.ts';
 import { devChain } from '../support/topup-harness.ts';
+import { assertLedgerAndChainAgree } from '../support/ledger.ts';
 
 /**
  * `tollgate facilitator` as its own process holding the relayer key, and a gateway in remote mode
@@ -14,10 +15,11 @@ import { devChain } from '../support/topup-harness.ts';
 describe('remote facilitator: a gateway settling through `tollgate facilitator`', () => {
   let facilitator: GatewayProcess;
   let h: TopupHarness;
+  let relayer: FundedAccount;
   const token = 'test-facilitator-token';
   before(async () => {
     const { anvil, chain } = await devChain();
-    const relayer = await chain.newAccount();
+    relayer = await chain.newAccount();
     const payTo = await chain.newAccount();
     const topup = {
       payTo: payTo.address,
@@ -69,6 +71,34 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
     assert.equal(res.status, 400);
     assert.equal(res.body.errorReason, 'pay_to_not_served');
     assert.equal(await h.chain.balanceOf(h.chain.usdc, elsewhere.address), 0n);
+  });
+
+  test('6 wallets paying at once through the one facilitator are all credited (issue 23.1)', async () => {
+    const payers = await h.payers(6, 10n);
+    const statuses = await Promise.all(payers.map(async (p) => (await h.topup(p, 1)).status));
+    assert.deepEqual(statuses, Array(6).fill(200));
+    for (const p of payers) assert.equal(await h.balance(p.address), 1_000_000);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 6);
+  });
+
+  test("the facilitator's relayer out of gas: 503 with Retry-After, and the same payment is credited once it is refilled", async () => {
+    const offer = (await h.post({ amount: 5 })).body.accepts[0];
+    const payer = await h.payer(10n);
+    const header = v2Header(offer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }));
+    const gas = await h.anvil.rpc('eth_getBalance', [relayer.address, 'latest']);
+    await h.anvil.rpc('anvil_setBalance', [relayer.address, '0x0']);
+    let refused;
+    try {
+      refused = await h.post({ amount: 5 }, { 'payment-signature': header });
+    } finally {
+      await h.anvil.rpc('anvil_setBalance', [relayer.address, gas]);
+    }
+    assert.equal(refused.status, 503, refused.text);
+    assert.ok(Number(refused.headers.get('retry-after')) > 0);
+    const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+    assert.equal(retry.status, 200, retry.text);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+    await h.gw.assertLedger();
   });
 
   test('facilitator unreachable: 503 FACILITATOR_UNAVAILABLE and nothing credited', async () => {

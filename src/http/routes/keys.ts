@@ -23,7 +23,7 @@ const createBody = z.object({
   ref_code: z.string().regex(REF_CODE_PATTERN, 'is not a referral code (form ref-xxxxxxxxxx)').optional(),
   redeem_code: z.string().regex(REDEEM_CODE_PATTERN, 'is not a redeem code (form rc-…)').optional(),
   ...limitFields,
-});
+}).strict(); // As PATCH: a misspelt limit field (spend_limit_usd, expires) must not create an unlimited key.
 
 const proofOnly = z.object(siweProofFields);
 

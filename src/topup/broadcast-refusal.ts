@@ -1,0 +1,29 @@
+import { FacilitatorUnavailable } from './facilitator.ts';
+
+/**
+ * A node's refusal to take the relayer's transaction: the relayer's nonce, fees or gas money, not
+ * the payer's authorization. Nothing was sent, so the same payment can be sent again (503); it must
+ * never be answered as a rejection that tells the payer to sign a new payment.
+ */
+export class RelayerCouldNotSend extends FacilitatorUnavailable {
+  override name = 'RelayerCouldNotSend';
+}
+
+/** The node's words (geth, anvil, reth, erigon) and viem's error names for these refusals, with a short label for logs and answers. */
+const REFUSALS: Array<[RegExp, string]> = [
+  [/nonce too low|nonce provided for the transaction is lower|NonceTooLowError/i, 'nonce too low'],
+  [/nonce too high|nonce provided for the transaction is higher|NonceTooHighError|NonceMaxValueError/i, 'nonce too high'],
+  [/replacement transaction underpriced|ReplacementUnderpriced/i, 'replacement underpriced'],
+  [/already known|\bknown transaction|AlreadyKnown/i, 'transaction already known'],
+  [/insufficient funds|InsufficientFundsError/i, "the relayer's native balance does not cover the gas"],
+  [/transaction underpriced|max fee per gas less than block base fee|FeeCapTooLowError|TipAboveFeeCapError/i, 'fee too low'],
+];
+
+/** The label of a relayer-side refusal anywhere in the error's cause chain, or null. */
+export function relayerRefusal(err: unknown): string | null {
+  for (let e = err as { name?: string; message?: string; details?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    const text = `${e.name ?? ''} ${e.details ?? ''} ${e.message ?? ''}`;
+    for (const [pattern, label] of REFUSALS) if (pattern.test(text)) return label;
+  }
+  return null;
+}
