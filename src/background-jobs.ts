@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { InflightRequest } from './chat/deps.ts';
-import { extendLeases, sweepExpiredReservations } from './ledger/reservations.ts';
+import { sweepExpiredReservations } from './ledger/operations/expire.ts';
+import { extendLeases } from './ledger/reservations.ts';
 import type { DurableSettler } from './ledger/spool/durable-settle.ts';
 import type { SettleSpool } from './ledger/spool/spool-file.ts';
 import { pruneSessions } from './sessions/store.ts';

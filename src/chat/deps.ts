@@ -1,7 +1,8 @@
 import { getBalance } from '../ledger/balances.ts';
-import { finishReservation, tryReserve, type ReserveOutcome, type ReserveRequest, type SettleOutcome } from '../ledger/reservations.ts';
+import { finishReservation } from '../ledger/operations/finish.ts';
+import { tryReserve, type ReserveOutcome, type ReserveRequest } from '../ledger/operations/reserve.ts';
+import type { SettleOutcome, SettleRecord } from '../ledger/reservations.ts';
 import type { DurableSettler } from '../ledger/spool/durable-settle.ts';
-import type { SettleRecord } from '../ledger/spool/late-charge.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { Storage } from '../storage/database.ts';

@@ -1,5 +1,5 @@
 import type { KeyRow } from '../keys/api-keys.ts';
-import type { ReserveOutcome } from '../ledger/reservations.ts';
+import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import { ApiError } from '../refusal.ts';
 import { RequestBill, type BillOptions } from './bill.ts';
 import { completeChat } from './complete.ts';
