@@ -3,7 +3,7 @@ import type { SettleOutcome, UsageRecord } from '../ledger/reservations.ts';
 import { priceRequest } from '../providers/pricing.ts';
 import type { ChatDeps } from './deps.ts';
 import type { ChatPlan } from './plan.ts';
-import type { Usage } from './usage.ts';
+import type { Usage } from '../protocols/internal.ts';
 
 export interface BillOptions {
   /**

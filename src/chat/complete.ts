@@ -2,10 +2,11 @@ import { ApiError } from '../refusal.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps } from './deps.ts';
-import type { InboundCodec } from './inbound/codec.ts';
+import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { ChatPlan } from './plan.ts';
 import type { ResponseSink } from './sink.ts';
-import { estimateUsage, generatedText, readUsage } from './usage.ts';
+import { readUsage } from '../protocols/openai-chat/decode-usage.ts';
+import { estimateUsage, generatedText } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 
@@ -13,7 +14,7 @@ import { logProviderFailure } from './provider-failure-log.ts';
  * Non-streaming: call the provider, decode its answer into the internal form, settle, answer in
  * the client's protocol (for OpenAI in and out: the provider's JSON as it was sent).
  */
-export async function completeChat(deps: ChatDeps, sink: ResponseSink, codec: InboundCodec, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
   let answer: { text: string; parsed: any };
   let status: number | undefined;
   try {
@@ -25,7 +26,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, codec: In
     status = res.statusCode;
     const text = await res.body.text();
     if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text);
-    const decoded = plan.wire.decodeAnswer(text);
+    const decoded = plan.upstream.decodeAnswer(text);
     if (!decoded.ok) throw upstreamFailure(decoded.problem);
     answer = decoded;
   } catch (err) {
@@ -53,7 +54,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, codec: In
     sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await deps.balance(bill.key.wallet)));
   }
   sink.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false');
-  sink.send(200, codec.encodeAnswer(answer.text, answer.parsed, plan, usage));
+  sink.send(200, inbound.encodeAnswer(answer.text, answer.parsed, plan, usage));
 }
 
 function completionTextOf(parsed: any): string {

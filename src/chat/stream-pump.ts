@@ -1,10 +1,12 @@
 import { createParser, type EventSourceParser } from 'eventsource-parser';
 import { parseJsonLoosely } from '../json.ts';
-import type { StreamDecoder } from '../providers/wire.ts';
-import type { StreamEncoder } from './inbound/codec.ts';
+import type { StreamDecoder } from '../protocols/upstream.ts';
+import type { StreamEncoder } from '../protocols/inbound.ts';
 import { redactCredentials } from './upstream-error.ts';
 import { StreamedText } from './streamed-text.ts';
-import { estimateUsage, readUsage, type EstimateInput, type Usage } from './usage.ts';
+import type { Usage } from '../protocols/internal.ts';
+import { readUsage } from '../protocols/openai-chat/decode-usage.ts';
+import { estimateUsage, type EstimateInput } from './usage.ts';
 
 /**
  * An event carrying a usage object (not `"usage": null`), compact or spaced as Python's json.dumps
@@ -15,7 +17,7 @@ const USAGE_OBJECT = /"usage"\s*:\s*\{/;
 /**
  * The bytes side of a stream, apart from the socket, the bill and the timers (stream.ts), so it can
  * be tested by feeding it provider bytes: it parses the provider's SSE, decodes each event with the
- * provider's wire, encodes it in the client's protocol, and keeps what the bill needs (the usage
+ * provider's upstream translator, encodes it in the client's protocol, and keeps what the bill needs (the usage
  * the provider reported, the text it streamed, whether it said it was done, the error it reported).
  * Only chunks that carry usage are parsed; content chunks pass through as text.
  */

@@ -1,36 +1,6 @@
-import { readCacheParts } from '../providers/cache-usage.ts';
-import type { TokenCounts } from '../providers/pricing.ts';
+import type { Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
-import { CONTROL_FIELDS } from './forwarded-fields.ts';
-
-/**
- * Token counts as the provider reported them, or as we counted them when it reported none. It is
- * priced as it is (the cached parts of TokenCounts are absent from an estimate: all prompt price).
- */
-export interface Usage extends TokenCounts {
-  reasoningTokens: number;
-  cachedTokens: number;
-  estimated: boolean;
-}
-
-const int = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : 0);
-
-/**
- * Reads OpenAI's usage object (and the Anthropic adapter's cache fields, see readCacheParts).
- * Reasoning and cached tokens are parts of the totals, never added.
- */
-export function readUsage(u: unknown): Usage | null {
-  if (!u || typeof u !== 'object') return null;
-  const o = u as Record<string, any>;
-  if (typeof o.prompt_tokens !== 'number' && typeof o.completion_tokens !== 'number') return null;
-  return {
-    promptTokens: int(o.prompt_tokens),
-    completionTokens: int(o.completion_tokens),
-    reasoningTokens: int(o.completion_tokens_details?.reasoning_tokens),
-    ...readCacheParts(o),
-    estimated: false,
-  };
-}
+import { CONTROL_FIELDS } from '../protocols/openai-chat/request-fields.ts';
 
 /** The countable text of tool calls: each function's name and its arguments. */
 function toolCallsText(calls: unknown): string {

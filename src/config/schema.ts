@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ADDRESS_PATTERN } from '../chain/address.ts';
-import { extraFieldProblem } from '../chat/forwarded-fields.ts';
+import { extraFieldProblem } from '../protocols/openai-chat/request-fields.ts';
 
 /**
  * The whole configuration file, validated at start-up. Every key has a default so that an empty

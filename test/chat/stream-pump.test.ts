@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { openAIChatCodec } from '../../src/chat/inbound/openai-chat.ts';
+import { openAIChatInbound } from '../../src/protocols/openai-chat/inbound.ts';
 import type { ChatPlan } from '../../src/chat/plan.ts';
 import { StreamPump } from '../../src/chat/stream-pump.ts';
-import { openAIWire } from '../../src/providers/openai-wire.ts';
-import type { StreamDecoder, WireEvent } from '../../src/providers/wire.ts';
+import { openAIChatUpstream } from '../../src/protocols/openai-chat/upstream.ts';
+import type { StreamDecoder, WireEvent } from '../../src/protocols/upstream.ts';
 
 // The pump alone: provider bytes in, client bytes and usage out. No server, socket or database.
 
@@ -24,7 +24,7 @@ const sse = (...events: string[]) => events.map((e) => `data: ${e}\n\n`).join(''
 
 function openAIPump(plan: ChatPlan = PLAN) {
   let contentChunks = 0;
-  const pump = new StreamPump(openAIWire.streamDecoder(), openAIChatCodec.streamEncoder(plan), plan, () => contentChunks++);
+  const pump = new StreamPump(openAIChatUpstream.streamDecoder(), openAIChatInbound.streamEncoder(plan), plan, () => contentChunks++);
   return { pump, contentChunks: () => contentChunks };
 }
 

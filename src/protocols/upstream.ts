@@ -4,10 +4,10 @@ import type { Translated } from './translated.ts';
  * How one provider's wire format maps onto the gateway's internal form, which is OpenAI's chat
  * completions: requests are the body the chat plan produces, answers `chat.completion` JSON, stream
  * events `chat.completion.chunk` JSON ending with a usage chunk. Pure translation, no I/O: the
- * adapter (adapter.ts) sends the bytes. An OpenAI-compatible provider's wire is the identity, so
+ * adapter (src/providers/adapter.ts) sends the bytes. An OpenAI-compatible provider's translator is the identity, so
  * its answers and events reach the client byte for byte.
  */
-export interface UpstreamWire {
+export interface UpstreamTranslator {
   /**
    * The provider's request body for the internal one, or a refusal naming the client's field when
    * the provider cannot honour it (a 400 before anything is reserved).

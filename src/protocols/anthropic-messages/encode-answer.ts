@@ -1,5 +1,5 @@
-import type { Usage } from '../../usage.ts';
-import { anthropicUsage, stopReason } from './usage.ts';
+import type { Usage } from '../internal.ts';
+import { anthropicUsage, stopReason } from './encode-usage.ts';
 
 type Json = Record<string, any>;
 

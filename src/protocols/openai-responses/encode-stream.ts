@@ -1,10 +1,10 @@
 import { parseJsonLoosely } from '../../json.ts';
-import type { ChatPlan } from '../plan.ts';
-import type { StreamEncoder } from './codec.ts';
+import type { EncodePlan } from '../inbound.ts';
+import type { StreamEncoder } from '../inbound.ts';
 import {
   functionCallItem, messageItem, newId, nowSeconds, responseObject, responsesUsage, statusOf, textPart,
   type ContentPart, type ResponseStatus,
-} from './responses-output.ts';
+} from './encode-answer.ts';
 
 /** The message item being written: its text or refusal grows delta by delta. */
 interface OpenMessage { index: number; id: string; kind: 'output_text' | 'refusal'; text: string }
@@ -32,7 +32,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   private usage: unknown = null;
   private finishReason: unknown = null;
 
-  constructor(plan: ChatPlan) {
+  constructor(plan: EncodePlan) {
     this.model = plan.model.upstreamName;
   }
 

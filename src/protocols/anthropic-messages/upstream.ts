@@ -1,18 +1,18 @@
-import type { StreamDecoder, UpstreamWire, WireEvent } from '../wire.ts';
-import { toAnthropicRequest } from './request.ts';
+import type { StreamDecoder, UpstreamTranslator, WireEvent } from '../upstream.ts';
+import { toAnthropicRequest } from './encode-request.ts';
 import { hiddenToolPromptTokens } from './tools.ts';
-import { fromAnthropicResponse } from './response.ts';
-import { AnthropicStreamTranslator } from './stream.ts';
+import { fromAnthropicResponse } from './decode-answer.ts';
+import { AnthropicStreamTranslator } from './decode-stream.ts';
 import type { AnthropicResponse, ContentBlock } from './types.ts';
 
 const NON_TEXT = new Set(['image', 'document']);
 
 /**
- * Anthropic's Messages API as an upstream wire: the internal request translated by
+ * Anthropic's Messages API as an upstream translator: the internal request translated by
  * toAnthropicRequest (its refusals name the client's field), answers by fromAnthropicResponse,
  * events by one AnthropicStreamTranslator per stream.
  */
-export const anthropicWire: UpstreamWire = {
+export const anthropicUpstream: UpstreamTranslator = {
   encodeRequest: (internal) => toAnthropicRequest(internal),
   nonTextBytes(encoded) {
     let bytes = 0;

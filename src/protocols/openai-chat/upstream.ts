@@ -1,5 +1,5 @@
-import { parseJsonLoosely } from '../json.ts';
-import type { StreamDecoder, UpstreamWire, WireEvent } from './wire.ts';
+import { parseJsonLoosely } from '../../json.ts';
+import type { StreamDecoder, UpstreamTranslator, WireEvent } from '../upstream.ts';
 
 const DONE: WireEvent[] = [{ kind: 'done' }];
 
@@ -8,7 +8,7 @@ const DONE: WireEvent[] = [{ kind: 'done' }];
  * are (no copy, no re-serialisation) and events are handed on as the provider wrote them; only an
  * event that mentions "error" is parsed, to tell a provider's error event from content.
  */
-export const openAIWire: UpstreamWire = {
+export const openAIChatUpstream: UpstreamTranslator = {
   encodeRequest: (internal) => ({ ok: true, value: internal }),
   decodeAnswer(text) {
     const parsed = JSON.parse(text);

@@ -1,4 +1,4 @@
-import type { Usage } from '../../usage.ts';
+import type { Usage } from '../internal.ts';
 
 /**
  * The billed usage in Anthropic's terms: `input_tokens` leaves out cache writes and reads, which

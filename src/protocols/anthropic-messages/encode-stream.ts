@@ -1,9 +1,9 @@
-import { parseJsonLoosely } from '../../../json.ts';
-import type { ChatPlan } from '../../plan.ts';
-import type { Usage } from '../../usage.ts';
-import type { StreamEncoder } from '../codec.ts';
+import { parseJsonLoosely } from '../../json.ts';
+import type { EncodePlan } from '../inbound.ts';
+import type { Usage } from '../internal.ts';
+import type { StreamEncoder } from '../inbound.ts';
 import { messageId } from './encode-answer.ts';
-import { anthropicUsage, stopReason } from './usage.ts';
+import { anthropicUsage, stopReason } from './encode-usage.ts';
 
 type Json = Record<string, any>;
 
@@ -34,7 +34,7 @@ export function nativeStreamEncoder(): StreamEncoder {
  * usage, and message_stop. The usage chunk the gateway asks every provider for is not relayed:
  * message_delta carries the usage that was billed.
  */
-export function translatingStreamEncoder(plan: ChatPlan): StreamEncoder {
+export function translatingStreamEncoder(plan: EncodePlan): StreamEncoder {
   let started = false;
   let open: { index: number; kind: string } | null = null;
   let blocks = 0;
