@@ -3,6 +3,7 @@ import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
+import type { InternalCompletion } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
 import type { ResponseSink } from './sink.ts';
 import { readUsage } from '../protocols/openai-chat/decode-usage.ts';
@@ -15,7 +16,7 @@ import { logProviderFailure } from './provider-failure-log.ts';
  * the client's protocol (for OpenAI in and out: the provider's JSON as it was sent).
  */
 export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
-  let answer: { text: string; parsed: any };
+  let answer: { text: string; parsed: InternalCompletion };
   let status: number | undefined;
   try {
     // No abort on client disconnect: the provider bills us for the completion either way, so it is
@@ -57,6 +58,6 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
   sink.send(200, inbound.encodeAnswer(answer.text, answer.parsed, plan, usage));
 }
 
-function completionTextOf(parsed: any): string {
-  return (parsed.choices as any[]).map((c) => generatedText(c?.message)).join('');
+function completionTextOf(parsed: InternalCompletion): string {
+  return parsed.choices.map((c) => generatedText(c?.message)).join('');
 }

@@ -1,4 +1,4 @@
-import type { Usage } from '../protocols/internal.ts';
+import type { InternalMessage, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
 import { CONTROL_FIELDS } from '../protocols/openai-chat/request-fields.ts';
 
@@ -15,10 +15,10 @@ function toolCallsText(calls: unknown): string {
  * tool or function calls.
  */
 export function generatedText(m: unknown): string {
-  const o = (m ?? {}) as Record<string, any>;
+  const o = (m ?? {}) as InternalMessage;
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
   // Prompt messages may carry content as an array of text (or refusal) parts; deltas never do.
-  const content = Array.isArray(o.content) ? o.content.map((p: any) => str(p?.text) || str(p?.refusal)).join('') : str(o.content);
+  const content = Array.isArray(o.content) ? o.content.map((p: { text?: unknown; refusal?: unknown } | null) => str(p?.text) || str(p?.refusal)).join('') : str(o.content);
   const call = o.function_call ? `${str(o.function_call.name)}${str(o.function_call.arguments)}` : '';
   return `${str(o.reasoning_content)}${str(o.reasoning)}${content}${str(o.refusal)}${toolCallsText(o.tool_calls)}${call}`;
 }

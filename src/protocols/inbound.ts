@@ -1,4 +1,4 @@
-import type { Usage } from './internal.ts';
+import type { InternalCompletion, Usage } from './internal.ts';
 
 /**
  * What an inbound translator's encoders read of the chat plan (src/chat/plan.ts, which satisfies
@@ -55,7 +55,7 @@ export interface InboundTranslator {
    * native plan, `internalJson` is the provider's own answer. `usage` is what was billed. (Both
    * are always passed by the pipeline; optional so that a translator's unit tests can leave them out.)
    */
-  encodeAnswer(internalJson: string, parsed: any, plan?: EncodePlan, usage?: Usage): string;
+  encodeAnswer(internalJson: string, parsed: InternalCompletion, plan?: EncodePlan, usage?: Usage): string;
   /** An encoder for one streamed answer. */
   streamEncoder(plan: EncodePlan): StreamEncoder;
 }

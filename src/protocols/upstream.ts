@@ -1,3 +1,4 @@
+import type { InternalCompletion } from './internal.ts';
 import type { Translated } from './translated.ts';
 
 /**
@@ -29,7 +30,7 @@ export interface UpstreamTranslator {
   streamDecoder(): StreamDecoder;
 }
 
-export type DecodedAnswer = { ok: true; text: string; parsed: any } | { ok: false; problem: string };
+export type DecodedAnswer = { ok: true; text: string; parsed: InternalCompletion } | { ok: false; problem: string };
 
 export interface StreamDecoder {
   /** One server-sent event's `data:` text as internal events (none for keep-alives). */

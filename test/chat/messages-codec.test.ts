@@ -81,7 +81,7 @@ describe('the Messages codec, piece by piece', () => {
     const answer = anthropicNativeUpstream.decodeAnswer(text);
     assert.ok(answer.ok);
     assert.equal(answer.text, text);
-    assert.equal(answer.parsed.usage.prompt_tokens, 3);
+    assert.equal(answer.parsed.usage!.prompt_tokens, 3);
     const d = anthropicNativeUpstream.streamDecoder();
     const start = '{"type":"message_start","message":{"id":"m1","model":"c","usage":{"input_tokens":3,"output_tokens":1}}}';
     assert.deepEqual(d.decode(start).at(-1), { kind: 'native', event: `event: message_start\ndata: ${start}\n\n` });

@@ -1,5 +1,5 @@
 import type { InboundTranslator } from '../inbound.ts';
-import type { Usage } from '../internal.ts';
+import type { InternalCompletion, Usage } from '../internal.ts';
 import { readUsage } from '../openai-chat/decode-usage.ts';
 import { decodeMessagesRequest } from './decode-request.ts';
 import { encodeMessage } from './encode-answer.ts';
@@ -16,7 +16,7 @@ import { nativeStreamEncoder, translatingStreamEncoder } from './encode-stream.t
  * and the answer translated back.
  */
 /** The usage inside an internal answer, for a caller that passed none (zeros when it has none either). */
-const reportedUsage = (parsed: any): Usage => readUsage(parsed?.usage) ?? { promptTokens: 0, completionTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: true };
+const reportedUsage = (parsed: InternalCompletion): Usage => readUsage(parsed?.usage) ?? { promptTokens: 0, completionTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: true };
 
 export const anthropicMessagesInbound: InboundTranslator = {
   path: '/v1/messages',
