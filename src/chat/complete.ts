@@ -3,10 +3,9 @@ import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
-import type { InternalCompletion } from '../protocols/internal.ts';
+import type { InternalCompletion, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
 import type { ResponseSink } from './sink.ts';
-import { readUsage } from '../protocols/openai-chat/decode-usage.ts';
 import { estimateUsage, generatedText } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
@@ -16,7 +15,7 @@ import { logProviderFailure } from './provider-failure-log.ts';
  * the client's protocol (for OpenAI in and out: the provider's JSON as it was sent).
  */
 export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
-  let answer: { text: string; parsed: InternalCompletion };
+  let answer: { text: string; parsed: InternalCompletion; usage: Usage | null };
   let status: number | undefined;
   try {
     // No abort on client disconnect: the provider bills us for the completion either way, so it is
@@ -37,7 +36,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
     throw failure;
   }
 
-  const usage = readUsage(answer.parsed.usage) ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
+  const usage = answer.usage ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
   const outcome = await bill.settle(usage);
   // The reservation was finished by someone else meanwhile (the sweeper after a lost lease, or a
   // shutdown that ran out of grace): nothing could be charged, so the answer is not handed out free.

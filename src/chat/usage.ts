@@ -58,10 +58,8 @@ export async function estimateUsage(plan: EstimateInput, completionText: string)
   const promptTokens = (await countTokens(promptText)) + 3 * messages.length + 3 + plan.parts.tokens;
   const completionTokens = completionText ? await countTokens(completionText) : 0;
   return {
-    promptTokens: Math.min(promptTokens, plan.promptUpperBound),
-    completionTokens: Math.min(completionTokens, plan.n * plan.maxTokens),
-    reasoningTokens: 0,
-    cachedTokens: 0,
+    input: { total: Math.min(promptTokens, plan.promptUpperBound), cacheRead: 0, cacheWrite: 0 },
+    output: { total: Math.min(completionTokens, plan.n * plan.maxTokens), reasoning: 0 },
     estimated: true,
   };
 }

@@ -6,21 +6,24 @@
  */
 
 /**
- * Token counts as the provider reported them, or as the gateway counted them when it reported none
- * (`estimated`). `promptTokens` is the whole prompt, cached parts included; reasoning and cached
- * tokens are parts of the totals, never added to them. The cached parts, each priced on its own:
- * - `cachedPromptTokens`: OpenAI-style cached reads (`prompt_tokens_details.cached_tokens`);
- * - `cacheWriteTokens` / `cacheReadTokens`: Anthropic's cache creation and cache read input tokens;
- * - `cachedTokens`: cached reads of either kind, what the usage row records.
+ * The usage of one request in the gateway's neutral terms: what each upstream translator's decoder
+ * returns (decodeAnswer's `usage`, a stream's `usage` events and `promptUsage`), whatever names
+ * its provider reports the counts under, and the only usage that billing, usage rows, metrics and
+ * the inbound encoders read. Counts are whole tokens.
+ * - `input.total`: the whole prompt, its cached parts included (OpenAI's `prompt_tokens`;
+ *   Anthropic's input + cache creation + cache read input tokens).
+ * - `input.cacheRead`: the part read from the provider's prompt cache (OpenAI's
+ *   `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`).
+ * - `input.cacheWrite`: the part written to the cache (Anthropic's `cache_creation_input_tokens`;
+ *   OpenAI reports none).
+ * - `output.total`: every generated token, reasoning included (`completion_tokens`, `output_tokens`).
+ * - `output.reasoning`: the reasoning part of it (`completion_tokens_details.reasoning_tokens`).
+ * - `estimated`: counted by the gateway (src/chat/usage.ts) because the provider reported none.
+ * Each cached part is priced at its own price (src/providers/pricing.ts, tokenCounts).
  */
 export interface Usage {
-  promptTokens: number;
-  completionTokens: number;
-  reasoningTokens: number;
-  cachedTokens: number;
-  cachedPromptTokens?: number;
-  cacheWriteTokens?: number;
-  cacheReadTokens?: number;
+  input: { total: number; cacheRead: number; cacheWrite: number };
+  output: { total: number; reasoning: number };
   estimated: boolean;
 }
 

@@ -1,3 +1,4 @@
+import type { Usage } from '../protocols/internal.ts';
 import type { CatalogModel } from './catalog.ts';
 import { add, ceil, fromInt, max, mul, ZERO, type Fraction } from './decimal.ts';
 import type { TokenPrices } from './token-prices.ts';
@@ -15,6 +16,23 @@ export interface TokenCounts {
   cachedPromptTokens?: number;
   cacheWriteTokens?: number;
   cacheReadTokens?: number;
+}
+
+/**
+ * A usage's priced parts for `model`. A cache read is priced at the cache-read price of the
+ * provider type serving the model: Anthropic's `cacheRead` for an Anthropic provider, OpenAI's
+ * `cachedPrompt` for an OpenAI-compatible one (TokenPrices says which key is which). Every part is
+ * given, zero when absent, so a log of the counts always names all three.
+ */
+export function tokenCounts(u: Usage, model: Pick<CatalogModel, 'upstream'>): Required<TokenCounts> {
+  const anthropic = model.upstream === 'anthropic';
+  return {
+    promptTokens: u.input.total,
+    completionTokens: u.output.total,
+    cachedPromptTokens: anthropic ? 0 : u.input.cacheRead,
+    cacheWriteTokens: u.input.cacheWrite,
+    cacheReadTokens: anthropic ? u.input.cacheRead : 0,
+  };
 }
 
 export interface PricedRequest {

@@ -9,7 +9,7 @@ import type { ChatPlan } from '../../src/chat/plan.ts';
 import type { Usage } from '../../src/protocols/internal.ts';
 import { ApiError } from '../../src/refusal.ts';
 
-const USAGE: Usage = { promptTokens: 100, completionTokens: 50, reasoningTokens: 0, cachedTokens: 20, estimated: false };
+const USAGE: Usage = { input: { total: 100, cacheRead: 20, cacheWrite: 0 }, output: { total: 50, reasoning: 0 }, estimated: false };
 const plan = { model: { upstreamName: 'up' } } as ChatPlan;
 const chunk = (delta: Record<string, unknown>, finish: string | null = null) => JSON.stringify({ id: 'c1', model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] });
 const parse = (sse: string) => sse.split('\n\n').filter(Boolean).map((b) => JSON.parse(b.split('\n')[1]!.slice(6)));

@@ -16,7 +16,7 @@ import { nativeStreamEncoder, translatingStreamEncoder } from './encode-stream.t
  * and the answer translated back.
  */
 /** The usage inside an internal answer, for a caller that passed none (zeros when it has none either). */
-const reportedUsage = (parsed: InternalCompletion): Usage => readUsage(parsed?.usage) ?? { promptTokens: 0, completionTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: true };
+const reportedUsage = (parsed: InternalCompletion): Usage => readUsage(parsed?.usage) ?? { input: { total: 0, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated: true };
 
 export const anthropicMessagesInbound: InboundTranslator = {
   path: '/v1/messages',

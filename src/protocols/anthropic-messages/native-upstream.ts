@@ -1,3 +1,4 @@
+import type { Usage } from '../internal.ts';
 import type { StreamDecoder, UpstreamTranslator, WireEvent } from '../upstream.ts';
 import { anthropicUpstream } from './upstream.ts';
 
@@ -13,7 +14,7 @@ export const anthropicNativeUpstream: UpstreamTranslator = {
   hiddenPromptTokens: anthropicUpstream.hiddenPromptTokens,
   decodeAnswer(text) {
     const decoded = anthropicUpstream.decodeAnswer(text);
-    return decoded.ok ? { ok: true, text, parsed: decoded.parsed } : decoded;
+    return decoded.ok ? { ...decoded, text } : decoded;
   },
   streamDecoder: () => new NativeDecoder(),
 };
@@ -30,7 +31,7 @@ class NativeDecoder implements StreamDecoder {
     return type ? [...events, { kind: 'native', event: `event: ${type}\ndata: ${data}\n\n` }] : events;
   }
 
-  promptUsage(): unknown {
+  promptUsage(): Usage | null {
     return this.inner.promptUsage();
   }
 }

@@ -1,4 +1,6 @@
+import type { Usage } from '../internal.ts';
 import type { StreamDecoder, UpstreamTranslator, WireEvent } from '../upstream.ts';
+import { neutralUsage } from './decode-usage.ts';
 import { toAnthropicRequest } from './encode-request.ts';
 import { hiddenToolPromptTokens } from './tools.ts';
 import { fromAnthropicResponse } from './decode-answer.ts';
@@ -30,7 +32,7 @@ export const anthropicUpstream: UpstreamTranslator = {
       return { ok: false, problem: 'the provider sent a response that is not an Anthropic message' };
     }
     const completion = fromAnthropicResponse(msg);
-    return { ok: true, text: JSON.stringify(completion), parsed: completion };
+    return { ok: true, text: JSON.stringify(completion), parsed: completion, usage: completion.usage ? neutralUsage(completion.usage) : null };
   },
   streamDecoder: () => new AnthropicDecoder(),
 };
@@ -42,6 +44,7 @@ class AnthropicDecoder implements StreamDecoder {
     const events: WireEvent[] = [];
     for (const out of this.translator.pushData(data)) {
       if (out.kind === 'error') events.push({ kind: 'error', providerMessage: `${out.errorType}: ${out.message}` });
+      else if (out.chunk.usage) events.push({ kind: 'usage', data: JSON.stringify(out.chunk), usage: neutralUsage(out.chunk.usage), usageOnly: out.chunk.choices.length === 0 });
       else events.push({ kind: 'chunk', data: JSON.stringify(out.chunk) });
     }
     // After message_stop's usage chunk: the answer is complete.
@@ -49,7 +52,8 @@ class AnthropicDecoder implements StreamDecoder {
     return events;
   }
 
-  promptUsage(): unknown {
-    return this.translator.startUsage;
+  promptUsage(): Usage | null {
+    const start = this.translator.startUsage;
+    return start ? neutralUsage(start) : null;
   }
 }

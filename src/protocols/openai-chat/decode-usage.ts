@@ -1,45 +1,36 @@
-import type { Usage } from '../internal.ts';
+import type { InternalUsage, Usage } from '../internal.ts';
 
 /**
- * The usage object of the internal form (OpenAI's, as every upstream translator produces it) as the
- * gateway's Usage. The cached parts of the prompt, as the pricing reads them (src/providers/pricing.ts):
- * - OpenAI and compatible providers report cached reads as `prompt_tokens_details.cached_tokens`;
- * - the Anthropic translator (anthropic-messages/decode-usage.ts) adds `cache_creation_input_tokens`
- *   and `cache_read_input_tokens`, and also copies the reads into `cached_tokens` for OpenAI clients.
- * When the Anthropic fields are there, the cached reads are Anthropic's, priced as cache reads and
- * not a second time as OpenAI cached reads.
+ * The cache fields some OpenAI-compatible providers add to OpenAI's usage object, in Anthropic's
+ * names (proxies in front of Claude), and which the Anthropic translator's internal form carries
+ * too (anthropic-messages/decode-usage.ts).
  */
-export interface CacheParts {
-  /** Cached prompt reads of either kind: what the usage row's cached_tokens records. */
-  cachedTokens: number;
-  cachedPromptTokens: number;
-  cacheWriteTokens: number;
-  cacheReadTokens: number;
+interface CacheFields {
+  cache_creation_input_tokens?: unknown;
+  cache_read_input_tokens?: unknown;
 }
 
 const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : 0);
 
-export function readCacheParts(usage: Record<string, any>): CacheParts {
-  const openaiCached = count(usage.prompt_tokens_details?.cached_tokens);
-  const anthropic = typeof usage.cache_creation_input_tokens === 'number' || typeof usage.cache_read_input_tokens === 'number';
-  if (!anthropic) return { cachedTokens: openaiCached, cachedPromptTokens: openaiCached, cacheWriteTokens: 0, cacheReadTokens: 0 };
-  const cacheReadTokens = count(usage.cache_read_input_tokens);
-  return { cachedTokens: cacheReadTokens, cachedPromptTokens: 0, cacheWriteTokens: count(usage.cache_creation_input_tokens), cacheReadTokens };
-}
-
 /**
- * Reads OpenAI's usage object (and the Anthropic translator's cache fields, see readCacheParts).
+ * OpenAI's usage object as the neutral Usage; null when it holds neither count (the gateway
+ * estimates instead). Cached reads are `prompt_tokens_details.cached_tokens`, unless the provider
+ * reports them in Anthropic's names: then those are the reads (also copied into `cached_tokens`
+ * for OpenAI clients, so never counted twice) and `cache_creation_input_tokens` the writes.
  * Reasoning and cached tokens are parts of the totals, never added.
  */
 export function readUsage(u: unknown): Usage | null {
   if (!u || typeof u !== 'object') return null;
-  const o = u as Record<string, any>;
+  const o = u as InternalUsage & CacheFields;
   if (typeof o.prompt_tokens !== 'number' && typeof o.completion_tokens !== 'number') return null;
+  const anthropicNames = typeof o.cache_creation_input_tokens === 'number' || typeof o.cache_read_input_tokens === 'number';
   return {
-    promptTokens: count(o.prompt_tokens),
-    completionTokens: count(o.completion_tokens),
-    reasoningTokens: count(o.completion_tokens_details?.reasoning_tokens),
-    ...readCacheParts(o),
+    input: {
+      total: count(o.prompt_tokens),
+      cacheRead: count(anthropicNames ? o.cache_read_input_tokens : o.prompt_tokens_details?.cached_tokens),
+      cacheWrite: anthropicNames ? count(o.cache_creation_input_tokens) : 0,
+    },
+    output: { total: count(o.completion_tokens), reasoning: count(o.completion_tokens_details?.reasoning_tokens) },
     estimated: false,
   };
 }

@@ -1,19 +1,21 @@
 import { parseJsonLoosely } from '../../json.ts';
-import type { StreamDecoder, UpstreamTranslator, WireEvent } from '../upstream.ts';
+import { USAGE_OBJECT, type StreamDecoder, type UpstreamTranslator, type WireEvent } from '../upstream.ts';
+import { readUsage } from './decode-usage.ts';
 
 const DONE: WireEvent[] = [{ kind: 'done' }];
 
 /**
  * OpenAI's chat completions: the internal form itself. Requests and answers pass through as they
  * are (no copy, no re-serialisation) and events are handed on as the provider wrote them; only an
- * event that mentions "error" is parsed, to tell a provider's error event from content.
+ * event that mentions "error" is parsed, to tell a provider's error event from content, and one
+ * that carries a usage object, to read it.
  */
 export const openAIChatUpstream: UpstreamTranslator = {
   encodeRequest: (internal) => ({ ok: true, value: internal }),
   decodeAnswer(text) {
     const parsed = JSON.parse(text);
     if (!parsed || typeof parsed !== 'object' || !Array.isArray(parsed.choices)) return { ok: false, problem: 'the provider sent a response that is not a chat completion' };
-    return { ok: true, text, parsed };
+    return { ok: true, text, parsed, usage: readUsage(parsed.usage) };
   },
   streamDecoder: () => decoder,
 };
@@ -28,6 +30,10 @@ const decoder: StreamDecoder = {
         const message: unknown = o.error?.message;
         return [{ kind: 'error', providerMessage: typeof message === 'string' ? message : undefined }];
       }
+    }
+    if (USAGE_OBJECT.test(data)) {
+      const chunk = parseJsonLoosely(data);
+      return [{ kind: 'usage', data, usage: readUsage(chunk?.usage), usageOnly: Array.isArray(chunk?.choices) && chunk.choices.length === 0 }];
     }
     return [{ kind: 'chunk', data }];
   },
