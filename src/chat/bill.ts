@@ -56,7 +56,7 @@ export class RequestBill {
 
   settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
     // The one place usage is priced: each cached part of the prompt at its own price.
-    const counts = tokenCounts(usage, this.plan.model);
+    const counts = tokenCounts(usage);
     const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest(this.plan.model, counts);
     if (cachedPartsIgnored) {
       const { promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens } = counts;

@@ -16,13 +16,17 @@
  *   `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`).
  * - `input.cacheWrite`: the part written to the cache (Anthropic's `cache_creation_input_tokens`;
  *   OpenAI reports none).
+ * - `input.cacheReadPrice`: which of the catalog's two cache-read prices the reads are billed at,
+ *   as the decoder knows its provider bills them: `cachedPrompt` (OpenAI's cached-input price, the
+ *   default when absent) or `cacheRead` (Anthropic's cache-read price, for reads reported in
+ *   Anthropic's terms, by Anthropic or by an OpenAI-compatible proxy in front of it).
  * - `output.total`: every generated token, reasoning included (`completion_tokens`, `output_tokens`).
  * - `output.reasoning`: the reasoning part of it (`completion_tokens_details.reasoning_tokens`).
  * - `estimated`: counted by the gateway (src/chat/usage.ts) because the provider reported none.
  * Each cached part is priced at its own price (src/providers/pricing.ts, tokenCounts).
  */
 export interface Usage {
-  input: { total: number; cacheRead: number; cacheWrite: number };
+  input: { total: number; cacheRead: number; cacheWrite: number; cacheReadPrice?: 'cachedPrompt' | 'cacheRead' };
   output: { total: number; reasoning: number };
   estimated: boolean;
 }

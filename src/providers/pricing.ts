@@ -19,13 +19,12 @@ export interface TokenCounts {
 }
 
 /**
- * A usage's priced parts for `model`. A cache read is priced at the cache-read price of the
- * provider type serving the model: Anthropic's `cacheRead` for an Anthropic provider, OpenAI's
- * `cachedPrompt` for an OpenAI-compatible one (TokenPrices says which key is which). Every part is
+ * A usage's priced parts. Cache reads go to the price their decoder named (`cacheReadPrice`:
+ * OpenAI's cached-input price unless the reads were reported in Anthropic's terms). Every part is
  * given, zero when absent, so a log of the counts always names all three.
  */
-export function tokenCounts(u: Usage, model: Pick<CatalogModel, 'upstream'>): Required<TokenCounts> {
-  const anthropic = model.upstream === 'anthropic';
+export function tokenCounts(u: Usage): Required<TokenCounts> {
+  const anthropic = u.input.cacheReadPrice === 'cacheRead';
   return {
     promptTokens: u.input.total,
     completionTokens: u.output.total,

@@ -32,9 +32,9 @@ describe('cached tokens read from provider usage and priced', () => {
   test('OpenAI: prompt_tokens_details.cached_tokens is the cached part of prompt_tokens, billed at the cached price', () => {
     const usage = readUsage({ prompt_tokens: 2000, completion_tokens: 100, prompt_tokens_details: { cached_tokens: 1536 } })!;
     assert.deepEqual({ ...usage }, { input: { total: 2000, cacheRead: 1536, cacheWrite: 0 }, output: { total: 100, reasoning: 0 }, estimated: false });
-    assert.deepEqual(tokenCounts(usage, gpt), { promptTokens: 2000, completionTokens: 100, cachedPromptTokens: 1536, cacheWriteTokens: 0, cacheReadTokens: 0 });
+    assert.deepEqual(tokenCounts(usage), { promptTokens: 2000, completionTokens: 100, cachedPromptTokens: 1536, cacheWriteTokens: 0, cacheReadTokens: 0 });
     // 464 × 3 + 1536 × 1.5 + 100 × 12 = 1392 + 2304 + 1200 micro-USDC; cost 464 × 2.5 + 1536 × 1.25 + 100 × 10.
-    assert.deepEqual(priceRequest(gpt, tokenCounts(usage, gpt)), { chargeUsdc: 4896, costUsdc: 4080, cachedPartsIgnored: false });
+    assert.deepEqual(priceRequest(gpt, tokenCounts(usage)), { chargeUsdc: 4896, costUsdc: 4080, cachedPartsIgnored: false });
   });
 
   test('Anthropic (the adapter\'s usage): cache writes and reads at their own prices, reads not priced twice as OpenAI cached reads', async () => {
@@ -57,7 +57,7 @@ describe('cached tokens read from provider usage and priced', () => {
       for (const [path, reported] of [['JSON', answer.usage], ['stream', translator.usage]] as const) {
         // What the Anthropic upstream translator's decoders report for it.
         const usage = neutralUsage(reported!);
-        const counts = tokenCounts(usage, claude);
+        const counts = tokenCounts(usage);
         assert.deepEqual(
           [counts.promptTokens, usage.input.cacheRead, counts.cachedPromptTokens, counts.cacheWriteTokens, counts.cacheReadTokens],
           [3100, 2000, 0, 1000, 2000],
@@ -80,12 +80,12 @@ describe('cached tokens read from provider usage and priced', () => {
 
   test('usage reporting more cached tokens than prompt tokens is priced as prompt-only and flagged', () => {
     const usage = readUsage({ prompt_tokens: 100, completion_tokens: 10, prompt_tokens_details: { cached_tokens: 5000 } })!;
-    assert.deepEqual(priceRequest(gpt, tokenCounts(usage, gpt)), { chargeUsdc: 100 * 3 + 10 * 12, costUsdc: 100 * 2.5 + 10 * 10, cachedPartsIgnored: true });
+    assert.deepEqual(priceRequest(gpt, tokenCounts(usage)), { chargeUsdc: 100 * 3 + 10 * 12, costUsdc: 100 * 2.5 + 10 * 10, cachedPartsIgnored: true });
   });
 
   test('malformed cache fields count as zero, never as negative tokens', () => {
     const usage = readUsage({ prompt_tokens: 100, completion_tokens: 10, prompt_tokens_details: { cached_tokens: -50 }, cache_read_input_tokens: 'many' })!;
-    const counts = tokenCounts(usage, gpt);
+    const counts = tokenCounts(usage);
     assert.deepEqual([usage.input.cacheRead, counts.cachedPromptTokens, counts.cacheWriteTokens, counts.cacheReadTokens], [0, 0, 0, 0]);
     assert.equal(priceRequest(gpt, counts).chargeUsdc, 100 * 3 + 10 * 12);
   });

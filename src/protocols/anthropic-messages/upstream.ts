@@ -1,6 +1,7 @@
 import type { Usage } from '../internal.ts';
 import type { StreamDecoder, UpstreamTranslator, WireEvent } from '../upstream.ts';
 import { neutralUsage } from './decode-usage.ts';
+import { anthropicMessageSchema } from './schemas.ts';
 import { toAnthropicRequest } from './encode-request.ts';
 import { hiddenToolPromptTokens } from './tools.ts';
 import { fromAnthropicResponse } from './decode-answer.ts';
@@ -27,11 +28,14 @@ export const anthropicUpstream: UpstreamTranslator = {
   },
   hiddenPromptTokens: hiddenToolPromptTokens,
   decodeAnswer(text) {
-    const msg = JSON.parse(text) as AnthropicResponse;
-    if (!msg || typeof msg !== 'object' || msg.type !== 'message' || !Array.isArray(msg.content)) {
+    // Text that is not JSON throws, as a broken answer always has (the caller words the failure).
+    const msg: unknown = JSON.parse(text);
+    if (!anthropicMessageSchema.safeParse(msg).success) {
       return { ok: false, problem: 'the provider sent a response that is not an Anthropic message' };
     }
-    const completion = fromAnthropicResponse(msg);
+    // Checked as far as the outcome depends on it; blocks are read with defaults, as Anthropic's
+    // newer block types pass through untouched.
+    const completion = fromAnthropicResponse(msg as AnthropicResponse);
     return { ok: true, text: JSON.stringify(completion), parsed: completion, usage: completion.usage ? neutralUsage(completion.usage) : null };
   },
   streamDecoder: () => new AnthropicDecoder(),

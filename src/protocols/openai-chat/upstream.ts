@@ -1,6 +1,8 @@
 import { parseJsonLoosely } from '../../json.ts';
 import { USAGE_OBJECT, type StreamDecoder, type UpstreamTranslator, type WireEvent } from '../upstream.ts';
+import type { InternalCompletion } from '../internal.ts';
 import { readUsage } from './decode-usage.ts';
+import { openAICompletionSchema } from './schemas.ts';
 
 const DONE: WireEvent[] = [{ kind: 'done' }];
 
@@ -13,8 +15,12 @@ const DONE: WireEvent[] = [{ kind: 'done' }];
 export const openAIChatUpstream: UpstreamTranslator = {
   encodeRequest: (internal) => ({ ok: true, value: internal }),
   decodeAnswer(text) {
-    const parsed = JSON.parse(text);
-    if (!parsed || typeof parsed !== 'object' || !Array.isArray(parsed.choices)) return { ok: false, problem: 'the provider sent a response that is not a chat completion' };
+    // Text that is not JSON throws, as a broken answer always has (the caller words the failure).
+    const raw: unknown = JSON.parse(text);
+    if (!openAICompletionSchema.safeParse(raw).success) return { ok: false, problem: 'the provider sent a response that is not a chat completion' };
+    // The provider's own object, not the schema's copy: it is handed on as it came. Its choices'
+    // contents are read defensively (every leaf of InternalCompletion is unknown).
+    const parsed = raw as InternalCompletion;
     return { ok: true, text, parsed, usage: readUsage(parsed.usage) };
   },
   streamDecoder: () => decoder,
