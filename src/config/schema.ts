@@ -80,7 +80,7 @@ const openAICompatibleProvider = z
   })
   .strict();
 
-/** Anthropic's Messages API (src/providers/anthropic/): the key goes in x-api-key. */
+/** Anthropic's Messages API (transport in src/providers/anthropic/, translation in src/protocols/anthropic-messages/): the key goes in x-api-key. */
 const anthropicProvider = z
   .object({
     type: z.literal('anthropic'),
