@@ -1,9 +1,9 @@
 import type { KeyRow } from '../keys/api-keys.ts';
 import type { SettleOutcome, UsageRecord } from '../ledger/reservations.ts';
-import { priceRequest } from '../providers/pricing.ts';
+import { priceRequest, tokenCounts } from '../providers/pricing.ts';
 import type { ChatDeps } from './deps.ts';
 import type { ChatPlan } from './plan.ts';
-import type { Usage } from './usage.ts';
+import type { Usage } from '../protocols/internal.ts';
 
 export interface BillOptions {
   /**
@@ -15,7 +15,7 @@ export interface BillOptions {
   capAtReservation?: boolean;
 }
 
-const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: false };
+const NO_USAGE: Usage = { input: { total: 0, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated: false };
 
 /**
  * The money side of one chat request after its reservation: it is finished exactly once, by a
@@ -56,9 +56,10 @@ export class RequestBill {
 
   settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
     // The one place usage is priced: each cached part of the prompt at its own price.
-    const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest(this.plan.model, usage);
+    const counts = tokenCounts(usage);
+    const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest(this.plan.model, counts);
     if (cachedPartsIgnored) {
-      const { promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens } = usage;
+      const { promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens } = counts;
       this.deps.log.warn(
         { reqId: this.requestId, model: this.plan.model.id, promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens },
         'the provider reported more cached prompt tokens than prompt tokens; billed every prompt token at the prompt price',
@@ -89,7 +90,7 @@ export class RequestBill {
   async cutShort(status: string): Promise<void> {
     if (!this.open) return;
     const usage = await this.producedSoFar?.();
-    if (usage && usage.completionTokens > 0) await this.settle(usage, status);
+    if (usage && usage.output.total > 0) await this.settle(usage, status);
     else await this.voidIfOpen(status);
   }
 
@@ -116,8 +117,8 @@ export class RequestBill {
     m.chatLatency.observe({ model, stream: String(this.plan.stream), outcome: status }, seconds);
     // A deferred (spooled) settle is counted by the replayer once the ledger has charged it.
     if (!outcome.applied || outcome.deferred) return;
-    if (usage.promptTokens) m.tokens.inc({ model, kind: 'prompt' }, usage.promptTokens);
-    if (usage.completionTokens) m.tokens.inc({ model, kind: 'completion' }, usage.completionTokens);
+    if (usage.input.total) m.tokens.inc({ model, kind: 'prompt' }, usage.input.total);
+    if (usage.output.total) m.tokens.inc({ model, kind: 'completion' }, usage.output.total);
     if (outcome.chargedUsdc) m.chargedUsdc.inc({ model }, outcome.chargedUsdc);
   }
 
@@ -149,7 +150,13 @@ export class RequestBill {
       wallet: this.key.wallet,
       model: this.plan.model.id,
       provider: this.plan.model.provider,
-      ...usage,
+      // The usage row records the prompt and output totals and the parts of each that are
+      // reported apart: cache reads of either provider type, and reasoning.
+      promptTokens: usage.input.total,
+      completionTokens: usage.output.total,
+      reasoningTokens: usage.output.reasoning,
+      cachedTokens: usage.input.cacheRead,
+      estimated: usage.estimated,
       providerCostUsdc: costUsdc,
       status,
       latencyMs: Math.round(seconds * 1000),

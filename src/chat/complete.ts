@@ -2,10 +2,11 @@ import { ApiError } from '../refusal.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps } from './deps.ts';
-import type { InboundCodec } from './inbound/codec.ts';
+import type { InboundTranslator } from '../protocols/inbound.ts';
+import type { InternalCompletion, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
 import type { ResponseSink } from './sink.ts';
-import { estimateUsage, generatedText, readUsage } from './usage.ts';
+import { estimateUsage, generatedText } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 
@@ -13,8 +14,8 @@ import { logProviderFailure } from './provider-failure-log.ts';
  * Non-streaming: call the provider, decode its answer into the internal form, settle, answer in
  * the client's protocol (for OpenAI in and out: the provider's JSON as it was sent).
  */
-export async function completeChat(deps: ChatDeps, sink: ResponseSink, codec: InboundCodec, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
-  let answer: { text: string; parsed: any };
+export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+  let answer: { text: string; parsed: InternalCompletion; usage: Usage | null };
   let status: number | undefined;
   try {
     // No abort on client disconnect: the provider bills us for the completion either way, so it is
@@ -25,7 +26,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, codec: In
     status = res.statusCode;
     const text = await res.body.text();
     if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text);
-    const decoded = plan.wire.decodeAnswer(text);
+    const decoded = plan.upstream.decodeAnswer(text);
     if (!decoded.ok) throw upstreamFailure(decoded.problem);
     answer = decoded;
   } catch (err) {
@@ -35,7 +36,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, codec: In
     throw failure;
   }
 
-  const usage = readUsage(answer.parsed.usage) ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
+  const usage = answer.usage ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
   const outcome = await bill.settle(usage);
   // The reservation was finished by someone else meanwhile (the sweeper after a lost lease, or a
   // shutdown that ran out of grace): nothing could be charged, so the answer is not handed out free.
@@ -53,9 +54,9 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, codec: In
     sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await deps.balance(bill.key.wallet)));
   }
   sink.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false');
-  sink.send(200, codec.encodeAnswer(answer.text, answer.parsed, plan, usage));
+  sink.send(200, inbound.encodeAnswer(answer.text, answer.parsed, plan, usage));
 }
 
-function completionTextOf(parsed: any): string {
-  return (parsed.choices as any[]).map((c) => generatedText(c?.message)).join('');
+function completionTextOf(parsed: InternalCompletion): string {
+  return parsed.choices.map((c) => generatedText(c?.message)).join('');
 }

@@ -1,10 +1,10 @@
 import type { Config } from '../config/load.ts';
 import { findModel, type Catalog, type CatalogModel } from '../providers/catalog.ts';
 import { reservationFor } from '../providers/pricing.ts';
-import { wireOf } from '../providers/registry.ts';
-import type { UpstreamWire } from '../providers/wire.ts';
+import { upstreamOf } from '../providers/registry.ts';
+import type { UpstreamTranslator } from '../protocols/upstream.ts';
 import { badRequest } from '../refusal.ts';
-import { checkForwardedFields } from './forwarded-fields.ts';
+import { checkForwardedFields } from '../protocols/openai-chat/request-fields.ts';
 import { measureParts, promptBound, type NonTextParts } from './prompt-bound.ts';
 
 /** Everything decided about a chat request before any money moves or any byte goes upstream. */
@@ -24,8 +24,8 @@ export interface ChatPlan {
   upstreamBody: Record<string, unknown>;
   /** `upstreamBody` encoded in the provider's wire format and serialised: what is sent, byte for byte. */
   upstreamJson: string;
-  /** Decodes the provider's answer and events (the provider type's wire, or a native pass-through's). */
-  wire: UpstreamWire;
+  /** Decodes the provider's answer and events (the provider type's upstream translator, or a native pass-through's). */
+  upstream: UpstreamTranslator;
   /**
    * The client speaks the provider's own protocol and `upstreamJson` is its request, allowlisted
    * but untranslated: answers and events go back as the provider sent them.
@@ -38,7 +38,7 @@ const EFFORT_BUDGETS: Record<string, number> = { minimal: 512, low: 1024, medium
 
 /**
  * Validates the body and resolves the model. Only allowlisted fields are forwarded (see
- * forwarded-fields.ts), and the reservation bounds the body exactly as it will be sent.
+ * src/protocols/openai-chat/request-fields.ts), and the reservation bounds the body exactly as it will be sent.
  */
 export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, 'chat'>): ChatPlan {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object');
@@ -78,24 +78,24 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const clientWantsUsage = stream && options.include_usage === true;
   if (stream) upstreamBody.stream_options = { ...options, include_usage: true };
 
-  // Encoded for the provider's wire (the identity for OpenAI-compatible providers); what it cannot
+  // Encoded by the provider's upstream translator (the identity for OpenAI-compatible providers); what it cannot
   // honour is a 400 naming the client's field, before anything is reserved.
-  const wire = wireOf(model.upstream);
-  const encoded = wire.encodeRequest(upstreamBody);
+  const upstream = upstreamOf(model.upstream);
+  const encoded = upstream.encodeRequest(upstreamBody);
   if (!encoded.ok) throw badRequest(encoded.message, { param: encoded.field });
   // Bounded on what goes upstream, after every rewrite above, so nothing forwarded escapes the bound.
   // Serialised once: the bound measures the very bytes the adapter sends (a 4 MiB body costs tens
   // of milliseconds of event-loop time per JSON.stringify). Messages and tools are counted on the
   // internal body, which has at least as many as any encoding of it (Anthropic merges turns).
   const upstreamJson = JSON.stringify(encoded.value);
-  const sentParts = wire.nonTextBytes ? { ...parts, bytes: wire.nonTextBytes(encoded.value) } : parts;
+  const sentParts = upstream.nonTextBytes ? { ...parts, bytes: upstream.nonTextBytes(encoded.value) } : parts;
   // Plus what the provider adds unseen (Anthropic's tool system prompt), still capped at the
   // context window, which the provider's own additions count against too.
-  const hidden = wire.hiddenPromptTokens?.(encoded.value) ?? 0;
+  const hidden = upstream.hiddenPromptTokens?.(encoded.value) ?? 0;
   const promptUpperBound = Math.min(promptBound(upstreamBody, upstreamJson, model, sentParts) + hidden, model.contextLength);
   return {
     model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts,
-    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody, upstreamJson, wire, native: false,
+    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody, upstreamJson, upstream, native: false,
   };
 }
 
@@ -135,7 +135,7 @@ function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>
   if (hasEffort && (typeof b.reasoning_effort !== 'string' || !Object.hasOwn(EFFORT_BUDGETS, b.reasoning_effort))) {
     throw badRequest(`reasoning_effort must be one of ${Object.keys(EFFORT_BUDGETS).join(', ')}`, { param: 'reasoning_effort' });
   }
-  // Anthropic's wire maps reasoning_effort to a thinking budget itself, with Anthropic's minimum.
+  // Anthropic's upstream translator maps reasoning_effort to a thinking budget itself, with Anthropic's minimum.
   if (model.upstream === 'anthropic') return;
   if (model.reasoningFamily === 'thinking') {
     delete out.reasoning_effort;

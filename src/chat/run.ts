@@ -4,7 +4,7 @@ import { ApiError } from '../refusal.ts';
 import { RequestBill, type BillOptions } from './bill.ts';
 import { completeChat } from './complete.ts';
 import type { ChatDeps } from './deps.ts';
-import type { InboundCodec } from './inbound/codec.ts';
+import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { ChatPlan } from './plan.ts';
 import type { ResponseSink } from './sink.ts';
 import { streamChat } from './stream.ts';
@@ -13,7 +13,7 @@ import { streamChat } from './stream.ts';
 export interface ChatExchange {
   requestId: string;
   sink: ResponseSink;
-  codec: InboundCodec;
+  inbound: InboundTranslator;
 }
 
 /**
@@ -26,7 +26,7 @@ export async function runChat(deps: ChatDeps, exchange: ChatExchange, key: KeyRo
   const adapter = deps.providers.get(plan.model.provider);
   if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
 
-  const { requestId, sink, codec } = exchange;
+  const { requestId, sink, inbound } = exchange;
   const reserved = await deps.reserve({
     wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, keyHasLimit: key.spend_limit_usdc !== null,
   });
@@ -36,8 +36,8 @@ export async function runChat(deps: ChatDeps, exchange: ChatExchange, key: KeyRo
   // the request could use (or a bound that missed an input) must not take the key past its limit.
   const bill = new RequestBill(deps, key, plan, requestId, { ...opts, capAtReservation: opts.capAtReservation || reserved.keyLimited });
   try {
-    if (plan.stream) await streamChat(deps, sink, codec, plan, adapter, bill);
-    else await completeChat(deps, sink, codec, plan, adapter, bill);
+    if (plan.stream) await streamChat(deps, sink, inbound, plan, adapter, bill);
+    else await completeChat(deps, sink, inbound, plan, adapter, bill);
   } finally {
     await bill.voidIfOpen('error');
   }

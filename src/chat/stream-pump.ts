@@ -1,23 +1,19 @@
 import { createParser, type EventSourceParser } from 'eventsource-parser';
-import { parseJsonLoosely } from '../json.ts';
-import type { StreamDecoder } from '../providers/wire.ts';
-import type { StreamEncoder } from './inbound/codec.ts';
+import type { StreamDecoder } from '../protocols/upstream.ts';
+import type { StreamEncoder } from '../protocols/inbound.ts';
 import { redactCredentials } from './upstream-error.ts';
 import { StreamedText } from './streamed-text.ts';
-import { estimateUsage, readUsage, type EstimateInput, type Usage } from './usage.ts';
+import type { Usage } from '../protocols/internal.ts';
+import { estimateUsage, type EstimateInput } from './usage.ts';
 
-/**
- * An event carrying a usage object (not `"usage": null`), compact or spaced as Python's json.dumps
- * writes it. Generated text cannot match: its quotes are escaped (`\"usage\"`).
- */
-const USAGE_OBJECT = /"usage"\s*:\s*\{/;
 
 /**
  * The bytes side of a stream, apart from the socket, the bill and the timers (stream.ts), so it can
  * be tested by feeding it provider bytes: it parses the provider's SSE, decodes each event with the
- * provider's wire, encodes it in the client's protocol, and keeps what the bill needs (the usage
+ * provider's upstream translator, encodes it in the client's protocol, and keeps what the bill needs (the usage
  * the provider reported, the text it streamed, whether it said it was done, the error it reported).
- * Only chunks that carry usage are parsed; content chunks pass through as text.
+ * The upstream translator parses only chunks that carry usage and hands over that usage in
+ * neutral terms; content chunks pass through as text.
  */
 export class StreamPump {
   /** The usage the provider reported; null until (unless) it sends it. */
@@ -50,11 +46,9 @@ export class StreamPump {
             // encoded (the caller stops reading once the piece is sent), as they always were.
             this.error = `the provider reported an error${e.providerMessage ? `: ${redactCredentials(e.providerMessage).slice(0, 300)}` : ''}`;
             return;
-          } else if (USAGE_OBJECT.test(e.data)) {
-            const chunk = parseJsonLoosely(e.data);
-            const found = readUsage(chunk?.usage);
-            if (found) this.usage = found;
-            this.pending.push(this.encoder.chunk(e.data, Array.isArray(chunk?.choices) && chunk.choices.length === 0));
+          } else if (e.kind === 'usage') {
+            if (e.usage) this.usage = e.usage;
+            this.pending.push(this.encoder.chunk(e.data, e.usageOnly));
           } else {
             onContent();
             this.streamed.add(e.data);
@@ -85,12 +79,12 @@ export class StreamPump {
    * prompt side early (Anthropic's message_start) has it billed exactly.
    */
   async produced(): Promise<Usage> {
-    return this.usage ?? withPromptSide(await estimateUsage(this.plan, this.streamed.text()), readUsage(this.decoder.promptUsage()));
+    return this.usage ?? withPromptSide(await estimateUsage(this.plan, this.streamed.text()), this.decoder.promptUsage());
   }
 }
 
 /** The estimate with the prompt side the provider reported (exact), when it reported one. */
 function withPromptSide(estimate: Usage, reported: Usage | null): Usage {
   if (!reported) return estimate;
-  return { ...estimate, promptTokens: reported.promptTokens, cachedTokens: reported.cachedTokens, cacheWriteTokens: reported.cacheWriteTokens, cacheReadTokens: reported.cacheReadTokens };
+  return { ...estimate, input: reported.input };
 }

@@ -1,7 +1,7 @@
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps, DrainBudget } from './deps.ts';
-import type { InboundCodec } from './inbound/codec.ts';
+import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { ChatPlan } from './plan.ts';
 import type { ResponseSink } from './sink.ts';
 import { describeTransportError, providerMessage } from './upstream-error.ts';
@@ -9,7 +9,7 @@ import { logProviderFailure } from './provider-failure-log.ts';
 import { StreamPump } from './stream-pump.ts';
 
 /**
- * Streaming: 200 and the SSE headers go out first, then the provider's events, decoded by its wire
+ * Streaming: 200 and the SSE headers go out first, then the provider's events, decoded by its upstream translator
  * into internal chunks and encoded in the client's protocol, as they come (OpenAI in and out: passed
  * through as sent; the bytes themselves are the pump's, stream-pump.ts). The request is settled from
  * the provider's usage (or counted tokens) before the stream's end; an upstream failure becomes the
@@ -17,15 +17,15 @@ import { StreamPump } from './stream-pump.ts';
  * it is drained, within bounds, so what the provider produced is billed. A client that stays
  * connected but accepts no bytes for `chat.idleTimeoutSeconds` is cut and treated as one that left.
  */
-export async function streamChat(deps: ChatDeps, sink: ResponseSink, codec: InboundCodec, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
   sink.startStream({
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
     connection: 'keep-alive',
     'x-accel-buffering': 'no',
   });
-  const encoder = codec.streamEncoder(plan);
-  const pump = new StreamPump(plan.wire.streamDecoder(), encoder, plan, () => bill.markFirstToken());
+  const encoder = inbound.streamEncoder(plan);
+  const pump = new StreamPump(plan.upstream.streamDecoder(), encoder, plan, () => bill.markFirstToken());
 
   const upstreamAbort = new AbortController();
   const client = watchClient(sink, deps.drains, upstreamAbort);

@@ -1,36 +1,6 @@
-import { readCacheParts } from '../providers/cache-usage.ts';
-import type { TokenCounts } from '../providers/pricing.ts';
+import type { InternalMessage, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
-import { CONTROL_FIELDS } from './forwarded-fields.ts';
-
-/**
- * Token counts as the provider reported them, or as we counted them when it reported none. It is
- * priced as it is (the cached parts of TokenCounts are absent from an estimate: all prompt price).
- */
-export interface Usage extends TokenCounts {
-  reasoningTokens: number;
-  cachedTokens: number;
-  estimated: boolean;
-}
-
-const int = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : 0);
-
-/**
- * Reads OpenAI's usage object (and the Anthropic adapter's cache fields, see readCacheParts).
- * Reasoning and cached tokens are parts of the totals, never added.
- */
-export function readUsage(u: unknown): Usage | null {
-  if (!u || typeof u !== 'object') return null;
-  const o = u as Record<string, any>;
-  if (typeof o.prompt_tokens !== 'number' && typeof o.completion_tokens !== 'number') return null;
-  return {
-    promptTokens: int(o.prompt_tokens),
-    completionTokens: int(o.completion_tokens),
-    reasoningTokens: int(o.completion_tokens_details?.reasoning_tokens),
-    ...readCacheParts(o),
-    estimated: false,
-  };
-}
+import { CONTROL_FIELDS } from '../protocols/openai-chat/request-fields.ts';
 
 /** The countable text of tool calls: each function's name and its arguments. */
 function toolCallsText(calls: unknown): string {
@@ -45,10 +15,10 @@ function toolCallsText(calls: unknown): string {
  * tool or function calls.
  */
 export function generatedText(m: unknown): string {
-  const o = (m ?? {}) as Record<string, any>;
+  const o = (m ?? {}) as InternalMessage;
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
   // Prompt messages may carry content as an array of text (or refusal) parts; deltas never do.
-  const content = Array.isArray(o.content) ? o.content.map((p: any) => str(p?.text) || str(p?.refusal)).join('') : str(o.content);
+  const content = Array.isArray(o.content) ? o.content.map((p: { text?: unknown; refusal?: unknown } | null) => str(p?.text) || str(p?.refusal)).join('') : str(o.content);
   const call = o.function_call ? `${str(o.function_call.name)}${str(o.function_call.arguments)}` : '';
   return `${str(o.reasoning_content)}${str(o.reasoning)}${content}${str(o.refusal)}${toolCallsText(o.tool_calls)}${call}`;
 }
@@ -88,10 +58,8 @@ export async function estimateUsage(plan: EstimateInput, completionText: string)
   const promptTokens = (await countTokens(promptText)) + 3 * messages.length + 3 + plan.parts.tokens;
   const completionTokens = completionText ? await countTokens(completionText) : 0;
   return {
-    promptTokens: Math.min(promptTokens, plan.promptUpperBound),
-    completionTokens: Math.min(completionTokens, plan.n * plan.maxTokens),
-    reasoningTokens: 0,
-    cachedTokens: 0,
+    input: { total: Math.min(promptTokens, plan.promptUpperBound), cacheRead: 0, cacheWrite: 0 },
+    output: { total: Math.min(completionTokens, plan.n * plan.maxTokens), reasoning: 0 },
     estimated: true,
   };
 }

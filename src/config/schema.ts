@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ADDRESS_PATTERN } from '../chain/address.ts';
-import { extraFieldProblem } from '../chat/forwarded-fields.ts';
+import { extraFieldProblem } from '../protocols/openai-chat/request-fields.ts';
 
 /**
  * The whole configuration file, validated at start-up. Every key has a default so that an empty
@@ -80,7 +80,7 @@ const openAICompatibleProvider = z
   })
   .strict();
 
-/** Anthropic's Messages API (src/providers/anthropic/): the key goes in x-api-key. */
+/** Anthropic's Messages API (transport in src/providers/anthropic/, translation in src/protocols/anthropic-messages/): the key goes in x-api-key. */
 const anthropicProvider = z
   .object({
     type: z.literal('anthropic'),

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ChatPlan } from '../chat/plan.ts';
-import { planInbound } from '../chat/inbound/plan-inbound.ts';
-import type { InboundCodec } from '../chat/inbound/codec.ts';
+import { planInbound } from '../chat/plan-inbound.ts';
+import type { InboundTranslator } from '../protocols/inbound.ts';
 import { runChat } from '../chat/run.ts';
 import { getBalance } from '../ledger/balances.ts';
 import { usdToMicro } from '../ledger/usd.ts';
@@ -28,10 +28,10 @@ const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in
  * billed against the payer's wallet like a keyed request. The paid retry is planned again from its
  * own body, so a body changed after the 402 is priced as it is now.
  */
-export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, codec: InboundCodec): Promise<FastifyReply> {
+export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): Promise<FastifyReply> {
   const { config } = services;
   if (!config.payPerRequest.enabled || !services.topup) throw new ApiError(500, 'INTERNAL_ERROR', 'pay-per-request reached with pay-per-request off');
-  const plan = planInbound(codec, request.body, services.catalog, config);
+  const plan = planInbound(inbound, request.body, services.catalog, config);
   // Never offer, let alone take, a payment for a request no provider can serve.
   refuseUnconfiguredProvider(services, request, plan);
   const price = pricePerRequest(plan.reservationUsdc, usdToMicro(String(config.payPerRequest.minUsd)));
@@ -43,7 +43,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
     askForPayment(
       reply,
-      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${codec.path}`, offers, code, message, description: DESCRIPTION },
+      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${inbound.path}`, offers, code, message, description: DESCRIPTION },
       { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
     );
 
@@ -91,7 +91,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
       if (refused) return refused;
       if (!counted) await countRequest();
-      return runPaid(services, request, reply, codec, plan, outcome.payment, ask);
+      return runPaid(services, request, reply, inbound, plan, outcome.payment, ask);
     }
   }
 }
@@ -131,7 +131,7 @@ async function runPaid(
   services: Services,
   request: FastifyRequest,
   reply: FastifyReply,
-  codec: InboundCodec,
+  inbound: InboundTranslator,
   plan: ChatPlan,
   payment: PaymentRow,
   ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
@@ -139,7 +139,7 @@ async function runPaid(
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   setReceipt(reply, payment);
-  if ((await runChat(services.chat, exchangeOf(request, reply, codec), key, plan, { capAtReservation: true })).ok) return reply;
+  if ((await runChat(services.chat, exchangeOf(request, reply, inbound), key, plan, { capAtReservation: true })).ok) return reply;
   reply.removeHeader('payment-response');
   reply.removeHeader('x-payment-response');
   const balance = await getBalance(services.storage.db, payment.payer);

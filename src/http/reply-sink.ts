@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { InboundCodec } from '../chat/inbound/codec.ts';
+import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { ChatExchange } from '../chat/run.ts';
 import type { ResponseSink } from '../chat/sink.ts';
 import { waitForClient } from './client-drain.ts';
@@ -42,6 +42,6 @@ export function replySink(reply: FastifyReply): ResponseSink {
 }
 
 /** One chat request as the pipeline sees it: its id, where its answer goes, the protocol it speaks. */
-export function exchangeOf(request: FastifyRequest, reply: FastifyReply, codec: InboundCodec): ChatExchange {
-  return { requestId: request.id, sink: replySink(reply), codec };
+export function exchangeOf(request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): ChatExchange {
+  return { requestId: request.id, sink: replySink(reply), inbound };
 }

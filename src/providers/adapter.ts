@@ -1,15 +1,15 @@
 import type { Dispatcher } from 'undici';
-import type { UpstreamWire } from './wire.ts';
+import type { UpstreamTranslator } from '../protocols/upstream.ts';
 
 /**
- * What the chat pipeline needs from a provider: its wire format (how the internal request and
- * answers translate, wire.ts) and the transport (send the encoded body, get the raw HTTP response).
+ * What the chat pipeline needs from a provider: its upstream translator (how the internal request and
+ * answers translate, src/protocols/upstream.ts) and the transport (send the encoded body, get the raw HTTP response).
  */
 export interface ProviderAdapter {
   readonly name: string;
-  readonly wire: UpstreamWire;
+  readonly upstream: UpstreamTranslator;
   /**
-   * POSTs an encoded request (`body`, from `wire.encodeRequest`). Rejects on connect failure and timeouts; any HTTP status resolves.
+   * POSTs an encoded request (`body`, from `upstream.encodeRequest`). Rejects on connect failure and timeouts; any HTTP status resolves.
    * `requestId` is the gateway's id for the request, sent along so provider-side logs can be
    * matched with ours.
    */

@@ -1,10 +1,10 @@
 import { Pool } from 'undici';
 import type { AdapterTimeouts, ProviderAdapter } from './adapter.ts';
-import type { UpstreamWire } from './wire.ts';
+import type { UpstreamTranslator } from '../protocols/upstream.ts';
 
 export interface PostingAdapterOptions {
   name: string;
-  wire: UpstreamWire;
+  upstream: UpstreamTranslator;
   /** The provider's base URL as configured. */
   baseUrl: string;
   /** The endpoint under the base URL's path, such as `/chat/completions`. */
@@ -21,7 +21,7 @@ export interface PostingAdapterOptions {
  * A provider reached by POSTing JSON over one undici pool, sized for concurrent streams: a stream
  * holds its connection for its whole life, so the pool needs as many connections as there are
  * streams in flight, not as many as requests per second. Every provider type is one of these with
- * its own path, headers and wire.
+ * its own path, headers and upstream translator.
  */
 export function postingAdapter(o: PostingAdapterOptions): ProviderAdapter {
   const base = new URL(o.baseUrl);
@@ -36,7 +36,7 @@ export function postingAdapter(o: PostingAdapterOptions): ProviderAdapter {
   });
   return {
     name: o.name,
-    wire: o.wire,
+    upstream: o.upstream,
     chat: (body, requestId, signal) => pool.request({ method: 'POST', path, headers: { ...o.headers, [o.requestIdHeader]: requestId }, body, signal }),
     close: () => pool.close(),
     destroy: () => pool.destroy(),

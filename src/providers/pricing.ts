@@ -1,3 +1,4 @@
+import type { Usage } from '../protocols/internal.ts';
 import type { CatalogModel } from './catalog.ts';
 import { add, ceil, fromInt, max, mul, ZERO, type Fraction } from './decimal.ts';
 import type { TokenPrices } from './token-prices.ts';
@@ -15,6 +16,22 @@ export interface TokenCounts {
   cachedPromptTokens?: number;
   cacheWriteTokens?: number;
   cacheReadTokens?: number;
+}
+
+/**
+ * A usage's priced parts. Cache reads go to the price their decoder named (`cacheReadPrice`:
+ * OpenAI's cached-input price unless the reads were reported in Anthropic's terms). Every part is
+ * given, zero when absent, so a log of the counts always names all three.
+ */
+export function tokenCounts(u: Usage): Required<TokenCounts> {
+  const anthropic = u.input.cacheReadPrice === 'cacheRead';
+  return {
+    promptTokens: u.input.total,
+    completionTokens: u.output.total,
+    cachedPromptTokens: anthropic ? 0 : u.input.cacheRead,
+    cacheWriteTokens: u.input.cacheWrite,
+    cacheReadTokens: anthropic ? u.input.cacheRead : 0,
+  };
 }
 
 export interface PricedRequest {

@@ -3,8 +3,8 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Fastify from 'fastify';
-import { INBOUND_CODECS } from '../../src/chat/inbound/index.ts';
-import { openAIChatCodec } from '../../src/chat/inbound/openai-chat.ts';
+import { INBOUND_TRANSLATORS } from '../../src/protocols/index.ts';
+import { openAIChatInbound } from '../../src/protocols/openai-chat/inbound.ts';
 import type { ChatPlan } from '../../src/chat/plan.ts';
 import { errorHandler } from '../../src/http/errors.ts';
 import { ApiError } from '../../src/refusal.ts';
@@ -15,14 +15,14 @@ const plan = (clientWantsUsage: boolean) => ({ clientWantsUsage }) as ChatPlan;
 describe('inbound codecs', () => {
   test('the OpenAI codec is the identity: the request and the answer text pass through untouched', () => {
     const body = { model: 'm', messages: [] };
-    assert.equal(openAIChatCodec.decodeRequest(body), body);
+    assert.equal(openAIChatInbound.decodeRequest(body), body);
     const answer = '{"id":"x",  "choices":[]}';
-    assert.equal(openAIChatCodec.encodeAnswer(answer, JSON.parse(answer)), answer);
+    assert.equal(openAIChatInbound.encodeAnswer(answer, JSON.parse(answer)), answer);
   });
 
   test('the OpenAI stream: chunks as data events, the usage-only chunk only when asked for, the failure event, [DONE]', () => {
-    const asked = openAIChatCodec.streamEncoder(plan(true));
-    const notAsked = openAIChatCodec.streamEncoder(plan(false));
+    const asked = openAIChatInbound.streamEncoder(plan(true));
+    const notAsked = openAIChatInbound.streamEncoder(plan(false));
     assert.equal(asked.chunk('{"a":1}', false), 'data: {"a":1}\n\n');
     assert.equal(asked.chunk('{"choices":[],"usage":{}}', true), 'data: {"choices":[],"usage":{}}\n\n');
     assert.equal(notAsked.chunk('{"choices":[],"usage":{}}', true), '');
@@ -33,7 +33,7 @@ describe('inbound codecs', () => {
   test('a route that names its codec writes its errors in the codec\'s shape, whatever errors.format says', async () => {
     const app = Fastify();
     app.setErrorHandler(errorHandler('openai'));
-    const inboundCodec = { ...openAIChatCodec, path: '/v1/own', openaiCompatible: false, errorBody: (e: { code: string; message: string }) => ({ type: 'error', error: { type: e.code, message: e.message } }) };
+    const inboundCodec = { ...openAIChatInbound, path: '/v1/own', openaiCompatible: false, errorBody: (e: { code: string; message: string }) => ({ type: 'error', error: { type: e.code, message: e.message } }) };
     app.post('/v1/own', { config: { inboundCodec } }, async () => {
       throw new ApiError(402, 'INSUFFICIENT_BALANCE', 'top up');
     });
@@ -51,7 +51,7 @@ describe('inbound codecs', () => {
     after(() => gw.stop());
 
     test('every registered codec has its own path and the gateway serves it (authenticated, not 404)', async () => {
-      const paths = INBOUND_CODECS.map((c) => c.path);
+      const paths = INBOUND_TRANSLATORS.map((c) => c.path);
       assert.equal(new Set(paths).size, paths.length);
       for (const path of paths) {
         const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });

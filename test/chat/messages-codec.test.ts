@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { decodeMessagesRequest } from '../../src/chat/inbound/anthropic/decode-request.ts';
-import { encodeMessage } from '../../src/chat/inbound/anthropic/encode-answer.ts';
-import { anthropicErrorBody } from '../../src/chat/inbound/anthropic/error-body.ts';
-import { translatingStreamEncoder } from '../../src/chat/inbound/anthropic/stream-encoder.ts';
-import { anthropicNativeWire } from '../../src/providers/anthropic/native-wire.ts';
+import { decodeMessagesRequest } from '../../src/protocols/anthropic-messages/decode-request.ts';
+import { encodeMessage } from '../../src/protocols/anthropic-messages/encode-answer.ts';
+import { anthropicErrorBody } from '../../src/protocols/anthropic-messages/error-body.ts';
+import { translatingStreamEncoder } from '../../src/protocols/anthropic-messages/encode-stream.ts';
+import { anthropicNativeUpstream } from '../../src/protocols/anthropic-messages/native-upstream.ts';
 import type { ChatPlan } from '../../src/chat/plan.ts';
-import type { Usage } from '../../src/chat/usage.ts';
+import type { Usage } from '../../src/protocols/internal.ts';
 import { ApiError } from '../../src/refusal.ts';
 
-const USAGE: Usage = { promptTokens: 100, completionTokens: 50, reasoningTokens: 0, cachedTokens: 20, estimated: false };
+const USAGE: Usage = { input: { total: 100, cacheRead: 20, cacheWrite: 0 }, output: { total: 50, reasoning: 0 }, estimated: false };
 const plan = { model: { upstreamName: 'up' } } as ChatPlan;
 const chunk = (delta: Record<string, unknown>, finish: string | null = null) => JSON.stringify({ id: 'c1', model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] });
 const parse = (sse: string) => sse.split('\n\n').filter(Boolean).map((b) => JSON.parse(b.split('\n')[1]!.slice(6)));
@@ -78,15 +78,15 @@ describe('the Messages codec, piece by piece', () => {
 
   test('the native wire keeps the provider\'s text and events, decoding usage alongside; message_stop and errors are not relayed', () => {
     const text = '{"id":"m1", "type":"message","role":"assistant","model":"c","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":2}}';
-    const answer = anthropicNativeWire.decodeAnswer(text);
+    const answer = anthropicNativeUpstream.decodeAnswer(text);
     assert.ok(answer.ok);
     assert.equal(answer.text, text);
-    assert.equal(answer.parsed.usage.prompt_tokens, 3);
-    const d = anthropicNativeWire.streamDecoder();
+    assert.equal(answer.parsed.usage!.prompt_tokens, 3);
+    const d = anthropicNativeUpstream.streamDecoder();
     const start = '{"type":"message_start","message":{"id":"m1","model":"c","usage":{"input_tokens":3,"output_tokens":1}}}';
     assert.deepEqual(d.decode(start).at(-1), { kind: 'native', event: `event: message_start\ndata: ${start}\n\n` });
     assert.ok(d.decode('{"type":"message_stop"}').every((e) => e.kind !== 'native'));
-    assert.deepEqual(anthropicNativeWire.streamDecoder().decode('{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'), [{ kind: 'error', providerMessage: 'overloaded_error: Overloaded' }]);
+    assert.deepEqual(anthropicNativeUpstream.streamDecoder().decode('{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'), [{ kind: 'error', providerMessage: 'overloaded_error: Overloaded' }]);
   });
 
   test('errors: Anthropic\'s shape with the status\'s type, our code and extras inside error', () => {

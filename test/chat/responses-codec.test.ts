@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { responsesCodec } from '../../src/chat/inbound/responses.ts';
+import { responsesInbound } from '../../src/protocols/openai-responses/inbound.ts';
 import type { ChatPlan } from '../../src/chat/plan.ts';
 import { ApiError } from '../../src/refusal.ts';
 
@@ -8,7 +8,7 @@ const plan = { model: { upstreamName: 'up-model' } } as ChatPlan;
 
 /** The events one encoder wrote for these internal chunks, then `end()` (or `failure`). */
 function encode(chunks: unknown[], finish: { failure?: string } = {}): any[] {
-  const enc = responsesCodec.streamEncoder(plan);
+  const enc = responsesInbound.streamEncoder(plan);
   let text = chunks.map((c) => enc.chunk(JSON.stringify(c), false)).join('');
   text += finish.failure ? enc.failure(finish.failure) : enc.end();
   return text.split('\n\n').filter(Boolean).map((b) => JSON.parse(b.split('\n')[1]!.slice('data: '.length)));
@@ -18,7 +18,7 @@ const delta = (d: Record<string, unknown>, finish_reason: string | null = null) 
 
 describe('the Responses codec', () => {
   test('a request: instructions, messages of every role, function items and tools, translated onto chat', () => {
-    const internal = responsesCodec.decodeRequest({
+    const internal = responsesInbound.decodeRequest({
       model: 'm', instructions: 'Be brief.', max_output_tokens: 50, reasoning: { effort: 'low', summary: 'auto' }, store: true, metadata: { a: 'b' },
       text: { format: { type: 'json_schema', name: 'out', schema: { type: 'object' }, strict: true }, verbosity: 'low' },
       tool_choice: { type: 'function', name: 'f' }, tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }],
@@ -51,17 +51,17 @@ describe('the Responses codec', () => {
   });
 
   test('an unknown field goes on to the chat allowlist (where an operator\'s extension may be forwarded)', () => {
-    assert.deepEqual(responsesCodec.decodeRequest({ model: 'm', input: 'hi', top_k: 5 }), { model: 'm', messages: [{ role: 'user', content: 'hi' }], top_k: 5 });
+    assert.deepEqual(responsesInbound.decodeRequest({ model: 'm', input: 'hi', top_k: 5 }), { model: 'm', messages: [{ role: 'user', content: 'hi' }], top_k: 5 });
   });
 
   test('a request with no input, or only instructions, is a 400 naming input', () => {
     for (const body of [{ model: 'm' }, { model: 'm', input: [], instructions: 'x' }]) {
-      assert.throws(() => responsesCodec.decodeRequest(body), (e: unknown) => e instanceof ApiError && e.extra.param === 'input');
+      assert.throws(() => responsesInbound.decodeRequest(body), (e: unknown) => e instanceof ApiError && e.extra.param === 'input');
     }
   });
 
   test('a JSON answer: message and function_call items, usage renamed, finish_reason length as incomplete', () => {
-    const out = JSON.parse(responsesCodec.encodeAnswer('', {
+    const out = JSON.parse(responsesInbound.encodeAnswer('', {
       id: 'x', model: 'up', created: 1700000000,
       choices: [{ index: 0, finish_reason: 'length', message: { role: 'assistant', content: 'partial', refusal: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] } }],
       usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12, prompt_tokens_details: { cached_tokens: 2 }, completion_tokens_details: { reasoning_tokens: 3 } },
@@ -76,7 +76,7 @@ describe('the Responses codec', () => {
   });
 
   test('a JSON refusal is a refusal content part', () => {
-    const out = JSON.parse(responsesCodec.encodeAnswer('', { choices: [{ finish_reason: 'stop', message: { content: null, refusal: 'I cannot help with that.' } }] }));
+    const out = JSON.parse(responsesInbound.encodeAnswer('', { choices: [{ finish_reason: 'stop', message: { content: null, refusal: 'I cannot help with that.' } }] }));
     assert.deepEqual(out.output[0].content, [{ type: 'refusal', refusal: 'I cannot help with that.' }]);
   });
 

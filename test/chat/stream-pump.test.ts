@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { openAIChatCodec } from '../../src/chat/inbound/openai-chat.ts';
+import { openAIChatInbound } from '../../src/protocols/openai-chat/inbound.ts';
 import type { ChatPlan } from '../../src/chat/plan.ts';
 import { StreamPump } from '../../src/chat/stream-pump.ts';
-import { openAIWire } from '../../src/providers/openai-wire.ts';
-import type { StreamDecoder, WireEvent } from '../../src/providers/wire.ts';
+import { openAIChatUpstream } from '../../src/protocols/openai-chat/upstream.ts';
+import type { StreamDecoder, WireEvent } from '../../src/protocols/upstream.ts';
 
 // The pump alone: provider bytes in, client bytes and usage out. No server, socket or database.
 
@@ -24,7 +24,7 @@ const sse = (...events: string[]) => events.map((e) => `data: ${e}\n\n`).join(''
 
 function openAIPump(plan: ChatPlan = PLAN) {
   let contentChunks = 0;
-  const pump = new StreamPump(openAIWire.streamDecoder(), openAIChatCodec.streamEncoder(plan), plan, () => contentChunks++);
+  const pump = new StreamPump(openAIChatUpstream.streamDecoder(), openAIChatInbound.streamEncoder(plan), plan, () => contentChunks++);
   return { pump, contentChunks: () => contentChunks };
 }
 
@@ -36,8 +36,8 @@ test('a complete stream: events pass through as sent, the usage the provider rep
   assert.equal(pump.error, null);
   assert.equal(pump.sawDone, true);
   assert.equal(contentChunks(), 2);
-  const { promptTokens, completionTokens, estimated } = pump.usage!;
-  assert.deepEqual({ promptTokens, completionTokens, estimated }, { promptTokens: 12, completionTokens: 3, estimated: false });
+  const { input, output, estimated } = pump.usage!;
+  assert.deepEqual({ promptTokens: input.total, completionTokens: output.total, estimated }, { promptTokens: 12, completionTokens: 3, estimated: false });
   assert.deepEqual(await pump.produced(), pump.usage);
   assert.equal(pump.encoder.end(pump.usage!), 'data: [DONE]\n\n');
 });
@@ -53,7 +53,7 @@ test('pieces split anywhere (inside an event, inside a UTF-8 character) give the
 test('a usage chunk the client did not ask for is not sent, but its usage is kept', () => {
   const { pump, contentChunks } = openAIPump();
   assert.equal(pump.feed(bytes(sse(content('Hi'), usageChunk))), sse(content('Hi')));
-  assert.equal(pump.usage?.promptTokens, 12);
+  assert.equal(pump.usage?.input.total, 12);
   assert.equal(contentChunks(), 1, 'the usage chunk is not content');
 });
 
@@ -81,8 +81,8 @@ test('no usage and no end marker: the stream ended early, and what was produced 
   assert.equal(pump.usage, null);
   const produced = await pump.produced();
   assert.equal(produced.estimated, true);
-  assert.ok(produced.completionTokens > 0 && produced.completionTokens <= PLAN.maxTokens, `completion tokens ${produced.completionTokens}`);
-  assert.ok(produced.promptTokens > 0 && produced.promptTokens <= PLAN.promptUpperBound, `prompt tokens ${produced.promptTokens}`);
+  assert.ok(produced.output.total > 0 && produced.output.total <= PLAN.maxTokens, `completion tokens ${produced.output.total}`);
+  assert.ok(produced.input.total > 0 && produced.input.total <= PLAN.promptUpperBound, `prompt tokens ${produced.input.total}`);
 });
 
 test('the end marker without usage is complete: nothing failed, the usage is estimated', async () => {
@@ -96,7 +96,7 @@ test('the end marker without usage is complete: nothing failed, the usage is est
 test('nothing produced at all: no completion tokens', async () => {
   const { pump } = openAIPump();
   assert.equal(pump.feed(bytes(': keep-alive\n\n')), '');
-  assert.equal((await pump.produced()).completionTokens, 0);
+  assert.equal((await pump.produced()).output.total, 0);
 });
 
 /** A decoder that hands provider events through natively and reported the prompt side early. */
@@ -105,7 +105,7 @@ function nativeDecoder(): StreamDecoder {
     decode(data): WireEvent[] {
       return [{ kind: 'native', event: `event: x\ndata: ${data}\n\n` }, { kind: 'chunk', data: content(data) }];
     },
-    promptUsage: () => ({ prompt_tokens: 7, completion_tokens: 0 }),
+    promptUsage: () => ({ input: { total: 7, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated: false }),
   };
 }
 
@@ -114,7 +114,7 @@ test('native events are encoded by the native encoder, and the prompt side the p
   const pump = new StreamPump(nativeDecoder(), encoder, PLAN);
   assert.equal(pump.feed(bytes('data: hi\n\n')), 'EVENT: X\nDATA: HI\n\n');
   const produced = await pump.produced();
-  assert.equal(produced.promptTokens, 7, 'the prompt side as reported');
+  assert.equal(produced.input.total, 7, 'the prompt side as reported');
   assert.equal(produced.estimated, true);
-  assert.ok(produced.completionTokens > 0);
+  assert.ok(produced.output.total > 0);
 });

@@ -3,9 +3,9 @@ import { after, before, describe, test } from 'node:test';
 import { createParser } from 'eventsource-parser';
 import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour } from '../../src/devchain/fake-anthropic.ts';
 import { anthropicHeaders } from '../../src/providers/anthropic/headers.ts';
-import { toAnthropicRequest } from '../../src/providers/anthropic/request.ts';
-import { fromAnthropicResponse } from '../../src/providers/anthropic/response.ts';
-import { AnthropicStreamTranslator, type ChatCompletionChunk, type StreamOutput } from '../../src/providers/anthropic/stream.ts';
+import { toAnthropicRequest } from '../../src/protocols/anthropic-messages/encode-request.ts';
+import { fromAnthropicResponse } from '../../src/protocols/anthropic-messages/decode-answer.ts';
+import { AnthropicStreamTranslator, type ChatCompletionChunk, type StreamOutput } from '../../src/protocols/anthropic-messages/decode-stream.ts';
 import { assembleChunks } from '../support/assemble-chunks.ts';
 
 const KEY = 'sk-ant-fake-key';

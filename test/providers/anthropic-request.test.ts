@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { toAnthropicRequest } from '../../src/providers/anthropic/request.ts';
-import type { AnthropicRequest } from '../../src/providers/anthropic/types.ts';
+import { toAnthropicRequest } from '../../src/protocols/anthropic-messages/encode-request.ts';
+import type { AnthropicRequest } from '../../src/protocols/anthropic-messages/types.ts';
 
 /** A chat body as the plan leaves it: the model resolved and max_tokens explicit. */
 const chat = (extra: Record<string, unknown> = {}) => ({ model: 'claude-sonnet-4-5', max_tokens: 2048, messages: [{ role: 'user', content: 'Hi' }], ...extra });

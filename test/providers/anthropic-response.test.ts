@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { finishReason } from '../../src/providers/anthropic/finish-reason.ts';
+import { finishReason } from '../../src/protocols/anthropic-messages/finish-reason.ts';
 import { anthropicHeaders } from '../../src/providers/anthropic/headers.ts';
-import { fromAnthropicResponse } from '../../src/providers/anthropic/response.ts';
-import type { AnthropicResponse } from '../../src/providers/anthropic/types.ts';
-import { translateUsage } from '../../src/providers/anthropic/usage.ts';
+import { fromAnthropicResponse } from '../../src/protocols/anthropic-messages/decode-answer.ts';
+import type { AnthropicResponse } from '../../src/protocols/anthropic-messages/types.ts';
+import { translateUsage } from '../../src/protocols/anthropic-messages/decode-usage.ts';
 
 const message = (extra: Partial<AnthropicResponse>): AnthropicResponse => ({
   id: 'msg_01', type: 'message', role: 'assistant', model: 'claude-sonnet-4-5', content: [], stop_reason: 'end_turn', stop_sequence: null,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AnthropicStreamTranslator, type ChatCompletionChunk, type StreamOutput } from '../../src/providers/anthropic/stream.ts';
+import { AnthropicStreamTranslator, type ChatCompletionChunk, type StreamOutput } from '../../src/protocols/anthropic-messages/decode-stream.ts';
 import { assembleChunks } from '../support/assemble-chunks.ts';
 
 const CREATED = 1700000000;

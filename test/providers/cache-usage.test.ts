@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { createParser } from 'eventsource-parser';
-import { readUsage } from '../../src/chat/usage.ts';
+import { readUsage } from '../../src/protocols/openai-chat/decode-usage.ts';
 import { startFakeAnthropic, type FakeAnthropic } from '../../src/devchain/fake-anthropic.ts';
 import { anthropicHeaders } from '../../src/providers/anthropic/headers.ts';
-import { fromAnthropicResponse } from '../../src/providers/anthropic/response.ts';
-import { AnthropicStreamTranslator } from '../../src/providers/anthropic/stream.ts';
+import { fromAnthropicResponse } from '../../src/protocols/anthropic-messages/decode-answer.ts';
+import { AnthropicStreamTranslator } from '../../src/protocols/anthropic-messages/decode-stream.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
-import { priceRequest, reservationFor } from '../../src/providers/pricing.ts';
+import { priceRequest, reservationFor, tokenCounts } from '../../src/providers/pricing.ts';
+import { neutralUsage } from '../../src/protocols/anthropic-messages/decode-usage.ts';
 
 /**
  * Anthropic's published ratios on a $3 / $15 model: cache writes 1.25× input, cache reads 0.1×.
@@ -30,12 +31,10 @@ const gpt = buildCatalog({
 describe('cached tokens read from provider usage and priced', () => {
   test('OpenAI: prompt_tokens_details.cached_tokens is the cached part of prompt_tokens, billed at the cached price', () => {
     const usage = readUsage({ prompt_tokens: 2000, completion_tokens: 100, prompt_tokens_details: { cached_tokens: 1536 } })!;
-    assert.deepEqual({ ...usage }, {
-      promptTokens: 2000, completionTokens: 100, reasoningTokens: 0, estimated: false,
-      cachedTokens: 1536, cachedPromptTokens: 1536, cacheWriteTokens: 0, cacheReadTokens: 0,
-    });
+    assert.deepEqual({ ...usage }, { input: { total: 2000, cacheRead: 1536, cacheWrite: 0 }, output: { total: 100, reasoning: 0 }, estimated: false });
+    assert.deepEqual(tokenCounts(usage), { promptTokens: 2000, completionTokens: 100, cachedPromptTokens: 1536, cacheWriteTokens: 0, cacheReadTokens: 0 });
     // 464 × 3 + 1536 × 1.5 + 100 × 12 = 1392 + 2304 + 1200 micro-USDC; cost 464 × 2.5 + 1536 × 1.25 + 100 × 10.
-    assert.deepEqual(priceRequest(gpt, usage), { chargeUsdc: 4896, costUsdc: 4080, cachedPartsIgnored: false });
+    assert.deepEqual(priceRequest(gpt, tokenCounts(usage)), { chargeUsdc: 4896, costUsdc: 4080, cachedPartsIgnored: false });
   });
 
   test('Anthropic (the adapter\'s usage): cache writes and reads at their own prices, reads not priced twice as OpenAI cached reads', async () => {
@@ -56,13 +55,15 @@ describe('cached tokens read from provider usage and priced', () => {
       // 100 × 3 + 1000 × 3.75 + 2000 × 0.3 + 50 × 15 = 300 + 3750 + 600 + 750.
       const expected = { chargeUsdc: 5400, costUsdc: 5400, cachedPartsIgnored: false };
       for (const [path, reported] of [['JSON', answer.usage], ['stream', translator.usage]] as const) {
-        const usage = readUsage(reported)!;
+        // What the Anthropic upstream translator's decoders report for it.
+        const usage = neutralUsage(reported!);
+        const counts = tokenCounts(usage);
         assert.deepEqual(
-          [usage.promptTokens, usage.cachedTokens, usage.cachedPromptTokens, usage.cacheWriteTokens, usage.cacheReadTokens],
+          [counts.promptTokens, usage.input.cacheRead, counts.cachedPromptTokens, counts.cacheWriteTokens, counts.cacheReadTokens],
           [3100, 2000, 0, 1000, 2000],
           `${path}: the prompt is the sum of all three; the usage row records the reads as cached`,
         );
-        assert.deepEqual(priceRequest(claude, usage), expected, path);
+        assert.deepEqual(priceRequest(claude, counts), expected, path);
         assert.ok(reservationFor(claude, 3100, 50, 1) >= expected.chargeUsdc, `${path}: the reservation covers a prompt that is mostly cache writes`);
       }
     } finally {
@@ -79,12 +80,13 @@ describe('cached tokens read from provider usage and priced', () => {
 
   test('usage reporting more cached tokens than prompt tokens is priced as prompt-only and flagged', () => {
     const usage = readUsage({ prompt_tokens: 100, completion_tokens: 10, prompt_tokens_details: { cached_tokens: 5000 } })!;
-    assert.deepEqual(priceRequest(gpt, usage), { chargeUsdc: 100 * 3 + 10 * 12, costUsdc: 100 * 2.5 + 10 * 10, cachedPartsIgnored: true });
+    assert.deepEqual(priceRequest(gpt, tokenCounts(usage)), { chargeUsdc: 100 * 3 + 10 * 12, costUsdc: 100 * 2.5 + 10 * 10, cachedPartsIgnored: true });
   });
 
   test('malformed cache fields count as zero, never as negative tokens', () => {
     const usage = readUsage({ prompt_tokens: 100, completion_tokens: 10, prompt_tokens_details: { cached_tokens: -50 }, cache_read_input_tokens: 'many' })!;
-    assert.deepEqual([usage.cachedTokens, usage.cachedPromptTokens, usage.cacheWriteTokens, usage.cacheReadTokens], [0, 0, 0, 0]);
-    assert.equal(priceRequest(gpt, usage).chargeUsdc, 100 * 3 + 10 * 12);
+    const counts = tokenCounts(usage);
+    assert.deepEqual([usage.input.cacheRead, counts.cachedPromptTokens, counts.cacheWriteTokens, counts.cacheReadTokens], [0, 0, 0, 0]);
+    assert.equal(priceRequest(gpt, counts).chargeUsdc, 100 * 3 + 10 * 12);
   });
 });

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
-import { anthropicMessagesCodec } from '../../src/chat/inbound/anthropic-messages.ts';
-import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/chat/inbound/anthropic/native-plan.ts';
+import { anthropicMessagesInbound } from '../../src/protocols/anthropic-messages/inbound.ts';
+import { planInbound } from '../../src/chat/plan-inbound.ts';
+import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/chat/native-plan.ts';
 import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
@@ -32,7 +33,7 @@ for (const engine of ENGINES) {
     afterEach(() => h.gw.assertLedger());
     after(() => h.stop());
 
-    const plan = (body: Record<string, unknown>) => anthropicMessagesCodec.plan!(body, h.gw.services.catalog, h.gw.services.config);
+    const plan = (body: Record<string, unknown>) => planInbound(anthropicMessagesInbound, body, h.gw.services.catalog, h.gw.services.config);
     const post = (key: string, body: Record<string, unknown>, headers: Record<string, string> = { 'x-api-key': key }) =>
       fetch(`${h.gw.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
 

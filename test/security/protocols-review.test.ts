@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { planChat } from '../../src/chat/plan.ts';
-import { responsesCodec } from '../../src/chat/inbound/responses.ts';
+import { responsesInbound } from '../../src/protocols/openai-responses/inbound.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { fakeInputTokens } from '../../src/devchain/fake-anthropic-answer.ts';
-import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/providers/anthropic/tools.ts';
+import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/protocols/anthropic-messages/tools.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
 import { priceRequest } from '../../src/providers/pricing.ts';
 import { ApiError } from '../../src/refusal.ts';
@@ -48,8 +48,8 @@ describe('chat completions and responses to an Anthropic provider: the bound cov
 
   test('/v1/responses with a function tool to an Anthropic model reserves the tool system prompt too', () => {
     const body = { model: 'anth/claude', input: 'hi', max_output_tokens: 10, tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] };
-    const p = planChat(responsesCodec.decodeRequest(body), catalog, config);
-    const bare = planChat(responsesCodec.decodeRequest({ ...body, tools: undefined }), catalog, config);
+    const p = planChat(responsesInbound.decodeRequest(body), catalog, config);
+    const bare = planChat(responsesInbound.decodeRequest({ ...body, tools: undefined }), catalog, config);
     assert.ok(p.promptUpperBound - bare.promptUpperBound >= TOOL_SYSTEM_PROMPT_TOKENS);
   });
 

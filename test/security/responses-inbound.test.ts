@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { responsesCodec } from '../../src/chat/inbound/responses.ts';
+import { responsesInbound } from '../../src/protocols/openai-responses/inbound.ts';
 import { planChat } from '../../src/chat/plan.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
@@ -25,7 +25,7 @@ const anthConfig = parseConfig({
   models: [{ provider: 'a', name: 'claude', contextLength: 1_000_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2' }],
 }, {});
 
-const plan = (body: Record<string, unknown>, cfg = config) => planChat(responsesCodec.decodeRequest({ model: cfg === config ? 'p/m' : 'a/claude', ...body }), buildCatalog(cfg), cfg);
+const plan = (body: Record<string, unknown>, cfg = config) => planChat(responsesInbound.decodeRequest({ model: cfg === config ? 'p/m' : 'a/claude', ...body }), buildCatalog(cfg), cfg);
 
 function refusal(fn: () => unknown): ApiError {
   try {

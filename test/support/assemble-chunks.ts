@@ -1,5 +1,5 @@
-import type { ChatCompletion, ToolCall } from '../../src/providers/anthropic/response.ts';
-import type { ChatCompletionChunk } from '../../src/providers/anthropic/stream.ts';
+import type { ChatCompletion, ToolCall } from '../../src/protocols/anthropic-messages/decode-answer.ts';
+import type { ChatCompletionChunk } from '../../src/protocols/anthropic-messages/decode-stream.ts';
 
 /**
  * Folds OpenAI chat.completion.chunk objects into the chat.completion they stand for, the way the

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { INBOUND_CODECS, type InboundCodec } from '../../chat/inbound/index.ts';
-import { planInbound } from '../../chat/inbound/plan-inbound.ts';
+import { INBOUND_TRANSLATORS, type InboundTranslator } from '../../protocols/index.ts';
+import { planInbound } from '../../chat/plan-inbound.ts';
 import { runChat } from '../../chat/run.ts';
 import type { Services } from '../../services.ts';
 import { presentedKey, requireApiKey } from '../bearer-auth.ts';
@@ -17,18 +17,18 @@ const keyOf = new WeakMap<FastifyRequest, KeyRow>();
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** The inbound protocol a chat route speaks; its errors are written in the protocol's shape. */
-    inboundCodec?: InboundCodec;
+    inboundCodec?: InboundTranslator;
   }
 }
 
-/** The chat path, once per inbound protocol (src/chat/inbound/index.ts lists them). */
+/** The chat path, once per inbound protocol (src/protocols/index.ts lists them). */
 export function chatRoutes(app: FastifyInstance, services: Services): void {
   // The key and the wallet's rate limit are checked on the headers alone (onRequest runs before the
   // body is read): an anonymous or rate-limited client gets its 401 or 429 without the gateway
   // reading, let alone parsing, up to limits.chatBodyBytes of JSON. With pay-per-request on, a
   // request with no Authorization header at all goes on to be priced and paid (pay-per-request.ts).
-  const authenticate = (codec: InboundCodec) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const authorization = presentedKey(request, codec.apiKeyHeader);
+  const authenticate = (inbound: InboundTranslator) => async (request: FastifyRequest, reply: FastifyReply) => {
+    const authorization = presentedKey(request, inbound.apiKeyHeader);
     if (services.config.payPerRequest.enabled && authorization === undefined) {
       // Pay-per-request: the body must be read to price the request, so until a payment names a
       // wallet the client is limited by its address, like every other unauthenticated endpoint.
@@ -39,21 +39,21 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
     keyOf.set(request, key);
   };
-  for (const codec of INBOUND_CODECS) {
-    const config = { openaiCompatible: codec.openaiCompatible, inboundCodec: codec };
-    app.post(codec.path, { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(codec) }, async (request, reply) => {
+  for (const inbound of INBOUND_TRANSLATORS) {
+    const config = { openaiCompatible: inbound.openaiCompatible, inboundCodec: inbound };
+    app.post(inbound.path, { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(inbound) }, async (request, reply) => {
       // Everything that can refuse the request is decided before the first byte of the answer, so a
       // stream that cannot be paid for is a plain 402, not a broken stream.
       const key = keyOf.get(request);
       if (!key) {
         // Loaded by the first anonymous request: it pulls in x402's payment code.
         const { payPerRequest } = await import('../pay-per-request.ts');
-        return payPerRequest(services, request, reply, codec);
+        return payPerRequest(services, request, reply, inbound);
       }
-      const plan = planInbound(codec, request.body, services.catalog, services.config);
+      const plan = planInbound(inbound, request.body, services.catalog, services.config);
       assertModelAllowed(key, plan.model.id);
       refuseUnconfiguredProvider(services, request, plan);
-      const reserved = await runChat(services.chat, exchangeOf(request, reply, codec), key, plan);
+      const reserved = await runChat(services.chat, exchangeOf(request, reply, inbound), key, plan);
       if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
       return reply;
     });

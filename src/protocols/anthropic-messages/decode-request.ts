@@ -1,4 +1,4 @@
-import { badRequest } from '../../../refusal.ts';
+import { badRequest } from '../../refusal.ts';
 import { checkMessagesRequest, checkServiceTier, refusePricedExtras } from './request-checks.ts';
 
 type Json = Record<string, any>;

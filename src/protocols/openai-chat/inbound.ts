@@ -1,4 +1,4 @@
-import type { InboundCodec } from './codec.ts';
+import type { InboundTranslator } from '../inbound.ts';
 
 const DONE = 'data: [DONE]\n\n';
 
@@ -7,7 +7,7 @@ const DONE = 'data: [DONE]\n\n';
  * events pass through as they are. The usage chunk reaches the client only if it asked for it
  * (`stream_options.include_usage`; the gateway always asks the provider, to bill).
  */
-export const openAIChatCodec: InboundCodec = {
+export const openAIChatInbound: InboundTranslator = {
   path: '/v1/chat/completions',
   openaiCompatible: true,
   decodeRequest: (body) => body,

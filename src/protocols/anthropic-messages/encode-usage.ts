@@ -1,16 +1,16 @@
-import type { Usage } from '../../usage.ts';
+import type { Usage } from '../internal.ts';
 
 /**
  * The billed usage in Anthropic's terms: `input_tokens` leaves out cache writes and reads, which
  * are reported apart (an OpenAI provider's cached reads are Anthropic's cache reads).
  */
 export function anthropicUsage(u: Usage) {
-  const cacheRead = u.cachedTokens;
+  const { total, cacheRead, cacheWrite } = u.input;
   return {
-    input_tokens: Math.max(0, u.promptTokens - (u.cacheWriteTokens ?? 0) - cacheRead),
-    cache_creation_input_tokens: u.cacheWriteTokens ?? 0,
+    input_tokens: Math.max(0, total - cacheWrite - cacheRead),
+    cache_creation_input_tokens: cacheWrite,
     cache_read_input_tokens: cacheRead,
-    output_tokens: u.completionTokens,
+    output_tokens: u.output.total,
   };
 }
 

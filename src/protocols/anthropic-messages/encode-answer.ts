@@ -1,20 +1,19 @@
-import type { Usage } from '../../usage.ts';
-import { anthropicUsage, stopReason } from './usage.ts';
+import type { InternalCompletion, InternalToolCall, Usage } from '../internal.ts';
+import { anthropicUsage, stopReason } from './encode-usage.ts';
 
-type Json = Record<string, any>;
 
 /**
  * An internal chat.completion as an Anthropic message: reasoning first as a thinking block (with no
  * signature: it did not come from Anthropic), then the text, then one tool_use per tool call. The
  * usage is the billed one, so the client sees what it paid for even when it was estimated.
  */
-export function encodeMessage(completion: Json, usage: Usage): Json {
+export function encodeMessage(completion: InternalCompletion, usage: Usage) {
   const message = completion.choices?.[0]?.message ?? {};
-  const content: Json[] = [];
+  const content: Record<string, unknown>[] = [];
   const reasoning = `${message.reasoning_content ?? ''}${message.reasoning ?? ''}`;
   if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: '' });
   if (typeof message.content === 'string' && message.content) content.push({ type: 'text', text: message.content });
-  for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
+  for (const call of (Array.isArray(message.tool_calls) ? message.tool_calls : []) as InternalToolCall[]) {
     content.push({ type: 'tool_use', id: call.id, name: call.function?.name, input: parseInput(call.function?.arguments) });
   }
   return {

@@ -1,10 +1,11 @@
 import { parseJsonLoosely } from '../../json.ts';
-import type { ChatPlan } from '../plan.ts';
-import type { StreamEncoder } from './codec.ts';
+import type { EncodePlan } from '../inbound.ts';
+import type { StreamEncoder } from '../inbound.ts';
+import type { InternalChunk, InternalToolCall, InternalUsage } from '../internal.ts';
 import {
   functionCallItem, messageItem, newId, nowSeconds, responseObject, responsesUsage, statusOf, textPart,
   type ContentPart, type ResponseStatus,
-} from './responses-output.ts';
+} from './encode-answer.ts';
 
 /** The message item being written: its text or refusal grows delta by delta. */
 interface OpenMessage { index: number; id: string; kind: 'output_text' | 'refusal'; text: string }
@@ -29,16 +30,16 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   private nextIndex = 0;
   private message: OpenMessage | null = null;
   private readonly calls = new Map<number, OpenCall>();
-  private usage: unknown = null;
+  private usage: InternalUsage | null = null;
   private finishReason: unknown = null;
 
-  constructor(plan: ChatPlan) {
+  constructor(plan: EncodePlan) {
     this.model = plan.model.upstreamName;
   }
 
   chunk(data: string, _usageOnly: boolean): string {
     let out = this.start();
-    const c = parseJsonLoosely(data);
+    const c = parseJsonLoosely(data) as InternalChunk | undefined;
     if (c?.usage) this.usage = c.usage;
     const choice = Array.isArray(c?.choices) ? c.choices[0] : undefined;
     const delta = choice?.delta ?? {};
@@ -98,7 +99,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     return out + this.event(type, { item_id: m.id, output_index: m.index, content_index: 0, delta: text, ...(kind === 'output_text' ? { logprobs: [] } : {}) });
   }
 
-  private callDelta(t: any): string {
+  private callDelta(t: InternalToolCall | null | undefined): string {
     const index = typeof t?.index === 'number' ? t.index : 0;
     let out = '';
     let call = this.calls.get(index);

@@ -1,4 +1,4 @@
-import { badRequest } from '../refusal.ts';
+import { badRequest } from '../../refusal.ts';
 
 /**
  * Which request fields reach the provider. A forwarded field is one the operator pays for, so the
@@ -22,7 +22,7 @@ const INPUT_FIELDS = ['messages', 'tools', 'tool_choice', 'functions', 'function
 /** Every field forwarded without an operator's say-so; the price-sensitive ones are checked by value below. */
 const STANDARD_FIELDS: ReadonlySet<string> = new Set([...CONTROL_FIELDS, ...INPUT_FIELDS]);
 
-/** A field of OpenAI's chat-completions request (another protocol's codec must not let one through as its own). */
+/** A field of OpenAI's chat-completions request (another protocol's inbound translator must not let one through as its own). */
 export const isStandardChatField = (name: string): boolean => STANDARD_FIELDS.has(name);
 
 /**

@@ -1,11 +1,12 @@
-import { parseJsonLoosely } from '../../../json.ts';
-import type { ChatPlan } from '../../plan.ts';
-import type { Usage } from '../../usage.ts';
-import type { StreamEncoder } from '../codec.ts';
+import { parseJsonLoosely } from '../../json.ts';
+import type { EncodePlan } from '../inbound.ts';
+import type { InternalChunk, InternalMessage, InternalToolCall, Usage } from '../internal.ts';
+import type { StreamEncoder } from '../inbound.ts';
 import { messageId } from './encode-answer.ts';
-import { anthropicUsage, stopReason } from './usage.ts';
+import { anthropicUsage, stopReason } from './encode-usage.ts';
 
-type Json = Record<string, any>;
+/** An event payload or block as written to the client. */
+type Json = Record<string, unknown>;
 
 /** One server-sent event as Anthropic writes it: the event name is the payload's `type`. */
 export const sse = (payload: Json & { type: string }) => `event: ${payload.type}\ndata: ${JSON.stringify(payload)}\n\n`;
@@ -34,14 +35,14 @@ export function nativeStreamEncoder(): StreamEncoder {
  * usage, and message_stop. The usage chunk the gateway asks every provider for is not relayed:
  * message_delta carries the usage that was billed.
  */
-export function translatingStreamEncoder(plan: ChatPlan): StreamEncoder {
+export function translatingStreamEncoder(plan: EncodePlan): StreamEncoder {
   let started = false;
   let open: { index: number; kind: string } | null = null;
   let blocks = 0;
   let finish: unknown = null;
   const toolBlocks = new Map<number, number>();
 
-  const start = (chunk: Json): string => {
+  const start = (chunk: InternalChunk): string => {
     if (started) return '';
     started = true;
     const message = { id: messageId(chunk.id), type: 'message', role: 'assistant', model: chunk.model ?? plan.model.upstreamName, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 } };
@@ -66,14 +67,14 @@ export function translatingStreamEncoder(plan: ChatPlan): StreamEncoder {
   return {
     chunk(data, usageOnly) {
       if (usageOnly) return '';
-      const chunk = parseJsonLoosely(data) ?? {};
+      const chunk: InternalChunk = parseJsonLoosely(data) ?? {};
       let out = start(chunk);
       const choice = chunk.choices?.[0];
-      const d: Json = choice?.delta ?? {};
+      const d: InternalMessage = choice?.delta ?? {};
       const reasoning = `${typeof d.reasoning_content === 'string' ? d.reasoning_content : ''}${typeof d.reasoning === 'string' ? d.reasoning : ''}`;
       if (reasoning) out += delta('thinking', { type: 'thinking', thinking: '' }, { type: 'thinking_delta', thinking: reasoning });
       if (typeof d.content === 'string' && d.content) out += delta('text', { type: 'text', text: '' }, { type: 'text_delta', text: d.content });
-      for (const call of Array.isArray(d.tool_calls) ? d.tool_calls : []) {
+      for (const call of (Array.isArray(d.tool_calls) ? d.tool_calls : []) as InternalToolCall[]) {
         const toolIndex = Number(call?.index ?? 0);
         if (!toolBlocks.has(toolIndex)) {
           out += openBlock(`tool${toolIndex}`, { type: 'tool_use', id: call.id ?? `toolu_${toolIndex}`, name: call.function?.name ?? '', input: {} });

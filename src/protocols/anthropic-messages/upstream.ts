@@ -1,18 +1,21 @@
-import type { StreamDecoder, UpstreamWire, WireEvent } from '../wire.ts';
-import { toAnthropicRequest } from './request.ts';
+import type { Usage } from '../internal.ts';
+import type { StreamDecoder, UpstreamTranslator, WireEvent } from '../upstream.ts';
+import { neutralUsage } from './decode-usage.ts';
+import { anthropicMessageSchema } from './schemas.ts';
+import { toAnthropicRequest } from './encode-request.ts';
 import { hiddenToolPromptTokens } from './tools.ts';
-import { fromAnthropicResponse } from './response.ts';
-import { AnthropicStreamTranslator } from './stream.ts';
+import { fromAnthropicResponse } from './decode-answer.ts';
+import { AnthropicStreamTranslator } from './decode-stream.ts';
 import type { AnthropicResponse, ContentBlock } from './types.ts';
 
 const NON_TEXT = new Set(['image', 'document']);
 
 /**
- * Anthropic's Messages API as an upstream wire: the internal request translated by
+ * Anthropic's Messages API as an upstream translator: the internal request translated by
  * toAnthropicRequest (its refusals name the client's field), answers by fromAnthropicResponse,
  * events by one AnthropicStreamTranslator per stream.
  */
-export const anthropicWire: UpstreamWire = {
+export const anthropicUpstream: UpstreamTranslator = {
   encodeRequest: (internal) => toAnthropicRequest(internal),
   nonTextBytes(encoded) {
     let bytes = 0;
@@ -25,12 +28,15 @@ export const anthropicWire: UpstreamWire = {
   },
   hiddenPromptTokens: hiddenToolPromptTokens,
   decodeAnswer(text) {
-    const msg = JSON.parse(text) as AnthropicResponse;
-    if (!msg || typeof msg !== 'object' || msg.type !== 'message' || !Array.isArray(msg.content)) {
+    // Text that is not JSON throws, as a broken answer always has (the caller words the failure).
+    const msg: unknown = JSON.parse(text);
+    if (!anthropicMessageSchema.safeParse(msg).success) {
       return { ok: false, problem: 'the provider sent a response that is not an Anthropic message' };
     }
-    const completion = fromAnthropicResponse(msg);
-    return { ok: true, text: JSON.stringify(completion), parsed: completion };
+    // Checked as far as the outcome depends on it; blocks are read with defaults, as Anthropic's
+    // newer block types pass through untouched.
+    const completion = fromAnthropicResponse(msg as AnthropicResponse);
+    return { ok: true, text: JSON.stringify(completion), parsed: completion, usage: completion.usage ? neutralUsage(completion.usage) : null };
   },
   streamDecoder: () => new AnthropicDecoder(),
 };
@@ -42,6 +48,7 @@ class AnthropicDecoder implements StreamDecoder {
     const events: WireEvent[] = [];
     for (const out of this.translator.pushData(data)) {
       if (out.kind === 'error') events.push({ kind: 'error', providerMessage: `${out.errorType}: ${out.message}` });
+      else if (out.chunk.usage) events.push({ kind: 'usage', data: JSON.stringify(out.chunk), usage: neutralUsage(out.chunk.usage), usageOnly: out.chunk.choices.length === 0 });
       else events.push({ kind: 'chunk', data: JSON.stringify(out.chunk) });
     }
     // After message_stop's usage chunk: the answer is complete.
@@ -49,7 +56,8 @@ class AnthropicDecoder implements StreamDecoder {
     return events;
   }
 
-  promptUsage(): unknown {
-    return this.translator.startUsage;
+  promptUsage(): Usage | null {
+    const start = this.translator.startUsage;
+    return start ? neutralUsage(start) : null;
   }
 }

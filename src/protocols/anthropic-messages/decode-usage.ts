@@ -1,3 +1,5 @@
+import type { Usage } from '../internal.ts';
+import { anthropicUsageSchema } from './schemas.ts';
 import type { AnthropicUsage } from './types.ts';
 
 /**
@@ -37,6 +39,21 @@ export function translateUsage(u: AnthropicUsage): TranslatedUsage {
  * zero would settle a delivered answer for nothing, so the gateway estimates instead.
  */
 export function reportedUsage(u: AnthropicUsage | undefined): TranslatedUsage | null {
-  if (!u || typeof u.input_tokens !== 'number' || typeof u.output_tokens !== 'number') return null;
-  return translateUsage(u);
+  const checked = anthropicUsageSchema.safeParse(u);
+  return checked.success ? translateUsage(checked.data) : null;
+}
+
+const whole = (v: number): number => Math.floor(v);
+
+/**
+ * The usage the Anthropic decoders report, in neutral terms: the prompt is the sum of the three
+ * input terms (as translateUsage adds them up), the reads and the writes each apart, counted in
+ * whole tokens. Anthropic reports no reasoning count apart from the output.
+ */
+export function neutralUsage(t: TranslatedUsage): Usage {
+  return {
+    input: { total: whole(t.prompt_tokens), cacheRead: whole(t.cache_read_input_tokens), cacheWrite: whole(t.cache_creation_input_tokens), cacheReadPrice: 'cacheRead' },
+    output: { total: whole(t.completion_tokens), reasoning: 0 },
+    estimated: false,
+  };
 }

@@ -1,14 +1,14 @@
-import type { Config } from '../../../config/load.ts';
-import type { CatalogModel } from '../../../providers/catalog.ts';
-import { anthropicNativeWire } from '../../../providers/anthropic/native-wire.ts';
-import { cacheTtlProblem } from '../../../providers/anthropic/cache-control.ts';
-import { thinkingFor } from '../../../providers/anthropic/thinking.ts';
-import { reservationFor } from '../../../providers/pricing.ts';
-import { badRequest } from '../../../refusal.ts';
-import { resolveMaxTokens, type ChatPlan } from '../../plan.ts';
-import { promptBound, type NonTextParts } from '../../prompt-bound.ts';
-import { estimateBody } from './estimate-body.ts';
-import { checkServiceTier } from './request-checks.ts';
+import type { Config } from '../config/load.ts';
+import type { CatalogModel } from '../providers/catalog.ts';
+import { anthropicNativeUpstream } from '../protocols/anthropic-messages/native-upstream.ts';
+import { cacheTtlProblem } from '../protocols/anthropic-messages/cache-control.ts';
+import { thinkingFor } from '../protocols/anthropic-messages/thinking.ts';
+import { reservationFor } from '../providers/pricing.ts';
+import { badRequest } from '../refusal.ts';
+import { resolveMaxTokens, type ChatPlan } from './plan.ts';
+import { promptBound, type NonTextParts } from './prompt-bound.ts';
+import { estimateBody } from '../protocols/anthropic-messages/estimate-body.ts';
+import { checkServiceTier } from '../protocols/anthropic-messages/request-checks.ts';
 
 type Json = Record<string, any>;
 
@@ -23,8 +23,8 @@ const NATIVE_FIELDS: ReadonlySet<string> = new Set([
   'tools', 'tool_choice', 'thinking', 'metadata', 'service_tier',
 ]);
 
-/** Re-exported for the tests that check the native bound; the provider's wire owns it. */
-export { TOOL_SYSTEM_PROMPT_TOKENS } from '../../../providers/anthropic/tools.ts';
+/** Re-exported for the tests that check the native bound; the upstream translator (src/protocols/anthropic-messages/tools.ts) owns it. */
+export { TOOL_SYSTEM_PROMPT_TOKENS } from '../protocols/anthropic-messages/tools.ts';
 
 /** Non-text blocks and the input kind a model must declare for each. */
 const PART_KINDS: Readonly<Record<string, 'image' | 'file'>> = { image: 'image', document: 'file' };
@@ -61,12 +61,12 @@ export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'c
 
   // The system prompt counts as one more message; tools add Anthropic's hidden tool prompt.
   const counted = { messages: [...(b.system ? [b.system] : []), ...b.messages], tools: b.tools };
-  const toolPrompt = anthropicNativeWire.hiddenPromptTokens?.(sent) ?? 0;
+  const toolPrompt = anthropicNativeUpstream.hiddenPromptTokens?.(sent) ?? 0;
   const promptUpperBound = Math.min(promptBound(counted, upstreamJson, model, parts) + toolPrompt, model.contextLength);
   return {
     model, stream: b.stream === true, clientWantsUsage: false, maxTokens, n: 1, promptUpperBound, parts,
     reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, 1),
-    upstreamBody: estimateBody(b), upstreamJson, wire: anthropicNativeWire, native: true,
+    upstreamBody: estimateBody(b), upstreamJson, upstream: anthropicNativeUpstream, native: true,
   };
 }
 

@@ -1,15 +1,15 @@
-import type { InboundCodec } from './codec.ts';
-import { decodeResponsesRequest, responsesParam } from './responses-request.ts';
-import { responseFromCompletion } from './responses-output.ts';
-import { ResponsesStreamEncoder } from './responses-stream.ts';
+import type { InboundTranslator } from '../inbound.ts';
+import { decodeResponsesRequest, responsesParam } from './decode-request.ts';
+import { responseFromCompletion } from './encode-answer.ts';
+import { ResponsesStreamEncoder } from './encode-stream.ts';
 
 /**
  * POST /v1/responses: OpenAI's Responses API, stateless. Requests are translated onto chat
- * completions (responses-request.ts), so every provider type serves them and the plan, reservation
+ * completions (decode-request.ts), so every provider type serves them and the plan, reservation
  * and bill are the chat path's own; answers and events are written back as Response objects and
  * Responses events. Errors follow `errors.format`, as on every OpenAI-compatible route.
  */
-export const responsesCodec: InboundCodec = {
+export const responsesInbound: InboundTranslator = {
   path: '/v1/responses',
   openaiCompatible: true,
   clientParam: responsesParam,

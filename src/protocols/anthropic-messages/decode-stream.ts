@@ -1,6 +1,6 @@
 import type { AnthropicUsage, ContentBlock } from './types.ts';
 import { finishReason } from './finish-reason.ts';
-import { reportedUsage, type TranslatedUsage } from './usage.ts';
+import { reportedUsage, type TranslatedUsage } from './decode-usage.ts';
 
 export interface ChunkChoice { index: 0; delta: Record<string, unknown>; logprobs: null; finish_reason: string | null }
 

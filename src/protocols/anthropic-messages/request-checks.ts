@@ -1,4 +1,4 @@
-import { badRequest } from '../../../refusal.ts';
+import { badRequest } from '../../refusal.ts';
 
 type Json = Record<string, any>;
 

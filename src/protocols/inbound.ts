@@ -1,15 +1,24 @@
-import type { Config } from '../../config/load.ts';
-import type { Catalog } from '../../providers/catalog.ts';
-import type { ChatPlan } from '../plan.ts';
-import type { Usage } from '../usage.ts';
+import type { InternalCompletion, Usage } from './internal.ts';
 
 /**
- * One protocol clients speak to the gateway (OpenAI chat completions, later Anthropic Messages,
- * OpenAI Responses): how its requests become the internal form and how the internal answers,
- * stream events and errors are written back in it. The internal form is OpenAI chat completions,
- * so the OpenAI codec is the identity and its answers pass through byte for byte.
+ * What an inbound translator's encoders read of the chat plan (src/chat/plan.ts, which satisfies
+ * it): named here so that protocols/ depends on nothing in chat/.
  */
-export interface InboundCodec {
+export interface EncodePlan {
+  readonly model: { readonly upstreamName: string };
+  /** The client asked for the usage chunk (`stream_options.include_usage`). */
+  readonly clientWantsUsage: boolean;
+  /** The client speaks the provider's own protocol: answers and events are relayed as sent. */
+  readonly native: boolean;
+}
+
+/**
+ * The inbound side of one protocol clients speak to the gateway (OpenAI chat completions, OpenAI
+ * Responses, Anthropic Messages): how its requests become the internal form and how the internal answers,
+ * stream events and errors are written back in it. The internal form is OpenAI chat completions,
+ * so OpenAI chat's inbound translator is the identity and its answers pass through byte for byte.
+ */
+export interface InboundTranslator {
   /** The route it is served on (POST). */
   readonly path: string;
   /**
@@ -29,21 +38,26 @@ export interface InboundCodec {
    * validates the internal body); absent: the names are the same.
    */
   clientParam?(internalParam: string): string;
-  /** The request body as the internal (OpenAI chat completions) body; a refusal is thrown as an ApiError. */
-  decodeRequest(body: unknown): unknown;
   /**
-   * Plans the request itself instead of `planChat(decodeRequest(body))`: a protocol that some
-   * provider type speaks natively sends it there untranslated (plan.native). Absent: always decoded.
+   * The request body as the internal (OpenAI chat completions) body; a refusal is thrown as an
+   * ApiError. `extraFields`: the fields the model's provider was configured to accept beyond the
+   * protocol's own (passed when the model was resolved first, see `native`).
    */
-  plan?(body: unknown, catalog: Catalog, config: Pick<Config, 'chat'>): ChatPlan;
+  decodeRequest(body: unknown, extraFields?: ReadonlySet<string>): unknown;
+  /**
+   * A provider type that speaks this protocol itself: a request for a model it serves is sent there
+   * untranslated (plan.native, planned by src/chat/plan-inbound.ts); any other is decoded.
+   * `checkRequest` validates the body before its model is resolved. Absent: always decoded.
+   */
+  readonly native?: { readonly upstream: string; checkRequest(body: unknown): Record<string, unknown> & { model: string } };
   /**
    * The internal chat.completion (as JSON text, and parsed) as this protocol's answer body; for a
    * native plan, `internalJson` is the provider's own answer. `usage` is what was billed. (Both
-   * are always passed by the pipeline; optional so that a codec's unit tests can leave them out.)
+   * are always passed by the pipeline; optional so that a translator's unit tests can leave them out.)
    */
-  encodeAnswer(internalJson: string, parsed: any, plan?: ChatPlan, usage?: Usage): string;
+  encodeAnswer(internalJson: string, parsed: InternalCompletion, plan?: EncodePlan, usage?: Usage): string;
   /** An encoder for one streamed answer. */
-  streamEncoder(plan: ChatPlan): StreamEncoder;
+  streamEncoder(plan: EncodePlan): StreamEncoder;
 }
 
 /** Writes one stream in the protocol's events; every method returns the bytes to send ('' for none). */

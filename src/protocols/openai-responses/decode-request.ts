@@ -1,6 +1,6 @@
 import { badRequest } from '../../refusal.ts';
-import { isStandardChatField } from '../forwarded-fields.ts';
-import { inputMessages } from './responses-input.ts';
+import { isStandardChatField } from '../openai-chat/request-fields.ts';
+import { inputMessages } from './decode-input.ts';
 
 /**
  * An OpenAI Responses request (POST /v1/responses) as the internal chat-completions body. The plan

@@ -1,13 +1,14 @@
+import type { InternalCompletion, Usage } from './internal.ts';
 import type { Translated } from './translated.ts';
 
 /**
  * How one provider's wire format maps onto the gateway's internal form, which is OpenAI's chat
  * completions: requests are the body the chat plan produces, answers `chat.completion` JSON, stream
  * events `chat.completion.chunk` JSON ending with a usage chunk. Pure translation, no I/O: the
- * adapter (adapter.ts) sends the bytes. An OpenAI-compatible provider's wire is the identity, so
+ * adapter (src/providers/adapter.ts) sends the bytes. An OpenAI-compatible provider's translator is the identity, so
  * its answers and events reach the client byte for byte.
  */
-export interface UpstreamWire {
+export interface UpstreamTranslator {
   /**
    * The provider's request body for the internal one, or a refusal naming the client's field when
    * the provider cannot honour it (a 400 before anything is reserved).
@@ -29,22 +30,35 @@ export interface UpstreamWire {
   streamDecoder(): StreamDecoder;
 }
 
-export type DecodedAnswer = { ok: true; text: string; parsed: any } | { ok: false; problem: string };
+/** `usage`: the provider's usage in neutral terms, null when it reported none (the gateway estimates). */
+export type DecodedAnswer = { ok: true; text: string; parsed: InternalCompletion; usage: Usage | null } | { ok: false; problem: string };
+
+/**
+ * An event carrying a usage object (not `"usage": null`), compact or spaced as Python's json.dumps
+ * writes it. Generated text cannot match: its quotes are escaped (`\"usage\"`).
+ */
+export const USAGE_OBJECT = /"usage"\s*:\s*\{/;
 
 export interface StreamDecoder {
   /** One server-sent event's `data:` text as internal events (none for keep-alives). */
   decode(data: string): WireEvent[];
   /**
-   * The internal usage object of the prompt side, when the provider reported it before the end
+   * The prompt side of the usage (`input`), when the provider reported it before the end
    * (Anthropic's message_start): a stream cut short then bills its prompt exactly and estimates
    * only the output. Null when the provider reports usage only at the end.
    */
-  promptUsage(): unknown;
+  promptUsage(): Usage | null;
 }
 
 export type WireEvent =
   /** An internal chat.completion.chunk, as JSON text. */
   | { kind: 'chunk'; data: string }
+  /**
+   * An internal chunk that carries the provider's usage object (its last, as a rule): that usage in
+   * neutral terms (null when it holds no counts), and whether the chunk has no choices (OpenAI's
+   * usage-only chunk, which reaches only a client that asked for it). It is not content.
+   */
+  | { kind: 'usage'; data: string; usage: Usage | null; usageOnly: boolean }
   /**
    * A provider event as it came (`event:`/`data:` lines), for a client that speaks the provider's
    * own protocol (a native plan); the chunks decoded from it still drive the bill.

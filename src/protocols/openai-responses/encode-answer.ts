@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { InternalCompletion, InternalUsage } from '../internal.ts';
 
 /**
  * The pieces of an OpenAI Responses answer built from the internal chat-completions form, shared
@@ -19,7 +20,7 @@ export function statusOf(finishReason: unknown): { status: ResponseStatus; incom
 }
 
 /** Chat usage in the Responses names; null when the provider reported none (the bill was estimated). */
-export function responsesUsage(usage: any): Record<string, unknown> | null {
+export function responsesUsage(usage: InternalUsage | null | undefined): Record<string, unknown> | null {
   if (!usage || typeof usage.prompt_tokens !== 'number' || typeof usage.completion_tokens !== 'number') return null;
   return {
     input_tokens: usage.prompt_tokens,
@@ -58,7 +59,7 @@ export function responseObject(r: {
 }
 
 /** A whole chat.completion (the first choice: Responses has no `n`) as a Response object. */
-export function responseFromCompletion(parsed: any): Record<string, unknown> {
+export function responseFromCompletion(parsed: InternalCompletion): Record<string, unknown> {
   const choice = parsed?.choices?.[0] ?? {};
   const message = choice.message ?? {};
   const output: unknown[] = [];

@@ -1,5 +1,6 @@
-import type { StreamDecoder, UpstreamWire, WireEvent } from '../wire.ts';
-import { anthropicWire } from './wire.ts';
+import type { Usage } from '../internal.ts';
+import type { StreamDecoder, UpstreamTranslator, WireEvent } from '../upstream.ts';
+import { anthropicUpstream } from './upstream.ts';
 
 /**
  * Anthropic's Messages API for a client that speaks it too (POST /v1/messages): the request was
@@ -7,19 +8,19 @@ import { anthropicWire } from './wire.ts';
  * provider wrote them. They are still decoded into the internal form alongside, because the bill,
  * the estimate and failure handling read that form.
  */
-export const anthropicNativeWire: UpstreamWire = {
+export const anthropicNativeUpstream: UpstreamTranslator = {
   encodeRequest: (body) => ({ ok: true, value: body }),
-  nonTextBytes: anthropicWire.nonTextBytes,
-  hiddenPromptTokens: anthropicWire.hiddenPromptTokens,
+  nonTextBytes: anthropicUpstream.nonTextBytes,
+  hiddenPromptTokens: anthropicUpstream.hiddenPromptTokens,
   decodeAnswer(text) {
-    const decoded = anthropicWire.decodeAnswer(text);
-    return decoded.ok ? { ok: true, text, parsed: decoded.parsed } : decoded;
+    const decoded = anthropicUpstream.decodeAnswer(text);
+    return decoded.ok ? { ...decoded, text } : decoded;
   },
   streamDecoder: () => new NativeDecoder(),
 };
 
 class NativeDecoder implements StreamDecoder {
-  private readonly inner = anthropicWire.streamDecoder();
+  private readonly inner = anthropicUpstream.streamDecoder();
 
   decode(data: string): WireEvent[] {
     const events = this.inner.decode(data);
@@ -30,7 +31,7 @@ class NativeDecoder implements StreamDecoder {
     return type ? [...events, { kind: 'native', event: `event: ${type}\ndata: ${data}\n\n` }] : events;
   }
 
-  promptUsage(): unknown {
+  promptUsage(): Usage | null {
     return this.inner.promptUsage();
   }
 }

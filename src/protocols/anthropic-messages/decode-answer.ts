@@ -1,6 +1,6 @@
 import type { AnthropicResponse, ContentBlock } from './types.ts';
 import { finishReason } from './finish-reason.ts';
-import { reportedUsage, type TranslatedUsage } from './usage.ts';
+import { reportedUsage, type TranslatedUsage } from './decode-usage.ts';
 
 export interface ToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
 

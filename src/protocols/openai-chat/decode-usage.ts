@@ -1,0 +1,30 @@
+import type { Usage } from '../internal.ts';
+import { openAIUsageSchema } from './schemas.ts';
+
+/** A reported count as whole tokens: a negative or fractional count never bills below zero or in parts. */
+const count = (v: number | undefined): number => (v !== undefined && v >= 0 ? Math.floor(v) : 0);
+
+/**
+ * OpenAI's usage object as the neutral Usage; null when it is not an object or holds neither
+ * count (the gateway estimates instead). Cached reads are `prompt_tokens_details.cached_tokens`,
+ * unless the provider reports them in Anthropic's names: then those are the reads (also copied
+ * into `cached_tokens` for OpenAI clients, so never counted twice) and `cache_creation_input_tokens`
+ * the writes. Reasoning and cached tokens are parts of the totals, never added.
+ */
+export function readUsage(u: unknown): Usage | null {
+  const parsed = openAIUsageSchema.safeParse(u);
+  if (!parsed.success) return null;
+  const o = parsed.data;
+  if (o.prompt_tokens === undefined && o.completion_tokens === undefined) return null;
+  const anthropicNames = o.cache_creation_input_tokens !== undefined || o.cache_read_input_tokens !== undefined;
+  return {
+    input: {
+      total: count(o.prompt_tokens),
+      cacheRead: count(anthropicNames ? o.cache_read_input_tokens : o.prompt_tokens_details?.cached_tokens),
+      cacheWrite: anthropicNames ? count(o.cache_creation_input_tokens) : 0,
+      ...(anthropicNames ? { cacheReadPrice: 'cacheRead' as const } : {}),
+    },
+    output: { total: count(o.completion_tokens), reasoning: count(o.completion_tokens_details?.reasoning_tokens) },
+    estimated: false,
+  };
+}
