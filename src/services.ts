@@ -183,7 +183,7 @@ async function createLimiter(config: Config): Promise<{ limiter: RateLimiter; pr
   // ioredis is loaded only for the redis backend.
   const { redisLimiter } = await import('./ratelimit/redis.ts');
   const limiter = redisLimiter(url);
-  return { limiter, probe: { name: 'redis', required: true, check: () => limiter.ping() } };
+  return { limiter, probe: { name: 'redis', required: true, check: () => limiter.probe() } };
 }
 
 /**
