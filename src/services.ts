@@ -18,7 +18,7 @@ import { sql } from 'kysely';
 import { createHealthMonitor, type DependencyProbe, type HealthMonitor } from './health-checks.ts';
 import { migrateToLatest } from './storage/migrate.ts';
 import type { TopupService } from './topup/service.ts';
-import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import { createMetrics, watchSpool, type Metrics } from './metrics/metrics.ts';
 import { createDurableSettler, type DurableSettler } from './ledger/spool/durable-settle.ts';
 import { spoolLocation } from './ledger/spool/location.ts';
 import { SettleSpool } from './ledger/spool/spool-file.ts';
@@ -88,6 +88,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const metrics = createMetrics(storage.db);
     const location = spoolLocation(config.database.url, config.ledger.spoolDir);
     const spool = SettleSpool.open(location.dir, location.fingerprint);
+    watchSpool(metrics, () => spool.writable());
     const settler = createDurableSettler({
       storage,
       spool,
@@ -95,6 +96,10 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       failure: () => config.testHooks.settleFailure,
       onApplied: (record, outcome) => {
         if (outcome.chargedUsdc) metrics.chargedUsdc.inc({ model: record.usage.model }, outcome.chargedUsdc);
+      },
+      onUnbilled: (record) => {
+        metrics.unbilledAnswers.inc({ model: record.usage.model });
+        metrics.unbilledUsdc.inc({ model: record.usage.model }, record.chargeUsdc);
       },
     });
     if (config.testHooks.settleFailure) opts.logger.warn('TEST HOOK TOLLGATE_TEST_SETTLE_FAILURE is on: settles fail as if the database did not answer');

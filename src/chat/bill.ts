@@ -138,6 +138,20 @@ export class RequestBill {
     );
   }
 
+  /**
+   * The settle failed (the database and the spool both refused it): a non-streaming answer is then
+   * withheld, so nothing may be charged; its reservation is released now if the database answers
+   * this void, else by the sweeper once its lease (no longer renewed) runs out. A stream's content
+   * is out: its reservation is left to the settler's report (it logged and counted the loss).
+   */
+  private async releaseWithheld(err: unknown, record: UsageRecord): Promise<never> {
+    if (!this.plan.stream) {
+      const nothing: UsageRecord = { ...record, ...NO_USAGE, providerCostUsdc: 0, status: 'unbilled' };
+      await finishReservation(this.services.storage, this.requestId, 0, nothing).catch(() => undefined);
+    }
+    throw err;
+  }
+
   /** `pricedUsdc`: what the usage is worth, when a cap billed less (reported if above the reservation). */
   private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string, pricedUsdc = chargeUsdc): Promise<SettleOutcome> {
     if (this.finished) return this.finished;
@@ -156,7 +170,7 @@ export class RequestBill {
     };
     const finishing =
       chargeUsdc > 0
-        ? this.services.settler.settle({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc, usage: record }, { lateIfReleased: this.plan.stream })
+        ? this.services.settler.settle({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc, usage: record }, { lateIfReleased: this.plan.stream }).catch((err) => this.releaseWithheld(err, record))
         : finishReservation(this.services.storage, this.requestId, 0, record);
     this.finished = finishing.then((outcome) => {
       this.record(outcome, usage, status, seconds);

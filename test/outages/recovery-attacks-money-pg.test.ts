@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { tempDir } from '../support/engines.ts';
+import { startPostgres, type PostgresServer } from '../support/postgres.ts';
+import { until } from '../support/until.ts';
+import { chatBody, waitForHealth } from './support.ts';
+
+const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
+const CHARGE = 240;
+
+/**
+ * Attack 23.4 on a real PostgreSQL: it shuts down as a stream finishes (the settle is spooled at
+ * its first outage) and comes back; whichever of the retry or the replay applies it, the stream is
+ * charged once, the metric counts it once, and the spool is forgotten.
+ */
+describe('attack (PostgreSQL): a stream spooled early, PostgreSQL back, retry and replays', () => {
+  let pg: PostgresServer;
+  let h: ChatHarness;
+  let spoolDir: string;
+  const rejections: unknown[] = [];
+  const onRejection = (r: unknown) => rejections.push(r);
+  before(async () => {
+    process.on('unhandledRejection', onRejection);
+    pg = await startPostgres();
+    spoolDir = tempDir();
+    h = await startChatHarness('postgres', { ledger: { spoolDir } }, { databaseUrl: await pg.database() });
+  });
+  after(async () => {
+    process.off('unhandledRejection', onRejection);
+    await h?.stop();
+    await pg?.stop();
+  });
+
+  test('charged once', async () => {
+    h.fake.behaviour = { usage: USAGE, delayMs: 1500 };
+    const w = await h.wallet(1_000_000);
+    const metric = async () => (await h.gw.services.metrics.chargedUsdc.get()).values.reduce((a, v) => a + v.value, 0);
+    const before = await metric();
+    const streamed = fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ ...chatBody, stream: true }),
+    }).then(async (r) => ({ id: r.headers.get('x-request-id')!, text: await r.text() }));
+    await until(() => h.fake.received.length === 1, 'at the provider');
+    await pg.shutDown();
+    await until(() => h.gw.logs().includes('spooled, retrying'), 'spooled at the first outage', 20_000);
+    const t = Date.now();
+    await pg.startAgain();
+    console.log(`PostgreSQL back after ${Date.now() - t} ms`);
+    // Replays while the settle may still be retrying, then after.
+    const replays = [h.gw.services.settler.replay().catch((e) => e), h.gw.services.settler.replay().catch((e) => e)];
+    const s = await streamed;
+    assert.match(s.text, /\[DONE\]/);
+    await Promise.all(replays);
+    await waitForHealth(h.gw.url, 'ok');
+    const db = h.gw.services.storage.db;
+    const charged = () => db.selectFrom('ledger_entries').select('amount_usdc').where('kind', '=', 'charge').where('reference', '=', s.id).execute();
+    await until(async () => (await h.gw.services.settler.replay(), (await charged()).length >= 1), 'charged', 30_000);
+    await h.gw.services.settler.replay();
+    await h.gw.services.settler.replay();
+    const deferred = h.gw.logs().includes('the settle is spooled and will be applied');
+    console.log(`settle ended ${deferred ? 'deferred (applied by the replay)' : 'by a retry'}`);
+    assert.deepEqual((await charged()).map((c) => Number(c.amount_usdc)), [-CHARGE]);
+    assert.equal((await db.selectFrom('request_usage').select('request_id').where('request_id', '=', s.id).execute()).length, 1);
+    const daily = await db.selectFrom('usage_daily').selectAll().execute();
+    assert.equal(daily.reduce((a, d: any) => a + Number(d.request_count), 0), 1);
+    assert.equal((await metric()) - before, CHARGE, 'metric counted once');
+    const b = await h.balance(w.account);
+    assert.deepEqual([Number(b.balance_usdc), Number(b.locked_usdc)], [1_000_000 - CHARGE, 0]);
+    assert.deepEqual(readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')), []);
+    assert.doesNotMatch(h.gw.logs(), /"statusCode":500|unhandled error/);
+    await h.gw.assertLedger();
+    assert.deepEqual(rejections, []);
+  });
+});
