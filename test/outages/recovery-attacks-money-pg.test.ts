@@ -46,9 +46,7 @@ describe('attack (PostgreSQL): a stream spooled early, PostgreSQL back, retry an
     await until(() => h.fake.received.length === 1, 'at the provider');
     await pg.shutDown();
     await until(() => h.gw.logs().includes('spooled, retrying'), 'spooled at the first outage', 20_000);
-    const t = Date.now();
     await pg.startAgain();
-    console.log(`PostgreSQL back after ${Date.now() - t} ms`);
     // Replays while the settle may still be retrying, then after.
     const replays = [h.gw.services.settler.replay().catch((e) => e), h.gw.services.settler.replay().catch((e) => e)];
     const s = await streamed;
@@ -60,8 +58,6 @@ describe('attack (PostgreSQL): a stream spooled early, PostgreSQL back, retry an
     await until(async () => (await h.gw.services.settler.replay(), (await charged()).length >= 1), 'charged', 30_000);
     await h.gw.services.settler.replay();
     await h.gw.services.settler.replay();
-    const deferred = h.gw.logs().includes('the settle is spooled and will be applied');
-    console.log(`settle ended ${deferred ? 'deferred (applied by the replay)' : 'by a retry'}`);
     assert.deepEqual((await charged()).map((c) => Number(c.amount_usdc)), [-CHARGE]);
     assert.equal((await db.selectFrom('request_usage').select('request_id').where('request_id', '=', s.id).execute()).length, 1);
     const daily = await db.selectFrom('usage_daily').selectAll().execute();

@@ -63,7 +63,7 @@ for (const engine of ENGINES) {
       const spend = await db.selectFrom('key_spend').selectAll().execute();
       const reservation = await db.selectFrom('reservations').select(['status', 'charged_usdc']).where('request_id', '=', s.id).executeTakeFirst();
       const b = await h.balance(w.account);
-      console.log(JSON.stringify({ charges, usage, daily, spend, reservation, balance: b, metric: (await metric()) - before }));
+      assert.deepEqual([reservation?.status, Number(reservation?.charged_usdc)], ['settled', CHARGE], 'the swept reservation records the late charge');
       assert.deepEqual(charges.map((c) => Number(c.amount_usdc)), [-CHARGE]);
       assert.equal(usage.length, 1);
       assert.equal(daily.reduce((a, d: any) => a + Number(d.request_count), 0), 1);
