@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { call } from '../support/gateway.ts';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { tempDir } from '../support/engines.ts';
+import type { ChatHarness } from '../support/chat-harness.ts';
 import { until } from '../support/until.ts';
 import { chatBody } from './support.ts';
+import { chargedMetric, streamChat, useSpoolGateway } from './spool-support.ts';
 
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240;
@@ -18,21 +18,11 @@ const CHARGE = 240;
  * (the database stays unreachable through all retries).
  */
 describe('attack: a settle committed, then its connection dropped', () => {
+  const gw = useSpoolGateway();
   let h: ChatHarness;
-  let spoolDir: string;
-  const rejections: unknown[] = [];
-  const onRejection = (r: unknown) => rejections.push(r);
-  before(async () => {
-    process.on('unhandledRejection', onRejection);
-    spoolDir = tempDir();
-    h = await startChatHarness('sqlite', { ledger: { spoolDir } });
-  });
-  after(async () => {
-    process.off('unhandledRejection', onRejection);
-    await h?.stop();
-  });
+  before(() => void (h = gw.h));
 
-  const metric = async () => (await h.gw.services.metrics.chargedUsdc.get()).values.reduce((a, v) => a + v.value, 0);
+  const metric = () => chargedMetric(h);
   const reset = () => Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
 
   /** Arms the fault for the next write unit; returns a function that disarms it. */
@@ -59,9 +49,7 @@ describe('attack: a settle committed, then its connection dropped', () => {
     const seen = h.fake.received.length;
     const auth = { authorization: `Bearer ${w.key}` };
     const answer = stream
-      ? fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ ...chatBody, stream: true }) }).then(
-          async (r) => ({ status: r.status, id: r.headers.get('x-request-id')!, text: await r.text(), charged: null as string | null, billing: null as string | null }),
-        )
+      ? streamChat(h, w.key).then((r) => ({ ...r, charged: null as string | null, billing: null as string | null }))
       : call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, auth).then((r) => ({
           status: r.status,
           id: r.headers.get('x-request-id')!,
@@ -85,9 +73,9 @@ describe('attack: a settle committed, then its connection dropped', () => {
     assert.equal(a.status, 200, a.text);
     assert.deepEqual(charges.map((c) => Number(c.amount_usdc)), [-CHARGE], 'charged once');
     if (!stream) assert.equal(a.charged, String(CHARGE));
-    assert.deepEqual(readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')), [], 'spool forgotten');
+    assert.deepEqual(readdirSync(gw.spoolDir).filter((f) => f.endsWith('.jsonl')), [], 'spool forgotten');
     await h.gw.assertLedger();
-    assert.deepEqual(rejections, []);
+    assert.deepEqual(gw.rejections, []);
     assert.equal(counted, CHARGE, 'the charge is counted in the metric exactly once');
   }
 

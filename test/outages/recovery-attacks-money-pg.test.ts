@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { tempDir } from '../support/engines.ts';
-import { startPostgres, type PostgresServer } from '../support/postgres.ts';
+import { describe, test } from 'node:test';
 import { until } from '../support/until.ts';
-import { chatBody, waitForHealth } from './support.ts';
+import { waitForHealth } from './support.ts';
+import { chargedMetric, streamChat, useSpoolGateway } from './spool-support.ts';
 
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240;
@@ -16,33 +14,16 @@ const CHARGE = 240;
  * charged once, the metric counts it once, and the spool is forgotten.
  */
 describe('attack (PostgreSQL): a stream spooled early, PostgreSQL back, retry and replays', () => {
-  let pg: PostgresServer;
-  let h: ChatHarness;
-  let spoolDir: string;
-  const rejections: unknown[] = [];
-  const onRejection = (r: unknown) => rejections.push(r);
-  before(async () => {
-    process.on('unhandledRejection', onRejection);
-    pg = await startPostgres();
-    spoolDir = tempDir();
-    h = await startChatHarness('postgres', { ledger: { spoolDir } }, { databaseUrl: await pg.database() });
-  });
-  after(async () => {
-    process.off('unhandledRejection', onRejection);
-    await h?.stop();
-    await pg?.stop();
-  });
+  const gw = useSpoolGateway('postgres');
 
   test('charged once', async () => {
+    const { h, spoolDir, rejections } = gw;
+    const pg = gw.pg!;
     h.fake.behaviour = { usage: USAGE, delayMs: 1500 };
     const w = await h.wallet(1_000_000);
-    const metric = async () => (await h.gw.services.metrics.chargedUsdc.get()).values.reduce((a, v) => a + v.value, 0);
+    const metric = () => chargedMetric(h);
     const before = await metric();
-    const streamed = fetch(`${h.gw.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ ...chatBody, stream: true }),
-    }).then(async (r) => ({ id: r.headers.get('x-request-id')!, text: await r.text() }));
+    const streamed = streamChat(h, w.key);
     await until(() => h.fake.received.length === 1, 'at the provider');
     await pg.shutDown();
     await until(() => h.gw.logs().includes('spooled, retrying'), 'spooled at the first outage', 20_000);

@@ -1,20 +1,14 @@
 import assert from 'node:assert/strict';
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { call } from '../support/gateway.ts';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { tempDir } from '../support/engines.ts';
 import { until } from '../support/until.ts';
 import { chatBody } from './support.ts';
+import { chargedMetric, streamChat, useSpoolGateway } from './spool-support.ts';
 
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240;
-
-async function chargedMetric(h: ChatHarness): Promise<number> {
-  const m = await h.gw.services.metrics.chargedUsdc.get();
-  return m.values.reduce((a, v) => a + v.value, 0);
-}
 
 /**
  * Attack 23.4: a delivered (streamed) answer's settle is spooled at its first outage, then its retry
@@ -23,31 +17,16 @@ async function chargedMetric(h: ChatHarness): Promise<number> {
  * forgotten, and the ledger consistent.
  */
 describe('attack: spooled early, retry succeeds, then the replay', () => {
-  let h: ChatHarness;
-  let spoolDir: string;
-  const rejections: unknown[] = [];
-  const onRejection = (r: unknown) => rejections.push(r);
-  before(async () => {
-    process.on('unhandledRejection', onRejection);
-    spoolDir = tempDir();
-    h = await startChatHarness('sqlite', { ledger: { spoolDir } });
-  });
-  after(async () => {
-    process.off('unhandledRejection', onRejection);
-    await h?.stop();
-  });
+  const gw = useSpoolGateway();
 
   test('charged and counted once', async () => {
+    const { h, spoolDir, rejections } = gw;
     h.fake.behaviour = { usage: USAGE };
     const w = await h.wallet(1_000_000);
     const cfg = h.gw.services.config as { testHooks: { settleFailure: string | null } };
     const metricBefore = await chargedMetric(h);
     cfg.testHooks.settleFailure = 'outage';
-    const streamed = fetch(`${h.gw.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ ...chatBody, stream: true }),
-    }).then(async (r) => ({ id: r.headers.get('x-request-id')!, text: await r.text() }));
+    const streamed = streamChat(h, w.key);
     await until(() => h.gw.logs().includes('spooled, retrying'), 'the first settle attempt failed and was spooled', 20_000);
     // The database answers again; a replay runs before the next retry (250 ms later), another after it.
     cfg.testHooks.settleFailure = null;
@@ -83,25 +62,14 @@ describe('attack: spooled early, retry succeeds, then the replay', () => {
  * the gateway does not at least report.
  */
 describe('attack: the spool append fails while the database is down', () => {
-  let h: ChatHarness;
-  let spoolDir: string;
-  const rejections: unknown[] = [];
-  const onRejection = (r: unknown) => rejections.push(r);
-  before(async () => {
-    process.on('unhandledRejection', onRejection);
-    spoolDir = tempDir();
-    h = await startChatHarness('sqlite', { ledger: { spoolDir } });
-  });
-  after(async () => {
-    process.off('unhandledRejection', onRejection);
-    await h?.stop();
-  });
+  const gw = useSpoolGateway();
   const breakSpool = () => {
-    const lock = readdirSync(spoolDir).find((f) => f.endsWith('.lock'))!;
-    mkdirSync(join(spoolDir, lock.replace(/\.lock$/, '.jsonl')), { recursive: true });
+    const lock = readdirSync(gw.spoolDir).find((f) => f.endsWith('.lock'))!;
+    mkdirSync(join(gw.spoolDir, lock.replace(/\.lock$/, '.jsonl')), { recursive: true });
   };
 
   test('a non-streaming answer: the client is told 503 (never 500), nothing is charged and its reservation is released', async () => {
+    const { h, rejections } = gw;
     h.fake.behaviour = { usage: USAGE };
     const w = await h.wallet(1_000_000);
     let res: Awaited<ReturnType<typeof call>>;
@@ -133,17 +101,14 @@ describe('attack: the spool append fails while the database is down', () => {
   });
 
   test('a streamed answer: the stream ends without a success marker, no unhandled rejection, and the loss is logged', async () => {
+    const { h, rejections } = gw;
     const w = await h.wallet(1_000_000);
     breakSpool();
     const cfg = h.gw.services.config as { testHooks: { settleFailure: string | null } };
     cfg.testHooks.settleFailure = 'outage';
     let s: { id: string; status: number; text: string };
     try {
-      s = await fetch(`${h.gw.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ ...chatBody, stream: true }),
-      }).then(async (r) => ({ id: r.headers.get('x-request-id')!, status: r.status, text: await r.text().catch((e) => `<<body error ${e}>>`) }));
+      s = await streamChat(h, w.key);
     } finally {
       cfg.testHooks.settleFailure = null;
     }

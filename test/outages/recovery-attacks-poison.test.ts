@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { tempDir } from '../support/engines.ts';
+import { describe, test } from 'node:test';
 import { until } from '../support/until.ts';
-import { chatBody } from './support.ts';
+import { streamChat, useSpoolGateway } from './spool-support.ts';
 
 /**
  * Attack: one line the replay can never apply ("names no reservation in this database", e.g. a
@@ -14,15 +12,10 @@ import { chatBody } from './support.ts';
  * not grow without bound, and a replay round does not re-run a write per billed line for ever).
  */
 describe('attack: one unappliable line pins every early-spooled line of its slot', () => {
-  let h: ChatHarness;
-  let spoolDir: string;
-  before(async () => {
-    spoolDir = tempDir();
-    h = await startChatHarness('sqlite', { ledger: { spoolDir } });
-  });
-  after(async () => h?.stop());
+  const gw = useSpoolGateway();
 
   test('billed lines are forgotten', async () => {
+    const { h, spoolDir } = gw;
     h.fake.behaviour = { usage: { prompt_tokens: 100, completion_tokens: 50 } };
     const w = await h.wallet(1_000_000);
     const slot = readdirSync(spoolDir).find((f) => f.endsWith('.lock'))!.replace(/\.lock$/, '.jsonl');
@@ -33,11 +26,7 @@ describe('attack: one unappliable line pins every early-spooled line of its slot
     for (let i = 0; i < N; i++) {
       const logsBefore = h.gw.logs().split('spooled, retrying').length;
       cfg.testHooks.settleFailure = 'outage';
-      const s = fetch(`${h.gw.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ ...chatBody, stream: true }),
-      }).then((r) => r.text());
+      const s = streamChat(h, w.key).then((r) => r.text);
       await until(() => h.gw.logs().split('spooled, retrying').length > logsBefore, 'spooled early', 20_000);
       cfg.testHooks.settleFailure = null;
       assert.match(await s, /\[DONE\]/);
@@ -58,6 +47,7 @@ describe('attack: one unappliable line pins every early-spooled line of its slot
     const lines = readFileSync(join(spoolDir, slot), 'utf8').trim().split('\n').length;
     const charges = await db.selectFrom('ledger_entries').select('amount_usdc').where('kind', '=', 'charge').execute();
     await h.gw.assertLedger();
+    assert.deepEqual(gw.rejections, []);
     assert.equal(charges.length, N, 'each stream charged once');
     assert.equal(lines, 1, 'only the unappliable line stays');
     // From the second round on, only the unappliable line is tried: its settle and its late charge.

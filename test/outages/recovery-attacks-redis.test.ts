@@ -12,6 +12,22 @@ import { tempDir } from '../support/engines.ts';
 import { until } from '../support/until.ts';
 import { assertOutageAnswer, chatBody, waitForHealth } from './support.ts';
 
+/** A redis-server of this test's own (the support one cannot be made to refuse writes). */
+async function redisServer(port: number, args: string[]): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--appendonly', 'no', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child);
+  await waitForOutput(child, /Ready to accept connections/, 'redis-server');
+  child.stdout?.resume();
+  child.stderr?.resume();
+  return child;
+}
+
+/** A gateway whose limits are in the Redis at `url`, high enough that only Redis refuses. */
+function gatewayOn(url: string): Promise<ChatHarness> {
+  const limits = { backend: 'redis', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } as const;
+  return startChatHarness('sqlite', { rateLimits: limits }, { env: { TOLLGATE_REDIS_URL: url } });
+}
+
 /** /health must see what requests see (its report is cached for a second): Redis down, instance drained. */
 async function assertHealthSeesRedisDown(url: string): Promise<void> {
   await until(async () => (await call(url, 'GET', '/health')).status === 503, '/health reports the instance unhealthy', 5_000);
@@ -34,21 +50,13 @@ describe('attack: Redis up but refusing the limiter script', () => {
     const dir = tempDir();
     // The snapshot's final name is a non-empty directory: every BGSAVE fails at its rename, and
     // Redis (stop-writes-on-bgsave-error yes, the default) then refuses writes with MISCONF.
-    child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--dir', dir, '--dbfilename', 'dump.rdb', '--save', '3600 1', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    track(child);
-    await waitForOutput(child, /Ready to accept connections/, 'redis-server');
-    child.stdout?.resume();
-    child.stderr?.resume();
+    child = await redisServer(port, ['--dir', dir, '--dbfilename', 'dump.rdb', '--save', '3600 1']);
     // (made once Redis has started: it would try to load it at start-up)
     mkdirSync(join(dir, 'dump.rdb'));
     writeFileSync(join(dir, 'dump.rdb', 'x'), 'x');
     url = `redis://127.0.0.1:${port}`;
     admin = new Redis(url);
-    h = await startChatHarness(
-      'sqlite',
-      { rateLimits: { backend: 'redis', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } },
-      { env: { TOLLGATE_REDIS_URL: url } },
-    );
+    h = await gatewayOn(url);
   });
   after(async () => {
     await h?.stop();
@@ -93,17 +101,9 @@ describe('attack: Redis back with a password the gateway does not know', () => {
   let h: ChatHarness;
   before(async () => {
     const port = await freePort();
-    child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    track(child);
-    await waitForOutput(child, /Ready to accept connections/, 'redis-server');
-    child.stdout?.resume();
-    child.stderr?.resume();
+    child = await redisServer(port, ['--save', '']);
     url = `redis://127.0.0.1:${port}`;
-    h = await startChatHarness(
-      'sqlite',
-      { rateLimits: { backend: 'redis', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } },
-      { env: { TOLLGATE_REDIS_URL: url } },
-    );
+    h = await gatewayOn(url);
   });
   after(async () => {
     await h?.stop();

@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { sweepExpiredReservations } from '../../src/ledger/reservations.ts';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { ENGINES, tempDir } from '../support/engines.ts';
-import { startPostgres, type PostgresServer } from '../support/postgres.ts';
+import { ENGINES } from '../support/engines.ts';
 import { until } from '../support/until.ts';
-import { chatBody } from './support.ts';
+import { chargedMetric, streamChat, useSpoolGateway } from './spool-support.ts';
 
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240;
@@ -19,35 +17,17 @@ const CHARGE = 240;
  */
 for (const engine of ENGINES) {
   describe(`attack (${engine}): reservation swept while its early-spooled settle retries`, () => {
-    let h: ChatHarness;
-    let pg: PostgresServer | undefined;
-    let spoolDir: string;
-    const rejections: unknown[] = [];
-    const onRejection = (r: unknown) => rejections.push(r);
-    before(async () => {
-      process.on('unhandledRejection', onRejection);
-      spoolDir = tempDir();
-      if (engine === 'postgres') pg = await startPostgres();
-      h = await startChatHarness(engine, { ledger: { spoolDir } }, pg ? { databaseUrl: await pg.database() } : {});
-    });
-    after(async () => {
-      process.off('unhandledRejection', onRejection);
-      await h?.stop();
-      await pg?.stop();
-    });
+    const gw = useSpoolGateway(engine);
 
     test('charged once', async () => {
+      const { h, spoolDir, rejections } = gw;
       h.fake.behaviour = { usage: USAGE };
       const w = await h.wallet(1_000_000);
-      const metric = async () => (await h.gw.services.metrics.chargedUsdc.get()).values.reduce((a, v) => a + v.value, 0);
+      const metric = () => chargedMetric(h);
       const before = await metric();
       const cfg = h.gw.services.config as { testHooks: { settleFailure: string | null } };
       cfg.testHooks.settleFailure = 'outage';
-      const streamed = fetch(`${h.gw.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ ...chatBody, stream: true }),
-      }).then(async (r) => ({ id: r.headers.get('x-request-id')!, text: await r.text() }));
+      const streamed = streamChat(h, w.key);
       await until(() => h.gw.logs().includes('spooled, retrying'), 'spooled early', 20_000);
       const swept = await sweepExpiredReservations(h.gw.services.storage.db, Date.now() + 3_600_000);
       assert.equal(swept, 1, 'the sweeper released the reservation');
