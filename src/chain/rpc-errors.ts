@@ -1,4 +1,4 @@
-import { HttpRequestError, InternalRpcError, LimitExceededRpcError, RpcRequestError, TimeoutError, WebSocketRequestError } from 'viem';
+import { type BaseError, HttpRequestError, InternalRpcError, LimitExceededRpcError, RpcRequestError, TimeoutError, WebSocketRequestError } from 'viem';
 import { someErrorInChain } from '../outage.ts';
 
 /**
@@ -11,8 +11,9 @@ const UNAVAILABLE_RPC_CODES = new Set([-32603, -32005, -32000]);
 
 /**
  * -32000 is also how geth answers a transaction it refuses (nonce too low, insufficient funds, an
- * underpriced replacement, a revert): those are the call's own answer, not an outage, and the
- * payment path reads them (broadcast-refusal.ts); a 503 "the RPC is not answering" would mislead.
+ * underpriced replacement, a revert), and some providers put those under -32603: they are the
+ * call's own answer, not an outage, and the payment path reads them (broadcast-refusal.ts); a 503
+ * "the RPC is not answering" would mislead.
  */
 const CALL_REFUSAL = /nonce|insufficient funds|underpriced|already known|known transaction|revert|fee cap|gas/i;
 
@@ -24,8 +25,7 @@ const CALL_REFUSAL = /nonce|insufficient funds|underpriced|already known|known t
 export function isTransportError(err: unknown): boolean {
   return someErrorInChain(err, (e) => {
     if (e instanceof HttpRequestError || e instanceof TimeoutError || e instanceof WebSocketRequestError) return true;
-    if (e instanceof InternalRpcError || e instanceof LimitExceededRpcError) return true;
-    if (e instanceof RpcRequestError && UNAVAILABLE_RPC_CODES.has(e.code)) return e.code !== -32000 || !CALL_REFUSAL.test(`${e.details} ${e.shortMessage}`);
-    return false;
+    const notNow = e instanceof InternalRpcError || e instanceof LimitExceededRpcError || (e instanceof RpcRequestError && UNAVAILABLE_RPC_CODES.has(e.code));
+    return notNow && !CALL_REFUSAL.test(`${(e as BaseError).details} ${(e as BaseError).shortMessage}`);
   });
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ReplyError } from 'ioredis';
-import { RpcRequestError } from 'viem';
+import { InternalRpcError, RpcRequestError } from 'viem';
 import { relayerRefusal } from '../../src/topup/broadcast-refusal.ts';
 import { unavailableDependency } from '../../src/http/errors.ts';
 import { isRedisOutage } from '../../src/ratelimit/redis.ts';
@@ -21,6 +21,8 @@ describe('classification edges of the 23.4 fixes', () => {
     assert.equal(unavailableDependency(nonce), null);
     const behind = new RpcRequestError({ body: {}, url: 'http://x', error: { code: -32000, message: 'header not found' } });
     assert.equal(unavailableDependency(behind), 'rpc');
+    const known = new InternalRpcError(new RpcRequestError({ body: {}, url: 'http://x', error: { code: -32603, message: 'already known' } }));
+    assert.equal(unavailableDependency(known), null, 'a provider that puts a refusal under -32603');
   });
 
   test('a cause chain that loops does not hang the relayer refusal reader', () => {
