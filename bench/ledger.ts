@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { newRequestId } from '../src/http/request-id.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
 import { adjustBalance } from '../src/ledger/credits.ts';
-import { finishReservation, reserve } from '../src/ledger/reservations.ts';
+import { finishReservation } from '../src/ledger/operations/finish.ts';
+import { reserve } from '../src/ledger/operations/reserve.ts';
 import { openStorage } from '../src/storage/database.ts';
 import { migrateToLatest } from '../src/storage/migrate.ts';
 

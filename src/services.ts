@@ -4,12 +4,9 @@ import { createChainReaders, type ChainReaders } from './chain/readers.ts';
 import type { Config } from './config/load.ts';
 import { resolveKeySecret } from './keys/hmac-secret.ts';
 import { buildCatalog, type Catalog } from './providers/catalog.ts';
-import { pruneNonces } from './siwe/nonce-store.ts';
-import { pruneSessions } from './sessions/store.ts';
 import { SiweVerifier } from './siwe/verify.ts';
 import { KeyCache } from './keys/key-cache.ts';
 import { openStorage, type Storage } from './storage/database.ts';
-import { extendLeases, sweepExpiredReservations } from './ledger/reservations.ts';
 import type { ProviderAdapter } from './providers/adapter.ts';
 import { connectProvider } from './providers/registry.ts';
 import { windowsFrom, type RateLimiter, type RateWindow } from './ratelimit/limiter.ts';
@@ -22,9 +19,8 @@ import { createMetrics, watchSpool, type Metrics } from './metrics/metrics.ts';
 import { createDurableSettler, type DurableSettler } from './ledger/spool/durable-settle.ts';
 import { spoolLocation } from './ledger/spool/location.ts';
 import { SettleSpool } from './ledger/spool/spool-file.ts';
-
-/** How often settles spooled during a database outage are tried again. */
-const SPOOL_REPLAY_MS = 5_000;
+import { createChatDeps, type ChatDeps, type InflightRequest } from './chat/deps.ts';
+import { gatewayJobs, startJobs, type RunningJobs } from './background-jobs.ts';
 
 /** Everything a running gateway holds, built once from the configuration and shared by routes. */
 export interface Services {
@@ -47,7 +43,9 @@ export interface Services {
    * Chat requests holding a reservation on this instance, so a shutdown can finish what it cuts:
    * what was already delivered is charged, the rest voided.
    */
-  inflight: Set<{ readonly requestId: string; cutShort(status: string): Promise<void> }>;
+  inflight: Set<InflightRequest>;
+  /** What the chat core uses of all this (src/chat/deps.ts), built once so its state is this gateway's. */
+  chat: ChatDeps;
   /** Bills produced answers even through a database outage (retry, then the local spool). */
   settler: DurableSettler;
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
@@ -65,7 +63,9 @@ export interface ServiceOptions {
 }
 
 export async function createServices(config: Config, opts: ServiceOptions): Promise<Services> {
-  const storage = openStorage(config.database.url, { backgroundCheckpoints: true });
+  // Its background checkpointer is started with the other background jobs (background-jobs.ts).
+  const storage = openStorage(config.database.url);
+  let jobs: RunningJobs | null = null;
   try {
     if (opts.migrate !== false) {
       const { applied } = await migrateToLatest(storage);
@@ -78,12 +78,6 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const now = opts.now ?? Date.now;
     const { limiter, probe: redisProbe } = await createLimiter(config);
     const providers = createProviders(config);
-
-    const pruner = setInterval(() => {
-      pruneNonces(storage.db).catch((err) => opts.logger.warn({ err }, 'pruning used SIWE nonces failed'));
-      pruneSessions(storage.db).catch((err) => opts.logger.warn({ err }, 'pruning ended dashboard sessions failed'));
-    }, 60_000);
-    pruner.unref();
 
     const metrics = createMetrics(storage.db);
     const location = spoolLocation(config.database.url, config.ledger.spoolDir);
@@ -103,35 +97,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       },
     });
     if (config.testHooks.settleFailure) opts.logger.warn('TEST HOOK TOLLGATE_TEST_SETTLE_FAILURE is on: settles fail as if the database did not answer');
-    // Settles spooled before a crash or an outage are applied before anything else runs (and
-    // before the sweeper below could release their reservations), then every few seconds.
-    await settler.replay().catch((err) => opts.logger.error({ err }, 'applying the settle spool at start-up failed; it is tried again every few seconds'));
-    const replayer = setInterval(() => {
-      settler.replay().catch((err) => opts.logger.error({ err }, 'applying the settle spool failed'));
-    }, SPOOL_REPLAY_MS);
-    replayer.unref();
-    // A crashed instance leaves reservations pending; once their lease runs out they are voided, so
-    // no crash can lock a wallet's money for good.
-    const sweep = () =>
-      sweepExpiredReservations(storage.db)
-        .then((n) => n && opts.logger.warn({ voided: n }, 'voided reservations whose lease expired'))
-        .catch((err) => opts.logger.warn({ err }, 'sweeping expired reservations failed'));
-    void sweep();
-    const sweeper = setInterval(sweep, 30_000);
-    sweeper.unref();
-    // One timer renews the leases of every request this instance is running, in one statement a
-    // round, instead of a timer per request.
     const inflight: Services['inflight'] = new Set();
-    const leaseMs = config.chat.reservationLeaseSeconds * 1000;
-    const renewer = setInterval(() => {
-      const ids = [...inflight].map((bill) => bill.requestId);
-      // In slices, so a busy instance stays within the engines' limits on bound parameters.
-      for (let i = 0; i < ids.length; i += 1000) {
-        const slice = ids.slice(i, i + 1000);
-        extendLeases(storage.db, slice, leaseMs).catch((err) => opts.logger.warn({ err, requests: slice.length }, 'renewing reservation leases failed'));
-      }
-    }, leaseMs / 3);
-    renewer.unref();
 
     // Top-ups (x402, viem's chain code) are loaded only when offers are configured: start-up time, idle memory.
     const topup = config.topup.offers.length === 0 ? null : (await import('./topup/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now });
@@ -139,8 +105,10 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       const { watchRelayerGas } = await import('./topup/relayer-gas.ts');
       watchRelayerGas(metrics.registry, topup.relayer, [...new Set(config.topup.offers.map((o) => o.network))], topup.clientFor, opts.logger);
     }
+    // Last, once everything they use is built: they stop first in close() below.
+    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: config.chat.reservationLeaseSeconds * 1000, topup, logger: opts.logger }));
 
-    return {
+    const services: Omit<Services, 'chat'> = {
       config,
       topup,
       metrics,
@@ -163,19 +131,16 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       rateWindows: { chat: windowsFrom(config.rateLimits.chat), keys: windowsFrom(config.rateLimits.keys), public: windowsFrom(config.rateLimits.public) },
       now,
       async close() {
-        clearInterval(pruner);
-        clearInterval(sweeper);
-        clearInterval(renewer);
-        clearInterval(replayer);
-        await settler.replay().catch(() => undefined);
-        spool.close();
-        await topup?.close();
+        await jobs?.stop();
         await Promise.allSettled([...providers.values()].map((p) => p.close()));
         await limiter.close();
         await storage.close();
       },
     };
+    // Over the container itself, so a piece replaced at run time reaches the chat core (see deps.ts).
+    return Object.assign(services, { chat: createChatDeps(services) });
   } catch (err) {
+    await jobs?.stop().catch(() => undefined);
     await storage.close().catch(() => undefined);
     throw err;
   }

@@ -1,7 +1,7 @@
 import type { KeyRow } from '../keys/api-keys.ts';
-import { finishReservation, type SettleOutcome, type UsageRecord } from '../ledger/reservations.ts';
+import type { SettleOutcome, UsageRecord } from '../ledger/reservations.ts';
 import { priceRequest } from '../providers/pricing.ts';
-import type { Services } from '../services.ts';
+import type { ChatDeps } from './deps.ts';
 import type { ChatPlan } from './plan.ts';
 import type { Usage } from './usage.ts';
 
@@ -22,7 +22,7 @@ const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, reasoningTokens:
  * settle (charge what was used) or a void (charge nothing). Callers settle or void on their paths
  * and call `voidIfOpen` in a `finally`, so no path can leave the lock behind.
  *
- * While the bill is open it is in `services.inflight`, whose leases are renewed every third of the
+ * While the bill is open it is in `deps.inflight`, whose leases are renewed every third of the
  * lease whatever the request is waiting for (a slow provider's first byte, a stream, a drain): the
  * sweeper may only void the reservations of processes that died, never a request still running.
  *
@@ -41,13 +41,13 @@ export class RequestBill {
   private producedSoFar: (() => Promise<Usage | null>) | null = null;
 
   constructor(
-    private readonly services: Services,
+    private readonly deps: ChatDeps,
     readonly key: KeyRow,
     private readonly plan: ChatPlan,
     readonly requestId: string,
     private readonly opts: BillOptions = {},
   ) {
-    services.inflight.add(this);
+    deps.inflight.add(this);
   }
 
   get open(): boolean {
@@ -59,7 +59,7 @@ export class RequestBill {
     const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest(this.plan.model, usage);
     if (cachedPartsIgnored) {
       const { promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens } = usage;
-      this.services.logger.warn(
+      this.deps.log.warn(
         { reqId: this.requestId, model: this.plan.model.id, promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens },
         'the provider reported more cached prompt tokens than prompt tokens; billed every prompt token at the prompt price',
       );
@@ -95,14 +95,14 @@ export class RequestBill {
 
   /** The provider answered with headers. */
   markUpstreamResponse(): void {
-    this.services.metrics.upstreamLatency.observe(this.labels(), (performance.now() - this.started) / 1000);
+    this.deps.metrics.upstreamLatency.observe(this.labels(), (performance.now() - this.started) / 1000);
   }
 
   /** A stream's first content chunk arrived. */
   markFirstToken(): void {
     if (this.firstTokenSeen) return;
     this.firstTokenSeen = true;
-    this.services.metrics.timeToFirstToken.observe(this.labels(), (performance.now() - this.started) / 1000);
+    this.deps.metrics.timeToFirstToken.observe(this.labels(), (performance.now() - this.started) / 1000);
   }
 
   private labels() {
@@ -111,7 +111,7 @@ export class RequestBill {
 
   /** Metrics from what the finish actually did, never from what was asked of it. */
   private record(outcome: SettleOutcome, usage: Usage, status: string, seconds: number): void {
-    const m = this.services.metrics;
+    const m = this.deps.metrics;
     const model = this.plan.model.id;
     m.chatLatency.observe({ model, stream: String(this.plan.stream), outcome: status }, seconds);
     // A deferred (spooled) settle is counted by the replayer once the ledger has charged it.
@@ -130,9 +130,9 @@ export class RequestBill {
     const reservedUsdc = this.plan.reservationUsdc;
     if (chargeUsdc <= reservedUsdc || outcome.deferred) return;
     const model = this.plan.model.id;
-    this.services.metrics.overReservation.inc({ model });
-    this.services.metrics.overReservationUsdc.inc({ model }, chargeUsdc - reservedUsdc);
-    this.services.logger.error(
+    this.deps.metrics.overReservation.inc({ model });
+    this.deps.metrics.overReservationUsdc.inc({ model }, chargeUsdc - reservedUsdc);
+    this.deps.log.error(
       { reqId: this.requestId, model, reservedUsdc, chargeUsdc, chargedUsdc: outcome.chargedUsdc },
       'the provider reported usage priced above the reservation; charged what the balance allowed (see tollgate admin ledger-check)',
     );
@@ -147,7 +147,7 @@ export class RequestBill {
   private async releaseWithheld(err: unknown, record: UsageRecord): Promise<never> {
     if (!this.plan.stream) {
       const nothing: UsageRecord = { ...record, ...NO_USAGE, providerCostUsdc: 0, status: 'unbilled' };
-      await finishReservation(this.services.storage, this.requestId, 0, nothing).catch(() => undefined);
+      await this.deps.finish({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc: 0, usage: nothing }, { lateIfReleased: false }).catch(() => undefined);
     }
     throw err;
   }
@@ -155,7 +155,7 @@ export class RequestBill {
   /** `pricedUsdc`: what the usage is worth, when a cap billed less (reported if above the reservation). */
   private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string, pricedUsdc = chargeUsdc): Promise<SettleOutcome> {
     if (this.finished) return this.finished;
-    this.services.inflight.delete(this);
+    this.deps.inflight.delete(this);
     const seconds = (performance.now() - this.started) / 1000;
     const record: UsageRecord = {
       requestId: this.requestId,
@@ -168,15 +168,15 @@ export class RequestBill {
       status,
       latencyMs: Math.round(seconds * 1000),
     };
-    const finishing =
-      chargeUsdc > 0
-        ? this.services.settler.settle({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc, usage: record }, { lateIfReleased: this.plan.stream }).catch((err) => this.releaseWithheld(err, record))
-        : finishReservation(this.services.storage, this.requestId, 0, record);
+    const settled = { requestId: this.requestId, wallet: this.key.wallet, chargeUsdc, usage: record };
+    const finishing = this.deps
+      .finish(settled, { lateIfReleased: this.plan.stream })
+      .catch((err) => (chargeUsdc > 0 ? this.releaseWithheld(err, record) : Promise.reject(err)));
     this.finished = finishing.then((outcome) => {
       this.record(outcome, usage, status, seconds);
       this.reportOverReservation(pricedUsdc, outcome);
       if (outcome.shortfallUsdc > 0) {
-        this.services.logger.warn({ reqId: this.requestId, shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
+        this.deps.log.warn({ reqId: this.requestId, shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
       }
       return outcome;
     });

@@ -1,8 +1,7 @@
 import { ApiError } from '../refusal.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
-import type { Services } from '../services.ts';
-import { getBalance } from '../ledger/balances.ts';
 import type { RequestBill } from './bill.ts';
+import type { ChatDeps } from './deps.ts';
 import type { InboundCodec } from './inbound/codec.ts';
 import type { ChatPlan } from './plan.ts';
 import type { ResponseSink } from './sink.ts';
@@ -14,7 +13,7 @@ import { logProviderFailure } from './provider-failure-log.ts';
  * Non-streaming: call the provider, decode its answer into the internal form, settle, answer in
  * the client's protocol (for OpenAI in and out: the provider's JSON as it was sent).
  */
-export async function completeChat(services: Services, sink: ResponseSink, codec: InboundCodec, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+export async function completeChat(deps: ChatDeps, sink: ResponseSink, codec: InboundCodec, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
   let answer: { text: string; parsed: any };
   let status: number | undefined;
   try {
@@ -51,7 +50,7 @@ export async function completeChat(services: Services, sink: ResponseSink, codec
     sink.header('x-tollgate-billing', 'deferred');
   } else {
     // The settle reports the balance it left; read it only if it did not.
-    sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await getBalance(services.storage.db, bill.key.wallet)).balance_usdc);
+    sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await deps.balance(bill.key.wallet)));
   }
   sink.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false');
   sink.send(200, codec.encodeAnswer(answer.text, answer.parsed, plan, usage));

@@ -1,9 +1,9 @@
 import type { KeyRow } from '../keys/api-keys.ts';
-import { tryReserve, type ReserveOutcome } from '../ledger/reservations.ts';
+import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import { ApiError } from '../refusal.ts';
-import type { Services } from '../services.ts';
 import { RequestBill, type BillOptions } from './bill.ts';
 import { completeChat } from './complete.ts';
+import type { ChatDeps } from './deps.ts';
 import type { InboundCodec } from './inbound/codec.ts';
 import type { ChatPlan } from './plan.ts';
 import type { ResponseSink } from './sink.ts';
@@ -22,23 +22,22 @@ export interface ChatExchange {
  * key's spend limit cannot cover the reservation: each caller words that refusal its own way (a keyed
  * request says top up or names the limit, a pay-per-request one offers a payment).
  */
-export async function runChat(services: Services, exchange: ChatExchange, key: KeyRow, plan: ChatPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
-  const adapter = services.providers.get(plan.model.provider);
+export async function runChat(deps: ChatDeps, exchange: ChatExchange, key: KeyRow, plan: ChatPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
+  const adapter = deps.providers.get(plan.model.provider);
   if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
 
-  const leaseMs = services.config.chat.reservationLeaseSeconds * 1000;
   const { requestId, sink, codec } = exchange;
-  const reserved = await tryReserve(services.storage, {
-    wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, leaseMs, keyHasLimit: key.spend_limit_usdc !== null,
+  const reserved = await deps.reserve({
+    wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, keyHasLimit: key.spend_limit_usdc !== null,
   });
   if (!reserved.ok) return reserved;
 
   // A capped key's limit admitted exactly this reservation: a provider reporting more usage than
   // the request could use (or a bound that missed an input) must not take the key past its limit.
-  const bill = new RequestBill(services, key, plan, requestId, { ...opts, capAtReservation: opts.capAtReservation || reserved.keyLimited });
+  const bill = new RequestBill(deps, key, plan, requestId, { ...opts, capAtReservation: opts.capAtReservation || reserved.keyLimited });
   try {
-    if (plan.stream) await streamChat(services, sink, codec, plan, adapter, bill);
-    else await completeChat(services, sink, codec, plan, adapter, bill);
+    if (plan.stream) await streamChat(deps, sink, codec, plan, adapter, bill);
+    else await completeChat(deps, sink, codec, plan, adapter, bill);
   } finally {
     await bill.voidIfOpen('error');
   }

@@ -13,9 +13,10 @@ import { UsageError } from './usage-error.ts';
  * ledger nor x402's chain code.
  */
 async function lib() {
-  const [balances, credits, invariants, readers, audit, match, keys, codes, spend, limits, catalog] = await Promise.all([
+  const [balances, credits, constraintErrors, invariants, readers, audit, match, keys, codes, spend, limits, catalog] = await Promise.all([
     import('../ledger/balances.ts'),
     import('../ledger/credits.ts'),
+    import('../storage/constraint-errors.ts'),
     import('../ledger/invariants.ts'),
     import('../chain/readers.ts'),
     import('../topup/audit.ts'),
@@ -26,7 +27,7 @@ async function lib() {
     import('../keys/key-limits.ts'),
     import('../providers/catalog.ts'),
   ]);
-  return { ...balances, ...credits, ...invariants, ...readers, ...audit, ...match, ...keys, ...codes, ...spend, ...limits, ...catalog };
+  return { ...balances, ...credits, ...constraintErrors, ...invariants, ...readers, ...audit, ...match, ...keys, ...codes, ...spend, ...limits, ...catalog };
 }
 
 function wallet(raw: string): string {

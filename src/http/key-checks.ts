@@ -1,7 +1,7 @@
 import type { ChatPlan } from '../chat/plan.ts';
 import { toIso, type KeyRow } from '../keys/api-keys.ts';
 import { getBalance } from '../ledger/balances.ts';
-import type { ReserveOutcome } from '../ledger/reservations.ts';
+import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import type { Services } from '../services.ts';
 import { ApiError } from './errors.ts';
 

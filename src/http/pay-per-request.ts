@@ -139,7 +139,7 @@ async function runPaid(
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   setReceipt(reply, payment);
-  if ((await runChat(services, exchangeOf(request, reply, codec), key, plan, { capAtReservation: true })).ok) return reply;
+  if ((await runChat(services.chat, exchangeOf(request, reply, codec), key, plan, { capAtReservation: true })).ok) return reply;
   reply.removeHeader('payment-response');
   reply.removeHeader('x-payment-response');
   const balance = await getBalance(services.storage.db, payment.payer);

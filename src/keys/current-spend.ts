@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
 import type { KeyRow } from './api-keys.ts';
-import { bucketOf, periodResetsAt } from './spend-periods.ts';
+import { bucketOf, periodResetsAt } from '../ledger/spend-periods.ts';
 
 export interface CurrentSpend {
   /** Charged in the key's current period (its limit's period; all time for a key without a limit). */

@@ -2,11 +2,11 @@ import type { Kysely } from 'kysely';
 import type { Catalog } from '../providers/catalog.ts';
 import type { Database } from '../storage/schema.ts';
 import { loosenedLimits } from './limit-direction.ts';
-import { SPEND_PERIODS, type SpendPeriod } from './spend-periods.ts';
+import { SPEND_PERIODS, type SpendPeriod } from '../ledger/spend-periods.ts';
 
 /**
  * What an owner can restrict a key to (issue 17): a spend limit per period, a list of models, an
- * expiry. NULL is "no restriction". The limit is enforced in the reservation (src/ledger/key-spend.ts),
+ * expiry. NULL is "no restriction". The limit is enforced in the reservation (src/ledger/key-limit.ts),
  * the model list and the expiry before it (src/http/key-checks.ts).
  */
 export interface KeyLimits {

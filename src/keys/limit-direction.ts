@@ -1,5 +1,5 @@
 import type { KeyLimits } from './key-limits.ts';
-import type { SpendPeriod } from './spend-periods.ts';
+import type { SpendPeriod } from '../ledger/spend-periods.ts';
 
 /**
  * Whether a change of limits lets a key do more (issue 23): a dashboard session may only tighten,

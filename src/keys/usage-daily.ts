@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { DAY_MS, usageDay } from '../ledger/reservations.ts';
+import { DAY_MS, usageDay } from '../ledger/days.ts';
 import type { Database } from '../storage/schema.ts';
 
 export interface DailyUsage {

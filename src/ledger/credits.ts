@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { InsufficientBalanceError } from '../storage/constraint-errors.ts';
 import type { Database, LedgerKind } from '../storage/schema.ts';
 
 export interface LedgerMovement {
@@ -53,26 +54,6 @@ export async function applyMovement(trx: Kysely<Database>, m: LedgerMovement, no
       created_at: now,
     })
     .execute();
-}
-
-/** A debit from a wallet that has no balance at all. */
-export class InsufficientBalanceError extends Error {
-  constructor(wallet: string) {
-    super(`wallet ${wallet} has no balance to debit`);
-  }
-}
-
-/** True when a database error is one of the wallet CHECKs (balance would go negative or below locked). */
-export function isBalanceConstraintError(err: unknown): boolean {
-  if (err instanceof InsufficientBalanceError) return true;
-  const text = String((err as { message?: string })?.message ?? err);
-  return /wallets_(balance_nonnegative|locked_within_balance|locked_nonnegative)|CHECK constraint failed/i.test(text);
-}
-
-/** True when a database error is a unique-key violation (SQLite or PostgreSQL). */
-export function isUniqueViolation(err: unknown): boolean {
-  const e = err as { code?: string; message?: string };
-  return e?.code === '23505' || /UNIQUE constraint failed/i.test(String(e?.message ?? ''));
 }
 
 /**

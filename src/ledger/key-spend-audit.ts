@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
-import { bucketOf, dayBucketOfDayNumber, DAY_MILLISECONDS } from '../keys/spend-periods.ts';
+import { DAY_MS } from './days.ts';
+import { bucketOf, dayBucketOfDayNumber } from './spend-periods.ts';
 
 export interface KeySpendRow {
   api_key_id: number;
@@ -21,12 +22,12 @@ export async function expectedKeySpend(db: Kysely<any>): Promise<KeySpendRow[]> 
     .leftJoin('request_usage as u', 'u.request_id', 'r.request_id')
     .select([
       'r.api_key_id',
-      sql<number>`r.created_at / ${sql.lit(DAY_MILLISECONDS)}`.as('day'),
+      sql<number>`r.created_at / ${sql.lit(DAY_MS)}`.as('day'),
       sql<number>`coalesce(sum(case when r.status = 'pending' then r.amount_usdc else 0 end), 0)`.as('locked'),
       sql<number>`coalesce(sum(u.charged_usdc), 0)`.as('spent'),
     ])
     .where('r.api_key_id', 'is not', null)
-    .groupBy(['r.api_key_id', sql`r.created_at / ${sql.lit(DAY_MILLISECONDS)}`])
+    .groupBy(['r.api_key_id', sql`r.created_at / ${sql.lit(DAY_MS)}`])
     .execute();
   const sums = new Map<string, KeySpendRow>();
   const add = (apiKeyId: number, period: string, spent: number, locked: number) => {
@@ -43,7 +44,7 @@ export async function expectedKeySpend(db: Kysely<any>): Promise<KeySpendRow[]> 
     const locked = Number(d.locked);
     add(key, 'total', spent, locked);
     add(key, dayBucketOfDayNumber(day), spent, locked);
-    add(key, bucketOf('month', day * DAY_MILLISECONDS), spent, locked);
+    add(key, bucketOf('month', day * DAY_MS), spent, locked);
   }
   return [...sums.values()];
 }

@@ -4,7 +4,7 @@ import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import Libsql from 'libsql';
 import type PgModule from 'pg';
 import type { Database } from './schema.ts';
-import { startCheckpointer } from './checkpointer.ts';
+import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { ensureSqliteFolder } from './sqlite-folder.ts';
 import { StartupError } from '../startup-error.ts';
 import { postgresUnits, SqliteGroupCommit, type UnitRunner } from './write-units.ts';
@@ -22,6 +22,11 @@ export interface Storage {
    * PostgreSQL the ledger's reserve and finish are single statements and do not need it.)
    */
   writeUnit: UnitRunner;
+  /**
+   * A SQLite file's background WAL checkpointer (checkpointer.ts), for a long-running server to run
+   * as one of its background jobs; absent for PostgreSQL and in-memory SQLite. `close` stops it too.
+   */
+  checkpoints?: { start(): void; stop(): Promise<void> };
   close(): Promise<void>;
 }
 
@@ -32,8 +37,9 @@ export function openStorage(url: string, opts: { poolSize?: number; backgroundCh
 }
 
 /**
- * `backgroundCheckpoints`: the long-running server's setting (see checkpointer.ts). Short-lived
- * commands leave it off rather than start a thread for a few statements.
+ * `backgroundCheckpoints`: start the checkpointer (see checkpointer.ts) at once; the server starts
+ * it as a background job instead (`checkpoints`). Short-lived commands leave it off rather than
+ * start a thread for a few statements.
  */
 function openSqlite(path: string, backgroundCheckpoints: boolean): Storage {
   const file = path === ':memory:' ? path : resolve(path.replace(/^\/\/(?=\/)/, ''));
@@ -47,16 +53,33 @@ function openSqlite(path: string, backgroundCheckpoints: boolean): Storage {
   // SQLite's own checkpoint runs inside a COMMIT, on the event loop. With the background
   // checkpointer doing the copying, it only needs to come due rarely (about 40 MB of WAL) to
   // restart the WAL file; measured, this cut p99 latency at 1,000 req/s by about 3x.
-  const checkpointer = backgroundCheckpoints && file !== ':memory:' ? startCheckpointer(file) : null;
-  if (checkpointer) sqlite.exec('PRAGMA wal_autocheckpoint = 10000');
+  let checkpointer: Checkpointer | null = null;
+  const checkpoints =
+    file === ':memory:'
+      ? undefined
+      : {
+          start() {
+            checkpointer ??= startCheckpointer(file);
+            sqlite.exec('PRAGMA wal_autocheckpoint = 10000');
+          },
+          async stop() {
+            const running = checkpointer;
+            if (!running) return;
+            checkpointer = null;
+            await running.stop();
+            // Without the worker, SQLite's own checkpoint is the only one again: back to its default.
+            sqlite.exec('PRAGMA wal_autocheckpoint = 1000');
+          },
+        };
+  if (backgroundCheckpoints) checkpoints?.start();
   const resetStuckStatements = cachePreparedStatements(sqlite);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite as never }) });
   const groupCommit = new SqliteGroupCommit(sqlite, (work) => db.connection().execute(work), resetStuckStatements);
   const close = async () => {
-    await checkpointer?.stop();
+    await checkpoints?.stop();
     await db.destroy();
   };
-  return { db, engine: 'sqlite', writeUnit: groupCommit.submit, close };
+  return { db, engine: 'sqlite', writeUnit: groupCommit.submit, checkpoints, close };
 }
 
 /** Opens the file, or says in one line why it cannot be (a folder in its place, no permission). */

@@ -1,4 +1,4 @@
-import { CompiledQuery, type Kysely } from 'kysely';
+import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type Libsql from 'libsql';
 import type { Database } from './schema.ts';
 
@@ -43,6 +43,35 @@ export function postgresUnits(db: Kysely<Database>): UnitRunner {
         get: async <T>(sql: string, params: unknown[]) => (await trx.executeQuery<T>(CompiledQuery.raw(numbered(sql), params))).rows[0],
       }),
     );
+}
+
+/**
+ * Runs one unit in a Kysely transaction, on either engine: for a writer off the hot path that holds
+ * only a Kysely handle (the sweeper), so it runs the ledger's unit SQL with the locking it always
+ * had (its own transaction, outside the group commit). Each '?' becomes a Kysely parameter, which
+ * the dialect numbers its own way.
+ */
+export function kyselyUnit<T>(db: Kysely<Database>, unit: WriteUnit<T>): Promise<T> {
+  return db.transaction().execute((trx) => {
+    const query = <R>(text: string, params: unknown[]) => sql<R>(kyselyFragments(text), ...params).execute(trx);
+    return unit({
+      run: async (text, params) => Number((await query(text, params)).numAffectedRows ?? 0),
+      get: async <R>(text: string, params: unknown[]) => (await query<R>(text, params)).rows[0],
+    });
+  });
+}
+
+const fragments = new Map<string, TemplateStringsArray>();
+// As above: unit SQL holds no string literal with a '?', so every '?' is a placeholder. The text
+// between them is what Kysely's sql tag takes as its template strings.
+function kyselyFragments(text: string): TemplateStringsArray {
+  let parts = fragments.get(text);
+  if (parts === undefined) {
+    const split = text.split('?');
+    parts = Object.assign(split, { raw: [...split] }) as unknown as TemplateStringsArray;
+    fragments.set(text, parts);
+  }
+  return parts;
 }
 
 /** How many units one SQLite transaction takes at most, so one commit never stalls the process long. */

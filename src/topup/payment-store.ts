@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import { getBalance } from '../ledger/balances.ts';
-import { applyMovement, isUniqueViolation } from '../ledger/credits.ts';
+import { applyMovement } from '../ledger/credits.ts';
+import { isUniqueViolation } from '../storage/constraint-errors.ts';
 import type { Database, PaymentTable } from '../storage/schema.ts';
 import type { MatchedPayment } from './match.ts';
 import { microUsdcFor, sameTerms, termsDigest } from './payment-terms.ts';

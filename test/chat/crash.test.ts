@@ -6,7 +6,7 @@ import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai
 import { getBalance } from '../../src/ledger/balances.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
-import { sweepExpiredReservations } from '../../src/ledger/reservations.ts';
+import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { sweepExpiredReservations } from '../../src/ledger/reservations.ts';
+import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';

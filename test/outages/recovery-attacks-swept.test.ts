@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { sweepExpiredReservations } from '../../src/ledger/reservations.ts';
+import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { ENGINES } from '../support/engines.ts';
 import { until } from '../support/until.ts';
 import { chargedMetric, streamChat, useSpoolGateway } from './spool-support.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import type { SettleRecord } from '../../src/ledger/spool/late-charge.ts';
+import type { SettleRecord } from '../../src/ledger/reservations.ts';
 import { SettleSpool } from '../../src/ledger/spool/spool-file.ts';
 import { tempDir } from '../support/engines.ts';
 

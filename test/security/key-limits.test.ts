@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { planChat } from '../../src/chat/plan.ts';
-import { finishReservation, sweepExpiredReservations, tryReserve } from '../../src/ledger/reservations.ts';
-import { applySettle } from '../../src/ledger/spool/late-charge.ts';
+import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
+import { finishReservation } from '../../src/ledger/operations/finish.ts';
+import { tryReserve } from '../../src/ledger/operations/reserve.ts';
+import { applySettle } from '../../src/ledger/spool/apply-settle.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';

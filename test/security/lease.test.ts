@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ConfigError, parseConfig } from '../../src/config/load.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
-import { sweepExpiredReservations } from '../../src/ledger/reservations.ts';
+import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import type { Metrics } from '../../src/metrics/metrics.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { checkLedger } from '../../src/ledger/invariants.ts';
-import { reserve, sweepExpiredReservations } from '../../src/ledger/reservations.ts';
+import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
+import { reserve } from '../../src/ledger/operations/reserve.ts';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES, tempDir } from '../support/engines.ts';

@@ -53,7 +53,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
       const plan = planInbound(codec, request.body, services.catalog, services.config);
       assertModelAllowed(key, plan.model.id);
       refuseUnconfiguredProvider(services, request, plan);
-      const reserved = await runChat(services, exchangeOf(request, reply, codec), key, plan);
+      const reserved = await runChat(services.chat, exchangeOf(request, reply, codec), key, plan);
       if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
       return reply;
     });

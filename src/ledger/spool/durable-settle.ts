@@ -2,8 +2,9 @@ import type { Logger } from 'pino';
 import type { Storage } from '../../storage/database.ts';
 import { DependencyUnavailable } from '../../outage.ts';
 import { isDatabaseOutage } from '../../storage/outage.ts';
-import { finishReservation, type SettleOutcome } from '../reservations.ts';
-import { applySettle, billedEarlier, type ApplyOutcome, type SettleRecord } from './late-charge.ts';
+import { finishReservation } from '../operations/finish.ts';
+import type { SettleOutcome, SettleRecord } from '../reservations.ts';
+import { applySettle, billedEarlier, type ApplyOutcome } from './apply-settle.ts';
 import type { SettleSpool } from './spool-file.ts';
 
 /**

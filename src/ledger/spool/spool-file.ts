@@ -1,6 +1,6 @@
 import { accessSync, closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { SettleRecord } from './late-charge.ts';
+import type { SettleRecord } from '../reservations.ts';
 
 /**
  * The durable local record of settles the database did not take: one JSON line per settle,

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Shortfalls of late charges (src/ledger/spool/late-charge.ts): an answer whose settle was spooled
+ * Shortfalls of late charges (src/ledger/operations/late-charge.ts): an answer whose settle was spooled
  * while the database was down, and whose reservation the sweeper released meanwhile, is charged
  * up to the wallet's free balance; what could not be charged is kept here for ledger-check.
  */

@@ -1,32 +1,11 @@
-import { bucketOf, bucketsAt, periodResetsAt, type SpendPeriod } from '../keys/spend-periods.ts';
+import { bucketOf, periodResetsAt, type SpendPeriod } from './spend-periods.ts';
 import type { UnitTx } from '../storage/write-units.ts';
 
 /**
- * A key's spend per period bucket, moved in the same unit as its wallet's money (see
- * src/keys/spend-periods.ts for the buckets). The rule that makes the limit exact under
- * concurrency: every writer of a key's buckets holds the row lock of the key's wallet (reserve
- * locks the wallet first, finish and sweep lock it with the reservation), so a read of a bucket
- * made after taking that lock is current. Order is always wallet, then buckets: no deadlock.
+ * A key's spend limit and its count in the current period, read in the unit that reserves or
+ * late-charges, with the key's wallet locked: every writer of the buckets holds that lock (see
+ * effects/key-spend.ts), so what is read here is current.
  */
-
-/** Counts a new reservation in its three buckets (creating them at the first request of a period). */
-export const COUNT_RESERVATION = `INSERT INTO key_spend (api_key_id, period, spent_usdc, locked_usdc)
-  VALUES (?, ?, 0, ?), (?, ?, 0, ?), (?, ?, 0, ?)
-  ON CONFLICT (api_key_id, period) DO UPDATE SET locked_usdc = key_spend.locked_usdc + excluded.locked_usdc`;
-
-export function countReservationParams(apiKeyId: number, amountUsdc: number, reservedAt: number): unknown[] {
-  return bucketsAt(reservedAt).flatMap((bucket) => [apiKeyId, bucket, amountUsdc]);
-}
-
-/**
- * Finishes a reservation in its buckets: `charged` becomes spend, `released` leaves the locked
- * amount (a settle passes both, the sweeper only the release, a late charge only the charge).
- */
-export const FINISH_IN_BUCKETS = 'UPDATE key_spend SET spent_usdc = spent_usdc + ?, locked_usdc = locked_usdc - ? WHERE api_key_id = ? AND period IN (?, ?, ?)';
-
-export function finishInBucketsParams(chargedUsdc: number, releasedUsdc: number, apiKeyId: number, reservedAt: number): unknown[] {
-  return [chargedUsdc, releasedUsdc, apiKeyId, ...bucketsAt(reservedAt)];
-}
 
 const READ_LIMIT = 'SELECT spend_limit_usdc, spend_limit_period FROM api_keys WHERE id = ?';
 const READ_BUCKET = 'SELECT spent_usdc, locked_usdc FROM key_spend WHERE api_key_id = ? AND period = ?';

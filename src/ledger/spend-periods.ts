@@ -1,3 +1,5 @@
+import { DAY_MS } from './days.ts';
+
 /**
  * The periods a key's spend is counted in. Every reservation of a key is counted in three buckets at
  * once, named by its reservation time (UTC): `total`, `day:YYYY-MM-DD` and `month:YYYY-MM`. Keeping
@@ -8,8 +10,6 @@
  */
 export type SpendPeriod = 'total' | 'day' | 'month';
 export const SPEND_PERIODS: readonly SpendPeriod[] = ['total', 'day', 'month'];
-
-const DAY_MS = 86_400_000;
 
 /** The bucket of `period` that the instant `ms` falls in. */
 export function bucketOf(period: SpendPeriod, ms: number): string {
@@ -36,8 +36,6 @@ export function periodResetsAt(period: SpendPeriod, ms: number): number | null {
 export function dayBucketOfDayNumber(day: number): string {
   return bucketOf('day', day * DAY_MS);
 }
-
-export const DAY_MILLISECONDS = DAY_MS;
 
 /**
  * PostgreSQL expressions naming the day and month buckets of an epoch-millisecond column, equal to

@@ -1,0 +1,140 @@
+import type { Logger } from 'pino';
+import type { InflightRequest } from './chat/deps.ts';
+import { sweepExpiredReservations } from './ledger/operations/expire.ts';
+import { extendLeases } from './ledger/reservations.ts';
+import type { DurableSettler } from './ledger/spool/durable-settle.ts';
+import type { SettleSpool } from './ledger/spool/spool-file.ts';
+import { pruneSessions } from './sessions/store.ts';
+import { pruneNonces } from './siwe/nonce-store.ts';
+import type { Storage } from './storage/database.ts';
+
+/** How often settles spooled during a database outage are tried again. */
+const SPOOL_REPLAY_MS = 5_000;
+
+/**
+ * Work a running gateway does on its own, beside the requests. Every job is started in the list's
+ * order and stopped in reverse by one close (startJobs), so what a job relies on (the database's
+ * checkpointer, a settle spool applied before the sweeper runs) is there for its whole life.
+ */
+export interface BackgroundJob {
+  readonly name: string;
+  start(): void | Promise<void>;
+  stop(): void | Promise<void>;
+}
+
+export interface RunningJobs {
+  /** Stops every started job, last started first; each is stopped even if one before it failed. */
+  stop(): Promise<void>;
+}
+
+/** Starts `jobs` in order; if one fails to start, those already started are stopped again. */
+export async function startJobs(jobs: readonly BackgroundJob[]): Promise<RunningJobs> {
+  const started: BackgroundJob[] = [];
+  const stop = async () => {
+    let failure: unknown;
+    for (const job of started.splice(0).reverse()) {
+      try {
+        await job.stop();
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+    if (failure) throw failure;
+  };
+  try {
+    for (const job of jobs) {
+      await job.start();
+      started.push(job);
+    }
+  } catch (err) {
+    await stop().catch(() => undefined);
+    throw err;
+  }
+  return { stop };
+}
+
+/** A job that runs `run` every `ms` (first after `ms`); unref'd, so it never holds the process open. */
+export function every(name: string, ms: number, run: () => void, opts: { atStart?: boolean } = {}): BackgroundJob {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    name,
+    start() {
+      if (opts.atStart) run();
+      timer = setInterval(run, ms);
+      timer.unref();
+    },
+    stop: () => clearInterval(timer),
+  };
+}
+
+export interface GatewayJobSources {
+  storage: Storage;
+  settler: DurableSettler;
+  spool: SettleSpool;
+  inflight: ReadonlySet<InflightRequest>;
+  leaseMs: number;
+  /** The top-up service, when offers are configured: its close stops the payment reconciler. */
+  topup: { close(): Promise<void> } | null;
+  logger: Logger;
+}
+
+/** The gateway's background jobs, in the order they start (they stop in reverse). */
+export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
+  const { storage, settler, logger } = s;
+  const jobs: BackgroundJob[] = [];
+  // SQLite only: WAL checkpoints on a worker thread (storage/checkpointer.ts), first in and last
+  // out, so every other job's writes are checkpointed.
+  if (storage.checkpoints) jobs.push({ name: 'sqlite checkpointer', ...storage.checkpoints });
+  jobs.push(
+    every('SIWE and session pruning', 60_000, () => {
+      pruneNonces(storage.db).catch((err) => logger.warn({ err }, 'pruning used SIWE nonces failed'));
+      pruneSessions(storage.db).catch((err) => logger.warn({ err }, 'pruning ended dashboard sessions failed'));
+    }),
+    spoolReplay(settler, s.spool, logger),
+    // A crashed instance leaves reservations pending; once their lease runs out they are voided, so
+    // no crash can lock a wallet's money for good.
+    every('reservation sweeper', 30_000, () => {
+      sweepExpiredReservations(storage.db)
+        .then((n) => n && logger.warn({ voided: n }, 'voided reservations whose lease expired'))
+        .catch((err) => logger.warn({ err }, 'sweeping expired reservations failed'));
+    }, { atStart: true }),
+    // One timer renews the leases of every request this instance is running, in one statement a
+    // round, instead of a timer per request.
+    every('lease renewal', s.leaseMs / 3, () => {
+      const ids = [...s.inflight].map((bill) => bill.requestId);
+      // In slices, so a busy instance stays within the engines' limits on bound parameters.
+      for (let i = 0; i < ids.length; i += 1000) {
+        const slice = ids.slice(i, i + 1000);
+        extendLeases(storage.db, slice, s.leaseMs).catch((err) => logger.warn({ err, requests: slice.length }, 'renewing reservation leases failed'));
+      }
+    }),
+  );
+  // The top-up service starts its own reconciler pass and timer when it is built (topup/service.ts);
+  // stopping it here, first, waits for a pass under way.
+  const topup = s.topup;
+  if (topup) jobs.push({ name: 'payment reconciler', start: () => undefined, stop: () => topup.close() });
+  return jobs;
+}
+
+/**
+ * Settles spooled before a crash or an outage are applied before anything else runs (and before
+ * the sweeper, next in the list, could release their reservations), then every few seconds; at
+ * the end once more, before the spool is closed.
+ */
+function spoolReplay(settler: DurableSettler, spool: SettleSpool, logger: Logger): BackgroundJob {
+  const periodic = every('settle spool replay', SPOOL_REPLAY_MS, () => {
+    settler.replay().catch((err) => logger.error({ err }, 'applying the settle spool failed'));
+  });
+  return {
+    name: periodic.name,
+    async start() {
+      await settler.replay().catch((err) => logger.error({ err }, 'applying the settle spool at start-up failed; it is tried again every few seconds'));
+      periodic.start();
+    },
+    async stop() {
+      periodic.stop();
+      await settler.replay().catch(() => undefined);
+      spool.close();
+    },
+  };
+}

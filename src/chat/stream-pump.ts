@@ -1,0 +1,96 @@
+import { createParser, type EventSourceParser } from 'eventsource-parser';
+import { parseJsonLoosely } from '../json.ts';
+import type { StreamDecoder } from '../providers/wire.ts';
+import type { StreamEncoder } from './inbound/codec.ts';
+import { redactCredentials } from './upstream-error.ts';
+import { StreamedText } from './streamed-text.ts';
+import { estimateUsage, readUsage, type EstimateInput, type Usage } from './usage.ts';
+
+/**
+ * An event carrying a usage object (not `"usage": null`), compact or spaced as Python's json.dumps
+ * writes it. Generated text cannot match: its quotes are escaped (`\"usage\"`).
+ */
+const USAGE_OBJECT = /"usage"\s*:\s*\{/;
+
+/**
+ * The bytes side of a stream, apart from the socket, the bill and the timers (stream.ts), so it can
+ * be tested by feeding it provider bytes: it parses the provider's SSE, decodes each event with the
+ * provider's wire, encodes it in the client's protocol, and keeps what the bill needs (the usage
+ * the provider reported, the text it streamed, whether it said it was done, the error it reported).
+ * Only chunks that carry usage are parsed; content chunks pass through as text.
+ */
+export class StreamPump {
+  /** The usage the provider reported; null until (unless) it sends it. */
+  usage: Usage | null = null;
+  /** The provider said the answer is complete. */
+  sawDone = false;
+  /** Why the stream failed, in words for the client's error event; null while it has not. */
+  error: string | null = null;
+  private readonly streamed = new StreamedText();
+  private readonly text = new TextDecoder();
+  private readonly pending: string[] = [];
+  private readonly parser: EventSourceParser;
+
+  /** `onContent`: a content chunk was decoded (the bill marks the first token). */
+  constructor(
+    private readonly decoder: StreamDecoder,
+    readonly encoder: StreamEncoder,
+    private readonly plan: EstimateInput,
+    onContent: () => void = () => undefined,
+  ) {
+    this.parser = createParser({
+      onEvent: (event) => {
+        for (const e of this.decoder.decode(event.data)) {
+          if (e.kind === 'native') {
+            this.pending.push(this.encoder.native?.(e.event) ?? '');
+          } else if (e.kind === 'done') {
+            this.sawDone = true;
+          } else if (e.kind === 'error') {
+            // The rest of this event is dropped; events after it in the same piece are still
+            // encoded (the caller stops reading once the piece is sent), as they always were.
+            this.error = `the provider reported an error${e.providerMessage ? `: ${redactCredentials(e.providerMessage).slice(0, 300)}` : ''}`;
+            return;
+          } else if (USAGE_OBJECT.test(e.data)) {
+            const chunk = parseJsonLoosely(e.data);
+            const found = readUsage(chunk?.usage);
+            if (found) this.usage = found;
+            this.pending.push(this.encoder.chunk(e.data, Array.isArray(chunk?.choices) && chunk.choices.length === 0));
+          } else {
+            onContent();
+            this.streamed.add(e.data);
+            this.pending.push(this.encoder.chunk(e.data, false));
+          }
+        }
+      },
+    });
+  }
+
+  /** One piece of the provider's body in; the bytes to send the client for it out ('' for none). */
+  feed(piece: Uint8Array): string {
+    this.parser.feed(this.text.decode(piece, { stream: true }));
+    if (!this.pending.length) return '';
+    const out = this.pending.join('');
+    this.pending.length = 0;
+    return out;
+  }
+
+  /** The provider's body ended: a stream with no end marker and no usage was cut short upstream. */
+  ended(): void {
+    if (!this.error && !this.sawDone && !this.usage) this.error = 'the provider ended the stream early';
+  }
+
+  /**
+   * What was produced so far, priced if the request ends here: the provider's own figures once it
+   * sent them, otherwise the tokens counted from what it streamed. A provider that reported the
+   * prompt side early (Anthropic's message_start) has it billed exactly.
+   */
+  async produced(): Promise<Usage> {
+    return this.usage ?? withPromptSide(await estimateUsage(this.plan, this.streamed.text()), readUsage(this.decoder.promptUsage()));
+  }
+}
+
+/** The estimate with the prompt side the provider reported (exact), when it reported one. */
+function withPromptSide(estimate: Usage, reported: Usage | null): Usage {
+  if (!reported) return estimate;
+  return { ...estimate, promptTokens: reported.promptTokens, cachedTokens: reported.cachedTokens, cacheWriteTokens: reported.cacheWriteTokens, cacheReadTokens: reported.cacheReadTokens };
+}

@@ -1,0 +1,130 @@
+import { CompiledQuery } from 'kysely';
+import type { Storage } from '../../storage/database.ts';
+import { usageDay } from '../days.ts';
+import { chargeEntry } from '../effects/charge-entry.ts';
+import { BOUND_BUCKETS, bucketsOfColumn, bucketValues, finishInBuckets } from '../effects/key-spend.ts';
+import { closeReservation, statusAfter, statusAfterSql } from '../effects/reservation.ts';
+import { boundOperands, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
+import { addToDaily } from '../effects/usage-daily.ts';
+import { bookedCost, bookedCostSql, usageFigures, usageRow } from '../effects/usage-row.ts';
+import { addToTotals } from '../effects/usage-totals.ts';
+import { releaseAndCharge } from '../effects/wallet.ts';
+import type { SettleOutcome, UsageRecord } from '../reservations.ts';
+
+/**
+ * Settle and void: the second phase (see ../reservations.ts). What a finish may charge: up to what
+ * is asked, out of what the wallet holds once this reservation's own lock is released (other
+ * requests' locks stay), never below zero.
+ */
+export const payable = (asked: number, balance: number, locked: number, reserved: number): number => Math.max(0, Math.min(asked, balance - (locked - reserved)));
+const payableSql = (asked: string) => `GREATEST(0, LEAST(${asked}::bigint, w.balance_usdc - (w.locked_usdc - r.amount_usdc)))`;
+
+// SQLite: the reservation and its wallet in one read. Group commit holds the only write lock, so
+// nothing can change either row before this unit commits.
+const READ_PENDING = `SELECT r.wallet, r.amount_usdc, r.api_key_id, r.created_at, w.balance_usdc, w.locked_usdc
+  FROM reservations r JOIN wallets w ON w.address = r.wallet
+  WHERE r.request_id = ? AND r.status = 'pending'`;
+// A finish's write-unit statements. The late charge and the sweeper write the same ones (exported
+// for them), so a column or an aggregate changed here changes in every finish.
+const CLOSE = unitStatement(closeReservation(boundOperands(), { whileStatus: 'pending' }));
+export const RELEASE_AND_CHARGE = unitStatement(`${releaseAndCharge(boundOperands())} RETURNING balance_usdc`);
+export const CHARGE_ENTRY = unitStatement(chargeEntry(VALUES, boundOperands()));
+export const USAGE_ROW = unitStatement(usageRow(VALUES, boundOperands()));
+export const ADD_TO_TOTALS = unitStatement(addToTotals(VALUES, boundOperands()));
+export const FINISH_IN_BUCKETS = unitStatement(finishInBuckets(boundOperands(), BOUND_BUCKETS));
+export const ADD_TO_DAILY = unitStatement(addToDaily(VALUES, boundOperands()));
+
+// PostgreSQL does the whole finish in one statement, for the same reason as the reserve: the wallet
+// row stays locked for one round trip instead of seven. `pending` locks the reservation and its
+// wallet (FOR UPDATE waits for a concurrent finish, then re-checks `status = 'pending'` against the
+// row it committed, so the loser finds nothing) and computes the charge from the locked, current
+// wallet row. Every other sub-statement reads only `pending`, and each row is written once.
+// `pending`'s columns are named apart from the tables' (key_id, reserved_at), so the fragments'
+// unqualified columns always mean the table written.
+const p = { wallet: 'p.wallet', reserved: 'p.reserved', keyId: 'p.key_id', charged: 'p.charged' };
+const FROM_PENDING = ' FROM pending p';
+const figures = {
+  apiKeyId: param('apiKeyId'),
+  promptTokens: param('promptTokens'),
+  completionTokens: param('completionTokens'),
+  reasoningTokens: param('reasoningTokens'),
+  cachedTokens: param('cachedTokens'),
+  charged: p.charged,
+  providerCost: bookedCostSql(p.charged, `${param('reportedCost')}::bigint`),
+};
+const at = param('at');
+const FINISH_IN_ONE_STATEMENT = postgresStatement(`WITH pending AS (
+    SELECT r.wallet, r.amount_usdc AS reserved, r.api_key_id AS key_id, r.created_at AS reserved_at,
+           ${payableSql(param('asked'))} AS charged
+    FROM reservations r JOIN wallets w ON w.address = r.wallet
+    WHERE r.request_id = ${param('requestId')} AND r.status = 'pending'
+    FOR UPDATE
+  ), closed AS (
+    ${closeReservation({ status: statusAfterSql(p.charged), charged: p.charged, at, requestId: param('requestId') }, { from: FROM_PENDING })}
+  ), released AS (
+    ${releaseAndCharge({ released: p.reserved, charged: p.charged, at, wallet: p.wallet }, FROM_PENDING)}
+    RETURNING balance_usdc
+  ), charge AS (
+    ${chargeEntry(selectFrom('pending p', `${p.charged} > 0`), { wallet: p.wallet, amount: `-${p.charged}`, requestId: param('requestId'), note: param('model'), at })}
+  ), usage AS (
+    ${usageRow(selectFrom('pending p'), {
+      ...figures,
+      requestId: param('requestId'),
+      wallet: p.wallet,
+      model: param('model'),
+      provider: param('provider'),
+      status: param('status'),
+      latencyMs: param('latencyMs'),
+      estimated: param('estimated'),
+      at,
+    })}
+  ), totals AS (
+    ${addToTotals(selectFrom('pending p'), figures)}
+  ), spend AS (
+    ${finishInBuckets({ charged: p.charged, released: p.reserved, apiKeyId: p.keyId }, bucketsOfColumn('p.reserved_at'), FROM_PENDING)}
+  ), daily AS (
+    ${addToDaily(selectFrom('pending p'), { ...figures, wallet: p.wallet, day: param('day') })}
+  )
+  SELECT p.charged, r.balance_usdc FROM pending p, released r`);
+
+/**
+ * Finishes a reservation: charges `chargeUsdc` (0 voids it), releases the lock, writes the
+ * request's usage row and adds it to its key's totals and its day's, all in one unit. The reservation's status
+ * change is the exactly-once guard: a second settle or void of the same request changes nothing.
+ */
+export async function finishReservation(
+  storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>,
+  requestId: string,
+  chargeUsdc: number,
+  usage: UsageRecord,
+  now = Date.now(),
+): Promise<SettleOutcome> {
+  const notApplied: SettleOutcome = { applied: false, chargedUsdc: 0, shortfallUsdc: 0, balanceUsdc: null };
+  const outcome = (charged: number, balanceUsdc: number): SettleOutcome => ({ applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged, balanceUsdc });
+  const request = { ...usageFigures(usage), requestId, at: now, day: usageDay(now) };
+  if (storage.engine === 'postgres') {
+    const params = FINISH_IN_ONE_STATEMENT.params({ ...request, asked: chargeUsdc, reportedCost: usage.providerCostUsdc });
+    const { rows } = await storage.db.executeQuery<{ charged: number; balance_usdc: number }>(CompiledQuery.raw(FINISH_IN_ONE_STATEMENT.sql, params));
+    return rows[0] ? outcome(Number(rows[0].charged), Number(rows[0].balance_usdc)) : notApplied;
+  }
+  return storage.writeUnit(async (tx) => {
+    const r = await tx.get<{ wallet: string; amount_usdc: number; api_key_id: number | null; created_at: number; balance_usdc: number; locked_usdc: number }>(
+      READ_PENDING,
+      [requestId],
+    );
+    if (!r) return notApplied;
+    const reserved = Number(r.amount_usdc);
+    const charged = payable(chargeUsdc, Number(r.balance_usdc), Number(r.locked_usdc), reserved);
+    const v = { ...request, wallet: r.wallet, charged, reserved, providerCost: bookedCost(charged, usage.providerCostUsdc) };
+    if ((await CLOSE.run(tx, { ...v, status: statusAfter(charged) })) !== 1) return notApplied;
+    const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, { ...v, released: reserved });
+    if (charged > 0) await CHARGE_ENTRY.run(tx, { ...v, amount: -charged, note: usage.model });
+    await USAGE_ROW.run(tx, v);
+    await ADD_TO_TOTALS.run(tx, v);
+    if (r.api_key_id !== null) {
+      await FINISH_IN_BUCKETS.run(tx, { ...v, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
+    }
+    await ADD_TO_DAILY.run(tx, v);
+    return outcome(charged, Number(after!.balance_usdc));
+  });
+}

@@ -1,0 +1,73 @@
+import type { Storage } from '../../storage/database.ts';
+import { usageDay } from '../days.ts';
+import { bucketValues } from '../effects/key-spend.ts';
+import { closeReservation, statusAfter } from '../effects/reservation.ts';
+import { boundOperands, unitStatement, VALUES } from '../effects/statement.ts';
+import { bookedCost, usageFigures, usageRow } from '../effects/usage-row.ts';
+import { keyLimitCount, roomLeft } from '../key-limit.ts';
+import type { SettleOutcome, SettleRecord } from '../reservations.ts';
+import { ADD_TO_DAILY, ADD_TO_TOTALS, CHARGE_ENTRY, FINISH_IN_BUCKETS, RELEASE_AND_CHARGE } from './finish.ts';
+
+export type LateOutcome =
+  | { kind: 'late'; outcome: SettleOutcome }
+  /** A usage row exists: this request was already billed (or voided by its own process). */
+  | { kind: 'already_billed' }
+  /** No reservation has this request id: nothing to bill it against (kept, and logged). */
+  | { kind: 'unknown' };
+
+// Takes the wallet's row lock first (PostgreSQL; SQLite's group commit holds the only write lock)
+// and reads the balance under it, so the charge computed below cannot race another finish.
+const LOCK_WALLET = 'UPDATE wallets SET updated_at = ? WHERE address = ? RETURNING balance_usdc, locked_usdc';
+const RESERVATION_STATUS = 'SELECT status, api_key_id, created_at FROM reservations WHERE request_id = ?';
+// The claim: the first usage row for this request wins; a second apply inserts nothing.
+const CLAIM_USAGE = unitStatement(`${usageRow(VALUES, boundOperands())} ON CONFLICT (request_id) DO NOTHING`);
+// The swept reservation now records what was charged, so ledger-check's "a finished reservation
+// charged once, with exactly the amount it records" keeps holding.
+const RECORD_ON_RESERVATION = unitStatement(closeReservation(boundOperands(), { whileStatus: 'voided' }));
+const RECORD_SHORTFALL = 'INSERT INTO settle_shortfalls (request_id, wallet, requested_usdc, charged_usdc, created_at) VALUES (?, ?, ?, ?, ?)';
+
+/**
+ * Charges a produced answer whose reservation the sweeper released (voided, no usage row): up to
+ * the wallet's free balance (balance minus what other requests have locked) and the room left in
+ * its key's spend limit, with any shortfall recorded. The usage row is the exactly-once claim.
+ */
+export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, now: number): Promise<LateOutcome> {
+  return storage.writeUnit(async (tx): Promise<LateOutcome> => {
+    const reservation = await tx.get<{ status: string; api_key_id: number | null; created_at: number }>(RESERVATION_STATUS, [r.requestId]);
+    if (!reservation) return { kind: 'unknown' };
+    const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
+    if (!wallet) return { kind: 'unknown' };
+    const free = Number(wallet.balance_usdc) - Number(wallet.locked_usdc);
+    // The sweeper gave this request's room in its key's limit back, and other requests may have
+    // been admitted into it since: the late charge takes only what the limit still leaves in the
+    // period it was reserved in, as it takes only the wallet's free balance (the rest is a shortfall).
+    const count = reservation.api_key_id === null ? null : await keyLimitCount(tx, Number(reservation.api_key_id), Number(reservation.created_at));
+    const charged = Math.max(0, Math.min(r.chargeUsdc, free, count ? roomLeft(count) : Infinity));
+    const v = {
+      ...usageFigures(r.usage),
+      requestId: r.requestId,
+      wallet: r.wallet,
+      charged,
+      providerCost: bookedCost(charged, r.usage.providerCostUsdc),
+      at: now,
+      day: usageDay(now),
+    };
+    if ((await CLAIM_USAGE.run(tx, v)) !== 1) return { kind: 'already_billed' };
+    // A reservation still pending here was finished by nobody yet: finishReservation would have
+    // settled it, so this only happens if it was reserved again under the same id; refuse.
+    if (reservation.status === 'pending') throw new Error(`request ${r.requestId}: reservation still pending during a late charge`);
+    // The sweeper already released the reservation's lock: only the charge is left to take.
+    const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, { ...v, released: 0 });
+    if (charged > 0) await CHARGE_ENTRY.run(tx, { ...v, amount: -charged, note: `${r.usage.model} (late)` });
+    await ADD_TO_TOTALS.run(tx, v);
+    // Likewise in the key's buckets; the charge is spend of the period the request was reserved
+    // in, like any settle.
+    if (reservation.api_key_id !== null) {
+      await FINISH_IN_BUCKETS.run(tx, { ...v, released: 0, apiKeyId: Number(reservation.api_key_id), ...bucketValues(Number(reservation.created_at)) });
+    }
+    await ADD_TO_DAILY.run(tx, v);
+    await RECORD_ON_RESERVATION.run(tx, { ...v, status: statusAfter(charged) });
+    if (charged < r.chargeUsdc) await tx.run(RECORD_SHORTFALL, [r.requestId, r.wallet, r.chargeUsdc, charged, now]);
+    return { kind: 'late', outcome: { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) } };
+  });
+}

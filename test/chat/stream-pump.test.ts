@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { openAIChatCodec } from '../../src/chat/inbound/openai-chat.ts';
+import type { ChatPlan } from '../../src/chat/plan.ts';
+import { StreamPump } from '../../src/chat/stream-pump.ts';
+import { openAIWire } from '../../src/providers/openai-wire.ts';
+import type { StreamDecoder, WireEvent } from '../../src/providers/wire.ts';
+
+// The pump alone: provider bytes in, client bytes and usage out. No server, socket or database.
+
+const PLAN = {
+  upstreamBody: { model: 'm', messages: [{ role: 'user', content: 'Say hello' }] },
+  parts: { tokens: 0, bytes: 0 },
+  promptUpperBound: 1000,
+  maxTokens: 100,
+  n: 1,
+  clientWantsUsage: false,
+} as unknown as ChatPlan;
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+const content = (text: string) => JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: text } }] });
+const usageChunk = JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 12, completion_tokens: 3 } });
+const sse = (...events: string[]) => events.map((e) => `data: ${e}\n\n`).join('');
+
+function openAIPump(plan: ChatPlan = PLAN) {
+  let contentChunks = 0;
+  const pump = new StreamPump(openAIWire.streamDecoder(), openAIChatCodec.streamEncoder(plan), plan, () => contentChunks++);
+  return { pump, contentChunks: () => contentChunks };
+}
+
+test('a complete stream: events pass through as sent, the usage the provider reported is the usage produced', async () => {
+  const { pump, contentChunks } = openAIPump({ ...PLAN, clientWantsUsage: true });
+  const body = sse(content('Hel'), content('lo'), usageChunk, '[DONE]');
+  assert.equal(pump.feed(bytes(body)), sse(content('Hel'), content('lo'), usageChunk));
+  pump.ended();
+  assert.equal(pump.error, null);
+  assert.equal(pump.sawDone, true);
+  assert.equal(contentChunks(), 2);
+  const { promptTokens, completionTokens, estimated } = pump.usage!;
+  assert.deepEqual({ promptTokens, completionTokens, estimated }, { promptTokens: 12, completionTokens: 3, estimated: false });
+  assert.deepEqual(await pump.produced(), pump.usage);
+  assert.equal(pump.encoder.end(pump.usage!), 'data: [DONE]\n\n');
+});
+
+test('pieces split anywhere (inside an event, inside a UTF-8 character) give the same bytes', () => {
+  const { pump } = openAIPump();
+  const whole = bytes(sse(content('héllo ✓'), content('!')));
+  let out = '';
+  for (let i = 0; i < whole.length; i += 3) out += pump.feed(whole.subarray(i, i + 3));
+  assert.equal(out, sse(content('héllo ✓'), content('!')));
+});
+
+test('a usage chunk the client did not ask for is not sent, but its usage is kept', () => {
+  const { pump, contentChunks } = openAIPump();
+  assert.equal(pump.feed(bytes(sse(content('Hi'), usageChunk))), sse(content('Hi')));
+  assert.equal(pump.usage?.promptTokens, 12);
+  assert.equal(contentChunks(), 1, 'the usage chunk is not content');
+});
+
+test("a provider's error event: the content before it is sent, the error is redacted, the end does not overwrite it", () => {
+  const { pump } = openAIPump();
+  const error = JSON.stringify({ error: { message: 'quota exceeded for key sk-abcdef123456' } });
+  assert.equal(pump.feed(bytes(sse(content('Hi'), error))), sse(content('Hi')));
+  assert.equal(pump.error, 'the provider reported an error: quota exceeded for key [redacted]');
+  pump.ended();
+  assert.equal(pump.error, 'the provider reported an error: quota exceeded for key [redacted]');
+  assert.match(pump.encoder.failure(`${pump.error}; nothing was charged`), /"type":"upstream_error"[\s\S]*data: \[DONE\]/);
+});
+
+test('an error event without a message says only that the provider reported an error', () => {
+  const { pump } = openAIPump();
+  pump.feed(bytes(sse(JSON.stringify({ error: { code: 500 } }))));
+  assert.equal(pump.error, 'the provider reported an error');
+});
+
+test('no usage and no end marker: the stream ended early, and what was produced is counted (estimated)', async () => {
+  const { pump } = openAIPump();
+  pump.feed(bytes(sse(content('Hello there, how are you today?'))));
+  pump.ended();
+  assert.equal(pump.error, 'the provider ended the stream early');
+  assert.equal(pump.usage, null);
+  const produced = await pump.produced();
+  assert.equal(produced.estimated, true);
+  assert.ok(produced.completionTokens > 0 && produced.completionTokens <= PLAN.maxTokens, `completion tokens ${produced.completionTokens}`);
+  assert.ok(produced.promptTokens > 0 && produced.promptTokens <= PLAN.promptUpperBound, `prompt tokens ${produced.promptTokens}`);
+});
+
+test('the end marker without usage is complete: nothing failed, the usage is estimated', async () => {
+  const { pump } = openAIPump();
+  pump.feed(bytes(sse(content('Hi'), '[DONE]')));
+  pump.ended();
+  assert.equal(pump.error, null);
+  assert.equal((await pump.produced()).estimated, true);
+});
+
+test('nothing produced at all: no completion tokens', async () => {
+  const { pump } = openAIPump();
+  assert.equal(pump.feed(bytes(': keep-alive\n\n')), '');
+  assert.equal((await pump.produced()).completionTokens, 0);
+});
+
+/** A decoder that hands provider events through natively and reported the prompt side early. */
+function nativeDecoder(): StreamDecoder {
+  return {
+    decode(data): WireEvent[] {
+      return [{ kind: 'native', event: `event: x\ndata: ${data}\n\n` }, { kind: 'chunk', data: content(data) }];
+    },
+    promptUsage: () => ({ prompt_tokens: 7, completion_tokens: 0 }),
+  };
+}
+
+test('native events are encoded by the native encoder, and the prompt side the provider reported early is billed exactly', async () => {
+  const encoder = { chunk: () => '', native: (event: string) => event.toUpperCase(), failure: () => '', end: () => '' };
+  const pump = new StreamPump(nativeDecoder(), encoder, PLAN);
+  assert.equal(pump.feed(bytes('data: hi\n\n')), 'EVENT: X\nDATA: HI\n\n');
+  const produced = await pump.produced();
+  assert.equal(produced.promptTokens, 7, 'the prompt side as reported');
+  assert.equal(produced.estimated, true);
+  assert.ok(produced.completionTokens > 0);
+});
