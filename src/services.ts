@@ -15,7 +15,7 @@ import { sql } from 'kysely';
 import { createHealthMonitor, type DependencyProbe, type HealthMonitor } from './health-checks.ts';
 import { migrateToLatest } from './storage/migrate.ts';
 import type { TopupService } from './topup/service.ts';
-import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import { createMetrics, watchSpool, type Metrics } from './metrics/metrics.ts';
 import { createDurableSettler, type DurableSettler } from './ledger/spool/durable-settle.ts';
 import { spoolLocation } from './ledger/spool/location.ts';
 import { SettleSpool } from './ledger/spool/spool-file.ts';
@@ -82,6 +82,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const metrics = createMetrics(storage.db);
     const location = spoolLocation(config.database.url, config.ledger.spoolDir);
     const spool = SettleSpool.open(location.dir, location.fingerprint);
+    watchSpool(metrics, () => spool.writable());
     const settler = createDurableSettler({
       storage,
       spool,
@@ -89,6 +90,10 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       failure: () => config.testHooks.settleFailure,
       onApplied: (record, outcome) => {
         if (outcome.chargedUsdc) metrics.chargedUsdc.inc({ model: record.usage.model }, outcome.chargedUsdc);
+      },
+      onUnbilled: (record) => {
+        metrics.unbilledAnswers.inc({ model: record.usage.model });
+        metrics.unbilledUsdc.inc({ model: record.usage.model }, record.chargeUsdc);
       },
     });
     if (config.testHooks.settleFailure) opts.logger.warn('TEST HOOK TOLLGATE_TEST_SETTLE_FAILURE is on: settles fail as if the database did not answer');
@@ -148,7 +153,7 @@ async function createLimiter(config: Config): Promise<{ limiter: RateLimiter; pr
   // ioredis is loaded only for the redis backend.
   const { redisLimiter } = await import('./ratelimit/redis.ts');
   const limiter = redisLimiter(url);
-  return { limiter, probe: { name: 'redis', required: true, check: () => limiter.ping() } };
+  return { limiter, probe: { name: 'redis', required: true, check: () => limiter.probe() } };
 }
 
 /**

@@ -139,6 +139,20 @@ export class RequestBill {
     );
   }
 
+  /**
+   * The settle failed (the database and the spool both refused it): a non-streaming answer is then
+   * withheld, so nothing may be charged; its reservation is released now if the database answers
+   * this void, else by the sweeper once its lease (no longer renewed) runs out. A stream's content
+   * is out: its reservation is left to the settler's report (it logged and counted the loss).
+   */
+  private async releaseWithheld(err: unknown, record: UsageRecord): Promise<never> {
+    if (!this.plan.stream) {
+      const nothing: UsageRecord = { ...record, ...NO_USAGE, providerCostUsdc: 0, status: 'unbilled' };
+      await this.deps.finish({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc: 0, usage: nothing }, { lateIfReleased: false }).catch(() => undefined);
+    }
+    throw err;
+  }
+
   /** `pricedUsdc`: what the usage is worth, when a cap billed less (reported if above the reservation). */
   private finish(chargeUsdc: number, costUsdc: number, usage: Usage, status: string, pricedUsdc = chargeUsdc): Promise<SettleOutcome> {
     if (this.finished) return this.finished;
@@ -161,7 +175,10 @@ export class RequestBill {
       status,
       latencyMs: Math.round(seconds * 1000),
     };
-    const finishing = this.deps.finish({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc, usage: record }, { lateIfReleased: this.plan.stream });
+    const settled = { requestId: this.requestId, wallet: this.key.wallet, chargeUsdc, usage: record };
+    const finishing = this.deps
+      .finish(settled, { lateIfReleased: this.plan.stream })
+      .catch((err) => (chargeUsdc > 0 ? this.releaseWithheld(err, record) : Promise.reject(err)));
     this.finished = finishing.then((outcome) => {
       this.record(outcome, usage, status, seconds);
       this.reportOverReservation(pricedUsdc, outcome);

@@ -1,6 +1,7 @@
 import type { Config } from '../config/load.ts';
 import { StartupError } from '../startup-error.ts';
 import { redactDatabaseUrl } from '../storage/redact-url.ts';
+import { someErrorInChain } from '../outage.ts';
 
 const DEFAULT_PORT_SETTING = 'server.port or TOLLGATE_PORT';
 
@@ -39,11 +40,12 @@ function listenFailure(e: NodeJS.ErrnoException & { address?: string; port?: num
 /** The `code` of an error and of each of its causes (pg's errors, Kysely's wrapped ones). */
 function codesIn(err: unknown): string[] {
   const codes: string[] = [];
-  for (let cur: any = err, depth = 0; cur && depth < 5; cur = cur.cause, depth++) {
-    if (typeof cur.code === 'string') codes.push(cur.code);
-    // An AggregateError (a host name with IPv4 and IPv6 addresses, each refused) lists its own.
-    if (Array.isArray(cur.errors)) for (const inner of cur.errors) if (typeof inner?.code === 'string') codes.push(inner.code);
-  }
+  // The cycle-safe walk, which also visits an AggregateError's members (a host name with IPv4 and
+  // IPv6 addresses, each refused).
+  someErrorInChain(err, (e) => {
+    if (typeof e.code === 'string') codes.push(e.code);
+    return false;
+  });
   return codes;
 }
 

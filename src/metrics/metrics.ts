@@ -18,6 +18,9 @@ export interface Metrics {
   /** Settles whose charge the provider's usage put above the request's reservation (a defect). */
   overReservation: Counter<'model'>;
   overReservationUsdc: Counter<'model'>;
+  /** Delivered (streamed) answers that could be neither settled nor spooled: revenue lost, see the log. */
+  unbilledAnswers: Counter<'model'>;
+  unbilledUsdc: Counter<'model'>;
   topups: Counter<'outcome'>;
   rateLimited: Counter<'scope'>;
 }
@@ -56,7 +59,26 @@ export function createMetrics(db: Kysely<Database>): Metrics {
     chargedUsdc: new Counter({ name: 'tollgate_charged_usdc_total', help: 'Micro-USDC charged for chat (what the ledger charged, after the settle)', labelNames: ['model'], registers }),
     overReservation: new Counter({ name: 'tollgate_charge_over_reservation_total', help: 'Chat settles priced above their reservation (provider usage beyond the bound)', labelNames: ['model'], registers }),
     overReservationUsdc: new Counter({ name: 'tollgate_charge_over_reservation_usdc_total', help: 'Micro-USDC by which those charges exceeded their reservations', labelNames: ['model'], registers }),
+    unbilledAnswers: new Counter({ name: 'tollgate_unbilled_answers_total', help: 'Delivered answers that could not be billed (database down and settle spool unwritable)', labelNames: ['model'], registers }),
+    unbilledUsdc: new Counter({ name: 'tollgate_unbilled_usdc_total', help: 'Micro-USDC those unbilled answers were priced at', labelNames: ['model'], registers }),
     topups: new Counter({ name: 'tollgate_topups_total', help: 'Top-up attempts by outcome', labelNames: ['outcome'], registers }),
     rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),
   };
+}
+
+/**
+ * Whether the settle spool can be written (1) or not (0), read when scraped. A metric, not a
+ * /health check: the spool is needed only while the database is down, so draining an instance for
+ * it would turn a disk warning into an outage; but while it is 0, a database outage leaves
+ * streamed answers unbilled (tollgate_unbilled_answers_total), so it is worth an alert.
+ */
+export function watchSpool(metrics: Metrics, writable: () => boolean): void {
+  new Gauge({
+    name: 'tollgate_settle_spool_writable',
+    help: 'Whether the settle spool (kept settles the database could not take) can be written: 1 yes, 0 no',
+    registers: [metrics.registry],
+    collect() {
+      this.set(writable() ? 1 : 0);
+    },
+  });
 }

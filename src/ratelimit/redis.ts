@@ -85,18 +85,43 @@ function connectionAttempts(redis: Redis): () => Promise<void> {
 /** The events that end a connection attempt, whichever way it went. */
 const ATTEMPT_ENDS = ['ready', 'error', 'close', 'end'] as const;
 
-/** Redis answered, but with "not now" (loading, a replica after failover, out of memory...). */
-const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|BUSY|TRYAGAIN|CLUSTERDOWN|OOM|NOAUTH|WRONGPASS)\b/;
+/**
+ * A refusal Redis raises inside our script when a command the script runs is refused (Redis
+ * wraps it, e.g. "ERR Error running script ... -MISCONF ..."): still an outage, not a bug.
+ */
+const REFUSAL_IN_SCRIPT = /\b(MISCONF|NOPERM|NOREPLICAS|NOTREADY|READONLY|LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|OOM|NOAUTH|WRONGPASS)\b/;
 
-/** Connection-level failures and "not now" replies; a script error (a bug) stays what it is. */
+/** Redis's own report that the limiter's Lua script is wrong: "ERR Error running/compiling script", "ERR user_script:…". */
+const SCRIPT_BUG = /^ERR (Error (running|compiling) script|user_script:|.*@user_script)/;
+
+/**
+ * Connection-level failures and every reply that refuses the command (MISCONF after a failed
+ * save, NOPERM from an ACL, READONLY after a failover, LOADING, BUSY, OOM, NOAUTH, "ERR max number
+ * of clients"...): Redis cannot serve the limiter, so the request is 503 and /health says so.
+ *
+ * The one exception is our script failing on its own (a bug in SCRIPT): it stays a 500. A 503
+ * says "retry, it will pass", which is false for a bug on every instance; a 500 is logged at error
+ * level with the request id, which is what gets a bug looked at. Both refuse the request (fail
+ * closed), so no request is ever served without a limit either way.
+ */
 export function isRedisOutage(err: unknown): boolean {
-  if (err instanceof ReplyError) return UNAVAILABLE_REPLY.test((err as Error).message);
+  if (err instanceof ReplyError) {
+    const message = String((err as Error).message);
+    return !SCRIPT_BUG.test(message) || REFUSAL_IN_SCRIPT.test(message);
+  }
   return err instanceof Error;
 }
 
+/** The key /health's probe writes (under the limiter's prefix); no API key or IP can be named so. */
+const PROBE_KEY = '__health-probe__';
+
 export interface RedisLimiter extends RateLimiter {
-  /** Throws DependencyUnavailable unless Redis answers a PING (for /health). */
-  ping(): Promise<void>;
+  /**
+   * Throws DependencyUnavailable unless Redis runs the limiter's script, as a request does (for
+   * /health): a PING passes while Redis refuses the script's writes (MISCONF) or scripting itself
+   * (NOPERM), and /health would call healthy an instance that refuses every chat.
+   */
+  probe(): Promise<void>;
 }
 
 /**
@@ -146,8 +171,10 @@ export function redisLimiter(url: string, prefix = 'tollgate:rl:'): RedisLimiter
       }
       return decide(now, windows, counts, oldest);
     },
-    async ping() {
-      await send(() => redis.ping());
+    async probe() {
+      // One hit on a key of its own, in a one-second window: the same script, a write, and a key
+      // that expires at once (the random member keeps concurrent probes from colliding).
+      await this.hit(PROBE_KEY, [{ limit: 1_000_000, windowMs: 1_000 }]);
     },
     async close() {
       redis.disconnect();

@@ -1,4 +1,5 @@
 import { FacilitatorUnavailable } from './facilitator.ts';
+import { someErrorInChain } from '../outage.ts';
 
 /**
  * A node's refusal to take the relayer's transaction: the relayer's nonce, fees or gas money, not
@@ -21,9 +22,12 @@ const REFUSALS: Array<[RegExp, string]> = [
 
 /** The label of a relayer-side refusal anywhere in the error's cause chain, or null. */
 export function relayerRefusal(err: unknown): string | null {
-  for (let e = err as { name?: string; message?: string; details?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
-    const text = `${e.name ?? ''} ${e.details ?? ''} ${e.message ?? ''}`;
-    for (const [pattern, label] of REFUSALS) if (pattern.test(text)) return label;
-  }
-  return null;
+  let found: string | null = null;
+  // The cycle-safe walk: a cause chain that loops must not hang the payment path.
+  someErrorInChain(err, (e) => {
+    const text = `${e.name ?? ''} ${(e as { details?: unknown }).details ?? ''} ${e.message ?? ''}`;
+    found = REFUSALS.find(([pattern]) => pattern.test(text))?.[1] ?? null;
+    return found !== null;
+  });
+  return found;
 }

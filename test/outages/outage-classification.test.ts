@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { unavailableDependency } from '../../src/http/errors.ts';
+import { HttpRequestError } from 'viem';
 import { DependencyUnavailable } from '../../src/outage.ts';
 import { redisLimiter, type RedisLimiter } from '../../src/ratelimit/redis.ts';
 import { isDatabaseOutage } from '../../src/storage/outage.ts';
@@ -17,7 +18,7 @@ describe('a 503 names the dependency that is really down', () => {
   });
 
   test('an RPC transport error is the chain RPC, never the database, though its cause is ECONNREFUSED', () => {
-    const err = Object.assign(new Error('HTTP request failed.'), { name: 'HttpRequestError', cause: new TypeError('fetch failed', { cause: refused() }) });
+    const err = new HttpRequestError({ url: 'http://127.0.0.1:8545', cause: new TypeError('fetch failed', { cause: refused() }) as Error });
     assert.equal(unavailableDependency(err), 'rpc');
   });
 
@@ -65,7 +66,7 @@ describe('the Redis limiter, created before its Redis exists', () => {
       assert.ok(Date.now() - started < 10_000, 'the limiter did not recover within 10 s of Redis starting');
       await new Promise((r) => setTimeout(r, 100));
     }
-    await limiter.ping();
+    await limiter.probe();
     await new Promise((r) => setImmediate(r));
     assert.deepEqual(rejections, []);
   });

@@ -214,7 +214,7 @@ for (const engine of ENGINES) {
       const s = h.gw.services;
       const storage = commitsThenLosesTheAnswer(s.storage);
       const original = s.settler;
-      s.settler = createDurableSettler({ storage, spool: SettleSpool.open(spoolDir, 'review'), logger: s.logger, failure: () => null, onApplied: () => undefined });
+      s.settler = createDurableSettler({ storage, spool: SettleSpool.open(spoolDir, 'review'), logger: s.logger, failure: () => null, onApplied: () => undefined, onUnbilled: () => undefined });
       try {
         const w = await h.wallet(1_000_000);
         h.fake.behaviour = { usage: { prompt_tokens: 100, completion_tokens: 50 } };

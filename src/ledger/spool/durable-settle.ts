@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/database.ts';
+import { DependencyUnavailable } from '../../outage.ts';
 import { isDatabaseOutage } from '../../storage/outage.ts';
 import { finishReservation } from '../operations/finish.ts';
 import type { SettleOutcome, SettleRecord } from '../reservations.ts';
@@ -34,6 +35,8 @@ export interface SettlerDeps {
   logger: Logger;
   /** A spooled settle was applied: count the charge (the request's own metrics skipped it). */
   onApplied(record: SettleRecord, outcome: SettleOutcome): void;
+  /** A delivered answer could be neither settled nor spooled: its charge is lost (see unbillable). */
+  onUnbilled(record: SettleRecord): void;
   failure: () => SettleFailure;
 }
 
@@ -47,6 +50,13 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
 
   /** Settles this process is still retrying: their spool lines are theirs until they finish. */
   const retrying = new Set<string>();
+  /**
+   * Settles this process answered `deferred`: their requests' metrics skipped the charge, left to
+   * the replay. One may have committed before its connection dropped (the replay then finds it
+   * already billed), so the replay counts these from their usage row. In memory only: a restart
+   * forgets them, as it resets every counter.
+   */
+  const deferredHere = new Set<string>();
 
   const settle = async (record: SettleRecord, opts: { lateIfReleased: boolean }): Promise<SettleOutcome> => {
     let spooled = false;
@@ -74,9 +84,9 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
     } finally {
       retrying.delete(record.requestId);
     }
-    // Not on disk yet (a non-streaming answer, or the early append failed): the last chance, which
-    // throws if it fails too (the caller must not pretend the answer is billed).
-    if (!spooled) spool.append(record);
+    // Not on disk yet (a non-streaming answer, or the early append failed): the last chance.
+    if (!spooled) appendOrRefuse(record, opts.lateIfReleased);
+    deferredHere.add(record.requestId);
     logger.warn({ reqId: record.requestId, chargeUsdc: record.chargeUsdc }, 'the database did not answer; the settle is spooled and will be applied when it does');
     if (deps.failure() === 'crash') {
       logger.warn({ reqId: record.requestId }, 'test fail point reached: settle spooled, stopping here');
@@ -110,6 +120,38 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
     }
   };
 
+  /**
+   * The database did not answer and the spool cannot be written (disk full, read-only, EISDIR):
+   * the settle is lost. Throws DependencyUnavailable, so a non-streaming answer is withheld with a
+   * 503 and Retry-After (nothing was delivered; the caller releases its reservation, nothing is
+   * charged). A streamed answer is already out: it is delivered and unbilled, which must not pass
+   * silently as the sweeper's void would; it is logged at error level and counted.
+   */
+  const appendOrRefuse = (record: SettleRecord, delivered: boolean): void => {
+    try {
+      spool.append(record);
+    } catch (err) {
+      if (delivered) {
+        logger.error(
+          { err, reqId: record.requestId, wallet: record.wallet, chargeUsdc: record.chargeUsdc },
+          'delivered answer could not be billed: the database did not answer and the settle spool could not be written',
+        );
+        deps.onUnbilled(record);
+      } else {
+        logger.error({ err, reqId: record.requestId }, 'the settle spool could not be written while the database did not answer; the answer is withheld, nothing charged');
+      }
+      throw new DependencyUnavailable('database', { cause: err });
+    }
+  };
+
+  /** A line found already billed: counted in the metrics if this process answered it `deferred`. */
+  const countIfDeferredHere = async (record: SettleRecord): Promise<void> => {
+    if (!deferredHere.has(record.requestId)) return;
+    const billed = await billedEarlier(storage, record);
+    deferredHere.delete(record.requestId);
+    if (billed) deps.onApplied(record, billed);
+  };
+
   const replayOnce = async () => {
     if (deps.failure()) return;
     const { records, forget } = spool.read();
@@ -122,6 +164,7 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
       let result: ApplyOutcome;
       try {
         result = await applySettle(storage, record);
+        if (result.kind === 'already_billed') await countIfDeferredHere(record);
       } catch (err) {
         if (isDatabaseOutage(err)) break;
         logger.error({ err, reqId: record.requestId }, 'applying a spooled settle failed; it stays in the spool');
@@ -133,6 +176,7 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
       }
       applied.add(record.requestId);
       if (result.kind === 'already_billed') continue;
+      deferredHere.delete(record.requestId);
       deps.onApplied(record, result.outcome);
       const late = result.kind === 'late';
       const log = result.outcome.shortfallUsdc > 0 ? logger.error.bind(logger) : logger.info.bind(logger);

@@ -1,12 +1,14 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { accessSync, closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { SettleRecord } from '../reservations.ts';
 
 /**
  * The durable local record of settles the database did not take: one JSON line per settle,
  * appended and fsync'd before the caller goes on (a non-streaming answer is only handed out once
  * its bill is on disk). Applying a line is idempotent by request id, so a line applied twice (a
- * crash between applying and forgetting it) charges once.
+ * crash between applying and forgetting it) charges once: finishReservation only closes a
+ * reservation still pending, and a late charge first claims the request's usage row
+ * (request_usage.request_id is unique), so a second apply finds it billed and writes nothing.
  *
  * Several instances may share a directory (several `tollgate serve` on one host): each takes a
  * slot, `settle-<db>-<n>.jsonl`, guarded by a `.lock` file naming its pid, and only ever writes or
@@ -48,32 +50,57 @@ export class SettleSpool {
   }
 
   /**
-   * Every spooled settle still on disk in this instance's slots, with a `forget` that deletes a
-   * slot's file once all its lines were applied and nothing was appended since they were read.
+   * Whether the next append can succeed, for /health: this slot's file (or, before it exists, the
+   * directory) is writable. It cannot see a full disk, only one that refuses writes (read-only,
+   * permissions, a directory in the file's place); a failed append says the rest.
+   */
+  writable(): boolean {
+    try {
+      const stat = statSync(this.file, { throwIfNoEntry: false });
+      if (stat && !stat.isFile()) return false;
+      accessSync(stat ? this.file : this.dir, constants.W_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Every spooled settle still on disk in this instance's slots, with a `forget` that drops the
+   * applied lines of each slot unchanged since it was read: the file is deleted if none is left,
+   * else rewritten with the rest (see rewriteWithout), so a line that cannot be applied does not
+   * keep its billed neighbours on disk, re-applied every round for ever.
    */
   read(): { records: SettleRecord[]; forget(applied: Set<string>): void } {
-    const seen: { file: string; size: number; ids: string[] }[] = [];
+    const seen: { file: string; size: number; lines: { id: string; text: string }[] }[] = [];
     const records = new Map<string, SettleRecord>();
     for (const slot of this.slots) {
       const file = `${slot}.jsonl`;
       if (!existsSync(file)) continue;
       const text = readFileSync(file, 'utf8');
-      const ids: string[] = [];
+      const lines: { id: string; text: string }[] = [];
       for (const line of text.split('\n')) {
         const record = parseRecord(line);
         if (!record) continue; // a line torn by a crash mid-write: its request was never answered
-        ids.push(record.requestId);
+        lines.push({ id: record.requestId, text: line });
         records.set(record.requestId, record);
       }
-      seen.push({ file, size: Buffer.byteLength(text), ids });
+      seen.push({ file, size: Buffer.byteLength(text), lines });
     }
     return {
       records: [...records.values()],
       forget: (applied) => {
         for (const s of seen) {
-          if (!s.ids.every((id) => applied.has(id))) continue;
-          // Synchronous from the size check to the unlink: no append of this process can slip in.
+          const left = s.lines.filter((l) => !applied.has(l.id));
+          if (left.length === s.lines.length) continue;
+          // Synchronous from the size check to the unlink or rename: no append of this process can
+          // slip in (and no other process writes our slots). A slot that grew since it was read is
+          // left for the next round, which reads the new lines too.
           if (statSync(s.file, { throwIfNoEntry: false })?.size !== s.size) continue;
+          if (left.length) {
+            rewriteWithout(s.file, left.map((l) => l.text));
+            continue;
+          }
           unlinkSync(s.file);
           if (s.file === this.file) this.created = false;
         }
@@ -142,6 +169,26 @@ function isAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * Replaces a slot's file by `lines`, crash-safe: written to a temporary file, fsync'd, renamed over
+ * the slot (atomic), the directory fsync'd. A kill -9 before the rename leaves the old file whole
+ * (its applied lines are applied again, which charges nothing: see SettleSpool); after it, the new
+ * one. No line is ever lost, and none is billed twice. A leftover temporary file is overwritten by
+ * the next rewrite and never read.
+ */
+function rewriteWithout(file: string, lines: string[]): void {
+  const temporary = `${file}.rewrite`;
+  const fd = openSync(temporary, 'w', 0o600);
+  try {
+    writeSync(fd, lines.map((l) => `${l}\n`).join(''));
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temporary, file);
+  syncDirectory(dirname(file));
 }
 
 function syncDirectory(dir: string): void {
