@@ -62,12 +62,16 @@ export interface Statement {
 }
 
 function compiled(sql: string, names: string[]): Statement {
-  const params = (values: Readonly<Record<string, unknown>>) =>
-    names.map((name) => {
-      const value = values[name];
-      if (value === undefined) throw new Error(`ledger statement: no value for parameter "${name}"`);
-      return value;
-    });
+  // A plain loop: this runs for every statement of every reserve and finish.
+  const params = (values: Readonly<Record<string, unknown>>) => {
+    const out = new Array<unknown>(names.length);
+    for (let i = 0; i < names.length; i++) {
+      const value = values[names[i]!];
+      if (value === undefined) throw new Error(`ledger statement: no value for parameter "${names[i]}"`);
+      out[i] = value;
+    }
+    return out;
+  };
   return {
     sql,
     params,

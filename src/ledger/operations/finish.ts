@@ -101,8 +101,8 @@ export async function finishReservation(
 ): Promise<SettleOutcome> {
   const notApplied: SettleOutcome = { applied: false, chargedUsdc: 0, shortfallUsdc: 0, balanceUsdc: null };
   const outcome = (charged: number, balanceUsdc: number): SettleOutcome => ({ applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged, balanceUsdc });
-  const request = { ...usageFigures(usage), requestId, at: now, day: usageDay(now) };
   if (storage.engine === 'postgres') {
+    const request = { ...usageFigures(usage), requestId, at: now, day: usageDay(now) };
     const params = FINISH_IN_ONE_STATEMENT.params({ ...request, asked: chargeUsdc, reportedCost: usage.providerCostUsdc });
     const { rows } = await storage.db.executeQuery<{ charged: number; balance_usdc: number }>(CompiledQuery.raw(FINISH_IN_ONE_STATEMENT.sql, params));
     return rows[0] ? outcome(Number(rows[0].charged), Number(rows[0].balance_usdc)) : notApplied;
@@ -115,14 +115,39 @@ export async function finishReservation(
     if (!r) return notApplied;
     const reserved = Number(r.amount_usdc);
     const charged = payable(chargeUsdc, Number(r.balance_usdc), Number(r.locked_usdc), reserved);
-    const v = { ...request, wallet: r.wallet, charged, reserved, providerCost: bookedCost(charged, usage.providerCostUsdc) };
-    if ((await CLOSE.run(tx, { ...v, status: statusAfter(charged) })) !== 1) return notApplied;
-    const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, { ...v, released: reserved });
-    if (charged > 0) await CHARGE_ENTRY.run(tx, { ...v, amount: -charged, note: usage.model });
+    // One values object, written out, for every statement of the unit (each binds the names it
+    // uses): a spread copy per statement cost about a tenth of SQLite's reserve+settle throughput.
+    const v = {
+      requestId,
+      at: now,
+      day: usageDay(now),
+      wallet: r.wallet,
+      apiKeyId: usage.apiKeyId,
+      model: usage.model,
+      provider: usage.provider,
+      promptTokens: usage.promptTokens,
+      completionTokens: usage.completionTokens,
+      reasoningTokens: usage.reasoningTokens,
+      cachedTokens: usage.cachedTokens,
+      status: usage.status,
+      latencyMs: usage.latencyMs,
+      estimated: usage.estimated ? 1 : 0,
+      charged,
+      reserved,
+      released: reserved,
+      providerCost: bookedCost(charged, usage.providerCostUsdc),
+      amount: -charged,
+      note: usage.model,
+    };
+    // The reservation's closing status, not the usage row's (both operands are named `status`).
+    if ((await CLOSE.run(tx, { status: statusAfter(charged), charged, at: now, requestId })) !== 1) return notApplied;
+    const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, v);
+    if (charged > 0) await CHARGE_ENTRY.run(tx, v);
     await USAGE_ROW.run(tx, v);
     await ADD_TO_TOTALS.run(tx, v);
     if (r.api_key_id !== null) {
-      await FINISH_IN_BUCKETS.run(tx, { ...v, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
+      // The bucket rows are the reservation's key's (its api_key_id), as the reserve counted them.
+      await FINISH_IN_BUCKETS.run(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
     }
     await ADD_TO_DAILY.run(tx, v);
     return outcome(charged, Number(after!.balance_usdc));
