@@ -1,6 +1,6 @@
 import { toIso, type KeyRow } from '../keys/api-keys.ts';
 import type { CurrentSpend } from '../keys/current-spend.ts';
-import type { KeyLimits } from '../keys/key-limits.ts';
+import type { KeyLimits } from '../keys/limits.ts';
 
 /** A key's restrictions as the API shows them (money in micro-USDC, times in ISO 8601). */
 export function limitsView(l: KeyLimits) {

@@ -1,7 +1,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { ApiKeyTable, Database } from '../storage/schema.ts';
-import { limitColumns, limitsFromColumns, NO_LIMITS, type KeyLimits } from './key-limits.ts';
+import { limitColumns, limitsFromColumns } from './key-limits.ts';
+import { NO_LIMITS, type KeyLimits } from './limits.ts';
 
 /** `sk-` + 43 base64url characters: 256 bits of randomness. */
 export const KEY_PATTERN = /^sk-[A-Za-z0-9_-]{43}$/;

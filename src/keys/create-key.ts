@@ -5,7 +5,7 @@ import { lockWallet } from '../ledger/balances.ts';
 import { applyMovement } from '../ledger/credits.ts';
 import { countActiveKeys, generateKey, insertKey, type KeyRow } from './api-keys.ts';
 import { attributeReferral, claimRedeemCode } from './codes.ts';
-import type { KeyLimits } from './key-limits.ts';
+import type { KeyLimits } from './limits.ts';
 
 export interface CreateKeyRequest {
   wallet: string;

@@ -2,23 +2,9 @@ import type { Kysely } from 'kysely';
 import type { Catalog } from '../providers/catalog.ts';
 import type { Database } from '../storage/schema.ts';
 import { loosenedLimits } from './limit-direction.ts';
+import { NO_LIMITS, type KeyLimits } from './limits.ts';
 import { SPEND_PERIODS, type SpendPeriod } from '../ledger/spend-periods.ts';
 
-/**
- * What an owner can restrict a key to (issue 17): a spend limit per period, a list of models, an
- * expiry. NULL is "no restriction". The limit is enforced in the reservation (src/ledger/key-limit.ts),
- * the model list and the expiry before it (src/http/key-checks.ts).
- */
-export interface KeyLimits {
-  spend_limit_usdc: number | null;
-  /** Set exactly when spend_limit_usdc is. */
-  spend_limit_period: SpendPeriod | null;
-  /** Full model ids (`provider/name`). */
-  allowed_models: string[] | null;
-  expires_at: number | null;
-}
-
-export const NO_LIMITS: KeyLimits = { spend_limit_usdc: null, spend_limit_period: null, allowed_models: null, expires_at: null };
 
 /** A change to a key's limits: a field left undefined stays as it is, null clears it. */
 export type LimitChanges = { [K in keyof KeyLimits]?: KeyLimits[K] };

@@ -1,4 +1,4 @@
-import type { KeyLimits } from './key-limits.ts';
+import type { KeyLimits } from './limits.ts';
 import type { SpendPeriod } from '../ledger/spend-periods.ts';
 
 /**

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { loosenedLimits } from '../../src/keys/limit-direction.ts';
-import { NO_LIMITS, type KeyLimits } from '../../src/keys/key-limits.ts';
+import { NO_LIMITS, type KeyLimits } from '../../src/keys/limits.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
 import { createKeyProof, newAccount, signInProof } from '../support/siwe.ts';

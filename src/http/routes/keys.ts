@@ -10,7 +10,8 @@ import { siweProofFields, type SiweGrant, type SiweProofInput } from '../siwe-pr
 import { signFor, type Operation } from '../../siwe/actions.ts';
 import { requireKeyManager } from '../wallet-auth.ts';
 import { parseInput } from '../validate.ts';
-import { LIMIT_FIELDS, NO_LIMITS, applyLimitChanges, parseLimitInput, updateKeyLimits, type LimitInput } from '../../keys/key-limits.ts';
+import { LIMIT_FIELDS, applyLimitChanges, parseLimitInput, updateKeyLimits, type LimitInput } from '../../keys/key-limits.ts';
+import { NO_LIMITS } from '../../keys/limits.ts';
 import { currentSpend } from '../../keys/current-spend.ts';
 import { keyView, limitsView } from '../key-view.ts';
 
