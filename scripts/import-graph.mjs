@@ -51,7 +51,7 @@ export function folderOf(file) {
 }
 
 /** Strongly connected components of more than one node (or a node importing itself): the cycles. */
-function cycles(nodes, edges) {
+export function cycles(nodes, edges) {
   let index = 0;
   const stack = [];
   const on = new Set();
