@@ -4,8 +4,9 @@ import type { Database } from '../storage/schema.ts';
 import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './facilitator.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
+import { RelayerCouldNotSend } from './broadcast-refusal.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, releaseRefused, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
@@ -98,6 +99,10 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   try {
     settled = await deps.facilitator.settle(m.payload, m.requirements, async (hash) => void (await markSubmitted(deps.db, payment.id, hash)));
   } catch (err) {
+    if (err instanceof RelayerCouldNotSend) {
+      await releaseRefused(deps.db, payment.id);
+      return unavailable(deps, err, 'the payment facilitator is unavailable');
+    }
     const current = await findPayment(deps.db, payment.id);
     if (err instanceof SettlementUnknown || current.tx_hash) return { kind: 'pending', payment: current };
     await markFailed(deps.db, payment.id, UNAVAILABLE_DURING_SETTLE);
