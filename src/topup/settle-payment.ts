@@ -52,6 +52,9 @@ const LOG_LOOKBACK_BLOCKS = 5_000n;
 /** A verified payment whose request was refused before it was sent (e.g. the payer's rate limit): the same payment may be sent again. */
 export const REFUSED_UNSENT = 'verified but not sent: the request was refused before payment (see its answer); send the same payment again';
 
+/** The exact scheme's reasons for an authorization already used (EIP-3009, Permit2), where its simulation ran. */
+const AUTHORIZATION_USED = /nonce_already_used|permit2_invalid_nonce/;
+
 export const NONCE_TAKEN = 'this authorization nonce is already recorded for a different payment (other terms or signature); sign a new payment';
 
 export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<TopupOutcome> {
@@ -140,9 +143,17 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
     case 'settled':
       return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()), true);
     case 'in-flight':
+    case 'used-unconfirmed':
     case 'dropped': // sent and lost: the reconciler releases it, and the same payment sent again settles
       return { kind: 'pending', payment };
     case 'open':
+      // The facilitator's simulation saw the authorization used, the chain's last block does not: a
+      // transaction that uses it is in the pool (ours, come back after a release, or anyone's).
+      // Never "sign a new payment" then: the payer would pay twice (issue 23.1 review, J2/J3). The
+      // row stays open; the reconciler credits it once that transaction is mined, or releases it.
+      if (AUTHORIZATION_USED.test(reason)) return { kind: 'pending', payment };
+      await markFailed(deps.db, payment.id, reason);
+      return { kind: 'rejected', reason };
     case 'void':
       await markFailed(deps.db, payment.id, reason);
       return { kind: 'rejected', reason };
