@@ -57,7 +57,9 @@ export async function inspectOnChain(client: PublicClient, p: PaymentFacts, opts
     pendingTx = paid === undefined;
   }
 
-  const head = await client.getBlockNumber();
+  // Not viem's cached block number (up to a polling interval old): state read at a stale block
+  // would call a just-used authorization unused.
+  const head = await client.getBlockNumber({ cacheTime: 0 });
   const used = await nonceUsed(client, p, head);
   if (!used) {
     if (pendingTx) return (await nodeKnows(client, p.tx_hash as Hex)) ? { state: 'in-flight' } : { state: 'dropped' };
