@@ -38,7 +38,7 @@ async function hangingProxy(target: string): Promise<{ url: string; close(): Pro
   return { url: `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
 }
 
-describe('L: the cross-instance relayer lock while the RPC hangs (two processes, PostgreSQL)', () => {
+describe('attack: the cross-instance relayer lock while the RPC hangs or its holder freezes (issue 23.1 review; two processes, PostgreSQL)', () => {
   let h: TopupHarness;
   let proxy: Awaited<ReturnType<typeof hangingProxy>>;
   const gateways: GatewayProcess[] = [];

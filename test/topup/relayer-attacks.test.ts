@@ -10,6 +10,7 @@ import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/
 import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
 import { erc20Abi } from 'viem';
 import { reconcilePayment } from '../../src/topup/reconciler.ts';
+import { auditCreditsOnChain } from '../../src/topup/audit.ts';
 
 /** A proxy in front of anvil that answers the next eth_sendRawTransaction with a node error of our choosing. */
 interface Inject { sendError?: string; swallow?: number; hang?: number; ahead?: number }
@@ -67,7 +68,7 @@ async function injectingProxy(target: string, state: Inject): Promise<{ url: str
   return { url: `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`, close: () => new Promise<void>((r) => server.close(() => r())) };
 }
 
-describe('relayer attacks (sqlite)', () => {
+describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (issue 23.1 review; sqlite)', () => {
   let h: TopupHarness;
   let proxy: Awaited<ReturnType<typeof injectingProxy>>;
   const inject: Inject = {};
@@ -251,6 +252,20 @@ describe('relayer attacks (sqlite)', () => {
     assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
   });
 
+  test('F1b: the answer to the send is lost: the hash was recorded before the send, and the payer is never told "nothing was settled"', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    inject.swallow = 1;
+    const first = await h.post({ amount: 5 }, { 'payment-signature': header });
+    assert.ok(first.status === 200 || first.status === 202, `${first.status} ${first.text}`);
+    assert.doesNotMatch(first.text, /nothing was settled/);
+    assert.ok((await row(payer)).tx_hash, 'the settlement is on record');
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    assert.equal((await row(payer)).status, 'credited');
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+  });
+
   test('F2: the RPC hangs on sends: three payers at once, how long does each wait (queue bound)?', async () => {
     const payers = await h.payers(3, 10n);
     const headers = await Promise.all(payers.map((p) => signedPayment(p)));
@@ -350,6 +365,35 @@ describe('relayer attacks (sqlite)', () => {
     assert.equal(await h.balance(payer.address), 5_000_000);
     assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 5n * USD);
     await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+  });
+
+  test('A3: ledger-check --chain names a released payment whose transaction was mined later, until the reconciler credits it', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    let raw: Hex;
+    await h.anvil.rpc('evm_setAutomine', [false]);
+    try {
+      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(pending.status, 202, pending.text);
+      raw = await reSign(pending.body.transaction);
+      await h.anvil.rpc('anvil_dropTransaction', [pending.body.transaction]);
+    } finally {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+    }
+    await sleep(2500);
+    await h.gw.services.topup!.reconcile();
+    const released = await row(payer);
+    assert.equal(released.status, 'failed');
+    await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+    const client = h.gw.services.topup!.clientFor(h.chain.network)!;
+    const audit = await auditCreditsOnChain(h.gw.services.storage.db, () => client);
+    const ours = audit.problems.filter((p) => p.includes(released.id));
+    assert.equal(ours.length, 1, audit.problems.join('\n'));
+    assert.match(ours[0]!, /paid, never credited/);
+    await h.gw.services.topup!.reconcile();
+    assert.equal((await row(payer)).status, 'credited');
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, client, 1);
   });
 
   test('J: released as dropped; the payer retries while the original comes back: both in the pool, one block: credited once, paid once', async () => {
