@@ -12,9 +12,10 @@ export interface Replacement {
 
 /**
  * Bounds on bumping (issue 23.1 review, F4: a gapped settlement was re-bumped every pass, its tip
- * ×2.28 in 8 passes). A bump is for a transaction priced below the market, and nothing else: one
- * whose nonce is above the relayer's mined count waits for an earlier nonce (a gap), and a higher
- * fee cannot get it mined; one already at the market price waits for a block. `bumpsSoFar` is how
+ * ×2.28 in 8 passes). A bump is for a transaction next in line whose fee does not beat the market,
+ * and nothing else: one whose nonce is above the relayer's mined count waits for an earlier nonce
+ * (a gap), and a higher fee cannot get it mined; one already a bump (12.5%) above the market
+ * estimate waits for a block. `bumpsSoFar` is how
  * many times this nonce was replaced already.
  */
 export interface BumpLimits {
@@ -55,7 +56,9 @@ export async function replaceWithHigherFee(
   const market = await client.estimateFeesPerGas();
   const paidFee = tx.maxFeePerGas ?? tx.gasPrice ?? 0n;
   const paidTip = tx.maxPriorityFeePerGas ?? tx.gasPrice ?? 0n;
-  if (paidFee >= market.maxFeePerGas && paidTip >= market.maxPriorityFeePerGas) return null;
+  // Already a bump above the market: raising it again is paying more for the same wait. So at a
+  // steady market a settlement is bumped once, and again only when the market moves past it.
+  if (paidFee * 8n >= market.maxFeePerGas * 9n && paidTip * 8n >= market.maxPriorityFeePerGas * 9n) return null;
   const raise = (was: bigint, now: bigint) => {
     const bumped = (was * 9n) / 8n + 1n;
     return bumped > now ? bumped : now;

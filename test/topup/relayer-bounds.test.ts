@@ -37,8 +37,10 @@ describe('attack: fee bumps without bound (issue 23.1 review, F4)', () => {
     assert.deepEqual(await bump(node({ mined: 4, market: underpriced })), { hash: null, sent: [] });
   });
 
-  test('a settlement already at the market price is not bumped: it waits for a block', async () => {
-    assert.deepEqual(await bump(node({ mined: 5, market: { maxFeePerGas: 2n * gwei, maxPriorityFeePerGas: 1n * gwei } })), { hash: null, sent: [] });
+  test('a settlement at the market price is bumped once; one already a bump above the market waits for a block', async () => {
+    assert.equal((await bump(node({ mined: 5, market: { maxFeePerGas: 2n * gwei, maxPriorityFeePerGas: 1n * gwei } }))).hash, '0xbb');
+    const calm = { maxFeePerGas: (2n * gwei * 8n) / 9n, maxPriorityFeePerGas: (1n * gwei * 8n) / 9n };
+    assert.deepEqual(await bump(node({ mined: 5, market: calm })), { hash: null, sent: [] });
   });
 
   test('no bump above the fee ceiling, and none past the bump cap', async () => {
