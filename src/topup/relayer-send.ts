@@ -1,5 +1,4 @@
-import { keccak256, type Chain, type Hex, type LocalAccount } from 'viem';
-import { isTransportError } from '../chain/rpc-errors.ts';
+import { HttpRequestError, keccak256, TimeoutError, WebSocketRequestError, type Chain, type Hex, type LocalAccount } from 'viem';
 import { relayerRefusal, RelayerCouldNotSend } from './broadcast-refusal.ts';
 
 /** A transaction of the relayer's, before its nonce, gas and fees are filled in. */
@@ -53,13 +52,28 @@ export async function signAndSend(
   try {
     await client.sendRawTransaction({ serializedTransaction: raw });
   } catch (err) {
-    if (isTransportError(err)) return hash; // possibly sent: see above
+    if (answerLost(err)) return hash; // possibly sent: see above
     const label = relayerRefusal(err);
     // The node holds this very transaction already: it is sent.
     if (label === 'transaction already known') return hash;
     throw new RelayerCouldNotSend(label ?? `the node refused the relayer's transaction: ${shortMessage(err)}`, { cause: err });
   }
   return hash;
+}
+
+/**
+ * The send's answer never arrived (connection, HTTP status, timeout), as opposed to a JSON-RPC
+ * error, which is the node's answer: it did not take the transaction. Deliberately narrower than
+ * rpc-errors.ts's isTransportError, which also counts some JSON-RPC codes as "the RPC cannot serve
+ * now": for a send, any answer means "not taken" (503), and only silence means "maybe taken" (202).
+ */
+function answerLost(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let e = err; e instanceof Error && !seen.has(e); e = e.cause) {
+    seen.add(e);
+    if (e instanceof HttpRequestError || e instanceof TimeoutError || e instanceof WebSocketRequestError) return true;
+  }
+  return false;
 }
 
 function shortMessage(err: unknown): string {
