@@ -152,6 +152,10 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
       // Never "sign a new payment" then: the payer would pay twice (issue 23.1 review, J2/J3). The
       // row stays open; the reconciler credits it once that transaction is mined, or releases it.
       if (AUTHORIZATION_USED.test(reason)) return { kind: 'pending', payment };
+      // Released by a reconciler while this request still waited (a send whose answer took the RPC
+      // timeout, its transaction unknown to the node): the authorization is unused, the payer is
+      // not at fault, and the same payment sent again settles (the reconciler also keeps watching).
+      if (isReleased(payment)) return unavailable(deps, null, payment.failure_reason ?? 'released');
       await markFailed(deps.db, payment.id, reason);
       return { kind: 'rejected', reason };
     case 'void':
