@@ -315,6 +315,19 @@ export const configSchema = z
         reconcileIntervalSeconds: positiveInt.default(30),
         offers: z.array(offer).default([]),
         facilitator: facilitator.prefault({ type: 'local' }),
+        // The local facilitator's relayer (docs/operations.md, "The relayer"): how long a settlement
+        // waits for its turn to send (the in-process queue, then the PostgreSQL lock's lock_timeout)
+        // before the payer gets 503 "send the same payment again"; how many may wait; and the
+        // bounds on re-sending a stuck settlement at a higher fee.
+        relayer: z
+          .object({
+            sendWaitSeconds: positiveInt.default(10),
+            maxQueuedSends: positiveInt.default(64),
+            maxFeeBumps: z.number().int().min(0).default(5),
+            maxFeePerGasGwei: z.number().positive().default(200),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .prefault({}),

@@ -1,16 +1,17 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { toFacilitatorEvmSigner } from '@x402/evm';
-import { createWalletClient, http, publicActions, type Hex } from 'viem';
+import { concatHex, createWalletClient, encodeFunctionData, http, publicActions, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { evmChain } from '../chain/evm-chain.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
 import { relayerRefusal, RelayerCouldNotSend } from './broadcast-refusal.ts';
+import { signAndSend, type RelayerTx } from './relayer-send.ts';
 import { registerExactScheme } from './exact-scheme.ts';
 import { replaceWithHigherFee } from './fee-bump.ts';
 import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
 import { chainIdOf } from './match.ts';
-import { sendKey, serializedSend, type CrossInstanceLock } from './relayer-queue.ts';
+import { sendKey, serializedSend, type CrossInstanceLock, type QueueBounds } from './relayer-queue.ts';
 
 export interface LocalFacilitatorOptions {
   relayerKey: Hex;
@@ -22,7 +23,13 @@ export interface LocalFacilitatorOptions {
   rpcTimeoutMs?: number;
   /** Gateways sharing the relayer key on one database: one send at a time across them (relayer-lock.ts). */
   sendLock?: CrossInstanceLock;
+  /** How long and how many sends may wait for their turn (relayer-queue.ts). */
+  queue?: QueueBounds;
+  /** Bounds on fee bumps of a stuck settlement (fee-bump.ts). */
+  bumps?: { maxBumps: number; maxFeePerGas: bigint };
 }
+
+const DEFAULT_BUMPS = { maxBumps: 5, maxFeePerGas: 200n * 10n ** 9n };
 
 /**
  * Per-call state the signer reports into: whether the RPC failed, whether a node refused the
@@ -69,8 +76,9 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
     // Nonce, signature and broadcast under one lock (relayer-queue.ts); the receipt waits run outside it.
     // The nonce is read here, under the lock, rather than left to viem (which asks the node to fill
     // it in, with no lock around it): the chain's pending count, so a gap heals by itself.
-    const send = <R>(fn: (nonce: number) => Promise<R>): Promise<R> =>
-      serializedSend(key, async () => fn(await client.getTransactionCount({ address: account.address, blockTag: 'pending' })), opts.sendLock).catch((err: unknown) => {
+    // `record`: the settlement's hash goes to the payment before it is broadcast (relayer-send.ts).
+    const send = (tx: RelayerTx, record?: (hash: Hex) => Promise<void>): Promise<Hex> =>
+      serializedSend(key, async () => signAndSend(client, account, tx, await client.getTransactionCount({ address: account.address, blockTag: 'pending' }), record), opts.sendLock, opts.queue).catch((err: unknown) => {
         const refusal = err instanceof RelayerCouldNotSend ? err.message : relayerRefusal(err);
         const ctx = calls.getStore();
         if (refusal && ctx) ctx.refusal = refusal;
@@ -81,13 +89,13 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
         address: account.address,
         readContract: reporting((args) => client.readContract(args as Parameters<typeof client.readContract>[0])),
         verifyTypedData: reporting((args) => client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0])),
-        sendTransaction: reporting((args) => send((nonce) => client.sendTransaction({ ...args, nonce }))),
+        // Only the ERC-6492 wallet deployment: not the settlement, so its hash is not the payment's.
+        sendTransaction: reporting((args) => send({ to: args.to, data: args.data ?? '0x' })),
         waitForTransactionReceipt: reporting((args) => client.waitForTransactionReceipt(args)),
         writeContract: reporting(async (args) => {
-          const hash = await send(async (nonce) => client.writeContract({ ...(args as Parameters<typeof client.writeContract>[0]), nonce }));
-          // Recorded before the receipt wait, so a crash from here on leaves a hash to reconcile.
-          await calls.getStore()?.onBroadcast?.(hash);
-          return hash;
+          const call = args as { address: Hex; abi: readonly unknown[]; functionName: string; args: readonly unknown[]; dataSuffix?: Hex };
+          const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args } as Parameters<typeof encodeFunctionData>[0]);
+          return send({ to: call.address, data: call.dataSuffix ? concatHex([data, call.dataSuffix]) : data }, calls.getStore()?.onBroadcast);
         }),
         // The exact scheme starts this check in the background and may return before awaiting it;
         // a rejection there would be unhandled and can take the process down. Report and resolve.
@@ -100,7 +108,16 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
       { confirmationTimeoutMs: opts.confirmationTimeoutMs },
     );
     registerExactScheme(facilitator, signer, network, opts.allowedFactories);
-    replacers.set(network, (hash) => replaceWithHigherFee(client, account.address, hash, (tx) => serializedSend(key, () => client.sendTransaction(tx), opts.sendLock)));
+    // Replacements so far per nonce, in this process: the bump cap (fee-bump.ts). A restart starts
+    // the count again, which the fee ceiling still bounds.
+    const bumped = new Map<number, number>();
+    replacers.set(network, async (hash) => {
+      const tx = await client.getTransaction({ hash }).catch(() => null);
+      const bumpsSoFar = tx ? (bumped.get(tx.nonce) ?? 0) : 0;
+      const replacement = await replaceWithHigherFee(client, account.address, hash, { ...(opts.bumps ?? DEFAULT_BUMPS), bumpsSoFar }, (r) => serializedSend(key, () => client.sendTransaction(r), opts.sendLock, opts.queue));
+      if (replacement && tx) bumped.set(tx.nonce, bumpsSoFar + 1);
+      return replacement;
+    });
   }
 
   const withContext = async <R>(onBroadcast: CallContext['onBroadcast'], fn: () => Promise<R>): Promise<{ result: R } & CallContext> => {

@@ -19,6 +19,11 @@ export type ChainOutcome =
    * a node restart) and the authorization is still unused: nothing will settle it unless it is sent again.
    */
   | { state: 'dropped' }
+  /**
+   * The authorization is used, but no transfer to payTo was found yet, and it was used too recently
+   * for that to be final: the logs of a node may lag its state. Not a rejection (issue 23.1 review, J).
+   */
+  | { state: 'used-unconfirmed' }
   /** Can never pay us: expired unused, cancelled, or used without a transfer to payTo. */
   | { state: 'void'; reason: string };
 
@@ -29,6 +34,9 @@ const eip3009Abi = parseAbi([
 const permit2Abi = parseAbi(['function nonceBitmap(address owner, uint256 word) view returns (uint256)']);
 const transferEvent = erc20Abi.find((x) => x.type === 'event' && x.name === 'Transfer')!;
 const tokenEvents = [eip3009Abi[1], transferEvent] as const;
+
+/** Blocks an authorization must have been used for before "no transfer to payTo" is taken as final. */
+export const VOID_CONFIRMATIONS = 5;
 
 export type PaymentFacts = Pick<PaymentTable, 'transfer_method' | 'asset' | 'payer' | 'pay_to' | 'nonce' | 'amount_atomic' | 'valid_before' | 'from_block' | 'tx_hash'>;
 
@@ -49,15 +57,22 @@ export async function inspectOnChain(client: PublicClient, p: PaymentFacts, opts
     pendingTx = paid === undefined;
   }
 
-  const used = await nonceUsed(client, p);
+  // Not viem's cached block number (up to a polling interval old): state read at a stale block
+  // would call a just-used authorization unused.
+  const head = await client.getBlockNumber({ cacheTime: 0 });
+  const used = await nonceUsed(client, p, head);
   if (!used) {
     if (pendingTx) return (await nodeKnows(client, p.tx_hash as Hex)) ? { state: 'in-flight' } : { state: 'dropped' };
     // A small margin: a transaction mined right at the deadline is seen by the next pass.
     if (opts.nowSeconds > p.valid_before + 60) return { state: 'void', reason: 'authorization expired without being used' };
     return { state: 'open' };
   }
-  const found = p.transfer_method === 'eip3009' ? await eip3009Transaction(client, p) : await permit2Transaction(client, p, opts);
+  // Logs up to the block whose state said "used": the search covers the block that used it.
+  const found = p.transfer_method === 'eip3009' ? await eip3009Transaction(client, p, head) : await permit2Transaction(client, p, head, opts);
   if (found) return { state: 'settled', ...found };
+  // Final only once it was already used VOID_CONFIRMATIONS blocks ago and the logs to now still show no transfer.
+  const deep = head - BigInt(VOID_CONFIRMATIONS);
+  if (deep < 0n || !(await nonceUsed(client, p, deep))) return { state: 'used-unconfirmed' };
   return { state: 'void', reason: 'authorization was used or cancelled without a transfer to payTo' };
 }
 
@@ -145,24 +160,25 @@ function tokenEvent(log: Log, p: PaymentFacts) {
 
 const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
-async function nonceUsed(client: PublicClient, p: PaymentFacts): Promise<boolean> {
+async function nonceUsed(client: PublicClient, p: PaymentFacts, blockNumber: bigint): Promise<boolean> {
   if (p.transfer_method === 'eip3009') {
-    return client.readContract({ address: p.asset as Hex, abi: eip3009Abi, functionName: 'authorizationState', args: [p.payer as Hex, p.nonce as Hex] });
+    return client.readContract({ address: p.asset as Hex, abi: eip3009Abi, functionName: 'authorizationState', args: [p.payer as Hex, p.nonce as Hex], blockNumber });
   }
   const nonce = BigInt(p.nonce);
-  const word = await client.readContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'nonceBitmap', args: [p.payer as Hex, nonce >> 8n] });
+  const word = await client.readContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'nonceBitmap', args: [p.payer as Hex, nonce >> 8n], blockNumber });
   return ((word >> (nonce & 0xffn)) & 1n) === 1n;
 }
 
 type Found = { txHash: Hex; amountAtomic: bigint } | null;
 
 /** EIP-3009 tokens log which authorization a transaction used; follow it to the transfer. */
-async function eip3009Transaction(client: PublicClient, p: PaymentFacts): Promise<Found> {
+async function eip3009Transaction(client: PublicClient, p: PaymentFacts, toBlock: bigint): Promise<Found> {
   const logs = await client.getLogs({
     address: p.asset as Hex,
     event: eip3009Abi[1],
     args: { authorizer: p.payer as Hex, nonce: p.nonce as Hex },
     fromBlock: BigInt(p.from_block),
+    toBlock,
   });
   for (const log of logs) {
     if (!log.transactionHash) continue;
@@ -176,12 +192,13 @@ async function eip3009Transaction(client: PublicClient, p: PaymentFacts): Promis
  * Permit2: look through the transfers from the payer to payTo, preferring the one whose proxy call
  * carries this nonce, and never one another payment owns.
  */
-async function permit2Transaction(client: PublicClient, p: PaymentFacts, opts: InspectOptions): Promise<Found> {
+async function permit2Transaction(client: PublicClient, p: PaymentFacts, toBlock: bigint, opts: InspectOptions): Promise<Found> {
   const logs = await client.getLogs({
     address: p.asset as Hex,
     event: transferEvent,
     args: { from: p.payer as Hex, to: p.pay_to as Hex },
     fromBlock: BigInt(p.from_block),
+    toBlock,
   });
   let fallback: Found = null;
   for (const hash of new Set(logs.map((l) => l.transactionHash).filter((h): h is Hex => !!h))) {

@@ -173,6 +173,20 @@ export async function releaseDropped(db: Kysely<Database>, row: PaymentRow, now 
   return Number(released.numUpdatedRows) === 1;
 }
 
+/**
+ * The node refused the relayer's settlement (relayer-send.ts): the hash recorded just before the
+ * send names a transaction that was never sent, so it is cleared, and the payment let go like any
+ * other the facilitator could not settle.
+ */
+export async function releaseRefused(db: Kysely<Database>, id: string, now = Date.now()): Promise<void> {
+  await db
+    .updateTable('payments')
+    .set({ status: 'failed', failure_reason: UNAVAILABLE_DURING_SETTLE, tx_hash: null, updated_at: now })
+    .where('id', '=', id)
+    .where('status', 'in', ['pending', 'submitted'])
+    .execute();
+}
+
 /** Failed because the facilitator, the chain or the relayer's send failed: nothing was settled. */
 export const UNAVAILABLE_DURING_VERIFY = 'facilitator unavailable during verify';
 export const UNAVAILABLE_DURING_SETTLE = 'facilitator unavailable during settle';
@@ -240,6 +254,28 @@ export async function creditPayment(db: Kysely<Database>, id: string, txHash: st
   }
   return findPayment(db, id);
 }
+
+/**
+ * Payments the gateway let go of (isReleased) whose authorization can still be used: until
+ * valid_before (plus a margin for a block mined right at it), the transaction that was dropped,
+ * refused or never answered may still be mined by some node that kept it (issue 23.1 review, A1).
+ * The payer was told 202 "do not pay again" and may never retry, so the reconciler keeps reading
+ * the chain for them and credits what arrived. Oldest first.
+ */
+export function releasedStillValid(db: Kysely<Database>, nowSeconds: number, limit = 100): Promise<PaymentRow[]> {
+  return db
+    .selectFrom('payments')
+    .selectAll()
+    .where('status', '=', 'failed')
+    .where('failure_reason', 'in', [...LET_GO])
+    .where('valid_before', '>=', nowSeconds - RELEASED_WATCH_MARGIN_SECONDS)
+    .orderBy('updated_at')
+    .limit(limit)
+    .execute();
+}
+
+/** As inspectOnChain's margin for an authorization expiring: a block mined at valid_before is seen after it. */
+export const RELEASED_WATCH_MARGIN_SECONDS = 120;
 
 /** Payments still open (not credited, not failed), oldest first: the reconciler's work list. */
 export function openPayments(db: Kysely<Database>, limit = 100): Promise<PaymentRow[]> {

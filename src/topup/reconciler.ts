@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { PublicClient } from 'viem';
 import type { Database } from '../storage/schema.ts';
 import { inspectOnChain, type ChainOutcome } from './onchain.ts';
-import { creditPayment, isClaimedByOther, markFailed, markSubmitted, openPayments, releaseDropped, releaseUnsent, type PaymentRow } from './payment-store.ts';
+import { creditPayment, isClaimedByOther, markFailed, markSubmitted, openPayments, releaseDropped, releasedStillValid, releaseUnsent, type PaymentRow } from './payment-store.ts';
 
 export interface ReconcileDeps {
   db: Kysely<Database>;
@@ -53,7 +53,30 @@ export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileR
       deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'reconciler could not read the chain; will retry');
     }
   }
+  for (const payment of await releasedStillValid(deps.db, Math.floor(deps.now() / 1000))) {
+    const client = deps.clientFor(payment.network);
+    if (!client) continue;
+    const outcome = await creditIfSettledAfterRelease({ ...deps, client }, payment).catch((err: unknown) => {
+      deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'reconciler could not read the chain for a released payment; will retry');
+      return 'open' as const;
+    });
+    if (outcome === 'credited') report.credited++;
+  }
   return report;
+}
+
+/**
+ * A payment let go of (released, or failed for the relayer's own trouble) is credited if its
+ * authorization was used after all with a transfer to payTo; otherwise it stays as it is, and the
+ * same payment sent again may still claim it.
+ */
+async function creditIfSettledAfterRelease(deps: Omit<ReconcileDeps, 'clientFor'> & { client: PublicClient }, payment: PaymentRow): Promise<'credited' | 'open'> {
+  const outcome = await inspect(deps, payment);
+  if (outcome.state !== 'settled') return 'open';
+  const row = await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now());
+  if (row.status !== 'credited') return 'open';
+  deps.logger.warn({ payment: payment.id, tx: outcome.txHash, credited_usdc: row.amount_usdc }, 'a payment released as unsettled was settled on chain after all (its transaction came back); credited');
+  return 'credited';
 }
 
 /** One open payment, from what the chain says now. Throws when the chain cannot be read. */

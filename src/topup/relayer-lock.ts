@@ -10,13 +10,23 @@ import type { CrossInstanceLock } from './relayer-queue.ts';
  * the server when the instance dies. SQLite serves one gateway process (its file is local), so the
  * in-process queue is all it needs.
  */
-export function relayerLockFor(engine: Engine, db: Kysely<Database>): CrossInstanceLock | undefined {
+/** A holder idle this long inside its send is taken for dead: a send is a few RPC calls of at most rpcTimeout (10 s) each. */
+const IDLE_HOLDER_MS = 60_000;
+
+export function relayerLockFor(engine: Engine, db: Kysely<Database>, lockTimeoutMs: number): CrossInstanceLock | undefined {
   if (engine !== 'postgres') return undefined;
   return async (key, send) => {
     let sent: { value: Awaited<ReturnType<typeof send>> } | undefined;
     let sendFailed: { err: unknown } | undefined;
     try {
       return await db.transaction().execute(async (trx) => {
+        // Bounded waits (issue 23.1 review, L2): an instance frozen while it holds the lock (SIGSTOP,
+        // a GC pause, a hung host) must not hold every other instance's payers without an answer.
+        // Past lock_timeout the wait fails, which is a 503 "send the same payment again" below. The
+        // holder's own session is ended by the server once it sits idle in this transaction far longer
+        // than any send takes (several RPC timeouts), which frees the lock for the others.
+        await sql.raw(`set local lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`).execute(trx);
+        await sql.raw(`set local idle_in_transaction_session_timeout = ${IDLE_HOLDER_MS}`).execute(trx);
         await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
         try {
           sent = { value: await send() };

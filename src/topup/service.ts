@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { Hex, PublicClient } from 'viem';
+import { parseGwei, type Hex, type PublicClient } from 'viem';
 import type { ChainReaders } from '../chain/readers.ts';
 import type { Config } from '../config/load.ts';
 import type { Database } from '../storage/schema.ts';
@@ -41,13 +41,15 @@ export function createFacilitator(config: Config, sendLock?: CrossInstanceLock):
     allowedFactories: f.allowedFactories,
     confirmationTimeoutMs: config.topup.settleWaitSeconds * 1000,
     sendLock,
+    queue: { waitMs: config.topup.relayer.sendWaitSeconds * 1000, maxQueued: config.topup.relayer.maxQueuedSends },
+    bumps: { maxBumps: config.topup.relayer.maxFeeBumps, maxFeePerGas: parseGwei(String(config.topup.relayer.maxFeePerGasGwei)) },
   });
 }
 
 /** Null when no offers are configured: top-ups are then off and /v1/topup says so. */
 export function createTopupService(config: Config, deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number }): TopupService | null {
   if (config.topup.offers.length === 0) return null;
-  const facilitator = createFacilitator(config, relayerLockFor(deps.engine, deps.db));
+  const facilitator = createFacilitator(config, relayerLockFor(deps.engine, deps.db, config.topup.relayer.sendWaitSeconds * 1000));
   const clientFor = (network: string) => {
     const id = chainIdOf(network);
     return deps.chains.has(id) ? deps.chains.client(id) : undefined;

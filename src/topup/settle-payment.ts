@@ -4,8 +4,9 @@ import type { Database } from '../storage/schema.ts';
 import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './facilitator.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
+import { RelayerCouldNotSend } from './broadcast-refusal.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, releaseRefused, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 
 /**
@@ -50,6 +51,9 @@ const LOG_LOOKBACK_BLOCKS = 5_000n;
 
 /** A verified payment whose request was refused before it was sent (e.g. the payer's rate limit): the same payment may be sent again. */
 export const REFUSED_UNSENT = 'verified but not sent: the request was refused before payment (see its answer); send the same payment again';
+
+/** The exact scheme's reasons for an authorization already used (EIP-3009, Permit2), where its simulation ran. */
+const AUTHORIZATION_USED = /nonce_already_used|permit2_invalid_nonce/;
 
 export const NONCE_TAKEN = 'this authorization nonce is already recorded for a different payment (other terms or signature); sign a new payment';
 
@@ -98,6 +102,10 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   try {
     settled = await deps.facilitator.settle(m.payload, m.requirements, async (hash) => void (await markSubmitted(deps.db, payment.id, hash)));
   } catch (err) {
+    if (err instanceof RelayerCouldNotSend) {
+      await releaseRefused(deps.db, payment.id);
+      return unavailable(deps, err, 'the payment facilitator is unavailable');
+    }
     const current = await findPayment(deps.db, payment.id);
     if (err instanceof SettlementUnknown || current.tx_hash) return { kind: 'pending', payment: current };
     await markFailed(deps.db, payment.id, UNAVAILABLE_DURING_SETTLE);
@@ -135,9 +143,21 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
     case 'settled':
       return credited(await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now()), true);
     case 'in-flight':
+    case 'used-unconfirmed':
     case 'dropped': // sent and lost: the reconciler releases it, and the same payment sent again settles
       return { kind: 'pending', payment };
     case 'open':
+      // The facilitator's simulation saw the authorization used, the chain's last block does not: a
+      // transaction that uses it is in the pool (ours, come back after a release, or anyone's).
+      // Never "sign a new payment" then: the payer would pay twice (issue 23.1 review, J2/J3). The
+      // row stays open; the reconciler credits it once that transaction is mined, or releases it.
+      if (AUTHORIZATION_USED.test(reason)) return { kind: 'pending', payment };
+      // Released by a reconciler while this request still waited (a send whose answer took the RPC
+      // timeout, its transaction unknown to the node): the authorization is unused, the payer is
+      // not at fault, and the same payment sent again settles (the reconciler also keeps watching).
+      if (isReleased(payment)) return unavailable(deps, null, payment.failure_reason ?? 'released');
+      await markFailed(deps.db, payment.id, reason);
+      return { kind: 'rejected', reason };
     case 'void':
       await markFailed(deps.db, payment.id, reason);
       return { kind: 'rejected', reason };

@@ -7,6 +7,7 @@ import { PERMIT2_ADDRESS, X402_EXACT_PERMIT2_PROXY, USDC_DOMAIN, type FundedAcco
 import { auditCreditsOnChain } from '../../src/topup/audit.ts';
 import { ENGINES } from '../support/engines.ts';
 import { offerBook, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
+import { VOID_CONFIRMATIONS } from '../../src/topup/onchain.ts';
 import { permit2SettleArgs, signEip3009, signPermit2, v1Header } from '../support/x402-payloads.ts';
 
 /**
@@ -120,6 +121,9 @@ for (const engine of ENGINES) {
         },
       });
       await settleViaProxy(payer, { signature: resigned, permit2Authorization: sameNonce });
+      // "Used without a transfer to payTo" is final only once the use is VOID_CONFIRMATIONS blocks deep
+      // (a node's logs may lag its state); until then the answer is 202 pending, never a rejection.
+      await h.anvil.rpc('anvil_mine', [`0x${VOID_CONFIRMATIONS.toString(16)}`]);
       const again = await pay(1, 'permit2', recorded);
       assert.equal(again.status, 402, again.text);
       assert.equal(await h.balance(payer.address), 0, 'USDC is not the USDT the payment recorded');
@@ -179,6 +183,8 @@ for (const engine of ENGINES) {
       }
       const hash = await wallet.writeContract({ address: h.chain.usdt, abi: erc20Abi, functionName: 'transfer', args: [h.payTo.address, USD] });
       await wallet.waitForTransactionReceipt({ hash });
+      // Deep enough that "used without a transfer to payTo" is final for the row that gets no transfer.
+      await h.anvil.rpc('anvil_mine', [`0x${VOID_CONFIRMATIONS.toString(16)}`]);
 
       const results = await Promise.all(permits.map((p) => pay(1, 'permit2', { signature: junkSignature(), permit2Authorization: p.permit2Authorization })));
       for (const r of results) assert.ok([200, 402].includes(r.status), r.text);

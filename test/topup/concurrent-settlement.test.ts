@@ -169,7 +169,7 @@ for (const engine of ENGINES) {
         // The settle wait (2 s) has passed since it was sent: the reconciler replaces it.
         await h.gw.services.topup!.reconcile();
         const replaced = await row();
-        assert.equal(replaced.status, 'submitted');
+        assert.equal(replaced.status, 'submitted', JSON.stringify(replaced));
         assert.notEqual(replaced.tx_hash, stuck, 'sent again under a new hash');
         const now = await tx(replaced.tx_hash!);
         assert.equal(now.nonce, was.nonce, 'under the same nonce');

@@ -1,0 +1,513 @@
+import assert from 'node:assert/strict';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import type { PaymentRequirements } from '@x402/core/types';
+import { keccak256, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
+import { assertLedgerAndChainAgree } from '../support/ledger.ts';
+import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
+import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
+import { erc20Abi } from 'viem';
+import { reconcilePayment } from '../../src/topup/reconciler.ts';
+import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+
+/** A proxy in front of anvil that answers the next eth_sendRawTransaction with a node error of our choosing. */
+interface Inject { sendError?: string; swallow?: number; hang?: number; ahead?: number }
+async function injectingProxy(target: string, state: Inject): Promise<{ url: string; close(): Promise<void> }> {
+  const to = new URL(target);
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const call = JSON.parse(body.toString()) as { id?: unknown; method?: string };
+      if (call.method === 'eth_sendRawTransaction' && state.sendError) {
+        const message = state.sendError;
+        state.sendError = undefined;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32000, message } }));
+        return;
+      }
+      if (call.method === 'eth_getTransactionCount' && state.ahead) {
+        state.ahead--;
+        const up = httpRequest({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: { ...req.headers, 'content-length': String(body.length) } }, (r) => {
+          const got: Buffer[] = [];
+          r.on('data', (c: Buffer) => got.push(c));
+          r.on('end', () => {
+            const ans = JSON.parse(Buffer.concat(got).toString()) as { result: string };
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ ...ans, result: `0x${(BigInt(ans.result) + 1n).toString(16)}` }));
+          });
+        });
+        up.end(body);
+        return;
+      }
+      if (call.method === 'eth_sendRawTransaction' && state.hang) {
+        state.hang--;
+        return; // never answered, never forwarded
+      }
+      if (call.method === 'eth_sendRawTransaction' && state.swallow) {
+        state.swallow--;
+        // forwarded to the node, but the answer is lost
+        const up = httpRequest({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: { ...req.headers, 'content-length': String(body.length) } }, (r) => r.resume());
+        up.end(body);
+        return;
+      }
+      const upstream = httpRequest({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: { ...req.headers, 'content-length': String(body.length) } }, (r) => {
+        res.writeHead(r.statusCode ?? 502, r.headers);
+        r.pipe(res);
+      });
+      upstream.on('error', () => res.destroy());
+      upstream.end(body);
+    });
+  });
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address();
+  return { url: `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (issue 23.1 review; sqlite)', () => {
+  let h: TopupHarness;
+  let proxy: Awaited<ReturnType<typeof injectingProxy>>;
+  const inject: Inject = {};
+  let usdcOffer: PaymentRequirements;
+  let usdtOffer: PaymentRequirements;
+  let a1: { payer: FundedAccount; header: string } | undefined;
+  before(async () => {
+    const { anvil } = await devChain();
+    proxy = await injectingProxy(anvil.rpcUrl, inject);
+    h = await startTopupHarness('sqlite', { config: { chains: { [String(anvil.chainId)]: { rpcUrl: proxy.url } }, topup: { settleWaitSeconds: 2 } } });
+    usdcOffer = (await h.post({ amount: 5 })).body.accepts[0];
+    usdtOffer = (await h.post({ amount: 5 })).body.accepts[1];
+  });
+  after(async () => {
+    await h.anvil.rpc('evm_setAutomine', [true]);
+    await h?.stop();
+    await proxy?.close();
+  });
+  const row = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
+  const signedPayment = async (payer: FundedAccount) =>
+    v2Header(usdcOffer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }));
+
+  test('A1: a dropped settlement is released; the original tx comes back and is mined; the payer (told 202 "do not pay again") never retries', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    a1 = { payer, header };
+    const payToBefore = await h.chain.balanceOf(h.chain.usdc, h.payTo.address);
+    await h.anvil.rpc('evm_setAutomine', [false]);
+    let raw: Hex;
+    let sent: string;
+    try {
+      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(pending.status, 202, pending.text);
+      assert.match(pending.body.message, /Do not pay again/);
+      sent = pending.body.transaction;
+      // The same transaction, as another node of a load-balanced endpoint still holds it (re-signed: deterministic).
+      const tx = await h.anvil.rpc<{ nonce: string; to: Hex; input: Hex; gas: string; maxFeePerGas: string; maxPriorityFeePerGas: string }>('eth_getTransactionByHash', [sent]);
+      raw = await privateKeyToAccount(h.relayer.privateKey as Hex).signTransaction({
+        type: 'eip1559', chainId: h.anvil.chainId, nonce: Number(tx.nonce), to: tx.to, data: tx.input, gas: BigInt(tx.gas),
+        maxFeePerGas: BigInt(tx.maxFeePerGas), maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas), value: 0n,
+      });
+      assert.equal(keccak256(raw), sent, 'the very same transaction');
+      await h.anvil.rpc('anvil_dropTransaction', [sent]);
+    } finally {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+    }
+    await new Promise((r) => setTimeout(r, 2500));
+    await h.gw.services.topup!.reconcile();
+    const released = await row(payer);
+    // The original comes back (re-broadcast by a node that kept it) and is mined.
+    assert.equal(await h.anvil.rpc('eth_sendRawTransaction', [raw]), sent);
+    const receipt = await h.anvil.rpc<{ status: string }>('eth_getTransactionReceipt', [sent]);
+    assert.equal(receipt.status, '0x1');
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      await h.gw.services.topup!.reconcile();
+    }
+    const after = await row(payer);
+    const payerUsdc = await h.chain.balanceOf(h.chain.usdc, payer.address);
+    const payToGot = (await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - payToBefore;
+    const credited = await h.balance(payer.address);
+    // ledger-check --chain sees nothing wrong:
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 0);
+    assert.equal(payToGot, 5n * USD, 'the money arrived');
+    assert.equal(credited, 5_000_000, 'expected: the payment the gateway told to wait is credited without a retry');
+  });
+
+  test('A1b: the A1 payer retries the same payment after all: credited once', async () => {
+    assert.ok(a1);
+    const retry = await h.post({ amount: 5 }, { 'payment-signature': a1.header });
+    assert.equal(retry.status, 200, retry.text);
+    assert.equal(await h.balance(a1.payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, a1.payer.address), 5n * USD);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+  });
+
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const nonceOf = async (a: string) => Number(await h.anvil.rpc<string>('eth_getTransactionCount', [a, 'latest']));
+  const permit2Header = async (payer: FundedAccount) =>
+    v2Header(usdtOffer, await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount: 5n * USD }));
+
+  for (const method of ['eip3009', 'permit2'] as const) {
+    test(`B (${method}): a fee bump races the stuck original being mined: credited once, paid once`, async () => {
+      const payer = await h.payer(10n);
+      if (method === 'permit2') await h.chain.approvePermit2(payer, h.chain.usdt);
+      const header = method === 'eip3009' ? await signedPayment(payer) : await permit2Header(payer);
+      const token = method === 'eip3009' ? h.chain.usdc : h.chain.usdt;
+      const relayerNonce = await nonceOf(h.relayer.address);
+      await h.anvil.rpc('evm_setAutomine', [false]);
+      try {
+        const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+        assert.equal(pending.status, 202, pending.text);
+        await sleep(2500);
+        // The bump and a block at the same moment.
+        await Promise.all([h.gw.services.topup!.reconcile(), (async () => { await sleep(5); await h.anvil.rpc('evm_mine'); })()]);
+        await h.anvil.rpc('evm_mine');
+      } finally {
+        await h.anvil.rpc('evm_setAutomine', [true]);
+      }
+      for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
+      const r = await row(payer);
+      assert.equal(r.status, 'credited');
+      assert.equal(await h.chain.balanceOf(token, payer.address), 5n * USD);
+      assert.equal(await h.balance(payer.address), 5_000_000);
+      await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+    });
+  }
+
+  test('D: two reconcilers (two instances) bump the same stuck row at once: one replacement wins, credited once', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    const relayerNonce = await nonceOf(h.relayer.address);
+    await h.anvil.rpc('evm_setAutomine', [false]);
+    let outcomes: string[] = [];
+    try {
+      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(pending.status, 202, pending.text);
+      await sleep(2500);
+      const stuck = await row(payer);
+      const topup = h.gw.services.topup!;
+      const deps = {
+        db: h.gw.services.storage.db, client: topup.clientFor(h.chain.network)!, logger: { info() {}, warn() {} },
+        now: Date.now, releaseAfterMs: 2000, replaceStuck: topup.facilitator.replaceStuck!.bind(topup.facilitator),
+      };
+      outcomes = await Promise.all([reconcilePayment(deps, stuck), reconcilePayment(deps, stuck)]);
+      const pool = await h.anvil.rpc<{ pending: Record<string, Record<string, unknown>> }>('txpool_content');
+      await h.anvil.rpc('evm_mine');
+    } finally {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+    }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
+    const r = await row(payer);
+    assert.equal(r.status, 'credited');
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+    assert.equal((await nonceOf(h.relayer.address)) - relayerNonce, 1);
+  });
+
+  test('E: a payer moves the funds away between verify and send, three times: refused (402), no relayer gas spent, queue not stuck', async () => {
+    const payer = await h.payer(10n);
+    const sink = await h.chain.newAccount();
+    const topup = h.gw.services.topup! as unknown as { beforeBroadcast?: () => Promise<void> };
+    const relayerGas = BigInt(await h.anvil.rpc<string>('eth_getBalance', [h.relayer.address, 'latest']));
+    const relayerNonce = await nonceOf(h.relayer.address);
+    const statuses: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const header = await signedPayment(payer);
+      topup.beforeBroadcast = async () => {
+        const bal = await h.chain.balanceOf(h.chain.usdc, payer.address);
+        await h.chain.client(payer).writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [sink.address, bal], chain: h.chain.chain, account: payer });
+        await sleep(200);
+      };
+      let res;
+      try { res = await h.post({ amount: 5 }, { 'payment-signature': header }); } finally { topup.beforeBroadcast = undefined; }
+      statuses.push(`${res.status} ${res.body?.error} ${res.body?.message ?? ''}`);
+      // give the money back for the next round
+      await h.chain.client(sink).writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [payer.address, await h.chain.balanceOf(h.chain.usdc, sink.address)], chain: h.chain.chain, account: sink });
+    }
+    for (const s of statuses) assert.match(s, /^402 /);
+    assert.equal(await nonceOf(h.relayer.address), relayerNonce, 'no relayer transaction sent');
+    // the queue still works
+    const other = await h.payer(10n);
+    const ok = await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
+    assert.equal(ok.status, 200, ok.text);
+  });
+
+  test('F1: the send reaches the node but its answer is lost (RPC timeout): what the payer sees; credited without / with a retry', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    inject.swallow = 1;
+    const t0 = Date.now();
+    const first = await h.post({ amount: 5 }, { 'payment-signature': header });
+    const r0 = await row(payer);
+    for (let i = 0; i < 3; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    const r1 = await row(payer);
+    const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+    assert.notEqual(first.status, 402, 'never a rejection');
+    assert.equal(r1.status, 'credited', 'the transaction was mined: the payment must be credited without the payer having to retry');
+    assert.equal(retry.status, 200, retry.text);
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+  });
+
+  test('F1b: the answer to the send is lost: the hash was recorded before the send, and the payer is never told "nothing was settled"', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    inject.swallow = 1;
+    const first = await h.post({ amount: 5 }, { 'payment-signature': header });
+    assert.ok(first.status === 200 || first.status === 202, `${first.status} ${first.text}`);
+    assert.doesNotMatch(first.text, /nothing was settled/);
+    assert.ok((await row(payer)).tx_hash, 'the settlement is on record');
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    assert.equal((await row(payer)).status, 'credited');
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+  });
+
+  test('F2: the RPC hangs on sends: three payers at once, how long does each wait (queue bound)?', async () => {
+    const payers = await h.payers(3, 10n);
+    const headers = await Promise.all(payers.map((p) => signedPayment(p)));
+    inject.hang = 3;
+    const t0 = Date.now();
+    const results = await Promise.all(headers.map(async (hd) => {
+      const r = await h.post({ amount: 5 }, { 'payment-signature': hd });
+      return `${r.status} ${r.body?.error} ${r.body?.message ?? ''} after ${Date.now() - t0} ms`;
+    }));
+    inject.hang = 0;
+    for (const [i, p] of payers.entries()) {
+      const retry = await h.post({ amount: 5 }, { 'payment-signature': headers[i]! });
+      assert.equal(retry.status, 200, retry.text);
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, p.address), 5n * USD);
+    }
+    for (const r of results) assert.doesNotMatch(r, /^402/, results.join('; '));
+  });
+
+  test('F3: the nonce is read from a node that is ahead (pending count + 1): a gapped send; nothing stuck, credited once', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    inject.ahead = 1;
+    const t0 = Date.now();
+    const first = await h.post({ amount: 5 }, { 'payment-signature': header });
+    const r0 = await row(payer);
+    // Another payer fills the gap (or not); then the reconciler runs.
+    const other = await h.payer(10n);
+    const o = await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
+    for (let i = 0; i < 4 && (await row(payer)).status !== 'credited'; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    const r1 = await row(payer);
+    if (r1.status !== 'credited') {
+      const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+    }
+    assert.notEqual(first.status, 402);
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+  });
+
+  test('F4: a gapped settlement on a quiet gateway: the reconciler bumps it every settle wait, with no cap on count or fee', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    inject.ahead = 1;
+    const first = await h.post({ amount: 5 }, { 'payment-signature': header });
+    assert.equal(first.status, 202, first.text);
+    const fees: string[] = [];
+    let firstTip = 0n;
+    let lastTip = 0n;
+    for (let i = 0; i < 8; i++) {
+      await sleep(2100);
+      await h.gw.services.topup!.reconcile();
+      const r = await row(payer);
+      const tx = await h.anvil.rpc<{ maxFeePerGas: string; maxPriorityFeePerGas: string; nonce: string }>('eth_getTransactionByHash', [r.tx_hash]);
+      if (i === 0) firstTip = BigInt(tx.maxPriorityFeePerGas);
+      lastTip = BigInt(tx.maxPriorityFeePerGas);
+      fees.push(`nonce ${Number(tx.nonce)} maxFee ${BigInt(tx.maxFeePerGas)} tip ${BigInt(tx.maxPriorityFeePerGas)}`);
+    }
+    // Fill the gap: the bumped transaction is mined with its inflated tip.
+    const other = await h.payer(10n);
+    const o = await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
+    const r = await row(payer);
+    const receipt = await h.anvil.rpc<{ effectiveGasPrice: string; gasUsed: string } | null>('eth_getTransactionReceipt', [r.tx_hash]);
+    assert.ok(lastTip <= firstTip * 2n, `the tip grew ${Number(lastTip) / Number(firstTip)}x in 8 passes with no bound`);
+  });
+
+  const reSign = async (hash: string): Promise<Hex> => {
+    const tx = await h.anvil.rpc<{ nonce: string; to: Hex; input: Hex; gas: string; maxFeePerGas: string; maxPriorityFeePerGas: string }>('eth_getTransactionByHash', [hash]);
+    const raw = await privateKeyToAccount(h.relayer.privateKey as Hex).signTransaction({
+      type: 'eip1559', chainId: h.anvil.chainId, nonce: Number(tx.nonce), to: tx.to, data: tx.input, gas: BigInt(tx.gas),
+      maxFeePerGas: BigInt(tx.maxFeePerGas), maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas), value: 0n,
+    });
+    assert.equal(keccak256(raw), hash);
+    return raw;
+  };
+
+  test('A2 (permit2): dropped, released, the original mined after all; no retry, then the retry', async () => {
+    const payer = await h.payer(10n);
+    await h.chain.approvePermit2(payer, h.chain.usdt);
+    const header = await permit2Header(payer);
+    await h.anvil.rpc('evm_setAutomine', [false]);
+    let raw: Hex;
+    try {
+      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(pending.status, 202, pending.text);
+      raw = await reSign(pending.body.transaction);
+      await h.anvil.rpc('anvil_dropTransaction', [pending.body.transaction]);
+    } finally {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+    }
+    await sleep(2500);
+    await h.gw.services.topup!.reconcile();
+    await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+    for (let i = 0; i < 2; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    const r = await row(payer);
+    const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+    assert.equal(retry.status, 200, retry.text);
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 5n * USD);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+  });
+
+  test('A3: ledger-check --chain names a released payment whose transaction was mined later, until the reconciler credits it', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    let raw: Hex;
+    await h.anvil.rpc('evm_setAutomine', [false]);
+    try {
+      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(pending.status, 202, pending.text);
+      raw = await reSign(pending.body.transaction);
+      await h.anvil.rpc('anvil_dropTransaction', [pending.body.transaction]);
+    } finally {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+    }
+    await sleep(2500);
+    await h.gw.services.topup!.reconcile();
+    const released = await row(payer);
+    assert.equal(released.status, 'failed');
+    await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+    const client = h.gw.services.topup!.clientFor(h.chain.network)!;
+    const audit = await auditCreditsOnChain(h.gw.services.storage.db, () => client);
+    const ours = audit.problems.filter((p) => p.includes(released.id));
+    assert.equal(ours.length, 1, audit.problems.join('\n'));
+    assert.match(ours[0]!, /paid, never credited/);
+    await h.gw.services.topup!.reconcile();
+    assert.equal((await row(payer)).status, 'credited');
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, client, 1);
+  });
+
+  test('J: released as dropped; the payer retries while the original comes back: both in the pool, one block: credited once, paid once', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    const relayerNonce = await nonceOf(h.relayer.address);
+    await h.anvil.rpc('evm_setAutomine', [false]);
+    try {
+      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(pending.status, 202, pending.text);
+      const t1 = pending.body.transaction as string;
+      const raw = await reSign(t1);
+      await h.anvil.rpc('anvil_dropTransaction', [t1]);
+      await sleep(2500);
+      await h.gw.services.topup!.reconcile();
+      assert.equal((await row(payer)).status, 'failed');
+      // The base fee moves, so the retry's transaction differs from the original.
+      await h.anvil.rpc('anvil_setNextBlockBaseFeePerGas', ['0x' + (5n * 10n ** 9n).toString(16)]);
+      await h.anvil.rpc('evm_mine');
+      const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+      const back = await h.anvil.rpc('eth_sendRawTransaction', [raw]).catch((e: Error) => `refused: ${e.message}`);
+      await h.anvil.rpc('evm_mine');
+    } finally {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+    }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(800); await h.gw.services.topup!.reconcile(); }
+    const again = await h.post({ amount: 5 }, { 'payment-signature': header });
+    const r = await row(payer);
+    assert.equal(r.status, 'credited');
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+  });
+
+  test('J2: released as dropped; the original comes back into the pool, then the payer retries (second tx for the same authorization): credited once', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    const relayerNonce = await nonceOf(h.relayer.address);
+    const gasBefore = BigInt(await h.anvil.rpc<string>('eth_getBalance', [h.relayer.address, 'latest']));
+    let t1 = '';
+    await h.anvil.rpc('evm_setAutomine', [false]);
+    try {
+      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(pending.status, 202, pending.text);
+      t1 = pending.body.transaction as string;
+      const raw = await reSign(t1);
+      await h.anvil.rpc('anvil_dropTransaction', [t1]);
+      await sleep(2500);
+      await h.gw.services.topup!.reconcile();
+      assert.equal((await row(payer)).status, 'failed');
+      assert.equal(await h.anvil.rpc('eth_sendRawTransaction', [raw]), t1);
+      const retryP = h.post({ amount: 5 }, { 'payment-signature': header });
+      await sleep(800);
+      await h.anvil.rpc('evm_mine');
+      const retry = await retryP;
+    } finally {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+    }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(800); await h.gw.services.topup!.reconcile(); }
+    const r = await row(payer);
+    assert.equal(r.status, 'credited');
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+  });
+
+  test('J3: as J2, but the original stays unmined until the retry has its answer; then mined; then the same payment once more', async () => {
+    const payer = await h.payer(10n);
+    const header = await signedPayment(payer);
+    const relayerNonce = await nonceOf(h.relayer.address);
+    const gasBefore = BigInt(await h.anvil.rpc<string>('eth_getBalance', [h.relayer.address, 'latest']));
+    let t1 = '';
+    await h.anvil.rpc('evm_setAutomine', [false]);
+    try {
+      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(pending.status, 202, pending.text);
+      t1 = pending.body.transaction as string;
+      const raw = await reSign(t1);
+      await h.anvil.rpc('anvil_dropTransaction', [t1]);
+      await sleep(2500);
+      await h.gw.services.topup!.reconcile();
+      assert.equal((await row(payer)).status, 'failed');
+      assert.equal(await h.anvil.rpc('eth_sendRawTransaction', [raw]), t1);
+      const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+      await h.anvil.rpc('evm_mine');
+    } finally {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+    }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(800); await h.gw.services.topup!.reconcile(); }
+    const again = await h.post({ amount: 5 }, { 'payment-signature': header });
+    const r = await row(payer);
+    assert.equal(r.status, 'credited');
+    assert.equal(await h.balance(payer.address), 5_000_000);
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+    await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
+  });
+
+  const operatorErrors = [
+    'txpool is full', // geth ErrTxPoolOverflow
+    'account limit exceeded', // geth ErrAccountLimitExceeded (one relayer, many pending settlements)
+    'OldNonce, Current nonce: 7, nonce of rejected tx: 6', // Nethermind
+    'Upfront cost exceeds account balance', // Besu, relayer out of gas money
+    'tx fee (1.20 ether) exceeds the configured cap (1.00 ether)', // geth RPCTxFeeCap during a fee spike
+  ];
+  for (const message of operatorErrors) {
+    test(`C: the node refuses the relayer's send with "${message}": 503, never a rejection; the retry is credited`, async () => {
+      const payer = await h.payer(10n);
+      const header = await signedPayment(payer);
+      inject.sendError = message;
+      const refused = await h.post({ amount: 5 }, { 'payment-signature': header });
+      inject.sendError = undefined;
+      const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(refused.status, 503, `${refused.status} ${refused.text}`);
+      assert.equal(retry.status, 200, retry.text);
+    });
+  }
+});
