@@ -1,5 +1,6 @@
 import { HttpRequestError, keccak256, TimeoutError, WebSocketRequestError, type Chain, type Hex, type LocalAccount } from 'viem';
 import { relayerRefusal, RelayerCouldNotSend } from './broadcast-refusal.ts';
+import { someErrorInChain } from '../outage.ts';
 
 /** A transaction of the relayer's, before its nonce, gas and fees are filled in. */
 export interface RelayerTx {
@@ -68,12 +69,7 @@ export async function signAndSend(
  * now": for a send, any answer means "not taken" (503), and only silence means "maybe taken" (202).
  */
 function answerLost(err: unknown): boolean {
-  const seen = new Set<unknown>();
-  for (let e = err; e instanceof Error && !seen.has(e); e = e.cause) {
-    seen.add(e);
-    if (e instanceof HttpRequestError || e instanceof TimeoutError || e instanceof WebSocketRequestError) return true;
-  }
-  return false;
+  return someErrorInChain(err, (e) => e instanceof HttpRequestError || e instanceof TimeoutError || e instanceof WebSocketRequestError);
 }
 
 function shortMessage(err: unknown): string {
