@@ -1,19 +1,17 @@
 #!/usr/bin/env node
 // Runs every test/**/*.test.ts file with node's own test runner through tsx. Node 20's --test does
-// not expand globs itself, so the files are listed here. Extra arguments narrow the run:
+// not expand globs itself, so the files are listed here. Arguments narrow the run:
 //   npm test -- keys          only files whose path contains "keys"
+//   npm run test:unit         only the unit tier: files that start no database, Redis, chain,
+//                             browser or tollgate process (scripts/test-tiers.mjs decides)
 import { spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { buildIfStale } from './build.mjs';
+import { allTestFiles, unitTestFiles } from './test-tiers.mjs';
 
-const filters = process.argv.slice(2);
-const files = readdirSync('test', { recursive: true })
-  .map(String)
-  .filter((f) => f.endsWith('.test.ts'))
-  .map((f) => join('test', f))
-  .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
-  .sort();
+const args = process.argv.slice(2);
+const unit = args.includes('--unit');
+const filters = args.filter((a) => a !== '--unit');
+const files = (unit ? unitTestFiles() : allTestFiles()).filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
 if (files.length === 0) {
   console.error(`no test files match ${filters.join(' ')}`);
   process.exit(1);

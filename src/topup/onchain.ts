@@ -1,5 +1,5 @@
 import { PERMIT2_ADDRESS, x402ExactPermit2ProxyABI, x402ExactPermit2ProxyAddress } from '@x402/evm';
-import { decodeEventLog, decodeFunctionData, erc20Abi, parseAbi, type Hex, type Log, type PublicClient } from 'viem';
+import { decodeEventLog, decodeFunctionData, erc20Abi, parseAbi, toEventSelector, type Hex, type Log, type PublicClient } from 'viem';
 import type { PaymentTable } from '../storage/schema.ts';
 
 /**
@@ -145,8 +145,23 @@ function permit2Amount(logs: readonly Log[], tx: { to: Hex | null; input: Hex },
       return null;
     }
   }
+  // Not a call to the proxy itself: a contract that called the proxy inside its own transaction (a
+  // front-runner settling the payer's signature first). It counts only if the proxy settled in it:
+  // a plain transfer from the payer to payTo, after the payer cancelled this authorization's nonce,
+  // is some other payment and was once credited as this one (issue 23.1, second review, R4).
+  if (!logs.some(isProxySettlement)) return null;
   const recorded = BigInt(p.amount_atomic);
   return toPayTo.includes(recorded) ? recorded : null;
+}
+
+const PROXY_SETTLED_TOPICS = new Set(
+  x402ExactPermit2ProxyABI.filter((item) => item.type === 'event').map((event) => toEventSelector(event).toLowerCase()),
+);
+
+/** A log the x402 Permit2 proxy wrote when it settled a permit (`Settled` or `SettledWithPermit`). */
+function isProxySettlement(log: Log): boolean {
+  const topic = log.topics[0];
+  return same(log.address, x402ExactPermit2ProxyAddress) && topic !== undefined && PROXY_SETTLED_TOPICS.has(topic.toLowerCase());
 }
 
 function tokenEvent(log: Log, p: PaymentFacts) {

@@ -260,19 +260,29 @@ export async function creditPayment(db: Kysely<Database>, id: string, txHash: st
  * valid_before (plus a margin for a block mined right at it), the transaction that was dropped,
  * refused or never answered may still be mined by some node that kept it (issue 23.1 review, A1).
  * The payer was told 202 "do not pay again" and may never retry, so the reconciler keeps reading
- * the chain for them and credits what arrived. Oldest first.
+ * the chain for them and credits what arrived.
+ *
+ * Watched for RELEASED_WATCH_MS after the release at most, newest release first, up to `limit`:
+ * a payer may sign a validBefore years away, and a list ordered oldest first that nothing moves
+ * along was filled for good by 100 such rows, so a later release was never looked at again (issue
+ * 23.1, second review, R1). After the window the payer's own retry of the same payment still
+ * credits it, and `ledger-check --chain` names any such payment that was paid but never credited.
  */
-export function releasedStillValid(db: Kysely<Database>, nowSeconds: number, limit = 100): Promise<PaymentRow[]> {
+export function releasedStillValid(db: Kysely<Database>, nowSeconds: number, limit = 500): Promise<PaymentRow[]> {
   return db
     .selectFrom('payments')
     .selectAll()
     .where('status', '=', 'failed')
     .where('failure_reason', 'in', [...LET_GO])
     .where('valid_before', '>=', nowSeconds - RELEASED_WATCH_MARGIN_SECONDS)
-    .orderBy('updated_at')
+    .where('updated_at', '>=', nowSeconds * 1000 - RELEASED_WATCH_MS)
+    .orderBy('updated_at', 'desc')
     .limit(limit)
     .execute();
 }
+
+/** How long after its release a payment's authorization is still looked for on chain: a dropped transaction a node kept comes back within minutes, not days. */
+export const RELEASED_WATCH_MS = 60 * 60 * 1000;
 
 /** As inspectOnChain's margin for an authorization expiring: a block mined at valid_before is seen after it. */
 export const RELEASED_WATCH_MARGIN_SECONDS = 120;
