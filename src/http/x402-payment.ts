@@ -3,11 +3,11 @@ import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import type { Services } from '../services.ts';
 import { ApiError } from './errors.ts';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
-import { invalidPayment } from '../topup/decode.ts';
-import type { MatchedPayment } from '../topup/match.ts';
-import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../topup/offers.ts';
-import type { PaymentRow } from '../topup/payment-store.ts';
-import type { TopupOutcome } from '../topup/settle-payment.ts';
+import { invalidPayment } from '../payments/decode.ts';
+import type { MatchedPayment } from '../payments/match.ts';
+import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../payments/offers.ts';
+import type { PaymentRow } from '../payments/payment-store.ts';
+import type { TopupOutcome } from '../payments/settle-payment.ts';
 
 /**
  * The x402 side of HTTP shared by every paid endpoint (top-ups, pay-per-request chat): where the
@@ -43,13 +43,13 @@ export function setReceipt(reply: FastifyReply, p: PaymentRow): FastifyReply {
 
 /**
  * Admits the payer (contract wallets only on their chain), then records, verifies, settles and
- * credits the payment exactly once (src/topup/settle-payment.ts). Callers branch on the outcome.
+ * credits the payment exactly once (src/payments/settle-payment.ts). Callers branch on the outcome.
  * `admitVerified` runs between verify and send (a throw refuses with nothing sent).
  */
 export async function settleMatched(services: Services, log: FastifyBaseLogger, matched: MatchedPayment, admitVerified?: () => Promise<void>): Promise<TopupOutcome> {
   const topup = services.topup!;
   // The settle path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
-  const { settleTopup } = await import('../topup/settle-payment.ts');
+  const { settleTopup } = await import('../payments/settle-payment.ts');
   await topup.admitPayer(matched);
   const outcome = await settleTopup(
     {

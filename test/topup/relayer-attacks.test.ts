@@ -9,8 +9,8 @@ import { assertLedgerAndChainAgree } from '../support/ledger.ts';
 import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
 import { erc20Abi } from 'viem';
-import { reconcilePayment } from '../../src/topup/reconciler.ts';
-import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import { reconcilePayment } from '../../src/payments/reconciler.ts';
+import { auditCreditsOnChain } from '../../src/payments/audit.ts';
 
 /** A proxy in front of anvil that answers the next eth_sendRawTransaction with a node error of our choosing. */
 interface Inject { sendError?: string; swallow?: number; hang?: number; ahead?: number }

@@ -3,9 +3,9 @@ import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config/load.ts';
-import { FacilitatorUnavailable } from './facilitator.ts';
-import { createFacilitator } from './service.ts';
-import { bearerMatches } from '../http/secret-compare.ts';
+import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
+import { createFacilitator } from '../payments/service.ts';
+import { bearerMatches } from './secret-compare.ts';
 
 /**
  * `tollgate facilitator`: the local facilitator served over the x402 facilitator HTTP API
