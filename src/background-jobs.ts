@@ -109,7 +109,7 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
       }
     }),
   );
-  // The top-up service starts its own reconciler pass and timer when it is built (topup/service.ts);
+  // The top-up service starts its own reconciler pass and timer when it is built (payments/service.ts);
   // stopping it here, first, waits for a pass under way.
   const topup = s.topup;
   if (topup) jobs.push({ name: 'payment reconciler', start: () => undefined, stop: () => topup.close() });

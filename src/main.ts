@@ -140,7 +140,7 @@ export function runFacilitatorUntilSignalled(config: Config, opts: { host: strin
     config,
     async (logger) => {
       // Loaded here, not at the top: the gateway itself does not need x402's facilitator.
-      const { startFacilitatorServer } = await import('./topup/facilitator-server.ts');
+      const { startFacilitatorServer } = await import('./http/facilitator-server.ts');
       const { app, url, relayer } = await startFacilitatorServer(config, { ...opts, logger });
       if (!opts.token && opts.host !== '127.0.0.1' && opts.host !== 'localhost') {
         logger.warn("the facilitator listens beyond this host without TOLLGATE_FACILITATOR_TOKEN; anyone who can reach it can spend the relayer's gas on payments to payTo");

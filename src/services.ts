@@ -14,7 +14,7 @@ import { memoryLimiter } from './ratelimit/memory.ts';
 import { sql } from 'kysely';
 import { createHealthMonitor, type DependencyProbe, type HealthMonitor } from './health-checks.ts';
 import { migrateToLatest } from './storage/migrate.ts';
-import type { TopupService } from './topup/service.ts';
+import type { TopupService } from './payments/service.ts';
 import { createMetrics, watchSpool, type Metrics } from './metrics/metrics.ts';
 import { createDurableSettler, type DurableSettler } from './ledger/spool/durable-settle.ts';
 import { spoolLocation } from './ledger/spool/location.ts';
@@ -100,9 +100,9 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const inflight: Services['inflight'] = new Set();
 
     // Top-ups (x402, viem's chain code) are loaded only when offers are configured: start-up time, idle memory.
-    const topup = config.topup.offers.length === 0 ? null : (await import('./topup/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now });
+    const topup = config.topup.offers.length === 0 ? null : (await import('./payments/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now });
     if (topup?.relayer) {
-      const { watchRelayerGas } = await import('./topup/relayer-gas.ts');
+      const { watchRelayerGas } = await import('./payments/relayer/relayer-gas.ts');
       watchRelayerGas(metrics.registry, topup.relayer, [...new Set(config.topup.offers.map((o) => o.network))], topup.clientFor, opts.logger);
     }
     // Last, once everything they use is built: they stop first in close() below.

@@ -4,18 +4,18 @@ import { planInbound } from '../chat/plan-inbound.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import { runChat } from '../chat/run.ts';
 import { getBalance } from '../ledger/balances.ts';
-import { usdToMicro } from '../ledger/usd.ts';
-import { paidUsdc, pricePerRequest } from '../payperrequest/price.ts';
-import { payPerRequestKey } from '../payperrequest/wallet-key.ts';
+import { mayRunPaid } from '../payments/pay-per-request/may-run.ts';
+import { matchPaidPayment, offerRequest } from '../payments/pay-per-request/offer.ts';
+import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
 import type { Services } from '../services.ts';
-import { decodePaymentHeader } from '../topup/decode.ts';
-import { matchPayment, offerFor, paymentMismatch, type MatchedPayment } from '../topup/match.ts';
-import { buildOffers } from '../topup/offers.ts';
-import { TOPUP_PAYMENT, type PaymentRow } from '../topup/payment-store.ts';
+import { decodePaymentHeader } from '../payments/decode.ts';
+import { paymentMismatch } from '../payments/match.ts';
+import { TOPUP_PAYMENT, type PaymentRow } from '../payments/payment-store.ts';
+import { settleMatched } from '../payments/settle-matched.ts';
 import { ApiError, badRequest } from './errors.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { refuseUnconfiguredProvider } from './provider-ready.ts';
-import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleMatched } from './x402-payment.ts';
+import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from './x402-payment.ts';
 import { exchangeOf } from './reply-sink.ts';
 
 const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in your wallet balance';
@@ -34,12 +34,11 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   const plan = planInbound(inbound, request.body, services.catalog, config);
   // Never offer, let alone take, a payment for a request no provider can serve.
   refuseUnconfiguredProvider(services, request, plan);
-  const price = pricePerRequest(plan.reservationUsdc, usdToMicro(String(config.payPerRequest.minUsd)));
-  const maxUsdc = usdToMicro(String(config.topup.maxUsd));
-  if (price > maxUsdc) {
+  const offer = offerRequest(plan.reservationUsdc, config);
+  if (offer.kind === 'over-limit') {
     throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); lower max_tokens or n, or top up and use an API key`);
   }
-  const offers = buildOffers(config.topup, price);
+  const { price, offers } = offer;
   const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
     askForPayment(
       reply,
@@ -52,14 +51,12 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     return ask('PAYMENT_REQUIRED', `pay ${price / 1e6} USD with one of accepts (x402: PAYMENT-SIGNATURE or X-Payment header) and send the same request again, or use an API key`);
   }
   const decoded = decodePaymentHeader(header);
-  const paid = paidUsdc(decoded, offerFor(decoded, offers));
-  if (paid === null || paid > maxUsdc) throw paymentMismatch(`the payment's amount answers no offer; pay one of accepts`);
-  if (paid < price) {
-    return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid });
+  const paid = matchPaidPayment(decoded, offer, config);
+  if (paid.kind === 'answers-no-offer') throw paymentMismatch(`the payment's amount answers no offer; pay one of accepts`);
+  if (paid.kind === 'insufficient') {
+    return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
-  // A payment above the price (the body got cheaper since its 402) is taken whole: every term is
-  // still checked against an offer the server builds itself, and the rest stays in the balance.
-  const matched: MatchedPayment = { ...matchPayment(decoded, paid === price ? offers : buildOffers(config.topup, paid)), purpose: 'chat' };
+  const { matched } = paid;
   // The wallet's limit applies as to its keys, before any money moves, but only once the payer is
   // known to have signed: the payer a header names is the client's word until the facilitator has
   // verified it, and a forged header must not use up someone else's window (their keys' 429s).
@@ -70,7 +67,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
-  const outcome = await settleMatched(services, request.log, matched, countRequest);
+  const outcome = await settleMatched(settleDepsOf(services, request.log), matched, countRequest);
   switch (outcome.kind) {
     case 'unavailable':
       throw facilitatorUnavailable(outcome.reason);
@@ -96,27 +93,23 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   }
 }
 
+/** Answers a credited payment that may not run this request (payments/pay-per-request/may-run.ts); undefined when it may. */
 function refusePaid(
   services: Services,
   payment: PaymentRow,
   replayed: boolean,
   ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
 ): FastifyReply | undefined {
-  // A top-up's payment never runs chat requests, whether it is credited already or still settling
-  // when the chat joins it: a header that leaked from a top-up (a log, a proxy) would otherwise spend
-  // the payer's balance on someone else's inference. (Deciding this by timestamps let a chat that
-  // joined the top-up's settlement through, issue 23.3.)
-  if (payment.purpose !== 'chat') return refuseTopupPayment(payment.payer, ask);
-  // A payment this request did not open (`replayed`: a resend, or a request that joined another's
-  // settlement) credits nothing more, and it may spend the wallet's balance only while its
-  // authorization is valid, and at most topup.maxTimeoutSeconds after its credit whatever
-  // validBefore the payer signed (a hand-rolled client may sign for days): a payment header that
-  // leaks later (a log, a proxy) must not become a lasting credential.
-  const replayableUntil = Math.min(Number(payment.valid_before) * 1000, Number(payment.credited_at) + services.config.topup.maxTimeoutSeconds * 1000);
-  if (replayed && replayableUntil <= Date.now()) {
-    return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${services.config.topup.maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`);
+  const { maxTimeoutSeconds } = services.config.topup;
+  const verdict = mayRunPaid(payment, replayed, maxTimeoutSeconds);
+  switch (verdict.kind) {
+    case 'topup-payment':
+      return refuseTopupPayment(payment.payer, ask);
+    case 'expired':
+      return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`);
+    case 'runs':
+      return undefined;
   }
-  return undefined;
 }
 
 function refuseTopupPayment(payer: string, ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply): FastifyReply {

@@ -3,16 +3,15 @@ import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import type { Services } from '../services.ts';
 import { ApiError } from './errors.ts';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
-import { invalidPayment } from '../topup/decode.ts';
-import type { MatchedPayment } from '../topup/match.ts';
-import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../topup/offers.ts';
-import type { PaymentRow } from '../topup/payment-store.ts';
-import type { TopupOutcome } from '../topup/settle-payment.ts';
+import { invalidPayment } from '../payments/decode.ts';
+import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../payments/offers.ts';
+import type { PaymentRow } from '../payments/payment-store.ts';
+import type { SettleMatchedDeps } from '../payments/settle-matched.ts';
 
 /**
  * The x402 side of HTTP shared by every paid endpoint (top-ups, pay-per-request chat): where the
- * payment comes from, how a 402 offer and a receipt are written, and one settle path, so both
- * endpoints take and credit payments in exactly the same way.
+ * payment comes from, how a 402 offer and a receipt are written, and what the one settle path
+ * (payments/settle-matched.ts) needs, so both endpoints take and credit payments in exactly the same way.
  */
 
 /** The payment header, x402 v2 (`PAYMENT-SIGNATURE`) or v1 (`X-Payment`); undefined when none was sent. */
@@ -41,31 +40,15 @@ export function setReceipt(reply: FastifyReply, p: PaymentRow): FastifyReply {
   return reply.header('payment-response', receipt).header('x-payment-response', receipt);
 }
 
-/**
- * Admits the payer (contract wallets only on their chain), then records, verifies, settles and
- * credits the payment exactly once (src/topup/settle-payment.ts). Callers branch on the outcome.
- * `admitVerified` runs between verify and send (a throw refuses with nothing sent).
- */
-export async function settleMatched(services: Services, log: FastifyBaseLogger, matched: MatchedPayment, admitVerified?: () => Promise<void>): Promise<TopupOutcome> {
-  const topup = services.topup!;
-  // The settle path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
-  const { settleTopup } = await import('../topup/settle-payment.ts');
-  await topup.admitPayer(matched);
-  const outcome = await settleTopup(
-    {
-      db: services.storage.db,
-      facilitator: topup.facilitator,
-      client: topup.clientFor(matched.identity.network)!,
-      logger: log,
-      settleWaitMs: services.config.topup.settleWaitSeconds * 1000,
-      now: Date.now,
-      beforeBroadcast: topup.beforeBroadcast,
-      admitVerified,
-    },
-    matched,
-  );
-  services.metrics.topups.inc({ outcome: outcome.kind });
-  return outcome;
+/** What payments/settle-matched.ts needs, taken from the running gateway (top-ups are on: services.topup is set). */
+export function settleDepsOf(services: Services, log: FastifyBaseLogger): SettleMatchedDeps {
+  return {
+    db: services.storage.db,
+    topup: services.topup!,
+    logger: log,
+    settleWaitMs: services.config.topup.settleWaitSeconds * 1000,
+    countOutcome: (kind) => services.metrics.topups.inc({ outcome: kind }),
+  };
 }
 
 /**

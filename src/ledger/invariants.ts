@@ -131,7 +131,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
  * on-chain amount in micro-USDC, that on-chain amount must be the payment's recorded terms, and the
  * terms' micro-USDC must agree with its token amount (issue 14.1: a reopened row once credited
  * 10,000 USD for 1 USDC while every other check passed). `ledger-check --chain` also re-reads the
- * on-chain amount from each receipt (src/topup/audit.ts).
+ * on-chain amount from each receipt (src/payments/audit.ts).
  */
 export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
   const problems: string[] = [];

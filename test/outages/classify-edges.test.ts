@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ReplyError } from 'ioredis';
 import { InternalRpcError, RpcRequestError } from 'viem';
-import { relayerRefusal } from '../../src/topup/broadcast-refusal.ts';
+import { relayerRefusal } from '../../src/payments/relayer/broadcast-refusal.ts';
 import { unavailableDependency } from '../../src/http/errors.ts';
 import { isRedisOutage } from '../../src/ratelimit/redis.ts';
 

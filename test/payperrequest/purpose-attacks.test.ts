@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import type { FundedAccount } from '../../src/devchain/deploy.ts';
-import { FacilitatorUnavailable, SettlementUnknown } from '../../src/topup/facilitator.ts';
+import { FacilitatorUnavailable, SettlementUnknown } from '../../src/payments/facilitator/facilitator.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';

@@ -5,7 +5,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { FastifyInstance } from 'fastify';
 import { parseConfig } from '../../src/config/load.ts';
 import { createLogger } from '../../src/http/logger.ts';
-import { startFacilitatorServer } from '../../src/topup/facilitator-server.ts';
+import { startFacilitatorServer } from '../../src/http/facilitator-server.ts';
 import { call } from '../support/gateway.ts';
 
 /**

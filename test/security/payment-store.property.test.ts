@@ -6,8 +6,8 @@ import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
-import type { MatchedPayment } from '../../src/topup/match.ts';
-import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, releaseUnsent, type PaymentRow } from '../../src/topup/payment-store.ts';
+import type { MatchedPayment } from '../../src/payments/match.ts';
+import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, releaseUnsent, type PaymentRow } from '../../src/payments/payment-store.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 
 /**

@@ -10,7 +10,7 @@ import { applyMovement } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import { auditCreditsOnChain } from '../../src/payments/audit.ts';
 import { runTollgate } from '../support/cli.ts';
 import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { offerBook, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';

@@ -3,8 +3,8 @@ import { after, describe, test } from 'node:test';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
-import type { MatchedPayment } from '../../src/topup/match.ts';
-import { findPayment, markSubmitted, openPayment } from '../../src/topup/payment-store.ts';
+import type { MatchedPayment } from '../../src/payments/match.ts';
+import { findPayment, markSubmitted, openPayment } from '../../src/payments/payment-store.ts';
 import { assertLedgerConsistent } from '../support/ledger.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 

@@ -4,10 +4,10 @@ import { after, before, describe, test } from 'node:test';
 import { permit2WitnessTypes, x402ExactPermit2ProxyABI } from '@x402/evm';
 import { erc20Abi, parseAbi, parseSignature, serializeSignature, type Address, type Hex } from 'viem';
 import { PERMIT2_ADDRESS, X402_EXACT_PERMIT2_PROXY, USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import { auditCreditsOnChain } from '../../src/payments/audit.ts';
 import { ENGINES } from '../support/engines.ts';
 import { offerBook, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { VOID_CONFIRMATIONS } from '../../src/topup/onchain.ts';
+import { VOID_CONFIRMATIONS } from '../../src/payments/onchain.ts';
 import { permit2SettleArgs, signEip3009, signPermit2, v1Header } from '../support/x402-payloads.ts';
 
 /**

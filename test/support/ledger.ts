@@ -4,7 +4,7 @@ import { adjustBalance } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import type { UsageRecord } from '../../src/ledger/reservations.ts';
 import type { Database } from '../../src/storage/schema.ts';
-import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import { auditCreditsOnChain } from '../../src/payments/audit.ts';
 import type { PublicClient } from 'viem';
 
 /** Ledger fixtures for tests that drive src/ledger directly (no gateway in between). */

@@ -8,8 +8,8 @@ import { assertLedgerAndChainAgree } from '../support/ledger.ts';
 import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
 import { erc20Abi } from 'viem';
-import { reconcilePayment } from '../../src/topup/reconciler.ts';
-import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import { reconcilePayment } from '../../src/payments/reconciler.ts';
+import { auditCreditsOnChain } from '../../src/payments/audit.ts';
 import { injectingProxy, type Inject } from '../support/injecting-rpc-proxy.ts';
 
 

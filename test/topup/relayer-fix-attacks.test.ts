@@ -10,7 +10,7 @@ import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/
 import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
 import { parseAbi, erc20Abi } from 'viem';
 import { PERMIT2_ADDRESS } from '@x402/evm';
-import { auditCreditsOnChain } from '../../src/topup/audit.ts';
+import { auditCreditsOnChain } from '../../src/payments/audit.ts';
 import { injectingProxy, type Inject } from '../support/injecting-rpc-proxy.ts';
 
 

@@ -1,13 +1,14 @@
-import { rejectionMessage } from '../../topup/rejection-message.ts';
+import { rejectionMessage } from '../../payments/rejection-message.ts';
 import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../services.ts';
-import { decodePaymentHeader } from '../../topup/decode.ts';
-import { buildOffers, parseTopupAmount } from '../../topup/offers.ts';
-import type { PaymentRow } from '../../topup/payment-store.ts';
+import { decodePaymentHeader } from '../../payments/decode.ts';
+import { buildOffers, parseTopupAmount } from '../../payments/offers.ts';
+import type { PaymentRow } from '../../payments/payment-store.ts';
 import { ApiError } from '../errors.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
-import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleMatched } from '../x402-payment.ts';
+import { settleMatched } from '../../payments/settle-matched.ts';
+import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from '../x402-payment.ts';
 
 /**
  * POST /v1/topup: x402 in two steps. Without a payment: 402 with the offers for the requested
@@ -35,9 +36,9 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
       });
     }
     // The payment path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
-    const { matchPayment } = await import('../../topup/match.ts');
+    const { matchPayment } = await import('../../payments/match.ts');
     const matched = matchPayment(decodePaymentHeader(header), offers);
-    const outcome = await settleMatched(services, request.log, matched);
+    const outcome = await settleMatched(settleDepsOf(services, request.log), matched);
     switch (outcome.kind) {
       case 'credited':
         return sendCredited(reply, outcome.payment);

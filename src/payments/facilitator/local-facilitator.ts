@@ -3,15 +3,15 @@ import { x402Facilitator } from '@x402/core/facilitator';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { concatHex, createWalletClient, encodeFunctionData, http, publicActions, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { evmChain } from '../chain/evm-chain.ts';
-import { isTransportError } from '../chain/rpc-errors.ts';
-import { relayerRefusal, RelayerCouldNotSend } from './broadcast-refusal.ts';
-import { signAndSend, type RelayerTx } from './relayer-send.ts';
-import { registerExactScheme } from './exact-scheme.ts';
-import { replaceWithHigherFee } from './fee-bump.ts';
+import { evmChain } from '../../chain/evm-chain.ts';
+import { isTransportError } from '../../chain/rpc-errors.ts';
+import { relayerRefusal, RelayerCouldNotSend } from '../relayer/broadcast-refusal.ts';
+import { signAndSend, type RelayerTx } from '../relayer/relayer-send.ts';
+import { registerExactScheme } from '../relayer/exact-scheme.ts';
+import { replaceWithHigherFee } from '../relayer/fee-bump.ts';
 import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
-import { chainIdOf } from './match.ts';
-import { sendKey, serializedSend, type CrossInstanceLock, type QueueBounds } from './relayer-queue.ts';
+import { chainIdOf } from '../match.ts';
+import { sendKey, serializedSend, type CrossInstanceLock, type QueueBounds } from '../relayer/relayer-queue.ts';
 
 export interface LocalFacilitatorOptions {
   relayerKey: Hex;

@@ -3,9 +3,9 @@ import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config/load.ts';
-import { FacilitatorUnavailable } from './facilitator.ts';
-import { createFacilitator } from './service.ts';
-import { bearerMatches } from '../http/secret-compare.ts';
+import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
+import { createFacilitator } from '../payments/service.ts';
+import { bearerMatches } from './secret-compare.ts';
 
 /**
  * `tollgate facilitator`: the local facilitator served over the x402 facilitator HTTP API
@@ -14,6 +14,10 @@ import { bearerMatches } from '../http/secret-compare.ts';
  *
  * It only settles payments to the configured topup.payTo: an open relayer would pay gas for
  * anyone's payments. With a token set, every call must carry it as a Bearer token.
+ *
+ * Why it lives in http/ (issue 24.3): it is an HTTP entry point, a Fastify server of its own, so it
+ * belongs to the HTTP layer that may import Fastify (scripts/import-graph.mjs LAYER_ROOTS), beside
+ * the gateway's routes. What it settles with, the facilitator itself, stays in payments/facilitator/.
  */
 export interface FacilitatorServerOptions {
   host: string;

@@ -1,6 +1,6 @@
-import { atomicAmount, type Offer } from '../topup/offers.ts';
-import { signedAmountAtomic, type DecodedPayment } from '../topup/decode.ts';
-import { microUsdcFor } from '../topup/payment-terms.ts';
+import { atomicAmount, type Offer } from '../offers.ts';
+import { signedAmountAtomic, type DecodedPayment } from '../decode.ts';
+import { microUsdcFor } from '../payment-terms.ts';
 
 /**
  * What one pay-per-request call asks for: its reservation (the true upper bound of its charge)

@@ -4,14 +4,14 @@ import { parseGwei, type Hex, type PublicClient } from 'viem';
 import type { ChainReaders } from '../chain/readers.ts';
 import type { Config } from '../config/load.ts';
 import type { Database } from '../storage/schema.ts';
-import type { Facilitator } from './facilitator.ts';
-import { localFacilitator } from './local-facilitator.ts';
+import type { Facilitator } from './facilitator/facilitator.ts';
+import { localFacilitator } from './facilitator/local-facilitator.ts';
 import { chainIdOf, type MatchedPayment } from './match.ts';
 import { admitPayer } from './payer-identity.ts';
 import { reconcilePayments, type ReconcileReport } from './reconciler.ts';
-import { remoteFacilitator } from './remote-facilitator.ts';
-import { relayerLockFor } from './relayer-lock.ts';
-import type { CrossInstanceLock } from './relayer-queue.ts';
+import { remoteFacilitator } from './facilitator/remote-facilitator.ts';
+import { relayerLockFor } from './relayer/relayer-lock.ts';
+import type { CrossInstanceLock } from './relayer/relayer-queue.ts';
 import type { Engine } from '../storage/database.ts';
 
 /** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler. */

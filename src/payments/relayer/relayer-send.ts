@@ -1,6 +1,6 @@
 import { HttpRequestError, keccak256, TimeoutError, WebSocketRequestError, type Chain, type Hex, type LocalAccount } from 'viem';
 import { relayerRefusal, RelayerCouldNotSend } from './broadcast-refusal.ts';
-import { someErrorInChain } from '../outage.ts';
+import { someErrorInChain } from '../../outage.ts';
 
 /** A transaction of the relayer's, before its nonce, gas and fees are filled in. */
 export interface RelayerTx {

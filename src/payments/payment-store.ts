@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import type { Kysely, Selectable } from 'kysely';
+import type { Kysely } from 'kysely';
 import { getBalance } from '../ledger/balances.ts';
 import { applyMovement } from '../ledger/credits.ts';
 import { isUniqueViolation } from '../storage/constraint-errors.ts';
-import type { Database, PaymentTable } from '../storage/schema.ts';
+import type { Database } from '../storage/schema.ts';
 import type { MatchedPayment } from './match.ts';
 import { microUsdcFor, sameTerms, termsDigest } from './payment-terms.ts';
 
-export type PaymentRow = Selectable<PaymentTable>;
+import type { PaymentRow } from './payment-row.ts';
+
+export type { PaymentRow };
 
 /** The ledger reference of a payment's credit: one credit per payment, by the unique index. */
 export const ledgerReference = (paymentId: string) => `payment:${paymentId}`;

@@ -1,5 +1,5 @@
-import { FacilitatorUnavailable } from './facilitator.ts';
-import { someErrorInChain } from '../outage.ts';
+import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
+import { someErrorInChain } from '../../outage.ts';
 
 /**
  * A node's refusal to take the relayer's transaction: the relayer's nonce, fees or gas money, not

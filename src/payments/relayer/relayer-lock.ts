@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../storage/schema.ts';
-import type { Engine } from '../storage/database.ts';
+import type { Database } from '../../storage/schema.ts';
+import type { Engine } from '../../storage/database.ts';
 import { RelayerCouldNotSend } from './broadcast-refusal.ts';
 import type { CrossInstanceLock } from './relayer-queue.ts';
 

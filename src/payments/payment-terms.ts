@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { eip3009Payload, permit2Payload } from './decode.ts';
 import type { MatchedPayment } from './match.ts';
-import type { PaymentRow } from './payment-store.ts';
+import type { PaymentRow } from './payment-row.ts';
 
 /**
  * What makes two submissions "the same payment": every term the payer signed, and the signature.

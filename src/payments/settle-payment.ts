@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
 import type { Hex, PublicClient } from 'viem';
 import type { Database } from '../storage/schema.ts';
-import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './facilitator.ts';
+import { FacilitatorUnavailable, SettlementUnknown, type Facilitator } from './facilitator/facilitator.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
-import { RelayerCouldNotSend } from './broadcast-refusal.ts';
+import { RelayerCouldNotSend } from './relayer/broadcast-refusal.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
 import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, releaseRefused, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';

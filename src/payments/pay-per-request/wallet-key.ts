@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import { KEY_COLUMNS, toKeyRow, type KeyRow } from '../keys/api-keys.ts';
-import { isUniqueViolation } from '../storage/constraint-errors.ts';
-import type { Database } from '../storage/schema.ts';
+import { KEY_COLUMNS, toKeyRow, type KeyRow } from '../../keys/api-keys.ts';
+import { isUniqueViolation } from '../../storage/constraint-errors.ts';
+import type { Database } from '../../storage/schema.ts';
 
 export const PAY_PER_REQUEST_LABEL = 'x402 pay-per-request';
 

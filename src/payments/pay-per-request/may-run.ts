@@ -1,0 +1,23 @@
+import type { PaymentRow } from '../payment-store.ts';
+
+/** What a credited payment may still pay for: this request, or nothing (a top-up's payment, or a replay past its window). */
+export type PaidRequestVerdict = { kind: 'runs' } | { kind: 'topup-payment' } | { kind: 'expired' };
+
+/**
+ * `replayed`: this request did not open the payment (a resend, or a request that joined another's
+ * settlement). `maxTimeoutSeconds` is topup.maxTimeoutSeconds.
+ */
+export function mayRunPaid(payment: PaymentRow, replayed: boolean, maxTimeoutSeconds: number, now = Date.now()): PaidRequestVerdict {
+  // A top-up's payment never runs chat requests, whether it is credited already or still settling
+  // when the chat joins it: a header that leaked from a top-up (a log, a proxy) would otherwise spend
+  // the payer's balance on someone else's inference. (Deciding this by timestamps let a chat that
+  // joined the top-up's settlement through, issue 23.3.)
+  if (payment.purpose !== 'chat') return { kind: 'topup-payment' };
+  // A replayed payment credits nothing more, and it may spend the wallet's balance only while its
+  // authorization is valid, and at most topup.maxTimeoutSeconds after its credit whatever
+  // validBefore the payer signed (a hand-rolled client may sign for days): a payment header that
+  // leaks later (a log, a proxy) must not become a lasting credential.
+  const replayableUntil = Math.min(Number(payment.valid_before) * 1000, Number(payment.credited_at) + maxTimeoutSeconds * 1000);
+  if (replayed && replayableUntil <= now) return { kind: 'expired' };
+  return { kind: 'runs' };
+}
