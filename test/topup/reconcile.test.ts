@@ -73,11 +73,13 @@ describe('unknown outcomes and crashes are finished by the reconciler, exactly o
       await h.anvil.rpc('evm_setAutomine', [false]);
       const request = call(gateway.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': header }).catch((err: Error) => err);
 
-      // Wait until the gateway has recorded its settlement transaction, then kill it mid-wait.
+      // Wait until the gateway has sent its settlement transaction (recorded, and in the node's pool:
+      // the hash is recorded just before the send), then kill it mid-wait.
       let submitted;
       for (let i = 0; i < 200 && !submitted; i++) {
         await new Promise((r) => setTimeout(r, 50));
-        submitted = await storage.db.selectFrom('payments').selectAll().where('status', '=', 'submitted').executeTakeFirst();
+        const row = await storage.db.selectFrom('payments').selectAll().where('status', '=', 'submitted').executeTakeFirst();
+        if (row?.tx_hash && (await h.anvil.rpc('eth_getTransactionByHash', [row.tx_hash]))) submitted = row;
       }
       assert.ok(submitted?.tx_hash, 'the gateway never recorded a settlement transaction');
       await gateway.kill();
