@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import { keccak256, type Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import type { Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { assertLedgerAndChainAgree } from '../support/ledger.ts';
 import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
@@ -11,6 +10,7 @@ import { erc20Abi } from 'viem';
 import { reconcilePayment } from '../../src/payments/reconciler.ts';
 import { auditCreditsOnChain } from '../../src/payments/audit.ts';
 import { injectingProxy, type Inject } from '../support/injecting-rpc-proxy.ts';
+import { resignRelayerTransaction, topupThenDropSettlement } from '../support/dropped-settlement.ts';
 
 
 describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (issue 23.1 review; sqlite)', () => {
@@ -50,12 +50,7 @@ describe('attack: the relayer under lost answers, dropped and returning transact
       assert.match(pending.body.message, /Do not pay again/);
       sent = pending.body.transaction;
       // The same transaction, as another node of a load-balanced endpoint still holds it (re-signed: deterministic).
-      const tx = await h.anvil.rpc<{ nonce: string; to: Hex; input: Hex; gas: string; maxFeePerGas: string; maxPriorityFeePerGas: string }>('eth_getTransactionByHash', [sent]);
-      raw = await privateKeyToAccount(h.relayer.privateKey as Hex).signTransaction({
-        type: 'eip1559', chainId: h.anvil.chainId, nonce: Number(tx.nonce), to: tx.to, data: tx.input, gas: BigInt(tx.gas),
-        maxFeePerGas: BigInt(tx.maxFeePerGas), maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas), value: 0n,
-      });
-      assert.equal(keccak256(raw), sent, 'the very same transaction');
+      raw = await resignRelayerTransaction(h, sent);
       await h.anvil.rpc('anvil_dropTransaction', [sent]);
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
@@ -276,30 +271,13 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     assert.ok(lastTip <= firstTip * 2n, `the tip grew ${Number(lastTip) / Number(firstTip)}x in 8 passes with no bound`);
   });
 
-  const reSign = async (hash: string): Promise<Hex> => {
-    const tx = await h.anvil.rpc<{ nonce: string; to: Hex; input: Hex; gas: string; maxFeePerGas: string; maxPriorityFeePerGas: string }>('eth_getTransactionByHash', [hash]);
-    const raw = await privateKeyToAccount(h.relayer.privateKey as Hex).signTransaction({
-      type: 'eip1559', chainId: h.anvil.chainId, nonce: Number(tx.nonce), to: tx.to, data: tx.input, gas: BigInt(tx.gas),
-      maxFeePerGas: BigInt(tx.maxFeePerGas), maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas), value: 0n,
-    });
-    assert.equal(keccak256(raw), hash);
-    return raw;
-  };
+  const reSign = (hash: string) => resignRelayerTransaction(h, hash);
 
   test('A2 (permit2): dropped, released, the original mined after all; no retry, then the retry', async () => {
     const payer = await h.payer(10n);
     await h.chain.approvePermit2(payer, h.chain.usdt);
     const header = await permit2Header(payer);
-    await h.anvil.rpc('evm_setAutomine', [false]);
-    let raw: Hex;
-    try {
-      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
-      assert.equal(pending.status, 202, pending.text);
-      raw = await reSign(pending.body.transaction);
-      await h.anvil.rpc('anvil_dropTransaction', [pending.body.transaction]);
-    } finally {
-      await h.anvil.rpc('evm_setAutomine', [true]);
-    }
+    const raw = await topupThenDropSettlement(h, header);
     await sleep(2500);
     await h.gw.services.topup!.reconcile();
     await h.anvil.rpc('eth_sendRawTransaction', [raw]);
@@ -315,16 +293,7 @@ describe('attack: the relayer under lost answers, dropped and returning transact
   test('A3: ledger-check --chain names a released payment whose transaction was mined later, until the reconciler credits it', async () => {
     const payer = await h.payer(10n);
     const header = await signedPayment(payer);
-    let raw: Hex;
-    await h.anvil.rpc('evm_setAutomine', [false]);
-    try {
-      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
-      assert.equal(pending.status, 202, pending.text);
-      raw = await reSign(pending.body.transaction);
-      await h.anvil.rpc('anvil_dropTransaction', [pending.body.transaction]);
-    } finally {
-      await h.anvil.rpc('evm_setAutomine', [true]);
-    }
+    const raw = await topupThenDropSettlement(h, header);
     await sleep(2500);
     await h.gw.services.topup!.reconcile();
     const released = await row(payer);

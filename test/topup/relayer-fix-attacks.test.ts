@@ -2,8 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID, randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import { keccak256, type Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import type { Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { assertLedgerAndChainAgree } from '../support/ledger.ts';
 import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
@@ -12,6 +11,7 @@ import { parseAbi, erc20Abi } from 'viem';
 import { PERMIT2_ADDRESS } from '@x402/evm';
 import { auditCreditsOnChain } from '../../src/payments/audit.ts';
 import { injectingProxy, type Inject } from '../support/injecting-rpc-proxy.ts';
+import { resignRelayerTransaction, topupThenDropSettlement } from '../support/dropped-settlement.ts';
 
 
 describe('attack: the relayer fixes of issue 23.1 (second review)', () => {
@@ -35,15 +35,7 @@ describe('attack: the relayer fixes of issue 23.1 (second review)', () => {
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const db = () => h.gw.services.storage.db;
   const row = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
-  const reSign = async (hash: string): Promise<Hex> => {
-    const tx = await h.anvil.rpc<{ nonce: string; to: Hex; input: Hex; gas: string; maxFeePerGas: string; maxPriorityFeePerGas: string }>('eth_getTransactionByHash', [hash]);
-    const raw = await privateKeyToAccount(h.relayer.privateKey as Hex).signTransaction({
-      type: 'eip1559', chainId: h.anvil.chainId, nonce: Number(tx.nonce), to: tx.to, data: tx.input, gas: BigInt(tx.gas),
-      maxFeePerGas: BigInt(tx.maxFeePerGas), maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas), value: 0n,
-    });
-    assert.equal(keccak256(raw), hash);
-    return raw;
-  };
+  const reSign = (hash: string) => resignRelayerTransaction(h, hash);
 
   const signed = async (payer: FundedAccount) =>
     v2Header(usdcOffer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }));
@@ -162,16 +154,7 @@ describe('attack: the relayer fixes of issue 23.1 (second review)', () => {
     // The honest payer: 202 "do not pay again", dropped, released, then the original is mined.
     const payer = await h.payer(10n);
     const header = v2Header(usdcOffer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }));
-    let raw: Hex;
-    await h.anvil.rpc('evm_setAutomine', [false]);
-    try {
-      const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
-      assert.equal(pending.status, 202, pending.text);
-      raw = await reSign(pending.body.transaction);
-      await h.anvil.rpc('anvil_dropTransaction', [pending.body.transaction]);
-    } finally {
-      await h.anvil.rpc('evm_setAutomine', [true]);
-    }
+    const raw = await topupThenDropSettlement(h, header);
     await sleep(2500);
     await h.gw.services.topup!.reconcile();
     assert.equal((await row(payer)).status, 'failed', 'released');
