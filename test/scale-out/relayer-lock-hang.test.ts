@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer, request as httpRequest, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
@@ -8,35 +7,11 @@ import { startGatewayProcess, type GatewayProcess } from '../support/gateway-pro
 import { call } from '../support/gateway.ts';
 import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { injectingProxy } from '../support/rpc-proxy.ts';
 
-/** A proxy in front of anvil that leaves the next `hang` eth_sendRawTransaction calls unanswered (never forwarded). */
+/** The relayer's next `hang` sends are left unanswered and never forwarded (the RPC hangs on them). */
 const state = { hang: 0 };
-async function hangingProxy(target: string): Promise<{ url: string; close(): Promise<void> }> {
-  const to = new URL(target);
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const c = JSON.parse(body.toString()) as { method?: string };
-      if (c.method === 'eth_sendRawTransaction' && state.hang > 0) {
-        state.hang--;
-        setTimeout(() => res.destroy(), 120_000).unref();
-        return;
-      }
-      const up = httpRequest({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: { ...req.headers, 'content-length': String(body.length) } }, (r) => {
-        res.writeHead(r.statusCode ?? 502, r.headers);
-        r.pipe(res);
-      });
-      up.on('error', () => res.destroy());
-      up.end(body);
-    });
-  });
-  server.keepAliveTimeout = 1000;
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const addr = server.address();
-  return { url: `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
-}
+const hangingProxy = (target: string) => injectingProxy(target, state);
 
 describe('attack: the cross-instance relayer lock while the RPC hangs or its holder freezes (issue 23.1 review; two processes, PostgreSQL)', () => {
   let h: TopupHarness;

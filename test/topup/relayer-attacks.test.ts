@@ -9,7 +9,7 @@ import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts'
 import { erc20Abi } from 'viem';
 import { reconcilePayment } from '../../src/payments/reconciler.ts';
 import { auditCreditsOnChain } from '../../src/payments/audit.ts';
-import { injectingProxy, type Inject } from '../support/injecting-rpc-proxy.ts';
+import { injectingProxy, type Inject } from '../support/rpc-proxy.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../support/dropped-settlement.ts';
 
 

@@ -10,7 +10,7 @@ import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts'
 import { parseAbi, erc20Abi } from 'viem';
 import { PERMIT2_ADDRESS } from '@x402/evm';
 import { auditCreditsOnChain } from '../../src/payments/audit.ts';
-import { injectingProxy, type Inject } from '../support/injecting-rpc-proxy.ts';
+import { injectingProxy, type Inject } from '../support/rpc-proxy.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../support/dropped-settlement.ts';
 
 
