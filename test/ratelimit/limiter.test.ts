@@ -28,7 +28,7 @@ for (const [name, make] of backends) {
     const T = 1_700_000_000_000;
 
     // Exact edges need a clock the test moves; the Redis backend runs on Redis's own clock (see
-    // test/security/redis-clock-skew.test.ts), so its edges are checked in real time below.
+    // test/ratelimit/redis-clock-skew.test.ts), so its edges are checked in real time below.
     const exact = name === 'memory' ? test : test.skip;
 
     exact('allows the limit, refuses the next, and frees a slot exactly when the oldest hit leaves the window', async () => {

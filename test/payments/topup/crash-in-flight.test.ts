@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
-import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
-import { call } from '../support/gateway.ts';
-import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
-import { assertLedgerAndChainAgree } from '../support/ledger.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
+import { openStorage, type Storage } from '../../../src/storage/database.ts';
+import { ENGINES, freshDatabaseUrl } from '../../support/engines.ts';
+import { call } from '../../support/gateway.ts';
+import { startGatewayProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * Issue 23.1: SIGKILL while ten settlements from one relayer are in flight. Mining is paused, so at

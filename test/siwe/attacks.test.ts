@@ -16,7 +16,7 @@ const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0
 const salt = () => `0x${randomBytes(32).toString('hex')}` as Hex;
 
 for (const engine of ENGINES) {
-  describe(`SIWE review attacks (${engine})`, () => {
+  describe(`attack: SIWE proofs (${engine})`, () => {
     let gw: TestGateway;
     let chain: Awaited<ReturnType<typeof devChain>>['chain'];
     let chainId: number;

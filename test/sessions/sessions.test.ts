@@ -34,7 +34,7 @@ for (const engine of ENGINES) {
       assert.match(token, /^ses-[A-Za-z0-9_-]{43}$/);
       assert.equal(body.wallet, account.address.toLowerCase());
       assert.equal(body.expires_in, 300);
-      // Creating a key needs its own proof (issue 23; test/http/session-scope.test.ts).
+      // Creating a key needs its own proof (issue 23; test/sessions/scope.test.ts).
       const created = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), label: 'from the dashboard' }, bearer(token));
       assert.equal(created.status, 201, created.text);
       const listed = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, bearer(token));

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ENGINES } from '../support/engines.ts';
-import { assertLedgerAndChainAgree } from '../support/ledger.ts';
-import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
+import { ENGINES } from '../../support/engines.ts';
+import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
+import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 
 /**
  * Issue 23.1: different wallets paying for a chat at the same moment. Each payment is settled by a

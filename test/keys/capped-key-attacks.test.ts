@@ -21,7 +21,7 @@ import { newAccount, siweProof, signInProof } from '../support/siwe.ts';
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 };
 
 for (const engine of ENGINES) {
-  describe(`a capped key's spend past its limit (${engine})`, () => {
+  describe(`attack: a capped key's spend past its limit (${engine})`, () => {
     let h: ChatHarness;
     before(async () => {
       h = await startChatHarness(engine);
@@ -60,7 +60,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`what held: dashboard sessions against other wallets and other routes (${engine})`, () => {
+  describe(`attack (held): dashboard sessions against other wallets and other routes (${engine})`, () => {
     let h: ChatHarness;
     before(async () => {
       h = await startChatHarness(engine);
@@ -101,7 +101,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`a late charge after the sweeper, against the key's limit (${engine})`, () => {
+  describe(`attack: a late charge after the sweeper, against the key's limit (${engine})`, () => {
     let storage: Storage;
     before(async () => {
       storage = openStorage(await freshDatabaseUrl(engine));

@@ -32,7 +32,7 @@ async function patchKey(url: string, account: Parameters<typeof siweProof>[0], i
 }
 
 for (const engine of ENGINES) {
-  describe(`key spend limits under attack (${engine})`, () => {
+  describe(`attack: key spend limits (${engine})`, () => {
     let h: ChatHarness;
     before(async () => {
       h = await startChatHarness(engine);

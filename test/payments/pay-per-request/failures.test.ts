@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import type { PaymentRequirements } from '@x402/core/types';
-import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { freePort } from '../../src/devchain/ports.ts';
-import { call, startTestGateway } from '../support/gateway.ts';
-import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { USD } from '../support/topup-harness.ts';
-import { base64Json, signEip3009, v2Header, type Eip3009Terms } from '../support/x402-payloads.ts';
+import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { freePort } from '../../../src/devchain/ports.ts';
+import { call, startTestGateway } from '../../support/gateway.ts';
+import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { USD } from '../../support/topup-harness.ts';
+import { base64Json, signEip3009, v2Header, type Eip3009Terms } from '../../support/x402-payloads.ts';
 
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
 const CENT = 10_000;

@@ -3,12 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { permit2WitnessTypes, x402ExactPermit2ProxyABI } from '@x402/evm';
 import { erc20Abi, parseAbi, parseSignature, serializeSignature, type Address, type Hex } from 'viem';
-import { PERMIT2_ADDRESS, X402_EXACT_PERMIT2_PROXY, USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { auditCreditsOnChain } from '../../src/payments/audit.ts';
-import { ENGINES } from '../support/engines.ts';
-import { offerBook, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { VOID_CONFIRMATIONS } from '../../src/payments/onchain.ts';
-import { permit2SettleArgs, signEip3009, signPermit2, v1Header } from '../support/x402-payloads.ts';
+import { PERMIT2_ADDRESS, X402_EXACT_PERMIT2_PROXY, USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
+import { ENGINES } from '../../support/engines.ts';
+import { offerBook, startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { VOID_CONFIRMATIONS } from '../../../src/payments/onchain.ts';
+import { permit2SettleArgs, signEip3009, signPermit2, v1Header } from '../../support/x402-payloads.ts';
 
 /**
  * An adversarial review of the top-up money path (issue 14.1 and 19.4 hardening), on a real anvil
@@ -20,7 +20,7 @@ const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0
 const permit2Abi = parseAbi(['function invalidateUnorderedNonces(uint256 wordPos, uint256 mask)']);
 
 for (const engine of ENGINES) {
-  describe(`top-up review attacks (${engine})`, () => {
+  describe(`attack: top-ups (${engine})`, () => {
     let h: TopupHarness;
     let book: Awaited<ReturnType<typeof offerBook>>;
     before(async () => {

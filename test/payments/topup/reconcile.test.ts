@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
-import { checkLedger } from '../../src/ledger/invariants.ts';
-import { openStorage } from '../../src/storage/database.ts';
-import { call } from '../support/gateway.ts';
-import { freshDatabaseUrl } from '../support/engines.ts';
-import { startGatewayProcess } from '../support/gateway-process.ts';
-import { proofQuery, siweProof } from '../support/siwe.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
+import { checkLedger } from '../../../src/ledger/invariants.ts';
+import { openStorage } from '../../../src/storage/database.ts';
+import { call } from '../../support/gateway.ts';
+import { freshDatabaseUrl } from '../../support/engines.ts';
+import { startGatewayProcess } from '../../support/gateway-process.ts';
+import { proofQuery, siweProof } from '../../support/siwe.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * Payments whose outcome is not known when the request ends. Mining is paused so that the

@@ -3,12 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { serializeErc6492Signature, type Address, type Hex } from 'viem';
-import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { call, startTestGateway } from '../support/gateway.ts';
-import { freePort } from '../../src/devchain/ports.ts';
-import { siweProof } from '../support/siwe.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { call, startTestGateway } from '../../support/gateway.ts';
+import { freePort } from '../../../src/devchain/ports.ts';
+import { siweProof } from '../../support/siwe.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * Contract wallets (TestSmartWallet: ERC-1271, deployed by a CREATE2 factory) paying and signing

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { call } from '../support/gateway.ts';
-import { startTollgateProcess, type GatewayProcess } from '../support/gateway-process.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
-import { devChain } from '../support/topup-harness.ts';
-import { assertLedgerAndChainAgree } from '../support/ledger.ts';
+import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { call } from '../../support/gateway.ts';
+import { startTollgateProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
+import { devChain } from '../../support/topup-harness.ts';
+import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 
 /**
  * `tollgate facilitator` as its own process holding the relayer key, and a gateway in remote mode

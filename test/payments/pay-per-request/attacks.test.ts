@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import type { FundedAccount } from '../../src/devchain/deploy.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
-import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { until } from '../support/until.ts';
-import { USD } from '../support/topup-harness.ts';
-import { v2Header, type Eip3009Terms } from '../support/x402-payloads.ts';
+import type { FundedAccount } from '../../../src/devchain/deploy.ts';
+import { adjustBalance } from '../../../src/ledger/credits.ts';
+import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { until } from '../../support/until.ts';
+import { USD } from '../../support/topup-harness.ts';
+import { v2Header, type Eip3009Terms } from '../../support/x402-payloads.ts';
 
 /**
  * Pay-per-request x402 on chat completions (issue 17.2): the payment header on the request itself

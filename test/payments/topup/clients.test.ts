@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { ENGINES } from '../support/engines.ts';
-import { call } from '../support/gateway.ts';
-import { proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v1Header } from '../support/x402-payloads.ts';
-import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
+import { ENGINES } from '../../support/engines.ts';
+import { call } from '../../support/gateway.ts';
+import { proofQuery, siweProof, createKeyProof } from '../../support/siwe.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { signEip3009, v1Header } from '../../support/x402-payloads.ts';
+import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
 
 for (const engine of ENGINES) {
   describe(`top-ups with the stock x402 clients (${engine})`, () => {
@@ -158,7 +158,7 @@ describe('the 402 offer', () => {
   });
 
   test('a gateway without offers says top-ups are not configured', async () => {
-    const { startTestGateway } = await import('../support/gateway.ts');
+    const { startTestGateway } = await import('../../support/gateway.ts');
     const bare = await startTestGateway({ engine: 'sqlite' });
     try {
       const res = await call(bare.url, 'POST', '/v1/topup', { amount: 5 });

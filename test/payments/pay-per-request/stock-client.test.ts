@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { decodePaymentResponseHeader } from '@x402/core/http';
-import { ENGINES } from '../support/engines.ts';
-import { call } from '../support/gateway.ts';
-import { assertLedgerConsistent } from '../support/ledger.ts';
-import { proofQuery, siweProof } from '../support/siwe.ts';
-import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { USD } from '../support/topup-harness.ts';
-import type { FundedAccount } from '../../src/devchain/deploy.ts';
+import { ENGINES } from '../../support/engines.ts';
+import { call } from '../../support/gateway.ts';
+import { assertLedgerConsistent } from '../../support/ledger.ts';
+import { proofQuery, siweProof } from '../../support/siwe.ts';
+import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { USD } from '../../support/topup-harness.ts';
+import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 
 /** payPerRequest.minUsd's default: every request below 1 cent is offered at 1 cent. */
 const CENT = 10_000;

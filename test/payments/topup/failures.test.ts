@@ -3,11 +3,11 @@ import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { eip3009ABI } from '@x402/evm';
 import { parseSignature, type Hex } from 'viem';
-import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { call, startTestGateway } from '../support/gateway.ts';
-import { freePort } from '../../src/devchain/ports.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { base64Json, signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
+import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { call, startTestGateway } from '../../support/gateway.ts';
+import { freePort } from '../../../src/devchain/ports.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { base64Json, signEip3009, signPermit2, v2Header } from '../../support/x402-payloads.ts';
 
 describe('top-up failure matrix: status, code, and nothing credited', () => {
   let h: TopupHarness;
@@ -204,9 +204,9 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
   });
 
   test('a top-up credit with no payment behind it fails the ledger check', async () => {
-    const { applyMovement } = await import('../../src/ledger/credits.ts');
-    const { checkLedger } = await import('../../src/ledger/invariants.ts');
-    const { startTestGateway: start } = await import('../support/gateway.ts');
+    const { applyMovement } = await import('../../../src/ledger/credits.ts');
+    const { checkLedger } = await import('../../../src/ledger/invariants.ts');
+    const { startTestGateway: start } = await import('../../support/gateway.ts');
     const scratch = await start({ engine: 'sqlite' });
     try {
       await scratch.services.storage.db.transaction().execute((trx) =>

@@ -62,7 +62,7 @@ const postChat = (h: ChatHarness, key: string, body: string) =>
   fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body });
 
 for (const engine of ENGINES) {
-  describe(`review: input outside the message text stays inside the reservation (${engine})`, () => {
+  describe(`attack: input outside the message text stays inside the reservation (${engine})`, () => {
     const harness = harnessPerSuite(engine);
 
     const post = (key: string, body: string) => postChat(harness(), key, body);
@@ -120,7 +120,7 @@ async function finalStatus(client: Awaited<ReturnType<typeof rawRequest>>, ms = 
   return null;
 }
 
-describe('review: the key is checked before the body, whatever the framing', () => {
+describe('attack: the key is checked before the body, whatever the framing', () => {
   let h: ChatHarness;
   before(async () => {
     h = await startChatHarness('sqlite');
@@ -198,7 +198,7 @@ function commitsThenLosesTheAnswer(storage: Storage): Storage & { lost: number }
 }
 
 for (const engine of ENGINES) {
-  describe(`review: a settle committed but not acknowledged (${engine})`, () => {
+  describe(`attack: a settle committed but not acknowledged (${engine})`, () => {
     let h: ChatHarness;
     let spoolDir: string;
     before(async () => {
@@ -246,7 +246,7 @@ for (const engine of ENGINES) {
  * the reasoning it had delivered (often most of the answer) was free.
  */
 for (const engine of ENGINES) {
-  describe(`review: delivered reasoning is billed when the provider reports no usage (${engine})`, () => {
+  describe(`attack: delivered reasoning is billed when the provider reports no usage (${engine})`, () => {
     const harness = harnessPerSuite(engine);
 
     const REASONING = 'Let me think about the question step by step before I answer it. '.repeat(40);
@@ -288,7 +288,7 @@ for (const engine of ENGINES) {
  * provider routes 2^64 addresses to it), so counting each address separately gave it an unlimited
  * budget of junk keys and SIWE proofs: one new address per attempt.
  */
-describe('review: the auth failure limit counts an IPv6 client by its /64', () => {
+describe('attack: the auth failure limit counts an IPv6 client by its /64', () => {
   let h: ChatHarness;
   before(async () => {
     h = await startChatHarness('sqlite', { server: { trustProxy: ['127.0.0.1', '::1'] }, rateLimits: { authFailures: { perMinute: 3 } } });
@@ -308,7 +308,7 @@ describe('review: the auth failure limit counts an IPv6 client by its /64', () =
 });
 
 /** The public per-address limits (models, usage, top-ups, key management) count the same buckets. */
-describe('review: the public per-address limit counts an IPv6 client by its /64', () => {
+describe('attack: the public per-address limit counts an IPv6 client by its /64', () => {
   let h: ChatHarness;
   before(async () => {
     h = await startChatHarness('sqlite', { server: { trustProxy: ['127.0.0.1', '::1'] }, rateLimits: { public: { perMinute: 2 } } });

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Hex } from 'viem';
-import { RelayerCouldNotSend } from '../../src/payments/relayer/broadcast-refusal.ts';
-import { replaceWithHigherFee, type BumpLimits, type Replacement } from '../../src/payments/relayer/fee-bump.ts';
-import { serializedSend } from '../../src/payments/relayer/relayer-queue.ts';
+import { RelayerCouldNotSend } from '../../../src/payments/relayer/broadcast-refusal.ts';
+import { replaceWithHigherFee, type BumpLimits, type Replacement } from '../../../src/payments/relayer/fee-bump.ts';
+import { serializedSend } from '../../../src/payments/relayer/relayer-queue.ts';
 
 const relayer = '0x1111111111111111111111111111111111111111';
 const gwei = 10n ** 9n;

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
-import { checkLedger } from '../../src/ledger/invariants.ts';
-import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
-import { call } from '../support/gateway.ts';
-import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
+import { checkLedger } from '../../../src/ledger/invariants.ts';
+import { openStorage, type Storage } from '../../../src/storage/database.ts';
+import { ENGINES, freshDatabaseUrl } from '../../support/engines.ts';
+import { call } from '../../support/gateway.ts';
+import { startGatewayProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * Issue 19.4: a payment recorded but never sent. `tollgate serve` stops at a test-only fail point

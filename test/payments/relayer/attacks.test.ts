@@ -2,15 +2,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import type { Hex } from 'viem';
-import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { assertLedgerAndChainAgree } from '../support/ledger.ts';
-import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
+import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
+import { devChain, startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { signEip3009, signPermit2, v2Header } from '../../support/x402-payloads.ts';
 import { erc20Abi } from 'viem';
-import { reconcilePayment } from '../../src/payments/reconciler.ts';
-import { auditCreditsOnChain } from '../../src/payments/audit.ts';
-import { injectingProxy, type Inject } from '../support/rpc-proxy.ts';
-import { resignRelayerTransaction, topupThenDropSettlement } from '../support/dropped-settlement.ts';
+import { reconcilePayment } from '../../../src/payments/reconciler.ts';
+import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
+import { injectingProxy, type Inject } from '../../support/rpc-proxy.ts';
+import { resignRelayerTransaction, topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
 
 describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (issue 23.1 review; sqlite)', () => {

@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import type { FundedAccount } from '../../src/devchain/deploy.ts';
-import { FacilitatorUnavailable, SettlementUnknown } from '../../src/payments/facilitator/facilitator.ts';
-import { ENGINES } from '../support/engines.ts';
-import { call } from '../support/gateway.ts';
-import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { createKeyProof } from '../support/siwe.ts';
-import { USD } from '../support/topup-harness.ts';
-import { until } from '../support/until.ts';
-import { signPermit2, v1Header, v2Header } from '../support/x402-payloads.ts';
+import type { FundedAccount } from '../../../src/devchain/deploy.ts';
+import { FacilitatorUnavailable, SettlementUnknown } from '../../../src/payments/facilitator/facilitator.ts';
+import { ENGINES } from '../../support/engines.ts';
+import { call } from '../../support/gateway.ts';
+import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { createKeyProof } from '../../support/siwe.ts';
+import { USD } from '../../support/topup-harness.ts';
+import { until } from '../../support/until.ts';
+import { signPermit2, v1Header, v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * Attacks on the rule "a top-up's payment never pays for chat" (issue 23.3) and on what a header

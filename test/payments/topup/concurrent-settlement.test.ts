@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { ENGINES } from '../support/engines.ts';
-import { assertLedgerAndChainAgree } from '../support/ledger.ts';
-import { rpcProxy, type RpcProxyState } from '../support/rpc-proxy.ts';
-import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { ENGINES } from '../../support/engines.ts';
+import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
+import { rpcProxy, type RpcProxyState } from '../../support/rpc-proxy.ts';
+import { devChain, startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * Issue 23.1: one relayer settling many payments at once. Each settlement is a transaction from the

@@ -1,18 +1,18 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import type { FundedAccount } from '../../src/devchain/deploy.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
-import { ENGINES } from '../support/engines.ts';
-import { call } from '../support/gateway.ts';
-import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { createKeyProof } from '../support/siwe.ts';
-import { USD } from '../support/topup-harness.ts';
-import { until } from '../support/until.ts';
-import { v2Header, type Eip3009Terms } from '../support/x402-payloads.ts';
+import type { FundedAccount } from '../../../src/devchain/deploy.ts';
+import { adjustBalance } from '../../../src/ledger/credits.ts';
+import { ENGINES } from '../../support/engines.ts';
+import { call } from '../../support/gateway.ts';
+import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { createKeyProof } from '../../support/siwe.ts';
+import { USD } from '../../support/topup-harness.ts';
+import { until } from '../../support/until.ts';
+import { v2Header, type Eip3009Terms } from '../../support/x402-payloads.ts';
 
 /**
- * A second, adversarial review of pay-per-request (issue 17.2), after test/security/pay-per-request.test.ts:
+ * A second, adversarial review of pay-per-request (issue 17.2), after test/payments/pay-per-request/attacks.test.ts:
  * who may use up a wallet's rate limit, how long a credited payment header stays a credential, and
  * the header combinations a client can send. Each test ends with the ledger invariants.
  */
@@ -22,7 +22,7 @@ const PER_MINUTE = 3;
 const MAX_TIMEOUT_SECONDS = 300;
 
 for (const engine of ENGINES) {
-  describe(`pay-per-request review (${engine})`, () => {
+  describe(`attack: a payment names its payer and purpose, and pays once (${engine})`, () => {
     let h: PayPerRequestHarness;
     let offer: PaymentRequirements;
     before(async () => {
