@@ -1,4 +1,4 @@
-import type { TopupEvent } from '../wallet/topup-client.ts';
+import type { TopupEvent } from '../gateway-client/topup-client.ts';
 
 /**
  * Progress for waits the user cannot see (a payment settling on chain). On a terminal it redraws

@@ -2,7 +2,7 @@ import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { listKeys, revokeKey, toIso } from '../../keys/api-keys.ts';
-import { REDEEM_CODE_PATTERN, REF_CODE_PATTERN } from '../../keys/codes.ts';
+import { REDEEM_CODE_PATTERN, REF_CODE_PATTERN } from '../../codes/codes.ts';
 import { createApiKey } from '../../keys/create-key.ts';
 import type { Services } from '../../services.ts';
 import { ApiError, badRequest, notFound } from '../errors.ts';
