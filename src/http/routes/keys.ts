@@ -5,7 +5,7 @@ import { listKeys, revokeKey, toIso } from '../../keys/api-keys.ts';
 import { REDEEM_CODE_PATTERN, REF_CODE_PATTERN } from '../../codes/codes.ts';
 import { createApiKey } from '../../keys/create-key.ts';
 import type { Services } from '../../services.ts';
-import { ApiError, badRequest, notFound } from '../errors.ts';
+import { ApiError, badRequest, notFound } from '../../refusal.ts';
 import { siweProofFields, type SiweGrant, type SiweProofInput } from '../siwe-proof.ts';
 import { signFor, type Operation } from '../../siwe/actions.ts';
 import { requireKeyManager } from '../wallet-auth.ts';

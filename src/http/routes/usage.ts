@@ -7,7 +7,7 @@ import { requireWalletOwner } from '../wallet-auth.ts';
 import { toIso } from '../../keys/api-keys.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { dailyUsage } from '../../usage/usage-daily.ts';
-import { badRequest } from '../errors.ts';
+import { badRequest } from '../../refusal.ts';
 
 /** The longest history GET /v1/usage/:wallet/daily returns, in days. */
 const MAX_DAYS = 90;

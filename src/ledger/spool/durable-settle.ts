@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/database.ts';
 import { DependencyUnavailable } from '../../outage.ts';
-import { isDatabaseOutage } from '../../storage/outage.ts';
+import { isDatabaseOutage } from '../../storage/database-outage.ts';
 import { finishReservation } from '../operations/finish.ts';
 import type { SettleOutcome, SettleRecord } from '../reservations.ts';
 import { applySettle, billedEarlier, type ApplyOutcome } from './apply-settle.ts';
