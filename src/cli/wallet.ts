@@ -5,7 +5,7 @@ import type { GatewayClient } from '../gateway-client/gateway-client.ts';
 import type { TransferMethod } from '../gateway-client/topup-client.ts';
 import { UsageError } from './usage-error.ts';
 import { addLimitOptions, describeLimits, limitInputFrom, type LimitOptions } from './key-limit-options.ts';
-import { topupProgress } from './progress.ts';
+import { topupProgress } from '../terminal/progress.ts';
 
 interface WalletOptions {
   gateway?: string;

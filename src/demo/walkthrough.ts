@@ -1,5 +1,5 @@
 import OpenAI, { AuthenticationError } from 'openai';
-import { topupProgress } from '../cli/progress.ts';
+import { topupProgress } from '../terminal/progress.ts';
 import { checkLedger } from '../ledger/invariants.ts';
 import { microToUsd } from '../ledger/usd.ts';
 import { GatewayClient } from '../gateway-client/gateway-client.ts';
