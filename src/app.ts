@@ -1,6 +1,7 @@
 import { newRequestId } from './http/request-id.ts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { ApiError, errorHandler, frameworkErrorHandler } from './http/errors.ts';
+import { errorHandler, frameworkErrorHandler } from './http/errors.ts';
+import { ApiError } from './refusal.ts';
 import { markRouteFamily } from './http/error-format.ts';
 import { chatRoutes } from './http/routes/chat.ts';
 import { healthRoutes } from './http/routes/health.ts';

@@ -4,7 +4,7 @@ import { countTokens } from 'gpt-tokenizer';
 import { startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { ENGINES } from '../support/engines.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
-import { FAKE_ANTHROPIC_CONTENT } from '../../src/devchain/fake-anthropic-answer.ts';
+import { FAKE_ANTHROPIC_CONTENT } from '../../src/fake-providers/fake-anthropic-answer.ts';
 
 const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 10, completion_tokens: 20 };
