@@ -12,6 +12,9 @@ const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 10, completion_tokens: 20 };
 const CHARGE = 60;
 
+/** The Response's `store` (OpenAI sends it; openai-node's type leaves it out). */
+const storeOf = (r: object) => (r as { store?: unknown }).store;
+
 const WEATHER = { type: 'function' as const, name: 'weather', description: 'Weather now', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false };
 
 /** openai-node's own Responses calls against the gateway: JSON, streams, the stream helper, tools. */
@@ -121,7 +124,7 @@ describe('openai-node responses.*', () => {
     const w = await h.wallet(FUNDS);
     const client = h.client(w.key);
     const first = await client.responses.create({ model: 'chat-small', instructions: 'Be brief.', input: 'hi' });
-    assert.equal(first.store, true);
+    assert.equal(storeOf(first), true);
     const second = await client.responses.create({ model: 'chat-small', input: 'and then?', previous_response_id: first.id });
     assert.equal(second.output_text, CONTENT);
     // OpenAI's semantics: the instructions are not carried over, the input and output are.
@@ -138,7 +141,7 @@ describe('openai-node responses.*', () => {
     const w = await h.wallet(FUNDS);
     const client = h.client(w.key);
     const final = await client.responses.stream({ model: 'chat-small', input: 'hi' }).finalResponse();
-    assert.equal(final.store, true);
+    assert.equal(storeOf(final), true);
     const got = await client.responses.retrieve(final.id);
     assert.deepEqual(got.output.map((o) => o.id), final.output.map((o) => o.id), 'the same items, by their ids');
     assert.equal(got.output_text, CONTENT);
@@ -172,7 +175,7 @@ describe('openai-node responses.*', () => {
     const w = await h.wallet(FUNDS);
     const client = h.client(w.key);
     const res = await client.responses.create({ model: 'chat-small', input: 'hi', store: false });
-    assert.equal(res.store, false);
+    assert.equal(storeOf(res), false);
     assert.equal((await rejection(client.responses.retrieve(res.id))).status, 404);
   });
 

@@ -106,7 +106,7 @@ for (const engine of ENGINES) {
       assert.equal(decodePaymentResponseHeader(response.headers.get('payment-response')!).success, true);
       await paidAndBilled(payer, h.chain.usdc, Number(response.headers.get('x-tollgate-charged-usdc')));
       // A payment is no durable identity to keep responses under: nothing is stored (store defaults to true).
-      assert.equal(data.store, false);
+      assert.equal((data as unknown as { store: boolean }).store, false);
       assert.equal((await h.gw.services.storage.db.selectFrom('stored_responses').select('id').execute()).length, 0);
     });
 
