@@ -37,8 +37,13 @@ export async function resolveStoredReferences(db: Kysely<Database>, wallet: stri
   }
 
   const given = typeof b.input === 'string' ? [{ role: 'user', content: b.input }] : Array.isArray(b.input) ? b.input : null;
-  // An input that is neither is left as it is, for the decoder's own refusal.
-  if (given === null) return { body, input: [] };
+  // An input that is neither is left as it is, for the decoder's own refusal ("input is required"),
+  // not the one for an unresolved previous_response_id.
+  if (given === null) {
+    const out: Record<string, unknown> = { ...b };
+    delete out.previous_response_id;
+    return { body: out, input: [] };
+  }
   const references = given.flatMap((item, i) => (isReference(item) ? [{ i, id: (item as { id?: unknown }).id }] : []));
   for (const r of references) {
     if (typeof r.id !== 'string' || r.id === '') throw badRequest(`input[${r.i}].id must be the id of a stored item, such as "msg_…"`, { param: `input[${r.i}].id` });

@@ -174,6 +174,16 @@ for (const engine of ENGINES) {
       assert.equal((await db.selectFrom('stored_response_items').select('id').where('response_id', '=', res.id).execute()).length, 0);
     });
 
+    test('previous_response_id without input is refused for the missing input, after the reference was checked; nothing reserved', async () => {
+      const w = await h.wallet(FUNDS);
+      const res = await stored(w.key);
+      const noInput = await post(w.key, { previous_response_id: res.id });
+      assert.equal(noInput.status, 400);
+      assert.equal((await noInput.json()).param, 'input');
+      assert.equal((await post(w.key, { previous_response_id: unknownId() })).status, 404);
+      assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS - CHARGE, locked_usdc: 0, available_usdc: FUNDS - CHARGE });
+    });
+
     test('store: false keeps nothing; a response that is kept is readable as it was delivered', async () => {
       const w = await h.wallet(FUNDS);
       const none = await post(w.key, { input: 'hi', store: false });
