@@ -79,7 +79,7 @@ function refuseStateful(b: Record<string, unknown>): void {
   }
 }
 
-/** Fields accepted and not forwarded: they change nothing a stateless, tokens-only answer carries. */
+/** Fields accepted and not forwarded: they change nothing a tokens-only answer carries (`store` is the route's). */
 function checkIgnorable(b: Record<string, unknown>): void {
   // store: read by the route, which keeps a keyed request's response unless it is false.
   if (present(b.store) && typeof b.store !== 'boolean') throw badRequest('store must be true or false', { param: 'store' });
