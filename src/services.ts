@@ -112,7 +112,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       watchRelayerGas(metrics.registry, topup.relayer, [...new Set(config.topup.offers.map((o) => o.network))], topup.clientFor, opts.logger);
     }
     // Last, once everything they use is built: they stop first in close() below.
-    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: config.chat.reservationLeaseSeconds * 1000, topup, logger: opts.logger }));
+    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: config.chat.reservationLeaseSeconds * 1000, now, topup, logger: opts.logger }));
 
     const services: Omit<Services, 'chat'> = {
       config,

@@ -340,6 +340,27 @@ export const configSchema = z
       .object({ enabled: z.boolean().default(false), minUsd: usdAmount.default(0.01) })
       .strict()
       .prefault({}),
+    // Stored Responses (POST /v1/responses with store: true, OpenAI's default): the Response is kept,
+    // under the key's wallet, so previous_response_id, item_reference and GET/DELETE
+    // /v1/responses/{id} work (docs/DECISIONS.md, "Stored responses"). A response beyond a bound is
+    // still answered and billed, and says store: false.
+    responses: z
+      .object({
+        store: z
+          .object({
+            enabled: z.boolean().default(true),
+            // OpenAI keeps stored responses for 30 days; so does Tollgate by default.
+            ttlSeconds: positiveInt.default(30 * 24 * 3600),
+            // Input items (references resolved) plus the Response, UTF-8.
+            maxBytesPerResponse: positiveInt.default(2 * 1024 * 1024),
+            maxStoredPerWallet: positiveInt.default(1000),
+            maxBytesPerWallet: positiveInt.default(256 * 1024 * 1024),
+          })
+          .strict()
+          .prefault({}),
+      })
+      .strict()
+      .prefault({}),
     metrics: z
       .object({
         enabled: z.boolean().default(true),
@@ -412,3 +433,4 @@ export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'
   siwe: Omit<ConfigFile['siwe'], 'contractWalletChainId'> & { domains: string[]; uris: string[]; contractWalletChainId: number | null };
   secrets: Secrets;
 }
+export type ResponseStoreConfig = z.infer<typeof configSchema>['responses']['store'];
