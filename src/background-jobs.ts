@@ -76,8 +76,8 @@ export interface GatewayJobSources {
   leaseMs: number;
   /** The gateway's clock (tests move it). */
   now: () => number;
-  /** The top-up service, when offers are configured: its close stops the payment reconciler. */
-  topup: { close(): Promise<void> } | null;
+  /** The top-up service, when offers are configured: the payment reconciler's pass and period. */
+  topup: { reconcile(): Promise<unknown>; reconcileEveryMs: number } | null;
   logger: Logger;
 }
 
@@ -119,10 +119,8 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
       }
     }),
   );
-  // The top-up service starts its own reconciler pass and timer when it is built (payments/service.ts);
-  // stopping it here, first, waits for a pass under way.
-  const topup = s.topup;
-  if (topup) jobs.push({ name: 'payment reconciler', start: () => undefined, stop: () => topup.close() });
+  // Stopped first: the stop waits for a pass under way, while the database is still open.
+  if (s.topup) jobs.push(paymentReconciler(s.topup, logger));
   return jobs;
 }
 
@@ -145,6 +143,29 @@ function spoolReplay(settler: DurableSettler, spool: SettleSpool, logger: Logger
       periodic.stop();
       await settler.replay().catch(() => undefined);
       spool.close();
+    },
+  };
+}
+
+/**
+ * At start-up (a crash may have left a payment settled on chain but not yet credited, or recorded
+ * but never sent), then every `reconcileEveryMs`; a pass never overlaps the one before, and the
+ * stop waits for a pass under way.
+ */
+function paymentReconciler(topup: { reconcile(): Promise<unknown>; reconcileEveryMs: number }, logger: Logger): BackgroundJob {
+  let running: Promise<unknown> | null = null;
+  const pass = () => {
+    running ??= topup.reconcile()
+      .catch((err) => logger.warn({ err: (err as Error).message }, 'payment reconciler pass failed'))
+      .finally(() => (running = null));
+  };
+  const periodic = every('payment reconciler', topup.reconcileEveryMs, pass, { atStart: true });
+  return {
+    name: periodic.name,
+    start: periodic.start,
+    async stop() {
+      periodic.stop();
+      await running;
     },
   };
 }

@@ -14,7 +14,7 @@ import { relayerLockFor } from './relayer/relayer-lock.ts';
 import type { CrossInstanceLock } from './relayer/relayer-queue.ts';
 import type { Engine } from '../storage/database.ts';
 
-/** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler. */
+/** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler's pass. */
 export interface TopupService {
   facilitator: Facilitator;
   /** The relayer's address when this gateway settles with its own key (local facilitator). */
@@ -22,11 +22,11 @@ export interface TopupService {
   clientFor(network: string): PublicClient | undefined;
   /** Refuses (throws) a contract-wallet payer outside the contract-wallet chain, before anything is recorded. */
   admitPayer(m: MatchedPayment): Promise<void>;
+  /** One reconciler pass; the gateway's background jobs run it at start-up and every `reconcileEveryMs`. */
   reconcile(): Promise<ReconcileReport>;
+  reconcileEveryMs: number;
   /** TEST ONLY fail point between record and broadcast (src/fail-points.ts); undefined normally. */
   beforeBroadcast?: () => Promise<void>;
-  /** Stops the periodic pass and waits for one under way. */
-  close(): Promise<void>;
 }
 
 /** `sendLock`: see relayer-lock.ts; without it only this process's sends are serialized. */
@@ -57,17 +57,6 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
   const releaseAfterMs = config.topup.settleWaitSeconds * 1000;
   const replaceStuck = facilitator.replaceStuck?.bind(facilitator);
   const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs, replaceStuck });
-  let running: Promise<unknown> | null = null;
-  const pass = () => {
-    running ??= reconcile()
-      .catch((err) => deps.logger.warn({ err: (err as Error).message }, 'payment reconciler pass failed'))
-      .finally(() => (running = null));
-  };
-  // At start-up: a crash may have left a payment settled on chain but not yet credited, or recorded
-  // but never sent (released once older than the settle wait).
-  pass();
-  const timer = setInterval(pass, config.topup.reconcileIntervalSeconds * 1000);
-  timer.unref();
   return {
     facilitator,
     relayer: (facilitator as Facilitator & { relayer?: string }).relayer,
@@ -75,10 +64,7 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
     admitPayer: (m) => admitPayer(m, config.siwe.contractWalletChainId, clientFor(m.identity.network)!),
     reconcile,
     beforeBroadcast: deps.hangBeforeBroadcast ? hangForever(deps.logger) : undefined,
-    async close() {
-      clearInterval(timer);
-      await running;
-    },
+    reconcileEveryMs: config.topup.reconcileIntervalSeconds * 1000,
   };
 }
 
