@@ -103,7 +103,7 @@ function offerForV1(decoded: DecodedPayment, offers: Offer[]): Offer {
   const { scheme, network } = decoded.envelope as { scheme: string; network: string };
   if (scheme !== 'exact') throw paymentMismatch(`scheme "${scheme}" is not offered; use "exact"`);
   // The stock v1 clients' names first; then the wider list @x402/evm reads v1 payloads with (same ids).
-  const wider = EVM_NETWORK_CHAIN_ID_MAP[network as keyof typeof EVM_NETWORK_CHAIN_ID_MAP] as number | undefined;
+  const wider = Object.hasOwn(EVM_NETWORK_CHAIN_ID_MAP, network) ? EVM_NETWORK_CHAIN_ID_MAP[network as keyof typeof EVM_NETWORK_CHAIN_ID_MAP] : undefined;
   const caip = caipOfV1Network(network) ?? (wider === undefined ? undefined : `eip155:${wider}`);
   if (caip === undefined) throw paymentMismatch(`network "${network}" is not an x402 v1 network name this gateway knows; pay with an entry of the 402 response's accepts`);
   const candidates = offers.filter((o) => o.requirements.network === caip && o.config.transferMethod === decoded.kind);
