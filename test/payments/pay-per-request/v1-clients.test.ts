@@ -136,67 +136,69 @@ for (const engine of ENGINES) {
   });
 }
 
-describe('attack: x402 v1 payments on pay-per-request (v1 body on)', () => {
-  let h: PayPerRequestHarness;
-  before(async () => {
-    h = await startPayPerRequestHarness('sqlite', { config: V1 });
-  });
-  after(async () => {
-    await h?.gw.assertLedger();
-    await h?.stop();
-  });
-  const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
+for (const engine of ENGINES) {
+  describe(`attack: x402 v1 payments on pay-per-request (v1 body on, ${engine})`, () => {
+    let h: PayPerRequestHarness;
+    before(async () => {
+      h = await startPayPerRequestHarness(engine, { config: V1 });
+    });
+    after(async () => {
+      await h?.gw.assertLedger();
+      await h?.stop();
+    });
+    const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
 
-  test("x402-fetch's top-up payment, sent to chat (v1 and as v2): refused, the provider is not called, credited once as a top-up", async () => {
-    const payer = await h.payer(10n);
-    const client = await v1Fetch(payer, USD);
-    const topup = await client.fetch(`${h.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 1 }) });
-    assert.equal(topup.status, 200);
-    const calls = h.fake.received.length;
-    const v1 = JSON.parse(Buffer.from(client.sent[0]!, 'base64').toString());
-    const chatOffer = decodePaymentRequiredHeader((await h.chat(BODY)).headers.get('payment-required')!).accepts[0]!;
-    for (const header of [{ 'x-payment': client.sent[0]! } as Record<string, string>, { 'payment-signature': base64Json({ x402Version: 2, accepted: { ...chatOffer, amount: String(USD) }, payload: v1.payload }) }]) {
-      const res = await h.chat(BODY, header);
-      assert.equal(res.status, 402, res.text);
-      assert.equal(res.body.error, 'PAYMENT_REJECTED');
-      assert.equal(res.body.x402Version, 1);
-    }
-    assert.equal(h.fake.received.length, calls);
-    assert.deepEqual((await rowsOf(payer)).map((p) => [p.purpose, Number(p.amount_usdc)]), [['topup', 1_000_000]]);
-    assert.equal(await h.balance(payer.address), 1_000_000);
-  });
+    test("x402-fetch's top-up payment, sent to chat (v1 and as v2): refused, the provider is not called, credited once as a top-up", async () => {
+      const payer = await h.payer(10n);
+      const client = await v1Fetch(payer, USD);
+      const topup = await client.fetch(`${h.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 1 }) });
+      assert.equal(topup.status, 200);
+      const calls = h.fake.received.length;
+      const v1 = JSON.parse(Buffer.from(client.sent[0]!, 'base64').toString());
+      const chatOffer = decodePaymentRequiredHeader((await h.chat(BODY)).headers.get('payment-required')!).accepts[0]!;
+      for (const header of [{ 'x-payment': client.sent[0]! } as Record<string, string>, { 'payment-signature': base64Json({ x402Version: 2, accepted: { ...chatOffer, amount: String(USD) }, payload: v1.payload }) }]) {
+        const res = await h.chat(BODY, header);
+        assert.equal(res.status, 402, res.text);
+        assert.equal(res.body.error, 'PAYMENT_REJECTED');
+        assert.equal(res.body.x402Version, 1);
+      }
+      assert.equal(h.fake.received.length, calls);
+      assert.deepEqual((await rowsOf(payer)).map((p) => [p.purpose, Number(p.amount_usdc)]), [['topup', 1_000_000]]);
+      assert.equal(await h.balance(payer.address), 1_000_000);
+    });
 
-  test('a v1 chat payment replayed as v1 and as v2: credited once, never a second credit', async () => {
-    const payer = await h.payer(10n);
-    const client = await v1Fetch(payer);
-    const first = await client.fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: json, body: JSON.stringify(BODY) });
-    assert.equal(first.status, 200);
-    const v1 = JSON.parse(Buffer.from(client.sent[0]!, 'base64').toString());
-    const chatOffer = decodePaymentRequiredHeader((await h.chat(BODY)).headers.get('payment-required')!).accepts[0]!;
-    await h.chat(BODY, { 'x-payment': client.sent[0]! });
-    await h.chat(BODY, { 'payment-signature': base64Json({ x402Version: 2, accepted: chatOffer, payload: v1.payload }) });
-    assert.deepEqual((await rowsOf(payer)).map((p) => [p.status, Number(p.amount_usdc)]), [['credited', CENT]]);
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD - BigInt(CENT));
-    const charged = await h.gw.services.storage.db.selectFrom('request_usage').select('charged_usdc').where('wallet', '=', payer.address.toLowerCase()).execute();
-    assert.equal(await h.balance(payer.address), CENT - charged.reduce((s, r) => s + Number(r.charged_usdc), 0));
-    assert.ok((await h.balance(payer.address)) >= 0);
-  });
+    test('a v1 chat payment replayed as v1 and as v2: credited once, never a second credit', async () => {
+      const payer = await h.payer(10n);
+      const client = await v1Fetch(payer);
+      const first = await client.fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: json, body: JSON.stringify(BODY) });
+      assert.equal(first.status, 200);
+      const v1 = JSON.parse(Buffer.from(client.sent[0]!, 'base64').toString());
+      const chatOffer = decodePaymentRequiredHeader((await h.chat(BODY)).headers.get('payment-required')!).accepts[0]!;
+      await h.chat(BODY, { 'x-payment': client.sent[0]! });
+      await h.chat(BODY, { 'payment-signature': base64Json({ x402Version: 2, accepted: chatOffer, payload: v1.payload }) });
+      assert.deepEqual((await rowsOf(payer)).map((p) => [p.status, Number(p.amount_usdc)]), [['credited', CENT]]);
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD - BigInt(CENT));
+      const charged = await h.gw.services.storage.db.selectFrom('request_usage').select('charged_usdc').where('wallet', '=', payer.address.toLowerCase()).execute();
+      assert.equal(await h.balance(payer.address), CENT - charged.reduce((s, r) => s + Number(r.charged_usdc), 0));
+      assert.ok((await h.balance(payer.address)) >= 0);
+    });
 
-  test('a v1 chat payment naming another network, or for less than the price, runs nothing and moves nothing', async () => {
-    const payer = await h.payer(1n);
-    const calls = h.fake.received.length;
-    const cent = await h.usdcPayment(payer, BigInt(CENT), { validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
-    for (const network of ['base', 'avalanche-fuji']) {
-      const res = await h.chat(BODY, { 'x-payment': v1Header(network, cent) });
-      assert.equal(res.status, 400, res.text);
-      assert.equal(res.body.error, 'PAYMENT_MISMATCH');
-    }
-    const less = await h.usdcPayment(payer, BigInt(CENT - 1), { validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
-    const short = await h.chat(BODY, { 'x-payment': v1Header('base-sepolia', less) });
-    assert.equal(short.status, 402, short.text);
-    assert.equal(short.body.error, 'PAYMENT_INSUFFICIENT');
-    assert.equal(h.fake.received.length, calls);
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), USD);
-    assert.equal((await rowsOf(payer)).length, 0);
+    test('a v1 chat payment naming another network, or for less than the price, runs nothing and moves nothing', async () => {
+      const payer = await h.payer(1n);
+      const calls = h.fake.received.length;
+      const cent = await h.usdcPayment(payer, BigInt(CENT), { validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
+      for (const network of ['base', 'avalanche-fuji']) {
+        const res = await h.chat(BODY, { 'x-payment': v1Header(network, cent) });
+        assert.equal(res.status, 400, res.text);
+        assert.equal(res.body.error, 'PAYMENT_MISMATCH');
+      }
+      const less = await h.usdcPayment(payer, BigInt(CENT - 1), { validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
+      const short = await h.chat(BODY, { 'x-payment': v1Header('base-sepolia', less) });
+      assert.equal(short.status, 402, short.text);
+      assert.equal(short.body.error, 'PAYMENT_INSUFFICIENT');
+      assert.equal(h.fake.received.length, calls);
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), USD);
+      assert.equal((await rowsOf(payer)).length, 0);
+    });
   });
-});
+}

@@ -179,107 +179,109 @@ describe('the x402 v1 402 body (topup.x402v1Body)', () => {
   });
 });
 
-describe('attack: x402 v1 payments on top-ups (v1 body on)', () => {
-  let h: TopupHarness;
-  before(async () => {
-    h = await startTopupHarness('sqlite', { config: V1 });
-  });
-  after(async () => {
-    await h?.gw.assertLedger();
-    await h?.stop();
-  });
+for (const engine of ENGINES) {
+  describe(`attack: x402 v1 payments on top-ups (v1 body on, ${engine})`, () => {
+    let h: TopupHarness;
+    before(async () => {
+      h = await startTopupHarness(engine, { config: V1 });
+    });
+    after(async () => {
+      await h?.gw.assertLedger();
+      await h?.stop();
+    });
 
-  const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
-  const v1Usdc = (payer: FundedAccount, value: bigint) =>
-    signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
+    const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
+    const v1Usdc = (payer: FundedAccount, value: bigint) =>
+      signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
 
-  test('a v1 payment replayed as v2 (and the v2 form replayed as v1) is the same payment: credited once', async () => {
-    const payer = await h.payer(10n);
-    const client = await v1Fetch(payer, 10n * USD);
-    const first = await client.fetch(`${h.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 2 }) });
-    assert.equal(first.status, 200);
-    const v1 = JSON.parse(Buffer.from(client.sent[0]!, 'base64').toString());
-    const offered = decodePaymentRequiredHeader((await h.post({ amount: 2 })).headers.get('payment-required')!).accepts[0]!;
-    const asV2 = await h.post({ amount: 2 }, { 'payment-signature': base64Json({ x402Version: 2, accepted: offered, payload: v1.payload }) });
-    const asV1Again = await h.post({ amount: 2 }, { 'x-payment': client.sent[0]! });
-    for (const r of [asV2, asV1Again]) {
-      assert.equal(r.status, 200, r.text);
-      assert.equal(r.body.credited_usdc, 2_000_000);
-    }
-    assert.equal(await h.balance(payer.address), 2_000_000);
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 8n * USD);
-    assert.equal((await rowsOf(payer)).length, 1);
-  });
+    test('a v1 payment replayed as v2 (and the v2 form replayed as v1) is the same payment: credited once', async () => {
+      const payer = await h.payer(10n);
+      const client = await v1Fetch(payer, 10n * USD);
+      const first = await client.fetch(`${h.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 2 }) });
+      assert.equal(first.status, 200);
+      const v1 = JSON.parse(Buffer.from(client.sent[0]!, 'base64').toString());
+      const offered = decodePaymentRequiredHeader((await h.post({ amount: 2 })).headers.get('payment-required')!).accepts[0]!;
+      const asV2 = await h.post({ amount: 2 }, { 'payment-signature': base64Json({ x402Version: 2, accepted: offered, payload: v1.payload }) });
+      const asV1Again = await h.post({ amount: 2 }, { 'x-payment': client.sent[0]! });
+      for (const r of [asV2, asV1Again]) {
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.body.credited_usdc, 2_000_000);
+      }
+      assert.equal(await h.balance(payer.address), 2_000_000);
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 8n * USD);
+      assert.equal((await rowsOf(payer)).length, 1);
+    });
 
-  test('the same v1 header sent twice at once, and its v2 form with it: one settlement, one credit', async () => {
-    const payer = await h.payer(10n);
-    const payload = await v1Usdc(payer, 3n * USD);
-    const offered = decodePaymentRequiredHeader((await h.post({ amount: 3 })).headers.get('payment-required')!).accepts[0]!;
-    const results = await Promise.all([
-      h.post({ amount: 3 }, { 'x-payment': v1Header('base-sepolia', payload) }),
-      h.post({ amount: 3 }, { 'x-payment': v1Header('base-sepolia', payload) }),
-      h.post({ amount: 3 }, { 'payment-signature': base64Json({ x402Version: 2, accepted: offered, payload }) }),
-    ]);
-    for (const r of results) assert.ok([200, 202, 503].includes(r.status), `${r.status} ${r.text}`);
-    assert.ok(results.some((r) => r.status === 200));
-    assert.equal(await h.balance(payer.address), 3_000_000);
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 7n * USD);
-    assert.equal((await rowsOf(payer)).length, 1);
-  });
+    test('the same v1 header sent twice at once, and its v2 form with it: one settlement, one credit', async () => {
+      const payer = await h.payer(10n);
+      const payload = await v1Usdc(payer, 3n * USD);
+      const offered = decodePaymentRequiredHeader((await h.post({ amount: 3 })).headers.get('payment-required')!).accepts[0]!;
+      const results = await Promise.all([
+        h.post({ amount: 3 }, { 'x-payment': v1Header('base-sepolia', payload) }),
+        h.post({ amount: 3 }, { 'x-payment': v1Header('base-sepolia', payload) }),
+        h.post({ amount: 3 }, { 'payment-signature': base64Json({ x402Version: 2, accepted: offered, payload }) }),
+      ]);
+      for (const r of results) assert.ok([200, 202, 503].includes(r.status), `${r.status} ${r.text}`);
+      assert.ok(results.some((r) => r.status === 200));
+      assert.equal(await h.balance(payer.address), 3_000_000);
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 7n * USD);
+      assert.equal((await rowsOf(payer)).length, 1);
+    });
 
-  test('a v1 payment naming another network (base, polygon, an unknown name) is refused before settling; nothing moves', async () => {
-    const payer = await h.payer(5n);
-    const payload = await v1Usdc(payer, USD);
-    for (const network of ['base', 'polygon', 'base-mainnet', 'ethereum']) {
-      const res = await h.post({ amount: 1 }, { 'x-payment': v1Header(network, payload) });
-      assert.equal(res.status, 400, `${network}: ${res.text}`);
-      assert.equal(res.body.error, 'PAYMENT_MISMATCH');
-    }
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
-    assert.equal((await rowsOf(payer)).length, 0);
-  });
+    test('a v1 payment naming another network (base, polygon, an unknown name) is refused before settling; nothing moves', async () => {
+      const payer = await h.payer(5n);
+      const payload = await v1Usdc(payer, USD);
+      for (const network of ['base', 'polygon', 'base-mainnet', 'ethereum']) {
+        const res = await h.post({ amount: 1 }, { 'x-payment': v1Header(network, payload) });
+        assert.equal(res.status, 400, `${network}: ${res.text}`);
+        assert.equal(res.body.error, 'PAYMENT_MISMATCH');
+      }
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+      assert.equal((await rowsOf(payer)).length, 0);
+    });
 
-  test('a v1 payment signed on another chain id but naming base-sepolia fails verification; nothing moves', async () => {
-    const payer = await h.payer(5n);
-    const payload = await signEip3009({ token: h.chain.usdc, chainId: 8453, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: USD, validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
-    const res = await h.post({ amount: 1 }, { 'x-payment': v1Header('base-sepolia', payload) });
-    assert.equal(res.status, 402, res.text);
-    assert.equal(res.body.error, 'PAYMENT_REJECTED');
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
-    assert.equal(await h.balance(payer.address), 0);
-  });
+    test('a v1 payment signed on another chain id but naming base-sepolia fails verification; nothing moves', async () => {
+      const payer = await h.payer(5n);
+      const payload = await signEip3009({ token: h.chain.usdc, chainId: 8453, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: USD, validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
+      const res = await h.post({ amount: 1 }, { 'x-payment': v1Header('base-sepolia', payload) });
+      assert.equal(res.status, 402, res.text);
+      assert.equal(res.body.error, 'PAYMENT_REJECTED');
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 5n * USD);
+      assert.equal(await h.balance(payer.address), 0);
+    });
 
-  test('amount changed: a v1 payment for $2 on a $5 top-up is refused; its value edited after signing fails verification', async () => {
-    const payer = await h.payer(10n);
-    const payload = await v1Usdc(payer, 2n * USD);
-    const short = await h.post({ amount: 5 }, { 'x-payment': v1Header('base-sepolia', payload) });
-    assert.equal(short.status, 400, short.text);
-    assert.equal(short.body.error, 'PAYMENT_MISMATCH');
-    const edited = { ...payload, authorization: { ...payload.authorization, value: String(5n * USD) } };
-    const forged = await h.post({ amount: 5 }, { 'x-payment': v1Header('base-sepolia', edited) });
-    assert.equal(forged.status, 402, forged.text);
-    assert.equal(forged.body.error, 'PAYMENT_REJECTED');
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD);
-    assert.equal(await h.balance(payer.address), 0);
-  });
+    test('amount changed: a v1 payment for $2 on a $5 top-up is refused; its value edited after signing fails verification', async () => {
+      const payer = await h.payer(10n);
+      const payload = await v1Usdc(payer, 2n * USD);
+      const short = await h.post({ amount: 5 }, { 'x-payment': v1Header('base-sepolia', payload) });
+      assert.equal(short.status, 400, short.text);
+      assert.equal(short.body.error, 'PAYMENT_MISMATCH');
+      const edited = { ...payload, authorization: { ...payload.authorization, value: String(5n * USD) } };
+      const forged = await h.post({ amount: 5 }, { 'x-payment': v1Header('base-sepolia', edited) });
+      assert.equal(forged.status, 402, forged.text);
+      assert.equal(forged.body.error, 'PAYMENT_REJECTED');
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD);
+      assert.equal(await h.balance(payer.address), 0);
+    });
 
-  test('a Permit2 entry (USDT) forced into the v1 body: x402-fetch signs EIP-3009 for USDT, which the gateway refuses; no token moves', async () => {
-    const payer = await h.payer(10n);
-    // A man in the middle rewrites the v1 body: the v2 header's Permit2 entry, named the v1 way.
-    const rewriting: typeof fetch = async (input, init) => {
-      const res = await fetch(input, init);
-      if (res.status !== 402 || (init?.headers as Record<string, string>)['X-PAYMENT']) return res;
-      const v2 = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
-      const usdt = v2.accepts.find((a) => a.extra?.assetTransferMethod === 'permit2')!;
-      const forced = { ...usdt, network: 'base-sepolia', maxAmountRequired: usdt.amount, resource: v2.resource.url, description: 'x', mimeType: 'application/json' };
-      return new Response(JSON.stringify({ x402Version: 1, error: 'PAYMENT_REQUIRED', accepts: [forced] }), { status: 402, headers: res.headers });
-    };
-    const signer = await createSigner('base-sepolia', payer.privateKey);
-    const res = await wrapV1Fetch(rewriting, signer as never, 10n * USD)(`${h.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 1 }) });
-    assert.equal(res.status, 402, await res.clone().text());
-    assert.equal((await res.json()).error, 'PAYMENT_REJECTED');
-    assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD);
-    assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD);
-    assert.equal(await h.balance(payer.address), 0);
+    test('a Permit2 entry (USDT) forced into the v1 body: x402-fetch signs EIP-3009 for USDT, which the gateway refuses; no token moves', async () => {
+      const payer = await h.payer(10n);
+      // A man in the middle rewrites the v1 body: the v2 header's Permit2 entry, named the v1 way.
+      const rewriting: typeof fetch = async (input, init) => {
+        const res = await fetch(input, init);
+        if (res.status !== 402 || (init?.headers as Record<string, string>)['X-PAYMENT']) return res;
+        const v2 = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
+        const usdt = v2.accepts.find((a) => a.extra?.assetTransferMethod === 'permit2')!;
+        const forced = { ...usdt, network: 'base-sepolia', maxAmountRequired: usdt.amount, resource: v2.resource.url, description: 'x', mimeType: 'application/json' };
+        return new Response(JSON.stringify({ x402Version: 1, error: 'PAYMENT_REQUIRED', accepts: [forced] }), { status: 402, headers: res.headers });
+      };
+      const signer = await createSigner('base-sepolia', payer.privateKey);
+      const res = await wrapV1Fetch(rewriting, signer as never, 10n * USD)(`${h.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 1 }) });
+      assert.equal(res.status, 402, await res.clone().text());
+      assert.equal((await res.json()).error, 'PAYMENT_REJECTED');
+      assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD);
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD);
+      assert.equal(await h.balance(payer.address), 0);
+    });
   });
-});
+}
