@@ -5,6 +5,7 @@ import { extendLeases } from './ledger/reservations.ts';
 import type { DurableSettler } from './ledger/spool/durable-settle.ts';
 import type { SettleSpool } from './ledger/spool/spool-file.ts';
 import { pruneSessions } from './sessions/store.ts';
+import { pruneExpiredResponses } from './stored-responses/store.ts';
 import { pruneNonces } from './siwe/nonce-store.ts';
 import type { Storage } from './storage/database.ts';
 
@@ -73,6 +74,8 @@ export interface GatewayJobSources {
   spool: SettleSpool;
   inflight: ReadonlySet<InflightRequest>;
   leaseMs: number;
+  /** The gateway's clock (tests move it). */
+  now: () => number;
   /** The top-up service, when offers are configured: its close stops the payment reconciler. */
   topup: { close(): Promise<void> } | null;
   logger: Logger;
@@ -89,6 +92,13 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
     every('SIWE and session pruning', 60_000, () => {
       pruneNonces(storage.db).catch((err) => logger.warn({ err }, 'pruning used SIWE nonces failed'));
       pruneSessions(storage.db).catch((err) => logger.warn({ err }, 'pruning ended dashboard sessions failed'));
+    }),
+    // Expired stored responses are never read (every read checks expires_at); this only frees their
+    // space, a bounded batch a minute.
+    every('stored response expiry', 60_000, () => {
+      pruneExpiredResponses(storage.db, s.now())
+        .then((n) => n && logger.info({ pruned: n }, 'removed expired stored responses'))
+        .catch((err) => logger.warn({ err }, 'pruning expired stored responses failed'));
     }),
     spoolReplay(settler, s.spool, logger),
     // A crashed instance leaves reservations pending; once their lease runs out they are voided, so

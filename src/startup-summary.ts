@@ -1,4 +1,4 @@
-import type { Config } from './config/load.ts';
+import type { Config } from './config/schema.ts';
 import { providersMissingKeys, type MissingProviderKey } from './providers/provider-keys.ts';
 import { redactDatabaseUrl } from './storage/redact-url.ts';
 import { v1Exclusions } from './payments/x402-v1.ts';

@@ -24,8 +24,9 @@ export function llmsTxt(publicUrl: string): string {
    (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a "loosen-key" proof; null removes one).
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
-   Also billed the same way: POST ${base}/v1/responses (OpenAI's Responses API, stateless: send the
-   whole conversation; previous_response_id and built-in tools are refused), and POST
+   Also billed the same way: POST ${base}/v1/responses (OpenAI's Responses API; with a key, a
+   response is stored for 30 days unless "store": false, so previous_response_id, item_reference
+   and GET/DELETE ${base}/v1/responses/<id> work; built-in tools are refused), and POST
    ${base}/v1/messages (Anthropic's Messages API, key in x-api-key or Bearer; Anthropic SDKs and
    Claude Code take base URL ${base}; its errors are Anthropic's {"type":"error","error":{...}}).
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.

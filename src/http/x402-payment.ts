@@ -1,7 +1,7 @@
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import type { Services } from '../services.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../refusal.ts';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
 import { invalidPayment } from '../payments/decode.ts';
 import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../payments/offers.ts';

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { parseGwei, type Hex, type PublicClient } from 'viem';
 import type { ChainReaders } from '../chain/readers.ts';
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 import type { Database } from '../storage/schema.ts';
 import type { Facilitator } from './facilitator/facilitator.ts';
 import { localFacilitator } from './facilitator/local-facilitator.ts';
@@ -23,7 +23,7 @@ export interface TopupService {
   /** Refuses (throws) a contract-wallet payer outside the contract-wallet chain, before anything is recorded. */
   admitPayer(m: MatchedPayment): Promise<void>;
   reconcile(): Promise<ReconcileReport>;
-  /** TEST ONLY fail point between record and broadcast (config.testHooks); undefined normally. */
+  /** TEST ONLY fail point between record and broadcast (src/fail-points.ts); undefined normally. */
   beforeBroadcast?: () => Promise<void>;
   /** Stops the periodic pass and waits for one under way. */
   close(): Promise<void>;
@@ -47,7 +47,7 @@ export function createFacilitator(config: Config, sendLock?: CrossInstanceLock):
 }
 
 /** Null when no offers are configured: top-ups are then off and /v1/topup says so. */
-export function createTopupService(config: Config, deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number }): TopupService | null {
+export function createTopupService(config: Config, deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number; hangBeforeBroadcast?: boolean }): TopupService | null {
   if (config.topup.offers.length === 0) return null;
   const facilitator = createFacilitator(config, relayerLockFor(deps.engine, deps.db, config.topup.relayer.sendWaitSeconds * 1000));
   const clientFor = (network: string) => {
@@ -74,7 +74,7 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
     clientFor,
     admitPayer: (m) => admitPayer(m, config.siwe.contractWalletChainId, clientFor(m.identity.network)!),
     reconcile,
-    beforeBroadcast: config.testHooks.hangBeforeBroadcast ? hangForever(deps.logger) : undefined,
+    beforeBroadcast: deps.hangBeforeBroadcast ? hangForever(deps.logger) : undefined,
     async close() {
       clearInterval(timer);
       await running;

@@ -10,6 +10,8 @@ import { refuseUnconfiguredProvider } from '../provider-ready.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import { clientBucket } from '../client-bucket.ts';
 import { exchangeOf } from '../reply-sink.ts';
+import { responsesInbound } from '../../protocols/openai-responses/inbound.ts';
+import { prepareResponsesRequest } from '../stored-responses.ts';
 
 /** The key each chat request was authenticated with, set before its body is read. */
 const keyOf = new WeakMap<FastifyRequest, KeyRow>();
@@ -50,10 +52,13 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
         const { payPerRequest } = await import('../pay-per-request.ts');
         return payPerRequest(services, request, reply, inbound);
       }
-      const plan = planInbound(inbound, request.body, services.catalog, services.config);
+      // Responses: references to the wallet's stored responses become the items they name, so
+      // the plan below bounds and reserves the whole conversation.
+      const prepared = inbound === responsesInbound ? await prepareResponsesRequest(services, request, key) : { body: request.body };
+      const plan = planInbound(inbound, prepared.body, services.catalog, services.config);
       assertModelAllowed(key, plan.model.id);
       refuseUnconfiguredProvider(services, request, plan);
-      const reserved = await runChat(services.chat, exchangeOf(request, reply, inbound), key, plan);
+      const reserved = await runChat(services.chat, { ...exchangeOf(request, reply, inbound), keeper: prepared.keeper }, key, plan);
       if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
       return reply;
     });

@@ -5,7 +5,7 @@ import type { Services } from '../../services.ts';
 import { decodePaymentHeader } from '../../payments/decode.ts';
 import { buildOffers, parseTopupAmount } from '../../payments/offers.ts';
 import type { PaymentRow } from '../../payments/payment-store.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { settleMatched } from '../../payments/settle-matched.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from '../x402-payment.ts';
