@@ -129,6 +129,14 @@ export function runUntilSignalled(config: Config): Promise<void> {
       for (const { provider, variable } of summary.providersWithoutKey) {
         logger.warn({ provider, variable }, `provider ${provider} has no API key: set ${variable} and restart; until then its models answer 503 PROVIDER_NOT_CONFIGURED`);
       }
+      if (summary.x402v1BodyOmits.length > 0) {
+        const left = summary.x402v1BodyOmits.map((o) => `${o.name} ${o.asset} on ${o.network} (${o.reason})`).join('; ');
+        const none = summary.x402v1BodyOmits.length === config.topup.offers.length;
+        logger.warn(
+          { omitted: summary.x402v1BodyOmits },
+          `topup.x402v1Body: the x402 v1 402 body leaves out ${left}. ${none ? 'No offer is left for x402 v1 clients' : 'x402 v1 clients cannot pay those'}; x402 v2 clients (the PAYMENT-REQUIRED header) can pay every offer`,
+        );
+      }
       return () => server.stop();
     },
     // A last resort if closing the database itself hangs.

@@ -314,6 +314,11 @@ export const configSchema = z
         settleWaitSeconds: positiveInt.default(30),
         reconcileIntervalSeconds: positiveInt.default(30),
         offers: z.array(offer).default([]),
+        // The 402 body of top-ups and pay-per-request in x402 v1 (x402Version 1, v1 network names,
+        // resource, description, mimeType) for the stock v1 clients (x402-fetch 1.x, x402-axios),
+        // which read only the body. PAYMENT-REQUIRED stays v2 either way. Off by default: the
+        // specification's 402 body is v2 (CAIP-2 networks). See payments/x402-v1.ts.
+        x402v1Body: z.boolean().default(false),
         facilitator: facilitator.prefault({ type: 'local' }),
         // The local facilitator's relayer (docs/operations.md, "The relayer"): how long a settlement
         // waits for its turn to send (the in-process queue, then the PostgreSQL lock's lock_timeout)

@@ -95,8 +95,11 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           required: ['scheme', 'network', 'amount', 'maxAmountRequired', 'asset', 'payTo', 'maxTimeoutSeconds', 'extra'],
           properties: {
             scheme: { const: 'exact' },
-            network: { type: 'string', examples: ['eip155:8453'] },
+            network: { type: 'string', examples: ['eip155:8453'], description: 'CAIP-2; in an x402 v1 body (topup.x402v1Body) the v1 name, e.g. base-sepolia' },
             amount: { type: 'string' },
+            resource: { type: 'string', description: 'x402 v1 body only: the URL of the endpoint paid for' },
+            description: { type: 'string', description: 'x402 v1 body only' },
+            mimeType: { type: 'string', description: 'x402 v1 body only' },
             maxAmountRequired: { type: 'string' },
             asset: { type: 'string' },
             payTo: { type: 'string' },
@@ -110,7 +113,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
         PaymentRequired: {
           type: 'object',
           properties: {
-            x402Version: { const: 2 },
+            x402Version: { enum: [1, 2], description: '2; 1 when the operator set topup.x402v1Body (the PAYMENT-REQUIRED header is always 2)' },
             error: { type: 'string' },
             message: { type: 'string' },
             resource: { type: 'object' },

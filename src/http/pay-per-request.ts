@@ -42,7 +42,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
     askForPayment(
       reply,
-      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${inbound.path}`, offers, code, message, description: DESCRIPTION },
+      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${inbound.path}`, offers, code, message, description: DESCRIPTION, v1Body: config.topup.x402v1Body },
       { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
     );
 
