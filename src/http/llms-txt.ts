@@ -12,7 +12,7 @@ export function llmsTxt(publicUrl: string): string {
 1. Models and prices (USD per 1M tokens, cached parts at their own prices): GET ${base}/v1/models,
    or one: GET ${base}/v1/models/<id> (openai/gpt-4o-mini, or a bare name one provider alone offers).
 2. Top up: POST ${base}/v1/topup with {"amount": <USD, at least 1>}. The 402 answer lists "accepts"
-   (also base64 in the PAYMENT-REQUIRED header). Sign one entry with an x402 client
+   (also base64 in the PAYMENT-REQUIRED header, always x402 v2; the body is x402 v1 where the operator turned that on for v1 clients). Sign one entry with an x402 client
    (@x402/fetch + @x402/evm; raise its spend controls above $1) and send the same body again with
    the PAYMENT-SIGNATURE header. 200 means credited; 202 means pending: do not pay again.
 3. API key: POST ${base}/v1/auth/keys with {"message", "signature"}: a fresh EIP-4361 (SIWE)

@@ -215,7 +215,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           summary: 'OpenAI chat completions, streaming or not; reserved before and billed after the provider call',
           description:
             'With an API key: billed against its wallet. Without an Authorization header, when the operator enabled payPerRequest: pay-per-request x402. ' +
-            "The request is validated first (400, never an offer), then answered 402 with an x402 v2 offer (body and PAYMENT-REQUIRED header) for its reservation rounded up to payPerRequest.minUsd. " +
+            "The request is validated first (400, never an offer), then answered 402 with an x402 offer: the PAYMENT-REQUIRED header is always x402 v2, the body is v2 too unless topup.x402v1Body makes it x402 v1 for v1 clients; for its reservation rounded up to payPerRequest.minUsd. " +
             'The same request sent again with PAYMENT-SIGNATURE (v2) or X-Payment (v1) is settled, credited once to the payer, and run billed against the payer\'s wallet; the unspent part stays in its balance (GET /v1/usage/{wallet}, key "x402 pay-per-request"). ' +
             'A replayed payment credits nothing more and runs only while its authorization is valid and the balance covers the request.',
           security: [{ bearer: [] }, { x402: [] }],
