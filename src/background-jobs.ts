@@ -94,7 +94,8 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
       pruneSessions(storage.db).catch((err) => logger.warn({ err }, 'pruning ended dashboard sessions failed'));
     }),
     // Expired stored responses are never read (every read checks expires_at); this only frees their
-    // space, a bounded batch a minute.
+    // space: batches of 500 until one comes back short or 2 s have passed, so it keeps up with a
+    // gateway storing more than a batch a minute.
     every('stored response expiry', 60_000, () => {
       pruneExpiredResponses(storage.db, s.now())
         .then((n) => n && logger.info({ pruned: n }, 'removed expired stored responses'))

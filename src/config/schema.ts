@@ -346,7 +346,7 @@ export const configSchema = z
       .strict()
       .prefault({}),
     // Stored Responses (POST /v1/responses with store: true, OpenAI's default): the Response is kept,
-    // under the key's wallet, so previous_response_id, item_reference and GET/DELETE
+    // under the API key that asked (only it reads it), so previous_response_id, item_reference and GET/DELETE
     // /v1/responses/{id} work (docs/DECISIONS.md, "Stored responses"). A response beyond a bound is
     // still answered and billed, and says store: false.
     responses: z

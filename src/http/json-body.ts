@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { badRequest } from '../refusal.ts';
 
 export interface JsonBounds {
@@ -61,6 +61,17 @@ function nextNonSpace(body: Buffer, from: number): number | undefined {
   return body[i];
 }
 
+const receivedBytes = new WeakMap<FastifyRequest, number>();
+
+/**
+ * The size of a JSON request body as it was received, before parsing; when the parser did not see
+ * it, the size of the parsed body serialised again. Stored Responses bound a request's expansion by
+ * it (src/stored-responses/resolve.ts).
+ */
+export function jsonBodyBytes(request: FastifyRequest): number {
+  return receivedBytes.get(request) ?? Buffer.byteLength(JSON.stringify(request.body) ?? '');
+}
+
 /**
  * Replaces Fastify's JSON parser with one that checks the bounds first and then parses as Fastify
  * does (including its __proto__ and constructor.prototype refusals).
@@ -70,6 +81,7 @@ export function boundedJsonParser(app: FastifyInstance, bounds: JsonBounds): voi
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const raw = body as Buffer;
+    receivedBytes.set(request, raw.length);
     const problem = jsonBoundsProblem(raw, bounds);
     if (problem) {
       done(badRequest(`request body refused: ${problem}; send a flatter, smaller JSON document`), undefined);

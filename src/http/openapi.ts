@@ -240,7 +240,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           description:
             'input (a string, or messages with role user/assistant/system/developer and input_text/input_image/input_file parts, function_call and function_call_output items), instructions (a system message), ' +
             'function tools, tool_choice, max_output_tokens (the output bound, as max_tokens), temperature, top_p, parallel_tool_calls, text.format (json_object, json_schema), reasoning.effort, user, stream. ' +
-            'With an API key and store not false (OpenAI\'s default), the billed Response is kept under the key\'s wallet for responses.store.ttlSeconds (30 days by default): previous_response_id prepends its input and output, item_reference items are replaced by the stored items, and both count in the reservation as if sent inline; another wallet\'s, expired or unknown ids are 404. A response beyond a storage bound is delivered and billed with store: false (header x-tollgate-store: not-stored; reason=…). Pay-per-request keeps nothing (store: false; references are 400s). conversation, prompt and background are 400s. ' +
+            'With an API key and store not false (OpenAI\'s default), the billed Response is kept under the API key for responses.store.ttlSeconds (30 days by default), readable and continuable by that key only: previous_response_id prepends its input and output, item_reference items are replaced by the stored items, and both count in the reservation as if sent inline; a request that would expand past limits.chatBodyBytes is a 413; another key\'s (of the same wallet too), another wallet\'s, expired or unknown ids are 404. A response beyond a storage bound is delivered and billed with store: false (header x-tollgate-store: not-stored; reason=…). Pay-per-request keeps nothing (store: false; references are 400s). conversation, prompt and background are 400s. ' +
             "Built-in tools (web_search, file_search, computer_use_preview, code_interpreter, image_generation, mcp…) and a non-empty include are 400s naming them. Streams use the Responses events (response.created … response.completed with usage); a provider failure mid-stream is an error event and response.failed, and nothing is charged.",
           security: [{ bearer: [] }, { x402: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'input'] } } } },
@@ -249,7 +249,8 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             400: error('VALIDATION_ERROR (param names the Responses field); pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
             401: error('UNAUTHORIZED'),
             402: error('as POST /v1/chat/completions: INSUFFICIENT_BALANCE, KEY_LIMIT_EXCEEDED, or a pay-per-request offer'),
-            404: error('NOT_FOUND: previous_response_id or an item_reference names nothing this wallet has stored (param names which); nothing reserved'),
+            404: error('NOT_FOUND: previous_response_id or an item_reference names nothing this API key has stored (param names which); nothing reserved'),
+            413: error('PAYLOAD_TOO_LARGE: the body, or the conversation it expands to with its stored references, is over limits.chatBodyBytes (expanded_bytes, limit_bytes); nothing reserved'),
             403: error('MODEL_NOT_ALLOWED'),
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
@@ -260,7 +261,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       '/v1/responses/{id}': {
         get: {
           summary: 'A stored Response, as it was delivered (OpenAI\'s responses.retrieve)',
-          description: 'Any API key of the wallet that stored it. Another wallet\'s, expired, deleted and unknown ids are the same 404.',
+          description: 'Only the API key that stored it. Another key\'s (of the same wallet too), another wallet\'s, expired, deleted and unknown ids are the same 404.',
           security: [{ bearer: [] }],
           parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
           responses: { 200: ok('the Response object', { type: 'object' }), 401: error('UNAUTHORIZED'), 404: error('NOT_FOUND'), 429: error('RATE_LIMITED') },

@@ -217,17 +217,19 @@ export interface StoredResponseTable {
   api_key_id: number;
   created_at: number;
   expires_at: number;
-  /** UTF-8 size of input_json plus response_json. */
+  /** UTF-8 size of input_json, response_json and the item_json of its items: all it keeps. */
   bytes: number;
   input_json: string;
   response_json: string;
 }
 
-/** Migration 009: an output item of a stored response, by its id. */
+/** Migration 009: an output item of a stored response, by its id, with its JSON and that JSON's UTF-8 size. */
 export interface StoredResponseItemTable {
   id: string;
   response_id: string;
   output_index: number;
+  bytes: number;
+  item_json: string;
 }
 
 export interface Database {

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { AnswerKeeper, KeptAnswer } from '../chat/sink.ts';
 import type { Database } from '../storage/schema.ts';
-import { saveResponse, storedBytes, walletHolding } from './store.ts';
+import { saveResponse, storedRow, walletHolding } from './store.ts';
 
 /** The bounds of responses.store (config). */
 export interface StoreBounds {
@@ -26,8 +26,10 @@ export interface KeeperSources {
 export type NotStored = 'too_large' | 'wallet_full' | 'unavailable';
 
 /**
- * Keeps a billed Response (the chat core calls it after the settle, before the answer's last byte,
- * so a client that reads the answer can refer to it at once). A response beyond a bound, or one
+ * Keeps a billed Response under the key that asked for it: only that key reads, continues or
+ * deletes it, while the per-wallet bounds count all of the wallet's keys together. The chat core
+ * calls it after the settle, before the answer's last byte, so a client that reads the answer can
+ * refer to it at once. `bytes` counts the row and its items' copies. A response beyond a bound, or one
  * the database would not take, is still delivered (it is paid for): it says `store: false`, and a
  * JSON answer carries `x-tollgate-store: not-stored; reason=…`.
  */
@@ -44,7 +46,9 @@ export function responseKeeper(s: KeeperSources): AnswerKeeper {
 
 async function store(s: KeeperSources, response: Record<string, unknown> & { id: string; output: unknown[] }): Promise<NotStored | null> {
   const stored = { ...response, store: true };
-  const { bytes } = storedBytes(s.input, stored);
+  // What the row and its items' copies take, serialised once here and written as is.
+  const row = storedRow(s.input, stored);
+  const { bytes } = row;
   const { bounds } = s;
   if (bytes > bounds.maxBytesPerResponse) return notStored(s, response.id, 'too_large', { bytes, maxBytesPerResponse: bounds.maxBytesPerResponse });
   const now = s.now();
@@ -55,7 +59,7 @@ async function store(s: KeeperSources, response: Record<string, unknown> & { id:
     if (holding.count >= bounds.maxStoredPerWallet || holding.bytes + bytes > bounds.maxBytesPerWallet) {
       return notStored(s, response.id, 'wallet_full', { ...holding, maxStoredPerWallet: bounds.maxStoredPerWallet, maxBytesPerWallet: bounds.maxBytesPerWallet });
     }
-    await saveResponse(s.db, { id: response.id, wallet: s.wallet, apiKeyId: s.apiKeyId, input: s.input, response: stored, now, expiresAt: now + bounds.ttlSeconds * 1000 });
+    await saveResponse(s.db, { id: response.id, wallet: s.wallet, apiKeyId: s.apiKeyId, input: s.input, response: stored, now, expiresAt: now + bounds.ttlSeconds * 1000 }, row);
     return null;
   } catch (err) {
     return notStored(s, response.id, 'unavailable', { err });

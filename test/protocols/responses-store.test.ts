@@ -14,7 +14,7 @@ const CONTENT = 'Hello from the fake provider, a stand-in for a paid model.';
 const TTL_SECONDS = 3600;
 
 /**
- * Stored Responses on both engines (docs/DECISIONS.md, "Stored responses"): ownership by wallet, the
+ * Stored Responses on both engines (docs/DECISIONS.md, "Stored responses"): ownership by the API key, the
  * bounds, expiry, the prompt bound of referenced items, and what is never stored. The ledger
  * invariants are checked after every test.
  */
@@ -78,19 +78,37 @@ for (const engine of ENGINES) {
       assert.equal((await get(owner.key, res.id)).status, 200);
     });
 
-    test('ownership is the wallet: another key of the same wallet reads, continues and deletes it; a revoked key is 401 and its responses stay the wallet\'s', async () => {
+    test('ownership is the key: another key of the same wallet gets the same 404 as a missing id (GET, DELETE, previous_response_id, item_reference); the key that stored it still reads it; once that key is revoked it is 401 and its responses stay unreachable', async () => {
       const w = await h.wallet(FUNDS);
       const res = await stored(w.key);
       const second = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(w.account));
       assert.equal(second.status, 201, second.text);
+      const other: string = second.body.key;
+      const missing = unknownId();
+      assert.equal(await refusal(await get(other, res.id), res.id), await refusal(await get(other, missing), missing));
+      assert.equal(await refusal(await get(other, res.id, 'DELETE'), res.id), await refusal(await get(other, missing, 'DELETE'), missing));
+      assert.equal(
+        await refusal(await post(other, { input: 'and?', previous_response_id: res.id }), res.id),
+        await refusal(await post(other, { input: 'and?', previous_response_id: missing }), missing),
+      );
+      const item = res.output[0]!.id;
+      const missingItem = `msg_${'0'.repeat(32)}`;
+      assert.equal(
+        await refusal(await post(other, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: item }] }), item),
+        await refusal(await post(other, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: missingItem }] }), missingItem),
+      );
+      assert.equal(h.fake.received.length, 1, 'only the request that stored it reached the provider');
+      // The other key's DELETE removed nothing: the key that stored it reads and continues it.
+      const read = await get(w.key, res.id);
+      assert.equal(read.status, 200);
+      assert.equal((await read.json()).id, res.id);
+      assert.equal((await post(w.key, { input: 'and?', previous_response_id: res.id, store: false })).status, 200);
+      assert.deepEqual(h.fake.received[1]!.body.messages, [{ role: 'user', content: 'hi' }, { role: 'assistant', content: CONTENT }, { role: 'user', content: 'and?' }]);
+      // Rotation: the revoked key is a 401, and no other key of the wallet reaches what it stored.
       const revoked = await call(h.gw.url, 'DELETE', `/v1/auth/keys/${w.keyId}`, await siweProof(w.account));
       assert.equal(revoked.status, 200, revoked.text);
       assert.equal((await get(w.key, res.id)).status, 401);
-      const read = await get(second.body.key, res.id);
-      assert.equal(read.status, 200);
-      assert.equal((await read.json()).id, res.id);
-      assert.equal((await post(second.body.key, { input: 'and?', previous_response_id: res.id })).status, 200);
-      assert.deepEqual(h.fake.received[1]!.body.messages, [{ role: 'user', content: 'hi' }, { role: 'assistant', content: CONTENT }, { role: 'user', content: 'and?' }]);
+      assert.equal((await get(other, res.id)).status, 404);
     });
 
     test('a response whose request failed is never stored: the id from response.created is a 404, nothing charged', async () => {
@@ -193,6 +211,50 @@ for (const engine of ENGINES) {
       assert.equal(res.headers.get('x-tollgate-store'), 'stored');
       const body = await res.json();
       assert.deepEqual(await (await get(w.key, body.id)).json(), body);
+    });
+
+    test('the expansion bound: references are sized from the item rows before any JSON is loaded; past limits.chatBodyBytes a 413 says how big and what to do, nothing reserved; under it the request goes on', async () => {
+      const w = await h.wallet(FUNDS);
+      h.fake.behaviour = { usage: USAGE, content: 'word '.repeat(3_000) }; // a 15 KB answer: stored (under maxBytesPerResponse with its item copy)
+      const first = await stored(w.key);
+      assert.equal(first.store, true);
+      h.fake.behaviour = { usage: USAGE };
+      const db = h.gw.services.storage.db;
+      const itemRow = await db.selectFrom('stored_response_items').select(['bytes', 'item_json']).where('id', '=', first.output[0]!.id).executeTakeFirstOrThrow();
+      assert.equal(Number(itemRow.bytes), Buffer.byteLength(itemRow.item_json));
+      assert.deepEqual(JSON.parse(itemRow.item_json), first.output[0]);
+      const row = await db.selectFrom('stored_responses').select(['bytes', 'input_json', 'response_json']).where('id', '=', first.id).executeTakeFirstOrThrow();
+      assert.equal(Number(row.bytes), Buffer.byteLength(row.input_json) + Buffer.byteLength(row.response_json) + Number(itemRow.bytes), 'the per-wallet bound counts the item copies');
+
+      const limit = 4 * 1024 * 1024; // limits.chatBodyBytes, the default
+      const refs = Math.ceil(limit / Number(itemRow.bytes)) + 1;
+      const body = JSON.stringify({ model: 'chat-small', store: false, input: [{ role: 'user', content: 'x' }, ...Array.from({ length: refs }, () => ({ type: 'item_reference', id: first.output[0]!.id }))] });
+      const balance = await h.balance(w.account);
+      h.fake.received.length = 0;
+      const over = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body });
+      assert.equal(over.status, 413);
+      const refusalBody = await over.json();
+      assert.equal(refusalBody.error, 'PAYLOAD_TOO_LARGE'); // the body-limit 413's code
+      const expanded = Buffer.byteLength(body) + refs * Number(itemRow.bytes);
+      assert.equal(refusalBody.expanded_bytes, expanded);
+      assert.match(refusalBody.message, new RegExp(`about ${expanded} bytes.*limit of ${limit} bytes \\(limits\\.chatBodyBytes\\).*fewer stored items, or start a new conversation`));
+      assert.equal(h.fake.received.length, 0);
+      assert.deepEqual(await h.balance(w.account), balance, 'nothing reserved');
+      // Under the bound the references resolve and go on to the reservation (one reference: answered).
+      const one = await post(w.key, { store: false, input: [{ role: 'user', content: 'x' }, { type: 'item_reference', id: first.output[0]!.id }] });
+      assert.equal(one.status, 200);
+      assert.deepEqual(h.fake.received[0]!.body.messages[1], { role: 'assistant', content: 'word '.repeat(3_000) });
+    });
+
+    test('pruning: a pass deletes batch after batch until one comes back short, and stops after the batch in hand once its time budget is spent', async () => {
+      const db = h.gw.services.storage.db;
+      const w = await h.wallet(FUNDS);
+      const now = Date.now();
+      const rows = Array.from({ length: 250 }, (_, i) => ({ id: `resp_${String(i).padStart(32, 'e')}`, wallet: w.account.address.toLowerCase(), api_key_id: w.keyId, created_at: now - 7200_000, expires_at: now - 3600_000, bytes: 10, input_json: '[]', response_json: '{"output":[]}' }));
+      await db.insertInto('stored_responses').values(rows).execute();
+      assert.equal(await pruneExpiredResponses(db, now, { batch: 100, budgetMs: 0 }), 100, 'a spent budget: one batch');
+      assert.equal(await pruneExpiredResponses(db, now, { batch: 100 }), 150, 'then batches until a short one');
+      assert.equal(await pruneExpiredResponses(db, now, { batch: 100 }), 0);
     });
 
     // Last: it moves the clock past every response stored so far.

@@ -52,7 +52,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
         const { payPerRequest } = await import('../pay-per-request.ts');
         return payPerRequest(services, request, reply, inbound);
       }
-      // Responses: references to the wallet's stored responses become the items they name, so
+      // Responses: references to the key's stored responses become the items they name, so
       // the plan below bounds and reserves the whole conversation.
       const prepared = inbound === responsesInbound ? await prepareResponsesRequest(services, request, key) : { body: request.body };
       const plan = planInbound(inbound, prepared.body, services.catalog, services.config);

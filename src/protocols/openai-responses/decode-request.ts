@@ -12,7 +12,7 @@ import { inputMessages, NO_STORE } from './decode-input.ts';
 
 /**
  * Fields that refer to state this request cannot reach, so the text is never seen or bounded. A
- * keyed request's previous_response_id is resolved against the wallet's stored responses before
+ * keyed request's previous_response_id is resolved against the key's stored responses before
  * decoding (src/stored-responses/resolve.ts) and never gets here; one that does was sent without an
  * API key (pay-per-request) or to a gateway with responses.store off.
  */
