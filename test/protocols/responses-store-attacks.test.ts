@@ -164,9 +164,11 @@ for (const engine of ENGINES) {
       const statuses = await Promise.all(Array.from({ length: 20 }, () => post(w.key, { input: 'hi' }).then((r) => r.headers.get('x-tollgate-store'))));
       const kept = (await db.selectFrom('stored_responses').select('id').where('api_key_id', '=', w.keyId).execute()).length - before;
       console.log(`[${engine}] 20 concurrent requests with 5 places left of maxStoredPerWallet 1000: ${kept} kept; headers ${statuses.join(',')}`);
-      // Measured: exactly 5 on both engines (the settles and checks serialise in practice); the
-      // documented overshoot did not show at 20 concurrent requests.
-      assert.ok(kept >= 5 && kept <= 20);
+      // The check is read-then-write (documented): at least the free places are filled, and the
+      // overshoot is bounded by the requests in flight. Measured: 5 on SQLite (its writes
+      // serialise), 5 to 16 on PostgreSQL across runs.
+      assert.ok(kept >= 5 && kept <= 20, `${kept} kept`);
+      assert.equal(statuses.filter((s) => s === 'stored').length, kept, 'the header says stored exactly for the responses kept');
     });
 
     test('pruning keeps up: one pass of the expiry job frees every expired response, however many', async () => {
