@@ -38,7 +38,7 @@ const PART_KINDS: Readonly<Record<string, 'image' | 'file'>> = { image: 'image',
 export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'chat'>): ChatPlan {
   for (const field of Object.keys(b)) {
     if (!NATIVE_FIELDS.has(field) && !model.extraFields.has(field)) {
-      throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API's documented fields (listed in its README) and the extensions its operator configured`, { param: field });
+      throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API fields listed in docs/api.md#forwarded-fields and the extensions its operator configured`, { param: field });
     }
   }
   checkServiceTier(b.service_tier);

@@ -36,6 +36,18 @@ export function registerWallet(program: Command): void {
   };
 
   wallet
+    .command('new')
+    .description('make a fresh wallet: print a new private key and its address (shown once, stored nowhere)')
+    .action(async () => {
+      const { generatePrivateKey, privateKeyToAccount } = await import('viem/accounts');
+      const privateKey = generatePrivateKey();
+      const address = privateKeyToAccount(privateKey).address;
+      // The warning goes to stderr, so `--json` output and `$(tollgate wallet new | head -1)` stay clean.
+      process.stderr.write(NEW_WALLET_WARNING);
+      print(opts(), { private_key: privateKey, address }, `${privateKey}\n${address}`);
+    });
+
+  wallet
     .command('address')
     .description('print the wallet address the key belongs to')
     .action(run(async (client) => print(opts(), { wallet: client.wallet }, client.wallet)));
@@ -141,6 +153,11 @@ export function registerWallet(program: Command): void {
       }),
     );
 }
+
+export const NEW_WALLET_WARNING =
+  'tollgate: this private key is shown once and stored nowhere. Whoever holds it holds the funds of its address ' +
+  '(its stablecoins and its Tollgate balance): keep it somewhere safe, never paste it into a chat, a file under ' +
+  'version control or a shared shell history. Use it as TOLLGATE_WALLET_KEY=0x… for tollgate wallet.\n';
 
 async function clientFrom(o: WalletOptions): Promise<GatewayClient> {
   const env = walletEnv();

@@ -27,8 +27,9 @@ describe('the first hour: from npm start to a first paid chat', () => {
   let adminConfig: string;
   let gateway: GatewayProcess | undefined;
   let config: Record<string, unknown>;
-  const owner = generatePrivateKey();
-  const ownerAddress = privateKeyToAccount(owner).address;
+  // Step 4's "no wallet yet?": the owner's wallet is made by `tollgate wallet new`, as the README says.
+  let owner = '';
+  let ownerAddress = '';
   let apiKey = '';
 
   before(async () => {
@@ -42,6 +43,10 @@ describe('the first hour: from npm start to a first paid chat', () => {
     };
     adminConfig = join(dir, 'tollgate.yaml');
     writeFileSync(adminConfig, stringify({ database }));
+    const made = await runTollgate(['wallet', '--json', 'new']);
+    assert.equal(made.code, 0, made.stderr);
+    ({ private_key: owner, address: ownerAddress } = JSON.parse(made.stdout) as { private_key: string; address: string });
+    assert.equal(privateKeyToAccount(owner as `0x${string}`).address, ownerAddress);
   });
   after(async () => {
     await gateway?.stop();

@@ -8,6 +8,39 @@ import { chooseOffer } from '../../src/gateway-client/topup-client.ts';
 import { runTollgate, type CliResult } from '../support/cli.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import type { FundedAccount } from '../../src/devchain/deploy.ts';
+import { privateKeyToAccount } from 'viem/accounts';
+
+describe('tollgate wallet new (no gateway, no key)', () => {
+  test('prints a fresh private key and the address it derives to, once, with a warning on stderr', async () => {
+    const res = await runTollgate(['wallet', 'new']);
+    assert.equal(res.code, 0, res.stderr);
+    const [key, address, ...rest] = res.stdout.split('\n');
+    assert.match(key!, /^0x[0-9a-f]{64}$/);
+    assert.equal(address, privateKeyToAccount(key as `0x${string}`).address);
+    assert.deepEqual(rest, ['']);
+    assert.match(res.stderr, /shown once and stored nowhere/);
+    assert.match(res.stderr, /Whoever holds it holds the funds/);
+    assert.doesNotMatch(res.stderr, /0x[0-9a-f]{64}/, 'the key is not repeated in the warning');
+  });
+
+  test('--json gives private_key and address; two calls give two different wallets', async () => {
+    const a = await runTollgate(['wallet', '--json', 'new']);
+    const b = await runTollgate(['wallet', '--json', 'new']);
+    assert.equal(a.code, 0, a.stderr);
+    const wa = JSON.parse(a.stdout) as { private_key: `0x${string}`; address: string };
+    const wb = JSON.parse(b.stdout) as { private_key: `0x${string}`; address: string };
+    assert.equal(wa.address, privateKeyToAccount(wa.private_key).address);
+    assert.notEqual(wa.private_key, wb.private_key);
+    assert.match(a.stderr, /shown once/);
+  });
+
+  test('ignores TOLLGATE_WALLET_KEY: it never prints a key it was given', async () => {
+    const given = '0x' + '11'.repeat(32);
+    const res = await runTollgate(['wallet', 'new'], { TOLLGATE_WALLET_KEY: given });
+    assert.equal(res.code, 0, res.stderr);
+    assert.ok(!res.stdout.includes(given.slice(2)));
+  });
+});
 
 describe('tollgate wallet (against a gateway on a real chain)', () => {
   let h: TopupHarness;

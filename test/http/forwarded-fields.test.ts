@@ -60,7 +60,7 @@ describe('forwarded fields are an allowlist', () => {
   test('unknown fields and OpenRouter routing fields are a 400 naming them, as OpenAI answers', async () => {
     await expectRefused(
       [
-        ['foo', { foo: 1 }, /^Unrecognized request argument supplied: foo; this gateway forwards OpenAI's chat-completions fields/],
+        ['foo', { foo: 1 }, /^Unrecognized request argument supplied: foo; this gateway forwards the chat-completions fields listed in docs\/api\.md#forwarded-fields/],
         ['models', { models: ['openai/gpt-4o', 'anthropic/claude-opus'] }, /^Unrecognized request argument supplied: models/],
         ['plugins', { plugins: [{ id: 'web' }] }, /^Unrecognized request argument supplied: plugins/],
         ['route', { route: 'fallback' }, /^Unrecognized request argument supplied: route/],

@@ -48,7 +48,7 @@ export function decodeMessagesRequest(body: unknown, extraFields: ReadonlySet<st
         // temperature, top_p, stream and thinking have the same name and meaning in both protocols;
         // anything else (top_k, or an OpenAI-only field such as n) only as a configured extension.
         if (!SAME_IN_BOTH.has(field) && !extraFields.has(field)) {
-          throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API's documented fields (listed in its README) and the extensions its operator configured for this model's provider`, { param: field });
+          throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API fields listed in docs/api.md#forwarded-fields and the extensions its operator configured for this model's provider`, { param: field });
         }
         out[field] = value;
     }

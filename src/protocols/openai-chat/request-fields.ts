@@ -75,7 +75,7 @@ export function checkForwardedFields(body: Record<string, unknown>, extraFields:
   if (unknown.length) {
     const names = unknown.slice(0, 10).map((f) => f.slice(0, 100));
     throw badRequest(
-      `Unrecognized request argument supplied: ${names.join(', ')}; this gateway forwards OpenAI's chat-completions fields (listed in its README) and the extensions its operator configured for this provider`,
+      `Unrecognized request argument supplied: ${names.join(', ')}; this gateway forwards the chat-completions fields listed in docs/api.md#forwarded-fields and the extensions its operator configured for this provider`,
       { param: names[0] },
     );
   }
