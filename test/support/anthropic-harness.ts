@@ -1,5 +1,5 @@
 import type { Engine } from '../../src/storage/database.ts';
-import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour } from '../../src/devchain/fake-anthropic.ts';
+import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour, type FakeAnthropicOptions } from '../../src/devchain/fake-anthropic.ts';
 import type { FakeBehaviour } from '../../src/devchain/fake-openai.ts';
 import { MODELS, startChatHarness, type ChatHarness } from './chat-harness.ts';
 
@@ -16,8 +16,14 @@ export interface AnthropicHarness extends ChatHarness {
  * The chat harness with a second provider of `type: anthropic` (provider `anth`) served by the fake
  * Anthropic Messages server, which accepts only ANTHROPIC_KEY.
  */
-export async function startAnthropicHarness(engine: Engine, config: Record<string, unknown> = {}, provider: Record<string, unknown> = {}): Promise<AnthropicHarness> {
-  const anthropic = await startFakeAnthropic({ apiKey: ANTHROPIC_KEY });
+export async function startAnthropicHarness(
+  engine: Engine,
+  config: Record<string, unknown> = {},
+  provider: Record<string, unknown> = {},
+  /** Behaviours chosen per request, for a scripted conversation (a tool call, then the answer). */
+  script: { anthropic?: FakeAnthropicOptions['behaviourFor']; openai?: (body: any) => FakeBehaviour | undefined } = {},
+): Promise<AnthropicHarness> {
+  const anthropic = await startFakeAnthropic({ apiKey: ANTHROPIC_KEY, behaviourFor: script.anthropic });
   const h = await startChatHarness(
     engine,
     {
@@ -25,7 +31,7 @@ export async function startAnthropicHarness(engine: Engine, config: Record<strin
       models: [...MODELS, CLAUDE],
       ...config,
     },
-    { env: { ANTH_KEY: ANTHROPIC_KEY } },
+    { env: { ANTH_KEY: ANTHROPIC_KEY }, fakeBehaviourFor: script.openai },
   );
   return {
     ...h,
