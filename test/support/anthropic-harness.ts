@@ -27,9 +27,9 @@ export async function startAnthropicHarness(
   const h = await startChatHarness(
     engine,
     {
-      providers: { anth: { type: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'ANTH_KEY', ...provider } },
       models: [...MODELS, CLAUDE],
       ...config,
+      providers: { anth: { type: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'ANTH_KEY', ...provider }, ...(config.providers as Record<string, unknown> | undefined) },
     },
     { env: { ANTH_KEY: ANTHROPIC_KEY }, fakeBehaviourFor: script.openai },
   );
