@@ -13,7 +13,7 @@ import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { startAnvil } from '../src/devchain/anvil.ts';
 import { deployDevChain } from '../src/devchain/deploy.ts';
 import { payingGatewayConfig } from './paying-gateway.ts';
-import { startFakeOpenAI } from '../src/devchain/fake-openai.ts';
+import { startFakeOpenAI } from '../src/fake-providers/fake-openai.ts';
 import { createLogger } from '../src/http/logger.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
 import { adjustBalance } from '../src/ledger/credits.ts';

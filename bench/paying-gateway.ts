@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import { parseConfig, type Config } from '../src/config/load.ts';
+import { parseConfig } from '../src/config/load.ts';
+import type { Config } from '../src/config/schema.ts';
 import type { Anvil } from '../src/devchain/anvil.ts';
 import { USDC_DOMAIN, type DevChain, type FundedAccount } from '../src/devchain/deploy.ts';
 

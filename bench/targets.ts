@@ -6,7 +6,7 @@ import { stopChild, track, waitForOutput } from '../src/devchain/processes.ts';
 import { freePort } from '../src/devchain/ports.ts';
 import { adjustBalance } from '../src/ledger/credits.ts';
 import { openStorage } from '../src/storage/database.ts';
-import { GatewayClient } from '../src/wallet/gateway-client.ts';
+import { GatewayClient } from '../src/gateway-client/gateway-client.ts';
 import { startGatewayProcess } from '../test/support/gateway-process.ts';
 
 /** One thing the benchmark sends requests to: its base URL (…/v1), its process, its headers. */

@@ -1,4 +1,4 @@
-import { startFakeOpenAI, type FakeBehaviour } from '../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeBehaviour } from '../src/fake-providers/fake-openai.ts';
 
 /**
  * The benchmark's upstream, in its own process so its CPU is not charged to any target. It speaks

@@ -1,8 +1,10 @@
 import { newRequestId } from './http/request-id.ts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { ApiError, errorHandler, frameworkErrorHandler } from './http/errors.ts';
+import { errorHandler, frameworkErrorHandler } from './http/errors.ts';
+import { ApiError } from './refusal.ts';
 import { markRouteFamily } from './http/error-format.ts';
 import { chatRoutes } from './http/routes/chat.ts';
+import { responseRoutes } from './http/routes/responses.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { siweInfoRoutes } from './http/routes/siwe-info.ts';
 import { keyRoutes } from './http/routes/keys.ts';
@@ -123,6 +125,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   sessionRoutes(app, services);
   usageRoutes(app, services);
   chatRoutes(app, services);
+  responseRoutes(app, services);
   topupRoutes(app, services);
   topupHistoryRoutes(app, services);
   docsRoutes(app, services);

@@ -5,6 +5,7 @@ import { extendLeases } from './ledger/reservations.ts';
 import type { DurableSettler } from './ledger/spool/durable-settle.ts';
 import type { SettleSpool } from './ledger/spool/spool-file.ts';
 import { pruneSessions } from './sessions/store.ts';
+import { pruneExpiredResponses } from './stored-responses/store.ts';
 import { pruneNonces } from './siwe/nonce-store.ts';
 import type { Storage } from './storage/database.ts';
 
@@ -73,8 +74,10 @@ export interface GatewayJobSources {
   spool: SettleSpool;
   inflight: ReadonlySet<InflightRequest>;
   leaseMs: number;
-  /** The top-up service, when offers are configured: its close stops the payment reconciler. */
-  topup: { close(): Promise<void> } | null;
+  /** The gateway's clock (tests move it). */
+  now: () => number;
+  /** The top-up service, when offers are configured: the payment reconciler's pass and period. */
+  topup: { reconcile(): Promise<unknown>; reconcileEveryMs: number } | null;
   logger: Logger;
 }
 
@@ -89,6 +92,13 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
     every('SIWE and session pruning', 60_000, () => {
       pruneNonces(storage.db).catch((err) => logger.warn({ err }, 'pruning used SIWE nonces failed'));
       pruneSessions(storage.db).catch((err) => logger.warn({ err }, 'pruning ended dashboard sessions failed'));
+    }),
+    // Expired stored responses are never read (every read checks expires_at); this only frees their
+    // space, a bounded batch a minute.
+    every('stored response expiry', 60_000, () => {
+      pruneExpiredResponses(storage.db, s.now())
+        .then((n) => n && logger.info({ pruned: n }, 'removed expired stored responses'))
+        .catch((err) => logger.warn({ err }, 'pruning expired stored responses failed'));
     }),
     spoolReplay(settler, s.spool, logger),
     // A crashed instance leaves reservations pending; once their lease runs out they are voided, so
@@ -109,10 +119,8 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
       }
     }),
   );
-  // The top-up service starts its own reconciler pass and timer when it is built (payments/service.ts);
-  // stopping it here, first, waits for a pass under way.
-  const topup = s.topup;
-  if (topup) jobs.push({ name: 'payment reconciler', start: () => undefined, stop: () => topup.close() });
+  // Stopped first: the stop waits for a pass under way, while the database is still open.
+  if (s.topup) jobs.push(paymentReconciler(s.topup, logger));
   return jobs;
 }
 
@@ -135,6 +143,29 @@ function spoolReplay(settler: DurableSettler, spool: SettleSpool, logger: Logger
       periodic.stop();
       await settler.replay().catch(() => undefined);
       spool.close();
+    },
+  };
+}
+
+/**
+ * At start-up (a crash may have left a payment settled on chain but not yet credited, or recorded
+ * but never sent), then every `reconcileEveryMs`; a pass never overlaps the one before, and the
+ * stop waits for a pass under way.
+ */
+function paymentReconciler(topup: { reconcile(): Promise<unknown>; reconcileEveryMs: number }, logger: Logger): BackgroundJob {
+  let running: Promise<unknown> | null = null;
+  const pass = () => {
+    running ??= topup.reconcile()
+      .catch((err) => logger.warn({ err: (err as Error).message }, 'payment reconciler pass failed'))
+      .finally(() => (running = null));
+  };
+  const periodic = every('payment reconciler', topup.reconcileEveryMs, pass, { atStart: true });
+  return {
+    name: periodic.name,
+    start: periodic.start,
+    async stop() {
+      periodic.stop();
+      await running;
     },
   };
 }

@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp, type AppOptions } from './app.ts';
-import type { Config } from './config/load.ts';
+import type { Config } from './config/schema.ts';
 import { createLogger } from './http/logger.ts';
 import { createServices, type Services } from './services.ts';
+import { failPointsFromEnv, type FailPoints } from './fail-points.ts';
 import { startMetricsServer } from './http/routes/metrics.ts';
 import { startupSummary } from './startup-summary.ts';
 
@@ -23,9 +24,9 @@ export interface RunningServer {
 }
 
 /** Builds the services and the app, and listens. Used by `tollgate serve` and by tests. */
-export async function startServer(config: Config, opts: { logger?: Logger; now?: () => number } & AppOptions = {}): Promise<RunningServer> {
+export async function startServer(config: Config, opts: { logger?: Logger; now?: () => number; failPoints?: FailPoints } & AppOptions = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger(config.logging.level);
-  const services = await createServices(config, { logger, now: opts.now });
+  const services = await createServices(config, { logger, now: opts.now, failPoints: opts.failPoints });
   const app = await buildApp(services, { demoWallet: opts.demoWallet });
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
@@ -121,11 +122,20 @@ export function runUntilSignalled(config: Config): Promise<void> {
   return runProcess(
     config,
     async (logger) => {
-      const server = await startServer(config, { logger });
+      // The test-only fail points come from this process's environment, never from the config file.
+      const server = await startServer(config, { logger, failPoints: failPointsFromEnv(process.env) });
       const summary = startupSummary(config, server);
       logger.info(summary, `tollgate listening on ${server.url}`);
       for (const { provider, variable } of summary.providersWithoutKey) {
         logger.warn({ provider, variable }, `provider ${provider} has no API key: set ${variable} and restart; until then its models answer 503 PROVIDER_NOT_CONFIGURED`);
+      }
+      if (summary.x402v1BodyOmits.length > 0) {
+        const left = summary.x402v1BodyOmits.map((o) => `${o.name} ${o.asset} on ${o.network} (${o.reason})`).join('; ');
+        const none = summary.x402v1BodyOmits.length === config.topup.offers.length;
+        logger.warn(
+          { omitted: summary.x402v1BodyOmits },
+          `topup.x402v1Body: the x402 v1 402 body leaves out ${left}. ${none ? 'No offer is left for x402 v1 clients' : 'x402 v1 clients cannot pay those'}; x402 v2 clients (the PAYMENT-REQUIRED header) can pay every offer`,
+        );
       }
       return () => server.stop();
     },

@@ -1,4 +1,11 @@
 /**
+ * The outage vocabulary every dependency shares: the tag a client puts on an error where it arises
+ * (DependencyUnavailable), reading the tag back, walking a cause chain, and the Retry-After clients
+ * are told. Which raw driver errors mean "down" is each dependency's own knowledge and lives with
+ * its client: the database's in src/storage/database-outage.ts, the RPC's in src/chain/rpc-errors.ts.
+ * They import this file, never the reverse, so no classifier has to be imported to tag an error.
+ */
+/**
  * A dependency the instance needs (the database, Redis) did not answer. Callers do not branch on
  * it: it travels to the central error handler, which answers 503 with Retry-After instead of a 500,
  * because the request was fine and a retry (here or on another instance) can succeed.

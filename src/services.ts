@@ -1,7 +1,7 @@
 import { errorCode } from './error-code.ts';
 import type { Logger } from 'pino';
 import { createChainReaders, type ChainReaders } from './chain/readers.ts';
-import type { Config } from './config/load.ts';
+import type { Config } from './config/schema.ts';
 import { resolveKeySecret } from './keys/hmac-secret.ts';
 import { buildCatalog, type Catalog } from './providers/catalog.ts';
 import { SiweVerifier } from './siwe/verify.ts';
@@ -21,6 +21,7 @@ import { spoolLocation } from './ledger/spool/location.ts';
 import { SettleSpool } from './ledger/spool/spool-file.ts';
 import { createChatDeps, type ChatDeps, type InflightRequest } from './chat/deps.ts';
 import { gatewayJobs, startJobs, type RunningJobs } from './background-jobs.ts';
+import { noFailPoints, type FailPoints } from './fail-points.ts';
 
 /** Everything a running gateway holds, built once from the configuration and shared by routes. */
 export interface Services {
@@ -51,6 +52,8 @@ export interface Services {
   rateWindows: { chat: RateWindow[]; keys: RateWindow[]; public: RateWindow[] };
   /** The clock for rate limits and SIWE windows (tests move it). */
   now: () => number;
+  /** TEST ONLY fail points (src/fail-points.ts); read at each settle, so a test may change them while the gateway runs. */
+  failPoints: FailPoints;
   close(): Promise<void>;
 }
 
@@ -60,11 +63,14 @@ export interface ServiceOptions {
   now?: () => number;
   /** Run migrations first (the server does; tests of `tollgate migrate` do not). */
   migrate?: boolean;
+  /** TEST ONLY: `tollgate serve` passes those of its environment; none by default. */
+  failPoints?: FailPoints;
 }
 
 export async function createServices(config: Config, opts: ServiceOptions): Promise<Services> {
   // Its background checkpointer is started with the other background jobs (background-jobs.ts).
   const storage = openStorage(config.database.url);
+  const failPoints = opts.failPoints ?? noFailPoints();
   let jobs: RunningJobs | null = null;
   try {
     if (opts.migrate !== false) {
@@ -87,7 +93,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       storage,
       spool,
       logger: opts.logger,
-      failure: () => config.testHooks.settleFailure,
+      failure: () => failPoints.settleFailure,
       onApplied: (record, outcome) => {
         if (outcome.chargedUsdc) metrics.chargedUsdc.inc({ model: record.usage.model }, outcome.chargedUsdc);
       },
@@ -96,17 +102,17 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
         metrics.unbilledUsdc.inc({ model: record.usage.model }, record.chargeUsdc);
       },
     });
-    if (config.testHooks.settleFailure) opts.logger.warn('TEST HOOK TOLLGATE_TEST_SETTLE_FAILURE is on: settles fail as if the database did not answer');
+    if (failPoints.settleFailure) opts.logger.warn('TEST HOOK TOLLGATE_TEST_SETTLE_FAILURE is on: settles fail as if the database did not answer');
     const inflight: Services['inflight'] = new Set();
 
     // Top-ups (x402, viem's chain code) are loaded only when offers are configured: start-up time, idle memory.
-    const topup = config.topup.offers.length === 0 ? null : (await import('./payments/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now });
+    const topup = config.topup.offers.length === 0 ? null : (await import('./payments/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now, hangBeforeBroadcast: failPoints.hangBeforeBroadcast });
     if (topup?.relayer) {
       const { watchRelayerGas } = await import('./payments/relayer/relayer-gas.ts');
       watchRelayerGas(metrics.registry, topup.relayer, [...new Set(config.topup.offers.map((o) => o.network))], topup.clientFor, opts.logger);
     }
     // Last, once everything they use is built: they stop first in close() below.
-    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: config.chat.reservationLeaseSeconds * 1000, topup, logger: opts.logger }));
+    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: config.chat.reservationLeaseSeconds * 1000, now, topup, logger: opts.logger }));
 
     const services: Omit<Services, 'chat'> = {
       config,
@@ -130,6 +136,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       limiter,
       rateWindows: { chat: windowsFrom(config.rateLimits.chat), keys: windowsFrom(config.rateLimits.keys), public: windowsFrom(config.rateLimits.public) },
       now,
+      failPoints,
       async close() {
         await jobs?.stop();
         await Promise.allSettled([...providers.values()].map((p) => p.close()));

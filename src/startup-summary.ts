@@ -1,6 +1,7 @@
-import type { Config } from './config/load.ts';
+import type { Config } from './config/schema.ts';
 import { providersMissingKeys, type MissingProviderKey } from './providers/provider-keys.ts';
 import { redactDatabaseUrl } from './storage/redact-url.ts';
+import { v1Exclusions } from './payments/x402-v1.ts';
 
 /**
  * What an operator needs to see once, at start: what is served, what cannot work yet and why.
@@ -15,6 +16,8 @@ export interface StartupSummary {
   /** Providers whose key variable is unset: their chats are refused until it is set. */
   providersWithoutKey: MissingProviderKey[];
   topups: string;
+  /** With topup.x402v1Body: the offers the x402 v1 body leaves out, and why (logged as a warning). */
+  x402v1BodyOmits: { network: string; asset: string; name: string; reason: string }[];
   metrics: string;
 }
 
@@ -28,6 +31,7 @@ export function startupSummary(config: Config, server: { url: string; metricsUrl
     models,
     providersWithoutKey: providersMissingKeys(config),
     topups: topupsState(config),
+    x402v1BodyOmits: config.topup.x402v1Body ? v1Exclusions(config.topup.offers) : [],
     metrics: metricsState(config, server),
   };
 }

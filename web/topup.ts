@@ -1,5 +1,5 @@
 import { x402Client } from '@x402/core/client';
-import { encodePaymentSignatureHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import type { PaymentRequired, PaymentRequirements } from '@x402/core/types';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { encodeFunctionData, getTypesForEIP712Domain, maxUint256, parseUnits, serializeTypedData, type Hex, type TypedDataDomain } from 'viem';
@@ -36,8 +36,12 @@ const ERC20 = [
  * gateway credits one authorization at most once.
  */
 export async function topUp(provider: Eip1193, payer: Hex, usd: number, offer: Offer, onState: (s: TopupState) => void): Promise<TopupResult> {
-  const asked = await request<PaymentRequired & { message?: string }>('POST', '/v1/topup', { body: { amount: usd } });
-  if (asked.status !== 402 || !Array.isArray(asked.body.accepts)) throw failure(asked.status, asked.body as unknown as Record<string, unknown>);
+  const answer = await request<Record<string, unknown>>('POST', '/v1/topup', { body: { amount: usd } });
+  // The offer is read from PAYMENT-REQUIRED, always x402 v2: the body is v1 when the operator set
+  // topup.x402v1Body (for x402 v1 clients), and lists neither Permit2 nor CAIP-2 networks then.
+  const encoded = answer.headers.get('payment-required');
+  if (answer.status !== 402 || !encoded) throw failure(answer.status, answer.body);
+  const asked = { body: decodePaymentRequiredHeader(encoded) as PaymentRequired };
   const requirement = asked.body.accepts.find((r) => r.network === offer.network && r.asset.toLowerCase() === offer.asset.toLowerCase());
   if (!requirement) throw new Error(`The gateway no longer offers ${offer.name}; reload the page.`);
   const expected = parseUnits(String(usd), offer.decimals).toString();

@@ -5,7 +5,7 @@ import type { ChatDeps } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { InternalCompletion, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
-import type { ResponseSink } from './sink.ts';
+import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { estimateUsage, generatedText } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
@@ -14,7 +14,7 @@ import { logProviderFailure } from './provider-failure-log.ts';
  * Non-streaming: call the provider, decode its answer into the internal form, settle, answer in
  * the client's protocol (for OpenAI in and out: the provider's JSON as it was sent).
  */
-export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill, keeper?: AnswerKeeper): Promise<void> {
   let answer: { text: string; parsed: InternalCompletion; usage: Usage | null };
   let status: number | undefined;
   try {
@@ -54,7 +54,15 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
     sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await deps.balance(bill.key.wallet)));
   }
   sink.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false');
-  sink.send(200, inbound.encodeAnswer(answer.text, answer.parsed, plan, usage));
+  let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage);
+  // Kept only once paid for (the settle applied above), and before it is sent, so a client can
+  // refer to it as soon as it has read it.
+  if (keeper) {
+    const kept = await keeper.keep(body);
+    for (const [name, value] of Object.entries(kept.headers)) sink.header(name, value);
+    body = kept.answer;
+  }
+  sink.send(200, body);
 }
 
 function completionTextOf(parsed: InternalCompletion): string {

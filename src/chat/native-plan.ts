@@ -1,4 +1,4 @@
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 import type { CatalogModel } from '../providers/catalog.ts';
 import { anthropicNativeUpstream } from '../protocols/anthropic-messages/native-upstream.ts';
 import { cacheTtlProblem } from '../protocols/anthropic-messages/cache-control.ts';

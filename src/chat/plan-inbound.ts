@@ -1,4 +1,4 @@
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 import type { Catalog } from '../providers/catalog.ts';
 import { planNative } from './native-plan.ts';
 import { planChat, resolveModel, type ChatPlan } from './plan.ts';

@@ -1,4 +1,4 @@
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 import { findModel, type Catalog, type CatalogModel } from '../providers/catalog.ts';
 import { reservationFor } from '../providers/pricing.ts';
 import { upstreamOf } from '../providers/registry.ts';

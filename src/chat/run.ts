@@ -6,7 +6,7 @@ import { completeChat } from './complete.ts';
 import type { ChatDeps } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { ChatPlan } from './plan.ts';
-import type { ResponseSink } from './sink.ts';
+import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { streamChat } from './stream.ts';
 
 /** The request being run: its id, where its answer goes, and the protocol it is written in. */
@@ -14,6 +14,8 @@ export interface ChatExchange {
   requestId: string;
   sink: ResponseSink;
   inbound: InboundTranslator;
+  /** Keeps the billed answer before it is delivered (a stored Response); absent: nothing is kept. */
+  keeper?: AnswerKeeper;
 }
 
 /**
@@ -26,7 +28,7 @@ export async function runChat(deps: ChatDeps, exchange: ChatExchange, key: KeyRo
   const adapter = deps.providers.get(plan.model.provider);
   if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
 
-  const { requestId, sink, inbound } = exchange;
+  const { requestId, sink, inbound, keeper } = exchange;
   const reserved = await deps.reserve({
     wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, keyHasLimit: key.spend_limit_usdc !== null,
   });
@@ -36,8 +38,8 @@ export async function runChat(deps: ChatDeps, exchange: ChatExchange, key: KeyRo
   // the request could use (or a bound that missed an input) must not take the key past its limit.
   const bill = new RequestBill(deps, key, plan, requestId, { ...opts, capAtReservation: opts.capAtReservation || reserved.keyLimited });
   try {
-    if (plan.stream) await streamChat(deps, sink, inbound, plan, adapter, bill);
-    else await completeChat(deps, sink, inbound, plan, adapter, bill);
+    if (plan.stream) await streamChat(deps, sink, inbound, plan, adapter, bill, keeper);
+    else await completeChat(deps, sink, inbound, plan, adapter, bill, keeper);
   } finally {
     await bill.voidIfOpen('error');
   }

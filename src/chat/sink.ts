@@ -34,3 +34,18 @@ export type ClientDrain = 'drained' | 'closed' | 'stalled';
 export interface ChatLog {
   warn(fields: Record<string, unknown>, message: string): void;
 }
+
+/**
+ * Keeps a billed answer before its last byte goes out (stored Responses, src/stored-responses/):
+ * called only after the settle applied, with the answer as the protocol's JSON (a stream's final
+ * object); returns the JSON to deliver, which may differ (a Response that says whether it was
+ * stored), and headers for a non-streaming answer. It never throws: a paid answer is delivered.
+ */
+export interface AnswerKeeper {
+  keep(answerJson: string): Promise<KeptAnswer>;
+}
+
+export interface KeptAnswer {
+  answer: string;
+  headers: Record<string, string>;
+}

@@ -3,7 +3,7 @@ import type { RequestBill } from './bill.ts';
 import type { ChatDeps, DrainBudget } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { ChatPlan } from './plan.ts';
-import type { ResponseSink } from './sink.ts';
+import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { describeTransportError, providerMessage } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import { StreamPump } from './stream-pump.ts';
@@ -17,7 +17,7 @@ import { StreamPump } from './stream-pump.ts';
  * it is drained, within bounds, so what the provider produced is billed. A client that stays
  * connected but accepts no bytes for `chat.idleTimeoutSeconds` is cut and treated as one that left.
  */
-export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill): Promise<void> {
+export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill, keeper?: AnswerKeeper): Promise<void> {
   sink.startStream({
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
@@ -73,8 +73,11 @@ export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: In
     }
     // Complete, or cut short by our own drain bound after the client left: bill what was produced.
     const billed = await pump.produced();
-    await bill.settle(billed, client.gone ? 'client_disconnected' : 'ok');
-    await send(encoder.end(billed));
+    const settled = await bill.settle(billed, client.gone ? 'client_disconnected' : 'ok');
+    // The final object is kept only once paid for, and before its last event goes out.
+    let kept: string | undefined;
+    if (keeper && settled.applied && encoder.finalAnswer) kept = (await keeper.keep(encoder.finalAnswer(billed))).answer;
+    await send(encoder.end(billed, kept));
   } finally {
     client.stop();
     await bill.voidIfOpen('error');

@@ -22,7 +22,7 @@ async function lib() {
     import('../payments/audit.ts'),
     import('../payments/match.ts'),
     import('../keys/api-keys.ts'),
-    import('../keys/codes.ts'),
+    import('../codes/codes.ts'),
     import('../keys/current-spend.ts'),
     import('../keys/key-limits.ts'),
     import('../providers/catalog.ts'),

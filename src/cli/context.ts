@@ -1,4 +1,4 @@
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 import type { Storage } from '../storage/database.ts';
 
 // Its own file so that modules needing only the error do not load the configuration and storage code.

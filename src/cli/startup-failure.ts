@@ -1,4 +1,4 @@
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 import { StartupError } from '../startup-error.ts';
 import { redactDatabaseUrl } from '../storage/redact-url.ts';
 import { someErrorInChain } from '../outage.ts';

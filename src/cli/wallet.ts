@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
 import { DEFAULT_GATEWAY_URL, GATEWAY_URL_ENV, walletEnv } from '../config/wallet-env.ts';
 import { microToUsd } from '../ledger/usd.ts';
-import type { GatewayClient } from '../wallet/gateway-client.ts';
-import type { TransferMethod } from '../wallet/topup-client.ts';
+import type { GatewayClient } from '../gateway-client/gateway-client.ts';
+import type { TransferMethod } from '../gateway-client/topup-client.ts';
 import { UsageError } from './usage-error.ts';
 import { addLimitOptions, describeLimits, limitInputFrom, type LimitOptions } from './key-limit-options.ts';
-import { topupProgress } from './progress.ts';
+import { topupProgress } from '../terminal/progress.ts';
 
 interface WalletOptions {
   gateway?: string;
@@ -25,7 +25,7 @@ export function registerWallet(program: Command): void {
   const opts = () => wallet.opts<WalletOptions>();
   const run = (fn: (client: GatewayClient, o: WalletOptions) => Promise<void>) => async () => {
     // The client (viem, SIWE) is loaded when a command runs, not for `tollgate --help`.
-    const { GatewayError } = await import('../wallet/gateway-client.ts');
+    const { GatewayError } = await import('../gateway-client/gateway-client.ts');
     try {
       await fn(await clientFrom(opts()), opts());
     } catch (err) {
@@ -50,7 +50,7 @@ export function registerWallet(program: Command): void {
       if (!/^\d+(\.\d{1,6})?$/.test(o.usd) || !(usd > 0)) throw new UsageError(`--usd must be a positive amount such as 5 or 2.5, got "${o.usd}"`);
       if (o.method !== undefined && o.method !== 'eip3009' && o.method !== 'permit2') throw new UsageError(`--method must be eip3009 or permit2, got "${o.method}"`);
       await run(async (client, w) => {
-        const { topUp } = await import('../wallet/topup-client.ts');
+        const { topUp } = await import('../gateway-client/topup-client.ts');
         const progress = topupProgress();
         try {
           const result = await topUp(client, usd, { method: o.method as TransferMethod | undefined, onProgress: progress.on });
@@ -151,7 +151,7 @@ async function clientFrom(o: WalletOptions): Promise<GatewayClient> {
   } catch {
     throw new UsageError(`--gateway must be a URL such as http://localhost:8080, got "${url}"`);
   }
-  const [{ GatewayClient }, { privateKeyToAccount }] = await Promise.all([import('../wallet/gateway-client.ts'), import('viem/accounts')]);
+  const [{ GatewayClient }, { privateKeyToAccount }] = await Promise.all([import('../gateway-client/gateway-client.ts'), import('viem/accounts')]);
   return new GatewayClient(url, privateKeyToAccount(env.privateKey));
 }
 

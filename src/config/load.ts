@@ -4,48 +4,7 @@ import { parse as parseYamlText } from 'yaml';
 import type { z } from 'zod';
 import { defaultModels, defaultProviders } from './defaults.ts';
 import { resolveContractWalletChain } from '../siwe/contract-wallet-chain.ts';
-import { configSchema, type ConfigFile, type ModelConfig, type ProviderConfig } from './schema.ts';
-
-/** Secrets resolved from the environment variables the file names. Never logged. */
-export interface Secrets {
-  keySecret?: string;
-  providerKeys: Record<string, string | undefined>;
-  redisUrl?: string;
-  /** Private key of the local facilitator's relayer (pays gas to settle top-ups). */
-  relayerKey?: string;
-  /** Bearer token for a remote facilitator, if it needs one. */
-  facilitatorToken?: string;
-  /** Bearer token for /metrics on the API port (metrics.tokenEnv). */
-  metricsToken?: string;
-}
-
-export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'> {
-  /** Path of the file that was read, or null when running on defaults. */
-  source: string | null;
-  providers: Record<string, ProviderConfig>;
-  models: ModelConfig[];
-  /** contractWalletChainId is resolved: null when contract wallets have no chain (no RPC). */
-  siwe: Omit<ConfigFile['siwe'], 'contractWalletChainId'> & { domains: string[]; uris: string[]; contractWalletChainId: number | null };
-  secrets: Secrets;
-  testHooks: TestHooks;
-}
-
-/**
- * TEST ONLY fail points, from the environment so no config file can switch them on by accident.
- * `TOLLGATE_TEST_HANG_BEFORE_BROADCAST=1`: a top-up stops for good after it is recorded and
- * verified, before its settlement is sent, so a test can kill -9 the process at exactly that step.
- * `TOLLGATE_TEST_SETTLE_FAILURE=outage`: every settle (and spool replay) fails as if the database
- * did not answer, so settles are spooled; `=crash`: the same, and the request then stops for good
- * right after its settle is spooled, so a test can kill -9 the process there.
- */
-export interface TestHooks {
-  hangBeforeBroadcast: boolean;
-  settleFailure: 'outage' | 'crash' | null;
-}
-
-function settleFailureHook(value: string | undefined): TestHooks['settleFailure'] {
-  return value === 'outage' || value === 'crash' ? value : null;
-}
+import { configSchema, type Config, type ConfigFile } from './schema.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -186,7 +145,6 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
         file.topup.facilitator.type === 'remote' && file.topup.facilitator.authTokenEnv ? env[file.topup.facilitator.authTokenEnv] || undefined : undefined,
       metricsToken,
     },
-    testHooks: { hangBeforeBroadcast: env.TOLLGATE_TEST_HANG_BEFORE_BROADCAST === '1', settleFailure: settleFailureHook(env.TOLLGATE_TEST_SETTLE_FAILURE) },
   };
 }
 

@@ -7,6 +7,9 @@ import { extraFieldProblem } from '../protocols/openai-chat/request-fields.ts';
  * The whole configuration file, validated at start-up. Every key has a default so that an empty
  * file (or no file) yields a working gateway on SQLite. Secrets never live here: the file names the
  * environment variables that hold them (`*Env` keys), and the loader resolves those.
+ * Each object section ends in `.prefault({})`: a missing section is parsed as `{}`, so its inner
+ * defaults are the only place a default is written (`.default({...})` would repeat them and skip
+ * the section's own checks). test/config/defaults.test.ts holds the defaults an empty file yields.
  */
 
 // Money and prices are decimal strings so that no float ever touches a price. Numbers written in
@@ -222,7 +225,7 @@ export const configSchema = z
     database: z
       .object({ url: databaseUrl.default('sqlite:./data/tollgate.db'), urlEnv: envName.optional() })
       .strict()
-      .default({ url: 'sqlite:./data/tollgate.db' }),
+      .prefault({}),
     siwe: z
       .object({
         domains: z.array(z.string().min(1)).optional(),
@@ -236,7 +239,7 @@ export const configSchema = z
         contractWalletChainId: positiveInt.optional(),
       })
       .strict()
-      .default({ chainIds: [1, 8453, 84532], windowSeconds: 300, clockSkewSeconds: 60, allowedFactories: [] }),
+      .prefault({}),
     chains: z.record(z.string().regex(/^\d+$/, 'must be a chain id such as "8453"'), chainRpc).default({}),
     keys: z
       .object({
@@ -247,11 +250,11 @@ export const configSchema = z
         lookupCacheSeconds: z.number().min(0).max(5, 'must be at most 5 (revocations must reach every instance within 5 s)').default(2),
       })
       .strict()
-      .default({ secretEnv: 'TOLLGATE_KEY_SECRET', maxActivePerWallet: 50, lookupCacheSeconds: 2 }),
+      .prefault({}),
     pricing: z
       .object({ markupPercent: decimalString.default('20'), listedPrices: z.enum(['billed', 'cost']).default('billed') })
       .strict()
-      .default({ markupPercent: '20', listedPrices: 'billed' }),
+      .prefault({}),
     providers: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'must be lowercase letters, digits, - or _'), provider).optional(),
     models: z.array(model).optional(),
     chat: z
@@ -274,10 +277,7 @@ export const configSchema = z
         maxConcurrentDrains: positiveInt.default(256),
       })
       .strict()
-      .default({
-        defaultMaxTokens: 1024, reasoning: 'forward', fitMaxTokensFloor: 4096, connectTimeoutSeconds: 10, firstByteTimeoutSeconds: 60, idleTimeoutSeconds: 60,
-        reservationLeaseSeconds: 600, drainTimeoutSeconds: 120, maxConcurrentDrains: 256,
-      }),
+      .prefault({}),
     ledger: z
       .object({
         // Where settles the database did not take are kept until it does (one instance per
@@ -286,7 +286,7 @@ export const configSchema = z
         spoolDir: z.string().min(1).optional(),
       })
       .strict()
-      .default({}),
+      .prefault({}),
     rateLimits: z
       .object({
         backend: z.enum(['memory', 'redis']).default('memory'),
@@ -323,6 +323,11 @@ export const configSchema = z
         settleWaitSeconds: positiveInt.default(30),
         reconcileIntervalSeconds: positiveInt.default(30),
         offers: z.array(offer).default([]),
+        // The 402 body of top-ups and pay-per-request in x402 v1 (x402Version 1, v1 network names,
+        // resource, description, mimeType) for the stock v1 clients (x402-fetch 1.x, x402-axios),
+        // which read only the body. PAYMENT-REQUIRED stays v2 either way. Off by default: the
+        // specification's 402 body is v2 (CAIP-2 networks). See payments/x402-v1.ts.
+        x402v1Body: z.boolean().default(false),
         facilitator: facilitator.prefault({ type: 'local' }),
         // The local facilitator's relayer (docs/operations.md, "The relayer"): how long a settlement
         // waits for its turn to send (the in-process queue, then the PostgreSQL lock's lock_timeout)
@@ -347,6 +352,27 @@ export const configSchema = z
     // per-IP rate limit) before they pay.
     payPerRequest: z
       .object({ enabled: z.boolean().default(false), minUsd: usdAmount.default(0.01) })
+      .strict()
+      .prefault({}),
+    // Stored Responses (POST /v1/responses with store: true, OpenAI's default): the Response is kept,
+    // under the key's wallet, so previous_response_id, item_reference and GET/DELETE
+    // /v1/responses/{id} work (docs/DECISIONS.md, "Stored responses"). A response beyond a bound is
+    // still answered and billed, and says store: false.
+    responses: z
+      .object({
+        store: z
+          .object({
+            enabled: z.boolean().default(true),
+            // OpenAI keeps stored responses for 30 days; so does Tollgate by default.
+            ttlSeconds: positiveInt.default(30 * 24 * 3600),
+            // Input items (references resolved) plus the Response, UTF-8.
+            maxBytesPerResponse: positiveInt.default(2 * 1024 * 1024),
+            maxStoredPerWallet: positiveInt.default(1000),
+            maxBytesPerWallet: positiveInt.default(256 * 1024 * 1024),
+          })
+          .strict()
+          .prefault({}),
+      })
       .strict()
       .prefault({}),
     metrics: z
@@ -382,7 +408,7 @@ export const configSchema = z
     logging: z
       .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
       .strict()
-      .default({ level: 'info' }),
+      .prefault({}),
   })
   .strict();
 
@@ -393,3 +419,32 @@ export type RateWindow = z.infer<typeof window>;
 export type OfferConfig = z.infer<typeof offer>;
 export type TopupConfig = z.infer<typeof configSchema>['topup'];
 export type PayPerRequestConfig = z.infer<typeof configSchema>['payPerRequest'];
+
+/** Secrets resolved from the environment variables the file names. Never logged. */
+export interface Secrets {
+  keySecret?: string;
+  providerKeys: Record<string, string | undefined>;
+  redisUrl?: string;
+  /** Private key of the local facilitator's relayer (pays gas to settle top-ups). */
+  relayerKey?: string;
+  /** Bearer token for a remote facilitator, if it needs one. */
+  facilitatorToken?: string;
+  /** Bearer token for /metrics on the API port (metrics.tokenEnv). */
+  metricsToken?: string;
+}
+
+/**
+ * The configuration as the gateway holds it: the file after validation, with the default catalog
+ * filled in, the SIWE origins and contract-wallet chain resolved, and the secrets read from the
+ * environment (src/config/load.ts builds it).
+ */
+export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'> {
+  /** Path of the file that was read, or null when running on defaults. */
+  source: string | null;
+  providers: Record<string, ProviderConfig>;
+  models: ModelConfig[];
+  /** contractWalletChainId is resolved: null when contract wallets have no chain (no RPC). */
+  siwe: Omit<ConfigFile['siwe'], 'contractWalletChainId'> & { domains: string[]; uris: string[]; contractWalletChainId: number | null };
+  secrets: Secrets;
+}
+export type ResponseStoreConfig = z.infer<typeof configSchema>['responses']['store'];

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { parseConfig } from '../config/load.ts';
 import { startAnvil, type Anvil } from '../devchain/anvil.ts';
 import { deployDevChain, USDC_DOMAIN, type DevChain, type FundedAccount } from '../devchain/deploy.ts';
-import { startFakeOpenAI, type FakeOpenAI } from '../devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../fake-providers/fake-openai.ts';
 import { freePort } from '../devchain/ports.ts';
 import { createLogger } from '../http/logger.ts';
 import { startServer, type RunningServer } from '../main.ts';

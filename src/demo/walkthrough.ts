@@ -1,9 +1,9 @@
 import OpenAI, { AuthenticationError } from 'openai';
-import { topupProgress } from '../cli/progress.ts';
+import { topupProgress } from '../terminal/progress.ts';
 import { checkLedger } from '../ledger/invariants.ts';
 import { microToUsd } from '../ledger/usd.ts';
-import { GatewayClient } from '../wallet/gateway-client.ts';
-import { topUp } from '../wallet/topup-client.ts';
+import { GatewayClient } from '../gateway-client/gateway-client.ts';
+import { topUp } from '../gateway-client/topup-client.ts';
 import type { Printer } from './printer.ts';
 import { DEMO_MODEL, type DemoStack } from './stack.ts';
 

@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Services } from '../services.ts';
 import { windowsFrom } from '../ratelimit/limiter.ts';
 import { clientBucket } from './client-bucket.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../refusal.ts';
 
 /**
  * Failed authentications (bad API keys, bad SIWE proofs) are counted per client address (an IPv6

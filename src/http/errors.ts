@@ -1,12 +1,11 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { OUTAGE_RETRY_AFTER_SECONDS, taggedDependency } from '../outage.ts';
 import { isTransportError } from '../chain/rpc-errors.ts';
-import { isDatabaseOutage } from '../storage/outage.ts';
+import { isDatabaseOutage } from '../storage/database-outage.ts';
 import { ApiError } from '../refusal.ts';
 import { errorBody, formatFor, type ErrorFormat } from './error-format.ts';
 
-// The refusal itself is domain data (src/refusal.ts); this file only renders it.
-export { ApiError, badRequest, notFound, unauthorized } from '../refusal.ts';
+// The refusal itself is domain data, imported from src/refusal.ts by everyone; this file only renders it.
 
 const CODE_BY_STATUS: Record<number, string> = {
   400: 'VALIDATION_ERROR',

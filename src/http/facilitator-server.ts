@@ -2,7 +2,7 @@ import { PaymentPayloadSchema, PaymentRequirementsSchema } from '@x402/core/sche
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
 import { createFacilitator } from '../payments/service.ts';
 import { bearerMatches } from './secret-compare.ts';

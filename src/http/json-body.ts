@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { badRequest } from './errors.ts';
+import { badRequest } from '../refusal.ts';
 
 export interface JsonBounds {
   maxDepth: number;

@@ -12,7 +12,7 @@ export function llmsTxt(publicUrl: string): string {
 1. Models and prices (USD per 1M tokens, cached parts at their own prices): GET ${base}/v1/models,
    or one: GET ${base}/v1/models/<id> (openai/gpt-4o-mini, or a bare name one provider alone offers).
 2. Top up: POST ${base}/v1/topup with {"amount": <USD, at least 1>}. The 402 answer lists "accepts"
-   (also base64 in the PAYMENT-REQUIRED header). Sign one entry with an x402 client
+   (also base64 in the PAYMENT-REQUIRED header, always x402 v2; the body is x402 v1 where the operator turned that on for v1 clients). Sign one entry with an x402 client
    (@x402/fetch + @x402/evm; raise its spend controls above $1) and send the same body again with
    the PAYMENT-SIGNATURE header. 200 means credited; 202 means pending: do not pay again.
 3. API key: POST ${base}/v1/auth/keys with {"message", "signature"}: a fresh EIP-4361 (SIWE)
@@ -24,8 +24,9 @@ export function llmsTxt(publicUrl: string): string {
    (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a "loosen-key" proof; null removes one).
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
-   Also billed the same way: POST ${base}/v1/responses (OpenAI's Responses API, stateless: send the
-   whole conversation; previous_response_id and built-in tools are refused), and POST
+   Also billed the same way: POST ${base}/v1/responses (OpenAI's Responses API; with a key, a
+   response is stored for 30 days unless "store": false, so previous_response_id, item_reference
+   and GET/DELETE ${base}/v1/responses/<id> work; built-in tools are refused), and POST
    ${base}/v1/messages (Anthropic's Messages API, key in x-api-key or Bearer; Anthropic SDKs and
    Claude Code take base URL ${base}; its errors are Anthropic's {"type":"error","error":{...}};
    POST ${base}/v1/messages/count_tokens estimates a prompt's tokens for free).

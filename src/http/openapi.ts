@@ -95,8 +95,11 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           required: ['scheme', 'network', 'amount', 'maxAmountRequired', 'asset', 'payTo', 'maxTimeoutSeconds', 'extra'],
           properties: {
             scheme: { const: 'exact' },
-            network: { type: 'string', examples: ['eip155:8453'] },
+            network: { type: 'string', examples: ['eip155:8453'], description: 'CAIP-2; in an x402 v1 body (topup.x402v1Body) the v1 name, e.g. base-sepolia' },
             amount: { type: 'string' },
+            resource: { type: 'string', description: 'x402 v1 body only: the URL of the endpoint paid for' },
+            description: { type: 'string', description: 'x402 v1 body only' },
+            mimeType: { type: 'string', description: 'x402 v1 body only' },
             maxAmountRequired: { type: 'string' },
             asset: { type: 'string' },
             payTo: { type: 'string' },
@@ -110,7 +113,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
         PaymentRequired: {
           type: 'object',
           properties: {
-            x402Version: { const: 2 },
+            x402Version: { enum: [1, 2], description: '2; 1 when the operator set topup.x402v1Body (the PAYMENT-REQUIRED header is always 2)' },
             error: { type: 'string' },
             message: { type: 'string' },
             resource: { type: 'object' },
@@ -212,7 +215,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           summary: 'OpenAI chat completions, streaming or not; reserved before and billed after the provider call',
           description:
             'With an API key: billed against its wallet. Without an Authorization header, when the operator enabled payPerRequest: pay-per-request x402. ' +
-            "The request is validated first (400, never an offer), then answered 402 with an x402 v2 offer (body and PAYMENT-REQUIRED header) for its reservation rounded up to payPerRequest.minUsd. " +
+            "The request is validated first (400, never an offer), then answered 402 with an x402 offer: the PAYMENT-REQUIRED header is always x402 v2, the body is v2 too unless topup.x402v1Body makes it x402 v1 for v1 clients; for its reservation rounded up to payPerRequest.minUsd. " +
             'The same request sent again with PAYMENT-SIGNATURE (v2) or X-Payment (v1) is settled, credited once to the payer, and run billed against the payer\'s wallet; the unspent part stays in its balance (GET /v1/usage/{wallet}, key "x402 pay-per-request"). ' +
             'A replayed payment credits nothing more and runs only while its authorization is valid and the balance covers the request.',
           security: [{ bearer: [] }, { x402: [] }],
@@ -233,24 +236,40 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
       },
       '/v1/responses': {
         post: {
-          summary: "OpenAI's Responses API, stateless: translated onto chat completions, so it is reserved, billed and refused exactly as chat is (with a key or pay-per-request)",
+          summary: "OpenAI's Responses API: translated onto chat completions, so it is reserved, billed and refused exactly as chat is (with a key or pay-per-request); keyed responses are stored unless store is false",
           description:
             'input (a string, or messages with role user/assistant/system/developer and input_text/input_image/input_file parts, function_call and function_call_output items), instructions (a system message), ' +
             'function tools, tool_choice, max_output_tokens (the output bound, as max_tokens), temperature, top_p, parallel_tool_calls, text.format (json_object, json_schema), reasoning.effort, user, stream. ' +
-            'Tollgate keeps nothing: store is accepted and every response has store: false; previous_response_id, conversation, prompt, background and item_reference are 400s (send the whole conversation). ' +
+            'With an API key and store not false (OpenAI\'s default), the billed Response is kept under the key\'s wallet for responses.store.ttlSeconds (30 days by default): previous_response_id prepends its input and output, item_reference items are replaced by the stored items, and both count in the reservation as if sent inline; another wallet\'s, expired or unknown ids are 404. A response beyond a storage bound is delivered and billed with store: false (header x-tollgate-store: not-stored; reason=…). Pay-per-request keeps nothing (store: false; references are 400s). conversation, prompt and background are 400s. ' +
             "Built-in tools (web_search, file_search, computer_use_preview, code_interpreter, image_generation, mcp…) and a non-empty include are 400s naming them. Streams use the Responses events (response.created … response.completed with usage); a provider failure mid-stream is an error event and response.failed, and nothing is charged.",
           security: [{ bearer: [] }, { x402: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'input'] } } } },
           responses: {
-            200: ok('a Response object (id resp_…, status completed or incomplete, output items, usage) or text/event-stream; x-tollgate-charged-usdc and x-tollgate-balance-usdc headers as on chat', { type: 'object' }),
+            200: ok('a Response object (id resp_…, status completed or incomplete, output items, usage, store) or text/event-stream; x-tollgate-charged-usdc and x-tollgate-balance-usdc headers as on chat; x-tollgate-store: stored or not-stored; reason=too_large|wallet_full|unavailable when storing was asked', { type: 'object' }),
             400: error('VALIDATION_ERROR (param names the Responses field); pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
             401: error('UNAUTHORIZED'),
             402: error('as POST /v1/chat/completions: INSUFFICIENT_BALANCE, KEY_LIMIT_EXCEEDED, or a pay-per-request offer'),
+            404: error('NOT_FOUND: previous_response_id or an item_reference names nothing this wallet has stored (param names which); nothing reserved'),
             403: error('MODEL_NOT_ALLOWED'),
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
             503: error('as POST /v1/chat/completions'),
           },
+        },
+      },
+      '/v1/responses/{id}': {
+        get: {
+          summary: 'A stored Response, as it was delivered (OpenAI\'s responses.retrieve)',
+          description: 'Any API key of the wallet that stored it. Another wallet\'s, expired, deleted and unknown ids are the same 404.',
+          security: [{ bearer: [] }],
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { 200: ok('the Response object', { type: 'object' }), 401: error('UNAUTHORIZED'), 404: error('NOT_FOUND'), 429: error('RATE_LIMITED') },
+        },
+        delete: {
+          summary: 'Deletes a stored Response and its items (OpenAI\'s responses.delete)',
+          security: [{ bearer: [] }],
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { 200: ok('{id, object: "response", deleted: true}', { type: 'object' }), 401: error('UNAUTHORIZED'), 404: error('NOT_FOUND'), 429: error('RATE_LIMITED') },
         },
       },
       '/v1/messages': {

@@ -12,7 +12,7 @@ import { decodePaymentHeader } from '../payments/decode.ts';
 import { paymentMismatch } from '../payments/match.ts';
 import { TOPUP_PAYMENT, type PaymentRow } from '../payments/payment-store.ts';
 import { settleMatched } from '../payments/settle-matched.ts';
-import { ApiError, badRequest } from './errors.ts';
+import { ApiError, badRequest } from '../refusal.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { refuseUnconfiguredProvider } from './provider-ready.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from './x402-payment.ts';
@@ -42,7 +42,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
     askForPayment(
       reply,
-      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${inbound.path}`, offers, code, message, description: DESCRIPTION },
+      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${inbound.path}`, offers, code, message, description: DESCRIPTION, v1Body: config.topup.x402v1Body },
       { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
     );
 

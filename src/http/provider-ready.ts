@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { ChatPlan } from '../chat/plan.ts';
 import { missingKeyVariable } from '../providers/provider-keys.ts';
 import type { Services } from '../services.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../refusal.ts';
 
 /**
  * Before anything is reserved or paid: a provider without its key cannot serve, and the client is not

@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import type { RateWindow } from '../ratelimit/limiter.ts';
 import type { Services } from '../services.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../refusal.ts';
 
 /**
  * Counts one request against `key` and sets the X-RateLimit-* headers (Reset is a Unix time in

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Services } from '../services.ts';
 import { permittedBy, signFor, type Operation } from '../siwe/actions.ts';
 import { authFailureLimit } from './auth-failure-limit.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../refusal.ts';
 
 /**
  * The `message` + `signature` pair, from a JSON body or a query string. Not checked here: a missing

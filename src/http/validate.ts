@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { badRequest } from './errors.ts';
+import { badRequest } from '../refusal.ts';
 
 /** Parses a body or query with zod; every problem is named with its field in one 400 message. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what = 'request body'): z.infer<S> {

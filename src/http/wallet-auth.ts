@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../services.ts';
 import { bearerToken, requireApiKey } from './bearer-auth.ts';
-import { ApiError, badRequest, unauthorized } from './errors.ts';
+import { ApiError, badRequest, unauthorized } from '../refusal.ts';
 import { hasProof, requireSiwe, type SiweGrant, type SiweProofInput } from './siwe-proof.ts';
 import { SESSION_OPERATIONS, signFor, type Operation } from '../siwe/actions.ts';
 import { ADDRESS_PATTERN } from '../chain/address.ts';

@@ -1,11 +1,12 @@
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import type { Services } from '../services.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../refusal.ts';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
 import { invalidPayment } from '../payments/decode.ts';
 import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../payments/offers.ts';
 import type { PaymentRow } from '../payments/payment-store.ts';
+import { paymentRequiredV1 } from '../payments/x402-v1.ts';
 import type { SettleMatchedDeps } from '../payments/settle-matched.ts';
 
 /**
@@ -21,17 +22,23 @@ export function paymentHeader(headers: Record<string, string | string[] | undefi
   return value;
 }
 
-/** 402 with the offers in the body and in PAYMENT-REQUIRED (what @x402/fetch reads first). */
+/**
+ * 402 with the offers in PAYMENT-REQUIRED (x402 v2, what @x402/fetch 2.x reads first) and in the
+ * body: the same v2 offer, or with `v1Body` (topup.x402v1Body) an x402 v1 PaymentRequired for the
+ * stock v1 clients, which read only the body (payments/x402-v1.ts).
+ */
 export function askForPayment(
   reply: FastifyReply,
-  p: { resource: string; offers: Offer[]; code: string; message: string; description?: string },
+  p: { resource: string; offers: Offer[]; code: string; message: string; description?: string; v1Body: boolean },
   extra: Record<string, unknown> = {},
 ) {
-  const required = paymentRequired(p.resource, p.offers, p.code, p.description ?? TOPUP_DESCRIPTION);
+  const description = p.description ?? TOPUP_DESCRIPTION;
+  const required = paymentRequired(p.resource, p.offers, p.code, description);
+  const body = p.v1Body ? paymentRequiredV1(p.resource, p.offers, p.code, description) : required;
   return reply
     .code(402)
     .header('payment-required', encodePaymentRequiredHeader(required))
-    .send({ ...required, message: p.message, ...extra });
+    .send({ ...body, message: p.message, ...extra });
 }
 
 /** Sets PAYMENT-RESPONSE and its v1 name X-PAYMENT-RESPONSE: the settlement receipt of a credited payment. */

@@ -4,7 +4,7 @@ import type { Database } from '../storage/schema.ts';
 import { lockWallet } from '../ledger/balances.ts';
 import { applyMovement } from '../ledger/credits.ts';
 import { countActiveKeys, generateKey, insertKey, type KeyRow } from './api-keys.ts';
-import { attributeReferral, claimRedeemCode } from './codes.ts';
+import { attributeReferral, claimRedeemCode } from '../codes/codes.ts';
 import type { KeyLimits } from './limits.ts';
 
 export interface CreateKeyRequest {

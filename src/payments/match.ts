@@ -5,6 +5,7 @@ import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
 import { ApiError } from '../refusal.ts';
 import type { DecodedPayment } from './decode.ts';
 import type { Offer } from './offers.ts';
+import { caipOfV1Network } from './x402-v1.ts';
 import type { PaymentPurpose } from '../storage/schema.ts';
 
 export const paymentMismatch = (message: string) => new ApiError(400, 'PAYMENT_MISMATCH', message);
@@ -92,12 +93,19 @@ function checkAcceptedTerms(accepted: PaymentPayload['accepted'], req: PaymentRe
   if (!same(accepted.payTo, req.payTo)) throw paymentMismatch(`the payment is to ${accepted.payTo}, not to this gateway's payTo ${req.payTo}`);
 }
 
-/** v1 payloads name the network (e.g. "base-sepolia") and not the asset: the authorization binds it. */
+/**
+ * v1 payloads name the network (e.g. "base-sepolia") and not the asset: the authorization binds it
+ * (EIP-3009: the token's EIP-712 domain; Permit2: the permitted token). An EIP-3009 payment is for
+ * the first EIP-3009 offer on its network, the one offer of that network the v1 body lists
+ * (payments/x402-v1.ts): signed for any other token, its signature fails verification.
+ */
 function offerForV1(decoded: DecodedPayment, offers: Offer[]): Offer {
   const { scheme, network } = decoded.envelope as { scheme: string; network: string };
   if (scheme !== 'exact') throw paymentMismatch(`scheme "${scheme}" is not offered; use "exact"`);
-  const chainId = network.startsWith('eip155:') ? Number(network.slice(7)) : EVM_NETWORK_CHAIN_ID_MAP[network as keyof typeof EVM_NETWORK_CHAIN_ID_MAP];
-  const caip = `eip155:${chainId}`;
+  // The stock v1 clients' names first; then the wider list @x402/evm reads v1 payloads with (same ids).
+  const wider = Object.hasOwn(EVM_NETWORK_CHAIN_ID_MAP, network) ? EVM_NETWORK_CHAIN_ID_MAP[network as keyof typeof EVM_NETWORK_CHAIN_ID_MAP] : undefined;
+  const caip = caipOfV1Network(network) ?? (wider === undefined ? undefined : `eip155:${wider}`);
+  if (caip === undefined) throw paymentMismatch(`network "${network}" is not an x402 v1 network name this gateway knows; pay with an entry of the 402 response's accepts`);
   const candidates = offers.filter((o) => o.requirements.network === caip && o.config.transferMethod === decoded.kind);
   const offer =
     decoded.kind === 'permit2'

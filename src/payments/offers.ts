@@ -1,6 +1,5 @@
 import type { PaymentRequired, PaymentRequirements } from '@x402/core/types';
-import type { Config } from '../config/load.ts';
-import type { OfferConfig } from '../config/schema.ts';
+import type { Config, OfferConfig } from '../config/schema.ts';
 import { badRequest } from '../refusal.ts';
 import { usdToMicro } from '../ledger/usd.ts';
 

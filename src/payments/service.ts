@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { parseGwei, type Hex, type PublicClient } from 'viem';
 import type { ChainReaders } from '../chain/readers.ts';
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 import type { Database } from '../storage/schema.ts';
 import type { Facilitator } from './facilitator/facilitator.ts';
 import { localFacilitator } from './facilitator/local-facilitator.ts';
@@ -14,7 +14,7 @@ import { relayerLockFor } from './relayer/relayer-lock.ts';
 import type { CrossInstanceLock } from './relayer/relayer-queue.ts';
 import type { Engine } from '../storage/database.ts';
 
-/** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler. */
+/** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler's pass. */
 export interface TopupService {
   facilitator: Facilitator;
   /** The relayer's address when this gateway settles with its own key (local facilitator). */
@@ -22,11 +22,11 @@ export interface TopupService {
   clientFor(network: string): PublicClient | undefined;
   /** Refuses (throws) a contract-wallet payer outside the contract-wallet chain, before anything is recorded. */
   admitPayer(m: MatchedPayment): Promise<void>;
+  /** One reconciler pass; the gateway's background jobs run it at start-up and every `reconcileEveryMs`. */
   reconcile(): Promise<ReconcileReport>;
-  /** TEST ONLY fail point between record and broadcast (config.testHooks); undefined normally. */
+  reconcileEveryMs: number;
+  /** TEST ONLY fail point between record and broadcast (src/fail-points.ts); undefined normally. */
   beforeBroadcast?: () => Promise<void>;
-  /** Stops the periodic pass and waits for one under way. */
-  close(): Promise<void>;
 }
 
 /** `sendLock`: see relayer-lock.ts; without it only this process's sends are serialized. */
@@ -47,7 +47,7 @@ export function createFacilitator(config: Config, sendLock?: CrossInstanceLock):
 }
 
 /** Null when no offers are configured: top-ups are then off and /v1/topup says so. */
-export function createTopupService(config: Config, deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number }): TopupService | null {
+export function createTopupService(config: Config, deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number; hangBeforeBroadcast?: boolean }): TopupService | null {
   if (config.topup.offers.length === 0) return null;
   const facilitator = createFacilitator(config, relayerLockFor(deps.engine, deps.db, config.topup.relayer.sendWaitSeconds * 1000));
   const clientFor = (network: string) => {
@@ -57,28 +57,14 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
   const releaseAfterMs = config.topup.settleWaitSeconds * 1000;
   const replaceStuck = facilitator.replaceStuck?.bind(facilitator);
   const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs, replaceStuck });
-  let running: Promise<unknown> | null = null;
-  const pass = () => {
-    running ??= reconcile()
-      .catch((err) => deps.logger.warn({ err: (err as Error).message }, 'payment reconciler pass failed'))
-      .finally(() => (running = null));
-  };
-  // At start-up: a crash may have left a payment settled on chain but not yet credited, or recorded
-  // but never sent (released once older than the settle wait).
-  pass();
-  const timer = setInterval(pass, config.topup.reconcileIntervalSeconds * 1000);
-  timer.unref();
   return {
     facilitator,
     relayer: (facilitator as Facilitator & { relayer?: string }).relayer,
     clientFor,
     admitPayer: (m) => admitPayer(m, config.siwe.contractWalletChainId, clientFor(m.identity.network)!),
     reconcile,
-    beforeBroadcast: config.testHooks.hangBeforeBroadcast ? hangForever(deps.logger) : undefined,
-    async close() {
-      clearInterval(timer);
-      await running;
-    },
+    beforeBroadcast: deps.hangBeforeBroadcast ? hangForever(deps.logger) : undefined,
+    reconcileEveryMs: config.topup.reconcileIntervalSeconds * 1000,
   };
 }
 

@@ -70,6 +70,14 @@ export interface StreamEncoder {
   native?(event: string): string;
   /** The provider failed: the error event that ends the stream (`message` says nothing was charged). */
   failure(message: string): string;
-  /** The end of a complete (billed) stream; `usage` is what was billed (always passed by the pipeline). */
-  end(usage?: Usage): string;
+  /**
+   * The whole answer as the protocol's JSON object (a Responses stream's final Response), closing
+   * what is open; `end` then carries it. Absent: the protocol has no such object.
+   */
+  finalAnswer?(usage?: Usage): string;
+  /**
+   * The end of a complete (billed) stream; `usage` is what was billed (always passed by the pipeline).
+   * `answer`: the object `finalAnswer` gave, as a keeper rewrote it, to be carried instead.
+   */
+  end(usage?: Usage, answer?: string): string;
 }

@@ -1,5 +1,4 @@
-import type { Config } from '../config/load.ts';
-import type { ModelConfig, ProviderConfig } from '../config/schema.ts';
+import type { Config, ModelConfig, ProviderConfig } from '../config/schema.ts';
 import type { ProviderType } from './registry.ts';
 import { markupFactor } from './decimal.ts';
 import { listedPrices, modelPrices, type TokenPrices } from './token-prices.ts';

@@ -1,4 +1,4 @@
-import type { Config } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
 
 export interface MissingProviderKey {
   provider: string;

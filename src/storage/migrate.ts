@@ -8,6 +8,7 @@ import { settleShortfalls } from './migrations/005-settle-shortfalls.ts';
 import { keyLimits } from './migrations/006-key-limits.ts';
 import { dashboard } from './migrations/007-dashboard.ts';
 import { paymentPurpose } from './migrations/008-payment-purpose.ts';
+import { storedResponses } from './migrations/009-stored-responses.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -20,6 +21,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '006-key-limits': keyLimits(),
     '007-dashboard': dashboard(),
     '008-payment-purpose': paymentPurpose(),
+    '009-stored-responses': storedResponses(),
   };
 }
 

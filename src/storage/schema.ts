@@ -210,6 +210,26 @@ export interface SettingTable {
   value: string;
 }
 
+/** Migration 009: a Response kept for `previous_response_id`, `item_reference` and GET/DELETE (src/stored-responses/). */
+export interface StoredResponseTable {
+  id: string;
+  wallet: string;
+  api_key_id: number;
+  created_at: number;
+  expires_at: number;
+  /** UTF-8 size of input_json plus response_json. */
+  bytes: number;
+  input_json: string;
+  response_json: string;
+}
+
+/** Migration 009: an output item of a stored response, by its id. */
+export interface StoredResponseItemTable {
+  id: string;
+  response_id: string;
+  output_index: number;
+}
+
 export interface Database {
   wallets: WalletTable;
   ledger_entries: LedgerEntryTable;
@@ -227,4 +247,6 @@ export interface Database {
   settle_shortfalls: SettleShortfallTable;
   settings: SettingTable;
   payments: PaymentTable;
+  stored_responses: StoredResponseTable;
+  stored_response_items: StoredResponseItemTable;
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { after, before, describe, test } from 'node:test';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';

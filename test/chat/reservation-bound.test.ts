@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { countTokens } from 'gpt-tokenizer';
 import OpenAI from 'openai';
-import { fakePromptTokens, fakeTokens } from '../../src/devchain/fake-openai.ts';
+import { fakePromptTokens, fakeTokens } from '../../src/fake-providers/fake-openai.ts';
 import { priceRequest } from '../../src/providers/pricing.ts';
 import { ENGINES } from '../support/engines.ts';
 import { MODELS, readSse, startChatHarness, type ChatHarness } from '../support/chat-harness.ts';

@@ -31,7 +31,7 @@ for (const engine of ENGINES) {
     after(() => h?.stop());
 
     const db = () => h.gw.services.storage.db;
-    const hook = (value: 'outage' | null) => (h.gw.config.testHooks.settleFailure = value);
+    const hook = (value: 'outage' | null) => (h.gw.services.failPoints.settleFailure = value);
     const usageRows = (id: string) => db().selectFrom('request_usage').selectAll().where('request_id', '=', id).execute();
     const money = async (account: Parameters<ChatHarness['balance']>[0]) => {
       const b = await h.balance(account);

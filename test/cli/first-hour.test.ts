@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { stringify } from 'yaml';
 import { defaultModels } from '../../src/config/defaults.ts';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { openStorage } from '../../src/storage/database.ts';
 import { runTollgate } from '../support/cli.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';

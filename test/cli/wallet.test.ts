@@ -4,7 +4,7 @@ import type { PaymentRequirements } from '@x402/core/types';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { chooseOffer } from '../../src/wallet/topup-client.ts';
+import { chooseOffer } from '../../src/gateway-client/topup-client.ts';
 import { runTollgate, type CliResult } from '../support/cli.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import type { FundedAccount } from '../../src/devchain/deploy.ts';

@@ -3,7 +3,7 @@ import { after, afterEach, before, beforeEach, describe, test } from 'node:test'
 import Anthropic from '@anthropic-ai/sdk';
 import { resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { ERROR_CASES, MESSAGES, RATE_LIMIT_PER_MINUTE } from '../support/error-cases.ts';
-import { FAKE_ANTHROPIC_CONTENT } from '../../src/devchain/fake-anthropic-answer.ts';
+import { FAKE_ANTHROPIC_CONTENT } from '../../src/fake-providers/fake-anthropic-answer.ts';
 
 const FUNDS = 1_000_000;
 /** Both providers report the same bill: 100 prompt and 50 output tokens (Anthropic: 70 + 10 written + 20 read). */

@@ -72,27 +72,97 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 2 * CHARGE);
   });
 
-  test('a second turn with the default store: true: the SDK refers to its earlier answer by item_reference, a 400 that says to send store: false', async () => {
+  /** The default provider, with the bodies it sends to the gateway recorded. */
+  const recordingModel = (h: ChatHarness, key: string, sent: any[]) =>
+    createOpenAI({
+      baseURL: `${h.gw.url}/v1`, apiKey: key,
+      fetch: async (url, init) => {
+        if (typeof init?.body === 'string') sent.push(JSON.parse(init.body));
+        return fetch(url, init);
+      },
+    })('chat-small');
+
+  test('generateText, two turns with the default store: true: the second refers to the first answer by item_reference, the gateway sends the whole conversation; each turn billed', async () => {
     const h = harness();
     const w = await h.wallet(FUNDS);
-    const first = await generateText({ model: responsesModel(h, w.key), prompt: 'hi', maxRetries: 0 });
-    const err = await generateText({ model: responsesModel(h, w.key), messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }], maxRetries: 0 }).then(
-      () => assert.fail('the second turn succeeded'),
-      (e: unknown) => e,
-    );
-    assert.ok(APICallError.isInstance(err), String(err));
-    assert.equal(err.statusCode, 400);
-    const body = JSON.parse(err.responseBody ?? '');
-    assert.equal(body.param, 'input[1]');
-    assert.match(body.message, /item_reference.*keeps no conversation state.*providerOptions\.openai\.store to false/);
+    const sent: any[] = [];
+    const first = await generateText({ model: recordingModel(h, w.key, sent), prompt: 'hi', maxRetries: 0 });
+    assert.equal(first.text, CONTENT);
+    const second = await generateText({ model: recordingModel(h, w.key, sent), messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }], maxRetries: 0 });
+    assert.equal(second.text, CONTENT);
+    assert.equal(sent[1].input[1].type, 'item_reference', 'the SDK sent its earlier answer by reference');
+    assert.match(sent[1].input[1].id, /^msg_[0-9a-f]{32}$/);
+    assert.deepEqual(h.fake.received[1]!.body.messages, [
+      { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+      { role: 'assistant', content: CONTENT },
+      { role: 'user', content: [{ type: 'text', text: 'and?' }] },
+    ]);
+    assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 2 * CHARGE);
+  });
 
-    const again = await generateText({
-      model: responsesModel(h, w.key), messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }], maxRetries: 0,
-      providerOptions: { openai: { store: false } },
+  test('streamText, two turns with the default store: true: the streamed answer is stored as its final Response and referred to on the next turn', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const sent: any[] = [];
+    const first = streamText({ model: recordingModel(h, w.key, sent), prompt: 'hi', maxRetries: 0 });
+    let text = '';
+    for await (const part of first.textStream) text += part;
+    assert.equal(text, CONTENT);
+    const history = (await first.response).messages;
+    const second = streamText({ model: recordingModel(h, w.key, sent), messages: [{ role: 'user', content: 'hi' }, ...history, { role: 'user', content: 'and?' }], maxRetries: 0 });
+    let again = '';
+    for await (const part of second.textStream) again += part;
+    assert.equal(again, CONTENT);
+    assert.equal(sent[1].input[1].type, 'item_reference');
+    assert.deepEqual(h.fake.received[1]!.body.messages[1], { role: 'assistant', content: CONTENT });
+    assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 2 * CHARGE);
+  });
+
+  test('a tool loop with the default store: true, then a next turn: the call and its result go back, the final text by item_reference', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const sent: any[] = [];
+    h.fake.behaviour = { usage: USAGE, toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } };
+    let step = 0;
+    const first = await generateText({
+      model: recordingModel(h, w.key, sent), prompt: 'weather in Paris?', tools: { weather }, stopWhen: stepCountIs(2), maxRetries: 0,
+      prepareStep: () => {
+        if (step++ === 1) h.fake.behaviour = { usage: USAGE };
+        return {};
+      },
     });
+    assert.equal(first.text, CONTENT);
+    assert.deepEqual(first.steps[0]!.toolResults.map((r) => r.output), ['sunny in Paris']);
+    assert.deepEqual(h.fake.received[1]!.body.messages.slice(-2), [
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_fake1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_fake1', content: 'sunny in Paris' },
+    ]);
+    const third = await generateText({
+      model: recordingModel(h, w.key, sent), tools: { weather }, maxRetries: 0,
+      messages: [{ role: 'user', content: 'weather in Paris?' }, ...first.response.messages, { role: 'user', content: 'thanks' }],
+    });
+    assert.equal(third.text, CONTENT);
+    // What the SDK sends back of a finished tool loop is its own choice (here: the prompt, the final
+    // text by reference, the new turn); each reference reaches the provider as the item it names.
+    const refs = sent[2].input.flatMap((item: any, i: number) => (item.type === 'item_reference' ? [i] : []));
+    assert.ok(refs.length > 0, JSON.stringify(sent[2].input));
+    const upstream = h.fake.received[2]!.body.messages;
+    assert.equal(upstream.length, sent[2].input.length);
+    for (const i of refs) assert.deepEqual(upstream[i], { role: 'assistant', content: CONTENT });
+    assert.deepEqual(upstream.at(-1), { role: 'user', content: [{ type: 'text', text: 'thanks' }] });
+    assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 3 * CHARGE);
+  });
+
+  test('providerOptions.openai.store: false still works: the history is sent whole, nothing is kept', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const sent: any[] = [];
+    const opts = { providerOptions: { openai: { store: false } } };
+    const first = await generateText({ model: recordingModel(h, w.key, sent), prompt: 'hi', maxRetries: 0, ...opts });
+    const again = await generateText({ model: recordingModel(h, w.key, sent), messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }], maxRetries: 0, ...opts });
     assert.equal(again.text, CONTENT);
-    assert.deepEqual(h.fake.received.at(-1)!.body.messages[1], { role: 'assistant', content: CONTENT });
-    assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 2 * CHARGE, 'the refused turn cost nothing');
+    assert.equal(sent[1].input[1].role, 'assistant');
+    assert.equal((await h.gw.services.storage.db.selectFrom('stored_responses').select('id').where('api_key_id', '=', w.keyId).execute()).length, 0);
   });
 
   test('streamText: a provider failure inside the stream reaches onError, nothing charged', async () => {

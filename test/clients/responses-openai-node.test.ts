@@ -12,6 +12,9 @@ const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 10, completion_tokens: 20 };
 const CHARGE = 60;
 
+/** The Response's `store` (OpenAI sends it; openai-node's type leaves it out). */
+const storeOf = (r: object) => (r as { store?: unknown }).store;
+
 const WEATHER = { type: 'function' as const, name: 'weather', description: 'Weather now', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false };
 
 /** openai-node's own Responses calls against the gateway: JSON, streams, the stream helper, tools. */
@@ -116,20 +119,64 @@ describe('openai-node responses.*', () => {
     assert.deepEqual([item.type, item.name, item.call_id, item.arguments, item.status], ['function_call', 'weather', 'call_fake1', '{"city":"Paris"}', 'completed']);
   });
 
-  test('previous_response_id is a 400 that says Tollgate keeps no conversation state; nothing is reserved', async () => {
+  test('previous_response_id: the earlier input and output are prepended, the chain goes on; billed per turn', async () => {
     const h = harness();
     const w = await h.wallet(FUNDS);
-    const err = await rejection(h.client(w.key).responses.create({ model: 'chat-small', input: 'and then?', previous_response_id: 'resp_123' }));
-    assert.equal(err.status, 400);
-    assert.ok(err instanceof OpenAI.BadRequestError);
-    // The default errors.format (spec) keeps the message in the body, where openai-node does not look.
-    const res = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', input: 'and then?', previous_response_id: 'resp_123' }) });
-    const body = await res.json();
-    assert.equal(body.error, 'VALIDATION_ERROR');
-    assert.equal(body.param, 'previous_response_id');
-    assert.match(body.message, /keeps no conversation state.*send the whole conversation in input/);
-    assert.equal(h.fake.received.length, 0);
-    assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS, locked_usdc: 0, available_usdc: FUNDS });
+    const client = h.client(w.key);
+    const first = await client.responses.create({ model: 'chat-small', instructions: 'Be brief.', input: 'hi' });
+    assert.equal(storeOf(first), true);
+    const second = await client.responses.create({ model: 'chat-small', input: 'and then?', previous_response_id: first.id });
+    assert.equal(second.output_text, CONTENT);
+    // OpenAI's semantics: the instructions are not carried over, the input and output are.
+    assert.deepEqual(h.fake.received[1]!.body.messages, [
+      { role: 'user', content: 'hi' }, { role: 'assistant', content: CONTENT }, { role: 'user', content: 'and then?' },
+    ]);
+    await client.responses.create({ model: 'chat-small', input: [{ role: 'user', content: 'last' }], previous_response_id: second.id });
+    assert.deepEqual(h.fake.received[2]!.body.messages.map((m: any) => m.role), ['user', 'assistant', 'user', 'assistant', 'user']);
+    assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 3 * CHARGE);
+  });
+
+  test('a streamed response is stored as its final Response: retrieve gives what response.completed carried', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const client = h.client(w.key);
+    const final = await client.responses.stream({ model: 'chat-small', input: 'hi' }).finalResponse();
+    assert.equal(storeOf(final), true);
+    const got = await client.responses.retrieve(final.id);
+    assert.deepEqual(got.output.map((o) => o.id), final.output.map((o) => o.id), 'the same items, by their ids');
+    assert.equal(got.output_text, CONTENT);
+    assert.deepEqual(got.usage, final.usage);
+    const next = await client.responses.create({ model: 'chat-small', input: 'more', previous_response_id: final.id });
+    assert.equal(next.output_text, CONTENT);
+    assert.deepEqual(h.fake.received[1]!.body.messages[1], { role: 'assistant', content: CONTENT });
+  });
+
+  test('responses.retrieve and responses.delete; once deleted, retrieve and previous_response_id are 404 and nothing is reserved', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const client = h.client(w.key);
+    const res = await client.responses.create({ model: 'chat-small', input: 'hi' });
+    const got = await client.responses.retrieve(res.id);
+    assert.deepEqual(got, { ...res, output_text: res.output_text });
+    await client.responses.delete(res.id);
+    const err = await rejection(client.responses.retrieve(res.id));
+    assert.equal(err.status, 404);
+    assert.ok(err instanceof OpenAI.NotFoundError);
+    assert.equal((await rejection(client.responses.delete(res.id))).status, 404);
+    const before = await h.balance(w.account);
+    const cont = await rejection(client.responses.create({ model: 'chat-small', input: 'and?', previous_response_id: res.id }));
+    assert.equal(cont.status, 404);
+    assert.equal(h.fake.received.length, 1);
+    assert.deepEqual(await h.balance(w.account), before);
+  });
+
+  test('store: false keeps nothing: the Response says store: false and retrieve is 404', async () => {
+    const h = harness();
+    const w = await h.wallet(FUNDS);
+    const client = h.client(w.key);
+    const res = await client.responses.create({ model: 'chat-small', input: 'hi', store: false });
+    assert.equal(storeOf(res), false);
+    assert.equal((await rejection(client.responses.retrieve(res.id))).status, 404);
   });
 
   test('a refusal of the translated body names the Responses field: max_output_tokens, input, reasoning.effort', async () => {

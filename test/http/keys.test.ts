@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { createRedeemCodes, createReferralCode, hashRedeemCode } from '../../src/keys/codes.ts';
+import { createRedeemCodes, createReferralCode, hashRedeemCode } from '../../src/codes/codes.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';

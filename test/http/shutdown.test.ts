@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { startChatHarness } from '../support/chat-harness.ts';
-import { startFakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { freshDatabaseUrl } from '../support/engines.ts';
 import { startGatewayProcess } from '../support/gateway-process.ts';
 import { MODELS } from '../support/chat-harness.ts';

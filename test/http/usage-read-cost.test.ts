@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
 import { CompiledQuery, sql, type Kysely } from 'kysely';
-import { usageByKey, usageByKeyQuery, type KeyUsage } from '../../src/keys/usage.ts';
+import { usageByKey, usageByKeyQuery, type KeyUsage } from '../../src/usage/usage.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
-import { createRedeemCodes } from '../../src/keys/codes.ts';
+import { createRedeemCodes } from '../../src/codes/codes.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { reserve } from '../../src/ledger/operations/reserve.ts';
 import { usageRecord } from '../support/ledger.ts';

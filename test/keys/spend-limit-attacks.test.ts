@@ -6,7 +6,7 @@ import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { tryReserve } from '../../src/ledger/operations/reserve.ts';
 import { applySettle } from '../../src/ledger/spool/apply-settle.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import { MODELS, startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';

@@ -4,7 +4,7 @@ import { unavailableDependency } from '../../src/http/errors.ts';
 import { HttpRequestError } from 'viem';
 import { DependencyUnavailable } from '../../src/outage.ts';
 import { redisLimiter, type RedisLimiter } from '../../src/ratelimit/redis.ts';
-import { isDatabaseOutage } from '../../src/storage/outage.ts';
+import { isDatabaseOutage } from '../../src/storage/database-outage.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
 /** A refused socket: the same code whichever server refused it. */

@@ -8,7 +8,7 @@ import { HttpRequestError, TimeoutError, RpcRequestError, InternalRpcError, Limi
 import { unavailableDependency } from '../../src/http/errors.ts';
 import { DependencyUnavailable } from '../../src/outage.ts';
 import { isRedisOutage } from '../../src/ratelimit/redis.ts';
-import { isDatabaseOutage } from '../../src/storage/outage.ts';
+import { isDatabaseOutage } from '../../src/storage/database-outage.ts';
 
 const sock = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code, syscall: 'connect' });
 const pgErr = (code: string, msg: string) => Object.assign(new DatabaseError(msg, msg.length, 'error'), { code, severity: 'FATAL' });

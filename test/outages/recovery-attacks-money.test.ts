@@ -23,13 +23,13 @@ describe('attack: spooled early, retry succeeds, then the replay', () => {
     const { h, spoolDir, rejections } = gw;
     h.fake.behaviour = { usage: USAGE };
     const w = await h.wallet(1_000_000);
-    const cfg = h.gw.services.config as { testHooks: { settleFailure: string | null } };
+    const failPoints = h.gw.services.failPoints;
     const metricBefore = await chargedMetric(h);
-    cfg.testHooks.settleFailure = 'outage';
+    failPoints.settleFailure = 'outage';
     const streamed = streamChat(h, w.key);
     await until(() => h.gw.logs().includes('spooled, retrying'), 'the first settle attempt failed and was spooled', 20_000);
     // The database answers again; a replay runs before the next retry (250 ms later), another after it.
-    cfg.testHooks.settleFailure = null;
+    failPoints.settleFailure = null;
     await Promise.all([h.gw.services.settler.replay(), h.gw.services.settler.replay()]);
     const s = await streamed;
     assert.match(s.text, /\[DONE\]/);
@@ -75,12 +75,12 @@ describe('attack: the spool append fails while the database is down', () => {
     let res: Awaited<ReturnType<typeof call>>;
     // Our slot's file cannot be opened for appending (EISDIR): the same path as ENOSPC or EROFS.
     breakSpool();
-    const cfg = h.gw.services.config as { testHooks: { settleFailure: string | null } };
-    cfg.testHooks.settleFailure = 'outage';
+    const failPoints = h.gw.services.failPoints;
+    failPoints.settleFailure = 'outage';
     try {
       res = await call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, { authorization: `Bearer ${w.key}` });
     } finally {
-      cfg.testHooks.settleFailure = null;
+      failPoints.settleFailure = null;
     }
     assert.notEqual(res.status, 500, `${res.status} ${res.text}`);
     assert.equal(res.status, 503, `${res.status} ${res.text}`);
@@ -104,13 +104,13 @@ describe('attack: the spool append fails while the database is down', () => {
     const { h, rejections } = gw;
     const w = await h.wallet(1_000_000);
     breakSpool();
-    const cfg = h.gw.services.config as { testHooks: { settleFailure: string | null } };
-    cfg.testHooks.settleFailure = 'outage';
+    const failPoints = h.gw.services.failPoints;
+    failPoints.settleFailure = 'outage';
     let s: { id: string; status: number; text: string };
     try {
       s = await streamChat(h, w.key);
     } finally {
-      cfg.testHooks.settleFailure = null;
+      failPoints.settleFailure = null;
     }
     await new Promise((r) => setTimeout(r, 500));
     assert.deepEqual(rejections, []);

@@ -21,14 +21,14 @@ describe('attack: one unappliable line pins every early-spooled line of its slot
     const slot = readdirSync(spoolDir).find((f) => f.endsWith('.lock'))!.replace(/\.lock$/, '.jsonl');
     const usage = { requestId: 'no-such-request', apiKeyId: 1, wallet: w.account.address, model: 'chat-small', provider: 'fake', promptTokens: 1, completionTokens: 1, reasoningTokens: 0, cachedTokens: 0, estimated: false, providerCostUsdc: 0, status: 'ok', latencyMs: 1 };
     appendFileSync(join(spoolDir, slot), `${JSON.stringify({ requestId: 'no-such-request', wallet: w.account.address, chargeUsdc: 1, usage, spooledAt: Date.now() })}\n`);
-    const cfg = h.gw.services.config as { testHooks: { settleFailure: string | null } };
+    const failPoints = h.gw.services.failPoints;
     const N = 5;
     for (let i = 0; i < N; i++) {
       const logsBefore = h.gw.logs().split('spooled, retrying').length;
-      cfg.testHooks.settleFailure = 'outage';
+      failPoints.settleFailure = 'outage';
       const s = streamChat(h, w.key).then((r) => r.text);
       await until(() => h.gw.logs().split('spooled, retrying').length > logsBefore, 'spooled early', 20_000);
-      cfg.testHooks.settleFailure = null;
+      failPoints.settleFailure = null;
       assert.match(await s, /\[DONE\]/);
     }
     const db = h.gw.services.storage.db;

@@ -25,13 +25,13 @@ for (const engine of ENGINES) {
       const w = await h.wallet(1_000_000);
       const metric = () => chargedMetric(h);
       const before = await metric();
-      const cfg = h.gw.services.config as { testHooks: { settleFailure: string | null } };
-      cfg.testHooks.settleFailure = 'outage';
+      const failPoints = h.gw.services.failPoints;
+      failPoints.settleFailure = 'outage';
       const streamed = streamChat(h, w.key);
       await until(() => h.gw.logs().includes('spooled, retrying'), 'spooled early', 20_000);
       const swept = await sweepExpiredReservations(h.gw.services.storage.db, Date.now() + 3_600_000);
       assert.equal(swept, 1, 'the sweeper released the reservation');
-      cfg.testHooks.settleFailure = null;
+      failPoints.settleFailure = null;
       const s = await streamed;
       assert.match(s.text, /\[DONE\]/);
       await h.gw.services.settler.replay();

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { freshDatabaseUrl, tempDir } from '../support/engines.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, MODELS, type ChatHarness } from '../support/chat-harness.ts';

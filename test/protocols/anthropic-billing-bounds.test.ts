@@ -3,7 +3,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { planChat } from '../../src/chat/plan.ts';
 import { responsesInbound } from '../../src/protocols/openai-responses/inbound.ts';
 import { parseConfig } from '../../src/config/load.ts';
-import { fakeInputTokens } from '../../src/devchain/fake-anthropic-answer.ts';
+import { fakeInputTokens } from '../../src/fake-providers/fake-anthropic-answer.ts';
 import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/protocols/anthropic-messages/tools.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
 import { priceRequest } from '../../src/providers/pricing.ts';

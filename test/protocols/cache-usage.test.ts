@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { createParser } from 'eventsource-parser';
 import { readUsage } from '../../src/protocols/openai-chat/decode-usage.ts';
-import { startFakeAnthropic, type FakeAnthropic } from '../../src/devchain/fake-anthropic.ts';
+import { startFakeAnthropic, type FakeAnthropic } from '../../src/fake-providers/fake-anthropic.ts';
 import { anthropicHeaders } from '../../src/providers/anthropic/headers.ts';
 import { fromAnthropicResponse } from '../../src/protocols/anthropic-messages/decode-answer.ts';
 import { AnthropicStreamTranslator } from '../../src/protocols/anthropic-messages/decode-stream.ts';

@@ -4,7 +4,7 @@ import { countTokens } from 'gpt-tokenizer';
 import { startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { ENGINES } from '../support/engines.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
-import { FAKE_ANTHROPIC_CONTENT } from '../../src/devchain/fake-anthropic-answer.ts';
+import { FAKE_ANTHROPIC_CONTENT } from '../../src/fake-providers/fake-anthropic-answer.ts';
 
 const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 10, completion_tokens: 20 };
@@ -60,7 +60,7 @@ for (const engine of ENGINES) {
       assert.equal(res.headers.get('x-tollgate-balance-usdc'), String(FUNDS - CHARGE));
       const body = await res.json();
       assert.equal(body.output[0].content[0].text, CONTENT);
-      assert.equal(body.store, false, 'Tollgate keeps nothing');
+      assert.equal(body.store, true, 'kept by default, as OpenAI does (test/protocols/responses-store.test.ts)');
       const [row] = await usageRows(w.keyId);
       assert.deepEqual({ status: row!.status, p: Number(row!.prompt_tokens), c: Number(row!.completion_tokens), charged: Number(row!.charged_usdc) }, { status: 'ok', p: 10, c: 20, charged: CHARGE });
     });

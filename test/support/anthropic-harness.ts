@@ -1,6 +1,6 @@
 import type { Engine } from '../../src/storage/database.ts';
-import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour, type FakeAnthropicOptions } from '../../src/devchain/fake-anthropic.ts';
-import type { FakeBehaviour } from '../../src/devchain/fake-openai.ts';
+import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour, type FakeAnthropicOptions } from '../../src/fake-providers/fake-anthropic.ts';
+import type { FakeBehaviour } from '../../src/fake-providers/fake-openai.ts';
 import { MODELS, startChatHarness, type ChatHarness } from './chat-harness.ts';
 
 export const ANTHROPIC_KEY = 'sk-ant-test-provider-key';

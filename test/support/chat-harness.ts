@@ -4,7 +4,7 @@ import type { PrivateKeyAccount } from 'viem/accounts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { adjustBalance } from '../../src/ledger/credits.ts';
 import type { Engine } from '../../src/storage/database.ts';
-import { startFakeOpenAI, type FakeBehaviour, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeBehaviour, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
 import { newAccount, createKeyProof } from './siwe.ts';
 

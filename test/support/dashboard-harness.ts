@@ -1,6 +1,6 @@
 import type { Page } from 'playwright-core';
 import { freePort } from '../../src/devchain/ports.ts';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import type { FundedAccount } from '../../src/devchain/deploy.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { launchBrowser, ensureDashboardBuilt, type Browser } from './browser.ts';

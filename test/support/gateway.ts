@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream';
-import { parseConfig, type Config } from '../../src/config/load.ts';
+import { parseConfig } from '../../src/config/load.ts';
+import type { Config } from '../../src/config/schema.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { startServer, type RunningServer } from '../../src/main.ts';

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { signEip3009, type Eip3009Terms } from './x402-payloads.ts';
 import type { Engine } from '../../src/storage/database.ts';

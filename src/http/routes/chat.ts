@@ -1,13 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { INBOUND_TRANSLATORS, type InboundTranslator } from '../../protocols/index.ts';
 import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
-import { runChat } from '../../chat/run.ts';
+import { runChat, type ChatExchange } from '../../chat/run.ts';
 import { fitMaxTokens } from '../../chat/fit.ts';
 import { countMessageTokens } from '../../chat/count-tokens.ts';
 import type { ChatPlan } from '../../chat/plan.ts';
 import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
 import { getBalance } from '../../ledger/balances.ts';
-import { unauthorized } from '../errors.ts';
+import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
 import { presentedKey, requireApiKey } from '../bearer-auth.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
@@ -16,6 +16,8 @@ import { refuseUnconfiguredProvider } from '../provider-ready.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import { clientBucket } from '../client-bucket.ts';
 import { exchangeOf } from '../reply-sink.ts';
+import { responsesInbound } from '../../protocols/openai-responses/inbound.ts';
+import { prepareResponsesRequest } from '../stored-responses.ts';
 
 /** The key each chat request was authenticated with, set before its body is read. */
 const keyOf = new WeakMap<FastifyRequest, KeyRow>();
@@ -56,15 +58,19 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
         const { payPerRequest } = await import('../pay-per-request.ts');
         return payPerRequest(services, request, reply, inbound);
       }
+      // Responses: references to the wallet's stored responses become the items they name, so
+      // the plan below bounds and reserves the whole conversation.
+      const prepared = inbound === responsesInbound ? await prepareResponsesRequest(services, request, key) : { body: request.body };
       const opts: PlanOptions = { betas: request.headers['anthropic-beta'] };
-      const plan = planInbound(inbound, request.body, services.catalog, services.config, opts);
+      const plan = planInbound(inbound, prepared.body, services.catalog, services.config, opts);
       assertModelAllowed(key, plan.model.id);
       refuseUnconfiguredProvider(services, request, plan);
       void reply.headers(plan.responseHeaders ?? {});
-      const reserved = await runChat(services.chat, exchangeOf(request, reply, inbound), key, plan);
+      const exchange = () => ({ ...exchangeOf(request, reply, inbound), keeper: prepared.keeper });
+      const reserved = await runChat(services.chat, exchange(), key, plan);
       if (reserved.ok) return reply;
       if (!wantsFit(request, plan)) throw await reservationRefusal(services, key, plan, reserved);
-      return fitToBalance(services, request, reply, inbound, key, plan, opts, reserved);
+      return fitToBalance(services, reply, { inbound, body: prepared.body, exchange }, key, plan, opts, reserved);
     });
   }
 
@@ -105,7 +111,7 @@ const FIT_ATTEMPTS = 3;
  * and the fit tries again with the smaller amount. `x-tollgate-max-tokens-fitted` says the value used.
  */
 async function fitToBalance(
-  services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator, key: KeyRow,
+  services: Services, reply: FastifyReply, req: { inbound: InboundTranslator; body: unknown; exchange: () => ChatExchange }, key: KeyRow,
   first: ChatPlan, opts: PlanOptions, refused: Exclude<ReserveOutcome, { ok: true }>,
 ): Promise<FastifyReply> {
   const floor = services.config.chat.fitMaxTokensFloor;
@@ -116,11 +122,11 @@ async function fitToBalance(
     available = Math.min(available, await coverable(services, key, outcome));
     const fitted = fitMaxTokens(plan, available);
     if (fitted < floor || fitted >= plan.maxTokens) break;
-    const next = planInbound(inbound, request.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted });
+    const next = planInbound(req.inbound, req.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted });
     if (next.reservationUsdc > available) break;
     plan = next;
     void reply.headers({ ...plan.responseHeaders, 'x-tollgate-max-tokens': String(plan.maxTokens), 'x-tollgate-max-tokens-fitted': String(plan.maxTokens) });
-    outcome = await runChat(services.chat, exchangeOf(request, reply, inbound), key, plan);
+    outcome = await runChat(services.chat, req.exchange(), key, plan);
   }
   if (outcome.ok) return reply;
   reply.removeHeader('x-tollgate-max-tokens-fitted');

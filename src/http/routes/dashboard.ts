@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { DASHBOARD_CSP, loadDashboardAssets, type Asset } from '../../dashboard/assets.ts';
 import type { Services } from '../../services.ts';
-import { notFound } from '../errors.ts';
+import { notFound } from '../../refusal.ts';
 
 /**
  * The throw-away wallet of `tollgate demo`, offered in the page so a person can try the dashboard

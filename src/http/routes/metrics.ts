@@ -2,7 +2,7 @@ import { StartupError } from '../../startup-error.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
 import { bearerToken } from '../bearer-auth.ts';
-import { unauthorized } from '../errors.ts';
+import { unauthorized } from '../../refusal.ts';
 import { secretMatches } from '../secret-compare.ts';
 
 /**

@@ -2,7 +2,7 @@ import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance, FastifyRequest, FastifyReply } from 'fastify';
 import { findModel, modelEntry } from '../../providers/catalog.ts';
 import type { Services } from '../../services.ts';
-import { ApiError, notFound } from '../errors.ts';
+import { ApiError, notFound } from '../../refusal.ts';
 import { OPENAI_COMPATIBLE } from '../error-format.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { openSession, revokeSession } from '../../sessions/store.ts';
 import type { Services } from '../../services.ts';
 import { clientBucket } from '../client-bucket.ts';
-import { unauthorized } from '../errors.ts';
+import { unauthorized } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { requireSiwe, siweProofFields } from '../siwe-proof.ts';
 import { parseInput } from '../validate.ts';

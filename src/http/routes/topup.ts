@@ -5,7 +5,7 @@ import type { Services } from '../../services.ts';
 import { decodePaymentHeader } from '../../payments/decode.ts';
 import { buildOffers, parseTopupAmount } from '../../payments/offers.ts';
 import type { PaymentRow } from '../../payments/payment-store.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { settleMatched } from '../../payments/settle-matched.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from '../x402-payment.ts';
@@ -31,7 +31,7 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
     const header = paymentHeader(request.headers);
     if (header === undefined) {
       return askForPayment(reply, {
-        resource, offers, code: 'PAYMENT_REQUIRED',
+        resource, offers, code: 'PAYMENT_REQUIRED', v1Body: config.topup.x402v1Body,
         message: `pay ${micro / 1e6} USD with one of accepts, sent as base64 in the PAYMENT-SIGNATURE (x402 v2) or X-Payment (v1) header`,
       });
     }
@@ -52,7 +52,7 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
       case 'rejected':
         return askForPayment(
           reply,
-          { resource, offers, code: 'PAYMENT_REJECTED', message: rejectionMessage(outcome.reason, matched) },
+          { resource, offers, code: 'PAYMENT_REJECTED', message: rejectionMessage(outcome.reason, matched), v1Body: config.topup.x402v1Body },
           { reason: outcome.reason },
         );
       case 'unavailable':

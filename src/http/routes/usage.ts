@@ -1,13 +1,13 @@
 import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance } from 'fastify';
 import { getBalance } from '../../ledger/balances.ts';
-import { usageByKey } from '../../keys/usage.ts';
+import { usageByKey } from '../../usage/usage.ts';
 import type { Services } from '../../services.ts';
 import { requireWalletOwner } from '../wallet-auth.ts';
 import { toIso } from '../../keys/api-keys.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
-import { dailyUsage } from '../../keys/usage-daily.ts';
-import { badRequest } from '../errors.ts';
+import { dailyUsage } from '../../usage/usage-daily.ts';
+import { badRequest } from '../../refusal.ts';
 
 /** The longest history GET /v1/usage/:wallet/daily returns, in days. */
 const MAX_DAYS = 90;

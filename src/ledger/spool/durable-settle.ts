@@ -1,11 +1,12 @@
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/database.ts';
 import { DependencyUnavailable } from '../../outage.ts';
-import { isDatabaseOutage } from '../../storage/outage.ts';
+import { isDatabaseOutage } from '../../storage/database-outage.ts';
 import { finishReservation } from '../operations/finish.ts';
 import type { SettleOutcome, SettleRecord } from '../reservations.ts';
 import { applySettle, billedEarlier, type ApplyOutcome } from './apply-settle.ts';
 import type { SettleSpool } from './spool-file.ts';
+import type { SettleFailure } from '../../fail-points.ts';
 
 /**
  * Retries of a settle the database did not take, before it is spooled: about 4 s in all, long
@@ -13,9 +14,6 @@ import type { SettleSpool } from './spool-file.ts';
  * client is not kept waiting much longer than the outage answer would take.
  */
 const RETRY_DELAYS_MS = [250, 500, 1000, 2000];
-
-/** TEST ONLY (config.testHooks.settleFailure): settles fail as if the database did not answer. */
-export type SettleFailure = 'outage' | 'crash' | null;
 
 export interface DurableSettler {
   /**
@@ -37,6 +35,7 @@ export interface SettlerDeps {
   onApplied(record: SettleRecord, outcome: SettleOutcome): void;
   /** A delivered answer could be neither settled nor spooled: its charge is lost (see unbillable). */
   onUnbilled(record: SettleRecord): void;
+  /** TEST ONLY (src/fail-points.ts): settles fail as if the database did not answer. */
   failure: () => SettleFailure;
 }
 

@@ -1,4 +1,4 @@
-import type { Config } from '../../config/load.ts';
+import type { Config } from '../../config/schema.ts';
 import { usdToMicro } from '../../ledger/usd.ts';
 import type { DecodedPayment } from '../decode.ts';
 import { matchPayment, offerFor, type MatchedPayment } from '../match.ts';

@@ -9,7 +9,12 @@ import { badRequest } from '../../refusal.ts';
 
 type Message = Record<string, unknown> & { role: string };
 
-const STATELESS = 'Tollgate keeps no conversation state (every response behaves as store: false)';
+/**
+ * Why a reference to a stored response cannot be followed here. A keyed request's references are
+ * resolved before decoding (src/stored-responses/resolve.ts); one that reaches the decoder came
+ * with no API key (pay-per-request) or to a gateway that stores nothing.
+ */
+export const NO_STORE = 'stored responses are kept only for requests made with an API key on a gateway with responses.store enabled (a pay-per-request payment keeps nothing)';
 
 /** The chat message list for `instructions` (a system message first) and `input`. */
 export function inputMessages(input: unknown, instructions: unknown): Message[] {
@@ -45,7 +50,7 @@ function addItem(messages: Message[], item: unknown, where: string): void {
   } else if (type === 'function_call_output') {
     messages.push({ role: 'tool', tool_call_id: stringField(it, 'call_id', where), content: toolOutput(it.output, `${where}.output`) });
   } else if (type === 'item_reference') {
-    throw badRequest(`${where} is an item_reference, but ${STATELESS}: send the item itself (with the Vercel AI SDK, set providerOptions.openai.store to false)`, { param: where });
+    throw badRequest(`${where} is an item_reference, but ${NO_STORE}: send the item itself (with the Vercel AI SDK, set providerOptions.openai.store to false)`, { param: where });
   } else {
     const named = typeof type === 'string' ? `a ${JSON.stringify(type.slice(0, 50))} item` : 'an item without a type';
     throw badRequest(`${where} is ${named}, which this gateway does not accept; send messages, function_call and function_call_output items`, { param: where });

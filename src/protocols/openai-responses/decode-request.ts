@@ -1,17 +1,23 @@
 import { badRequest } from '../../refusal.ts';
 import { isStandardChatField } from '../openai-chat/request-fields.ts';
-import { inputMessages } from './decode-input.ts';
+import { inputMessages, NO_STORE } from './decode-input.ts';
 
 /**
  * An OpenAI Responses request (POST /v1/responses) as the internal chat-completions body. The plan
  * then treats it exactly as a chat request: the model's limits, the allowlist, the reservation on
- * the encoded upstream body. Fields that need state OpenAI keeps (stored responses, conversations,
- * prompt templates) or priced built-in tools are refused here, by their Responses name.
+ * the encoded upstream body. References to stored responses arrive already resolved (see STATEFUL);
+ * fields that need state OpenAI keeps and Tollgate does not (conversations, prompt templates) or
+ * priced built-in tools are refused here, by their Responses name.
  */
 
-/** Fields that refer to state kept on OpenAI's side; Tollgate keeps none, so the text is never seen or bounded. */
+/**
+ * Fields that refer to state this request cannot reach, so the text is never seen or bounded. A
+ * keyed request's previous_response_id is resolved against the wallet's stored responses before
+ * decoding (src/stored-responses/resolve.ts) and never gets here; one that does was sent without an
+ * API key (pay-per-request) or to a gateway with responses.store off.
+ */
 const STATEFUL: Record<string, string> = {
-  previous_response_id: 'Tollgate keeps no conversation state, so there is no earlier response to continue; send the whole conversation in input',
+  previous_response_id: `${NO_STORE}, so there is no earlier response to continue; send the whole conversation in input`,
   conversation: 'Tollgate keeps no conversations; send the whole conversation in input',
   prompt: 'refers to a prompt template stored on an OpenAI account; send the instructions and input themselves',
   background: 'asks for a response that is kept and polled later; Tollgate answers within the request (use stream: true for long answers)',
@@ -73,10 +79,10 @@ function refuseStateful(b: Record<string, unknown>): void {
   }
 }
 
-/** Fields accepted and not forwarded: they change nothing a stateless, tokens-only answer carries. */
+/** Fields accepted and not forwarded: they change nothing a tokens-only answer carries (`store` is the route's). */
 function checkIgnorable(b: Record<string, unknown>): void {
-  // store: OpenAI keeps a response for later retrieval; Tollgate keeps nothing whatever it says.
-  if (present(b.store) && typeof b.store !== 'boolean') throw badRequest('store must be true or false (Tollgate keeps nothing either way)', { param: 'store' });
+  // store: read by the route, which keeps a keyed request's response unless it is false.
+  if (present(b.store) && typeof b.store !== 'boolean') throw badRequest('store must be true or false', { param: 'store' });
   if (present(b.metadata) && (typeof b.metadata !== 'object' || Array.isArray(b.metadata))) throw badRequest('metadata must be an object of string values', { param: 'metadata' });
   if (present(b.truncation) && b.truncation !== 'disabled') {
     throw badRequest('truncation "auto" would drop input to fit the context window; this gateway sends the input as given: send "disabled" or leave it out', { param: 'truncation' });

@@ -44,8 +44,10 @@ export function functionCallItem(id: string, callId: string, name: string, args:
 }
 
 /**
- * The Response object. Tollgate keeps nothing, so `store` is always false; the request's own
- * settings (instructions, tools, temperature…) are not echoed back.
+ * The Response object. `store` is false here: a stored response is marked true by the keeper that
+ * stored it (src/stored-responses/keeper.ts), once it was billed and kept, so the field says what
+ * happened, not what was asked. The request's own settings (instructions, tools, temperature…) are
+ * not echoed back.
  */
 export function responseObject(r: {
   id: string; createdAt: number; model: string; status: ResponseStatus | 'in_progress';

@@ -32,6 +32,8 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   private readonly calls = new Map<number, OpenCall>();
   private usage: InternalUsage | null = null;
   private finishReason: unknown = null;
+  /** Events written by `finalAnswer` (closing open items), sent by `end`. */
+  private closing = '';
 
   constructor(plan: EncodePlan) {
     this.model = plan.model.upstreamName;
@@ -60,10 +62,19 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       + this.event('response.failed', { response: this.snapshot('failed', null, error) });
   }
 
-  end(): string {
-    const out = this.start() + this.closeAll();
+  /** The final Response (what response.completed carries); the events that close open items wait for `end`. */
+  finalAnswer(): string {
+    this.closing += this.start() + this.closeAll();
     const { status, incomplete_details } = statusOf(this.finishReason);
-    return out + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: this.snapshot(status, incomplete_details) });
+    return JSON.stringify(this.snapshot(status, incomplete_details));
+  }
+
+  end(_usage?: unknown, answer?: string): string {
+    const out = this.closing + this.start() + this.closeAll();
+    this.closing = '';
+    const { status, incomplete_details } = statusOf(this.finishReason);
+    const response = answer !== undefined ? JSON.parse(answer) : this.snapshot(status, incomplete_details);
+    return out + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
   }
 
   private event(type: string, fields: Record<string, unknown>): string {

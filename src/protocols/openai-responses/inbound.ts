@@ -4,7 +4,8 @@ import { responseFromCompletion } from './encode-answer.ts';
 import { ResponsesStreamEncoder } from './encode-stream.ts';
 
 /**
- * POST /v1/responses: OpenAI's Responses API, stateless. Requests are translated onto chat
+ * POST /v1/responses: OpenAI's Responses API. References to stored responses are resolved before
+ * decoding, and answers stored after billing, by the route (src/stored-responses/). Requests are translated onto chat
  * completions (decode-request.ts), so every provider type serves them and the plan, reservation
  * and bill are the chat path's own; answers and events are written back as Response objects and
  * Responses events. Errors follow `errors.format`, as on every OpenAI-compatible route.

@@ -1,6 +1,6 @@
 import type { PaymentRequirements } from '@x402/core/types';
 import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
-import { startFakeOpenAI, type FakeOpenAI } from '../../../src/devchain/fake-openai.ts';
+import { startFakeOpenAI, type FakeOpenAI } from '../../../src/fake-providers/fake-openai.ts';
 import { adjustBalance } from '../../../src/ledger/credits.ts';
 import type { Engine } from '../../../src/storage/database.ts';
 import { contextLengthsOf, MODELS } from '../../support/chat-harness.ts';

@@ -105,6 +105,17 @@ for (const engine of ENGINES) {
       assert.match(data.output_text, /fake provider/);
       assert.equal(decodePaymentResponseHeader(response.headers.get('payment-response')!).success, true);
       await paidAndBilled(payer, h.chain.usdc, Number(response.headers.get('x-tollgate-charged-usdc')));
+      // A payment is no durable identity to keep responses under: nothing is stored (store defaults to true).
+      assert.equal((data as unknown as { store: boolean }).store, false);
+      assert.equal((await h.gw.services.storage.db.selectFrom('stored_responses').select('id').execute()).length, 0);
+    });
+
+    test('attack: without an API key, previous_response_id and item_reference are a 400 before any offer: a payment never reads stored responses', async () => {
+      for (const extra of [{ previous_response_id: 'resp_1' }, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: 'msg_1' }] }]) {
+        const res = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/chat-small', input: 'hello', ...extra }) });
+        assert.equal(res.status, 400);
+        assert.match((await res.json()).message, /kept only for requests made with an API key/);
+      }
     });
   });
 }

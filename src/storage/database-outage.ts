@@ -1,3 +1,8 @@
+/**
+ * Which errors of the database drivers (node-postgres, libsql, Kysely) mean the database did not
+ * answer. Kept beside the storage code rather than in src/outage.ts because it knows SQLSTATEs and
+ * driver messages: the shared outage vocabulary stays free of any one dependency's details.
+ */
 import { someErrorInChain, taggedDependency } from '../outage.ts';
 
 /** Socket-level failures: the server is down, restarting, or unreachable. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createParser } from 'eventsource-parser';
-import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour } from '../../src/devchain/fake-anthropic.ts';
+import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour } from '../../src/fake-providers/fake-anthropic.ts';
 import { anthropicHeaders } from '../../src/providers/anthropic/headers.ts';
 import { toAnthropicRequest } from '../../src/protocols/anthropic-messages/encode-request.ts';
 import { fromAnthropicResponse } from '../../src/protocols/anthropic-messages/decode-answer.ts';

@@ -1,5 +1,6 @@
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
 import type { PaymentRequirements } from '@x402/core/types';
 import { parseUnits } from 'viem';
 import { GatewayError, readJson, type GatewayClient } from './gateway-client.ts';
@@ -76,16 +77,22 @@ export async function topUp(client: GatewayClient, usd: number, opts: TopupOptio
   return { credited_usdc: body.credited_usdc, balance_usdc: body.balance_usdc, transaction: body.transaction, network: body.network, asset: offer.asset };
 }
 
-/** The gateway's 402 answer for this amount: what it accepts. Anything else is its error. */
+/**
+ * The gateway's 402 answer for this amount: what it accepts. Anything else is its error. Read from
+ * the PAYMENT-REQUIRED header, always x402 v2 (the client this module drives is v2): the body is an
+ * x402 v1 offer, without Permit2 entries or CAIP-2 networks, when the operator set topup.x402v1Body.
+ */
 async function readOffers(client: GatewayClient, usd: number): Promise<PaymentRequirements[]> {
   const res = await client.send('POST', '/v1/topup', { amount: usd });
   if (res.status !== 402) {
     await readJson(res);
     throw new GatewayError(res.status, 'NO_OFFER', `the gateway answered ${res.status} instead of a payment offer`, null);
   }
-  const body = (await res.json()) as { accepts?: PaymentRequirements[] };
-  if (!Array.isArray(body.accepts) || body.accepts.length === 0) throw new GatewayError(402, 'NO_OFFER', 'the gateway offers no way to pay', body);
-  return body.accepts;
+  const body = (await res.json().catch(() => null)) as { accepts?: PaymentRequirements[] } | null;
+  const header = res.headers.get('payment-required');
+  const accepts = header ? (decodePaymentRequiredHeader(header) as { accepts?: PaymentRequirements[] }).accepts : body?.accepts;
+  if (!Array.isArray(accepts) || accepts.length === 0) throw new GatewayError(402, 'NO_OFFER', 'the gateway offers no way to pay', body);
+  return accepts;
 }
 
 /**

@@ -1,6 +1,9 @@
-import type { TopupEvent } from '../wallet/topup-client.ts';
+import type { TopupEvent } from '../gateway-client/topup-client.ts';
 
 /**
+ * Shared by `tollgate wallet` (src/cli/) and the demo (src/demo/), so it lives in neither: the CLI
+ * runs the demo, and the demo reaching back into cli/ made the two folders import each other.
+ *
  * Progress for waits the user cannot see (a payment settling on chain). On a terminal it redraws
  * one line with the elapsed time; elsewhere (CI, pipes, agents) it prints a line every few seconds.
  */

@@ -1,0 +1,29 @@
+/**
+ * TEST ONLY fail points. They are not configuration: they come from the environment of the
+ * `tollgate serve` process (read once at start-up, src/main.ts), so no config file can switch them
+ * on, and in-process tests set them on the running gateway's `services.failPoints`.
+ * `TOLLGATE_TEST_HANG_BEFORE_BROADCAST=1`: a top-up stops for good after it is recorded and
+ * verified, before its settlement is sent, so a test can kill -9 the process at exactly that step.
+ * `TOLLGATE_TEST_SETTLE_FAILURE=outage`: every settle (and spool replay) fails as if the database
+ * did not answer, so settles are spooled; `=crash`: the same, and the request then stops for good
+ * right after its settle is spooled, so a test can kill -9 the process there.
+ */
+export type SettleFailure = 'outage' | 'crash' | null;
+
+export interface FailPoints {
+  hangBeforeBroadcast: boolean;
+  settleFailure: SettleFailure;
+}
+
+/** All off: what every gateway runs with unless a test asks otherwise. A new object each time, since tests change it. */
+export function noFailPoints(): FailPoints {
+  return { hangBeforeBroadcast: false, settleFailure: null };
+}
+
+export function failPointsFromEnv(env: NodeJS.ProcessEnv): FailPoints {
+  const settle = env.TOLLGATE_TEST_SETTLE_FAILURE;
+  return {
+    hangBeforeBroadcast: env.TOLLGATE_TEST_HANG_BEFORE_BROADCAST === '1',
+    settleFailure: settle === 'outage' || settle === 'crash' ? settle : null,
+  };
+}

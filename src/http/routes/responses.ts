@@ -1,0 +1,32 @@
+import type { FastifyInstance } from 'fastify';
+import type { Services } from '../../services.ts';
+import { deleteResponse, findResponse } from '../../stored-responses/store.ts';
+import { requireApiKey } from '../bearer-auth.ts';
+import { ApiError } from '../../refusal.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
+
+/**
+ * GET and DELETE /v1/responses/{id}, as OpenAI has them: the stored Response, and its deletion
+ * (`{id, object: "response", deleted: true}`). Any key of the wallet that stored it may read or
+ * delete it; anything else (another wallet's, expired, deleted, never stored) is the same 404.
+ * Served with responses.store off too: what was stored stays readable and deletable until it expires.
+ */
+export function responseRoutes(app: FastifyInstance, services: Services): void {
+  const config = { openaiCompatible: true };
+  const gone = (id: string) => new ApiError(404, 'NOT_FOUND', `no stored response with id ${JSON.stringify(id.slice(0, 80))} for this wallet (it may never have been stored, been deleted, or expired)`, { param: 'response_id' });
+
+  app.get<{ Params: { id: string } }>('/v1/responses/:id', { config }, async (request, reply) => {
+    const key = await requireApiKey(services, request);
+    await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
+    const stored = await findResponse(services.storage.db, key.wallet, request.params.id, services.now());
+    if (!stored) throw gone(request.params.id);
+    return stored.response;
+  });
+
+  app.delete<{ Params: { id: string } }>('/v1/responses/:id', { config }, async (request, reply) => {
+    const key = await requireApiKey(services, request);
+    await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
+    if (!(await deleteResponse(services.storage.db, key.wallet, request.params.id, services.now()))) throw gone(request.params.id);
+    return { id: request.params.id, object: 'response', deleted: true };
+  });
+}

@@ -1,0 +1,25 @@
+import type { FastifyRequest } from 'fastify';
+import type { AnswerKeeper } from '../chat/sink.ts';
+import type { KeyRow } from '../keys/api-keys.ts';
+import type { Services } from '../services.ts';
+import { responseKeeper } from '../stored-responses/keeper.ts';
+import { resolveStoredReferences } from '../stored-responses/resolve.ts';
+
+/**
+ * A keyed POST /v1/responses, before it is planned: its references to stored responses resolved
+ * against the key's wallet (so the reservation bounds the whole conversation), and the keeper that
+ * stores its answer unless it says `store: false`. With responses.store off, the body goes on as
+ * sent and the decoder refuses any reference.
+ */
+export async function prepareResponsesRequest(services: Services, request: FastifyRequest, key: KeyRow): Promise<{ body: unknown; keeper?: AnswerKeeper }> {
+  const settings = services.config.responses.store;
+  if (!settings.enabled) return { body: request.body };
+  const db = services.storage.db;
+  const resolved = await resolveStoredReferences(db, key.wallet, request.body, services.now());
+  const store = (request.body as { store?: unknown } | null)?.store !== false;
+  if (!store) return { body: resolved.body };
+  return {
+    body: resolved.body,
+    keeper: responseKeeper({ db, bounds: settings, wallet: key.wallet, apiKeyId: key.id, input: resolved.input, now: services.now, log: request.log }),
+  };
+}
