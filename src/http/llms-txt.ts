@@ -28,8 +28,7 @@ export function llmsTxt(publicUrl: string): string {
    response is stored for 30 days unless "store": false, so previous_response_id, item_reference
    and GET/DELETE ${base}/v1/responses/<id> work; built-in tools are refused), and POST
    ${base}/v1/messages (Anthropic's Messages API, key in x-api-key or Bearer; Anthropic SDKs and
-   Claude Code take base URL ${base}; its errors are Anthropic's {"type":"error","error":{...}};
-   POST ${base}/v1/messages/count_tokens estimates a prompt's tokens for free).
+   Claude Code take base URL ${base}; its errors are Anthropic's {"type":"error","error":{...}}).
 5. Balance and usage: GET ${base}/v1/usage/<wallet> with the same bearer key.
    Top-up history: GET ${base}/v1/topups/<wallet>. Per day and key: GET ${base}/v1/usage/<wallet>/daily?days=30.
 6. Sessions (optional): POST ${base}/v1/auth/session with a "sign-in" proof returns a token
