@@ -21,7 +21,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
     // No abort on client disconnect: the provider bills us for the completion either way, so it is
     // awaited and charged. The adapter's first-byte and idle timeouts bound the wait, and the bill
     // renews the reservation's lease meanwhile, so a slow provider cannot outlast it.
-    const res = await adapter.chat(plan.upstreamJson, bill.requestId);
+    const res = await adapter.chat(plan.upstreamJson, bill.requestId, undefined, plan.upstreamHeaders);
     bill.markUpstreamResponse();
     status = res.statusCode;
     const text = await res.body.text();

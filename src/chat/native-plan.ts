@@ -5,23 +5,12 @@ import { cacheTtlProblem } from '../protocols/anthropic-messages/cache-control.t
 import { thinkingFor } from '../protocols/anthropic-messages/thinking.ts';
 import { reservationFor } from '../providers/pricing.ts';
 import { badRequest } from '../refusal.ts';
-import { resolveMaxTokens, type ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan.ts';
 import { promptBound, type NonTextParts } from './prompt-bound.ts';
 import { estimateBody } from '../protocols/anthropic-messages/estimate-body.ts';
-import { checkServiceTier } from '../protocols/anthropic-messages/request-checks.ts';
+import { checkFieldValues, fieldPolicy, sortClientBetas } from '../protocols/anthropic-messages/field-policy.ts';
 
 type Json = Record<string, any>;
-
-/**
- * The Messages fields forwarded to an Anthropic provider as the client sent them. Each is bounded
- * by the reservation: input fields by their bytes, output by max_tokens (thinking included, since
- * Anthropic counts the thinking budget inside max_tokens), and none changes the price per token.
- * Anything else is refused unless the operator listed it in the provider's `extraFields`.
- */
-const NATIVE_FIELDS: ReadonlySet<string> = new Set([
-  'model', 'messages', 'system', 'max_tokens', 'stop_sequences', 'stream', 'temperature', 'top_p', 'top_k',
-  'tools', 'tool_choice', 'thinking', 'metadata', 'service_tier',
-]);
 
 /** Re-exported for the tests that check the native bound; the upstream translator (src/protocols/anthropic-messages/tools.ts) owns it. */
 export { TOOL_SYSTEM_PROMPT_TOKENS } from '../protocols/anthropic-messages/tools.ts';
@@ -29,26 +18,43 @@ export { TOOL_SYSTEM_PROMPT_TOKENS } from '../protocols/anthropic-messages/tools
 /** Non-text blocks and the input kind a model must declare for each. */
 const PART_KINDS: Readonly<Record<string, 'image' | 'file'>> = { image: 'image', document: 'file' };
 
+/** What a native plan reads of the client's request beyond its body. */
+export interface NativeOptions {
+  /** The client's `anthropic-beta` header(s). */
+  betas?: string | string[];
+  /** A lower max_tokens than the model's limit (the balance fit, src/http/routes/chat.ts). */
+  maxTokensCap?: number;
+}
+
 /**
  * A Messages request for an Anthropic provider, planned without translation: the body sent is the
- * client's (allowlisted fields, the upstream model name, its max_tokens), so prompt caching,
- * signed thinking and system blocks reach Anthropic as Claude Code sends them. The prompt bound is
+ * client's (fields as field-policy.ts allows them, the upstream model name, its max_tokens), so
+ * prompt caching, signed thinking, system blocks and mid-conversation system messages reach
+ * Anthropic as Claude Code sends them, with the client's price-neutral betas. The prompt bound is
  * taken on those very bytes, as for every other request.
  */
-export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'chat'>): ChatPlan {
+export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'chat'>, opts: NativeOptions = {}): ChatPlan {
   for (const field of Object.keys(b)) {
-    if (!NATIVE_FIELDS.has(field) && !model.extraFields.has(field)) {
+    if (fieldPolicy(field)?.native !== 'forward' && !model.extraFields.has(field)) {
       throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API fields listed in docs/api.md#forwarded-fields and the extensions its operator configured`, { param: field });
     }
   }
-  checkServiceTier(b.service_tier);
+  checkFieldValues(b);
   checkTools(b.tools);
   checkCacheControl(b);
-  const maxTokens = resolveMaxTokens(b, model, config.chat.defaultMaxTokens);
+  const betas = sortClientBetas(opts.betas);
+  // Clients choose max_tokens for Claude's largest window (Claude Code asks 32,000 to 128,000): it is
+  // lowered to the deployment's limit (and to the balance fit's cap), never refused for being high.
+  const requested: number = b.max_tokens;
+  const maxTokens = Math.min(requested, model.maxOutputTokens, opts.maxTokensCap ?? Infinity);
+  let thinkingSent = b.thinking;
   if (b.thinking !== undefined && b.thinking !== null) {
     if (config.chat.reasoning === 'reject') throw badRequest('thinking is not accepted by this gateway; remove it from the request', { param: 'thinking' });
-    // Anthropic counts the thinking budget inside max_tokens: refused here unless it fits below it.
-    const thinking = thinkingFor(b.thinking, undefined, maxTokens);
+    // A budget chosen for the max_tokens asked stays below the one sent (Anthropic counts it inside).
+    if (b.thinking.type === 'enabled' && Number.isInteger(b.thinking.budget_tokens) && b.thinking.budget_tokens >= maxTokens && maxTokens < requested) {
+      thinkingSent = { ...b.thinking, budget_tokens: maxTokens - 1 };
+    }
+    const thinking = thinkingFor(thinkingSent, undefined, maxTokens);
     if (!thinking.ok) throw badRequest(thinking.message, { param: thinking.field });
   }
   const parts = measureBlocks(b, model);
@@ -57,6 +63,7 @@ export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'c
   for (const [field, value] of Object.entries(b)) sent[field] = value;
   sent.model = model.upstreamName;
   sent.max_tokens = maxTokens;
+  if (thinkingSent !== b.thinking) sent.thinking = thinkingSent;
   const upstreamJson = JSON.stringify(sent);
 
   // The system prompt counts as one more message; tools add Anthropic's hidden tool prompt.
@@ -67,6 +74,11 @@ export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'c
     model, stream: b.stream === true, clientWantsUsage: false, maxTokens, n: 1, promptUpperBound, parts,
     reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, 1),
     upstreamBody: estimateBody(b), upstreamJson, upstream: anthropicNativeUpstream, native: true,
+    upstreamHeaders: betas.forward.length ? { 'anthropic-beta': betas.forward.join(',') } : undefined,
+    responseHeaders: {
+      ...(maxTokens < requested ? { 'x-tollgate-max-tokens': String(maxTokens) } : {}),
+      ...(betas.dropped.length ? { 'x-tollgate-betas-dropped': betas.dropped.join(',') } : {}),
+    },
   };
 }
 
@@ -96,6 +108,7 @@ function checkCacheControl(b: Json): void {
   const each = (list: unknown, path: string, inner?: (block: Json, where: string) => void) => {
     if (Array.isArray(list)) list.forEach((block, i) => { check(block, `${path}[${i}]`); inner?.(block, `${path}[${i}]`); });
   };
+  check(b, 'request');
   each(b.system, 'system');
   each(b.tools, 'tools');
   (b.messages as Json[]).forEach((m, i) => each(m.content, `messages[${i}].content`, (block, where) => {

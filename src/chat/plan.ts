@@ -31,6 +31,10 @@ export interface ChatPlan {
    * but untranslated: answers and events go back as the provider sent them.
    */
   native: boolean;
+  /** Headers sent upstream beside the provider's own (a native request's price-neutral betas, merged with the operator's). */
+  upstreamHeaders?: Record<string, string>;
+  /** Headers for the client saying what the plan changed (a lowered max_tokens, betas not forwarded). */
+  responseHeaders?: Record<string, string>;
 }
 
 const MAX_N = 16;
@@ -40,7 +44,7 @@ const EFFORT_BUDGETS: Record<string, number> = { minimal: 512, low: 1024, medium
  * Validates the body and resolves the model. Only allowlisted fields are forwarded (see
  * src/protocols/openai-chat/request-fields.ts), and the reservation bounds the body exactly as it will be sent.
  */
-export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, 'chat'>): ChatPlan {
+export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, 'chat'>, maxTokensCap = Infinity): ChatPlan {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object');
   const b = body as Record<string, unknown>;
   const missing = ['model', 'messages'].filter((k) => b[k] === undefined || b[k] === null);
@@ -60,7 +64,8 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const model = resolveModel(catalog, b.model);
   checkForwardedFields(b, model.extraFields);
   const parts = measureParts(b.messages, model);
-  const maxTokens = resolveMaxTokens(b, model, config.chat.defaultMaxTokens);
+  // maxTokensCap: the balance fit's lower limit (src/http/routes/chat.ts).
+  const maxTokens = Math.min(resolveMaxTokens(b, model, config.chat.defaultMaxTokens), maxTokensCap);
   const n = b.n === undefined || b.n === null ? 1 : b.n;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_N) throw badRequest(`n must be a whole number from 1 to ${MAX_N}`, { param: 'n' });
 

@@ -43,7 +43,7 @@ export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: In
   let transportError: unknown;
   try {
     try {
-      const res = await adapter.chat(plan.upstreamJson, bill.requestId, upstreamAbort.signal);
+      const res = await adapter.chat(plan.upstreamJson, bill.requestId, upstreamAbort.signal, plan.upstreamHeaders);
       bill.markUpstreamResponse();
       upstreamStatus = res.statusCode;
       if (res.statusCode !== 200) {

@@ -26,7 +26,7 @@ export function generatedText(m: unknown): string {
 let tokenizer: Promise<(text: string) => number> | undefined;
 
 /** Counts tokens with the o200k tokenizer, loaded only the first time an upstream omits usage. */
-async function countTokens(text: string): Promise<number> {
+export async function countTokens(text: string): Promise<number> {
   tokenizer ??= import('gpt-tokenizer').then((m) => (t: string) => m.countTokens(t));
   return (await tokenizer)(text);
 }

@@ -127,6 +127,13 @@ const model = z
     cacheWritePricePer1M: decimalString.optional(),
     cacheReadPricePer1M: decimalString.optional(),
     reasoningFamily: z.enum(['none', 'thinking', 'effort']).default('none'),
+    // More bare names a request may use for this model, such as the model names Claude Code sends
+    // by itself (claude-opus-5-5): resolved like the model's own name, when no other model has it.
+    aliases: z.array(z.string().regex(/^[A-Za-z0-9._:@-]{1,200}$/, 'must be a bare model name such as claude-opus-5-5 (no "/")')).optional(),
+    // Lower max_tokens to what the wallet (and the key's spend limit) can cover, down to
+    // chat.fitMaxTokensFloor, instead of answering 402; a request can ask for it with the header
+    // x-tollgate-fit-max-tokens: true.
+    fitMaxTokens: z.boolean().optional(),
     created: z.number().int().nonnegative().default(1735689600),
     // What the model takes as input. Without it, text only: an image, audio or file part is a 400.
     inputs: z.array(z.union([z.literal('text'), partKind])).refine((v) => v.includes('text'), { message: 'must include text' }).optional(),
@@ -254,6 +261,8 @@ export const configSchema = z
       .object({
         defaultMaxTokens: positiveInt.default(1024),
         reasoning: z.enum(['reject', 'forward']).default('forward'),
+        // The least max_tokens the balance fit (models[].fitMaxTokens, x-tollgate-fit-max-tokens) lowers a request to.
+        fitMaxTokensFloor: positiveInt.default(4096),
         connectTimeoutSeconds: positiveInt.default(10),
         firstByteTimeoutSeconds: positiveInt.default(60),
         idleTimeoutSeconds: positiveInt.default(60),

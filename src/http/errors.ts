@@ -45,7 +45,26 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, format: 
   }
   // A chat route of another protocol (Anthropic Messages, …) writes errors in that protocol's shape.
   const own = codec?.errorBody;
-  void reply.code(err.status).headers(err.headers).send(own ? own(err) : errorBody(formatFor(request, format), err));
+  void reply.code(err.status).headers(retryHeaders(err)).send(own ? own(err) : errorBody(formatFor(request, format), err));
+}
+
+/** Seconds a client is told to wait before retrying a 429 or 503 that named no wait of its own. */
+export const DEFAULT_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * The error's headers plus what tells a client whether to retry. 400, 401, 402 and 403 will answer
+ * the same until the request, the key or the balance changes: `x-should-retry: false` stops the
+ * Stainless-generated SDKs (openai, anthropic, and Claude Code, which otherwise retries a 401 ten
+ * times over about three minutes) from retrying them. A 429 or 503 is worth retrying, after
+ * `Retry-After` (kept when the refusal set its own).
+ */
+export function retryHeaders(err: ApiError): Record<string, string> {
+  const headers: Record<string, string> = { ...err.headers };
+  if (err.status === 400 || err.status === 401 || err.status === 402 || err.status === 403) headers['x-should-retry'] = 'false';
+  if ((err.status === 429 || err.status === 503) && !Object.keys(headers).some((h) => h.toLowerCase() === 'retry-after')) {
+    headers['retry-after'] = String(DEFAULT_RETRY_AFTER_SECONDS);
+  }
+  return headers;
 }
 
 function toApiError(err: FastifyError | ApiError, request: FastifyRequest): ApiError {

@@ -277,10 +277,10 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
         post: {
           summary: "Anthropic's Messages API (Claude Code, the Anthropic SDKs), streaming or not; reserved before and billed after the provider call",
           description:
-            'The key as x-api-key or Authorization: Bearer. Models of an Anthropic provider get the request untranslated (documented fields only: model, messages, system, max_tokens, stop_sequences, stream, temperature, top_p, top_k, tools, tool_choice, thinking, metadata, service_tier, plus the provider\'s extraFields; cache_control kept, ttl "5m" only) and the answer and events exactly as the provider sent them. ' +
-            'Other models get it translated into chat completions (cache_control and signed thinking dropped, top_k only if the provider lists it in extraFields) and the answer translated back, with the billed usage in usage / message_delta. ' +
-            'max_tokens is required; a thinking budget must be below it. Server tools (web search, code execution), built-in tools, container, mcp_servers and one-hour cache writes are refused: they are billed beyond the catalog\'s token prices. ' +
-            'A provider failure mid-stream is an `error` event and nothing is charged. /v1/messages/count_tokens is not offered.',
+            'The key as x-api-key or Authorization: Bearer. Models of an Anthropic provider get the request untranslated (each field handled as docs/api.md\'s table says: model, messages including mid-conversation system messages, system, max_tokens, stop_sequences, stream, temperature, top_p, top_k, tools, tool_choice, thinking, metadata, service_tier, context_management with clearing edits, output_config.effort, cache_control with ttl "5m", speed "standard", inference_geo "global", plus the provider\'s extraFields), with the client\'s price-neutral anthropic-beta values after the operator\'s (others not forwarded and named in x-tollgate-betas-dropped; priced ones refused), and the answer and events exactly as the provider sent them. ' +
+            'Other models get it translated into chat completions (cache_control and signed thinking dropped, context_management dropped, thinking and output_config.effort only for a reasoning model, top_k only if the provider lists it in extraFields) and the answer translated back, with the billed usage in usage / message_delta. ' +
+            'max_tokens is required; above the model\'s limit it is lowered to it (x-tollgate-max-tokens), with a thinking budget below it. With x-tollgate-fit-max-tokens: true (or a model\'s fitMaxTokens) a balance too small for max_tokens lowers it to what the balance and the key\'s limit cover, down to chat.fitMaxTokensFloor (x-tollgate-max-tokens-fitted). Server tools (web search, code execution), built-in tools, container, mcp_servers, one-hour cache writes, fast mode, pinned regions and compaction are refused: they are billed beyond the catalog\'s token prices. ' +
+            'A provider failure mid-stream is an `error` event and nothing is charged. 400, 401, 402 and 403 carry x-should-retry: false; 429 and 503 carry Retry-After.',
           security: [{ anthropicKey: [] }, { bearer: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'max_tokens', 'messages'] } } } },
           responses: {
@@ -291,6 +291,21 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             403: anthropicError('permission_error: MODEL_NOT_ALLOWED'),
             429: anthropicError('rate_limit_error: RATE_LIMITED'),
             502: anthropicError('api_error: UPSTREAM_ERROR, nothing charged'),
+          },
+        },
+      },
+      '/v1/messages/count_tokens': {
+        post: {
+          summary: "Anthropic's token count, estimated by the gateway: no provider call, nothing reserved or charged; counted against the wallet's chat rate limit",
+          description: 'The same body as POST /v1/messages without max_tokens. input_tokens is the o200k count of the system prompt, messages and tool definitions (images and documents at the model\'s partTokenBounds), raised by 25% for an Anthropic model; x-tollgate-usage-estimated: true.',
+          security: [{ anthropicKey: [] }, { bearer: [] }],
+          requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'messages'] } } } },
+          responses: {
+            200: { description: '{"input_tokens": N}', content: { [json]: { schema: { type: 'object', properties: { input_tokens: { type: 'integer' } } } } } },
+            400: anthropicError('invalid_request_error: VALIDATION_ERROR, with param'),
+            401: anthropicError('authentication_error: UNAUTHORIZED'),
+            403: anthropicError('permission_error: MODEL_NOT_ALLOWED'),
+            429: anthropicError('rate_limit_error: RATE_LIMITED'),
           },
         },
       },

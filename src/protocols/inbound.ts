@@ -41,9 +41,11 @@ export interface InboundTranslator {
   /**
    * The request body as the internal (OpenAI chat completions) body; a refusal is thrown as an
    * ApiError. `extraFields`: the fields the model's provider was configured to accept beyond the
-   * protocol's own (passed when the model was resolved first, see `native`).
+   * protocol's own (passed when the model was resolved first, see `native`); `target`: what the
+   * translation reads of that model (its reasoning family, its output limit, which a larger
+   * max_tokens is lowered to).
    */
-  decodeRequest(body: unknown, extraFields?: ReadonlySet<string>): unknown;
+  decodeRequest(body: unknown, extraFields?: ReadonlySet<string>, target?: { readonly reasoningFamily: string; readonly maxOutputTokens: number }): unknown;
   /**
    * A provider type that speaks this protocol itself: a request for a model it serves is sent there
    * untranslated (plan.native, planned by src/chat/plan-inbound.ts); any other is decoded.

@@ -11,9 +11,10 @@ export interface ProviderAdapter {
   /**
    * POSTs an encoded request (`body`, from `upstream.encodeRequest`). Rejects on connect failure and timeouts; any HTTP status resolves.
    * `requestId` is the gateway's id for the request, sent along so provider-side logs can be
-   * matched with ours.
+   * matched with ours. `headers`: the request's own (a native Messages request's betas); a header
+   * the provider already sends is combined with it as a comma-separated list.
    */
-  chat(body: string, requestId: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData>;
+  chat(body: string, requestId: string, signal?: AbortSignal, headers?: Record<string, string>): Promise<Dispatcher.ResponseData>;
   close(): Promise<void>;
   /** Drops every connection at once, cutting requests still streaming (shutdown after the grace). */
   destroy(): Promise<void>;

@@ -20,6 +20,10 @@ export interface CatalogModel {
    * missing here is refused with 400; a listed one is reserved at its bound.
    */
   partTokenBounds: Readonly<Partial<Record<PartKind, number>>>;
+  /** Bare names that resolve to this model besides its own (models[].aliases). */
+  aliases: readonly string[];
+  /** The balance fit is on for every request to this model (models[].fitMaxTokens). */
+  fitMaxTokens: boolean;
   /** The provider's extension fields the operator chose to forward as sent. */
   extraFields: ReadonlySet<string>;
   /** What the provider charges us. */
@@ -53,12 +57,15 @@ export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { prov
       reasoningFamily: m.reasoningFamily,
       created: m.created,
       partTokenBounds: { ...m.partTokenBounds },
+      aliases: m.aliases ?? [],
+      fitMaxTokens: m.fitMaxTokens ?? false,
       extraFields: new Set(config.providers?.[m.provider]?.extraFields ?? []),
       ...modelPrices(m, factor, upstream),
     };
   });
   const byName = new Map<string, CatalogModel[]>();
-  for (const m of models) byName.set(m.name, [...(byName.get(m.name) ?? []), m]);
+  // An alias is one more bare name: a name two models answer to is ambiguous, as for names.
+  for (const m of models) for (const name of new Set([m.name, ...m.aliases])) byName.set(name, [...(byName.get(name) ?? []), m]);
   return { models, byId: new Map(models.map((m) => [m.id, m])), byName, listedPrices: config.pricing.listedPrices };
 }
 

@@ -37,8 +37,20 @@ export function postingAdapter(o: PostingAdapterOptions): ProviderAdapter {
   return {
     name: o.name,
     upstream: o.upstream,
-    chat: (body, requestId, signal) => pool.request({ method: 'POST', path, headers: { ...o.headers, [o.requestIdHeader]: requestId }, body, signal }),
+    chat: (body, requestId, signal, headers) => pool.request({ method: 'POST', path, headers: { ...withRequestHeaders(o.headers, headers), [o.requestIdHeader]: requestId }, body, signal }),
     close: () => pool.close(),
     destroy: () => pool.destroy(),
   };
+}
+
+/** The provider's headers with a request's own; a name in both gets both lists, the provider's first, without repeats. */
+function withRequestHeaders(base: Record<string, string>, extra: Record<string, string> | undefined): Record<string, string> {
+  if (!extra) return base;
+  const out = { ...base };
+  for (const [name, value] of Object.entries(extra)) {
+    const have = out[name];
+    if (have === undefined) out[name] = value;
+    else out[name] = [...new Set([...have.split(','), ...value.split(',')].map((v) => v.trim()).filter(Boolean))].join(',');
+  }
+  return out;
 }

@@ -93,7 +93,12 @@ for (const engine of ENGINES) {
       const w = await h.wallet(FUNDS);
       await expectRefusedBeforeAnything(w, await post(w.key, { model: NATIVE, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 3000 }, messages: HI }), 'thinking.budget_tokens');
       await expectRefusedBeforeAnything(w, await post(w.key, { model: NATIVE, messages: HI }), 'max_tokens');
-      await expectRefusedBeforeAnything(w, await post(w.key, { model: NATIVE, max_tokens: 100_000, messages: HI }), 'max_tokens');
+      // Above the model's limit it is lowered to it, not refused (clients choose it for Claude's window).
+      const high = plan({ model: NATIVE, max_tokens: 100_000, thinking: { type: 'enabled', budget_tokens: 31_999 }, messages: HI });
+      assert.equal(high.maxTokens, CLAUDE.maxOutputTokens);
+      assert.equal(JSON.parse(high.upstreamJson).max_tokens, CLAUDE.maxOutputTokens);
+      assert.deepEqual(JSON.parse(high.upstreamJson).thinking, { type: 'enabled', budget_tokens: CLAUDE.maxOutputTokens - 1 });
+      assert.equal(high.responseHeaders?.['x-tollgate-max-tokens'], String(CLAUDE.maxOutputTokens));
       const p = plan({ model: NATIVE, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: HI });
       assert.equal(JSON.parse(p.upstreamJson).max_tokens, 2000);
       assert.equal(p.maxTokens, 2000);
@@ -108,7 +113,11 @@ for (const engine of ENGINES) {
       ['a priority service tier', { service_tier: 'priority' }, 'service_tier'],
       ['a document made of content blocks (images inside, unmeasured)', { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'content', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] } }] }] }, 'messages[0].content[0].source'],
       ['an image by Files API id (size not in the request)', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'file', file_id: 'file_1' } }] }] }, 'messages[0].content[0].source'],
-      ['an unknown field', { context_management: { edits: [] } }, 'context_management'],
+      ['an unknown field (workspace_id acts on the operator\'s account)', { workspace_id: 'w' }, 'workspace_id'],
+      ['server-side compaction (extra model calls)', { context_management: { edits: [{ type: 'compact_20260112' }] } }, 'context_management.edits[0]'],
+      ['fast mode (billed at a premium)', { speed: 'fast' }, 'speed'],
+      ['a pinned inference region (billed at a premium)', { inference_geo: 'us' }, 'inference_geo'],
+      ['an output format (not reviewed)', { output_config: { format: { type: 'json_schema', schema: {} } } }, 'output_config.format'],
     ] as const) {
       test(`native: ${name} is refused before anything is reserved or sent`, async () => {
         const w = await h.wallet(FUNDS);

@@ -41,9 +41,10 @@ describe('the Messages codec, piece by piece', () => {
     });
   });
 
-  test('a request without max_tokens or with a system role is refused naming the field', () => {
+  test('a request without max_tokens or with an unknown role is refused naming the field', () => {
     assert.throws(() => decodeMessagesRequest({ model: 'm', messages: [{ role: 'user', content: 'q' }] }), (e: ApiError) => e.extra.param === 'max_tokens');
-    assert.throws(() => decodeMessagesRequest({ model: 'm', max_tokens: 5, messages: [{ role: 'system', content: 'q' }] }), (e: ApiError) => e.extra.param === 'messages[0].role');
+    assert.throws(() => decodeMessagesRequest({ model: 'm', max_tokens: 5, messages: [{ role: 'tool', content: 'q' }] }), (e: ApiError) => e.extra.param === 'messages[0].role');
+    assert.throws(() => decodeMessagesRequest({ model: 'm', max_tokens: 5, messages: [{ role: 'system', content: [{ type: 'image', source: {} }] }] }), (e: ApiError) => e.extra.param === 'messages[0].content');
   });
 
   test('an answer encodes to an Anthropic message with the billed usage', () => {

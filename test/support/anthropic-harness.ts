@@ -1,5 +1,5 @@
 import type { Engine } from '../../src/storage/database.ts';
-import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour } from '../../src/fake-providers/fake-anthropic.ts';
+import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicBehaviour, type FakeAnthropicOptions } from '../../src/fake-providers/fake-anthropic.ts';
 import type { FakeBehaviour } from '../../src/fake-providers/fake-openai.ts';
 import { MODELS, startChatHarness, type ChatHarness } from './chat-harness.ts';
 
@@ -16,16 +16,22 @@ export interface AnthropicHarness extends ChatHarness {
  * The chat harness with a second provider of `type: anthropic` (provider `anth`) served by the fake
  * Anthropic Messages server, which accepts only ANTHROPIC_KEY.
  */
-export async function startAnthropicHarness(engine: Engine, config: Record<string, unknown> = {}, provider: Record<string, unknown> = {}): Promise<AnthropicHarness> {
-  const anthropic = await startFakeAnthropic({ apiKey: ANTHROPIC_KEY });
+export async function startAnthropicHarness(
+  engine: Engine,
+  config: Record<string, unknown> = {},
+  provider: Record<string, unknown> = {},
+  /** Behaviours chosen per request, for a scripted conversation (a tool call, then the answer). */
+  script: { anthropic?: FakeAnthropicOptions['behaviourFor']; openai?: (body: any) => FakeBehaviour | undefined } = {},
+): Promise<AnthropicHarness> {
+  const anthropic = await startFakeAnthropic({ apiKey: ANTHROPIC_KEY, behaviourFor: script.anthropic });
   const h = await startChatHarness(
     engine,
     {
-      providers: { anth: { type: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'ANTH_KEY', ...provider } },
       models: [...MODELS, CLAUDE],
       ...config,
+      providers: { anth: { type: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'ANTH_KEY', ...provider }, ...(config.providers as Record<string, unknown> | undefined) },
     },
-    { env: { ANTH_KEY: ANTHROPIC_KEY } },
+    { env: { ANTH_KEY: ANTHROPIC_KEY }, fakeBehaviourFor: script.openai },
   );
   return {
     ...h,

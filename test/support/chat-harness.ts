@@ -35,9 +35,10 @@ export async function startChatHarness(
   engine: Engine,
   config: Record<string, unknown> = {},
   /** `fakeProvider`: keys merged into the `fake` provider's config (e.g. maxConnections). */
-  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown>; now?: () => number } = {},
+  /** `fakeBehaviourFor`: the fake provider's behaviour chosen per request (a scripted conversation). */
+  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown>; now?: () => number; fakeBehaviourFor?: (body: any) => FakeBehaviour | undefined } = {},
 ): Promise<ChatHarness> {
-  const fake = await startFakeOpenAI({ contextLengths: CONTEXT_LENGTHS });
+  const fake = await startFakeOpenAI({ contextLengths: CONTEXT_LENGTHS, behaviourFor: extra.fakeBehaviourFor });
   const gw = await startTestGateway({
     engine,
     // The fake provider needs no key, but it is configured with one (as a real provider is) and the

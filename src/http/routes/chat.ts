@@ -1,7 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { INBOUND_TRANSLATORS, type InboundTranslator } from '../../protocols/index.ts';
-import { planInbound } from '../../chat/plan-inbound.ts';
-import { runChat } from '../../chat/run.ts';
+import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
+import { runChat, type ChatExchange } from '../../chat/run.ts';
+import { fitMaxTokens } from '../../chat/fit.ts';
+import { countMessageTokens } from '../../chat/count-tokens.ts';
+import type { ChatPlan } from '../../chat/plan.ts';
+import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
+import { getBalance } from '../../ledger/balances.ts';
+import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
 import { presentedKey, requireApiKey } from '../bearer-auth.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
@@ -55,12 +61,82 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
       // Responses: references to the key's stored responses become the items they name, so
       // the plan below bounds and reserves the whole conversation.
       const prepared = inbound === responsesInbound ? await prepareResponsesRequest(services, request, key) : { body: request.body };
-      const plan = planInbound(inbound, prepared.body, services.catalog, services.config);
+      const opts: PlanOptions = { betas: request.headers['anthropic-beta'] };
+      const plan = planInbound(inbound, prepared.body, services.catalog, services.config, opts);
       assertModelAllowed(key, plan.model.id);
       refuseUnconfiguredProvider(services, request, plan);
-      const reserved = await runChat(services.chat, { ...exchangeOf(request, reply, inbound), keeper: prepared.keeper }, key, plan);
-      if (!reserved.ok) throw await reservationRefusal(services, key, plan, reserved);
-      return reply;
+      void reply.headers(plan.responseHeaders ?? {});
+      const exchange = () => ({ ...exchangeOf(request, reply, inbound), keeper: prepared.keeper });
+      const reserved = await runChat(services.chat, exchange(), key, plan);
+      if (reserved.ok) return reply;
+      if (!wantsFit(request, plan)) throw await reservationRefusal(services, key, plan, reserved);
+      return fitToBalance(services, reply, { inbound, body: prepared.body, exchange }, key, plan, opts, reserved);
     });
   }
+
+  // Anthropic's token count (Claude Code and the SDKs call it): answered by the gateway, never by a
+  // paid model, never reserved or billed; authenticated and rate-limited as chat (the same window).
+  const messages = INBOUND_TRANSLATORS.find((t) => t.path === '/v1/messages');
+  if (messages) {
+    const config = { openaiCompatible: false, inboundCodec: messages };
+    app.post('/v1/messages/count_tokens', { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(messages) }, async (request, reply) => {
+      const key = keyOf.get(request);
+      if (!key) throw unauthorized('missing API key; send "x-api-key: sk-…" or "Authorization: Bearer sk-…"');
+      const { model, inputTokens } = await countMessageTokens(request.body, services.catalog);
+      assertModelAllowed(key, model.id);
+      return reply.header('x-tollgate-usage-estimated', 'true').send({ input_tokens: inputTokens });
+    });
+  }
+}
+
+/** The header that asks for the balance fit on one request ("true"), or turns a model's default off ("false"). */
+export const FIT_HEADER = 'x-tollgate-fit-max-tokens';
+
+function wantsFit(request: FastifyRequest, plan: ChatPlan): boolean {
+  const asked = request.headers[FIT_HEADER];
+  if (typeof asked === 'string' && /^(true|1)$/i.test(asked.trim())) return true;
+  if (typeof asked === 'string' && /^(false|0)$/i.test(asked.trim())) return false;
+  return plan.model.fitMaxTokens;
+}
+
+/** How many attempts the fit makes: the balance, then the key's limit (or the reverse), then once more after a race. */
+const FIT_ATTEMPTS = 3;
+
+/**
+ * The balance fit: the reservation was refused, so max_tokens is lowered to what the smaller of the
+ * wallet's available balance and the key's remaining spend limit covers, when that is at least
+ * `chat.fitMaxTokensFloor`, and the request is planned and reserved again. Each reservation is the
+ * plan's own, made atomically by the ledger, so a request running beside it (another fitted one,
+ * on this instance or another) cannot make it exceed the balance: the reserve is refused instead,
+ * and the fit tries again with the smaller amount. `x-tollgate-max-tokens-fitted` says the value used.
+ */
+async function fitToBalance(
+  services: Services, reply: FastifyReply, req: { inbound: InboundTranslator; body: unknown; exchange: () => ChatExchange }, key: KeyRow,
+  first: ChatPlan, opts: PlanOptions, refused: Exclude<ReserveOutcome, { ok: true }>,
+): Promise<FastifyReply> {
+  const floor = services.config.chat.fitMaxTokensFloor;
+  let plan = first;
+  let outcome: ReserveOutcome = refused;
+  let available = Infinity;
+  for (let attempt = 0; attempt < FIT_ATTEMPTS && !outcome.ok; attempt++) {
+    available = Math.min(available, await coverable(services, key, outcome));
+    const fitted = fitMaxTokens(plan, available);
+    if (fitted < floor || fitted >= plan.maxTokens) break;
+    const next = planInbound(req.inbound, req.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted });
+    if (next.reservationUsdc > available) break;
+    plan = next;
+    void reply.headers({ ...plan.responseHeaders, 'x-tollgate-max-tokens': String(plan.maxTokens), 'x-tollgate-max-tokens-fitted': String(plan.maxTokens) });
+    outcome = await runChat(services.chat, req.exchange(), key, plan);
+  }
+  if (outcome.ok) return reply;
+  reply.removeHeader('x-tollgate-max-tokens-fitted');
+  const refusal = await reservationRefusal(services, key, plan, outcome);
+  refusal.message += `; the balance fit (${FIT_HEADER}) lowers max_tokens no further than ${floor}`;
+  throw refusal;
+}
+
+/** What the refused reservation could have had: the wallet's available balance, or the key's remaining limit. */
+async function coverable(services: Services, key: KeyRow, outcome: Exclude<ReserveOutcome, { ok: true }>): Promise<number> {
+  if (outcome.refused === 'key_limit') return Math.max(0, outcome.limitUsdc - outcome.spentUsdc - outcome.lockedUsdc);
+  return Math.max(0, (await getBalance(services.storage.db, key.wallet)).available_usdc);
 }

@@ -1,23 +1,37 @@
 import { badRequest } from '../../refusal.ts';
-import { checkMessagesRequest, checkServiceTier, refusePricedExtras } from './request-checks.ts';
+import { checkFieldValues, checkMessagesRequest, refusePricedFields } from './request-checks.ts';
+import { fieldPolicy } from './field-policy.ts';
 
 type Json = Record<string, any>;
 
-/** Messages fields whose name and meaning are OpenAI's too, copied as they are. */
-const SAME_IN_BOTH: ReadonlySet<string> = new Set(['temperature', 'top_p', 'stream', 'thinking']);
+/** What the translation reads of the model the request resolved to (absent: a unit test's plain model). */
+export interface TranslationTarget {
+  /** `thinking` or `effort`: the model reasons and takes that field; `none`: thinking is dropped. */
+  readonly reasoningFamily: string;
+  /** max_tokens above it is lowered to it: clients choose max_tokens for Claude's window. */
+  readonly maxOutputTokens: number;
+}
+
+/** OpenAI's `user` is at most 64 characters; a longer Anthropic user_id is dropped. */
+const MAX_USER_LENGTH = 64;
+
+/** Anthropic's effort levels as OpenAI's reasoning_effort. */
+const EFFORT_AS_REASONING: Readonly<Record<string, string>> = { low: 'low', medium: 'medium', high: 'high', xhigh: 'high', max: 'high' };
 
 /**
  * An Anthropic Messages request as the internal form (OpenAI chat completions), for a provider that
- * speaks OpenAI's protocol. `cache_control` markers and signed thinking blocks are Anthropic's own
- * and mean nothing to such a provider, so they are left out. Fields of neither protocol, and
- * Anthropic's `top_k`, go through only when the operator listed them in the provider's
- * `extraFields`; OpenAI-only fields (n, response_format, …) are not Messages fields and are
- * refused like any unknown one.
+ * speaks OpenAI's protocol. Each field is handled as its entry in field-policy.ts says: translated,
+ * dropped (its meaning there), refused, or, for fields of neither protocol and Anthropic's `top_k`,
+ * passed only when the operator listed them in the provider's `extraFields`. `cache_control`
+ * markers and signed thinking blocks are Anthropic's own and are left out; a mid-conversation
+ * system message stays a system message where it stood.
  */
-export function decodeMessagesRequest(body: unknown, extraFields: ReadonlySet<string> = new Set()): Json {
+export function decodeMessagesRequest(body: unknown, extraFields: ReadonlySet<string> = new Set(), target?: TranslationTarget): Json {
   const b = checkMessagesRequest(body);
-  refusePricedExtras(b);
-  const out: Json = { model: b.model, max_tokens: b.max_tokens };
+  refusePricedFields(b);
+  checkFieldValues(b);
+  const maxTokens = target ? Math.min(b.max_tokens, target.maxOutputTokens) : b.max_tokens;
+  const out: Json = { model: b.model, max_tokens: maxTokens };
   const messages: Json[] = [];
   if (b.system !== undefined && b.system !== null) messages.push({ role: 'system', content: systemText(b.system) });
   b.messages.forEach((m: Json, i: number) => messages.push(...turn(m, `messages[${i}]`)));
@@ -38,23 +52,50 @@ export function decodeMessagesRequest(body: unknown, extraFields: ReadonlySet<st
         break;
       case 'metadata': {
         const user = (value as Json | null)?.user_id;
-        if (typeof user === 'string' && user) out.user = user;
+        if (typeof user === 'string' && user && user.length <= MAX_USER_LENGTH) out.user = user;
         break;
       }
-      case 'service_tier':
-        checkServiceTier(value);
+      case 'temperature': case 'top_p': case 'stream':
+        out[field] = value;
         break;
-      default:
-        // temperature, top_p, stream and thinking have the same name and meaning in both protocols;
-        // anything else (top_k, or an OpenAI-only field such as n) only as a configured extension.
-        if (!SAME_IN_BOTH.has(field) && !extraFields.has(field)) {
+      case 'thinking': case 'output_config':
+        break;
+      default: {
+        // An operator's extension wins; then the field's policy: dropped fields are left out, and
+        // anything else (top_k, an OpenAI-only field such as n, a field Anthropic does not have) is refused.
+        if (extraFields.has(field)) out[field] = value;
+        else if (fieldPolicy(field)?.translated !== 'drop') {
           throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API fields listed in docs/api.md#forwarded-fields and the extensions its operator configured for this model's provider`, { param: field });
         }
-        out[field] = value;
+      }
     }
   }
+  Object.assign(out, reasoning(b, maxTokens, target));
   return out;
 }
+
+/**
+ * `thinking` and `output_config.effort` for the translated model. Without a target (a plain
+ * decode) `thinking` goes on as sent, as before. A model with no reasoning family does not think:
+ * both are dropped. A reasoning model gets `thinking` with a budget (kept below max_tokens) or, for
+ * adaptive thinking, `reasoning_effort` from the effort (medium when none is given); the chat plan
+ * then gives each family the field it takes.
+ */
+function reasoning(b: Json, maxTokens: number, target: TranslationTarget | undefined): Json {
+  const thinking = b.thinking as Json | null | undefined;
+  const effort = (b.output_config as Json | null | undefined)?.effort;
+  if (!target) return thinking !== undefined ? { thinking } : {};
+  if (target.reasoningFamily === 'none' || !thinking || thinking.type === 'disabled') return {};
+  if (thinking.type === 'enabled' && typeof thinking.budget_tokens === 'number') {
+    return { thinking: { type: 'enabled', budget_tokens: Math.max(1, Math.min(thinking.budget_tokens, maxTokens - 1)) } };
+  }
+  const level = typeof effort === 'string' && Object.hasOwn(EFFORT_AS_REASONING, effort) ? EFFORT_AS_REASONING[effort]! : 'medium';
+  if (target.reasoningFamily === 'thinking') return { thinking: { type: 'enabled', budget_tokens: Math.max(1, Math.min(ADAPTIVE_BUDGETS[level]!, maxTokens - 1)) } };
+  return { reasoning_effort: level };
+}
+
+/** A thinking budget for adaptive thinking at each effort, on a model that takes budgets (the chat plan's steps). */
+const ADAPTIVE_BUDGETS: Readonly<Record<string, number>> = { low: 1024, medium: 4096, high: 16384 };
 
 /** Anthropic's `system` (a string or text blocks) as one system message's text. */
 function systemText(system: unknown): string {
@@ -68,6 +109,8 @@ function systemText(system: unknown): string {
 /** One Anthropic turn as OpenAI messages: a user turn's tool results become `tool` messages ahead of its text. */
 function turn(m: Json, field: string): Json[] {
   const blocks: Json[] = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content;
+  // A mid-conversation system message (text only, checked by checkMessagesRequest) stays in place.
+  if (m.role === 'system') return [{ role: 'system', content: blocks.map((block) => block.text).join('\n\n') }];
   if (m.role === 'assistant') return [assistant(blocks, field)];
   const results: Json[] = [];
   const parts: Json[] = [];

@@ -4,7 +4,7 @@ import { readUsage } from '../openai-chat/decode-usage.ts';
 import { decodeMessagesRequest } from './decode-request.ts';
 import { encodeMessage } from './encode-answer.ts';
 import { anthropicErrorBody } from './error-body.ts';
-import { checkMessagesRequest, refusePricedExtras } from './request-checks.ts';
+import { checkMessagesRequest, refusePricedFields } from './request-checks.ts';
 import { nativeStreamEncoder, translatingStreamEncoder } from './encode-stream.ts';
 
 /**
@@ -22,12 +22,12 @@ export const anthropicMessagesInbound: InboundTranslator = {
   openaiCompatible: false,
   apiKeyHeader: 'x-api-key',
   errorBody: anthropicErrorBody,
-  decodeRequest: (body, extraFields) => decodeMessagesRequest(body, extraFields),
+  decodeRequest: (body, extraFields, target) => decodeMessagesRequest(body, extraFields, target),
   native: {
     upstream: 'anthropic',
     checkRequest(body) {
       const b = checkMessagesRequest(body);
-      refusePricedExtras(b);
+      refusePricedFields(b);
       return b as ReturnType<typeof checkMessagesRequest> & { model: string };
     },
   },

@@ -1,0 +1,47 @@
+import type { Catalog } from '../providers/catalog.ts';
+import { estimateBody } from '../protocols/anthropic-messages/estimate-body.ts';
+import { checkMessagesRequest } from '../protocols/anthropic-messages/request-checks.ts';
+import { resolveModel } from './plan.ts';
+import { countTokens } from './usage.ts';
+import type { CatalogModel } from '../providers/catalog.ts';
+
+type Json = Record<string, any>;
+
+/**
+ * Claude's tokenizers count more tokens than o200k for the same text; a count for an Anthropic
+ * model is raised by this factor, so that a client managing its context by it (Claude Code
+ * compacts the conversation when it nears the window) errs towards compacting early, never towards
+ * overflowing the window.
+ */
+export const CLAUDE_COUNT_MARGIN = 1.25;
+/** Anthropic's own count adds a few tokens per message and for the request, as chat templates do. */
+const PER_MESSAGE = 3;
+const PER_REQUEST = 3;
+
+/**
+ * POST /v1/messages/count_tokens, answered by the gateway itself: no provider is called and nothing is
+ * reserved or billed. The count is the o200k tokenizer's over the same text the usage estimate reads
+ * (system, messages, tool definitions), with each image or document at the model's declared bound;
+ * for an Anthropic model it is raised by CLAUDE_COUNT_MARGIN. It is an estimate, and the answer
+ * says so in `x-tollgate-usage-estimated: true`.
+ */
+export async function countMessageTokens(body: unknown, catalog: Catalog): Promise<{ model: CatalogModel; inputTokens: number }> {
+  const b = checkMessagesRequest(body, false);
+  const model = resolveModel(catalog, b.model);
+  const estimated = estimateBody(b);
+  const messages = estimated.messages as Json[];
+  const text = [...messages.map((m) => String(m.content ?? '')), ...['tools', 'tool_choice'].filter((f) => estimated[f] !== undefined).map((f) => JSON.stringify(estimated[f]))].join('\n');
+  let parts = 0;
+  for (const m of b.messages as Json[]) {
+    for (const block of Array.isArray(m.content) ? m.content : []) {
+      const inner = block?.type === 'tool_result' && Array.isArray(block.content) ? block.content : [block];
+      for (const part of inner) {
+        if (part?.type === 'image') parts += model.partTokenBounds.image ?? 0;
+        else if (part?.type === 'document' && part.source?.type !== 'text') parts += model.partTokenBounds.file ?? 0;
+      }
+    }
+  }
+  const counted = (await countTokens(text)) + PER_MESSAGE * messages.length + PER_REQUEST;
+  const margin = model.upstream === 'anthropic' ? CLAUDE_COUNT_MARGIN : 1;
+  return { model, inputTokens: Math.ceil(counted * margin) + parts };
+}

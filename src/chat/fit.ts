@@ -1,0 +1,20 @@
+import { reservationFor } from '../providers/pricing.ts';
+import type { ChatPlan } from './plan.ts';
+
+/**
+ * The largest max_tokens whose reservation, with the plan's own prompt bound, is at most
+ * `availableUsdc`; 0 when not even one output token fits. The reservation grows with max_tokens,
+ * so a binary search finds it. The caller plans the request again at this value (the body then
+ * carries it, and its prompt bound can only shrink) and reserves that plan's own amount: what is
+ * reserved is always computed from the body as sent, never from this estimate.
+ */
+export function fitMaxTokens(plan: Pick<ChatPlan, 'model' | 'promptUpperBound' | 'maxTokens' | 'n'>, availableUsdc: number): number {
+  let lo = 0;
+  let hi = plan.maxTokens;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (reservationFor(plan.model, plan.promptUpperBound, mid, plan.n) <= availableUsdc) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}

@@ -1,0 +1,225 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
+import { MODELS } from '../support/chat-harness.ts';
+import { docBlock } from '../../scripts/doc-blocks.mjs';
+
+/**
+ * The real Claude Code (the pinned devDependency @anthropic-ai/claude-code; its native binary comes
+ * in the optional dependency @anthropic-ai/claude-code-linux-x64) run as `claude -p` against the
+ * gateway, with fake upstreams of both kinds behind it: its default model (mapped by the operator
+ * to a deployment with `aliases`), an Anthropic model by id, and an OpenAI-compatible model by id,
+ * each streaming, with a tool round trip (Claude Code runs the Bash tool itself), billed exactly;
+ * and a bad key, which must fail fast instead of being retried ten times.
+ *
+ * The only environment Claude Code needs for the gateway is ANTHROPIC_BASE_URL and
+ * ANTHROPIC_API_KEY (plus ANTHROPIC_MODEL to choose a model). HOME (a temporary directory),
+ * DISABLE_TELEMETRY and CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC only isolate the test machine:
+ * Claude Code keeps its settings in HOME, and the two variables keep it off the network, which CI
+ * does not have. They are not settings the client needs to work with the gateway.
+ */
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+const BINARY = [join(ROOT, 'node_modules/@anthropic-ai/claude-code-linux-x64/claude'), join(ROOT, 'node_modules/@anthropic-ai/claude-code/bin/claude.exe')].find((p) => existsSync(p));
+
+/** Claude Code 2.1.332's own default model: what it sends when ANTHROPIC_MODEL is unset. */
+const DEFAULT_MODEL = 'claude-opus-5-5';
+/** The deployment the operator maps it to (an Anthropic provider, upstream name of their choice). */
+const OPUS_DEPLOYMENT = { ...CLAUDE, name: 'opus', upstreamName: 'claude-upstream-opus', maxOutputTokens: 128_000, aliases: [DEFAULT_MODEL] };
+
+const FUNDS = 2_000_000;
+/** Every model here bills 1.2 and 2.4 micro-USDC a prompt and an output token (cost 1 and 2, 20% markup). */
+const PROMPT_TOKENS = 100;
+const OUTPUT_TOKENS = 20;
+const CHARGE_PER_CALL = PROMPT_TOKENS * 1.2 + OUTPUT_TOKENS * 2.4; // 168
+const TOOL_OUTPUT = 'tollgate-tool-ran';
+const FINAL_TEXT = 'The command printed tollgate-tool-ran.';
+
+const hasToolResult = (body: any) => (body.messages ?? []).some((m: any) => m.role === 'tool' || (Array.isArray(m.content) && m.content.some((b: any) => b?.type === 'tool_result')));
+
+/** Both fakes script one turn: with tools and no tool result yet, a Bash tool call; then the final answer. */
+const script = {
+  anthropic: (body: any) => (body.tools?.length && !hasToolResult(body)
+    ? { toolCalls: [{ name: 'Bash', input: { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' } }], usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }
+    : { content: FINAL_TEXT, usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }),
+  openai: (body: any) => (body.tools?.length && !hasToolResult(body)
+    ? { toolCall: { name: 'Bash', arguments: JSON.stringify({ command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' }) }, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }
+    : { content: FINAL_TEXT, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }),
+};
+
+interface ClaudeRun { code: number | null; result: any; stderr: string; ms: number }
+
+/**
+ * The environment a docs/api.md block sets (its `export NAME=value` lines, comments dropped), with
+ * the doc's example URL, key and model ids replaced by this test's: the blocks users copy are the
+ * environment the real binary runs with here.
+ */
+function docEnv(block: string, replace: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of block.split('\n')) {
+    const m = /^export (\w+)=('([^']*)'|\S+)/.exec(line.trim());
+    if (!m) continue;
+    const value = m[3] ?? m[2]!;
+    env[m[1]!] = replace[value] ?? value;
+  }
+  return env;
+}
+
+/** `claude -p PROMPT --output-format json`, in a fresh HOME, with `env` added to the environment it needs. */
+async function runClaude(env: Record<string, string>, prompt = 'Run `echo tollgate-tool-ran` with the Bash tool and tell me what it printed.'): Promise<ClaudeRun> {
+  const home = mkdtempSync(join(tmpdir(), 'tollgate-claude-'));
+  const started = performance.now();
+  try {
+    const child = spawn(BINARY!, ['-p', prompt, '--output-format', 'json', '--allowedTools', 'Bash'], {
+      cwd: home,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    clearTimeout(timer);
+    let result: any = null;
+    try { result = JSON.parse(stdout); } catch { result = { unparsed: stdout }; }
+    return { code, result, stderr, ms: performance.now() - started };
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip: BINARY ? false : 'the @anthropic-ai/claude-code binary is not installed' }, () => {
+  let h: AnthropicHarness;
+  before(async () => {
+    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, OPUS_DEPLOYMENT] }, {}, script);
+  });
+  beforeEach(() => resetProviders(h));
+  afterEach(() => h.gw.assertLedger());
+  after(() => h.stop());
+
+  async function usageRows(keyId: number) {
+    return (await h.gw.services.storage.db.selectFrom('request_usage').select(['model', 'charged_usdc', 'prompt_tokens', 'completion_tokens']).where('api_key_id', '=', keyId).orderBy('id').execute())
+      .map((r) => ({ model: r.model, charged: Number(r.charged_usdc), prompt: Number(r.prompt_tokens), completion: Number(r.completion_tokens) }));
+  }
+
+  /** The run succeeded with the scripted answer, after the tool ran, and each of its two calls was billed exactly. */
+  async function expectToolRoundTripBilled(run: ClaudeRun, w: { account: any; keyId: number }, model: string, received: { body: any }[]) {
+    assert.equal(run.code, 0, `claude exited ${run.code}: ${JSON.stringify(run.result).slice(0, 500)} ${run.stderr.slice(0, 500)}`);
+    assert.equal(run.result.is_error, false);
+    assert.equal(run.result.result, FINAL_TEXT);
+    assert.equal(received.length, 2, 'one call for the tool use, one for the answer');
+    const rows = await usageRows(w.keyId);
+    assert.deepEqual(rows, [1, 2].map(() => ({ model, charged: CHARGE_PER_CALL, prompt: PROMPT_TOKENS, completion: OUTPUT_TOKENS })));
+    const balance = await h.balance(w.account);
+    assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: FUNDS - 2 * CHARGE_PER_CALL, locked: 0 });
+  }
+
+  test('its default model, mapped by the operator to an Anthropic deployment: the request as Claude Code sends it (mid-conversation system message, context_management, output_config, adaptive thinking, betas), a Bash tool round trip, billed exactly', async () => {
+    const w = await h.wallet(FUNDS);
+    const run = await runClaude(docEnv(docBlock('claude-code-default-model'), { 'https://tollgate.example.com': h.gw.url, 'sk-...': w.key }));
+    await expectToolRoundTripBilled(run, w, 'anth/opus', h.anthropic.received);
+
+    const [first, second] = h.anthropic.received;
+    assert.equal(first!.path, '/v1/messages');
+    assert.equal(first!.body.model, 'claude-upstream-opus');
+    assert.equal(first!.body.stream, true);
+    // Claude Code asks for Opus's 128,000-token window; the deployment's limit is the same here.
+    assert.equal(first!.body.max_tokens, 128_000);
+    assert.ok(first!.body.messages.some((m: any) => m.role === 'system'), 'the environment block reaches Anthropic as a mid-conversation system message');
+    assert.ok(first!.body.context_management && first!.body.output_config && first!.body.thinking && first!.body.metadata);
+    // Its betas reach the provider (all of these are price-neutral), merged with the operator's (none here).
+    const betas = String(first!.headers['anthropic-beta']).split(',');
+    for (const beta of ['claude-code-20250219', 'interleaved-thinking-2025-05-14', 'context-management-2025-06-27', 'advanced-tool-use-2025-11-20', 'effort-2025-11-24']) assert.ok(betas.includes(beta), `${beta} forwarded`);
+    // The tool ran on this machine and its output went back as a tool_result.
+    const result = second!.body.messages.at(-1).content.find((b: any) => b.type === 'tool_result');
+    assert.match(JSON.stringify(result.content), new RegExp(TOOL_OUTPUT));
+  });
+
+  test('an Anthropic model by id (ANTHROPIC_MODEL=anth/claude-test): max_tokens lowered to the deployment\'s limit, tool round trip, billed exactly', async () => {
+    const w = await h.wallet(FUNDS);
+    const run = await runClaude(docEnv(docBlock('claude-code-anthropic-model'), { 'https://tollgate.example.com': h.gw.url, 'sk-...': w.key, 'anthropic/claude-sonnet': 'anth/claude-test' }));
+    await expectToolRoundTripBilled(run, w, 'anth/claude-test', h.anthropic.received);
+    const first = h.anthropic.received[0]!.body;
+    assert.equal(first.model, 'claude-upstream');
+    assert.equal(first.max_tokens, CLAUDE.maxOutputTokens);
+    assert.ok(first.context_management, 'context_management is forwarded to Anthropic');
+  });
+
+  test('an OpenAI-compatible model (ANTHROPIC_MODEL=fake/chat-small): translated, Claude\'s fields dropped as documented, tool round trip, billed exactly', async () => {
+    const w = await h.wallet(FUNDS);
+    const run = await runClaude(docEnv(docBlock('claude-code-openai-model'), { 'https://tollgate.example.com': h.gw.url, 'sk-...': w.key, 'openrouter/qwen3-coder': 'fake/chat-small' }));
+    await expectToolRoundTripBilled(run, w, 'fake/chat-small', h.fake.received);
+    assert.equal(h.anthropic.received.length, 0);
+    const [first, second] = h.fake.received;
+    assert.equal(first!.body.model, 'chat-small');
+    assert.equal(first!.body.stream, true);
+    assert.equal(first!.body.max_tokens, 4096, 'Claude Code\'s 32,000 lowered to the model\'s output window');
+    for (const field of ['context_management', 'output_config', 'thinking', 'reasoning_effort', 'metadata', 'user']) assert.equal(first!.body[field], undefined, `${field} is not sent to a model without reasoning`);
+    assert.ok(first!.body.messages.filter((m: any) => m.role === 'system').length >= 2, 'the system prompt and the mid-conversation system message');
+    assert.ok(first!.body.tools.some((t: any) => t.function.name === 'Bash'));
+    const tool = second!.body.messages.find((m: any) => m.role === 'tool');
+    assert.match(tool.content, new RegExp(TOOL_OUTPUT));
+  });
+
+  test('a wallet that cannot cover 128,000 tokens at the deployment\'s price works with the balance fit asked through ANTHROPIC_CUSTOM_HEADERS', async () => {
+    // About 60,000 for the prompt bound plus 307,200 for 128,000 output tokens: more than this wallet has.
+    const funds = 150_000;
+    const w = await h.wallet(funds);
+    const refused = await runClaude({ ANTHROPIC_BASE_URL: h.gw.url, ANTHROPIC_API_KEY: w.key });
+    assert.equal(refused.result.is_error, true);
+    assert.equal(refused.result.api_error_status, 402);
+    assert.equal(h.anthropic.received.length, 0);
+
+    const run = await runClaude({ ANTHROPIC_BASE_URL: h.gw.url, ANTHROPIC_API_KEY: w.key, ...docEnv(docBlock('claude-code-balance-fit'), {}) });
+    assert.equal(run.code, 0, JSON.stringify(run.result).slice(0, 500));
+    assert.equal(run.result.result, FINAL_TEXT);
+    const sent = h.anthropic.received.map((r) => r.body.max_tokens);
+    assert.equal(sent.length, 2);
+    for (const maxTokens of sent) assert.ok(maxTokens >= h.gw.services.config.chat.fitMaxTokensFloor && maxTokens < 128_000, `fitted max_tokens ${maxTokens}`);
+    const balance = await h.balance(w.account);
+    assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: funds - 2 * CHARGE_PER_CALL, locked: 0 });
+  });
+
+  test('a bad key fails fast: the 401 carries x-should-retry: false, so Claude Code does not retry it', async () => {
+    const counter = await countingProxy(h.gw.url);
+    try {
+      const run = await runClaude({ ANTHROPIC_BASE_URL: counter.url, ANTHROPIC_API_KEY: 'sk-not-a-real-key-000000000000000000000000' });
+      assert.equal(run.result.is_error, true);
+      assert.equal(run.result.api_error_status, 401);
+      assert.equal(counter.count('/v1/messages'), 1, 'one attempt, no retries');
+      assert.ok(run.ms < 30_000, `failed in ${Math.round(run.ms)} ms`);
+    } finally {
+      await counter.close();
+    }
+    assert.equal(h.anthropic.received.length + h.fake.received.length, 0);
+  });
+});
+
+/** A pass-through HTTP proxy that counts requests by path, to see how often a client tried. */
+async function countingProxy(target: string): Promise<{ url: string; count(path: string): number; close(): Promise<void> }> {
+  const seen: string[] = [];
+  const to = new URL(target);
+  const server: Server = createServer((req, res) => {
+    seen.push((req.url ?? '').split('?')[0]!);
+    const upstream = httpRequest({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: { ...req.headers, host: to.host } }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      up.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    count: (path) => seen.filter((p) => p === path).length,
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+  };
+}
