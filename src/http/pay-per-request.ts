@@ -12,6 +12,7 @@ import { decodePaymentHeader } from '../payments/decode.ts';
 import { paymentMismatch } from '../payments/match.ts';
 import { TOPUP_PAYMENT, type PaymentRow } from '../payments/payment-store.ts';
 import { settleMatched } from '../payments/settle-matched.ts';
+import { mustNotPayAgain } from '../payments/rejection-message.ts';
 import { ApiError, badRequest } from '../refusal.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { refuseUnconfiguredProvider } from './provider-ready.ts';
@@ -73,6 +74,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       throw facilitatorUnavailable(outcome.reason);
     case 'rejected':
       if (outcome.reason === TOPUP_PAYMENT) return refuseTopupPayment(matched.identity.payer, ask);
+      if (mustNotPayAgain(outcome.reason)) return ask('PAYMENT_REJECTED', `${outcome.reason}; the request did not run`, { reason: outcome.reason });
       return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
     case 'pending':
       throw new ApiError(

@@ -22,13 +22,15 @@ export type OpenResult =
   | { kind: 'claimed'; row: PaymentRow }
   /** This very payment is recorded already; `row` says how far it got. */
   | { kind: 'existing'; row: PaymentRow }
-  /** Another payment (other terms or signature) holds this authorization nonce: refused. */
-  | { kind: 'conflict' }
+  /** Another payment (other terms or signature) holds this authorization nonce: `row`, never changed. */
+  | { kind: 'conflict'; row: PaymentRow }
   /** A chat request found a payment recorded for a top-up: it must not join, reclaim or settle it. */
   | { kind: 'topup_payment'; row: PaymentRow };
 
 /**
  * Records the payment before anything is sent, or finds the record of the same authorization.
+ * Callers check first that the payer signed `m` (signature-check.ts): a row is only ever created by
+ * a payload its payer signed, never by a tampered copy of someone's header.
  * A row's terms are written once, here, and never change: a different payload under the same
  * (network, asset, payer, nonce) is a conflict whatever the row's status. A failed attempt can be
  * claimed again with exactly the same payment (the payer may have added funds or approved Permit2
@@ -81,7 +83,7 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
     .where('payer', '=', i.payer)
     .where('nonce', '=', i.nonce)
     .executeTakeFirstOrThrow();
-  if (!sameTerms(existing, m, digest)) return { kind: 'conflict' };
+  if (!sameTerms(existing, m, digest)) return { kind: 'conflict', row: existing };
   // A chat request never joins, reclaims or settles a top-up's payment: it would wait on the
   // top-up and then run (issue 23.3), or settle a failed top-up from a leaked header.
   if (m.purpose === 'chat' && existing.purpose !== 'chat') return { kind: 'topup_payment', row: existing };
@@ -96,6 +98,16 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
     if (Number(reopened.numUpdatedRows) === 1) return { kind: 'claimed', row: await findPayment(db, existing.id) };
   }
   return { kind: 'existing', row: await findPayment(db, existing.id) };
+}
+
+/**
+ * Claims a failed payment again for the same money (amount, payTo, deadline, method) under another
+ * valid signature (settle-payment.ts, settleConflict): only the status moves, the terms stay those
+ * recorded first. Null when another request claimed it first.
+ */
+export async function reclaimFailed(db: Kysely<Database>, id: string, now: number): Promise<PaymentRow | null> {
+  const reopened = await db.updateTable('payments').set({ status: 'pending', failure_reason: null, updated_at: now }).where('id', '=', id).where('status', '=', 'failed').executeTakeFirst();
+  return Number(reopened.numUpdatedRows) === 1 ? findPayment(db, id) : null;
 }
 
 export function findPayment(db: Kysely<Database>, id: string): Promise<PaymentRow> {

@@ -6,8 +6,9 @@ import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { RelayerCouldNotSend } from './relayer/broadcast-refusal.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, releaseRefused, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, reclaimFailed, releaseRefused, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
+import { signedByPayer } from './signature-check.ts';
 
 /**
  * How a top-up ends:
@@ -55,7 +56,14 @@ export const REFUSED_UNSENT = 'verified but not sent: the request was refused be
 /** The exact scheme's reasons for an authorization already used (EIP-3009, Permit2), where its simulation ran. */
 const AUTHORIZATION_USED = /nonce_already_used|permit2_invalid_nonce/;
 
-export const NONCE_TAKEN = 'this authorization nonce is already recorded for a different payment (other terms or signature); sign a new payment';
+/** The recorded payment under this nonce has paid nothing to payTo (unused and given up, or void): a new payment does not pay for it twice. */
+export const NONCE_TAKEN = 'this authorization nonce is already recorded for a different payment (other terms or signature), and the chain shows that payment has paid nothing to this gateway; sign a new payment';
+/** The recorded payment under this nonce was settled on chain: never "sign a new payment" (it did not fail). */
+export const NONCE_USED = 'this authorization nonce is already recorded for a different payment (other terms or signature), and the chain shows that payment settled; it is credited from the chain, once (see GET /v1/topups/:wallet); nothing more was credited. Do not pay again for it';
+/** The recorded payment under this nonce is being settled: it may still move the funds. */
+export const NONCE_SETTLING = 'this authorization nonce is already recorded for a different payment (other terms or signature), which is being settled; it is credited once it lands (see GET /v1/topups/:wallet); nothing more was credited. Do not pay again for it';
+/** The payload's signature is not the payer's: nothing is recorded (signature-check.ts). */
+export const NOT_SIGNED_BY_PAYER = 'invalid_exact_evm_signature: the signature is not the payer\'s (or not in the canonical form the token accepts); nothing was recorded';
 
 export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<TopupOutcome> {
   let head: bigint;
@@ -65,10 +73,21 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
     return unavailable(deps, err, `the RPC for ${m.identity.network} did not answer`);
   }
   const fromBlock = Number(head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n);
+  // Only a payload its payer signed may record a payment: a tampered copy of someone's header sent
+  // first would otherwise hold the real authorization's nonce, and the real payment would be a
+  // conflict for good while anyone could still put it on chain (review of issue 25 §2). No RPC for
+  // an EOA's signature (recovered locally); a contract wallet's costs one read.
+  let signed: boolean;
+  try {
+    signed = await signedByPayer(deps.client, m);
+  } catch (err) {
+    return unavailable(deps, err, `the RPC for ${m.identity.network} did not answer`);
+  }
+  if (!signed) return { kind: 'rejected', reason: NOT_SIGNED_BY_PAYER };
   // Twice at most: a recorded attempt found abandoned is released, and then this retry claims it.
   for (let attempt = 0; ; attempt++) {
     const opened = await openPayment(deps.db, m, fromBlock, deps.now());
-    if (opened.kind === 'conflict') return { kind: 'rejected', reason: NONCE_TAKEN };
+    if (opened.kind === 'conflict') return settleConflict(deps, m, opened.row);
     if (opened.kind === 'topup_payment') return { kind: 'rejected', reason: TOPUP_PAYMENT };
     if (opened.kind === 'claimed') return settleClaimed(deps, m, opened.row);
     const joined = await joinExisting(deps, opened.row);
@@ -127,6 +146,57 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
     }
   }
   return creditIfArrived(deps, await findPayment(deps.db, payment.id), settled.errorReason ?? 'settlement failed');
+}
+
+/**
+ * Another signed payment is recorded under this authorization's nonce: other terms, or the same
+ * terms under another signature (a row recorded before signatures were checked first, or a wallet
+ * with two valid encodings). At most one authorization per nonce is ever used on chain, so the
+ * chain decides the answer, and it is never "sign a new payment" while the recorded authorization
+ * has moved, or is moving, the payer's money:
+ * - settled: the recorded payment is credited from the chain (its Transfer to payTo, checked
+ *   against the recorded terms by creditPayment, never this request's numbers), once. A payload for
+ *   the same money (amount, payTo, deadline, method) gets that credit as a replay would;
+ * - in flight, used but not final, dropped, or still being worked on: pending (the same money) or
+ *   "being settled, do not pay again";
+ * - unused and given up, or void: nothing moved, and a new payment cannot pay twice (NONCE_TAKEN).
+ */
+async function settleConflict(deps: SettleDeps, m: MatchedPayment, row: PaymentRow): Promise<TopupOutcome> {
+  const sameMoney =
+    row.amount_atomic === m.identity.amountAtomic && row.pay_to === m.identity.payTo && Number(row.valid_before) === m.identity.validBefore && row.transfer_method === m.identity.method;
+  if (row.status === 'credited') return sameMoney ? credited(row, false) : { kind: 'rejected', reason: NONCE_USED };
+  let outcome: ChainOutcome;
+  try {
+    outcome = await inspect(deps, row);
+  } catch (err) {
+    return unavailable(deps, err, `the RPC for ${row.network} did not answer`);
+  }
+  switch (outcome.state) {
+    case 'settled': {
+      const now = await creditPayment(deps.db, row.id, outcome.txHash, outcome.amountAtomic, deps.now());
+      if (now.status === 'credited') deps.logger.warn({ payment: row.id, tx: outcome.txHash }, 'another payload arrived under the nonce of a payment settled on chain: that payment was credited from the chain');
+      if (sameMoney && now.status === 'credited') return credited(now, false);
+      // Credited, or refused because the chain's amount is not the recorded one (the row says why).
+      return { kind: 'rejected', reason: now.status === 'failed' && now.failure_reason ? now.failure_reason : NONCE_USED };
+    }
+    case 'in-flight':
+    case 'used-unconfirmed':
+    case 'dropped':
+      return sameMoney ? { kind: 'pending', payment: row } : { kind: 'rejected', reason: NONCE_SETTLING };
+    case 'open': {
+      if (row.status !== 'failed') return sameMoney ? { kind: 'pending', payment: row } : { kind: 'rejected', reason: NONCE_SETTLING };
+      if (!sameMoney) return { kind: 'rejected', reason: NONCE_TAKEN };
+      // The same money under another valid signature, its recorded attempt given up and the
+      // authorization unused: refusing it would leave the payer told to sign again while the
+      // recorded authorization can still be put on chain. It settles under the recorded row (terms
+      // unchanged; the credit is what the chain shows). A chat request never takes a top-up's row.
+      if (m.purpose === 'chat' && row.purpose !== 'chat') return { kind: 'rejected', reason: TOPUP_PAYMENT };
+      const claimed = await reclaimFailed(deps.db, row.id, deps.now());
+      return claimed ? settleClaimed(deps, m, claimed) : { kind: 'pending', payment: await findPayment(deps.db, row.id) };
+    }
+    case 'void':
+      return { kind: 'rejected', reason: NONCE_TAKEN };
+  }
 }
 
 /** Asks the chain; credits a settled payment, keeps an in-flight one pending, fails the rest. */

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { eip3009ABI, x402ExactPermit2ProxyABI } from '@x402/evm';
-import { parseSignature, type Hex } from 'viem';
+import { erc20Abi, parseSignature, type Hex } from 'viem';
 import { USDC_DOMAIN, X402_EXACT_PERMIT2_PROXY, type FundedAccount } from '../../src/devchain/deploy.ts';
 import { applyMovement } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
@@ -25,8 +25,14 @@ const junkSignature = () => `0x${randomBytes(65).toString('hex')}` as Hex;
 const TEN_THOUSAND = 10_000n * USD;
 
 type Payment = {
-  /** The payload with a junk signature, for `value` token units. */
+  /** The payer's valid 1 USD authorization. It first fails: the payer lacks the funds (EIP-3009) or the Permit2 approval. */
+  valid: unknown;
+  /** Other terms (`value` token units) signed by the payer under the same nonce: a valid signature. */
+  signed(value: bigint): Promise<unknown>;
+  /** The same authorization for `value` with a junk signature: refused before anything is recorded. */
   junk(value: bigint): unknown;
+  /** What made the first attempt fail is fixed: the payer is funded, or approves Permit2. */
+  unblock(): Promise<void>;
   /** The payer sends the valid 1 USD authorization to the chain themselves. */
   settleOnChain(): Promise<Hex>;
 };
@@ -45,11 +51,21 @@ for (const engine of ENGINES) {
     const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => book.pay(usd, method, payload);
     const rowOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
 
+    /** `payer` holds no USDC yet: the first attempt fails for lack of funds, and records the terms. */
     async function eip3009Payment(payer: FundedAccount): Promise<Payment> {
-      const valid = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: USD });
+      const validBefore = BigInt(Math.floor(Date.now() / 1000)) + 300n;
+      const sign = (value: bigint, nonce?: Hex) => signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, nonce, validBefore });
+      const valid = await sign(USD);
       const a = valid.authorization;
       return {
+        valid,
+        signed: (value) => sign(value, a.nonce as Hex),
         junk: (value) => ({ signature: junkSignature(), authorization: { ...a, value: value.toString() } }),
+        async unblock() {
+          const funder = await h.payer(10n);
+          const hash = await h.chain.client(funder).writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [payer.address, 10n * USD] });
+          await h.chain.client(funder).waitForTransactionReceipt({ hash });
+        },
         async settleOnChain() {
           const { r, s, v } = parseSignature(valid.signature);
           const hash = await h.chain.client(payer).writeContract({
@@ -64,12 +80,15 @@ for (const engine of ENGINES) {
       };
     }
 
+    /** `payer` has not approved Permit2 on USDT yet: the first attempt fails, and records the terms. */
     async function permit2Payment(payer: FundedAccount): Promise<Payment> {
-      await h.chain.approvePermit2(payer, h.chain.usdt);
       const valid = await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount: USD });
       const p = valid.permit2Authorization;
       return {
+        valid,
+        signed: (amount) => signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) }),
         junk: (value) => ({ signature: junkSignature(), permit2Authorization: { ...p, permitted: { ...p.permitted, amount: value.toString() } } }),
+        unblock: () => h.chain.approvePermit2(payer, h.chain.usdt).then(() => undefined),
         async settleOnChain() {
           // The valid permit, settled through the x402 Permit2 proxy by the payer themselves.
           const hash = await h.chain.client(payer).writeContract({
@@ -93,43 +112,53 @@ for (const engine of ENGINES) {
     }
 
     for (const [method, payment] of [['eip3009', eip3009Payment], ['permit2', permit2Payment]] as const) {
+      // Since signatures are checked before anything is recorded (review of issue 25 §2), a junk
+      // signature records nothing: the attacker here is the payer, who signs the other terms validly.
       test(`${method}: 1 USD failed, settled on chain by the payer, then 10,000 USD under the same nonce: refused; the original terms credit 1 USD`, async () => {
-        const payer = await h.payer(10n);
+        const payer = await h.payer(method === 'eip3009' ? 0n : 10n);
         const p = await payment(payer);
-        const original = p.junk(USD);
 
-        const first = await pay(1, method, original);
+        const first = await pay(1, method, p.valid);
         assert.equal(first.status, 402, first.text);
         assert.equal((await rowOf(payer)).status, 'failed');
 
+        await p.unblock();
         const tx = await p.settleOnChain();
 
-        const attack = await pay(10_000, method, p.junk(TEN_THOUSAND));
-        assert.notEqual(attack.status, 200, attack.text);
-        assert.ok([400, 402].includes(attack.status), attack.text);
-        assert.match(attack.body.error, /^PAYMENT_(MISMATCH|REJECTED)$/);
-        assert.equal(await h.balance(payer.address), 0, 'nothing credited for the other terms');
+        // A junk signature is refused before anything is recorded (it can move nothing).
+        const junk = await pay(10_000, method, p.junk(TEN_THOUSAND));
+        assert.equal(junk.status, 402, junk.text);
+        assert.match(junk.body.reason, /invalid_exact_evm_signature/);
+        const attack = await pay(10_000, method, await p.signed(TEN_THOUSAND));
+        assert.equal(attack.status, 402, attack.text);
+        assert.equal(attack.body.error, 'PAYMENT_REJECTED');
+        assert.match(attack.body.reason, /already recorded for a different payment/);
+        assert.doesNotMatch(attack.body.message, /sign a new payment/i, 'the payment under this nonce settled: never "pay again"');
+        // The other terms credit nothing; the chain's 1 USD for the recorded terms is credited (the
+        // conflict asked the chain about the recorded payment), once.
+        assert.ok([0, 1_000_000].includes(await h.balance(payer.address)));
         const row = await rowOf(payer);
         assert.equal(row.amount_atomic, USD.toString(), 'the recorded terms did not change');
         assert.equal(Number(row.amount_usdc), 1_000_000);
 
         // The retry of the very first payment: the 1 USD that truly arrived is credited, once.
-        const retry = await pay(1, method, original);
+        const retry = await pay(1, method, p.valid);
         assert.equal(retry.status, 200, retry.text);
         assert.equal(retry.body.credited_usdc, 1_000_000);
         assert.equal(retry.body.transaction, tx);
         assert.equal(await h.balance(payer.address), 1_000_000);
         assert.equal((await rowOf(payer)).onchain_amount_atomic, USD.toString());
-        assert.equal((await pay(10_000, method, p.junk(TEN_THOUSAND))).status, 402, 'still refused after the credit');
+        assert.equal((await pay(10_000, method, await p.signed(TEN_THOUSAND))).status, 402, 'still refused after the credit');
         assert.equal(await h.balance(payer.address), 1_000_000);
         await moneyChecksHold(1);
       });
 
       test(`${method}: terms recorded first at 10,000 USD, then 1 USD arrives: the same payment again credits nothing and the row says why`, async () => {
-        const payer = await h.payer(10n);
+        const payer = await h.payer(method === 'eip3009' ? 0n : 10n);
         const p = await payment(payer);
-        const big = p.junk(TEN_THOUSAND);
+        const big = await p.signed(TEN_THOUSAND);
         assert.equal((await pay(10_000, method, big)).status, 402);
+        await p.unblock();
         await p.settleOnChain();
         const again = await pay(10_000, method, big);
         assert.equal(again.status, 402, again.text);

@@ -62,6 +62,8 @@ export interface Permit2Terms {
   to: Address;
   amount: bigint;
   deadline?: bigint;
+  /** Defaults to a random nonce; set it to sign other terms under a nonce already used. */
+  nonce?: bigint;
 }
 
 export async function signPermit2(t: Permit2Terms) {
@@ -69,7 +71,7 @@ export async function signPermit2(t: Permit2Terms) {
   const message = {
     permitted: { token: t.token, amount: t.amount },
     spender: X402_EXACT_PERMIT2_PROXY,
-    nonce: BigInt(`0x${randomBytes(16).toString('hex')}`),
+    nonce: t.nonce ?? BigInt(`0x${randomBytes(16).toString('hex')}`),
     deadline: t.deadline ?? now + 300n,
     witness: { to: t.to, validAfter: 0n },
   };

@@ -54,15 +54,20 @@ for (const engine of ENGINES) {
 
     test('permit2: the same on-chain nonce written with a leading zero is the same payment key, so other terms under it are refused', async () => {
       const payer = await h.payer(10n);
-      await h.chain.approvePermit2(payer, h.chain.usdt);
       const valid = await usdcPermit(payer, h.chain.usdt);
       const p = valid.permit2Authorization;
-      const original = { signature: junkSignature(), permit2Authorization: p };
+      // Recorded before the payer approved Permit2 on USDT: verification fails, the row stays failed.
+      // (A junk signature records nothing since signatures are checked before recording.)
+      const original = valid;
       assert.equal((await pay(1, 'permit2', original)).status, 402);
+      assert.equal((await rowsOf(payer))[0]!.status, 'failed');
+      await h.chain.approvePermit2(payer, h.chain.usdt);
       await settleViaProxy(payer, valid);
 
-      // Permit2 reads "0<nonce>" as the same uint256: it must find the row recorded for <nonce>.
-      const padded = { signature: junkSignature(), permit2Authorization: { ...p, nonce: `0${p.nonce}`, permitted: { ...p.permitted, amount: (10_000n * USD).toString() } } };
+      // Permit2 reads "0<nonce>" as the same uint256: it must find the row recorded for <nonce>. The
+      // payer signs 10,000 USD under that nonce (a valid signature: the nonce is signed as a uint256).
+      const big = await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount: 10_000n * USD, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) });
+      const padded = { signature: big.signature, permit2Authorization: { ...big.permit2Authorization, nonce: `0${p.nonce}` } };
       const attack = await pay(10_000, 'permit2', padded);
       assert.equal(attack.status, 402, attack.text);
       assert.match(attack.body.reason, /already recorded for a different payment/);
@@ -100,11 +105,12 @@ for (const engine of ENGINES) {
 
     test('permit2: a nonce spent on another token through the proxy credits nothing for the offered token', async () => {
       const payer = await h.payer(10n);
-      await h.chain.approvePermit2(payer, h.chain.usdt);
       await h.chain.approvePermit2(payer, h.chain.usdc);
       const usdt = await usdcPermit(payer, h.chain.usdt);
-      const recorded = { signature: junkSignature(), permit2Authorization: usdt.permit2Authorization };
+      // Recorded and failed (Permit2 not approved on USDT); a junk signature would record nothing.
+      const recorded = usdt;
       assert.equal((await pay(1, 'permit2', recorded)).status, 402);
+      assert.equal((await rowsOf(payer))[0]!.status, 'failed');
       // Permit2 nonces are per owner, not per token: the same nonce settles 1 USDC to payTo.
       const usdc = await usdcPermit(payer, h.chain.usdc);
       const sameNonce = { ...usdc.permit2Authorization, nonce: usdt.permit2Authorization.nonce };
