@@ -7,7 +7,7 @@ import type { ApiError } from '../../src/refusal.ts';
 
 /**
  * The fields and betas Claude Code 2.1.332 sends (captured from the real binary; see
- * docs/decisions-claude-code.md), each handled on purpose: the translation onto chat completions
+ * docs/DECISIONS.md, "Anthropic Messages inbound"), each handled on purpose: the translation onto chat completions
  * for an OpenAI-compatible model, and the beta allowlist for an Anthropic one.
  */
 const ENVIRONMENT = '# Environment\nYou have been invoked in the following environment: …';
