@@ -21,8 +21,8 @@ import { FAKE_ANTHROPIC_CONTENT } from '../../src/fake-providers/fake-anthropic-
  *   SDK appends /v1/messages).
  * - ChatAnthropic sends max_tokens 4096 for a model name it does not know, and its own copy of the
  *   Anthropic SDK (@anthropic-ai/sdk 0.x, a dependency of @langchain/anthropic), not the project's.
- * - Both retry through LangChain's own caller (6 tries by default) while the SDK inside retries none;
- *   the successes here never meet that.
+ * - Both retry through LangChain's own caller (up to 6 retries by default; never on 400-409 or 413,
+ *   so not on a 402) while the SDK inside is built with maxRetries 0; the successes here never retry.
  */
 
 const FUNDS = 1_000_000;
