@@ -203,13 +203,29 @@ describe('openai-node responses.*', () => {
     h.fake.behaviour = { usage: USAGE, cutAfterChunks: 2 };
     const stream = await h.client(w.key).responses.create({ model: 'chat-small', input: 'hi', stream: true });
     const events: ResponseStreamEvent[] = [];
-    for await (const e of stream) events.push(e);
-    const error = events.find((e) => e.type === 'error') as OpenAI.Responses.ResponseErrorEvent;
+    // Since openai-node 7.6 ("reject named SSE provider error events") iterating the raw stream throws
+    // the `event: error` frame as an APIError instead of yielding it, so the response.failed the
+    // gateway sends after it (as OpenAI does) is not seen; the events before it are.
+    const err = await rejection((async () => {
+      for await (const e of stream) events.push(e);
+    })());
+    assert.ok(err instanceof OpenAI.APIError, String(err));
+    assert.equal(err.message, 'the provider closed the connection; nothing was charged');
+    assert.equal(err.code, 'upstream_error');
+    assert.equal(err.status, undefined);
+    assert.equal(events[0]!.type, 'response.created');
+    assert.equal(events.some((e) => e.type === 'response.output_text.delta'), true, 'what arrived before the failure');
+    assert.equal(events.some((e) => e.type === 'error' || e.type === 'response.failed'), false);
+
+    // On the wire: the error event, then response.failed carrying the same message.
+    const raw = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', input: 'hi', stream: true }) });
+    const frames = (await raw.text()).split('\n\n').flatMap((block) => block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6))));
+    const error = frames.find((e) => e.type === 'error');
     assert.equal(error.message, 'the provider closed the connection; nothing was charged');
-    const failed = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
+    const failed = frames.at(-1);
     assert.equal(failed.type, 'response.failed');
     assert.equal(failed.response.status, 'failed');
-    assert.equal(failed.response.error!.message, 'the provider closed the connection; nothing was charged');
+    assert.equal(failed.response.error.message, 'the provider closed the connection; nothing was charged');
 
     // The stream helper rejects on the error event, with its message.
     await assert.rejects(h.client(w.key).responses.stream({ model: 'chat-small', input: 'hi' }).finalResponse(), { message: 'the provider closed the connection; nothing was charged' });
