@@ -7,19 +7,19 @@ import { topUp } from '../../src/gateway-client/topup-client.ts';
 import { ENGINES } from '../support/engines.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { base64Json, signEip3009, signPermit2, v1Header } from '../support/x402-payloads.ts';
+import { V1_BODY } from '../support/x402-v1-clients.ts';
 
 /**
  * Adversarial review of topup.x402v1Body. Every money test checks the chain, the
  * ledger balance and the payment rows; the ledger invariants are asserted after each describe.
  */
-const V1 = { topup: { x402v1Body: true } };
 const nowS = () => BigInt(Math.floor(Date.now() / 1000));
 
 for (const engine of ENGINES) {
   describe(`attack: x402 v1 top-up payments, held defences (${engine})`, () => {
     let h: TopupHarness;
     before(async () => {
-      h = await startTopupHarness(engine, { config: V1 });
+      h = await startTopupHarness(engine, { config: V1_BODY });
     });
     after(async () => {
       await h?.gw.assertLedger();
@@ -110,7 +110,7 @@ for (const engine of ENGINES) {
 
 describe('attack: the flag turned off between the 402 and the payment (sqlite)', () => {
   test('a v1 payment built from a v1 body is still matched, settled and credited once by a gateway restarted without the flag', async () => {
-    const on = await startTopupHarness('sqlite', { config: V1 });
+    const on = await startTopupHarness('sqlite', { config: V1_BODY });
     let off: TopupHarness | undefined;
     try {
       const body = (await on.post({ amount: 1 })).body;
@@ -144,7 +144,7 @@ for (const engine of ENGINES) {
   describe(`attack: the wallet CLI's top-up client against a v1 body (${engine})`, () => {
     let h: TopupHarness;
     before(async () => {
-      h = await startTopupHarness(engine, { config: V1 });
+      h = await startTopupHarness(engine, { config: V1_BODY });
     });
     after(async () => {
       await h?.gw.assertLedger();

@@ -4,12 +4,13 @@ import { decodePaymentRequiredHeader } from '@x402/core/http';
 import axios from 'axios';
 import OpenAI from 'openai';
 import { withPaymentInterceptor, createSigner as createAxiosSigner } from 'x402-axios';
-import { wrapFetchWithPayment as wrapV1Fetch, createSigner, decodeXPaymentResponse } from 'x402-fetch';
+import { decodeXPaymentResponse } from 'x402-fetch';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { base64Json, v1Header } from '../../support/x402-payloads.ts';
+import { V1_BODY, v1Fetch } from '../../support/x402-v1-clients.ts';
 
 /**
  * Pay-per-request chat with topup.x402v1Body (issue 25 §2): the stock x402 v1 clients x402-fetch
@@ -18,25 +19,13 @@ import { base64Json, v1Header } from '../../support/x402-payloads.ts';
  */
 const CENT = 10_000;
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
-const V1 = { topup: { x402v1Body: true } };
 const json = { 'content-type': 'application/json' };
-
-async function v1Fetch(payer: FundedAccount, maxValue?: bigint) {
-  const sent: string[] = [];
-  const recording: typeof fetch = async (input, init) => {
-    const xPayment = (init?.headers as Record<string, string> | undefined)?.['X-PAYMENT'];
-    if (xPayment) sent.push(xPayment);
-    return fetch(input, init);
-  };
-  const signer = await createSigner('base-sepolia', payer.privateKey);
-  return { fetch: maxValue === undefined ? wrapV1Fetch(recording, signer as never) : wrapV1Fetch(recording, signer as never, maxValue), sent };
-}
 
 for (const engine of ENGINES) {
   describe(`pay-per-request chat with the stock x402 v1 clients, v1 body on (${engine})`, () => {
     let h: PayPerRequestHarness;
     before(async () => {
-      h = await startPayPerRequestHarness(engine, { config: V1 });
+      h = await startPayPerRequestHarness(engine, { config: V1_BODY });
     });
     after(async () => {
       await h?.gw.assertLedger();
@@ -140,7 +129,7 @@ for (const engine of ENGINES) {
   describe(`attack: x402 v1 payments on pay-per-request (v1 body on, ${engine})`, () => {
     let h: PayPerRequestHarness;
     before(async () => {
-      h = await startPayPerRequestHarness(engine, { config: V1 });
+      h = await startPayPerRequestHarness(engine, { config: V1_BODY });
     });
     after(async () => {
       await h?.gw.assertLedger();

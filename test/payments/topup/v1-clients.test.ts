@@ -1,45 +1,25 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
-import axios from 'axios';
-import { withPaymentInterceptor, createSigner as createAxiosSigner } from 'x402-axios';
 import { wrapFetchWithPayment as wrapV1Fetch, createSigner, decodeXPaymentResponse } from 'x402-fetch';
 import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
 import { base64Json, signEip3009, v1Header } from '../../support/x402-payloads.ts';
+import { V1_BODY, v1Fetch, v1Axios } from '../../support/x402-v1-clients.ts';
 
 /**
  * topup.x402v1Body (issue 25 §2): the stock x402 v1 clients, x402-fetch 1.2.0 and x402-axios 0.7.2,
  * used as shipped (their signer for "base-sepolia", the dev chain's id 84532), and the stock v2
  * client @x402/fetch 2.27, all top up on the same gateway; the ledger equals the chain after each.
  */
-const V1 = { topup: { x402v1Body: true } };
 const json = { 'content-type': 'application/json' };
-
-/** x402-fetch 1.2.0 as a README shows it, and every X-PAYMENT header it sends. */
-async function v1Fetch(payer: FundedAccount, maxValue?: bigint) {
-  const sent: string[] = [];
-  const recording: typeof fetch = async (input, init) => {
-    const xPayment = (init?.headers as Record<string, string> | undefined)?.['X-PAYMENT'];
-    if (xPayment) sent.push(xPayment);
-    return fetch(input, init);
-  };
-  const signer = await createSigner('base-sepolia', payer.privateKey);
-  const paying = maxValue === undefined ? wrapV1Fetch(recording, signer as never) : wrapV1Fetch(recording, signer as never, maxValue);
-  return { fetch: paying, sent };
-}
-
-async function v1Axios(payer: FundedAccount, baseURL: string) {
-  const signer = await createAxiosSigner('base-sepolia', payer.privateKey);
-  return withPaymentInterceptor(axios.create({ baseURL }), signer as never);
-}
 
 for (const engine of ENGINES) {
   describe(`top-ups with the stock x402 v1 clients, v1 body on (${engine})`, () => {
     let h: TopupHarness;
     before(async () => {
-      h = await startTopupHarness(engine, { config: V1 });
+      h = await startTopupHarness(engine, { config: V1_BODY });
     });
     after(async () => {
       await h?.gw.assertLedger();
@@ -118,7 +98,7 @@ for (const engine of ENGINES) {
 describe('the x402 v1 402 body (topup.x402v1Body)', () => {
   let h: TopupHarness;
   before(async () => {
-    h = await startTopupHarness('sqlite', { config: V1 });
+    h = await startTopupHarness('sqlite', { config: V1_BODY });
   });
   after(() => h?.stop());
 
@@ -183,7 +163,7 @@ for (const engine of ENGINES) {
   describe(`attack: x402 v1 payments on top-ups (v1 body on, ${engine})`, () => {
     let h: TopupHarness;
     before(async () => {
-      h = await startTopupHarness(engine, { config: V1 });
+      h = await startTopupHarness(engine, { config: V1_BODY });
     });
     after(async () => {
       await h?.gw.assertLedger();
