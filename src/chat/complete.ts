@@ -25,7 +25,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
     bill.markUpstreamResponse();
     status = res.statusCode;
     const text = await res.body.text();
-    if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text);
+    if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text, { status: res.statusCode, headers: res.headers });
     const decoded = plan.upstream.decodeAnswer(text);
     if (!decoded.ok) throw upstreamFailure(decoded.problem);
     answer = decoded;

@@ -23,11 +23,13 @@ const PER_REQUEST = 3;
  * reserved or billed. The count is the o200k tokenizer's over the same text the usage estimate reads
  * (system, messages, tool definitions), with each image or document at the model's declared bound;
  * for an Anthropic model it is raised by CLAUDE_COUNT_MARGIN. It is an estimate, and the answer
- * says so in `x-tollgate-usage-estimated: true`.
+ * says so in `x-tollgate-usage-estimated: true`. `allowed` (the key's model list) runs before the count.
  */
-export async function countMessageTokens(body: unknown, catalog: Catalog): Promise<{ model: CatalogModel; inputTokens: number }> {
+export async function countMessageTokens(body: unknown, catalog: Catalog, allowed: (model: CatalogModel) => void = () => {}): Promise<{ model: CatalogModel; inputTokens: number }> {
   const b = checkMessagesRequest(body, false);
   const model = resolveModel(catalog, b.model);
+  // The key's model list is checked before any text is counted: a key that may not use the model gets nothing counted.
+  allowed(model);
   const estimated = estimateBody(b);
   const messages = estimated.messages as Json[];
   const text = [...messages.map((m) => String(m.content ?? '')), ...['tools', 'tool_choice'].filter((f) => estimated[f] !== undefined).map((f) => JSON.stringify(estimated[f]))].join('\n');

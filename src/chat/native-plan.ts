@@ -103,17 +103,26 @@ function checkCacheControl(b: Json): void {
     const problem = cacheTtlProblem(block, path);
     if (problem) throw badRequest(problem, { param: `${path}.cache_control` });
   };
-  // The places Anthropic reads cache_control: system blocks, content blocks (and those inside a
-  // tool result), tool definitions. Visited by position, not recursively, so no nesting depth matters.
-  const each = (list: unknown, path: string, inner?: (block: Json, where: string) => void) => {
-    if (Array.isArray(list)) list.forEach((block, i) => { check(block, `${path}[${i}]`); inner?.(block, `${path}[${i}]`); });
+  // Anthropic reads cache_control on system blocks, tool definitions and content blocks at any
+  // depth (a text block in a search_result, in a tool_result, in a user turn): every block of every
+  // nested `content` array is checked. Walked with a list, not by recursion, so no nesting depth
+  // can overflow the stack.
+  const pending: Array<[unknown, string]> = [];
+  const each = (list: unknown, path: string) => {
+    if (Array.isArray(list)) list.forEach((block, i) => pending.push([block, `${path}[${i}]`]));
   };
   check(b, 'request');
   each(b.system, 'system');
   each(b.tools, 'tools');
-  (b.messages as Json[]).forEach((m, i) => each(m.content, `messages[${i}].content`, (block, where) => {
-    if (block?.type === 'tool_result') each(block.content, `${where}.content`);
-  }));
+  (b.messages as Json[]).forEach((m, i) => {
+    check(m, `messages[${i}]`);
+    each(m?.content, `messages[${i}].content`);
+  });
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [block, path] = next;
+    check(block, path);
+    each((block as Json | null)?.content, `${path}.content`);
+  }
 }
 
 /**

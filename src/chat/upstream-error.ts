@@ -2,10 +2,35 @@ import { parseJsonLoosely } from '../json.ts';
 import { ApiError } from '../refusal.ts';
 
 /**
- * A 502 that says what the provider did, with the provider's own error message when it sent one.
+ * A provider's answers that the very same request will get again: its refusal of the request (400,
+ * 404, 413) or of the operator's credentials or account (401, 402, 403). Retrying them only spends
+ * provider calls.
  */
-export function upstreamFailure(what: string, upstreamBody?: string): ApiError {
-  return new ApiError(502, 'UPSTREAM_ERROR', `${what}${upstreamBody ? providerMessage(upstreamBody) : ''}; nothing was charged`);
+const FINAL_PROVIDER_STATUSES: ReadonlySet<number> = new Set([400, 401, 402, 403, 404, 413]);
+/** A provider's "busy, come back later" (Anthropic's 529 overloaded among them). */
+const BUSY_PROVIDER_STATUSES: ReadonlySet<number> = new Set([429, 503, 529]);
+
+/** What the provider answered, when it answered with an HTTP status. */
+export interface ProviderAnswer {
+  status: number;
+  headers?: Record<string, string | string[] | undefined>;
+}
+
+/**
+ * A 502 that says what the provider did, with the provider's own error message when it sent one.
+ * When the provider refused the request itself (FINAL_PROVIDER_STATUSES) it says
+ * `x-should-retry: false`, or Claude Code and the SDKs retry a 5xx ten times; when it was busy
+ * (BUSY_PROVIDER_STATUSES) its own Retry-After, if it sent a plain number of seconds, is passed on.
+ */
+export function upstreamFailure(what: string, upstreamBody?: string, answer?: ProviderAnswer): ApiError {
+  const headers: Record<string, string> = {};
+  if (answer && FINAL_PROVIDER_STATUSES.has(answer.status)) headers['x-should-retry'] = 'false';
+  if (answer && BUSY_PROVIDER_STATUSES.has(answer.status)) {
+    const after = answer.headers?.['retry-after'];
+    const seconds = Array.isArray(after) ? after[0] : after;
+    if (typeof seconds === 'string' && /^\d{1,5}$/.test(seconds.trim())) headers['retry-after'] = seconds.trim();
+  }
+  return new ApiError(502, 'UPSTREAM_ERROR', `${what}${upstreamBody ? providerMessage(upstreamBody) : ''}; nothing was charged`, {}, headers);
 }
 
 /**

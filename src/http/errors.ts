@@ -55,13 +55,17 @@ export const DEFAULT_RETRY_AFTER_SECONDS = 1;
  * The error's headers plus what tells a client whether to retry. 400, 401, 402 and 403 will answer
  * the same until the request, the key or the balance changes: `x-should-retry: false` stops the
  * Stainless-generated SDKs (openai, anthropic, and Claude Code, which otherwise retries a 401 ten
- * times over about three minutes) from retrying them. A 429 or 503 is worth retrying, after
- * `Retry-After` (kept when the refusal set its own).
+ * times over about three minutes) from retrying them. The exception is a 402 that set its own
+ * `Retry-After`: the wallet's own requests in flight hold the funds, and the same request succeeds
+ * once they settle (src/http/key-checks.ts). A 429 or 503 is worth retrying, after `Retry-After`
+ * (kept when the refusal set its own). A 502 carries what its mapping set (src/chat/upstream-error.ts:
+ * `x-should-retry: false` for a provider's own refusal, the provider's Retry-After when it was busy).
  */
 export function retryHeaders(err: ApiError): Record<string, string> {
   const headers: Record<string, string> = { ...err.headers };
-  if (err.status === 400 || err.status === 401 || err.status === 402 || err.status === 403) headers['x-should-retry'] = 'false';
-  if ((err.status === 429 || err.status === 503) && !Object.keys(headers).some((h) => h.toLowerCase() === 'retry-after')) {
+  const waits = Object.keys(headers).some((h) => h.toLowerCase() === 'retry-after');
+  if (err.status === 400 || err.status === 401 || err.status === 403 || (err.status === 402 && !waits)) headers['x-should-retry'] = 'false';
+  if ((err.status === 429 || err.status === 503) && !waits) {
     headers['retry-after'] = String(DEFAULT_RETRY_AFTER_SECONDS);
   }
   return headers;

@@ -32,10 +32,20 @@ export async function reservationRefusal(services: Services, key: KeyRow, plan: 
     );
   }
   const balance = await getBalance(services.storage.db, key.wallet);
+  // The balance covers the request and only the wallet's own requests in flight hold it: the same
+  // request succeeds once they settle, so the 402 asks for a retry (Retry-After) rather than saying
+  // x-should-retry: false (src/http/errors.ts).
+  const inFlight = Number(balance.balance_usdc) >= required;
   return new ApiError(
     402,
     'INSUFFICIENT_BALANCE',
-    `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${required}; top up with POST /v1/topup, or lower max_tokens`,
+    inFlight
+      ? `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${required} while this wallet's requests in flight hold ${balance.locked_usdc}; retry when they finish, or lower max_tokens`
+      : `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${required}; top up with POST /v1/topup, or lower max_tokens`,
     { balance_usdc: balance.balance_usdc, available_usdc: balance.available_usdc, required_usdc: required },
+    inFlight ? { 'retry-after': String(IN_FLIGHT_RETRY_AFTER_SECONDS) } : {},
   );
 }
+
+/** Seconds a 402 caused only by the wallet's own requests in flight asks the client to wait. */
+export const IN_FLIGHT_RETRY_AFTER_SECONDS = 1;

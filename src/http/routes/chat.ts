@@ -82,8 +82,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     app.post('/v1/messages/count_tokens', { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(messages) }, async (request, reply) => {
       const key = keyOf.get(request);
       if (!key) throw unauthorized('missing API key; send "x-api-key: sk-…" or "Authorization: Bearer sk-…"');
-      const { model, inputTokens } = await countMessageTokens(request.body, services.catalog);
-      assertModelAllowed(key, model.id);
+      const { inputTokens } = await countMessageTokens(request.body, services.catalog, (model) => assertModelAllowed(key, model.id));
       return reply.header('x-tollgate-usage-estimated', 'true').send({ input_tokens: inputTokens });
     });
   }

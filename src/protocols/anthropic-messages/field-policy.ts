@@ -1,4 +1,5 @@
 import { badRequest } from '../../refusal.ts';
+import { THINKING_KEYS, THINKING_TYPES } from './thinking.ts';
 
 type Json = Record<string, any>;
 
@@ -87,10 +88,28 @@ export function checkFieldValues(b: Json): void {
     throw badRequest('inference_geo is refused: a pinned inference region is billed at a premium this gateway has no price for; send "global" or leave it out', { param: 'inference_geo' });
   }
   checkContextManagement(b.context_management);
+  checkThinking(b.thinking);
   checkOutputConfig(b.output_config, 'output_config');
   (Array.isArray(b.messages) ? b.messages : []).forEach((m: Json, i: number) => {
     if (m && typeof m === 'object' && m.output_config !== undefined) checkOutputConfig(m.output_config, `messages[${i}].output_config`);
   });
+}
+
+/**
+ * Thinking types outside THINKING_TYPES (a new mode with its own price or budget rules) are refused by name.
+ * `thinking` is forwarded (native) or translated only as {type, budget_tokens, display} with a type
+ * the gateway knows; budget_tokens is checked against max_tokens by thinkingFor (thinking.ts).
+ */
+function checkThinking(value: unknown): void {
+  if (value === undefined || value === null) return;
+  if (typeof value !== 'object' || Array.isArray(value)) throw badRequest('thinking must be an object such as {"type": "enabled", "budget_tokens": 2048}', { param: 'thinking' });
+  for (const key of Object.keys(value)) {
+    if (!THINKING_KEYS.has(key)) throw badRequest(`thinking.${key.slice(0, 100)} is not accepted; thinking takes ${[...THINKING_KEYS].join(', ')}`, { param: `thinking.${key.slice(0, 100)}` });
+  }
+  const type = (value as Json).type;
+  if (typeof type !== 'string' || !THINKING_TYPES.has(type)) {
+    throw badRequest(`thinking.type ${JSON.stringify(String(type).slice(0, 40))} is refused: send one of ${[...THINKING_TYPES].join(', ')}`, { param: 'thinking.type' });
+  }
 }
 
 function checkContextManagement(value: unknown): void {

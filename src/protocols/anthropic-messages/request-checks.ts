@@ -2,6 +2,9 @@ import { badRequest } from '../../refusal.ts';
 
 type Json = Record<string, any>;
 
+/** The keys a message may have: output_config is checked by checkFieldValues (field-policy.ts). */
+const MESSAGE_KEYS: ReadonlySet<string> = new Set(['role', 'content', 'output_config']);
+
 /**
  * The shape every Messages request must have before it is planned, as Anthropic checks it:
  * `max_tokens` is required (Anthropic has no default; `count_tokens` passes `needsMaxTokens: false`),
@@ -18,6 +21,11 @@ export function checkMessagesRequest(body: unknown, needsMaxTokens = true): Json
   if (!Array.isArray(b.messages) || b.messages.length === 0) throw badRequest('messages: at least one message is required', { param: 'messages' });
   b.messages.forEach((m: unknown, i: number) => {
     const msg = (m ?? {}) as Json;
+    // A message's own keys are checked like the request's: anything else (cache_control with its
+    // own ttl, speed, service_tier, …) would reach Anthropic unpriced and unchecked.
+    for (const key of Object.keys(msg)) {
+      if (!MESSAGE_KEYS.has(key)) throw badRequest(`messages[${i}].${key.slice(0, 100)} is not accepted: a message carries role, content and output_config only on this gateway`, { param: `messages[${i}].${key.slice(0, 100)}` });
+    }
     if (msg.role !== 'user' && msg.role !== 'assistant' && msg.role !== 'system') throw badRequest(`messages[${i}].role must be "user", "assistant" or "system"`, { param: `messages[${i}].role` });
     const ok = typeof msg.content === 'string' || (Array.isArray(msg.content) && msg.content.every((c: unknown) => typeof (c as Json | null)?.type === 'string'));
     if (ok && msg.role === 'system' && Array.isArray(msg.content) && !msg.content.every((c: Json) => c.type === 'text' && typeof c.text === 'string')) {

@@ -1,5 +1,9 @@
 import { refuse, type Translated } from '../translated.ts';
 
+/** The thinking types the gateway knows the price and budget rules of, and the keys it forwards. */
+export const THINKING_TYPES: ReadonlySet<string> = new Set(['enabled', 'adaptive', 'disabled']);
+export const THINKING_KEYS: ReadonlySet<string> = new Set(['type', 'budget_tokens', 'display']);
+
 /** Anthropic refuses a thinking budget under 1,024 tokens. */
 export const MIN_THINKING_BUDGET = 1024;
 
@@ -17,6 +21,11 @@ export function thinkingFor(thinking: unknown, effort: unknown, maxTokens: numbe
     if (typeof thinking !== 'object' || Array.isArray(thinking) || typeof t.type !== 'string') {
       return refuse('thinking', 'thinking must be {type: "enabled", budget_tokens} or {type: "disabled"}');
     }
+    // The same types and keys the Messages field policy allows (checkFieldValues), for a chat-completions
+    // request whose thinking goes to Anthropic: anything else would be forwarded unchecked.
+    const unknown = Object.keys(thinking).find((k) => !THINKING_KEYS.has(k));
+    if (unknown !== undefined) return refuse(`thinking.${unknown.slice(0, 100)}`, `thinking.${unknown.slice(0, 100)} is not accepted; thinking takes ${[...THINKING_KEYS].join(', ')}`);
+    if (!THINKING_TYPES.has(t.type)) return refuse('thinking.type', `thinking.type ${JSON.stringify(t.type.slice(0, 40))} is refused: send one of ${[...THINKING_TYPES].join(', ')}`);
     if (t.type === 'enabled') {
       const budget = t.budget_tokens;
       if (typeof budget !== 'number' || !Number.isInteger(budget) || budget < MIN_THINKING_BUDGET || budget >= maxTokens) {
