@@ -1,3 +1,4 @@
+import type { DailyUsage } from '../src/usage/daily-usage.ts';
 /**
  * The gateway's API as the page uses it: same origin, JSON, the dashboard session in
  * Authorization: Bearer (never a cookie). Errors keep the server's code and message, which already
@@ -60,14 +61,8 @@ export interface Usage {
   keys: { api_key_id: number; label: string; request_count: number; total_charged_usdc: number; total_prompt_tokens: number; total_completion_tokens: number }[];
 }
 
-export interface DailyRow {
-  date: string;
-  api_key_id: number;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  charged_usdc: number;
-}
+/** GET /v1/usage/daily's rows: the server's own type (type-only, erased from the bundle). */
+export type DailyRow = DailyUsage;
 
 export interface Topup {
   id: string;

@@ -1,16 +1,9 @@
 import type { Kysely } from 'kysely';
 import { DAY_MS, usageDay } from '../ledger/days.ts';
 import type { Database } from '../storage/schema.ts';
+import type { DailyUsage } from './daily-usage.ts';
 
-export interface DailyUsage {
-  /** UTC date, YYYY-MM-DD. */
-  date: string;
-  api_key_id: number;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  charged_usdc: number;
-}
+export type { DailyUsage };
 
 /**
  * The wallet's usage per UTC day and key over the last `days` days (today included), from the
