@@ -1,12 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { INBOUND_TRANSLATORS, type InboundTranslator } from '../../protocols/index.ts';
 import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
-import { runChat, type ChatExchange } from '../../chat/run.ts';
-import { fitMaxTokens } from '../../chat/fit.ts';
+import { runChat } from '../../chat/run.ts';
 import { countMessageTokens } from '../../chat/count-tokens.ts';
-import type { ChatPlan } from '../../chat/plan.ts';
-import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
-import { getBalance } from '../../ledger/balances.ts';
 import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
 import { presentedKey, requireApiKey } from '../bearer-auth.ts';
@@ -16,6 +12,7 @@ import { refuseUnconfiguredProvider } from '../provider-ready.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import { clientBucket } from '../client-bucket.ts';
 import { exchangeOf } from '../reply-sink.ts';
+import { fitToBalance, wantsFit } from '../balance-fit.ts';
 import { responsesInbound } from '../../protocols/openai-responses/inbound.ts';
 import { prepareResponsesRequest } from '../stored-responses.ts';
 
@@ -86,56 +83,4 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
       return reply.header('x-tollgate-usage-estimated', 'true').send({ input_tokens: inputTokens });
     });
   }
-}
-
-/** The header that asks for the balance fit on one request ("true"), or turns a model's default off ("false"). */
-export const FIT_HEADER = 'x-tollgate-fit-max-tokens';
-
-function wantsFit(request: FastifyRequest, plan: ChatPlan): boolean {
-  const asked = request.headers[FIT_HEADER];
-  if (typeof asked === 'string' && /^(true|1)$/i.test(asked.trim())) return true;
-  if (typeof asked === 'string' && /^(false|0)$/i.test(asked.trim())) return false;
-  return plan.model.fitMaxTokens;
-}
-
-/** How many attempts the fit makes: the balance, then the key's limit (or the reverse), then once more after a race. */
-const FIT_ATTEMPTS = 3;
-
-/**
- * The balance fit: the reservation was refused, so max_tokens is lowered to what the smaller of the
- * wallet's available balance and the key's remaining spend limit covers, when that is at least
- * `chat.fitMaxTokensFloor`, and the request is planned and reserved again. Each reservation is the
- * plan's own, made atomically by the ledger, so a request running beside it (another fitted one,
- * on this instance or another) cannot make it exceed the balance: the reserve is refused instead,
- * and the fit tries again with the smaller amount. `x-tollgate-max-tokens-fitted` says the value used.
- */
-async function fitToBalance(
-  services: Services, reply: FastifyReply, req: { inbound: InboundTranslator; body: unknown; exchange: () => ChatExchange }, key: KeyRow,
-  first: ChatPlan, opts: PlanOptions, refused: Exclude<ReserveOutcome, { ok: true }>,
-): Promise<FastifyReply> {
-  const floor = services.config.chat.fitMaxTokensFloor;
-  let plan = first;
-  let outcome: ReserveOutcome = refused;
-  let available = Infinity;
-  for (let attempt = 0; attempt < FIT_ATTEMPTS && !outcome.ok; attempt++) {
-    available = Math.min(available, await coverable(services, key, outcome));
-    const fitted = fitMaxTokens(plan, available);
-    if (fitted < floor || fitted >= plan.maxTokens) break;
-    const next = planInbound(req.inbound, req.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted });
-    if (next.reservationUsdc > available) break;
-    plan = next;
-    void reply.headers({ ...plan.responseHeaders, 'x-tollgate-max-tokens': String(plan.maxTokens), 'x-tollgate-max-tokens-fitted': String(plan.maxTokens) });
-    outcome = await runChat(services.chat, req.exchange(), key, plan);
-  }
-  if (outcome.ok) return reply;
-  reply.removeHeader('x-tollgate-max-tokens-fitted');
-  const refusal = await reservationRefusal(services, key, plan, outcome);
-  refusal.message += `; the balance fit (${FIT_HEADER}) lowers max_tokens no further than ${floor}`;
-  throw refusal;
-}
-
-/** What the refused reservation could have had: the wallet's available balance, or the key's remaining limit. */
-async function coverable(services: Services, key: KeyRow, outcome: Exclude<ReserveOutcome, { ok: true }>): Promise<number> {
-  if (outcome.refused === 'key_limit') return Math.max(0, outcome.limitUsdc - outcome.spentUsdc - outcome.lockedUsdc);
-  return Math.max(0, (await getBalance(services.storage.db, key.wallet)).available_usdc);
 }
