@@ -20,15 +20,16 @@ export type EmbeddingsCall = { ok: true; answer: DecodedEmbeddings } | { ok: fal
 /**
  * One call to one provider's /embeddings (the only place embeddings touch a provider): the decoded
  * answer, or a failure carrying the status and headers. It never throws and never touches money,
- * so a caller may try it again, or on another deployment, before it settles or voids the bill.
+ * so a caller may try it again, or on another deployment (`upstreamName`: that deployment's name
+ * for the model), before it settles or voids the bill.
  */
-export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string): Promise<EmbeddingsCall> {
+export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, upstreamName = plan.model.upstreamName): Promise<EmbeddingsCall> {
   if (!adapter.embeddings) return { ok: false, failure: { error: upstreamFailure(`provider ${adapter.name} serves no embeddings`) } };
   let status: number | undefined;
   let headers: EmbeddingsCallFailure['headers'];
   try {
     // No abort on client disconnect, as for chat: the provider bills the call either way, so it is awaited and charged.
-    const res = await adapter.embeddings(plan.upstreamJson, requestId);
+    const res = await adapter.embeddings(JSON.stringify({ model: upstreamName, ...plan.upstreamBody }), requestId);
     status = res.statusCode;
     headers = res.headers;
     const text = await res.body.text();

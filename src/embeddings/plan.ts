@@ -17,8 +17,11 @@ export interface EmbeddingsPlan {
   /** Upper bound of the prompt tokens the provider can bill for `inputs`. */
   promptUpperBound: number;
   reservationUsdc: number;
-  /** What is sent to the provider's /embeddings, serialised once. */
-  upstreamJson: string;
+  /**
+   * What is sent to the provider's /embeddings, but for `model`: the deployment that serves it
+   * names its own (call.ts), so a fallback with another upstream name sends the same request.
+   */
+  upstreamBody: Record<string, unknown>;
 }
 
 /** OpenAI's embeddings request fields: anything else is refused, as chat refuses unknown fields. */
@@ -66,13 +69,13 @@ export function planEmbeddings(body: unknown, catalog: Catalog): EmbeddingsPlan 
   }
   if (b.user !== undefined && typeof b.user !== 'string') throw badRequest('user must be a string that identifies your end user', { param: 'user' });
 
-  const upstream: Record<string, unknown> = { model: model.upstreamName, input: b.input, encoding_format: encodingFormat };
-  if (dimensions !== undefined) upstream.dimensions = dimensions;
-  if (b.user !== undefined) upstream.user = b.user;
+  const upstreamBody: Record<string, unknown> = { input: b.input, encoding_format: encodingFormat };
+  if (dimensions !== undefined) upstreamBody.dimensions = dimensions;
+  if (b.user !== undefined) upstreamBody.user = b.user;
   const promptUpperBound = inputs.reduce((sum, input) => sum + inputBound(input, model.contextLength), 0);
   return {
     model, stream: false, inputs, encodingFormat: encodingFormat as EncodingFormat, promptUpperBound,
-    reservationUsdc: reservationFor(model, promptUpperBound, 0, 1), upstreamJson: JSON.stringify(upstream),
+    reservationUsdc: reservationFor(model, promptUpperBound, 0, 1), upstreamBody,
   };
 }
 
