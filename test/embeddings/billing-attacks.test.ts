@@ -115,6 +115,16 @@ for (const engine of ENGINES) {
       });
     });
 
+    describe('attack: many honest users at once', () => {
+      test('twenty wallets sending batches at the same time are each billed exactly their own tokens', async () => {
+        const users = await Promise.all(Array.from({ length: 20 }, () => h.wallet(1_000_000)));
+        const batches = users.map((_, i) => Array.from({ length: 1 + (i % 4) }, (_, j) => `user ${i} document ${j} ${'words '.repeat(i)}`));
+        const results = await Promise.all(users.map((u, i) => embed(u.key, { input: batches[i] })));
+        results.forEach((r, i) => assert.equal(r.status, 200, `user ${i}: ${r.text}`));
+        for (const [i, u] of users.entries()) await assertBilledOnce(h, u, 1_000_000, fakeTokensOf(batches[i]!));
+      });
+    });
+
     describe('attack: concurrent requests draining a small balance', () => {
       test('exactly as many succeed as the balance covers; the rest are 402 and cost nothing', async () => {
         // Slow answers keep every admitted request in flight, so admission is decided by reservations alone.

@@ -3,6 +3,8 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import type { ChatHarness } from '../support/chat-harness.ts';
 import { EMBED_ID, startEmbeddingsHarness } from '../support/embeddings-harness.ts';
 import { MAX_INPUTS, MAX_STRING_BYTES, MAX_TOKEN_ID } from '../../src/embeddings/inputs.ts';
+import OpenAI from 'openai';
+import { rejection } from '../support/openai-rejection.ts';
 
 const FUNDS = 10_000_000;
 
@@ -108,5 +110,29 @@ describe('embeddings request validation: every bad input is a 400 that says what
       assert.equal(res.status, 400, path);
       assert.equal(JSON.stringify(res.body).includes(said), true, `${path}: ${JSON.stringify(res.body)}`);
     }
+  });
+});
+
+describe('errors.format: openai on /v1/embeddings: the openai SDK reads the message and param', () => {
+  let h: ChatHarness;
+  before(async () => {
+    h = await startEmbeddingsHarness('sqlite', { errors: { format: 'openai' } });
+  });
+  after(() => h.stop());
+
+  test('a bad input is a BadRequestError with the message and param; a chat model names the chat endpoint', async () => {
+    const w = await h.wallet(1_000);
+    const client = h.client(w.key);
+    const empty = await rejection(client.embeddings.create({ model: EMBED_ID, input: ['ok', ''] }));
+    assert.ok(empty instanceof OpenAI.BadRequestError);
+    assert.equal(empty.message, '400 input[1] is an empty string; every input must have some text');
+    assert.equal(empty.param, 'input[1]');
+    const chat = await rejection(client.embeddings.create({ model: 'chat-small', input: 'hi' }));
+    assert.match(chat.message, /is a chat model; send it to POST \/v1\/chat\/completions/);
+    const poor = await rejection(client.embeddings.create({ model: EMBED_ID, input: 'x'.repeat(200) }));
+    assert.equal(poor.status, 402);
+    assert.match(poor.message, /send fewer or shorter inputs$/);
+    assert.deepEqual(await h.balance(w.account), { balance_usdc: 1_000, locked_usdc: 0, available_usdc: 1_000 });
+    await h.gw.assertLedger();
   });
 });

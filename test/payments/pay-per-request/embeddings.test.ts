@@ -7,6 +7,9 @@ import { EMBEDDING_MODEL, EMBED_ID, expectedVector, fakeTokensOf, MICRO_PER_TOKE
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { USD } from '../../support/topup-harness.ts';
+import { call } from '../../support/gateway.ts';
+import { v2Header } from '../../support/x402-payloads.ts';
+import { PER_INPUT_TOKENS } from '../../../src/embeddings/plan.ts';
 
 /** payPerRequest.minUsd's default: every request below 1 cent is offered at 1 cent. */
 const CENT = 10_000;
@@ -43,6 +46,34 @@ for (const engine of ENGINES) {
       assert.deepEqual(usage.map((u) => [u.model, Number(u.prompt_tokens), Number(u.charged_usdc)]), [[EMBED_ID, fakeTokensOf(input), charged]]);
       assert.equal(await h.balance(payer.address), CENT - charged, 'the unspent part stays in the balance');
       await assertLedgerConsistent(h.gw.services.storage.db);
+    });
+
+    describe('attack: a paid embeddings request replayed, and a provider lying about its usage', () => {
+      const BODY = { model: EMBED_ID, input: 'replay me' };
+      const RESERVATION = (Buffer.byteLength(BODY.input) + PER_INPUT_TOKENS) * MICRO_PER_TOKEN;
+      const embedWith = (header: string) => call(h.gw.url, 'POST', '/v1/embeddings', BODY, { 'payment-signature': header });
+
+      test('the same payment header sent again credits nothing more; the lie is charged no more than the quoted reservation', async () => {
+        const offer = (await call(h.gw.url, 'POST', '/v1/embeddings', BODY)).body.accepts[0];
+        const payer = await h.payer(1n);
+        const header = v2Header(offer, await h.usdcPayment(payer, BigInt(CENT)));
+        h.fake.behaviour = { usage: { prompt_tokens: 1_000_000, completion_tokens: 0 } };
+        try {
+          const first = await embedWith(header);
+          assert.equal(first.status, 200, first.text);
+          assert.equal(Number(first.headers.get('x-tollgate-charged-usdc')), RESERVATION, 'capped at the price it was quoted');
+          const replay = await embedWith(header);
+          assert.equal(replay.status, 200, replay.text);
+        } finally {
+          h.fake.behaviour = {};
+        }
+        const wallet = payer.address.toLowerCase();
+        const credits = await h.gw.services.storage.db.selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', wallet).where('kind', '=', 'topup').execute();
+        assert.deepEqual(credits.map((c) => Number(c.amount_usdc)), [CENT], 'credited once');
+        assert.equal(await h.balance(payer.address), CENT - 2 * RESERVATION);
+        assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), USD - BigInt(CENT), 'paid once on chain');
+        await assertLedgerConsistent(h.gw.services.storage.db);
+      });
     });
 
     test('a bad input is a 400 before any offer, and a chat model is refused there too', async () => {
