@@ -21,7 +21,8 @@ for (const engine of ENGINES) {
   describe(`embeddings billing: failures, limits, lying providers, races (${engine})`, () => {
     let h: ChatHarness;
     before(async () => {
-      h = await startEmbeddingsHarness(engine);
+      // A short first-byte timeout, so a hung provider fails within the test.
+      h = await startEmbeddingsHarness(engine, { chat: { firstByteTimeoutSeconds: 2 } });
     });
     beforeEach(() => {
       h.fake.behaviour = {};
@@ -52,6 +53,7 @@ for (const engine of ENGINES) {
       ['a 429 with Retry-After', { failStatus: 429 }, 502],
       ['a dropped connection', { dropConnection: true }, 502],
       ['its own 400 (a refused input)', { failStatus: 400 }, 502],
+      ['no answer before the first-byte timeout', { hang: true }, 502],
     ] as const) {
       test(`a provider failure (${what}) charges nothing and says so`, async () => {
         h.fake.behaviour = { ...behaviour };
@@ -86,6 +88,19 @@ for (const engine of ENGINES) {
       assert.equal(over.body.error, 'KEY_LIMIT_EXCEEDED');
       assert.match(over.body.message, /this request reserves \d+; a total limit does not reset\. Send fewer or shorter inputs, or ask the wallet owner/);
       await assertBilledOnce(h, w, 1_000_000, fakeTokensOf([TEXT]));
+    });
+
+    test("a key whose model list leaves the embedding model out is refused with 403 before anything is reserved", async () => {
+      const w = await h.wallet(1_000_000);
+      const patched = await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, { ...(await siweProof(w.account)), models: ['fake/chat-small'] });
+      assert.equal(patched.status, 200, patched.text);
+      const calls = h.fake.received.length;
+      const res = await embed(w.key);
+      assert.equal(res.status, 403);
+      assert.equal(res.body.error, 'MODEL_NOT_ALLOWED');
+      assert.equal(h.fake.received.length, calls);
+      assert.equal((await usageRowsOf(h, w.keyId)).length, 0);
+      assert.equal((await h.balance(w.account)).balance_usdc, 1_000_000);
     });
 
     describe('attack: a provider lying about usage', () => {
