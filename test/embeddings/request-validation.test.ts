@@ -136,3 +136,25 @@ describe('errors.format: openai on /v1/embeddings: the openai SDK reads the mess
     await h.gw.assertLedger();
   });
 });
+
+describe("embeddings count against the wallet's chat rate limit", () => {
+  let h: ChatHarness;
+  before(async () => {
+    h = await startEmbeddingsHarness('sqlite', { rateLimits: { chat: { perMinute: 2, perDay: 1_000 } } });
+  });
+  after(() => h.stop());
+
+  test('one window for chat and embeddings: the third request in the minute is a 429 before its body is read, and costs nothing', async () => {
+    const w = await h.wallet(1_000_000);
+    const embed = () => fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: EMBED_ID, input: 'hi' }) });
+    assert.equal((await embed()).status, 200);
+    const chat = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }) });
+    assert.equal(chat.status, 200);
+    const limited = await embed();
+    assert.equal(limited.status, 429);
+    assert.ok(limited.headers.get('retry-after'));
+    const rows = await h.gw.services.storage.db.selectFrom('request_usage').select('model').where('api_key_id', '=', w.keyId).execute();
+    assert.deepEqual(rows.map((r) => r.model).sort(), ['fake/chat-small', EMBED_ID]);
+    await h.gw.assertLedger();
+  });
+});
