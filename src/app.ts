@@ -4,6 +4,7 @@ import { errorHandler, frameworkErrorHandler } from './http/errors.ts';
 import { ApiError } from './refusal.ts';
 import { markRouteFamily } from './http/error-format.ts';
 import { chatRoutes } from './http/routes/chat.ts';
+import { embeddingsRoutes } from './http/routes/embeddings.ts';
 import { responseRoutes } from './http/routes/responses.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { siweInfoRoutes } from './http/routes/siwe-info.ts';
@@ -125,6 +126,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   sessionRoutes(app, services);
   usageRoutes(app, services);
   chatRoutes(app, services);
+  embeddingsRoutes(app, services);
   responseRoutes(app, services);
   topupRoutes(app, services);
   topupHistoryRoutes(app, services);

@@ -15,6 +15,13 @@ export interface BillOptions {
   capAtReservation?: boolean;
 }
 
+/**
+ * What a bill reads of the request it bills: the model (its prices, names and labels), the
+ * reservation it holds, and whether it streams (a stream's content is out before the settle).
+ * A chat plan is one; so is an embeddings plan (src/embeddings/plan.ts), billed the same way.
+ */
+export type BilledPlan = Pick<ChatPlan, 'model' | 'reservationUsdc' | 'stream'>;
+
 const NO_USAGE: Usage = { input: { total: 0, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated: false };
 
 /**
@@ -43,7 +50,7 @@ export class RequestBill {
   constructor(
     private readonly deps: ChatDeps,
     readonly key: KeyRow,
-    private readonly plan: ChatPlan,
+    private readonly plan: BilledPlan,
     readonly requestId: string,
     private readonly opts: BillOptions = {},
   ) {

@@ -1,4 +1,5 @@
 import { ApiError } from '../refusal.ts';
+import { settleWholeAnswer } from './settled-answer.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps } from './deps.ts';
@@ -37,23 +38,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
   }
 
   const usage = answer.usage ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
-  const outcome = await bill.settle(usage);
-  // The reservation was finished by someone else meanwhile (the sweeper after a lost lease, or a
-  // shutdown that ran out of grace): nothing could be charged, so the answer is not handed out free.
-  if (!outcome.applied) {
-    throw new ApiError(503, 'SERVICE_UNAVAILABLE', `this request's reservation was released before the provider answered, so nothing was charged and the answer is withheld; retry, and quote request id ${bill.requestId} if it repeats`);
-  }
-  sink.header('content-type', 'application/json; charset=utf-8');
-  sink.header('x-tollgate-charged-usdc', outcome.chargedUsdc);
-  if (outcome.deferred) {
-    // The database did not answer, but the bill is on local disk and applied when it does: the
-    // answer exists and is paid for, so it is handed out; the balance is not known right now.
-    sink.header('x-tollgate-billing', 'deferred');
-  } else {
-    // The settle reports the balance it left; read it only if it did not.
-    sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await deps.balance(bill.key.wallet)));
-  }
-  sink.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false');
+  await settleWholeAnswer(deps, sink, bill, usage);
   let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage);
   // Kept only once paid for (the settle applied above), and before it is sent, so a client can
   // refer to it as soon as it has read it.

@@ -104,9 +104,23 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   };
 }
 
-export function resolveModel(catalog: Catalog, requested: string): CatalogModel {
+/** The endpoint that serves each model type, named in the 400 for a model sent to the other one. */
+const ENDPOINT_OF: Record<CatalogModel['type'], string> = {
+  chat: 'POST /v1/chat/completions (or /v1/responses, /v1/messages)',
+  embedding: 'POST /v1/embeddings',
+};
+
+/**
+ * The model a request names, which must be of the type the endpoint serves (`serving`): a chat
+ * model on /v1/embeddings or an embedding model on a chat endpoint is a 400 naming the right one.
+ */
+export function resolveModel(catalog: Catalog, requested: string, serving: CatalogModel['type'] = 'chat'): CatalogModel {
   const lookup = findModel(catalog, requested);
-  if ('found' in lookup) return lookup.found;
+  if ('found' in lookup) {
+    const { type, id } = lookup.found;
+    if (type !== serving) throw badRequest(`model ${id} is ${type === 'embedding' ? 'an embedding' : 'a chat'} model; send it to ${ENDPOINT_OF[type]}`, { param: 'model' });
+    return lookup.found;
+  }
   if ('ambiguous' in lookup) {
     throw badRequest(`model "${requested}" is offered by several providers; use one of ${lookup.ambiguous.join(', ')}`, { param: 'model', candidates: lookup.ambiguous });
   }

@@ -17,7 +17,7 @@ export interface ProviderFailure {
  * client's report. Only an error's code or name is logged, never its message or the request's
  * headers: those can carry the provider key or a URL with one in it.
  */
-export function logProviderFailure(log: ChatLog, plan: ChatPlan, requestId: string, failure: ProviderFailure): void {
+export function logProviderFailure(log: ChatLog, plan: Pick<ChatPlan, 'model'>, requestId: string, failure: ProviderFailure): void {
   log.warn(
     {
       provider: plan.model.provider,

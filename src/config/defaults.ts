@@ -11,15 +11,15 @@ export const defaultProviders: Record<string, ProviderConfig> = {
 
 export const defaultModels: ModelConfig[] = [
   {
-    provider: 'openai', name: 'gpt-4o-mini', contextLength: 128000, maxOutputTokens: 16384,
+    type: 'chat', provider: 'openai', name: 'gpt-4o-mini', contextLength: 128000, maxOutputTokens: 16384,
     promptCostPer1M: '0.15', completionCostPer1M: '0.6', reasoningFamily: 'none', created: 1721172741,
   },
   {
-    provider: 'openai', name: 'gpt-4.1', contextLength: 1047576, maxOutputTokens: 32768,
+    type: 'chat', provider: 'openai', name: 'gpt-4.1', contextLength: 1047576, maxOutputTokens: 32768,
     promptCostPer1M: '2', completionCostPer1M: '8', reasoningFamily: 'none', created: 1744316542,
   },
   {
-    provider: 'openai', name: 'o4-mini', contextLength: 200000, maxOutputTokens: 100000,
+    type: 'chat', provider: 'openai', name: 'o4-mini', contextLength: 200000, maxOutputTokens: 100000,
     promptCostPer1M: '1.1', completionCostPer1M: '4.4', reasoningFamily: 'effort', created: 1744225351,
   },
 ];

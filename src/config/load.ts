@@ -101,6 +101,10 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
     if (!providers[m.provider]) {
       throw new ConfigError(`${where(source)}models.${i}.provider: "${m.provider}" is not one of the configured providers (${Object.keys(providers).join(', ') || 'none'})`);
     }
+    // Embeddings are forwarded to the provider's OpenAI-style /embeddings; Anthropic has none.
+    if (m.type === 'embedding' && providers[m.provider]!.type !== 'openai-compatible') {
+      throw new ConfigError(`${where(source)}models.${i}.type: "${m.provider}" is an ${providers[m.provider]!.type} provider, which serves no embeddings; put an embedding model on an openai-compatible provider`);
+    }
   }
   const ids = new Set<string>();
   for (const [i, m] of models.entries()) {

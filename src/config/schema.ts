@@ -114,8 +114,13 @@ const model = z
     upstreamName: z.string().min(1).optional(),
     contextLength: positiveInt,
     maxOutputTokens: positiveInt.default(16384),
+    // What the model is served for: `chat` (chat completions, Responses, Messages) or `embedding`
+    // (POST /v1/embeddings only). Each endpoint refuses the other type with a 400 naming the right one.
+    type: z.enum(['chat', 'embedding']).default('chat'),
     promptCostPer1M: decimalString,
-    completionCostPer1M: decimalString,
+    // Required for chat models; an embedding model produces no completion tokens, so it may leave
+    // it out (taken as 0) and may not set it above 0.
+    completionCostPer1M: decimalString.optional(),
     promptPricePer1M: decimalString.optional(),
     completionPricePer1M: decimalString.optional(),
     // Prices of the prompt's cached parts (OpenAI cached reads; Anthropic cache writes and reads):
@@ -142,6 +147,15 @@ const model = z
   })
   .strict()
   .superRefine((m, ctx) => {
+    if (m.type === 'chat' && m.completionCostPer1M === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['completionCostPer1M'], message: 'is required for a chat model: the provider\'s price of 1M completion tokens in USD, such as "0.6"' });
+    }
+    if (m.type === 'embedding') {
+      for (const field of ['completionCostPer1M', 'completionPricePer1M'] as const) {
+        const value = m[field];
+        if (value !== undefined && Number(value) !== 0) ctx.addIssue({ code: 'custom', path: [field], message: 'an embedding model produces no completion tokens; leave it out' });
+      }
+    }
     for (const kind of partKind.options) {
       const declared = m.inputs?.includes(kind) ?? false;
       const bound = m.partTokenBounds?.[kind];

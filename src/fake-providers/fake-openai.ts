@@ -1,10 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startFakeServer } from './fake-server.ts';
+import { respondEmbeddings } from './fake-openai-embeddings.ts';
+import { fakeTokens } from './fake-tokens.ts';
 
 /**
  * A stand-in for a paid OpenAI-compatible provider, on 127.0.0.1. It answers in OpenAI's wire format
  * (chat.completion JSON; SSE chunks with a role chunk, content or tool-call deltas, a finish chunk,
- * the usage chunk when asked, then `data: [DONE]`) and can be told to misbehave. Shared by the tests,
+ * the usage chunk when asked, then `data: [DONE]`; embeddings from fake-openai-embeddings.ts) and can
+ * be told to misbehave (the failure modes apply to both endpoints). Shared by the tests,
  * `tollgate demo` and the benchmark.
  */
 export interface FakeBehaviour {
@@ -16,7 +19,7 @@ export interface FakeBehaviour {
   spacedJson?: boolean;
   /** Answer with a tool call instead of text. */
   toolCall?: { name: string; arguments: string };
-  /** Overrides the usage the provider reports. */
+  /** Overrides the usage the provider reports (embeddings read only prompt_tokens). */
   usage?: { prompt_tokens: number; completion_tokens: number; reasoning_tokens?: number; cached_tokens?: number };
   /** Leave usage out entirely (JSON and stream). */
   omitUsage?: boolean;
@@ -83,10 +86,7 @@ export async function startFakeOpenAI(opts: FakeOptions = {}): Promise<FakeOpenA
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A stable stand-in for tokenisation: about four characters a token, like OpenAI's tokenizers. */
-export function fakeTokens(text: string): number {
-  return Math.max(1, Math.ceil(text.length / 4));
-}
+export { fakeTokens };
 
 /** Fields a real provider renders into the prompt and bills as input, besides the messages. */
 const BILLED_INPUTS = ['tools', 'tool_choice', 'functions', 'function_call', 'response_format'];
@@ -108,7 +108,8 @@ export function fakePromptTokens(body: any, partTokens: number): number {
 }
 
 async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, body: any, contextLengths?: Record<string, number>): Promise<void> {
-  if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+  const embeddings = req.url?.endsWith('/embeddings') ?? false;
+  if (req.method !== 'POST' || !(embeddings || req.url?.endsWith('/chat/completions'))) {
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error' } }));
     return;
   }
@@ -123,6 +124,8 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
     res.end(JSON.stringify({ error: { message: `injected failure ${b.failStatus}`, type: 'server_error', param: null, code: null } }));
     return;
   }
+
+  if (embeddings) return respondEmbeddings(b, body, res, contextLengths);
 
   const window = contextLengths?.[body.model];
   const promptTokens = fakePromptTokens(body, b.partTokens ?? 0);

@@ -24,6 +24,7 @@ export function llmsTxt(publicUrl: string): string {
    (ISO 8601). Change them with PATCH ${base}/v1/auth/keys/<id> (a "loosen-key" proof; null removes one).
 4. Chat: POST ${base}/v1/chat/completions with "Authorization: Bearer sk-...", the OpenAI body,
    stream or not. Each call reserves the worst case, then charges the exact cost.
+   Embeddings: POST ${base}/v1/embeddings.
    Also billed the same way: POST ${base}/v1/responses (OpenAI's Responses API; with a key, a
    response is stored for 30 days unless "store": false, so previous_response_id, item_reference
    and GET/DELETE ${base}/v1/responses/<id> work; built-in tools are refused), and POST

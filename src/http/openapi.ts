@@ -44,7 +44,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
         Error: {
           type: 'object',
           required: ['error', 'message'],
-          description: 'The default error shape. With errors.format: openai, the OpenAI-compatible endpoints (/v1/chat/completions, /v1/responses, /v1/models, /v1/models/{model}) answer OpenAIError instead.',
+          description: 'The default error shape. With errors.format: openai, the OpenAI-compatible endpoints (/v1/chat/completions, /v1/responses, /v1/embeddings, /v1/models, /v1/models/{model}) answer OpenAIError instead.',
           properties: { error: { type: 'string', description: 'stable code, e.g. VALIDATION_ERROR' }, message: { type: 'string', description: 'what happened and what to do' } },
           additionalProperties: true,
         },
@@ -231,6 +231,26 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
             503: error("PROVIDER_NOT_CONFIGURED (the model's provider is not set up on this gateway; nothing was charged; use another model), SERVICE_UNAVAILABLE, or with pay-per-request FACILITATOR_UNAVAILABLE (nothing settled, the request did not run) or PAYMENT_PENDING (sent, not confirmed yet: retry with the same payment)"),
+          },
+        },
+      },
+      '/v1/embeddings': {
+        post: {
+          summary: "OpenAI's embeddings API for models of type embedding; reserved at a bound of the inputs' size before the call and billed at the provider's reported prompt tokens after it (with a key or pay-per-request, as chat)",
+          description:
+            'model, input (a string, an array of strings, an array of token ids, or an array of token-id arrays: at most 2048 inputs, 1 MiB per string, token ids whole numbers from 0 to 2147483647, a token array at most the model\'s contextLength, no empty input), ' +
+            'encoding_format (float, the default, or base64: little-endian float32), dimensions (a positive whole number), user. Other fields are 400s. A chat model is a 400 naming POST /v1/chat/completions.',
+          security: [{ bearer: [] }, { x402: [] }],
+          requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'input'] } } } },
+          responses: {
+            200: ok('OpenAI\'s embeddings list (object, data, model, usage: the prompt tokens billed); x-tollgate-charged-usdc and x-tollgate-balance-usdc headers as on chat', { type: 'object' }),
+            400: error('VALIDATION_ERROR (param names the input at fault); pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
+            401: error('UNAUTHORIZED'),
+            402: error('as POST /v1/chat/completions: INSUFFICIENT_BALANCE, KEY_LIMIT_EXCEEDED, or a pay-per-request offer'),
+            403: error('MODEL_NOT_ALLOWED'),
+            429: error('RATE_LIMITED'),
+            502: error('UPSTREAM_ERROR: the provider failed; nothing was charged'),
+            503: error('as POST /v1/chat/completions'),
           },
         },
       },

@@ -1,5 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ChatPlan } from '../chat/plan.ts';
+import type { BilledPlan, BillOptions } from '../chat/bill.ts';
+import type { KeyRow } from '../keys/api-keys.ts';
+import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import { planInbound } from '../chat/plan-inbound.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import { runChat } from '../chat/run.ts';
@@ -19,31 +21,54 @@ import { refuseUnconfiguredProvider } from './provider-ready.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from './x402-payment.ts';
 import { exchangeOf } from './reply-sink.ts';
 
-const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in your wallet balance';
+/**
+ * One request a payment can pay for, planned before any payment is looked at: its model and bound,
+ * the path it was sent to (the offer's resource), the offer's description, how it can cost less
+ * (for the over-limit 400), and how it runs once paid, billed against the payer's wallet.
+ */
+export interface PaidRequest {
+  plan: Pick<BilledPlan, 'model' | 'reservationUsdc'>;
+  path: string;
+  description: string;
+  shrink: string;
+  run(key: KeyRow, opts: BillOptions): Promise<ReserveOutcome>;
+}
+
+/** A chat request of `inbound`'s protocol, paid for. */
+export function paidChat(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): PaidRequest {
+  const plan = planInbound(inbound, request.body, services.catalog, services.config);
+  return {
+    plan,
+    path: inbound.path,
+    description: 'One Tollgate chat completion; what it does not use stays in your wallet balance',
+    shrink: 'lower max_tokens or n',
+    run: (key, opts) => runChat(services.chat, exchangeOf(request, reply, inbound), key, plan, opts),
+  };
+}
 
 /**
- * POST /v1/chat/completions without an Authorization header, when payPerRequest.enabled: x402 on
- * the request itself. The body is validated and bounded first (an invalid request is a 400, never
- * an offer); then a 402 offers this request's price, or the payment sent with it is matched against
+ * A chat or embeddings request without an Authorization header, when payPerRequest.enabled: x402 on
+ * the request itself. The body is validated and bounded first by the caller's planning (an invalid
+ * request is a 400, never an offer); then a 402 offers this request's price, or the payment sent with it is matched against
  * that price, settled and credited exactly once through the top-up path, and the request runs
  * billed against the payer's wallet like a keyed request. The paid retry is planned again from its
  * own body, so a body changed after the 402 is priced as it is now.
  */
-export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): Promise<FastifyReply> {
+export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, paidRequest: PaidRequest): Promise<FastifyReply> {
   const { config } = services;
   if (!config.payPerRequest.enabled || !services.topup) throw new ApiError(500, 'INTERNAL_ERROR', 'pay-per-request reached with pay-per-request off');
-  const plan = planInbound(inbound, request.body, services.catalog, config);
+  const { plan } = paidRequest;
   // Never offer, let alone take, a payment for a request no provider can serve.
   refuseUnconfiguredProvider(services, request, plan);
   const offer = offerRequest(plan.reservationUsdc, config);
   if (offer.kind === 'over-limit') {
-    throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); lower max_tokens or n, or top up and use an API key`);
+    throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ${paidRequest.shrink}, or top up and use an API key`);
   }
   const { price, offers } = offer;
   const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
     askForPayment(
       reply,
-      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${inbound.path}`, offers, code, message, description: DESCRIPTION, v1Body: config.topup.x402v1Body },
+      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${paidRequest.path}`, offers, code, message, description: paidRequest.description, v1Body: config.topup.x402v1Body },
       { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
     );
 
@@ -90,7 +115,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
       if (refused) return refused;
       if (!counted) await countRequest();
-      return runPaid(services, request, reply, inbound, plan, outcome.payment, ask);
+      return runPaid(services, reply, paidRequest, outcome.payment, ask);
     }
   }
 }
@@ -117,24 +142,22 @@ function refusePaid(
 function refuseTopupPayment(payer: string, ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply): FastifyReply {
   return ask(
     'PAYMENT_REJECTED',
-    `this payment is a top-up of ${payer}'s balance (credited there, or being credited); a top-up's payment never pays for chat requests. Spend the balance with an API key, or sign a new payment for one of accepts`,
+    `this payment is a top-up of ${payer}'s balance (credited there, or being credited); a top-up's payment never pays for requests. Spend the balance with an API key, or sign a new payment for one of accepts`,
     { reason: TOPUP_PAYMENT },
   );
 }
 
 async function runPaid(
   services: Services,
-  request: FastifyRequest,
   reply: FastifyReply,
-  inbound: InboundTranslator,
-  plan: ChatPlan,
+  { plan, run }: PaidRequest,
   payment: PaymentRow,
   ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
 ): Promise<FastifyReply> {
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   setReceipt(reply, payment);
-  if ((await runChat(services.chat, exchangeOf(request, reply, inbound), key, plan, { capAtReservation: true })).ok) return reply;
+  if ((await run(key, { capAtReservation: true })).ok) return reply;
   reply.removeHeader('payment-response');
   reply.removeHeader('x-payment-response');
   const balance = await getBalance(services.storage.db, payment.payer);

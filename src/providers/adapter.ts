@@ -15,6 +15,11 @@ export interface ProviderAdapter {
    * the provider already sends is combined with it as a comma-separated list.
    */
   chat(body: string, requestId: string, signal?: AbortSignal, headers?: Record<string, string>): Promise<Dispatcher.ResponseData>;
+  /**
+   * POSTs an OpenAI embeddings request (already serialised) to the provider's `/embeddings`;
+   * absent for a provider type that serves no embeddings (Anthropic). Resolves on any HTTP status.
+   */
+  embeddings?(body: string, requestId: string): Promise<Dispatcher.ResponseData>;
   close(): Promise<void>;
   /** Drops every connection at once, cutting requests still streaming (shutdown after the grace). */
   destroy(): Promise<void>;

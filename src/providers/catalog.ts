@@ -11,6 +11,9 @@ export interface CatalogModel {
   /** The provider's type, which says how requests to it are encoded (providers/registry.ts). */
   upstream: ProviderType;
   upstreamName: string;
+  /** What the model is served for: chat requests, or POST /v1/embeddings (models[].type). */
+  type: ModelConfig['type'];
+  /** For an embedding model: the most tokens one input may have (the provider refuses longer ones). */
   contextLength: number;
   maxOutputTokens: number;
   reasoningFamily: ModelConfig['reasoningFamily'];
@@ -42,7 +45,10 @@ export interface Catalog {
   listedPrices: 'billed' | 'cost';
 }
 
-export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { providers?: Record<string, ProviderConfig> }): Catalog {
+/** A model as the catalog reads it: `type` may be left out (a chat model), as in a config file. */
+type CatalogInput = Omit<ModelConfig, 'type'> & { type?: ModelConfig['type'] };
+
+export function buildCatalog(config: Pick<Config, 'pricing'> & { models: CatalogInput[]; providers?: Record<string, ProviderConfig> }): Catalog {
   const factor = markupFactor(config.pricing.markupPercent);
   const models = config.models.map((m): CatalogModel => {
     const upstream = config.providers?.[m.provider]?.type ?? 'openai-compatible';
@@ -52,6 +58,7 @@ export function buildCatalog(config: Pick<Config, 'models' | 'pricing'> & { prov
       provider: m.provider,
       upstream,
       upstreamName: m.upstreamName ?? m.name,
+      type: m.type ?? 'chat',
       contextLength: m.contextLength,
       maxOutputTokens: m.maxOutputTokens,
       reasoningFamily: m.reasoningFamily,
@@ -92,6 +99,8 @@ export function modelEntry(catalog: Catalog, m: CatalogModel) {
     created: m.created,
     owned_by: m.provider,
     name: m.name,
+    // `chat` or `embedding`: which endpoint serves it (an embedding model's completion price is 0).
+    type: m.type,
     provider: m.provider,
     contextLength: m.contextLength,
     maxOutputTokens: m.maxOutputTokens,

@@ -10,5 +10,5 @@ export function openAICompatible(name: string, config: { baseUrl: string }, apiK
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   // OpenAI's own name for a caller-chosen request id; other providers ignore it.
-  return postingAdapter({ name, upstream: openAIChatUpstream, baseUrl: config.baseUrl, endpoint: '/chat/completions', headers, requestIdHeader: 'x-client-request-id', timeouts, connections });
+  return postingAdapter({ name, upstream: openAIChatUpstream, baseUrl: config.baseUrl, endpoint: '/chat/completions', embeddingsEndpoint: '/embeddings', headers, requestIdHeader: 'x-client-request-id', timeouts, connections });
 }

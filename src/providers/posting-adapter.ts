@@ -9,6 +9,8 @@ export interface PostingAdapterOptions {
   baseUrl: string;
   /** The endpoint under the base URL's path, such as `/chat/completions`. */
   endpoint: string;
+  /** Where embeddings requests go under the base URL's path (`/embeddings`); absent: none are served. */
+  embeddingsEndpoint?: string;
   /** Sent with every request (content type, credentials, versions). */
   headers: Record<string, string>;
   /** The header that carries the gateway's request id, so provider-side logs can be matched with ours. */
@@ -25,7 +27,8 @@ export interface PostingAdapterOptions {
  */
 export function postingAdapter(o: PostingAdapterOptions): ProviderAdapter {
   const base = new URL(o.baseUrl);
-  const path = `${base.pathname.replace(/\/$/, '')}${o.endpoint}`;
+  const under = (endpoint: string) => `${base.pathname.replace(/\/$/, '')}${endpoint}`;
+  const path = under(o.endpoint);
   const pool = new Pool(base.origin, {
     connections: o.connections,
     pipelining: 1,
@@ -38,6 +41,10 @@ export function postingAdapter(o: PostingAdapterOptions): ProviderAdapter {
     name: o.name,
     upstream: o.upstream,
     chat: (body, requestId, signal, headers) => pool.request({ method: 'POST', path, headers: { ...withRequestHeaders(o.headers, headers), [o.requestIdHeader]: requestId }, body, signal }),
+    // The same pool and headers as chat: one provider, one set of connections and credentials.
+    ...(o.embeddingsEndpoint && {
+      embeddings: (body: string, requestId: string) => pool.request({ method: 'POST', path: under(o.embeddingsEndpoint!), headers: { ...o.headers, [o.requestIdHeader]: requestId }, body }),
+    }),
     close: () => pool.close(),
     destroy: () => pool.destroy(),
   };

@@ -41,7 +41,8 @@ const CACHE_WRITE_FACTOR: Partial<Record<ProviderConfig['type'], Fraction>> = { 
  */
 export function modelPrices(m: PriceKeys, markup: Fraction, providerType: ProviderConfig['type'] = 'openai-compatible'): { cost: TokenPrices; billed: TokenPrices } {
   const promptCost = parseDecimal(m.promptCostPer1M);
-  const completionCost = parseDecimal(m.completionCostPer1M);
+  // Absent only for an embedding model, which produces no completion tokens (config/schema.ts).
+  const completionCost = parseDecimal(m.completionCostPer1M ?? '0');
   const billedPrompt = parsed(m.promptPricePer1M) ?? mul(promptCost, markup);
   const cachePart = (part: CachePart) => {
     const partCost = parsed(m[`${part}CostPer1M`]);

@@ -128,6 +128,7 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     // Anthropic provider's address is the fake's.
     const anthropicConfig = parse(docBlock('anthropic-config')) as { providers: Record<string, Record<string, unknown>>; models: unknown[] };
     const cachedPrices = parse(docBlock('cached-prices-config')) as { models: unknown[] };
+    const embeddingModels = parse(docBlock('embeddings-config')) as { models: unknown[] };
     gw = await startTestGateway({
       engine: 'sqlite',
       databaseUrl,
@@ -140,7 +141,7 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
           // docs/api.md's per-key limits example names a deepseek model.
           deepseek: { baseUrl: openai.url, apiKeyEnv: 'DEEPSEEK_API_KEY' },
         },
-        models: [...defaultModels, ...anthropicConfig.models, ...cachedPrices.models, { provider: 'deepseek', name: 'deepseek-chat', contextLength: 64000, promptCostPer1M: '0.27', completionCostPer1M: '1.1' }],
+        models: [...defaultModels, ...anthropicConfig.models, ...cachedPrices.models, ...embeddingModels.models, { provider: 'deepseek', name: 'deepseek-chat', contextLength: 64000, promptCostPer1M: '0.27', completionCostPer1M: '1.1' }],
         rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000 } },
       },
     });
@@ -175,6 +176,21 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     chatAnswer(ok(await sh(fill(docBlock('readme-first-chat'), subs), env)));
     chatAnswer(ok(await sh(fill(docBlock('readme-chat-curl'), subs), env)));
     assert.ok(ok(await ts(fill(docBlock('readme-chat-openai'), subs), env)).length > 0);
+  });
+
+  test('README and api.md: embeddings with curl and the openai SDK', async () => {
+    const vectors = (out: string, count: number) => {
+      const answer = JSON.parse(out);
+      assert.equal(answer.object, 'list', out);
+      assert.equal(answer.data.length, count);
+      assert.ok(answer.data.every((d: { embedding: unknown }) => Array.isArray(d.embedding)));
+      assert.ok(answer.usage.prompt_tokens > 0);
+    };
+    vectors(ok(await sh(fill(docBlock('readme-embeddings-curl'), subs), env)), 1);
+    vectors(ok(await sh(fill(docBlock('embeddings-curl'), subs), env)), 2);
+    const [count, dimensions, tokens] = ok(await ts(fill(docBlock('embeddings-openai'), subs), env)).trim().split(' ').map(Number);
+    assert.deepEqual([count, dimensions], [2, 8]);
+    assert.ok(tokens! > 0);
   });
 
   test('api.md: errors, health, models', async () => {

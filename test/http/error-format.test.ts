@@ -120,7 +120,7 @@ describe('errors.format: openai on the OpenAI-compatible endpoints', () => {
 
   test('an unknown route, a wrong method on /v1/models and a bad URL use the OpenAI shape', async () => {
     const h = harness();
-    const unknown = await call(h.gw.url, 'POST', '/v1/embeddings', { input: 'x' });
+    const unknown = await call(h.gw.url, 'POST', '/v1/images/generations', { prompt: 'x' });
     openaiError(unknown, 404, 'NOT_FOUND', 'not_found_error');
     const wrongMethod = await call(h.gw.url, 'DELETE', '/v1/models');
     openaiError(wrongMethod, 405, 'METHOD_NOT_ALLOWED', 'invalid_request_error');
@@ -174,7 +174,7 @@ describe('errors.format: spec (the default) everywhere', () => {
 
     const unknownModel = await call(h.gw.url, 'GET', '/v1/models/nope/nothing');
     specError(unknownModel, 404, 'NOT_FOUND');
-    const unknownRoute = await call(h.gw.url, 'POST', '/v1/embeddings', { input: 'x' });
+    const unknownRoute = await call(h.gw.url, 'POST', '/v1/images/generations', { prompt: 'x' });
     specError(unknownRoute, 404, 'NOT_FOUND');
   });
 });

@@ -37,7 +37,7 @@ describe('GET /health and GET /v1/models', () => {
     assert.equal(res.status, 200);
     assert.equal(res.body.object, 'list');
     assert.deepEqual(res.body.data[0], {
-      id: 'alpha/small', object: 'model', created: 1700000000, owned_by: 'alpha', name: 'small', provider: 'alpha',
+      id: 'alpha/small', object: 'model', created: 1700000000, owned_by: 'alpha', name: 'small', provider: 'alpha', type: 'chat',
       contextLength: 8192, maxOutputTokens: 16384, promptPricePer1MTokens: 0.18, completionPricePer1M: 0.72,
       // No cache prices configured: cached parts bill at the prompt price, and are listed so.
       cachedPromptPricePer1M: 0.18, cacheWritePricePer1M: 0.18, cacheReadPricePer1M: 0.18,

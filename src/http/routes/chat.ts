@@ -1,23 +1,17 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { INBOUND_TRANSLATORS, type InboundTranslator } from '../../protocols/index.ts';
 import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
 import { runChat } from '../../chat/run.ts';
 import { countMessageTokens } from '../../chat/count-tokens.ts';
 import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
-import { presentedKey, requireApiKey } from '../bearer-auth.ts';
-import { enforceRateLimit } from '../rate-limit.ts';
+import { authenticateSpender, spenderKey } from '../inference-auth.ts';
 import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
 import { refuseUnconfiguredProvider } from '../provider-ready.ts';
-import type { KeyRow } from '../../keys/api-keys.ts';
-import { clientBucket } from '../client-bucket.ts';
 import { exchangeOf } from '../reply-sink.ts';
 import { fitToBalance, wantsFit } from '../balance-fit.ts';
 import { responsesInbound } from '../../protocols/openai-responses/inbound.ts';
 import { prepareResponsesRequest } from '../stored-responses.ts';
-
-/** The key each chat request was authenticated with, set before its body is read. */
-const keyOf = new WeakMap<FastifyRequest, KeyRow>();
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -28,32 +22,18 @@ declare module 'fastify' {
 
 /** The chat path, once per inbound protocol (src/protocols/index.ts lists them). */
 export function chatRoutes(app: FastifyInstance, services: Services): void {
-  // The key and the wallet's rate limit are checked on the headers alone (onRequest runs before the
-  // body is read): an anonymous or rate-limited client gets its 401 or 429 without the gateway
-  // reading, let alone parsing, up to limits.chatBodyBytes of JSON. With pay-per-request on, a
-  // request with no Authorization header at all goes on to be priced and paid (pay-per-request.ts).
-  const authenticate = (inbound: InboundTranslator) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const authorization = presentedKey(request, inbound.apiKeyHeader);
-    if (services.config.payPerRequest.enabled && authorization === undefined) {
-      // Pay-per-request: the body must be read to price the request, so until a payment names a
-      // wallet the client is limited by its address, like every other unauthenticated endpoint.
-      await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
-      return;
-    }
-    const key = await requireApiKey(services, request, authorization);
-    await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
-    keyOf.set(request, key);
-  };
+  // Keyed or, with pay-per-request on and no Authorization header, paid (src/http/inference-auth.ts).
+  const authenticate = (inbound: InboundTranslator) => authenticateSpender(services, inbound.apiKeyHeader);
   for (const inbound of INBOUND_TRANSLATORS) {
     const config = { openaiCompatible: inbound.openaiCompatible, inboundCodec: inbound };
     app.post(inbound.path, { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(inbound) }, async (request, reply) => {
       // Everything that can refuse the request is decided before the first byte of the answer, so a
       // stream that cannot be paid for is a plain 402, not a broken stream.
-      const key = keyOf.get(request);
+      const key = spenderKey(request);
       if (!key) {
         // Loaded by the first anonymous request: it pulls in x402's payment code.
-        const { payPerRequest } = await import('../pay-per-request.ts');
-        return payPerRequest(services, request, reply, inbound);
+        const { payPerRequest, paidChat } = await import('../pay-per-request.ts');
+        return payPerRequest(services, request, reply, paidChat(services, request, reply, inbound));
       }
       // Responses: references to the key's stored responses become the items they name, so
       // the plan below bounds and reserves the whole conversation.
@@ -77,7 +57,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
   if (messages) {
     const config = { openaiCompatible: false, inboundCodec: messages };
     app.post('/v1/messages/count_tokens', { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(messages) }, async (request, reply) => {
-      const key = keyOf.get(request);
+      const key = spenderKey(request);
       if (!key) throw unauthorized('missing API key; send "x-api-key: sk-…" or "Authorization: Bearer sk-…"');
       const { inputTokens } = await countMessageTokens(request.body, services.catalog, (model) => assertModelAllowed(key, model.id));
       return reply.header('x-tollgate-usage-estimated', 'true').send({ input_tokens: inputTokens });

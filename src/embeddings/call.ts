@@ -1,0 +1,43 @@
+import type { ProviderAdapter } from '../providers/adapter.ts';
+import type { ApiError } from '../refusal.ts';
+import { describeTransportError, upstreamFailure } from '../chat/upstream-error.ts';
+import { decodeEmbeddings, type DecodedEmbeddings } from './answer.ts';
+import type { EmbeddingsPlan } from './plan.ts';
+
+/** Why one provider call for embeddings failed: what the client is told, and what the provider did. */
+export interface EmbeddingsCallFailure {
+  /** The 502 for the client, with the provider's own message (credentials cut out) and its Retry-After. */
+  error: ApiError;
+  /** The provider's HTTP status and headers, when it answered (a retry or fallback decides on them). */
+  status?: number;
+  headers?: Record<string, string | string[] | undefined>;
+  /** The transport error, when it did not answer. */
+  transportError?: unknown;
+}
+
+export type EmbeddingsCall = { ok: true; answer: DecodedEmbeddings } | { ok: false; failure: EmbeddingsCallFailure };
+
+/**
+ * One call to one provider's /embeddings (the only place embeddings touch a provider): the decoded
+ * answer, or a failure carrying the status and headers. It never throws and never touches money,
+ * so a caller may try it again, or on another deployment (`upstreamName`: that deployment's name
+ * for the model), before it settles or voids the bill.
+ */
+export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, upstreamName = plan.model.upstreamName): Promise<EmbeddingsCall> {
+  if (!adapter.embeddings) return { ok: false, failure: { error: upstreamFailure(`provider ${adapter.name} serves no embeddings`) } };
+  let status: number | undefined;
+  let headers: EmbeddingsCallFailure['headers'];
+  try {
+    // No abort on client disconnect, as for chat: the provider bills the call either way, so it is awaited and charged.
+    const res = await adapter.embeddings(JSON.stringify({ model: upstreamName, ...plan.upstreamBody }), requestId);
+    status = res.statusCode;
+    headers = res.headers;
+    const text = await res.body.text();
+    if (status < 200 || status >= 300) return { ok: false, failure: { error: upstreamFailure(`the provider answered ${status}`, text, { status, headers }), status, headers } };
+    const decoded = decodeEmbeddings(text, plan.inputs.length);
+    if (!decoded.ok) return { ok: false, failure: { error: upstreamFailure(decoded.problem), status, headers } };
+    return { ok: true, answer: decoded.value };
+  } catch (err) {
+    return { ok: false, failure: { error: upstreamFailure(describeTransportError(err)), status, headers, transportError: err } };
+  }
+}

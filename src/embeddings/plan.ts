@@ -1,0 +1,85 @@
+import type { Catalog, CatalogModel } from '../providers/catalog.ts';
+import { reservationFor } from '../providers/pricing.ts';
+import { resolveModel } from '../chat/plan.ts';
+import { badRequest } from '../refusal.ts';
+import { readInputs, type EmbeddingInput } from './inputs.ts';
+
+export type EncodingFormat = 'float' | 'base64';
+
+/** Everything decided about an embeddings request before any money moves or any byte goes upstream. */
+export interface EmbeddingsPlan {
+  model: CatalogModel;
+  /** An embeddings answer is one JSON body: nothing reaches the client before the settle. */
+  stream: false;
+  inputs: EmbeddingInput[];
+  /** How the client wants the vectors; the provider is asked for the same, and either is converted. */
+  encodingFormat: EncodingFormat;
+  /** Upper bound of the prompt tokens the provider can bill for `inputs`. */
+  promptUpperBound: number;
+  reservationUsdc: number;
+  /**
+   * What is sent to the provider's /embeddings, but for `model`: the deployment that serves it
+   * names its own (call.ts), so a fallback with another upstream name sends the same request.
+   */
+  upstreamBody: Record<string, unknown>;
+}
+
+/** OpenAI's embeddings request fields: anything else is refused, as chat refuses unknown fields. */
+const FIELDS: ReadonlySet<string> = new Set(['model', 'input', 'encoding_format', 'dimensions', 'user']);
+const ENCODINGS: readonly EncodingFormat[] = ['float', 'base64'];
+
+/**
+ * Tokens a provider may add to each input besides its text's (a BERT-style model's [CLS] and [SEP]),
+ * counted in the bound so that it holds for such providers too.
+ */
+export const PER_INPUT_TOKENS = 4;
+
+/**
+ * Validates the body, resolves an embedding model and bounds what the provider can bill. A string's
+ * tokens are at most its UTF-8 bytes (no token is shorter than a byte); a token array's are counted
+ * exactly. Each input is capped at the model's context length, as chat's prompt bound is: providers
+ * refuse a longer input (and bill nothing for the refusal).
+ */
+export function planEmbeddings(body: unknown, catalog: Catalog): EmbeddingsPlan {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object with model and input');
+  const b = body as Record<string, unknown>;
+  const missing = ['model', 'input'].filter((k) => b[k] === undefined || b[k] === null);
+  if (missing.length) throw badRequest(`${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required`, { param: missing[0]! });
+  const unknown = Object.keys(b).filter((k) => !FIELDS.has(k));
+  if (unknown.length) {
+    const names = unknown.slice(0, 10).map((f) => f.slice(0, 100));
+    throw badRequest(`Unrecognized request argument supplied: ${names.join(', ')}; an embeddings request takes ${[...FIELDS].join(', ')}`, { param: names[0] });
+  }
+  if (typeof b.model !== 'string' || !b.model) throw badRequest('model must be a string such as "openai/text-embedding-3-small"', { param: 'model' });
+  const model = resolveModel(catalog, b.model, 'embedding');
+  const inputs = readInputs(b.input);
+  inputs.forEach((input, i) => {
+    if (Array.isArray(input) && input.length > model.contextLength) {
+      // A batch of token arrays names the one at fault; a single token array is `input` itself.
+      const where = Array.isArray((b.input as unknown[])[0]) ? `input[${i}]` : 'input';
+      throw badRequest(`${where} has ${input.length} tokens, above ${model.id}'s limit of ${model.contextLength} per input; split it`, { param: where });
+    }
+  });
+
+  const encodingFormat = b.encoding_format ?? 'float';
+  if (!ENCODINGS.includes(encodingFormat as EncodingFormat)) throw badRequest('encoding_format must be "float" or "base64"', { param: 'encoding_format' });
+  const dimensions = b.dimensions;
+  if (dimensions !== undefined && (typeof dimensions !== 'number' || !Number.isInteger(dimensions) || dimensions < 1)) {
+    throw badRequest('dimensions must be a positive whole number, such as 256', { param: 'dimensions' });
+  }
+  if (b.user !== undefined && typeof b.user !== 'string') throw badRequest('user must be a string that identifies your end user', { param: 'user' });
+
+  const upstreamBody: Record<string, unknown> = { input: b.input, encoding_format: encodingFormat };
+  if (dimensions !== undefined) upstreamBody.dimensions = dimensions;
+  if (b.user !== undefined) upstreamBody.user = b.user;
+  const promptUpperBound = inputs.reduce((sum, input) => sum + inputBound(input, model.contextLength), 0);
+  return {
+    model, stream: false, inputs, encodingFormat: encodingFormat as EncodingFormat, promptUpperBound,
+    reservationUsdc: reservationFor(model, promptUpperBound, 0, 1), upstreamBody,
+  };
+}
+
+function inputBound(input: EmbeddingInput, contextLength: number): number {
+  const tokens = typeof input === 'string' ? Buffer.byteLength(input) : input.length;
+  return Math.min(tokens + PER_INPUT_TOKENS, contextLength);
+}

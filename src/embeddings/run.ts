@@ -1,0 +1,61 @@
+import type { KeyRow } from '../keys/api-keys.ts';
+import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
+import type { Usage } from '../protocols/internal.ts';
+import { ApiError } from '../refusal.ts';
+import { RequestBill, type BillOptions } from '../chat/bill.ts';
+import type { ChatDeps } from '../chat/deps.ts';
+import { logProviderFailure } from '../chat/provider-failure-log.ts';
+import { settleWholeAnswer } from '../chat/settled-answer.ts';
+import type { ResponseSink } from '../chat/sink.ts';
+import { countTokens } from '../chat/usage.ts';
+import { encodeEmbeddings } from './answer.ts';
+import { callEmbeddings } from './call.ts';
+import type { EmbeddingsPlan } from './plan.ts';
+
+/**
+ * Reserves the plan's bound on the key's wallet, calls the provider, and finishes the bill exactly
+ * once, as chat does (src/chat/run.ts): the reported prompt tokens at the model's price on an
+ * answer, nothing on a failure. A refused outcome, with nothing sent and nothing reserved, when the
+ * balance or the key's spend limit cannot cover the reservation; each caller words that refusal.
+ */
+export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestId: string, key: KeyRow, plan: EmbeddingsPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
+  const adapter = deps.providers.get(plan.model.provider);
+  if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
+  const reserved = await deps.reserve({
+    wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, keyHasLimit: key.spend_limit_usdc !== null,
+  });
+  if (!reserved.ok) return reserved;
+
+  // As for chat: a capped key's limit admitted exactly this reservation, so a provider reporting
+  // more than the inputs could use cannot take the key past its limit.
+  const bill = new RequestBill(deps, key, plan, requestId, { ...opts, capAtReservation: opts.capAtReservation || reserved.keyLimited });
+  try {
+    const called = await callEmbeddings(adapter, plan, requestId);
+    bill.markUpstreamResponse();
+    if (!called.ok) {
+      await bill.void('upstream_error');
+      const { error, status, transportError } = called.failure;
+      logProviderFailure(sink.log, plan, requestId, { status, error: transportError, detail: error.message });
+      throw error;
+    }
+    const reported = called.answer.promptTokens;
+    const usage = promptUsage(reported ?? (await estimatePromptTokens(plan)), reported === null);
+    await settleWholeAnswer(deps, sink, bill, usage);
+    sink.send(200, JSON.stringify(encodeEmbeddings(called.answer, plan.encodingFormat, plan.model.upstreamName, usage.input.total)));
+  } finally {
+    await bill.voidIfOpen('error');
+  }
+  return reserved;
+}
+
+const promptUsage = (tokens: number, estimated: boolean): Usage => ({ input: { total: tokens, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated });
+
+/**
+ * A provider that reported no usage is billed an estimate, as chat is: token arrays exactly, strings
+ * by the o200k tokenizer, never above the reservation's bound.
+ */
+async function estimatePromptTokens(plan: EmbeddingsPlan): Promise<number> {
+  let tokens = 0;
+  for (const input of plan.inputs) tokens += typeof input === 'string' ? await countTokens(input) : input.length;
+  return Math.min(tokens, plan.promptUpperBound);
+}

@@ -1,0 +1,44 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { planEmbeddings, type EmbeddingsPlan } from '../../embeddings/plan.ts';
+import { runEmbeddings } from '../../embeddings/run.ts';
+import type { Services } from '../../services.ts';
+import { OPENAI_COMPATIBLE } from '../error-format.ts';
+import { authenticateSpender, spenderKey } from '../inference-auth.ts';
+import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
+import type { PaidRequest } from '../pay-per-request.ts';
+import { refuseUnconfiguredProvider } from '../provider-ready.ts';
+import { replySink } from '../reply-sink.ts';
+
+const SHRINK = 'send fewer or shorter inputs';
+
+/**
+ * POST /v1/embeddings, OpenAI's embeddings API: keyed or paid per request like chat, reserved at the
+ * inputs' bound, billed at the provider's reported prompt tokens (src/embeddings/).
+ */
+export function embeddingsRoutes(app: FastifyInstance, services: Services): void {
+  const options = { ...OPENAI_COMPATIBLE, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticateSpender(services) };
+  app.post('/v1/embeddings', options, async (request, reply) => {
+    const plan = planEmbeddings(request.body, services.catalog);
+    const key = spenderKey(request);
+    if (!key) {
+      // Loaded by the first anonymous request: it pulls in x402's payment code.
+      const { payPerRequest } = await import('../pay-per-request.ts');
+      return payPerRequest(services, request, reply, paidEmbeddings(services, request, reply, plan));
+    }
+    assertModelAllowed(key, plan.model.id);
+    refuseUnconfiguredProvider(services, request, plan);
+    const reserved = await runEmbeddings(services.chat, replySink(reply), request.id, key, plan);
+    if (reserved.ok) return reply;
+    throw await reservationRefusal(services, key, plan, reserved, SHRINK);
+  });
+}
+
+function paidEmbeddings(services: Services, request: FastifyRequest, reply: FastifyReply, plan: EmbeddingsPlan): PaidRequest {
+  return {
+    plan,
+    path: '/v1/embeddings',
+    description: 'One Tollgate embeddings request; what it does not use stays in your wallet balance',
+    shrink: SHRINK,
+    run: (key, opts) => runEmbeddings(services.chat, replySink(reply), request.id, key, plan, opts),
+  };
+}
