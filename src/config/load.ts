@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import { defaultModels, defaultProviders } from './defaults.ts';
 import { resolveContractWalletChain } from '../siwe/contract-wallet-chain.ts';
 import { configSchema, type Config, type ConfigFile } from './schema.ts';
+import { deploymentProblem } from './fallbacks.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -101,6 +102,10 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
     if (!providers[m.provider]) {
       throw new ConfigError(`${where(source)}models.${i}.provider: "${m.provider}" is not one of the configured providers (${Object.keys(providers).join(', ') || 'none'})`);
     }
+  }
+  for (const [i, m] of models.entries()) {
+    const problem = deploymentProblem(m, providers);
+    if (problem) throw new ConfigError(`${where(source)}models.${i}.${problem}`);
   }
   const ids = new Set<string>();
   for (const [i, m] of models.entries()) {

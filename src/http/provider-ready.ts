@@ -5,12 +5,15 @@ import type { Services } from '../services.ts';
 import { ApiError } from '../refusal.ts';
 
 /**
- * Before anything is reserved or paid: a provider without its key cannot serve, and the client is not
- * told which variable is missing (that is the operator's business, so it goes to the log).
+ * Before anything is reserved or paid: a provider without its key cannot serve, so a model none of
+ * whose deployments has its key is refused here (one that has a fallback with a key is not: the
+ * attempt chain moves past the keyless ones). The client is not told which variable is missing
+ * (that is the operator's business, so it goes to the log).
  */
 export function refuseUnconfiguredProvider(services: Services, request: FastifyRequest, plan: ChatPlan): void {
-  const missingKey = missingKeyVariable(services.config, plan.model.provider);
-  if (!missingKey) return;
-  request.log.warn({ provider: plan.model.provider, model: plan.model.id, variable: missingKey }, `refused a chat: provider ${plan.model.provider} has no API key; set ${missingKey} and restart`);
+  const missing = plan.routes.map((r) => ({ provider: r.deployment.provider, variable: missingKeyVariable(services.config, r.deployment.provider) }));
+  if (missing.some((m) => !m.variable)) return;
+  const { provider, variable: missingKey } = missing[0]!;
+  request.log.warn({ provider, model: plan.model.id, variable: missingKey }, `refused a chat: provider ${provider} has no API key; set ${missingKey} and restart`);
   throw new ApiError(503, 'PROVIDER_NOT_CONFIGURED', `model ${plan.model.id} is not available on this gateway right now; nothing was charged. Use another model from GET /v1/models, or ask the operator (quote request id ${request.id})`);
 }
