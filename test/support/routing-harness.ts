@@ -10,7 +10,7 @@ export const CLOSED_PORT_URL = 'http://127.0.0.1:9/v1';
 /**
  * Models with fallbacks over three fake providers on their own ports: `fake` (OpenAI-compatible, the
  * usual primary), `backup` (a second OpenAI-compatible server, cheaper to us), `anth` (Anthropic),
- * and `dead` (a closed port). Listed prices as chat-small's (1.2 and 2.4 micro-USDC a token billed);
+ * `dead` (a closed port) and `nokey` (its key variable unset). Listed prices as chat-small's (1.2 and 2.4 micro-USDC a token billed);
  * the backup costs us 0.5 and 1, the primary 1 and 2, so a request's revenue says who served.
  */
 export const ROUTED_MODELS = [
@@ -18,6 +18,7 @@ export const ROUTED_MODELS = [
   { provider: 'dead', name: 'refused', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'backup', upstreamName: 'refused-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
   { provider: 'fake', name: 'to-claude', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'anth', upstreamName: 'claude-fallback', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
   { ...CLAUDE, name: 'claude-routed', upstreamName: 'claude-primary', fallbacks: [{ provider: 'fake', upstreamName: 'gpt-fallback', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
+  { provider: 'nokey', name: 'keyless', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'backup', upstreamName: 'keyless-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
   { provider: 'fake', name: 'weighted', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', weight: 3, fallbacks: [{ provider: 'backup', upstreamName: 'weighted-backup', weight: 1 }] },
 ];
 
@@ -33,7 +34,8 @@ export async function startRoutingHarness(engine: Engine, config: Record<string,
       {
         // High enough that only the cooldown tests (which lower it) see one.
         chat: { firstByteTimeoutSeconds: 1, cooldown: { failures: 1000 } },
-        providers: { backup: { baseUrl: backup.url }, dead: { baseUrl: CLOSED_PORT_URL } },
+        // `nokey` names a key variable nobody set: its deployments are passed over.
+        providers: { backup: { baseUrl: backup.url }, dead: { baseUrl: CLOSED_PORT_URL }, nokey: { baseUrl: CLOSED_PORT_URL, apiKeyEnv: 'TOLLGATE_TEST_UNSET_KEY' } },
         models: [...MODELS, CLAUDE, ...ROUTED_MODELS],
       },
       config,
