@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { beforeEach, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { ENGINES } from '../support/engines.ts';
 import { readSse } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
-import { resetRouting, startRoutingHarness, type RoutingHarness } from '../support/routing-harness.ts';
+import { postChat, resetRouting, routingSuite, startRoutingHarness, type RoutingHarness } from '../support/routing-harness.ts';
 
 const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
@@ -18,16 +18,11 @@ const MESSAGES = [{ role: 'user', content: 'hi' }];
 
 for (const engine of ENGINES) {
   describe(`routing over deployments (${engine})`, () => {
+    const harness = routingSuite(engine, USAGE);
     let h: RoutingHarness;
-    before(async () => {
-      h = await startRoutingHarness(engine);
-    });
-    beforeEach(() => resetRouting(h, { usage: USAGE }));
-    afterEach(() => h.gw.assertLedger());
-    after(() => h.stop());
+    beforeEach(() => (h = harness()));
 
-    const post = (key: string, body: Record<string, unknown>) =>
-      fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const post = (key: string, body: Record<string, unknown>, signal?: AbortSignal) => postChat(h, key, body, signal);
 
     async function expectServedByBackup(w: { account: any; keyId: number }, deployment = 'backup/routed-backup', cost = BACKUP_COST) {
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE, 'the listed price, once');
@@ -130,7 +125,7 @@ for (const engine of ENGINES) {
           }
         }, 5);
         const started = performance.now();
-        const res = await fetch(`${retrying.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/routed', messages: MESSAGES }) });
+        const res = await postChat(retrying, w.key, { model: 'fake/routed', messages: MESSAGES });
         clearInterval(timer);
         assert.equal(res.status, 200);
         assert.equal(res.headers.get('x-tollgate-deployment'), 'fake/routed');

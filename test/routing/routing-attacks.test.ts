@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { beforeEach, describe, test } from 'node:test';
 import { planChat } from '../../src/chat/plan.ts';
 import { reservationFor } from '../../src/providers/pricing.ts';
 import { ENGINES } from '../support/engines.ts';
@@ -7,7 +7,7 @@ import { readSse } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
 import { siweProof } from '../support/siwe.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
-import { resetRouting, startRoutingHarness, type RoutingHarness } from '../support/routing-harness.ts';
+import { postChat, resetRouting, routingSuite, type RoutingHarness } from '../support/routing-harness.ts';
 
 const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
@@ -17,16 +17,11 @@ const TOOLS = [{ type: 'function', function: { name: 'lookup', description: 'loo
 
 for (const engine of ENGINES) {
   describe(`attack: deployments that fail or lie (${engine})`, () => {
+    const harness = routingSuite(engine, USAGE);
     let h: RoutingHarness;
-    before(async () => {
-      h = await startRoutingHarness(engine);
-    });
-    beforeEach(() => resetRouting(h, { usage: USAGE }));
-    afterEach(() => h.gw.assertLedger());
-    after(() => h.stop());
+    beforeEach(() => (h = harness()));
 
-    const post = (key: string, body: Record<string, unknown>, signal?: AbortSignal) =>
-      fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
+    const post = (key: string, body: Record<string, unknown>, signal?: AbortSignal) => postChat(h, key, body, signal);
     const capKey = async (w: { account: any; keyId: number }, limit: number) => {
       const res = await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, { ...(await siweProof(w.account)), spend_limit_usdc: limit });
       assert.equal(res.status, 200, res.text);
@@ -141,16 +136,12 @@ for (const engine of ENGINES) {
 }
 
 describe('cooldown, recovery, /health and weights (sqlite)', () => {
+  const harness = routingSuite('sqlite', USAGE, { chat: { cooldown: { failures: 2, windowSeconds: 60, seconds: 1 } } });
   let h: RoutingHarness;
-  before(async () => {
-    h = await startRoutingHarness('sqlite', { chat: { cooldown: { failures: 2, windowSeconds: 60, seconds: 1 } } });
-  });
-  beforeEach(() => resetRouting(h, { usage: USAGE }));
-  afterEach(() => h.gw.assertLedger());
-  after(() => h.stop());
+  beforeEach(() => (h = harness()));
 
   const ask = async (key: string, model: string, stream = false) => {
-    const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model, messages: MESSAGES, stream }) });
+    const res = await postChat(h, key, { model, messages: MESSAGES, stream });
     if (stream) await readSse(res);
     else await res.text();
     return res;

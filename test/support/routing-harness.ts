@@ -1,3 +1,4 @@
+import { after, afterEach, before, beforeEach } from 'node:test';
 import { startFakeOpenAI, type FakeBehaviour, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { CLAUDE, startAnthropicHarness, type AnthropicHarness } from './anthropic-harness.ts';
@@ -60,3 +61,22 @@ export function resetRouting(h: RoutingHarness, openai: FakeBehaviour = {}): voi
   h.anthropic.behaviour = {};
   h.anthropic.received.length = 0;
 }
+
+/**
+ * Inside a describe: a routing harness on `engine`, every provider reset to answer `usage` before
+ * each test, the ledger checked after each. Returns a getter (the harness exists once `before` ran).
+ */
+export function routingSuite(engine: Engine, usage: FakeBehaviour['usage'], config: Record<string, unknown> = {}): () => RoutingHarness {
+  let h: RoutingHarness;
+  before(async () => {
+    h = await startRoutingHarness(engine, config);
+  });
+  beforeEach(() => resetRouting(h, { usage }));
+  afterEach(() => h.gw.assertLedger());
+  after(() => h.stop());
+  return () => h;
+}
+
+/** A chat completion request with an API key, as sent by a client (`signal` to leave early). */
+export const postChat = (h: RoutingHarness, key: string, body: Record<string, unknown>, signal?: AbortSignal) =>
+  fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
