@@ -159,7 +159,9 @@ for (const engine of ENGINES) {
       const res = await post(w.key, { model: 'anth/claude-routed', messages: MESSAGES, stream: true, stream_options: { include_usage: true } });
       assert.equal(res.status, 200);
       assert.equal(res.headers.get('x-tollgate-deployment'), 'fake/gpt-fallback');
-      await res.text();
+      const events = await readSse(res);
+      assert.equal(JSON.parse(events[0]!).object, 'chat.completion.chunk', "the fallback's own stream, decoded and re-encoded");
+      assert.equal(events.at(-1), '[DONE]');
       assert.equal(h.fake.received[0]!.body.model, 'gpt-fallback');
       await waitForUsageRow(h, w.keyId);
       await expectServedByBackup(w, 'fake/gpt-fallback');
