@@ -201,6 +201,19 @@ for (const engine of ENGINES) {
       assert.deepEqual(rows.map((r) => [r.deployment, Number(r.provider_cost_usdc)]), [['fake/routed', PRIMARY_COST], ['backup/routed-backup', BACKUP_COST]]);
     });
 
+    test('one warn line per failed attempt: deployment, status or error code, request id, what came next; never a key', async () => {
+      const w = await h.wallet(FUNDS);
+      h.fake.behaviour = { failStatus: 503 };
+      h.backup.behaviour = { failStatus: 429 };
+      const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES });
+      assert.equal(res.status, 502);
+      const requestId = res.headers.get('x-request-id');
+      const lines = h.gw.logs().split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.requestId === requestId && String(l.msg).startsWith('provider call failed'));
+      assert.deepEqual(lines.map((l) => [l.level, l.deployment, l.provider, l.status, l.then]), [[40, 'fake/routed', 'fake', 503, 'retry'], [40, 'backup/routed-backup', 'backup', 429, 'retry']]);
+      assert.ok(!h.gw.logs().includes('sk-fake-provider-key'), 'the provider key never reaches the log');
+      await expectNothingCharged(h, w, FUNDS);
+    });
+
     test('metrics count attempts, failures and fallbacks per deployment', async () => {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { failStatus: 503 };
