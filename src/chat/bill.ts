@@ -3,6 +3,7 @@ import type { SettleOutcome, UsageRecord } from '../ledger/reservations.ts';
 import { priceRequest, tokenCounts } from '../providers/pricing.ts';
 import type { ChatDeps } from './deps.ts';
 import type { ChatPlan } from './plan.ts';
+import type { Deployment } from '../providers/catalog.ts';
 import type { Usage } from '../protocols/internal.ts';
 
 export interface BillOptions {
@@ -46,6 +47,8 @@ export class RequestBill {
   private readonly started = performance.now();
   /** Set by a stream once content can reach the client: the usage of what was produced so far. */
   private producedSoFar: (() => Promise<Usage | null>) | null = null;
+  /** The deployment whose answer is being billed, once one answered (src/routing/). */
+  private served: Deployment | null = null;
 
   constructor(
     private readonly deps: ChatDeps,
@@ -61,10 +64,18 @@ export class RequestBill {
     return this.finished === null;
   }
 
+  /**
+   * The deployment that answered: the caller still pays the model's listed price, but the
+   * platform's cost (and so its revenue) is this deployment's, and the usage row names it.
+   */
+  servedBy(deployment: Deployment): void {
+    this.served = deployment;
+  }
+
   settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
     // The one place usage is priced: each cached part of the prompt at its own price.
     const counts = tokenCounts(usage);
-    const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest(this.plan.model, counts);
+    const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest({ billed: this.plan.model.billed, cost: (this.served ?? this.plan.model).cost }, counts);
     if (cachedPartsIgnored) {
       const { promptTokens, cachedPromptTokens, cacheWriteTokens, cacheReadTokens } = counts;
       this.deps.log.warn(
@@ -114,7 +125,7 @@ export class RequestBill {
   }
 
   private labels() {
-    return { provider: this.plan.model.provider, model: this.plan.model.id };
+    return { provider: (this.served ?? this.plan.model).provider, model: this.plan.model.id };
   }
 
   /** Metrics from what the finish actually did, never from what was asked of it. */
@@ -171,6 +182,7 @@ export class RequestBill {
       wallet: this.key.wallet,
       model: this.plan.model.id,
       provider: this.plan.model.provider,
+      deployment: this.served?.id ?? null,
       // The usage row records the prompt and output totals and the parts of each that are
       // reported apart: cache reads of either provider type, and reasoning.
       promptTokens: usage.input.total,

@@ -1,6 +1,5 @@
 import { ApiError } from '../refusal.ts';
 import { settleWholeAnswer } from './settled-answer.ts';
-import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
@@ -10,34 +9,43 @@ import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { estimateUsage, generatedText } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
+import { callDeployments, chainFailure } from './deployment-call.ts';
 
 /**
- * Non-streaming: call the provider, decode its answer into the internal form, settle, answer in
- * the client's protocol (for OpenAI in and out: the provider's JSON as it was sent).
+ * Non-streaming: call the plan's deployments in turn until one answers (src/chat/deployment-call.ts),
+ * decode its answer into the internal form, settle, answer in the client's protocol (for OpenAI in
+ * and out: the provider's JSON as it was sent), naming the deployment that served.
  */
-export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill, keeper?: AnswerKeeper): Promise<void> {
+export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, bill: RequestBill, keeper?: AnswerKeeper): Promise<void> {
+  // No abort on client disconnect: the provider bills us for the completion either way, so a call
+  // under way is awaited and charged (a client gone only stops the chain from calling another
+  // deployment). The adapter's first-byte and idle timeouts bound each wait, and the bill renews
+  // the reservation's lease meanwhile, so a slow provider cannot outlast it.
+  const chain = await callDeployments(deps, sink.log, plan, bill.requestId, { cancelled: () => sink.destroyed });
+  if (!chain.ok) {
+    await bill.void('upstream_error');
+    throw chainFailure(plan, chain);
+  }
+  const { target: route, value: res } = chain;
+  bill.servedBy(route.deployment);
+  bill.markUpstreamResponse();
   let answer: { text: string; parsed: InternalCompletion; usage: Usage | null };
-  let status: number | undefined;
   try {
-    // No abort on client disconnect: the provider bills us for the completion either way, so it is
-    // awaited and charged. The adapter's first-byte and idle timeouts bound the wait, and the bill
-    // renews the reservation's lease meanwhile, so a slow provider cannot outlast it.
-    const res = await adapter.chat(plan.upstreamJson, bill.requestId, undefined, plan.upstreamHeaders);
-    bill.markUpstreamResponse();
-    status = res.statusCode;
     const text = await res.body.text();
-    if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamFailure(`the provider answered ${res.statusCode}`, text, { status: res.statusCode, headers: res.headers });
-    const decoded = plan.upstream.decodeAnswer(text);
+    const decoded = route.upstream.decodeAnswer(text);
     if (!decoded.ok) throw upstreamFailure(decoded.problem);
     answer = decoded;
   } catch (err) {
+    // The deployment answered 2xx and then broke off or sent nonsense: it may have billed us, and
+    // the same request elsewhere could be billed again, so this is the client's 502, not a fallback.
     await bill.void('upstream_error');
     const failure = err instanceof ApiError ? err : upstreamFailure(describeTransportError(err));
-    logProviderFailure(sink.log, plan, bill.requestId, { status, error: err instanceof ApiError ? undefined : err, detail: failure.message });
+    logProviderFailure(sink.log, plan, route.deployment, bill.requestId, { status: res.statusCode, error: err instanceof ApiError ? undefined : err, detail: failure.message });
     throw failure;
   }
 
   const usage = answer.usage ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
+  sink.header('x-tollgate-deployment', route.deployment.id);
   await settleWholeAnswer(deps, sink, bill, usage);
   let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage);
   // Kept only once paid for (the settle applied above), and before it is sent, so a client can

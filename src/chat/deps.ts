@@ -7,9 +7,17 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { Storage } from '../storage/database.ts';
 import type { ChatLog } from './sink.ts';
+import type { Config } from '../config/schema.ts';
+import { missingKeyVariable } from '../providers/provider-keys.ts';
+import type { ChainSettings } from '../routing/attempts.ts';
+import { CooldownBoard } from '../routing/cooldown.ts';
 
 /** The metrics a chat request records: latency, first token, tokens, charges, over-reservations. */
-export type ChatMetrics = Pick<Metrics, 'chatLatency' | 'upstreamLatency' | 'timeToFirstToken' | 'tokens' | 'chargedUsdc' | 'overReservation' | 'overReservationUsdc'>;
+export type ChatMetrics = Pick<
+  Metrics,
+  'chatLatency' | 'upstreamLatency' | 'timeToFirstToken' | 'tokens' | 'chargedUsdc' | 'overReservation' | 'overReservationUsdc'
+  | 'deploymentAttempts' | 'deploymentFailures' | 'deploymentFallbacks' | 'deploymentCooldowns'
+>;
 
 /** A chat request holding a reservation: its lease is renewed, and a shutdown can cut it short. */
 export interface InflightRequest {
@@ -47,6 +55,17 @@ export interface ChatDeps {
   readonly drains: DrainBudget;
   /** How long a streaming client may accept no byte before it is cut and treated as gone. */
   readonly idleTimeoutMs: number;
+  /** Fallbacks, retries and cooldowns over a model's deployments (src/routing/). */
+  readonly routing: RoutingDeps;
+}
+
+/** What the attempt chain reads: its settings, this gateway's cooldowns, and which providers lack their key. */
+export interface RoutingDeps {
+  /** The chain's settings, with `deadline` counted from the request's first attempt. */
+  settings(): Omit<ChainSettings, 'deadline'> & { deadlineMs: number };
+  readonly cooldown: CooldownBoard;
+  /** The environment variable a provider's key should be in, when it is unset; null when it has its key (or needs none). */
+  missingKey(provider: string): string | null;
 }
 
 /**
@@ -81,7 +100,9 @@ export interface ChatDepsSources {
   readonly metrics: ChatMetrics;
   readonly logger: ChatDeps['log'];
   readonly inflight: Set<InflightRequest>;
-  readonly config: { readonly chat: { reservationLeaseSeconds: number; maxConcurrentDrains: number; drainTimeoutSeconds: number; idleTimeoutSeconds: number } };
+  readonly config: Pick<Config, 'providers' | 'secrets'> & {
+    readonly chat: Pick<Config['chat'], 'reservationLeaseSeconds' | 'maxConcurrentDrains' | 'drainTimeoutSeconds' | 'idleTimeoutSeconds' | 'retries' | 'retryBackoffMs' | 'maxRetryAfterSeconds' | 'attemptDeadlineSeconds' | 'cooldown'>;
+  };
 }
 
 /**
@@ -112,6 +133,20 @@ export function createChatDeps(s: ChatDepsSources): ChatDeps {
     drains: new DrainBudget(chat().maxConcurrentDrains, chat().drainTimeoutSeconds * 1000),
     get idleTimeoutMs() {
       return chat().idleTimeoutSeconds * 1000;
+    },
+    routing: {
+      settings: () => ({
+        retries: chat().retries,
+        backoffMs: chat().retryBackoffMs,
+        maxRetryAfterMs: chat().maxRetryAfterSeconds * 1000,
+        deadlineMs: chat().attemptDeadlineSeconds * 1000,
+      }),
+      // One board per gateway: two gateways in one process (tests) keep their own cooldowns.
+      cooldown: new CooldownBoard(() => {
+        const c = chat().cooldown;
+        return { failures: c.failures, windowMs: c.windowSeconds * 1000, cooldownMs: c.seconds * 1000 };
+      }),
+      missingKey: (provider) => missingKeyVariable(s.config, provider),
     },
   };
 }

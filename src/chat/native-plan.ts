@@ -7,6 +7,7 @@ import { reservationFor } from '../providers/pricing.ts';
 import { badRequest } from '../refusal.ts';
 import type { ChatPlan } from './plan.ts';
 import { promptBound, type NonTextParts } from './prompt-bound.ts';
+import { largestBound, type DeploymentPlan, type SkippedDeployment } from './deployment-plan.ts';
 import { estimateBody } from '../protocols/anthropic-messages/estimate-body.ts';
 import { checkFieldValues, fieldPolicy, sortClientBetas } from '../protocols/anthropic-messages/field-policy.ts';
 
@@ -61,19 +62,31 @@ export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'c
 
   const sent: Json = {};
   for (const [field, value] of Object.entries(b)) sent[field] = value;
-  sent.model = model.upstreamName;
   sent.max_tokens = maxTokens;
   if (thinkingSent !== b.thinking) sent.thinking = thinkingSent;
-  const upstreamJson = JSON.stringify(sent);
 
   // The system prompt counts as one more message; tools add Anthropic's hidden tool prompt.
   const counted = { messages: [...(b.system ? [b.system] : []), ...b.messages], tools: b.tools };
-  const toolPrompt = anthropicNativeUpstream.hiddenPromptTokens?.(sent) ?? 0;
-  const promptUpperBound = Math.min(promptBound(counted, upstreamJson, model, parts) + toolPrompt, model.contextLength);
+  const routes: DeploymentPlan[] = [];
+  const skipped: SkippedDeployment[] = [];
+  for (const deployment of model.deployments) {
+    // Untranslated bytes go only where they are the provider's own protocol.
+    if (deployment.upstream !== 'anthropic') {
+      skipped.push({ deployment, reason: `a Messages request is passed through untranslated, and ${deployment.provider} is not an Anthropic provider` });
+      continue;
+    }
+    const forDeployment = { ...sent, model: deployment.upstreamName };
+    const upstreamJson = JSON.stringify(forDeployment);
+    const toolPrompt = anthropicNativeUpstream.hiddenPromptTokens?.(forDeployment) ?? 0;
+    const promptUpperBound = Math.min(promptBound(counted, upstreamJson, model, parts) + toolPrompt, model.contextLength);
+    routes.push({ deployment, upstreamJson, upstream: anthropicNativeUpstream, promptUpperBound });
+  }
+  const promptUpperBound = largestBound(routes);
   return {
     model, stream: b.stream === true, clientWantsUsage: false, maxTokens, n: 1, promptUpperBound, parts,
     reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, 1),
-    upstreamBody: estimateBody(b), upstreamJson, upstream: anthropicNativeUpstream, native: true,
+    upstreamJson: routes[0]!.upstreamJson, routes, skipped,
+    upstreamBody: estimateBody(b), upstream: anthropicNativeUpstream, native: true,
     upstreamHeaders: betas.forward.length ? { 'anthropic-beta': betas.forward.join(',') } : undefined,
     responseHeaders: {
       ...(maxTokens < requested ? { 'x-tollgate-max-tokens': String(maxTokens) } : {}),

@@ -1,11 +1,11 @@
 import type { Config } from '../config/schema.ts';
 import { findModel, type Catalog, type CatalogModel } from '../providers/catalog.ts';
 import { reservationFor } from '../providers/pricing.ts';
-import { upstreamOf } from '../providers/registry.ts';
 import type { UpstreamTranslator } from '../protocols/upstream.ts';
 import { badRequest } from '../refusal.ts';
 import { checkForwardedFields } from '../protocols/openai-chat/request-fields.ts';
-import { measureParts, promptBound, type NonTextParts } from './prompt-bound.ts';
+import { measureParts, type NonTextParts } from './prompt-bound.ts';
+import { encodeForDeployments, largestBound, type DeploymentPlan, type SkippedDeployment } from './deployment-plan.ts';
 
 /** Everything decided about a chat request before any money moves or any byte goes upstream. */
 export interface ChatPlan {
@@ -26,6 +26,13 @@ export interface ChatPlan {
   upstreamJson: string;
   /** Decodes the provider's answer and events (the provider type's upstream translator, or a native pass-through's). */
   upstream: UpstreamTranslator;
+  /**
+   * The request for each deployment that can take it, in the model's order (the first is what
+   * `upstreamJson` and `upstream` describe); `promptUpperBound` is the largest of their bounds.
+   */
+  routes: DeploymentPlan[];
+  /** The deployments that cannot take this request, logged when it runs. */
+  skipped: SkippedDeployment[];
   /**
    * The client speaks the provider's own protocol and `upstreamJson` is its request, allowlisted
    * but untranslated: answers and events go back as the provider sent them.
@@ -83,24 +90,15 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const clientWantsUsage = stream && options.include_usage === true;
   if (stream) upstreamBody.stream_options = { ...options, include_usage: true };
 
-  // Encoded by the provider's upstream translator (the identity for OpenAI-compatible providers); what it cannot
-  // honour is a 400 naming the client's field, before anything is reserved.
-  const upstream = upstreamOf(model.upstream);
-  const encoded = upstream.encodeRequest(upstreamBody);
-  if (!encoded.ok) throw badRequest(encoded.message, { param: encoded.field });
-  // Bounded on what goes upstream, after every rewrite above, so nothing forwarded escapes the bound.
-  // Serialised once: the bound measures the very bytes the adapter sends (a 4 MiB body costs tens
-  // of milliseconds of event-loop time per JSON.stringify). Messages and tools are counted on the
-  // internal body, which has at least as many as any encoding of it (Anthropic merges turns).
-  const upstreamJson = JSON.stringify(encoded.value);
-  const sentParts = upstream.nonTextBytes ? { ...parts, bytes: upstream.nonTextBytes(encoded.value) } : parts;
-  // Plus what the provider adds unseen (Anthropic's tool system prompt), still capped at the
-  // context window, which the provider's own additions count against too.
-  const hidden = upstream.hiddenPromptTokens?.(encoded.value) ?? 0;
-  const promptUpperBound = Math.min(promptBound(upstreamBody, upstreamJson, model, sentParts) + hidden, model.contextLength);
+  // Encoded for each deployment by its provider type's upstream translator (the identity for
+  // OpenAI-compatible providers); what none can honour is a 400 naming the client's field, before
+  // anything is reserved. Bounded on what goes upstream, after every rewrite above.
+  const { routes, skipped } = encodeForDeployments(upstreamBody, model, parts);
+  const promptUpperBound = largestBound(routes);
   return {
     model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts,
-    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody, upstreamJson, upstream, native: false,
+    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody,
+    upstreamJson: routes[0]!.upstreamJson, upstream: routes[0]!.upstream, routes, skipped, native: false,
   };
 }
 

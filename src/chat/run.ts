@@ -1,6 +1,5 @@
 import type { KeyRow } from '../keys/api-keys.ts';
 import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
-import { ApiError } from '../refusal.ts';
 import { RequestBill, type BillOptions } from './bill.ts';
 import { completeChat } from './complete.ts';
 import type { ChatDeps } from './deps.ts';
@@ -25,9 +24,6 @@ export interface ChatExchange {
  * request says top up or names the limit, a pay-per-request one offers a payment).
  */
 export async function runChat(deps: ChatDeps, exchange: ChatExchange, key: KeyRow, plan: ChatPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
-  const adapter = deps.providers.get(plan.model.provider);
-  if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
-
   const { requestId, sink, inbound, keeper } = exchange;
   const reserved = await deps.reserve({
     wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, keyHasLimit: key.spend_limit_usdc !== null,
@@ -38,8 +34,8 @@ export async function runChat(deps: ChatDeps, exchange: ChatExchange, key: KeyRo
   // the request could use (or a bound that missed an input) must not take the key past its limit.
   const bill = new RequestBill(deps, key, plan, requestId, { ...opts, capAtReservation: opts.capAtReservation || reserved.keyLimited });
   try {
-    if (plan.stream) await streamChat(deps, sink, inbound, plan, adapter, bill, keeper);
-    else await completeChat(deps, sink, inbound, plan, adapter, bill, keeper);
+    if (plan.stream) await streamChat(deps, sink, inbound, plan, bill, keeper);
+    else await completeChat(deps, sink, inbound, plan, bill, keeper);
   } finally {
     await bill.voidIfOpen('error');
   }

@@ -1,63 +1,68 @@
-import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps, DrainBudget } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { ChatPlan } from './plan.ts';
 import type { AnswerKeeper, ResponseSink } from './sink.ts';
-import { describeTransportError, providerMessage } from './upstream-error.ts';
+import { describeTransportError } from './upstream-error.ts';
+import { callDeployments, chainFailure } from './deployment-call.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import { StreamPump } from './stream-pump.ts';
 
 /**
- * Streaming: 200 and the SSE headers go out first, then the provider's events, decoded by its upstream translator
- * into internal chunks and encoded in the client's protocol, as they come (OpenAI in and out: passed
- * through as sent; the bytes themselves are the pump's, stream-pump.ts). The request is settled from
- * the provider's usage (or counted tokens) before the stream's end; an upstream failure becomes the
- * protocol's error event and is not charged. A client that leaves does not end the upstream call:
- * it is drained, within bounds, so what the provider produced is billed. A client that stays
- * connected but accepts no bytes for `chat.idleTimeoutSeconds` is cut and treated as one that left.
+ * Streaming: the plan's deployments are called in turn (src/chat/deployment-call.ts) until one
+ * answers 200; only then do 200 and the SSE headers go out (naming the deployment that serves), so
+ * a request no deployment could serve is a plain 502 JSON error with nothing charged, never a
+ * broken stream. Then the provider's events are decoded by that deployment's upstream translator
+ * into internal chunks and encoded in the client's protocol, as they come (OpenAI in and out:
+ * passed through as sent; the bytes themselves are the pump's, stream-pump.ts). The request is
+ * settled from the provider's usage (or counted tokens) before the stream's end; a failure once the
+ * stream started becomes the protocol's error event, is not retried elsewhere (bytes reached the
+ * client) and is not charged. A client that leaves does not end the upstream call: it is drained,
+ * within bounds, so what the provider produced is billed. A client that stays connected but accepts
+ * no bytes for `chat.idleTimeoutSeconds` is cut and treated as one that left.
  */
-export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, adapter: ProviderAdapter, bill: RequestBill, keeper?: AnswerKeeper): Promise<void> {
-  sink.startStream({
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-  });
-  const encoder = inbound.streamEncoder(plan);
-  const pump = new StreamPump(plan.upstream.streamDecoder(), encoder, plan, () => bill.markFirstToken());
-
+export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, bill: RequestBill, keeper?: AnswerKeeper): Promise<void> {
   const upstreamAbort = new AbortController();
   const client = watchClient(sink, deps.drains, upstreamAbort);
-  const send = async (text: string) => {
-    if (!text || client.gone || sink.destroyed) return;
-    if (sink.write(text)) return;
-    if ((await sink.waitForClient(deps.idleTimeoutMs)) !== 'stalled') return;
-    sink.log.warn({ idleTimeoutSeconds: deps.idleTimeoutMs / 1000 }, 'streaming client accepted no bytes; cutting it, the stream is drained and billed as if it had left');
-    sink.destroy(); // 'close' follows: the disconnected path drains and bills
-  };
-  bill.trackProduced(() => pump.produced());
-
-  let upstreamError: string | null = null;
-  let upstreamStatus: number | undefined;
-  let transportError: unknown;
+  let started = false;
   try {
+    const chain = await callDeployments(deps, sink.log, plan, bill.requestId, { signal: upstreamAbort.signal, cancelled: () => client.gone });
+    if (!chain.ok) {
+      await bill.void(client.gone ? 'client_disconnected' : 'upstream_error');
+      throw chainFailure(plan, chain);
+    }
+    const { target: route, value: res } = chain;
+    bill.servedBy(route.deployment);
+    bill.markUpstreamResponse();
+    sink.header('x-tollgate-deployment', route.deployment.id);
+    sink.startStream({
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    started = true;
+    const encoder = inbound.streamEncoder(plan);
+    const pump = new StreamPump(route.upstream.streamDecoder(), encoder, plan, () => bill.markFirstToken());
+    const send = async (text: string) => {
+      if (!text || client.gone || sink.destroyed) return;
+      if (sink.write(text)) return;
+      if ((await sink.waitForClient(deps.idleTimeoutMs)) !== 'stalled') return;
+      sink.log.warn({ idleTimeoutSeconds: deps.idleTimeoutMs / 1000 }, 'streaming client accepted no bytes; cutting it, the stream is drained and billed as if it had left');
+      sink.destroy(); // 'close' follows: the disconnected path drains and bills
+    };
+    bill.trackProduced(() => pump.produced());
+
+    let upstreamError: string | null = null;
+    let transportError: unknown;
     try {
-      const res = await adapter.chat(plan.upstreamJson, bill.requestId, upstreamAbort.signal, plan.upstreamHeaders);
-      bill.markUpstreamResponse();
-      upstreamStatus = res.statusCode;
-      if (res.statusCode !== 200) {
-        const body = await res.body.text().catch(() => '');
-        upstreamError = `the provider answered ${res.statusCode}${providerMessage(body)}`;
-      } else {
-        for await (const piece of res.body) {
-          const out = pump.feed(piece as Buffer);
-          if (out) await send(out);
-          if (pump.error) break;
-        }
-        pump.ended();
-        upstreamError = pump.error;
+      for await (const piece of res.body) {
+        const out = pump.feed(piece as Buffer);
+        if (out) await send(out);
+        if (pump.error) break;
       }
+      pump.ended();
+      upstreamError = pump.error;
     } catch (err) {
       if (!(client.gone && upstreamAbort.signal.aborted)) {
         upstreamError = describeTransportError(err);
@@ -66,7 +71,7 @@ export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: In
     }
 
     if (upstreamError && !(client.gone && upstreamAbort.signal.aborted)) {
-      logProviderFailure(sink.log, plan, bill.requestId, { status: upstreamStatus, error: transportError, detail: upstreamError });
+      logProviderFailure(sink.log, plan, route.deployment, bill.requestId, { status: res.statusCode, error: transportError, detail: upstreamError });
       await bill.void('upstream_error');
       await send(encoder.failure(`${upstreamError}; nothing was charged`));
       return;
@@ -81,7 +86,7 @@ export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: In
   } finally {
     client.stop();
     await bill.voidIfOpen('error');
-    if (!sink.destroyed) sink.end();
+    if (started && !sink.destroyed) sink.end();
   }
 }
 

@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import { defaultModels, defaultProviders } from './defaults.ts';
 import { resolveContractWalletChain } from '../siwe/contract-wallet-chain.ts';
 import { configSchema, type Config, type ConfigFile } from './schema.ts';
+import { deploymentProblem } from './fallbacks.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -105,6 +106,10 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
     if (m.type === 'embedding' && providers[m.provider]!.type !== 'openai-compatible') {
       throw new ConfigError(`${where(source)}models.${i}.type: "${m.provider}" is an ${providers[m.provider]!.type} provider, which serves no embeddings; put an embedding model on an openai-compatible provider`);
     }
+  }
+  for (const [i, m] of models.entries()) {
+    const problem = deploymentProblem(m, providers);
+    if (problem) throw new ConfigError(`${where(source)}models.${i}.${problem}`);
   }
   const ids = new Set<string>();
   for (const [i, m] of models.entries()) {

@@ -107,6 +107,23 @@ const provider = z.preprocess(
 // Kinds of content part a model may accept besides text; each needs a token bound for the reservation.
 const partKind = z.enum(['image', 'audio', 'file']);
 
+// Another deployment of a model (src/routing/): the same model served by another configured
+// provider (or under another name), tried in order when the one before it fails. Its costs are
+// what that provider charges us (each defaults to the model's own); clients always pay the model's
+// listed price. `weight` spreads load over adjacent deployments that all carry one (docs/configuration.md).
+const fallback = z
+  .object({
+    provider: z.string().min(1),
+    upstreamName: z.string().min(1).optional(),
+    promptCostPer1M: decimalString.optional(),
+    completionCostPer1M: decimalString.optional(),
+    cachedPromptCostPer1M: decimalString.optional(),
+    cacheWriteCostPer1M: decimalString.optional(),
+    cacheReadCostPer1M: decimalString.optional(),
+    weight: z.number().int().min(1).max(1000).optional(),
+  })
+  .strict();
+
 const model = z
   .object({
     provider: z.string().min(1),
@@ -144,6 +161,10 @@ const model = z
     inputs: z.array(z.union([z.literal('text'), partKind])).refine((v) => v.includes('text'), { message: 'must include text' }).optional(),
     // The most prompt tokens one part of each declared kind can cost; reserved per part.
     partTokenBounds: z.partialRecord(partKind, positiveInt).optional(),
+    // Deployments tried in order after this one fails (connection refused, timeout, 429, 5xx, …).
+    fallbacks: z.array(fallback).max(16).optional(),
+    // This deployment's share of the load among adjacent weighted deployments (see fallbacks).
+    weight: z.number().int().min(1).max(1000).optional(),
   })
   .strict()
   .superRefine((m, ctx) => {
@@ -289,6 +310,26 @@ export const configSchema = z
           .default(600),
         drainTimeoutSeconds: positiveInt.default(120),
         maxConcurrentDrains: positiveInt.default(256),
+        // Retries of a failed attempt on the same deployment before moving on to the next one.
+        // 0: a fallback is the retry; an operator without fallbacks may want 1.
+        retries: z.number().int().min(0).max(5).default(0),
+        // The first retry's backoff (doubled each time, full jitter), and the longest Retry-After a
+        // provider may make us wait before a retry: beyond it the gateway moves on instead.
+        retryBackoffMs: z.number().int().min(0).max(60_000).default(250),
+        maxRetryAfterSeconds: z.number().int().min(0).max(60).default(5),
+        // No new attempt starts this long after the first one did: the chain's deadline before the
+        // first byte (each attempt is also bounded by the connect and first-byte timeouts).
+        attemptDeadlineSeconds: positiveInt.default(120),
+        // A deployment that failed `failures` times within `windowSeconds` is skipped for
+        // `seconds`, then tried again (state per gateway instance).
+        cooldown: z
+          .object({
+            failures: positiveInt.default(3),
+            windowSeconds: positiveInt.default(60),
+            seconds: positiveInt.default(30),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .prefault({}),

@@ -1,4 +1,9 @@
 import type { ProviderAdapter } from '../providers/adapter.ts';
+import type { Deployment } from '../providers/catalog.ts';
+import type { AttemptOutcome } from '../routing/attempts.ts';
+import { parseRetryAfter } from '../routing/backoff.ts';
+import { actionForStatus, actionForTransportError } from '../routing/classify.ts';
+import { errorCode } from '../error-code.ts';
 import type { ApiError } from '../refusal.ts';
 import { describeTransportError, upstreamFailure } from '../chat/upstream-error.ts';
 import { decodeEmbeddings, type DecodedEmbeddings } from './answer.ts';
@@ -40,4 +45,19 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
   } catch (err) {
     return { ok: false, failure: { error: upstreamFailure(describeTransportError(err)), status, headers, transportError: err } };
   }
+}
+
+/**
+ * `callEmbeddings` as one attempt of the deployment chain (src/chat/deployment-call.ts): a provider
+ * that answered 2xx and then broke off or sent nonsense may have billed us, so that ends the chain
+ * (as for chat); a failure before an answer retries or moves on by its status or transport error.
+ */
+export async function embeddingsAttempt(adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, deployment: Deployment): Promise<AttemptOutcome<DecodedEmbeddings, ApiError>> {
+  const called = await callEmbeddings(adapter, plan, requestId, deployment.upstreamName);
+  if (called.ok) return { ok: true, value: called.answer };
+  const { error, status, headers, transportError } = called.failure;
+  if (status === undefined && transportError === undefined) return { ok: false, action: 'next', error };
+  if (status === undefined) return { ok: false, action: actionForTransportError(transportError), code: errorCode(transportError), error };
+  if (status >= 200 && status < 300) return { ok: false, action: 'stop', status, error };
+  return { ok: false, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
 }

@@ -1,15 +1,14 @@
 import type { KeyRow } from '../keys/api-keys.ts';
 import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import type { Usage } from '../protocols/internal.ts';
-import { ApiError } from '../refusal.ts';
 import { RequestBill, type BillOptions } from '../chat/bill.ts';
 import type { ChatDeps } from '../chat/deps.ts';
-import { logProviderFailure } from '../chat/provider-failure-log.ts';
+import { chainFailure, routeThroughDeployments } from '../chat/deployment-call.ts';
 import { settleWholeAnswer } from '../chat/settled-answer.ts';
 import type { ResponseSink } from '../chat/sink.ts';
 import { countTokens } from '../chat/usage.ts';
 import { encodeEmbeddings } from './answer.ts';
-import { callEmbeddings } from './call.ts';
+import { embeddingsAttempt } from './call.ts';
 import type { EmbeddingsPlan } from './plan.ts';
 
 /**
@@ -19,8 +18,6 @@ import type { EmbeddingsPlan } from './plan.ts';
  * balance or the key's spend limit cannot cover the reservation; each caller words that refusal.
  */
 export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestId: string, key: KeyRow, plan: EmbeddingsPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
-  const adapter = deps.providers.get(plan.model.provider);
-  if (!adapter) throw new ApiError(500, 'INTERNAL_ERROR', `provider ${plan.model.provider} is not configured`);
   const reserved = await deps.reserve({
     wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, keyHasLimit: key.spend_limit_usdc !== null,
   });
@@ -30,18 +27,23 @@ export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestI
   // more than the inputs could use cannot take the key past its limit.
   const bill = new RequestBill(deps, key, plan, requestId, { ...opts, capAtReservation: opts.capAtReservation || reserved.keyLimited });
   try {
-    const called = await callEmbeddings(adapter, plan, requestId);
+    // Every deployment of an embedding model is openai-compatible (checked at start-up), so each can take it.
+    const routes = plan.model.deployments.map((deployment) => ({ deployment }));
+    const chain = await routeThroughDeployments(deps, sink.log, plan.model, routes, requestId, (route, adapter) => embeddingsAttempt(adapter, plan, requestId, route.deployment), {
+      cancelled: () => sink.destroyed,
+    });
     bill.markUpstreamResponse();
-    if (!called.ok) {
+    if (!chain.ok) {
       await bill.void('upstream_error');
-      const { error, status, transportError } = called.failure;
-      logProviderFailure(sink.log, plan, requestId, { status, error: transportError, detail: error.message });
-      throw error;
+      throw chainFailure({ model: plan.model, routes }, chain);
     }
-    const reported = called.answer.promptTokens;
+    const answer = chain.value;
+    bill.servedBy(chain.target.deployment);
+    sink.header('x-tollgate-deployment', chain.target.deployment.id);
+    const reported = answer.promptTokens;
     const usage = promptUsage(reported ?? (await estimatePromptTokens(plan)), reported === null);
     await settleWholeAnswer(deps, sink, bill, usage);
-    sink.send(200, JSON.stringify(encodeEmbeddings(called.answer, plan.encodingFormat, plan.model.upstreamName, usage.input.total)));
+    sink.send(200, JSON.stringify(encodeEmbeddings(answer, plan.encodingFormat, plan.model.upstreamName, usage.input.total)));
   } finally {
     await bill.voidIfOpen('error');
   }

@@ -21,6 +21,8 @@ export interface FakeAnthropicBehaviour {
   chunkDelayMs?: number;
   /** Fail with this HTTP status and Anthropic's error body for it. */
   failStatus?: number;
+  /** With failStatus: a Retry-After header, as Anthropic sends with 429 and 529. */
+  retryAfter?: string;
   /** Accept the connection and never answer. */
   hang?: boolean;
   /** Destroy the connection after this many text deltas. */

@@ -53,9 +53,9 @@ export async function startFakeAnthropic(opts: FakeAnthropicOptions = {}): Promi
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const randomId = () => Math.random().toString(36).slice(2, 14);
 
-function fail(res: ServerResponse, status: number, message: string): void {
+function fail(res: ServerResponse, status: number, message: string, retryAfter?: string): void {
   const type = ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
-  res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_fake${randomId()}` });
+  res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_fake${randomId()}`, ...(retryAfter ? { 'retry-after': retryAfter } : {}) });
   res.end(JSON.stringify({ type: 'error', error: { type, message } }));
 }
 
@@ -78,7 +78,7 @@ async function respond(b: FakeAnthropicBehaviour, opts: FakeAnthropicOptions, re
   if (refused) return fail(res, ...refused);
   if (b.hang) return;
   if (b.delayMs) await sleep(b.delayMs);
-  if (b.failStatus) return fail(res, b.failStatus, b.failStatus === 529 ? 'Overloaded' : `injected failure ${b.failStatus}`);
+  if (b.failStatus) return fail(res, b.failStatus, b.failStatus === 529 ? 'Overloaded' : `injected failure ${b.failStatus}`, b.retryAfter);
 
   const id = `msg_fake${randomId()}`;
   const answer = composeAnswer(b, body);

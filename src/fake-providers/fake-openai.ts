@@ -29,6 +29,8 @@ export interface FakeBehaviour {
   chunkDelayMs?: number;
   /** Fail with this HTTP status and an OpenAI error body. */
   failStatus?: number;
+  /** With failStatus: a Retry-After header (OpenAI sends one with 429). */
+  retryAfter?: string;
   /** Accept the connection and never answer. */
   hang?: boolean;
   /** Read the request, then drop the connection without answering (a provider or proxy reset). */
@@ -120,7 +122,7 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
   }
   if (b.delayMs) await sleep(b.delayMs);
   if (b.failStatus) {
-    res.writeHead(b.failStatus, { 'content-type': 'application/json' });
+    res.writeHead(b.failStatus, { 'content-type': 'application/json', ...(b.retryAfter ? { 'retry-after': b.retryAfter } : {}) });
     res.end(JSON.stringify({ error: { message: `injected failure ${b.failStatus}`, type: 'server_error', param: null, code: null } }));
     return;
   }

@@ -15,6 +15,8 @@ export interface UsageRecord {
   wallet: string;
   model: string;
   provider: string;
+  /** The deployment that served (`provider/upstreamName`, src/routing/); null when none did. Absent in settles spooled before it existed. */
+  deployment?: string | null;
   promptTokens: number;
   completionTokens: number;
   reasoningTokens: number;

@@ -23,6 +23,14 @@ export interface Metrics {
   unbilledUsdc: Counter<'model'>;
   topups: Counter<'outcome'>;
   rateLimited: Counter<'scope'>;
+  /** Calls to each deployment (src/routing/), retries included. */
+  deploymentAttempts: Counter<'deployment'>;
+  /** Failed calls, by the provider's status or the transport error's code. */
+  deploymentFailures: Counter<'deployment' | 'reason'>;
+  /** Moves from a failed deployment to the next one. */
+  deploymentFallbacks: Counter<'from' | 'to'>;
+  /** Times a deployment entered its cooldown. */
+  deploymentCooldowns: Counter<'deployment'>;
 }
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -63,6 +71,10 @@ export function createMetrics(db: Kysely<Database>): Metrics {
     unbilledUsdc: new Counter({ name: 'tollgate_unbilled_usdc_total', help: 'Micro-USDC those unbilled answers were priced at', labelNames: ['model'], registers }),
     topups: new Counter({ name: 'tollgate_topups_total', help: 'Top-up attempts by outcome', labelNames: ['outcome'], registers }),
     rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),
+    deploymentAttempts: new Counter({ name: 'tollgate_deployment_attempts_total', help: 'Provider calls per deployment, retries included', labelNames: ['deployment'], registers }),
+    deploymentFailures: new Counter({ name: 'tollgate_deployment_failures_total', help: 'Failed provider calls per deployment, by HTTP status or transport error code', labelNames: ['deployment', 'reason'], registers }),
+    deploymentFallbacks: new Counter({ name: 'tollgate_deployment_fallbacks_total', help: 'Requests moved from a failed deployment to the next', labelNames: ['from', 'to'], registers }),
+    deploymentCooldowns: new Counter({ name: 'tollgate_deployment_cooldowns_total', help: 'Times a deployment was put in cooldown after repeated failures', labelNames: ['deployment'], registers }),
   };
 }
 

@@ -33,6 +33,24 @@ export interface CatalogModel {
   cost: TokenPrices;
   /** What we bill: the explicit price, or cost × (1 + markup) (src/providers/token-prices.ts). */
   billed: TokenPrices;
+  /**
+   * Where the model is served, in the order tried: the model's own provider first, then its
+   * `fallbacks` (src/routing/). Clients pay `billed` whichever serves; each has its own cost.
+   */
+  deployments: readonly Deployment[];
+}
+
+/** One place a model is served: a configured provider and the model's name there. */
+export interface Deployment {
+  /** `<provider>/<upstreamName>`: how logs, metrics, usage rows and `x-tollgate-deployment` name it. */
+  id: string;
+  provider: string;
+  upstream: ProviderType;
+  upstreamName: string;
+  /** What this provider charges us, for the platform's cost and revenue. */
+  cost: TokenPrices;
+  /** Its share of the load among adjacent weighted deployments (src/routing/order.ts). */
+  weight?: number;
 }
 
 export type PartKind = 'image' | 'audio' | 'file';
@@ -52,6 +70,15 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
   const factor = markupFactor(config.pricing.markupPercent);
   const models = config.models.map((m): CatalogModel => {
     const upstream = config.providers?.[m.provider]?.type ?? 'openai-compatible';
+    const prices = modelPrices(m, factor, upstream);
+    const own: Deployment = { id: `${m.provider}/${m.upstreamName ?? m.name}`, provider: m.provider, upstream, upstreamName: m.upstreamName ?? m.name, cost: prices.cost, ...(m.weight ? { weight: m.weight } : {}) };
+    const fallbacks = (m.fallbacks ?? []).map((f): Deployment => {
+      const type = config.providers?.[f.provider]?.type ?? 'openai-compatible';
+      const upstreamName = f.upstreamName ?? own.upstreamName;
+      // Each cost the fallback leaves out is the model's; the billed side is the model's alone.
+      const costs = { ...m, ...Object.fromEntries(Object.entries(f).filter(([k, v]) => k.endsWith('CostPer1M') && v !== undefined)) };
+      return { id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: modelPrices(costs, factor, type).cost, ...(f.weight ? { weight: f.weight } : {}) };
+    });
     return {
       id: `${m.provider}/${m.name}`,
       name: m.name,
@@ -67,7 +94,8 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
       aliases: m.aliases ?? [],
       fitMaxTokens: m.fitMaxTokens ?? false,
       extraFields: new Set(config.providers?.[m.provider]?.extraFields ?? []),
-      ...modelPrices(m, factor, upstream),
+      ...prices,
+      deployments: [own, ...fallbacks],
     };
   });
   const byName = new Map<string, CatalogModel[]>();

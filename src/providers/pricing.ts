@@ -73,7 +73,7 @@ function exactCost(prices: TokenPrices, t: TokenCounts): bigint {
 }
 
 /** What the wallet is charged and what the provider costs us, in micro-USDC. */
-export function priceRequest(model: CatalogModel, t: TokenCounts): PricedRequest {
+export function priceRequest(model: Pick<CatalogModel, 'billed' | 'cost'>, t: TokenCounts): PricedRequest {
   return {
     chargeUsdc: Number(exactCost(model.billed, t)),
     costUsdc: Number(exactCost(model.cost, t)),

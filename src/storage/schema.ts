@@ -106,6 +106,8 @@ export interface RequestUsageTable {
   wallet: string;
   model: string;
   provider: string;
+  /** The deployment that served (migration 010); null before it, and when none served. */
+  deployment: string | null;
   prompt_tokens: number;
   completion_tokens: number;
   reasoning_tokens: number;

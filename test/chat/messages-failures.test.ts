@@ -72,15 +72,17 @@ for (const engine of ENGINES) {
         });
       }
 
-      test(`${up.name}: provider 500 on a stream is Anthropic's error event, nothing charged`, async () => {
+      // Issue 26: the SSE headers wait for a provider's 200, so a stream no provider served is
+      // Anthropic's error JSON with a 502 (the SDK raises it), not a 200 carrying an error event.
+      test(`${up.name}: provider 500 on a stream is Anthropic's error JSON with a 502, nothing charged`, async () => {
         const w = await h.wallet(FUNDS);
         up.fake(h).behaviour = { failStatus: 500 };
         const res = await post(w.key, { model: up.model, stream: true });
-        assert.equal(res.status, 200);
-        const last = events(await res.text()).at(-1)!;
-        assert.equal(last.event, 'error');
-        assert.equal(last.data.error.type, 'api_error');
-        assert.match(last.data.error.message, /provider answered 500.*nothing was charged/);
+        assert.equal(res.status, 502);
+        const body = await res.json();
+        assert.equal(body.type, 'error');
+        assert.equal(body.error.type, 'api_error');
+        assert.match(body.error.message, /provider answered 500.*nothing was charged/);
         await expectNothingCharged(w);
       });
 

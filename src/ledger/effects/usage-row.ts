@@ -2,7 +2,7 @@ import type { UsageRecord } from '../reservations.ts';
 import type { Operands, Rows } from './statement.ts';
 
 export type UsageRow = Operands<
-  | 'requestId' | 'apiKeyId' | 'wallet' | 'model' | 'provider' | 'promptTokens' | 'completionTokens' | 'reasoningTokens' | 'cachedTokens'
+  | 'requestId' | 'apiKeyId' | 'wallet' | 'model' | 'provider' | 'deployment' | 'promptTokens' | 'completionTokens' | 'reasoningTokens' | 'cachedTokens'
   | 'charged' | 'providerCost' | 'status' | 'latencyMs' | 'estimated' | 'at'
 >;
 
@@ -12,10 +12,10 @@ export type UsageRow = Operands<
  */
 export const usageRow = (rows: Rows, v: UsageRow): string =>
   `INSERT INTO request_usage
-  (request_id, api_key_id, wallet, model, provider, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
+  (request_id, api_key_id, wallet, model, provider, deployment, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
    charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
   ${rows([
-    v.requestId, v.apiKeyId, v.wallet, v.model, v.provider, v.promptTokens, v.completionTokens, v.reasoningTokens, v.cachedTokens,
+    v.requestId, v.apiKeyId, v.wallet, v.model, v.provider, v.deployment, v.promptTokens, v.completionTokens, v.reasoningTokens, v.cachedTokens,
     v.charged, v.providerCost, v.status, v.latencyMs, v.estimated, v.at,
   ])}`;
 
@@ -30,6 +30,7 @@ export function usageFigures(u: UsageRecord) {
     apiKeyId: u.apiKeyId,
     model: u.model,
     provider: u.provider,
+    deployment: u.deployment ?? null,
     promptTokens: u.promptTokens,
     completionTokens: u.completionTokens,
     reasoningTokens: u.reasoningTokens,

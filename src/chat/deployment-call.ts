@@ -1,0 +1,101 @@
+import type { Dispatcher } from 'undici';
+import { errorCode } from '../error-code.ts';
+import type { ApiError } from '../refusal.ts';
+import { runAttempts, type AttemptOutcome, type ChainOutcome } from '../routing/attempts.ts';
+import { parseRetryAfter } from '../routing/backoff.ts';
+import { actionForStatus, actionForTransportError } from '../routing/classify.ts';
+import type { ChatDeps } from './deps.ts';
+import type { DeploymentPlan } from './deployment-plan.ts';
+import type { CatalogModel, Deployment } from '../providers/catalog.ts';
+import type { ProviderAdapter } from '../providers/adapter.ts';
+import type { ChatPlan } from './plan.ts';
+import { logProviderFailure } from './provider-failure-log.ts';
+import type { ChatLog } from './sink.ts';
+import { describeTransportError, upstreamFailure } from './upstream-error.ts';
+
+/** One deployment as the attempt chain sees it: its id and weight, beside what the caller planned for it. */
+export type Routed<R> = R & { id: string; weight?: number };
+export type ChainResult<R, T> = ChainOutcome<Routed<R>, T, ApiError>;
+export type ChatChainOutcome = ChainResult<DeploymentPlan, Dispatcher.ResponseData>;
+
+/** One call to one deployment's provider, its failure classified for the chain. */
+export type DeploymentAttempt<R, T> = (route: R, adapter: ProviderAdapter) => Promise<AttemptOutcome<T, ApiError>>;
+
+/**
+ * Calls the plan's deployments through the attempt chain (src/routing/attempts.ts) until one
+ * answers with a 2xx: each failed call is one warn line and a metric, and the chain's outcome says
+ * which deployment answered (its response's body not yet read) or the last failure's 502.
+ * `signal` aborts the call in progress; `cancelled` (the client left) ends the chain.
+ */
+export async function callDeployments(
+  deps: ChatDeps, log: ChatLog, plan: ChatPlan, requestId: string, opts: { signal?: AbortSignal; cancelled?: () => boolean } = {},
+): Promise<ChatChainOutcome> {
+  for (const s of plan.skipped) log.warn({ requestId, model: plan.model.id, deployment: s.deployment.id }, `skipped a deployment that cannot take this request: ${s.reason}`);
+  return routeThroughDeployments(deps, log, plan.model, plan.routes, requestId, (route, adapter) => callChat(adapter, plan, route, requestId, opts.signal), opts);
+}
+
+/**
+ * The attempt chain over any request's deployments (chat's and embeddings'): the per-deployment
+ * metrics, the warn line per failed attempt, the cooldowns, and a deployment whose provider has no
+ * key passed over (it would only earn a 401 the operator cannot see). `call` makes one call.
+ */
+export async function routeThroughDeployments<R extends { deployment: Deployment }, T>(
+  deps: ChatDeps, log: ChatLog, model: CatalogModel, routes: readonly R[], requestId: string, call: DeploymentAttempt<R, T>, opts: { cancelled?: () => boolean } = {},
+): Promise<ChainResult<R, T>> {
+  const settings = deps.routing.settings();
+  const m = deps.metrics;
+  const routed: Routed<R>[] = routes.map((r) => ({ ...r, id: r.deployment.id, ...(r.deployment.weight ? { weight: r.deployment.weight } : {}) }));
+  const attempt = async (route: Routed<R>): Promise<AttemptOutcome<T, ApiError>> => {
+    const { provider } = route.deployment;
+    const adapter = deps.providers.get(provider);
+    if (!adapter || deps.routing.missingKey(provider)) {
+      return { ok: false, action: 'next', code: 'PROVIDER_NOT_CONFIGURED', error: upstreamFailure(`the provider ${provider} has no API key configured`) };
+    }
+    return call(route, adapter);
+  };
+  return runAttempts(routed, attempt, {
+    ...settings,
+    deadline: performance.now() + settings.deadlineMs,
+    cooldown: deps.routing.cooldown,
+    cancelled: opts.cancelled,
+    observer: {
+      attempt: (route) => m.deploymentAttempts.inc({ deployment: route.id }),
+      failed: (route, failure, retry) => {
+        m.deploymentFailures.inc({ deployment: route.id, reason: String(failure.status ?? failure.code ?? 'error') });
+        logProviderFailure(log, { model }, route.deployment, requestId, { status: failure.status, code: failure.code, retry, action: failure.action, detail: (failure.error as ApiError).message });
+      },
+      fellBack: (from, to) => m.deploymentFallbacks.inc({ from: from.id, to: to.id }),
+      cooledDown: (route) => {
+        m.deploymentCooldowns.inc({ deployment: route.id });
+        log.warn({ deployment: route.id, requestId }, `deployment ${route.id} failed repeatedly; skipped for chat.cooldown.seconds`);
+      },
+    },
+  });
+}
+
+/** One chat call to one deployment, its failure classified for the chain. */
+async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: DeploymentPlan, requestId: string, signal?: AbortSignal): Promise<AttemptOutcome<Dispatcher.ResponseData, ApiError>> {
+  let res: Dispatcher.ResponseData;
+  try {
+    res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
+  } catch (err) {
+    return { ok: false, action: actionForTransportError(err), code: errorCode(err), error: upstreamFailure(describeTransportError(err)) };
+  }
+  if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, value: res };
+  const text = await res.body.text().catch(() => '');
+  return {
+    ok: false,
+    action: actionForStatus(res.statusCode),
+    status: res.statusCode,
+    retryAfterMs: parseRetryAfter(res.headers['retry-after']),
+    error: upstreamFailure(`the provider answered ${res.statusCode}`, text, { status: res.statusCode, headers: res.headers }),
+  };
+}
+
+/** The client's error when no deployment served: the last failure's, saying how many were tried. */
+export function chainFailure(plan: { model: CatalogModel; routes: readonly unknown[] }, outcome: Extract<ChainResult<unknown, unknown>, { ok: false }>): ApiError {
+  if (!outcome.last) return upstreamFailure('the client left before any provider was called');
+  const last = outcome.last.error;
+  if (plan.routes.length > 1 && outcome.ended !== 'stopped') last.message = `every deployment of ${plan.model.id} failed (${outcome.attempts} attempts); the last: ${last.message}`;
+  return last;
+}

@@ -1,0 +1,33 @@
+/**
+ * What the chain does after a failed attempt:
+ * - `retry`: the deployment is unwell right now (refused or dropped the connection, timed out
+ *   before the first byte, 408, 409, 429, 5xx, 529): retry it (chat.retries), then move on;
+ * - `next`: this deployment cannot serve, another may (its key is missing or was refused, its
+ *   account is out of credit): move on at once;
+ * - `stop`: the request itself was refused (400, 404, 413, 422, …): every deployment would refuse
+ *   it again, so the chain ends and the client gets the answer.
+ */
+export type FailureAction = 'retry' | 'next' | 'stop';
+
+const RETRY_STATUSES: ReadonlySet<number> = new Set([408, 409, 429, 500, 502, 503, 504, 529]);
+/** The operator's credentials or account at this provider, not the request: another deployment may have good ones. */
+const NEXT_STATUSES: ReadonlySet<number> = new Set([401, 402, 403]);
+
+export function actionForStatus(status: number): FailureAction {
+  if (RETRY_STATUSES.has(status)) return 'retry';
+  if (NEXT_STATUSES.has(status)) return 'next';
+  // Any other 5xx is the provider's trouble too (a proxy's 520-524, a 507).
+  return status >= 500 ? 'retry' : 'stop';
+}
+
+/** Transport errors where no byte of an answer came: the deployment was unreachable, dropped us, or was too slow to start. */
+const RETRY_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN', 'ECONNABORTED',
+  'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT',
+]);
+
+/** A transport error before the answer's headers: retry or move on, except our own abort (the client left), which stops. */
+export function actionForTransportError(err: unknown): FailureAction {
+  const code = (err as { code?: unknown })?.code;
+  return typeof code === 'string' && RETRY_CODES.has(code) ? 'retry' : 'stop';
+}
