@@ -20,6 +20,7 @@ export const ROUTED_MODELS = [
   { provider: 'fake', name: 'to-claude', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'anth', upstreamName: 'claude-fallback', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
   { ...CLAUDE, name: 'claude-routed', upstreamName: 'claude-primary', fallbacks: [{ provider: 'fake', upstreamName: 'gpt-fallback', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
   { provider: 'nokey', name: 'keyless', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'backup', upstreamName: 'keyless-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
+  { provider: 'fake', name: 'embed-routed', type: 'embedding', contextLength: 8192, promptCostPer1M: '1', fallbacks: [{ provider: 'backup', upstreamName: 'embed-backup', promptCostPer1M: '0.5' }] },
   { provider: 'fake', name: 'weighted', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', weight: 3, fallbacks: [{ provider: 'backup', upstreamName: 'weighted-backup', weight: 1 }] },
 ];
 
