@@ -16,7 +16,9 @@ import { mustNotPayAgain } from '../payments/rejection-message.ts';
 import { ApiError, badRequest } from '../refusal.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { refuseUnconfiguredProvider } from './provider-ready.ts';
-import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from './x402-payment.ts';
+import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf, type AskForPayment } from './x402-payment.ts';
+import { paidRequestExtensions } from './x402-extensions.ts';
+import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
 import { exchangeOf } from './reply-sink.ts';
 
 const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in your wallet balance';
@@ -40,15 +42,19 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); lower max_tokens or n, or top up and use an API key`);
   }
   const { price, offers } = offer;
-  const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
+  const resource = `${config.server.publicUrl.replace(/\/$/, '')}${inbound.path}`;
+  const ask: AskForPayment = (code, message, extra = {}) =>
     askForPayment(
       reply,
-      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${inbound.path}`, offers, code, message, description: DESCRIPTION, v1Body: config.topup.x402v1Body },
+      { resource, offers, code, message, description: DESCRIPTION, v1Body: config.topup.x402v1Body, extensions: paidRequestExtensions(services, resource, inbound) },
       { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
     );
 
   const header = paymentHeader(request.headers);
   if (header === undefined) {
+    // A payment, when sent, is what the client chose; otherwise a signed SIWX message spends a balance.
+    const siwx = siwxHeader(request.headers);
+    if (siwx !== undefined) return spendWithSiwx(services, request, reply, inbound, plan, siwx, ask);
     return ask('PAYMENT_REQUIRED', `pay ${price / 1e6} USD with one of accepts (x402: PAYMENT-SIGNATURE or X-Payment header) and send the same request again, or use an API key`);
   }
   const decoded = decodePaymentHeader(header);
@@ -100,7 +106,7 @@ function refusePaid(
   services: Services,
   payment: PaymentRow,
   replayed: boolean,
-  ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
+  ask: AskForPayment,
 ): FastifyReply | undefined {
   const { maxTimeoutSeconds } = services.config.topup;
   const verdict = mayRunPaid(payment, replayed, maxTimeoutSeconds);
@@ -114,7 +120,7 @@ function refusePaid(
   }
 }
 
-function refuseTopupPayment(payer: string, ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply): FastifyReply {
+function refuseTopupPayment(payer: string, ask: AskForPayment): FastifyReply {
   return ask(
     'PAYMENT_REJECTED',
     `this payment is a top-up of ${payer}'s balance (credited there, or being credited); a top-up's payment never pays for chat requests. Spend the balance with an API key, or sign a new payment for one of accepts`,
@@ -129,7 +135,7 @@ async function runPaid(
   inbound: InboundTranslator,
   plan: ChatPlan,
   payment: PaymentRow,
-  ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
+  ask: AskForPayment,
 ): Promise<FastifyReply> {
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
