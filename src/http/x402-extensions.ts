@@ -13,10 +13,19 @@ export function paidRequestExtensions(services: Services, resourceUrl: string, _
     [SIGN_IN_WITH_X]: siwxChallenge({
       publicUrl: config.server.publicUrl,
       resourceUrl,
-      chainIds: config.siwe.chainIds,
+      chainIds: signingChains(config.siwe.chainIds, config.siwe.contractWalletChainId),
       windowSeconds: config.siwe.windowSeconds,
       secret: services.keySecret,
       now: services.now(),
     }),
   };
+}
+
+/**
+ * The chains a SIWX message may name, the contract-wallet chain first: the stock x402 client extension
+ * signs for the first EVM chain listed, and a contract wallet's signature counts only on that chain
+ * (src/siwe/contract-wallet-chain.ts), while a key's counts on any.
+ */
+function signingChains(chainIds: number[], contractWalletChainId: number | null): number[] {
+  return contractWalletChainId === null ? chainIds : [contractWalletChainId, ...chainIds.filter((id) => id !== contractWalletChainId)];
 }

@@ -61,7 +61,9 @@ for (const engine of ENGINES) {
       assert.notEqual(a.ext.info.nonce, b.ext.info.nonce);
       assert.equal(a.ext.info.domain, new URL(origin).host);
       assert.equal(a.ext.info.uri, url());
-      assert.deepEqual(a.ext.supportedChains.map((c) => c.chainId), h.gw.config.siwe.chainIds.map((id) => `eip155:${id}`));
+      const home = h.gw.config.siwe.contractWalletChainId;
+      assert.equal(home, h.anvil.chainId);
+      assert.deepEqual(a.ext.supportedChains.map((c) => c.chainId), [home, ...h.gw.config.siwe.chainIds.filter((id) => id !== home)].map((id) => `eip155:${id}`), 'the contract-wallet chain first');
       assert.ok(a.ext.supportedChains.some((c) => c.chainId === a.network), 'the offers chain is one the client can sign for');
       assert.equal(Date.parse(a.ext.info.expirationTime!) - Date.parse(a.ext.info.issuedAt), h.gw.config.siwe.windowSeconds * 1000);
     });
@@ -87,6 +89,27 @@ for (const engine of ENGINES) {
       assert.equal(await h.balance(payer.address), balance - siwxCharged);
       assert.equal(new Set(rows.map((r) => r.api_key_id)).size, 1, 'one pseudo key carries every keyless request of the wallet');
       assert.equal((await h.gw.services.storage.db.selectFrom('payments').select('id').execute()).length, payments.length, 'no payment was taken');
+      await assertLedgerConsistent(h.gw.services.storage.db);
+    });
+
+    test('@x402/fetch with the SIWX client extension: pays while the wallet has no balance, then spends the change without paying', async () => {
+      const payer = await h.payer(10n);
+      const { x402Client, wrapFetchWithPayment } = await import('@x402/fetch');
+      const { registerExactEvmScheme } = await import('@x402/evm/exact/client');
+      const { createSIWxClientExtension } = await import('@x402/extensions/sign-in-with-x');
+      const client = new x402Client();
+      registerExactEvmScheme(client, { signer: payer });
+      client.registerExtension(createSIWxClientExtension({ signers: [payer] }));
+      client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
+      const sdk = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: wrapFetchWithPayment(fetch, client) as typeof fetch, maxRetries: 0 });
+      const first = await sdk.chat.completions.create(BODY).withResponse();
+      assert.ok(first.response.headers.get('payment-response'), 'no balance yet: the first request is paid');
+      const change = await h.balance(payer.address);
+      const second = await sdk.chat.completions.create(BODY).withResponse();
+      assert.equal(second.response.headers.get('payment-response'), null, 'the second is signed for, not paid');
+      assert.equal(await h.balance(payer.address), change - Number(second.response.headers.get('x-tollgate-charged-usdc')));
+      const payments = await h.gw.services.storage.db.selectFrom('payments').select('id').where('payer', '=', payer.address.toLowerCase()).execute();
+      assert.equal(payments.length, 1);
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
