@@ -3,6 +3,10 @@ import { after, before, describe, test } from 'node:test';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { createSIWxPayload, encodeSIWxHeader, wrapFetchWithSIWx, type CompleteSIWxInfo, type SIWxExtension } from '@x402/extensions/sign-in-with-x';
 import OpenAI from 'openai';
+import { randomBytes } from 'node:crypto';
+import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
+import { USD } from '../../support/topup-harness.ts';
+import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 import { freePort } from '../../../src/devchain/ports.ts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { siwxChallenge } from '../../../src/siwe/siwx.ts';
@@ -113,7 +117,37 @@ for (const engine of ENGINES) {
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
+    /** A deployed ERC-1271 wallet of a fresh owner, with a 1 USD top-up as its balance. */
+    async function contractWalletWithBalance() {
+      const owner = await h.payer(0n);
+      const wallet = await h.chain.deploySmartWallet(owner.address, `0x${randomBytes(32).toString('hex')}`);
+      await h.chain.mintUsdc(wallet, 10n * USD);
+      const offer = (await h.post({ amount: 1 })).body.accepts[0];
+      const payment = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: { address: wallet }, signer: owner, to: h.payTo.address, value: USD });
+      assert.equal((await h.post({ amount: 1 }, { 'payment-signature': v2Header(offer, payment) })).status, 200);
+      // The wallet's own signer: the owner's key signs, the wallet's ERC-1271 says yes.
+      return { wallet, signer: { address: wallet, signMessage: ({ message }: { message: string }) => owner.signMessage({ message }) } };
+    }
+
+    test('a contract wallet (ERC-1271) spends its balance with SIWX on the contract-wallet chain', async () => {
+      const { wallet, signer } = await contractWalletWithBalance();
+      const res = await wrapFetchWithSIWx(fetch, signer)(url(), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(BODY) });
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.equal(await h.balance(wallet), 1_000_000 - Number(res.headers.get('x-tollgate-charged-usdc')));
+      await assertLedgerConsistent(h.gw.services.storage.db);
+    });
+
     describe('attack: sign-in-with-x', () => {
+      test('a contract wallet signing for another chain: refused, as with SIWE (its address may have another owner there)', async () => {
+        const { wallet, signer } = await contractWalletWithBalance();
+        const { ext } = await challenge();
+        const header = encodeSIWxHeader(await createSIWxPayload({ ...ext.info, chainId: 'eip155:8453', type: 'eip191' }, signer, url()));
+        const res = await post({ 'sign-in-with-x': header });
+        assert.equal(res.status, 402);
+        assert.match((await res.json()).message, /contract wallets sign in only on chain 84532/);
+        assert.equal(await h.balance(wallet), 1_000_000);
+      });
+
       test('replay of one signature, sequential: the second use is refused with a fresh challenge, charged once', async () => {
         const { payer, balance } = await walletWithChange();
         const sent: string[] = [];
