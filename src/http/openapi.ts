@@ -225,7 +225,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             400: error('VALIDATION_ERROR; pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
             401: error('UNAUTHORIZED (also an expired key)'),
             402: error(
-              'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup) or KEY_LIMIT_EXCEEDED (the key spend limit; limit_usdc, spent_usdc, resets_at). Pay-per-request: the body is also an x402 PaymentRequired offer (accepts, PAYMENT-REQUIRED header, required_usdc, reserved_usdc) and error is PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired or topup.maxTimeoutSeconds after its credit) or INSUFFICIENT_BALANCE (a replay the balance no longer covers)',
+              'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup) or KEY_LIMIT_EXCEEDED (the key spend limit; limit_usdc, spent_usdc, resets_at). Pay-per-request: the body is also an x402 PaymentRequired offer (accepts, PAYMENT-REQUIRED header, required_usdc, reserved_usdc) and error is PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired or topup.maxTimeoutSeconds after its credit) or INSUFFICIENT_BALANCE (a replay the balance no longer covers), SIWX_REJECTED (a sign-in-with-x signature refused: reused, expired, not issued here, another domain, route or chain; the body says which)',
             ),
             403: error('MODEL_NOT_ALLOWED: the key may not use this model (allowed_models)'),
             429: error('RATE_LIMITED'),
