@@ -17,7 +17,7 @@ import { ApiError, badRequest } from '../refusal.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { refuseUnconfiguredProvider } from './provider-ready.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf, type AskForPayment } from './x402-payment.ts';
-import { paidRequestExtensions } from './x402-extensions.ts';
+import { discoverablePayload, paidRequestExtensions } from './x402-extensions.ts';
 import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
 import { exchangeOf } from './reply-sink.ts';
 
@@ -63,7 +63,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   if (paid.kind === 'insufficient') {
     return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
-  const { matched } = paid;
+  const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: DESCRIPTION, mimeType: 'application/json' }, inbound) };
   // The wallet's limit applies as to its keys, before any money moves, but only once the payer is
   // known to have signed: the payer a header names is the client's word until the facilitator has
   // verified it, and a forged header must not use up someone else's window (their keys' 429s).

@@ -1,15 +1,29 @@
+import type { PaymentPayload } from '@x402/core/types';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { Services } from '../services.ts';
 import { SIGN_IN_WITH_X, siwxChallenge } from '../siwe/siwx.ts';
+import { bazaarDiscovery } from './bazaar-discovery.ts';
+
+/** A route's bazaar entry only changes with the configuration: built once per gateway and route. */
+const bazaarCache = new WeakMap<Services, Map<string, unknown>>();
+function bazaarOf(services: Services, path: string): unknown {
+  let routes = bazaarCache.get(services);
+  if (!routes) bazaarCache.set(services, (routes = new Map()));
+  let entry = routes.get(path);
+  if (!entry) routes.set(path, (entry = bazaarDiscovery(path, services.catalog, services.config.server.publicUrl)));
+  return entry;
+}
 
 /**
  * The x402 v2 `extensions` of every pay-per-request 402, built in this one place so each paid
  * endpoint (chat completions, Responses, Messages, and any later one) advertises the same things:
- * `sign-in-with-x` (spend an existing balance instead of paying: src/siwe/siwx.ts).
+ * `sign-in-with-x` (spend an existing balance instead of paying: src/siwe/siwx.ts) and `bazaar`
+ * (what the route takes and answers, for facilitators' discovery services: bazaar-discovery.ts).
  */
-export function paidRequestExtensions(services: Services, resourceUrl: string, _inbound: InboundTranslator): Record<string, unknown> {
+export function paidRequestExtensions(services: Services, resourceUrl: string, inbound: InboundTranslator): Record<string, unknown> {
   const { config } = services;
   return {
+    bazaar: bazaarOf(services, inbound.path),
     [SIGN_IN_WITH_X]: siwxChallenge({
       publicUrl: config.server.publicUrl,
       resourceUrl,
@@ -28,4 +42,14 @@ export function paidRequestExtensions(services: Services, resourceUrl: string, _
  */
 function signingChains(chainIds: number[], contractWalletChainId: number | null): number[] {
   return contractWalletChainId === null ? chainIds : [contractWalletChainId, ...chainIds.filter((id) => id !== contractWalletChainId)];
+}
+
+/**
+ * The payload the facilitator verifies and settles, with the route's `resource` and this gateway's
+ * own `bazaar` entry: a facilitator with a discovery service catalogs what arrives with the payments
+ * it settles (x402 bazaar spec, "Facilitator Behavior"). The client's echo of the extensions is
+ * never forwarded: a client could have changed it to poison the listing.
+ */
+export function discoverablePayload(services: Services, payload: PaymentPayload, resource: PaymentPayload['resource'], inbound: InboundTranslator): PaymentPayload {
+  return { ...payload, resource, extensions: { bazaar: bazaarOf(services, inbound.path) } };
 }

@@ -411,4 +411,14 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     assert.equal(ok(await ts(block, { WALLET_KEY: wallet.privateKey })).trim(), 'spent from the balance');
     assert.ok((await getBalance(gw.services.storage.db, wallet.address)).balance_usdc < change);
   });
+
+  test('api.md: the bazaar entry of a 402, read and validated with the stock helpers', async () => {
+    const { subs } = await ownUrlGateway();
+    const [valid, input] = ok(await ts(fill(docBlock('bazaar-read'), subs))).trim().split(' ');
+    assert.equal(valid, 'true');
+    const parsed = JSON.parse(input!);
+    assert.equal(parsed.method, 'POST');
+    assert.equal(parsed.bodyType, 'json');
+    assert.ok(Array.isArray(parsed.body.messages));
+  });
 });
