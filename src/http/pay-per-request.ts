@@ -19,6 +19,7 @@ import { refuseUnconfiguredProvider } from './provider-ready.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf, type AskForPayment } from './x402-payment.ts';
 import { discoverablePayload, paidRequestExtensions } from './x402-extensions.ts';
 import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
+import { holdPaymentIdentifier } from './payment-identifier.ts';
 import { exchangeOf } from './reply-sink.ts';
 
 const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in your wallet balance';
@@ -74,7 +75,10 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
+  // Before any settle: a retry under the same payment identifier is answered here, unpaid.
+  const hold = await holdPaymentIdentifier(services, request, decoded.envelope, matched);
   const outcome = await settleMatched(settleDepsOf(services, request.log), matched, countRequest);
+  if (outcome.kind === 'unavailable' || outcome.kind === 'rejected') await hold?.release();
   switch (outcome.kind) {
     case 'unavailable':
       throw facilitatorUnavailable(outcome.reason);
@@ -96,6 +100,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
       if (refused) return refused;
       if (!counted) await countRequest();
+      await hold?.start(request.id);
       return runPaid(services, request, reply, inbound, plan, outcome.payment, ask);
     }
   }

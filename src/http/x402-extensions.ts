@@ -3,6 +3,7 @@ import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { Services } from '../services.ts';
 import { SIGN_IN_WITH_X, siwxChallenge } from '../siwe/siwx.ts';
 import { bazaarDiscovery } from './bazaar-discovery.ts';
+import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 
 /** A route's bazaar entry only changes with the configuration: built once per gateway and route. */
 const bazaarCache = new WeakMap<Services, Map<string, unknown>>();
@@ -18,12 +19,15 @@ function bazaarOf(services: Services, path: string): unknown {
  * The x402 v2 `extensions` of every pay-per-request 402, built in this one place so each paid
  * endpoint (chat completions, Responses, Messages, and any later one) advertises the same things:
  * `sign-in-with-x` (spend an existing balance instead of paying: src/siwe/siwx.ts) and `bazaar`
- * (what the route takes and answers, for facilitators' discovery services: bazaar-discovery.ts).
+ * (what the route takes and answers, for facilitators' discovery services: bazaar-discovery.ts)
+ * and `payment-identifier` (an idempotency key for the paid request: payment-identifier.ts).
  */
 export function paidRequestExtensions(services: Services, resourceUrl: string, inbound: InboundTranslator): Record<string, unknown> {
   const { config } = services;
   return {
     bazaar: bazaarOf(services, inbound.path),
+    // Optional: a paid request retried with the same id is never paid or run twice (src/http/payment-identifier.ts).
+    [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
     [SIGN_IN_WITH_X]: siwxChallenge({
       publicUrl: config.server.publicUrl,
       resourceUrl,

@@ -9,6 +9,7 @@ import { keyLimits } from './migrations/006-key-limits.ts';
 import { dashboard } from './migrations/007-dashboard.ts';
 import { paymentPurpose } from './migrations/008-payment-purpose.ts';
 import { storedResponses } from './migrations/009-stored-responses.ts';
+import { paymentIdentifiers } from './migrations/011-payment-identifiers.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -22,6 +23,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '007-dashboard': dashboard(),
     '008-payment-purpose': paymentPurpose(),
     '009-stored-responses': storedResponses(),
+    '011-payment-identifiers': paymentIdentifiers(),
   };
 }
 

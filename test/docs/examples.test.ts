@@ -421,4 +421,16 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     assert.equal(parsed.bodyType, 'json');
     assert.ok(Array.isArray(parsed.body.messages));
   });
+
+  test('api.md: payment-identifier with @x402/fetch: the same id sent again is a 409, paid once', async () => {
+    const { subs } = await ownUrlGateway();
+    const wallet = await h.chain.newAccount({ usdc: 5n * USD });
+    const block = fill(docBlock('payment-identifier'), subs);
+    const [status, id] = ok(await ts(block, { WALLET_KEY: wallet.privateKey })).trim().split(' ');
+    assert.equal(status, '200');
+    const paid = await h.chain.balanceOf(h.chain.usdc, wallet.address);
+    const [again] = ok(await ts(block, { WALLET_KEY: wallet.privateKey, PAYMENT_ID: id })).trim().split(' ');
+    assert.equal(again, '409');
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, wallet.address), paid, 'the retry paid nothing');
+  });
 });
