@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { beforeEach, describe, test } from 'node:test';
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
 import { x402Client, wrapFetchWithPayment } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
-import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { payPerRequestSuite, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { USD } from '../../support/topup-harness.ts';
 
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
@@ -15,13 +15,10 @@ const CENT = 10_000n;
 
 for (const engine of ENGINES) {
   describe(`payment-identifier: a paid request retried with the same id is not paid twice (${engine})`, () => {
+    const harness = payPerRequestSuite(engine);
     let h: PayPerRequestHarness;
-    before(async () => {
-      h = await startPayPerRequestHarness(engine);
-    });
-    after(async () => {
-      await h.gw.assertLedger();
-      await h.stop();
+    beforeEach(() => {
+      h = harness();
     });
 
     /**
