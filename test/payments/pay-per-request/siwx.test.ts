@@ -117,6 +117,21 @@ for (const engine of ENGINES) {
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
+    test("the wallet's chat rate-limit window counts SIWX requests, as its keys' requests; a refused signature counts nothing", async () => {
+      const { payer } = await walletWithChange();
+      const remaining = (r: Response) => Number(r.headers.get('x-ratelimit-remaining'));
+      const first = await post({ 'sign-in-with-x': await signed(payer) });
+      assert.equal(first.status, 200, await first.clone().text());
+      assert.equal(Number(first.headers.get('x-ratelimit-limit')), 100_000, 'the chat window (rateLimits.chat), not the per-IP one');
+      const refusedPayload = JSON.parse(Buffer.from(await signed(payer), 'base64').toString());
+      refusedPayload.signature = refusedPayload.signature.replace(/.$/, (c: string) => (c === '0' ? '1' : '0'));
+      const refused = await post({ 'sign-in-with-x': Buffer.from(JSON.stringify(refusedPayload)).toString('base64') });
+      assert.equal(refused.status, 402);
+      const second = await post({ 'sign-in-with-x': await signed(payer) });
+      assert.equal(second.status, 200);
+      assert.equal(remaining(second), remaining(first) - 1, 'one request counted between them: the refused one was not');
+    });
+
     /** A deployed ERC-1271 wallet of a fresh owner, with a 1 USD top-up as its balance. */
     async function contractWalletWithBalance() {
       const owner = await h.payer(0n);
