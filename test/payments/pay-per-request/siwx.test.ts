@@ -12,6 +12,8 @@ import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { siwxChallenge } from '../../../src/siwe/siwx.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
+import { MODELS } from '../../support/chat-harness.ts';
+import { mergeConfig, startTestGateway } from '../../support/gateway.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 100 };
@@ -130,6 +132,35 @@ for (const engine of ENGINES) {
       const second = await post({ 'sign-in-with-x': await signed(payer) });
       assert.equal(second.status, 200);
       assert.equal(remaining(second), remaining(first) - 1, 'one request counted between them: the refused one was not');
+    });
+
+    test('two instances on one database: a challenge of one is spent at the other, and its replay at the first is refused', async () => {
+      const { payer, balance } = await walletWithChange();
+      const other = await startTestGateway({
+        engine,
+        databaseUrl: h.gw.config.database.url,
+        env: h.env,
+        // Behind one public URL, as instances behind a load balancer are.
+        config: mergeConfig(h.gatewayConfig, {
+          server: { publicUrl: origin },
+          providers: { fake: { baseUrl: h.fake.url }, other: { baseUrl: h.fake.url } },
+          models: MODELS,
+          payPerRequest: { enabled: true },
+          rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 } },
+        }),
+      });
+      try {
+        const header = await signed(payer);
+        const atOther = await fetch(`${other.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'sign-in-with-x': header }, body: JSON.stringify(BODY) });
+        assert.equal(atOther.status, 200, await atOther.clone().text());
+        const replay = await post({ 'sign-in-with-x': header });
+        assert.equal(replay.status, 402);
+        assert.match((await replay.json()).message, /already used/);
+        assert.equal(await h.balance(payer.address), balance - Number(atOther.headers.get('x-tollgate-charged-usdc')));
+        await assertLedgerConsistent(h.gw.services.storage.db);
+      } finally {
+        await other.stop();
+      }
     });
 
     /** A deployed ERC-1271 wallet of a fresh owner, with a 1 USD top-up as its balance. */
