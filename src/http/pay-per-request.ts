@@ -30,7 +30,9 @@ const DESCRIPTION = 'One Tollgate chat completion; what it does not use stays in
  * an offer); then a 402 offers this request's price, or the payment sent with it is matched against
  * that price, settled and credited exactly once through the top-up path, and the request runs
  * billed against the payer's wallet like a keyed request. The paid retry is planned again from its
- * own body, so a body changed after the 402 is priced as it is now.
+ * own body, so a body changed after the 402 is priced as it is now. Instead of a payment, a wallet
+ * with a balance may send the 402's signed `sign-in-with-x` challenge (siwx-spend.ts); every 402
+ * carries the x402 extensions of x402-extensions.ts.
  */
 export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): Promise<FastifyReply> {
   const { config } = services;

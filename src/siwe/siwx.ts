@@ -83,7 +83,7 @@ export async function verifySiwxHeader(header: string, path: string, deps: { siw
   if (uriPath !== path) return refuse(`this sign-in-with-x message was signed for ${uriPath}, not ${path}; sign the challenge of this route's 402`);
   let message: string;
   try {
-    message = formatSIWEMessage({ ...payload, chainId: payload.chainId, type: payload.type }, payload.address);
+    message = formatSIWEMessage(payload, payload.address);
   } catch (err) {
     return refuse(`the sign-in-with-x fields do not make an EIP-4361 message (${(err as Error).message})`);
   }
