@@ -109,7 +109,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(cors, {
     origin: services.config.server.corsOrigins.includes('*') ? '*' : services.config.server.corsOrigins,
     methods: ['GET', 'POST', 'PATCH', 'DELETE'],
-    allowedHeaders: ['content-type', 'authorization', 'payment-signature', 'x-payment', 'access-control-expose-headers'].join(', '),
+    allowedHeaders: ['content-type', 'authorization', 'payment-signature', 'x-payment', 'sign-in-with-x', 'access-control-expose-headers'].join(', '),
     exposedHeaders: [
       'payment-required', 'payment-response', 'x-payment-response', 'x-request-id', 'retry-after',
       'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-tollgate-charged-usdc', 'x-tollgate-balance-usdc',

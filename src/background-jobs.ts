@@ -7,6 +7,7 @@ import type { SettleSpool } from './ledger/spool/spool-file.ts';
 import { pruneSessions } from './sessions/store.ts';
 import { pruneExpiredResponses } from './stored-responses/store.ts';
 import { pruneNonces } from './siwe/nonce-store.ts';
+import { prunePaymentIdentifiers } from './payments/pay-per-request/identifier-store.ts';
 import type { Storage } from './storage/database.ts';
 
 /** How often settles spooled during a database outage are tried again. */
@@ -89,9 +90,10 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
   // out, so every other job's writes are checkpointed.
   if (storage.checkpoints) jobs.push({ name: 'sqlite checkpointer', ...storage.checkpoints });
   jobs.push(
-    every('SIWE and session pruning', 60_000, () => {
+    every('SIWE, session and payment-identifier pruning', 60_000, () => {
       pruneNonces(storage.db).catch((err) => logger.warn({ err }, 'pruning used SIWE nonces failed'));
       pruneSessions(storage.db).catch((err) => logger.warn({ err }, 'pruning ended dashboard sessions failed'));
+      prunePaymentIdentifiers(storage.db).catch((err) => logger.warn({ err }, 'pruning old payment identifiers failed'));
     }),
     // Expired stored responses are never read (every read checks expires_at); this only frees their
     // space: batches of 500 until one comes back short or 2 s have passed, so it keeps up with a

@@ -217,7 +217,8 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             'With an API key: billed against its wallet. Without an Authorization header, when the operator enabled payPerRequest: pay-per-request x402. ' +
             "The request is validated first (400, never an offer), then answered 402 with an x402 offer: the PAYMENT-REQUIRED header is always x402 v2, the body is v2 too unless topup.x402v1Body makes it x402 v1 for v1 clients; for its reservation rounded up to payPerRequest.minUsd. " +
             'The same request sent again with PAYMENT-SIGNATURE (v2) or X-Payment (v1) is settled, credited once to the payer, and run billed against the payer\'s wallet; the unspent part stays in its balance (GET /v1/usage/{wallet}, key "x402 pay-per-request"). ' +
-            'A replayed payment credits nothing more and runs only while its authorization is valid and the balance covers the request.',
+            'A replayed payment credits nothing more and runs only while its authorization is valid and the balance covers the request. ' +
+            'The 402 also carries the x402 extensions sign-in-with-x (a wallet with a balance sends the signed challenge in the sign-in-with-x header instead of paying), bazaar (this route for discovery services) and payment-identifier (a retry under the same id is never paid or run twice: 409).',
           security: [{ bearer: [] }, { x402: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'messages'] } } } },
           responses: {
@@ -225,9 +226,10 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             400: error('VALIDATION_ERROR; pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
             401: error('UNAUTHORIZED (also an expired key)'),
             402: error(
-              'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup) or KEY_LIMIT_EXCEEDED (the key spend limit; limit_usdc, spent_usdc, resets_at). Pay-per-request: the body is also an x402 PaymentRequired offer (accepts, PAYMENT-REQUIRED header, required_usdc, reserved_usdc) and error is PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired or topup.maxTimeoutSeconds after its credit) or INSUFFICIENT_BALANCE (a replay the balance no longer covers)',
+              'with a key: INSUFFICIENT_BALANCE (top up with POST /v1/topup) or KEY_LIMIT_EXCEEDED (the key spend limit; limit_usdc, spent_usdc, resets_at). Pay-per-request: the body is also an x402 PaymentRequired offer (accepts, PAYMENT-REQUIRED header, required_usdc, reserved_usdc) and error is PAYMENT_REQUIRED, PAYMENT_INSUFFICIENT (paid less than required_usdc), PAYMENT_REJECTED, PAYMENT_EXPIRED (a replay after its authorization expired or topup.maxTimeoutSeconds after its credit) or INSUFFICIENT_BALANCE (a replay the balance no longer covers), SIWX_REJECTED (a sign-in-with-x signature refused: reused, expired, not issued here, another domain, route or chain; the body says which)',
             ),
             403: error('MODEL_NOT_ALLOWED: the key may not use this model (allowed_models)'),
+            409: error('PAYMENT_IDENTIFIER_CONFLICT: the payment-identifier was used before by this payer (its request ran, is being paid for, or had another body); this payment was not settled; first_request_id and first_charged_usdc name the first request'),
             429: error('RATE_LIMITED'),
             502: error('UPSTREAM_ERROR'),
             503: error("PROVIDER_NOT_CONFIGURED (the model's provider is not set up on this gateway; nothing was charged; use another model), SERVICE_UNAVAILABLE, or with pay-per-request FACILITATOR_UNAVAILABLE (nothing settled, the request did not run) or PAYMENT_PENDING (sent, not confirmed yet: retry with the same payment)"),

@@ -1,7 +1,4 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { BilledPlan, BillOptions } from '../chat/bill.ts';
-import type { KeyRow } from '../keys/api-keys.ts';
-import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import { planInbound } from '../chat/plan-inbound.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import { runChat } from '../chat/run.ts';
@@ -18,21 +15,12 @@ import { mustNotPayAgain } from '../payments/rejection-message.ts';
 import { ApiError, badRequest } from '../refusal.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { refuseUnconfiguredProvider } from './provider-ready.ts';
-import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from './x402-payment.ts';
+import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf, type AskForPayment } from './x402-payment.ts';
+import { discoverablePayload, paidRequestExtensions } from './x402-extensions.ts';
+import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
+import { holdPaymentIdentifier } from './payment-identifier.ts';
 import { exchangeOf } from './reply-sink.ts';
-
-/**
- * One request a payment can pay for, planned before any payment is looked at: its model and bound,
- * the path it was sent to (the offer's resource), the offer's description, how it can cost less
- * (for the over-limit 400), and how it runs once paid, billed against the payer's wallet.
- */
-export interface PaidRequest {
-  plan: Pick<BilledPlan, 'model' | 'reservationUsdc'>;
-  path: string;
-  description: string;
-  shrink: string;
-  run(key: KeyRow, opts: BillOptions): Promise<ReserveOutcome>;
-}
+import type { PaidRequest } from './paid-request.ts';
 
 /** A chat request of `inbound`'s protocol, paid for. */
 export function paidChat(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): PaidRequest {
@@ -52,7 +40,9 @@ export function paidChat(services: Services, request: FastifyRequest, reply: Fas
  * request is a 400, never an offer); then a 402 offers this request's price, or the payment sent with it is matched against
  * that price, settled and credited exactly once through the top-up path, and the request runs
  * billed against the payer's wallet like a keyed request. The paid retry is planned again from its
- * own body, so a body changed after the 402 is priced as it is now.
+ * own body, so a body changed after the 402 is priced as it is now. Instead of a payment, a wallet
+ * with a balance may send the 402's signed `sign-in-with-x` challenge (siwx-spend.ts); every 402
+ * carries the x402 extensions of x402-extensions.ts.
  */
 export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, paidRequest: PaidRequest): Promise<FastifyReply> {
   const { config } = services;
@@ -65,15 +55,19 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ${paidRequest.shrink}, or top up and use an API key`);
   }
   const { price, offers } = offer;
-  const ask = (code: string, message: string, extra: Record<string, unknown> = {}) =>
+  const resource = `${config.server.publicUrl.replace(/\/$/, '')}${paidRequest.path}`;
+  const ask: AskForPayment = (code, message, extra = {}) =>
     askForPayment(
       reply,
-      { resource: `${config.server.publicUrl.replace(/\/$/, '')}${paidRequest.path}`, offers, code, message, description: paidRequest.description, v1Body: config.topup.x402v1Body },
+      { resource, offers, code, message, description: paidRequest.description, v1Body: config.topup.x402v1Body, extensions: paidRequestExtensions(services, resource, paidRequest.path) },
       { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
     );
 
   const header = paymentHeader(request.headers);
   if (header === undefined) {
+    // A payment, when sent, is what the client chose; otherwise a signed SIWX message spends a balance.
+    const siwx = siwxHeader(request.headers);
+    if (siwx !== undefined) return spendWithSiwx(services, request, reply, paidRequest, siwx, ask);
     return ask('PAYMENT_REQUIRED', `pay ${price / 1e6} USD with one of accepts (x402: PAYMENT-SIGNATURE or X-Payment header) and send the same request again, or use an API key`);
   }
   const decoded = decodePaymentHeader(header);
@@ -82,7 +76,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   if (paid.kind === 'insufficient') {
     return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
-  const { matched } = paid;
+  const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
   // The wallet's limit applies as to its keys, before any money moves, but only once the payer is
   // known to have signed: the payer a header names is the client's word until the facilitator has
   // verified it, and a forged header must not use up someone else's window (their keys' 429s).
@@ -93,7 +87,10 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
+  // Before any settle: a retry under the same payment identifier is answered here, unpaid.
+  const hold = await holdPaymentIdentifier(services, request, decoded.envelope, matched);
   const outcome = await settleMatched(settleDepsOf(services, request.log), matched, countRequest);
+  if (outcome.kind === 'unavailable' || outcome.kind === 'rejected') await hold?.release();
   switch (outcome.kind) {
     case 'unavailable':
       throw facilitatorUnavailable(outcome.reason);
@@ -115,6 +112,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
       if (refused) return refused;
       if (!counted) await countRequest();
+      await hold?.start(request.id);
       return runPaid(services, reply, paidRequest, outcome.payment, ask);
     }
   }
@@ -125,7 +123,7 @@ function refusePaid(
   services: Services,
   payment: PaymentRow,
   replayed: boolean,
-  ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
+  ask: AskForPayment,
 ): FastifyReply | undefined {
   const { maxTimeoutSeconds } = services.config.topup;
   const verdict = mayRunPaid(payment, replayed, maxTimeoutSeconds);
@@ -139,7 +137,7 @@ function refusePaid(
   }
 }
 
-function refuseTopupPayment(payer: string, ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply): FastifyReply {
+function refuseTopupPayment(payer: string, ask: AskForPayment): FastifyReply {
   return ask(
     'PAYMENT_REJECTED',
     `this payment is a top-up of ${payer}'s balance (credited there, or being credited); a top-up's payment never pays for requests. Spend the balance with an API key, or sign a new payment for one of accepts`,
@@ -152,7 +150,7 @@ async function runPaid(
   reply: FastifyReply,
   { plan, run }: PaidRequest,
   payment: PaymentRow,
-  ask: (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply,
+  ask: AskForPayment,
 ): Promise<FastifyReply> {
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.

@@ -29,17 +29,21 @@ export function paymentHeader(headers: Record<string, string | string[] | undefi
  */
 export function askForPayment(
   reply: FastifyReply,
-  p: { resource: string; offers: Offer[]; code: string; message: string; description?: string; v1Body: boolean },
+  p: { resource: string; offers: Offer[]; code: string; message: string; description?: string; v1Body: boolean; extensions?: Record<string, unknown> },
   extra: Record<string, unknown> = {},
 ) {
   const description = p.description ?? TOPUP_DESCRIPTION;
-  const required = paymentRequired(p.resource, p.offers, p.code, description);
+  // x402 v2 only: v1 has no extensions, and its clients read only the body's accepts.
+  const required = { ...paymentRequired(p.resource, p.offers, p.code, description), ...(p.extensions ? { extensions: p.extensions } : {}) };
   const body = p.v1Body ? paymentRequiredV1(p.resource, p.offers, p.code, description) : required;
   return reply
     .code(402)
     .header('payment-required', encodePaymentRequiredHeader(required))
     .send({ ...body, message: p.message, ...extra });
 }
+
+/** Answers a 402 for one paid request: its code, what to do, and fields added to the body. */
+export type AskForPayment = (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply;
 
 /** Sets PAYMENT-RESPONSE and its v1 name X-PAYMENT-RESPONSE: the settlement receipt of a credited payment. */
 export function setReceipt(reply: FastifyReply, p: PaymentRow): FastifyReply {

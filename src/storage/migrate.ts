@@ -10,6 +10,7 @@ import { dashboard } from './migrations/007-dashboard.ts';
 import { paymentPurpose } from './migrations/008-payment-purpose.ts';
 import { storedResponses } from './migrations/009-stored-responses.ts';
 import { usageDeployment } from './migrations/010-usage-deployment.ts';
+import { paymentIdentifiers } from './migrations/011-payment-identifiers.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -24,6 +25,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '008-payment-purpose': paymentPurpose(),
     '009-stored-responses': storedResponses(),
     '010-usage-deployment': usageDeployment(),
+    '011-payment-identifiers': paymentIdentifiers(),
   };
 }
 

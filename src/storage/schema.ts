@@ -77,6 +77,17 @@ export interface SiweNonceTable {
   expires_at: number;
 }
 
+/** x402 payment-identifier idempotency keys (migration 011). */
+export interface PaymentIdentifierTable {
+  payer: string;
+  id: string;
+  body_digest: string;
+  payment_digest: string;
+  /** Set when the request started running; null while its payment is being settled. */
+  request_id: string | null;
+  created_at: number;
+}
+
 export interface RedeemCodeTable {
   id: Generated<number>;
   code_hash: string;
@@ -240,6 +251,7 @@ export interface Database {
   reservations: ReservationTable;
   api_keys: ApiKeyTable;
   siwe_nonces: SiweNonceTable;
+  payment_identifiers: PaymentIdentifierTable;
   redeem_codes: RedeemCodeTable;
   referral_codes: ReferralCodeTable;
   referral_attributions: ReferralAttributionTable;

@@ -291,6 +291,7 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
   let h: TopupHarness;
   let fake: FakeOpenAI;
   let v1: TestGateway | undefined;
+  let own: TestGateway | undefined;
   let payer: FundedAccount;
   let subs: Subs;
 
@@ -312,6 +313,8 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
   after(async () => {
     await v1?.assertLedger();
     await v1?.stop();
+    await own?.assertLedger();
+    await own?.stop();
     await h?.gw.assertLedger();
     await h?.stop();
     await fake?.close();
@@ -388,5 +391,62 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     const paid = ok(await ts(fill(docBlock('topup-x402-fetch-v1'), v1Subs), { WALLET_KEY: v1Payer.privateKey }));
     assert.match(paid, /^200 /);
     assert.equal((await getBalance(v1.services.storage.db, v1Payer.address)).balance_usdc, 5_000_000);
+  });
+
+  /**
+   * The x402 extensions' blocks need a gateway that announces the URL the client reaches it at: a
+   * SIWX challenge names the gateway's domain, and the stock client signs only for the host it talked to.
+   */
+  async function ownUrlGateway(): Promise<{ gw: TestGateway; subs: Subs }> {
+    if (!own) {
+      const port = await freePort();
+      const relayer = await h.chain.newAccount();
+      own = await startTestGateway({
+        engine: 'sqlite',
+        env: { ...h.env, TOLLGATE_RELAYER_KEY: relayer.privateKey, OPENAI_API_KEY: 'sk-provider' },
+        config: mergeConfig(h.gatewayConfig, {
+          server: { port, publicUrl: `http://127.0.0.1:${port}` },
+          providers: { openai: { baseUrl: fake.url } },
+          models: defaultModels,
+          payPerRequest: { enabled: true },
+          rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 } },
+        }),
+      });
+    }
+    const url = own.url;
+    return { gw: own, subs: [['https://gateway.example.com', url], ['http://localhost:8080', url], [/eip155:8453'/g, `${h.chain.network}'`], [/0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'/g, `${h.chain.usdc}'`]] };
+  }
+
+  test('api.md: Sign-In-With-X with @x402/fetch: the first request is paid, the next spends the change', async () => {
+    const { gw, subs } = await ownUrlGateway();
+    const wallet = await h.chain.newAccount({ usdc: 5n * USD });
+    const block = fill(docBlock('siwx-openai'), subs);
+    assert.equal(ok(await ts(block, { WALLET_KEY: wallet.privateKey })).trim(), 'paid');
+    const change = (await getBalance(gw.services.storage.db, wallet.address)).balance_usdc;
+    assert.ok(change > 0);
+    assert.equal(ok(await ts(block, { WALLET_KEY: wallet.privateKey })).trim(), 'spent from the balance');
+    assert.ok((await getBalance(gw.services.storage.db, wallet.address)).balance_usdc < change);
+  });
+
+  test('api.md: the bazaar entry of a 402, read and validated with the stock helpers', async () => {
+    const { subs } = await ownUrlGateway();
+    const [valid, input] = ok(await ts(fill(docBlock('bazaar-read'), subs))).trim().split(' ');
+    assert.equal(valid, 'true');
+    const parsed = JSON.parse(input!);
+    assert.equal(parsed.method, 'POST');
+    assert.equal(parsed.bodyType, 'json');
+    assert.ok(Array.isArray(parsed.body.messages));
+  });
+
+  test('api.md: payment-identifier with @x402/fetch: the same id sent again is a 409, paid once', async () => {
+    const { subs } = await ownUrlGateway();
+    const wallet = await h.chain.newAccount({ usdc: 5n * USD });
+    const block = fill(docBlock('payment-identifier'), subs);
+    const [status, id] = ok(await ts(block, { WALLET_KEY: wallet.privateKey })).trim().split(' ');
+    assert.equal(status, '200');
+    const paid = await h.chain.balanceOf(h.chain.usdc, wallet.address);
+    const [again] = ok(await ts(block, { WALLET_KEY: wallet.privateKey, PAYMENT_ID: id })).trim().split(' ');
+    assert.equal(again, '409');
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, wallet.address), paid, 'the retry paid nothing');
   });
 });

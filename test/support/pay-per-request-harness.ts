@@ -1,3 +1,4 @@
+import { after, before } from 'node:test';
 import OpenAI from 'openai';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { USDC_DOMAIN, type FundedAccount } from '../../src/devchain/deploy.ts';
@@ -47,5 +48,24 @@ export async function startPayPerRequestHarness(engine: Engine, opts: { config?:
       await h.stop();
       await fake.close();
     },
+  };
+}
+
+/**
+ * A harness for the suite being declared: started before its tests, its ledger checked and stopped
+ * after them. The returned function gives the running harness inside tests.
+ */
+export function payPerRequestSuite(engine: Engine, opts: Parameters<typeof startPayPerRequestHarness>[1] = {}): () => PayPerRequestHarness {
+  let h: PayPerRequestHarness | undefined;
+  before(async () => {
+    h = await startPayPerRequestHarness(engine, opts);
+  });
+  after(async () => {
+    await h?.gw.assertLedger();
+    await h?.stop();
+  });
+  return () => {
+    if (!h) throw new Error('the pay-per-request harness is not started yet (use it inside a test)');
+    return h;
   };
 }

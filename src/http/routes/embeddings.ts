@@ -5,7 +5,7 @@ import type { Services } from '../../services.ts';
 import { OPENAI_COMPATIBLE } from '../error-format.ts';
 import { authenticateSpender, spenderKey } from '../inference-auth.ts';
 import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
-import type { PaidRequest } from '../pay-per-request.ts';
+import type { PaidRequest } from '../paid-request.ts';
 import { refuseUnconfiguredProvider } from '../provider-ready.ts';
 import { replySink } from '../reply-sink.ts';
 

@@ -1,0 +1,16 @@
+import type { BillOptions, BilledPlan } from '../chat/bill.ts';
+import type { KeyRow } from '../keys/api-keys.ts';
+import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
+
+/**
+ * One request a payment can pay for, planned before any payment is looked at: its model and bound,
+ * the path it was sent to (the offer's resource), the offer's description, how it can cost less
+ * (for the over-limit 400), and how it runs once paid, billed against the payer's wallet.
+ */
+export interface PaidRequest {
+  plan: Pick<BilledPlan, 'model' | 'reservationUsdc'>;
+  path: string;
+  description: string;
+  shrink: string;
+  run(key: KeyRow, opts: BillOptions): Promise<ReserveOutcome>;
+}

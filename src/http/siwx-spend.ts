@@ -1,0 +1,44 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { getBalance } from '../ledger/balances.ts';
+import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
+import { ApiError } from '../refusal.ts';
+import type { Services } from '../services.ts';
+import { SIGN_IN_WITH_X, verifySiwxHeader } from '../siwe/siwx.ts';
+import { reservationRefusal } from './key-checks.ts';
+import { enforceRateLimit } from './rate-limit.ts';
+import type { PaidRequest } from './paid-request.ts';
+import type { AskForPayment } from './x402-payment.ts';
+
+/** The `sign-in-with-x` header (x402's SIWX extension); undefined when none was sent. */
+export function siwxHeader(headers: Record<string, string | string[] | undefined>): string | undefined {
+  const value = headers[SIGN_IN_WITH_X];
+  if (Array.isArray(value)) throw new ApiError(400, 'VALIDATION_ERROR', 'send exactly one sign-in-with-x header');
+  return value;
+}
+
+/**
+ * A keyless request that answers a 402 with a signed `sign-in-with-x` message instead of a payment:
+ * once the signature is verified (and its nonce used up), the request runs billed to the signer's
+ * balance exactly as a keyed request of that wallet (the same reservation, settle and rate-limit
+ * window), recorded under the wallet's pay-per-request key. Every refusal but an RPC outage is the
+ * 402 again, with a fresh challenge and the offers, so the stock client can sign again or pay.
+ */
+export async function spendWithSiwx(services: Services, request: FastifyRequest, reply: FastifyReply, paid: PaidRequest, header: string, ask: AskForPayment): Promise<FastifyReply> {
+  const verified = await verifySiwxHeader(header, paid.path, { siwe: services.siwe, secret: services.keySecret });
+  if (!verified.ok) {
+    if (verified.status === 503) throw new ApiError(503, 'SERVICE_UNAVAILABLE', verified.reason, {}, { 'retry-after': '5' });
+    return ask('SIWX_REJECTED', `${verified.reason}; nothing was charged and the request did not run. Sign this 402's sign-in-with-x challenge, or pay one of accepts`);
+  }
+  const { wallet } = verified;
+  // Counted once the signer is known: a forged header must not use up a wallet's window.
+  await enforceRateLimit(services, reply, `chat:${wallet}`, services.rateWindows.chat);
+  const balance = await getBalance(services.storage.db, wallet);
+  if (balance.balance_usdc <= 0) {
+    return ask('PAYMENT_REQUIRED', `${wallet} has no balance at this gateway, so sign-in-with-x cannot pay for this request; pay one of accepts (what the request does not use stays as a balance that sign-in-with-x can spend later)`);
+  }
+  const key = await payPerRequestKey(services.storage.db, wallet);
+  const ran = await paid.run(key, {});
+  if (ran.ok) return reply;
+  const refusal = await reservationRefusal(services, key, paid.plan, ran, paid.shrink);
+  return ask(refusal.code, `${refusal.message}; or pay this request with one of accepts`, refusal.extra);
+}

@@ -1,0 +1,82 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../storage/schema.ts';
+
+/**
+ * The `payment_identifiers` table (migration 011): claims on x402 payment identifiers, per payer
+ * (payment-identifier.ts says what they are for). Free of x402 code, so the pruning job does not
+ * load it when the gateway starts.
+ */
+
+/** How long an identifier is remembered: far longer than any client retries a dropped request. */
+export const PAYMENT_IDENTIFIER_KEEP_MS = 24 * 3600_000;
+
+export interface IdentifierClaim {
+  payer: string;
+  id: string;
+  bodyDigest: string;
+  /** The payment's signature digest (MatchedPayment.digest). */
+  paymentDigest: string;
+  now: number;
+}
+
+/** What the first request under an identifier was, for the 409 of a retry. */
+export interface FirstUse {
+  requestId: string | null;
+  createdAt: number;
+}
+
+export type ClaimVerdict =
+  | { kind: 'claimed' }
+  /** The same payment sent again while it is being settled: the settle path credits it once. */
+  | { kind: 'same-payment' }
+  | { kind: 'conflict'; reason: 'other-body' | 'ran' | 'in-progress'; first: FirstUse };
+
+/**
+ * Claims `id` for this payer, body and payment before anything is settled. A first use claims it;
+ * a retry is told what became of the first (a conflict) unless it is the same body and payment
+ * whose request has not run yet (a payment being settled, sent again as the 503 said).
+ */
+export async function claimPaymentIdentifier(db: Kysely<Database>, c: IdentifierClaim): Promise<ClaimVerdict> {
+  const inserted = await db
+    .insertInto('payment_identifiers')
+    .values({ payer: c.payer, id: c.id, body_digest: c.bodyDigest, payment_digest: c.paymentDigest, request_id: null, created_at: c.now })
+    .onConflict((oc) => oc.columns(['payer', 'id']).doNothing())
+    .executeTakeFirst();
+  if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 1) return { kind: 'claimed' };
+  const row = await db.selectFrom('payment_identifiers').selectAll().where('payer', '=', c.payer).where('id', '=', c.id).executeTakeFirst();
+  // Released between the insert and the read (its payment was refused): claim it again.
+  if (!row) return claimPaymentIdentifier(db, c);
+  const first = { requestId: row.request_id, createdAt: Number(row.created_at) };
+  if (row.body_digest !== c.bodyDigest) return { kind: 'conflict', reason: 'other-body', first };
+  if (row.request_id !== null) return { kind: 'conflict', reason: 'ran', first };
+  return row.payment_digest === c.paymentDigest ? { kind: 'same-payment' } : { kind: 'conflict', reason: 'in-progress', first };
+}
+
+/** The claimed request starts: true for the one run that may go ahead, false when another already ran. */
+export async function startIdentifiedRun(db: Kysely<Database>, c: Pick<IdentifierClaim, 'payer' | 'id' | 'paymentDigest'>, requestId: string): Promise<boolean> {
+  const updated = await db
+    .updateTable('payment_identifiers')
+    .set({ request_id: requestId })
+    .where('payer', '=', c.payer)
+    .where('id', '=', c.id)
+    .where('payment_digest', '=', c.paymentDigest)
+    .where('request_id', 'is', null)
+    .executeTakeFirst();
+  return Number(updated.numUpdatedRows) === 1;
+}
+
+/** Frees an identifier whose payment was refused (nothing settled): the client may pay again under it. */
+export async function releasePaymentIdentifier(db: Kysely<Database>, c: Pick<IdentifierClaim, 'payer' | 'id' | 'paymentDigest'>): Promise<void> {
+  await db
+    .deleteFrom('payment_identifiers')
+    .where('payer', '=', c.payer)
+    .where('id', '=', c.id)
+    .where('payment_digest', '=', c.paymentDigest)
+    .where('request_id', 'is', null)
+    .execute();
+}
+
+export async function prunePaymentIdentifiers(db: Kysely<Database>, now = Date.now()): Promise<number> {
+  const result = await db.deleteFrom('payment_identifiers').where('created_at', '<', now - PAYMENT_IDENTIFIER_KEEP_MS).executeTakeFirst();
+  return Number(result.numDeletedRows ?? 0);
+}
