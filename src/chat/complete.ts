@@ -9,6 +9,7 @@ import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { estimateUsage, generatedText } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
+import { chargeOf } from '../protocols/charge.ts';
 
 /**
  * Non-streaming: call the provider, decode its answer into the internal form, settle, answer in
@@ -54,7 +55,7 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
     sink.header('x-tollgate-balance-usdc', outcome.balanceUsdc ?? (await deps.balance(bill.key.wallet)));
   }
   sink.header('x-tollgate-usage-estimated', usage.estimated ? 'true' : 'false');
-  let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage);
+  let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage, chargeOf(outcome));
   // Kept only once paid for (the settle applied above), and before it is sent, so a client can
   // refer to it as soon as it has read it.
   if (keeper) {
