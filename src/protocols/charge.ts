@@ -50,6 +50,11 @@ export function chargeFields(charge: Charge | undefined): ChargeFields | Record<
   return fields;
 }
 
+/** Whether a usage object holds one of the names the charge is written under. */
+export function namesACharge(usage: object): boolean {
+  return OURS.some((name) => name in usage);
+}
+
 /**
  * `usage` with the charge fields, after removing any the provider wrote under the same names (its
  * own `cost` is what the operator pays, never what the caller was charged, and a lying provider

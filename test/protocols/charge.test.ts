@@ -44,6 +44,14 @@ describe('attack: a stream whose settle was not applied claims no charge, whatev
     assert.deepEqual(chunk.usage, { prompt_tokens: 10, completion_tokens: 5 });
   });
 
+  test('chat completions: a content chunk that carries usage with a charge of the provider\'s loses it; plain content passes byte for byte', () => {
+    const e = openAIChatInbound.streamEncoder(plan());
+    const [chunk] = sseData(e.chunk(JSON.stringify({ choices: [{ delta: { content: 'hi' } }], usage: { prompt_tokens: 1, ...PROVIDER_CLAIM } }), false));
+    assert.deepEqual(chunk.usage, { prompt_tokens: 1 });
+    const spaced = '{"choices": [{"delta": {"content": "the \\"cost\\" of it"}}]}';
+    assert.equal(e.chunk(spaced, false), `data: ${spaced}\n\n`);
+  });
+
   test('Messages, native: message_delta is held for the settle and goes out without a charge', () => {
     const e = anthropicMessagesInbound.streamEncoder(plan(true));
     const delta = { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 5, ...PROVIDER_CLAIM } };

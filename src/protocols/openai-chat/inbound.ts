@@ -1,5 +1,5 @@
 import { parseJsonLoosely } from '../../json.ts';
-import { withCharge, type Charge } from '../charge.ts';
+import { namesACharge, withCharge, type Charge } from '../charge.ts';
 import type { InboundTranslator } from '../inbound.ts';
 import type { InternalCompletion, InternalUsage, Usage } from '../internal.ts';
 import { openAIUsageOf } from './encode-usage.ts';
@@ -23,7 +23,8 @@ export const openAIChatInbound: InboundTranslator = {
     let heldUsage: string | null = null;
     return {
       chunk(data, usageOnly) {
-        if (!usageOnly) return `data: ${data}\n\n`;
+        // A content chunk may carry usage too (some providers): it must not state a charge either.
+        if (!usageOnly) return `data: ${mayNameACharge(data) ? chunkWithCharge(data, undefined) : data}\n\n`;
         // A second usage-only chunk (rare): the earlier one goes out as the provider wrote it, without a charge.
         const earlier = heldUsage !== null && plan.clientWantsUsage ? `data: ${chunkWithCharge(heldUsage, undefined)}\n\n` : '';
         heldUsage = data;
@@ -50,9 +51,16 @@ function answerWithCharge(internalJson: string, parsed: InternalCompletion, bill
   return JSON.stringify({ ...parsed, usage: withCharge(usage, charge) });
 }
 
+/**
+ * Whether a chunk may hold one of the charge names, checked on the text so that content chunks
+ * (the hot path) are not parsed; generated text matches only by accident, and then costs one parse.
+ */
+const mayNameACharge = (data: string) => data.includes('"cost') || data.includes('"charge');
+
 /** The provider's usage-only chunk with the charge (and without any charge fields of its own). */
 function chunkWithCharge(data: string, charge: Charge | undefined): string {
   const chunk = parseJsonLoosely(data) as { usage?: object | null } | undefined;
   if (!chunk || typeof chunk !== 'object' || !chunk.usage || typeof chunk.usage !== 'object') return data;
+  if (!charge && !namesACharge(chunk.usage)) return data;
   return JSON.stringify({ ...chunk, usage: withCharge(chunk.usage, charge) });
 }
