@@ -50,6 +50,13 @@ export function chargeFields(charge: Charge | undefined): ChargeFields | Record<
   return fields;
 }
 
+/**
+ * Whether an event's text may hold one of the charge names, checked on the text so that content
+ * events (the hot path) are not parsed; generated text matches only by accident, and then costs
+ * one parse.
+ */
+export const mayNameACharge = (text: string) => text.includes('"cost') || text.includes('"charge');
+
 /** Whether a usage object holds one of the names the charge is written under. */
 export function namesACharge(usage: object): boolean {
   return OURS.some((name) => name in usage);

@@ -62,6 +62,14 @@ describe('attack: a stream whose settle was not applied claims no charge, whatev
     assert.match(out, /event: message_stop\n/);
   });
 
+  test('Messages, native: a message_start whose usage names a charge loses it; other events pass as sent', () => {
+    const e = anthropicMessagesInbound.streamEncoder(plan(true));
+    const start = { type: 'message_start', message: { id: 'msg_1', usage: { input_tokens: 10, output_tokens: 1, ...PROVIDER_CLAIM } } };
+    assert.deepEqual(sseData(e.native!(`event: message_start\ndata: ${JSON.stringify(start)}\n\n`))[0].message.usage, { input_tokens: 10, output_tokens: 1 });
+    const plain = `event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { id: 'msg_1', usage: { input_tokens: 10 } } })}\n\n`;
+    assert.equal(e.native!(plain), plain);
+  });
+
   test('Messages, translated, and Responses: the billed usage without a charge', () => {
     const messages = sseData(anthropicMessagesInbound.streamEncoder(plan()).end(USAGE, undefined, undefined)).find((e) => e.type === 'message_delta');
     assert.equal(messages.usage.charged_usdc, undefined);

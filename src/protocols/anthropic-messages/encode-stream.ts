@@ -1,5 +1,5 @@
 import { parseJsonLoosely } from '../../json.ts';
-import { withCharge, type Charge } from '../charge.ts';
+import { mayNameACharge, namesACharge, withCharge, type Charge } from '../charge.ts';
 import type { EncodePlan } from '../inbound.ts';
 import type { InternalChunk, InternalMessage, InternalToolCall, Usage } from '../internal.ts';
 import type { StreamEncoder } from '../inbound.ts';
@@ -21,6 +21,7 @@ const MESSAGE_STOP = sse({ type: 'message_stop' });
 export const errorEvent = (message: string) => sse({ type: 'error', error: { type: 'api_error', message } });
 
 const MESSAGE_DELTA = 'event: message_delta\n';
+const MESSAGE_START = 'event: message_start\n';
 
 /**
  * A native plan's stream: the provider's events are relayed as they came (`native`), the internal
@@ -33,6 +34,7 @@ export function nativeStreamEncoder(): StreamEncoder {
   return {
     chunk: () => '',
     native(event) {
+      if (event.startsWith(MESSAGE_START) && mayNameACharge(event)) return startWithoutCharge(event);
       if (!event.startsWith(MESSAGE_DELTA)) return event;
       // Anthropic sends one; a second one (its counts are cumulative) lets the earlier go as sent.
       const earlier = heldDelta === null ? '' : sse(deltaWithCharge(heldDelta, undefined));
@@ -42,6 +44,14 @@ export function nativeStreamEncoder(): StreamEncoder {
     failure: errorEvent,
     end: (_usage, _answer, charge) => (heldDelta === null ? '' : sse(deltaWithCharge(heldDelta, charge))) + MESSAGE_STOP,
   };
+}
+
+/** A provider's message_start whose usage named a charge of its own (which clients would read as ours): without it. */
+function startWithoutCharge(event: string): string {
+  const start = parseJsonLoosely(event.slice(event.indexOf('data: ') + 6).trimEnd()) as Json | undefined;
+  const message = start?.message as Json | undefined;
+  if (!message || typeof message.usage !== 'object' || message.usage === null || !namesACharge(message.usage)) return event;
+  return sse({ ...start, type: 'message_start', message: { ...message, usage: withCharge(message.usage, undefined) } });
 }
 
 /** A provider's message_delta with the charge in its usage (and no charge fields of its own). */

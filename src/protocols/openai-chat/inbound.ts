@@ -1,5 +1,5 @@
 import { parseJsonLoosely } from '../../json.ts';
-import { namesACharge, withCharge, type Charge } from '../charge.ts';
+import { mayNameACharge, namesACharge, withCharge, type Charge } from '../charge.ts';
 import type { InboundTranslator } from '../inbound.ts';
 import type { InternalCompletion, InternalUsage, Usage } from '../internal.ts';
 import { openAIUsageOf } from './encode-usage.ts';
@@ -50,12 +50,6 @@ function answerWithCharge(internalJson: string, parsed: InternalCompletion, bill
   const usage: InternalUsage | Record<string, unknown> = parsed?.usage ?? (billed ? openAIUsageOf(billed) : {});
   return JSON.stringify({ ...parsed, usage: withCharge(usage, charge) });
 }
-
-/**
- * Whether a chunk may hold one of the charge names, checked on the text so that content chunks
- * (the hot path) are not parsed; generated text matches only by accident, and then costs one parse.
- */
-const mayNameACharge = (data: string) => data.includes('"cost') || data.includes('"charge');
 
 /** The provider's usage-only chunk with the charge (and without any charge fields of its own). */
 function chunkWithCharge(data: string, charge: Charge | undefined): string {
