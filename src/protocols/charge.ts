@@ -5,6 +5,8 @@
  * with the same names (docs/api.md, "The charge in the answer").
  */
 
+import { USAGE_OBJECT } from './upstream.ts';
+
 /** What the ledger charged for one request, as the settle reported it. */
 export interface Charge {
   /** Micro-USDC taken from the wallet: the same number as `x-tollgate-charged-usdc`. */
@@ -71,4 +73,27 @@ export function withCharge<T extends object>(usage: T, charge: Charge | undefine
   const out: Record<string, unknown> = { ...(usage as Record<string, unknown>) };
   for (const name of OURS) delete out[name];
   return Object.assign(out, chargeFields(charge)) as T & Partial<ChargeFields>;
+}
+
+/**
+ * A provider's JSON answer with the charge fields written into its one usage object as text,
+ * without parsing and re-serialising the answer (which cost 17 µs for a 2 KB answer and 0.5 ms for
+ * 200 KB, on the hot path of every JSON answer). Null when that is not certain to be right: a
+ * usage object that is not the only one, or a charge name already in the text (its own `cost`,
+ * which must be removed); the caller then re-serialises. Safe because a JSON string cannot hold
+ * `"usage"` unescaped, so the one occurrence followed by `:` and `{` is the usage object's key.
+ */
+export function spliceCharge(answerJson: string, charge: Charge): string | null {
+  if (mayNameACharge(answerJson)) return null;
+  // `"usage"` as text is a key or a whole string value ("usage"), never part of a longer string.
+  const first = answerJson.indexOf('"usage"');
+  if (first < 0 || first !== answerJson.lastIndexOf('"usage"')) return null;
+  const opens = new RegExp(USAGE_OBJECT.source, 'y');
+  opens.lastIndex = first;
+  if (!opens.test(answerJson)) return null;
+  const at = opens.lastIndex;
+  const closes = /\s*\}/y;
+  closes.lastIndex = at;
+  const fields = JSON.stringify(chargeFields(charge)).slice(1, -1);
+  return `${answerJson.slice(0, at)}${fields}${closes.test(answerJson) ? '' : ','}${answerJson.slice(at)}`;
 }

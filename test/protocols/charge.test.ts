@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { chargeFields, chargeOf, withCharge } from '../../src/protocols/charge.ts';
+import { chargeFields, chargeOf, spliceCharge, withCharge } from '../../src/protocols/charge.ts';
 import { anthropicMessagesInbound } from '../../src/protocols/anthropic-messages/inbound.ts';
 import type { EncodePlan } from '../../src/protocols/inbound.ts';
 import type { Usage } from '../../src/protocols/internal.ts';
@@ -33,6 +33,27 @@ describe('the charge fields', () => {
   test("the provider's own charge fields are removed, with or without a charge of ours", () => {
     assert.deepEqual(withCharge({ prompt_tokens: 1, ...PROVIDER_CLAIM }, undefined), { prompt_tokens: 1 });
     assert.deepEqual(withCharge({ prompt_tokens: 1, ...PROVIDER_CLAIM }, { usdc: 3, deferred: false }), { prompt_tokens: 1, cost: 0.000003, charged_usdc: 3 });
+  });
+});
+
+describe('the charge spliced into a JSON answer as text', () => {
+  const charge = { usdc: 25, deferred: false };
+  test('into the one usage object, whatever its spacing, empty or not; the rest byte for byte', () => {
+    const spaced = '{"id": "x", "choices": [{"message": {"content": "a \\"usage\\": {} b"}}],\n "usage" : { "prompt_tokens": 3 }}';
+    const out = spliceCharge(spaced, charge)!;
+    assert.equal(out, '{"id": "x", "choices": [{"message": {"content": "a \\"usage\\": {} b"}}],\n "usage" : {"cost":0.000025,"charged_usdc":25, "prompt_tokens": 3 }}');
+    assert.deepEqual(JSON.parse(out).usage, { cost: 0.000025, charged_usdc: 25, prompt_tokens: 3 });
+    assert.deepEqual(JSON.parse(spliceCharge('{"usage":{ }}', charge)!), { usage: { cost: 0.000025, charged_usdc: 25 } });
+  });
+
+  test('not when it cannot be sure: a charge name already there (it must be removed), two usage keys, a usage that is no object', () => {
+    assert.equal(spliceCharge('{"usage":{"prompt_tokens":1,"cost":0.5}}', charge), null);
+    assert.equal(spliceCharge('{"x":{"usage":{}},"usage":{"prompt_tokens":1}}', charge), null);
+    assert.equal(spliceCharge('{"content":"usage","usage":{"prompt_tokens":1}}', charge), null);
+    assert.equal(spliceCharge('{"usage":null}', charge), null);
+    // The callers then write the answer again, the provider's claim removed.
+    const answer = '{"id":"x","usage":{"prompt_tokens":1,"cost":0.5}}';
+    assert.deepEqual(JSON.parse(openAIChatInbound.encodeAnswer(answer, JSON.parse(answer), plan(), USAGE, charge)).usage, { prompt_tokens: 1, cost: 0.000025, charged_usdc: 25 });
   });
 });
 

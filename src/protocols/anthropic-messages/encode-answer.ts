@@ -1,5 +1,5 @@
 import { parseJsonLoosely } from '../../json.ts';
-import { withCharge, type Charge } from '../charge.ts';
+import { spliceCharge, withCharge, type Charge } from '../charge.ts';
 import type { InternalCompletion, InternalToolCall, Usage } from '../internal.ts';
 import { anthropicUsage, stopReason } from './encode-usage.ts';
 
@@ -36,7 +36,10 @@ export function encodeMessage(completion: InternalCompletion, usage: Usage, char
  * byte, without a charge or without a usage object to put it in.
  */
 export function nativeMessageWithCharge(providerJson: string, charge: Charge | undefined): string {
-  const message = charge ? parseJsonLoosely(providerJson) : undefined;
+  if (!charge) return providerJson;
+  const spliced = spliceCharge(providerJson, charge);
+  if (spliced !== null) return spliced;
+  const message = parseJsonLoosely(providerJson);
   if (!message || typeof message !== 'object' || !message.usage || typeof message.usage !== 'object') return providerJson;
   return JSON.stringify({ ...message, usage: withCharge(message.usage, charge) });
 }

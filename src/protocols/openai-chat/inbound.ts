@@ -1,5 +1,5 @@
 import { parseJsonLoosely } from '../../json.ts';
-import { mayNameACharge, namesACharge, withCharge, type Charge } from '../charge.ts';
+import { mayNameACharge, namesACharge, spliceCharge, withCharge, type Charge } from '../charge.ts';
 import type { InboundTranslator } from '../inbound.ts';
 import type { InternalCompletion, InternalUsage, Usage } from '../internal.ts';
 import { openAIUsageOf } from './encode-usage.ts';
@@ -47,6 +47,8 @@ export const openAIChatInbound: InboundTranslator = {
  */
 function answerWithCharge(internalJson: string, parsed: InternalCompletion, billed: Usage | undefined, charge: Charge | undefined): string {
   if (!charge) return internalJson;
+  const spliced = parsed?.usage && typeof parsed.usage === 'object' ? spliceCharge(internalJson, charge) : null;
+  if (spliced !== null) return spliced;
   const usage: InternalUsage | Record<string, unknown> = parsed?.usage ?? (billed ? openAIUsageOf(billed) : {});
   return JSON.stringify({ ...parsed, usage: withCharge(usage, charge) });
 }
