@@ -95,6 +95,19 @@ for (const engine of ENGINES) {
       }
     }
 
+    test('responses, streamed, an answer cut at max_output_tokens: response.incomplete carries the charge', async () => {
+      resetProviders(h);
+      const w = await h.wallet(FUNDS);
+      const res = await fetch(`${h.gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${w.key}` },
+        body: JSON.stringify({ model: 'anth/claude-test', stream: true, max_output_tokens: 16, input: 'Tell me a long story.', store: false }),
+      });
+      const incomplete = events(await res.text()).find((e) => e.type === 'response.incomplete');
+      assert.ok(incomplete, 'the answer was cut');
+      assert.equal(incomplete.response.usage.charged_usdc, FUNDS - (await h.balance(w.account)).balance_usdc);
+    });
+
     describe('attack: a provider that over-reports its usage', () => {
       const overReport = (upstream: string) =>
         upstream.startsWith('anth/')
