@@ -10,6 +10,7 @@ import { estimateUsage, generatedText } from './usage.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import { callDeployments, chainFailure } from './deployment-call.ts';
+import { chargeOf } from '../protocols/charge.ts';
 
 /**
  * Non-streaming: call the plan's deployments in turn until one answers (src/chat/deployment-call.ts),
@@ -46,8 +47,8 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
 
   const usage = answer.usage ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
   sink.header('x-tollgate-deployment', route.deployment.id);
-  await settleWholeAnswer(deps, sink, bill, usage);
-  let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage);
+  const outcome = await settleWholeAnswer(deps, sink, bill, usage);
+  let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage, chargeOf(outcome));
   // Kept only once paid for (the settle applied above), and before it is sent, so a client can
   // refer to it as soon as it has read it.
   if (keeper) {

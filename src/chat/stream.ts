@@ -7,6 +7,7 @@ import { describeTransportError } from './upstream-error.ts';
 import { callDeployments, chainFailure } from './deployment-call.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import { StreamPump } from './stream-pump.ts';
+import { chargeOf } from '../protocols/charge.ts';
 
 /**
  * Streaming: the plan's deployments are called in turn (src/chat/deployment-call.ts) until one
@@ -79,10 +80,12 @@ export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: In
     // Complete, or cut short by our own drain bound after the client left: bill what was produced.
     const billed = await pump.produced();
     const settled = await bill.settle(billed, client.gone ? 'client_disconnected' : 'ok');
-    // The final object is kept only once paid for, and before its last event goes out.
+    // The final object is kept only once paid for, and before its last event goes out; both carry
+    // the charge, unless the settle was not applied (then none is claimed).
+    const charge = chargeOf(settled);
     let kept: string | undefined;
-    if (keeper && settled.applied && encoder.finalAnswer) kept = (await keeper.keep(encoder.finalAnswer(billed))).answer;
-    await send(encoder.end(billed, kept));
+    if (keeper && settled.applied && encoder.finalAnswer) kept = (await keeper.keep(encoder.finalAnswer(billed, charge))).answer;
+    await send(encoder.end(billed, kept, charge));
   } finally {
     client.stop();
     await bill.voidIfOpen('error');

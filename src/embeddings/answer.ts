@@ -1,3 +1,4 @@
+import { withCharge, type Charge } from '../protocols/charge.ts';
 import { z } from 'zod';
 import type { EncodingFormat } from './plan.ts';
 
@@ -47,12 +48,13 @@ export function decodeEmbeddings(text: string, inputCount: number): Decoded {
  * provider sent that format; converted through float32 when it did not, as OpenAI's base64 is
  * float32), and the prompt tokens billed.
  */
-export function encodeEmbeddings(decoded: DecodedEmbeddings, format: EncodingFormat, modelName: string, promptTokens: number) {
+export function encodeEmbeddings(decoded: DecodedEmbeddings, format: EncodingFormat, modelName: string, promptTokens: number, charge?: Charge) {
   return {
     object: 'list' as const,
     data: decoded.vectors.map((v, index) => ({ object: 'embedding' as const, index, embedding: inFormat(v, format) })),
     model: decoded.model ?? modelName,
-    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+    // The charge rides on the usage as on every protocol's (src/protocols/charge.ts).
+    usage: withCharge({ prompt_tokens: promptTokens, total_tokens: promptTokens }, charge),
   };
 }
 

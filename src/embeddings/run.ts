@@ -8,6 +8,7 @@ import { settleWholeAnswer } from '../chat/settled-answer.ts';
 import type { ResponseSink } from '../chat/sink.ts';
 import { countTokens } from '../chat/usage.ts';
 import { encodeEmbeddings } from './answer.ts';
+import { chargeOf } from '../protocols/charge.ts';
 import { embeddingsAttempt } from './call.ts';
 import type { EmbeddingsPlan } from './plan.ts';
 
@@ -42,8 +43,8 @@ export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestI
     sink.header('x-tollgate-deployment', chain.target.deployment.id);
     const reported = answer.promptTokens;
     const usage = promptUsage(reported ?? (await estimatePromptTokens(plan)), reported === null);
-    await settleWholeAnswer(deps, sink, bill, usage);
-    sink.send(200, JSON.stringify(encodeEmbeddings(answer, plan.encodingFormat, plan.model.upstreamName, usage.input.total)));
+    const outcome = await settleWholeAnswer(deps, sink, bill, usage);
+    sink.send(200, JSON.stringify(encodeEmbeddings(answer, plan.encodingFormat, plan.model.upstreamName, usage.input.total, chargeOf(outcome))));
   } finally {
     await bill.voidIfOpen('error');
   }

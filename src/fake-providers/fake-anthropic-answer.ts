@@ -13,6 +13,8 @@ export interface FakeAnthropicBehaviour {
   usage?: { input_tokens?: number; output_tokens?: number; cache_creation_input_tokens?: number; cache_read_input_tokens?: number };
   /** Leave usage out entirely (JSON, message_start and message_delta). */
   omitUsage?: boolean;
+  /** More fields in the usage object (a provider claiming a charge of its own, such as `cost`). */
+  usageExtra?: Record<string, unknown>;
   /** Events serialised with spaces after `:` and `,`, as Anthropic's documentation prints them. */
   spacedJson?: boolean;
   /** Wait before the response starts. */
@@ -121,6 +123,7 @@ export function composeAnswer(b: FakeAnthropicBehaviour, body: any): Answer {
       cache_creation_input_tokens: b.usage?.cache_creation_input_tokens ?? 0,
       cache_read_input_tokens: b.usage?.cache_read_input_tokens ?? 0,
       output_tokens: b.usage?.output_tokens ?? produced,
+      ...b.usageExtra,
     },
   };
 }

@@ -23,6 +23,8 @@ export interface FakeBehaviour {
   usage?: { prompt_tokens: number; completion_tokens: number; reasoning_tokens?: number; cached_tokens?: number };
   /** Leave usage out entirely (JSON and stream). */
   omitUsage?: boolean;
+  /** More fields in the usage object (OpenRouter's `cost`, or a provider claiming a charge of its own). */
+  usageExtra?: Record<string, unknown>;
   /** Wait before the response starts. */
   delayMs?: number;
   /** Wait between stream chunks. */
@@ -157,6 +159,7 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
     total_tokens: 0,
     prompt_tokens_details: { cached_tokens: b.usage?.cached_tokens ?? 0, audio_tokens: 0 },
     completion_tokens_details: { reasoning_tokens: b.usage?.reasoning_tokens ?? reasoningTokens, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    ...b.usageExtra,
   };
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
 

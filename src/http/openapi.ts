@@ -222,7 +222,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           security: [{ bearer: [] }, { x402: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'messages'] } } } },
           responses: {
-            200: ok('the provider response (or text/event-stream); x-tollgate-charged-usdc (JSON) and x-tollgate-balance-usdc headers; paid requests add PAYMENT-RESPONSE and X-PAYMENT-RESPONSE', { type: 'object' }),
+            200: ok('the provider response (or text/event-stream); x-tollgate-charged-usdc (JSON) and x-tollgate-balance-usdc headers; the charge also in usage (and in a stream\'s usage chunk, when stream_options.include_usage asked for it) as cost (USD) and charged_usdc (micro-USDC), charge_deferred: true when billed later; paid requests add PAYMENT-RESPONSE and X-PAYMENT-RESPONSE', { type: 'object' }),
             400: error('VALIDATION_ERROR; pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
             401: error('UNAUTHORIZED (also an expired key)'),
             402: error(
@@ -267,7 +267,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           security: [{ bearer: [] }, { x402: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'input'] } } } },
           responses: {
-            200: ok('a Response object (id resp_…, status completed or incomplete, output items, usage, store) or text/event-stream; x-tollgate-charged-usdc and x-tollgate-balance-usdc headers as on chat; x-tollgate-store: stored or not-stored; reason=too_large|wallet_full|unavailable when storing was asked', { type: 'object' }),
+            200: ok('a Response object (id resp_…, status completed or incomplete, output items, usage, store) or text/event-stream; x-tollgate-charged-usdc and x-tollgate-balance-usdc headers as on chat, and the charge in usage as on chat (also in response.completed); x-tollgate-store: stored or not-stored; reason=too_large|wallet_full|unavailable when storing was asked', { type: 'object' }),
             400: error('VALIDATION_ERROR (param names the Responses field); pay-per-request: INVALID_PAYMENT or PAYMENT_MISMATCH'),
             401: error('UNAUTHORIZED'),
             402: error('as POST /v1/chat/completions: INSUFFICIENT_BALANCE, KEY_LIMIT_EXCEEDED, or a pay-per-request offer'),
@@ -306,7 +306,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           security: [{ anthropicKey: [] }, { bearer: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'max_tokens', 'messages'] } } } },
           responses: {
-            200: { description: 'an Anthropic message (or text/event-stream of Anthropic events); x-tollgate-charged-usdc (JSON) and x-tollgate-balance-usdc headers', content: { [json]: { schema: { type: 'object' } } } },
+            200: { description: 'an Anthropic message (or text/event-stream of Anthropic events); x-tollgate-charged-usdc (JSON) and x-tollgate-balance-usdc headers; the charge in usage (and message_delta\'s usage) as on chat', content: { [json]: { schema: { type: 'object' } } } },
             400: anthropicError('invalid_request_error: VALIDATION_ERROR, with param'),
             401: anthropicError('authentication_error: UNAUTHORIZED (a dashboard session is refused too)'),
             402: anthropicError('billing_error: INSUFFICIENT_BALANCE (balance_usdc, required_usdc) or KEY_LIMIT_EXCEEDED'),

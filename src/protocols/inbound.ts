@@ -1,3 +1,4 @@
+import type { Charge } from './charge.ts';
 import type { InternalCompletion, Usage } from './internal.ts';
 
 /**
@@ -54,10 +55,11 @@ export interface InboundTranslator {
   readonly native?: { readonly upstream: string; checkRequest(body: unknown): Record<string, unknown> & { model: string } };
   /**
    * The internal chat.completion (as JSON text, and parsed) as this protocol's answer body; for a
-   * native plan, `internalJson` is the provider's own answer. `usage` is what was billed. (Both
+   * native plan, `internalJson` is the provider's own answer. `usage` is what was billed, `charge`
+   * what the ledger charged for it, written into the answer's usage (src/protocols/charge.ts). (All
    * are always passed by the pipeline; optional so that a translator's unit tests can leave them out.)
    */
-  encodeAnswer(internalJson: string, parsed: InternalCompletion, plan?: EncodePlan, usage?: Usage): string;
+  encodeAnswer(internalJson: string, parsed: InternalCompletion, plan?: EncodePlan, usage?: Usage, charge?: Charge): string;
   /** An encoder for one streamed answer. */
   streamEncoder(plan: EncodePlan): StreamEncoder;
 }
@@ -74,10 +76,12 @@ export interface StreamEncoder {
    * The whole answer as the protocol's JSON object (a Responses stream's final Response), closing
    * what is open; `end` then carries it. Absent: the protocol has no such object.
    */
-  finalAnswer?(usage?: Usage): string;
+  finalAnswer?(usage?: Usage, charge?: Charge): string;
   /**
    * The end of a complete (billed) stream; `usage` is what was billed (always passed by the pipeline).
    * `answer`: the object `finalAnswer` gave, as a keeper rewrote it, to be carried instead.
+   * `charge`: what the ledger charged, for the final usage; absent when the settle was not applied,
+   * and then no charge is claimed.
    */
-  end(usage?: Usage, answer?: string): string;
+  end(usage?: Usage, answer?: string, charge?: Charge): string;
 }

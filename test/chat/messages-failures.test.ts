@@ -155,13 +155,16 @@ for (const engine of ENGINES) {
       await expectNothingCharged(w);
     });
 
-    test('native: the provider\'s events are relayed byte for byte (spacing kept), message_stop after the bill', async () => {
+    test('native: the provider\'s events are relayed byte for byte (spacing kept) but message_delta, which waits for the bill and carries its charge, then message_stop', async () => {
       const w = await h.wallet(FUNDS);
       h.anthropic.behaviour = { usage: ANTHROPIC_USAGE, spacedJson: true };
       const text = await (await post(w.key, { model: 'anth/claude-test', stream: true })).text();
       assert.ok(text.startsWith('event: message_start\ndata: { "type": "message_start", "message": { "id": "msg_fake'), text.slice(0, 120));
       assert.ok(text.includes('event: ping\ndata: { "type": "ping" }\n\n'));
-      assert.ok(text.includes('event: message_delta\ndata: { "type": "message_delta", "delta": { "stop_reason": "end_turn", "stop_sequence": null }, "usage": { "input_tokens": 70, '));
+      // The provider's message_delta, written again (compact) with the charge in its usage, just before message_stop.
+      const delta = text.slice(text.indexOf('event: message_delta\n'));
+      assert.ok(delta.startsWith('event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":70,'), delta);
+      assert.ok(delta.includes(`"output_tokens":50,"cost":${CHARGE / 1_000_000},"charged_usdc":${CHARGE}}}\n\nevent: message_stop\n`), delta);
       assert.ok(text.endsWith('event: message_stop\ndata: {"type":"message_stop"}\n\n'));
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
     });
@@ -172,7 +175,7 @@ for (const engine of ENGINES) {
       assert.deepEqual([...new Set(all.map((e) => e.event))], ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
       assert.deepEqual(all[1]!.data, { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
       const delta = all.find((e) => e.event === 'message_delta')!.data;
-      assert.deepEqual(delta, { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { input_tokens: 100, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 50 } });
+      assert.deepEqual(delta, { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { input_tokens: 100, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 50, cost: OPENAI_CHARGE / 1_000_000, charged_usdc: OPENAI_CHARGE } });
     });
   });
 }

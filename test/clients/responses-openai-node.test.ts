@@ -33,7 +33,7 @@ describe('openai-node responses.*', () => {
     assert.equal(res.output_text, CONTENT, 'the SDK assembles output_text from the message item');
     assert.equal(res.output.length, 1);
     assert.equal(res.output[0]!.type, 'message');
-    assert.deepEqual(res.usage, { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 30 });
+    assert.deepEqual(res.usage, { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 30, cost: 0.00006, charged_usdc: 60 });
     assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(CHARGE));
 
     const sent = h.fake.received[0]!.body;

@@ -222,6 +222,10 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     ok(await ts(fill(docBlock('responses-ai-sdk'), subs), env));
     assert.equal(JSON.parse(ok(await sh(fill(docBlock('messages-curl'), subs), env))).type, 'message');
     ok(await ts(fill(docBlock('messages-anthropic-sdk'), subs), env));
+    // The charge in the final usage, JSON and streamed.
+    const charged = ok(await ts(fill(docBlock('charge-openai'), subs), env));
+    assert.match(charged, /^JSON: [1-9]\d* micro-USDC$/m);
+    assert.match(charged, /^stream: 0\.\d+ USD$/m);
   });
 
   test('api.md: SIWE, keys (curl with siwe.txt, viem), per-key limits (curl and CLI), sessions', async () => {

@@ -27,8 +27,9 @@ for (const engine of ENGINES) {
       assert.equal(data.data.length, 1);
       assert.deepEqual(data.data[0]!.embedding, expectedVector('hello world'));
       assert.equal(data.data[0]!.object, 'embedding');
-      assert.deepEqual(data.usage, { prompt_tokens: fakeTokensOf(['hello world']), total_tokens: fakeTokensOf(['hello world']) });
       const charged = fakeTokensOf(['hello world']) * MICRO_PER_TOKEN;
+      // The charge rides on the usage, as on every protocol's (docs/api.md "The charge in the answer").
+      assert.deepEqual(data.usage, { prompt_tokens: fakeTokensOf(['hello world']), total_tokens: fakeTokensOf(['hello world']), cost: charged / 1e6, charged_usdc: charged });
       assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(charged));
       assert.equal(response.headers.get('x-tollgate-balance-usdc'), String(FUNDS - charged));
       await assertBilledOnce(h, w, FUNDS, fakeTokensOf(['hello world']));

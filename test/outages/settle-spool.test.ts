@@ -39,7 +39,7 @@ describe('PostgreSQL stopped between the provider answer and the settle', () => 
     const w = await h.wallet(1_000_000);
     const headers = { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' };
     const plain = call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, { authorization: headers.authorization });
-    const streamed = fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ ...chatBody, stream: true }) }).then(async (r) => ({
+    const streamed = fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ ...chatBody, stream: true, stream_options: { include_usage: true } }) }).then(async (r) => ({
       id: r.headers.get('x-request-id')!,
       text: await r.text(),
     }));
@@ -50,9 +50,15 @@ describe('PostgreSQL stopped between the provider answer and the settle', () => 
     const answer = await plain;
     assert.equal(answer.status, 200, answer.text);
     assert.equal(answer.headers.get('x-tollgate-billing'), 'deferred');
+    // The usage states the charge to be applied, marked deferred, in the answer and in the stream.
+    const deferredCharge = { cost: CHARGE / 1_000_000, charged_usdc: CHARGE, charge_deferred: true };
+    const { cost, charged_usdc, charge_deferred } = answer.body.usage;
+    assert.deepEqual({ cost, charged_usdc, charge_deferred }, deferredCharge);
     const stream = await streamed;
     assert.match(stream.text, /\[DONE\]/);
     assert.doesNotMatch(stream.text, /"error"/);
+    const usageChunk = JSON.parse(stream.text.split('\n\n').filter((e) => e.includes('"usage"')).at(-1)!.slice(6));
+    assert.deepEqual({ cost: usageChunk.usage.cost, charged_usdc: usageChunk.usage.charged_usdc, charge_deferred: usageChunk.usage.charge_deferred }, deferredCharge);
     const ids = [answer.headers.get('x-request-id')!, stream.id];
 
     await pg.startAgain();

@@ -20,13 +20,14 @@ describe('inbound codecs', () => {
     assert.equal(openAIChatInbound.encodeAnswer(answer, JSON.parse(answer)), answer);
   });
 
-  test('the OpenAI stream: chunks as data events, the usage-only chunk only when asked for, the failure event, [DONE]', () => {
+  test('the OpenAI stream: chunks as data events, the usage-only chunk held until the end and only when asked for, with the charge, the failure event, [DONE]', () => {
     const asked = openAIChatInbound.streamEncoder(plan(true));
     const notAsked = openAIChatInbound.streamEncoder(plan(false));
     assert.equal(asked.chunk('{"a":1}', false), 'data: {"a":1}\n\n');
-    assert.equal(asked.chunk('{"choices":[],"usage":{}}', true), 'data: {"choices":[],"usage":{}}\n\n');
+    assert.equal(asked.chunk('{"choices":[],"usage":{}}', true), '');
+    assert.equal(asked.end(undefined, undefined, { usdc: 1500, deferred: false }), 'data: {"choices":[],"usage":{"cost":0.0015,"charged_usdc":1500}}\n\ndata: [DONE]\n\n');
     assert.equal(notAsked.chunk('{"choices":[],"usage":{}}', true), '');
-    assert.equal(notAsked.end(), 'data: [DONE]\n\n');
+    assert.equal(notAsked.end(undefined, undefined, { usdc: 1500, deferred: false }), 'data: [DONE]\n\n');
     assert.equal(notAsked.failure('it broke; nothing was charged'), 'data: {"error":{"message":"it broke; nothing was charged","type":"upstream_error"}}\n\ndata: [DONE]\n\n');
   });
 

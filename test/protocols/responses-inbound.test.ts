@@ -154,16 +154,18 @@ for (const engine of ENGINES) {
       assert.equal(Number(row.charged_usdc), CHARGE);
     });
 
-    test('no usage in the JSON answer: billed from counted tokens, marked estimated; the Response\'s usage is null', async () => {
+    test('no usage in the JSON answer: billed from counted tokens, marked estimated; the Response\'s usage is the billed one, with the charge', async () => {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { omitUsage: true, content: 'The quick brown fox jumps over the lazy dog.' };
       const res = await post(w.key, { input: 'Tell me about foxes, please.' });
       assert.equal(res.headers.get('x-tollgate-usage-estimated'), 'true');
-      assert.equal((await res.json()).usage, null);
+      const usage = (await res.json()).usage;
       const [row] = await usageRows(w.keyId);
       const prompt = countTokens('Tell me about foxes, please.') + 3 + 3;
       const completion = countTokens('The quick brown fox jumps over the lazy dog.');
       assert.deepEqual({ p: Number(row!.prompt_tokens), c: Number(row!.completion_tokens), est: Number(row!.estimated) }, { p: prompt, c: completion, est: 1 });
+      assert.deepEqual({ p: usage.input_tokens, c: usage.output_tokens, charged: usage.charged_usdc }, { p: prompt, c: completion, charged: Number(row!.charged_usdc) });
+      assert.equal(res.headers.get('x-tollgate-charged-usdc'), String(usage.charged_usdc));
     });
 
     test('no usage in the stream: billed from the streamed text, marked estimated', async () => {
@@ -171,9 +173,10 @@ for (const engine of ENGINES) {
       h.fake.behaviour = { omitUsage: true, content: 'one two three four five' };
       const events = await readEvents(await post(w.key, { input: 'count', stream: true }));
       assert.equal(events.at(-1).type, 'response.completed');
-      assert.equal(events.at(-1).response.usage, null);
       const row = await waitForRow(w.keyId);
       assert.equal(Number(row.estimated), 1);
+      // The usage that was billed (estimated), with its charge.
+      assert.equal(events.at(-1).response.usage.charged_usdc, Number(row.charged_usdc));
       assert.equal(Number(row.charged_usdc), Math.ceil((countTokens('count') + 6) * 1.2 + countTokens('one two three four five') * 2.4));
     });
 

@@ -60,8 +60,11 @@ async function translate(recording: string, upstream: UpstreamTranslator, inboun
   for (let i = 0; i < body.length; i += pieceBytes) out += pump.feed(body.subarray(i, i + pieceBytes));
   pump.ended();
   assert.equal(pump.error, null, `the recording ${recording} decodes without error`);
-  return out + pump.encoder.end(await pump.produced());
+  return out + pump.encoder.end(await pump.produced(), undefined, RECORDED_CHARGE);
 }
+
+/** What the ledger charged, as the pipeline hands it to `end` (it rides on the final usage). */
+const RECORDED_CHARGE = { usdc: 1234, deferred: false };
 
 /** Ids the gateway generates and the clock are not part of the recording. */
 function placeholders(stream: string): string {

@@ -1,3 +1,5 @@
+import { parseJsonLoosely } from '../../json.ts';
+import { spliceCharge, withCharge, type Charge } from '../charge.ts';
 import type { InternalCompletion, InternalToolCall, Usage } from '../internal.ts';
 import { anthropicUsage, stopReason } from './encode-usage.ts';
 
@@ -5,9 +7,10 @@ import { anthropicUsage, stopReason } from './encode-usage.ts';
 /**
  * An internal chat.completion as an Anthropic message: reasoning first as a thinking block (with no
  * signature: it did not come from Anthropic), then the text, then one tool_use per tool call. The
- * usage is the billed one, so the client sees what it paid for even when it was estimated.
+ * usage is the billed one, so the client sees what it paid for even when it was estimated, with
+ * the charge (src/protocols/charge.ts).
  */
-export function encodeMessage(completion: InternalCompletion, usage: Usage) {
+export function encodeMessage(completion: InternalCompletion, usage: Usage, charge?: Charge) {
   const message = completion.choices?.[0]?.message ?? {};
   const content: Record<string, unknown>[] = [];
   const reasoning = `${message.reasoning_content ?? ''}${message.reasoning ?? ''}`;
@@ -24,8 +27,21 @@ export function encodeMessage(completion: InternalCompletion, usage: Usage) {
     content,
     stop_reason: stopReason(completion.choices?.[0]?.finish_reason),
     stop_sequence: null,
-    usage: anthropicUsage(usage),
+    usage: withCharge(anthropicUsage(usage), charge),
   };
+}
+
+/**
+ * The provider's own message (a native plan) with the charge in its usage. Unchanged, byte for
+ * byte, without a charge or without a usage object to put it in.
+ */
+export function nativeMessageWithCharge(providerJson: string, charge: Charge | undefined): string {
+  if (!charge) return providerJson;
+  const spliced = spliceCharge(providerJson, charge);
+  if (spliced !== null) return spliced;
+  const message = parseJsonLoosely(providerJson);
+  if (!message || typeof message !== 'object' || !message.usage || typeof message.usage !== 'object') return providerJson;
+  return JSON.stringify({ ...message, usage: withCharge(message.usage, charge) });
 }
 
 /** Anthropic's ids start with `msg_`; the provider's own id is kept after it. */

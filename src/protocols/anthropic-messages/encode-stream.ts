@@ -1,4 +1,5 @@
 import { parseJsonLoosely } from '../../json.ts';
+import { mayNameACharge, namesACharge, withCharge, type Charge } from '../charge.ts';
 import type { EncodePlan } from '../inbound.ts';
 import type { InternalChunk, InternalMessage, InternalToolCall, Usage } from '../internal.ts';
 import type { StreamEncoder } from '../inbound.ts';
@@ -19,13 +20,45 @@ const MESSAGE_STOP = sse({ type: 'message_stop' });
  */
 export const errorEvent = (message: string) => sse({ type: 'error', error: { type: 'api_error', message } });
 
+const MESSAGE_DELTA = 'event: message_delta\n';
+const MESSAGE_START = 'event: message_start\n';
+
 /**
  * A native plan's stream: the provider's events are relayed as they came (`native`), the internal
- * chunks decoded from them only drive the bill. `message_stop` is held back and written once the
- * request is settled, so a client that saw it can rely on the charge being recorded.
+ * chunks decoded from them only drive the bill. `message_delta` (the final usage) and
+ * `message_stop` are held back and written once the request is settled, the charge in
+ * message_delta's usage, so a client that saw them can rely on the charge being recorded.
  */
 export function nativeStreamEncoder(): StreamEncoder {
-  return { chunk: () => '', native: (event) => event, failure: errorEvent, end: () => MESSAGE_STOP };
+  let heldDelta: string | null = null;
+  return {
+    chunk: () => '',
+    native(event) {
+      if (event.startsWith(MESSAGE_START) && mayNameACharge(event)) return startWithoutCharge(event);
+      if (!event.startsWith(MESSAGE_DELTA)) return event;
+      // Anthropic sends one; a second one (its counts are cumulative) lets the earlier go as sent.
+      const earlier = heldDelta === null ? '' : sse(deltaWithCharge(heldDelta, undefined));
+      heldDelta = event.slice(event.indexOf('data: ') + 6).trimEnd();
+      return earlier;
+    },
+    failure: errorEvent,
+    end: (_usage, _answer, charge) => (heldDelta === null ? '' : sse(deltaWithCharge(heldDelta, charge))) + MESSAGE_STOP,
+  };
+}
+
+/** A provider's message_start whose usage named a charge of its own (which clients would read as ours): without it. */
+function startWithoutCharge(event: string): string {
+  const start = parseJsonLoosely(event.slice(event.indexOf('data: ') + 6).trimEnd()) as Json | undefined;
+  const message = start?.message as Json | undefined;
+  if (!message || typeof message.usage !== 'object' || message.usage === null || !namesACharge(message.usage)) return event;
+  return sse({ ...start, type: 'message_start', message: { ...message, usage: withCharge(message.usage, undefined) } });
+}
+
+/** A provider's message_delta with the charge in its usage (and no charge fields of its own). */
+function deltaWithCharge(data: string, charge: Charge | undefined): Json & { type: string } {
+  const delta = (parseJsonLoosely(data) ?? {}) as Json;
+  const usage = typeof delta.usage === 'object' && delta.usage !== null ? delta.usage : {};
+  return { ...delta, type: 'message_delta', usage: withCharge(usage, charge) };
 }
 
 /**
@@ -87,9 +120,9 @@ export function translatingStreamEncoder(plan: EncodePlan): StreamEncoder {
       return out;
     },
     failure: errorEvent,
-    end(usage?: Usage) {
+    end(usage?: Usage, _answer?: string, charge?: Charge) {
       const out = start({}) + close();
-      const billed = usage ? anthropicUsage(usage) : { output_tokens: 0 };
+      const billed = withCharge(usage ? anthropicUsage(usage) : { output_tokens: 0 }, charge);
       return out + sse({ type: 'message_delta', delta: { stop_reason: stopReason(finish), stop_sequence: null }, usage: billed }) + MESSAGE_STOP;
     },
   };

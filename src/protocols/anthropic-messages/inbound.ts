@@ -2,7 +2,7 @@ import type { InboundTranslator } from '../inbound.ts';
 import type { InternalCompletion, Usage } from '../internal.ts';
 import { readUsage } from '../openai-chat/decode-usage.ts';
 import { decodeMessagesRequest } from './decode-request.ts';
-import { encodeMessage } from './encode-answer.ts';
+import { encodeMessage, nativeMessageWithCharge } from './encode-answer.ts';
 import { anthropicErrorBody } from './error-body.ts';
 import { checkMessagesRequest, refusePricedFields } from './request-checks.ts';
 import { nativeStreamEncoder, translatingStreamEncoder } from './encode-stream.ts';
@@ -31,6 +31,7 @@ export const anthropicMessagesInbound: InboundTranslator = {
       return b as ReturnType<typeof checkMessagesRequest> & { model: string };
     },
   },
-  encodeAnswer: (internalJson, parsed, plan, usage) => (plan?.native ? internalJson : JSON.stringify(encodeMessage(parsed, usage ?? reportedUsage(parsed)))),
+  encodeAnswer: (internalJson, parsed, plan, usage, charge) =>
+    plan?.native ? nativeMessageWithCharge(internalJson, charge) : JSON.stringify(encodeMessage(parsed, usage ?? reportedUsage(parsed), charge)),
   streamEncoder: (plan) => (plan.native ? nativeStreamEncoder() : translatingStreamEncoder(plan)),
 };

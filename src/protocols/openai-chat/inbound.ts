@@ -1,21 +1,62 @@
+import { parseJsonLoosely } from '../../json.ts';
+import { mayNameACharge, namesACharge, spliceCharge, withCharge, type Charge } from '../charge.ts';
 import type { InboundTranslator } from '../inbound.ts';
+import type { InternalCompletion, InternalUsage, Usage } from '../internal.ts';
+import { openAIUsageOf } from './encode-usage.ts';
 
 const DONE = 'data: [DONE]\n\n';
 
 /**
- * POST /v1/chat/completions: OpenAI's protocol is the internal form, so requests, answers and
- * events pass through as they are. The usage chunk reaches the client only if it asked for it
- * (`stream_options.include_usage`; the gateway always asks the provider, to bill).
+ * POST /v1/chat/completions: OpenAI's protocol is the internal form, so requests and events pass
+ * through as they are. The answer's `usage` and the stream's usage chunk gain the charge
+ * (src/protocols/charge.ts), so those two are written again. The usage chunk reaches the client
+ * only if it asked for it (`stream_options.include_usage`; the gateway always asks the provider, to
+ * bill): a chunk with no choices breaks clients that did not ask, as OpenAI's own opt-in says.
  */
 export const openAIChatInbound: InboundTranslator = {
   path: '/v1/chat/completions',
   openaiCompatible: true,
   decodeRequest: (body) => body,
-  encodeAnswer: (internalJson) => internalJson,
-  streamEncoder: (plan) => ({
-    chunk: (data, usageOnly) => (usageOnly && !plan.clientWantsUsage ? '' : `data: ${data}\n\n`),
-    // The event clients already parse for a provider failure (docs/api.md "Streaming").
-    failure: (message) => `data: ${JSON.stringify({ error: { message, type: 'upstream_error' } })}\n\n${DONE}`,
-    end: () => DONE,
-  }),
+  encodeAnswer: (internalJson, parsed, _plan, usage, charge) => answerWithCharge(internalJson, parsed, usage, charge),
+  streamEncoder: (plan) => {
+    // The provider's usage-only chunk is held until the settle, then written with the charge.
+    let heldUsage: string | null = null;
+    return {
+      chunk(data, usageOnly) {
+        // A content chunk may carry usage too (some providers): it must not state a charge either.
+        if (!usageOnly) return `data: ${mayNameACharge(data) ? chunkWithCharge(data, undefined) : data}\n\n`;
+        // A second usage-only chunk (rare): the earlier one goes out as the provider wrote it, without a charge.
+        const earlier = heldUsage !== null && plan.clientWantsUsage ? `data: ${chunkWithCharge(heldUsage, undefined)}\n\n` : '';
+        heldUsage = data;
+        return earlier;
+      },
+      // The event clients already parse for a provider failure (docs/api.md "Streaming").
+      failure: (message) => `data: ${JSON.stringify({ error: { message, type: 'upstream_error' } })}\n\n${DONE}`,
+      end(_usage, _answer, charge) {
+        const usageChunk = heldUsage !== null && plan.clientWantsUsage ? `data: ${chunkWithCharge(heldUsage, charge)}\n\n` : '';
+        return usageChunk + DONE;
+      },
+    };
+  },
 };
+
+/**
+ * The answer with the charge in its `usage` (the billed usage when the provider reported none).
+ * Unchanged, byte for byte, without a charge (a unit test's call: the pipeline hands out a JSON
+ * answer only once its settle applied).
+ */
+function answerWithCharge(internalJson: string, parsed: InternalCompletion, billed: Usage | undefined, charge: Charge | undefined): string {
+  if (!charge) return internalJson;
+  const spliced = parsed?.usage && typeof parsed.usage === 'object' ? spliceCharge(internalJson, charge) : null;
+  if (spliced !== null) return spliced;
+  const usage: InternalUsage | Record<string, unknown> = parsed?.usage ?? (billed ? openAIUsageOf(billed) : {});
+  return JSON.stringify({ ...parsed, usage: withCharge(usage, charge) });
+}
+
+/** The provider's usage-only chunk with the charge (and without any charge fields of its own). */
+function chunkWithCharge(data: string, charge: Charge | undefined): string {
+  const chunk = parseJsonLoosely(data) as { usage?: object | null } | undefined;
+  if (!chunk || typeof chunk !== 'object' || !chunk.usage || typeof chunk.usage !== 'object') return data;
+  if (!charge && !namesACharge(chunk.usage)) return data;
+  return JSON.stringify({ ...chunk, usage: withCharge(chunk.usage, charge) });
+}

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { withCharge, type Charge } from '../charge.ts';
 import type { InternalCompletion, InternalUsage } from '../internal.ts';
 
 /**
@@ -19,8 +20,17 @@ export function statusOf(finishReason: unknown): { status: ResponseStatus; incom
   return { status: 'completed', incomplete_details: null };
 }
 
-/** Chat usage in the Responses names; null when the provider reported none (the bill was estimated). */
-export function responsesUsage(usage: InternalUsage | null | undefined): Record<string, unknown> | null {
+/**
+ * Chat usage in the Responses names, with the charge (src/protocols/charge.ts) when there is one;
+ * null when the provider reported none and nothing was charged (the bill was estimated; an
+ * estimated bill's charge rides on `billed`, the usage that was billed, in OpenAI's names).
+ */
+export function responsesUsage(usage: InternalUsage | null | undefined, charge?: Charge, billed?: InternalUsage): Record<string, unknown> | null {
+  const counts = tokenCounts(usage) ?? (charge ? tokenCounts(billed) : null);
+  return counts && withCharge(counts, charge);
+}
+
+function tokenCounts(usage: InternalUsage | null | undefined): Record<string, unknown> | null {
   if (!usage || typeof usage.prompt_tokens !== 'number' || typeof usage.completion_tokens !== 'number') return null;
   return {
     input_tokens: usage.prompt_tokens,
@@ -60,8 +70,11 @@ export function responseObject(r: {
   };
 }
 
-/** A whole chat.completion (the first choice: Responses has no `n`) as a Response object. */
-export function responseFromCompletion(parsed: InternalCompletion): Record<string, unknown> {
+/**
+ * A whole chat.completion (the first choice: Responses has no `n`) as a Response object; `charge`
+ * and `billed` as for responsesUsage.
+ */
+export function responseFromCompletion(parsed: InternalCompletion, charge?: Charge, billed?: InternalUsage): Record<string, unknown> {
   const choice = parsed?.choices?.[0] ?? {};
   const message = choice.message ?? {};
   const output: unknown[] = [];
@@ -76,6 +89,6 @@ export function responseFromCompletion(parsed: InternalCompletion): Record<strin
   }
   return responseObject({
     id: newId('resp'), createdAt: typeof parsed?.created === 'number' ? parsed.created : nowSeconds(), model: String(parsed?.model ?? ''),
-    status, incompleteDetails: incomplete_details, output, usage: responsesUsage(parsed?.usage),
+    status, incompleteDetails: incomplete_details, output, usage: responsesUsage(parsed?.usage, charge, billed),
   });
 }

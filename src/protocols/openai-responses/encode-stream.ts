@@ -1,7 +1,9 @@
 import { parseJsonLoosely } from '../../json.ts';
 import type { EncodePlan } from '../inbound.ts';
 import type { StreamEncoder } from '../inbound.ts';
-import type { InternalChunk, InternalToolCall, InternalUsage } from '../internal.ts';
+import type { Charge } from '../charge.ts';
+import type { InternalChunk, InternalToolCall, InternalUsage, Usage } from '../internal.ts';
+import { openAIUsageOf } from '../openai-chat/encode-usage.ts';
 import {
   functionCallItem, messageItem, newId, nowSeconds, responseObject, responsesUsage, statusOf, textPart,
   type ContentPart, type ResponseStatus,
@@ -62,18 +64,21 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       + this.event('response.failed', { response: this.snapshot('failed', null, error) });
   }
 
-  /** The final Response (what response.completed carries); the events that close open items wait for `end`. */
-  finalAnswer(): string {
+  /**
+   * The final Response (what response.completed carries, the charge in its usage, so a stored
+   * Response keeps it); the events that close open items wait for `end`.
+   */
+  finalAnswer(billed?: Usage, charge?: Charge): string {
     this.closing += this.start() + this.closeAll();
     const { status, incomplete_details } = statusOf(this.finishReason);
-    return JSON.stringify(this.snapshot(status, incomplete_details));
+    return JSON.stringify(this.snapshot(status, incomplete_details, null, { billed, charge }));
   }
 
-  end(_usage?: unknown, answer?: string): string {
+  end(billed?: Usage, answer?: string, charge?: Charge): string {
     const out = this.closing + this.start() + this.closeAll();
     this.closing = '';
     const { status, incomplete_details } = statusOf(this.finishReason);
-    const response = answer !== undefined ? JSON.parse(answer) : this.snapshot(status, incomplete_details);
+    const response = answer !== undefined ? JSON.parse(answer) : this.snapshot(status, incomplete_details, null, { billed, charge });
     return out + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
   }
 
@@ -81,8 +86,9 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     return `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: this.seq++, ...fields })}\n\n`;
   }
 
-  private snapshot(status: ResponseStatus | 'in_progress', incompleteDetails: { reason: string } | null = null, error: { code: string; message: string } | null = null) {
-    const usage = status === 'in_progress' ? null : responsesUsage(this.usage);
+  /** `paid`: the billed usage and its charge, for the final Response only. */
+  private snapshot(status: ResponseStatus | 'in_progress', incompleteDetails: { reason: string } | null = null, error: { code: string; message: string } | null = null, paid: { billed?: Usage; charge?: Charge } = {}) {
+    const usage = status === 'in_progress' ? null : responsesUsage(this.usage, paid.charge, paid.billed && openAIUsageOf(paid.billed));
     return responseObject({ id: this.id, createdAt: this.createdAt, model: this.model, status, incompleteDetails, error, output: [...this.output], usage });
   }
 

@@ -59,6 +59,8 @@ for (const engine of ENGINES) {
       const charged = Number(response.headers.get('x-tollgate-charged-usdc'));
       // 1 µ a prompt token, 2 a completion token, +20%, rounded up once.
       assert.equal(charged, Math.ceil((data.usage!.prompt_tokens + 2 * data.usage!.completion_tokens) * 1.2));
+      // The usage states what the request took from the payer's balance, not the payment (a cent).
+      assert.equal((data.usage as { charged_usdc?: number }).charged_usdc, charged);
       assert.equal(h.fake.received.at(-1)!.body.max_tokens, 100);
       await paidAndBilled(payer, h.chain.usdc, charged);
     });
@@ -70,14 +72,16 @@ for (const engine of ENGINES) {
         .openai(payer, 'permit2')
         .chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'stream please' }], max_tokens: 200, stream: true, stream_options: { include_usage: true } });
       let text = '';
-      let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
+      let usage: { prompt_tokens: number; completion_tokens: number; charged_usdc?: number } | undefined;
       for await (const chunk of stream) {
         text += chunk.choices[0]?.delta?.content ?? '';
         if (chunk.usage) usage = chunk.usage;
       }
       assert.match(text, /fake provider/);
       assert.ok(usage);
-      await paidAndBilled(payer, h.chain.usdt, Math.ceil((usage.prompt_tokens + 2 * usage.completion_tokens) * 1.2));
+      const charged = Math.ceil((usage.prompt_tokens + 2 * usage.completion_tokens) * 1.2);
+      assert.equal(usage.charged_usdc, charged, 'the stream states the charge taken from the balance');
+      await paidAndBilled(payer, h.chain.usdt, charged);
     });
 
     test("the client's spend controls hold: a price above its per-payment cap is never signed", async () => {
