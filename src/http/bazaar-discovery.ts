@@ -81,6 +81,21 @@ const SHAPES: Record<string, RouteShape> = {
       usage: { input_tokens: 9, output_tokens: 7 },
     },
   },
+  '/v1/embeddings': {
+    properties: {
+      input: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 2048 }], description: 'the text (or texts) to embed; the 402 price is the worst case their size allows' },
+      encoding_format: { type: 'string', enum: ['float', 'base64'] },
+      dimensions: { type: 'integer', minimum: 1 },
+    },
+    required: ['model', 'input'],
+    example: { model: '', input: 'Hello', encoding_format: 'float' },
+    output: {
+      object: 'list',
+      data: [{ object: 'embedding', index: 0, embedding: [0.0123, -0.0456] }],
+      model: '',
+      usage: { prompt_tokens: 1, total_tokens: 1 },
+    },
+  },
 };
 
 const GENERIC: RouteShape = { properties: {}, required: ['model'], example: { model: '' }, output: {} };
@@ -88,7 +103,9 @@ const GENERIC: RouteShape = { properties: {}, required: ['model'], example: { mo
 /** The `bazaar` entry for a paid POST route of this gateway. */
 export function bazaarDiscovery(path: string, catalog: Catalog, publicUrl: string): DiscoveryExtension {
   const shape = SHAPES[path] ?? GENERIC;
-  const ids = catalog.models.map((m) => m.id);
+  // Each route lists the models it serves: embedding models on /v1/embeddings, chat models elsewhere.
+  const served = path === '/v1/embeddings' ? 'embedding' : 'chat';
+  const ids = catalog.models.filter((m) => m.type === served).map((m) => m.id);
   const model = {
     type: 'string',
     enum: ids,

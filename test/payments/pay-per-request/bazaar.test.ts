@@ -7,8 +7,10 @@ import { ENGINES } from '../../support/engines.ts';
 import { call } from '../../support/gateway.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { MODELS } from '../../support/chat-harness.ts';
+import { EMBEDDING_MODEL, EMBED_ID } from '../../support/embeddings-harness.ts';
 
-const ROUTES = ['/v1/chat/completions', '/v1/responses', '/v1/messages'];
+const ROUTES = ['/v1/chat/completions', '/v1/responses', '/v1/messages', '/v1/embeddings'];
 
 for (const engine of ENGINES) {
   describe(`bazaar: every pay-per-request 402 declares its route for discovery services (${engine})`, () => {
@@ -16,7 +18,7 @@ for (const engine of ENGINES) {
     /** What the facilitator was asked to verify, as it received it. */
     const verified: Array<{ payload: PaymentPayload; requirements: PaymentRequirements }> = [];
     before(async () => {
-      h = await startPayPerRequestHarness(engine);
+      h = await startPayPerRequestHarness(engine, { config: { models: [...MODELS, EMBEDDING_MODEL] } });
       const facilitator = h.gw.services.topup!.facilitator;
       const verify = facilitator.verify.bind(facilitator);
       (facilitator as { verify: typeof verify }).verify = async (payload, requirements) => {
@@ -30,7 +32,7 @@ for (const engine of ENGINES) {
     });
 
     async function bazaarOf(path: string, body: unknown = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 }): Promise<DiscoveryExtension> {
-      const res = await call(h.gw.url, 'POST', path, path === '/v1/responses' ? { model: 'fake/chat-small', input: 'hi' } : body);
+      const res = await call(h.gw.url, 'POST', path, path === '/v1/responses' ? { model: 'fake/chat-small', input: 'hi' } : path === '/v1/embeddings' ? { model: EMBED_ID, input: 'hi' } : body);
       assert.equal(res.status, 402, res.text);
       return decodePaymentRequiredHeader(res.headers.get('payment-required')!).extensions!.bazaar as DiscoveryExtension;
     }
@@ -56,7 +58,9 @@ for (const engine of ENGINES) {
       assert.deepEqual(body.required, ['model', 'messages']);
       for (const field of ['messages', 'max_tokens', 'stream']) assert.ok(body.properties[field], field);
       const model = body.properties.model;
-      assert.deepEqual(model.enum, h.gw.services.catalog.models.map((m) => m.id));
+      assert.deepEqual(model.enum, h.gw.services.catalog.models.filter((m) => m.type === 'chat').map((m) => m.id), 'the chat models: an embedding model is listed on /v1/embeddings');
+      const embeddings = await bazaarOf('/v1/embeddings');
+      assert.deepEqual((embeddings.schema as any).properties.input.properties.body.properties.model.enum, [EMBED_ID]);
       const listing = model.description.match(/GET (\S+\/v1\/models)/)![1];
       assert.equal(listing, `${h.gw.config.server.publicUrl}/v1/models`);
       const models = await call(h.gw.url, 'GET', '/v1/models');
