@@ -18,7 +18,7 @@ import { refuseUnconfiguredProvider } from './provider-ready.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf, type AskForPayment } from './x402-payment.ts';
 import { discoverablePayload, paidRequestExtensions } from './x402-extensions.ts';
 import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
-import { holdPaymentIdentifier } from './payment-identifier.ts';
+import { paymentIdentifierHold, type IdentifierHold } from './payment-identifier.ts';
 import { exchangeOf } from './reply-sink.ts';
 import type { PaidRequest } from './paid-request.ts';
 
@@ -87,34 +87,49 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
-  // Before any settle: a retry under the same payment identifier is answered here, unpaid.
-  const hold = await holdPaymentIdentifier(services, request, decoded.envelope, matched);
-  const outcome = await settleMatched(settleDepsOf(services, request.log), matched, countRequest);
-  if (outcome.kind === 'unavailable' || outcome.kind === 'rejected') await hold?.release();
-  switch (outcome.kind) {
-    case 'unavailable':
-      throw facilitatorUnavailable(outcome.reason);
-    case 'rejected':
-      if (outcome.reason === TOPUP_PAYMENT) return refuseTopupPayment(matched.identity.payer, ask);
-      if (mustNotPayAgain(outcome.reason)) return ask('PAYMENT_REJECTED', `${outcome.reason}; the request did not run`, { reason: outcome.reason });
-      return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
-    case 'pending':
-      throw new ApiError(
-        503,
-        'PAYMENT_PENDING',
-        'the payment was sent but is not confirmed yet, so the request did not run; send the same request with the same payment again in a few seconds (it is credited once, never twice)',
-        { transaction: outcome.payment.tx_hash },
-        { 'retry-after': '5' },
-      );
-    case 'credited': {
-      // Refusals first: a header that runs nothing (a top-up's, or a replay past its window) must
-      // not use up the payer's chat window either (a leaked header would otherwise 429 their keys).
-      const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
-      if (refused) return refused;
-      if (!counted) await countRequest();
-      await hold?.start(request.id);
-      return runPaid(services, reply, paidRequest, outcome.payment, ask);
+  // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed:
+  // a retry under the same payment identifier is a 409 before its payment is sent.
+  const hold = paymentIdentifierHold(services, request, decoded.envelope, matched);
+  const settleAndAnswer = async (): Promise<FastifyReply> => {
+    const admitVerified = async () => {
+      await hold?.claim(false);
+      await countRequest();
+    };
+    const outcome = await settleMatched(settleDepsOf(services, request.log), matched, admitVerified);
+    switch (outcome.kind) {
+      case 'unavailable':
+        throw facilitatorUnavailable(outcome.reason);
+      case 'rejected':
+        if (outcome.reason === TOPUP_PAYMENT) return refuseTopupPayment(matched.identity.payer, ask);
+        if (mustNotPayAgain(outcome.reason)) return ask('PAYMENT_REJECTED', `${outcome.reason}; the request did not run`, { reason: outcome.reason });
+        return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
+      case 'pending':
+        hold?.keepPending();
+        throw new ApiError(
+          503,
+          'PAYMENT_PENDING',
+          'the payment was sent but is not confirmed yet, so the request did not run; send the same request with the same payment again in a few seconds (it is credited once, never twice)',
+          { transaction: outcome.payment.tx_hash },
+          { 'retry-after': '5' },
+        );
+      case 'credited': {
+        // Refusals first: a header that runs nothing (a top-up's, or a replay past its window) must
+        // not use up the payer's chat window either (a leaked header would otherwise 429 their keys).
+        const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
+        if (refused) return refused;
+        // A payment credited earlier (a replay) claims here, its signature verified when it was.
+        await hold?.claim(true);
+        if (!counted) await countRequest();
+        await hold?.start();
+        return await runPaid(services, reply, paidRequest, outcome.payment, ask, hold);
+      }
     }
+  };
+  try {
+    return await settleAndAnswer();
+  } finally {
+    // Every path that does not run the request frees the identifier, a throw included.
+    await hold?.finish();
   }
 }
 
@@ -151,11 +166,13 @@ async function runPaid(
   { plan, run }: PaidRequest,
   payment: PaymentRow,
   ask: AskForPayment,
+  hold: IdentifierHold | undefined,
 ): Promise<FastifyReply> {
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   setReceipt(reply, payment);
   if ((await run(key, { capAtReservation: true })).ok) return reply;
+  hold?.notRun();
   reply.removeHeader('payment-response');
   reply.removeHeader('x-payment-response');
   const balance = await getBalance(services.storage.db, payment.payer);
