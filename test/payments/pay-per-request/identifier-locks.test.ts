@@ -8,6 +8,7 @@ import { x402Client, wrapFetchWithPayment } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import type { Hex } from 'viem';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
+import { adjustBalance } from '../../../src/ledger/credits.ts';
 import { memoryLimiter } from '../../../src/ratelimit/memory.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
@@ -16,6 +17,8 @@ import { USD } from '../../support/topup-harness.ts';
 
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
 const CENT = 10_000n;
+// Reserves about 9,800 µ of the 10,000 µ price (as in attacks.test.ts).
+const NEAR_CENT = { ...BODY, max_tokens: 4000 };
 /** ERC-6492's magic suffix: any signature ending with it "is" an undeployed contract wallet's. */
 const ERC6492_SUFFIX = '6492649264926492649264926492649264926492649264926492649264926492';
 
@@ -114,6 +117,46 @@ for (const engine of ENGINES) {
       (h.gw.services as { limiter: unknown }).limiter = memoryLimiter();
       const retry = await payingWithId(h, payer, id)();
       assert.equal(retry.status, 200, `the retry under the same id: ${retry.status} ${await retry.clone().text()}`);
+    });
+  });
+  /**
+   * The identifier was marked as run (`hold.start`) before the run reserved anything: a run then
+   * refused (the balance no longer covers the reservation) left the identifier saying "ran" though
+   * nothing ran, and the same payment under it was a 409 for a day. The mark is the holder's: a
+   * refused run frees it (src/http/payment-identifier.ts, notRun).
+   */
+  describe(`attack: a paid request whose run is refused leaves its payment identifier free (${engine})`, () => {
+    const harness = payPerRequestSuite(engine);
+    let h: PayPerRequestHarness;
+    beforeEach(() => {
+      h = harness();
+    });
+
+    test('a replay refused for INSUFFICIENT_BALANCE under a new id leaves no claim; once the balance covers it, the same payment under that id runs', async () => {
+      const payer = await h.payer(1n);
+      const required = decodePaymentRequiredHeader((await post(h, {}, NEAR_CENT)).headers.get('payment-required')!);
+      const offer = required.accepts.find((a) => a.extra?.assetTransferMethod === 'eip3009') as PaymentRequirements;
+      const payment = await h.usdcPayment(payer, BigInt(offer.amount));
+      const withId = (id: string) => Buffer.from(JSON.stringify({ x402Version: 2, accepted: offer, payload: payment, extensions: { 'payment-identifier': { info: { id } } } })).toString('base64');
+      // A long answer leaves less of the cent than the reservation needs.
+      h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 2_000 } };
+      const first = await post(h, { 'payment-signature': withId(generatePaymentId()) }, NEAR_CENT).finally(() => (h.fake.behaviour = {}));
+      assert.equal(first.status, 200, await first.clone().text());
+      const id = generatePaymentId();
+      const calls = h.fake.received.length;
+      const refused = await post(h, { 'payment-signature': withId(id) }, NEAR_CENT);
+      assert.equal(refused.status, 402, await refused.clone().text());
+      assert.equal(((await refused.json()) as { error: string }).error, 'INSUFFICIENT_BALANCE');
+      assert.equal(h.fake.received.length, calls, 'nothing ran');
+      assert.deepEqual((await claimsOf(h, payer.address)).filter((c) => c.id === id), [], 'the refused run left its identifier claimed');
+      // The payer's balance covers it now (topped up otherwise): the same payment under the same id runs.
+      await adjustBalance(h.gw.services.storage.db, { wallet: payer.address.toLowerCase(), amountUsdc: Number(CENT), note: 'test funding' });
+      const retry = await post(h, { 'payment-signature': withId(id) }, NEAR_CENT);
+      assert.equal(retry.status, 200, `the retry under the same id: ${retry.status} ${await retry.clone().text()}`);
+      assert.equal(h.fake.received.length, calls + 1);
+      assert.equal((await claimsOf(h, payer.address)).find((c) => c.id === id)?.request_id !== null, true, 'the run marks its identifier');
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), USD - CENT, 'paid once on chain');
+      await assertLedgerConsistent(h.gw.services.storage.db);
     });
   });
 }
