@@ -22,7 +22,8 @@ export function siwxHeader(headers: Record<string, string | string[] | undefined
  * once the signature is verified (and its nonce used up), the request runs billed to the signer's
  * balance exactly as a keyed request of that wallet (the same reservation, settle and rate-limit
  * window), recorded under the wallet's pay-per-request key. Every refusal but an RPC outage is the
- * 402 again, with a fresh challenge and the offers, so the stock client can sign again or pay.
+ * 402 again, with a fresh challenge and the offers, so the stock client can sign again or pay,
+ * until the client's address has failed too often (auth-failure-limit.ts): then the 429.
  */
 export async function spendWithSiwx(services: Services, request: FastifyRequest, reply: FastifyReply, paid: PaidRequest, header: string, ask: AskForPayment): Promise<FastifyReply> {
   // A refused proof is a failed authentication like a junk SIWE proof (the same signature check and
