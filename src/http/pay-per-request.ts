@@ -87,15 +87,13 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
-  // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed:
-  // a retry under the same payment identifier is a 409 before its payment is sent.
+  // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
+  // (never for a payer a forged header merely names), before anything is recorded: a retry under
+  // the same payment identifier is a 409 with its payment never sent.
   const hold = paymentIdentifierHold(services, request, decoded.envelope, matched);
   const settleAndAnswer = async (): Promise<FastifyReply> => {
-    const admitVerified = async () => {
-      await hold?.claim(false);
-      await countRequest();
-    };
-    const outcome = await settleMatched(settleDepsOf(services, request.log), matched, admitVerified);
+    const hooks = { admitSigned: hold?.claim, admitVerified: countRequest };
+    const outcome = await settleMatched(settleDepsOf(services, request.log), matched, hooks);
     switch (outcome.kind) {
       case 'unavailable':
         throw facilitatorUnavailable(outcome.reason);
@@ -117,8 +115,6 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
         // not use up the payer's chat window either (a leaked header would otherwise 429 their keys).
         const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
         if (refused) return refused;
-        // A payment credited earlier (a replay) claims here, its signature verified when it was.
-        await hold?.claim(true);
         if (!counted) await countRequest();
         await hold?.start();
         return await runPaid(services, reply, paidRequest, outcome.payment, ask, hold);

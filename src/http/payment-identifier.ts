@@ -7,16 +7,16 @@ import type { Services } from '../services.ts';
 
 /**
  * A paid request's claim on its payment identifier. Taken only once the payer is known to have
- * signed the payment (after the facilitator's verify, before the send; or after the settle for a
- * payment credited earlier), so a forged payment naming someone else claims nothing. Kept while
- * the payment is pending or once the request runs; `finish` frees it on every other path.
+ * signed the payment (settleMatched's `admitSigned`, before anything is recorded), so a forged
+ * payment naming someone else claims nothing. Kept while the payment is pending or once the
+ * request runs; `finish` frees it on every other path.
  */
 export interface IdentifierHold {
-  /** Claims the identifier (again: a no-op); throws the 409 of a retry. `settled`: the payment is already credited. */
-  claim(settled: boolean): Promise<void>;
+  /** Claims the identifier; throws the 409 of a retry (its payment is then never recorded or sent). */
+  claim(): Promise<void>;
   /** The payment was sent and its outcome is not known yet: the claim stays for the retry of the same payment. */
   keepPending(): void;
-  /** The request is about to run; throws the 409 when a concurrent retry already ran it. */
+  /** The request is about to run (its payment credited); throws the 409 when a concurrent retry already ran it. */
   start(): Promise<void>;
   /** The run was refused before it reserved anything: nothing ran, so `finish` frees the claim. */
   notRun(): void;
@@ -37,23 +37,28 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
   if (read.kind === 'invalid') throw badRequest(`${read.problem}; nothing was settled. Use an id such as the one generatePaymentId() from @x402/extensions makes`);
   const db = services.storage.db;
   const key = { payer: matched.identity.payer.toLowerCase(), id: read.id, paymentDigest: matched.digest, holder: request.id };
+  const claimIt = () => claimPaymentIdentifier(db, { ...key, bodyDigest: bodyDigest(request.body), now: services.now() });
   let claimed = false;
   let kept = false;
   return {
-    async claim(settled) {
-      if (claimed) return;
-      const verdict = await claimPaymentIdentifier(db, { ...key, bodyDigest: bodyDigest(request.body), now: services.now() });
-      if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, settled);
+    async claim() {
+      const verdict = await claimIt();
+      if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, false);
       claimed = true;
     },
     keepPending: () => void (kept = true),
     async start() {
-      if (await startIdentifiedRun(db, key)) {
-        claimed = kept = true;
-        return;
+      for (;;) {
+        if (await startIdentifiedRun(db, key)) {
+          claimed = kept = true;
+          return;
+        }
+        // Run by a concurrent retry (the 409), or freed meanwhile by a request with the same
+        // payment that had taken the claim over and was then refused: claim it again, and start.
+        const verdict = await claimIt();
+        if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, true);
+        claimed = true;
       }
-      const row = await db.selectFrom('payment_identifiers').select(['request_id', 'created_at']).where('payer', '=', key.payer).where('id', '=', key.id).executeTakeFirst();
-      throw await conflict(services, key, { kind: 'conflict', reason: 'ran', first: { requestId: row?.request_id ?? null, createdAt: Number(row?.created_at ?? 0) } }, true);
     },
     notRun: () => void (kept = false),
     async finish() {
@@ -66,7 +71,7 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
 async function conflict(services: Services, key: { payer: string; id: string }, verdict: Extract<ClaimVerdict, { kind: 'conflict' }>, settled: boolean): Promise<ApiError> {
   const first = await describeFirst(services, key.payer, verdict.first);
   const id = `payment identifier "${key.id}"`;
-  // A payment credited earlier (a replay) is claimed after the settle: it is in the balance already.
+  // A conflict found as the request starts: its payment is credited, in the balance already.
   const notSettled = settled
     ? `this payment is credited to ${key.payer}'s balance (nothing more was credited) and the request did not run`
     : 'this payment was not settled and the request did not run';
