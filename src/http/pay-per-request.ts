@@ -8,7 +8,7 @@ import { matchPaidPayment, offerRequest } from '../payments/pay-per-request/offe
 import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
 import type { Services } from '../services.ts';
 import { decodePaymentHeader } from '../payments/decode.ts';
-import { paymentMismatch } from '../payments/match.ts';
+import { paymentMismatch, type MatchedPayment } from '../payments/match.ts';
 import { TOPUP_PAYMENT, type PaymentRow } from '../payments/payment-store.ts';
 import { settleMatched } from '../payments/settle-matched.ts';
 import { mustNotPayAgain } from '../payments/rejection-message.ts';
@@ -77,6 +77,28 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
   const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
+  // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
+  // (never for a payer a forged header merely names), before anything is recorded: a retry under
+  // the same payment identifier is a 409 with its payment never sent.
+  const hold = paymentIdentifierHold(services, request, decoded.envelope, matched);
+  try {
+    return await settleAndRun(services, request, reply, paidRequest, matched, ask, hold);
+  } finally {
+    // Every path that does not run the request frees the identifier, a throw included.
+    await hold?.finish();
+  }
+}
+
+/** Settles the matched payment and runs the request it pays for, or answers why not. */
+async function settleAndRun(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  paidRequest: PaidRequest,
+  matched: MatchedPayment,
+  ask: AskForPayment,
+  hold: IdentifierHold | undefined,
+): Promise<FastifyReply> {
   // The wallet's limit applies as to its keys, before any money moves, but only once the payer is
   // known to have signed: the payer a header names is the client's word until the facilitator has
   // verified it, and a forged header must not use up someone else's window (their keys' 429s).
@@ -87,45 +109,32 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
-  // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
-  // (never for a payer a forged header merely names), before anything is recorded: a retry under
-  // the same payment identifier is a 409 with its payment never sent.
-  const hold = paymentIdentifierHold(services, request, decoded.envelope, matched);
-  const settleAndAnswer = async (): Promise<FastifyReply> => {
-    const hooks = { admitSigned: hold?.claim, admitVerified: countRequest };
-    const outcome = await settleMatched(settleDepsOf(services, request.log), matched, hooks);
-    switch (outcome.kind) {
-      case 'unavailable':
-        throw facilitatorUnavailable(outcome.reason);
-      case 'rejected':
-        if (outcome.reason === TOPUP_PAYMENT) return refuseTopupPayment(matched.identity.payer, ask);
-        if (mustNotPayAgain(outcome.reason)) return ask('PAYMENT_REJECTED', `${outcome.reason}; the request did not run`, { reason: outcome.reason });
-        return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
-      case 'pending':
-        hold?.keepPending();
-        throw new ApiError(
-          503,
-          'PAYMENT_PENDING',
-          'the payment was sent but is not confirmed yet, so the request did not run; send the same request with the same payment again in a few seconds (it is credited once, never twice)',
-          { transaction: outcome.payment.tx_hash },
-          { 'retry-after': '5' },
-        );
-      case 'credited': {
-        // Refusals first: a header that runs nothing (a top-up's, or a replay past its window) must
-        // not use up the payer's chat window either (a leaked header would otherwise 429 their keys).
-        const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
-        if (refused) return refused;
-        if (!counted) await countRequest();
-        await hold?.start();
-        return await runPaid(services, reply, paidRequest, outcome.payment, ask, hold);
-      }
+  const outcome = await settleMatched(settleDepsOf(services, request.log), matched, { admitSigned: hold?.claim, admitVerified: countRequest });
+  switch (outcome.kind) {
+    case 'unavailable':
+      throw facilitatorUnavailable(outcome.reason);
+    case 'rejected':
+      if (outcome.reason === TOPUP_PAYMENT) return refuseTopupPayment(matched.identity.payer, ask);
+      if (mustNotPayAgain(outcome.reason)) return ask('PAYMENT_REJECTED', `${outcome.reason}; the request did not run`, { reason: outcome.reason });
+      return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
+    case 'pending':
+      hold?.keepPending();
+      throw new ApiError(
+        503,
+        'PAYMENT_PENDING',
+        'the payment was sent but is not confirmed yet, so the request did not run; send the same request with the same payment again in a few seconds (it is credited once, never twice)',
+        { transaction: outcome.payment.tx_hash },
+        { 'retry-after': '5' },
+      );
+    case 'credited': {
+      // Refusals first: a header that runs nothing (a top-up's, or a replay past its window) must
+      // not use up the payer's chat window either (a leaked header would otherwise 429 their keys).
+      const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
+      if (refused) return refused;
+      if (!counted) await countRequest();
+      await hold?.start();
+      return runPaid(services, reply, paidRequest, outcome.payment, ask, hold);
     }
-  };
-  try {
-    return await settleAndAnswer();
-  } finally {
-    // Every path that does not run the request frees the identifier, a throw included.
-    await hold?.finish();
   }
 }
 
