@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { createLogger } from '../../src/http/logger.ts';
-import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 
 /**
  * Credentials travel in headers: a key (authorization, or x-api-key as the Anthropic SDK sends
- * it), a payment (x-payment, payment-signature) or a signed sign-in-with-x proof. None of their
- * values may reach a log line (review of issue 28: sign-in-with-x and x-api-key were not redacted).
+ * it), a payment (x-payment, payment-signature) or a signed sign-in-with-x proof. The request log
+ * line keeps no headers at all (errors.test.ts checks real requests); any other line that carries
+ * them must show none of their values (review of issue 28: sign-in-with-x and x-api-key were not
+ * in the redaction list).
  */
 const SECRETS = {
   authorization: 'Bearer tg-secret-authorization-value',
@@ -18,25 +19,8 @@ const SECRETS = {
   cookie: 'session=secret-cookie-value',
 };
 
-describe('attack: credential headers never reach the logs', () => {
-  let gw: TestGateway;
-  before(async () => {
-    gw = await startTestGateway({ engine: 'sqlite' });
-  });
-  after(() => gw.stop());
-
-  test('requests carrying sign-in-with-x and x-api-key log neither value', async () => {
-    const body = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 10 };
-    const siwx = await call(gw.url, 'POST', '/v1/chat/completions', body, { 'sign-in-with-x': SECRETS['sign-in-with-x'] });
-    const anthropic = await call(gw.url, 'POST', '/v1/messages', body, { 'x-api-key': SECRETS['x-api-key'], 'anthropic-version': '2023-06-01' });
-    assert.ok(siwx.status >= 400 && anthropic.status >= 400, `${siwx.status} ${anthropic.status}`);
-    const logs = gw.logs();
-    assert.match(logs, /request completed/, 'the requests were logged');
-    assert.ok(!logs.includes(SECRETS['sign-in-with-x']), 'the sign-in-with-x value was logged');
-    assert.ok(!logs.includes(SECRETS['x-api-key']), 'the x-api-key value was logged');
-  });
-
-  test('a log line carrying the headers themselves redacts every credential', () => {
+describe('attack: credential headers in a log line', () => {
+  test('every credential header is redacted, other headers are kept', () => {
     const lines: string[] = [];
     const sink = new Writable({
       write(chunk, _enc, done) {
@@ -44,12 +28,12 @@ describe('attack: credential headers never reach the logs', () => {
         done();
       },
     });
-    const logger = createLogger('info', sink);
-    logger.info({ headers: { ...SECRETS, 'content-type': 'application/json' } }, 'headers');
-    const line = JSON.parse(lines.join(''));
+    createLogger('info', sink).info({ headers: { ...SECRETS, 'content-type': 'application/json' } }, 'headers');
+    const text = lines.join('');
+    const line = JSON.parse(text);
     for (const [name, value] of Object.entries(SECRETS)) {
       assert.equal(line.headers[name], '[redacted]', name);
-      assert.ok(!lines.join('').includes(value), `${name}'s value was logged`);
+      assert.ok(!text.includes(value), `${name}'s value was logged`);
     }
     assert.equal(line.headers['content-type'], 'application/json');
   });
