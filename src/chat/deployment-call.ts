@@ -67,7 +67,7 @@ export async function routeThroughDeployments<R extends { deployment: Deployment
       fellBack: (from, to) => m.deploymentFallbacks.inc({ from: from.id, to: to.id }),
       cooledDown: (route) => {
         m.deploymentCooldowns.inc({ deployment: route.id });
-        log.warn({ deployment: route.id, requestId }, `deployment ${route.id} failed repeatedly; skipped for chat.cooldown.seconds`);
+        log.warn({ deployment: route.id, requestId }, `deployment ${route.id} failed repeatedly; tried after the others for chat.cooldown.seconds`);
       },
     },
   });
@@ -79,7 +79,7 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
   try {
     res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
   } catch (err) {
-    return { ok: false, action: actionForTransportError(err), code: errorCode(err), error: upstreamFailure(describeTransportError(err)) };
+    return { ok: false, action: actionForTransportError(err, plan.stream ? 'streamed' : 'whole'), code: errorCode(err), error: upstreamFailure(describeTransportError(err)) };
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, value: res };
   const text = await res.body.text().catch(() => '');
@@ -92,10 +92,17 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
   };
 }
 
-/** The client's error when no deployment served: the last failure's, saying how many were tried. */
+/**
+ * The client's error when no deployment served: the last failure's, saying how many deployments
+ * were really called (a deadline can end the chain before the last) and in how many attempts.
+ */
 export function chainFailure(plan: { model: CatalogModel; routes: readonly unknown[] }, outcome: Extract<ChainResult<unknown, unknown>, { ok: false }>): ApiError {
   if (!outcome.last) return upstreamFailure('the client left before any provider was called');
   const last = outcome.last.error;
-  if (plan.routes.length > 1 && outcome.ended !== 'stopped') last.message = `every deployment of ${plan.model.id} failed (${outcome.attempts} attempts); the last: ${last.message}`;
+  const total = plan.routes.length;
+  if (total > 1 && outcome.ended !== 'stopped') {
+    const which = outcome.deploymentsTried >= total ? 'every deployment' : `${outcome.deploymentsTried} of ${total} deployments`;
+    last.message = `${which} of ${plan.model.id} failed (${outcome.attempts} attempt${outcome.attempts === 1 ? '' : 's'}); the last: ${last.message}`;
+  }
   return last;
 }

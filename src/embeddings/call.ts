@@ -57,7 +57,7 @@ export async function embeddingsAttempt(adapter: ProviderAdapter, plan: Embeddin
   if (called.ok) return { ok: true, value: called.answer };
   const { error, status, headers, transportError } = called.failure;
   if (status === undefined && transportError === undefined) return { ok: false, action: 'next', error };
-  if (status === undefined) return { ok: false, action: actionForTransportError(transportError), code: errorCode(transportError), error };
+  if (status === undefined) return { ok: false, action: actionForTransportError(transportError, 'whole'), code: errorCode(transportError), error };
   if (status >= 200 && status < 300) return { ok: false, action: 'stop', status, error };
   return { ok: false, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
 }
