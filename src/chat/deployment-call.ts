@@ -11,7 +11,7 @@ import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { ChatPlan } from './plan.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import type { ChatLog } from './sink.ts';
-import { describeTransportError, upstreamFailure } from './upstream-error.ts';
+import { describeTransportError, describeWholeAnswerTimeout, upstreamFailure } from './upstream-error.ts';
 
 /** One deployment as the attempt chain sees it: its id and weight, beside what the caller planned for it. */
 export type Routed<R> = R & { id: string; weight?: number };
@@ -73,13 +73,17 @@ export async function routeThroughDeployments<R extends { deployment: Deployment
   });
 }
 
+/** What a client whose non-streamed answer timed out can do (every protocol spells streaming `stream: true`). */
+const LONG_ANSWER_ADVICE = 'an answer that is not streamed starts only once fully generated: for a long one, set stream: true or ask for fewer output tokens';
+
 /** One chat call to one deployment, its failure classified for the chain. */
 async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: DeploymentPlan, requestId: string, signal?: AbortSignal): Promise<AttemptOutcome<Dispatcher.ResponseData, ApiError>> {
   let res: Dispatcher.ResponseData;
   try {
     res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
   } catch (err) {
-    return { ok: false, action: actionForTransportError(err, plan.stream ? 'streamed' : 'whole'), code: errorCode(err), error: upstreamFailure(describeTransportError(err)) };
+    const described = (!plan.stream && describeWholeAnswerTimeout(err, LONG_ANSWER_ADVICE)) || describeTransportError(err);
+    return { ok: false, action: actionForTransportError(err, plan.stream ? 'streamed' : 'whole'), code: errorCode(err), error: upstreamFailure(described) };
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, value: res };
   const text = await res.body.text().catch(() => '');

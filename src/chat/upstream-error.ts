@@ -65,6 +65,15 @@ export function describeTransportError(err: unknown): string {
   return 'the provider request failed';
 }
 
+/**
+ * A timeout before the headers of an answer the provider sends whole (not streamed): it may be the
+ * answer's own length, which the client can change, so the message says how (`what` names it).
+ */
+export function describeWholeAnswerTimeout(err: unknown, what: string): string | null {
+  if ((err as { code?: unknown })?.code !== 'UND_ERR_HEADERS_TIMEOUT') return null;
+  return `${describeTransportError(err)} (${what})`;
+}
+
 export function redactCredentials(text: string): string {
   return text.replace(/\b(sk|pk|rk|key)[-_][A-Za-z0-9_*-]{6,}/gi, '[redacted]').replace(/Bearer\s+\S+/gi, 'Bearer [redacted]');
 }
