@@ -11,7 +11,7 @@ import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { ChatPlan } from './plan.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import type { ChatLog } from './sink.ts';
-import { describeTransportError, describeWholeAnswerTimeout, upstreamFailure } from './upstream-error.ts';
+import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from './upstream-error.ts';
 
 /** One deployment as the attempt chain sees it: its id and weight, beside what the caller planned for it. */
 export type Routed<R> = R & { id: string; weight?: number };
@@ -82,8 +82,8 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
   try {
     res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
   } catch (err) {
-    const described = (!plan.stream && describeWholeAnswerTimeout(err, LONG_ANSWER_ADVICE)) || describeTransportError(err);
-    return { ok: false, action: actionForTransportError(err, plan.stream ? 'streamed' : 'whole'), code: errorCode(err), error: upstreamFailure(described) };
+    const error = (!plan.stream && wholeAnswerTimeoutFailure(err, LONG_ANSWER_ADVICE)) || upstreamFailure(describeTransportError(err));
+    return { ok: false, action: actionForTransportError(err, plan.stream ? 'streamed' : 'whole'), code: errorCode(err), error };
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, value: res };
   const text = await res.body.text().catch(() => '');

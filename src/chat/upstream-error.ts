@@ -66,12 +66,16 @@ export function describeTransportError(err: unknown): string {
 }
 
 /**
- * A timeout before the headers of an answer the provider sends whole (not streamed): it may be the
- * answer's own length, which the client can change, so the message says how (`what` names it).
+ * The 502 for a timeout before the headers of an answer the provider sends whole (not streamed),
+ * null for any other error. The answer's own length may be the cause, which the client can change,
+ * so the message says how (`advice`). It says `x-should-retry: false`: the same request would most
+ * likely time out again, and each try is a generation the provider bills and nobody pays for.
  */
-export function describeWholeAnswerTimeout(err: unknown, what: string): string | null {
+export function wholeAnswerTimeoutFailure(err: unknown, advice: string): ApiError | null {
   if ((err as { code?: unknown })?.code !== 'UND_ERR_HEADERS_TIMEOUT') return null;
-  return `${describeTransportError(err)} (${what})`;
+  const failure = upstreamFailure(`${describeTransportError(err)} (${advice})`);
+  failure.headers['x-should-retry'] = 'false';
+  return failure;
 }
 
 export function redactCredentials(text: string): string {

@@ -5,7 +5,7 @@ import { parseRetryAfter } from '../routing/backoff.ts';
 import { actionForStatus, actionForTransportError } from '../routing/classify.ts';
 import { errorCode } from '../error-code.ts';
 import type { ApiError } from '../refusal.ts';
-import { describeTransportError, describeWholeAnswerTimeout, upstreamFailure } from '../chat/upstream-error.ts';
+import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from '../chat/upstream-error.ts';
 import { decodeEmbeddings, type DecodedEmbeddings } from './answer.ts';
 import type { EmbeddingsPlan } from './plan.ts';
 
@@ -43,8 +43,8 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
     if (!decoded.ok) return { ok: false, failure: { error: upstreamFailure(decoded.problem), status, headers } };
     return { ok: true, answer: decoded.value };
   } catch (err) {
-    const described = describeWholeAnswerTimeout(err, 'an embeddings answer comes only once every input is embedded: send fewer or shorter inputs per request') ?? describeTransportError(err);
-    return { ok: false, failure: { error: upstreamFailure(described), status, headers, transportError: err } };
+    const error = wholeAnswerTimeoutFailure(err, 'an embeddings answer comes only once every input is embedded: send fewer or shorter inputs per request') ?? upstreamFailure(describeTransportError(err));
+    return { ok: false, failure: { error, status, headers, transportError: err } };
   }
 }
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { beforeEach, describe, test } from 'node:test';
+import OpenAI from 'openai';
 import { ENGINES } from '../support/engines.ts';
 import { postChat, routingSuite, type RoutingHarness } from '../support/routing-harness.ts';
 
@@ -73,6 +74,22 @@ describe('attack: a request slower than the first-byte timeout fans out to every
       generations <= 1,
       `the providers were made to generate ${generations} completions of up to 4000 tokens (each billed to the operator) for one request that paid nothing (with the defaults, 60 s first-byte timeout and 120 s attempt deadline, up to 3 minute-long generations per request, before any cooldown kicks in)`,
     );
+  });
+});
+
+describe("attack: the client SDK's own retries multiply the unpaid generations (sqlite)", () => {
+  const harness = routingSuite('sqlite', USAGE);
+  let h: RoutingHarness;
+  beforeEach(() => (h = harness()));
+
+  test('the openai SDK with its defaults (2 retries of a 502) sends a long non-streaming request once: x-should-retry: false', async () => {
+    const w = await h.wallet(10_000_000);
+    h.fake.behaviour = { usage: USAGE, delayMsFor: generates };
+    h.backup.behaviour = { usage: USAGE, delayMsFor: generates };
+    const client = new OpenAI({ apiKey: w.key, baseURL: `${h.gw.url}/v1` });
+    await assert.rejects(client.chat.completions.create({ model: 'fake/routed', messages: MESSAGES as any, max_tokens: 4000 }), (err: any) => err.status === 502);
+    assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 0], 'one generation in all (before: 3 SDK tries × 2 deployments)');
+    assert.equal((await h.balance(w.account)).balance_usdc, 10_000_000);
   });
 });
 

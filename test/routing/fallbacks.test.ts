@@ -68,6 +68,7 @@ for (const engine of ENGINES) {
           // A JSON answer's headers come only once it is generated: the timeout may be the request's
           // own length, so the chain stops (docs/DECISIONS.md, "Cooldowns"; test/routing/cooldown-poisoning.test.ts).
           assert.equal(res.status, 502);
+          assert.equal(res.headers.get('x-should-retry'), 'false', 'the same request would time out again');
           assert.match((await res.json()).message, /^the provider timed out before answering \(.*set stream: true or ask for fewer output tokens\)/);
           assert.equal(h.backup.received.length, 0);
           await expectNothingCharged(h, w, FUNDS);
