@@ -5,7 +5,7 @@ import { parseRetryAfter } from '../routing/backoff.ts';
 import { actionForStatus, actionForTransportError } from '../routing/classify.ts';
 import { errorCode } from '../error-code.ts';
 import type { ApiError } from '../refusal.ts';
-import { describeTransportError, upstreamFailure } from '../chat/upstream-error.ts';
+import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from '../chat/upstream-error.ts';
 import { decodeEmbeddings, type DecodedEmbeddings } from './answer.ts';
 import type { EmbeddingsPlan } from './plan.ts';
 import { MAX_ANSWER_BYTES } from './limits.ts';
@@ -49,7 +49,8 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
     if (!decoded.ok) return { ok: false, failure: { error: upstreamFailure(decoded.problem), status, headers } };
     return { ok: true, answer: decoded.value };
   } catch (err) {
-    return { ok: false, failure: { error: upstreamFailure(describeTransportError(err)), status, headers, transportError: err } };
+    const error = wholeAnswerTimeoutFailure(err, 'an embeddings answer comes only once every input is embedded: send fewer or shorter inputs per request') ?? upstreamFailure(describeTransportError(err));
+    return { ok: false, failure: { error, status, headers, transportError: err } };
   }
 }
 
@@ -81,7 +82,7 @@ export async function embeddingsAttempt(adapter: ProviderAdapter, plan: Embeddin
   if (called.ok) return { ok: true, value: called.answer };
   const { error, status, headers, transportError } = called.failure;
   if (status === undefined && transportError === undefined) return { ok: false, action: 'next', error };
-  if (status === undefined) return { ok: false, action: actionForTransportError(transportError), code: errorCode(transportError), error };
+  if (status === undefined) return { ok: false, action: actionForTransportError(transportError, 'whole'), code: errorCode(transportError), error };
   if (status >= 200 && status < 300) return { ok: false, action: 'stop', status, error };
   return { ok: false, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
 }
