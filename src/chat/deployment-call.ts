@@ -3,7 +3,7 @@ import { errorCode } from '../error-code.ts';
 import type { ApiError } from '../refusal.ts';
 import { runAttempts, type AttemptOutcome, type ChainOutcome } from '../routing/attempts.ts';
 import { parseRetryAfter } from '../routing/backoff.ts';
-import { actionForStatus, actionForTransportError } from '../routing/classify.ts';
+import { actionForStatus, actionForTransportError, coolsDeployment } from '../routing/classify.ts';
 import type { ChatDeps } from './deps.ts';
 import type { DeploymentPlan } from './deployment-plan.ts';
 import type { CatalogModel, Deployment } from '../providers/catalog.ts';
@@ -83,7 +83,8 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
     res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
   } catch (err) {
     const error = (!plan.stream && wholeAnswerTimeoutFailure(err, LONG_ANSWER_ADVICE)) || upstreamFailure(describeTransportError(err));
-    return { ok: false, action: actionForTransportError(err, plan.stream ? 'streamed' : 'whole'), code: errorCode(err), error };
+    const delivery = plan.stream ? 'streamed' : 'whole';
+    return { ok: false, action: actionForTransportError(err, delivery), cools: coolsDeployment(err, delivery), code: errorCode(err), error };
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, value: res };
   const text = await res.body.text().catch(() => '');

@@ -16,6 +16,8 @@ export interface AttemptFailure<E> {
   code?: string;
   /** The provider's Retry-After, in milliseconds. */
   retryAfterMs?: number;
+  /** False when the failure says nothing of the deployment's health (see classify.ts `coolsDeployment`): not counted toward a cooldown. */
+  cools?: boolean;
   /** What the caller makes of it if this is the last failure (an error to answer with). */
   error: E;
 }
@@ -100,7 +102,7 @@ export async function runAttempts<D extends RoutedTarget, T, E>(
       if (outcome.ok) return { ok: true, value: outcome.value, target, attempts };
       last = outcome;
       o.observer?.failed?.(target, outcome, retry);
-      if (outcome.action !== 'stop' && o.cooldown.recordFailure(target.id)) o.observer?.cooledDown?.(target);
+      if (outcome.action !== 'stop' && outcome.cools !== false && o.cooldown.recordFailure(target.id)) o.observer?.cooledDown?.(target);
       if (outcome.action === 'stop') return failed('stopped');
       if (outcome.action === 'next' || retry >= o.retries) break;
       const delay = retryDelayMs(retry, outcome.retryAfterMs, { baseMs: o.backoffMs, maxRetryAfterMs: o.maxRetryAfterMs }, random);

@@ -6,8 +6,9 @@
  * - `next`: this deployment cannot serve, another may (its key is missing or was refused, its
  *   account is out of credit): move on at once;
  * - `stop`: the request itself was refused (400, 404, 413, 422, …): every deployment would refuse
- *   it again, so the chain ends and the client gets the answer. Also a timeout before the headers
- *   of an answer sent whole (see `AnswerDelivery`).
+ *   it again, so the chain ends and the client gets the answer.
+ * A timeout before the headers of an answer sent whole moves on at once and never counts toward a
+ * cooldown (see `AnswerDelivery` and `coolsDeployment`).
  */
 export type FailureAction = 'retry' | 'next' | 'stop';
 
@@ -37,14 +38,23 @@ export type AnswerDelivery = 'streamed' | 'whole';
 
 /**
  * A transport error before the answer's headers: retry or move on, except our own abort (the
- * client left), which stops, and a first-byte timeout of an answer sent whole, which stops too:
- * the deployment may be healthy and generating (and billing us) a long answer, so the request's
- * own size may be the cause. Moving on would have every deployment generate it, unpaid, and
- * counting it toward a cooldown would let one caller's long requests cool a healthy deployment
- * for everyone (docs/DECISIONS.md, "Cooldowns").
+ * client left), which stops. A first-byte timeout of an answer sent whole moves on at once, without
+ * a retry on the same deployment: the deployment may be stuck (the provider's bad hour the
+ * fallbacks exist for) or healthy and generating a long answer; the next deployment is tried, as for
+ * any deployment that did not answer in time, but the same one is not asked again.
  */
 export function actionForTransportError(err: unknown, delivery: AnswerDelivery): FailureAction {
   const code = (err as { code?: unknown })?.code;
-  if (code === 'UND_ERR_HEADERS_TIMEOUT' && delivery === 'whole') return 'stop';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' && delivery === 'whole') return 'next';
   return typeof code === 'string' && RETRY_CODES.has(code) ? 'retry' : 'stop';
+}
+
+/**
+ * Whether a failure says something about the deployment's health, so that it may count toward a
+ * cooldown. A first-byte timeout of an answer sent whole does not: the request's own size can cause
+ * it (a long answer is sent only once fully generated), and counting it would let one caller's long
+ * requests cool a healthy deployment for everyone (docs/DECISIONS.md, "Cooldowns").
+ */
+export function coolsDeployment(err: unknown, delivery: AnswerDelivery): boolean {
+  return !((err as { code?: unknown })?.code === 'UND_ERR_HEADERS_TIMEOUT' && delivery === 'whole');
 }

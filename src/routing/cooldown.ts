@@ -50,6 +50,13 @@ export class CooldownBoard {
     return true;
   }
 
+  /** How many of the deployment's failures within the window count toward its next cooldown (diagnostics and tests). */
+  recentFailures(deployment: string): number {
+    const { windowMs } = this.settings();
+    const now = this.now();
+    return (this.recent.get(deployment) ?? []).filter((t) => now - t < windowMs).length;
+  }
+
   /** The deployments cooling down now, for /health. */
   cooling(): CoolingDeployment[] {
     const now = this.now();

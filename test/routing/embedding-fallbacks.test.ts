@@ -57,14 +57,28 @@ for (const engine of ENGINES) {
       await expectNothingCharged(h, w, FUNDS);
     });
 
-    test("the primary's first-byte timeout (an answer sent whole: maybe the request's size) is not sent to the fallback", async () => {
+    test("the primary's first-byte timeout: the fallback serves; the primary is not asked again nor counted toward a cooldown (an answer sent whole: maybe the request's size)", async () => {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { usage: USAGE, delayMs: 1500 };
+      const failuresBefore = h.gw.services.chat.routing.cooldown.recentFailures('fake/embed-routed');
+      const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }) });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/embed-backup');
+      await res.json();
+      assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 1]);
+      assert.equal(h.gw.services.chat.routing.cooldown.recentFailures('fake/embed-routed') - failuresBefore, 0);
+      assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
+    });
+
+    test('every deployment times out: a 502 that says how to cost less, not retried by the SDK, nothing charged', async () => {
+      const w = await h.wallet(FUNDS);
+      h.fake.behaviour = { usage: USAGE, delayMs: 1500 };
+      h.backup.behaviour = { usage: USAGE, delayMs: 1500 };
       const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }) });
       assert.equal(res.status, 502);
       assert.equal(res.headers.get('x-should-retry'), 'false');
-      assert.match((await res.json()).message, /^the provider timed out before answering \(.*send fewer or shorter inputs per request\)/);
-      assert.equal(h.backup.received.length, 0);
+      assert.match((await res.json()).message, /the provider timed out before answering \(.*send fewer or shorter inputs per request\)/);
+      assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 1], 'each deployment asked once');
       assert.deepEqual(h.gw.services.chat.routing.cooldown.cooling(), []);
       await expectNothingCharged(h, w, FUNDS);
     });

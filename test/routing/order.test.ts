@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { orderByWeight } from '../../src/routing/order.ts';
-import { actionForStatus, actionForTransportError } from '../../src/routing/classify.ts';
+import { actionForStatus, actionForTransportError, coolsDeployment } from '../../src/routing/classify.ts';
 import { parseRetryAfter, retryDelayMs } from '../../src/routing/backoff.ts';
 
 /** A seeded generator, so the shares are the same on every run. */
@@ -48,9 +48,14 @@ describe('failure classification', () => {
     for (const delivery of ['streamed', 'whole'] as const) assert.equal(actionForTransportError({ name: 'AbortError', code: 'UND_ERR_ABORTED' }, delivery), 'stop');
   });
 
-  test("a first-byte timeout of an answer sent whole stops (the request's size may be the cause); other transport errors still retry", () => {
-    assert.equal(actionForTransportError({ code: 'UND_ERR_HEADERS_TIMEOUT' }, 'whole'), 'stop');
-    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET']) assert.equal(actionForTransportError({ code }, 'whole'), 'retry', code);
+  test("a first-byte timeout of an answer sent whole moves on without a retry and never cools (the request's size may be the cause); other transport errors still retry and cool", () => {
+    assert.equal(actionForTransportError({ code: 'UND_ERR_HEADERS_TIMEOUT' }, 'whole'), 'next');
+    assert.equal(coolsDeployment({ code: 'UND_ERR_HEADERS_TIMEOUT' }, 'whole'), false);
+    assert.equal(coolsDeployment({ code: 'UND_ERR_HEADERS_TIMEOUT' }, 'streamed'), true);
+    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET']) {
+      assert.equal(actionForTransportError({ code }, 'whole'), 'retry', code);
+      assert.equal(coolsDeployment({ code }, 'whole'), true, code);
+    }
   });
 });
 
