@@ -7,6 +7,9 @@ import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-h
 import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 import { devChain } from '../../support/topup-harness.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
+import { x402Client } from '@x402/fetch';
+import { UptoEvmScheme } from '@x402/evm/upto/client';
+import type { PaymentRequirements } from '@x402/core/types';
 
 /**
  * `tollgate facilitator` as its own process holding the relayer key, and a gateway in remote mode
@@ -71,6 +74,35 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
     assert.equal(res.status, 400);
     assert.equal(res.body.errorReason, 'pay_to_not_served');
     assert.equal(await h.chain.balanceOf(h.chain.usdc, elsewhere.address), 0n);
+  });
+
+  test('`tollgate facilitator` settles upto for a resource server: /supported names its relayer as the facilitatorAddress, a stock upto payment verifies at its maximum and settles the lower charge', async () => {
+    const auth = { authorization: `Bearer ${token}` };
+    const supported = await call(facilitator.url, 'GET', '/supported', undefined, auth);
+    const upto = supported.body.kinds.find((k: { scheme: string; network: string }) => k.scheme === 'upto' && k.network === h.chain.network);
+    assert.ok(upto, 'upto is supported on the dev chain');
+    assert.equal(upto.extra.facilitatorAddress.toLowerCase(), relayer.address.toLowerCase());
+    const payer = await h.payer(10n);
+    await h.chain.approvePermit2(payer, h.chain.usdt);
+    const requirements: PaymentRequirements = {
+      scheme: 'upto',
+      network: h.chain.network as PaymentRequirements['network'],
+      asset: h.chain.usdt,
+      amount: '2000000',
+      payTo: h.payTo.address,
+      maxTimeoutSeconds: 60,
+      extra: { facilitatorAddress: upto.extra.facilitatorAddress, name: 'Tether USD', version: '1' },
+    };
+    const client = new x402Client().register('eip155:*', new UptoEvmScheme(payer));
+    client.setSpendControls({ allowedAssets: [{ network: h.chain.network, asset: h.chain.usdt, maxAmountPerPayment: '10000000000' }] });
+    const paymentPayload = await client.createPaymentPayload({ x402Version: 2, resource: { url: 'http://resource.test/', description: 'metered', mimeType: 'application/json' }, accepts: [requirements] });
+    const verified = await call(facilitator.url, 'POST', '/verify', { x402Version: 2, paymentPayload, paymentRequirements: requirements }, auth);
+    assert.equal(verified.body.isValid, true, JSON.stringify(verified.body));
+    const before = await h.chain.balanceOf(h.chain.usdt, h.payTo.address);
+    const settled = await call(facilitator.url, 'POST', '/settle', { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '750000' } }, auth);
+    assert.equal(settled.body.success, true, JSON.stringify(settled.body));
+    assert.equal((await h.chain.balanceOf(h.chain.usdt, h.payTo.address)) - before, 750_000n);
+    assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - 750_000n);
   });
 
   test('6 wallets paying at once through the one facilitator are all credited (issue 23.1)', async () => {
