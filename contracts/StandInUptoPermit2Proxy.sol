@@ -10,41 +10,14 @@ pragma solidity 0.8.17;
 // anvil_setCode, in tests and `tollgate demo` only. The EIP-2612 entry (settleWithPermit) is left
 // out: Tollgate's payers approve Permit2 themselves.
 
-interface ISignatureTransfer {
-    struct TokenPermissions {
-        address token;
-        uint256 amount;
-    }
+import "./StandInPermit2ProxyBase.sol";
 
-    struct PermitTransferFrom {
-        TokenPermissions permitted;
-        uint256 nonce;
-        uint256 deadline;
-    }
-
-    struct SignatureTransferDetails {
-        address to;
-        uint256 requestedAmount;
-    }
-
-    function permitWitnessTransferFrom(
-        PermitTransferFrom calldata permit,
-        SignatureTransferDetails calldata transferDetails,
-        address owner,
-        bytes32 witness,
-        string calldata witnessTypeString,
-        bytes calldata signature
-    ) external;
-}
-
-contract StandInUptoPermit2Proxy {
+contract StandInUptoPermit2Proxy is StandInPermit2ProxyBase {
     struct Witness {
         address to;
         address facilitator;
         uint256 validAfter;
     }
-
-    ISignatureTransfer public constant PERMIT2 = ISignatureTransfer(0x000000000022D473030F116dDEE9F6B43aC78BA3);
 
     bytes32 public constant WITNESS_TYPEHASH = keccak256("Witness(address to,address facilitator,uint256 validAfter)");
 
@@ -53,12 +26,6 @@ contract StandInUptoPermit2Proxy {
     string public constant WITNESS_TYPE_STRING =
         "Witness witness)TokenPermissions(address token,uint256 amount)Witness(address to,address facilitator,uint256 validAfter)";
 
-    event Settled();
-
-    error InvalidAmount();
-    error InvalidDestination();
-    error InvalidOwner();
-    error PaymentTooEarly();
     error UnauthorizedFacilitator();
     error AmountExceedsPermitted();
 
@@ -69,13 +36,10 @@ contract StandInUptoPermit2Proxy {
         Witness calldata witness,
         bytes calldata signature
     ) external {
-        if (owner == address(0)) revert InvalidOwner();
-        if (witness.to == address(0)) revert InvalidDestination();
+        checkTransfer(owner, witness.to, amount, witness.validAfter);
         // The facilitator the payer signed for is the only sender: nobody else may choose the amount.
         if (msg.sender != witness.facilitator) revert UnauthorizedFacilitator();
-        if (amount == 0) revert InvalidAmount();
         if (amount > permit.permitted.amount) revert AmountExceedsPermitted();
-        if (block.timestamp < witness.validAfter) revert PaymentTooEarly();
 
         bytes32 witnessHash = keccak256(abi.encode(WITNESS_TYPEHASH, witness.to, witness.facilitator, witness.validAfter));
         PERMIT2.permitWitnessTransferFrom(
