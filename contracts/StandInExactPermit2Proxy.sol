@@ -17,6 +17,8 @@ contract StandInExactPermit2Proxy is StandInPermit2ProxyBase {
 
     bytes32 public constant WITNESS_TYPEHASH = keccak256("Witness(address to,uint256 validAfter)");
 
+    error InvalidAmount();
+
     // Permit2 appends this to "PermitWitnessTransferFrom(TokenPermissions permitted,address spender,
     // uint256 nonce,uint256 deadline," to build the signed type, so it lists the referenced structs.
     string public constant WITNESS_TYPE_STRING =
@@ -28,7 +30,8 @@ contract StandInExactPermit2Proxy is StandInPermit2ProxyBase {
         Witness calldata witness,
         bytes calldata signature
     ) external {
-        checkTransfer(owner, witness.to, permit.permitted.amount, witness.validAfter);
+        if (permit.permitted.amount == 0) revert InvalidAmount();
+        checkTransfer(owner, witness.to, witness.validAfter);
 
         bytes32 witnessHash = keccak256(abi.encode(WITNESS_TYPEHASH, witness.to, witness.validAfter));
         PERMIT2.permitWitnessTransferFrom(

@@ -37,15 +37,13 @@ abstract contract StandInPermit2ProxyBase {
 
     event Settled();
 
-    error InvalidAmount();
     error InvalidDestination();
     error InvalidOwner();
     error PaymentTooEarly();
 
-    function checkTransfer(address owner, address to, uint256 amount, uint256 validAfter) internal view {
+    function checkTransfer(address owner, address to, uint256 validAfter) internal view {
         if (owner == address(0)) revert InvalidOwner();
         if (to == address(0)) revert InvalidDestination();
-        if (amount == 0) revert InvalidAmount();
         if (block.timestamp < validAfter) revert PaymentTooEarly();
     }
 }

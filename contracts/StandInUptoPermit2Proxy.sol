@@ -8,7 +8,8 @@ pragma solidity 0.8.17;
 // the witness's facilitator) so the local chain can settle `upto` payments. Permit2 itself, the
 // tokens, the signatures and the nonces are real. It is placed at the canonical address with
 // anvil_setCode, in tests and `tollgate demo` only. The EIP-2612 entry (settleWithPermit) is left
-// out: Tollgate's payers approve Permit2 themselves.
+// out: Tollgate's payers approve Permit2 themselves. Its errors are the ones the package's ABI
+// names (no InvalidAmount: an amount of 0 is never sent, @x402/evm settles 0 without a transaction).
 
 import "./StandInPermit2ProxyBase.sol";
 
@@ -36,7 +37,7 @@ contract StandInUptoPermit2Proxy is StandInPermit2ProxyBase {
         Witness calldata witness,
         bytes calldata signature
     ) external {
-        checkTransfer(owner, witness.to, amount, witness.validAfter);
+        checkTransfer(owner, witness.to, witness.validAfter);
         // The facilitator the payer signed for is the only sender: nobody else may choose the amount.
         if (msg.sender != witness.facilitator) revert UnauthorizedFacilitator();
         if (amount > permit.permitted.amount) revert AmountExceedsPermitted();

@@ -4,6 +4,7 @@ import { x402Client } from '@x402/fetch';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { x402UptoPermit2ProxyABI } from '@x402/evm';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import type { Hex } from 'viem';
 import { localFacilitator } from '../../../src/payments/facilitator/local-facilitator.ts';
 import { X402_UPTO_PERMIT2_PROXY, type FundedAccount } from '../../../src/devchain/deploy.ts';
 import { devChain, USD } from '../../support/topup-harness.ts';
@@ -14,6 +15,14 @@ import { devChain, USD } from '../../support/topup-harness.ts';
  * client scheme: the amount settled is the one the server names, never above the signed maximum,
  * 0 sends nothing, and only the facilitator the payer signed for can send it.
  */
+interface UptoAuthorization {
+  from: Hex;
+  permitted: { token: Hex; amount: string };
+  nonce: string;
+  deadline: string;
+  witness: { to: Hex; facilitator: Hex; validAfter: string };
+}
+
 async function setup() {
   const { anvil, chain } = await devChain();
   const [relayer, payTo, payer] = [await chain.newAccount(), await chain.newAccount(), await chain.newAccount({ usdt: 10n * USD })];
@@ -36,9 +45,16 @@ async function setup() {
     client.setSpendControls({ allowedAssets: [{ network: chain.network, asset: chain.usdt, maxAmountPerPayment: '10000000000' }] });
     return client.createPaymentPayload({ x402Version: 2, resource: { url: 'http://gateway.test/v1/chat/completions', description: 'chat', mimeType: 'application/json' }, accepts: [accepted] });
   };
+  // The proxy called directly, as `from` (simulated: nothing is sent), with the package's own settle arguments.
+  const callProxy = (from: FundedAccount, payload: PaymentPayload, amount: bigint) => {
+    const { signature, permit2Authorization: a } = payload.payload as { signature: Hex; permit2Authorization: UptoAuthorization };
+    const permit = { permitted: { token: a.permitted.token, amount: BigInt(a.permitted.amount) }, nonce: BigInt(a.nonce), deadline: BigInt(a.deadline) };
+    const witness = { to: a.witness.to, facilitator: a.witness.facilitator, validAfter: BigInt(a.witness.validAfter) };
+    return chain.client(from).simulateContract({ address: X402_UPTO_PERMIT2_PROXY, abi: x402UptoPermit2ProxyABI, functionName: 'settle', args: [permit, amount, a.from, witness, signature] });
+  };
   const balance = (who: string) => chain.balanceOf(chain.usdt, who as `0x${string}`);
   const blockNumber = () => chain.client(relayer).getBlockNumber();
-  return { anvil, chain, relayer, payTo, payer, facilitator, requirements, sign, balance, blockNumber };
+  return { anvil, chain, relayer, payTo, payer, facilitator, requirements, sign, callProxy, balance, blockNumber };
 }
 
 describe('upto through the local facilitator', () => {
@@ -82,15 +98,7 @@ describe('attack: upto settlement', () => {
     const settled = await s.facilitator.settle(payload, { ...accepted, amount: '1000' });
     assert.equal(settled.success, false, 'the relayer will not send what it is not bound to');
     // Sent straight to the proxy by a relayer that is not the witness's facilitator: reverts.
-    const auth = (payload.payload as { permit2Authorization: { permitted: { token: `0x${string}`; amount: string }; nonce: string; deadline: string; from: `0x${string}`; witness: { to: `0x${string}`; facilitator: `0x${string}`; validAfter: string } } }).permit2Authorization;
-    const args = [
-      { permitted: { token: auth.permitted.token, amount: BigInt(auth.permitted.amount) }, nonce: BigInt(auth.nonce), deadline: BigInt(auth.deadline) },
-      1000n,
-      auth.from,
-      { to: auth.witness.to, facilitator: auth.witness.facilitator, validAfter: BigInt(auth.witness.validAfter) },
-      (payload.payload as { signature: `0x${string}` }).signature,
-    ] as const;
-    await assert.rejects(s.chain.client(s.relayer).simulateContract({ address: X402_UPTO_PERMIT2_PROXY, abi: x402UptoPermit2ProxyABI, functionName: 'settle', args }), /UnauthorizedFacilitator|revert/);
+    await assert.rejects(s.callProxy(s.relayer, payload, 1000n), /UnauthorizedFacilitator/);
     assert.equal(await s.balance(s.payer.address), 10n * USD);
   });
 
@@ -109,6 +117,9 @@ describe('attack: upto settlement', () => {
     const payload = await s.sign(s.payer, accepted);
     const settled = await s.facilitator.settle(payload, { ...accepted, amount: '500001' });
     assert.equal(settled.success, false);
+    // The bound facilitator itself, straight to the proxy: above the maximum reverts.
+    await assert.rejects(s.callProxy(s.relayer, payload, 500_001n), /AmountExceedsPermitted/);
+    await s.callProxy(s.relayer, payload, 500_000n); // the maximum itself would go through
     assert.equal(await s.balance(s.payer.address), 10n * USD);
   });
 
