@@ -3,6 +3,8 @@ import { fakeTokens } from './fake-openai.ts';
 
 /** What the fake Anthropic provider is told to answer; the stream and the JSON carry the same answer. */
 export interface FakeAnthropicBehaviour {
+  /** A provider that writes its own bytes: rewrites the JSON message's text before it is sent. */
+  rewriteAnswer?: (json: string) => string;
   /** Text of the answer, streamed one word per `text_delta`. */
   content?: string;
   /** A thinking block before the answer, sent only when the request enables `thinking`, as Anthropic does. */

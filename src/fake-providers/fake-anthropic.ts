@@ -90,7 +90,8 @@ async function respond(b: FakeAnthropicBehaviour, opts: FakeAnthropicOptions, re
   if (body.stream === true) return stream(b, res, id, body.model, answer);
   const message: Record<string, unknown> = { id, type: 'message', role: 'assistant', model: body.model, content: answer.content, stop_reason: answer.stop_reason, stop_sequence: answer.stop_sequence };
   if (!b.omitUsage) message.usage = { ...answer.usage, service_tier: 'standard' };
-  res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_fake${randomId()}` }).end(JSON.stringify(message));
+  const text = JSON.stringify(message);
+  res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_fake${randomId()}` }).end(b.rewriteAnswer ? b.rewriteAnswer(text) : text);
 }
 
 async function stream(b: FakeAnthropicBehaviour, res: ServerResponse, id: string, model: string, answer: Answer): Promise<void> {
@@ -98,7 +99,7 @@ async function stream(b: FakeAnthropicBehaviour, res: ServerResponse, id: string
   const send = async (event: Record<string, unknown> & { type: string }) => {
     if (res.destroyed) return;
     const json = b.spacedJson ? JSON.stringify(event, null, 1).replace(/\n */g, ' ') : JSON.stringify(event);
-    res.write(`event: ${event.type}\ndata: ${json}\n\n`);
+    res.write(`event: ${event.type}\ndata: ${b.rewriteAnswer ? b.rewriteAnswer(json) : json}\n\n`);
     if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
   };
   const usage = b.omitUsage ? {} : { usage: answer.usage };

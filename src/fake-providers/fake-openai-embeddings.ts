@@ -7,6 +7,8 @@ interface EmbeddingsBehaviour {
   /** A provider lying about (or simply reporting) its bill: only prompt_tokens is read. */
   usage?: { prompt_tokens: number };
   omitUsage?: boolean;
+  /** A provider that writes its own bytes: rewrites the JSON answer's text before it is sent. */
+  rewriteAnswer?: (json: string) => string;
 }
 
 /** The fake's vector size when a request names no `dimensions`. */
@@ -48,7 +50,8 @@ export function respondEmbeddings(b: EmbeddingsBehaviour, body: any, res: Server
   const promptTokens = b.usage?.prompt_tokens ?? inputs.reduce((sum: number, input) => sum + inputTokens(input), 0);
   const payload: Record<string, unknown> = { object: 'list', data, model: body.model };
   if (!b.omitUsage) payload.usage = { prompt_tokens: promptTokens, total_tokens: promptTokens };
-  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(payload));
+  const text = JSON.stringify(payload);
+  res.writeHead(200, { 'content-type': 'application/json' }).end(b.rewriteAnswer ? b.rewriteAnswer(text) : text);
 }
 
 function toLittleEndianBase64(vector: number[]): string {

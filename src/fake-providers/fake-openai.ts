@@ -27,6 +27,8 @@ export interface FakeBehaviour {
   usageExtra?: Record<string, unknown>;
   /** Wait before the response starts. */
   delayMs?: number;
+  /** Wait before the response starts, chosen per request (a provider whose time to answer depends on the request). */
+  delayMsFor?: (body: any) => number;
   /** Wait between stream chunks. */
   chunkDelayMs?: number;
   /** Fail with this HTTP status and an OpenAI error body. */
@@ -41,6 +43,10 @@ export interface FakeBehaviour {
   cutAfterChunks?: number;
   /** Bill each non-text content part (image, audio, file) at this many prompt tokens instead of its text. */
   partTokens?: number;
+  /** A provider that writes its own bytes: rewrites the JSON answer's text before it is sent. */
+  rewriteAnswer?: (json: string) => string;
+  /** Rewrites each stream chunk's JSON text before it is sent. */
+  rewriteChunk?: (json: string) => string;
 }
 
 export interface ReceivedRequest {
@@ -123,6 +129,7 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
     return;
   }
   if (b.delayMs) await sleep(b.delayMs);
+  if (b.delayMsFor) await sleep(b.delayMsFor(body));
   if (b.failStatus) {
     res.writeHead(b.failStatus, { 'content-type': 'application/json', ...(b.retryAfter ? { 'retry-after': b.retryAfter } : {}) });
     res.end(JSON.stringify({ error: { message: `injected failure ${b.failStatus}`, type: 'server_error', param: null, code: null } }));
@@ -174,7 +181,8 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
     }));
     const payload: Record<string, unknown> = { id, object: 'chat.completion', created, model, choices, service_tier: 'default', system_fingerprint: 'fp_fake' };
     if (!b.omitUsage) payload.usage = usage;
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(payload));
+    const text = JSON.stringify(payload);
+    res.writeHead(200, { 'content-type': 'application/json' }).end(b.rewriteAnswer ? b.rewriteAnswer(text) : text);
     return;
   }
 
@@ -185,7 +193,7 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
     if (includeUsage && !('usage' in extra)) obj.usage = null;
     // Indented, then folded onto one line: only structural whitespace is touched (strings escape \n).
     const json = b.spacedJson ? JSON.stringify(obj, null, 1).replace(/\n */g, ' ') : JSON.stringify(obj);
-    return `data: ${json}\n\n`;
+    return `data: ${b.rewriteChunk ? b.rewriteChunk(json) : json}\n\n`;
   };
   const write = async (text: string) => {
     if (res.destroyed) return;

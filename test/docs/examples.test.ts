@@ -191,6 +191,9 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     const [count, dimensions, tokens] = ok(await ts(fill(docBlock('embeddings-openai'), subs), env)).trim().split(' ').map(Number);
     assert.deepEqual([count, dimensions], [2, 8]);
     assert.ok(tokens! > 0);
+    const [readmeDimensions, readmeTokens, charged] = ok(await ts(fill(docBlock('readme-embeddings-openai'), subs), env)).trim().split(' ').map(Number);
+    assert.equal(readmeDimensions, 8);
+    assert.ok(readmeTokens! > 0 && charged! > 0, 'the prompt tokens and the charge in usage');
   });
 
   test('api.md: errors, health, models', async () => {

@@ -246,11 +246,10 @@ for (const engine of ENGINES) {
       const offers = buildOffers(h.gw.services.config.topup, 1_000_000);
       const p = await usdc3009(payer);
       const matched = matchPayment(decodePaymentHeader(v1Header('base-sepolia', p)), offers);
-      const started = performance.now();
+      // The cost asserted is the RPC calls; the time a check takes belongs to the benchmark, not a
+      // test (a loaded machine made a time limit here fail without any change to the code).
       for (let i = 0; i < 50; i++) assert.equal(await signedByPayer(client as never, matched), true);
-      const perCheckMs = (performance.now() - started) / 50;
       assert.deepEqual(methods, [], 'no RPC call for an EOA signature');
-      assert.ok(perCheckMs < 20, `${perCheckMs} ms per check`);
       const tampered = matchPayment(decodePaymentHeader(v1Header('base-sepolia', { ...p, signature: tamper(p.signature) })), offers);
       assert.equal(await signedByPayer(client as never, tampered), false);
       assert.deepEqual(methods, ['eth_getCode'], 'a signature that is not the key\'s: the payer\'s code is read once');
@@ -258,7 +257,6 @@ for (const engine of ENGINES) {
       const matchedPermit = matchPayment(decodePaymentHeader(v1Header('base-sepolia', permit)), offers);
       assert.equal(await signedByPayer(client as never, matchedPermit), true);
       assert.equal(methods.length, 1);
-      console.log(`# signature check before recording: ${perCheckMs.toFixed(2)} ms per EOA check, no RPC`);
     });
   });
 
