@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { x402Client } from '@x402/fetch';
-import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { x402UptoPermit2ProxyABI } from '@x402/evm';
-import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import type { PaymentPayload } from '@x402/core/types';
 import type { Hex } from 'viem';
-import { localFacilitator } from '../../../src/payments/facilitator/local-facilitator.ts';
 import { X402_UPTO_PERMIT2_PROXY, type FundedAccount } from '../../../src/devchain/deploy.ts';
-import { devChain, USD } from '../../support/topup-harness.ts';
+import { USD } from '../../support/topup-harness.ts';
+import { uptoSetup } from './upto-setup.ts';
 
 /**
  * The local facilitator settling `upto` with @x402/evm's facilitator code, against the stand-in
@@ -24,27 +22,8 @@ interface UptoAuthorization {
 }
 
 async function setup() {
-  const { anvil, chain } = await devChain();
-  const [relayer, payTo, payer] = [await chain.newAccount(), await chain.newAccount(), await chain.newAccount({ usdt: 10n * USD })];
-  await chain.approvePermit2(payer, chain.usdt);
-  const facilitator = localFacilitator({ relayerKey: relayer.privateKey, rpcUrls: { [chain.network]: anvil.rpcUrl }, allowedFactories: [], confirmationTimeoutMs: 10_000 });
-  const requirements = (max: bigint, over: Partial<PaymentRequirements> = {}, facilitatorAddress: string = relayer.address): PaymentRequirements => ({
-    scheme: 'upto',
-    network: chain.network as PaymentRequirements['network'],
-    asset: chain.usdt,
-    amount: max.toString(),
-    payTo: payTo.address,
-    maxTimeoutSeconds: 60,
-    extra: { facilitatorAddress, name: 'Tether USD', version: '1' },
-    ...over,
-  });
-  // The stock client, registered as @x402/evm's upto client scheme is: no Tollgate code.
-  const sign = async (account: FundedAccount, accepted: PaymentRequirements): Promise<PaymentPayload> => {
-    const client = new x402Client().register('eip155:*', new UptoEvmScheme(account));
-    // Since 2.27 the client refuses tokens it does not know unless told (as topup-harness.ts does).
-    client.setSpendControls({ allowedAssets: [{ network: chain.network, asset: chain.usdt, maxAmountPerPayment: '10000000000' }] });
-    return client.createPaymentPayload({ x402Version: 2, resource: { url: 'http://gateway.test/v1/chat/completions', description: 'chat', mimeType: 'application/json' }, accepts: [accepted] });
-  };
+  const s = await uptoSetup();
+  const { chain, relayer } = s;
   // The proxy called directly, as `from` (simulated: nothing is sent), with the package's own settle arguments.
   const callProxy = (from: FundedAccount, payload: PaymentPayload, amount: bigint) => {
     const { signature, permit2Authorization: a } = payload.payload as { signature: Hex; permit2Authorization: UptoAuthorization };
@@ -52,9 +31,8 @@ async function setup() {
     const witness = { to: a.witness.to, facilitator: a.witness.facilitator, validAfter: BigInt(a.witness.validAfter) };
     return chain.client(from).simulateContract({ address: X402_UPTO_PERMIT2_PROXY, abi: x402UptoPermit2ProxyABI, functionName: 'settle', args: [permit, amount, a.from, witness, signature] });
   };
-  const balance = (who: string) => chain.balanceOf(chain.usdt, who as `0x${string}`);
   const blockNumber = () => chain.client(relayer).getBlockNumber();
-  return { anvil, chain, relayer, payTo, payer, facilitator, requirements, sign, callProxy, balance, blockNumber };
+  return { ...s, callProxy, blockNumber };
 }
 
 describe('upto through the local facilitator', () => {
