@@ -4,8 +4,8 @@ import { x402ResourceServer } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequirements, SettleResponse } from '@x402/core/types';
 import type { Hex } from 'viem';
 import { USD } from '../../support/topup-harness.ts';
-import { uptoSetup } from './upto-setup.ts';
-import { jsonRpcProxy, type RunningProxy } from '../../support/rpc-proxy.ts';
+import { gethLikeRpc, uptoSetup } from './upto-setup.ts';
+import type { RunningProxy } from '../../support/rpc-proxy.ts';
 
 /**
  * `tollgate facilitator` now serves `upto`, whose only callers are resource servers that are not
@@ -24,23 +24,10 @@ describe('attack: upto settle retried after settlement_pending (stock resource s
     await anvilRef?.rpc('evm_setAutomine', [true]);
   });
 
-  // geth and op-geth (Base) estimate gas against the latest block when no block is named, as viem
-  // sends it, and most hosted RPCs do not offer eth_fillTransaction; anvil fills against pending,
-  // which hides the second send. This proxy makes anvil answer as such a node does.
   let proxy: RunningProxy | undefined;
   after(async () => proxy?.close());
   const gethLike = async (anvilUrl: string) => {
-    proxy = await jsonRpcProxy(anvilUrl, (call, _body, res, upstream) => {
-      // Like most hosted RPCs: no eth_fillTransaction, so viem estimates gas itself.
-      if (call.method === 'eth_fillTransaction') {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32601, message: 'the method eth_fillTransaction does not exist/is not available' } }));
-        return true;
-      }
-      if (call.method !== 'eth_estimateGas' || (call.params?.length ?? 0) > 1) return false;
-      upstream.forward(Buffer.from(JSON.stringify({ jsonrpc: '2.0', ...call, params: [call.params?.[0], 'latest'] })));
-      return true;
-    });
+    proxy = await gethLikeRpc(anvilUrl);
     return proxy.url;
   };
 
@@ -118,16 +105,7 @@ describe('attack: one upto authorization settled several times at once through t
     const s = await uptoSetup({
       confirmationTimeoutMs: 10_000,
       rpcUrl: async (anvilUrl) => {
-        proxy = await jsonRpcProxy(anvilUrl, (call, _body, res, upstream) => {
-          if (call.method === 'eth_fillTransaction') {
-            res.writeHead(200, { 'content-type': 'application/json' });
-            res.end(JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32601, message: 'the method eth_fillTransaction does not exist/is not available' } }));
-            return true;
-          }
-          if (call.method !== 'eth_estimateGas' || (call.params?.length ?? 0) > 1) return false;
-          upstream.forward(Buffer.from(JSON.stringify({ jsonrpc: '2.0', ...call, params: [call.params?.[0], 'latest'] })));
-          return true;
-        });
+        proxy = await gethLikeRpc(anvilUrl);
         return proxy.url;
       },
     });

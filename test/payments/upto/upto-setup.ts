@@ -10,6 +10,7 @@ import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import { localFacilitator } from '../../../src/payments/facilitator/local-facilitator.ts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { devChain, USD } from '../../support/topup-harness.ts';
+import { jsonRpcProxy } from '../../support/rpc-proxy.ts';
 
 export async function uptoSetup(opts: { confirmationTimeoutMs?: number; rpcUrl?: (anvilUrl: string) => Promise<string> } = {}) {
   const { anvil, chain } = await devChain();
@@ -38,4 +39,23 @@ export async function uptoSetup(opts: { confirmationTimeoutMs?: number; rpcUrl?:
     pending: Number(await anvil.rpc<string>('eth_getTransactionCount', [who, 'pending'])),
   });
   return { anvil, chain, relayer, payTo, payer, facilitator, requirements, sign, balance, nonces };
+}
+
+/**
+ * anvil answering as geth and op-geth (Base) do. They estimate gas against the latest block when no
+ * block is named, as viem sends it, and most hosted RPCs do not offer eth_fillTransaction. anvil
+ * fills against the pending state, which hides a second send of an authorization still in the pool.
+ */
+export function gethLikeRpc(anvilUrl: string) {
+  return jsonRpcProxy(anvilUrl, (call, _body, res, upstream) => {
+    // Like most hosted RPCs: no eth_fillTransaction, so viem estimates gas itself.
+    if (call.method === 'eth_fillTransaction') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32601, message: 'the method eth_fillTransaction does not exist/is not available' } }));
+      return true;
+    }
+    if (call.method !== 'eth_estimateGas' || (call.params?.length ?? 0) > 1) return false;
+    upstream.forward(Buffer.from(JSON.stringify({ jsonrpc: '2.0', ...call, params: [call.params?.[0], 'latest'] })));
+    return true;
+  });
 }
