@@ -11,7 +11,7 @@ import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { ChatPlan } from './plan.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import type { ChatLog } from './sink.ts';
-import { describeTransportError, upstreamFailure } from './upstream-error.ts';
+import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from './upstream-error.ts';
 
 /** One deployment as the attempt chain sees it: its id and weight, beside what the caller planned for it. */
 export type Routed<R> = R & { id: string; weight?: number };
@@ -67,11 +67,14 @@ export async function routeThroughDeployments<R extends { deployment: Deployment
       fellBack: (from, to) => m.deploymentFallbacks.inc({ from: from.id, to: to.id }),
       cooledDown: (route) => {
         m.deploymentCooldowns.inc({ deployment: route.id });
-        log.warn({ deployment: route.id, requestId }, `deployment ${route.id} failed repeatedly; skipped for chat.cooldown.seconds`);
+        log.warn({ deployment: route.id, requestId }, `deployment ${route.id} failed repeatedly; tried after the others for chat.cooldown.seconds`);
       },
     },
   });
 }
+
+/** What a client whose non-streamed answer timed out can do (every protocol spells streaming `stream: true`). */
+const LONG_ANSWER_ADVICE = 'an answer that is not streamed starts only once fully generated: for a long one, set stream: true or ask for fewer output tokens';
 
 /** One chat call to one deployment, its failure classified for the chain. */
 async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: DeploymentPlan, requestId: string, signal?: AbortSignal): Promise<AttemptOutcome<Dispatcher.ResponseData, ApiError>> {
@@ -79,7 +82,8 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
   try {
     res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
   } catch (err) {
-    return { ok: false, action: actionForTransportError(err), code: errorCode(err), error: upstreamFailure(describeTransportError(err)) };
+    const error = (!plan.stream && wholeAnswerTimeoutFailure(err, LONG_ANSWER_ADVICE)) || upstreamFailure(describeTransportError(err));
+    return { ok: false, action: actionForTransportError(err, plan.stream ? 'streamed' : 'whole'), code: errorCode(err), error };
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, value: res };
   const text = await res.body.text().catch(() => '');
@@ -92,10 +96,17 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
   };
 }
 
-/** The client's error when no deployment served: the last failure's, saying how many were tried. */
+/**
+ * The client's error when no deployment served: the last failure's, saying how many deployments
+ * were really called (a deadline can end the chain before the last) and in how many attempts.
+ */
 export function chainFailure(plan: { model: CatalogModel; routes: readonly unknown[] }, outcome: Extract<ChainResult<unknown, unknown>, { ok: false }>): ApiError {
   if (!outcome.last) return upstreamFailure('the client left before any provider was called');
   const last = outcome.last.error;
-  if (plan.routes.length > 1 && outcome.ended !== 'stopped') last.message = `every deployment of ${plan.model.id} failed (${outcome.attempts} attempts); the last: ${last.message}`;
+  const total = plan.routes.length;
+  if (total > 1 && outcome.ended !== 'stopped') {
+    const which = outcome.deploymentsTried >= total ? 'every deployment' : `${outcome.deploymentsTried} of ${total} deployments`;
+    last.message = `${which} of ${plan.model.id} failed (${outcome.attempts} attempt${outcome.attempts === 1 ? '' : 's'}); the last: ${last.message}`;
+  }
   return last;
 }

@@ -8,8 +8,12 @@ export interface ResponseSink {
   readonly log: ChatLog;
   /** A header of the answer, set before it starts (the charge, the balance). */
   header(name: string, value: string | number): void;
-  /** A whole answer in one piece: `status`, then `body` as the content type says. */
-  send(status: number, body: string): void;
+  /**
+   * A whole answer in one piece: `status`, then `body` as the content type says. A Buffer is sent as
+   * it is (a large answer assembled from parts, which as one string would be copied again on the way
+   * out); its sender sets the content type.
+   */
+  send(status: number, body: string | Buffer): void;
   /** Starts a 200 stream with these headers, added to those already set, and flushes them. */
   startStream(headers: Record<string, string>): void;
   /** Writes stream bytes; false when the client's buffer is full (then `waitForClient`). */

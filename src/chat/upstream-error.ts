@@ -65,6 +65,19 @@ export function describeTransportError(err: unknown): string {
   return 'the provider request failed';
 }
 
+/**
+ * The 502 for a timeout before the headers of an answer the provider sends whole (not streamed),
+ * null for any other error. The answer's own length may be the cause, which the client can change,
+ * so the message says how (`advice`). It says `x-should-retry: false`: the same request would most
+ * likely time out again, and each try is a generation the provider bills and nobody pays for.
+ */
+export function wholeAnswerTimeoutFailure(err: unknown, advice: string): ApiError | null {
+  if ((err as { code?: unknown })?.code !== 'UND_ERR_HEADERS_TIMEOUT') return null;
+  const failure = upstreamFailure(`${describeTransportError(err)} (${advice})`);
+  failure.headers['x-should-retry'] = 'false';
+  return failure;
+}
+
 export function redactCredentials(text: string): string {
   return text.replace(/\b(sk|pk|rk|key)[-_][A-Za-z0-9_*-]{6,}/gi, '[redacted]').replace(/Bearer\s+\S+/gi, 'Bearer [redacted]');
 }

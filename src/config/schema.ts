@@ -320,8 +320,8 @@ export const configSchema = z
         // No new attempt starts this long after the first one did: the chain's deadline before the
         // first byte (each attempt is also bounded by the connect and first-byte timeouts).
         attemptDeadlineSeconds: positiveInt.default(120),
-        // A deployment that failed `failures` times within `windowSeconds` is skipped for
-        // `seconds`, then tried again (state per gateway instance).
+        // A deployment that failed `failures` times within `windowSeconds` goes after the others
+        // for `seconds` (tried only once they failed), then back in its place (state per gateway instance).
         cooldown: z
           .object({
             failures: positiveInt.default(3),

@@ -5,9 +5,11 @@ import { parseRetryAfter } from '../routing/backoff.ts';
 import { actionForStatus, actionForTransportError } from '../routing/classify.ts';
 import { errorCode } from '../error-code.ts';
 import type { ApiError } from '../refusal.ts';
-import { describeTransportError, upstreamFailure } from '../chat/upstream-error.ts';
+import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from '../chat/upstream-error.ts';
 import { decodeEmbeddings, type DecodedEmbeddings } from './answer.ts';
 import type { EmbeddingsPlan } from './plan.ts';
+import { MAX_ANSWER_BYTES } from './limits.ts';
+import type { Dispatcher } from 'undici';
 
 /** Why one provider call for embeddings failed: what the client is told, and what the provider did. */
 export interface EmbeddingsCallFailure {
@@ -37,14 +39,37 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
     const res = await adapter.embeddings(JSON.stringify({ model: upstreamName, ...plan.upstreamBody }), requestId);
     status = res.statusCode;
     headers = res.headers;
-    const text = await res.body.text();
+    const text = await readCapped(res.body, MAX_ANSWER_BYTES);
+    if (text === null) {
+      const problem = `the provider's embeddings answer was over the ${MAX_ANSWER_BYTES} bytes the gateway reads; send fewer inputs, or fewer dimensions`;
+      return { ok: false, failure: { error: upstreamFailure(problem), status, headers } };
+    }
     if (status < 200 || status >= 300) return { ok: false, failure: { error: upstreamFailure(`the provider answered ${status}`, text, { status, headers }), status, headers } };
     const decoded = decodeEmbeddings(text, plan.inputs.length);
     if (!decoded.ok) return { ok: false, failure: { error: upstreamFailure(decoded.problem), status, headers } };
     return { ok: true, answer: decoded.value };
   } catch (err) {
-    return { ok: false, failure: { error: upstreamFailure(describeTransportError(err)), status, headers, transportError: err } };
+    const error = wholeAnswerTimeoutFailure(err, 'an embeddings answer comes only once every input is embedded: send fewer or shorter inputs per request') ?? upstreamFailure(describeTransportError(err));
+    return { ok: false, failure: { error, status, headers, transportError: err } };
   }
+}
+
+/**
+ * The body as text, or null past `maxBytes` (the rest is not read: the connection is dropped). A
+ * Content-Length is not trusted alone: the bytes are counted as they come.
+ */
+async function readCapped(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of body) {
+    bytes += (chunk as Buffer).length;
+    if (bytes > maxBytes) {
+      body.destroy();
+      return null;
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks, bytes).toString('utf8');
 }
 
 /**
@@ -57,7 +82,7 @@ export async function embeddingsAttempt(adapter: ProviderAdapter, plan: Embeddin
   if (called.ok) return { ok: true, value: called.answer };
   const { error, status, headers, transportError } = called.failure;
   if (status === undefined && transportError === undefined) return { ok: false, action: 'next', error };
-  if (status === undefined) return { ok: false, action: actionForTransportError(transportError), code: errorCode(transportError), error };
+  if (status === undefined) return { ok: false, action: actionForTransportError(transportError, 'whole'), code: errorCode(transportError), error };
   if (status >= 200 && status < 300) return { ok: false, action: 'stop', status, error };
   return { ok: false, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
 }

@@ -3,6 +3,7 @@ import { reservationFor } from '../providers/pricing.ts';
 import { resolveModel } from '../chat/plan.ts';
 import { badRequest } from '../refusal.ts';
 import { readInputs, type EmbeddingInput } from './inputs.ts';
+import { MAX_DIMENSIONS, MAX_VECTOR_VALUES } from './limits.ts';
 
 export type EncodingFormat = 'float' | 'base64';
 
@@ -12,7 +13,10 @@ export interface EmbeddingsPlan {
   /** An embeddings answer is one JSON body: nothing reaches the client before the settle. */
   stream: false;
   inputs: EmbeddingInput[];
-  /** How the client wants the vectors; the provider is asked for the same, and either is converted. */
+  /**
+   * How the client wants the vectors. The provider is always asked for base64 (a third of the bytes
+   * of floats, and no number to parse), which is passed through or converted vector by vector.
+   */
   encodingFormat: EncodingFormat;
   /** Upper bound of the prompt tokens the provider can bill for `inputs`. */
   promptUpperBound: number;
@@ -67,9 +71,10 @@ export function planEmbeddings(body: unknown, catalog: Catalog): EmbeddingsPlan 
   if (dimensions !== undefined && (typeof dimensions !== 'number' || !Number.isInteger(dimensions) || dimensions < 1)) {
     throw badRequest('dimensions must be a positive whole number, such as 256', { param: 'dimensions' });
   }
+  if (dimensions !== undefined) checkAnswerSize(inputs.length, dimensions as number);
   if (b.user !== undefined && typeof b.user !== 'string') throw badRequest('user must be a string that identifies your end user', { param: 'user' });
 
-  const upstreamBody: Record<string, unknown> = { input: b.input, encoding_format: encodingFormat };
+  const upstreamBody: Record<string, unknown> = { input: b.input, encoding_format: 'base64' };
   if (dimensions !== undefined) upstreamBody.dimensions = dimensions;
   if (b.user !== undefined) upstreamBody.user = b.user;
   const promptUpperBound = inputs.reduce((sum, input) => sum + inputBound(input, model.contextLength), 0);
@@ -77,6 +82,19 @@ export function planEmbeddings(body: unknown, catalog: Catalog): EmbeddingsPlan 
     model, stream: false, inputs, encodingFormat: encodingFormat as EncodingFormat, promptUpperBound,
     reservationUsdc: reservationFor(model, promptUpperBound, 0, 1), upstreamBody,
   };
+}
+
+/** The answer's size, inputs × dimensions, within what one request may make the provider send (limits.ts). */
+function checkAnswerSize(inputCount: number, dimensions: number): void {
+  if (dimensions > MAX_DIMENSIONS) throw badRequest(`dimensions is ${dimensions}, above the ${MAX_DIMENSIONS} the gateway serves; ask for ${MAX_DIMENSIONS} or fewer`, { param: 'dimensions' });
+  const values = inputCount * dimensions;
+  if (values > MAX_VECTOR_VALUES) {
+    const fits = Math.floor(MAX_VECTOR_VALUES / dimensions);
+    throw badRequest(
+      `${inputCount} inputs at ${dimensions} dimensions are ${values} numbers, above the ${MAX_VECTOR_VALUES} one answer may hold; send at most ${fits} inputs per request at this size, or fewer dimensions`,
+      { param: 'input' },
+    );
+  }
 }
 
 function inputBound(input: EmbeddingInput, contextLength: number): number {

@@ -7,7 +7,7 @@ import { chainFailure, routeThroughDeployments } from '../chat/deployment-call.t
 import { settleWholeAnswer } from '../chat/settled-answer.ts';
 import type { ResponseSink } from '../chat/sink.ts';
 import { countTokens } from '../chat/usage.ts';
-import { encodeEmbeddings } from './answer.ts';
+import { renderEmbeddings } from './answer.ts';
 import { chargeOf } from '../protocols/charge.ts';
 import { embeddingsAttempt } from './call.ts';
 import type { EmbeddingsPlan } from './plan.ts';
@@ -44,7 +44,8 @@ export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestI
     const reported = answer.promptTokens;
     const usage = promptUsage(reported ?? (await estimatePromptTokens(plan)), reported === null);
     const outcome = await settleWholeAnswer(deps, sink, bill, usage);
-    sink.send(200, JSON.stringify(encodeEmbeddings(answer, plan.encodingFormat, plan.model.upstreamName, usage.input.total, chargeOf(outcome))));
+    const body = await renderEmbeddings(answer, plan.encodingFormat, plan.model.upstreamName, usage.input.total, chargeOf(outcome));
+    sink.send(200, body);
   } finally {
     await bill.voidIfOpen('error');
   }

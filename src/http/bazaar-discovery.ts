@@ -1,5 +1,6 @@
 import { declareDiscoveryExtension, type DiscoveryExtension } from '@x402/extensions/bazaar';
 import type { Catalog } from '../providers/catalog.ts';
+import { MAX_DIMENSIONS, MAX_VECTOR_VALUES } from '../embeddings/limits.ts';
 
 /**
  * The x402 `bazaar` extension of a paid route's 402 (x402 spec `extensions/bazaar.md`): the method,
@@ -85,7 +86,7 @@ const SHAPES: Record<string, RouteShape> = {
     properties: {
       input: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 2048 }], description: 'the text (or texts) to embed; the 402 price is the worst case their size allows' },
       encoding_format: { type: 'string', enum: ['float', 'base64'] },
-      dimensions: { type: 'integer', minimum: 1 },
+      dimensions: { type: 'integer', minimum: 1, maximum: MAX_DIMENSIONS, description: `at most ${MAX_VECTOR_VALUES} numbers in all: inputs × dimensions` },
     },
     required: ['model', 'input'],
     example: { model: '', input: 'Hello', encoding_format: 'float' },

@@ -5,18 +5,16 @@ import pino, { type DestinationStream, type Logger } from 'pino';
  * GETs, in the query string, whose values are never logged. Only method, path, query keys and the
  * client address describe a request.
  */
+const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-payment', 'payment-signature', 'sign-in-with-x', 'cookie'];
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
     {
       level,
       redact: {
-        paths: [
-          'req.headers.authorization',
-          'req.headers["x-payment"]',
-          'req.headers["payment-signature"]',
-          'req.headers.cookie',
-          'headers.authorization',
-        ],
+        // Every header that carries a credential: a key (authorization, x-api-key as the Anthropic
+        // SDK sends it), a payment (x-payment, payment-signature) or a signed sign-in-with-x proof.
+        paths: CREDENTIAL_HEADERS.flatMap((h) => [`req.headers["${h}"]`, `headers["${h}"]`]),
         censor: '[redacted]',
       },
       serializers: {

@@ -8,7 +8,7 @@ import { matchPaidPayment, offerRequest } from '../payments/pay-per-request/offe
 import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
 import type { Services } from '../services.ts';
 import { decodePaymentHeader } from '../payments/decode.ts';
-import { paymentMismatch } from '../payments/match.ts';
+import { paymentMismatch, type MatchedPayment } from '../payments/match.ts';
 import { TOPUP_PAYMENT, type PaymentRow } from '../payments/payment-store.ts';
 import { settleMatched } from '../payments/settle-matched.ts';
 import { mustNotPayAgain } from '../payments/rejection-message.ts';
@@ -18,7 +18,7 @@ import { refuseUnconfiguredProvider } from './provider-ready.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf, type AskForPayment } from './x402-payment.ts';
 import { discoverablePayload, paidRequestExtensions } from './x402-extensions.ts';
 import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
-import { holdPaymentIdentifier } from './payment-identifier.ts';
+import { paymentIdentifierHold, type IdentifierHold } from './payment-identifier.ts';
 import { exchangeOf } from './reply-sink.ts';
 import type { PaidRequest } from './paid-request.ts';
 
@@ -77,6 +77,28 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
   const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
+  // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
+  // (never for a payer a forged header merely names), before anything is recorded: a retry under
+  // the same payment identifier is a 409 with its payment never sent.
+  const hold = paymentIdentifierHold(services, request, decoded.envelope, matched);
+  try {
+    return await settleAndRun(services, request, reply, paidRequest, matched, ask, hold);
+  } finally {
+    // Every path that does not run the request frees the identifier, a throw included.
+    await hold?.finish();
+  }
+}
+
+/** Settles the matched payment and runs the request it pays for, or answers why not. */
+async function settleAndRun(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  paidRequest: PaidRequest,
+  matched: MatchedPayment,
+  ask: AskForPayment,
+  hold: IdentifierHold | undefined,
+): Promise<FastifyReply> {
   // The wallet's limit applies as to its keys, before any money moves, but only once the payer is
   // known to have signed: the payer a header names is the client's word until the facilitator has
   // verified it, and a forged header must not use up someone else's window (their keys' 429s).
@@ -87,10 +109,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
-  // Before any settle: a retry under the same payment identifier is answered here, unpaid.
-  const hold = await holdPaymentIdentifier(services, request, decoded.envelope, matched);
-  const outcome = await settleMatched(settleDepsOf(services, request.log), matched, countRequest);
-  if (outcome.kind === 'unavailable' || outcome.kind === 'rejected') await hold?.release();
+  const outcome = await settleMatched(settleDepsOf(services, request.log), matched, { admitSigned: hold?.claim, admitVerified: countRequest });
   switch (outcome.kind) {
     case 'unavailable':
       throw facilitatorUnavailable(outcome.reason);
@@ -99,6 +118,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       if (mustNotPayAgain(outcome.reason)) return ask('PAYMENT_REJECTED', `${outcome.reason}; the request did not run`, { reason: outcome.reason });
       return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
     case 'pending':
+      hold?.keepPending();
       throw new ApiError(
         503,
         'PAYMENT_PENDING',
@@ -112,8 +132,8 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
       const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
       if (refused) return refused;
       if (!counted) await countRequest();
-      await hold?.start(request.id);
-      return runPaid(services, reply, paidRequest, outcome.payment, ask);
+      await hold?.start();
+      return runPaid(services, reply, paidRequest, outcome.payment, ask, hold);
     }
   }
 }
@@ -151,11 +171,13 @@ async function runPaid(
   { plan, run }: PaidRequest,
   payment: PaymentRow,
   ask: AskForPayment,
+  hold: IdentifierHold | undefined,
 ): Promise<FastifyReply> {
   const key = await payPerRequestKey(services.storage.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   setReceipt(reply, payment);
   if ((await run(key, { capAtReservation: true })).ok) return reply;
+  hold?.notRun();
   reply.removeHeader('payment-response');
   reply.removeHeader('x-payment-response');
   const balance = await getBalance(services.storage.db, payment.payer);

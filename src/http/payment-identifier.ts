@@ -5,43 +5,76 @@ import { claimPaymentIdentifier, releasePaymentIdentifier, startIdentifiedRun, t
 import { ApiError, badRequest } from '../refusal.ts';
 import type { Services } from '../services.ts';
 
-/** A paid request's claim on its payment identifier, held from before the settle until it runs. */
+/**
+ * A paid request's claim on its payment identifier. Taken only once the payer is known to have
+ * signed the payment (settleMatched's `admitSigned`, before anything is recorded), so a forged
+ * payment naming someone else claims nothing. Kept while the payment is pending or once the
+ * request runs; `finish` frees it on every other path.
+ */
 export interface IdentifierHold {
-  /** The payment was refused or could not be settled: the identifier is free again. */
-  release(): Promise<void>;
-  /** The request is about to run; throws the 409 when a concurrent retry already ran it. */
-  start(requestId: string): Promise<void>;
+  /** Claims the identifier; throws the 409 of a retry (its payment is then never recorded or sent). */
+  claim(): Promise<void>;
+  /** The payment was sent and its outcome is not known yet: the claim stays for the retry of the same payment. */
+  keepPending(): void;
+  /** The request is about to run (its payment credited); throws the 409 when a concurrent retry already ran it. */
+  start(): Promise<void>;
+  /** The run was refused before it reserved anything: nothing ran, so `finish` frees the claim. */
+  notRun(): void;
+  /** In a finally: frees the claim unless the payment is pending or the request ran. */
+  finish(): Promise<void>;
 }
 
 /**
- * Claims the payment's `payment-identifier`, if it has one, before anything is settled
- * (src/payments/pay-per-request/payment-identifier.ts): a retry of a request that ran, or that is
- * being paid for, or the identifier reused for another body, is a 409 and its payment is never
- * settled. Undefined when the payment carries no identifier (x402 v1 payments cannot).
+ * Reads the payment's `payment-identifier`, if it has one, before anything is settled (an invalid
+ * one is a 400, src/payments/pay-per-request/payment-identifier.ts), and returns its claim, not yet
+ * taken: a retry of a request that ran, or that is being paid for, or the identifier reused for
+ * another body, is a 409 once claimed, and a payment refused that way is never sent. Undefined when
+ * the payment carries no identifier (x402 v1 payments cannot).
  */
-export async function holdPaymentIdentifier(services: Services, request: FastifyRequest, envelope: object, matched: MatchedPayment): Promise<IdentifierHold | undefined> {
+export function paymentIdentifierHold(services: Services, request: FastifyRequest, envelope: object, matched: MatchedPayment): IdentifierHold | undefined {
   const read = readPaymentIdentifier(envelope as { x402Version: number; extensions?: Record<string, unknown> });
   if (read.kind === 'none') return undefined;
   if (read.kind === 'invalid') throw badRequest(`${read.problem}; nothing was settled. Use an id such as the one generatePaymentId() from @x402/extensions makes`);
   const db = services.storage.db;
-  const key = { payer: matched.identity.payer.toLowerCase(), id: read.id, paymentDigest: matched.digest };
-  const verdict = await claimPaymentIdentifier(db, { ...key, bodyDigest: bodyDigest(request.body), now: services.now() });
-  if (verdict.kind === 'conflict') throw await conflict(services, key, verdict);
+  const key = { payer: matched.identity.payer.toLowerCase(), id: read.id, paymentDigest: matched.digest, holder: request.id };
+  const claimIt = () => claimPaymentIdentifier(db, { ...key, bodyDigest: bodyDigest(request.body), now: services.now() });
+  let claimed = false;
+  let kept = false;
   return {
-    release: () => releasePaymentIdentifier(db, key),
-    async start(requestId) {
-      if (await startIdentifiedRun(db, key, requestId)) return;
-      const row = await db.selectFrom('payment_identifiers').select(['request_id', 'created_at']).where('payer', '=', key.payer).where('id', '=', key.id).executeTakeFirst();
-      throw await conflict(services, key, { kind: 'conflict', reason: 'ran', first: { requestId: row?.request_id ?? null, createdAt: Number(row?.created_at ?? 0) } });
+    async claim() {
+      const verdict = await claimIt();
+      if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, false);
+      claimed = true;
+    },
+    keepPending: () => void (kept = true),
+    async start() {
+      for (;;) {
+        if (await startIdentifiedRun(db, key)) {
+          claimed = kept = true;
+          return;
+        }
+        // Run by a concurrent retry (the 409), or freed meanwhile by a request with the same
+        // payment that had taken the claim over and was then refused: claim it again, and start.
+        const verdict = await claimIt();
+        if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, true);
+        claimed = true;
+      }
+    },
+    notRun: () => void (kept = false),
+    async finish() {
+      if (claimed && !kept) await releasePaymentIdentifier(db, key);
     },
   };
 }
 
 /** The 409 of a retry: what became of the first request under the identifier, and what to do. */
-async function conflict(services: Services, key: { payer: string; id: string }, verdict: Extract<ClaimVerdict, { kind: 'conflict' }>): Promise<ApiError> {
+async function conflict(services: Services, key: { payer: string; id: string }, verdict: Extract<ClaimVerdict, { kind: 'conflict' }>, settled: boolean): Promise<ApiError> {
   const first = await describeFirst(services, key.payer, verdict.first);
   const id = `payment identifier "${key.id}"`;
-  const notSettled = 'this payment was not settled and the request did not run';
+  // A conflict found as the request starts: its payment is credited, in the balance already.
+  const notSettled = settled
+    ? `this payment is credited to ${key.payer}'s balance (nothing more was credited) and the request did not run`
+    : 'this payment was not settled and the request did not run';
   switch (verdict.reason) {
     case 'other-body':
       return new ApiError(409, 'PAYMENT_IDENTIFIER_CONFLICT', `${id} was first used ${first.when} for another request body; ${notSettled}. A retry sends the same body; a new request takes a new identifier`, first.fields);

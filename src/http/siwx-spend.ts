@@ -4,6 +4,7 @@ import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
 import { ApiError } from '../refusal.ts';
 import type { Services } from '../services.ts';
 import { SIGN_IN_WITH_X, verifySiwxHeader } from '../siwe/siwx.ts';
+import { authFailureLimit } from './auth-failure-limit.ts';
 import { reservationRefusal } from './key-checks.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import type { PaidRequest } from './paid-request.ts';
@@ -21,10 +22,18 @@ export function siwxHeader(headers: Record<string, string | string[] | undefined
  * once the signature is verified (and its nonce used up), the request runs billed to the signer's
  * balance exactly as a keyed request of that wallet (the same reservation, settle and rate-limit
  * window), recorded under the wallet's pay-per-request key. Every refusal but an RPC outage is the
- * 402 again, with a fresh challenge and the offers, so the stock client can sign again or pay.
+ * 402 again, with a fresh challenge and the offers, so the stock client can sign again or pay,
+ * until the client's address has failed too often (auth-failure-limit.ts): then the 429.
  */
 export async function spendWithSiwx(services: Services, request: FastifyRequest, reply: FastifyReply, paid: PaidRequest, header: string, ask: AskForPayment): Promise<FastifyReply> {
-  const verified = await verifySiwxHeader(header, paid.path, { siwe: services.siwe, secret: services.keySecret });
+  // A refused proof is a failed authentication like a junk SIWE proof (the same signature check and
+  // contract-wallet RPC calls): counted per client address, and a blocked address is refused with
+  // the 429 before its header is looked at. Under the limit, a refusal is the 402 again.
+  const verified = await authFailureLimit(services).check(
+    request,
+    () => verifySiwxHeader(header, paid.path, { siwe: services.siwe, secret: services.keySecret }),
+    (result) => !result.ok && result.status === 401,
+  );
   if (!verified.ok) {
     if (verified.status === 503) throw new ApiError(503, 'SERVICE_UNAVAILABLE', verified.reason, {}, { 'retry-after': '5' });
     return ask('SIWX_REJECTED', `${verified.reason}; nothing was charged and the request did not run. Sign this 402's sign-in-with-x challenge, or pay one of accepts`);

@@ -14,13 +14,17 @@ export interface SettleMatchedDeps {
   countOutcome: (kind: TopupOutcome['kind']) => void;
 }
 
+/** What a paid request checks on the way (SettleDeps says when each runs); a throw refuses it. */
+export type SettleHooks = Pick<SettleDeps, 'admitSigned' | 'admitVerified'>;
+
 /**
  * The one settle path of every paid endpoint (top-ups, pay-per-request chat): admits the payer
  * (contract wallets only on their chain), then records, verifies, settles and credits the payment
- * exactly once (settle-payment.ts). Callers branch on the outcome. `admitVerified` runs between
- * verify and send (a throw refuses with nothing sent).
+ * exactly once (settle-payment.ts). Callers branch on the outcome. `admitSigned` runs once the
+ * payer is known to have signed, before anything is recorded; `admitVerified` between verify and
+ * send (a throw from either refuses with nothing sent).
  */
-export async function settleMatched(deps: SettleMatchedDeps, matched: MatchedPayment, admitVerified?: () => Promise<void>): Promise<TopupOutcome> {
+export async function settleMatched(deps: SettleMatchedDeps, matched: MatchedPayment, hooks: SettleHooks = {}): Promise<TopupOutcome> {
   const { topup } = deps;
   // The settle path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
   const { settleTopup } = await import('./settle-payment.ts');
@@ -34,7 +38,7 @@ export async function settleMatched(deps: SettleMatchedDeps, matched: MatchedPay
       settleWaitMs: deps.settleWaitMs,
       now: Date.now,
       beforeBroadcast: topup.beforeBroadcast,
-      admitVerified,
+      ...hooks,
     },
     matched,
   );

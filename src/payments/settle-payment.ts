@@ -40,6 +40,12 @@ export interface SettleDeps {
   /** TEST ONLY (a fail point): runs after the payment is recorded and verified, before it is sent. */
   beforeBroadcast?: () => Promise<void>;
   /**
+   * Runs once the signature is known to be the payer's (signedByPayer), before anything is
+   * recorded or asked of the facilitator, on every path (a first payment, a replay, a retry of a
+   * payment being settled). A throw refuses the request with nothing recorded.
+   */
+  admitSigned?: () => Promise<void>;
+  /**
    * Runs once the facilitator has verified the payment, before it is sent: the first point where
    * the payer named in it is known to have signed it. A throw refuses the request with nothing
    * sent, and the payment is left claimable again (see REFUSED_UNSENT).
@@ -84,6 +90,7 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
     return unavailable(deps, err, `the RPC for ${m.identity.network} did not answer`);
   }
   if (!signed) return { kind: 'rejected', reason: NOT_SIGNED_BY_PAYER };
+  await deps.admitSigned?.();
   // Twice at most: a recorded attempt found abandoned is released, and then this retry claims it.
   for (let attempt = 0; ; attempt++) {
     const opened = await openPayment(deps.db, m, fromBlock, deps.now());

@@ -55,9 +55,11 @@ export function chargeFields(charge: Charge | undefined): ChargeFields | Record<
 /**
  * Whether an event's text may hold one of the charge names, checked on the text so that content
  * events (the hot path) are not parsed; generated text matches only by accident, and then costs
- * one parse.
+ * one parse. Any `\u` escape counts as a match: a key written `"\u0063harged_usdc"` is
+ * `charged_usdc` once parsed, and the text cannot tell which escapes are in keys (providers that
+ * escape all non-ASCII text pay one parse per such event).
  */
-export const mayNameACharge = (text: string) => text.includes('"cost') || text.includes('"charge');
+export const mayNameACharge = (text: string) => text.includes('"cost') || text.includes('"charge') || text.includes('\\u');
 
 /** Whether a usage object holds one of the names the charge is written under. */
 export function namesACharge(usage: object): boolean {
@@ -80,8 +82,9 @@ export function withCharge<T extends object>(usage: T, charge: Charge | undefine
  * without parsing and re-serialising the answer (which cost 17 µs for a 2 KB answer and 0.5 ms for
  * 200 KB, on the hot path of every JSON answer). Null when that is not certain to be right: a
  * usage object that is not the only one, or a charge name already in the text (its own `cost`,
- * which must be removed); the caller then re-serialises. Safe because a JSON string cannot hold
- * `"usage"` unescaped, so the one occurrence followed by `:` and `{` is the usage object's key.
+ * which must be removed), or any `\u` escape, which may spell one of them or `usage` itself; the
+ * caller then re-serialises. Safe because a JSON string cannot hold `"usage"` unescaped, so the one
+ * occurrence followed by `:` and `{` is the usage object's key.
  */
 export function spliceCharge(answerJson: string, charge: Charge): string | null {
   if (mayNameACharge(answerJson)) return null;

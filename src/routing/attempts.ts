@@ -27,7 +27,8 @@ export interface ChainObserver<D> {
   /** Moving from `from` (which failed) to `to`. */
   fellBack?(from: D, to: D): void;
   cooledDown?(target: D): void;
-  skipped?(target: D, reason: 'cooling'): void;
+  /** Put after the ready deployments: tried only once they all failed. */
+  deferred?(target: D, reason: 'cooling'): void;
 }
 
 export interface ChainSettings {
@@ -51,12 +52,19 @@ export interface ChainOptions<D> extends ChainSettings {
 
 export type ChainOutcome<D, T, E> =
   | { ok: true; value: T; target: D; attempts: number }
-  | { ok: false; last: AttemptFailure<E> | null; attempts: number; ended: 'exhausted' | 'stopped' | 'deadline' | 'cancelled' };
+  | {
+      ok: false;
+      last: AttemptFailure<E> | null;
+      attempts: number;
+      /** How many distinct deployments were called (a deadline or a stop can end the chain before the last). */
+      deploymentsTried: number;
+      ended: 'exhausted' | 'stopped' | 'deadline' | 'cancelled';
+    };
 
 /**
  * Runs `attempt` over the deployments until one succeeds: in their order (weighted ranks shuffled,
- * src/routing/order.ts), skipping those cooling down unless every one is (then all are tried in
- * order: a guess at a recovered deployment beats a certain refusal), retrying a deployment's
+ * src/routing/order.ts), those cooling down put last (tried only once every ready one failed: a
+ * cooldown may be wrong, and a guess at a healthy deployment beats a certain refusal), retrying a deployment's
  * `retry` failures up to `retries` times with backoff, moving on after `retry` and `next`
  * failures, ending at a `stop`. Nothing here knows what is being attempted: chat and embeddings
  * hand in their own attempt function, which classifies its outcome.
@@ -70,18 +78,21 @@ export async function runAttempts<D extends RoutedTarget, T, E>(
   const random = o.random ?? Math.random;
   const wait = o.sleep ?? sleep;
   const ordered = orderByWeight(deployments, random);
-  const ready = ordered.filter((d) => !o.cooldown.isCooling(d.id));
-  for (const d of ordered) if (!ready.includes(d)) o.observer?.skipped?.(d, 'cooling');
-  const chain = ready.length ? ready : ordered;
+  const cooling = ordered.filter((d) => o.cooldown.isCooling(d.id));
+  for (const d of cooling) o.observer?.deferred?.(d, 'cooling');
+  const chain = [...ordered.filter((d) => !cooling.includes(d)), ...cooling];
 
   let attempts = 0;
+  let deploymentsTried = 0;
   let last: AttemptFailure<E> | null = null;
   let previous: D | null = null;
+  const failed = (ended: 'exhausted' | 'stopped' | 'deadline' | 'cancelled') => ({ ok: false as const, last, attempts, deploymentsTried, ended });
   for (const target of chain) {
     for (let retry = 0; ; retry++) {
-      if (o.cancelled?.()) return { ok: false, last, attempts, ended: 'cancelled' };
-      if (attempts > 0 && now() >= o.deadline) return { ok: false, last, attempts, ended: 'deadline' };
+      if (o.cancelled?.()) return failed('cancelled');
+      if (attempts > 0 && now() >= o.deadline) return failed('deadline');
       if (previous && previous !== target && retry === 0) o.observer?.fellBack?.(previous, target);
+      if (retry === 0) deploymentsTried++;
       previous = target;
       attempts++;
       o.observer?.attempt?.(target, retry);
@@ -90,12 +101,12 @@ export async function runAttempts<D extends RoutedTarget, T, E>(
       last = outcome;
       o.observer?.failed?.(target, outcome, retry);
       if (outcome.action !== 'stop' && o.cooldown.recordFailure(target.id)) o.observer?.cooledDown?.(target);
-      if (outcome.action === 'stop') return { ok: false, last, attempts, ended: 'stopped' };
+      if (outcome.action === 'stop') return failed('stopped');
       if (outcome.action === 'next' || retry >= o.retries) break;
       const delay = retryDelayMs(retry, outcome.retryAfterMs, { baseMs: o.backoffMs, maxRetryAfterMs: o.maxRetryAfterMs }, random);
       if (delay === null || now() + delay >= o.deadline) break;
       await wait(delay);
     }
   }
-  return { ok: false, last, attempts, ended: 'exhausted' };
+  return failed('exhausted');
 }

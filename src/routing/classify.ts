@@ -1,11 +1,13 @@
 /**
  * What the chain does after a failed attempt:
  * - `retry`: the deployment is unwell right now (refused or dropped the connection, timed out
- *   before the first byte, 408, 409, 429, 5xx, 529): retry it (chat.retries), then move on;
+ *   before the first byte of a streamed answer, 408, 409, 429, 5xx, 529): retry it (chat.retries),
+ *   then move on;
  * - `next`: this deployment cannot serve, another may (its key is missing or was refused, its
  *   account is out of credit): move on at once;
  * - `stop`: the request itself was refused (400, 404, 413, 422, …): every deployment would refuse
- *   it again, so the chain ends and the client gets the answer.
+ *   it again, so the chain ends and the client gets the answer. Also a timeout before the headers
+ *   of an answer sent whole (see `AnswerDelivery`).
  */
 export type FailureAction = 'retry' | 'next' | 'stop';
 
@@ -26,8 +28,23 @@ const RETRY_CODES: ReadonlySet<string> = new Set([
   'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT',
 ]);
 
-/** A transport error before the answer's headers: retry or move on, except our own abort (the client left), which stops. */
-export function actionForTransportError(err: unknown): FailureAction {
+/**
+ * How the provider sends its answer: a stream's headers come as soon as it starts generating; a
+ * whole (JSON) answer's only once it is fully generated, so its time to headers grows with the
+ * output the request asked for.
+ */
+export type AnswerDelivery = 'streamed' | 'whole';
+
+/**
+ * A transport error before the answer's headers: retry or move on, except our own abort (the
+ * client left), which stops, and a first-byte timeout of an answer sent whole, which stops too:
+ * the deployment may be healthy and generating (and billing us) a long answer, so the request's
+ * own size may be the cause. Moving on would have every deployment generate it, unpaid, and
+ * counting it toward a cooldown would let one caller's long requests cool a healthy deployment
+ * for everyone (docs/DECISIONS.md, "Cooldowns").
+ */
+export function actionForTransportError(err: unknown, delivery: AnswerDelivery): FailureAction {
   const code = (err as { code?: unknown })?.code;
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' && delivery === 'whole') return 'stop';
   return typeof code === 'string' && RETRY_CODES.has(code) ? 'retry' : 'stop';
 }

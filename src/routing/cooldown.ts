@@ -1,6 +1,7 @@
 /**
  * Which deployments are cooling down: a deployment that failed `failures` times within `windowMs`
- * is skipped for `cooldownMs`, then tried again (its count starts afresh). The state is this
+ * goes after the others for `cooldownMs` (src/routing/attempts.ts), then is back in its place
+ * (its count starts afresh). The state is this
  * gateway instance's alone, in memory: instances behind one load balancer each learn a provider's
  * outage from their own traffic, which costs each at most `failures` failed attempts per window and
  * needs no shared store on the request path.

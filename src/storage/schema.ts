@@ -86,6 +86,8 @@ export interface PaymentIdentifierTable {
   /** Set when the request started running; null while its payment is being settled. */
   request_id: string | null;
   created_at: number;
+  /** Migration 012: the request holding the claim (its request id), the only one that may free it. */
+  holder: string | null;
 }
 
 export interface RedeemCodeTable {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { buildCatalog } from '../../src/providers/catalog.ts';
-import { decodeEmbeddings, encodeEmbeddings, fromBase64, toBase64 } from '../../src/embeddings/answer.ts';
+import { decodeEmbeddings, fromBase64, renderEmbeddings, toBase64 } from '../../src/embeddings/answer.ts';
 import { PER_INPUT_TOKENS, planEmbeddings } from '../../src/embeddings/plan.ts';
 
 const catalog = buildCatalog({
@@ -21,9 +21,9 @@ describe('the embeddings bound: strings by their bytes, token arrays exactly, ea
     assert.equal(planEmbeddings({ model: 'e', input: ['x'.repeat(500), 'y'] }, catalog).promptUpperBound, 100 + 1 + PER_INPUT_TOKENS);
   });
 
-  test('the upstream request carries only the allowlisted fields, with the model named by the deployment', () => {
+  test('the upstream request carries only the allowlisted fields, with the model named by the deployment, and always asks for base64', () => {
     const plan = planEmbeddings({ model: 'p/e', input: 'a', dimensions: 3, user: 'u' }, catalog);
-    assert.deepEqual(plan.upstreamBody, { input: 'a', encoding_format: 'float', dimensions: 3, user: 'u' });
+    assert.deepEqual(plan.upstreamBody, { input: 'a', encoding_format: 'base64', dimensions: 3, user: 'u' });
   });
 });
 
@@ -39,6 +39,13 @@ describe("attack: a provider's malformed embeddings answer is refused (a 502 tha
       [answer([vector(0), vector(2)]), 2],
       [answer([vector(0), vector(1), vector(2)]), 2],
       [answer([{ index: 0, embedding: ['a'] }]), 1],
+      [answer([{ index: 0, embedding: [] }]), 1],
+      [answer([{ index: 0, embedding: '' }]), 1],
+      [answer([{ index: 0, embedding: 'AACA' }]), 1],
+      [answer([{ index: 0, embedding: 'not base64!' }]), 1],
+      [answer([{ index: 0, embedding: '' }, { index: 0, embedding: 'AACAPw==' }]), 2],
+      [answer([vector(0)], { total_tokens: 1 }), 1],
+      [JSON.stringify({ data: [vector(0)], model: 5 }), 1],
       [answer([vector(0)], { prompt_tokens: -1 }), 1],
       [answer([vector(0)], { prompt_tokens: 1.5 }), 1],
       ['{"data": [', 1],
@@ -48,13 +55,13 @@ describe("attack: a provider's malformed embeddings answer is refused (a 502 tha
     }
   });
 
-  test('vectors are put back in input order and converted to the format asked for, base64 as little-endian float32', () => {
+  test('vectors are put back in input order and converted to the format asked for, base64 as little-endian float32', async () => {
     const decoded = decodeEmbeddings(answer([vector(1), { index: 0, embedding: toBase64(Float32Array.from([1, 2])) }]), 2);
     assert.ok(decoded.ok);
-    const floats = encodeEmbeddings(decoded.value, 'float', 'e', 3);
-    assert.deepEqual(floats.data.map((d) => d.embedding), [[1, 2], [0.5, -0.25]]);
+    const floats = JSON.parse((await renderEmbeddings(decoded.value, 'float', 'e', 3)).toString());
+    assert.deepEqual(floats.data.map((d: { embedding: number[] }) => d.embedding), [[1, 2], [0.5, -0.25]]);
     assert.deepEqual(floats.usage, { prompt_tokens: 3, total_tokens: 3 });
-    const base64 = encodeEmbeddings(decoded.value, 'base64', 'e', 3);
+    const base64 = JSON.parse((await renderEmbeddings(decoded.value, 'base64', 'e', 3)).toString());
     assert.deepEqual(Array.from(fromBase64(base64.data[1]!.embedding as string)), [0.5, -0.25]);
     assert.equal(Buffer.from(base64.data[1]!.embedding as string, 'base64').readFloatLE(0), 0.5);
   });

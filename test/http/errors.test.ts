@@ -94,4 +94,19 @@ describe('errors, limits, request ids and logs', () => {
       assert.ok(!logs.includes(secret), `log contains a secret fragment ${secret.slice(0, 12)}…`);
     }
   });
+
+  test('attack: sign-in-with-x and x-api-key values never reach the logs (review of issue 28)', async () => {
+    const body = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 10 };
+    const siwx = 'secret-sign-in-with-x-value';
+    const apiKey = 'tg-secret-x-api-key-value';
+    const statuses = [
+      (await call(gw.url, 'POST', '/v1/chat/completions', body, { 'sign-in-with-x': siwx })).status,
+      (await call(gw.url, 'POST', '/v1/messages', body, { 'x-api-key': apiKey, 'anthropic-version': '2023-06-01' })).status,
+    ];
+    assert.ok(statuses.every((s) => s >= 400), String(statuses));
+    const logs = gw.logs();
+    assert.match(logs, /"url":"\/v1\/messages"/, 'the requests were logged');
+    assert.ok(!logs.includes(siwx), 'the sign-in-with-x value was logged');
+    assert.ok(!logs.includes(apiKey), 'the x-api-key value was logged');
+  });
 });

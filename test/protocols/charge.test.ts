@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { chargeFields, chargeOf, spliceCharge, withCharge } from '../../src/protocols/charge.ts';
+import { chargeFields, chargeOf, mayNameACharge, spliceCharge, withCharge } from '../../src/protocols/charge.ts';
 import { anthropicMessagesInbound } from '../../src/protocols/anthropic-messages/inbound.ts';
 import type { EncodePlan } from '../../src/protocols/inbound.ts';
 import type { Usage } from '../../src/protocols/internal.ts';
@@ -51,6 +51,11 @@ describe('the charge spliced into a JSON answer as text', () => {
     assert.equal(spliceCharge('{"x":{"usage":{}},"usage":{"prompt_tokens":1}}', charge), null);
     assert.equal(spliceCharge('{"content":"usage","usage":{"prompt_tokens":1}}', charge), null);
     assert.equal(spliceCharge('{"usage":null}', charge), null);
+    // A JSON escape can spell any name (a charge's, or usage's own): the text cannot be trusted then.
+    assert.equal(spliceCharge('{"usage":{"prompt_tokens":1,"\\u0063ost":0.5}}', charge), null);
+    assert.equal(spliceCharge('{"usage":{"prompt_tokens":1},"\\u0075sage":{"prompt_tokens":9}}', charge), null);
+    assert.equal(mayNameACharge('{"choices":[{"delta":{"content":"caf\\u00e9"}}]}'), true);
+    assert.equal(mayNameACharge('{"choices":[{"delta":{"content":"café"}}]}'), false);
     // The callers then write the answer again, the provider's claim removed.
     const answer = '{"id":"x","usage":{"prompt_tokens":1,"cost":0.5}}';
     assert.deepEqual(JSON.parse(openAIChatInbound.encodeAnswer(answer, JSON.parse(answer), plan(), USAGE, charge)).usage, { prompt_tokens: 1, cost: 0.000025, charged_usdc: 25 });

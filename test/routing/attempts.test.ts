@@ -151,17 +151,17 @@ describe('cooldown', () => {
     assert.equal(b.isCooling('a'), false);
   });
 
-  test('a cooling deployment is skipped, and tried again after the cooldown (recovery)', async () => {
+  test('a cooling deployment goes last, and first again after the cooldown (recovery)', async () => {
     const { opts, advance, cooldown } = harness();
     const cool = new CooldownBoard(() => ({ failures: 1, windowMs: 60_000, cooldownMs: 30_000 }), opts.now!);
     opts.cooldown = cool;
-    const skipped: string[] = [];
-    opts.observer = { skipped: (d) => skipped.push(d.id) };
+    const deferred: string[] = [];
+    opts.observer = { deferred: (d) => deferred.push(d.id) };
     const s = scripted({ a: [fail('retry'), ok('a recovered')], b: [ok('b1'), ok('b2'), ok('b3')] });
     assert.equal((await runAttempts([A, B], s.attempt, opts)).ok, true); // a fails (cools), b serves
-    const second = await runAttempts([A, B], s.attempt, opts); // a skipped
+    const second = await runAttempts([A, B], s.attempt, opts); // a put last: b serves first
     assert.ok(second.ok && second.target === B);
-    assert.deepEqual(skipped, ['a']);
+    assert.deepEqual(deferred, ['a']);
     advance(30_000);
     const third = await runAttempts([A, B], s.attempt, opts);
     assert.ok(third.ok && third.value === 'a recovered');
@@ -185,5 +185,25 @@ describe('cooldown', () => {
     const out = await runAttempts([A, B], s.attempt, opts);
     assert.ok(out.ok && out.target === B);
     assert.deepEqual(s.calls, ['a', 'b']);
+  });
+
+  test('a cooling deployment is tried after every ready one failed, instead of never', async () => {
+    const { opts } = harness();
+    opts.cooldown = new CooldownBoard(() => ({ failures: 1, windowMs: 60_000, cooldownMs: 30_000 }), opts.now!);
+    opts.cooldown.recordFailure('a');
+    const s = scripted({ a: [ok('a, cooling but well')], b: [fail('retry', { status: 503 })], c: [fail('next', { status: 401 })] });
+    const out = await runAttempts([A, B, C], s.attempt, opts);
+    assert.ok(out.ok && out.target === A);
+    assert.deepEqual(s.calls, ['b', 'c', 'a']);
+  });
+
+  test('the outcome counts the deployments really called: a deadline before the last one says so', async () => {
+    const { opts, advance } = harness({ retries: 1 });
+    const s = scripted({ a: [fail('retry'), fail('retry')], b: [ok('b')] });
+    const attempt = async (d: D) => { advance(70_000); return s.attempt(d); };
+    const out = await runAttempts([A, B], attempt, opts);
+    assert.ok(!out.ok);
+    assert.deepEqual([out.ended, out.attempts, out.deploymentsTried], ['deadline', 2, 1]);
+    assert.deepEqual(s.calls, ['a', 'a']);
   });
 });

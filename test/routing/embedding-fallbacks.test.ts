@@ -56,5 +56,17 @@ for (const engine of ENGINES) {
       assert.equal(h.backup.received.length, 0);
       await expectNothingCharged(h, w, FUNDS);
     });
+
+    test("the primary's first-byte timeout (an answer sent whole: maybe the request's size) is not sent to the fallback", async () => {
+      const w = await h.wallet(FUNDS);
+      h.fake.behaviour = { usage: USAGE, delayMs: 1500 };
+      const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }) });
+      assert.equal(res.status, 502);
+      assert.equal(res.headers.get('x-should-retry'), 'false');
+      assert.match((await res.json()).message, /^the provider timed out before answering \(.*send fewer or shorter inputs per request\)/);
+      assert.equal(h.backup.received.length, 0);
+      assert.deepEqual(h.gw.services.chat.routing.cooldown.cooling(), []);
+      await expectNothingCharged(h, w, FUNDS);
+    });
   });
 }

@@ -60,10 +60,20 @@ for (const engine of ENGINES) {
         await expectServedByBackup(w, 'backup/refused-backup');
       });
 
-      test(`${mode}: the primary times out before its first byte: the fallback serves`, async () => {
+      test(`${mode}: the primary times out before its first byte: ${stream ? 'the fallback serves' : 'a 502, the fallback not called (the answer may still be generating)'}`, async () => {
         const w = await h.wallet(FUNDS);
         h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
         const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES, stream });
+        if (!stream) {
+          // A JSON answer's headers come only once it is generated: the timeout may be the request's
+          // own length, so the chain stops (docs/DECISIONS.md, "Cooldowns"; test/routing/cooldown-poisoning.test.ts).
+          assert.equal(res.status, 502);
+          assert.equal(res.headers.get('x-should-retry'), 'false', 'the same request would time out again');
+          assert.match((await res.json()).message, /^the provider timed out before answering \(.*set stream: true or ask for fewer output tokens\)/);
+          assert.equal(h.backup.received.length, 0);
+          await expectNothingCharged(h, w, FUNDS);
+          return;
+        }
         assert.equal(res.status, 200);
         assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/routed-backup');
         await res.text();

@@ -44,8 +44,13 @@ describe('failure classification', () => {
   });
 
   test('transport errors before the first byte retry; our own abort stops', () => {
-    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET']) assert.equal(actionForTransportError({ code }), 'retry', code);
-    assert.equal(actionForTransportError({ name: 'AbortError', code: 'UND_ERR_ABORTED' }), 'stop');
+    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET']) assert.equal(actionForTransportError({ code }, 'streamed'), 'retry', code);
+    for (const delivery of ['streamed', 'whole'] as const) assert.equal(actionForTransportError({ name: 'AbortError', code: 'UND_ERR_ABORTED' }, delivery), 'stop');
+  });
+
+  test("a first-byte timeout of an answer sent whole stops (the request's size may be the cause); other transport errors still retry", () => {
+    assert.equal(actionForTransportError({ code: 'UND_ERR_HEADERS_TIMEOUT' }, 'whole'), 'stop');
+    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET']) assert.equal(actionForTransportError({ code }, 'whole'), 'retry', code);
   });
 });
 

@@ -16,6 +16,8 @@ export interface IdentifierClaim {
   bodyDigest: string;
   /** The payment's signature digest (MatchedPayment.digest). */
   paymentDigest: string;
+  /** The request claiming it (its request id): only the holder frees a claim. */
+  holder: string;
   now: number;
 }
 
@@ -25,38 +27,54 @@ export interface FirstUse {
   createdAt: number;
 }
 
-export type ClaimVerdict =
-  | { kind: 'claimed' }
-  /** The same payment sent again while it is being settled: the settle path credits it once. */
-  | { kind: 'same-payment' }
-  | { kind: 'conflict'; reason: 'other-body' | 'ran' | 'in-progress'; first: FirstUse };
+export type ClaimVerdict = { kind: 'claimed' } | { kind: 'conflict'; reason: 'other-body' | 'ran' | 'in-progress'; first: FirstUse };
+
+type ClaimKey = Pick<IdentifierClaim, 'payer' | 'id' | 'holder'>;
 
 /**
- * Claims `id` for this payer, body and payment before anything is settled. A first use claims it;
- * a retry is told what became of the first (a conflict) unless it is the same body and payment
- * whose request has not run yet (a payment being settled, sent again as the 503 said).
+ * Claims `id` for this payer, body and payment, once the payer is known to have signed the payment
+ * (never for the payer a header merely names). A first use claims it; a retry is told what became
+ * of the first (a conflict) unless it is the same body and payment whose request has not run yet
+ * (a payment being settled, sent again as the 503 said): that retry takes the claim over, and the
+ * first request, which no longer holds it, cannot free it (releasePaymentIdentifier).
  */
 export async function claimPaymentIdentifier(db: Kysely<Database>, c: IdentifierClaim): Promise<ClaimVerdict> {
-  const inserted = await db
-    .insertInto('payment_identifiers')
-    .values({ payer: c.payer, id: c.id, body_digest: c.bodyDigest, payment_digest: c.paymentDigest, request_id: null, created_at: c.now })
-    .onConflict((oc) => oc.columns(['payer', 'id']).doNothing())
-    .executeTakeFirst();
-  if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 1) return { kind: 'claimed' };
-  const row = await db.selectFrom('payment_identifiers').selectAll().where('payer', '=', c.payer).where('id', '=', c.id).executeTakeFirst();
-  // Released between the insert and the read (its payment was refused): claim it again.
-  if (!row) return claimPaymentIdentifier(db, c);
-  const first = { requestId: row.request_id, createdAt: Number(row.created_at) };
-  if (row.body_digest !== c.bodyDigest) return { kind: 'conflict', reason: 'other-body', first };
-  if (row.request_id !== null) return { kind: 'conflict', reason: 'ran', first };
-  return row.payment_digest === c.paymentDigest ? { kind: 'same-payment' } : { kind: 'conflict', reason: 'in-progress', first };
+  for (;;) {
+    const inserted = await db
+      .insertInto('payment_identifiers')
+      .values({ payer: c.payer, id: c.id, body_digest: c.bodyDigest, payment_digest: c.paymentDigest, request_id: null, created_at: c.now, holder: c.holder })
+      .onConflict((oc) => oc.columns(['payer', 'id']).doNothing())
+      .executeTakeFirst();
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 1) return { kind: 'claimed' };
+    const row = await db.selectFrom('payment_identifiers').selectAll().where('payer', '=', c.payer).where('id', '=', c.id).executeTakeFirst();
+    // Released between the insert and the read (its payment was refused): claim it again.
+    if (!row) continue;
+    const first = { requestId: row.request_id, createdAt: Number(row.created_at) };
+    if (row.body_digest !== c.bodyDigest) return { kind: 'conflict', reason: 'other-body', first };
+    if (row.request_id !== null) return { kind: 'conflict', reason: 'ran', first };
+    if (row.payment_digest !== c.paymentDigest) return { kind: 'conflict', reason: 'in-progress', first };
+    const taken = await db
+      .updateTable('payment_identifiers')
+      .set({ holder: c.holder })
+      .where('payer', '=', c.payer)
+      .where('id', '=', c.id)
+      .where('payment_digest', '=', c.paymentDigest)
+      .where('request_id', 'is', null)
+      .executeTakeFirst();
+    if (Number(taken.numUpdatedRows) === 1) return { kind: 'claimed' };
+    // Started or released meanwhile: look again.
+  }
 }
 
-/** The claimed request starts: true for the one run that may go ahead, false when another already ran. */
-export async function startIdentifiedRun(db: Kysely<Database>, c: Pick<IdentifierClaim, 'payer' | 'id' | 'paymentDigest'>, requestId: string): Promise<boolean> {
+/**
+ * The request starts running: true for the one run that may go ahead (it becomes the holder),
+ * false when another already ran. Any request with the claimed payment may start it, whether or
+ * not it still holds the claim: the payment is credited, and one run is what it pays for.
+ */
+export async function startIdentifiedRun(db: Kysely<Database>, c: Pick<IdentifierClaim, 'payer' | 'id' | 'paymentDigest' | 'holder'>): Promise<boolean> {
   const updated = await db
     .updateTable('payment_identifiers')
-    .set({ request_id: requestId })
+    .set({ request_id: c.holder, holder: c.holder })
     .where('payer', '=', c.payer)
     .where('id', '=', c.id)
     .where('payment_digest', '=', c.paymentDigest)
@@ -65,15 +83,14 @@ export async function startIdentifiedRun(db: Kysely<Database>, c: Pick<Identifie
   return Number(updated.numUpdatedRows) === 1;
 }
 
-/** Frees an identifier whose payment was refused (nothing settled): the client may pay again under it. */
-export async function releasePaymentIdentifier(db: Kysely<Database>, c: Pick<IdentifierClaim, 'payer' | 'id' | 'paymentDigest'>): Promise<void> {
-  await db
-    .deleteFrom('payment_identifiers')
-    .where('payer', '=', c.payer)
-    .where('id', '=', c.id)
-    .where('payment_digest', '=', c.paymentDigest)
-    .where('request_id', 'is', null)
-    .execute();
+/**
+ * Frees the identifier claimed by `holder`, when its request did not run (its payment refused or
+ * not settled, the request refused, or its run refused before it reserved anything): the client
+ * may pay again under it. Compare-and-delete: a claim another request took over or started is not
+ * this request's to free.
+ */
+export async function releasePaymentIdentifier(db: Kysely<Database>, c: ClaimKey): Promise<void> {
+  await db.deleteFrom('payment_identifiers').where('payer', '=', c.payer).where('id', '=', c.id).where('holder', '=', c.holder).execute();
 }
 
 export async function prunePaymentIdentifiers(db: Kysely<Database>, now = Date.now()): Promise<number> {

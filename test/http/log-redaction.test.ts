@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { describe, test } from 'node:test';
+import { createLogger } from '../../src/http/logger.ts';
+
+/**
+ * Credentials travel in headers: a key (authorization, or x-api-key as the Anthropic SDK sends
+ * it), a payment (x-payment, payment-signature) or a signed sign-in-with-x proof. The request log
+ * line keeps no headers at all (errors.test.ts checks real requests); any other line that carries
+ * them must show none of their values (review of issue 28: sign-in-with-x and x-api-key were not
+ * in the redaction list).
+ */
+const SECRETS = {
+  authorization: 'Bearer tg-secret-authorization-value',
+  'x-api-key': 'tg-secret-x-api-key-value',
+  'x-payment': 'secret-x-payment-value',
+  'payment-signature': 'secret-payment-signature-value',
+  'sign-in-with-x': 'secret-sign-in-with-x-value',
+  cookie: 'session=secret-cookie-value',
+};
+
+describe('attack: credential headers in a log line', () => {
+  test('every credential header is redacted, other headers are kept', () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    createLogger('info', sink).info({ headers: { ...SECRETS, 'content-type': 'application/json' } }, 'headers');
+    const text = lines.join('');
+    const line = JSON.parse(text);
+    for (const [name, value] of Object.entries(SECRETS)) {
+      assert.equal(line.headers[name], '[redacted]', name);
+      assert.ok(!text.includes(value), `${name}'s value was logged`);
+    }
+    assert.equal(line.headers['content-type'], 'application/json');
+  });
+});
