@@ -7,54 +7,22 @@ pragma solidity 0.8.17;
 // settle Permit2 payments. Permit2 itself, the tokens, the signatures and the nonces are real.
 // It is placed at the canonical address with anvil_setCode, in tests and `tollgate demo` only.
 
-interface ISignatureTransfer {
-    struct TokenPermissions {
-        address token;
-        uint256 amount;
-    }
+import "./StandInPermit2ProxyBase.sol";
 
-    struct PermitTransferFrom {
-        TokenPermissions permitted;
-        uint256 nonce;
-        uint256 deadline;
-    }
-
-    struct SignatureTransferDetails {
-        address to;
-        uint256 requestedAmount;
-    }
-
-    function permitWitnessTransferFrom(
-        PermitTransferFrom calldata permit,
-        SignatureTransferDetails calldata transferDetails,
-        address owner,
-        bytes32 witness,
-        string calldata witnessTypeString,
-        bytes calldata signature
-    ) external;
-}
-
-contract StandInExactPermit2Proxy {
+contract StandInExactPermit2Proxy is StandInPermit2ProxyBase {
     struct Witness {
         address to;
         uint256 validAfter;
     }
 
-    ISignatureTransfer public constant PERMIT2 = ISignatureTransfer(0x000000000022D473030F116dDEE9F6B43aC78BA3);
-
     bytes32 public constant WITNESS_TYPEHASH = keccak256("Witness(address to,uint256 validAfter)");
+
+    error InvalidAmount();
 
     // Permit2 appends this to "PermitWitnessTransferFrom(TokenPermissions permitted,address spender,
     // uint256 nonce,uint256 deadline," to build the signed type, so it lists the referenced structs.
     string public constant WITNESS_TYPE_STRING =
         "Witness witness)TokenPermissions(address token,uint256 amount)Witness(address to,uint256 validAfter)";
-
-    event Settled();
-
-    error InvalidAmount();
-    error InvalidDestination();
-    error InvalidOwner();
-    error PaymentTooEarly();
 
     function settle(
         ISignatureTransfer.PermitTransferFrom calldata permit,
@@ -62,10 +30,8 @@ contract StandInExactPermit2Proxy {
         Witness calldata witness,
         bytes calldata signature
     ) external {
-        if (owner == address(0)) revert InvalidOwner();
-        if (witness.to == address(0)) revert InvalidDestination();
         if (permit.permitted.amount == 0) revert InvalidAmount();
-        if (block.timestamp < witness.validAfter) revert PaymentTooEarly();
+        checkTransfer(owner, witness.to, witness.validAfter);
 
         bytes32 witnessHash = keccak256(abi.encode(WITNESS_TYPEHASH, witness.to, witness.validAfter));
         PERMIT2.permitWitnessTransferFrom(

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const CONTRACT_SOURCES = ['TetherLikeToken.sol', 'StandInExactPermit2Proxy.sol', 'TestSmartWallet.sol'];
+export const CONTRACT_SOURCES = ['TetherLikeToken.sol', 'StandInPermit2ProxyBase.sol', 'StandInExactPermit2Proxy.sol', 'StandInUptoPermit2Proxy.sol', 'TestSmartWallet.sol'];
 export const ARTIFACTS_PATH = path.join(ROOT, 'src/devchain/artifacts.json');
 
 export interface CompiledContract {

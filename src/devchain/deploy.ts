@@ -13,7 +13,7 @@ import {
   type PrivateKeyAccount,
 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress } from '@x402/evm';
+import { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress, x402UptoPermit2ProxyAddress } from '@x402/evm';
 import { evmChain } from '../chain/evm-chain.ts';
 import type { Anvil } from './anvil.ts';
 import artifacts from './artifacts.json' with { type: 'json' };
@@ -27,9 +27,14 @@ import permit2 from './permit2.json' with { type: 'json' };
  * - Permit2: Uniswap's runtime code (src/devchain/permit2.json, from @uniswap/v4-periphery 1.0.3), at its canonical address;
  * - USDT: TetherLikeToken (contracts/), Tether's no-return-value transfer semantics;
  * - Multicall3 at its canonical address (the x402 facilitator's diagnostics call it);
- * - the x402 exact Permit2 proxy: a labelled STAND-IN (contracts/StandInExactPermit2Proxy.sol).
+ * - the x402 exact Permit2 proxy: a labelled STAND-IN (contracts/StandInExactPermit2Proxy.sol);
+ * - the x402 upto Permit2 proxy: a labelled STAND-IN (contracts/StandInUptoPermit2Proxy.sol).
  */
-export { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress as X402_EXACT_PERMIT2_PROXY } from '@x402/evm';
+export {
+  PERMIT2_ADDRESS,
+  x402ExactPermit2ProxyAddress as X402_EXACT_PERMIT2_PROXY,
+  x402UptoPermit2ProxyAddress as X402_UPTO_PERMIT2_PROXY,
+} from '@x402/evm';
 export const MULTICALL3_ADDRESS: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
 
 export const USDC_DOMAIN = { name: 'USD Coin', version: '2' } as const;
@@ -137,6 +142,7 @@ export async function deployDevChain(anvil: Anvil): Promise<DevChain> {
   await setCode(MULTICALL3_ADDRESS, (await owner.getCode({ address: multicallAt })) as Hex);
   await setCode(PERMIT2_ADDRESS, permit2.runtimeCode as Hex);
   await setCode(x402ExactPermit2ProxyAddress, artifacts.StandInExactPermit2Proxy.deployedBytecode as Hex);
+  await setCode(x402UptoPermit2ProxyAddress, artifacts.StandInUptoPermit2Proxy.deployedBytecode as Hex);
 
   // USDC, set up the way Circle initialises FiatToken: the proxy admin may not call the token.
   const checker = hardhatArtifact('util/SignatureChecker.sol/SignatureChecker.json');

@@ -4,6 +4,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.ts';
 import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
+import { oneSettleAtATime } from '../payments/facilitator/one-settle-at-a-time.ts';
 import { createFacilitator } from '../payments/service.ts';
 import { bearerMatches } from './secret-compare.ts';
 
@@ -43,19 +44,26 @@ export async function startFacilitatorServer(config: Config, opts: FacilitatorSe
     }
   });
 
-  const parse = (body: unknown): { payload: PaymentPayload; requirements: PaymentRequirements } | string => {
+  const parse = (body: unknown): { payload: PaymentPayload; requirements: PaymentRequirements } | { reason: string; message: string } => {
     const b = (body ?? {}) as Record<string, unknown>;
     const payload = PaymentPayloadSchema.safeParse(b.paymentPayload);
     const requirements = PaymentRequirementsSchema.safeParse(b.paymentRequirements);
-    if (!payload.success || !requirements.success) return 'invalid_payload';
+    if (!payload.success || !requirements.success) return { reason: 'invalid_payload', message: 'send {paymentPayload, paymentRequirements} as the x402 facilitator API defines them' };
     const req = requirements.data as PaymentRequirements;
-    if (req.payTo.toLowerCase() !== payTo) return 'pay_to_not_served';
+    if (req.payTo.toLowerCase() !== payTo) return { reason: 'pay_to_not_served', message: 'this facilitator settles only payments to its own payTo (topup.payTo in its configuration)' };
+    // The schemes read the amount with BigInt, which throws on "1.5" (a 500) and reads "" or " " as
+    // 0: an upto settle of 0 answers success with nothing sent. So only digits pass.
+    const amount = badAmount(req.amount, 'paymentRequirements.amount') ?? badAmount((payload.data as PaymentPayload).accepted?.amount, 'paymentPayload.accepted.amount');
+    if (amount) return { reason: 'invalid_amount', message: amount };
     return { payload: payload.data as PaymentPayload, requirements: req };
   };
+  // One settle per authorization at a time (one-settle-at-a-time.ts): a caller repeating the running
+  // call gets its result, and nothing is sent twice.
+  const settleOnce = oneSettleAtATime<Awaited<ReturnType<typeof facilitator.settle>>>();
 
   app.post('/verify', async (request, reply) => {
     const input = parse(request.body);
-    if (typeof input === 'string') return reply.code(400).send({ isValid: false, invalidReason: input });
+    if ('reason' in input) return reply.code(400).send({ isValid: false, invalidReason: input.reason, invalidMessage: input.message });
     try {
       return await facilitator.verify(input.payload, input.requirements);
     } catch (err) {
@@ -65,9 +73,9 @@ export async function startFacilitatorServer(config: Config, opts: FacilitatorSe
 
   app.post('/settle', async (request, reply) => {
     const input = parse(request.body);
-    if (typeof input === 'string') return reply.code(400).send({ success: false, errorReason: input, transaction: '', network: '' });
+    if ('reason' in input) return reply.code(400).send({ success: false, errorReason: input.reason, errorMessage: input.message, transaction: '', network: '' });
     try {
-      return await facilitator.settle(input.payload, input.requirements);
+      return await settleOnce(input.payload, input.requirements, () => facilitator.settle(input.payload, input.requirements));
     } catch (err) {
       return unavailable(reply, err);
     }
@@ -85,4 +93,10 @@ export async function startFacilitatorServer(config: Config, opts: FacilitatorSe
 function unavailable(reply: { code(n: number): { send(b: unknown): unknown } }, err: unknown) {
   if (err instanceof FacilitatorUnavailable) return reply.code(503).send({ error: 'FACILITATOR_UNAVAILABLE', message: err.message });
   throw err;
+}
+
+/** Why `amount` is not a whole number of the token's smallest unit written in digits, or undefined if it is. */
+function badAmount(amount: unknown, field: string): string | undefined {
+  if (amount === undefined || (typeof amount === 'string' && /^\d+$/.test(amount))) return undefined;
+  return `${field} must be a whole number of the token's smallest unit written in digits only (e.g. "250000" for 0.25 of a 6-decimal token), not ${JSON.stringify(amount)}`;
 }

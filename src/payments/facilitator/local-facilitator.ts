@@ -8,6 +8,7 @@ import { isTransportError } from '../../chain/rpc-errors.ts';
 import { relayerRefusal, RelayerCouldNotSend } from '../relayer/broadcast-refusal.ts';
 import { signAndSend, type RelayerTx } from '../relayer/relayer-send.ts';
 import { registerExactScheme } from '../relayer/exact-scheme.ts';
+import { registerUptoScheme } from '../relayer/upto-scheme.ts';
 import { replaceWithHigherFee } from '../relayer/fee-bump.ts';
 import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
 import { chainIdOf } from '../match.ts';
@@ -45,7 +46,7 @@ const RECEIPT_POLL_MS = 500;
 
 /**
  * The built-in facilitator: @x402/core's x402Facilitator with @x402/evm's exact scheme (EIP-3009
- * and Permit2), one relayer key, one RPC per network. The relayer pays the gas of settlement.
+ * and Permit2) and its upto scheme (Permit2, the amount chosen at settle time), one relayer key, one RPC per network. The relayer pays the gas of settlement.
  */
 export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & { relayer: string } {
   const account = privateKeyToAccount(opts.relayerKey);
@@ -108,6 +109,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
       { confirmationTimeoutMs: opts.confirmationTimeoutMs },
     );
     registerExactScheme(facilitator, signer, network, opts.allowedFactories);
+    registerUptoScheme(facilitator, signer, network);
     // Replacements so far per nonce, in this process: the bump cap (fee-bump.ts). A restart starts
     // the count again, which the fee ceiling still bounds.
     const bumped = new Map<number, number>();

@@ -14,7 +14,7 @@ import { NETWORKS } from '@x402/evm/v1';
  * once the chain shows its transaction is gone (dropped): waiting on the remembered transaction then
  * would wait for ever, and the payer's retry would never settle.
  */
-const remembersNothing = {
+export const remembersNothing = {
   get: async () => undefined,
   set: async () => {},
   delete: async () => {},

@@ -7,6 +7,9 @@ import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-h
 import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 import { devChain } from '../../support/topup-harness.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
+import { x402Client } from '@x402/fetch';
+import { UptoEvmScheme } from '@x402/evm/upto/client';
+import type { PaymentRequirements } from '@x402/core/types';
 
 /**
  * `tollgate facilitator` as its own process holding the relayer key, and a gateway in remote mode
@@ -71,6 +74,93 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
     assert.equal(res.status, 400);
     assert.equal(res.body.errorReason, 'pay_to_not_served');
     assert.equal(await h.chain.balanceOf(h.chain.usdc, elsewhere.address), 0n);
+  });
+
+  /** A stock-client upto payment of at most `max` to the facilitator's payTo, bound to the facilitator /supported names. */
+  const auth = () => ({ authorization: `Bearer ${token}` });
+  async function uptoPayment(max: bigint) {
+    const supported = await call(facilitator.url, 'GET', '/supported', undefined, auth());
+    const upto = supported.body.kinds.find((k: { scheme: string; network: string }) => k.scheme === 'upto' && k.network === h.chain.network);
+    const payer = await h.payer(10n);
+    await h.chain.approvePermit2(payer, h.chain.usdt);
+    const requirements: PaymentRequirements = {
+      scheme: 'upto',
+      network: h.chain.network as PaymentRequirements['network'],
+      asset: h.chain.usdt,
+      amount: max.toString(),
+      payTo: h.payTo.address,
+      maxTimeoutSeconds: 60,
+      extra: { facilitatorAddress: upto.extra.facilitatorAddress, name: 'Tether USD', version: '1' },
+    };
+    const client = new x402Client().register('eip155:*', new UptoEvmScheme(payer));
+    client.setSpendControls({ allowedAssets: [{ network: h.chain.network, asset: h.chain.usdt, maxAmountPerPayment: '10000000000' }] });
+    const paymentPayload = await client.createPaymentPayload({ x402Version: 2, resource: { url: 'http://resource.test/', description: 'metered', mimeType: 'application/json' }, accepts: [requirements] });
+    return { payer, requirements, paymentPayload, upto };
+  }
+
+  test('`tollgate facilitator` settles upto for a resource server: /supported names its relayer as the facilitatorAddress, a stock upto payment verifies at its maximum and settles the lower charge', async () => {
+    const { payer, requirements, paymentPayload, upto } = await uptoPayment(2_000_000n);
+    assert.ok(upto, 'upto is supported on the dev chain');
+    assert.equal(upto.extra.facilitatorAddress.toLowerCase(), relayer.address.toLowerCase());
+    const verified = await call(facilitator.url, 'POST', '/verify', { x402Version: 2, paymentPayload, paymentRequirements: requirements }, auth());
+    assert.equal(verified.body.isValid, true, JSON.stringify(verified.body));
+    const before = await h.chain.balanceOf(h.chain.usdt, h.payTo.address);
+    const settled = await call(facilitator.url, 'POST', '/settle', { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '750000' } }, auth());
+    assert.equal(settled.body.success, true, JSON.stringify(settled.body));
+    assert.equal((await h.chain.balanceOf(h.chain.usdt, h.payTo.address)) - before, 750_000n);
+    assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - 750_000n);
+  });
+
+  describe('attack: amounts that are not whole numbers, and one payload settled twice at once', () => {
+    test('/verify with an amount of "1.5" is refused with 400 invalid_amount naming the field (it was a 500)', async () => {
+      const { requirements, paymentPayload } = await uptoPayment(2_000_000n);
+      const res = await call(facilitator.url, 'POST', '/verify', { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '1.5' } }, auth());
+      assert.equal(res.status, 400, res.text);
+      assert.equal(res.body.isValid, false);
+      assert.equal(res.body.invalidReason, 'invalid_amount');
+      assert.match(res.body.invalidMessage, /paymentRequirements\.amount must be a whole number .* not "1\.5"/);
+    });
+
+    test('/settle with a blank amount is refused with 400 invalid_amount and nothing is sent (it was a silent success: " " read as 0; "0x10" settled 16)', async () => {
+      const { payer, requirements, paymentPayload } = await uptoPayment(2_000_000n);
+      const sentBefore = await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending']);
+      for (const amount of [' ', '-1', '0x10', '1e6', '12abc']) {
+        const res = await call(facilitator.url, 'POST', '/settle', { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount } }, auth());
+        assert.equal(res.status, 400, `${JSON.stringify(amount)}: ${res.text}`);
+        assert.equal(res.body.success, false);
+        assert.equal(res.body.errorReason, 'invalid_amount');
+        assert.match(res.body.errorMessage, /paymentRequirements\.amount must be a whole number/);
+      }
+      assert.equal(await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending']), sentBefore, 'the relayer sent nothing');
+      assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD);
+    });
+
+    // upto (a resource server's retry) and exact (the facilitator serves gateways' top-ups too).
+    const twice = {
+      upto: async () => {
+        const { payer, requirements, paymentPayload } = await uptoPayment(2_000_000n);
+        return { payer, token: h.chain.usdt, amount: 400_000n, body: { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '400000' } } };
+      },
+      'exact (EIP-3009)': async () => {
+        const offer = (await h.post({ amount: 1 })).body.accepts[0];
+        const payer = await h.payer(10n);
+        const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: BigInt(offer.amount) });
+        return { payer, token: h.chain.usdc, amount: BigInt(offer.amount), body: { x402Version: 2, paymentPayload: { x402Version: 2, accepted: offer, payload }, paymentRequirements: offer } };
+      },
+    };
+    for (const [scheme, payment] of Object.entries(twice)) test(`${scheme}: the same /settle sent twice at once: both callers get the one settlement, and one transaction is sent`, async () => {
+      const { payer, token: asset, amount, body } = await payment();
+      const before = await h.chain.balanceOf(asset, h.payTo.address);
+      const sentBefore = Number(await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending']));
+      const [a, b] = await Promise.all([call(facilitator.url, 'POST', '/settle', body, auth()), call(facilitator.url, 'POST', '/settle', body, auth())]);
+      assert.equal(a.body.success, true, a.text);
+      assert.equal(b.body.success, true, b.text);
+      assert.equal(a.body.transaction, b.body.transaction, 'one transaction for both');
+      assert.equal(Number(await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending'])) - sentBefore, 1);
+      assert.equal((await h.chain.balanceOf(asset, h.payTo.address)) - before, amount);
+      assert.equal(await h.chain.balanceOf(asset, payer.address), 10n * USD - amount);
+      await h.gw.assertLedger();
+    });
   });
 
   test('6 wallets paying at once through the one facilitator are all credited (issue 23.1)', async () => {
