@@ -1,9 +1,7 @@
 import type { Dispatcher } from 'undici';
-import { errorCode } from '../error-code.ts';
 import type { ApiError } from '../refusal.ts';
 import { runAttempts, type AttemptOutcome, type ChainOutcome } from '../routing/attempts.ts';
-import { parseRetryAfter } from '../routing/backoff.ts';
-import { actionForStatus, actionForTransportError, coolsDeployment } from '../routing/classify.ts';
+import { statusFailure, transportFailure } from '../routing/classify.ts';
 import type { ChatDeps } from './deps.ts';
 import type { DeploymentPlan } from './deployment-plan.ts';
 import type { CatalogModel, Deployment } from '../providers/catalog.ts';
@@ -83,18 +81,11 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
     res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
   } catch (err) {
     const error = (!plan.stream && wholeAnswerTimeoutFailure(err, LONG_ANSWER_ADVICE)) || upstreamFailure(describeTransportError(err));
-    const delivery = plan.stream ? 'streamed' : 'whole';
-    return { ok: false, action: actionForTransportError(err, delivery), cools: coolsDeployment(err, delivery), code: errorCode(err), error };
+    return transportFailure(err, plan.stream ? 'streamed' : 'whole', error);
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, value: res };
   const text = await res.body.text().catch(() => '');
-  return {
-    ok: false,
-    action: actionForStatus(res.statusCode),
-    status: res.statusCode,
-    retryAfterMs: parseRetryAfter(res.headers['retry-after']),
-    error: upstreamFailure(`the provider answered ${res.statusCode}`, text, { status: res.statusCode, headers: res.headers }),
-  };
+  return statusFailure(res.statusCode, res.headers, upstreamFailure(`the provider answered ${res.statusCode}`, text, { status: res.statusCode, headers: res.headers }));
 }
 
 /**

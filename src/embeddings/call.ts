@@ -1,9 +1,7 @@
 import type { ProviderAdapter } from '../providers/adapter.ts';
 import type { Deployment } from '../providers/catalog.ts';
 import type { AttemptOutcome } from '../routing/attempts.ts';
-import { parseRetryAfter } from '../routing/backoff.ts';
-import { actionForStatus, actionForTransportError, coolsDeployment } from '../routing/classify.ts';
-import { errorCode } from '../error-code.ts';
+import { statusFailure, transportFailure } from '../routing/classify.ts';
 import type { ApiError } from '../refusal.ts';
 import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from '../chat/upstream-error.ts';
 import { decodeEmbeddings, type DecodedEmbeddings } from './answer.ts';
@@ -82,7 +80,7 @@ export async function embeddingsAttempt(adapter: ProviderAdapter, plan: Embeddin
   if (called.ok) return { ok: true, value: called.answer };
   const { error, status, headers, transportError } = called.failure;
   if (status === undefined && transportError === undefined) return { ok: false, action: 'next', error };
-  if (status === undefined) return { ok: false, action: actionForTransportError(transportError, 'whole'), cools: coolsDeployment(transportError, 'whole'), code: errorCode(transportError), error };
+  if (status === undefined) return transportFailure(transportError, 'whole', error);
   if (status >= 200 && status < 300) return { ok: false, action: 'stop', status, error };
-  return { ok: false, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
+  return statusFailure(status, headers, error);
 }

@@ -1,3 +1,6 @@
+import { errorCode } from '../error-code.ts';
+import { parseRetryAfter } from './backoff.ts';
+
 /**
  * What the chain does after a failed attempt:
  * - `retry`: the deployment is unwell right now (refused or dropped the connection, timed out
@@ -57,4 +60,14 @@ export function actionForTransportError(err: unknown, delivery: AnswerDelivery):
  */
 export function coolsDeployment(err: unknown, delivery: AnswerDelivery): boolean {
   return !((err as { code?: unknown })?.code === 'UND_ERR_HEADERS_TIMEOUT' && delivery === 'whole');
+}
+
+/** A failure before any answer (a transport error), classified for the chain: what to do, whether it cools, its code. */
+export function transportFailure<E>(err: unknown, delivery: AnswerDelivery, error: E) {
+  return { ok: false as const, action: actionForTransportError(err, delivery), cools: coolsDeployment(err, delivery), code: errorCode(err), error };
+}
+
+/** A provider's non-2xx answer, classified for the chain, with its Retry-After. */
+export function statusFailure<E>(status: number, headers: Record<string, string | string[] | undefined> | undefined, error: E) {
+  return { ok: false as const, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
 }
