@@ -13,6 +13,11 @@ export function cpuMicros(pid: number): number {
   return ((utime + stime) * 1_000_000) / TICKS_PER_SECOND;
 }
 
+/** CPU time of several processes (the instances of one target), summed, in microseconds. */
+export function cpuMicrosOf(pids: number[]): number {
+  return pids.reduce((sum, pid) => sum + cpuMicros(pid), 0);
+}
+
 /** Resident set size of `pid`, in bytes. */
 export function rssBytes(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
