@@ -61,6 +61,7 @@ export function figures(r: Report, target: string) {
         // Whether the open loop was what it claims: the rate the generator reached, and how busy the target was.
         [`JSON sent @${rate}/s (req/s)`, lat(`json@${rate}`)?.achievedRate ?? NaN],
         [`target CPU @${rate}/s JSON (cores)`, lat(`json@${rate}`)?.targetCpuShare ?? NaN],
+        [`machine busy @${rate}/s JSON (cores)`, lat(`json@${rate}`)?.machineBusyCores ?? NaN],
       ]),
     ),
     'RSS per open stream (KB)': mem ? mem.bytesPerStream / 1024 : NaN,
@@ -110,7 +111,7 @@ function shortfalls(r: Report): string[] {
   return r.targets.flatMap((t) =>
     Object.entries(r.latency[t] ?? {}).flatMap(([phase, l]) =>
       l.keptSchedule === false
-        ? [`  ${t}, ${phase}: sent ${fmt(l.achievedRate)} of ${l.rate} req/s, ${fmt(l.sendLagP50)} / ${fmt(l.sendLagP99)} ms late (p50 / p99), generator CPU ${fmt(l.generatorCpuShare)} of a core, target's ${fmt(l.targetCpuShare)}`]
+        ? [`  ${t}, ${phase}: sent ${fmt(l.achievedRate)} of ${l.rate} req/s, ${fmt(l.sendLagP50)} / ${fmt(l.sendLagP99)} ms late (p50 / p99), generator CPU ${fmt(l.generatorCpuShare)} of a core, target's ${fmt(l.targetCpuShare)}, machine busy ${fmt(l.machineBusyCores)} of ${r.machine.cores} cores`]
         : [],
     ),
   );

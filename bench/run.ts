@@ -57,7 +57,7 @@ try {
 
   // First, on a quiet machine: how fast the shipped command starts and how much it holds idle.
   log('start-up: tollgate --help, time to /health, idle RSS');
-  const startup = await measureStartup(dir);
+  const startup = await measureStartup(dir, QUICK ? 3 : 5);
   log('pay-per-request: a keyed request against an x402 paid one, on a local chain');
   const payPerRequest = await measurePayPerRequest(dir, ROUNDS > 1 ? 30 : 10);
 

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import { cpuMicrosOf } from '../proc.ts';
+import { cpuMicrosOf, machineBusyMicros } from '../proc.ts';
 import type { TargetAddress } from '../targets.ts';
 import { chatBody, chatHeaderSets, chatUrls, nthRequest } from './request.ts';
 
@@ -27,12 +27,17 @@ export interface OpenLoop {
   keptSchedule: boolean;
   /** The target's CPU over the phase (every instance summed), as a share of one core. */
   targetCpuShare: number;
+  /** Cores the whole machine kept busy over the phase (everything on it, this benchmark or not). */
+  machineBusyCores: number;
 }
 
 /** The generator kept its schedule if it sent at least this share of the asked rate… */
 const MIN_RATE_SHARE = 0.98;
 /** …and its 99th-percentile lateness stayed under this, well under the 0.5 ms target it is there to judge. */
 const MAX_SEND_LAG_P99_MS = 1;
+
+/** Requests sent to each instance before the schedule starts, not counted (see openLoop). */
+const WARM_UP_REQUESTS = 5;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -97,8 +102,14 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
     }
   };
 
+  // Warm up before the clock starts: the first request through a fresh process compiles undici's
+  // path and opens a connection, which made the first sends of a phase tens of milliseconds late.
+  for (let i = 0; i < WARM_UP_REQUESTS; i++) {
+    await Promise.all(pools.map((pool, p) => pool.request({ method: 'POST', path: urls[p]!.pathname, headers: headerSets[i % headerSets.length]!, body }).then((res) => res.body.dump(), () => undefined)));
+  }
   const cpuBefore = process.cpuUsage();
   const targetCpuBefore = cpuMicrosOf(target.pids);
+  const machineBefore = machineBusyMicros();
   const wallStart = performance.now();
   const start = wallStart + 20;
   for (let i = 0; i < total; i++) {
@@ -115,6 +126,7 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   const wallMicros = (performance.now() - wallStart) * 1000;
   const generatorCpuShare = (cpu.user + cpu.system) / wallMicros;
   const targetCpuShare = (cpuMicrosOf(target.pids) - targetCpuBefore) / wallMicros;
+  const machineBusyCores = (machineBusyMicros() - machineBefore) / wallMicros;
   await Promise.all(pools.map((p) => p.close()));
   const sort = (xs: number[]) => [...xs].sort((a, b) => a - b);
   const [lat, latSend, lags] = [sort(fromSchedule), sort(fromSend), sort(sendLags)];
@@ -135,6 +147,7 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
     sendLagP99,
     generatorCpuShare,
     targetCpuShare,
+    machineBusyCores,
     keptSchedule: keptSchedule({ rate: o.rate, achievedRate, sendLagP99 }),
   };
 }

@@ -13,7 +13,7 @@ const sat = (requestsPerSecond: number, cpuMicrosPerRequest: number): Saturation
 const open = (rate: number, p50: number, p99: number, short = false): OpenLoop => ({
   rate, sent: rate * 5, failed: 0, failures: {}, p50, p99, p50FromSend: p50, p99FromSend: p99,
   achievedRate: short ? rate * 0.8 : rate, sendLagP50: short ? 3 : 0.02, sendLagP99: short ? 12 : 0.3,
-  generatorCpuShare: 0.3, targetCpuShare: 0.5, keptSchedule: !short,
+  generatorCpuShare: 0.3, targetCpuShare: 0.5, machineBusyCores: 1.2, keptSchedule: !short,
 });
 const latencies = (p50: number, p99: number) => ({ 'json@200': open(200, p50, p99), 'json@1000': open(1000, p50, p99), 'ttft@200': open(200, p50 + 5, p99 + 5), 'ttft@1000': open(1000, p50 + 5, p99 + 5) });
 
