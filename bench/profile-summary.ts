@@ -11,8 +11,16 @@ interface ProfileNode {
 }
 export interface CpuProfile {
   nodes: ProfileNode[];
+  /** Microseconds on the monotonic clock (process.hrtime's) when profiling began. */
+  startTime: number;
   samples: number[];
   timeDeltas: number[];
+}
+
+/** A stretch of the monotonic clock, in microseconds: only the samples taken inside it count. */
+export interface Window {
+  fromMicros: number;
+  toMicros: number;
 }
 
 export interface ProfileSummary {
@@ -43,15 +51,21 @@ export function moduleOf(frame: ProfileNode['callFrame']): string {
 const functionLabel = (frame: ProfileNode['callFrame']) =>
   frame.url ? `${frame.functionName || '(anonymous)'} ${frame.url.replace(/^.*\/(node_modules|src|dist)\//, '$1/').replace(/^file:\/\//, '')}:${frame.lineNumber + 1}` : frame.functionName || '(native)';
 
-/** Self time: each sample's time goes to the frame on top of the stack when it was taken. */
-export function summarise(profile: CpuProfile): ProfileSummary {
+/**
+ * Self time: each sample's time goes to the frame on top of the stack when it was taken. With a
+ * window, only the samples inside it count (the load, without the process's start-up and warm-up).
+ */
+export function summarise(profile: CpuProfile, window?: Window): ProfileSummary {
   const frames = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
   const byFunction = new Map<string, number>();
   const byModule = new Map<string, number>();
   let totalMicros = 0;
   let idleMicros = 0;
+  let at = profile.startTime;
   profile.samples.forEach((id, i) => {
     const micros = profile.timeDeltas[i] ?? 0;
+    at += micros;
+    if (window && (at < window.fromMicros || at > window.toMicros)) return;
     const frame = frames.get(id)!;
     totalMicros += micros;
     if (frame.functionName === '(idle)') idleMicros += micros;
@@ -70,7 +84,7 @@ export function summaryLines(s: ProfileSummary, top = 25): string[] {
   const pct = (micros: number) => `${((100 * micros) / busy).toFixed(1).padStart(5)}%`;
   const busyOnly = (rows: ProfileSummary['byFunction']) => rows.filter((r) => r.name !== '(idle)');
   return [
-    `sampled ${(s.totalMicros / 1e6).toFixed(1)} s on the main thread: busy ${((100 * busy) / s.totalMicros).toFixed(1)}%, idle (waiting on I/O and timers) ${((100 * s.idleMicros) / s.totalMicros).toFixed(1)}%`,
+    `sampled ${(s.totalMicros / 1e6).toFixed(1)} s of the main thread: busy ${((100 * busy) / s.totalMicros).toFixed(1)}%, idle (waiting on I/O and timers) ${((100 * s.idleMicros) / s.totalMicros).toFixed(1)}%`,
     '',
     'self time by module, share of the busy time:',
     ...busyOnly(s.byModule).slice(0, top).map((r) => `  ${pct(r.micros)}  ${r.name}`),

@@ -64,13 +64,16 @@ try {
     databaseUrl = await pg.database();
     pgPort = pg.port;
   }
-  const deployment = await startTollgate({ upstreamUrl: upstream.url, databaseUrl, instances: 1, wallets, nodeOptions: `--cpu-prof --cpu-prof-dir=${profiles}` });
+  const deployment = await startTollgate({ upstreamUrl: upstream.url, databaseUrl, instances: 1, wallets, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`] });
   stops.push(deployment.stop);
   const target = deployment.row(wallets);
   const connections = Number(values.connections);
   await saturate(target, { model: 'bench-fast', stream: false, seconds: 2, connections }); // warm-up, in the profile too
   const pgBefore = postgresCpuMicros(pgPort);
+  const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
+  const window = { fromMicros: monotonicMicros(), toMicros: 0 };
   const load = await saturate(target, { model: 'bench-fast', stream: false, seconds, connections });
+  window.toMicros = monotonicMicros();
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
   // SIGTERM: a graceful exit, on which V8 writes the .cpuprofile.
   await deployment.instances[0]!.stop();
@@ -78,10 +81,10 @@ try {
   if (!file) throw new Error(`no .cpuprofile written in ${profiles}`);
   process.stdout.write(
     [
-      `${values.engine}, ${wallets} wallet(s), ${connections} connections, ${seconds} s (+2 s warm-up in the profile): ` +
+      `${values.engine}, ${wallets} wallet(s), ${connections} connections, ${seconds} s (only these samples: no start-up, no warm-up): ` +
         `${load.requestsPerSecond.toFixed(0)} req/s, gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request` +
         (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : ''),
-      ...summaryLines(summarise(JSON.parse(readFileSync(join(profiles, file), 'utf8')) as CpuProfile)),
+      ...summaryLines(summarise(JSON.parse(readFileSync(join(profiles, file), 'utf8')) as CpuProfile, window)),
       values.keep ? `\nprofile kept: ${join(profiles, file)}` : '',
     ].join('\n') + '\n',
   );

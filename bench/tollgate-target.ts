@@ -30,7 +30,7 @@ const KEY_CREATION_CONCURRENCY = 8;
  * funded for the whole run. With `redisUrl`, rate limits live in Redis, as several instances on
  * one database need them to.
  */
-export async function startTollgate(o: { upstreamUrl: string; databaseUrl: string; instances: number; wallets: number; redisUrl?: string; nodeOptions?: string }): Promise<TollgateDeployment> {
+export async function startTollgate(o: { upstreamUrl: string; databaseUrl: string; instances: number; wallets: number; redisUrl?: string; nodeArgs?: string[] }): Promise<TollgateDeployment> {
   const model = (id: string) => ({ provider: 'bench', name: id, contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '0.15', completionCostPer1M: '0.6' });
   const limits = { chat: { perMinute: 100_000_000, perDay: 1_000_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000_000 } };
   // Every instance its own spool folder, as on separate hosts (the default would be ./data/spool in this checkout).
@@ -47,10 +47,8 @@ export async function startTollgate(o: { upstreamUrl: string; databaseUrl: strin
   const env = {
     TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex'),
     ...(o.redisUrl ? { TOLLGATE_REDIS_URL: o.redisUrl } : {}),
-    // For bench/profile.ts: node --cpu-prof on every instance.
-    ...(o.nodeOptions ? { NODE_OPTIONS: o.nodeOptions } : {}),
   };
-  const started = await Promise.allSettled(Array.from({ length: o.instances }, (_, i) => startGatewayProcess(config(i), env)));
+  const started = await Promise.allSettled(Array.from({ length: o.instances }, (_, i) => startGatewayProcess(config(i), env, o.nodeArgs)));
   const instances = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const stop = async () => {
     await Promise.all(instances.map((g) => g.kill()));

@@ -19,6 +19,7 @@ describe('bench/profile-summary.ts', () => {
 
   test('self time goes to the frame on top of each sample; idle is counted apart from the busy time', () => {
     const profile: CpuProfile = {
+      startTime: 5_000,
       nodes: [
         { id: 1, callFrame: frame('(root)') },
         { id: 2, callFrame: frame('(idle)') },
@@ -34,10 +35,15 @@ describe('bench/profile-summary.ts', () => {
     assert.deepEqual(s.byModule.slice(0, 2), [{ name: 'libsql', micros: 600 }, { name: '(idle)', micros: 200 }]);
     assert.deepEqual(s.byFunction[0], { name: 'run node_modules/libsql/index.js:10', micros: 600 });
     const lines = summaryLines(s);
-    assert.equal(lines[0], 'sampled 0.0 s on the main thread: busy 80.0%, idle (waiting on I/O and timers) 20.0%');
+    assert.equal(lines[0], 'sampled 0.0 s of the main thread: busy 80.0%, idle (waiting on I/O and timers) 20.0%');
     // Shares are of the busy time: libsql 600 of 800 µs.
     assert.ok(lines.includes('   75.0%  libsql'), lines.join('\n'));
     assert.ok(lines.includes('   25.0%  tollgate ledger/'), lines.join('\n'));
     assert.ok(!lines.some((l) => l.endsWith('(idle)')));
+    // A window keeps only the samples taken inside it: they are at 5,100 (idle), 5,400 and 5,700
+    // (libsql), 5,900 (reserve) and 6,000 (idle) on the monotonic clock.
+    const loadOnly = summarise(profile, { fromMicros: 5_300, toMicros: 5_900 });
+    assert.equal(loadOnly.totalMicros, 800);
+    assert.deepEqual(loadOnly.byModule, [{ name: 'libsql', micros: 600 }, { name: 'tollgate ledger/', micros: 200 }]);
   });
 });
