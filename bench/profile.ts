@@ -77,8 +77,10 @@ try {
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
   // SIGTERM: a graceful exit, on which V8 writes the .cpuprofile.
   await deployment.instances[0]!.stop();
-  const file = readdirSync(profiles).find((f) => f.endsWith('.cpuprofile'));
-  if (!file) throw new Error(`no .cpuprofile written in ${profiles}`);
+  // One profile per thread (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile); thread 0 is the
+  // main thread, the request path. On SQLite the WAL checkpointer's thread writes its own.
+  const file = readdirSync(profiles).find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f));
+  if (!file) throw new Error(`no main-thread .cpuprofile written in ${profiles}`);
   process.stdout.write(
     [
       `${values.engine}, ${wallets} wallet(s), ${connections} connections, ${seconds} s (only these samples: no start-up, no warm-up): ` +
