@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { openLoop, type OpenLoop } from './load/open-loop.ts';
 import { openLoopInOwnProcess } from './load/open-loop-process.ts';
+import { runScript } from './script.ts';
 import { directTarget, referenceProxy, startUpstream, type Target } from './targets.ts';
 import { startTollgate } from './tollgate-target.ts';
 
@@ -17,14 +17,6 @@ import { startTollgate } from './tollgate-target.ts';
  */
 const { values } = parseArgs({ options: { rate: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' } } });
 const phase = { rate: Number(values.rate), seconds: Number(values.seconds), model: 'bench-fast', stream: false };
-const dir = mkdtempSync(join(tmpdir(), 'tollgate-open-loop-'));
-const stops: Array<() => Promise<unknown>> = [];
-const stopAll = async () => {
-  for (const stop of stops.splice(0).reverse()) await stop().catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
-};
-process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
-
 const line = (round: number, where: string, t: Target, l: OpenLoop) =>
   [
     `${round}`, where.padEnd(8), t.name.padEnd(24),
@@ -34,13 +26,13 @@ const line = (round: number, where: string, t: Target, l: OpenLoop) =>
     `  load ${loadavg()[0]!.toFixed(1)}`,
   ].join(' ');
 
-try {
+await runScript('open-loop-check', async ({ dir, onStop }) => {
   const upstream = await startUpstream();
-  stops.push(upstream.stop);
+  onStop(upstream.stop);
   const proxy = await referenceProxy(upstream.url);
-  stops.push(proxy.stop);
+  onStop(proxy.stop);
   const sqlite = await startTollgate({ upstreamUrl: upstream.url, databaseUrl: `sqlite:${join(dir, 'tollgate.db')}`, instances: 1, wallets: 1 });
-  stops.push(sqlite.stop);
+  onStop(sqlite.stop);
   const targets = [directTarget(upstream), proxy, sqlite.row(1)];
   process.stdout.write(`open loop at ${phase.rate} req/s, ${phase.seconds} s a phase; ms, then req/s, then cores\n`);
   process.stdout.write(`r where    target                        p50 p50/send      p99 p99/send   lag50    lag99  sent   gen target machine\n`);
@@ -53,10 +45,4 @@ try {
       }
     }
   }
-} catch (err) {
-  process.stderr.write(`open-loop check failed: ${(err as Error).stack ?? String(err)}\n`);
-  process.exitCode = 1;
-} finally {
-  await stopAll();
-}
-process.exit();
+});

@@ -1,10 +1,10 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { saturate } from './load/closed-loop.ts';
 import { cpuMicrosOf } from './proc.ts';
 import { summarise, summaryLines, type CpuProfile } from './profile-summary.ts';
+import { runScript } from './script.ts';
 import { startUpstream } from './targets.ts';
 import { startTollgate } from './tollgate-target.ts';
 import { startPostgres } from '../test/support/postgres.ts';
@@ -28,15 +28,6 @@ const { values } = parseArgs({
 if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error('--engine must be sqlite or postgres');
 const seconds = Number(values.seconds);
 const wallets = Number(values.wallets);
-const dir = mkdtempSync(join(tmpdir(), 'tollgate-profile-'));
-const profiles = values.keep ?? join(dir, 'profiles');
-const stops: Array<() => Promise<unknown>> = [];
-const stopAll = async () => {
-  for (const stop of stops.splice(0).reverse()) await stop().catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
-};
-process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
-
 /** CPU of a PostgreSQL server: the postmaster (found by its port) and every backend it forked. */
 function postgresCpuMicros(port: number): number {
   const stats = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).flatMap((pid) => {
@@ -53,19 +44,20 @@ function postgresCpuMicros(port: number): number {
   return cpuMicrosOf([postmaster.pid, ...stats.filter((s) => s.ppid === postmaster.pid).map((s) => s.pid)]);
 }
 
-try {
+await runScript('profile', async ({ dir, onStop }) => {
+  const profiles = values.keep ?? join(dir, 'profiles');
   const upstream = await startUpstream();
-  stops.push(upstream.stop);
+  onStop(upstream.stop);
   let databaseUrl = `sqlite:${join(dir, 'tollgate.db')}`;
   let pgPort = NaN;
   if (values.engine === 'postgres') {
     const pg = await startPostgres();
-    stops.push(pg.stop);
+    onStop(pg.stop);
     databaseUrl = await pg.database();
     pgPort = pg.port;
   }
   const deployment = await startTollgate({ upstreamUrl: upstream.url, databaseUrl, instances: 1, wallets, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`] });
-  stops.push(deployment.stop);
+  onStop(deployment.stop);
   const target = deployment.row(wallets);
   const connections = Number(values.connections);
   await saturate(target, { model: 'bench-fast', stream: false, seconds: 2, connections }); // warm-up, in the profile too
@@ -90,10 +82,4 @@ try {
       values.keep ? `\nprofile kept: ${join(profiles, file)}` : '',
     ].join('\n') + '\n',
   );
-} catch (err) {
-  process.stderr.write(`profile failed: ${(err as Error).stack ?? String(err)}\n`);
-  process.exitCode = 1;
-} finally {
-  await stopAll();
-}
-process.exit();
+});

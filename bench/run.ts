@@ -1,5 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { PostgresServer } from '../test/support/postgres.ts';
 import { BENCH_USAGE, BenchUsageError, parseBenchOptions, type BenchOptions } from './options.ts';
@@ -10,6 +10,7 @@ import { ensureBenchPackages } from './packages.ts';
 import { reportText, type Report } from './report.ts';
 import { measureStartup } from './startup.ts';
 import { measurePayPerRequest } from './pay-per-request.ts';
+import { runScript } from './script.ts';
 import type { Target } from './targets.ts';
 
 /**
@@ -29,20 +30,11 @@ const RATES = [200, 1000];
 // The pause before each open-loop phase (see there); a quick run halves it to stay under 5 minutes.
 const SETTLE_MS = QUICK ? 1000 : 2000;
 
-const stops: Array<() => Promise<unknown>> = [];
-const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
-const stopAll = async () => {
-  for (const stop of stops.splice(0).reverse()) await stop().catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
-};
-// Ctrl-C, or a kill: every process started is stopped first.
-process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
-process.once('SIGTERM', () => void stopAll().then(() => process.exit(143)));
 const started = Date.now();
 const loadAtStart = loadavg();
 const log = (text: string) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)}s] ${text}\n`);
 
-try {
+await runScript('benchmark', async ({ dir, onStop }) => {
   ensureBenchPackages(log);
   // Loaded after the install above: they import autocannon and start Portkey from bench/node_modules.
   const { startPostgres } = await import('../test/support/postgres.ts');
@@ -63,21 +55,21 @@ try {
 
   log('starting the upstream, the reference proxy, Portkey, Redis, and Tollgate on SQLite and on PostgreSQL (one instance and two)');
   const upstream = await startUpstream();
-  stops.push(upstream.stop);
+  onStop(upstream.stop);
   const pg: PostgresServer = await startPostgres();
-  stops.push(pg.stop);
+  onStop(pg.stop);
   const redis = await startRedis();
-  stops.push(redis.stop);
+  onStop(redis.stop);
   const targets: Target[] = [directTarget(upstream)];
   const add = async (t: Promise<Target>) => {
     const target = await t;
-    stops.push(target.stop);
+    onStop(target.stop);
     targets.push(target);
     return target;
   };
   const deploy = async (o: { databaseUrl: string; instances: number; wallets: number; redisUrl?: string }) => {
     const deployment = await startTollgate({ upstreamUrl: upstream.url, ...o });
-    stops.push(deployment.stop);
+    onStop(deployment.stop);
     return deployment;
   };
   const reference = await add(referenceProxy(upstream.url));
@@ -162,10 +154,4 @@ try {
   writeFileSync(join(out, 'latest.json'), json);
   process.stdout.write(reportText(report));
   log(`done; results in bench/results/latest.json`);
-} catch (err) {
-  process.stderr.write(`benchmark failed: ${(err as Error).stack ?? String(err)}\n`);
-  process.exitCode = 1;
-} finally {
-  await stopAll();
-}
-process.exit();
+});
