@@ -151,7 +151,9 @@ await runScript('benchmark', async ({ dir, onStop }) => {
   mkdirSync(out, { recursive: true });
   const json = JSON.stringify(report, null, 2);
   writeFileSync(join(out, `${report.date.replace(/[:.]/g, '-')}.json`), json);
-  writeFileSync(join(out, 'latest.json'), json);
+  // latest.json is the last full run, which bench/README.md cites; a quick look must not replace it.
+  const latest = QUICK ? 'latest-quick.json' : 'latest.json';
+  writeFileSync(join(out, latest), json);
   process.stdout.write(reportText(report));
-  log(`done; results in bench/results/latest.json`);
+  log(`done; results in bench/results/${latest}`);
 });
