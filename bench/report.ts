@@ -57,7 +57,8 @@ export function figures(r: Report, target: string) {
         [`JSON p99 @${rate}/s (ms)`, lat(`json@${rate}`)?.p99 ?? NaN],
         [`TTFT p50 @${rate}/s (ms)`, lat(`ttft@${rate}`)?.p50 ?? NaN],
         [`TTFT p99 @${rate}/s (ms)`, lat(`ttft@${rate}`)?.p99 ?? NaN],
-        [`failed @${rate}/s`, (lat(`json@${rate}`)?.failed ?? 0) + (lat(`ttft@${rate}`)?.failed ?? 0)],
+        [`JSON failed @${rate}/s`, lat(`json@${rate}`)?.failed ?? NaN],
+        [`TTFT failed @${rate}/s`, lat(`ttft@${rate}`)?.failed ?? NaN],
         // Whether the open loop was what it claims: the rate the generator reached, and how busy the target was.
         [`JSON sent @${rate}/s (req/s)`, lat(`json@${rate}`)?.achievedRate ?? NaN],
         [`target CPU @${rate}/s JSON (cores)`, lat(`json@${rate}`)?.targetCpuShare ?? NaN],
@@ -137,7 +138,7 @@ export function reportText(r: Report): string {
     out.push('');
     out.push(`PostgreSQL as operators scale it: one wallet and ${r.settings.wallets} wallets, one instance and two (Redis rate limits), JSON only; CPU is every instance's, summed:`);
     out.push('');
-    out.push(...table(r, all, rows, metrics.filter((m) => /JSON|failed/.test(m) && !/stream/.test(m))));
+    out.push(...table(r, all, rows, metrics.filter((m) => /JSON|failed/.test(m) && !/stream|SSE|TTFT/.test(m))));
     out.push('');
     out.push('Added latency versus the upstream direct (ms):');
     out.push(...addedLatency(r, all, rows, ['JSON p50', 'JSON p99']));

@@ -130,7 +130,7 @@ describe('npm run bench report', () => {
     assert.deepEqual(header.trim().split(/\s{2,}/), ['node:http+undici proxy', 'Tollgate PostgreSQL', 'Tollgate PostgreSQL, 100 wallets', 'Tollgate PostgreSQL ×2, 1 wallet', 'Tollgate PostgreSQL ×2, 100 wallets']);
     assert.match(scaleOut, /\nsaturation JSON \(req\/s\) +10000 +700 \(0\.07×\) +3500 \(0\.35×\) +900 \(0\.09×\) +6000 \(0\.60×\)\n/);
     assert.match(scaleOut, /\nCPU per JSON request \(µs\) +100 +800 \(8\.00×\) +400 \(4\.00×\) +900 \(9\.00×\) +450 \(4\.50×\)\n/);
-    assert.doesNotMatch(scaleOut.slice(0, scaleOut.indexOf('Added latency')), /stream|TTFT|RSS/);
+    assert.doesNotMatch(scaleOut.slice(0, scaleOut.indexOf('Added latency')), /stream|SSE|TTFT|RSS/);
     assert.match(text, /Load average at the start and the end: 0\.10 0\.20 0\.30 and 1\.50 0\.90 0\.50/);
   });
 });
