@@ -1,8 +1,7 @@
 import type { Saturation } from './load/closed-loop.ts';
 import type { HeldStreams } from './load/held-streams.ts';
 import type { OpenLoop } from './load/open-loop.ts';
-import { startupLines, type Startup } from './startup.ts';
-import { payPerRequestLines, type PayPerRequestLatency } from './pay-per-request.ts';
+import { payPerRequestLines, startupLines, type PayPerRequestLatency, type Startup } from './report-sections.ts';
 import type { RowCondition } from './rows.ts';
 import { targetChecks, targetLines } from './target-checks.ts';
 
