@@ -13,6 +13,7 @@ import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { startAnvil } from '../src/devchain/anvil.ts';
 import { deployDevChain } from '../src/devchain/deploy.ts';
 import { payingGatewayConfig } from './paying-gateway.ts';
+import { payPerRequestLines, type PayPerRequestLatency } from './report-sections.ts';
 import { startFakeOpenAI } from '../src/fake-providers/fake-openai.ts';
 import { createLogger } from '../src/http/logger.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
@@ -21,13 +22,6 @@ import { startServer } from '../src/main.ts';
 import { join } from 'node:path';
 
 /** Medians and p90s (ms) of each leg, over `requests` sequential requests after 3 warm-up ones. */
-export interface PayPerRequestLatency {
-  requests: number;
-  keyed: { median: number; p90: number };
-  offer: { median: number; p90: number };
-  paid: { median: number; p90: number };
-}
-
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const p90 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.9)]!;
 const stats = (xs: number[]) => ({ median: median(xs), p90: p90(xs) });
@@ -95,17 +89,6 @@ export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerR
     await fake.close();
     await anvil.stop();
   }
-}
-
-export function payPerRequestLines(l: PayPerRequestLatency): string[] {
-  const row = (name: string, x: { median: number; p90: number }) => `  ${name.padEnd(36)} median ${x.median.toFixed(1).padStart(7)} ms   p90 ${x.p90.toFixed(1).padStart(7)} ms`;
-  return [
-    `Pay-per-request latency, ${l.requests} sequential JSON requests each (instant upstream, anvil mining at once):`,
-    row('keyed request', l.keyed),
-    row('unpaid request (402 offer)', l.offer),
-    row('paid retry (verify+settle+run)', l.paid),
-    `  added by paying (paid retry - keyed, medians): ${(l.paid.median - l.keyed.median).toFixed(1)} ms; on a public chain add its block time`,
-  ];
 }
 
 // `node --import tsx bench/pay-per-request.ts [--requests N]`: only this section.

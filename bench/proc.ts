@@ -13,9 +13,25 @@ export function cpuMicros(pid: number): number {
   return ((utime + stime) * 1_000_000) / TICKS_PER_SECOND;
 }
 
+/** CPU time of several processes (the instances of one target), summed, in microseconds. */
+export function cpuMicrosOf(pids: number[]): number {
+  return pids.reduce((sum, pid) => sum + cpuMicros(pid), 0);
+}
+
 /** Resident set size of `pid`, in bytes. */
 export function rssBytes(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = Number(status.match(/^VmRSS:\s+(\d+) kB/m)?.[1]);
   return kb * 1024;
+}
+
+/**
+ * CPU time the whole machine spent busy (every core, every process: user, nice, system, irq,
+ * softirq, steal), in microseconds, from /proc/stat. Over a phase, divided by its wall time, it
+ * says how many of the cores were taken, by the benchmark's processes or by anything else.
+ */
+export function machineBusyMicros(): number {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = fields as [number, number, number, number, number, number, number, number];
+  return ((user + nice + system + irq + softirq + steal) * 1_000_000) / TICKS_PER_SECOND;
 }

@@ -3,20 +3,12 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startGatewayProcess } from '../test/support/gateway-process.ts';
 import { rssBytes } from './proc.ts';
+import { startupLines, type Startup } from './report-sections.ts';
 
 /**
  * How fast the shipped command starts and how much an idle gateway holds, as an operator meets
- * them: `node bin/tollgate.mjs` (compiled JavaScript in dist/), each run a new process.
+ * them (the figures and their lines are in report-sections.ts).
  */
-export interface Startup {
-  /** Wall time of `tollgate --help`, median of the runs (ms). */
-  helpMs: number;
-  /** From spawning `tollgate serve` on a new SQLite database to GET /health answering 200, median (ms). */
-  healthMs: number;
-  /** Resident set of that gateway two seconds after /health answered, no traffic, median (bytes). */
-  idleRssBytes: number;
-  runs: number;
-}
 
 const execFileAsync = promisify(execFile);
 const BIN = join(import.meta.dirname, '..', 'bin', 'tollgate.mjs');
@@ -63,15 +55,6 @@ export async function measureStartup(dir: string, runs = 5): Promise<Startup> {
     rss.push(h.rss);
   }
   return { helpMs: median(help), healthMs: median(health), idleRssBytes: median(rss), runs };
-}
-
-export function startupLines(s: Startup): string[] {
-  return [
-    `Start-up (median of ${s.runs} runs, each a new process):`,
-    `  tollgate --help                           ${s.helpMs.toFixed(0)} ms`,
-    `  tollgate serve to /health answering 200   ${s.healthMs.toFixed(0)} ms (new SQLite database, migrations included)`,
-    `  idle gateway RSS                          ${(s.idleRssBytes / 2 ** 20).toFixed(0)} MB`,
-  ];
 }
 
 // `node --import tsx bench/startup.ts`: only this section, without the load phases.

@@ -1,29 +1,41 @@
 import autocannon from 'autocannon';
-import { cpuMicros } from '../proc.ts';
+import { cpuMicrosOf } from '../proc.ts';
 import type { Target } from '../targets.ts';
-import { chatBody, chatHeaders, chatUrl } from './request.ts';
+import { chatBody, chatHeaderSets, chatUrls } from './request.ts';
 
 export interface Saturation {
   requestsPerSecond: number;
   completed: number;
   failed: number;
-  /** The target process's CPU time per completed request. */
+  /** The target's CPU time (every instance's, summed) per completed request. */
   cpuMicrosPerRequest: number;
 }
 
-/** Closed-loop saturation: `connections` clients each send the next request as soon as one ends. */
+/**
+ * Closed-loop saturation: `connections` clients each send the next request as soon as one ends.
+ * The connections are dealt out over the target's instances in turn (autocannon does that with
+ * several URLs), and each connection takes the wallets in turn, starting one further along than
+ * the connection before it, so that the requests in flight at any moment carry different wallets.
+ */
 export async function saturate(target: Target, o: { model: string; stream: boolean; seconds: number; connections: number }): Promise<Saturation> {
-  const cpuBefore = cpuMicros(target.pid);
+  const body = chatBody(o.model, o.stream);
+  const requests = chatHeaderSets(target).map((headers) => ({ method: 'POST', headers, body }));
+  let clients = 0;
+  const cpuBefore = cpuMicrosOf(target.pids);
   const result = await autocannon({
-    url: chatUrl(target).href,
+    url: chatUrls(target).map((u) => u.href),
     method: 'POST',
-    headers: chatHeaders(target),
-    body: chatBody(o.model, o.stream),
+    headers: requests[0]!.headers,
+    body,
     connections: o.connections,
     duration: o.seconds,
     timeout: 10,
+    setupClient: (client) => {
+      const start = clients++ % requests.length;
+      if (requests.length > 1) client.setRequests([...requests.slice(start), ...requests.slice(0, start)]);
+    },
   });
-  const cpu = cpuMicros(target.pid) - cpuBefore;
+  const cpu = cpuMicrosOf(target.pids) - cpuBefore;
   const completed = result['2xx'];
   return {
     requestsPerSecond: completed / o.seconds,

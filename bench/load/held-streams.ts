@@ -1,7 +1,7 @@
 import { Pool } from 'undici';
 import { rssBytes } from '../proc.ts';
 import type { Target } from '../targets.ts';
-import { chatBody, chatHeaders, chatUrl } from './request.ts';
+import { chatBody, chatHeaderSets, chatUrls } from './request.ts';
 
 export interface HeldStreams {
   wanted: number;
@@ -34,11 +34,13 @@ function median(values: number[]): number {
  * just after a collection of it, by chance; it swung from 19 to 48 KB per stream between runs.
  */
 export async function holdStreams(target: Target, count: number, maxWaitMs = 30_000): Promise<HeldStreams> {
-  const url = chatUrl(target);
+  // Memory is a one-instance, one-wallet measure: the first of each.
+  const url = chatUrls(target)[0]!;
+  const pid = target.pids[0]!;
   const pool = new Pool(url.origin, { connections: count, headersTimeout: 60_000, bodyTimeout: 60_000 });
   const body = chatBody('bench-slow', true);
-  const headers = chatHeaders(target);
-  const rssIdleBytes = rssBytes(target.pid);
+  const headers = chatHeaderSets(target)[0]!;
+  const rssIdleBytes = rssBytes(pid);
   let open = 0;
   let allOpen: () => void = () => undefined;
   const everyoneOpen = new Promise<void>((r) => (allOpen = r));
@@ -63,7 +65,7 @@ export async function holdStreams(target: Target, count: number, maxWaitMs = 30_
   // The streams last about 11 s from the first token, so all are still open at the last sample.
   for (let i = 0; i < SAMPLES; i++) {
     if (i > 0) await sleep(SAMPLE_EVERY_MS);
-    rssSamplesBytes.push(rssBytes(target.pid));
+    rssSamplesBytes.push(rssBytes(pid));
   }
   const rssLoadedBytes = median(rssSamplesBytes);
   await Promise.race([Promise.all(streams), sleep(60_000)]);

@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import type { Target } from '../targets.ts';
-import { chatBody, chatHeaders, chatUrl } from './request.ts';
+import { cpuMicrosOf, machineBusyMicros } from '../proc.ts';
+import type { TargetAddress } from '../targets.ts';
+import { chatBody, chatHeaderSets, chatUrls, nthRequest } from './request.ts';
 
 export interface OpenLoop {
   rate: number;
@@ -12,36 +13,81 @@ export interface OpenLoop {
   /** Milliseconds from the scheduled send time to the full response (JSON) or first token (stream). */
   p50: number;
   p99: number;
+  /** The same, counted from when the generator actually sent: a gap to p50/p99 is the generator's own lateness. */
+  p50FromSend: number;
+  p99FromSend: number;
+  /** Requests per second the generator actually sent, first send to last. */
+  achievedRate: number;
+  /** How far behind its schedule the generator sent, in milliseconds. */
+  sendLagP50: number;
+  sendLagP99: number;
+  /** The generator's own CPU over the phase, as a share of one core. */
+  generatorCpuShare: number;
+  /** False when the generator fell short: it sent below the asked rate, or late (see keptSchedule). */
+  keptSchedule: boolean;
+  /** The target's CPU over the phase (every instance summed), as a share of one core. */
+  targetCpuShare: number;
+  /** Cores the whole machine kept busy over the phase (everything on it, this benchmark or not). */
+  machineBusyCores: number;
 }
+
+/** The generator kept its schedule if it sent at least this share of the asked rate… */
+const MIN_RATE_SHARE = 0.98;
+/**
+ * …and its 99th-percentile lateness stayed under this. Node's timers wake at millisecond
+ * granularity, so up to about 1 ms late is the generator's normal; it is the same for every target,
+ * so it cancels out of the "added" figures, which subtract the upstream direct or the proxy.
+ */
+const MAX_SEND_LAG_P99_MS = 2;
+
+/** Requests sent to each instance before the schedule starts, not counted (see openLoop). */
+const WARM_UP_REQUESTS = 5;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function percentile(sorted: number[], p: number): number {
+export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Whether a generator that sent at `achievedRate`, this late at the 99th percentile, kept an open loop's schedule. */
+export function keptSchedule(o: { rate: number; achievedRate: number; sendLagP99: number }): boolean {
+  return o.achievedRate >= MIN_RATE_SHARE * o.rate && o.sendLagP99 <= MAX_SEND_LAG_P99_MS;
 }
 
 /**
  * Open-loop load: requests go out on a fixed schedule whatever the target does, and each latency
  * counts from the scheduled send time, so a stalled target cannot hide its queueing (no
  * coordinated omission). For streams the figure is time to first token: the first chunk that
- * carries generated text.
+ * carries generated text. A generator that cannot keep its own schedule (its process starved of
+ * CPU, or saturated) would charge its lateness to the target: the send times are recorded too, and
+ * the result says whether the schedule was kept, with the generator's and the target's CPU. Requests take the target's instances and wallets
+ * in turn (nthRequest). Run it in its own process (open-loop-process.ts), away from the harness.
  */
-export async function openLoop(target: Target, o: { rate: number; seconds: number; model: string; stream: boolean }): Promise<OpenLoop> {
-  const url = chatUrl(target);
-  const pool = new Pool(url.origin, { connections: 2048, headersTimeout: 10_000, bodyTimeout: 10_000 });
+export async function openLoop(target: TargetAddress, o: { rate: number; seconds: number; model: string; stream: boolean }): Promise<OpenLoop> {
+  const urls = chatUrls(target);
+  const pools = urls.map((url) => new Pool(url.origin, { connections: 2048, headersTimeout: 10_000, bodyTimeout: 10_000 }));
   const body = chatBody(o.model, o.stream);
-  const headers = chatHeaders(target);
-  const latencies: number[] = [];
+  const headerSets = chatHeaderSets(target);
+  const fromSchedule: number[] = [];
+  const fromSend: number[] = [];
+  const sendLags: number[] = [];
   const failures: Record<string, number> = {};
   const fail = (why: string) => void (failures[why] = (failures[why] ?? 0) + 1);
   const total = Math.round(o.rate * o.seconds);
   const interval = 1000 / o.rate;
   const inflight: Promise<void>[] = [];
+  let firstSend = NaN;
+  let lastSend = NaN;
 
-  const fire = async (scheduled: number) => {
+  const fire = async (i: number, scheduled: number) => {
+    const sent = performance.now();
+    if (i === 0) firstSend = sent;
+    lastSend = sent;
+    sendLags.push(sent - scheduled);
+    const { instance, wallet } = nthRequest(i, urls.length, headerSets.length);
     try {
-      const res = await pool.request({ method: 'POST', path: url.pathname, headers, body });
+      const res = await pools[instance]!.request({ method: 'POST', path: urls[instance]!.pathname, headers: headerSets[wallet]!, body });
       if (res.statusCode !== 200) {
         fail(String(res.statusCode));
         await res.body.dump();
@@ -51,27 +97,61 @@ export async function openLoop(target: Target, o: { rate: number; seconds: numbe
       for await (const chunk of res.body) {
         if (o.stream && Number.isNaN(firstToken) && (chunk as Buffer).includes('word0')) firstToken = performance.now();
       }
-      latencies.push((o.stream ? firstToken : performance.now()) - scheduled);
+      const end = o.stream ? firstToken : performance.now();
+      if (Number.isNaN(end)) return fail('no first token');
+      fromSchedule.push(end - scheduled);
+      fromSend.push(end - sent);
     } catch (err) {
       fail((err as { code?: string }).code ?? (err as Error).name);
     }
   };
 
-  const start = performance.now() + 20;
-  for (let i = 0; i < total; i++) {
-    const due = start + i * interval;
-    // Never send early: timers are coarse, so sleep most of the way and yield the rest.
-    for (let wait = due - performance.now(); wait > 0; wait = due - performance.now()) {
-      if (wait > 2) await sleep(wait - 1.5);
-      else await new Promise((r) => setImmediate(r));
-    }
-    inflight.push(fire(due));
+  // Warm up before the clock starts: the first request through a fresh process compiles undici's
+  // path and opens a connection, which made the first sends of a phase tens of milliseconds late.
+  for (let i = 0; i < WARM_UP_REQUESTS; i++) {
+    await Promise.all(pools.map((pool, p) => pool.request({ method: 'POST', path: urls[p]!.pathname, headers: headerSets[i % headerSets.length]!, body }).then((res) => res.body.dump(), () => undefined)));
+  }
+  const cpuBefore = process.cpuUsage();
+  const targetCpuBefore = cpuMicrosOf(target.pids);
+  const machineBefore = machineBusyMicros();
+  const wallStart = performance.now();
+  const start = wallStart + 20;
+  // Sleep on a timer and, on each wake-up, send every request that has come due, each timed from
+  // its own scheduled time. Never busy-wait: the loop this replaces yielded with setImmediate for
+  // the last 1.5 ms before each send, which at 1,000 req/s (a 1 ms interval) was all the time, and
+  // took 0.75–0.95 of a core from a 2-core machine that the target and the upstream share.
+  for (let i = 0; i < total; ) {
+    const now = performance.now();
+    for (; i < total && start + i * interval <= now; i++) inflight.push(fire(i, start + i * interval));
+    if (i < total) await sleep(Math.max(0, start + i * interval - performance.now()));
   }
   await Promise.all(inflight);
-  await pool.close();
-  const sorted = latencies.filter((l) => !Number.isNaN(l)).sort((a, b) => a - b);
-  const noToken = latencies.length - sorted.length;
-  if (noToken) failures['no first token'] = noToken;
-  const failed = Object.values(failures).reduce((sum, n) => sum + n, 0);
-  return { rate: o.rate, sent: total, failed, failures, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+  const cpu = process.cpuUsage(cpuBefore);
+  const wallMicros = (performance.now() - wallStart) * 1000;
+  const generatorCpuShare = (cpu.user + cpu.system) / wallMicros;
+  const targetCpuShare = (cpuMicrosOf(target.pids) - targetCpuBefore) / wallMicros;
+  const machineBusyCores = (machineBusyMicros() - machineBefore) / wallMicros;
+  await Promise.all(pools.map((p) => p.close()));
+  const sort = (xs: number[]) => [...xs].sort((a, b) => a - b);
+  const [lat, latSend, lags] = [sort(fromSchedule), sort(fromSend), sort(sendLags)];
+  // The rate over the sending span: n requests span n − 1 intervals.
+  const achievedRate = total > 1 ? ((total - 1) * 1000) / (lastSend - firstSend) : o.rate;
+  const sendLagP99 = percentile(lags, 99);
+  return {
+    rate: o.rate,
+    sent: total,
+    failed: Object.values(failures).reduce((sum, n) => sum + n, 0),
+    failures,
+    p50: percentile(lat, 50),
+    p99: percentile(lat, 99),
+    p50FromSend: percentile(latSend, 50),
+    p99FromSend: percentile(latSend, 99),
+    achievedRate,
+    sendLagP50: percentile(lags, 50),
+    sendLagP99,
+    generatorCpuShare,
+    targetCpuShare,
+    machineBusyCores,
+    keptSchedule: keptSchedule({ rate: o.rate, achievedRate, sendLagP99 }),
+  };
 }

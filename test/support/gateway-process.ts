@@ -20,18 +20,19 @@ export interface GatewayProcess {
   stop(): Promise<void>;
 }
 
-export function startGatewayProcess(config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<GatewayProcess> {
-  return startTollgateProcess(['serve'], config, env);
+/** `nodeArgs` go to node itself, before the script (the benchmark's profile passes --cpu-prof, which NODE_OPTIONS refuses). */
+export function startGatewayProcess(config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<GatewayProcess> {
+  return startTollgateProcess(['serve'], config, env, nodeArgs);
 }
 
 /** Any long-running tollgate command that logs its URL when it is listening. */
-export async function startTollgateProcess(args: string[], config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<GatewayProcess> {
+export async function startTollgateProcess(args: string[], config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<GatewayProcess> {
   // Its own folder, removed when the process is stopped: this helper also serves the benchmark,
   // which runs outside node:test and so cannot rely on the test files' cleanup hooks.
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-process-'));
   const file = join(dir, 'tollgate.yaml');
   writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0, publicUrl: TEST_ORIGIN }, metrics: { port: 0 }, ...config }));
-  const child = spawn(process.execPath, ['bin/tollgate.mjs', '--config', file, ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, 'bin/tollgate.mjs', '--config', file, ...args], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
