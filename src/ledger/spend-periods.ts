@@ -19,9 +19,15 @@ export function bucketOf(period: SpendPeriod, ms: number): string {
   return 'total';
 }
 
+// The buckets of the last UTC day asked for: every reservation names its three buckets, and
+// formatting two ISO dates per reservation was 1% of the gateway's CPU at saturation (bench profile).
+let lastDay = { day: Number.NaN, buckets: ['total', '', ''] as [string, string, string] };
+
 /** The three buckets a reservation made at `ms` is counted in. */
 export function bucketsAt(ms: number): [string, string, string] {
-  return [bucketOf('total', ms), bucketOf('day', ms), bucketOf('month', ms)];
+  const day = Math.floor(ms / DAY_MS);
+  if (day !== lastDay.day) lastDay = { day, buckets: [bucketOf('total', ms), bucketOf('day', ms), bucketOf('month', ms)] };
+  return [...lastDay.buckets];
 }
 
 /** When the period containing `ms` ends (its counter starts again at 0), or null for `total`. */

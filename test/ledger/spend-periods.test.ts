@@ -16,6 +16,18 @@ describe('spend periods', () => {
     assert.equal(bucketOf('month', at('2026-12-31T23:30:00-02:00')), 'month:2027-01');
   });
 
+  test('the remembered day never answers for another instant (any order of instants, a caller mutating its copy)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: Date.UTC(2200, 0, 1) }), { minLength: 1, maxLength: 20 }), (instants) => {
+        for (const ms of instants) {
+          const first = bucketsAt(ms);
+          first[1] = 'day:tampered';
+          assert.deepEqual(bucketsAt(ms + (ms % 1000)), ['total', bucketOf('day', ms + (ms % 1000)), bucketOf('month', ms + (ms % 1000))]);
+        }
+      }),
+    );
+  });
+
   test('a day resets at the next UTC midnight, a month at the first of the next month, total never', () => {
     assert.equal(periodResetsAt('day', at('2026-11-26T13:00:00Z')), at('2026-11-27T00:00:00Z'));
     assert.equal(periodResetsAt('month', at('2026-12-15T00:00:00Z')), at('2027-01-01T00:00:00Z'));
