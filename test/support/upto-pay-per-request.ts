@@ -10,6 +10,7 @@ import { uptoHoldWallet } from '../../src/payments/upto/upto-store.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { payPerRequestSuite, type PayPerRequestHarness } from './pay-per-request-harness.ts';
 import { until } from './until.ts';
+import { v2Header } from './x402-payloads.ts';
 import type { Engine } from '../../src/storage/database.ts';
 
 /**
@@ -66,4 +67,12 @@ export async function settledUpto(h: PayPerRequestHarness, payer: FundedAccount)
 
 export async function holdBalance(h: PayPerRequestHarness, payer: FundedAccount) {
   return getBalance(h.gw.services.storage.db, uptoHoldWallet(payer.address));
+}
+
+/** A payment header the stock upto client signs for `body`'s 402 (its upto entry, or `over` it), for raw requests. */
+export async function signedUptoHeader(h: PayPerRequestHarness, payer: FundedAccount, body: unknown, over: Partial<PaymentRequirements> = {}): Promise<{ header: string; offer: PaymentRequirements }> {
+  const asked = await h.chat(body);
+  const offer = { ...uptoOffersOf(asked.body.accepts as PaymentRequirements[])[0]!, ...over };
+  const signed = await uptoClient(h, payer).createPaymentPayload({ x402Version: 2, resource: asked.body.resource, accepts: [offer] });
+  return { header: v2Header(offer, signed.payload), offer };
 }

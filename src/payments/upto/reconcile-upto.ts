@@ -27,11 +27,12 @@ export async function reconcileUpto(deps: UptoReconcileDeps): Promise<void> {
     await settleUpto(deps, p.id).catch((err: unknown) => deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not settle an upto payment; will retry'));
   }
   for (const p of await uptoPaymentsIn(deps.db, ['settling'], before)) {
-    await reconcileSettling(deps, p).catch((err: unknown) => deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not read the chain for an upto payment; will retry'));
+    await finishSettling(deps, p).catch((err: unknown) => deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not read the chain for an upto payment; will retry'));
   }
 }
 
-async function reconcileSettling(deps: UptoReconcileDeps, p: PaymentRow): Promise<void> {
+/** One `settling` payment, from what the chain shows for its authorization (also `tollgate admin upto retry`). */
+export async function finishSettling(deps: UptoSettleDeps & { now: () => number }, p: PaymentRow): Promise<void> {
   const client = deps.clientFor(p.network);
   if (!client || p.settle_amount_atomic === null) return;
   if (p.settle_amount_atomic === '0') {
