@@ -79,7 +79,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   if (paid.kind === 'insufficient') {
     return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
-  if (paid.matched.requirements.scheme === 'upto') return payWithUpto(services, request, reply, paidRequest, paid.matched, ask);
+  if (paid.matched.requirements.scheme === 'upto') return payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask });
   // A wallet whose upto payment could not be settled pays nothing more until it is (admission.ts).
   const unsettled = await openUptoOf(services.storage.db, paid.matched.identity.payer);
   if (unsettled?.upto_state === 'unsettled') throw openUptoRefusal(unsettled);

@@ -20,14 +20,14 @@ import type { PaidRequest } from './paid-request.ts';
  * sent, a stream ended, a provider failure voided) exactly its charge is settled on chain: after
  * the answer, so the client never waits for the chain. What is not charged is never taken.
  */
-export async function payWithUpto(
-  services: Services,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  paidRequest: PaidRequest,
-  matched: MatchedPayment,
-  ask: AskForPayment,
-): Promise<FastifyReply> {
+/** What the pay-per-request entry hands the upto path: the request as planned, its matched payment, and its 402. */
+export interface UptoCall {
+  paidRequest: PaidRequest;
+  matched: MatchedPayment;
+  ask: AskForPayment;
+}
+
+export async function payWithUpto(services: Services, request: FastifyRequest, reply: FastifyReply, { paidRequest, matched, ask }: UptoCall): Promise<FastifyReply> {
   const topup = services.topup!;
   const db = services.storage.db;
   const { payer, network, validBefore } = matched.identity;

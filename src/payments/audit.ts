@@ -21,12 +21,8 @@ export async function auditCreditsOnChain(db: Kysely<Database>, clientFor: (netw
   const audit: ChainAudit = { checked: 0, skipped: 0, problems: [] };
   const credited = await db.selectFrom('payments').selectAll().where('status', '=', 'credited').where('upto_state', 'is', null).orderBy('credited_at').execute();
   for (const p of credited) {
-    const client = clientFor(p.network);
-    if (!client) {
-      audit.skipped++;
-      continue;
-    }
-    audit.checked++;
+    const client = countedClient(clientFor, p.network, audit);
+    if (!client) continue;
     let paid: bigint | null;
     try {
       paid = p.tx_hash ? await amountPaidBy(client, p.tx_hash as Hex, p) : null;
@@ -53,12 +49,8 @@ export async function auditCreditsOnChain(db: Kysely<Database>, clientFor: (netw
 async function auditUptoOnChain(db: Kysely<Database>, clientFor: (network: string) => PublicClient | undefined, audit: ChainAudit): Promise<void> {
   const rows = await db.selectFrom('payments').selectAll().where('upto_state', 'in', ['settled', 'unsettled', 'written_off']).orderBy('updated_at').execute();
   for (const p of rows) {
-    const client = clientFor(p.network);
-    if (!client) {
-      audit.skipped++;
-      continue;
-    }
-    audit.checked++;
+    const client = countedClient(clientFor, p.network, audit);
+    if (!client) continue;
     const facts = { ...p, amount_atomic: p.settle_amount_atomic ?? '0' };
     try {
       const outcome = await inspectOnChain(client, facts, { nowSeconds: Math.floor(Date.now() / 1000), isClaimed: (tx) => isClaimedByOther(db, p.id, p.network, tx) });
@@ -69,6 +61,14 @@ async function auditUptoOnChain(db: Kysely<Database>, clientFor: (network: strin
       audit.problems.push(`upto payment ${p.id}: could not read its authorization on ${p.network} (${(err as Error).name})`);
     }
   }
+}
+
+/** The RPC client for a payment to check, counted as checked, or undefined (counted as skipped) when its network has none. */
+function countedClient(clientFor: (network: string) => PublicClient | undefined, network: string, audit: ChainAudit): PublicClient | undefined {
+  const client = clientFor(network);
+  if (client) audit.checked++;
+  else audit.skipped++;
+  return client;
 }
 
 /**

@@ -5,6 +5,7 @@ import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { FacilitatorUnavailable, type Facilitator } from '../../../src/payments/facilitator/facilitator.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { settledUpto, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
@@ -17,17 +18,21 @@ import { settledUpto, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../
  */
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 100 };
 
-/** Runs `run` with the gateway's upto settle replaced by `settle` (given the real facilitator), until that settle has stopped. */
-async function withSettle(h: PayPerRequestHarness, settle: (real: Facilitator, ...args: Parameters<Facilitator['settle']>) => ReturnType<Facilitator['settle']>, run: () => Promise<void>) {
+/**
+ * One upto JSON request by the stock clients with the gateway's upto settle replaced by `settle`
+ * (given the real facilitator), waited for until that settle has stopped; returns the charge.
+ */
+async function paidWithStop(h: PayPerRequestHarness, payer: FundedAccount, settle: (real: Facilitator, ...args: Parameters<Facilitator['settle']>) => ReturnType<Facilitator['settle']>): Promise<number> {
   const upto = h.gw.services.topup!.upto;
   const real = upto.facilitator;
   let stopped!: () => void;
   const stop = new Promise<void>((resolve) => (stopped = resolve));
   upto.facilitator = { ...real, settle: (...args) => settle(real, ...args).finally(() => setTimeout(stopped, 50)) };
   try {
-    await run();
+    const { response } = await uptoOpenAI(h, payer).chat.completions.create(BODY).withResponse();
     // The settle runs after the answer: wait until the stand-in "process" stopped in it.
     await stop;
+    return Number(response.headers.get('x-tollgate-charged-usdc'));
   } finally {
     upto.facilitator = real;
   }
@@ -48,18 +53,10 @@ for (const engine of ENGINES) {
     test('stopped after the broadcast, before the arrival was written: finished from the receipt, nothing sent again', async () => {
       const h = harness();
       const payer = await uptoPayer(h);
-      let charged = 0;
-      await withSettle(
-        h,
-        async (real, ...args) => {
-          await real.settle(...args);
-          throw new Error('the process stopped here');
-        },
-        async () => {
-          const { response } = await uptoOpenAI(h, payer).chat.completions.create(BODY).withResponse();
-          charged = Number(response.headers.get('x-tollgate-charged-usdc'));
-        },
-      );
+      const charged = await paidWithStop(h, payer, async (real, ...args) => {
+        await real.settle(...args);
+        throw new Error('the process stopped here');
+      });
       const [row] = await uptoPayments(h, payer);
       assert.equal(row!.upto_state, 'settling');
       assert.match(row!.tx_hash!, /^0x/, 'the hash was recorded before the broadcast');
@@ -79,17 +76,9 @@ for (const engine of ENGINES) {
     test('stopped after the charge was fixed, before the send: the reconciler sends that amount once', async () => {
       const h = harness();
       const payer = await uptoPayer(h);
-      let charged = 0;
-      await withSettle(
-        h,
-        async () => {
-          throw new FacilitatorUnavailable('the process stopped here');
-        },
-        async () => {
-          const { response } = await uptoOpenAI(h, payer).chat.completions.create(BODY).withResponse();
-          charged = Number(response.headers.get('x-tollgate-charged-usdc'));
-        },
-      );
+      const charged = await paidWithStop(h, payer, async () => {
+        throw new FacilitatorUnavailable('the process stopped here');
+      });
       const [row] = await uptoPayments(h, payer);
       assert.equal(row!.upto_state, 'settling');
       assert.equal(row!.tx_hash, null);
