@@ -76,3 +76,27 @@ export async function signedUptoHeader(h: PayPerRequestHarness, payer: FundedAcc
   const signed = await uptoClient(h, payer).createPaymentPayload({ x402Version: 2, resource: asked.body.resource, accepts: [offer] });
   return { header: v2Header(offer, signed.payload), offer };
 }
+
+/** A small chat request, the body of the upto tests. */
+export const UPTO_BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 100 };
+
+/** Streams one upto request, revoking the payer's Permit2 allowance after its first chunk. */
+export async function streamAndRevoke(h: PayPerRequestHarness, payer: FundedAccount): Promise<string> {
+  h.fake.behaviour = { chunkDelayMs: 50 };
+  let text = '';
+  try {
+    const stream = await uptoOpenAI(h, payer).chat.completions.create({ ...UPTO_BODY, stream: true });
+    let revoked = false;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? '';
+      if (!revoked && text) {
+        revoked = true;
+        await revokePermit2(h, payer);
+      }
+    }
+  } finally {
+    h.fake.behaviour = {};
+  }
+  return text;
+}
+

@@ -10,7 +10,7 @@ import { retryUpto, writeOffUpto } from '../../../src/payments/upto/operator.ts'
 import { USD } from '../../support/topup-harness.ts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import { holdBalance, revokePermit2, settledUpto, signedUptoHeader, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { holdBalance, settledUpto, signedUptoHeader, streamAndRevoke, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
  * An upto answer is delivered before it is paid. A payer who revokes Permit2 during the stream gets
@@ -23,26 +23,6 @@ const BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, con
 async function unsettledMetric(h: PayPerRequestHarness): Promise<number> {
   const metric = await h.gw.services.metrics.uptoUnsettled.get();
   return metric.values.reduce((a, v) => a + v.value, 0);
-}
-
-/** Streams one upto request, revoking the payer's Permit2 allowance after its first chunk. */
-async function streamAndRevoke(h: PayPerRequestHarness, payer: FundedAccount): Promise<string> {
-  h.fake.behaviour = { chunkDelayMs: 50 };
-  let text = '';
-  try {
-    const stream = await uptoOpenAI(h, payer).chat.completions.create({ ...BODY, stream: true });
-    let revoked = false;
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.delta?.content ?? '';
-      if (!revoked && text) {
-        revoked = true;
-        await revokePermit2(h, payer);
-      }
-    }
-  } finally {
-    h.fake.behaviour = {};
-  }
-  return text;
 }
 
 /** The stock SDK sees 403 UPTO_UNSETTLED (openai-node keeps only the code of a spec-format body); a raw request reads the message. */
