@@ -8,7 +8,9 @@ import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { USD } from '../../support/topup-harness.ts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import { holdBalance, settledUpto, uptoOffersOf, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { holdBalance, settledUpto, uptoClient, uptoOffersOf, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { call } from '../../support/gateway.ts';
+import { v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * Pay-per-request with x402 `upto`, paid by the stock `@x402/fetch` upto client under the stock
@@ -48,6 +50,23 @@ for (const engine of ENGINES) {
       assert.equal(upto[0]!.amount, String(asked.body.reserved_usdc), 'the maximum is the reservation, not rounded up');
       assert.equal((upto[0]!.extra as { facilitatorAddress: string }).facilitatorAddress, h.relayer.address);
       assert.ok(accepts.some((r) => r.scheme === 'exact'), 'the exact entries are still offered');
+    });
+
+    test('Responses and Messages offer upto too, and a Messages request pays with it', async () => {
+      const h = harness();
+      const responses = await call(h.gw.url, 'POST', '/v1/responses', { model: 'fake/chat-small', input: 'hello', max_output_tokens: 100 });
+      assert.equal(responses.status, 402, responses.text);
+      assert.equal(uptoOffersOf(responses.body.accepts)[0]?.amount, String(responses.body.reserved_usdc));
+      const messagesBody = { model: 'fake/chat-small', max_tokens: 100, messages: [{ role: 'user', content: 'hello' }] };
+      const messages = await call(h.gw.url, 'POST', '/v1/messages', messagesBody);
+      assert.equal(messages.status, 402, messages.text);
+      const offer = uptoOffersOf(messages.body.accepts)[0]!;
+      assert.equal(offer.amount, String(messages.body.reserved_usdc));
+      const payer = await uptoPayer(h);
+      const signed = await uptoClient(h, payer).createPaymentPayload({ x402Version: 2, resource: messages.body.resource, accepts: [offer] });
+      const paid = await call(h.gw.url, 'POST', '/v1/messages', messagesBody, { 'payment-signature': v2Header(offer, signed.payload) });
+      assert.equal(paid.status, 200, paid.text);
+      await settledExactly(h, payer, Number(paid.headers.get('x-tollgate-charged-usdc')));
     });
 
     test('JSON: answered, then exactly the charge is settled on chain', async () => {
