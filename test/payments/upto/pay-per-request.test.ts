@@ -10,6 +10,7 @@ import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { holdBalance, settledUpto, uptoClient, uptoOffersOf, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 import { call } from '../../support/gateway.ts';
+import { proofQuery, siweProof } from '../../support/siwe.ts';
 import { v2Header } from '../../support/x402-payloads.ts';
 
 /**
@@ -80,6 +81,13 @@ for (const engine of ENGINES) {
       assert.match(row.tx_hash!, /^0x[0-9a-f]{64}$/);
       const tx = await h.gw.services.topup!.clientFor(h.chain.network)!.getTransaction({ hash: row.tx_hash as `0x${string}` });
       assert.equal(tx.to?.toLowerCase(), x402UptoPermit2ProxyAddress.toLowerCase(), 'settled through the upto proxy');
+      const history = await call(h.gw.url, 'GET', `/v1/topups/${payer.address}?${proofQuery(await siweProof(payer))}`);
+      assert.equal(history.status, 200, history.text);
+      assert.deepEqual(
+        history.body.topups.map((t: Record<string, unknown>) => [t.scheme, t.status, t.credited_usdc, t.charged_usdc, t.transaction]),
+        [['upto', 'settled', 0, charged, row.tx_hash]],
+        'the history says what was settled, and that nothing was credited',
+      );
     });
 
     test('streaming: the charge is settled when the stream ends', async () => {
