@@ -4,7 +4,7 @@ import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
 import type { MatchedPayment } from '../payments/match.ts';
 import { openPayment } from '../payments/payment-store.ts';
 import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
-import { openUptoRefusal, uptoDeadlineProblem } from '../payments/upto/admission.ts';
+import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil } from '../payments/upto/admission.ts';
 import { settleUpto, type UptoSettleDeps } from '../payments/upto/settle-upto.ts';
 import { holdMaximum, openUptoOf, uptoHoldWallet } from '../payments/upto/upto-store.ts';
 import type { Services } from '../services.ts';
@@ -21,6 +21,9 @@ import type { PaidRequest } from './paid-request.ts';
  * the answer, so the client never waits for the chain. What is not charged is never taken.
  */
 /** What the pay-per-request entry hands the upto path: the request as planned, its matched payment, and its 402. */
+/** setTimeout's largest delay; a later deadline (a payer may sign years ahead) is beyond any request. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export interface UptoCall {
   paidRequest: PaidRequest;
   matched: MatchedPayment;
@@ -31,7 +34,8 @@ export async function payWithUpto(services: Services, request: FastifyRequest, r
   const topup = services.topup!;
   const db = services.storage.db;
   const { payer, network, validBefore } = matched.identity;
-  const late = uptoDeadlineProblem(validBefore, services.now(), services.config.topup.settleWaitSeconds);
+  const runUntil = uptoRunUntil(validBefore, services.config.topup.settleWaitSeconds, services.config.chat.drainTimeoutSeconds);
+  const late = uptoDeadlineProblem(runUntil, services.now(), validBefore);
   if (late) return ask('PAYMENT_EXPIRED', late);
   // A clear refusal first; the unique index of migration 013 is what enforces it (holdMaximum).
   const open = await openUptoOf(db, payer);
@@ -67,11 +71,18 @@ export async function payWithUpto(services: Services, request: FastifyRequest, r
   }
   const key = await payPerRequestKey(db, uptoHoldWallet(payer));
   const deps: UptoSettleDeps = { ...topup.upto, logger: request.log };
+  // The request must be over in time for its settle (admission.ts, uptoRunUntil): past that, its
+  // client is cut, and a stream is drained and billed for what it produced, as for a client that left.
+  const cut = setTimeout(() => {
+    request.log.warn({ payment: held.payment.id }, "upto request cut: its authorization's deadline leaves only the time to settle it");
+    reply.raw.destroy();
+  }, Math.min(MAX_TIMER_MS, Math.max(0, runUntil - services.now())));
   try {
     const ran = await paidRequest.run(key, { capAtReservation: true });
     if (!ran.ok) throw new Error('the upto hold did not cover its own reservation');
     return reply;
   } finally {
+    clearTimeout(cut);
     // After the answer (JSON sent, stream ended, or a failure voided): a settle that does not
     // finish here is finished by the reconciler from the row.
     await settleUpto(deps, held.payment.id).catch((err: unknown) => request.log.warn({ payment: held.payment.id, err: (err as Error).message }, 'upto settle failed; the reconciler will retry'));

@@ -8,19 +8,33 @@ import { microUsdcFor } from '../payment-terms.ts';
  * earlier upto payment is still open.
  */
 
-/** Beyond the settle wait, how long an upto authorization must still be valid when its request starts: the request itself. */
+/** How long an upto request must be able to run, at least, before it is cut for its settle. */
 export const UPTO_RUN_SECONDS = 60;
 
+/** Slack between the end of a cut request's drain and its settle's deadline (a block, clocks). */
+export const UPTO_SETTLE_MARGIN_SECONDS = 10;
+
 /**
- * The request runs and then its charge is settled under the authorization, which Permit2 refuses
- * after its deadline: a deadline too near would deliver an answer that can no longer be paid. The
- * stock client signs `now + maxTimeoutSeconds` (the offer's, topup.maxTimeoutSeconds), far beyond.
+ * When an upto request must be over (ms since the epoch): its charge is settled under the
+ * authorization after the request, and Permit2 refuses it after its deadline. So the request is cut
+ * (its client disconnected: a stream is drained and billed for what was produced, as for any client
+ * that leaves) this long before the deadline: the drain bound (chat.drainTimeoutSeconds), the
+ * settle's receipt wait (topup.settleWaitSeconds) and a margin.
  */
-export function uptoDeadlineProblem(validBefore: number, nowMs: number, settleWaitSeconds: number): string | null {
-  const needed = settleWaitSeconds + UPTO_RUN_SECONDS;
-  const left = validBefore - Math.floor(nowMs / 1000);
-  if (left >= needed) return null;
-  return `this upto authorization's deadline is ${left} s away; the request and its settle need at least ${needed} s. Sign the upto entry of a new 402 (the stock client signs its maxTimeoutSeconds ahead)`;
+export function uptoRunUntil(validBefore: number, settleWaitSeconds: number, drainTimeoutSeconds: number): number {
+  return (validBefore - settleWaitSeconds - drainTimeoutSeconds - UPTO_SETTLE_MARGIN_SECONDS) * 1000;
+}
+
+/**
+ * A deadline that leaves the request less than UPTO_RUN_SECONDS before it would be cut is refused
+ * before anything is recorded. The stock client signs `now + maxTimeoutSeconds` (the offer's,
+ * topup.maxTimeoutSeconds, 300 s by default), far beyond.
+ */
+export function uptoDeadlineProblem(runUntil: number, nowMs: number, validBefore: number): string | null {
+  const left = Math.floor((runUntil - nowMs) / 1000);
+  if (left >= UPTO_RUN_SECONDS) return null;
+  const needed = UPTO_RUN_SECONDS + Math.floor(validBefore - runUntil / 1000);
+  return `this upto authorization's deadline is ${validBefore - Math.floor(nowMs / 1000)} s away; the request and its settle need at least ${needed} s. Sign the upto entry of a new 402 (the stock client signs its maxTimeoutSeconds ahead)`;
 }
 
 /** The payer's earlier upto payment is open: a second request of theirs is refused with what to do. */
