@@ -105,6 +105,14 @@ for (const engine of ENGINES) {
       await settledExactly(h, payer, charged);
     });
 
+    test('six payers at once: each settles exactly its own charge', async () => {
+      const h = harness();
+      const payers: FundedAccount[] = [];
+      for (let i = 0; i < 6; i++) payers.push(await uptoPayer(h)); // one minter: one at a time
+      const answers = await Promise.all(payers.map((p) => uptoOpenAI(h, p).chat.completions.create(BODY).withResponse()));
+      for (const [i, payer] of payers.entries()) await settledExactly(h, payer, Number(answers[i]!.response.headers.get('x-tollgate-charged-usdc')));
+    });
+
     test('a request that fails at the provider settles 0 and sends no transaction', async () => {
       const h = harness();
       const payer = await uptoPayer(h);
