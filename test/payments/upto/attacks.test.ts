@@ -4,10 +4,10 @@ import type { PaymentRequirements } from '@x402/core/types';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { USD } from '../../support/topup-harness.ts';
-import { v2Header } from '../../support/x402-payloads.ts';
+import { signPermit2, v2Header } from '../../support/x402-payloads.ts';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { x402Client } from '@x402/fetch';
-import { signedUptoHeader, uptoOffersOf, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { settledUpto, signedUptoHeader, UPTO_BODY, uptoOffersOf, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 
@@ -18,7 +18,7 @@ import type { FundedAccount } from '../../../src/devchain/deploy.ts';
  * witness for another relayer sent straight to the proxy, an amount above the maximum) are in
  * facilitator.test.ts.
  */
-const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
+const BODY = UPTO_BODY;
 
 async function untouched(h: PayPerRequestHarness, payer: FundedAccount) {
   assert.equal((await uptoPayments(h, payer)).length, 0, 'no upto payment recorded');
@@ -91,6 +91,24 @@ for (const engine of ENGINES) {
       const payer = await uptoPayer(h);
       const { header } = await signedUptoHeader(h, payer, BODY, { maxTimeoutSeconds: 20 });
       await refused(h, payer, header, 402, 'PAYMENT_EXPIRED', /deadline is \d+ s away; the request and its settle need at least \d+ s/);
+    });
+
+    test("an exact payment under an upto payment's nonce is not answered as that payment", async () => {
+      const h = harness();
+      const payer = await uptoPayer(h);
+      await uptoOpenAI(h, payer).chat.completions.create(BODY);
+      const upto = await settledUpto(h, payer);
+      const paidSoFar = await h.chain.balanceOf(h.chain.usdt, payer.address);
+      const asked = await h.chat(BODY);
+      const exact = (asked.body.accepts as PaymentRequirements[]).find((r) => r.scheme === 'exact' && r.asset.toLowerCase() === h.chain.usdt.toLowerCase())!;
+      const payload = await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount: BigInt(exact.amount), nonce: BigInt(upto.nonce), deadline: BigInt(upto.valid_before) });
+      const res = await h.chat(BODY, { 'payment-signature': v2Header(exact, payload) });
+      assert.equal(res.status, 402, res.text);
+      assert.equal(res.body.error, 'PAYMENT_REJECTED');
+      assert.match(res.body.message, /belongs to an x402 upto payment/);
+      assert.equal(await h.balance(payer.address), 0, 'nothing ran against, or was credited to, the payer');
+      assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), paidSoFar);
+      await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
     test('a payment signed for one body, sent with a costlier one', async () => {
