@@ -59,6 +59,7 @@ export async function payWithUpto(services: Services, request: FastifyRequest, r
   }
   await enforceRateLimit(services, reply, `chat:${payer}`, services.rateWindows.chat);
 
+  // Log searches for this authorization start 5,000 blocks back, as for exact (settle-payment.ts).
   const opened = await openPayment(db, matched, Math.max(0, fromBlock - 5_000), services.now());
   if (opened.kind !== 'claimed') {
     return ask('PAYMENT_REJECTED', `this upto authorization is already recorded (payment ${opened.row.id}); an upto authorization pays for one request only. Sign a new payment for one of accepts`, { reason: 'upto_authorization_used' });
