@@ -7,6 +7,7 @@ import type { Storage } from '../storage/database.ts';
 import { addLimitOptions, describeLimits, limitInputFrom, type LimitOptions } from './key-limit-options.ts';
 import { withStorage, type CommonOptions } from './context.ts';
 import { UsageError } from './usage-error.ts';
+import { registerAdminUpto } from './admin-upto.ts';
 
 /**
  * What the commands run, loaded when one runs: `tollgate --help` then needs neither Kysely and the
@@ -74,6 +75,7 @@ async function describeKey(s: Storage, id: number): Promise<string[]> {
 /** Operator commands. They talk to the database directly, so they work while the server is down too. */
 export function registerAdmin(program: Command, common: () => CommonOptions): void {
   const admin = program.command('admin').description('operator commands (direct database access)');
+  registerAdminUpto(admin, common);
 
   admin
     .command('redeem-codes')

@@ -406,7 +406,15 @@ export const configSchema = z
     // on, anonymous clients may send chat bodies (bounded by limits.chatBodyBytes and the public
     // per-IP rate limit) before they pay.
     payPerRequest: z
-      .object({ enabled: z.boolean().default(false), minUsd: usdAmount.default(0.01) })
+      .object({
+        enabled: z.boolean().default(false),
+        minUsd: usdAmount.default(0.01),
+        // x402 `upto` beside exact (issue 28 §1): the payer signs a Permit2 maximum (the request's
+        // reservation, not rounded up) and the gateway settles exactly the charge after the request.
+        // Off by default: an upto answer is delivered before it is paid, so a payer who revokes
+        // Permit2 meanwhile costs the operator up to one reservation (docs/operations.md).
+        upto: z.boolean().default(false),
+      })
       .strict()
       .prefault({}),
     // Stored Responses (POST /v1/responses with store: true, OpenAI's default): the Response is kept,

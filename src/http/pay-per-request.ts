@@ -21,6 +21,9 @@ import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
 import { paymentIdentifierHold, type IdentifierHold } from './payment-identifier.ts';
 import { exchangeOf } from './reply-sink.ts';
 import type { PaidRequest } from './paid-request.ts';
+import { payWithUpto } from './upto-pay-per-request.ts';
+import { openUptoRefusal } from '../payments/upto/admission.ts';
+import { openUptoOf } from '../payments/upto/upto-store.ts';
 
 /** A chat request of `inbound`'s protocol, paid for. */
 export function paidChat(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): PaidRequest {
@@ -50,7 +53,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   const { plan } = paidRequest;
   // Never offer, let alone take, a payment for a request no provider can serve.
   refuseUnconfiguredProvider(services, request, plan);
-  const offer = offerRequest(plan.reservationUsdc, config);
+  const offer = offerRequest(plan.reservationUsdc, config, services.topup.uptoFacilitatorFor);
   if (offer.kind === 'over-limit') {
     throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ${paidRequest.shrink}, or top up and use an API key`);
   }
@@ -59,7 +62,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   const ask: AskForPayment = (code, message, extra = {}) =>
     askForPayment(
       reply,
-      { resource, offers, code, message, description: paidRequest.description, v1Body: config.topup.x402v1Body, extensions: paidRequestExtensions(services, resource, paidRequest.path) },
+      { resource, offers: [...offers, ...offer.uptoOffers], code, message, description: paidRequest.description, v1Body: config.topup.x402v1Body, extensions: paidRequestExtensions(services, resource, paidRequest.path) },
       { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
     );
 
@@ -76,6 +79,10 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   if (paid.kind === 'insufficient') {
     return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
+  if (paid.matched.requirements.scheme === 'upto') return payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask });
+  // A wallet whose upto payment could not be settled pays nothing more until it is (admission.ts).
+  const unsettled = await openUptoOf(services.storage.db, paid.matched.identity.payer);
+  if (unsettled?.upto_state === 'unsettled') throw openUptoRefusal(unsettled);
   const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
   // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
   // (never for a payer a forged header merely names), before anything is recorded: a retry under

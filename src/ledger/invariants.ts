@@ -4,6 +4,7 @@ import { findChargesAboveReservation } from './over-reservation.ts';
 import { usageTotalsProblems } from './usage-totals-check.ts';
 import { keySpendProblems } from './key-spend-audit.ts';
 import { usageDailyProblems } from './usage-daily-check.ts';
+import { uptoProblems } from './upto-check.ts';
 
 export interface LedgerCheck {
   ok: boolean;
@@ -110,6 +111,8 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   }
 
   problems.push(...(await paymentProblems(db)));
+  const upto = await uptoProblems(db);
+  problems.push(...upto.problems);
   problems.push(...(await usageTotalsProblems(db)));
   problems.push(...(await keySpendProblems(db)));
   problems.push(...(await usageDailyProblems(db)));
@@ -117,6 +120,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const findings = (await findChargesAboveReservation(db)).map(
     (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,
   );
+  findings.push(...upto.findings);
   const shortfalls = await db.selectFrom('settle_shortfalls').selectAll().orderBy('created_at', 'desc').limit(100).execute();
   for (const f of shortfalls) {
     findings.push(
@@ -144,6 +148,7 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
       'p.amount_usdc',
       'p.token_decimals',
       'p.onchain_amount_atomic',
+      'p.upto_state',
       sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id)`.as('n'),
       sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id and e.wallet = p.payer)`.as('to_payer'),
       sql<number>`coalesce((select sum(e.amount_usdc) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id), 0)`.as('credit'),
@@ -152,7 +157,8 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
   for (const p of payments) {
     const expected = p.status === 'credited' ? 1 : 0;
     if (Number(p.n) !== expected) problems.push(`payment ${p.id} (${p.status}): ${p.n} top-up credits, expected ${expected}`);
-    if (expected !== 1) continue;
+    // An upto payment's credit is its hold, checked by uptoProblems.
+    if (expected !== 1 || p.upto_state !== null) continue;
     if (Number(p.to_payer) !== 1) problems.push(`payment ${p.id}: its credit does not go to the payer`);
     if (p.token_decimals === null) {
       problems.push(`payment ${p.id}: its recorded amounts disagree (${p.amount_atomic} token units, ${p.amount_usdc} micro-USDC); compare with the chain (ledger-check --chain)`);

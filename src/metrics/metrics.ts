@@ -22,6 +22,7 @@ export interface Metrics {
   unbilledAnswers: Counter<'model'>;
   unbilledUsdc: Counter<'model'>;
   topups: Counter<'outcome'>;
+  uptoUnsettled: Counter<string>;
   rateLimited: Counter<'scope'>;
   /** Calls to each deployment (src/routing/), retries included. */
   deploymentAttempts: Counter<'deployment'>;
@@ -70,6 +71,8 @@ export function createMetrics(db: Kysely<Database>): Metrics {
     unbilledAnswers: new Counter({ name: 'tollgate_unbilled_answers_total', help: 'Delivered answers that could not be billed (database down and settle spool unwritable)', labelNames: ['model'], registers }),
     unbilledUsdc: new Counter({ name: 'tollgate_unbilled_usdc_total', help: 'Micro-USDC those unbilled answers were priced at', labelNames: ['model'], registers }),
     topups: new Counter({ name: 'tollgate_topups_total', help: 'Top-up attempts by outcome', labelNames: ['outcome'], registers }),
+    // An upto answer is delivered before it is paid: each one whose settle then failed is a loss until retried or written off.
+    uptoUnsettled: new Counter({ name: 'tollgate_upto_unsettled_total', help: 'x402 upto payments whose settle failed after their answer was delivered (see tollgate admin ledger-check)', registers }),
     rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),
     deploymentAttempts: new Counter({ name: 'tollgate_deployment_attempts_total', help: 'Provider calls per deployment, retries included', labelNames: ['deployment'], registers }),
     deploymentFailures: new Counter({ name: 'tollgate_deployment_failures_total', help: 'Failed provider calls per deployment, by HTTP status or transport error code', labelNames: ['deployment', 'reason'], registers }),

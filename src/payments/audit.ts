@@ -19,14 +19,10 @@ export interface ChainAudit {
  */
 export async function auditCreditsOnChain(db: Kysely<Database>, clientFor: (network: string) => PublicClient | undefined): Promise<ChainAudit> {
   const audit: ChainAudit = { checked: 0, skipped: 0, problems: [] };
-  const credited = await db.selectFrom('payments').selectAll().where('status', '=', 'credited').orderBy('credited_at').execute();
+  const credited = await db.selectFrom('payments').selectAll().where('status', '=', 'credited').where('upto_state', 'is', null).orderBy('credited_at').execute();
   for (const p of credited) {
-    const client = clientFor(p.network);
-    if (!client) {
-      audit.skipped++;
-      continue;
-    }
-    audit.checked++;
+    const client = countedClient(clientFor, p.network, audit);
+    if (!client) continue;
     let paid: bigint | null;
     try {
       paid = p.tx_hash ? await amountPaidBy(client, p.tx_hash as Hex, p) : null;
@@ -40,7 +36,39 @@ export async function auditCreditsOnChain(db: Kysely<Database>, clientFor: (netw
     }
   }
   await auditFailedOnChain(db, clientFor, audit);
+  await auditUptoOnChain(db, clientFor, audit);
   return audit;
+}
+
+/**
+ * Per upto payment, what arrived on chain for its authorization against its charge
+ * (settle_amount_atomic), never its signed maximum: a settled one must show exactly the charge (0:
+ * no transfer at all); an unsettled or written-off one whose authorization paid after all is
+ * named, so the operator retries it (the retry then reads the chain and closes it).
+ */
+async function auditUptoOnChain(db: Kysely<Database>, clientFor: (network: string) => PublicClient | undefined, audit: ChainAudit): Promise<void> {
+  const rows = await db.selectFrom('payments').selectAll().where('upto_state', 'in', ['settled', 'unsettled', 'written_off']).orderBy('updated_at').execute();
+  for (const p of rows) {
+    const client = countedClient(clientFor, p.network, audit);
+    if (!client) continue;
+    const facts = { ...p, amount_atomic: p.settle_amount_atomic ?? '0' };
+    try {
+      const outcome = await inspectOnChain(client, facts, { nowSeconds: Math.floor(Date.now() / 1000), isClaimed: (tx) => isClaimedByOther(db, p.id, p.network, tx) });
+      const arrived = outcome.state === 'settled' ? outcome.amountAtomic.toString() : '0';
+      if (p.upto_state === 'settled' && arrived !== p.settle_amount_atomic) audit.problems.push(`upto payment ${p.id}: ${arrived} token units arrived on chain for a charge of ${p.settle_amount_atomic}`);
+      if (p.upto_state !== 'settled' && arrived !== '0') audit.problems.push(`upto payment ${p.id} is ${p.upto_state} but ${arrived} token units arrived on chain for it: run tollgate admin upto retry ${p.id}`);
+    } catch (err) {
+      audit.problems.push(`upto payment ${p.id}: could not read its authorization on ${p.network} (${(err as Error).name})`);
+    }
+  }
+}
+
+/** The RPC client for a payment to check, counted as checked, or undefined (counted as skipped) when its network has none. */
+function countedClient(clientFor: (network: string) => PublicClient | undefined, network: string, audit: ChainAudit): PublicClient | undefined {
+  const client = clientFor(network);
+  if (client) audit.checked++;
+  else audit.skipped++;
+  return client;
 }
 
 /**

@@ -7,7 +7,7 @@ import { ApiError } from '../refusal.ts';
 /**
  * Decoding of the paid request's header (`X-Payment` or `PAYMENT-SIGNATURE`): standard base64 of
  * JSON, an x402 v1 or v2 payload by the @x402/core schemas, whose inner `payload` is an exact-scheme
- * EIP-3009 or Permit2 authorization. Anything else is a 400 INVALID_PAYMENT that says which part is
+ * EIP-3009 or Permit2 authorization, or an upto-scheme Permit2 one (its witness names a facilitator). Anything else is a 400 INVALID_PAYMENT that says which part is
  * wrong and never echoes the header (it carries a signature).
  */
 export const invalidPayment = (message: string) => new ApiError(400, 'INVALID_PAYMENT', message);
@@ -42,7 +42,9 @@ export const permit2Payload = z.object({
     spender: address,
     nonce: uint,
     deadline: uint,
-    witness: z.object({ to: address, validAfter: uint }),
+    // `facilitator`: the upto scheme's witness also binds who may settle (scheme_upto_evm.md); kept,
+    // or the facilitator would be handed a payload whose signature no longer matches.
+    witness: z.object({ to: address, validAfter: uint, facilitator: address.optional() }),
   }),
 });
 
@@ -79,7 +81,7 @@ export function decodePaymentHeader(header: string): DecodedPayment {
   if (eip3009.success) return { envelope, kind: 'eip3009', inner: eip3009.data };
   const permit2 = permit2Payload.safeParse(envelope.payload);
   if (permit2.success) return { envelope, kind: 'permit2', inner: permit2.data };
-  throw invalidPayment('the payment payload is neither an EIP-3009 authorization nor a Permit2 authorization of the exact scheme');
+  throw invalidPayment('the payment payload is neither an EIP-3009 authorization nor a Permit2 authorization of the exact or upto scheme');
 }
 
 /** The token amount the payer signed, in the asset's smallest unit. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
-import { x402ExactPermit2ProxyAddress } from '@x402/evm';
+import { x402ExactPermit2ProxyAddress, x402UptoPermit2ProxyAddress } from '@x402/evm';
 import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
 import { ApiError } from '../refusal.ts';
 import type { DecodedPayment } from './decode.ts';
@@ -72,10 +72,11 @@ export function offerFor(decoded: DecodedPayment, offers: Offer[]): Offer {
 
 function offerForV2(decoded: DecodedPayment, offers: Offer[]): Offer {
   const accepted = (decoded.envelope as PaymentPayload).accepted;
-  if (accepted.scheme !== 'exact') throw paymentMismatch(`scheme "${accepted.scheme}" is not offered; use "exact"`);
-  const offer = offers.find((o) => o.requirements.network === accepted.network && same(o.requirements.asset, accepted.asset));
+  const ofScheme = offers.filter((o) => o.requirements.scheme === accepted.scheme);
+  if (ofScheme.length === 0) throw paymentMismatch(`scheme "${accepted.scheme}" is not offered; use "exact"`);
+  const offer = ofScheme.find((o) => o.requirements.network === accepted.network && same(o.requirements.asset, accepted.asset));
   if (!offer) {
-    const anyOnNetwork = offers.some((o) => o.requirements.network === accepted.network);
+    const anyOnNetwork = ofScheme.some((o) => o.requirements.network === accepted.network);
     throw paymentMismatch(
       anyOnNetwork
         ? `asset ${accepted.asset} is not offered on ${accepted.network}; pay with an entry of the 402 response's accepts`
@@ -127,12 +128,30 @@ function eip3009Terms(inner: Extract<DecodedPayment, { kind: 'eip3009' }>['inner
 function permit2Terms(inner: Extract<DecodedPayment, { kind: 'permit2' }>['inner'], req: PaymentRequirements): Terms {
   const p = inner.permit2Authorization;
   if (!same(p.permitted.token, req.asset)) throw paymentMismatch(`the permit is for token ${p.permitted.token}, not ${req.asset}`);
-  if (p.permitted.amount !== req.amount) throw paymentMismatch(`the permit is for ${p.permitted.amount} units but this top-up costs ${req.amount}`);
+  if (p.permitted.amount !== req.amount) {
+    throw paymentMismatch(req.scheme === 'upto'
+      ? `the permit's maximum is ${p.permitted.amount} units but this request's upto offer is exactly ${req.amount}; sign the upto entry of a new 402 as it is`
+      : `the permit is for ${p.permitted.amount} units but this top-up costs ${req.amount}`);
+  }
   if (!same(p.witness.to, req.payTo)) throw paymentMismatch(`the permit pays ${p.witness.to}, not this gateway's payTo ${req.payTo}`);
-  // The x402 exact scheme's Permit2 proxy is the only spender a Permit2 payment may name.
-  if (!same(p.spender, x402ExactPermit2ProxyAddress)) throw paymentMismatch(`the permit's spender must be the x402 exact Permit2 proxy ${x402ExactPermit2ProxyAddress}`);
+  if (req.scheme === 'upto') uptoWitnessTerms(p, req);
+  // The x402 exact scheme's Permit2 proxy is the only spender an exact Permit2 payment may name.
+  else if (!same(p.spender, x402ExactPermit2ProxyAddress)) throw paymentMismatch(`the permit's spender must be the x402 exact Permit2 proxy ${x402ExactPermit2ProxyAddress}`);
+  else if (p.witness.facilitator !== undefined) throw paymentMismatch('an exact Permit2 witness names no facilitator; sign the exact entry of the 402 as it is');
   // Canonical decimal: "05" and "5" are the same Permit2 nonce on chain, so the same payment key.
   return { payer: p.from.toLowerCase(), nonce: BigInt(p.nonce).toString(), payTo: req.payTo.toLowerCase(), amountAtomic: req.amount, validBefore: clampSeconds(p.deadline) };
+}
+
+/**
+ * An upto permit may only be spent by the x402 upto proxy, and only by the facilitator the offer
+ * named (the witness binds it): anyone else could pick the amount up to the maximum.
+ */
+function uptoWitnessTerms(p: Extract<DecodedPayment, { kind: 'permit2' }>['inner']['permit2Authorization'], req: PaymentRequirements): void {
+  if (!same(p.spender, x402UptoPermit2ProxyAddress)) throw paymentMismatch(`an upto permit's spender must be the x402 upto Permit2 proxy ${x402UptoPermit2ProxyAddress}`);
+  const offered = String((req.extra as { facilitatorAddress?: unknown }).facilitatorAddress ?? '');
+  if (p.witness.facilitator === undefined || !same(p.witness.facilitator, offered)) {
+    throw paymentMismatch(`the upto witness names facilitator ${p.witness.facilitator ?? '(none)'}, not ${offered} as the offer does; sign the upto entry of the 402 as it is`);
+  }
 }
 
 export function chainIdOf(network: string): number {

@@ -53,6 +53,19 @@ export function buildOffers(topup: Config['topup'], micro: number): Offer[] {
   });
 }
 
+/**
+ * x402 `upto` entries for `micro` micro-USD, one per offer paid through Permit2 (the upto scheme has
+ * no EIP-3009 form) whose network has an upto facilitator: the payer signs at most this amount, for a witness that only
+ * `facilitatorAddress` may settle and only to payTo; the gateway settles the request's charge.
+ */
+export function buildUptoOffers(topup: Config['topup'], micro: number, facilitatorFor: (network: string) => string | undefined): Offer[] {
+  return buildOffers(topup, micro).flatMap(({ config, requirements }) => {
+    const facilitatorAddress = facilitatorFor(config.network);
+    if (config.transferMethod !== 'permit2' || facilitatorAddress === undefined) return [];
+    return [{ config, requirements: { ...requirements, scheme: 'upto', extra: { facilitatorAddress, name: config.name, version: config.version, decimals: config.decimals } } }];
+  });
+}
+
 export const TOPUP_DESCRIPTION = 'Prepaid balance for Tollgate inference';
 
 export function paymentRequired(resourceUrl: string, offers: Offer[], error: string, description = TOPUP_DESCRIPTION): PaymentRequired & { x402Version: 2 } {

@@ -1,4 +1,4 @@
-import { PERMIT2_ADDRESS, x402ExactPermit2ProxyABI, x402ExactPermit2ProxyAddress } from '@x402/evm';
+import { PERMIT2_ADDRESS, x402ExactPermit2ProxyABI, x402ExactPermit2ProxyAddress, x402UptoPermit2ProxyABI, x402UptoPermit2ProxyAddress } from '@x402/evm';
 import { decodeEventLog, decodeFunctionData, erc20Abi, parseAbi, toEventSelector, type Hex, type Log, type PublicClient } from 'viem';
 import type { PaymentTable } from '../storage/schema.ts';
 
@@ -134,16 +134,10 @@ function permit2Amount(logs: readonly Log[], tx: { to: Hex | null; input: Hex },
     return e?.eventName === 'Transfer' && same(e.args.from, p.payer) && same(e.args.to, p.pay_to) ? [e.args.value] : [];
   });
   if (toPayTo.length === 0) return null;
-  if (tx.to && same(tx.to, x402ExactPermit2ProxyAddress)) {
-    try {
-      const call = decodeFunctionData({ abi: x402ExactPermit2ProxyABI, data: tx.input });
-      if (call.functionName !== 'settle') return null;
-      const [permit, owner] = call.args;
-      if (permit.nonce !== BigInt(p.nonce) || !same(owner, p.payer)) return null;
-      return toPayTo.reduce((a, b) => a + b, 0n);
-    } catch {
-      return null;
-    }
+  const proxyCall = tx.to && (same(tx.to, x402ExactPermit2ProxyAddress) || same(tx.to, x402UptoPermit2ProxyAddress)) ? proxySettle(tx.input) : undefined;
+  if (proxyCall !== undefined) {
+    if (proxyCall === null || proxyCall.nonce !== BigInt(p.nonce) || !same(proxyCall.owner, p.payer)) return null;
+    return toPayTo.reduce((a, b) => a + b, 0n);
   }
   // Not a call to the proxy itself: a contract that called the proxy inside its own transaction (a
   // front-runner settling the payer's signature first). It counts only if the proxy settled in it:
@@ -152,6 +146,27 @@ function permit2Amount(logs: readonly Log[], tx: { to: Hex | null; input: Hex },
   if (!logs.some(isProxySettlement)) return null;
   const recorded = BigInt(p.amount_atomic);
   return toPayTo.includes(recorded) ? recorded : null;
+}
+
+/**
+ * The permit's nonce and owner of a direct call to one of the x402 Permit2 proxies' `settle`: the
+ * exact proxy's `settle(permit, owner, witness, signature)`, the upto one's `settle(permit, amount,
+ * owner, witness, signature)`. Null when the call is anything else.
+ */
+function proxySettle(input: Hex): { nonce: bigint; owner: string } | null {
+  for (const abi of [x402ExactPermit2ProxyABI, x402UptoPermit2ProxyABI] as const) {
+    try {
+      const call = decodeFunctionData({ abi, data: input });
+      if (call.functionName !== 'settle') continue;
+      const args = call.args as readonly unknown[];
+      const permit = args[0] as { nonce: bigint };
+      const owner = (args.length === 5 ? args[2] : args[1]) as string;
+      return { nonce: permit.nonce, owner };
+    } catch {
+      // Not this proxy's call: try the other.
+    }
+  }
+  return null;
 }
 
 const PROXY_SETTLED_TOPICS = new Set(
@@ -221,7 +236,7 @@ async function permit2Transaction(client: PublicClient, p: PaymentFacts, toBlock
     const amountAtomic = await amountPaidBy(client, hash, p);
     if (amountAtomic === null) continue;
     const tx = await client.getTransaction({ hash });
-    if (tx.to && same(tx.to, x402ExactPermit2ProxyAddress)) return { txHash: hash, amountAtomic };
+    if (tx.to && (same(tx.to, x402ExactPermit2ProxyAddress) || same(tx.to, x402UptoPermit2ProxyAddress))) return { txHash: hash, amountAtomic };
     fallback ??= { txHash: hash, amountAtomic };
   }
   return fallback;

@@ -13,6 +13,8 @@ import { remoteFacilitator } from './facilitator/remote-facilitator.ts';
 import { relayerLockFor } from './relayer/relayer-lock.ts';
 import type { CrossInstanceLock } from './relayer/relayer-queue.ts';
 import type { Engine } from '../storage/database.ts';
+import { reconcileUpto } from './upto/reconcile-upto.ts';
+import type { UptoSettleDeps } from './upto/settle-upto.ts';
 
 /** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler's pass. */
 export interface TopupService {
@@ -27,6 +29,10 @@ export interface TopupService {
   reconcileEveryMs: number;
   /** TEST ONLY fail point between record and broadcast (src/fail-points.ts); undefined normally. */
   beforeBroadcast?: () => Promise<void>;
+  /** What settling an x402 upto payment after its request needs (src/payments/upto/). */
+  upto: Omit<UptoSettleDeps, 'logger'>;
+  /** The address an upto witness must bind on `network` (the relayer, or a remote facilitator's); undefined: no upto there. */
+  uptoFacilitatorFor(network: string): string | undefined;
 }
 
 /** `sendLock`: see relayer-lock.ts; without it only this process's sends are serialized. */
@@ -47,7 +53,10 @@ export function createFacilitator(config: Config, sendLock?: CrossInstanceLock):
 }
 
 /** Null when no offers are configured: top-ups are then off and /v1/topup says so. */
-export function createTopupService(config: Config, deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number; hangBeforeBroadcast?: boolean }): TopupService | null {
+export function createTopupService(
+  config: Config,
+  deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number; hangBeforeBroadcast?: boolean; countUptoUnsettled?: () => void },
+): TopupService | null {
   if (config.topup.offers.length === 0) return null;
   const facilitator = createFacilitator(config, relayerLockFor(deps.engine, deps.db, config.topup.relayer.sendWaitSeconds * 1000));
   const clientFor = (network: string) => {
@@ -56,8 +65,16 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
   };
   const releaseAfterMs = config.topup.settleWaitSeconds * 1000;
   const replaceStuck = facilitator.replaceStuck?.bind(facilitator);
-  const reconcile = () => reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs, replaceStuck });
+  const upto = { db: deps.db, facilitator, clientFor, countUnsettled: deps.countUptoUnsettled ?? (() => {}) };
+  const uptoFacilitators = config.payPerRequest.upto ? uptoFacilitatorAddresses(facilitator, deps.logger) : () => undefined;
+  const reconcile = async () => {
+    const report = await reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs, replaceStuck });
+    await reconcileUpto({ ...upto, logger: deps.logger, now: deps.now, staleMs: releaseAfterMs });
+    return report;
+  };
   return {
+    upto,
+    uptoFacilitatorFor: uptoFacilitators,
     facilitator,
     relayer: (facilitator as Facilitator & { relayer?: string }).relayer,
     clientFor,
@@ -66,6 +83,26 @@ export function createTopupService(config: Config, deps: { db: Kysely<Database>;
     beforeBroadcast: deps.hangBeforeBroadcast ? hangForever(deps.logger) : undefined,
     reconcileEveryMs: config.topup.reconcileIntervalSeconds * 1000,
   };
+}
+
+/**
+ * The address an upto witness binds, per network: the local facilitator's relayer; for a remote
+ * facilitator, `extra.facilitatorAddress` of its /supported `upto` kinds, read once at start-up in
+ * the background (until it answers, no upto is offered).
+ */
+function uptoFacilitatorAddresses(facilitator: Facilitator, logger: Logger): (network: string) => string | undefined {
+  const relayer = (facilitator as Facilitator & { relayer?: string }).relayer;
+  if (relayer) return () => relayer;
+  const known = new Map<string, string>();
+  facilitator
+    .supported()
+    .then(({ kinds }) => {
+      for (const k of kinds as Array<{ scheme: string; network: string; extra?: { facilitatorAddress?: unknown } }>) {
+        if (k.scheme === 'upto' && typeof k.extra?.facilitatorAddress === 'string') known.set(k.network, k.extra.facilitatorAddress);
+      }
+    })
+    .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'the remote facilitator did not list its upto kinds; upto is not offered'));
+  return (network) => known.get(network);
 }
 
 function hangForever(logger: Logger): () => Promise<void> {

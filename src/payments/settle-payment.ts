@@ -68,6 +68,8 @@ export const NONCE_TAKEN = 'this authorization nonce is already recorded for a d
 export const NONCE_USED = 'this authorization nonce is already recorded for a different payment (other terms or signature), and the chain shows that payment settled; it is credited from the chain, once (see GET /v1/topups/:wallet); nothing more was credited. Do not pay again for it';
 /** The recorded payment under this nonce is being settled: it may still move the funds. */
 export const NONCE_SETTLING = 'this authorization nonce is already recorded for a different payment (other terms or signature), which is being settled; it is credited once it lands (see GET /v1/topups/:wallet); nothing more was credited. Do not pay again for it';
+/** The recorded payment under this nonce is an x402 upto payment. */
+export const NONCE_OF_UPTO = 'this authorization nonce belongs to an x402 upto payment of this wallet; sign a new payment';
 /** The payload's signature is not the payer's: nothing is recorded (signature-check.ts). */
 export const NOT_SIGNED_BY_PAYER = 'invalid_exact_evm_signature: the signature is not the payer\'s (or not in the canonical form the token accepts); nothing was recorded';
 
@@ -169,6 +171,9 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
  * - unused and given up, or void: nothing moved, and a new payment cannot pay twice (NONCE_TAKEN).
  */
 async function settleConflict(deps: SettleDeps, m: MatchedPayment, row: PaymentRow): Promise<TopupOutcome> {
+  // An upto payment's nonce is settled by the upto path alone (src/payments/upto/): an exact
+  // payment under it must never be answered as that payment's credit (it credited a hold, not the payer).
+  if (row.upto_state !== null) return { kind: 'rejected', reason: NONCE_OF_UPTO };
   const sameMoney =
     row.amount_atomic === m.identity.amountAtomic && row.pay_to === m.identity.payTo && Number(row.valid_before) === m.identity.validBefore && row.transfer_method === m.identity.method;
   if (row.status === 'credited') return sameMoney ? credited(row, false) : { kind: 'rejected', reason: NONCE_USED };

@@ -12,6 +12,7 @@ import { storedResponses } from './migrations/009-stored-responses.ts';
 import { usageDeployment } from './migrations/010-usage-deployment.ts';
 import { paymentIdentifiers } from './migrations/011-payment-identifiers.ts';
 import { paymentIdentifierHolder } from './migrations/012-payment-identifier-holder.ts';
+import { uptoPayments } from './migrations/013-upto-payments.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -28,6 +29,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '010-usage-deployment': usageDeployment(),
     '011-payment-identifiers': paymentIdentifiers(),
     '012-payment-identifier-holder': paymentIdentifierHolder(),
+    '013-upto-payments': uptoPayments(),
   };
 }
 

@@ -216,7 +216,15 @@ export interface PaymentTable {
   onchain_amount_atomic: string | null;
   /** What the payment was first taken for; only a `chat` payment may pay for chat when sent again. */
   purpose: PaymentPurpose;
+  /** Migration 013: null for exact payments; an x402 `upto` payment's settle after its request. */
+  upto_state: UptoState | null;
+  /** Migration 013: the token units an upto payment settles (its request's charge), written before the send. */
+  settle_amount_atomic: string | null;
+  /** Migration 013: an upto payment's signed payload (JSON), to settle it after the request or after a restart. */
+  upto_payload: string | null;
 }
+
+export type UptoState = 'holding' | 'settling' | 'settled' | 'unsettled' | 'written_off';
 
 export type PaymentPurpose = 'topup' | 'chat';
 

@@ -299,6 +299,7 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
   let fake: FakeOpenAI;
   let v1: TestGateway | undefined;
   let own: TestGateway | undefined;
+  let upto: TestGateway | undefined;
   let payer: FundedAccount;
   let subs: Subs;
 
@@ -322,6 +323,8 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     await v1?.stop();
     await own?.assertLedger();
     await own?.stop();
+    await upto?.assertLedger();
+    await upto?.stop();
     await h?.gw.assertLedger();
     await h?.stop();
     await fake?.close();
@@ -354,6 +357,37 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     const answer = ok(await ts(`${fill(docBlock('pay-per-request-openai'), subs)}console.log(JSON.stringify(answer));\n`, { WALLET_KEY: client.privateKey }));
     assert.equal(JSON.parse(answer).object, 'chat.completion');
     assert.ok((await h.balance(client.address)) > 0, 'what the request did not use stays in the balance');
+  });
+
+  test('api.md: pay per request with x402 upto and the stock upto client: exactly the charge is settled', async () => {
+    const relayer = await h.chain.newAccount();
+    upto = await startTestGateway({
+      engine: 'sqlite',
+      env: { ...h.env, TOLLGATE_RELAYER_KEY: relayer.privateKey, OPENAI_API_KEY: 'sk-provider' },
+      config: mergeConfig(h.gatewayConfig, {
+        providers: { openai: { baseUrl: fake.url } },
+        models: defaultModels,
+        payPerRequest: { enabled: true, upto: true },
+        rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 } },
+      }),
+    });
+    // The example's token is an offer paid through Permit2: on the test chain, the USDT-like token.
+    const uptoSubs: Subs = [['https://gateway.example.com', upto.url], [/eip155:8453'/g, `${h.chain.network}'`], [/0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'/g, `${h.chain.usdt}'`]];
+    const agent = await h.chain.newAccount({ usdt: 5n * USD });
+    await h.chain.approvePermit2(agent, h.chain.usdt);
+    const answer = JSON.parse(ok(await ts(`${fill(docBlock('pay-per-request-upto'), uptoSubs)}console.log(JSON.stringify(answer));\n`, { WALLET_KEY: agent.privateKey })));
+    assert.equal(answer.object, 'chat.completion');
+    const charged = answer.usage.charged_usdc as number;
+    assert.ok(charged > 0);
+    const db = upto.services.storage.db;
+    let row: { upto_state: string | null; onchain_amount_atomic: string | null } | undefined;
+    for (let i = 0; i < 200 && row?.upto_state !== 'settled'; i++) {
+      row = await db.selectFrom('payments').select(['upto_state', 'onchain_amount_atomic']).where('payer', '=', agent.address.toLowerCase()).executeTakeFirst();
+      if (row?.upto_state !== 'settled') await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(row?.upto_state, 'settled');
+    assert.equal(row?.onchain_amount_atomic, String(charged));
+    assert.equal(await h.chain.balanceOf(h.chain.usdt, agent.address), 5n * USD - BigInt(charged), 'the agent paid exactly the charge');
   });
 
   test('api.md: the top-up history of the wallet that paid', async () => {

@@ -1,0 +1,91 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isTransportError } from '../chain/rpc-errors.ts';
+import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
+import type { MatchedPayment } from '../payments/match.ts';
+import { openPayment } from '../payments/payment-store.ts';
+import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
+import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil } from '../payments/upto/admission.ts';
+import { settleUpto, type UptoSettleDeps } from '../payments/upto/settle-upto.ts';
+import { holdMaximum, openUptoOf, uptoHoldWallet } from '../payments/upto/upto-store.ts';
+import type { Services } from '../services.ts';
+import { enforceRateLimit } from './rate-limit.ts';
+import { facilitatorUnavailable, type AskForPayment } from './x402-payment.ts';
+import type { PaidRequest } from './paid-request.ts';
+
+/**
+ * A pay-per-request call paid with x402 `upto` (payPerRequest.upto): the payer signed a Permit2
+ * maximum equal to the request's reservation. It is verified (nothing recorded before), recorded,
+ * its maximum held in the payer's hold wallet (payments/upto/upto-store.ts), the request runs
+ * against that hold like any pay-per-request call, and once its bill is finished (a JSON answer
+ * sent, a stream ended, a provider failure voided) exactly its charge is settled on chain: after
+ * the answer, so the client never waits for the chain. What is not charged is never taken.
+ */
+/** What the pay-per-request entry hands the upto path: the request as planned, its matched payment, and its 402. */
+/** setTimeout's largest delay; a later deadline (a payer may sign years ahead) is beyond any request. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export interface UptoCall {
+  paidRequest: PaidRequest;
+  matched: MatchedPayment;
+  ask: AskForPayment;
+}
+
+export async function payWithUpto(services: Services, request: FastifyRequest, reply: FastifyReply, { paidRequest, matched, ask }: UptoCall): Promise<FastifyReply> {
+  const topup = services.topup!;
+  const db = services.storage.db;
+  const { payer, network, validBefore } = matched.identity;
+  const runUntil = uptoRunUntil(validBefore, services.config.topup.settleWaitSeconds, services.config.chat.drainTimeoutSeconds);
+  const late = uptoDeadlineProblem(runUntil, services.now(), validBefore);
+  if (late) return ask('PAYMENT_EXPIRED', late);
+  // A clear refusal first; the unique index of migration 013 is what enforces it (holdMaximum).
+  const open = await openUptoOf(db, payer);
+  if (open) throw openUptoRefusal(open);
+  await topup.admitPayer(matched);
+
+  let fromBlock: number;
+  let verified;
+  try {
+    fromBlock = Number(await topup.clientFor(network)!.getBlockNumber());
+    verified = await topup.facilitator.verify(matched.payload, matched.requirements);
+  } catch (err) {
+    if (err instanceof FacilitatorUnavailable || isTransportError(err)) throw facilitatorUnavailable('the payment facilitator or the chain is unavailable');
+    throw err;
+  }
+  // Verified before anything is recorded: nothing moves until the settle, so an unverified upto
+  // payment has nothing to be credited for, and a forged one records nothing.
+  if (!verified.isValid) {
+    const reason = verified.invalidReason ?? 'payment rejected by the facilitator';
+    return ask('PAYMENT_REJECTED', `the upto payment was rejected (${reason}); nothing was recorded and the request did not run. Sign a new payment for one of accepts`, { reason });
+  }
+  await enforceRateLimit(services, reply, `chat:${payer}`, services.rateWindows.chat);
+
+  // Log searches for this authorization start 5,000 blocks back, as for exact (settle-payment.ts).
+  const opened = await openPayment(db, matched, Math.max(0, fromBlock - 5_000), services.now());
+  if (opened.kind !== 'claimed') {
+    return ask('PAYMENT_REJECTED', `this upto authorization is already recorded (payment ${opened.row.id}); an upto authorization pays for one request only. Sign a new payment for one of accepts`, { reason: 'upto_authorization_used' });
+  }
+  const held = await holdMaximum(db, opened.row.id, matched.payload, services.now());
+  if (held.kind === 'busy') {
+    const other = await openUptoOf(db, payer);
+    if (other) throw openUptoRefusal(other);
+    throw facilitatorUnavailable('another upto payment of this wallet was finishing');
+  }
+  const key = await payPerRequestKey(db, uptoHoldWallet(payer));
+  const deps: UptoSettleDeps = { ...topup.upto, logger: request.log };
+  // The request must be over in time for its settle (admission.ts, uptoRunUntil): past that, its
+  // client is cut, and a stream is drained and billed for what it produced, as for a client that left.
+  const cut = setTimeout(() => {
+    request.log.warn({ payment: held.payment.id }, "upto request cut: its authorization's deadline leaves only the time to settle it");
+    reply.raw.destroy();
+  }, Math.min(MAX_TIMER_MS, Math.max(0, runUntil - services.now())));
+  try {
+    const ran = await paidRequest.run(key, { capAtReservation: true });
+    if (!ran.ok) throw new Error('the upto hold did not cover its own reservation');
+    return reply;
+  } finally {
+    clearTimeout(cut);
+    // After the answer (JSON sent, stream ended, or a failure voided): a settle that does not
+    // finish here is finished by the reconciler from the row.
+    await settleUpto(deps, held.payment.id).catch((err: unknown) => request.log.warn({ payment: held.payment.id, err: (err as Error).message }, 'upto settle failed; the reconciler will retry'));
+  }
+}

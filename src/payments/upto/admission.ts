@@ -1,0 +1,58 @@
+import { PERMIT2_ADDRESS } from '@x402/evm';
+import { ApiError } from '../../refusal.ts';
+import type { PaymentRow } from '../payment-store.ts';
+import { microUsdcFor } from '../payment-terms.ts';
+
+/**
+ * What an upto payment must satisfy before anything is recorded, and the refusals of a payer whose
+ * earlier upto payment is still open.
+ */
+
+/** How long an upto request must be able to run, at least, before it is cut for its settle. */
+export const UPTO_RUN_SECONDS = 60;
+
+/** Slack between the end of a cut request's drain and its settle's deadline (a block, clocks). */
+export const UPTO_SETTLE_MARGIN_SECONDS = 10;
+
+/**
+ * When an upto request must be over (ms since the epoch): its charge is settled under the
+ * authorization after the request, and Permit2 refuses it after its deadline. So the request is cut
+ * (its client disconnected: a stream is drained and billed for what was produced, as for any client
+ * that leaves) this long before the deadline: the drain bound (chat.drainTimeoutSeconds), the
+ * settle's receipt wait (topup.settleWaitSeconds) and a margin.
+ */
+export function uptoRunUntil(validBefore: number, settleWaitSeconds: number, drainTimeoutSeconds: number): number {
+  return (validBefore - settleWaitSeconds - drainTimeoutSeconds - UPTO_SETTLE_MARGIN_SECONDS) * 1000;
+}
+
+/**
+ * A deadline that leaves the request less than UPTO_RUN_SECONDS before it would be cut is refused
+ * before anything is recorded. The stock client signs `now + maxTimeoutSeconds` (the offer's,
+ * topup.maxTimeoutSeconds, 300 s by default), far beyond.
+ */
+export function uptoDeadlineProblem(runUntil: number, nowMs: number, validBefore: number): string | null {
+  const left = Math.floor((runUntil - nowMs) / 1000);
+  if (left >= UPTO_RUN_SECONDS) return null;
+  const needed = UPTO_RUN_SECONDS + Math.floor(validBefore - runUntil / 1000);
+  return `this upto authorization's deadline is ${validBefore - Math.floor(nowMs / 1000)} s away; the request and its settle need at least ${needed} s. Sign the upto entry of a new 402 (the stock client signs its maxTimeoutSeconds ahead)`;
+}
+
+/** The payer's earlier upto payment is open: a second request of theirs is refused with what to do. */
+export function openUptoRefusal(open: PaymentRow): ApiError {
+  if (open.upto_state === 'unsettled') {
+    const charge = open.settle_amount_atomic === null || open.token_decimals === null ? 'its charge' : `${microUsdcFor(BigInt(open.settle_amount_atomic), open.token_decimals)} micro-USDC`;
+    return new ApiError(
+      403,
+      'UPTO_UNSETTLED',
+      `wallet ${open.payer}'s upto payment ${open.id} for ${charge} could not be settled after its answer was delivered (${open.failure_reason ?? 'unknown reason'}); no payment of this wallet is taken until it is settled. Restore the Permit2 allowance (approve ${PERMIT2_ADDRESS} for the token) and the funds, then ask the gateway's operator to settle it again (tollgate admin upto retry ${open.id})`,
+      { payment: open.id },
+    );
+  }
+  return new ApiError(
+    409,
+    'UPTO_BUSY',
+    `wallet ${open.payer} has an upto request still running or being settled (payment ${open.id}); upto runs one request at a time per wallet. Send this request again (the same payment may be sent) once that one has finished, or pay it with an exact entry of the 402`,
+    { payment: open.id },
+    { 'retry-after': '2' },
+  );
+}

@@ -1,0 +1,94 @@
+import type { Kysely } from 'kysely';
+import type { PaymentPayload } from '@x402/core/types';
+import type { Hex, PublicClient } from 'viem';
+import type { Database } from '../../storage/schema.ts';
+import { isTransportError } from '../../chain/rpc-errors.ts';
+import type { Facilitator } from '../facilitator/facilitator.ts';
+import { amountPaidBy, isReceiptMissing } from '../onchain.ts';
+import { findPayment, type PaymentRow } from '../payment-store.ts';
+import { closeSettled, fixCharge, markUnsettled, recordUptoTx } from './upto-store.ts';
+
+export interface UptoSettleDeps {
+  db: Kysely<Database>;
+  facilitator: Facilitator;
+  clientFor(network: string): PublicClient | undefined;
+  logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+  /** Counts a payment that became unsettled (tollgate_upto_unsettled_total). */
+  countUnsettled: () => void;
+}
+
+/**
+ * Where an upto payment stands after a settle attempt: `settled` (what arrived equals the charge),
+ * `unsettled` (it failed; recorded with its reason), `settling` (sent or not yet sent, outcome not
+ * known: the reconciler finishes it), `running` (its request has not finished yet).
+ */
+export type UptoSettleOutcome = 'settled' | 'unsettled' | 'settling' | 'running' | 'written_off';
+
+/** The x402 reasons for an authorization already used: the chain, not this answer, says whether it paid us. */
+const AUTHORIZATION_USED = /nonce_already_used|permit2_invalid_nonce|nonce/i;
+
+/**
+ * Settles exactly the charge of the upto payment `id` once its request is finished: fixes the
+ * charge (upto-store.ts, fixCharge), then sends that amount, never any other, under the payer's
+ * authorization. A charge of 0 sends nothing. The hash is recorded before the broadcast, and the
+ * arrival is read from the receipt's Transfer to payTo, as for exact.
+ */
+export async function settleUpto(deps: UptoSettleDeps, id: string): Promise<UptoSettleOutcome> {
+  if ((await fixCharge(deps.db, id)) === 'running') return 'running';
+  const payment = await findPayment(deps.db, id);
+  if (payment.upto_state !== 'settling') return payment.upto_state as UptoSettleOutcome;
+  return sendCharge(deps, payment);
+}
+
+/** Sends the recorded amount of a `settling` payment and records what came of it. */
+export async function sendCharge(deps: UptoSettleDeps, payment: PaymentRow): Promise<UptoSettleOutcome> {
+  const amount = BigInt(payment.settle_amount_atomic!);
+  if (amount === 0n) {
+    await closeSettled(deps.db, payment.id, 0n, null);
+    return 'settled';
+  }
+  const signed = JSON.parse(payment.upto_payload!) as PaymentPayload;
+  const requirements = { ...signed.accepted, amount: amount.toString() };
+  let settled;
+  try {
+    settled = await deps.facilitator.settle(signed, requirements, (hash) => recordUptoTx(deps.db, payment.id, hash));
+  } catch (err) {
+    // The facilitator, the RPC or the relayer's send failed, or the outcome is unknown: nothing is
+    // decided here. The reconciler reads the chain (the hash, if one was recorded) and sends the
+    // same amount again only while the authorization is unused.
+    deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'upto settle did not complete; the reconciler will finish it');
+    return 'settling';
+  }
+  if (settled.success && settled.transaction) return recordArrival(deps, payment, settled.transaction as Hex);
+  const reason = settled.errorReason ?? 'settlement failed';
+  if (AUTHORIZATION_USED.test(reason)) return 'settling';
+  return unsettled(deps, payment, `the settle of ${amount} token units failed: ${reason}`);
+}
+
+/** The receipt's Transfer to payTo must be exactly the amount settled. */
+export async function recordArrival(deps: UptoSettleDeps, payment: PaymentRow, tx: Hex): Promise<UptoSettleOutcome> {
+  const client = deps.clientFor(payment.network);
+  if (!client) return 'settling';
+  const facts = { ...payment, amount_atomic: payment.settle_amount_atomic! };
+  let paid: bigint | null;
+  try {
+    paid = await amountPaidBy(client, tx, facts);
+  } catch (err) {
+    if (isTransportError(err) || isReceiptMissing(err)) return 'settling';
+    throw err;
+  }
+  if (paid !== null && paid.toString() === payment.settle_amount_atomic) {
+    await closeSettled(deps.db, payment.id, paid, tx);
+    deps.logger.info({ payment: payment.id, tx, amount: paid.toString() }, 'upto payment settled for its charge');
+    return 'settled';
+  }
+  return unsettled(deps, payment, paid === null ? `${tx} moved nothing to payTo for this authorization` : `${tx} moved ${paid} token units, not the ${payment.settle_amount_atomic} charged`);
+}
+
+async function unsettled(deps: UptoSettleDeps, payment: PaymentRow, reason: string): Promise<UptoSettleOutcome> {
+  if (await markUnsettled(deps.db, payment.id, reason)) {
+    deps.countUnsettled();
+    deps.logger.warn({ payment: payment.id, payer: payment.payer, reason }, 'upto payment unsettled after its answer was delivered: the payer is refused until it is retried or written off (tollgate admin upto)');
+  }
+  return 'unsettled';
+}

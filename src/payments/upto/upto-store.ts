@@ -1,0 +1,142 @@
+import type { Kysely } from 'kysely';
+import type { PaymentPayload } from '@x402/core/types';
+import { getBalance } from '../../ledger/balances.ts';
+import { applyMovement } from '../../ledger/credits.ts';
+import { isUniqueViolation } from '../../storage/constraint-errors.ts';
+import type { Database, UptoState } from '../../storage/schema.ts';
+import { findPayment, ledgerReference, type PaymentRow } from '../payment-store.ts';
+import { atomicAmount } from '../offers.ts';
+
+/**
+ * The database steps of an x402 `upto` payment on pay-per-request (migration 013 says what the
+ * columns hold). Every step is one conditional update, so a live request, the reconciler and an
+ * operator's retry racing on the same payment each move it at most once.
+ *
+ * The money: the signed maximum is credited (the existing top-up credit row, reference
+ * `payment:<id>`) to the payer's hold wallet (uptoHoldWallet), the request reserves and is finished
+ * there by the existing ledger operations, and what it did not use is taken back out when the
+ * charge is fixed (`adjustment`, reference `upto-release:<id>`): the hold wallet is at 0 again and
+ * its charge entry equals what the gateway then settles on chain.
+ */
+
+/**
+ * The ledger wallet an upto payment's maximum is held in while its request runs. Not an address
+ * (no key, SIWE or SIWX can name it), so only that request spends it; one per payer, holding at
+ * most one payment at a time (the partial unique index of migration 013).
+ */
+export const uptoHoldWallet = (payer: string) => `${payer.toLowerCase()}#upto`;
+
+export const uptoReleaseReference = (paymentId: string) => `upto-release:${paymentId}`;
+
+/** The refusal reason of an upto payment refused because its payer has one open already. */
+export const UPTO_BUSY = 'another upto payment of this wallet is still open (running, settling or unsettled); send this one again once it is settled';
+
+export type HoldOutcome = { kind: 'held'; payment: PaymentRow } | { kind: 'busy' };
+
+/**
+ * The verified payment `id` (status pending) now holds its maximum for its request: credited to the
+ * hold wallet in the transaction that marks it `credited`/`holding` and stores its payload. `busy`
+ * when the payer already has an open upto payment (the unique index refused this one): nothing was
+ * credited, and the row is failed with UPTO_BUSY (the same payment, sent again later, reopens it).
+ */
+export async function holdMaximum(db: Kysely<Database>, id: string, payload: PaymentPayload, now = Date.now()): Promise<HoldOutcome> {
+  try {
+    await db.transaction().execute(async (trx) => {
+      const updated = await trx
+        .updateTable('payments')
+        .set({ status: 'credited', upto_state: 'holding', upto_payload: JSON.stringify(payload), credited_at: now, updated_at: now })
+        .where('id', '=', id)
+        .where('status', '=', 'pending')
+        .executeTakeFirst();
+      if (Number(updated.numUpdatedRows) !== 1) throw new Error(`upto payment ${id} is no longer pending`);
+      const p = await findPayment(trx, id);
+      await applyMovement(trx, { wallet: uptoHoldWallet(p.payer), kind: 'topup', amountUsdc: Number(p.amount_usdc), reference: ledgerReference(id), note: `x402 upto hold ${p.network}` }, now);
+    });
+  } catch (err) {
+    if (!isUniqueViolation(err)) throw err;
+    await db.updateTable('payments').set({ status: 'failed', failure_reason: UPTO_BUSY, updated_at: now }).where('id', '=', id).where('status', '=', 'pending').execute();
+    return { kind: 'busy' };
+  }
+  return { kind: 'held', payment: await findPayment(db, id) };
+}
+
+/**
+ * The request is finished (its reservation settled or voided): its charge is what the hold wallet
+ * lost. In one transaction the amount to settle is written (before anything is sent) and the unspent
+ * rest is released. `running` while the reservation is still open (a stream, or a settle spooled
+ * during a database outage): nothing changes, and a later pass tries again.
+ */
+export async function fixCharge(db: Kysely<Database>, id: string, now = Date.now()): Promise<'fixed' | 'running' | 'not-holding'> {
+  return db.transaction().execute(async (trx) => {
+    const p = await findPayment(trx, id);
+    if (p.upto_state !== 'holding') return 'not-holding';
+    const hold = await getBalance(trx, uptoHoldWallet(p.payer));
+    if (hold.locked_usdc > 0) return 'running';
+    const chargeUsdc = Number(p.amount_usdc) - hold.balance_usdc;
+    const settleAtomic = atomicAmount(chargeUsdc, p.token_decimals!).toString();
+    const moved = await trx
+      .updateTable('payments')
+      .set({ upto_state: 'settling', settle_amount_atomic: settleAtomic, updated_at: now })
+      .where('id', '=', id)
+      .where('upto_state', '=', 'holding')
+      .executeTakeFirst();
+    if (Number(moved.numUpdatedRows) !== 1) return 'not-holding';
+    if (hold.balance_usdc > 0) {
+      await applyMovement(trx, { wallet: uptoHoldWallet(p.payer), kind: 'adjustment', amountUsdc: -hold.balance_usdc, reference: uptoReleaseReference(id), note: 'x402 upto: the unspent part of the maximum, released' }, now);
+    }
+    return 'fixed';
+  });
+}
+
+/** The settling transaction's hash, recorded before it is broadcast (the facilitator's onBroadcast). */
+export async function recordUptoTx(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<void> {
+  await db.updateTable('payments').set({ tx_hash: txHash.toLowerCase(), updated_at: now }).where('id', '=', id).where('upto_state', 'in', ['settling', 'unsettled']).execute();
+}
+
+/** What arrived on chain (0 for a charge of 0, which sends nothing): the payment is settled. */
+export async function closeSettled(db: Kysely<Database>, id: string, onchainAtomic: bigint, txHash: string | null, now = Date.now()): Promise<void> {
+  await db
+    .updateTable('payments')
+    .set({ upto_state: 'settled', onchain_amount_atomic: onchainAtomic.toString(), tx_hash: txHash?.toLowerCase() ?? null, failure_reason: null, updated_at: now })
+    .where('id', '=', id)
+    .where('upto_state', 'in', ['settling', 'unsettled'])
+    .execute();
+}
+
+/** The settle failed after the answer was delivered: recorded with its reason. True when this call moved it. */
+export async function markUnsettled(db: Kysely<Database>, id: string, reason: string, now = Date.now()): Promise<boolean> {
+  const moved = await db
+    .updateTable('payments')
+    .set({ upto_state: 'unsettled', failure_reason: reason.slice(0, 200), updated_at: now })
+    .where('id', '=', id)
+    .where('upto_state', '=', 'settling')
+    .executeTakeFirst();
+  return Number(moved.numUpdatedRows) === 1;
+}
+
+/** `tollgate admin upto retry`: an unsettled payment is sent again (for the same amount). */
+export async function reopenUnsettled(db: Kysely<Database>, id: string, now = Date.now()): Promise<boolean> {
+  const moved = await db.updateTable('payments').set({ upto_state: 'settling', updated_at: now }).where('id', '=', id).where('upto_state', '=', 'unsettled').executeTakeFirst();
+  return Number(moved.numUpdatedRows) === 1;
+}
+
+/** `tollgate admin upto write-off`: the loss is recorded with the operator's reason, and the payer is free again. */
+export async function writeOff(db: Kysely<Database>, id: string, reason: string, now = Date.now()): Promise<boolean> {
+  const moved = await db
+    .updateTable('payments')
+    .set({ upto_state: 'written_off', failure_reason: `written off: ${reason}`.slice(0, 200), updated_at: now })
+    .where('id', '=', id)
+    .where('upto_state', '=', 'unsettled')
+    .executeTakeFirst();
+  return Number(moved.numUpdatedRows) === 1;
+}
+
+/** The payer's open upto payment (holding, settling or unsettled), if any: at most one, by the index. */
+export function openUptoOf(db: Kysely<Database>, payer: string): Promise<PaymentRow | undefined> {
+  return db.selectFrom('payments').selectAll().where('payer', '=', payer.toLowerCase()).where('upto_state', 'in', ['holding', 'settling', 'unsettled']).executeTakeFirst();
+}
+
+/** Upto payments in `states` last touched before `before` (ms), oldest first: the reconciler's work list. */
+export function uptoPaymentsIn(db: Kysely<Database>, states: UptoState[], before: number, limit = 100): Promise<PaymentRow[]> {
+  return db.selectFrom('payments').selectAll().where('upto_state', 'in', states).where('updated_at', '<', before).orderBy('updated_at').limit(limit).execute();
+}
