@@ -7,7 +7,9 @@ import type { Database } from './schema.ts';
 import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { ensureSqliteFolder } from './sqlite-folder.ts';
 import { StartupError } from '../startup-error.ts';
-import { postgresUnits, SqliteGroupCommit, type UnitRunner } from './write-units.ts';
+import { postgresLanes } from './postgres-lanes.ts';
+import { SqliteGroupCommit } from './sqlite-group-commit.ts';
+import type { UnitRunner } from './write-units.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -17,10 +19,7 @@ const BUSY_TIMEOUT_MS = 5000;
 export interface Storage {
   db: Kysely<Database>;
   engine: Engine;
-  /**
-   * Runs short write units: group-committed on SQLite, one transaction each on PostgreSQL. (On
-   * PostgreSQL the ledger's reserve and finish are single statements and do not need it.)
-   */
+  /** Runs short write units (the ledger's reserves and finishes), group-committed (group-commit.ts). */
   writeUnit: UnitRunner;
   /**
    * A SQLite file's background WAL checkpointer (checkpointer.ts), for a long-running server to run
@@ -30,10 +29,18 @@ export interface Storage {
   close(): Promise<void>;
 }
 
+/**
+ * PostgreSQL: how many group commits run side by side, each on its own connection, wallets split
+ * between them (postgres-lanes.ts). Two: one per core of the benchmark machine. A lane more lets
+ * the server work on one more batch at once for other wallets; one wallet's units are always in
+ * one lane, so one hot wallet gains nothing from more (DECISIONS-pgbatch.md has the figures).
+ */
+const LEDGER_WRITERS = 2;
+
 /** Opens the database the URL names: `sqlite:<path>` (embedded, WAL) or `postgres://…`. */
-export function openStorage(url: string, opts: { poolSize?: number; backgroundCheckpoints?: boolean } = {}): Storage {
+export function openStorage(url: string, opts: { poolSize?: number; ledgerWriters?: number; backgroundCheckpoints?: boolean } = {}): Storage {
   if (url.startsWith('sqlite:')) return openSqlite(url.slice('sqlite:'.length), opts.backgroundCheckpoints ?? false);
-  return openPostgres(url, opts.poolSize ?? 10);
+  return openPostgres(url, opts.poolSize ?? 10, opts.ledgerWriters ?? LEDGER_WRITERS);
 }
 
 /**
@@ -199,7 +206,7 @@ function parseSafeInteger(text: string): number {
   return n;
 }
 
-function openPostgres(url: string, max: number): Storage {
+function openPostgres(url: string, max: number, ledgerWriters: number): Storage {
   // Loaded only for a PostgreSQL URL (a SQLite gateway starts faster and smaller without it); pg is
   // CommonJS, so require keeps openStorage synchronous.
   const pg = createRequire(import.meta.url)('pg') as typeof PgModule;
@@ -220,5 +227,6 @@ function openPostgres(url: string, max: number): Storage {
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  return { db, engine: 'postgres', writeUnit: postgresUnits(db), close: () => db.destroy() };
+  // Each lane of the group commit takes one pool connection while its batch runs; Kysely's queries share the rest.
+  return { db, engine: 'postgres', writeUnit: postgresLanes(pool, Math.min(ledgerWriters, max)), close: () => db.destroy() };
 }

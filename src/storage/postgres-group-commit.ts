@@ -1,0 +1,126 @@
+import type PgModule from 'pg';
+import { GroupCommit, type BatchOutcome } from './group-commit.ts';
+import type { UnitTx, WriteUnit } from './write-units.ts';
+
+/**
+ * Units one PostgreSQL transaction takes at most. A batch runs its units one round trip after
+ * another while holding their wallets' row locks, so this bounds how long a writer outside the
+ * batch (a top-up, the sweeper) can wait for one: 256 one-statement units are about 40 ms here.
+ */
+const MAX_UNITS_PER_COMMIT = 256;
+
+/** Prepared statements kept per connection at most (the ledger's units have a few dozen texts). */
+const MAX_PREPARED = 500;
+
+/**
+ * PostgreSQL group commit (see group-commit.ts): one pool connection per batch, `BEGIN`, each
+ * unit's statements, `COMMIT`.
+ *
+ * What it saves, measured in DECISIONS-pgbatch.md: a commit per unit, and above all the row-lock
+ * queue of one hot wallet. With a transaction (or a one-statement reserve) per unit on its own
+ * connection, every reserve and settle of a wallet waits for the row lock and is woken by the one
+ * before it, a context switch per handover on the server; here the batch takes the lock once and
+ * its units run back to back on one backend.
+ *
+ * One batch at a time, so batches never wait on each other's row locks and cannot deadlock with
+ * each other. Writers outside the batch (top-ups, admin credits, the sweeper, lease renewal) can
+ * still meet a batch in a lock cycle; PostgreSQL then aborts one side (40P01). If it is the batch,
+ * the failed unit's error rolls it back and each unit runs again alone, so no caller sees it.
+ *
+ * Statements are prepared once per connection (named statements): the ledger's CTE statements cost
+ * more to plan than to run.
+ */
+export class PostgresGroupCommit extends GroupCommit {
+  private client: PgModule.PoolClient | null = null;
+  /** The held connection failed in a way that leaves it unusable: the pool must drop it. */
+  private broken = false;
+  private readonly tx: UnitTx;
+
+  constructor(private readonly pool: PgModule.Pool) {
+    super(MAX_UNITS_PER_COMMIT);
+    this.tx = {
+      run: async (sql, params) => (await this.query(sql, params)).rowCount ?? 0,
+      get: async <T>(sql: string, params: unknown[]) => (await this.query(sql, params)).rows[0] as T | undefined,
+    };
+  }
+
+  protected async hold(work: () => Promise<void>): Promise<void> {
+    const client = await this.pool.connect();
+    this.client = client;
+    this.broken = false;
+    try {
+      await work();
+    } finally {
+      this.client = null;
+      // release(true) destroys the client instead of handing a dead connection to the next caller.
+      client.release(this.broken);
+    }
+  }
+
+  protected async transaction(units: WriteUnit<unknown>[]): Promise<BatchOutcome> {
+    const client = this.client!;
+    const unknown = (err: unknown): BatchOutcome => {
+      this.broken = true;
+      return { ok: false, err, retryAlone: false };
+    };
+    try {
+      await client.query('BEGIN');
+    } catch (err) {
+      return unknown(err);
+    }
+    const values: unknown[] = [];
+    try {
+      for (const unit of units) values.push(await unit(this.tx));
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        // The connection is gone with the transaction: nothing committed, but it cannot run the
+        // units again either; each caller hears the first error (an outage, for the settler).
+        return unknown(err);
+      }
+      return { ok: false, err, retryAlone: true };
+    }
+    let done: PgModule.QueryResult;
+    try {
+      done = await client.query('COMMIT');
+    } catch (err) {
+      // The COMMIT may or may not have been applied (a connection lost after the server took it):
+      // running any unit again could apply it twice, so every caller gets the error instead (the
+      // settler's retry finds a committed settle by its usage row).
+      return unknown(err);
+    }
+    // A transaction a failed statement aborted answers COMMIT with ROLLBACK and no error: a unit
+    // that caught its own statement's error would otherwise be told it committed.
+    if (done.command !== 'COMMIT') return { ok: false, err: new Error('the batch was rolled back at COMMIT: a unit caught the error of its own statement'), retryAlone: true };
+    return { ok: true, values };
+  }
+
+  private query(sql: string, params: unknown[]): Promise<PgModule.QueryResult> {
+    return this.client!.query({ ...prepared(sql), values: params });
+  }
+}
+
+/**
+ * One name per statement text for the whole process: a pool connection serves every lane in turn,
+ * and pg refuses a name it prepared for another text.
+ */
+const statements = new Map<string, { name?: string; text: string }>();
+
+/**
+ * Unit SQL is written with `?` placeholders (see UnitTx); PostgreSQL numbers them. Our unit SQL has
+ * no string literals holding '?', so every '?' is a placeholder; a statement already numbered
+ * (`$1`, the one-statement reserve and finish) has none and passes unchanged.
+ */
+function prepared(sql: string): { name?: string; text: string } {
+  let statement = statements.get(sql);
+  if (statement === undefined) {
+    let i = 0;
+    const text = sql.replace(/\?/g, () => `$${++i}`);
+    // Past the bound (ad-hoc SQL would grow it for ever) a text is sent unnamed, planned each time.
+    if (statements.size >= MAX_PREPARED) return { text };
+    statement = { name: `tollgate_unit_${statements.size + 1}`, text };
+    statements.set(sql, statement);
+  }
+  return statement;
+}
