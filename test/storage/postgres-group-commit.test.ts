@@ -5,6 +5,7 @@ import pg from 'pg';
 import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
+import { extendLeases } from '../../src/ledger/reservations.ts';
 import { reserve, tryReserve } from '../../src/ledger/operations/reserve.ts';
 import { isDatabaseOutage } from '../../src/storage/database-outage.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
@@ -162,6 +163,34 @@ describe('PostgreSQL group commit', () => {
       assert.deepEqual(results.map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason))), [true, true]);
       assert.deepEqual(await getBalance(s.db, w1), { balance_usdc: 1000, locked_usdc: 100, available_usdc: 900 });
       assert.deepEqual(await getBalance(s.db, w2), { balance_usdc: 1000, locked_usdc: 200, available_usdc: 800 });
+      await ledgerOk();
+    });
+    test('lease renewal while a batch finishes the same requests: it skips the rows the batch holds instead of closing a cycle', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      const other = await fundedWallet(s.db, 1000);
+      const [r1, r2] = [id(), id()];
+      assert.equal(await reserveOf(oneLane, w, 10, r1), true);
+      assert.equal(await reserveOf(oneLane, w, 10, r2), true);
+      await outside.query('BEGIN');
+      await outside.query('UPDATE wallets SET updated_at = updated_at WHERE address = $1', [other]);
+      // One batch: finish r1 (its row now locked by the batch), then wait for the outside lock, then finish r2.
+      const batch = Promise.all([
+        finishReservation(oneLane, r1, 3, usageRecord(r1, w)),
+        reserveOf(oneLane, other, 10),
+        finishReservation(oneLane, r2, 3, usageRecord(r2, w)),
+      ]);
+      await blockedOnALock();
+      // Without SKIP LOCKED the renewal would hold r2 and wait for r1; the batch, once let go, would
+      // wait for r2: a cycle. It must return while the batch still waits.
+      const renewed = await Promise.race([
+        extendLeases(s, [r2, r1], 600_000).then(() => 'returned'),
+        new Promise((r) => setTimeout(() => r('waited for the batch'), 3000)),
+      ]);
+      await outside.query('COMMIT');
+      const [f1, reservedOther, f2] = await batch;
+      assert.equal(renewed, 'returned');
+      assert.deepEqual([f1.applied, reservedOther, f2.applied], [true, true, true]);
+      assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 994, locked_usdc: 0, available_usdc: 994 });
       await ledgerOk();
     });
   });
