@@ -27,11 +27,16 @@ export abstract class GroupCommit {
     private readonly maxUnits: number,
   ) {}
 
-  readonly submit: UnitRunner = <T>(unit: WriteUnit<T>) =>
+  readonly submit: UnitRunner = <T>(unit: WriteUnit<T>, wallet?: string) =>
     new Promise<T>((resolve, reject) => {
-      this.queue.push({ unit, resolve: resolve as (v: unknown) => void, reject });
+      this.queue.push({ unit, wallet, resolve: resolve as (v: unknown) => void, reject });
       this.schedule();
     });
+
+  /** The order a batch's units run in; any order is theirs to take, since they were sent together. */
+  protected order(batch: Queued[]): Queued[] {
+    return batch;
+  }
 
   /** Runs `work` with the batch's connection held, so nothing else uses it meanwhile. */
   protected abstract hold(work: () => Promise<void>): Promise<void>;
@@ -44,7 +49,7 @@ export abstract class GroupCommit {
     this.busy = true;
     // setImmediate, not a microtask: requests that arrived in the same poll phase join the batch.
     setImmediate(() => {
-      const batch = this.queue.splice(0, this.maxUnits);
+      const batch = this.order(this.queue.splice(0, this.maxUnits));
       this.hold(() => this.flush(batch))
         // Holding the connection failed (the database is closing, or does not answer): nothing
         // ran. A promise already settled ignores the rejection.
@@ -77,9 +82,11 @@ export abstract class GroupCommit {
   }
 }
 
-interface Queued {
+export interface Queued {
   // A unit may run twice (see flush), so it must not act outside its tx.
   unit: WriteUnit<unknown>;
+  /** The wallet whose row the unit locks, when its caller said (see UnitRunner). */
+  wallet?: string;
   resolve(value: unknown): void;
   reject(err: unknown): void;
 }

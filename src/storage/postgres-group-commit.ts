@@ -1,5 +1,5 @@
 import type PgModule from 'pg';
-import { GroupCommit, type BatchOutcome } from './group-commit.ts';
+import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
 import type { UnitTx, WriteUnit } from './write-units.ts';
 
 /**
@@ -22,8 +22,10 @@ const MAX_PREPARED = 500;
  * before it, a context switch per handover on the server; here the batch takes the lock once and
  * its units run back to back on one backend.
  *
- * One batch at a time, so batches never wait on each other's row locks and cannot deadlock with
- * each other. Writers outside the batch (top-ups, admin credits, the sweeper, lease renewal) can
+ * One batch at a time per lane (postgres-lanes.ts), so this process's batches never wait on each
+ * other's row locks. Another instance's batches may lock the same wallets: each batch takes its
+ * wallets in ascending order (`order`), so two batches wait for each other at most in one direction
+ * and never close a cycle. Writers outside the batches (top-ups, admin credits, the sweeper, lease renewal) can
  * still meet a batch in a lock cycle; PostgreSQL then aborts one side (40P01). If it is the batch,
  * the failed unit's error rolls it back and each unit runs again alone, so no caller sees it.
  *
@@ -42,6 +44,16 @@ export class PostgresGroupCommit extends GroupCommit {
       run: async (sql, params) => (await this.query(sql, params)).rowCount ?? 0,
       get: async <T>(sql: string, params: unknown[]) => (await this.query(sql, params)).rows[0] as T | undefined,
     };
+  }
+
+  /**
+   * By wallet: every unit locks its wallet's row first (or its reservation, then the wallet), and
+   * the rest of what it writes belongs to that wallet, so locks are taken in one global order.
+   * Stable, so one wallet's units keep the order they were sent in.
+   */
+  protected override order(batch: Queued[]): Queued[] {
+    // Code-unit order, the same in every process (localeCompare would depend on the locale).
+    return batch.sort((a, b) => ((a.wallet ?? '') < (b.wallet ?? '') ? -1 : (a.wallet ?? '') > (b.wallet ?? '') ? 1 : 0));
   }
 
   protected async hold(work: () => Promise<void>): Promise<void> {

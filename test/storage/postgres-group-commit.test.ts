@@ -9,6 +9,7 @@ import { extendLeases } from '../../src/ledger/reservations.ts';
 import { reserve, tryReserve } from '../../src/ledger/operations/reserve.ts';
 import { isDatabaseOutage } from '../../src/storage/database-outage.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
+import { PostgresGroupCommit } from '../../src/storage/postgres-group-commit.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { freshDatabaseUrl } from '../support/engines.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
@@ -192,6 +193,35 @@ describe('PostgreSQL group commit', () => {
       assert.deepEqual([f1.applied, reservedOther, f2.applied], [true, true, true]);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 994, locked_usdc: 0, available_usdc: 994 });
       await ledgerOk();
+    });
+  });
+
+  describe('attack: two instances on one database', () => {
+    test('both send the same ten wallets at once, in opposite orders, five times: no lock cycle, balances exact', async () => {
+      const [a, b] = [openStorage(url, { ledgerWriters: 1 }), openStorage(url, { ledgerWriters: 1 })];
+      // Every batch that failed, by its error's SQLSTATE: a deadlock (40P01) would be rolled back
+      // and rerun, invisible to the callers, so it is looked for here.
+      const failures: string[] = [];
+      const proto = PostgresGroupCommit.prototype as unknown as { transaction: (...a: unknown[]) => Promise<{ ok: boolean; err?: { code?: string } }> };
+      const transaction = proto.transaction;
+      proto.transaction = async function (this: unknown, ...args: unknown[]) {
+        const outcome = await transaction.apply(this, args);
+        if (!outcome.ok) failures.push(String(outcome.err?.code));
+        return outcome;
+      };
+      try {
+        const wallets = await Promise.all(Array.from({ length: 10 }, () => fundedWallet(s.db, 1000)));
+        for (let round = 0; round < 5; round++) {
+          const sent = await Promise.all([...wallets.map((w) => reserveOf(a, w, 10)), ...[...wallets].reverse().map((w) => reserveOf(b, w, 10))]);
+          assert.ok(sent.every(Boolean));
+        }
+        for (const w of wallets) assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 100, available_usdc: 900 });
+        assert.deepEqual(failures, [], 'no batch failed (a lock cycle would show as 40P01)');
+        await ledgerOk();
+      } finally {
+        proto.transaction = transaction;
+        await Promise.all([a.close(), b.close()]);
+      }
     });
   });
 
