@@ -254,5 +254,38 @@ describe('PostgreSQL group commit', () => {
       assert.equal(await reserveOf(oneLane, w, 10), true);
       await ledgerOk();
     });
+
+    test('the connection is lost right after COMMIT: every caller gets the error, and no unit runs a second time', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      const pending = id();
+      assert.equal(await reserveOf(oneLane, w, 50, pending), true);
+      // The server took the COMMIT, then the answer was lost (ECONNRESET): the batch committed, and
+      // only the rule "never rerun after COMMIT" keeps the finish from answering "nothing to do"
+      // and the reserve from running again.
+      const query = pg.Client.prototype.query as (...a: unknown[]) => Promise<unknown>;
+      let armed = true;
+      pg.Client.prototype.query = async function (this: pg.Client, ...args: unknown[]) {
+        const result = await query.apply(this, args);
+        if (armed && args[0] === 'COMMIT') {
+          armed = false;
+          throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+        }
+        return result;
+      } as typeof pg.Client.prototype.query;
+      const fresh = id();
+      let results: PromiseSettledResult<unknown>[];
+      try {
+        results = await Promise.allSettled([finishReservation(oneLane, pending, 20, usageRecord(pending, w)), reserveOf(oneLane, w, 10, fresh)]);
+      } finally {
+        pg.Client.prototype.query = query as typeof pg.Client.prototype.query;
+      }
+      assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected']);
+      assert.ok(results.every((r) => isDatabaseOutage((r as PromiseRejectedResult).reason)));
+      // Both committed, once: the settle charged 20 and the new reservation holds 10.
+      assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 980, locked_usdc: 10, available_usdc: 970 });
+      await ledgerOk();
+      await finishReservation(oneLane, fresh, 0, usageRecord(fresh, w));
+      await ledgerOk();
+    });
   });
 });

@@ -14,7 +14,7 @@ export interface ReserveRequest {
   leaseMs: number;
   /**
    * A hint from the (possibly seconds-old) cached key row: the key has a spend limit, so PostgreSQL
-   * goes straight to the transaction that checks it. Only a hint: the limit itself is always read
+   * skips the one-statement reserve and goes straight to the statements that check it. Only a hint: the limit itself is always read
    * in the unit that reserves.
    */
   keyHasLimit?: boolean;
