@@ -219,14 +219,23 @@ function openPostgres(url: string, max: number, ledgerWriters: number): Storage 
   // A request waits at most 5 s for a connection (a server that refuses fails at once; one that
   // does not answer, or a pool exhausted by hung queries, would otherwise wait forever) and then
   // gets a 503. Keep-alive notices a dead peer on idle connections.
-  const pool = new pg.Pool({ connectionString: url, max, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true });
-  // A client whose connection drops (a server restart: 57P01, "Connection terminated
-  // unexpectedly") emits 'error' besides failing its query; with no listener that event would kill
-  // the process. The pool covers idle clients; this covers the ones checked out by a query, whose
-  // query still fails (and becomes a 503), and the pool then discards the broken client.
-  pool.on('error', () => undefined);
-  pool.on('connect', (client) => client.on('error', () => undefined));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  // Each lane of the group commit takes one pool connection while its batch runs; Kysely's queries share the rest.
-  return { db, engine: 'postgres', writeUnit: postgresLanes(pool, Math.min(ledgerWriters, max)), close: () => db.destroy() };
+  const newPool = (size: number, pipeline = false) => {
+    const pool = new pg.Pool({ connectionString: url, max: size, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true, pipeline });
+    // A client whose connection drops (a server restart: 57P01, "Connection terminated
+    // unexpectedly") emits 'error' besides failing its query; with no listener that event would kill
+    // the process. The pool covers idle clients; this covers the ones checked out by a query, whose
+    // query still fails (and becomes a 503), and the pool then discards the broken client.
+    pool.on('error', () => undefined);
+    pool.on('connect', (client) => client.on('error', () => undefined));
+    return pool;
+  };
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: newPool(max) }) });
+  // The ledger's writers: a connection per lane of the group commit, in pipeline mode (see
+  // postgres-group-commit.ts), apart from Kysely's, whose queries do not expect it.
+  const writers = newPool(ledgerWriters, true);
+  const close = async () => {
+    await db.destroy();
+    await writers.end();
+  };
+  return { db, engine: 'postgres', writeUnit: postgresLanes(writers, ledgerWriters), close };
 }

@@ -1,4 +1,4 @@
-import type { UnitRunner, WriteUnit } from './write-units.ts';
+import type { UnitOptions, UnitRunner, WriteUnit } from './write-units.ts';
 
 /**
  * Group commit, whatever the engine: units submitted in the same turn of the event loop are run
@@ -27,9 +27,9 @@ export abstract class GroupCommit {
     private readonly maxUnits: number,
   ) {}
 
-  readonly submit: UnitRunner = <T>(unit: WriteUnit<T>, wallet?: string) =>
+  readonly submit: UnitRunner = <T>(unit: WriteUnit<T>, opts: UnitOptions = {}) =>
     new Promise<T>((resolve, reject) => {
-      this.queue.push({ unit, wallet, resolve: resolve as (v: unknown) => void, reject });
+      this.queue.push({ unit, ...opts, resolve: resolve as (v: unknown) => void, reject });
       this.schedule();
     });
 
@@ -42,7 +42,7 @@ export abstract class GroupCommit {
   protected abstract hold(work: () => Promise<void>): Promise<void>;
 
   /** Runs the units in one transaction: all of them commit, or (on any error) none does. */
-  protected abstract transaction(units: WriteUnit<unknown>[]): Promise<BatchOutcome>;
+  protected abstract transaction(units: Queued[]): Promise<BatchOutcome>;
 
   private schedule(): void {
     if (this.busy) return;
@@ -63,9 +63,9 @@ export abstract class GroupCommit {
 
   private async flush(batch: Queued[]): Promise<void> {
     if (!batch.length) return;
-    const together = await this.transaction(batch.map((q) => q.unit));
+    const together = await this.transaction(batch);
     if (together.ok) {
-      batch.forEach((q, i) => q.resolve(together.values[i]));
+      batch.forEach((q, i) => (together.failedAlone?.has(i) ? q.reject(together.failedAlone.get(i)) : q.resolve(together.values[i])));
       return;
     }
     if (batch.length === 1 || !together.retryAlone) {
@@ -75,23 +75,26 @@ export abstract class GroupCommit {
     // One unit failed and the whole batch was rolled back: run each again in its own transaction,
     // so that only the failing one fails.
     for (const q of batch) {
-      const alone = await this.transaction([q.unit]);
-      if (alone.ok) q.resolve(alone.values[0]);
+      const alone = await this.transaction([q]);
+      if (alone.ok && !alone.failedAlone?.size) q.resolve(alone.values[0]);
+      else if (alone.ok) q.reject(alone.failedAlone!.get(0));
       else q.reject(alone.err);
     }
   }
 }
 
-export interface Queued {
+export interface Queued extends UnitOptions {
   // A unit may run twice (see flush), so it must not act outside its tx.
   unit: WriteUnit<unknown>;
-  /** The wallet whose row the unit locks, when its caller said (see UnitRunner). */
-  wallet?: string;
   resolve(value: unknown): void;
   reject(err: unknown): void;
 }
 
 export type BatchOutcome =
-  | { ok: true; values: unknown[] }
+  /**
+   * Committed. `failedAlone`: units (by index) that failed before their statement reached the
+   * server (PostgreSQL's one-statement units, sent with the COMMIT), so the others committed without them.
+   */
+  | { ok: true; values: unknown[]; failedAlone?: Map<number, unknown> }
   /** `retryAlone`: the transaction is known not to have committed, so its units may run again. */
   | { ok: false; err: unknown; retryAlone: boolean };

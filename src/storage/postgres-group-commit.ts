@@ -1,6 +1,6 @@
 import type PgModule from 'pg';
 import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
-import type { UnitTx, WriteUnit } from './write-units.ts';
+import type { UnitTx } from './write-units.ts';
 
 /**
  * Units one PostgreSQL transaction takes at most. A batch runs its units one round trip after
@@ -38,6 +38,7 @@ export class PostgresGroupCommit extends GroupCommit {
   private broken = false;
   private readonly tx: UnitTx;
 
+  /** `pool`: connections in pipeline mode (see transaction), used by nothing else. */
   constructor(private readonly pool: PgModule.Pool) {
     super(MAX_UNITS_PER_COMMIT);
     this.tx = {
@@ -69,43 +70,91 @@ export class PostgresGroupCommit extends GroupCommit {
     }
   }
 
-  protected async transaction(units: WriteUnit<unknown>[]): Promise<BatchOutcome> {
+  /**
+   * The connection is in pg's pipeline mode: a query is written at once, without waiting for the
+   * answers before it. So BEGIN, the statement of every one-statement unit and (when no other unit
+   * is left) COMMIT go out together: a batch of reserves and finishes is one round trip, however
+   * far the server is. Other units then run one after another, each statement awaited, since they
+   * read before they write.
+   */
+  protected async transaction(batch: Queued[]): Promise<BatchOutcome> {
     const client = this.client!;
-    const unknown = (err: unknown): BatchOutcome => {
-      this.broken = true;
-      return { ok: false, err, retryAlone: false };
-    };
+    const values: unknown[] = new Array(batch.length);
+    const failedAlone = new Map<number, unknown>();
+    const begin = client.query('BEGIN');
+    const statements = batch.flatMap((q, i) =>
+      q.oneStatement
+        ? [q.unit(this.oneStatement()).then(
+            (value) => void (values[i] = value),
+            (err) => void failedAlone.set(i, err),
+          )]
+        : [],
+    );
+    const rest = batch.flatMap((q, i) => (q.oneStatement ? [] : [{ q, i }]));
+    const commitNow = rest.length === 0 ? client.query('COMMIT') : null;
+    // A rejection handled below; without this, one left pending while we wait would be unhandled.
+    commitNow?.catch(() => undefined);
     try {
-      await client.query('BEGIN');
+      await begin;
     } catch (err) {
-      return unknown(err);
+      await Promise.all(statements);
+      return this.unknown(err);
     }
-    const values: unknown[] = [];
-    try {
-      for (const unit of units) values.push(await unit(this.tx));
-    } catch (err) {
-      try {
-        await client.query('ROLLBACK');
-      } catch {
-        // The connection is gone with the transaction: nothing committed, but it cannot run the
-        // units again either; each caller hears the first error (an outage, for the settler).
-        return unknown(err);
+    await Promise.all(statements);
+    let err: unknown = failedAlone.size ? failedAlone.values().next().value : undefined;
+    if (!commitNow) {
+      if (err === undefined) {
+        try {
+          for (const { q, i } of rest) values[i] = await q.unit(this.tx);
+        } catch (e) {
+          err = e;
+        }
       }
-      return { ok: false, err, retryAlone: true };
+      if (err !== undefined) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          // The connection is gone with the transaction: nothing committed, but it cannot run the
+          // units again either; each caller hears the first error (an outage, for the settler).
+          return this.unknown(err);
+        }
+        return { ok: false, err, retryAlone: true };
+      }
     }
     let done: PgModule.QueryResult;
     try {
-      done = await client.query('COMMIT');
-    } catch (err) {
+      done = await (commitNow ?? client.query('COMMIT'));
+    } catch (e) {
       // The COMMIT may or may not have been applied (a connection lost after the server took it):
       // running any unit again could apply it twice, so every caller gets the error instead (the
       // settler's retry finds a committed settle by its usage row).
-      return unknown(err);
+      return this.unknown(e);
     }
-    // A transaction a failed statement aborted answers COMMIT with ROLLBACK and no error: a unit
-    // that caught its own statement's error would otherwise be told it committed.
-    if (done.command !== 'COMMIT') return { ok: false, err: new Error('the batch was rolled back at COMMIT: a unit caught the error of its own statement'), retryAlone: true };
-    return { ok: true, values };
+    // A transaction a failed statement aborted answers COMMIT with ROLLBACK and no error: nothing
+    // committed (a statement sent with the COMMIT failed, or a unit caught its own statement's error).
+    if (done.command !== 'COMMIT') return { ok: false, err: err ?? new Error('the batch was rolled back at COMMIT: a unit caught the error of its own statement'), retryAlone: true };
+    // Committed although a one-statement unit failed: its statement never reached the server (its
+    // values were refused before it was sent), so it failed alone and the others stand.
+    return { ok: true, values, failedAlone };
+  }
+
+  /** The outcome cannot be known (the connection failed): no rerun, and the connection is dropped. */
+  private unknown(err: unknown): BatchOutcome {
+    this.broken = true;
+    return { ok: false, err, retryAlone: false };
+  }
+
+  /** The tx of a unit sent as one statement: a second statement would not be in order. */
+  private oneStatement(): UnitTx {
+    let sent = false;
+    const once = () => {
+      if (sent) throw new Error('a unit sent as one statement ran a second one');
+      sent = true;
+    };
+    return {
+      run: async (sql, params) => (once(), this.tx.run(sql, params)),
+      get: async <T>(sql: string, params: unknown[]) => (once(), this.tx.get<T>(sql, params)),
+    };
   }
 
   private query(sql: string, params: unknown[]): Promise<PgModule.QueryResult> {

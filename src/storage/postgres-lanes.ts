@@ -12,7 +12,10 @@ import type { UnitRunner } from './write-units.ts';
  */
 export function postgresLanes(pool: PgModule.Pool, lanes: number): UnitRunner {
   const writers = Array.from({ length: Math.max(1, lanes) }, () => new PostgresGroupCommit(pool));
-  return (unit, wallet) => writers[wallet === undefined ? 0 : laneOf(wallet, writers.length)]!.submit(unit, wallet?.toLowerCase());
+  return (unit, opts = {}) => {
+    const wallet = opts.wallet?.toLowerCase();
+    return writers[wallet === undefined ? 0 : laneOf(wallet, writers.length)]!.submit(unit, { ...opts, wallet });
+  };
 }
 
 /** FNV-1a over the address, lower-cased (addresses reach the ledger in either case). */

@@ -1,6 +1,6 @@
 import type Libsql from 'libsql';
-import { GroupCommit, type BatchOutcome } from './group-commit.ts';
-import type { UnitTx, WriteUnit } from './write-units.ts';
+import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
+import type { UnitTx } from './write-units.ts';
 
 /** How many units one SQLite transaction takes at most, so one commit never stalls the process long. */
 const MAX_UNITS_PER_COMMIT = 256;
@@ -38,12 +38,12 @@ export class SqliteGroupCommit extends GroupCommit {
     return this.holdConnection(work);
   }
 
-  protected async transaction(units: WriteUnit<unknown>[]): Promise<BatchOutcome> {
+  protected async transaction(units: Queued[]): Promise<BatchOutcome> {
     const values: unknown[] = [];
     try {
       this.resetStuckStatements();
       this.exec('BEGIN IMMEDIATE');
-      for (const unit of units) values.push(await unit(this.tx));
+      for (const { unit } of units) values.push(await unit(this.tx));
       this.exec('COMMIT');
       return { ok: true, values };
     } catch (err) {

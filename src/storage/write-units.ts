@@ -20,13 +20,22 @@ export interface UnitTx {
  */
 export type WriteUnit<T> = (tx: UnitTx) => Promise<T>;
 
-/**
- * Runs write units; each promise settles only once the unit is committed (or rolled back).
- * `wallet`: the wallet whose row the unit locks, if it locks one. PostgreSQL sends all the units of
- * a wallet to the same writer (postgres-lanes.ts), so two writers never wait for each other's row
- * locks; a unit without one, or naming the wrong one, is still correct, only slower.
- */
-export type UnitRunner = <T>(unit: WriteUnit<T>, wallet?: string) => Promise<T>;
+/** What a caller may say of its unit, for the group commit to run it well; neither changes what it does. */
+export interface UnitOptions {
+  /**
+   * The wallet whose row the unit locks. PostgreSQL sends all the units of a wallet to the same
+   * writer and runs a batch's units in wallet order (postgres-lanes.ts, postgres-group-commit.ts).
+   */
+  wallet?: string;
+  /**
+   * The unit runs exactly one statement (the one-statement reserve and finish): PostgreSQL sends it
+   * without waiting for the units before it in its batch. A second statement makes it fail.
+   */
+  oneStatement?: boolean;
+}
+
+/** Runs write units; each promise settles only once the unit is committed (or rolled back). */
+export type UnitRunner = <T>(unit: WriteUnit<T>, opts?: UnitOptions) => Promise<T>;
 
 /**
  * Runs one unit in a Kysely transaction, on either engine: for a writer off the hot path that holds

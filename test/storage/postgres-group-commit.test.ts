@@ -119,7 +119,7 @@ describe('PostgreSQL group commit', () => {
       const throwing = oneLane.writeUnit(async (tx) => {
         await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 500 WHERE address = ?', [w]);
         throw new Error('this unit fails after its write');
-      }, w);
+      }, { wallet: w });
       const [a, bad, c] = await Promise.allSettled([reserveOf(oneLane, w, 100), throwing, reserveOf(oneLane, w, 300)]);
       assert.deepEqual([a.status, c.status], ['fulfilled', 'fulfilled']);
       assert.match(String((bad as PromiseRejectedResult).reason), /fails after its write/);
@@ -134,7 +134,7 @@ describe('PostgreSQL group commit', () => {
         await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 5 WHERE address = ?', [w]);
         await tx.run('UPDATE wallets SET locked_usdc = balance_usdc + 1 WHERE address = ?', [w]).catch(() => 0);
         return 'committed?';
-      }, w);
+      }, { wallet: w });
       const [a, bad] = await Promise.allSettled([reserveOf(oneLane, w, 100), swallowing]);
       assert.equal(a.status, 'fulfilled');
       assert.equal(bad.status, 'rejected');

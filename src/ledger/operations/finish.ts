@@ -104,7 +104,10 @@ export async function finishReservation(
   if (storage.engine === 'postgres') {
     const request = { ...usageFigures(usage), requestId, at: now, day: usageDay(now) };
     const params = FINISH_IN_ONE_STATEMENT.params({ ...request, asked: chargeUsdc, reportedCost: usage.providerCostUsdc });
-    const row = await storage.writeUnit((tx) => tx.get<{ charged: number; balance_usdc: number }>(FINISH_IN_ONE_STATEMENT.sql, params), usage.wallet);
+    const row = await storage.writeUnit((tx) => tx.get<{ charged: number; balance_usdc: number }>(FINISH_IN_ONE_STATEMENT.sql, params), {
+      wallet: usage.wallet,
+      oneStatement: true,
+    });
     return row ? outcome(Number(row.charged), Number(row.balance_usdc)) : notApplied;
   }
   return storage.writeUnit(async (tx) => {
@@ -152,5 +155,5 @@ export async function finishReservation(
     }
     await ADD_TO_DAILY.run(tx, v);
     return outcome(charged, Number(after!.balance_usdc));
-  }, usage.wallet);
+  }, { wallet: usage.wallet });
 }

@@ -86,11 +86,13 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
     leaseExpiresAt: now + r.leaseMs,
     ...bucketValues(now),
   };
-  return storage.writeUnit(async (tx): Promise<ReserveOutcome> => {
+  if (storage.engine === 'postgres' && !r.keyHasLimit) {
+    const reserved = await storage.writeUnit((tx) => RESERVE_IN_ONE_STATEMENT.run(tx, v), { wallet: r.wallet, oneStatement: true });
     // Only taken by a key with no limit (the statement checks it), so nothing caps its charge.
-    if (storage.engine === 'postgres' && !r.keyHasLimit && (await RESERVE_IN_ONE_STATEMENT.run(tx, v)) === 1) return { ok: true, keyLimited: false };
-    // Refused: the balance, or a limit set since the key was cached. The statements below tell
-    // which (in the same transaction: the one statement changed nothing).
+    if (reserved === 1) return { ok: true, keyLimited: false };
+    // Refused: the balance, or a limit set since the key was cached. The unit below tells which.
+  }
+  return storage.writeUnit(async (tx): Promise<ReserveOutcome> => {
     // The conditional UPDATE decides, and takes the wallet's row lock (see lockFunds).
     if ((await LOCK_FUNDS.run(tx, v)) !== 1) return { ok: false, refused: 'balance' };
     const limit = await checkKeyLimit(tx, r.apiKeyId, r.amountUsdc, now);
@@ -101,5 +103,5 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
     await COUNT_RESERVATION.run(tx, v);
     await INSERT_RESERVATION.run(tx, v);
     return { ok: true, keyLimited: limit.limited };
-  }, r.wallet);
+  }, { wallet: r.wallet });
 }
