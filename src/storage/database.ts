@@ -30,10 +30,11 @@ export interface Storage {
 }
 
 /**
- * PostgreSQL: how many group commits run side by side, each on its own connection, wallets split
- * between them (postgres-lanes.ts). Two: one per core of the benchmark machine. A lane more lets
- * the server work on one more batch at once for other wallets; one wallet's units are always in
- * one lane, so one hot wallet gains nothing from more (DECISIONS-pgbatch.md has the figures).
+ * PostgreSQL: how many group commits run side by side, each on its own connection (beside Kysely's
+ * pool), wallets split between them (postgres-lanes.ts). Two: while one batch's round trip is on the
+ * wire or its statements run, the other lane's can; a wallet row held outside the ledger stalls
+ * half the wallets, not all. One wallet's units are always in one lane, so one hot wallet gains
+ * nothing from more; four measured worse than two on the benchmark's 2 cores (DECISIONS-pgbatch.md).
  */
 const LEDGER_WRITERS = 2;
 

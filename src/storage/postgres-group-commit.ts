@@ -3,34 +3,35 @@ import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
 import type { UnitTx } from './write-units.ts';
 
 /**
- * Units one PostgreSQL transaction takes at most. A batch runs its units one round trip after
- * another while holding their wallets' row locks, so this bounds how long a writer outside the
- * batch (a top-up, the sweeper) can wait for one: 256 one-statement units are about 40 ms here.
+ * Units one PostgreSQL transaction takes at most. A batch holds its wallets' row locks until its
+ * COMMIT, so this bounds how long a writer outside the batch (a top-up, the sweeper) can wait for
+ * one: 256 one-statement units are 70-120 ms of server work here.
  */
 const MAX_UNITS_PER_COMMIT = 256;
 
-/** Prepared statements kept per connection at most (the ledger's units have a few dozen texts). */
+/** Statement texts given a name at most (the ledger's units have a few dozen). */
 const MAX_PREPARED = 500;
 
 /**
- * PostgreSQL group commit (see group-commit.ts): one pool connection per batch, `BEGIN`, each
- * unit's statements, `COMMIT`.
+ * PostgreSQL group commit (see group-commit.ts): one connection per batch, `BEGIN`, the units'
+ * statements, `COMMIT`, the one-statement units' sent together with BEGIN and COMMIT in one round
+ * trip (pipeline mode, see transaction).
  *
- * What it saves, measured in DECISIONS-pgbatch.md: a commit per unit, and above all the row-lock
- * queue of one hot wallet. With a transaction (or a one-statement reserve) per unit on its own
- * connection, every reserve and settle of a wallet waits for the row lock and is woken by the one
- * before it, a context switch per handover on the server; here the batch takes the lock once and
- * its units run back to back on one backend.
+ * What it saves, measured in DECISIONS-pgbatch.md: a commit and a round trip per unit, and the
+ * row-lock queue of one hot wallet. With a statement per unit on its own connection, every
+ * reserve and settle of a wallet waits for the row lock and is woken by the one before it, a
+ * context switch per handover on the server; here the batch takes the lock once and its units run
+ * back to back on one backend.
  *
  * One batch at a time per lane (postgres-lanes.ts), so this process's batches never wait on each
  * other's row locks. Another instance's batches may lock the same wallets: each batch takes its
  * wallets in ascending order (`order`), so two batches wait for each other at most in one direction
- * and never close a cycle. Writers outside the batches (top-ups, admin credits, the sweeper, lease renewal) can
+ * and never close a cycle. Writers outside the batches (top-ups, admin credits, the sweeper) can
  * still meet a batch in a lock cycle; PostgreSQL then aborts one side (40P01). If it is the batch,
  * the failed unit's error rolls it back and each unit runs again alone, so no caller sees it.
  *
  * Statements are prepared once per connection (named statements): the ledger's CTE statements cost
- * more to plan than to run.
+ * about as much to plan as to run.
  */
 export class PostgresGroupCommit extends GroupCommit {
   private client: PgModule.PoolClient | null = null;
