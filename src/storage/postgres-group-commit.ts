@@ -145,7 +145,11 @@ export class PostgresGroupCommit extends GroupCommit {
     return { ok: false, err, retryAlone: false };
   }
 
-  /** The tx of a unit sent as one statement: a second statement would not be in order. */
+  /**
+   * The tx of a unit sent as one statement: a second statement would not be in order, so it fails
+   * the unit. Only for units that are one statement by construction (the reserve's and the
+   * finish's statement constants): its first statement may already have committed with the batch.
+   */
   private oneStatement(): UnitTx {
     let sent = false;
     const once = () => {

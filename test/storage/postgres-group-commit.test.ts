@@ -127,6 +127,17 @@ describe('PostgreSQL group commit', () => {
       await ledgerOk();
     });
 
+    test('a one-statement unit refused before its statement is sent fails alone, though the COMMIT left with the others', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      const refused = oneLane.writeUnit(async () => {
+        throw new Error('no value for a parameter');
+      }, { wallet: w, oneStatement: true });
+      const [a, bad, c] = await Promise.allSettled([reserveOf(oneLane, w, 100), refused, reserveOf(oneLane, w, 300)]);
+      assert.deepEqual([a.status, bad.status, c.status], ['fulfilled', 'rejected', 'fulfilled']);
+      assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 400, available_usdc: 600 });
+      await ledgerOk();
+    });
+
     test('a unit that catches its own failed statement is not told it committed', async () => {
       // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK and no error.
       const w = await fundedWallet(s.db, 1000);
