@@ -7,22 +7,35 @@ import { reserve } from '../src/ledger/operations/reserve.ts';
 import { openStorage } from '../src/storage/database.ts';
 import { migrateToLatest } from '../src/storage/migrate.ts';
 
+export interface LedgerRun {
+  /** Reserve + settle pairs committed per second. */
+  pairsPerSecond: number;
+  /** This process's CPU (user + system) per pair, in µs: the gateway's share of a pair's cost. */
+  cpuMicrosPerPair: number;
+}
+
 /**
  * The ledger alone: reserve + settle pairs per second, with `concurrency` requests in flight, on
- * the same code and request ids the chat route uses (two commits per request).
+ * the same code and request ids the chat route uses (two commits per request). `wallets`: how
+ * many wallets (each with its own key) the requests are spread over, round robin; 1 is the hot-row
+ * worst case the gateway benchmark drives.
  */
-export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: number; concurrency: number }): Promise<number> {
+export async function measureLedger(databaseUrl: string, o: { seconds: number; concurrency: number; wallets?: number; ledgerWriters?: number }): Promise<LedgerRun> {
   // Opened as `tollgate serve` opens it (checkpoints in a worker thread on SQLite).
-  const storage = openStorage(databaseUrl, { poolSize: o.concurrency, backgroundCheckpoints: true });
+  const storage = openStorage(databaseUrl, { poolSize: o.concurrency, backgroundCheckpoints: true, ledgerWriters: o.ledgerWriters });
   try {
     await migrateToLatest(storage);
-    const wallet = `0x${randomBytes(20).toString('hex')}`;
-    await adjustBalance(storage.db, { wallet, amountUsdc: 1_000_000_000_000, note: 'ledger benchmark' });
-    const key = await insertKey(storage.db, wallet, generateKey(randomBytes(32)), 'bench');
+    const payers: { wallet: string; key: { id: number } }[] = [];
+    for (let i = 0; i < (o.wallets ?? 1); i++) {
+      const wallet = `0x${randomBytes(20).toString('hex')}`;
+      await adjustBalance(storage.db, { wallet, amountUsdc: 1_000_000_000_000, note: 'ledger benchmark' });
+      payers.push({ wallet, key: await insertKey(storage.db, wallet, generateKey(randomBytes(32)), 'bench') });
+    }
     const deadline = Date.now() + o.seconds * 1000;
     let done = 0;
-    const worker = async () => {
-      while (Date.now() < deadline) {
+    const worker = async (n: number) => {
+      for (let turn = n; Date.now() < deadline; turn += o.concurrency) {
+        const { wallet, key } = payers[turn % payers.length]!;
         // The gateway's own request ids (UUIDv7): random ids would spread the inserts over the indexes.
         const requestId = newRequestId();
         if (!(await reserve(storage, { wallet, apiKeyId: key.id, requestId, amountUsdc: 100, leaseMs: 60_000 }))) throw new Error('benchmark wallet ran dry');
@@ -34,9 +47,16 @@ export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: numb
       }
     };
     const started = Date.now();
-    await Promise.all(Array.from({ length: o.concurrency }, worker));
-    return done / ((Date.now() - started) / 1000);
+    const cpu = process.cpuUsage();
+    await Promise.all(Array.from({ length: o.concurrency }, (_, n) => worker(n)));
+    const used = process.cpuUsage(cpu);
+    return { pairsPerSecond: done / ((Date.now() - started) / 1000), cpuMicrosPerPair: (used.user + used.system) / Math.max(1, done) };
   } finally {
     await storage.close();
   }
+}
+
+/** measureLedger's pairs per second alone (what `npm run bench` reports). */
+export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: number; concurrency: number; wallets?: number }): Promise<number> {
+  return (await measureLedger(databaseUrl, o)).pairsPerSecond;
 }

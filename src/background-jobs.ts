@@ -118,7 +118,7 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
       // In slices, so a busy instance stays within the engines' limits on bound parameters.
       for (let i = 0; i < ids.length; i += 1000) {
         const slice = ids.slice(i, i + 1000);
-        extendLeases(storage.db, slice, s.leaseMs).catch((err) => logger.warn({ err, requests: slice.length }, 'renewing reservation leases failed'));
+        extendLeases(storage, slice, s.leaseMs).catch((err) => logger.warn({ err, requests: slice.length }, 'renewing reservation leases failed'));
       }
     }),
   );

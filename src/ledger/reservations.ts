@@ -1,5 +1,4 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../storage/schema.ts';
+import type { Storage } from '../storage/database.ts';
 
 /**
  * Two-phase spending, as in TigerBeetle's pending transfers: a request first reserves an upper
@@ -54,8 +53,20 @@ export interface SettleOutcome {
 /**
  * Pushes the leases of live reservations forward (slow providers, long streams, drains), so the
  * sweeper leaves them alone. One statement for every request this instance is still running.
+ *
+ * On PostgreSQL it skips the rows a ledger batch has locked (SKIP LOCKED): a batch finishing many
+ * of these requests holds some of their rows and waits for the next, and a renewal that waited for
+ * the rows the batch holds while holding the ones it wants would be a lock cycle, a second's stall
+ * until PostgreSQL broke it. A row skipped is being finished; if that batch rolls back, the next
+ * renewal (a third of the lease later) extends it.
  */
-export async function extendLeases(db: Kysely<Database>, requestIds: string[], leaseMs: number, now = Date.now()): Promise<void> {
+export async function extendLeases(storage: Pick<Storage, 'db' | 'engine'>, requestIds: string[], leaseMs: number, now = Date.now()): Promise<void> {
   if (requestIds.length === 0) return;
-  await db.updateTable('reservations').set({ lease_expires_at: now + leaseMs }).where('request_id', 'in', requestIds).where('status', '=', 'pending').execute();
+  const renew = storage.db.updateTable('reservations').set({ lease_expires_at: now + leaseMs });
+  if (storage.engine === 'sqlite') {
+    await renew.where('request_id', 'in', requestIds).where('status', '=', 'pending').execute();
+    return;
+  }
+  const free = storage.db.selectFrom('reservations').select('id').where('request_id', 'in', requestIds).where('status', '=', 'pending').forUpdate().skipLocked();
+  await renew.where('id', 'in', free).execute();
 }

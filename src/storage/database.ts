@@ -7,7 +7,9 @@ import type { Database } from './schema.ts';
 import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { ensureSqliteFolder } from './sqlite-folder.ts';
 import { StartupError } from '../startup-error.ts';
-import { postgresUnits, SqliteGroupCommit, type UnitRunner } from './write-units.ts';
+import { postgresLanes } from './postgres-lanes.ts';
+import { SqliteGroupCommit } from './sqlite-group-commit.ts';
+import type { UnitRunner } from './write-units.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -17,10 +19,7 @@ const BUSY_TIMEOUT_MS = 5000;
 export interface Storage {
   db: Kysely<Database>;
   engine: Engine;
-  /**
-   * Runs short write units: group-committed on SQLite, one transaction each on PostgreSQL. (On
-   * PostgreSQL the ledger's reserve and finish are single statements and do not need it.)
-   */
+  /** Runs short write units (the ledger's reserves and finishes), group-committed (group-commit.ts). */
   writeUnit: UnitRunner;
   /**
    * A SQLite file's background WAL checkpointer (checkpointer.ts), for a long-running server to run
@@ -30,10 +29,19 @@ export interface Storage {
   close(): Promise<void>;
 }
 
+/**
+ * PostgreSQL: how many group commits run side by side, each on its own connection (beside Kysely's
+ * pool), wallets split between them (postgres-lanes.ts). Two: while one batch's round trip is on the
+ * wire or its statements run, the other lane's can; a wallet row held outside the ledger stalls
+ * half the wallets, not all. One wallet's units are always in one lane, so one hot wallet gains
+ * nothing from more; four measured worse than two on the benchmark's 2 cores (DECISIONS-pgbatch.md).
+ */
+const LEDGER_WRITERS = 2;
+
 /** Opens the database the URL names: `sqlite:<path>` (embedded, WAL) or `postgres://…`. */
-export function openStorage(url: string, opts: { poolSize?: number; backgroundCheckpoints?: boolean } = {}): Storage {
+export function openStorage(url: string, opts: { poolSize?: number; ledgerWriters?: number; backgroundCheckpoints?: boolean } = {}): Storage {
   if (url.startsWith('sqlite:')) return openSqlite(url.slice('sqlite:'.length), opts.backgroundCheckpoints ?? false);
-  return openPostgres(url, opts.poolSize ?? 10);
+  return openPostgres(url, opts.poolSize ?? 10, opts.ledgerWriters ?? LEDGER_WRITERS);
 }
 
 /**
@@ -199,7 +207,7 @@ function parseSafeInteger(text: string): number {
   return n;
 }
 
-function openPostgres(url: string, max: number): Storage {
+function openPostgres(url: string, max: number, ledgerWriters: number): Storage {
   // Loaded only for a PostgreSQL URL (a SQLite gateway starts faster and smaller without it); pg is
   // CommonJS, so require keeps openStorage synchronous.
   const pg = createRequire(import.meta.url)('pg') as typeof PgModule;
@@ -212,13 +220,23 @@ function openPostgres(url: string, max: number): Storage {
   // A request waits at most 5 s for a connection (a server that refuses fails at once; one that
   // does not answer, or a pool exhausted by hung queries, would otherwise wait forever) and then
   // gets a 503. Keep-alive notices a dead peer on idle connections.
-  const pool = new pg.Pool({ connectionString: url, max, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true });
-  // A client whose connection drops (a server restart: 57P01, "Connection terminated
-  // unexpectedly") emits 'error' besides failing its query; with no listener that event would kill
-  // the process. The pool covers idle clients; this covers the ones checked out by a query, whose
-  // query still fails (and becomes a 503), and the pool then discards the broken client.
-  pool.on('error', () => undefined);
-  pool.on('connect', (client) => client.on('error', () => undefined));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  return { db, engine: 'postgres', writeUnit: postgresUnits(db), close: () => db.destroy() };
+  const newPool = (size: number, pipeline = false) => {
+    const pool = new pg.Pool({ connectionString: url, max: size, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true, pipeline });
+    // A client whose connection drops (a server restart: 57P01, "Connection terminated
+    // unexpectedly") emits 'error' besides failing its query; with no listener that event would kill
+    // the process. The pool covers idle clients; this covers the ones checked out by a query, whose
+    // query still fails (and becomes a 503), and the pool then discards the broken client.
+    pool.on('error', () => undefined);
+    pool.on('connect', (client) => client.on('error', () => undefined));
+    return pool;
+  };
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: newPool(max) }) });
+  // The ledger's writers: a connection per lane of the group commit, in pipeline mode (see
+  // postgres-group-commit.ts), apart from Kysely's, whose queries do not expect it.
+  const writers = newPool(ledgerWriters, true);
+  const close = async () => {
+    await db.destroy();
+    await writers.end();
+  };
+  return { db, engine: 'postgres', writeUnit: postgresLanes(writers, ledgerWriters), close };
 }

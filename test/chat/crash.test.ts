@@ -65,19 +65,28 @@ for (const engine of ENGINES) {
       await fake?.close();
     });
 
-    test('every provider call was reserved first, every answered request is settled, nothing is lost after the restart', async () => {
-      const gw = processes[0]!;
-      const account = newAccount();
+    /**
+     * Loads the newest gateway process with WORKERS clients spread over `wallets` wallets, kills it
+     * with SIGKILL after KILL_AFTER_PROVIDER_CALLS provider calls, and checks what the database kept.
+     */
+    async function killUnderLoad(wallets: number): Promise<void> {
+      const gw = processes.at(-1)!;
       const FUNDED = 50_000_000;
-      await adjustBalance(storage.db, { wallet: account.address, amountUsdc: FUNDED, note: 'test funding' });
-      const created = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
-      assert.equal(created.status, 201, created.text);
-      const headers = { authorization: `Bearer ${created.body.key}`, 'content-type': 'application/json' };
+      const payers: { wallet: string; headers: Record<string, string> }[] = [];
+      for (let i = 0; i < wallets; i++) {
+        const account = newAccount();
+        await adjustBalance(storage.db, { wallet: account.address, amountUsdc: FUNDED, note: 'test funding' });
+        const created = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
+        assert.equal(created.status, 201, created.text);
+        payers.push({ wallet: account.address.toLowerCase(), headers: { authorization: `Bearer ${created.body.key}`, 'content-type': 'application/json' } });
+      }
+      const calledBefore = fake.received.length;
 
       // Request ids of answers the client received in full: a JSON 200, or a stream up to [DONE].
       const answered: string[] = [];
       let killed = false;
       const worker = async (n: number) => {
+        const { headers } = payers[n % wallets]!;
         for (let i = 0; !killed; i++) {
           const stream = (n + i) % 2 === 0;
           try {
@@ -95,17 +104,18 @@ for (const engine of ENGINES) {
         }
       };
       const load = Promise.all(Array.from({ length: WORKERS }, (_, n) => worker(n)));
-      while (fake.received.length < KILL_AFTER_PROVIDER_CALLS) await new Promise((r) => setTimeout(r, 5));
+      while (fake.received.length < calledBefore + KILL_AFTER_PROVIDER_CALLS) await new Promise((r) => setTimeout(r, 5));
       killed = true;
       await gw.kill();
       await load;
       assert.ok(answered.length > 0, 'some requests completed before the kill');
       if (engine === 'postgres') await untilDeadSessionsEnd(storage);
 
+      const addresses = payers.map((p) => p.wallet);
       const reservations = new Map(
-        (await storage.db.selectFrom('reservations').select(['request_id', 'status']).where('wallet', '=', account.address.toLowerCase()).execute()).map((r) => [r.request_id, r.status]),
+        (await storage.db.selectFrom('reservations').select(['request_id', 'status']).where('wallet', 'in', addresses).execute()).map((r) => [r.request_id, r.status]),
       );
-      const called = fake.received.map((r) => r.headers['x-client-request-id'] as string);
+      const called = fake.received.slice(calledBefore).map((r) => r.headers['x-client-request-id'] as string);
       const unreserved = called.filter((id) => !reservations.has(id));
       assert.deepEqual(unreserved, [], 'the provider was called only for committed reservations');
       const usageRows = new Set((await storage.db.selectFrom('request_usage').select('request_id').where('request_id', 'in', answered).execute()).map((r) => r.request_id));
@@ -117,16 +127,25 @@ for (const engine of ENGINES) {
       await sweepExpiredReservations(storage.db, Date.now() + 601_000);
       const ledger = await checkLedger(storage.db);
       assert.ok(ledger.ok, ledger.problems.join('\n'));
-      const balance = await getBalance(storage.db, account.address);
-      assert.equal(balance.locked_usdc, 0, `all ${pendingAtKill} reservations pending at the kill are released`);
-      assert.equal(balance.balance_usdc, FUNDED - ledger.chargesUsdc, 'the balance is the funding minus the recorded charges');
+      for (const wallet of addresses) {
+        const balance = await getBalance(storage.db, wallet);
+        const charges = await storage.db.selectFrom('ledger_entries').select((e) => e.fn.sum<number>('amount_usdc').as('sum')).where('wallet', '=', wallet).where('kind', '=', 'charge').executeTakeFirst();
+        assert.equal(balance.locked_usdc, 0, `all ${pendingAtKill} reservations pending at the kill are released`);
+        assert.equal(balance.balance_usdc, FUNDED + Number(charges?.sum ?? 0), 'the balance is the funding minus the recorded charges');
+      }
 
       // The same database serves again after the crash.
       const restarted = await startGatewayProcess(config(), env);
       processes.push(restarted);
-      const again = await call(restarted.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'after' }], max_tokens: 50 }, headers);
+      const before = (await getBalance(storage.db, addresses[0]!)).balance_usdc;
+      const again = await call(restarted.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'after' }], max_tokens: 50 }, payers[0]!.headers);
       assert.equal(again.status, 200, again.text);
-      assert.equal((await getBalance(storage.db, account.address)).balance_usdc, balance.balance_usdc - Number(again.headers.get('x-tollgate-charged-usdc')));
-    });
+      assert.equal((await getBalance(storage.db, addresses[0]!)).balance_usdc, before - Number(again.headers.get('x-tollgate-charged-usdc')));
+    }
+
+    test('every provider call was reserved first, every answered request is settled, nothing is lost after the restart', () => killUnderLoad(1));
+
+    // PostgreSQL's batches then span several wallets and both lanes when the process dies.
+    test('attack: killed with the load spread over 6 wallets: the same, wallet by wallet', () => killUnderLoad(6));
   });
 }

@@ -1,4 +1,3 @@
-import { CompiledQuery } from 'kysely';
 import type { Storage } from '../../storage/database.ts';
 import { usageDay } from '../days.ts';
 import { chargeEntry } from '../effects/charge-entry.ts';
@@ -34,8 +33,8 @@ export const ADD_TO_TOTALS = unitStatement(addToTotals(VALUES, boundOperands()))
 export const FINISH_IN_BUCKETS = unitStatement(finishInBuckets(boundOperands(), BOUND_BUCKETS));
 export const ADD_TO_DAILY = unitStatement(addToDaily(VALUES, boundOperands()));
 
-// PostgreSQL does the whole finish in one statement, for the same reason as the reserve: the wallet
-// row stays locked for one round trip instead of seven. `pending` locks the reservation and its
+// PostgreSQL does the whole finish in one statement, for the same reason as the reserve: one round
+// trip of its group-commit batch instead of seven. `pending` locks the reservation and its
 // wallet (FOR UPDATE waits for a concurrent finish, then re-checks `status = 'pending'` against the
 // row it committed, so the loser finds nothing) and computes the charge from the locked, current
 // wallet row. Every other sub-statement reads only `pending`, and each row is written once.
@@ -105,8 +104,11 @@ export async function finishReservation(
   if (storage.engine === 'postgres') {
     const request = { ...usageFigures(usage), requestId, at: now, day: usageDay(now) };
     const params = FINISH_IN_ONE_STATEMENT.params({ ...request, asked: chargeUsdc, reportedCost: usage.providerCostUsdc });
-    const { rows } = await storage.db.executeQuery<{ charged: number; balance_usdc: number }>(CompiledQuery.raw(FINISH_IN_ONE_STATEMENT.sql, params));
-    return rows[0] ? outcome(Number(rows[0].charged), Number(rows[0].balance_usdc)) : notApplied;
+    const row = await storage.writeUnit((tx) => tx.get<{ charged: number; balance_usdc: number }>(FINISH_IN_ONE_STATEMENT.sql, params), {
+      wallet: usage.wallet,
+      oneStatement: true,
+    });
+    return row ? outcome(Number(row.charged), Number(row.balance_usdc)) : notApplied;
   }
   return storage.writeUnit(async (tx) => {
     const r = await tx.get<{ wallet: string; amount_usdc: number; api_key_id: number | null; created_at: number; balance_usdc: number; locked_usdc: number }>(
@@ -153,5 +155,5 @@ export async function finishReservation(
     }
     await ADD_TO_DAILY.run(tx, v);
     return outcome(charged, Number(after!.balance_usdc));
-  });
+  }, { wallet: usage.wallet });
 }

@@ -69,5 +69,5 @@ export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleR
     await RECORD_ON_RESERVATION.run(tx, { ...v, status: statusAfter(charged) });
     if (charged < r.chargeUsdc) await tx.run(RECORD_SHORTFALL, [r.requestId, r.wallet, r.chargeUsdc, charged, now]);
     return { kind: 'late', outcome: { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) } };
-  });
+  }, { wallet: r.wallet });
 }

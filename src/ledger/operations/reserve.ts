@@ -1,4 +1,3 @@
-import { CompiledQuery } from 'kysely';
 import type { Storage } from '../../storage/database.ts';
 import { BOUND_BUCKETS, bucketValues, countReservation } from '../effects/key-spend.ts';
 import { insertReservation } from '../effects/reservation.ts';
@@ -15,7 +14,7 @@ export interface ReserveRequest {
   leaseMs: number;
   /**
    * A hint from the (possibly seconds-old) cached key row: the key has a spend limit, so PostgreSQL
-   * goes straight to the transaction that checks it. Only a hint: the limit itself is always read
+   * skips the one-statement reserve and goes straight to the statements that check it. Only a hint: the limit itself is always read
    * in the unit that reserves.
    */
   keyHasLimit?: boolean;
@@ -35,12 +34,12 @@ const UNLOCK_FUNDS = unitStatement(releaseAndCharge(boundOperands()));
 const COUNT_RESERVATION = unitStatement(countReservation(boundOperands(), BOUND_BUCKETS));
 const INSERT_RESERVATION = unitStatement(insertReservation(VALUES, boundOperands()));
 
-// PostgreSQL does it all in one statement (data-modifying CTEs), so the wallet row is locked for one
-// round trip instead of six (BEGIN, UPDATE, INSERT, INSERT, COMMIT). Only for a key without a spend
+// PostgreSQL does it all in one statement (data-modifying CTEs): one round trip of its group-commit
+// batch instead of four (UPDATE, INSERT, INSERT, and the key's limit read). Only for a key without a spend
 // limit: checking a limit needs a read of its buckets made after the wallet lock is taken, which
 // one statement's snapshot cannot give. If the key has gained a limit, nothing is reserved and
-// the transaction below decides. SQLite has no DML in CTEs, and needs none: its group commit
-// already amortises the transaction.
+// the statements after it decide. SQLite has no DML in CTEs, and needs none: its statements
+// are calls into the process, not round trips.
 const RESERVE_IN_ONE_STATEMENT = postgresStatement(`WITH locked AS (
     ${lockFunds(
       { amount: param('amount'), at: param('at'), wallet: param('wallet') },
@@ -88,9 +87,9 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
     ...bucketValues(now),
   };
   if (storage.engine === 'postgres' && !r.keyHasLimit) {
-    const result = await storage.db.executeQuery(CompiledQuery.raw(RESERVE_IN_ONE_STATEMENT.sql, RESERVE_IN_ONE_STATEMENT.params(v)));
+    const reserved = await storage.writeUnit((tx) => RESERVE_IN_ONE_STATEMENT.run(tx, v), { wallet: r.wallet, oneStatement: true });
     // Only taken by a key with no limit (the statement checks it), so nothing caps its charge.
-    if (Number(result.numAffectedRows) === 1) return { ok: true, keyLimited: false };
+    if (reserved === 1) return { ok: true, keyLimited: false };
     // Refused: the balance, or a limit set since the key was cached. The unit below tells which.
   }
   return storage.writeUnit(async (tx): Promise<ReserveOutcome> => {
@@ -104,5 +103,5 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
     await COUNT_RESERVATION.run(tx, v);
     await INSERT_RESERVATION.run(tx, v);
     return { ok: true, keyLimited: limit.limited };
-  });
+  }, { wallet: r.wallet });
 }

@@ -1,0 +1,100 @@
+import type { UnitOptions, UnitRunner, WriteUnit } from './write-units.ts';
+
+/**
+ * Group commit, whatever the engine: units submitted in the same turn of the event loop are run
+ * one after another in one transaction on one connection, and every caller is answered only after
+ * that transaction's COMMIT returns. So durability per unit is exactly that of one transaction per
+ * unit (a reservation is committed before the provider is called, a settle before the client is
+ * answered), while BEGIN, COMMIT and the connection's hand-over are paid once per batch.
+ *
+ * Exactly once per unit: if a unit throws, the batch is rolled back and, when the engine can say
+ * that nothing was committed (`retryAlone`), each unit is run again in its own transaction, so only
+ * the failing one fails. A savepoint around every unit would give the same on the fast path at a
+ * price (measured on both engines: DECISIONS.md), paid by every unit for a failure that is rare.
+ * When the engine cannot say (a PostgreSQL connection lost at COMMIT) every caller gets the error
+ * and nothing runs again: rerunning a unit that may have committed would apply it twice.
+ *
+ * One batch at a time per instance of this class: the next one is formed from what queued while
+ * the last ran, so under load batches grow by themselves and no two of them wait on each other.
+ */
+export abstract class GroupCommit {
+  private queue: Queued[] = [];
+  /** A batch is scheduled or running. */
+  private busy = false;
+
+  constructor(
+    /** Units one transaction takes at most, so one commit never holds its locks (or the process) long. */
+    private readonly maxUnits: number,
+  ) {}
+
+  readonly submit: UnitRunner = <T>(unit: WriteUnit<T>, opts: UnitOptions = {}) =>
+    new Promise<T>((resolve, reject) => {
+      this.queue.push({ unit, ...opts, resolve: resolve as (v: unknown) => void, reject });
+      this.schedule();
+    });
+
+  /** The order a batch's units run in; any order is theirs to take, since they were sent together. */
+  protected order(batch: Queued[]): Queued[] {
+    return batch;
+  }
+
+  /** Runs `work` with the batch's connection held, so nothing else uses it meanwhile. */
+  protected abstract hold(work: () => Promise<void>): Promise<void>;
+
+  /** Runs the units in one transaction: all of them commit, or (on any error) none does. */
+  protected abstract transaction(units: Queued[]): Promise<BatchOutcome>;
+
+  private schedule(): void {
+    if (this.busy) return;
+    this.busy = true;
+    // setImmediate, not a microtask: requests that arrived in the same poll phase join the batch.
+    setImmediate(() => {
+      const batch = this.order(this.queue.splice(0, this.maxUnits));
+      this.hold(() => this.flush(batch))
+        // Holding the connection failed (the database is closing, or does not answer): nothing
+        // ran. A promise already settled ignores the rejection.
+        .catch((err) => batch.forEach((q) => q.reject(err)))
+        .finally(() => {
+          this.busy = false;
+          if (this.queue.length) this.schedule();
+        });
+    });
+  }
+
+  private async flush(batch: Queued[]): Promise<void> {
+    if (!batch.length) return;
+    const together = await this.transaction(batch);
+    if (together.ok) {
+      batch.forEach((q, i) => (together.failedAlone?.has(i) ? q.reject(together.failedAlone.get(i)) : q.resolve(together.values[i])));
+      return;
+    }
+    if (batch.length === 1 || !together.retryAlone) {
+      batch.forEach((q) => q.reject(together.err));
+      return;
+    }
+    // One unit failed and the whole batch was rolled back: run each again in its own transaction,
+    // so that only the failing one fails.
+    for (const q of batch) {
+      const alone = await this.transaction([q]);
+      if (alone.ok && !alone.failedAlone?.size) q.resolve(alone.values[0]);
+      else if (alone.ok) q.reject(alone.failedAlone!.get(0));
+      else q.reject(alone.err);
+    }
+  }
+}
+
+export interface Queued extends UnitOptions {
+  // A unit may run twice (see flush), so it must not act outside its tx.
+  unit: WriteUnit<unknown>;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
+
+export type BatchOutcome =
+  /**
+   * Committed. `failedAlone`: units (by index) that failed before their statement reached the
+   * server (PostgreSQL's one-statement units, sent with the COMMIT), so the others committed without them.
+   */
+  | { ok: true; values: unknown[]; failedAlone?: Map<number, unknown> }
+  /** `retryAlone`: the transaction is known not to have committed, so its units may run again. */
+  | { ok: false; err: unknown; retryAlone: boolean };

@@ -1,0 +1,63 @@
+import type Libsql from 'libsql';
+import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
+import type { UnitTx } from './write-units.ts';
+
+/** How many units one SQLite transaction takes at most, so one commit never stalls the process long. */
+const MAX_UNITS_PER_COMMIT = 256;
+
+/**
+ * SQLite group commit (see group-commit.ts). In WAL mode a committed transaction is in the WAL
+ * file, so a process crash loses none; a failed SQLite transaction never committed, so a failed
+ * batch is always run again unit by unit.
+ *
+ * What it saves: one BEGIN/COMMIT and one WAL append of each touched page per batch instead of per
+ * unit, and Kysely's transaction machinery (mutex, promise chains, query building) per unit.
+ *
+ * The batch holds Kysely's single SQLite connection (`hold`) while it runs, so no Kysely query
+ * ever interleaves with it.
+ */
+export class SqliteGroupCommit extends GroupCommit {
+  private readonly tx: UnitTx;
+
+  constructor(
+    private readonly sqlite: Libsql.Database,
+    private readonly holdConnection: (work: () => Promise<void>) => Promise<void>,
+    /** Resets statements libsql left in progress after SQLITE_BUSY (see database.ts), which would fail the COMMIT. */
+    private readonly resetStuckStatements: () => void = () => undefined,
+  ) {
+    super(MAX_UNITS_PER_COMMIT);
+    // `prepare` is the caching one installed by openSqlite: each text is compiled once.
+    this.tx = {
+      run: (sql, params) => Promise.resolve(this.sqlite.prepare(sql).run(params).changes),
+      // get(), not all(): libsql's all() walks an iterator built per call.
+      get: <T>(sql: string, params: unknown[]) => Promise.resolve(this.sqlite.prepare(sql).get(params) as T | undefined),
+    };
+  }
+
+  protected hold(work: () => Promise<void>): Promise<void> {
+    return this.holdConnection(work);
+  }
+
+  protected async transaction(units: Queued[]): Promise<BatchOutcome> {
+    const values: unknown[] = [];
+    try {
+      this.resetStuckStatements();
+      this.exec('BEGIN IMMEDIATE');
+      for (const { unit } of units) values.push(await unit(this.tx));
+      this.exec('COMMIT');
+      return { ok: true, values };
+    } catch (err) {
+      if (this.sqlite.inTransaction) this.exec('ROLLBACK');
+      return { ok: false, err, retryAlone: true };
+    }
+  }
+
+  /**
+   * Not through the statement cache: libsql leaves a cached statement refused with SQLITE_BUSY
+   * "in progress" (a BEGIN IMMEDIATE meeting another process's lock), and an unfinished statement
+   * makes every later COMMIT on the connection fail. exec finalizes what it runs.
+   */
+  private exec(sql: string): void {
+    this.sqlite.exec(sql);
+  }
+}
