@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { getBalance } from '../../src/ledger/balances.ts';
+import { param, postgresStatement } from '../../src/ledger/effects/statement.ts';
+import { reserve, tryReserve } from '../../src/ledger/operations/reserve.ts';
+import { openStorage, type Storage } from '../../src/storage/database.ts';
+import { laneOf } from '../../src/storage/postgres-lanes.ts';
+import { PostgresGroupCommit } from '../../src/storage/postgres-group-commit.ts';
+import { migrateToLatest } from '../../src/storage/migrate.ts';
+import { freshDatabaseUrl } from '../support/engines.ts';
+import { assertLedgerConsistent, fundedWallet } from '../support/ledger.ts';
+
+/**
+ * Adversarial review of r9/pgbatch (PostgreSQL group commit). Each describe is one break; the
+ * tests state what DECISIONS-pgbatch.md / the code's comments promise and fail on the branch.
+ */
+describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
+  let url: string;
+  let s: Storage;
+  let oneLane: Storage;
+  before(async () => {
+    url = await freshDatabaseUrl('postgres');
+    s = openStorage(url);
+    await migrateToLatest(s);
+    oneLane = openStorage(url, { ledgerWriters: 1 });
+  });
+  after(async () => {
+    await oneLane.close();
+    await s.close();
+  });
+
+  let n = 0;
+  const id = () => `attack-${++n}-${randomBytes(4).toString('hex')}`;
+  const reserveOf = (storage: Storage, wallet: string, amountUsdc: number, requestId = id()) => reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc, leaseMs: 60_000 });
+  const reservationExists = async (requestId: string) => (await s.db.selectFrom('reservations').select('id').where('request_id', '=', requestId).execute()).length === 1;
+  const lockedOf = async (w: string) => (await getBalance(s.db, w))?.locked_usdc;
+
+  describe('attack: a one-statement unit refused before its statement is written (missing parameter) throws synchronously', () => {
+    // DECISIONS-pgbatch.md: "A one-statement unit whose values are refused before its statement is
+    // written (a missing parameter) fails alone while its batch-mates commit (failedAlone)".
+    // Statement.run computes params() synchronously, and the reserve's unit is the non-async
+    // `(tx) => RESERVE_IN_ONE_STATEMENT.run(tx, v)`; such a unit throws out of transaction()'s
+    // flatMap after BEGIN and its batch-mates' statements were written, before COMMIT. The
+    // batch connection goes back to the pool open, inside that transaction, holding the wallet's
+    // row lock; every caller is rejected; and the next batch on that connection commits the
+    // rejected callers' writes (BEGIN inside a transaction is only a warning).
+    const MISSING = postgresStatement(`SELECT 1 AS one WHERE ${param('needed')}::int = 1`);
+
+    test('its batch-mates commit and are told so; nothing a rejected caller sent is committed later', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      const [a, c] = [id(), id()];
+      const bad = oneLane.writeUnit((tx) => MISSING.run(tx, {}), { wallet: w, oneStatement: true });
+      const results = await Promise.allSettled([reserveOf(oneLane, w, 100, a), bad, reserveOf(oneLane, w, 300, c)]);
+      // Every caller has been answered: no session may still hold the wallet's row (another
+      // instance's batch, a top-up or the sweeper would wait on it).
+      const held = await sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`.execute(s.db);
+      const idleInTx = (held.rows[0] as { n: number }).n;
+      // The next batch on the same lane (and, with one writer, the same pool connection).
+      const later = await Promise.race([
+        reserveOf(oneLane, w, 1).then(String, (e) => `rejected: ${e}`),
+        new Promise((r) => setTimeout(() => r('hung for 10 s'), 10_000)),
+      ]);
+      const told = results.map((r) => r.status);
+      const inDb = [await reservationExists(a), await reservationExists(c)];
+      assert.deepEqual({ told, later, idleInTx }, { told: ['fulfilled', 'rejected', 'fulfilled'], later: 'true', idleInTx: 0 }, `reservations in the database for a and c: ${inDb}`);
+      // Whatever the callers were told, the database must agree with it.
+      assert.deepEqual(inDb, [results[0]!.status === 'fulfilled', results[2]!.status === 'fulfilled'], 'a caller told "failed" whose reservation was committed by the next batch');
+      await assertLedgerConsistent(s.db);
+    });
+  });
+
+  describe('attack: a one-statement unit that fails after its statement ran', () => {
+    // write-units.ts: "All or nothing: a unit either commits every statement it ran, or none of
+    // them (it threw)". In the pipelined path any rejection of a one-statement unit goes into
+    // failedAlone, and the batch commits: a unit whose statement executed and then threw (a
+    // second statement, which oneStatement() refuses, or any JS error after the first) is told it
+    // failed while its first statement is committed.
+    test('a one-statement unit that runs a second statement: told it failed, and its first statement is not committed', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      const unit = oneLane.writeUnit(
+        async (tx) => {
+          await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 500 WHERE address = ?', [w]);
+          await tx.run('UPDATE wallets SET locked_usdc = locked_usdc - 500 WHERE address = ?', [w]);
+          return 'done';
+        },
+        { wallet: w, oneStatement: true },
+      );
+      const [r] = await Promise.allSettled([unit, reserveOf(oneLane, w, 10)]);
+      assert.equal(r!.status, 'rejected');
+      // All or nothing: the caller was told it failed, so its +500 must not be in the wallet.
+      assert.equal(await lockedOf(w), 10, 'the failed unit\'s first statement was committed (500 locked with no reservation)');
+      await assertLedgerConsistent(s.db);
+    });
+
+    test('a one-statement unit that throws after its statement: its write is rolled back', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      const unit = oneLane.writeUnit(
+        async (tx) => {
+          const changed = await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 200 WHERE address = ?', [w]);
+          if (changed === 1) throw new Error('the unit decides to fail after its statement');
+          return changed;
+        },
+        { wallet: w, oneStatement: true },
+      );
+      const [r] = await Promise.allSettled([unit]);
+      assert.equal(r!.status, 'rejected');
+      assert.equal(await lockedOf(w), 0, 'a unit told "failed" whose write committed');
+    });
+  });
+
+  describe('attack: two instances, pipelined units then one-by-one units: wallets not taken in one ascending order', () => {
+    // DECISIONS-pgbatch.md: "each batch runs its units in ascending wallet order … so batches take
+    // locks in one global order and cannot close a cycle". But transaction() sends every
+    // one-statement unit first (pipelined) and only then runs the others (a reserve under a key
+    // with a limit, a late charge) in wallet order again: a batch [plain reserve on w2, limited
+    // reserve on w1] locks w2 then w1. Another instance's batch [plain reserve on w1, limited on w2]
+    // locks w1 then w2: a lock cycle, a deadlock_timeout (1 s) stall and a 40P01 rerun each time.
+    test('plain and limit-checked reserves of two wallets, sent from two instances in mirrored roles, five times: no lock cycle', async () => {
+      const [a, b] = [openStorage(url, { ledgerWriters: 1 }), openStorage(url, { ledgerWriters: 1 })];
+      const failures: string[] = [];
+      const proto = PostgresGroupCommit.prototype as unknown as { transaction: (...args: unknown[]) => Promise<{ ok: boolean; err?: { code?: string } }> };
+      const transaction = proto.transaction;
+      proto.transaction = async function (this: unknown, ...args: unknown[]) {
+        const outcome = await transaction.apply(this, args);
+        if (!outcome.ok) failures.push(String(outcome.err?.code));
+        return outcome;
+      };
+      const started = Date.now();
+      try {
+        for (let round = 0; round < 5; round++) {
+          const [w1, w2] = [await fundedWallet(s.db, 1000), await fundedWallet(s.db, 1000)].sort();
+          const limited = (st: Storage, w: string) => tryReserve(st, { wallet: w, apiKeyId: 1, requestId: id(), amountUsdc: 10, leaseMs: 60_000, keyHasLimit: true }).then((o) => o.ok);
+          const sent = await Promise.all([reserveOf(a, w2!, 10), limited(a, w1!), reserveOf(b, w1!, 10), limited(b, w2!)]);
+          assert.ok(sent.every(Boolean));
+          assert.equal(await lockedOf(w1!), 20);
+          assert.equal(await lockedOf(w2!), 20);
+        }
+        assert.deepEqual(failures, [], `no batch failed (a lock cycle shows as 40P01); 5 rounds took ${Date.now() - started} ms`);
+        await assertLedgerConsistent(s.db);
+      } finally {
+        proto.transaction = transaction;
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+  });
+
+  test('(helper check) laneOf is stable', () => assert.equal(laneOf('0xAB', 2), laneOf('0xab', 2)));
+});
