@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
 import { sql } from 'kysely';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { param, postgresStatement } from '../../src/ledger/effects/statement.ts';
@@ -142,6 +143,53 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
       } finally {
         proto.transaction = transaction;
         await Promise.all([a.close(), b.close()]);
+      }
+    });
+  });
+
+  describe('attack: a batch connection that stops answering (half-open TCP) blocks its whole lane', () => {
+    // One batch at a time per lane, on one held connection, with no query_timeout and TCP
+    // keep-alive at the OS default (2 h): a batch whose connection goes silent (a NAT or
+    // failover dropping the flow without a RST) never settles, and every later unit of every
+    // wallet in that lane queues behind it for ever. On main each reserve took its own pool
+    // connection: one stuck connection stalled only the request on it.
+    test('a reserve on another wallet, sent after the batch connection froze, is answered within 15 s', { timeout: 60_000 }, async () => {
+      const target = new URL(url);
+      const frozen = new Set<Socket>();
+      const sockets = new Set<Socket>();
+      const relay = createServer((client) => {
+        const upstream = createConnection({ host: target.hostname || '127.0.0.1', port: Number(target.port || 5432) });
+        for (const x of [client, upstream]) {
+          sockets.add(x);
+          x.on('error', () => undefined);
+        }
+        client.on('data', (d) => frozen.has(client) || upstream.write(d));
+        upstream.on('data', (d) => frozen.has(client) || client.write(d));
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      });
+      await new Promise<void>((r) => relay.listen(0, '127.0.0.1', () => r()));
+      const relayed = new URL(url);
+      relayed.hostname = '127.0.0.1';
+      relayed.port = String((relay.address() as AddressInfo).port);
+      const gw = openStorage(relayed.toString(), { ledgerWriters: 1 });
+      try {
+        const [w1, w2] = [await fundedWallet(s.db, 1000), await fundedWallet(s.db, 1000)];
+        assert.equal(await reserveOf(gw, w1, 10), true, 'the writer connection is up');
+        // The flow goes silent: nothing relayed either way from now on, no FIN, no RST.
+        for (const x of sockets) frozen.add(x);
+        const stuck = reserveOf(gw, w1, 10).then(String, (e) => `rejected: ${e}`);
+        stuck.catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 200));
+        const next = await Promise.race([
+          reserveOf(gw, w2, 10).then(String, (e) => `rejected: ${e}`),
+          new Promise((r) => setTimeout(() => r('no answer after 15 s'), 15_000)),
+        ]);
+        assert.notEqual(next, 'no answer after 15 s', 'every later unit of the lane waits behind the silent batch');
+      } finally {
+        for (const x of sockets) x.destroy();
+        relay.close();
+        await gw.close().catch(() => undefined);
       }
     });
   });
