@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
 import { sql } from 'kysely';
+import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { param, postgresStatement } from '../../src/ledger/effects/statement.ts';
 import { reserve, tryReserve } from '../../src/ledger/operations/reserve.ts';
@@ -190,6 +191,35 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
         for (const x of sockets) x.destroy();
         relay.close();
         await gw.close().catch(() => undefined);
+      }
+    });
+  });
+
+  describe('attack: two instances, exactly K of N (holds)', () => {
+    test('a key limit covering 7 and a balance covering 9: 7 of 120 admitted across two instances, stale and fresh hints mixed', async () => {
+      const own = await freshDatabaseUrl('postgres');
+      const setup = openStorage(own);
+      await migrateToLatest(setup);
+      const [a, b] = [openStorage(own), openStorage(own, { ledgerWriters: 1 })];
+      try {
+        const w = await fundedWallet(setup.db, 90);
+        const other = await fundedWallet(setup.db, 90);
+        const key = await insertKey(setup.db, w, generateKey(randomBytes(32)), 'limited');
+        await setup.db.updateTable('api_keys').set({ spend_limit_usdc: 75, spend_limit_period: 'total' }).where('id', '=', key.id).execute();
+        const sent = Array.from({ length: 120 }, (_, i) =>
+          tryReserve(i % 2 ? a : b, { wallet: w, apiKeyId: key.id, requestId: id(), amountUsdc: 10, leaseMs: 60_000, keyHasLimit: i % 3 === 0 }),
+        );
+        // Another wallet's plain reserves share the batches: room for 9.
+        const otherKey = await insertKey(setup.db, other, generateKey(randomBytes(32)), 'plain');
+        const plain = Array.from({ length: 40 }, (_, i) => reserve(i % 2 ? a : b, { wallet: other, apiKeyId: otherKey.id, requestId: id(), amountUsdc: 10, leaseMs: 60_000 }));
+        const [outcomes, plainOk] = await Promise.all([Promise.all(sent), Promise.all(plain)]);
+        assert.equal(outcomes.filter((o) => o.ok).length, 7);
+        assert.equal(plainOk.filter(Boolean).length, 9);
+        assert.deepEqual(await getBalance(setup.db, w), { balance_usdc: 90, locked_usdc: 70, available_usdc: 20 });
+        await assertLedgerConsistent(setup.db);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+        await setup.close();
       }
     });
   });
