@@ -74,6 +74,20 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   });
 
   describe('attack: a one-statement unit that fails after its statement ran', () => {
+    // A database of its own (the describe above may leave a stray write in the shared one).
+    let s: Storage;
+    let oneLane: Storage;
+    before(async () => {
+      const own = await freshDatabaseUrl('postgres');
+      s = openStorage(own);
+      await migrateToLatest(s);
+      oneLane = openStorage(own, { ledgerWriters: 1 });
+    });
+    after(async () => {
+      await oneLane.close();
+      await s.close();
+    });
+    const lockedOf = async (w: string) => (await getBalance(s.db, w))?.locked_usdc;
     // write-units.ts: "All or nothing: a unit either commits every statement it ran, or none of
     // them (it threw)". In the pipelined path any rejection of a one-statement unit goes into
     // failedAlone, and the batch commits: a unit whose statement executed and then threw (a
@@ -120,7 +134,12 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
     // reserve on w1] locks w2 then w1. Another instance's batch [plain reserve on w1, limited on w2]
     // locks w1 then w2: a lock cycle, a deadlock_timeout (1 s) stall and a 40P01 rerun each time.
     test('plain and limit-checked reserves of two wallets, sent from two instances in mirrored roles, five times: no lock cycle', async () => {
-      const [a, b] = [openStorage(url, { ledgerWriters: 1 }), openStorage(url, { ledgerWriters: 1 })];
+      // A database of its own, so its ledger check sees only its own writes.
+      const own = await freshDatabaseUrl('postgres');
+      const setup = openStorage(own);
+      await migrateToLatest(setup);
+      after(() => setup.close());
+      const [a, b] = [openStorage(own, { ledgerWriters: 1 }), openStorage(own, { ledgerWriters: 1 })];
       const failures: string[] = [];
       const proto = PostgresGroupCommit.prototype as unknown as { transaction: (...args: unknown[]) => Promise<{ ok: boolean; err?: { code?: string } }> };
       const transaction = proto.transaction;
@@ -132,15 +151,15 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
       const started = Date.now();
       try {
         for (let round = 0; round < 5; round++) {
-          const [w1, w2] = [await fundedWallet(s.db, 1000), await fundedWallet(s.db, 1000)].sort();
+          const [w1, w2] = [await fundedWallet(setup.db, 1000), await fundedWallet(setup.db, 1000)].sort();
           const limited = (st: Storage, w: string) => tryReserve(st, { wallet: w, apiKeyId: 1, requestId: id(), amountUsdc: 10, leaseMs: 60_000, keyHasLimit: true }).then((o) => o.ok);
           const sent = await Promise.all([reserveOf(a, w2!, 10), limited(a, w1!), reserveOf(b, w1!, 10), limited(b, w2!)]);
           assert.ok(sent.every(Boolean));
-          assert.equal(await lockedOf(w1!), 20);
-          assert.equal(await lockedOf(w2!), 20);
+          assert.equal((await getBalance(setup.db, w1!))?.locked_usdc, 20);
+          assert.equal((await getBalance(setup.db, w2!))?.locked_usdc, 20);
         }
         assert.deepEqual(failures, [], `no batch failed (a lock cycle shows as 40P01); 5 rounds took ${Date.now() - started} ms`);
-        await assertLedgerConsistent(s.db);
+        await assertLedgerConsistent(setup.db);
       } finally {
         proto.transaction = transaction;
         await Promise.all([a.close(), b.close()]);
@@ -216,6 +235,33 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
         assert.equal(outcomes.filter((o) => o.ok).length, 7);
         assert.equal(plainOk.filter(Boolean).length, 9);
         assert.deepEqual(await getBalance(setup.db, w), { balance_usdc: 90, locked_usdc: 70, available_usdc: 20 });
+        await assertLedgerConsistent(setup.db);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+        await setup.close();
+      }
+    });
+  });
+
+  describe('attack: exactly K of N while batches keep rolling back and rerunning alone (holds)', () => {
+    test('two instances, one wallet with room for 70, 600 reserves and 20 failing units interleaved: exactly 70', async () => {
+      // A database of its own: the failing tests above leave their (wrongly committed) writes in theirs.
+      const own = await freshDatabaseUrl('postgres');
+      const setup = openStorage(own);
+      await migrateToLatest(setup);
+      const [a, b] = [openStorage(own), openStorage(own)];
+      try {
+        const w = await fundedWallet(setup.db, 700);
+        const failing = () =>
+          (Math.random() < 0.5 ? a : b).writeUnit(async (tx) => {
+            await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 1 WHERE address = ?', [w]);
+            throw new Error('poison');
+          }, { wallet: w });
+        const sent = Array.from({ length: 600 }, (_, i) => (i % 30 === 0 ? failing().then(() => 'poison-ok', () => 'poison') : reserveOf(i % 2 ? a : b, w, 10)));
+        const out = await Promise.all(sent);
+        assert.equal(out.filter((x) => x === true).length, 70);
+        assert.ok(out.filter((x) => typeof x === 'string').every((x) => x === 'poison'));
+        assert.deepEqual(await getBalance(setup.db, w), { balance_usdc: 700, locked_usdc: 700, available_usdc: 0 });
         await assertLedgerConsistent(setup.db);
       } finally {
         await Promise.all([a.close(), b.close()]);
