@@ -127,7 +127,7 @@ describe('PostgreSQL group commit', () => {
       await ledgerOk();
     });
 
-    test('a one-statement unit refused before its statement is sent fails alone, though the COMMIT left with the others', async () => {
+    test('a one-statement unit refused before its statement is sent fails alone while the others commit', async () => {
       const w = await fundedWallet(s.db, 1000);
       const refused = oneLane.writeUnit(async () => {
         throw new Error('no value for a parameter');
