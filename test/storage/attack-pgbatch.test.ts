@@ -16,7 +16,9 @@ import { assertLedgerConsistent, fundedWallet } from '../support/ledger.ts';
 
 /**
  * Adversarial review of r9/pgbatch (PostgreSQL group commit). Each describe is one break; the
- * tests state what DECISIONS-pgbatch.md / the code's comments promise and fail on the branch.
+ * tests state what DECISIONS-pgbatch.md / the code's comments promise. The four breaks failed on
+ * r9/pgbatch and pass since r9/fixpg (postgres-group-commit.ts: wallet order across the whole
+ * batch, COMMIT after every unit answered, synchronous throws as rejections, a batch deadline).
  */
 describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   let url: string;
@@ -245,7 +247,7 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
 
   describe('attack: exactly K of N while batches keep rolling back and rerunning alone (holds)', () => {
     test('two instances, one wallet with room for 70, 600 reserves and 20 failing units interleaved: exactly 70', async () => {
-      // A database of its own: the failing tests above leave their (wrongly committed) writes in theirs.
+      // A database of its own: before the fix, the tests above left wrongly committed writes in theirs.
       const own = await freshDatabaseUrl('postgres');
       const setup = openStorage(own);
       await migrateToLatest(setup);
