@@ -219,7 +219,8 @@ export class PostgresGroupCommit extends GroupCommit {
  */
 function call<T>(unit: WriteUnit<T>, tx: UnitTx): Promise<T> {
   try {
-    return unit(tx);
+    // Promise.resolve: a unit typed async but written as a plain function may return a value.
+    return Promise.resolve(unit(tx));
   } catch (err) {
     return Promise.reject(err);
   }
