@@ -219,9 +219,11 @@ function openPostgres(url: string, max: number, ledgerWriters: number): Storage 
   };
   // A request waits at most 5 s for a connection (a server that refuses fails at once; one that
   // does not answer, or a pool exhausted by hung queries, would otherwise wait forever) and then
-  // gets a 503. Keep-alive notices a dead peer on idle connections.
+  // gets a 503. Keep-alive notices a dead peer on idle connections; its first probe after 10 s of
+  // silence rather than the OS default of 2 h, so a flow a NAT or failover dropped is found before a
+  // ledger batch takes the connection (a batch in flight has its own deadline: BATCH_DEADLINE_MS).
   const newPool = (size: number, pipeline = false) => {
-    const pool = new pg.Pool({ connectionString: url, max: size, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true, pipeline });
+    const pool = new pg.Pool({ connectionString: url, max: size, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true, keepAliveInitialDelayMillis: 10_000, pipeline });
     // A client whose connection drops (a server restart: 57P01, "Connection terminated
     // unexpectedly") emits 'error' besides failing its query; with no listener that event would kill
     // the process. The pool covers idle clients; this covers the ones checked out by a query, whose

@@ -1,6 +1,6 @@
 import type PgModule from 'pg';
 import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
-import type { UnitTx } from './write-units.ts';
+import type { UnitTx, WriteUnit } from './write-units.ts';
 
 /**
  * Units one PostgreSQL transaction takes at most. A batch holds its wallets' row locks until its
@@ -13,9 +13,21 @@ const MAX_UNITS_PER_COMMIT = 256;
 const MAX_PREPARED = 500;
 
 /**
+ * How long one transaction of a batch (BEGIN to COMMIT's answer) may take before its connection is
+ * destroyed. A lane runs one batch at a time on one connection, so a connection that goes silent
+ * (half-open TCP: a NAT or failover dropping the flow with no RST) would otherwise stall every
+ * wallet of the lane for ever. 10 s is about 100 times an honest batch of 256 units on a loaded
+ * machine (70-120 ms of server work, plus a round trip per unit that reads before it writes), and
+ * ten times the server's deadlock_timeout (a lock cycle with a writer outside the batches is broken
+ * after 1 s): an honest batch that reaches it is waiting on a row some other session holds far
+ * longer than any ledger writer does, and failing it (an outage to its callers) is what we want.
+ */
+export const BATCH_DEADLINE_MS = 10_000;
+
+/**
  * PostgreSQL group commit (see group-commit.ts): one connection per batch, `BEGIN`, the units'
- * statements, `COMMIT`, the one-statement units' sent together with BEGIN and COMMIT in one round
- * trip (pipeline mode, see transaction).
+ * statements, `COMMIT`, the statements of consecutive one-statement units sent together without
+ * waiting for each other (pipeline mode, see attempt).
  *
  * What it saves, measured in DECISIONS-pgbatch.md: a commit and a round trip per unit, and the
  * row-lock queue of one hot wallet. With a statement per unit on its own connection, every
@@ -24,22 +36,27 @@ const MAX_PREPARED = 500;
  * back to back on one backend.
  *
  * One batch at a time per lane (postgres-lanes.ts), so this process's batches never wait on each
- * other's row locks. Another instance's batches may lock the same wallets: each batch takes its
- * wallets in ascending order (`order`), so two batches wait for each other at most in one direction
- * and never close a cycle. Writers outside the batches (top-ups, admin credits, the sweeper) can
- * still meet a batch in a lock cycle; PostgreSQL then aborts one side (40P01). If it is the batch,
- * the failed unit's error rolls it back and each unit runs again alone, so no caller sees it.
+ * other's row locks. Another instance's batches may lock the same wallets: each batch sorts its
+ * units by wallet (`order`) and the server runs their statements in exactly that order (a run of
+ * one-statement units is pipelined, but a unit that reads before it writes starts only after the
+ * run before it answered), so every batch takes its wallets' locks in ascending order and two
+ * batches cannot close a cycle. Writers outside the batches (top-ups, admin credits, the sweeper)
+ * can still meet a batch in a lock cycle; PostgreSQL then aborts one side (40P01). If it is the
+ * batch, the failed unit's error rolls it back and each unit runs again alone, so no caller sees it.
  *
  * Statements are prepared once per connection (named statements): the ledger's CTE statements cost
  * about as much to plan as to run.
  */
 export class PostgresGroupCommit extends GroupCommit {
   private client: PgModule.PoolClient | null = null;
-  /** The held connection failed in a way that leaves it unusable: the pool must drop it. */
-  private broken = false;
+  /**
+   * Why the held connection cannot be used again (it failed, or its batch outlived the deadline),
+   * or null: the pool must then drop it, and no further transaction of this hold may use it.
+   */
+  private broken: unknown = null;
   private readonly tx: UnitTx;
 
-  /** `pool`: connections in pipeline mode (see transaction), used by nothing else. */
+  /** `pool`: connections in pipeline mode (see attempt), used by nothing else. */
   constructor(private readonly pool: PgModule.Pool) {
     super(MAX_UNITS_PER_COMMIT);
     this.tx = {
@@ -61,70 +78,100 @@ export class PostgresGroupCommit extends GroupCommit {
   protected async hold(work: () => Promise<void>): Promise<void> {
     const client = await this.pool.connect();
     this.client = client;
-    this.broken = false;
+    this.broken = null;
     try {
       await work();
+    } catch (err) {
+      // The batch code failed midway (a bug): the connection may be inside an open transaction,
+      // holding row locks, and must never serve another batch, which would commit this one's writes.
+      this.broken ??= err;
+      throw err;
     } finally {
       this.client = null;
       // release(true) destroys the client instead of handing a dead connection to the next caller.
-      client.release(this.broken);
+      client.release(this.broken !== null);
+    }
+  }
+
+  /**
+   * One attempt under the deadline: past it the connection is destroyed, which fails every query
+   * still pending on it, and the attempt ends as an unknown outcome (no rerun, an outage to every
+   * caller: a COMMIT may have been sent). The lane's next batch takes a fresh connection (hold).
+   */
+  protected async transaction(batch: Queued[]): Promise<BatchOutcome> {
+    if (this.broken !== null) return { ok: false, err: this.broken, retryAlone: false };
+    const client = this.client!;
+    const deadline = setTimeout(() => {
+      this.broken = Object.assign(new Error(`the ledger's PostgreSQL batch had no answer within ${BATCH_DEADLINE_MS} ms; whether it committed is unknown`), { code: 'ETIMEDOUT' });
+      (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+    }, BATCH_DEADLINE_MS);
+    try {
+      const outcome = await this.attempt(client, batch);
+      // Past the deadline every caller hears the deadline, not the connection error it caused.
+      return this.broken !== null ? { ok: false, err: this.broken, retryAlone: false } : outcome;
+    } finally {
+      clearTimeout(deadline);
     }
   }
 
   /**
    * The connection is in pg's pipeline mode: a query is written at once, without waiting for the
-   * answers before it. So BEGIN, the statement of every one-statement unit and (when no other unit
-   * is left) COMMIT go out together: a batch of reserves and finishes is one round trip, however
-   * far the server is. Other units then run one after another, each statement awaited, since they
-   * read before they write.
+   * answers before it. So BEGIN and the statements of a run of consecutive one-statement units go
+   * out together, a round trip for the whole run. A unit that reads before it writes runs after the
+   * run before it has answered, each statement awaited; then the next run. So the server executes
+   * the units in the batch's (wallet) order. COMMIT is sent once every unit has settled: a unit that
+   * fails after its statement was sent must roll the batch back (write-units.ts: all or nothing),
+   * so the batch costs one round trip more than pipelining COMMIT with the last run would.
    */
-  protected async transaction(batch: Queued[]): Promise<BatchOutcome> {
-    const client = this.client!;
+  private async attempt(client: PgModule.PoolClient, batch: Queued[]): Promise<BatchOutcome> {
     const values: unknown[] = new Array(batch.length);
     const failedAlone = new Map<number, unknown>();
+    /** The first error of a unit that may have changed something: the batch must roll back. */
+    let err: unknown;
     const begin = client.query('BEGIN');
-    const statements = batch.flatMap((q, i) =>
-      q.oneStatement
-        ? [q.unit(this.oneStatement()).then(
-            (value) => void (values[i] = value),
-            (err) => void failedAlone.set(i, err),
-          )]
-        : [],
-    );
-    const rest = batch.flatMap((q, i) => (q.oneStatement ? [] : [{ q, i }]));
-    const commitNow = rest.length === 0 ? client.query('COMMIT') : null;
-    // A rejection handled below; without this, one left pending while we wait would be unhandled.
-    commitNow?.catch(() => undefined);
+    // Awaited below; without this, a rejection left pending while the units run would be unhandled.
+    begin.catch(() => undefined);
+    for (let i = 0; i < batch.length && err === undefined; ) {
+      const run: Promise<void>[] = [];
+      for (; i < batch.length && batch[i]!.oneStatement; i++) {
+        const at = i;
+        const sent = { yes: false };
+        run.push(
+          call(batch[at]!.unit, this.oneStatement(sent)).then(
+            (value) => void (values[at] = value),
+            // Refused before its statement was written: it changed nothing, so it fails alone and
+            // the others may commit. After: its statement may have run, so the batch rolls back.
+            (e) => void (sent.yes ? (err ??= e) : failedAlone.set(at, e)),
+          ),
+        );
+      }
+      await Promise.all(run);
+      if (err !== undefined || i >= batch.length) break;
+      try {
+        values[i] = await call(batch[i]!.unit, this.tx);
+      } catch (e) {
+        err = e;
+      }
+      i++;
+    }
     try {
       await begin;
-    } catch (err) {
-      await Promise.all(statements);
-      return this.unknown(err);
+    } catch (e) {
+      return this.unknown(e);
     }
-    await Promise.all(statements);
-    let err: unknown = failedAlone.size ? failedAlone.values().next().value : undefined;
-    if (!commitNow) {
-      if (err === undefined) {
-        try {
-          for (const { q, i } of rest) values[i] = await q.unit(this.tx);
-        } catch (e) {
-          err = e;
-        }
+    if (err !== undefined) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        // The connection is gone with the transaction: nothing committed, but it cannot run the
+        // units again either; each caller hears the first error (an outage, for the settler).
+        return this.unknown(err);
       }
-      if (err !== undefined) {
-        try {
-          await client.query('ROLLBACK');
-        } catch {
-          // The connection is gone with the transaction: nothing committed, but it cannot run the
-          // units again either; each caller hears the first error (an outage, for the settler).
-          return this.unknown(err);
-        }
-        return { ok: false, err, retryAlone: true };
-      }
+      return { ok: false, err, retryAlone: true };
     }
     let done: PgModule.QueryResult;
     try {
-      done = await (commitNow ?? client.query('COMMIT'));
+      done = await client.query('COMMIT');
     } catch (e) {
       // The COMMIT may or may not have been applied (a connection lost after the server took it):
       // running any unit again could apply it twice, so every caller gets the error instead (the
@@ -132,29 +179,27 @@ export class PostgresGroupCommit extends GroupCommit {
       return this.unknown(e);
     }
     // A transaction a failed statement aborted answers COMMIT with ROLLBACK and no error: nothing
-    // committed (a statement sent with the COMMIT failed, or a unit caught its own statement's error).
-    if (done.command !== 'COMMIT') return { ok: false, err: err ?? new Error('the batch was rolled back at COMMIT: a unit caught the error of its own statement'), retryAlone: true };
-    // Committed although a one-statement unit failed: its statement never reached the server (its
-    // values were refused before it was sent), so it failed alone and the others stand.
+    // committed (a unit caught the error of its own statement).
+    if (done.command !== 'COMMIT') return { ok: false, err: new Error('the batch was rolled back at COMMIT: a unit caught the error of its own statement'), retryAlone: true };
+    // Committed although some one-statement units failed: none of their statements was sent.
     return { ok: true, values, failedAlone };
   }
 
   /** The outcome cannot be known (the connection failed): no rerun, and the connection is dropped. */
   private unknown(err: unknown): BatchOutcome {
-    this.broken = true;
+    this.broken ??= err;
     return { ok: false, err, retryAlone: false };
   }
 
   /**
    * The tx of a unit sent as one statement: a second statement would not be in order, so it fails
-   * the unit. Only for units that are one statement by construction (the reserve's and the
-   * finish's statement constants): its first statement may already have committed with the batch.
+   * the unit (and, its first statement sent, rolls the batch back). `sent` records whether its
+   * statement was handed to the connection.
    */
-  private oneStatement(): UnitTx {
-    let sent = false;
+  private oneStatement(sent: { yes: boolean }): UnitTx {
     const once = () => {
-      if (sent) throw new Error('a unit sent as one statement ran a second one');
-      sent = true;
+      if (sent.yes) throw new Error('a unit sent as one statement ran a second one');
+      sent.yes = true;
     };
     return {
       run: async (sql, params) => (once(), this.tx.run(sql, params)),
@@ -164,6 +209,20 @@ export class PostgresGroupCommit extends GroupCommit {
 
   private query(sql: string, params: unknown[]): Promise<PgModule.QueryResult> {
     return this.client!.query({ ...prepared(sql), values: params });
+  }
+}
+
+/**
+ * Calls a unit now, so that its statement is written at once, and turns a synchronous throw (a
+ * unit that is not async, refusing its values) into its rejection rather than an escape from the
+ * batch code midway through a transaction.
+ */
+function call<T>(unit: WriteUnit<T>, tx: UnitTx): Promise<T> {
+  try {
+    // Promise.resolve: a unit typed async but written as a plain function may return a value.
+    return Promise.resolve(unit(tx));
+  } catch (err) {
+    return Promise.reject(err);
   }
 }
 

@@ -127,7 +127,7 @@ describe('PostgreSQL group commit', () => {
       await ledgerOk();
     });
 
-    test('a one-statement unit refused before its statement is sent fails alone, though the COMMIT left with the others', async () => {
+    test('a one-statement unit refused before its statement is sent fails alone while the others commit', async () => {
       const w = await fundedWallet(s.db, 1000);
       const refused = oneLane.writeUnit(async () => {
         throw new Error('no value for a parameter');
@@ -296,6 +296,30 @@ describe('PostgreSQL group commit', () => {
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 980, locked_usdc: 10, available_usdc: 970 });
       await ledgerOk();
       await finishReservation(oneLane, fresh, 0, usageRecord(fresh, w));
+      await ledgerOk();
+    });
+
+    test('the batch code throws midway (a bug): its connection is destroyed, never pooled inside the open transaction', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      // BEGIN and a write reach the server, then the batch code throws: returned to the pool, the
+      // connection would hold the wallet's row lock and the next batch would commit the +7.
+      const proto = PostgresGroupCommit.prototype as unknown as { attempt: (client: pg.PoolClient, ...rest: unknown[]) => Promise<unknown> };
+      const attempt = proto.attempt;
+      proto.attempt = async function (client: pg.PoolClient) {
+        proto.attempt = attempt;
+        await client.query('BEGIN');
+        await client.query('UPDATE wallets SET locked_usdc = locked_usdc + 7 WHERE address = $1', [w]);
+        throw new Error('a bug in the batch code');
+      };
+      try {
+        await assert.rejects(reserveOf(oneLane, w, 10), /a bug in the batch code/);
+      } finally {
+        proto.attempt = attempt;
+      }
+      const { rows } = await outside.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'");
+      assert.equal(rows[0].n, 0, 'a session is left inside the failed batch\'s transaction');
+      assert.equal(await reserveOf(oneLane, w, 10), true);
+      assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 10, available_usdc: 990 });
       await ledgerOk();
     });
   });
