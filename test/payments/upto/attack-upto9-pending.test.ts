@@ -4,6 +4,8 @@ import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { checkLedger } from '../../../src/ledger/invariants.ts';
+import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
+import { retryUpto, writeOffUpto } from '../../../src/payments/upto/operator.ts';
 import { settledUpto, signedUptoHeader, UPTO_BODY, uptoOpenAI, uptoPayer, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
@@ -55,6 +57,31 @@ for (const engine of ENGINES) {
       const ledger = await checkLedger(h.gw.services.storage.db);
       assert.ok(!ledger.findings.some((f) => f.includes(row.id)), `ledger-check lists paid money as owed: ${ledger.findings.join('; ')}`);
       await assertLedgerConsistent(h.gw.services.storage.db);
+    });
+
+    test('written off on the false unsettled, then the money lands: ledger-check --chain says retry, and retry refuses', async () => {
+      const h = harness();
+      restore = () => h.anvil.rpc('evm_setAutomine', [true]);
+      const payer = await uptoPayer(h);
+      await h.anvil.rpc('evm_setAutomine', [false]);
+      let row;
+      try {
+        await uptoOpenAI(h, payer).chat.completions.create(UPTO_BODY);
+        row = await settledUpto(h, payer);
+        assert.equal(row.upto_state, 'unsettled', 'the receipt was late');
+        // The operator, told the settle failed, writes it off; then the block comes.
+        assert.equal((await writeOffUpto(h.gw.services.storage.db, row.id, 'payer unreachable')).kind, 'done');
+      } finally {
+        await h.anvil.rpc('evm_mine');
+        await h.anvil.rpc('evm_setAutomine', [true]);
+      }
+      assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - BigInt(row.settle_amount_atomic!), 'the charge arrived');
+      const audit = await auditCreditsOnChain(h.gw.services.storage.db, () => h.gw.services.topup!.clientFor(h.chain.network));
+      const told = audit.problems.find((p) => p.includes(row.id));
+      assert.ok(told && /tollgate admin upto retry/.test(told), `ledger-check --chain: ${audit.problems.join('; ')}`);
+      const deps = { ...h.gw.services.topup!.upto, logger: { info() {}, warn() {} }, now: Date.now };
+      const retried = await retryUpto(deps, row.id);
+      assert.equal(retried.kind, 'done', `ledger-check --chain says "${told}", and the retry it names answers: ${(retried as { message?: string }).message}`);
     });
   });
 }
