@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import OpenAI from 'openai';
@@ -100,3 +104,11 @@ export async function streamAndRevoke(h: PayPerRequestHarness, payer: FundedAcco
   return text;
 }
 
+
+/** A config file naming the harness's database, and the environment to run `tollgate admin …` against it as an operator does. */
+export function operatorConfig(h: PayPerRequestHarness): { file: string; env: NodeJS.ProcessEnv; done: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-upto-cli-'));
+  const file = join(dir, 'tollgate.yaml');
+  writeFileSync(file, stringify({ ...h.gatewayConfig, database: { url: h.gw.config.database.url } }));
+  return { file, env: { ...h.env, TOLLGATE_CONFIG: file }, done: () => rmSync(dir, { recursive: true, force: true }) };
+}

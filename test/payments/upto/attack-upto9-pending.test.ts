@@ -1,9 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { runTollgate } from '../../support/cli.ts';
 import { until } from '../../support/until.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
@@ -14,7 +10,7 @@ import { USD } from '../../support/topup-harness.ts';
 import { checkLedger } from '../../../src/ledger/invariants.ts';
 import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { markUnsettled } from '../../../src/payments/upto/upto-store.ts';
-import { signedUptoHeader, UPTO_BODY, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { operatorConfig, signedUptoHeader, UPTO_BODY, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
  * A slow block (the receipt not seen within topup.settleWaitSeconds) makes @x402/evm's upto settle
@@ -41,12 +37,6 @@ async function sentButUnmined(h: PayPerRequestHarness, payer: FundedAccount) {
   return (await uptoPayments(h, payer)).at(-1)!;
 }
 
-function operatorEnv(h: PayPerRequestHarness): { env: NodeJS.ProcessEnv; done: () => void } {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-upto-pending-'));
-  const file = join(dir, 'tollgate.yaml');
-  writeFileSync(file, stringify({ ...h.gatewayConfig, database: { url: h.gw.config.database.url } }));
-  return { env: { ...h.env, TOLLGATE_CONFIG: file }, done: () => rmSync(dir, { recursive: true, force: true }) };
-}
 for (const engine of ENGINES) {
   describe(`attack: an upto settle whose receipt is late is recorded unsettled though it paid (${engine})`, () => {
     const harness = uptoSuite(engine, { topup: { settleWaitSeconds: 2 } });
@@ -91,7 +81,7 @@ for (const engine of ENGINES) {
     test('written off on a false unsettled, then the money lands: ledger-check --chain names the command, and `tollgate admin upto retry` closes it settled', async () => {
       const h = harness();
       restore = () => h.anvil.rpc('evm_setAutomine', [true]);
-      const op = operatorEnv(h);
+      const op = operatorConfig(h);
       const payer = await uptoPayer(h);
       await h.anvil.rpc('evm_setAutomine', [false]);
       let row;
