@@ -1,16 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { runTollgate } from '../../support/cli.ts';
-import { until } from '../../support/until.ts';
-import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { checkLedger } from '../../../src/ledger/invariants.ts';
 import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { markUnsettled } from '../../../src/payments/upto/upto-store.ts';
-import { operatorConfig, signedUptoHeader, UPTO_BODY, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { operatorConfig, sentButUnmined, signedUptoHeader, UPTO_BODY, uptoOpenAI, uptoPayer, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
  * A slow block (the receipt not seen within topup.settleWaitSeconds) makes @x402/evm's upto settle
@@ -29,13 +26,6 @@ import { operatorConfig, signedUptoHeader, UPTO_BODY, uptoOpenAI, uptoPayer, upt
  * for the settle to have sent and answered (its hash recorded, the settle wait over) and check the
  * row is still `settling`, not `unsettled`.
  */
-
-/** The upto payment's settle was sent and its receipt wait (topup.settleWaitSeconds, 2 s here) is over, unmined. */
-async function sentButUnmined(h: PayPerRequestHarness, payer: FundedAccount) {
-  await until(async () => Boolean((await uptoPayments(h, payer)).at(-1)?.tx_hash), 'the upto settle was broadcast', 20_000);
-  await new Promise((resolve) => setTimeout(resolve, 3_000));
-  return (await uptoPayments(h, payer)).at(-1)!;
-}
 
 for (const engine of ENGINES) {
   describe(`attack: an upto settle whose receipt is late is recorded unsettled though it paid (${engine})`, () => {

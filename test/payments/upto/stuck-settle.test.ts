@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
-import { until } from '../../support/until.ts';
 import { reconcileUpto } from '../../../src/payments/upto/reconcile-upto.ts';
 import { retryUpto } from '../../../src/payments/upto/operator.ts';
-import { settledUpto, streamAndRevoke, UPTO_BODY, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { sentButUnmined, settledUpto, streamAndRevoke, UPTO_BODY, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
  * The relayer's fee bump covers exact payments only, so an upto settle can sit in the pool. Past its
@@ -32,9 +31,7 @@ for (const engine of ENGINES) {
       let row;
       try {
         await uptoOpenAI(h, payer).chat.completions.create(UPTO_BODY);
-        await until(async () => Boolean((await uptoPayments(h, payer)).at(-1)?.tx_hash), 'the upto settle was broadcast', 20_000);
-        await new Promise((resolve) => setTimeout(resolve, 3_000));
-        row = (await uptoPayments(h, payer)).at(-1)!;
+        row = await sentButUnmined(h, payer);
         assert.equal(row.upto_state, 'settling');
 
         // Before its deadline: still in flight, left alone.
