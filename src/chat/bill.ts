@@ -14,6 +14,14 @@ export interface BillOptions {
    * or of the key's limit, than that (the excess is still reported as over-reservation).
    */
   capAtReservation?: boolean;
+  /**
+   * The least a request that is charged anything pays (micro-USDC, at most its reservation): an
+   * x402 upto payment is settled on chain for exactly its charge, and below payPerRequest.minUsd the
+   * relayer's gas would cost more than it collects. Applied here, in the bill, so the ledger's
+   * charge, the usage row, the answer's charged_usdc and the amount settled are one number. A
+   * request charged nothing (voided, or priced at 0) stays at 0 and sends nothing.
+   */
+  minChargeUsdc?: number;
 }
 
 /**
@@ -83,7 +91,9 @@ export class RequestBill {
         'the provider reported more cached prompt tokens than prompt tokens; billed every prompt token at the prompt price',
       );
     }
-    const billed = this.opts.capAtReservation ? Math.min(chargeUsdc, this.plan.reservationUsdc) : chargeUsdc;
+    const capped = this.opts.capAtReservation ? Math.min(chargeUsdc, this.plan.reservationUsdc) : chargeUsdc;
+    const floor = Math.min(this.opts.minChargeUsdc ?? 0, this.plan.reservationUsdc);
+    const billed = capped > 0 ? Math.max(capped, floor) : 0;
     return this.finish(billed, costUsdc, usage, status, chargeUsdc);
   }
 

@@ -22,8 +22,7 @@ import { paymentIdentifierHold, type IdentifierHold } from './payment-identifier
 import { exchangeOf } from './reply-sink.ts';
 import type { PaidRequest } from './paid-request.ts';
 import { payWithUpto } from './upto-pay-per-request.ts';
-import { openUptoRefusal } from '../payments/upto/admission.ts';
-import { openUptoOf } from '../payments/upto/upto-store.ts';
+import { refuseIfUptoUnsettled } from '../payments/upto/admission.ts';
 
 /** A chat request of `inbound`'s protocol, paid for. */
 export function paidChat(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): PaidRequest {
@@ -57,13 +56,16 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   if (offer.kind === 'over-limit') {
     throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ${paidRequest.shrink}, or top up and use an API key`);
   }
-  const { price, offers } = offer;
+  const { price, offers, uptoOffers, uptoMinChargeUsdc } = offer;
   const resource = `${config.server.publicUrl.replace(/\/$/, '')}${paidRequest.path}`;
+  // With upto offered, the 402 states the least an upto request that produces anything is charged.
+  const upto = uptoOffers.length > 0;
+  const description = upto ? `${paidRequest.description}. Paid with upto: at most ${plan.reservationUsdc} micro-USDC, at least ${uptoMinChargeUsdc} when the request produces anything` : paidRequest.description;
   const ask: AskForPayment = (code, message, extra = {}) =>
     askForPayment(
       reply,
-      { resource, offers: [...offers, ...offer.uptoOffers], code, message, description: paidRequest.description, v1Body: config.topup.x402v1Body, extensions: paidRequestExtensions(services, resource, paidRequest.path) },
-      { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...extra },
+      { resource, offers: [...offers, ...uptoOffers], code, message, description, v1Body: config.topup.x402v1Body, extensions: paidRequestExtensions(services, resource, paidRequest.path) },
+      { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...(upto ? { upto_min_charge_usdc: uptoMinChargeUsdc } : {}), ...extra },
     );
 
   const header = paymentHeader(request.headers);
@@ -79,10 +81,7 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   if (paid.kind === 'insufficient') {
     return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
-  if (paid.matched.requirements.scheme === 'upto') return payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask });
-  // A wallet whose upto payment could not be settled pays nothing more until it is (admission.ts).
-  const unsettled = await openUptoOf(services.storage.db, paid.matched.identity.payer);
-  if (unsettled?.upto_state === 'unsettled') throw openUptoRefusal(unsettled);
+  if (paid.matched.requirements.scheme === 'upto') return payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask, minChargeUsdc: uptoMinChargeUsdc });
   const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
   // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
   // (never for a payer a forged header merely names), before anything is recorded: a retry under
@@ -116,7 +115,13 @@ async function settleAndRun(
     counted = true;
     await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
   };
-  const outcome = await settleMatched(settleDepsOf(services, request.log), matched, { admitSigned: hold?.claim, admitVerified: countRequest });
+  // A wallet whose upto payment could not be settled pays nothing more until it is, said only once
+  // the payer is known to have signed (a forged header learns nothing of the wallet's upto state).
+  const admitSigned = async () => {
+    await refuseIfUptoUnsettled(services.storage.db, matched.identity.payer);
+    await hold?.claim();
+  };
+  const outcome = await settleMatched(settleDepsOf(services, request.log), matched, { admitSigned, admitVerified: countRequest });
   switch (outcome.kind) {
     case 'unavailable':
       throw facilitatorUnavailable(outcome.reason);

@@ -28,18 +28,17 @@ export interface UptoCall {
   paidRequest: PaidRequest;
   matched: MatchedPayment;
   ask: AskForPayment;
+  /** The least a request that is charged anything pays (offer.ts, uptoMinChargeUsdc). */
+  minChargeUsdc: number;
 }
 
-export async function payWithUpto(services: Services, request: FastifyRequest, reply: FastifyReply, { paidRequest, matched, ask }: UptoCall): Promise<FastifyReply> {
+export async function payWithUpto(services: Services, request: FastifyRequest, reply: FastifyReply, { paidRequest, matched, ask, minChargeUsdc }: UptoCall): Promise<FastifyReply> {
   const topup = services.topup!;
   const db = services.storage.db;
   const { payer, network, validBefore } = matched.identity;
   const runUntil = uptoRunUntil(validBefore, services.config.topup.settleWaitSeconds, services.config.chat.drainTimeoutSeconds);
   const late = uptoDeadlineProblem(runUntil, services.now(), validBefore);
   if (late) return ask('PAYMENT_EXPIRED', late);
-  // A clear refusal first; the unique index of migration 013 is what enforces it (holdMaximum).
-  const open = await openUptoOf(db, payer);
-  if (open) throw openUptoRefusal(open);
   await topup.admitPayer(matched);
 
   let fromBlock: number;
@@ -57,6 +56,10 @@ export async function payWithUpto(services: Services, request: FastifyRequest, r
     const reason = verified.invalidReason ?? 'payment rejected by the facilitator';
     return ask('PAYMENT_REJECTED', `the upto payment was rejected (${reason}); nothing was recorded and the request did not run. Sign a new payment for one of accepts`, { reason });
   }
+  // Only now, the payer known to have signed, may the answer say anything of the wallet's upto
+  // state. A clear refusal; the unique index of migration 013 is what enforces it (holdMaximum).
+  const open = await openUptoOf(db, payer);
+  if (open) throw openUptoRefusal(open);
   await enforceRateLimit(services, reply, `chat:${payer}`, services.rateWindows.chat);
 
   // Log searches for this authorization start 5,000 blocks back, as for exact (settle-payment.ts).
@@ -79,7 +82,7 @@ export async function payWithUpto(services: Services, request: FastifyRequest, r
     reply.raw.destroy();
   }, Math.min(MAX_TIMER_MS, Math.max(0, runUntil - services.now())));
   try {
-    const ran = await paidRequest.run(key, { capAtReservation: true });
+    const ran = await paidRequest.run(key, { capAtReservation: true, minChargeUsdc });
     if (!ran.ok) throw new Error('the upto hold did not cover its own reservation');
     return reply;
   } finally {

@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import OpenAI from 'openai';
@@ -100,3 +104,18 @@ export async function streamAndRevoke(h: PayPerRequestHarness, payer: FundedAcco
   return text;
 }
 
+
+/** A config file naming the harness's database, and the environment to run `tollgate admin …` against it as an operator does. */
+export function operatorConfig(h: PayPerRequestHarness): { file: string; env: NodeJS.ProcessEnv; done: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-upto-cli-'));
+  const file = join(dir, 'tollgate.yaml');
+  writeFileSync(file, stringify({ ...h.gatewayConfig, database: { url: h.gw.config.database.url } }));
+  return { file, env: { ...h.env, TOLLGATE_CONFIG: file }, done: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** The payer's last upto settle was broadcast and its receipt wait (`waitSeconds`, the suite's topup.settleWaitSeconds) is over; with automine off it is still unmined. */
+export async function sentButUnmined(h: PayPerRequestHarness, payer: FundedAccount, waitSeconds = 2): Promise<PaymentRow> {
+  await until(async () => Boolean((await uptoPayments(h, payer)).at(-1)?.tx_hash), 'the upto settle was broadcast', 20_000);
+  await new Promise((resolve) => setTimeout(resolve, (waitSeconds + 1) * 1000));
+  return (await uptoPayments(h, payer)).at(-1)!;
+}

@@ -8,6 +8,7 @@ import type { PaymentRow } from '../../payments/payment-store.ts';
 import { ApiError } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { settleMatched } from '../../payments/settle-matched.ts';
+import { refuseIfUptoUnsettled } from '../../payments/upto/admission.ts';
 import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from '../x402-payment.ts';
 
 /**
@@ -38,7 +39,10 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
     // The payment path (x402's EVM scheme, viem) is loaded by the first payment, not at start-up.
     const { matchPayment } = await import('../../payments/match.ts');
     const matched = matchPayment(decodePaymentHeader(header), offers);
-    const outcome = await settleMatched(settleDepsOf(services, request.log), matched);
+    // A wallet with an unsettled upto payment tops up nothing until it is settled or written off
+    // (SECURITY.md 1.11): refused once its signature is known to be the payer's, never before.
+    const admitSigned = () => refuseIfUptoUnsettled(services.storage.db, matched.identity.payer);
+    const outcome = await settleMatched(settleDepsOf(services, request.log), matched, { admitSigned });
     switch (outcome.kind) {
       case 'credited':
         return sendCredited(reply, outcome.payment);

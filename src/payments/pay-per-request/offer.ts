@@ -12,15 +12,19 @@ type PaymentConfig = Pick<Config, 'payPerRequest' | 'topup'>;
  * payPerRequest.upto the upto offers for its reservation itself (a maximum, not rounded up: the
  * charge is settled afterwards), or nothing when the price is above the largest payment taken.
  */
-export type RequestOffer = { kind: 'over-limit' } | { kind: 'offered'; price: number; maxUsdc: number; offers: Offer[]; uptoOffers: Offer[] };
+export type RequestOffer = { kind: 'over-limit' } | { kind: 'offered'; price: number; maxUsdc: number; offers: Offer[]; uptoOffers: Offer[]; uptoMinChargeUsdc: number };
 
 /** `uptoFacilitatorFor`: the address an upto witness binds per network (TopupService.uptoFacilitatorFor). */
 export function offerRequest(reservationUsdc: number, config: PaymentConfig, uptoFacilitatorFor: (network: string) => string | undefined = () => undefined): RequestOffer {
-  const price = pricePerRequest(reservationUsdc, usdToMicro(String(config.payPerRequest.minUsd)));
+  const minUsdc = usdToMicro(String(config.payPerRequest.minUsd));
+  const price = pricePerRequest(reservationUsdc, minUsdc);
   const maxUsdc = usdToMicro(String(config.topup.maxUsd));
   if (price > maxUsdc) return { kind: 'over-limit' };
   const uptoOffers = config.payPerRequest.upto ? buildUptoOffers(config.topup, reservationUsdc, uptoFacilitatorFor) : [];
-  return { kind: 'offered', price, maxUsdc, offers: buildOffers(config.topup, price), uptoOffers };
+  // An upto request that is charged anything pays at least what an exact payment does (its
+  // settle's gas is the relayer's), but never more than the maximum it signed: chat/bill.ts.
+  const uptoMinChargeUsdc = Math.min(minUsdc, reservationUsdc);
+  return { kind: 'offered', price, maxUsdc, offers: buildOffers(config.topup, price), uptoOffers, uptoMinChargeUsdc };
 }
 
 /** A v2 payment for the upto scheme (v1 has no upto). */

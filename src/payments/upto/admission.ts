@@ -1,7 +1,10 @@
 import { PERMIT2_ADDRESS } from '@x402/evm';
 import { ApiError } from '../../refusal.ts';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../storage/schema.ts';
 import type { PaymentRow } from '../payment-store.ts';
 import { microUsdcFor } from '../payment-terms.ts';
+import { openUptoOf } from './upto-store.ts';
 
 /**
  * What an upto payment must satisfy before anything is recorded, and the refusals of a payer whose
@@ -35,6 +38,17 @@ export function uptoDeadlineProblem(runUntil: number, nowMs: number, validBefore
   if (left >= UPTO_RUN_SECONDS) return null;
   const needed = UPTO_RUN_SECONDS + Math.floor(validBefore - runUntil / 1000);
   return `this upto authorization's deadline is ${validBefore - Math.floor(nowMs / 1000)} s away; the request and its settle need at least ${needed} s. Sign the upto entry of a new 402 (the stock client signs its maxTimeoutSeconds ahead)`;
+}
+
+/**
+ * A wallet whose upto payment could not be settled pays nothing more (an exact pay-per-request
+ * payment, a top-up) until it is retried or written off. Call only once the payment's signature is
+ * known to be the payer's: the refusal names the payment, its charge and its reason, which nobody
+ * but the wallet's owner may learn from a header.
+ */
+export async function refuseIfUptoUnsettled(db: Kysely<Database>, payer: string): Promise<void> {
+  const open = await openUptoOf(db, payer);
+  if (open?.upto_state === 'unsettled') throw openUptoRefusal(open);
 }
 
 /** The payer's earlier upto payment is open: a second request of theirs is refused with what to do. */

@@ -57,6 +57,26 @@ export async function finishSettling(deps: UptoSettleDeps & { now: () => number 
       return;
     case 'in-flight':
     case 'used-unconfirmed':
+      await giveUpIfStuck(deps, p);
       return;
+  }
+}
+
+/** Slack after the authorization's deadline before a still-unmined settle is given up (a block, clocks), as inspectOnChain's. */
+const STUCK_MARGIN_SECONDS = 60;
+
+/**
+ * The relayer's fee bump (src/payments/relayer/) replaces stuck transactions of exact payments
+ * only. An upto settle still unmined past its authorization's deadline can no longer pay: Permit2
+ * refuses it once mined. It is recorded `unsettled`, so the operator sees it (the metric, the log,
+ * ledger-check) and the payer is not left refused as "busy" with nobody told; until the deadline,
+ * the payer's next upto request is a 409 UPTO_BUSY (bounded by topup.maxTimeoutSeconds).
+ */
+async function giveUpIfStuck(deps: UptoSettleDeps & { now: () => number }, p: PaymentRow): Promise<void> {
+  if (deps.now() / 1000 <= p.valid_before + STUCK_MARGIN_SECONDS) return;
+  const reason = `its settle ${p.tx_hash ?? '(no hash recorded)'} was still not mined past the authorization's deadline`;
+  if (await markUnsettled(deps.db, p.id, reason)) {
+    deps.countUnsettled();
+    deps.logger.warn({ payment: p.id, payer: p.payer, tx: p.tx_hash }, 'upto settle stuck past its deadline: unsettled (tollgate admin upto retry or write-off)');
   }
 }

@@ -24,8 +24,15 @@ export interface UptoSettleDeps {
  */
 export type UptoSettleOutcome = 'settled' | 'unsettled' | 'settling' | 'running' | 'written_off';
 
-/** The x402 reasons for an authorization already used: the chain, not this answer, says whether it paid us. */
-const AUTHORIZATION_USED = /nonce_already_used|permit2_invalid_nonce|nonce/i;
+/**
+ * A facilitator's unsuccessful answer is a definite refusal only when it is one of the x402
+ * verify reasons (snake_case: allowance, balance, deadline, signature, terms) and none of those
+ * that leave the outcome open: an authorization already used (the chain says whether it paid us), a
+ * late receipt (`settlement_pending`), a failed or unknown send. A free-form message (a thrown
+ * error's text) is not definite either. Anything not definite leaves the row `settling`.
+ */
+const OUTCOME_OPEN = /nonce|pending|transaction_failed|invalid_transaction_state|unexpected/i;
+export const isDefiniteRefusal = (reason: string) => /^[a-z0-9_]+$/.test(reason) && !OUTCOME_OPEN.test(reason);
 
 /**
  * Settles exactly the charge of the upto payment `id` once its request is finished: fixes the
@@ -59,9 +66,19 @@ export async function sendCharge(deps: UptoSettleDeps, payment: PaymentRow): Pro
     deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'upto settle did not complete; the reconciler will finish it');
     return 'settling';
   }
-  if (settled.success && settled.transaction) return recordArrival(deps, payment, settled.transaction as Hex);
+  if (settled.transaction) {
+    // Successful or not (a late receipt answers `settlement_pending` with its transaction), a sent
+    // transaction decides: its hash is kept (a remote facilitator has no onBroadcast), and only its
+    // mined receipt makes the payment settled or, reverted, unsettled. Not mined yet: `settling`,
+    // and the reconciler reads it from the chain.
+    await recordUptoTx(deps.db, payment.id, settled.transaction);
+    return recordArrival(deps, payment, settled.transaction as Hex);
+  }
   const reason = settled.errorReason ?? 'settlement failed';
-  if (AUTHORIZATION_USED.test(reason)) return 'settling';
+  if (!isDefiniteRefusal(reason)) {
+    deps.logger.warn({ payment: payment.id, reason }, 'upto settle answered without a definite outcome; the reconciler will finish it from the chain');
+    return 'settling';
+  }
   return unsettled(deps, payment, `the settle of ${amount} token units failed: ${reason}`);
 }
 

@@ -114,9 +114,29 @@ export async function markUnsettled(db: Kysely<Database>, id: string, reason: st
   return Number(moved.numUpdatedRows) === 1;
 }
 
-/** `tollgate admin upto retry`: an unsettled payment is sent again (for the same amount). */
-export async function reopenUnsettled(db: Kysely<Database>, id: string, now = Date.now()): Promise<boolean> {
-  const moved = await db.updateTable('payments').set({ upto_state: 'settling', updated_at: now }).where('id', '=', id).where('upto_state', '=', 'unsettled').executeTakeFirst();
+/**
+ * `tollgate admin upto retry`: an unsettled (or written-off) payment is settling again, to be sent
+ * again for the same amount. False when it was not in `from`, or (from written_off) when its payer
+ * has another open upto payment meanwhile (the unique index: one open at a time).
+ */
+export async function reopenUnsettled(db: Kysely<Database>, id: string, now = Date.now(), from: UptoState = 'unsettled'): Promise<boolean> {
+  try {
+    const moved = await db.updateTable('payments').set({ upto_state: 'settling', updated_at: now }).where('id', '=', id).where('upto_state', '=', from).executeTakeFirst();
+    return Number(moved.numUpdatedRows) === 1;
+  } catch (err) {
+    if (isUniqueViolation(err)) return false;
+    throw err;
+  }
+}
+
+/** A written-off payment whose charge arrived on chain after all: settled, the write-off undone. True when this call moved it. */
+export async function settleWrittenOff(db: Kysely<Database>, id: string, onchainAtomic: bigint, txHash: string, now = Date.now()): Promise<boolean> {
+  const moved = await db
+    .updateTable('payments')
+    .set({ upto_state: 'settled', onchain_amount_atomic: onchainAtomic.toString(), tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now })
+    .where('id', '=', id)
+    .where('upto_state', '=', 'written_off')
+    .executeTakeFirst();
   return Number(moved.numUpdatedRows) === 1;
 }
 

@@ -1,15 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { stringify } from 'yaml';
 import { ENGINES } from '../../support/engines.ts';
 import { runTollgate } from '../../support/cli.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { USD } from '../../support/topup-harness.ts';
-import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import { settledUpto, streamAndRevoke, uptoPayer, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { operatorConfig, settledUpto, streamAndRevoke, uptoPayer, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
  * The operator's side of an unsettled upto payment, through the `tollgate` command as an operator
@@ -17,13 +12,6 @@ import { settledUpto, streamAndRevoke, uptoPayer, uptoSuite } from '../../suppor
  * fails while the allowance is still revoked and settles the same amount once it is back,
  * `admin upto write-off` needs a reason and writes off once.
  */
-function operatorConfig(h: PayPerRequestHarness): { file: string; env: NodeJS.ProcessEnv; done: () => void } {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-upto-cli-'));
-  const file = join(dir, 'tollgate.yaml');
-  writeFileSync(file, stringify({ ...h.gatewayConfig, database: { url: h.gw.config.database.url } }));
-  return { file, env: { ...h.env, TOLLGATE_CONFIG: file }, done: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
 for (const engine of ENGINES) {
   describe(`tollgate admin upto and ledger-check (${engine})`, () => {
     const harness = uptoSuite(engine);
