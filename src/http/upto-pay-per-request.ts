@@ -12,18 +12,10 @@ import { enforceRateLimit } from './rate-limit.ts';
 import { facilitatorUnavailable, type AskForPayment } from './x402-payment.ts';
 import type { PaidRequest } from './paid-request.ts';
 
-/**
- * A pay-per-request call paid with x402 `upto` (payPerRequest.upto): the payer signed a Permit2
- * maximum equal to the request's reservation. It is verified (nothing recorded before), recorded,
- * its maximum held in the payer's hold wallet (payments/upto/upto-store.ts), the request runs
- * against that hold like any pay-per-request call, and once its bill is finished (a JSON answer
- * sent, a stream ended, a provider failure voided) exactly its charge is settled on chain: after
- * the answer, so the client never waits for the chain. What is not charged is never taken.
- */
-/** What the pay-per-request entry hands the upto path: the request as planned, its matched payment, and its 402. */
 /** setTimeout's largest delay; a later deadline (a payer may sign years ahead) is beyond any request. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** What the pay-per-request entry hands the upto path: the request as planned, its matched payment, and its 402. */
 export interface UptoCall {
   paidRequest: PaidRequest;
   matched: MatchedPayment;
@@ -32,6 +24,14 @@ export interface UptoCall {
   minChargeUsdc: number;
 }
 
+/**
+ * A pay-per-request call paid with x402 `upto` (payPerRequest.upto): the payer signed a Permit2
+ * maximum equal to the request's reservation. It is verified (nothing recorded before), recorded,
+ * its maximum held in the payer's hold wallet (payments/upto/upto-store.ts), the request runs
+ * against that hold like any pay-per-request call, and once its bill is finished (a JSON answer
+ * sent, a stream ended, a provider failure voided) exactly its charge is settled on chain: after
+ * the answer, so the client never waits for the chain. What is not charged is never taken.
+ */
 export async function payWithUpto(services: Services, request: FastifyRequest, reply: FastifyReply, { paidRequest, matched, ask, minChargeUsdc }: UptoCall): Promise<FastifyReply> {
   const topup = services.topup!;
   const db = services.storage.db;
