@@ -7,6 +7,7 @@ import { summarise, summaryLines, type CpuProfile } from './profile-summary.ts';
 import { runScript } from './script.ts';
 import { startUpstream } from './targets.ts';
 import { startTollgate } from './tollgate-target.ts';
+import pg from 'pg';
 import { startPostgres } from '../test/support/postgres.ts';
 
 /**
@@ -44,6 +45,44 @@ function postgresCpuMicros(port: number): number {
   return cpuMicrosOf([postmaster.pid, ...stats.filter((s) => s.ppid === postmaster.pid).map((s) => s.pid)]);
 }
 
+async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+async function resetStatements(url: string): Promise<void> {
+  await withClient(url, async (client) => {
+    await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    await client.query('SELECT pg_stat_statements_reset()');
+  });
+}
+
+/** The server's statements over the loaded window, by time spent: calls per request, µs per call planning and running. */
+async function statementLines(url: string, requests: number): Promise<string[]> {
+  const { rows } = await withClient(url, (client) =>
+    client.query<{ calls: string; plan: number; exec: number; query: string }>(
+      `SELECT calls, total_plan_time AS plan, total_exec_time AS exec, query FROM pg_stat_statements
+       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+       ORDER BY total_plan_time + total_exec_time DESC LIMIT 15`,
+    ),
+  );
+  const ms = rows.reduce((sum, r) => sum + r.plan + r.exec, 0);
+  return [
+    `\nPostgreSQL statements (pg_stat_statements, the top 15 by time; ${((ms * 1000) / requests).toFixed(0)} µs of planning and execution per request in them):`,
+    '  calls/req  plan µs  exec µs  statement',
+    ...rows.map((r) => {
+      const calls = Number(r.calls);
+      const text = r.query.replace(/\s+/g, ' ').slice(0, 90);
+      return `  ${(calls / requests).toFixed(2).padStart(9)}  ${((r.plan * 1000) / calls).toFixed(1).padStart(7)}  ${((r.exec * 1000) / calls).toFixed(1).padStart(7)}  ${text}`;
+    }),
+  ];
+}
+
 await runScript('profile', async ({ dir, onStop }) => {
   const profiles = values.keep ?? join(dir, 'profiles');
   const upstream = await startUpstream();
@@ -51,7 +90,8 @@ await runScript('profile', async ({ dir, onStop }) => {
   let databaseUrl = `sqlite:${join(dir, 'tollgate.db')}`;
   let pgPort = NaN;
   if (values.engine === 'postgres') {
-    const pg = await startPostgres();
+    // pg_stat_statements: where the server's time goes, statement by statement (statementLines).
+    const pg = await startPostgres({ shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' });
     onStop(pg.stop);
     databaseUrl = await pg.database();
     pgPort = pg.port;
@@ -61,12 +101,14 @@ await runScript('profile', async ({ dir, onStop }) => {
   const target = deployment.row(wallets);
   const connections = Number(values.connections);
   await saturate(target, { model: 'bench-fast', stream: false, seconds: 2, connections }); // warm-up, in the profile too
+  if (values.engine === 'postgres') await resetStatements(databaseUrl);
   const pgBefore = postgresCpuMicros(pgPort);
   const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
   const window = { fromMicros: monotonicMicros(), toMicros: 0 };
   const load = await saturate(target, { model: 'bench-fast', stream: false, seconds, connections });
   window.toMicros = monotonicMicros();
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
+  const statements = values.engine === 'postgres' ? await statementLines(databaseUrl, load.completed) : [];
   // SIGTERM: a graceful exit, on which V8 writes the .cpuprofile.
   await deployment.instances[0]!.stop();
   // One profile per thread (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile); thread 0 is the
@@ -79,6 +121,7 @@ await runScript('profile', async ({ dir, onStop }) => {
         `${load.requestsPerSecond.toFixed(0)} req/s, gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request` +
         (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : ''),
       ...summaryLines(summarise(JSON.parse(readFileSync(join(profiles, file), 'utf8')) as CpuProfile, window)),
+      ...statements,
       values.keep ? `\nprofile kept: ${join(profiles, file)}` : '',
     ].join('\n') + '\n',
   );

@@ -25,6 +25,11 @@ export interface OpenLoop {
   generatorCpuShare: number;
   /** False when the generator fell short: it sent below the asked rate, or late (see keptSchedule). */
   keptSchedule: boolean;
+  /**
+   * The slowest 1% of the phase, each as when it was scheduled (ms from the phase's start) and how
+   * long it took (ms, from that time): whether the tail is one stall or spread over the phase.
+   */
+  slowest: Array<{ atMs: number; ms: number }>;
   /** The target's CPU over the phase (every instance summed), as a share of one core. */
   targetCpuShare: number;
   /** Cores the whole machine kept busy over the phase (everything on it, this benchmark or not). */
@@ -43,7 +48,25 @@ const MAX_SEND_LAG_P99_MS = 2;
 /** Requests sent to each instance before the schedule starts, not counted (see openLoop). */
 const WARM_UP_REQUESTS = 5;
 
+/** How long the phase's own rate is sent before the clock starts, not counted (see openLoop). */
+const WARM_UP_AT_RATE_MS = 300;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Calls `send(i, scheduled)` for i = 0 … count − 1 at `start + i × interval`. Sleeps on a timer and,
+ * on each wake-up, sends every request that has come due, each with its own scheduled time. Never
+ * busy-waits: the loop this replaces yielded with setImmediate for the last 1.5 ms before each
+ * send, which at 1,000 req/s (a 1 ms interval) was all the time, and took 0.75–0.95 of a core from
+ * a 2-core machine that the target and the upstream share.
+ */
+async function onSchedule(start: number, interval: number, count: number, send: (i: number, scheduled: number) => void): Promise<void> {
+  for (let i = 0; i < count; ) {
+    const now = performance.now();
+    for (; i < count && start + i * interval <= now; i++) send(i, start + i * interval);
+    if (i < count) await sleep(Math.max(0, start + i * interval - performance.now()));
+  }
+}
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -70,6 +93,7 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   const body = chatBody(o.model, o.stream);
   const headerSets = chatHeaderSets(target);
   const fromSchedule: number[] = [];
+  const scheduledAt: number[] = [];
   const fromSend: number[] = [];
   const sendLags: number[] = [];
   const failures: Record<string, number> = {};
@@ -100,6 +124,7 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
       const end = o.stream ? firstToken : performance.now();
       if (Number.isNaN(end)) return fail('no first token');
       fromSchedule.push(end - scheduled);
+      scheduledAt.push(scheduled);
       fromSend.push(end - sent);
     } catch (err) {
       fail((err as { code?: string }).code ?? (err as Error).name);
@@ -108,23 +133,23 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
 
   // Warm up before the clock starts: the first request through a fresh process compiles undici's
   // path and opens a connection, which made the first sends of a phase tens of milliseconds late.
-  for (let i = 0; i < WARM_UP_REQUESTS; i++) {
-    await Promise.all(pools.map((pool, p) => pool.request({ method: 'POST', path: urls[p]!.pathname, headers: headerSets[i % headerSets.length]!, body }).then((res) => res.body.dump(), () => undefined)));
-  }
+  const warmUp = (i: number) => {
+    const { instance, wallet } = nthRequest(i, urls.length, headerSets.length);
+    return pools[instance]!.request({ method: 'POST', path: urls[instance]!.pathname, headers: headerSets[wallet]!, body }).then((res) => res.body.dump(), () => undefined);
+  };
+  for (let i = 0; i < WARM_UP_REQUESTS; i++) await Promise.all(pools.map((_, p) => warmUp(i * pools.length + p)));
+  // Then the phase's own rate for a moment, not counted either: in the first 100-200 ms of a
+  // phase the generator's fresh process is still compiling its send path on the cores the target
+  // needs, and the slowest 1% of many phases sat there (bench/README.md, "The tail at 200 req/s").
+  const warming: Promise<void>[] = [];
+  await onSchedule(performance.now(), interval, Math.round((o.rate * WARM_UP_AT_RATE_MS) / 1000), (i) => warming.push(warmUp(i)));
+  await Promise.all(warming);
   const cpuBefore = process.cpuUsage();
   const targetCpuBefore = cpuMicrosOf(target.pids);
   const machineBefore = machineBusyMicros();
   const wallStart = performance.now();
   const start = wallStart + 20;
-  // Sleep on a timer and, on each wake-up, send every request that has come due, each timed from
-  // its own scheduled time. Never busy-wait: the loop this replaces yielded with setImmediate for
-  // the last 1.5 ms before each send, which at 1,000 req/s (a 1 ms interval) was all the time, and
-  // took 0.75–0.95 of a core from a 2-core machine that the target and the upstream share.
-  for (let i = 0; i < total; ) {
-    const now = performance.now();
-    for (; i < total && start + i * interval <= now; i++) inflight.push(fire(i, start + i * interval));
-    if (i < total) await sleep(Math.max(0, start + i * interval - performance.now()));
-  }
+  await onSchedule(start, interval, total, (i, scheduled) => inflight.push(fire(i, scheduled)));
   await Promise.all(inflight);
   const cpu = process.cpuUsage(cpuBefore);
   const wallMicros = (performance.now() - wallStart) * 1000;
@@ -135,6 +160,10 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   const sort = (xs: number[]) => [...xs].sort((a, b) => a - b);
   const [lat, latSend, lags] = [sort(fromSchedule), sort(fromSend), sort(sendLags)];
   // The rate over the sending span: n requests span n − 1 intervals.
+  const slowest = fromSchedule
+    .map((ms, n) => ({ atMs: scheduledAt[n]! - start, ms }))
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, Math.ceil(fromSchedule.length / 100));
   const achievedRate = total > 1 ? ((total - 1) * 1000) / (lastSend - firstSend) : o.rate;
   const sendLagP99 = percentile(lags, 99);
   return {
@@ -146,6 +175,7 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
     p99: percentile(lat, 99),
     p50FromSend: percentile(latSend, 50),
     p99FromSend: percentile(latSend, 99),
+    slowest,
     achievedRate,
     sendLagP50: percentile(lags, 50),
     sendLagP99,

@@ -11,7 +11,7 @@ import { targetChecks, targetLines } from '../../bench/target-checks.ts';
 // itself measures, and timings stay out of npm test.
 const sat = (requestsPerSecond: number, cpuMicrosPerRequest: number): Saturation => ({ requestsPerSecond, completed: requestsPerSecond * 5, failed: 0, cpuMicrosPerRequest });
 const open = (rate: number, p50: number, p99: number, short = false): OpenLoop => ({
-  rate, sent: rate * 5, failed: 0, failures: {}, p50, p99, p50FromSend: p50, p99FromSend: p99,
+  rate, sent: rate * 5, failed: 0, failures: {}, p50, p99, p50FromSend: p50, p99FromSend: p99, slowest: [],
   achievedRate: short ? rate * 0.8 : rate, sendLagP50: short ? 3 : 0.02, sendLagP99: short ? 12 : 0.3,
   generatorCpuShare: 0.3, targetCpuShare: 0.5, machineBusyCores: 1.2, keptSchedule: !short,
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
@@ -88,6 +89,36 @@ describe('PostgreSQL group commit', () => {
       const outcomes = await Promise.all(ok.flatMap((requestId) => [1, 2].map(() => finishReservation(s, requestId, 4, usageRecord(requestId, w)))));
       assert.equal(outcomes.filter((o) => o.applied).length, 70);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 700 - 280, locked_usdc: 0, available_usdc: 420 });
+      await ledgerOk();
+    });
+  });
+
+  describe('the wire', () => {
+    test('a run of one-statement units leaves in one write with its BEGIN, not a write per statement', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      // Warm: the writer's connection is open and has prepared the reserve's statement.
+      assert.equal(await reserveOf(oneLane, w, 1), true);
+      const proto = net.Socket.prototype as unknown as Record<'_write' | '_writev', (...args: unknown[]) => unknown>;
+      const { _write: write, _writev: writev } = proto;
+      let writes = 0;
+      proto._write = function (this: unknown, ...args: unknown[]) {
+        writes++;
+        return write.apply(this, args);
+      };
+      proto._writev = function (this: unknown, ...args: unknown[]) {
+        writes++;
+        return writev.apply(this, args);
+      };
+      let admitted: boolean[];
+      try {
+        admitted = await Promise.all(Array.from({ length: 20 }, () => reserveOf(oneLane, w, 1)));
+      } finally {
+        Object.assign(proto, { _write: write, _writev: writev });
+      }
+      assert.equal(admitted.filter(Boolean).length, 20);
+      // One batch: BEGIN and the 20 statements in one write, then COMMIT (pg alone wrote 21 then 1).
+      assert.ok(writes <= 2, `the batch took ${writes} writes`);
+      assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 21, available_usdc: 979 });
       await ledgerOk();
     });
   });

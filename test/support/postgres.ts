@@ -33,7 +33,8 @@ function asPostgres(cmd: string, args: string[]): [string, string[]] {
   return ['setpriv', ['--reuid=postgres', '--regid=postgres', '--init-groups', '--', cmd, ...args]];
 }
 
-export async function startPostgres(): Promise<PostgresServer> {
+/** `settings`: extra server settings (`-c name=value`), e.g. a preloaded library for a profile. */
+export async function startPostgres(settings: Record<string, string> = {}): Promise<PostgresServer> {
   const bin = findBinDir();
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-pg-'));
   if (process.getuid?.() === 0) {
@@ -50,6 +51,7 @@ export async function startPostgres(): Promise<PostgresServer> {
     const [cmd, args] = asPostgres(join(bin, 'postgres'), [
       '-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1',
       '-c', 'fsync=off', '-c', 'max_connections=300', '-c', 'shared_buffers=64MB',
+      ...Object.entries(settings).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     ]);
     const started: ChildProcess = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     track(started, 'SIGQUIT');
