@@ -47,6 +47,8 @@ export function figures(r: Report, target: string) {
     'saturation stream (streams/s)': median(sat.stream.map((s) => s.requestsPerSecond)),
     'failed requests at saturation': sat.json.concat(sat.stream).reduce((n, s) => n + s.failed, 0),
     'CPU per JSON request (µs)': cpuRequest,
+    // Results from before 2026-11-27 have no machineBusyCores: NaN, printed as –.
+    'machine busy at JSON saturation (cores)': median(sat.json.map((s) => s.machineBusyCores ?? NaN)),
     'CPU per stream (µs)': cpuStream,
     'CPU per SSE event, all-in (µs)': cpuStream / r.settings.eventsPerStream,
     'CPU per SSE event, beyond a JSON request (µs)': (cpuStream - cpuRequest) / r.settings.eventsPerStream,

@@ -26,6 +26,7 @@ export function targetChecks(r: Report, all: Record<string, Record<string, numbe
   const top = Math.max(...r.settings.rates);
   const low = Math.min(...r.settings.rates);
   const sat = 'saturation JSON (req/s)';
+  const busy = 'machine busy at JSON saturation (cores)';
   const closed = `closed loop, ${r.settings.connections} connections`;
   const open = (rate: number) => `open loop at ${rate.toLocaleString('en-US')} req/s`;
   const on = (c: RowCondition, load: string) => `${describeCondition(c)} · ${load}`;
@@ -62,7 +63,8 @@ export function targetChecks(r: Report, all: Record<string, Record<string, numbe
       text:
         `JSON throughput ${fmt(manyTwo[sat]!)} req/s = ${ratio(manyTwo[sat]!, many[sat]!)}× one instance's ${fmt(many[sat]!)} (target ≥ 1.6×); ` +
         `cores: one instance had the machine's ${cores}, the two instances the same ${cores} between them, and on both sides ` +
-        `the load generator, the upstream, PostgreSQL (and for two, Redis) ran on those cores too`,
+        `the load generator, the upstream, PostgreSQL (and for two, Redis) ran on those cores too; ` +
+        `the machine was ${fmt(many[busy]!)} of ${cores} cores busy at one instance's saturation, ${fmt(manyTwo[busy]!)} at two's`,
     });
   }
   return checks;

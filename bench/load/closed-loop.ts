@@ -1,5 +1,6 @@
+import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
-import { cpuMicrosOf } from '../proc.ts';
+import { cpuMicrosOf, machineBusyMicros } from '../proc.ts';
 import type { Target } from '../targets.ts';
 import { chatBody, chatHeaderSets, chatUrls } from './request.ts';
 
@@ -9,6 +10,11 @@ export interface Saturation {
   failed: number;
   /** The target's CPU time (every instance's, summed) per completed request. */
   cpuMicrosPerRequest: number;
+  /**
+   * Cores the whole machine kept busy over the phase (everything on it: the target, the load
+   * generator, the upstream, the database): near all of them, a second instance has none to use.
+   */
+  machineBusyCores: number;
 }
 
 /**
@@ -22,6 +28,8 @@ export async function saturate(target: Target, o: { model: string; stream: boole
   const requests = chatHeaderSets(target).map((headers) => ({ method: 'POST', headers, body }));
   let clients = 0;
   const cpuBefore = cpuMicrosOf(target.pids);
+  const machineBefore = machineBusyMicros();
+  const wallStart = performance.now();
   const result = await autocannon({
     url: chatUrls(target).map((u) => u.href),
     method: 'POST',
@@ -36,11 +44,13 @@ export async function saturate(target: Target, o: { model: string; stream: boole
     },
   });
   const cpu = cpuMicrosOf(target.pids) - cpuBefore;
+  const machineBusyCores = (machineBusyMicros() - machineBefore) / ((performance.now() - wallStart) * 1000);
   const completed = result['2xx'];
   return {
     requestsPerSecond: completed / o.seconds,
     completed,
     failed: result.non2xx + result.errors + result.timeouts,
     cpuMicrosPerRequest: completed ? cpu / completed : NaN,
+    machineBusyCores,
   };
 }

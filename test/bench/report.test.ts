@@ -9,7 +9,7 @@ import { targetChecks, targetLines } from '../../bench/target-checks.ts';
 
 // Only the arithmetic and the wording are tested here, on made-up measurements: the benchmark
 // itself measures, and timings stay out of npm test.
-const sat = (requestsPerSecond: number, cpuMicrosPerRequest: number): Saturation => ({ requestsPerSecond, completed: requestsPerSecond * 5, failed: 0, cpuMicrosPerRequest });
+const sat = (requestsPerSecond: number, cpuMicrosPerRequest: number): Saturation => ({ requestsPerSecond, completed: requestsPerSecond * 5, failed: 0, cpuMicrosPerRequest, machineBusyCores: 1.9 });
 const open = (rate: number, p50: number, p99: number, short = false): OpenLoop => ({
   rate, sent: rate * 5, failed: 0, failures: {}, p50, p99, p50FromSend: p50, p99FromSend: p99, slowest: [],
   achievedRate: short ? rate * 0.8 : rate, sendLagP50: short ? 3 : 0.02, sendLagP99: short ? 12 : 0.3,
@@ -105,6 +105,8 @@ describe('npm run bench report', () => {
     // The cores each side had, and who else used them.
     assert.match(two, /one instance had the machine's 2, the two instances the same 2 between them/);
     assert.match(two, /the load generator, the upstream, PostgreSQL/);
+    // How busy the machine was on each side: a second instance has only what the first left.
+    assert.match(two, /the machine was 1\.90 of 2 cores busy at one instance's saturation, 1\.90 at two's/);
     assert.match(linesOf(report({ twoInstances: 4_000 })).find((l) => /2 instances against 1/.test(l))!, /^MISSED .*= 1\.14×/);
   });
 
