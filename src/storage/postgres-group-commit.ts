@@ -214,7 +214,15 @@ export class PostgresGroupCommit extends GroupCommit {
   }
 
   private query(sql: string, params: unknown[]): Promise<PgModule.QueryResult> {
-    return this.client!.query({ ...prepared(sql), values: params });
+    return this.client!.query({ ...prepared(sql), values: params }).catch((err: unknown) => {
+      // An error the server did not send (it has no severity): pg failed on our side, such as a
+      // parameter it cannot encode, after it had already sent the statement's Parse. pg then takes
+      // the statement for prepared on this connection while the server has discarded it, so every
+      // later use of it here would fail. The connection is not trusted again: this batch fails
+      // (no rerun on it), and the pool replaces it (hold). A lost connection lands here too.
+      if ((err as { severity?: unknown } | null)?.severity === undefined) this.broken ??= err;
+      throw err;
+    });
   }
 }
 

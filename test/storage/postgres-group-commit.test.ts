@@ -123,6 +123,26 @@ describe('PostgreSQL group commit', () => {
     });
   });
 
+  describe('attack: a value the client cannot encode', () => {
+    test('a statement whose parameter pg cannot encode fails its batch once; the lane goes on with a fresh connection', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      // Warm: the lane's connection has prepared the reserve's statement.
+      assert.equal(await reserveOf(oneLane, w, 1), true);
+      const unencodable = { toPostgres: () => { throw new Error('cannot encode this value'); } };
+      const poisoned = oneLane.writeUnit((tx) => tx.run('UPDATE wallets SET updated_at = ? WHERE address = ?', [unencodable, w]), { wallet: w, oneStatement: true });
+      const beside = reserveOf(oneLane, w, 1);
+      await assert.rejects(poisoned, /cannot encode this value/);
+      // Its batch-mate may fail with it (the connection is dropped, not trusted again)…
+      await beside.catch(() => undefined);
+      // …but every batch after it runs, the same statement with a good value too: before, pg's
+      // notion of what this connection had prepared no longer matched the server's, and every
+      // later use of that statement on the lane failed ("prepared statement … does not exist").
+      const touch = () => oneLane.writeUnit((tx) => tx.run('UPDATE wallets SET updated_at = ? WHERE address = ?', [Date.now(), w]), { wallet: w, oneStatement: true });
+      for (let round = 0; round < 3; round++) assert.deepEqual(await Promise.all([touch(), reserveOf(oneLane, w, 1)]), [1, true]);
+      await ledgerOk();
+    });
+  });
+
   describe('attack: a key limit under a concurrent batch', () => {
     test('a key limit covering 7 admits exactly 7 of 100 in one batch, whether or not the caller knew of the limit', async () => {
       // A database of its own: the other tests count their reservations under key id 1.
