@@ -1,13 +1,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { saturate } from './load/closed-loop.ts';
 import { cpuMicrosOf } from './proc.ts';
 import { summarise, summaryLines, type CpuProfile } from './profile-summary.ts';
 import { runScript } from './script.ts';
 import { startUpstream } from './targets.ts';
 import { startTollgate } from './tollgate-target.ts';
-import pg from 'pg';
 import { startPostgres } from '../test/support/postgres.ts';
 
 /**
@@ -91,10 +91,10 @@ await runScript('profile', async ({ dir, onStop }) => {
   let pgPort = NaN;
   if (values.engine === 'postgres') {
     // pg_stat_statements: where the server's time goes, statement by statement (statementLines).
-    const pg = await startPostgres({ shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' });
-    onStop(pg.stop);
-    databaseUrl = await pg.database();
-    pgPort = pg.port;
+    const server = await startPostgres({ shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' });
+    onStop(server.stop);
+    databaseUrl = await server.database();
+    pgPort = server.port;
   }
   const deployment = await startTollgate({ upstreamUrl: upstream.url, databaseUrl, instances: 1, wallets, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`] });
   onStop(deployment.stop);

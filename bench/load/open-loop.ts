@@ -159,11 +159,11 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   await Promise.all(pools.map((p) => p.close()));
   const sort = (xs: number[]) => [...xs].sort((a, b) => a - b);
   const [lat, latSend, lags] = [sort(fromSchedule), sort(fromSend), sort(sendLags)];
-  // The rate over the sending span: n requests span n − 1 intervals.
   const slowest = fromSchedule
     .map((ms, n) => ({ atMs: scheduledAt[n]! - start, ms }))
     .sort((a, b) => b.ms - a.ms)
     .slice(0, Math.ceil(fromSchedule.length / 100));
+  // The rate over the sending span: n requests span n − 1 intervals.
   const achievedRate = total > 1 ? ((total - 1) * 1000) / (lastSend - firstSend) : o.rate;
   const sendLagP99 = percentile(lags, 99);
   return {

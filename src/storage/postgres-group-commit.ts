@@ -128,8 +128,8 @@ export class PostgresGroupCommit extends GroupCommit {
     const failedAlone = new Map<number, unknown>();
     /** The first error of a unit that may have changed something: the batch must roll back. */
     let err: unknown;
-    // BEGIN goes out in the same write as the first run (see corked).
-    const socket = corked(client);
+    // BEGIN goes out in the same write as the first run (see socketOf).
+    const socket = socketOf(client);
     socket.cork();
     const begin = client.query('BEGIN');
     // Awaited below; without this, a rejection left pending while the units run would be unhandled.
@@ -235,7 +235,7 @@ export class PostgresGroupCommit extends GroupCommit {
  * uncork after the loop finds them all buffered; cork is counted, so pg's own cork/uncork inside
  * each query does not flush early.
  */
-function corked(client: PgModule.PoolClient): { cork(): void; uncork(): void } {
+function socketOf(client: PgModule.PoolClient): { cork(): void; uncork(): void } {
   return (client as unknown as { connection: { stream: { cork(): void; uncork(): void } } }).connection.stream;
 }
 
