@@ -17,8 +17,12 @@ export interface FuzzRequest {
   secrets: string[];
 }
 
-/** 5xx answers that are not the gateway's own failure: the provider's (502). A 500 never is. */
-const ALLOWED_5XX = new Set([502]);
+/**
+ * The one 5xx that is not the gateway's own failure: the provider's answer passed on (a 502
+ * UPSTREAM_ERROR, such as the provider refusing a prompt longer than the model's context window,
+ * which only the provider's tokenizer can tell). A 500 never is.
+ */
+const PROVIDER_FAILURE = { status: 502, error: 'UPSTREAM_ERROR' };
 
 /** How many answers of each kind ("402 PAYMENT_REJECTED"): shows how deep the cases went. */
 export type Tally = Map<string, number>;
@@ -39,7 +43,7 @@ export const describeTally = (tally: Tally) =>
 
 export function checkAnswer(r: FuzzRequest, status: number, contentType: unknown, body: string): void {
   const what = `${r.method} ${r.url} -> ${status}: ${body.slice(0, 300)}`;
-  assert.ok(status < 500 || ALLOWED_5XX.has(status), `server error: ${what}`);
+  assert.ok(status < 500 || status === PROVIDER_FAILURE.status, `server error: ${what}`);
   if (status >= 400 && r.method !== 'HEAD') {
     assert.match(String(contentType), /^application\/json/, `error not JSON: ${what}`);
     const raw = JSON.parse(body) as { type?: unknown; error?: any; message?: unknown };
@@ -48,6 +52,7 @@ export function checkAnswer(r: FuzzRequest, status: number, contentType: unknown
     const parsed = raw.type === 'error' && raw.error && typeof raw.error === 'object' ? { error: raw.error.code, message: raw.error.message } : raw;
     // A stable code a client can branch on, like every error of the API (not Fastify's "Bad Request").
     assert.match(String(parsed.error), /^[A-Z][A-Z0-9_]*$/, `error code missing: ${what}`);
+    if (status === PROVIDER_FAILURE.status) assert.equal(parsed.error, PROVIDER_FAILURE.error, `a 502 that is not the provider's: ${what}`);
     assert.ok(typeof parsed.message === 'string' && parsed.message.length > 0, `error message missing: ${what}`);
     // A lookup by a prototype key ("constructor", "toString") must not turn into a function's source.
     assert.doesNotMatch(parsed.message, /\[native code\]|function \w*\(/, `prototype member in the message: ${what}`);

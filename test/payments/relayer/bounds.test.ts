@@ -60,11 +60,15 @@ describe('attack: an unbounded wait for the relayer (issue 23.1 review, F2/L1)',
     await sleep(5);
     let lateSendRan = false;
     const waiting = serializedSend(key, async () => ((lateSendRan = true), 'second'), undefined, bounds);
-    const t0 = Date.now();
-    await assert.rejects(serializedSend(key, async () => 'third', undefined, bounds), RelayerCouldNotSend);
-    assert.ok(Date.now() - t0 < 50, 'a full queue answers at once');
-    await assert.rejects(waiting, RelayerCouldNotSend);
-    assert.ok(Date.now() - t0 >= 90, 'the waiter waited its deadline');
+    // Order, not wall-clock limits, tells "at once" from "after the deadline": the full queue's refusal
+    // must come before the waiter's, and the waiter's no sooner than its deadline (timers never fire early).
+    const settled: string[] = [];
+    const t0 = performance.now();
+    const refusedAtOnce = assert.rejects(serializedSend(key, async () => 'third', undefined, bounds), RelayerCouldNotSend).then(() => settled.push('full queue'));
+    const waiterGaveUp = assert.rejects(waiting, RelayerCouldNotSend).then(() => settled.push('waiter'));
+    await Promise.all([refusedAtOnce, waiterGaveUp]);
+    assert.deepEqual(settled, ['full queue', 'waiter'], 'a full queue answers before the waiter’s deadline');
+    assert.ok(performance.now() - t0 >= 90, 'the waiter waited its deadline');
     release();
     assert.equal(await holding, 'first');
     await sleep(10);
