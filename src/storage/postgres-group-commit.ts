@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import type PgModule from 'pg';
 import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
 import type { UnitTx, WriteUnit } from './write-units.ts';
@@ -103,7 +104,7 @@ export class PostgresGroupCommit extends GroupCommit {
     const client = this.client!;
     const deadline = setTimeout(() => {
       this.broken = Object.assign(new Error(`the ledger's PostgreSQL batch had no answer within ${BATCH_DEADLINE_MS} ms; whether it committed is unknown`), { code: 'ETIMEDOUT' });
-      (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+      socketOf(client).destroy();
     }, BATCH_DEADLINE_MS);
     try {
       const outcome = await this.attempt(client, batch);
@@ -235,9 +236,12 @@ export class PostgresGroupCommit extends GroupCommit {
  * uncork after the loop finds them all buffered; cork is counted, so pg's own cork/uncork inside
  * each query does not flush early.
  */
-function socketOf(client: PgModule.PoolClient): { cork(): void; uncork(): void } {
-  return (client as unknown as { connection: { stream: { cork(): void; uncork(): void } } }).connection.stream;
+function socketOf(client: PgModule.PoolClient): ConnectionSocket {
+  return (client as unknown as { connection: { stream: ConnectionSocket } }).connection.stream;
 }
+
+/** What this file does with a connection's socket: cork a run, and destroy it past the deadline. */
+type ConnectionSocket = Pick<Socket, 'cork' | 'uncork' | 'destroy'>;
 
 /**
  * Calls a unit now, so that its statement is written at once, and turns a synchronous throw (a
