@@ -51,6 +51,31 @@ export function siwxChallenge(c: SiwxChallengeInput): SIWxExtension {
   };
 }
 
+/**
+ * Why no challenge this gateway issues could pass its own verifier, or null. A challenge names the
+ * public URL's host as its domain and a route under the public URL as its uri, and the stock client
+ * signs only for the origin it called; when siwe.domains or siwe.uris (the verifier's rules) leave
+ * that host or origin out, every signed challenge would be refused, so none is offered
+ * (x402-extensions.ts) and the operator is told at start-up (src/startup-warnings.ts).
+ */
+export function siwxConfigProblem(publicUrl: string, rules: { domains: string[]; uris: string[] }): { settings: string[]; message: string } | null {
+  const { host, origin } = new URL(publicUrl);
+  const offersNone = 'so 402s offer no sign-in-with-x challenge (every one would be refused) and wallets cannot spend a balance without an API key';
+  if (!rules.domains.includes(host)) {
+    return {
+      settings: ['siwe.domains'],
+      message: `server.publicUrl's host "${host}" is not among siwe.domains (${rules.domains.join(', ')}), ${offersNone}; add "${host}" to siwe.domains, or set server.publicUrl to the URL clients call`,
+    };
+  }
+  if (!rules.uris.includes(origin)) {
+    return {
+      settings: ['siwe.uris'],
+      message: `server.publicUrl's origin "${origin}" is not among siwe.uris (${rules.uris.join(', ')}), ${offersNone}; add "${origin}" to siwe.uris, or set server.publicUrl to the URL clients call`,
+    };
+  }
+  return null;
+}
+
 export type SiwxResult = { ok: true; wallet: string } | { ok: false; status: 401 | 403 | 503; reason: string };
 
 const refuse = (reason: string): SiwxResult => ({ ok: false, status: 401, reason });
