@@ -11,6 +11,7 @@ import { chatBody } from './support.ts';
 /** The chat limit per wallet, shared by INSTANCES instances: each may allow PER_MINUTE / INSTANCES alone. */
 const PER_MINUTE = 6;
 const INSTANCES = 2;
+const AUTH_FAILURES_PER_MINUTE = 4;
 
 async function metric(registry: Registry, name: string): Promise<number> {
   const m = registry.getSingleMetric(name);
@@ -35,7 +36,14 @@ describe('Redis outage with redisOutage: local (the default): two instances keep
     redis = await startRedis();
     const databaseUrl = await freshDatabaseUrl('postgres');
     const config = {
-      rateLimits: { backend: 'redis', instances: INSTANCES, chat: { perMinute: PER_MINUTE, perDay: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } },
+      rateLimits: {
+        backend: 'redis',
+        instances: INSTANCES,
+        chat: { perMinute: PER_MINUTE, perDay: 1000 },
+        keys: { perMinute: 1000 },
+        public: { perMinute: 1000 },
+        authFailures: { perMinute: AUTH_FAILURES_PER_MINUTE },
+      },
     };
     const env = { TOLLGATE_REDIS_URL: redis.url };
     a = await startChatHarness('postgres', config, { env, databaseUrl });
@@ -101,6 +109,17 @@ describe('Redis outage with redisOutage: local (the default): two instances keep
       assert.equal(served, PER_MINUTE, `statuses: ${statuses.join(' ')}`);
       assert.equal(statuses.filter((s) => s === 429).length, 10 - PER_MINUTE);
       assert.equal(a.fake.received.length + b.fake.received.length - before, PER_MINUTE, 'only the allowed requests reached a provider');
+      await redis.startAgain();
+      await until(async () => !a.gw.services.rateLimitsDegraded() && !b.gw.services.rateLimitsDegraded(), 'both instances use Redis again', 15_000);
+    });
+
+    test('guessing API keys during the outage is still stopped per address, at the instance\'s share of rateLimits.authFailures', async () => {
+      await redis.kill();
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await chat(a, `sk-${String(i).padStart(43, 'x')}`)).status);
+      const share = AUTH_FAILURES_PER_MINUTE / INSTANCES;
+      assert.deepEqual(statuses, [...Array(share).fill(401), 429, 429], 'a failure over the share is refused, and the address stays blocked');
+      assert.ok(a.gw.services.rateLimitsDegraded());
       await redis.startAgain();
       await until(async () => !a.gw.services.rateLimitsDegraded() && !b.gw.services.rateLimitsDegraded(), 'both instances use Redis again', 15_000);
     });
