@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { createSIWxPayload, encodeSIWxHeader } from '@x402/extensions/sign-in-with-x';
-import OpenAI from 'openai';
 import { freePort } from '../../../src/devchain/ports.ts';
 import { siwxChallenge } from '../../../src/siwe/siwx.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { siwxPayingOpenai } from '../../support/siwx-paying-client.ts';
 
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 100 };
 
@@ -55,14 +55,7 @@ describe('attack: sign-in-with-x with server.publicUrl outside siwe.domains', ()
 
   test('the stock @x402/fetch client with the SIWX extension pays instead, and is served', async () => {
     const payer = await h.payer(10n);
-    const { x402Client, wrapFetchWithPayment } = await import('@x402/fetch');
-    const { registerExactEvmScheme } = await import('@x402/evm/exact/client');
-    const { createSIWxClientExtension } = await import('@x402/extensions/sign-in-with-x');
-    const client = new x402Client();
-    registerExactEvmScheme(client, { signer: payer });
-    client.registerExtension(createSIWxClientExtension({ signers: [payer] }));
-    client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
-    const sdk = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: wrapFetchWithPayment(fetch, client) as typeof fetch, maxRetries: 0 });
+    const sdk = await siwxPayingOpenai(h, origin, payer);
     for (let i = 0; i < 2; i++) {
       const { response } = await sdk.chat.completions.create(BODY).withResponse();
       assert.ok(response.headers.get('payment-response'), `request ${i} was paid`);
