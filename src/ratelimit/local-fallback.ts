@@ -37,25 +37,31 @@ export const PROBE_INTERVAL_MS = 1_000;
 export function withLocalFallback(shared: RedisLimiter, instances: number, events: FallbackEvents): FallbackLimiter {
   const local = memoryLimiter();
   let down = false;
-  let probing: NodeJS.Timeout | null = null;
+  let probeTimer: NodeJS.Timeout | null = null;
 
   const enter = (err: unknown) => {
     if (down) return;
     down = true;
     events.onChange(true, err);
     // Unref'd: an instance shutting down during an outage must not be held open by the probe.
-    probing = setInterval(() => void probeShared().catch(() => undefined), PROBE_INTERVAL_MS);
-    probing.unref();
+    probeTimer = setInterval(() => void probeShared().catch(() => undefined), PROBE_INTERVAL_MS);
+    probeTimer.unref();
   };
   const leave = () => {
     if (!down) return;
     down = false;
-    if (probing) clearInterval(probing);
-    probing = null;
+    if (probeTimer) clearInterval(probeTimer);
+    probeTimer = null;
     events.onChange(false);
   };
 
-  async function probeShared(): Promise<void> {
+  // One probe at a time: against a frozen Redis each waits out the command timeout, and timer
+  // ticks and /health polls must not pile up connections' worth of waiting probes.
+  let probeInFlight: Promise<void> | null = null;
+  function probeShared(): Promise<void> {
+    return (probeInFlight ??= probeOnce().finally(() => (probeInFlight = null)));
+  }
+  async function probeOnce(): Promise<void> {
     try {
       await shared.probe();
     } catch (err) {
@@ -85,7 +91,7 @@ export function withLocalFallback(shared: RedisLimiter, instances: number, event
     degraded: () => down,
     probe: probeShared,
     async close() {
-      if (probing) clearInterval(probing);
+      if (probeTimer) clearInterval(probeTimer);
       await Promise.all([shared.close(), local.close()]);
     },
   };
