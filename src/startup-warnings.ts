@@ -43,7 +43,9 @@ function catalogWarnings(config: Config): StartupWarning[] {
     .filter((p) => !used.has(p))
     .map((p) => ({
       settings: [`providers.${p}`, 'models'],
-      message: `provider ${p} serves no model: no entry of models: (nor any fallbacks:) names it, so nothing is sent to it; add its models under models: or remove it`,
+      message:
+        `provider ${p} serves no model: no entry of models: (nor any fallbacks:) names it, so nothing is sent to it; ` +
+        'add its models under models: or remove it',
     }));
 }
 

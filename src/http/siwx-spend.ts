@@ -29,7 +29,8 @@ export async function spendWithSiwx(services: Services, request: FastifyRequest,
   // No challenge is offered when none could pass the verifier (the operator is warned at start-up);
   // the client is told so rather than asked to sign a challenge that is not there.
   if (siwxConfigProblem(services.config.server.publicUrl, services.config.siwe)) {
-    return ask('SIWX_REJECTED', 'this gateway offers no sign-in-with-x (its configuration leaves its own public URL out of the domains it verifies); nothing was charged; pay one of accepts');
+    const why = 'its configuration leaves its own public URL out of the domains it verifies';
+    return ask('SIWX_REJECTED', `this gateway offers no sign-in-with-x (${why}); nothing was charged; pay one of accepts`);
   }
   // A refused proof is a failed authentication like a junk SIWE proof (the same signature check and
   // contract-wallet RPC calls): counted per client address, and a blocked address is refused with

@@ -43,7 +43,8 @@ export async function createLimiter(config: Config, logger: Logger, registry: Re
       if (degraded) {
         logger.warn(
           { dependency: 'redis', reason: errorCode(err), instances: rateLimits.instances },
-          `Redis is not answering: rate limits are enforced by each instance alone, at 1/${rateLimits.instances} of each limit (rateLimits.instances), until it answers`,
+          `Redis is not answering: rate limits are enforced by each instance alone, ` +
+            `at 1/${rateLimits.instances} of each limit (rateLimits.instances), until it answers`,
         );
       } else logger.info({ dependency: 'redis' }, 'Redis answers again: rate limits are shared again');
     },

@@ -64,13 +64,17 @@ export function siwxConfigProblem(publicUrl: string, rules: { domains: string[];
   if (!rules.domains.includes(host)) {
     return {
       settings: ['siwe.domains'],
-      message: `server.publicUrl's host "${host}" is not among siwe.domains (${rules.domains.join(', ')}), ${offersNone}; add "${host}" to siwe.domains, or set server.publicUrl to the URL clients call`,
+      message:
+        `server.publicUrl's host "${host}" is not among siwe.domains (${rules.domains.join(', ')}), ${offersNone}; ` +
+        `add "${host}" to siwe.domains, or set server.publicUrl to the URL clients call`,
     };
   }
   if (!rules.uris.includes(origin)) {
     return {
       settings: ['siwe.uris'],
-      message: `server.publicUrl's origin "${origin}" is not among siwe.uris (${rules.uris.join(', ')}), ${offersNone}; add "${origin}" to siwe.uris, or set server.publicUrl to the URL clients call`,
+      message:
+        `server.publicUrl's origin "${origin}" is not among siwe.uris (${rules.uris.join(', ')}), ${offersNone}; ` +
+        `add "${origin}" to siwe.uris, or set server.publicUrl to the URL clients call`,
     };
   }
   return null;

@@ -31,8 +31,10 @@ describe('the access log says why a request was refused', () => {
     return lines.at(-1)!;
   }
 
-  const chat = (key: string, body: Record<string, unknown> = {}) =>
-    call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'chat-small', messages: [{ role: 'user', content: PROMPT }], ...body }, { authorization: `Bearer ${key}` });
+  const chat = (key: string, body: Record<string, unknown> = {}) => {
+    const request = { model: 'chat-small', messages: [{ role: 'user', content: PROMPT }], ...body };
+    return call(h.gw.url, 'POST', '/v1/chat/completions', request, { authorization: `Bearer ${key}` });
+  };
 
   test('400, 401, 402, 404 and 429 each log their code (and the field of a validation error), and no secret', async () => {
     const rich = await h.wallet(1_000_000);

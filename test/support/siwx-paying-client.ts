@@ -14,6 +14,8 @@ export async function siwxPayingOpenai(h: PayPerRequestHarness, origin: string, 
   const client = new x402Client();
   registerExactEvmScheme(client, { signer: payer });
   client.registerExtension(createSIWxClientExtension({ signers: [payer] }));
-  client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
-  return new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: wrapFetchWithPayment(fetch, client) as typeof fetch, maxRetries: 0 });
+  const usdc = { network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' };
+  client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [usdc] });
+  const paying = wrapFetchWithPayment(fetch, client) as typeof fetch;
+  return new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: paying, maxRetries: 0 });
 }

@@ -42,8 +42,10 @@ describe('attack: sign-in-with-x with server.publicUrl outside siwe.domains', ()
 
     // What a client would sign had the challenge been offered, exactly as the gateway would have built it.
     const payer = await h.payer(10n);
-    const challenge = siwxChallenge({ publicUrl: origin, resourceUrl: `${origin}/v1/chat/completions`, chainIds: [h.anvil.chainId], windowSeconds: 300, secret: h.gw.services.keySecret, now: Date.now() });
-    const header = encodeSIWxHeader(await createSIWxPayload({ ...challenge.info, chainId: required.accepts[0]!.network, type: 'eip191' }, payer, `${origin}/v1/chat/completions`));
+    const route = `${origin}/v1/chat/completions`;
+    const secret = h.gw.services.keySecret;
+    const challenge = siwxChallenge({ publicUrl: origin, resourceUrl: route, chainIds: [h.anvil.chainId], windowSeconds: 300, secret, now: Date.now() });
+    const header = encodeSIWxHeader(await createSIWxPayload({ ...challenge.info, chainId: required.accepts[0]!.network, type: 'eip191' }, payer, route));
     const signed = await post({ 'sign-in-with-x': header });
     assert.equal(signed.status, 402);
     const body = await signed.json();
