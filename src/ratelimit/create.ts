@@ -42,7 +42,8 @@ export async function createLimiter(config: Config, logger: Logger, registry: Re
     onChange(degraded, err) {
       if (degraded) {
         logger.warn(
-          { dependency: 'redis', reason: errorCode(err), instances: rateLimits.instances },
+          // The client's own error (ECONNREFUSED, a timeout, MISCONF…) is the cause of the outage tag.
+          { dependency: 'redis', reason: errorCode((err as { cause?: unknown } | undefined)?.cause ?? err), instances: rateLimits.instances },
           `Redis is not answering: rate limits are enforced by each instance alone, ` +
             `at 1/${rateLimits.instances} of each limit (rateLimits.instances), until it answers`,
         );
