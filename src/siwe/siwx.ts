@@ -60,24 +60,19 @@ export function siwxChallenge(c: SiwxChallengeInput): SIWxExtension {
  */
 export function siwxConfigProblem(publicUrl: string, rules: { domains: string[]; uris: string[] }): { settings: string[]; message: string } | null {
   const { host, origin } = new URL(publicUrl);
-  const offersNone = 'so 402s offer no sign-in-with-x challenge (every one would be refused) and wallets cannot spend a balance without an API key';
-  if (!rules.domains.includes(host)) {
-    return {
-      settings: ['siwe.domains'],
-      message:
-        `server.publicUrl's host "${host}" is not among siwe.domains (${rules.domains.join(', ')}), ${offersNone}; ` +
-        `add "${host}" to siwe.domains, or set server.publicUrl to the URL clients call`,
-    };
-  }
-  if (!rules.uris.includes(origin)) {
-    return {
-      settings: ['siwe.uris'],
-      message:
-        `server.publicUrl's origin "${origin}" is not among siwe.uris (${rules.uris.join(', ')}), ${offersNone}; ` +
-        `add "${origin}" to siwe.uris, or set server.publicUrl to the URL clients call`,
-    };
-  }
-  return null;
+  const rulesFor = [
+    { setting: 'siwe.domains', part: 'host', value: host, accepted: rules.domains },
+    { setting: 'siwe.uris', part: 'origin', value: origin, accepted: rules.uris },
+  ];
+  const left = rulesFor.find((r) => !r.accepted.includes(r.value));
+  if (!left) return null;
+  return {
+    settings: [left.setting],
+    message:
+      `server.publicUrl's ${left.part} "${left.value}" is not among ${left.setting} (${left.accepted.join(', ')}), ` +
+      'so 402s offer no sign-in-with-x challenge (every one would be refused) and wallets cannot spend a balance without an API key; ' +
+      `add "${left.value}" to ${left.setting}, or set server.publicUrl to the URL clients call`,
+  };
 }
 
 export type SiwxResult = { ok: true; wallet: string } | { ok: false; status: 401 | 403 | 503; reason: string };

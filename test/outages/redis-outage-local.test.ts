@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { Registry } from 'prom-client';
-import { freshDatabaseUrl } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
+import type { ChatHarness } from '../support/chat-harness.ts';
+import type { RedisServer } from '../support/redis.ts';
+import { startTwoChatInstances, type TwoChatInstances } from '../support/two-chat-instances.ts';
 import { until } from '../support/until.ts';
 import { chatBody } from './support.ts';
 
@@ -32,10 +32,9 @@ describe('Redis outage with redisOutage: local (the default): two instances keep
   let redis: RedisServer;
   let a: ChatHarness;
   let b: ChatHarness;
+  let instances: TwoChatInstances | undefined;
   before(async () => {
-    redis = await startRedis();
-    const databaseUrl = await freshDatabaseUrl('postgres');
-    const config = {
+    instances = await startTwoChatInstances({
       rateLimits: {
         backend: 'redis',
         instances: INSTANCES,
@@ -44,20 +43,14 @@ describe('Redis outage with redisOutage: local (the default): two instances keep
         public: { perMinute: 1000 },
         authFailures: { perMinute: AUTH_FAILURES_PER_MINUTE },
       },
-    };
-    const env = { TOLLGATE_REDIS_URL: redis.url };
-    a = await startChatHarness('postgres', config, { env, databaseUrl });
-    b = await startChatHarness('postgres', config, { env, databaseUrl });
+    });
+    ({ redis, a, b } = instances);
     a.fake.behaviour = b.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 } };
   });
   afterEach(async () => {
     await a.gw.assertLedger();
   });
-  after(async () => {
-    await a?.stop();
-    await b?.stop();
-    await redis?.stop();
-  });
+  after(() => instances?.stop());
 
   const chat = (h: ChatHarness, key: string) => call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, { authorization: `Bearer ${key}` });
 
