@@ -346,6 +346,11 @@ export const configSchema = z
       .object({
         backend: z.enum(['memory', 'redis']).default('memory'),
         redisUrlEnv: envName.default('TOLLGATE_REDIS_URL'),
+        // What a Redis outage does: `local` keeps serving with each instance enforcing its share
+        // (1/instances) of every limit until Redis answers; `closed` answers 503 (src/ratelimit/create.ts).
+        redisOutage: z.enum(['local', 'closed']).default('local'),
+        // How many instances share the limits: during a Redis outage each allows limit/instances.
+        instances: positiveInt.default(1),
         chat: window.default({ perMinute: 60, perDay: 10000 }),
         keys: window.default({ perMinute: 30 }),
         public: window.default({ perMinute: 300 }),

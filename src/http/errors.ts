@@ -4,6 +4,7 @@ import { isTransportError } from '../chain/rpc-errors.ts';
 import { isDatabaseOutage } from '../storage/database-outage.ts';
 import { ApiError } from '../refusal.ts';
 import { errorBody, formatFor, type ErrorFormat } from './error-format.ts';
+import { noteRefusal } from './refusal-log.ts';
 
 // The refusal itself is domain data, imported from src/refusal.ts by everyone; this file only renders it.
 
@@ -43,6 +44,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, format: 
   if (codec?.clientParam && typeof err.extra.param === 'string') {
     err = new ApiError(err.status, err.code, err.message, { ...err.extra, param: codec.clientParam(err.extra.param) }, err.headers);
   }
+  noteRefusal(reply, err.code, err.extra.param);
   // A chat route of another protocol (Anthropic Messages, …) writes errors in that protocol's shape.
   const own = codec?.errorBody;
   void reply.code(err.status).headers(retryHeaders(err)).send(own ? own(err) : errorBody(formatFor(request, format), err));
