@@ -102,7 +102,7 @@ describe('the dashboard in a browser', { skip: noChromium }, () => {
     assert.ok(charged > 0);
     await page.getByTestId('spend-summary').filter({ hasText: 'over 1 request.' }).waitFor();
     assert.equal(await page.locator('.chart canvas').count(), 1, 'the chart is drawn');
-    assert.match(await page.locator('.chart .u-legend').innerText(), /story/);
+    assert.match(await page.getByTestId('chart-legend').innerText(), /story: \$0\.0\d+/);
     const row = page.locator('tr[data-key-id]', { hasText: 'story' });
     assert.match(await row.innerText(), /\t1\t/);
     await page.getByRole('radio', { name: 'Tokens' }).check();
