@@ -192,6 +192,8 @@ const chainRpc = z
     rpcUrl: z.url(),
     // Where the dashboard links a transaction hash: <explorerUrl>/tx/<hash> (e.g. https://basescan.org).
     explorerUrl: z.url({ message: 'must be a block explorer base URL such as https://basescan.org' }).optional(),
+    // What the dashboard calls the chain; defaults to the known name (src/chain/known-chains.ts), else "chain <id>".
+    name: z.string().min(1).max(60).optional(),
   })
   .strict();
 
