@@ -25,8 +25,8 @@ const PER_REQUEST = 3;
  * documents, blocks of other types as their JSON) and the tool definitions, with each image or
  * non-text document at the model's declared bound; for an Anthropic model it is raised by
  * CLAUDE_COUNT_MARGIN. It is an estimate, and the answer says so in `x-tollgate-usage-estimated: true`.
- * `allowed` (the key's model list) runs before the count. The text is counted in the counting lane
- * (src/chat/counting-lane.ts), so a large body never holds the event loop.
+ * `allowed` (the key's model list) runs before the count. The text is counted in the CPU lane
+ * (src/cpu-lane.ts), so a large body never holds the event loop.
  */
 export async function countMessageTokens(body: unknown, catalog: Catalog, allowed: (model: CatalogModel) => void = () => {}): Promise<{ model: CatalogModel; inputTokens: number }> {
   const b = checkMessagesRequest(body, false);

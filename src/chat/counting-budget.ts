@@ -11,7 +11,7 @@ export interface CountingLimits {
  * CJK text) and nothing in money, so what it may take on at once is bounded apart from the chat
  * rate limits: the bodies being counted for one key, and on the whole instance, may not pass these
  * sizes. Past them the request is a 429 with Retry-After, before anything is counted. Counting
- * itself never holds the event loop (the counting lane); this bounds how long a count can wait
+ * itself never holds the event loop (the CPU lane); this bounds how long a count can wait
  * behind others and the memory held meanwhile.
  */
 export class CountingBudget {

@@ -1,7 +1,7 @@
 import type { InternalMessage, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
 import { CONTROL_FIELDS } from '../protocols/openai-chat/request-fields.ts';
-import { runInLane } from './counting-lane.ts';
+import { runInLane } from '../cpu-lane.ts';
 
 /** A string field as text; anything else (a client's `{"toString": 1}` among them) reads as nothing. */
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
@@ -39,10 +39,10 @@ export const MAX_TOKENIZED_RUN = 200;
 
 /**
  * About the most text the tokenizer is given in one call (a piece ends at the next run of
- * whitespace past it): a few milliseconds of work at worst, so the counting lane can stop between
+ * whitespace past it): a few milliseconds of work at worst, so the CPU lane can stop between
  * two pieces close to its slice's end.
  */
-export const PIECE_CHARS = 4096;
+export const PIECE_CHARS = 1024;
 
 /** Text at most this long is counted at once, without waiting for the lane: well under a millisecond. */
 const COUNTED_AT_ONCE = 2048;
@@ -93,7 +93,7 @@ export function boundedPieces(text: string): string[] {
  * use of the tokenizer goes through: POST /v1/messages/count_tokens, the usage estimate for an
  * upstream that reported none (over client and provider text alike) and embeddings' usage estimate.
  * Each piece of textPieces is counted apart, so the time is linear in the text's length whatever it
- * holds, and a long text is counted in the shared counting lane (src/chat/counting-lane.ts), a few
+ * holds, and a long text is counted in the shared CPU lane (src/cpu-lane.ts), a few
  * milliseconds at a time, so no text holds the event loop. A cut inside a run can only end a token
  * early, so the count may come out slightly high, never meaningfully low: the safe side for every
  * use (a client compacting its context early; an estimate billed within the reservation's bound,
