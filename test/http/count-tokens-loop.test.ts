@@ -4,6 +4,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { CLAUDE, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { parseConfig } from '../../src/config/load.ts';
+import { watchTurns } from '../support/loop-hold.ts';
 
 /*
  * count_tokens costs nothing but CPU time per byte of text, which a key with an empty wallet may
@@ -11,19 +12,21 @@ import { parseConfig } from '../../src/config/load.ts';
  * waited. Counting is now done in the CPU lane's 5 ms slices (src/cpu-lane.ts). This
  * drives the largest body count_tokens accepts, in each costly shape, all at once, while another
  * client polls /health, and checks the rule of SECURITY.md 4.3 (no body holds the loop more than
- * about 50 ms) with a generous bound for a shared, loaded 2-core machine (BOUND_MS): the other
- * client's slowest answer beyond what it saw with nothing being counted, and the event loop's
- * longest delay (monitorEventLoopDelay: the gateway runs in this process).
+ * about 50 ms) with generous bounds for a shared, loaded 2-core machine: the CPU time of the
+ * longest event-loop turn, the other client's slowest answer beyond what it saw with nothing being
+ * counted, and the event loop's longest delay (monitorEventLoopDelay: the gateway runs in this process).
  */
 
 const MAX_BODY = parseConfig({}).limits.countTokensBodyBytes;
 const NATIVE = 'anth/claude-test';
 /**
- * The rule is ~50 ms; the bound is ten times that because six maximal bodies are counted on a 2-core
- * machine shared with other test files, where the scheduler alone can stall this process for 100 ms
- * and more. Before the lane each of these bodies held the loop for seconds.
+ * The rule is ~50 ms. The longest turn's CPU time is held to 250 ms; the wall-clock bounds (the
+ * other client's wait, the loop's delay) to 1 s, because six maximal bodies are counted on a 2-core
+ * machine shared with other test files, where the scheduler alone stalls this process for 100 to
+ * 300 ms. Before the CPU lane the loop was held 11.8 s here and /health waited 4.3 s.
  */
-const BOUND_MS = 500;
+const CPU_BOUND_MS = 250;
+const WALL_BOUND_MS = 1000;
 
 const random = (n: number) => Math.floor(Math.random() * n);
 const pick = (chars: string) => chars[random(chars.length)]!;
@@ -97,6 +100,7 @@ describe('attack: count_tokens at its largest body, in every costly shape, does 
 
     const monitor = monitorEventLoopDelay({ resolution: 5 });
     monitor.enable();
+    const turns = watchTurns();
     const started = performance.now();
     const counting = Promise.all(bodies.map(async (text, i) => {
       const res = await count(keys[i]!, text);
@@ -104,6 +108,7 @@ describe('attack: count_tokens at its largest body, in every costly shape, does 
     }));
     const loaded = await slowestHealth(counting);
     monitor.disable();
+    const longestTurn = turns.stop();
     const results = await counting;
     const loopMax = monitor.max / 1e6;
 
@@ -114,9 +119,10 @@ describe('attack: count_tokens at its largest body, in every costly shape, does 
       assert.ok(r.body.input_tokens > bodies[i]!.size / 8, `${name}: ${r.body.input_tokens} tokens`);
     });
     const p99 = monitor.percentile(99) / 1e6;
-    console.log(`/health: slowest ${Math.round(loaded.slowest)} ms over ${loaded.polls} polls while counting (${Math.round(idle.slowest)} ms idle); event loop delay max ${loopMax.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
+    console.log(`/health: slowest ${Math.round(loaded.slowest)} ms over ${loaded.polls} polls while counting (${Math.round(idle.slowest)} ms idle); event loop delay max ${loopMax.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; longest turn ${longestTurn.toFixed(1)} ms of CPU`);
     assert.ok(loaded.polls >= 5, `/health answered only ${loaded.polls} times while counting`);
-    assert.ok(loaded.slowest < BOUND_MS + idle.slowest, `/health waited ${Math.round(loaded.slowest)} ms while count_tokens ran (${Math.round(idle.slowest)} ms idle)`);
-    assert.ok(loopMax < BOUND_MS, `the event loop was held ${loopMax.toFixed(0)} ms`);
+    assert.ok(longestTurn < CPU_BOUND_MS, `one turn of the event loop took ${longestTurn.toFixed(0)} ms of CPU`);
+    assert.ok(loaded.slowest < WALL_BOUND_MS + idle.slowest, `/health waited ${Math.round(loaded.slowest)} ms while count_tokens ran (${Math.round(idle.slowest)} ms idle)`);
+    assert.ok(loopMax < WALL_BOUND_MS, `the event loop was delayed ${loopMax.toFixed(0)} ms`);
   });
 });

@@ -8,6 +8,7 @@ import { INBOUND_TRANSLATORS } from '../../src/protocols/index.ts';
 import { countMessageTokens } from '../../src/chat/count-tokens.ts';
 import { estimateUsage } from '../../src/chat/usage.ts';
 import { planEmbeddings } from '../../src/embeddings/plan.ts';
+import { cpuSince, watchTurns } from '../support/loop-hold.ts';
 
 /*
  * The worst case of each place where the gateway does CPU work per byte of a request, measured at
@@ -36,12 +37,6 @@ const cjk = (bytes: number) => Array.from({ length: Math.floor(bytes / 3) }, () 
 /** As many small text blocks as 20,000 JSON values allow, filling the body. */
 const manyBlocks = (n: number, each: number) => Array.from({ length: n }, () => ({ type: 'text', text: 'word '.repeat(Math.floor(each / 5)) }));
 
-/** CPU time of this process since `from`, in ms. */
-const cpuSince = (from: NodeJS.CpuUsage) => {
-  const d = process.cpuUsage(from);
-  return (d.user + d.system) / 1000;
-};
-
 /**
  * The CPU time `f` takes in one synchronous run, the best of two (the first pays for compiling), in
  * ms: how long it holds the event loop on a core of its own. CPU time, not wall time: on the shared
@@ -57,26 +52,12 @@ function held(f: () => unknown): number {
   return best;
 }
 
-/**
- * For work that yields (the CPU lane): the most CPU time spent in one turn of the event loop while
- * `f` runs, found by a setImmediate ticker that runs once every turn, and the work's total wall time.
- */
+/** For work that yields (the CPU lane): the most CPU time spent in one turn while `f` runs, and its total wall time. */
 async function heldAsync(f: () => Promise<unknown>): Promise<{ held: number; total: number }> {
-  let longest = 0;
-  let from = process.cpuUsage();
-  let running = true;
-  const tick = () => {
-    longest = Math.max(longest, cpuSince(from));
-    from = process.cpuUsage();
-    if (running) setImmediate(tick);
-  };
-  setImmediate(tick);
+  const turns = watchTurns();
   const t = performance.now();
   await f();
-  running = false;
-  // The turn that finished the work has had no tick after it yet.
-  longest = Math.max(longest, cpuSince(from));
-  return { held: longest, total: performance.now() - t };
+  return { held: turns.stop(), total: performance.now() - t };
 }
 
 const rows: [string, number, string][] = [];
