@@ -9,6 +9,7 @@ import { countMessageTokens } from '../../src/chat/count-tokens.ts';
 import { estimateUsage } from '../../src/chat/usage.ts';
 import { planEmbeddings } from '../../src/embeddings/plan.ts';
 import { cpuSince, watchTurns } from '../support/loop-hold.ts';
+import { MODELS, startChatHarness } from '../support/chat-harness.ts';
 
 /*
  * The worst case of each place where the gateway does CPU work per byte of a request, measured at
@@ -95,4 +96,32 @@ test('worst-case times of the per-byte work of each endpoint, at the default lim
 
   console.log(`\n| Work | Held, CPU ms |\n|---|---|\n${rows.map(([n, ms, note]) => `| ${n} | ${ms.toFixed(0)} ${note} |`).join('\n')}`);
   for (const [name, ms] of rows) assert.ok(ms < BOUND_MS, `${name}: held the event loop ${ms.toFixed(0)} ms`);
+});
+
+test('worst-case time of a stored-response expansion: previous_response_id naming a maximal stored response (sqlite)', async () => {
+  // The default responses.store.maxBytesPerResponse (2 MiB) of value-dense input items, each its own row.
+  const big = { provider: 'fake', name: 'chat-big', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1' };
+  const h = await startChatHarness('sqlite', { models: [...MODELS, big], responses: { store: { ttlSeconds: 3600 } } });
+  try {
+    const w = await h.wallet(100_000_000);
+    const post = (body: Record<string, unknown>) =>
+      fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/chat-big', ...body }) });
+    const input = Array.from({ length: 6_000 }, (_, i) => ({ role: 'user', content: `${i} ${'word '.repeat(60)}` }));
+    const first = await post({ input });
+    const stored = (await first.json()) as { id: string; store: boolean };
+    assert.equal(first.status, 200);
+    assert.equal(stored.store, true, 'the first response is stored');
+    const turns = watchTurns();
+    const t = performance.now();
+    const next = await post({ previous_response_id: stored.id, input: 'go on' });
+    const total = performance.now() - t;
+    const ms = turns.stop();
+    assert.equal(next.status, 200, await next.text());
+    // The fake provider runs in this process and parses the 2 MiB conversation too: an upper bound.
+    record('stored-response expansion, previous_response_id of 6,000 stored items (2 MiB), whole request with the in-process fake provider', ms, `(${Math.round(total)} ms in all)`);
+    assert.ok(ms < BOUND_MS, `held the event loop ${ms.toFixed(0)} ms`);
+    await h.gw.assertLedger();
+  } finally {
+    await h.stop();
+  }
 });
