@@ -368,6 +368,10 @@ export const configSchema = z
         // 4 MiB holds a 1M-token prompt. An accepted body is decoded, parsed and measured in one
         // synchronous run: about 25 ms at 4 MiB, over 60 ms at 10 MiB on a 2-core machine.
         chatBodyBytes: positiveInt.default(4 * 1024 * 1024),
+        // POST /v1/messages/count_tokens costs CPU time per byte of text and no money: its own body
+        // limit (the same 4 MiB holds a 1M-token conversation); a key may have two such bodies being
+        // counted at once and the instance eight (src/chat/counting-budget.ts), beyond that a 429.
+        countTokensBodyBytes: positiveInt.default(4 * 1024 * 1024),
         // JSON.parse time grows with the number of values and keys, not with bytes (10 MiB of `{}`
         // takes seconds, 10 MiB of string milliseconds), so bodies are bounded in both, by a byte
         // scan before parsing: at the defaults no body blocks the event loop for more than ~50 ms.
