@@ -16,7 +16,7 @@ import { chargeOf } from '../protocols/charge.ts';
  * commit to nothing: fallbacks, retries and cooldowns work as for a JSON request until the first
  * byte of the answer, and a request no deployment served ends with the protocol's error event,
  * nothing charged. The deployment that serves is named in the stream, by an SSE comment before its
- * first event (a header can no longer carry it). `chat.streamErrorsAsStatus` keeps the headers
+ * first event (its headers left before any deployment answered). `chat.streamErrorsAsStatus` keeps the headers
  * until a deployment answered instead, so a request none served is a plain HTTP error (as OpenAI's
  * own API answers, which the SDKs retry); the deployment is then a header too.
  *
