@@ -106,7 +106,11 @@ export interface ChatDepsSources {
   readonly logger: ChatDeps['log'];
   readonly inflight: Set<InflightRequest>;
   readonly config: Pick<Config, 'providers' | 'secrets'> & {
-    readonly chat: Pick<Config['chat'], 'reservationLeaseSeconds' | 'maxConcurrentDrains' | 'drainTimeoutSeconds' | 'idleTimeoutSeconds' | 'streamErrorsAsStatus' | 'retries' | 'retryBackoffMs' | 'maxRetryAfterSeconds' | 'attemptDeadlineSeconds' | 'cooldown'>;
+    readonly chat: Pick<
+      Config['chat'],
+      | 'reservationLeaseSeconds' | 'maxConcurrentDrains' | 'drainTimeoutSeconds' | 'idleTimeoutSeconds' | 'streamErrorsAsStatus'
+      | 'retries' | 'retryBackoffMs' | 'maxRetryAfterSeconds' | 'attemptDeadlineSeconds' | 'cooldown'
+    >;
   };
 }
 

@@ -159,7 +159,8 @@ for (const engine of ENGINES) {
       h.anthropic.behaviour = { usage: ANTHROPIC_USAGE, spacedJson: true };
       const text = await (await post(w.key, { model: 'anth/claude-test', stream: true })).text();
       // Before them, the SSE comment naming the deployment (the headers left before it answered), which SDKs skip.
-      assert.ok(text.startsWith(': x-tollgate-deployment anth/claude-upstream\n\nevent: message_start\ndata: { "type": "message_start", "message": { "id": "msg_fake'), text.slice(0, 160));
+      const opening = ': x-tollgate-deployment anth/claude-upstream\n\nevent: message_start\ndata: { "type": "message_start", "message": { "id": "msg_fake';
+      assert.ok(text.startsWith(opening), text.slice(0, 160));
       assert.ok(text.includes('event: ping\ndata: { "type": "ping" }\n\n'));
       // The provider's message_delta, written again (compact) with the charge in its usage, just before message_stop.
       const delta = text.slice(text.indexOf('event: message_delta\n'));

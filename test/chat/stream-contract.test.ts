@@ -16,12 +16,22 @@ interface Protocol {
   path: string;
   body(model: string): Record<string, unknown>;
 }
-const CHAT: Protocol = { name: 'chat completions', path: '/v1/chat/completions', body: (model) => ({ model, messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } }) };
+const HI = [{ role: 'user', content: 'hi' }];
+const CHAT: Protocol = {
+  name: 'chat completions',
+  path: '/v1/chat/completions',
+  body: (model) => ({ model, messages: HI, stream: true, stream_options: { include_usage: true } }),
+};
 const RESPONSES: Protocol = { name: 'Responses', path: '/v1/responses', body: (model) => ({ model, input: 'hi', stream: true }) };
-const MESSAGES: Protocol = { name: 'Messages', path: '/v1/messages', body: (model) => ({ model, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }], stream: true }) };
+const MESSAGES: Protocol = { name: 'Messages', path: '/v1/messages', body: (model) => ({ model, max_tokens: 100, messages: HI, stream: true }) };
 
 const ask = (h: RoutingHarness, key: string, p: Protocol, model: string, signal?: AbortSignal) =>
-  fetch(`${h.gw.url}${p.path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(p.body(model)), signal });
+  fetch(`${h.gw.url}${p.path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(p.body(model)),
+    signal,
+  });
 
 /** A Responses or Messages stream's events: `event:` name and parsed `data:`, comments skipped as a conforming parser does. */
 const namedEvents = (text: string) =>
@@ -36,7 +46,8 @@ async function chargedOnce(h: RoutingHarness, w: { account: any; keyId: number }
   assert.equal((await usageRowsOf(h, w.keyId)).length, 1);
   assert.deepEqual([row.status, row.deployment], ['ok', deployment]);
   assert.ok(Number(row.charged_usdc) > 0);
-  assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS - Number(row.charged_usdc), locked_usdc: 0, available_usdc: FUNDS - Number(row.charged_usdc) });
+  const left = FUNDS - Number(row.charged_usdc);
+  assert.deepEqual(await h.balance(w.account), { balance_usdc: left, locked_usdc: 0, available_usdc: left });
 }
 
 for (const engine of ENGINES) {
@@ -65,7 +76,8 @@ for (const engine of ENGINES) {
       { p: MESSAGES, model: 'anth/claude-test', deployment: 'anth/claude-upstream' },
     ];
     for (const { p, model, deployment } of served) {
-      test(`${p.name} (${model}): the 200 and the SSE headers arrive while the provider has not answered; then the answer streams, its deployment named in the stream, charged once`, async () => {
+      const title = `${p.name} (${model}): the 200 and the SSE headers arrive while the provider has not answered`;
+      test(`${title}; then the answer streams, its deployment named in the stream, charged once`, async () => {
         const w = await h.wallet(FUNDS);
         const provider = slowProviders();
         const res = await ask(h, w.key, p, model);
@@ -155,7 +167,8 @@ for (const engine of ENGINES) {
       await chargedOnce(h, w, 'backup/routed-backup');
     });
 
-    test('a client that leaves after the headers, before the provider answered: no fallback is called, and what the provider then produces is drained and billed', async () => {
+    const leaves = 'a client that leaves after the headers, before the provider answered';
+    test(`${leaves}: no fallback is called, and what the provider then produces is drained and billed`, async () => {
       const w = await h.wallet(FUNDS);
       const provider = slowProviders();
       const abort = new AbortController();

@@ -95,12 +95,14 @@ for (const engine of ENGINES) {
         assert.equal(h.gw.services.chat.routing.cooldown.recentFailures('fake/routed') - failuresBefore, stream ? 1 : 0);
       });
 
-      test(`${mode}: every deployment fails: ${stream ? "200, the spec's error event and [DONE]" : '502 JSON'}, nothing charged, each tried exactly once`, async () => {
+      const failed = stream ? "200, the spec's error event and [DONE]" : '502 JSON';
+      test(`${mode}: every deployment fails: ${failed}, nothing charged, each tried exactly once`, async () => {
         const w = await h.wallet(FUNDS);
         h.fake.behaviour = { failStatus: 503 };
         h.backup.behaviour = { failStatus: 502 };
         const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES, stream });
-        assert.match(await failureOf(res, stream), /^every deployment of fake\/routed failed \(2 attempts\); the last: the provider answered 502.*; nothing was charged$/);
+        const message = await failureOf(res, stream);
+        assert.match(message, /^every deployment of fake\/routed failed \(2 attempts\); the last: the provider answered 502.*; nothing was charged$/);
         assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 1]);
         await expectNothingCharged(h, w, FUNDS);
       });

@@ -27,7 +27,8 @@ export function streamedDeployment(text: string): string | null {
  */
 export async function readServed(res: Response): Promise<{ deployment: string | null; text: string; events: string[] }> {
   const text = await res.text();
-  if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) return { deployment: res.headers.get('x-tollgate-deployment'), text, events: [] };
+  const streamed = (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
+  if (!streamed) return { deployment: res.headers.get('x-tollgate-deployment'), text, events: [] };
   assert.equal(res.headers.get('x-tollgate-deployment'), null, "a stream's headers leave before any deployment answered");
   const events = sseBlocks(text).flatMap((block) => block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)));
   return { deployment: streamedDeployment(text), text, events };
