@@ -303,6 +303,10 @@ export const configSchema = z
         connectTimeoutSeconds: positiveInt.default(10),
         firstByteTimeoutSeconds: positiveInt.default(60),
         idleTimeoutSeconds: positiveInt.default(60),
+        // false (the spec): a stream's 200 and SSE headers go out before the provider is called, and
+        // a stream no deployment served ends with the protocol's error event. true: the headers wait
+        // for a deployment's 200, so that failure is an HTTP status (502) the client's SDK may retry.
+        streamErrorsAsStatus: z.boolean().default(false),
         // Renewed every third of itself while the request runs; a renewal may wait up to 5 s for
         // the database (SQLite's busy_timeout), so below 10 s a live request could lose its lease.
         reservationLeaseSeconds: z
