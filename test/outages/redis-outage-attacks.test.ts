@@ -13,6 +13,7 @@ import { chatBody } from './support.ts';
 const PER_MINUTE = 6;
 const INSTANCES = 2;
 const SHARE = PER_MINUTE / INSTANCES;
+const AUTH_FAILURES = 4;
 
 /**
  * Attacks on `rateLimits.redisOutage: local` (the default) with two instances on one PostgreSQL and
@@ -34,7 +35,7 @@ describe('attack: Redis outages with redisOutage: local, across two instances', 
         chat: { perMinute: PER_MINUTE, perDay: 1000 },
         keys: { perMinute: 1000 },
         public: { perMinute: 1000 },
-        authFailures: { perMinute: 1000 },
+        authFailures: { perMinute: AUTH_FAILURES },
       },
     });
     ({ redis, a, b } = instances);
@@ -184,6 +185,21 @@ describe('attack: Redis outages with redisOutage: local, across two instances', 
       const replay = await call(b.gw.url, 'POST', '/v1/auth/keys', proof);
       assert.ok(replay.status === 401 || replay.status === 409, `the proof's nonce was used on the other instance: ${replay.status} ${replay.text}`);
       assert.ok(a.gw.services.rateLimitsDegraded() && b.gw.services.rateLimitsDegraded());
+      noServerErrors();
+    } finally {
+      await redis.startAgain();
+      await shared();
+    }
+  });
+
+  test('guessing API keys on both instances in turn while Redis is down: no more failures answered than rateLimits.authFailures, then 429 on both', async () => {
+    await redis.kill();
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 4 * AUTH_FAILURES; i++) statuses.push((await chat(i % 2 ? b : a, `sk-${String(i).padStart(43, 'y')}`)).status);
+      const answered = statuses.filter((s) => s === 401).length;
+      assert.ok(answered <= AUTH_FAILURES, `${answered} guesses answered 401: ${statuses.join(' ')}`);
+      assert.deepEqual(statuses.slice(-4), [429, 429, 429, 429], 'both instances refuse the address');
       noServerErrors();
     } finally {
       await redis.startAgain();
