@@ -2,6 +2,7 @@ import type { Config, ModelConfig, ProviderConfig } from '../config/schema.ts';
 import type { ProviderType } from './registry.ts';
 import { markupFactor } from './decimal.ts';
 import { listedPrices, modelPrices, type TokenPrices } from './token-prices.ts';
+import { nativeDimensions } from '../embeddings/native-dimensions.ts';
 
 export interface CatalogModel {
   /** `<provider>/<name>`, the id clients use and /v1/models lists. */
@@ -15,6 +16,8 @@ export interface CatalogModel {
   type: ModelConfig['type'];
   /** For an embedding model: the most tokens one input may have (the provider refuses longer ones). */
   contextLength: number;
+  /** For an embedding model: the vector size it answers when a request names no `dimensions` (src/embeddings/native-dimensions.ts). */
+  nativeDimensions: number;
   maxOutputTokens: number;
   reasoningFamily: ModelConfig['reasoningFamily'];
   created: number;
@@ -87,6 +90,7 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
       upstreamName: m.upstreamName ?? m.name,
       type: m.type ?? 'chat',
       contextLength: m.contextLength,
+      nativeDimensions: nativeDimensions(m),
       maxOutputTokens: m.maxOutputTokens,
       reasoningFamily: m.reasoningFamily,
       created: m.created,

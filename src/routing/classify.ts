@@ -1,5 +1,7 @@
 import { errorCode } from '../error-code.ts';
+import type { AttemptFailure } from './attempts.ts';
 import { parseRetryAfter } from './backoff.ts';
+import { asFinalRefusal, refusedForTheRequest } from './request-refusal.ts';
 
 /**
  * What the chain does after a failed attempt:
@@ -67,7 +69,13 @@ export function transportFailure<E>(err: unknown, delivery: AnswerDelivery, erro
   return { ok: false as const, action: actionForTransportError(err, delivery), cools: coolsDeployment(err, delivery), code: errorCode(err), error };
 }
 
-/** A provider's non-2xx answer, classified for the chain, with its Retry-After. */
-export function statusFailure<E>(status: number, headers: Record<string, string | string[] | undefined> | undefined, error: E) {
-  return { ok: false as const, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
+/**
+ * A provider's non-2xx answer, classified for the chain, with its Retry-After. Its `body` is read
+ * for a refusal of the request itself under a deployment's status (request-refusal.ts): that ends
+ * the chain and counts toward no cooldown, so one caller's requests neither fan out over every
+ * deployment nor cool a healthy one for everyone.
+ */
+export function statusFailure<E>(status: number, headers: Record<string, string | string[] | undefined> | undefined, error: E, body?: string): AttemptFailure<E> {
+  if (refusedForTheRequest(status, body)) return { ok: false, action: 'stop', cools: false, status, error: asFinalRefusal(error) };
+  return { ok: false, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
 }
