@@ -18,7 +18,7 @@ const KNOWN_DIMENSIONS: ReadonlyMap<string, number> = new Map([
  * last is the largest size the gateway serves: a bound that holds for any model, at the price of
  * smaller batches (768 inputs) for a model nobody told the gateway about.
  */
-export function nativeDimensions(m: { dimensions?: number; name: string; upstreamName?: string }): number {
+export function nativeDimensions(m: { dimensions?: number | undefined; name: string; upstreamName?: string }): number {
   if (m.dimensions !== undefined) return m.dimensions;
   for (const name of [m.upstreamName, m.name]) {
     const known = name === undefined ? undefined : KNOWN_DIMENSIONS.get(name.slice(name.lastIndexOf('/') + 1));

@@ -4,6 +4,7 @@ import { resolveModel } from '../chat/plan.ts';
 import { badRequest } from '../refusal.ts';
 import { readInputs, type EmbeddingInput } from './inputs.ts';
 import { MAX_DIMENSIONS, MAX_VECTOR_VALUES } from './limits.ts';
+import { nativeDimensions } from './native-dimensions.ts';
 
 export type EncodingFormat = 'float' | 'base64';
 
@@ -95,7 +96,7 @@ function checkAnswerSize(inputCount: number, named: number | undefined, model: C
   if (named !== undefined && named > MAX_DIMENSIONS) {
     throw badRequest(`dimensions is ${named}, above the ${MAX_DIMENSIONS} the gateway serves; ask for ${MAX_DIMENSIONS} or fewer`, { param: 'dimensions' });
   }
-  const dimensions = named ?? model.nativeDimensions;
+  const dimensions = named ?? nativeDimensions(model);
   const values = inputCount * dimensions;
   if (values <= MAX_VECTOR_VALUES) return;
   const fits = Math.floor(MAX_VECTOR_VALUES / dimensions);

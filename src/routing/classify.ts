@@ -1,5 +1,4 @@
 import { errorCode } from '../error-code.ts';
-import type { AttemptFailure } from './attempts.ts';
 import { parseRetryAfter } from './backoff.ts';
 import { asFinalRefusal, refusedForTheRequest } from './request-refusal.ts';
 
@@ -75,7 +74,7 @@ export function transportFailure<E>(err: unknown, delivery: AnswerDelivery, erro
  * the chain and counts toward no cooldown, so one caller's requests neither fan out over every
  * deployment nor cool a healthy one for everyone.
  */
-export function statusFailure<E>(status: number, headers: Record<string, string | string[] | undefined> | undefined, error: E, body?: string): AttemptFailure<E> {
-  if (refusedForTheRequest(status, body)) return { ok: false, action: 'stop', cools: false, status, error: asFinalRefusal(error) };
-  return { ok: false, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
+export function statusFailure<E>(status: number, headers: Record<string, string | string[] | undefined> | undefined, error: E, body?: string) {
+  if (refusedForTheRequest(status, body)) return { ok: false as const, action: 'stop' as const, cools: false, status, error: asFinalRefusal(error) };
+  return { ok: false as const, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
 }
