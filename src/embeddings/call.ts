@@ -49,9 +49,13 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
     const read = await readAnswer(res.body, succeeded);
     if ('oversize' in read) {
       if (succeeded) return { ok: true, answer: { oversize: read.oversize } };
-      return { ok: false, failure: { error: upstreamFailure(`the provider answered ${status} with an error over ${MAX_ANSWER_BYTES} bytes`), status, headers } };
+      const error = upstreamFailure(`the provider answered ${status} with an error over ${MAX_ANSWER_BYTES} bytes`);
+      return { ok: false, failure: { error, status, headers } };
     }
-    if (!succeeded) return { ok: false, failure: { error: upstreamFailure(`the provider answered ${status}`, read.text, { status, headers }), status, headers, body: read.text } };
+    if (!succeeded) {
+      const error = upstreamFailure(`the provider answered ${status}`, read.text, { status, headers });
+      return { ok: false, failure: { error, status, headers, body: read.text } };
+    }
     const decoded = decodeEmbeddings(read.text, plan.inputs.length);
     if (!decoded.ok) return { ok: false, failure: { error: upstreamFailure(decoded.problem), status, headers } };
     return { ok: true, answer: { vectors: decoded.value } };
@@ -66,7 +70,9 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
  * that answered 2xx and then broke off or sent nonsense may have billed us, so that ends the chain
  * (as for chat); a failure before an answer retries or moves on by its status or transport error.
  */
-export async function embeddingsAttempt(adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, deployment: Deployment): Promise<AttemptOutcome<EmbeddingsAnswer, ApiError>> {
+export async function embeddingsAttempt(
+  adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, deployment: Deployment,
+): Promise<AttemptOutcome<EmbeddingsAnswer, ApiError>> {
   const called = await callEmbeddings(adapter, plan, requestId, deployment.upstreamName);
   if (called.ok) return { ok: true, value: called.answer };
   const { error, status, headers, transportError, body } = called.failure;

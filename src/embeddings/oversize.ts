@@ -25,7 +25,9 @@ export type ReadAnswer = { text: string } | { oversize: OversizeAnswer };
  * rest is read and dropped, its last bytes kept, up to `maxDrained`. Without `drain` (an error
  * answer) the connection is dropped at once. A Content-Length is not trusted: bytes are counted.
  */
-export async function readAnswer(body: Dispatcher.ResponseData['body'], drain: boolean, maxBytes = MAX_ANSWER_BYTES, maxDrained = MAX_DRAINED_BYTES): Promise<ReadAnswer> {
+export async function readAnswer(
+  body: Dispatcher.ResponseData['body'], drain: boolean, maxBytes = MAX_ANSWER_BYTES, maxDrained = MAX_DRAINED_BYTES,
+): Promise<ReadAnswer> {
   const chunks: Buffer[] = [];
   let bytes = 0;
   let tail: Buffer | null = null;

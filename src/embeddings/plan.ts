@@ -102,10 +102,8 @@ function checkAnswerSize(inputCount: number, named: number | undefined, model: C
   const fits = Math.floor(MAX_VECTOR_VALUES / dimensions);
   const size = named === undefined ? `${model.id}'s native ${dimensions} dimensions (no dimensions named)` : `${dimensions} dimensions`;
   const smaller = Math.floor(MAX_VECTOR_VALUES / inputCount);
-  throw badRequest(
-    `${inputCount} inputs at ${size} are ${values} numbers, above the ${MAX_VECTOR_VALUES} one answer may hold; send at most ${fits} inputs per request at this size, or a smaller dimensions (at most ${smaller} for ${inputCount} inputs)`,
-    { param: 'input' },
-  );
+  const advice = `send at most ${fits} inputs per request at this size, or a smaller dimensions (at most ${smaller} for ${inputCount} inputs)`;
+  throw badRequest(`${inputCount} inputs at ${size} are ${values} numbers, above the ${MAX_VECTOR_VALUES} one answer may hold; ${advice}`, { param: 'input' });
 }
 
 function inputBound(input: EmbeddingInput, contextLength: number): number {

@@ -80,11 +80,8 @@ async function chargeOversize(bill: RequestBill, plan: EmbeddingsPlan, oversize:
   const outcome = await bill.settle(usage, 'answer_too_large');
   const charged = outcome.applied ? outcome.chargedUsdc : 0;
   const tokens = `${usage.input.total} prompt tokens${reported === null ? ' (estimated: the answer\'s usage could not be read)' : ''}`;
-  return new ApiError(
-    502,
-    'UPSTREAM_ERROR',
-    `the provider's embeddings answer was over the ${MAX_ANSWER_BYTES} bytes the gateway reads, so it cannot be delivered; the provider embedded and billed every input, so this request was charged ${charged} micro-USDC for ${tokens}; send fewer inputs per request, or a smaller dimensions`,
-    {},
-    { 'x-should-retry': 'false', 'x-tollgate-charged-usdc': String(charged) },
-  );
+  const what = `the provider's embeddings answer was over the ${MAX_ANSWER_BYTES} bytes the gateway reads, so it cannot be delivered`;
+  const paid = `the provider embedded and billed every input, so this request was charged ${charged} micro-USDC for ${tokens}`;
+  const headers = { 'x-should-retry': 'false', 'x-tollgate-charged-usdc': String(charged) };
+  return new ApiError(502, 'UPSTREAM_ERROR', `${what}; ${paid}; send fewer inputs per request, or a smaller dimensions`, {}, headers);
 }

@@ -86,7 +86,8 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
       const costs = { ...m, ...Object.fromEntries(Object.entries(f).filter(([k, v]) => k.endsWith('CostPer1M') && v !== undefined)) };
       const fallbackPrices = modelPrices(costs, factor, type);
       billedByDeployment.push(fallbackPrices.billed);
-      return { id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: fallbackPrices.cost, ...(f.weight ? { weight: f.weight } : {}) };
+      const weight = f.weight ? { weight: f.weight } : {};
+      return { id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: fallbackPrices.cost, ...weight };
     });
     return {
       id: `${m.provider}/${m.name}`,

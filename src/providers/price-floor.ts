@@ -31,7 +31,9 @@ export function priceFloorProblem(catalog: Pick<Catalog, 'models'>): string | nu
         const cost = deployment.cost[part];
         if (!below(billed, cost)) continue;
         const { key, name } = PART[part];
-        return `models.${i}.${key}: ${model.id} bills ${name} at ${toNumber(billed)} USD per 1M, below the ${toNumber(cost)} its deployment ${deployment.id} (${deployment.upstream}) costs, so every request served there would lose money; set ${key} to at least ${toNumber(cost)}`;
+        const shortfall = `below the ${toNumber(cost)} its deployment ${deployment.id} (${deployment.upstream}) costs`;
+        const fix = `so every request served there would lose money; set ${key} to at least ${toNumber(cost)}`;
+        return `models.${i}.${key}: ${model.id} bills ${name} at ${toNumber(billed)} USD per 1M, ${shortfall}, ${fix}`;
       }
     }
   }
