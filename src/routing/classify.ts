@@ -9,8 +9,9 @@ import { asFinalRefusal, refusedForTheRequest } from './request-refusal.ts';
  *   then move on;
  * - `next`: this deployment cannot serve, another may (its key is missing or was refused, its
  *   account is out of credit): move on at once;
- * - `stop`: the request itself was refused (400, 404, 413, 422, …): every deployment would refuse
- *   it again, so the chain ends and the client gets the answer.
+ * - `stop`: the request itself was refused (400, 404, 413, 422, …, and a 429, 402 or 403 whose body
+ *   says so: request-refusal.ts): every deployment would refuse it again, so the chain ends and the
+ *   client gets the answer.
  * A timeout before the headers of an answer sent whole moves on at once and never counts toward a
  * cooldown (see `AnswerDelivery` and `coolsDeployment`).
  */
