@@ -1,11 +1,16 @@
 import assert from 'node:assert/strict';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
 import { describe, test } from 'node:test';
 import { loadConfig, parseConfig } from '../../src/config/load.ts';
 import { toNumber } from '../../src/providers/decimal.ts';
 import { pricedCatalog } from '../../src/providers/price-floor.ts';
 import { PRICE_PARTS } from '../../src/providers/token-prices.ts';
 import { StartupError } from '../../src/startup-error.ts';
+import { runTollgate } from '../support/cli.ts';
+import { tempDir } from '../support/engines.ts';
 
 const providers = { openrouter: { baseUrl: 'https://openrouter.ai/api/v1' }, anthropic: { type: 'anthropic' } };
 /** Claude through OpenRouter (an OpenAI-compatible provider), with Anthropic itself as its fallback. */
@@ -54,5 +59,18 @@ describe('every billed part covers the dearest deployment (start-up)', () => {
     assert.ok(catalogOf({}).models.length > 0);
     const example = loadConfig({ path: fileURLToPath(new URL('../../tollgate.example.yaml', import.meta.url)), env: {} });
     assert.ok(pricedCatalog(example).models.length > 0);
+  });
+});
+
+describe('tollgate serve with a model billed below a deployment cost', () => {
+  test('exits 2 with one line naming the model, the part and the deployment, before opening storage', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'below-cost.yaml');
+    const database = join(dir, 'tollgate.db');
+    writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0 }, metrics: { port: 0 }, database: { url: `sqlite:${database}` }, ...claude({ cacheWritePricePer1M: '3.6' }) }));
+    const res = await runTollgate(['--config', file, 'serve']);
+    assert.equal(res.code, 2, res.stderr);
+    assert.match(res.stderr, /^tollgate: .*below-cost\.yaml: models\.0\.cacheWritePricePer1M: openrouter\/claude-sonnet bills cache writes at 3\.6 .* anthropic\/claude-sonnet-4 .*at least 3\.75\n$/);
+    assert.ok(!existsSync(database), 'no database was created');
   });
 });
