@@ -129,6 +129,7 @@ export function runUntilSignalled(config: Config): Promise<void> {
       for (const { provider, variable } of summary.providersWithoutKey) {
         logger.warn({ provider, variable }, `provider ${provider} has no API key: set ${variable} and restart; until then its models answer 503 PROVIDER_NOT_CONFIGURED`);
       }
+      for (const { settings, message } of summary.warnings) logger.warn({ settings }, message);
       if (summary.x402v1BodyOmits.length > 0) {
         const left = summary.x402v1BodyOmits.map((o) => `${o.name} ${o.asset} on ${o.network} (${o.reason})`).join('; ');
         const none = summary.x402v1BodyOmits.length === config.topup.offers.length;

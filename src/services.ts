@@ -1,4 +1,5 @@
 import { errorCode } from './error-code.ts';
+import { createLimiter } from './ratelimit/create.ts';
 import type { Logger } from 'pino';
 import { createChainReaders, type ChainReaders } from './chain/readers.ts';
 import type { Config } from './config/schema.ts';
@@ -11,7 +12,6 @@ import { openStorage, type Storage } from './storage/database.ts';
 import type { ProviderAdapter } from './providers/adapter.ts';
 import { connectProvider } from './providers/registry.ts';
 import { windowsFrom, type RateLimiter, type RateWindow } from './ratelimit/limiter.ts';
-import { memoryLimiter } from './ratelimit/memory.ts';
 import { sql } from 'kysely';
 import { createHealthMonitor, type DependencyProbe, type HealthMonitor } from './health-checks.ts';
 import { migrateToLatest } from './storage/migrate.ts';
@@ -36,6 +36,8 @@ export interface Services {
   keyCache: KeyCache;
   providers: Map<string, ProviderAdapter>;
   limiter: RateLimiter;
+  /** True while rate limits are enforced per instance because Redis does not answer (src/ratelimit/create.ts). */
+  rateLimitsDegraded(): boolean;
   /** Null when no top-up offers are configured. */
   topup: TopupService | null;
   metrics: Metrics;
@@ -84,10 +86,10 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const siwe = new SiweVerifier(config.siwe, storage.db, chains, opts.now);
 
     const now = opts.now ?? Date.now;
-    const { limiter, probe: redisProbe } = await createLimiter(config);
+    const metrics = createMetrics(storage.db);
+    const { limiter, probe: redisProbe, degraded: rateLimitsDegraded } = await createLimiter(config, opts.logger, metrics.registry);
     const providers = createProviders(config);
 
-    const metrics = createMetrics(storage.db);
     const location = spoolLocation(config.database.url, config.ledger.spoolDir);
     const spool = SettleSpool.open(location.dir, location.fingerprint);
     watchSpool(metrics, () => spool.writable());
@@ -136,6 +138,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       keyCache: new KeyCache(config.keys.lookupCacheSeconds * 1000, opts.now),
       providers,
       limiter,
+      rateLimitsDegraded,
       rateWindows: { chat: windowsFrom(config.rateLimits.chat), keys: windowsFrom(config.rateLimits.keys), public: windowsFrom(config.rateLimits.public) },
       now,
       failPoints,
@@ -155,19 +158,10 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
   }
 }
 
-async function createLimiter(config: Config): Promise<{ limiter: RateLimiter; probe: DependencyProbe | null }> {
-  if (config.rateLimits.backend === 'memory') return { limiter: memoryLimiter(), probe: null };
-  const url = config.secrets.redisUrl;
-  if (!url) throw new Error(`rateLimits.backend is redis but ${config.rateLimits.redisUrlEnv} is not set; set it to redis://host:6379`);
-  // ioredis is loaded only for the redis backend.
-  const { redisLimiter } = await import('./ratelimit/redis.ts');
-  const limiter = redisLimiter(url);
-  return { limiter, probe: { name: 'redis', required: true, check: () => limiter.probe() } };
-}
-
 /**
- * The database and Redis are required: without them no request can be authorised, limited or
- * billed, so the instance reports itself unhealthy and a load balancer drains it. A chain's RPC is
+ * The database is required: without it no request can be authorised or billed, so the instance
+ * reports itself unhealthy and a load balancer drains it. Redis is required only with
+ * `rateLimits.redisOutage: closed` (src/ratelimit/create.ts). A chain's RPC is
  * reported but not required: only top-ups and contract-wallet sign-ins need it (they answer 503
  * meanwhile), and chat, keys and usage keep working, so draining would turn a partial outage into
  * a full one.

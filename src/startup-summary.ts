@@ -2,6 +2,7 @@ import type { Config } from './config/schema.ts';
 import { providersMissingKeys, type MissingProviderKey } from './providers/provider-keys.ts';
 import { redactDatabaseUrl } from './storage/redact-url.ts';
 import { v1Exclusions } from './payments/x402-v1.ts';
+import { startupWarnings, type StartupWarning } from './startup-warnings.ts';
 
 /**
  * What an operator needs to see once, at start: what is served, what cannot work yet and why.
@@ -19,6 +20,8 @@ export interface StartupSummary {
   /** With topup.x402v1Body: the offers the x402 v1 body leaves out, and why (logged as a warning). */
   x402v1BodyOmits: { network: string; asset: string; name: string; reason: string }[];
   metrics: string;
+  /** Configurations that start but cannot work as they look (src/startup-warnings.ts), each logged as a warning. */
+  warnings: StartupWarning[];
 }
 
 export function startupSummary(config: Config, server: { url: string; metricsUrl: string | null }): StartupSummary {
@@ -33,6 +36,7 @@ export function startupSummary(config: Config, server: { url: string; metricsUrl
     topups: topupsState(config),
     x402v1BodyOmits: config.topup.x402v1Body ? v1Exclusions(config.topup.offers) : [],
     metrics: metricsState(config, server),
+    warnings: startupWarnings(config),
   };
 }
 

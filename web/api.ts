@@ -18,7 +18,8 @@ export class ApiFailure extends Error {
 export interface DashboardConfig {
   public_url: string;
   session_minutes: number;
-  chains: { id: number; explorer_url: string | null }[];
+  /** `name`: the operator's, else the known chain's (Base Sepolia), else "chain <id>". */
+  chains: { id: number; name: string; explorer_url: string | null }[];
   offers: Offer[];
   min_usd: number;
   max_usd: number;
@@ -30,7 +31,10 @@ export interface Offer {
   network: string;
   asset: string;
   transfer_method: 'eip3009' | 'permit2';
+  /** The token's EIP-712 domain name (USD Coin), which its signatures name. */
   name: string;
+  /** What people call it (USDC). */
+  symbol: string;
   decimals: number;
 }
 

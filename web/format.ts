@@ -1,3 +1,5 @@
+import { chainName } from '../src/chain/known-chains.ts';
+
 /** Micro-USDC (integers) as dollars, exactly: never through a float for the digits shown. */
 export function usd(micro: number): string {
   const sign = micro < 0 ? '-' : '';
@@ -18,3 +20,15 @@ export function explorerLink(explorers: Map<number, string | null>, chainId: num
 }
 
 export const chainOf = (network: string) => Number(network.split(':')[1]);
+
+/** A chain's name for people: the gateway's name for it, else the known chains' (the wallet may be on any chain). */
+export function chainNamer(chains: { id: number; name: string }[]): (id: number) => string {
+  const named = new Map(chains.map((c) => [c.id, c.name]));
+  return (id) => chainName(id, named.get(id));
+}
+
+/** The symbol of the token a top-up paid with (USDC), from the offer it matched, else its short address. */
+export function tokenOf(offers: { network: string; asset: string; symbol: string }[], network: string, asset: string): string {
+  const offer = offers.find((o) => o.network === network && o.asset.toLowerCase() === asset.toLowerCase());
+  return offer?.symbol ?? `${asset.slice(0, 8)}…`;
+}

@@ -6,7 +6,7 @@ import { Connect } from './components/Connect.tsx';
 import { KeysPanel } from './components/KeysPanel.tsx';
 import { SpendingPanel } from './components/SpendingPanel.tsx';
 import { TopupPanel } from './components/TopupPanel.tsx';
-import { shortAddress } from './format.ts';
+import { chainNamer, shortAddress } from './format.ts';
 import { signProof } from './proof.ts';
 import { signIn, signOut, type Session } from './session.ts';
 import { chainIdOf, demoWalletProvider, discoverWallets, problemText, switchChain, type WalletChoice } from './wallet.ts';
@@ -45,6 +45,7 @@ function App() {
   }, []);
 
   const explorers = useMemo(() => new Map((config?.chains ?? []).map((c) => [c.id, c.explorer_url])), [config]);
+  const chainName = useMemo(() => chainNamer(config?.chains ?? []), [config]);
   const demo = useMemo<WalletChoice | null>(() => {
     const d = config?.demo_wallet;
     const chain = config?.offers[0]?.chain_id ?? config?.chains[0]?.id;
@@ -144,11 +145,15 @@ function App() {
       <header class="top">
         <h1>Tollgate</h1>
         {connected ? (
-          <div class="who row wrap">
+          <div class="who">
             <span data-testid="account" title={connected.address} class="mono">{shortAddress(connected.address)}</span>
-            <span data-testid="chain">chain {connected.chainId}</span>
-            {session ? <button type="button" onClick={() => void refresh()}>Refresh</button> : null}
-            {session ? <button type="button" onClick={doSignOut}>Sign out</button> : null}
+            <span data-testid="chain" title={`chain id ${connected.chainId}`}>{chainName(connected.chainId)}</span>
+          </div>
+        ) : null}
+        {connected && session ? (
+          <div class="actions" data-testid="header-actions">
+            <button type="button" onClick={() => void refresh()}>Refresh</button>
+            <button type="button" onClick={doSignOut}>Sign out</button>
           </div>
         ) : null}
       </header>
@@ -161,8 +166,8 @@ function App() {
             <p>One signature opens a session for {config?.session_minutes ?? 30} minutes, so the page does not ask for one per click. It moves no money, and it cannot create a key or loosen one: those ask your wallet again.</p>
             {payChains.length && !onPayChain ? (
               <p class="notice">
-                Top-ups here are paid on chain {payChains.join(' or ')}; your wallet is on chain {connected.chainId}.{' '}
-                <button type="button" onClick={() => act(() => switchChain(connected.wallet.provider, payChains[0]!).then(() => undefined))}>Switch to chain {payChains[0]}</button>
+                Top-ups here are paid on {payChains.map(chainName).join(' or ')}; your wallet is on {chainName(connected.chainId)}.{' '}
+                <button type="button" onClick={() => act(() => switchChain(connected.wallet.provider, payChains[0]!).then(() => undefined))}>Switch to {chainName(payChains[0]!)}</button>
               </p>
             ) : null}
             <button type="button" class="primary" disabled={busy || !config} onClick={doSignIn}>Sign in with your wallet</button>
@@ -178,9 +183,10 @@ function App() {
               minUsd={config.min_usd}
               maxUsd={config.max_usd}
               explorers={explorers}
+              chainName={chainName}
               onCredited={() => void refresh()}
             />
-            <SpendingPanel usage={data.usage} daily={data.daily} keys={data.keys} topups={data.topups} explorers={explorers} />
+            <SpendingPanel usage={data.usage} daily={data.daily} keys={data.keys} topups={data.topups} offers={config.offers} explorers={explorers} chainName={chainName} />
             <KeysPanel
               session={session.token}
               keys={data.keys}

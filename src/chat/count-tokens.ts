@@ -1,5 +1,5 @@
 import type { Catalog } from '../providers/catalog.ts';
-import { estimateBody } from '../protocols/anthropic-messages/estimate-body.ts';
+import { countedBody } from '../protocols/anthropic-messages/estimate-body.ts';
 import { checkMessagesRequest } from '../protocols/anthropic-messages/request-checks.ts';
 import { resolveModel } from './plan.ts';
 import { countTokens } from './usage.ts';
@@ -20,29 +20,23 @@ const PER_REQUEST = 3;
 
 /**
  * POST /v1/messages/count_tokens, answered by the gateway itself: no provider is called and nothing is
- * reserved or billed. The count is the o200k tokenizer's over the same text the usage estimate reads
- * (system, messages, tool definitions), with each image or document at the model's declared bound;
- * for an Anthropic model it is raised by CLAUDE_COUNT_MARGIN. It is an estimate, and the answer
- * says so in `x-tollgate-usage-estimated: true`. `allowed` (the key's model list) runs before the count.
+ * reserved or billed. The count is the o200k tokenizer's over every block of the request
+ * (countable-blocks.ts: text, thinking, redacted thinking, tool inputs and results, search results,
+ * documents, blocks of other types as their JSON) and the tool definitions, with each image or
+ * non-text document at the model's declared bound; for an Anthropic model it is raised by
+ * CLAUDE_COUNT_MARGIN. It is an estimate, and the answer says so in `x-tollgate-usage-estimated: true`.
+ * `allowed` (the key's model list) runs before the count. The text is counted in the CPU lane
+ * (src/cpu-lane.ts), so a large body never holds the event loop.
  */
 export async function countMessageTokens(body: unknown, catalog: Catalog, allowed: (model: CatalogModel) => void = () => {}): Promise<{ model: CatalogModel; inputTokens: number }> {
   const b = checkMessagesRequest(body, false);
   const model = resolveModel(catalog, b.model);
   // The key's model list is checked before any text is counted: a key that may not use the model gets nothing counted.
   allowed(model);
-  const estimated = estimateBody(b);
-  const messages = estimated.messages as Json[];
-  const text = [...messages.map((m) => String(m.content ?? '')), ...['tools', 'tool_choice'].filter((f) => estimated[f] !== undefined).map((f) => JSON.stringify(estimated[f]))].join('\n');
-  let parts = 0;
-  for (const m of b.messages as Json[]) {
-    for (const block of Array.isArray(m.content) ? m.content : []) {
-      const inner = block?.type === 'tool_result' && Array.isArray(block.content) ? block.content : [block];
-      for (const part of inner) {
-        if (part?.type === 'image') parts += model.partTokenBounds.image ?? 0;
-        else if (part?.type === 'document' && part.source?.type !== 'text') parts += model.partTokenBounds.file ?? 0;
-      }
-    }
-  }
+  const { body: read, images, files } = countedBody(b);
+  const messages = read.messages as Json[];
+  const text = [...messages.map((m) => m.content as string), ...['tools', 'tool_choice'].filter((f) => read[f] !== undefined).map((f) => JSON.stringify(read[f]))].join('\n');
+  const parts = images * (model.partTokenBounds.image ?? 0) + files * (model.partTokenBounds.file ?? 0);
   const counted = (await countTokens(text)) + PER_MESSAGE * messages.length + PER_REQUEST;
   const margin = model.upstream === 'anthropic' ? CLAUDE_COUNT_MARGIN : 1;
   return { model, inputTokens: Math.ceil(counted * margin) + parts };

@@ -55,6 +55,11 @@ export interface ChatDeps {
   readonly drains: DrainBudget;
   /** How long a streaming client may accept no byte before it is cut and treated as gone. */
   readonly idleTimeoutMs: number;
+  /**
+   * `chat.streamErrorsAsStatus`: a stream's headers wait for a deployment's 200, so a stream none
+   * served is an HTTP error; false (the spec): they go out before the upstream call.
+   */
+  readonly streamErrorsAsStatus: boolean;
   /** Fallbacks, retries and cooldowns over a model's deployments (src/routing/). */
   readonly routing: RoutingDeps;
 }
@@ -101,7 +106,11 @@ export interface ChatDepsSources {
   readonly logger: ChatDeps['log'];
   readonly inflight: Set<InflightRequest>;
   readonly config: Pick<Config, 'providers' | 'secrets'> & {
-    readonly chat: Pick<Config['chat'], 'reservationLeaseSeconds' | 'maxConcurrentDrains' | 'drainTimeoutSeconds' | 'idleTimeoutSeconds' | 'retries' | 'retryBackoffMs' | 'maxRetryAfterSeconds' | 'attemptDeadlineSeconds' | 'cooldown'>;
+    readonly chat: Pick<
+      Config['chat'],
+      | 'reservationLeaseSeconds' | 'maxConcurrentDrains' | 'drainTimeoutSeconds' | 'idleTimeoutSeconds' | 'streamErrorsAsStatus'
+      | 'retries' | 'retryBackoffMs' | 'maxRetryAfterSeconds' | 'attemptDeadlineSeconds' | 'cooldown'
+    >;
   };
 }
 
@@ -133,6 +142,9 @@ export function createChatDeps(s: ChatDepsSources): ChatDeps {
     drains: new DrainBudget(chat().maxConcurrentDrains, chat().drainTimeoutSeconds * 1000),
     get idleTimeoutMs() {
       return chat().idleTimeoutSeconds * 1000;
+    },
+    get streamErrorsAsStatus() {
+      return chat().streamErrorsAsStatus;
     },
     routing: {
       settings: () => ({

@@ -1,11 +1,15 @@
 import type { InternalMessage, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan.ts';
 import { CONTROL_FIELDS } from '../protocols/openai-chat/request-fields.ts';
+import { runInLane } from '../cpu-lane.ts';
+
+/** A string field as text; anything else (a client's `{"toString": 1}` among them) reads as nothing. */
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 /** The countable text of tool calls: each function's name and its arguments. */
 function toolCallsText(calls: unknown): string {
   if (!Array.isArray(calls)) return '';
-  return calls.map((t) => `${t?.function?.name ?? ''}${t?.function?.arguments ?? ''}`).join('');
+  return calls.map((t) => `${str(t?.function?.name)}${str(t?.function?.arguments)}`).join('');
 }
 
 /**
@@ -16,7 +20,6 @@ function toolCallsText(calls: unknown): string {
  */
 export function generatedText(m: unknown): string {
   const o = (m ?? {}) as InternalMessage;
-  const str = (v: unknown) => (typeof v === 'string' ? v : '');
   // Prompt messages may carry content as an array of text (or refusal) parts; deltas never do.
   const content = Array.isArray(o.content) ? o.content.map((p: { text?: unknown; refusal?: unknown } | null) => str(p?.text) || str(p?.refusal)).join('') : str(o.content);
   const call = o.function_call ? `${str(o.function_call.name)}${str(o.function_call.arguments)}` : '';
@@ -34,17 +37,29 @@ let tokenizer: Promise<(text: string) => number> | undefined;
  */
 export const MAX_TOKENIZED_RUN = 200;
 
-/** UTF-16 whitespace as the tokenizer's `\s` sees it. */
+/**
+ * About the most text the tokenizer is given in one call (a piece ends at the next run of
+ * whitespace past it): a few milliseconds of work at worst, so the CPU lane can stop between
+ * two pieces close to its slice's end.
+ */
+export const PIECE_CHARS = 1024;
+
+/** Text at most this long is counted at once, without waiting for the lane: well under a millisecond. */
+const COUNTED_AT_ONCE = 2048;
+
+/** UTF-16 whitespace as the tokenizer's `\s` sees it (JavaScript's `\s`), without a regular expression per character. */
 function isSpace(c: number): boolean {
-  return c === 32 || (c >= 9 && c <= 13) || (c > 127 && /\s/.test(String.fromCharCode(c)));
+  if (c <= 127) return c === 32 || (c >= 9 && c <= 13);
+  return c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
 }
 
 /**
- * `text` cut wherever a run of whitespace, or of non-whitespace, passes MAX_TOKENIZED_RUN
- * characters (never between the two halves of a surrogate pair). One linear pass.
+ * `text` in pieces, cut wherever a run of whitespace, or of non-whitespace, passes
+ * MAX_TOKENIZED_RUN characters (never between the two halves of a surrogate pair), and where a run
+ * of whitespace starts once a piece holds PIECE_CHARS characters (o200k gives a word its leading
+ * space, so a cut before the space changes no token). One linear pass, done as the pieces are taken.
  */
-export function boundedPieces(text: string): string[] {
-  const pieces: string[] = [];
+export function* textPieces(text: string): Generator<string> {
   let start = 0;
   let run = 0;
   let space = false;
@@ -54,31 +69,53 @@ export function boundedPieces(text: string): string[] {
     if (s !== space) {
       space = s;
       run = 0;
+      if (s && i - start >= PIECE_CHARS) {
+        yield text.slice(start, i);
+        start = i;
+      }
     }
     if (++run > MAX_TOKENIZED_RUN && !(c >= 0xdc00 && c <= 0xdfff)) {
-      pieces.push(text.slice(start, i));
+      yield text.slice(start, i);
       start = i;
       run = 1;
     }
   }
-  pieces.push(text.slice(start));
-  return pieces;
+  yield text.slice(start);
+}
+
+/** textPieces as a list. */
+export function boundedPieces(text: string): string[] {
+  return [...textPieces(text)];
 }
 
 /**
  * Counts tokens with the o200k tokenizer (loaded the first time it is needed), the one count every
- * use of the tokenizer goes through: POST /v1/messages/count_tokens and the usage estimate for an
- * upstream that reported none, over client and provider text alike. Each piece of boundedPieces is
- * counted apart, so the time is linear in the text's length whatever it holds. A cut inside a run
- * can only end a token early, so the count may come out slightly high, never meaningfully low: the
- * safe side for both uses (a client compacting its context early; an estimate billed within the
- * reservation's bound, which caps it).
+ * use of the tokenizer goes through: POST /v1/messages/count_tokens, the usage estimate for an
+ * upstream that reported none (over client and provider text alike) and embeddings' usage estimate.
+ * Each piece of textPieces is counted apart, so the time is linear in the text's length whatever it
+ * holds, and a long text is counted in the shared CPU lane (src/cpu-lane.ts), a few
+ * milliseconds at a time, so no text holds the event loop. A cut inside a run can only end a token
+ * early, so the count may come out slightly high, never meaningfully low: the safe side for every
+ * use (a client compacting its context early; an estimate billed within the reservation's bound,
+ * which caps it).
  */
 export async function countTokens(text: string): Promise<number> {
   tokenizer ??= import('gpt-tokenizer').then((m) => (t: string) => m.countTokens(t));
   const count = await tokenizer;
   let total = 0;
-  for (const piece of boundedPieces(text)) if (piece) total += count(piece);
+  const pieces = textPieces(text);
+  const job = {
+    advance(deadline: number) {
+      do {
+        const next = pieces.next();
+        if (next.done) return true;
+        if (next.value) total += count(next.value);
+      } while (performance.now() < deadline);
+      return false;
+    },
+  };
+  if (text.length <= COUNTED_AT_ONCE) job.advance(Infinity);
+  else await runInLane(job);
   return total;
 }
 

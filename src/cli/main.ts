@@ -25,9 +25,16 @@ const common = (): CommonOptions => program.opts<CommonOptions>();
 program
   .command('serve', { isDefault: true })
   .description('run the gateway (migrates the database first)')
-  .action(async () => {
+  .option('--fake-providers', 'also run built-in fake providers (models fake/canned-chat, fake-anthropic/canned-claude): canned answers, billed, for trying Tollgate without a provider account; never in production')
+  .action(async (opts: { fakeProviders?: boolean }) => {
     const [{ runUntilSignalled }, config] = await Promise.all([import('../main.ts'), configFrom(common())]);
-    await explainStartupFailures(config, () => runUntilSignalled(config));
+    if (!opts.fakeProviders) return explainStartupFailures(config, () => runUntilSignalled(config));
+    const { fakeProvidersRefusal, startBuiltInFakes } = await import('../fake-providers/built-in.ts');
+    const refused = fakeProvidersRefusal(config, process.env);
+    if (refused) throw new UsageError(refused);
+    const fakes = await startBuiltInFakes(config);
+    process.stderr.write(fakes.banner);
+    await explainStartupFailures(fakes.config, () => runUntilSignalled(fakes.config)).finally(() => fakes.stop());
   });
 
 program

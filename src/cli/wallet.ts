@@ -42,9 +42,10 @@ export function registerWallet(program: Command): void {
       const { generatePrivateKey, privateKeyToAccount } = await import('viem/accounts');
       const privateKey = generatePrivateKey();
       const address = privateKeyToAccount(privateKey).address;
-      // The warning goes to stderr, so `--json` output and `$(tollgate wallet new | head -1)` stay clean.
+      // Each line says what it holds: a newcomer must not credit the key or publish it as the address.
+      // The warning goes to stderr, so the two lines (and `--json`, what scripts read) stay clean.
       process.stderr.write(NEW_WALLET_WARNING);
-      print(opts(), { private_key: privateKey, address }, `${privateKey}\n${address}`);
+      print(opts(), { private_key: privateKey, address }, `private key  ${privateKey}\naddress      ${address}`);
     });
 
   wallet

@@ -199,6 +199,8 @@ const chainRpc = z
     rpcUrl: z.url(),
     // Where the dashboard links a transaction hash: <explorerUrl>/tx/<hash> (e.g. https://basescan.org).
     explorerUrl: z.url({ message: 'must be a block explorer base URL such as https://basescan.org' }).optional(),
+    // What the dashboard calls the chain; defaults to the known name (src/chain/known-chains.ts), else "chain <id>".
+    name: z.string().min(1).max(60).optional(),
   })
   .strict();
 
@@ -308,6 +310,10 @@ export const configSchema = z
         connectTimeoutSeconds: positiveInt.default(10),
         firstByteTimeoutSeconds: positiveInt.default(60),
         idleTimeoutSeconds: positiveInt.default(60),
+        // false (the spec): a stream's 200 and SSE headers go out before the provider is called, and
+        // a stream no deployment served ends with the protocol's error event. true: the headers wait
+        // for a deployment's 200, so that failure is an HTTP status (502) the client's SDK may retry.
+        streamErrorsAsStatus: z.boolean().default(false),
         // Renewed every third of itself while the request runs; a renewal may wait up to 5 s for
         // the database (SQLite's busy_timeout), so below 10 s a live request could lose its lease.
         reservationLeaseSeconds: z
@@ -353,6 +359,11 @@ export const configSchema = z
       .object({
         backend: z.enum(['memory', 'redis']).default('memory'),
         redisUrlEnv: envName.default('TOLLGATE_REDIS_URL'),
+        // What a Redis outage does: `local` keeps serving with each instance enforcing its share
+        // (1/instances) of every limit until Redis answers; `closed` answers 503 (src/ratelimit/create.ts).
+        redisOutage: z.enum(['local', 'closed']).default('local'),
+        // How many instances share the limits: during a Redis outage each allows limit/instances.
+        instances: positiveInt.default(1),
         chat: window.default({ perMinute: 60, perDay: 10000 }),
         keys: window.default({ perMinute: 30 }),
         public: window.default({ perMinute: 300 }),
@@ -368,6 +379,10 @@ export const configSchema = z
         // 4 MiB holds a 1M-token prompt. An accepted body is decoded, parsed and measured in one
         // synchronous run: about 25 ms at 4 MiB, over 60 ms at 10 MiB on a 2-core machine.
         chatBodyBytes: positiveInt.default(4 * 1024 * 1024),
+        // POST /v1/messages/count_tokens costs CPU time per byte of text and no money: its own body
+        // limit (the same 4 MiB holds a 1M-token conversation); a key may have two such bodies being
+        // counted at once and the instance eight (src/chat/counting-budget.ts), beyond that a 429.
+        countTokensBodyBytes: positiveInt.default(4 * 1024 * 1024),
         // JSON.parse time grows with the number of values and keys, not with bytes (10 MiB of `{}`
         // takes seconds, 10 MiB of string milliseconds), so bodies are bounded in both, by a byte
         // scan before parsing: at the defaults no body blocks the event loop for more than ~50 ms.

@@ -4,6 +4,7 @@ import { isTransportError } from '../chain/rpc-errors.ts';
 import { isDatabaseOutage } from '../storage/database-outage.ts';
 import { ApiError } from '../refusal.ts';
 import { errorBody, formatFor, type ErrorFormat } from './error-format.ts';
+import { noteRefusal } from './refusal-log.ts';
 
 // The refusal itself is domain data, imported from src/refusal.ts by everyone; this file only renders it.
 
@@ -43,6 +44,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, format: 
   if (codec?.clientParam && typeof err.extra.param === 'string') {
     err = new ApiError(err.status, err.code, err.message, { ...err.extra, param: codec.clientParam(err.extra.param) }, err.headers);
   }
+  noteRefusal(reply, err.code, err.extra.param);
   // A chat route of another protocol (Anthropic Messages, …) writes errors in that protocol's shape.
   const own = codec?.errorBody;
   void reply.code(err.status).headers(retryHeaders(err)).send(own ? own(err) : errorBody(formatFor(request, format), err));
@@ -58,14 +60,17 @@ export const DEFAULT_RETRY_AFTER_SECONDS = 1;
  * times over about three minutes) from retrying them. The exception is a 402 that set its own
  * `Retry-After`: the wallet's own requests in flight hold the funds, and the same request succeeds
  * once they settle (src/http/key-checks.ts). A 429 or 503 is worth retrying, after `Retry-After`
- * (kept when the refusal set its own). A 502 carries what its mapping set (src/chat/upstream-error.ts:
+ * (kept when the refusal set its own), unless the refusal said `x-should-retry: false` itself: a 503
+ * for the gateway's own configuration (src/http/provider-ready.ts) answers the same until the
+ * operator changes it, so it invites no retry. A 502 carries what its mapping set (src/chat/upstream-error.ts:
  * `x-should-retry: false` for a provider's own refusal, the provider's Retry-After when it was busy).
  */
 export function retryHeaders(err: ApiError): Record<string, string> {
   const headers: Record<string, string> = { ...err.headers };
   const waits = Object.keys(headers).some((h) => h.toLowerCase() === 'retry-after');
+  const final = headers['x-should-retry'] === 'false';
   if (err.status === 400 || err.status === 401 || err.status === 403 || (err.status === 402 && !waits)) headers['x-should-retry'] = 'false';
-  if ((err.status === 429 || err.status === 503) && !waits) {
+  if ((err.status === 429 || err.status === 503) && !waits && !final) {
     headers['retry-after'] = String(DEFAULT_RETRY_AFTER_SECONDS);
   }
   return headers;

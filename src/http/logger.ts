@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
+import { refusalOf } from './refusal-log.ts';
 
 /**
  * JSON logs with secrets kept out: credentials travel in headers (redacted by path) and, for SIWE
@@ -19,7 +20,8 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       },
       serializers: {
         req: (req: { method?: string; url?: string; ip?: string }) => ({ method: req.method, url: redactQuery(req.url ?? ''), remoteAddress: req.ip }),
-        res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
+        // A refusal's code and field (refusal-log.ts), so the line says why a client was refused.
+        res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode, ...refusalOf(res) }),
         err: pino.stdSerializers.err,
       },
     },

@@ -8,7 +8,10 @@ import { ApiError } from '../refusal.ts';
  * Before anything is reserved or paid: a provider without its key cannot serve, so a model none of
  * whose deployments has its key is refused here (one that has a fallback with a key is not: the
  * attempt chain moves past the keyless ones). The client is not told which variable is missing
- * (that is the operator's business, so it goes to the log).
+ * (that is the operator's business, so it goes to the log). It is a configuration error: the same
+ * request answers the same until the operator sets the key and restarts, so it says
+ * `x-should-retry: false` and names no Retry-After (an SDK would otherwise retry it, and Claude
+ * Code ten times over minutes).
  */
 export function refuseUnconfiguredProvider(services: Services, request: FastifyRequest, plan: { model: CatalogModel; routes?: readonly { deployment: Deployment }[] }): void {
   const deployments = plan.routes?.map((r) => r.deployment) ?? plan.model.deployments;
@@ -16,5 +19,7 @@ export function refuseUnconfiguredProvider(services: Services, request: FastifyR
   if (missing.some((m) => !m.variable)) return;
   const { provider, variable: missingKey } = missing[0]!;
   request.log.warn({ provider, model: plan.model.id, variable: missingKey }, `refused a request: provider ${provider} has no API key; set ${missingKey} and restart`);
-  throw new ApiError(503, 'PROVIDER_NOT_CONFIGURED', `model ${plan.model.id} is not available on this gateway right now; nothing was charged. Use another model from GET /v1/models, or ask the operator (quote request id ${request.id})`);
+  throw new ApiError(503, 'PROVIDER_NOT_CONFIGURED', `model ${plan.model.id} is not available on this gateway right now; nothing was charged. Use another model from GET /v1/models, or ask the operator (quote request id ${request.id})`, {}, {
+    'x-should-retry': 'false',
+  });
 }

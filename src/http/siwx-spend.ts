@@ -3,7 +3,7 @@ import { getBalance } from '../ledger/balances.ts';
 import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
 import { ApiError } from '../refusal.ts';
 import type { Services } from '../services.ts';
-import { SIGN_IN_WITH_X, verifySiwxHeader } from '../siwe/siwx.ts';
+import { SIGN_IN_WITH_X, siwxConfigProblem, verifySiwxHeader } from '../siwe/siwx.ts';
 import { authFailureLimit } from './auth-failure-limit.ts';
 import { reservationRefusal } from './key-checks.ts';
 import { enforceRateLimit } from './rate-limit.ts';
@@ -26,6 +26,12 @@ export function siwxHeader(headers: Record<string, string | string[] | undefined
  * until the client's address has failed too often (auth-failure-limit.ts): then the 429.
  */
 export async function spendWithSiwx(services: Services, request: FastifyRequest, reply: FastifyReply, paid: PaidRequest, header: string, ask: AskForPayment): Promise<FastifyReply> {
+  // No challenge is offered when none could pass the verifier (the operator is warned at start-up);
+  // the client is told so rather than asked to sign a challenge that is not there.
+  if (siwxConfigProblem(services.config.server.publicUrl, services.config.siwe)) {
+    const why = 'its configuration leaves its own public URL out of the domains it verifies';
+    return ask('SIWX_REJECTED', `this gateway offers no sign-in-with-x (${why}); nothing was charged; pay one of accepts`);
+  }
   // A refused proof is a failed authentication like a junk SIWE proof (the same signature check and
   // contract-wallet RPC calls): counted per client address, and a blocked address is refused with
   // the 429 before its header is looked at. Under the limit, a refusal is the 402 again.

@@ -1,6 +1,6 @@
 import type { PaymentPayload } from '@x402/core/types';
 import type { Services } from '../services.ts';
-import { SIGN_IN_WITH_X, siwxChallenge } from '../siwe/siwx.ts';
+import { SIGN_IN_WITH_X, siwxChallenge, siwxConfigProblem } from '../siwe/siwx.ts';
 import { bazaarDiscovery } from './bazaar-discovery.ts';
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 
@@ -22,11 +22,22 @@ function bazaarOf(services: Services, path: string): unknown {
  * and `payment-identifier` (an idempotency key for the paid request: payment-identifier.ts).
  */
 export function paidRequestExtensions(services: Services, resourceUrl: string, path: string): Record<string, unknown> {
-  const { config } = services;
   return {
     bazaar: bazaarOf(services, path),
     // Optional: a paid request retried with the same id is never paid or run twice (src/http/payment-identifier.ts).
     [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
+    ...siwxExtension(services, resourceUrl),
+  };
+}
+
+/**
+ * The `sign-in-with-x` challenge, or nothing when the configuration makes every challenge one the
+ * verifier refuses (siwxConfigProblem: server.publicUrl outside siwe.domains or siwe.uris).
+ */
+function siwxExtension(services: Services, resourceUrl: string): Record<string, unknown> {
+  const { config } = services;
+  if (siwxConfigProblem(config.server.publicUrl, config.siwe)) return {};
+  return {
     [SIGN_IN_WITH_X]: siwxChallenge({
       publicUrl: config.server.publicUrl,
       resourceUrl,

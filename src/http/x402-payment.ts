@@ -7,6 +7,7 @@ import { invalidPayment } from '../payments/decode.ts';
 import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../payments/offers.ts';
 import type { PaymentRow } from '../payments/payment-store.ts';
 import { paymentRequiredV1 } from '../payments/x402-v1.ts';
+import { noteRefusal } from './refusal-log.ts';
 import type { SettleMatchedDeps } from '../payments/settle-matched.ts';
 
 /**
@@ -36,6 +37,7 @@ export function askForPayment(
   // x402 v2 only: v1 has no extensions, and its clients read only the body's accepts.
   const required = { ...paymentRequired(p.resource, p.offers, p.code, description), ...(p.extensions ? { extensions: p.extensions } : {}) };
   const body = p.v1Body ? paymentRequiredV1(p.resource, p.offers, p.code, description) : required;
+  noteRefusal(reply, p.code);
   return reply
     .code(402)
     .header('payment-required', encodePaymentRequiredHeader(required))

@@ -66,6 +66,12 @@ export interface InboundTranslator {
 
 /** Writes one stream in the protocol's events; every method returns the bytes to send ('' for none). */
 export interface StreamEncoder {
+  /**
+   * The events a stream opens with before any provider answered (the headers go out before the
+   * upstream call): Responses' response.created and response.in_progress. Absent: the protocol's
+   * first event needs the provider's answer (Anthropic's message_start carries its message id).
+   */
+  opening?(): string;
   /** An internal chat.completion.chunk (JSON text); `usageOnly`: the final usage chunk, with no choices. */
   chunk(data: string, usageOnly: boolean): string;
   /** A provider event passed through untranslated (a native plan): the bytes to send for it. */

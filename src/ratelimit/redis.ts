@@ -97,12 +97,13 @@ const SCRIPT_BUG = /^ERR (Error (running|compiling) script|user_script:|.*@user_
 /**
  * Connection-level failures and every reply that refuses the command (MISCONF after a failed
  * save, NOPERM from an ACL, READONLY after a failover, LOADING, BUSY, OOM, NOAUTH, "ERR max number
- * of clients"...): Redis cannot serve the limiter, so the request is 503 and /health says so.
+ * of clients"...): Redis cannot serve the limiter, so the request is decided by the instance's
+ * local share (local-fallback.ts) or, with rateLimits.redisOutage: closed, refused with 503.
  *
- * The one exception is our script failing on its own (a bug in SCRIPT): it stays a 500. A 503
- * says "retry, it will pass", which is false for a bug on every instance; a 500 is logged at error
- * level with the request id, which is what gets a bug looked at. Both refuse the request (fail
- * closed), so no request is ever served without a limit either way.
+ * The one exception is our script failing on its own (a bug in SCRIPT): it stays a 500, and never
+ * falls back. A 503 says "retry, it will pass", which is false for a bug on every instance; a 500
+ * is logged at error level with the request id, which is what gets a bug looked at. No request is
+ * ever served without a limit either way.
  */
 export function isRedisOutage(err: unknown): boolean {
   if (err instanceof ReplyError) {
@@ -125,8 +126,8 @@ export interface RedisLimiter extends RateLimiter {
 }
 
 /**
- * The shared limiter. When Redis does not answer, `hit` throws DependencyUnavailable: the request is
- * refused with 503 (fail closed), never served without a limit.
+ * The shared limiter. When Redis does not answer, `hit` throws DependencyUnavailable, never lets a
+ * request through unlimited: create.ts decides what an outage does (local limits, or a 503).
  */
 export function redisLimiter(url: string, prefix = 'tollgate:rl:'): RedisLimiter {
   const redis = new Redis(url, {

@@ -51,6 +51,30 @@ export function siwxChallenge(c: SiwxChallengeInput): SIWxExtension {
   };
 }
 
+/**
+ * Why no challenge this gateway issues could pass its own verifier, or null. A challenge names the
+ * public URL's host as its domain and a route under the public URL as its uri, and the stock client
+ * signs only for the origin it called; when siwe.domains or siwe.uris (the verifier's rules) leave
+ * that host or origin out, every signed challenge would be refused, so none is offered
+ * (x402-extensions.ts) and the operator is told at start-up (src/startup-warnings.ts).
+ */
+export function siwxConfigProblem(publicUrl: string, rules: { domains: string[]; uris: string[] }): { settings: string[]; message: string } | null {
+  const { host, origin } = new URL(publicUrl);
+  const rulesFor = [
+    { setting: 'siwe.domains', part: 'host', value: host, accepted: rules.domains },
+    { setting: 'siwe.uris', part: 'origin', value: origin, accepted: rules.uris },
+  ];
+  const left = rulesFor.find((r) => !r.accepted.includes(r.value));
+  if (!left) return null;
+  return {
+    settings: [left.setting],
+    message:
+      `server.publicUrl's ${left.part} "${left.value}" is not among ${left.setting} (${left.accepted.join(', ')}), ` +
+      'so 402s offer no sign-in-with-x challenge (every one would be refused) and wallets cannot spend a balance without an API key; ' +
+      `add "${left.value}" to ${left.setting}, or set server.publicUrl to the URL clients call`,
+  };
+}
+
 export type SiwxResult = { ok: true; wallet: string } | { ok: false; status: 401 | 403 | 503; reason: string };
 
 const refuse = (reason: string): SiwxResult => ({ ok: false, status: 401, reason });

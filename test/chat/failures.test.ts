@@ -84,17 +84,16 @@ describe('chat failure matrix', () => {
     }
   });
 
-  // Issue 26: the SSE headers wait for a provider's 200, so a stream no provider served is a plain
-  // 502 (the SDKs raise it as an APIError), not a 200 carrying an error event.
-  test('stream: upstream fails before streaming: a 502 JSON error, no stream, nothing charged', async () => {
+  test('stream: upstream fails before streaming: error event then [DONE], status 200, nothing charged', async () => {
     const w = await h.wallet(FUNDS);
     h.fake.behaviour = { failStatus: 500 };
     const res = await post(w.key, { model: 'chat-small', messages: MESSAGES, stream: true });
-    assert.equal(res.status, 502);
-    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
-    const body = await res.json();
-    assert.equal(body.error, 'UPSTREAM_ERROR');
-    assert.match(body.message, /provider answered 500/);
+    assert.equal(res.status, 200);
+    const events = await readSse(res);
+    assert.deepEqual(events.slice(-1), ['[DONE]']);
+    const err = JSON.parse(events.at(-2)!);
+    assert.equal(err.error.type, 'upstream_error');
+    assert.match(err.error.message, /provider answered 500/);
     await expectUntouched(w, 'upstream_error');
   });
 

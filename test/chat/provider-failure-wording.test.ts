@@ -6,9 +6,8 @@ const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 10, completion_tokens: 10 };
 
 /**
- * Each transport failure is named for what happened, in the 502 (non-streamed, or streamed before
- * any byte: the SSE headers wait for a provider's 200, issue 26) and in the streamed error event
- * alike: the fix differs (the provider's health, the operator's baseUrl, a slow model).
+ * Each transport failure is named for what happened, in the non-streamed 502 and in the streamed
+ * error event alike: the fix differs (the provider's health, the operator's baseUrl, a slow model).
  */
 describe('provider failures say what happened', () => {
   let h: ChatHarness;
@@ -21,8 +20,7 @@ describe('provider failures say what happened', () => {
   afterEach(() => h.gw.assertLedger());
   after(() => h.stop());
 
-  /** `midStream`: the failure comes after the stream started, so it is an error event in a 200. */
-  async function ask(harness: ChatHarness, stream: boolean, midStream = false): Promise<string> {
+  async function ask(harness: ChatHarness, stream: boolean): Promise<string> {
     const w = await harness.wallet(FUNDS);
     const res = await fetch(`${harness.gw.url}/v1/chat/completions`, {
       method: 'POST',
@@ -30,7 +28,7 @@ describe('provider failures say what happened', () => {
       body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], stream }),
     });
     let message: string;
-    if (midStream) {
+    if (stream) {
       assert.equal(res.status, 200);
       const events = await readSse(res);
       assert.equal(events.at(-1), '[DONE]');
@@ -75,11 +73,11 @@ describe('provider failures say what happened', () => {
 
   test('streamed: a connection reset mid-answer is "closed the connection", not "could not be reached"', async () => {
     h.fake.behaviour = { usage: USAGE, cutAfterChunks: 2 };
-    assert.equal(await ask(h, true, true), 'the provider closed the connection; nothing was charged');
+    assert.equal(await ask(h, true), 'the provider closed the connection; nothing was charged');
   });
 
   test('streamed: a provider that stops sending mid-answer is a timeout', async () => {
     h.fake.behaviour = { usage: USAGE, chunkDelayMs: 1500 };
-    assert.equal(await ask(h, true, true), 'the provider timed out: it stopped sending mid-answer; nothing was charged');
+    assert.equal(await ask(h, true), 'the provider timed out: it stopped sending mid-answer; nothing was charged');
   });
 });

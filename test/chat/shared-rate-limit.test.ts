@@ -1,26 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { freshDatabaseUrl } from '../support/engines.ts';
-import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
+import type { ChatHarness } from '../support/chat-harness.ts';
+import { startTwoChatInstances, type TwoChatInstances } from '../support/two-chat-instances.ts';
 
 describe('two gateway instances sharing PostgreSQL and Redis', () => {
-  let redis: RedisServer;
+  let instances: TwoChatInstances | undefined;
   let a: ChatHarness;
   let b: ChatHarness;
   before(async () => {
-    redis = await startRedis();
-    const databaseUrl = await freshDatabaseUrl('postgres');
-    const config = { rateLimits: { backend: 'redis', chat: { perMinute: 5, perDay: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } };
-    const env = { TOLLGATE_REDIS_URL: redis.url };
-    a = await startChatHarness('postgres', config, { env, databaseUrl });
-    b = await startChatHarness('postgres', config, { env, databaseUrl });
+    instances = await startTwoChatInstances({ rateLimits: { backend: 'redis', chat: { perMinute: 5, perDay: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } });
+    ({ a, b } = instances);
   });
-  after(async () => {
-    await a?.stop();
-    await b?.stop();
-    await redis?.stop();
-  });
+  after(() => instances?.stop());
 
   test('enforce one per-wallet limit together', async () => {
     a.fake.behaviour = b.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 } };

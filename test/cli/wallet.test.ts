@@ -14,9 +14,11 @@ describe('tollgate wallet new (no gateway, no key)', () => {
   test('prints a fresh private key and the address it derives to, once, with a warning on stderr', async () => {
     const res = await runTollgate(['wallet', 'new']);
     assert.equal(res.code, 0, res.stderr);
-    const [key, address, ...rest] = res.stdout.split('\n');
-    assert.match(key!, /^0x[0-9a-f]{64}$/);
-    assert.equal(address, privateKeyToAccount(key as `0x${string}`).address);
+    const [keyLine, addressLine, ...rest] = res.stdout.split('\n');
+    // Each line names what it holds, so nobody credits or publishes the wrong one.
+    const key = /^private key {2}(0x[0-9a-f]{64})$/.exec(keyLine!)?.[1];
+    assert.ok(key, keyLine);
+    assert.equal(addressLine, `address      ${privateKeyToAccount(key as `0x${string}`).address}`);
     assert.deepEqual(rest, ['']);
     assert.match(res.stderr, /shown once and stored nowhere/);
     assert.match(res.stderr, /Whoever holds it holds the funds/);

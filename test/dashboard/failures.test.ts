@@ -55,15 +55,15 @@ describe('the dashboard when things go wrong', { skip: noChromium }, () => {
     const payer = await d.h.payer(10n);
     const { page, wallet } = await d.open(payer, { startChainId: 1 });
     await page.getByRole('button', { name: 'Connect Test Wallet' }).click();
-    await page.getByText(`your wallet is on chain 1`).waitFor();
+    await page.getByText('your wallet is on Ethereum').waitFor();
     await page.getByRole('button', { name: 'Sign in with your wallet' }).click();
     await page.getByRole('heading', { name: 'Top up' }).waitFor();
-    assert.equal(await page.getByTestId('chain').innerText(), 'chain 1');
-    await page.getByRole('alert').filter({ hasText: 'Your wallet is on chain 1; USD Coin is paid on chain 84532.' }).waitFor();
+    assert.equal(await page.getByTestId('chain').innerText(), 'Ethereum');
+    await page.getByRole('alert').filter({ hasText: 'Your wallet is on Ethereum; USDC is paid on Base Sepolia.' }).waitFor();
     assert.ok(await topUpButton(page, '5').isDisabled(), 'no payment is signed on the wrong chain');
 
-    await page.getByRole('button', { name: 'Switch to chain 84532' }).click();
-    await page.getByTestId('chain').filter({ hasText: 'chain 84532' }).waitFor();
+    await page.getByRole('button', { name: 'Switch to Base Sepolia' }).click();
+    await page.getByTestId('chain').filter({ hasText: 'Base Sepolia' }).waitFor();
     assert.equal(wallet.chainId, 84532);
     await topUpButton(page, '5').click();
     await page.locator('[data-phase="credited"]').waitFor({ timeout: 60_000 });

@@ -51,11 +51,11 @@ describe('the dashboard as served', () => {
     assert.ok(total < BUDGET_BYTES, `${total} bytes gzipped`);
   });
 
-  test('the page configuration names the explorers and, on a normal start, no demo wallet', async () => {
+  test('the page configuration names the chains and their explorers and, on a normal start, no demo wallet', async () => {
     const res = await call(gw.url, 'GET', '/v1/dashboard/config');
     assert.equal(res.status, 200);
     assert.equal(res.body.demo_wallet, null);
-    assert.deepEqual(res.body.chains, [{ id: 8453, explorer_url: 'https://basescan.org' }]);
+    assert.deepEqual(res.body.chains, [{ id: 8453, name: 'Base', explorer_url: 'https://basescan.org' }]);
     assert.equal(res.body.session_minutes, 30);
     assert.ok(!JSON.stringify(res.body).includes('private'), 'no key of any kind');
   });

@@ -64,13 +64,13 @@ describe('the dashboard in a browser', { skip: noChromium }, () => {
     assert.equal(await page.getByTestId('account').getAttribute('title'), payer.address);
     assert.ok(wallet.asked.includes('personal_sign'));
 
-    await topUp(page, '5', /USD Coin/);
+    await topUp(page, '5', /USDC/);
     assert.match(await page.getByTestId('topup-status').innerText(), /Credited \$5\.00\. New balance \$5\.00\./);
     const link = await page.getByTestId('topup-status').getByRole('link').getAttribute('href');
     assert.match(link!, new RegExp(`^${EXPLORER}/tx/0x[0-9a-f]{64}$`));
     assert.ok(!wallet.asked.includes('eth_sendTransaction'), 'USDC needs no transaction from the payer');
 
-    await topUp(page, '3', /Tether USD/);
+    await topUp(page, '3', /USDT/);
     assert.match(await page.getByTestId('topup-status').innerText(), /Credited \$3\.00\. New balance \$8\.00\./);
     assert.equal(wallet.asked.filter((m) => m === 'eth_sendTransaction').length, 1, 'one Permit2 approval');
     await page.getByTestId('balance').filter({ hasText: '$8.00' }).waitFor();
@@ -102,7 +102,7 @@ describe('the dashboard in a browser', { skip: noChromium }, () => {
     assert.ok(charged > 0);
     await page.getByTestId('spend-summary').filter({ hasText: 'over 1 request.' }).waitFor();
     assert.equal(await page.locator('.chart canvas').count(), 1, 'the chart is drawn');
-    assert.match(await page.locator('.chart .u-legend').innerText(), /story/);
+    assert.match(await page.getByTestId('chart-legend').innerText(), /story: \$0\.0\d+/);
     const row = page.locator('tr[data-key-id]', { hasText: 'story' });
     assert.match(await row.innerText(), /\t1\t/);
     await page.getByRole('radio', { name: 'Tokens' }).check();
@@ -138,7 +138,7 @@ describe('the dashboard in a browser', { skip: noChromium }, () => {
     await shot(page, 'connect-phone');
     await connectAndSignIn(page);
     await assertNoOverflow(page, 360);
-    await topUp(page, '2', /USD Coin/);
+    await topUp(page, '2', /USDC/);
     await assertNoOverflow(page, 360);
     await shot(page, 'topped-up-phone');
     await page.getByLabel('Label').fill('a rather long label for a phone screen');

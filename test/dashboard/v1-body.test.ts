@@ -34,8 +34,8 @@ describe('the dashboard with the x402 v1 402 body on', { skip: noChromium }, () 
     await page.getByRole('button', { name: 'Connect Test Wallet' }).click();
     await page.getByRole('button', { name: 'Sign in with your wallet' }).click();
     await page.getByRole('heading', { name: 'Top up' }).waitFor();
-    await topUp(page, '2', /USD Coin/);
-    await topUp(page, '3', /Tether USD/);
+    await topUp(page, '2', /USDC/);
+    await topUp(page, '3', /USDT/);
     assert.match(await page.getByTestId('topup-status').innerText(), /Credited \$3\.00\. New balance \$5\.00\./);
     assert.equal(await d.h.balance(payer.address), 5_000_000);
     assert.deepEqual(problems, []);

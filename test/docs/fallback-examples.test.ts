@@ -58,4 +58,11 @@ describe('doc blocks: fallbacks', () => {
     assert.equal(openrouter.received[0]!.body.model, 'openai/gpt-4o-mini');
     assert.equal(anthropic.received.length, 0);
   });
+
+  test("docs/api.md's streaming curl: the stream names the deployment that served in its SSE comment", async () => {
+    const w = await h.wallet(1_000_000);
+    const block = docBlock('fallback-stream-curl').replace('http://localhost:8080', h.gw.url).replace('sk-…', w.key);
+    const { stdout } = await run('bash', ['-c', `set -eo pipefail\n${block}`]);
+    assert.equal(stdout, ': x-tollgate-deployment openrouter/openai/gpt-4o-mini\n');
+  });
 });

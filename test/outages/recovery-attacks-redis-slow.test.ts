@@ -33,7 +33,7 @@ describe('attack: Redis slow rather than down, and flapping', () => {
     child.kill('SIGSTOP');
     h = await startChatHarness(
       'sqlite',
-      { rateLimits: { backend: 'redis', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } },
+      { rateLimits: { backend: 'redis', redisOutage: 'closed', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } },
       { env: { TOLLGATE_REDIS_URL: `redis://127.0.0.1:${port}` } },
     );
   });

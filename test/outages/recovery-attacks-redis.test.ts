@@ -24,7 +24,7 @@ async function redisServer(port: number, args: string[]): Promise<ChildProcess> 
 
 /** A gateway whose limits are in the Redis at `url`, high enough that only Redis refuses. */
 function gatewayOn(url: string): Promise<ChatHarness> {
-  const limits = { backend: 'redis', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } as const;
+  const limits = { backend: 'redis', redisOutage: 'closed', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } as const;
   return startChatHarness('sqlite', { rateLimits: limits }, { env: { TOLLGATE_REDIS_URL: url } });
 }
 

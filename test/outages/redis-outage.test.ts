@@ -7,18 +7,19 @@ import { startRedis, type RedisServer } from '../support/redis.ts';
 import { assertOutageAnswer, chatBody, waitForHealth } from './support.ts';
 
 /**
- * Redis holds the shared rate limits. Decision: when it does not answer, every rate-limited route
- * fails closed with 503 (never 500, never served without a limit), /health turns 503 naming redis,
- * and both recover by themselves when Redis is back.
+ * Redis holds the shared rate limits. With `rateLimits.redisOutage: closed` (the operator's opt-in;
+ * the default serves on, see redis-outage-local.test.ts), every rate-limited route fails closed
+ * with 503 while it does not answer (never 500, never served without a limit), /health turns 503
+ * naming redis, and both recover by themselves when Redis is back.
  */
-describe('Redis outage: the shared rate limiter fails closed with 503 and recovers', () => {
+describe('Redis outage with redisOutage: closed: the shared rate limiter fails closed with 503 and recovers', () => {
   let redis: RedisServer;
   let h: ChatHarness;
   before(async () => {
     redis = await startRedis();
     h = await startChatHarness(
       'sqlite',
-      { rateLimits: { backend: 'redis', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } },
+      { rateLimits: { backend: 'redis', redisOutage: 'closed', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } } },
       { env: { TOLLGATE_REDIS_URL: redis.url } },
     );
   });

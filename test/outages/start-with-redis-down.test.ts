@@ -33,7 +33,7 @@ describe('a gateway started while Redis is down', () => {
         database: { url: databaseUrl },
         providers: { fake: { baseUrl: fake.url }, other: { baseUrl: fake.url } },
         models: MODELS,
-        rateLimits: { backend: 'redis', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } },
+        rateLimits: { backend: 'redis', redisOutage: 'closed', chat: { perMinute: 1000 }, keys: { perMinute: 1000 }, public: { perMinute: 1000 } },
       },
       { TOLLGATE_REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex') },
     );

@@ -5,6 +5,7 @@ import { startAnthropicHarness, type AnthropicHarness } from '../support/anthrop
 import { ENGINES } from '../support/engines.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
 import { FAKE_ANTHROPIC_CONTENT } from '../../src/fake-providers/fake-anthropic-answer.ts';
+import { sseBlocks } from '../support/sse.ts';
 
 const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 10, completion_tokens: 20 };
@@ -13,7 +14,7 @@ const CONTENT = 'Hello from the fake provider, a stand-in for a paid model.';
 
 /** A Responses stream's events, parsed: `event:` names must match the `type` of each `data:`. */
 async function readEvents(res: Response): Promise<any[]> {
-  const blocks = (await res.text()).split('\n\n').filter(Boolean);
+  const blocks = sseBlocks(await res.text());
   return blocks.map((block) => {
     const [eventLine, dataLine] = block.split('\n');
     const data = JSON.parse(dataLine!.replace(/^data: /, ''));
@@ -111,15 +112,15 @@ for (const engine of ENGINES) {
       await expectUntouched(w);
     });
 
-    // Issue 26: the SSE headers wait for a provider's 200, so a stream no provider served is a
-    // plain 502 JSON error (the SDKs raise it), not response.created followed by response.failed.
-    test('stream: the provider fails before streaming: a 502 JSON error, no events, nothing charged', async () => {
+    test('stream: the provider fails before streaming: response.created, then error and response.failed, nothing charged', async () => {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { failStatus: 500 };
       const res = await post(w.key, { input: 'hi', stream: true });
-      assert.equal(res.status, 502);
-      assert.match(res.headers.get('content-type') ?? '', /application\/json/);
-      assert.match(JSON.stringify(await res.json()), /provider answered 500: injected failure 500; nothing was charged/);
+      assert.equal(res.status, 200);
+      const events = await readEvents(res);
+      assert.deepEqual(events.map((e) => e.type), ['response.created', 'response.in_progress', 'error', 'response.failed']);
+      assert.match(events[2].message, /provider answered 500: injected failure 500; nothing was charged/);
+      assert.equal(events[3].response.status, 'failed');
       await expectUntouched(w);
     });
 

@@ -3,6 +3,7 @@ import { beforeEach, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { ENGINES } from '../support/engines.ts';
 import { postChat, routingSuite, type RoutingHarness } from '../support/routing-harness.ts';
+import { readServed } from '../support/sse.ts';
 
 /**
  * A non-streaming answer's headers come only once the whole completion is generated, so a request
@@ -138,8 +139,7 @@ for (const engine of ENGINES) describe(`attack: a cooling deployment is a last r
     h.backup.behaviour = { failStatus: 503 };
     const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES, stream: true });
     assert.equal(res.status, 200);
-    assert.equal(res.headers.get('x-tollgate-deployment'), 'fake/routed');
-    await res.text();
+    assert.equal((await readServed(res)).deployment, 'fake/routed');
     assert.deepEqual([h.backup.received.length, h.fake.received.length], [1, 1], 'the ready fallback first, then the cooling primary');
   });
 
@@ -160,8 +160,7 @@ for (const engine of ENGINES) describe(`attack: a cooling deployment is a last r
     h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
     for (let i = 0; i < 3; i++) {
       const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES, stream: true });
-      assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/routed-backup');
-      await res.text();
+      assert.equal((await readServed(res)).deployment, 'backup/routed-backup');
     }
     assert.deepEqual(h.gw.services.chat.routing.cooldown.cooling().map((c) => c.deployment), ['fake/routed']);
   });

@@ -3,6 +3,7 @@ import { beforeEach, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { ENGINES } from '../support/engines.ts';
 import { readSse } from '../support/chat-harness.ts';
+import { readServed } from '../support/sse.ts';
 import { call } from '../support/gateway.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
 import { postChat, resetRouting, routingSuite, startRoutingHarness, type RoutingHarness } from '../support/routing-harness.ts';
@@ -24,6 +25,27 @@ for (const engine of ENGINES) {
 
     const post = (key: string, body: Record<string, unknown>, signal?: AbortSignal) => postChat(h, key, body, signal);
 
+    /**
+     * The failure every deployment ended with: a JSON request's 502, or (the spec, 4.7 rules 3-4) a
+     * stream's 200 whose last events are the error event and [DONE]. Returns its message.
+     */
+    async function failureOf(res: Response, stream: boolean): Promise<string> {
+      if (!stream) {
+        assert.equal(res.status, 502);
+        assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+        const body = await res.json();
+        assert.equal(body.error, 'UPSTREAM_ERROR');
+        return body.message;
+      }
+      assert.equal(res.status, 200);
+      const { deployment, events } = await readServed(res);
+      assert.equal(deployment, null, 'no deployment served');
+      assert.equal(events.at(-1), '[DONE]');
+      const error = JSON.parse(events.at(-2)!).error;
+      assert.equal(error.type, 'upstream_error');
+      return error.message;
+    }
+
     async function expectServedByBackup(w: { account: any; keyId: number }, deployment = 'backup/routed-backup', cost = BACKUP_COST) {
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE, 'the listed price, once');
       const rows = await usageRowsOf(h, w.keyId);
@@ -39,9 +61,10 @@ for (const engine of ENGINES) {
           h.fake.behaviour = { failStatus };
           const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
           assert.equal(res.status, 200);
-          assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/routed-backup');
-          if (stream) assert.equal((await readSse(res)).at(-1), '[DONE]');
-          else assert.equal((await res.json()).usage.prompt_tokens, 100);
+          const served = await readServed(res);
+          assert.equal(served.deployment, 'backup/routed-backup');
+          if (stream) assert.equal(served.events.at(-1), '[DONE]');
+          else assert.equal(JSON.parse(served.text).usage.prompt_tokens, 100);
           assert.equal(h.fake.received.length, 1, 'the primary was tried once (chat.retries 0)');
           assert.equal(h.backup.received.length, 1);
           assert.equal(h.backup.received[0]!.body.model, 'routed-backup', "the fallback's own model name");
@@ -54,8 +77,7 @@ for (const engine of ENGINES) {
         const w = await h.wallet(FUNDS);
         const res = await post(w.key, { model: 'dead/refused', messages: MESSAGES, stream });
         assert.equal(res.status, 200);
-        assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/refused-backup');
-        await res.text();
+        assert.equal((await readServed(res)).deployment, 'backup/refused-backup');
         if (stream) await waitForUsageRow(h, w.keyId);
         await expectServedByBackup(w, 'backup/refused-backup');
       });
@@ -66,24 +88,21 @@ for (const engine of ENGINES) {
         const failuresBefore = h.gw.services.chat.routing.cooldown.recentFailures('fake/routed');
         const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES, stream });
         assert.equal(res.status, 200);
-        assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/routed-backup');
-        await res.text();
+        assert.equal((await readServed(res)).deployment, 'backup/routed-backup');
         if (stream) await waitForUsageRow(h, w.keyId);
         await expectServedByBackup(w);
         assert.equal(h.fake.received.length, 1, 'the timed-out primary was not asked again (no retry on the same deployment)');
         assert.equal(h.gw.services.chat.routing.cooldown.recentFailures('fake/routed') - failuresBefore, stream ? 1 : 0);
       });
 
-      test(`${mode}: every deployment fails: 502 JSON, nothing charged, each tried exactly once`, async () => {
+      const failed = stream ? "200, the spec's error event and [DONE]" : '502 JSON';
+      test(`${mode}: every deployment fails: ${failed}, nothing charged, each tried exactly once`, async () => {
         const w = await h.wallet(FUNDS);
         h.fake.behaviour = { failStatus: 503 };
         h.backup.behaviour = { failStatus: 502 };
         const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES, stream });
-        assert.equal(res.status, 502);
-        assert.match(res.headers.get('content-type') ?? '', /application\/json/);
-        const body = await res.json();
-        assert.equal(body.error, 'UPSTREAM_ERROR');
-        assert.match(body.message, /every deployment of fake\/routed failed \(2 attempts\); the last: the provider answered 502/);
+        const message = await failureOf(res, stream);
+        assert.match(message, /^every deployment of fake\/routed failed \(2 attempts\); the last: the provider answered 502.*; nothing was charged$/);
         assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 1]);
         await expectNothingCharged(h, w, FUNDS);
       });
@@ -92,9 +111,8 @@ for (const engine of ENGINES) {
         const w = await h.wallet(FUNDS);
         h.fake.behaviour = { failStatus: 400 };
         const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES, stream });
-        assert.equal(res.status, 502);
-        assert.equal(res.headers.get('x-should-retry'), 'false');
-        assert.match((await res.json()).message, /^the provider answered 400: injected failure 400/);
+        if (!stream) assert.equal(res.headers.get('x-should-retry'), 'false');
+        assert.match(await failureOf(res, stream), /^the provider answered 400: injected failure 400/);
         assert.equal(h.backup.received.length, 0);
         await expectNothingCharged(h, w, FUNDS);
       });
@@ -161,8 +179,8 @@ for (const engine of ENGINES) {
       h.anthropic.behaviour = { failStatus: 529 };
       const res = await post(w.key, { model: 'anth/claude-routed', messages: MESSAGES, stream: true, stream_options: { include_usage: true } });
       assert.equal(res.status, 200);
-      assert.equal(res.headers.get('x-tollgate-deployment'), 'fake/gpt-fallback');
-      const events = await readSse(res);
+      const { deployment, events } = await readServed(res);
+      assert.equal(deployment, 'fake/gpt-fallback');
       assert.equal(JSON.parse(events[0]!).object, 'chat.completion.chunk', "the fallback's own stream, decoded and re-encoded");
       assert.equal(events.at(-1), '[DONE]');
       assert.equal(h.fake.received[0]!.body.model, 'gpt-fallback');

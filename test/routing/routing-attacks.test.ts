@@ -3,7 +3,7 @@ import { beforeEach, describe, test } from 'node:test';
 import { planChat } from '../../src/chat/plan.ts';
 import { reservationFor } from '../../src/providers/pricing.ts';
 import { ENGINES } from '../support/engines.ts';
-import { readSse } from '../support/chat-harness.ts';
+import { readServed } from '../support/sse.ts';
 import { call } from '../support/gateway.ts';
 import { siweProof } from '../support/siwe.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
@@ -95,8 +95,8 @@ for (const engine of ENGINES) {
           Array.from({ length: 40 }, async (_, i) => {
             const stream = i % 2 === 0;
             const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
-            const text = await res.text();
-            return { status: res.status, deployment: res.headers.get('x-tollgate-deployment'), done: !stream || text.includes('[DONE]') };
+            const { deployment, text } = await readServed(res);
+            return { status: res.status, deployment, done: !stream || text.includes('[DONE]') };
           }),
         );
         assert.deepEqual(results.filter((r) => r.status !== 200 || !r.done), []);
@@ -128,8 +128,10 @@ for (const engine of ENGINES) {
       h.anthropic.behaviour = { failStatus: 529 };
       h.fake.behaviour = { failStatus: 503 };
       const res = await post(w.key, { model: 'anth/claude-routed', messages: MESSAGES, stream: true });
-      assert.equal(res.status, 502);
-      await res.text();
+      assert.equal(res.status, 200, 'the stream started before any deployment was called (spec 4.7)');
+      const { deployment, events } = await readServed(res);
+      assert.equal(deployment, null);
+      assert.equal(JSON.parse(events.at(-2)!).error.type, 'upstream_error');
       await expectNothingCharged(h, w, FUNDS);
     });
   });
@@ -140,12 +142,8 @@ describe('cooldown, recovery, /health and weights (sqlite)', () => {
   let h: RoutingHarness;
   beforeEach(() => (h = harness()));
 
-  const ask = async (key: string, model: string, stream = false) => {
-    const res = await postChat(h, key, { model, messages: MESSAGES, stream });
-    if (stream) await readSse(res);
-    else await res.text();
-    return res;
-  };
+  /** The answer read whole, and the deployment it names (a JSON answer's header, a stream's comment). */
+  const ask = async (key: string, model: string, stream = false) => readServed(await postChat(h, key, { model, messages: MESSAGES, stream }));
 
   test('two failures cool the primary down: it goes after the fallback, /health lists it and stays 200, and it serves again after the cooldown', async () => {
     const w = await h.wallet(FUNDS);
@@ -154,7 +152,7 @@ describe('cooldown, recovery, /health and weights (sqlite)', () => {
     await ask(w.key, 'fake/routed');
     assert.equal(h.fake.received.length, 2);
     const skipped = await ask(w.key, 'fake/routed', true);
-    assert.equal(skipped.headers.get('x-tollgate-deployment'), 'backup/routed-backup');
+    assert.equal(skipped.deployment, 'backup/routed-backup');
     assert.equal(h.fake.received.length, 2, 'not called while cooling down and the fallback serves');
 
     const health = await call(h.gw.url, 'GET', '/health');
@@ -166,7 +164,7 @@ describe('cooldown, recovery, /health and weights (sqlite)', () => {
     h.fake.behaviour = { usage: USAGE };
     await new Promise((r) => setTimeout(r, 1100));
     const recovered = await ask(w.key, 'fake/routed');
-    assert.equal(recovered.headers.get('x-tollgate-deployment'), 'fake/routed');
+    assert.equal(recovered.deployment, 'fake/routed');
     assert.equal((await call(h.gw.url, 'GET', '/health')).body.cooldowns, undefined);
     await waitForUsageRow(h, w.keyId);
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 4 * CHARGE);
@@ -176,7 +174,7 @@ describe('cooldown, recovery, /health and weights (sqlite)', () => {
     const w = await h.wallet(FUNDS);
     const served: Record<string, number> = {};
     for (let i = 0; i < 60; i++) {
-      const d = (await ask(w.key, 'fake/weighted')).headers.get('x-tollgate-deployment')!;
+      const d = (await ask(w.key, 'fake/weighted')).deployment!;
       served[d] = (served[d] ?? 0) + 1;
     }
     const share = (served['fake/weighted'] ?? 0) / 60;

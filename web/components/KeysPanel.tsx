@@ -4,6 +4,7 @@ import { shortDate, usd } from '../format.ts';
 import type { SiweProof } from '../proof.ts';
 import { problemText } from '../wallet.ts';
 import { CopyButton, Snippets } from './Snippets.tsx';
+import { TableWrap } from './TableWrap.tsx';
 
 interface Props {
   session: string;
@@ -69,16 +70,17 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, signFor, onCh
       <h2 id="keys-title">API keys</h2>
       <form onSubmit={create} class="row wrap">
         <label class="grow">Label <input value={label} maxLength={100} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} placeholder="e.g. laptop" /></label>
-        <label>Code{' '}
-          <select value={codeKind} onChange={(e) => setCodeKind((e.target as HTMLSelectElement).value as typeof codeKind)}>
-            <option value="none">none</option>
-            <option value="redeem_code">redeem code</option>
-            <option value="ref_code">referral code</option>
+        <label>Have a code?{' '}
+          <select value={codeKind} aria-describedby="code-why" onChange={(e) => setCodeKind((e.target as HTMLSelectElement).value as typeof codeKind)}>
+            <option value="none">No code</option>
+            <option value="redeem_code">Redeem code</option>
+            <option value="ref_code">Referral code</option>
           </select>
         </label>
         {codeKind !== 'none' ? <label class="grow">{codeKind === 'redeem_code' ? 'Redeem code' : 'Referral code'} <input value={code} onInput={(e) => setCode((e.target as HTMLInputElement).value)} required /></label> : null}
         <button type="submit" class="primary" disabled={busy}>Create key</button>
       </form>
+      <p class="hint" id="code-why">Optional: a redeem code from the gateway's operator adds its value to your balance; a referral code records who sent you here.</p>
       <p class="hint" data-testid="create-key-why">Creating a key asks your wallet for a second signature, because a key can spend your balance and your sign-in cannot.</p>
       {error ? <p class="error" role="alert">{error}</p> : null}
       {created ? (
@@ -90,21 +92,21 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, signFor, onCh
         </div>
       ) : null}
       {keys.length === 0 ? <p>No keys yet.</p> : (
-        <div class="table-wrap" tabIndex={0} aria-label="Your API keys">
-          <table>
+        <TableWrap label="Your API keys">
+          <table class="stack">
             <thead><tr><th>Label</th><th>Key</th><th>Created</th><th>Last used</th><th>Requests</th><th>Spent</th><th>Status</th></tr></thead>
             <tbody>
               {keys.map((k) => {
                 const u = perKey.get(k.id);
                 return (
                   <tr key={k.id} data-key-id={k.id}>
-                    <td>{k.label || <em>no label</em>}</td>
-                    <td class="mono">…{k.last4}</td>
-                    <td>{shortDate(k.created_at)}</td>
-                    <td>{shortDate(k.last_used_at)}</td>
-                    <td>{u?.request_count ?? 0}</td>
-                    <td>{usd(u?.total_charged_usdc ?? 0)}</td>
-                    <td>
+                    <td data-label="Label" class="label">{k.label || <em>no label</em>}</td>
+                    <td data-label="Key" class="mono">…{k.last4}</td>
+                    <td data-label="Created">{shortDate(k.created_at)}</td>
+                    <td data-label="Last used">{shortDate(k.last_used_at)}</td>
+                    <td data-label="Requests">{u?.request_count ?? 0}</td>
+                    <td data-label="Spent">{usd(u?.total_charged_usdc ?? 0)}</td>
+                    <td data-label="Status">
                       {k.revoked_at ? `revoked ${shortDate(k.revoked_at)}` : confirming === k.id ? (
                         <span class="confirm" role="group" aria-label={`Confirm revoking ${k.label || 'this key'}`}>
                           Revoke for good?{' '}
@@ -120,7 +122,7 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, signFor, onCh
               })}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       )}
     </section>
   );

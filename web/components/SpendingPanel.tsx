@@ -1,15 +1,26 @@
 import { useMemo, useState } from 'preact/hooks';
-import type { DailyRow, KeyRow, Topup, Usage } from '../api.ts';
-import { chainOf, shortDate, usd } from '../format.ts';
+import type { DailyRow, KeyRow, Offer, Topup, Usage } from '../api.ts';
+import { chainOf, shortDate, tokenOf, usd } from '../format.ts';
 import { Chart, type ChartSeries } from './Chart.tsx';
+import { TableWrap } from './TableWrap.tsx';
 import { TxLink } from './TxLink.tsx';
 
 const DAY_S = 86_400;
 
 /** Balance, the last 30 days per key (spend or tokens), and the top-up history. */
-export function SpendingPanel({ usage, daily, keys, topups, explorers }: { usage: Usage | null; daily: DailyRow[]; keys: KeyRow[]; topups: Topup[]; explorers: Map<number, string | null> }) {
+interface Props {
+  usage: Usage | null;
+  daily: DailyRow[];
+  keys: KeyRow[];
+  topups: Topup[];
+  offers: Offer[];
+  explorers: Map<number, string | null>;
+  chainName: (id: number) => string;
+}
+
+export function SpendingPanel({ usage, daily, keys, topups, offers, explorers, chainName }: Props) {
   const [measure, setMeasure] = useState<'spend' | 'tokens'>('spend');
-  const { days, series, totalSpend, totalRequests } = useMemo(() => chartData(daily, keys, measure), [daily, keys, measure]);
+  const { days, series, legend, totalSpend, totalRequests } = useMemo(() => chartData(daily, keys, measure), [daily, keys, measure]);
   const unit = useMemo(() => (measure === 'spend' ? (v: number) => usd(Math.round(v * 1e6)) : (v: number) => v.toLocaleString('en-US')), [measure]);
   return (
     <>
@@ -21,7 +32,7 @@ export function SpendingPanel({ usage, daily, keys, topups, explorers }: { usage
           <div><dt>Available</dt><dd data-testid="available">{usage ? usd(usage.available_usdc) : '—'}</dd></div>
         </dl>
       </section>
-      <section class="card" aria-labelledby="spend-title">
+      <section class="card wide" aria-labelledby="spend-title">
         <div class="row wrap between">
           <h2 id="spend-title">Last 30 days</h2>
           <div role="radiogroup" aria-label="What the chart shows" class="row">
@@ -30,27 +41,28 @@ export function SpendingPanel({ usage, daily, keys, topups, explorers }: { usage
           </div>
         </div>
         <p data-testid="spend-summary">{usd(totalSpend)} spent over {totalRequests} {totalRequests === 1 ? 'request' : 'requests'}.</p>
-        {series.length ? <Chart days={days} series={series} unit={unit} /> : <p class="hint">No requests in the last 30 days. Create a key and make a request: it shows up here.</p>}
+        {series.length ? <Chart days={days} series={series} legend={legend} unit={unit} /> : <p class="hint">No requests in the last 30 days. Create a key and make a request: it shows up here.</p>}
       </section>
-      <section class="card" aria-labelledby="history-title">
+      <section class="card wide" aria-labelledby="history-title">
         <h2 id="history-title">Top-ups</h2>
         {topups.length === 0 ? <p>No top-ups yet.</p> : (
-          <div class="table-wrap" tabIndex={0} aria-label="Your top-ups">
-            <table>
-              <thead><tr><th>Date</th><th>Amount</th><th>Token</th><th>Status</th><th>Transaction</th></tr></thead>
+          <TableWrap label="Your top-ups">
+            <table class="stack">
+              <thead><tr><th>Date</th><th>Amount</th><th>Token</th><th>Chain</th><th>Status</th><th>Transaction</th></tr></thead>
               <tbody>
                 {topups.map((t) => (
                   <tr key={t.id}>
-                    <td>{shortDate(t.created_at)}</td>
-                    <td>{usd(t.amount_usdc)}</td>
-                    <td>{t.transfer_method === 'permit2' ? 'Permit2' : 'EIP-3009'} <span class="mono" title={t.asset}>{t.asset.slice(0, 8)}…</span></td>
-                    <td>{t.status}</td>
-                    <td>{t.transaction ? <TxLink hash={t.transaction} chainId={chainOf(t.network)} explorers={explorers} /> : '—'}</td>
+                    <td data-label="Date">{shortDate(t.created_at)}</td>
+                    <td data-label="Amount">{usd(t.amount_usdc)}</td>
+                    <td data-label="Token" data-testid="topup-token" title={`${t.asset} (${t.transfer_method === 'permit2' ? 'Permit2' : 'EIP-3009'})`}>{tokenOf(offers, t.network, t.asset)}</td>
+                    <td data-label="Chain" data-testid="topup-chain">{chainName(chainOf(t.network))}</td>
+                    <td data-label="Status">{t.status}</td>
+                    <td data-label="Transaction">{t.transaction ? <TxLink hash={t.transaction} chainId={chainOf(t.network)} explorers={explorers} /> : '—'}</td>
                   </tr>
                 ))}
               </tbody>
             </table>
-          </div>
+          </TableWrap>
         )}
       </section>
     </>
@@ -75,5 +87,8 @@ function chartData(daily: DailyRow[], keys: KeyRow[], measure: 'spend' | 'tokens
     totalRequests += row.requests;
   }
   const series: ChartSeries[] = [...byKey].map(([id, values]) => ({ label: labels.get(id) ?? `key #${id}`, values }));
-  return { days, series, totalSpend, totalRequests };
+  // Every key is named under the chart, the ones with no requests in these 30 days too (they draw no line).
+  const idle = keys.filter((k) => !byKey.has(k.id)).map((k) => ({ label: labels.get(k.id)!, total: 0 }));
+  const legend = [...series.map((s) => ({ label: s.label, total: s.values.reduce((a, b) => a + b, 0) })), ...idle];
+  return { days, series, legend, totalSpend, totalRequests };
 }

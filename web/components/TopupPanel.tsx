@@ -14,6 +14,7 @@ interface Props {
   minUsd: number;
   maxUsd: number;
   explorers: Map<number, string | null>;
+  chainName: (id: number) => string;
   onCredited: () => void;
 }
 
@@ -25,7 +26,7 @@ const STATE_TEXT: Record<TopupState['phase'], string> = {
   credited: 'Credited.',
 };
 
-export function TopupPanel({ provider, address, chainId, offers, minUsd, maxUsd, explorers, onCredited }: Props) {
+export function TopupPanel({ provider, address, chainId, offers, minUsd, maxUsd, explorers, chainName, onCredited }: Props) {
   const [amount, setAmount] = useState('5');
   const [offerIndex, setOfferIndex] = useState(0);
   const [state, setState] = useState<TopupState | null>(null);
@@ -80,14 +81,14 @@ export function TopupPanel({ provider, address, chainId, offers, minUsd, maxUsd,
           {offers.map((o, i) => (
             <label class="choice" key={`${o.network}-${o.asset}`}>
               <input type="radio" name="offer" checked={i === offerIndex} onChange={() => setOfferIndex(i)} />
-              <span>{o.name} on chain {o.chain_id} <small>({o.transfer_method === 'permit2' ? 'Permit2: one approval, then a signature' : 'a signature, no transaction'})</small></span>
+              <span>{o.symbol} on {chainName(o.chain_id)} <small>({o.transfer_method === 'permit2' ? 'Permit2: one approval, then a signature' : 'a signature, no transaction'})</small></span>
             </label>
           ))}
         </fieldset>
         {wrongChain ? (
           <p class="notice" role="alert">
-            Your wallet is on chain {chainId}; {offer.name} is paid on chain {offer.chain_id}.{' '}
-            <button type="button" onClick={() => switchChain(provider, offer.chain_id).catch((err) => setError(walletErrorText(err)))}>Switch to chain {offer.chain_id}</button>
+            Your wallet is on {chainName(chainId)}; {offer.symbol} is paid on {chainName(offer.chain_id)}.{' '}
+            <button type="button" onClick={() => switchChain(provider, offer.chain_id).catch((err) => setError(walletErrorText(err)))}>Switch to {chainName(offer.chain_id)}</button>
           </p>
         ) : null}
         <button type="submit" class="primary" disabled={busy || wrongChain}>Top up ${amount || '0'}</button>

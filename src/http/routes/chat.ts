@@ -3,6 +3,8 @@ import { INBOUND_TRANSLATORS, type InboundTranslator } from '../../protocols/ind
 import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
 import { runChat } from '../../chat/run.ts';
 import { countMessageTokens } from '../../chat/count-tokens.ts';
+import { CountingBudget } from '../../chat/counting-budget.ts';
+import { jsonBodyBytes } from '../json-body.ts';
 import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
 import { authenticateSpender, spenderKey } from '../inference-auth.ts';
@@ -52,15 +54,23 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
   }
 
   // Anthropic's token count (Claude Code and the SDKs call it): answered by the gateway, never by a
-  // paid model, never reserved or billed; authenticated and rate-limited as chat (the same window).
+  // paid model, never reserved or billed; authenticated and rate-limited as chat (the same window),
+  // with its own body limit and a bound on the bodies being counted at once (CountingBudget).
   const messages = INBOUND_TRANSLATORS.find((t) => t.path === '/v1/messages');
   if (messages) {
     const config = { openaiCompatible: false, inboundCodec: messages };
-    app.post('/v1/messages/count_tokens', { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(messages) }, async (request, reply) => {
+    const bodyLimit = services.config.limits.countTokensBodyBytes;
+    const budget = new CountingBudget({ perKeyBytes: 2 * bodyLimit, instanceBytes: 8 * bodyLimit });
+    app.post('/v1/messages/count_tokens', { config, bodyLimit, onRequest: authenticate(messages) }, async (request, reply) => {
       const key = spenderKey(request);
       if (!key) throw unauthorized('missing API key; send "x-api-key: sk-…" or "Authorization: Bearer sk-…"');
-      const { inputTokens } = await countMessageTokens(request.body, services.catalog, (model) => assertModelAllowed(key, model.id));
-      return reply.header('x-tollgate-usage-estimated', 'true').send({ input_tokens: inputTokens });
+      const release = budget.take(String(key.id), jsonBodyBytes(request));
+      try {
+        const { inputTokens } = await countMessageTokens(request.body, services.catalog, (model) => assertModelAllowed(key, model.id));
+        return reply.header('x-tollgate-usage-estimated', 'true').send({ input_tokens: inputTokens });
+      } finally {
+        release();
+      }
     });
   }
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { DASHBOARD_CSP, loadDashboardAssets, type Asset } from '../../dashboard/assets.ts';
 import type { Services } from '../../services.ts';
 import { notFound } from '../../refusal.ts';
+import { chainName, tokenSymbol } from '../../chain/known-chains.ts';
 
 /**
  * The throw-away wallet of `tollgate demo`, offered in the page so a person can try the dashboard
@@ -25,12 +26,13 @@ export function dashboardRoutes(app: FastifyInstance, services: Services, demoWa
   const pageConfig = {
     public_url: config.server.publicUrl,
     session_minutes: config.dashboard.sessionMinutes,
-    chains: Object.entries(config.chains).map(([id, c]) => ({ id: Number(id), explorer_url: c.explorerUrl ?? null })),
+    chains: Object.entries(config.chains).map(([id, c]) => ({ id: Number(id), name: chainName(Number(id), c.name), explorer_url: c.explorerUrl ?? null })),
     // What the 402 offers would say, known before the first click: the page shows the tokens and
     // chains it can pay with, and offers to switch the wallet to one of them.
     offers: services.topup
       ? config.topup.offers.map((o) => ({
           chain_id: Number(o.network.split(':')[1]), network: o.network, asset: o.asset, transfer_method: o.transferMethod, name: o.name, decimals: o.decimals,
+          symbol: tokenSymbol(o.name),
         }))
       : [],
     min_usd: config.topup.minUsd,

@@ -7,6 +7,9 @@ import type { Services } from '../../services.ts';
  * checks}` otherwise, so a load balancer drains the instance and sends traffic back by itself once
  * the dependency returns. `checks` names each dependency ("database", "redis", "rpc:<chain id>");
  * `cooldowns`, when any, the model deployments this instance is skipping for now (src/routing/).
+ * While Redis is down and rate limits are enforced per instance (rateLimits.redisOutage: local),
+ * the answer is 200 with `status: "degraded"` and `rateLimits: "local"`: the instance serves, so a
+ * load balancer (which reads the status code) keeps sending it traffic, and a person sees why.
  */
 export function healthRoutes(app: FastifyInstance, services: Services): void {
   app.get('/health', async (_request, reply) => {
@@ -15,6 +18,11 @@ export function healthRoutes(app: FastifyInstance, services: Services): void {
     // or this one's other deployments, serve meanwhile, and the cooldown ends by itself.
     const cooling = services.chat.routing.cooldown.cooling();
     const cooldowns = cooling.length ? { cooldowns: cooling.map((c) => ({ deployment: c.deployment, retryInSeconds: Math.ceil(c.remainingMs / 1000) })) } : {};
+    if (report.healthy && services.rateLimitsDegraded()) {
+      const share = `1/${services.config.rateLimits.instances}`;
+      const message = `redis is not answering: each instance enforces its share (${share}) of the rate limits until it answers`;
+      return { status: 'degraded', checks: report.checks, rateLimits: 'local', ...cooldowns, message };
+    }
     if (report.healthy) return { status: 'ok', checks: report.checks, ...cooldowns };
     return reply
       .code(503)

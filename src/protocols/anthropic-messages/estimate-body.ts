@@ -1,33 +1,38 @@
+import { CountableContent, readBlocks } from './countable-blocks.ts';
+
 type Json = Record<string, any>;
 
+/** A native Messages request as the gateway's counts read it (estimateBody), with its images and files counted apart. */
+export interface CountedBody {
+  body: Json;
+  images: number;
+  files: number;
+}
+
 /**
- * A native Messages request in the internal form, as far as the usage estimate reads it (for a
- * provider that reported no usage): each turn's countable text (text, tool inputs and results,
- * thinking) as one message, the system prompt as another, tools and tool_choice as JSON. Images
- * and documents are left out: the estimate adds their declared bounds.
+ * A native Messages request in the internal form, as far as the usage estimate and count_tokens
+ * read it: each turn's countable text (every block type, countable-blocks.ts) as one message, the
+ * system prompt as another, tools and tool_choice as JSON. Images and files are left out of the
+ * text and counted, so the caller can add their declared bounds.
  */
-export function estimateBody(b: Json): Json {
+export function countedBody(b: Json): CountedBody {
   const messages: Json[] = [];
-  if (b.system !== undefined && b.system !== null) messages.push({ role: 'system', content: blocksText(b.system) });
-  for (const m of b.messages as Json[]) messages.push({ role: m.role, content: blocksText(m.content) });
+  let images = 0;
+  let files = 0;
+  const add = (role: unknown, content: unknown, path: string) => {
+    const read = new CountableContent();
+    readBlocks(content, path, read);
+    messages.push({ role, content: read.joined() });
+    images += read.images;
+    files += read.files;
+  };
+  if (b.system !== undefined && b.system !== null) add('system', b.system, 'system');
+  (b.messages as Json[]).forEach((m, i) => add(m.role, m.content, `messages[${i}].content`));
   const body: Json = { model: b.model, messages };
   if (b.tools !== undefined) body.tools = b.tools;
   if (b.tool_choice !== undefined) body.tool_choice = b.tool_choice;
-  return body;
+  return { body, images, files };
 }
 
-function blocksText(content: unknown, inToolResult = false): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return content.map((block: Json) => {
-    switch (block?.type) {
-      case 'text': return String(block.text ?? '');
-      case 'thinking': return String(block.thinking ?? '');
-      case 'tool_use': return `${block.name ?? ''}${JSON.stringify(block.input ?? {})}`;
-      // One level only: a tool result holds text and images, never another tool result.
-      case 'tool_result': return inToolResult ? '' : blocksText(block.content, true);
-      case 'document': return block.source?.type === 'text' ? String(block.source.data ?? '') : '';
-      default: return '';
-    }
-  }).join('\n');
-}
+/** countedBody's internal form alone: the body the usage estimate of a native request reads. */
+export const estimateBody = (b: Json): Json => countedBody(b).body;

@@ -1,4 +1,5 @@
 import { badRequest } from '../../refusal.ts';
+import { CountableContent, readBlocks } from './countable-blocks.ts';
 
 type Json = Record<string, any>;
 
@@ -10,7 +11,8 @@ const MESSAGE_KEYS: ReadonlySet<string> = new Set(['role', 'content', 'output_co
  * `max_tokens` is required (Anthropic has no default; `count_tokens` passes `needsMaxTokens: false`),
  * roles are user, assistant, or system for a mid-conversation system message (the current Messages
  * API's SystemMessageParam: Claude Code sends its environment block so), and content is a string or
- * an array of typed blocks (text only in a system message).
+ * an array of typed blocks (text only in a system message and in `system`), each block's string
+ * fields strings (readBlocks: the counts, the estimate and the translation read them as text).
  */
 export function checkMessagesRequest(body: unknown, needsMaxTokens = true): Json {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object', { param: 'body' });
@@ -32,9 +34,20 @@ export function checkMessagesRequest(body: unknown, needsMaxTokens = true): Json
       throw badRequest(`messages[${i}] is a system message; its content must be a string or text blocks`, { param: `messages[${i}].content` });
     }
     if (!ok) throw badRequest(`messages[${i}].content must be a string or an array of blocks such as {"type": "text", "text": "…"}`, { param: `messages[${i}].content` });
+    readBlocks(msg.content, `messages[${i}].content`, new CountableContent());
   });
+  checkSystem(b.system);
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw badRequest('stream must be true or false', { param: 'stream' });
   return b;
+}
+
+/** `system`: a string or text blocks, as Anthropic takes it. */
+function checkSystem(system: unknown): void {
+  if (system === undefined || system === null || typeof system === 'string') return;
+  if (!Array.isArray(system) || !system.every((s) => s?.type === 'text')) {
+    throw badRequest('system must be a string or an array of {"type": "text", "text": "…"} blocks', { param: 'system' });
+  }
+  readBlocks(system, 'system', new CountableContent());
 }
 
 export { checkFieldValues, refusePricedFields } from './field-policy.ts';

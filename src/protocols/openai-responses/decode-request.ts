@@ -74,7 +74,9 @@ function refuseStateful(b: Record<string, unknown>): void {
     if (present(b[field]) && b[field] !== false) throw badRequest(`${field} is not supported: ${why}`, { param: field });
   }
   if (present(b.include) && !(Array.isArray(b.include) && b.include.length === 0)) {
-    const names = Array.isArray(b.include) ? b.include.map((x) => String(x).slice(0, 60)).join(', ') : String(b.include).slice(0, 60);
+    // JSON.stringify, not String(): String() of a client's {"toString": 1} throws.
+    const named = (x: unknown) => (typeof x === 'string' ? x : JSON.stringify(x)).slice(0, 60);
+    const names = Array.isArray(b.include) ? b.include.map(named).join(', ') : named(b.include);
     throw badRequest(`include (${names}) asks for data this gateway does not return; leave include out or send []`, { param: 'include' });
   }
 }

@@ -41,6 +41,11 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     this.model = plan.model.upstreamName;
   }
 
+  /** response.created and response.in_progress, as OpenAI sends them before the model's first token. */
+  opening(): string {
+    return this.start();
+  }
+
   chunk(data: string, _usageOnly: boolean): string {
     let out = this.start();
     const c = parseJsonLoosely(data) as InternalChunk | undefined;

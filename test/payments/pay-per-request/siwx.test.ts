@@ -15,6 +15,7 @@ import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { MODELS } from '../../support/chat-harness.ts';
 import { mergeConfig, startTestGateway } from '../../support/gateway.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { siwxPayingOpenai } from '../../support/siwx-paying-client.ts';
 
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 100 };
 
@@ -100,14 +101,7 @@ for (const engine of ENGINES) {
 
     test('@x402/fetch with the SIWX client extension: pays while the wallet has no balance, then spends the change without paying', async () => {
       const payer = await h.payer(10n);
-      const { x402Client, wrapFetchWithPayment } = await import('@x402/fetch');
-      const { registerExactEvmScheme } = await import('@x402/evm/exact/client');
-      const { createSIWxClientExtension } = await import('@x402/extensions/sign-in-with-x');
-      const client = new x402Client();
-      registerExactEvmScheme(client, { signer: payer });
-      client.registerExtension(createSIWxClientExtension({ signers: [payer] }));
-      client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
-      const sdk = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: wrapFetchWithPayment(fetch, client) as typeof fetch, maxRetries: 0 });
+      const sdk = await siwxPayingOpenai(h, origin, payer);
       const first = await sdk.chat.completions.create(BODY).withResponse();
       assert.ok(first.response.headers.get('payment-response'), 'no balance yet: the first request is paid');
       const change = await h.balance(payer.address);

@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CountingBudget } from '../../src/chat/counting-budget.ts';
+import { ApiError } from '../../src/refusal.ts';
+import { countTokens } from '../../src/chat/usage.ts';
+
+const MIB = 1024 * 1024;
+
+test('count_tokens takes on two maximal bodies per key and eight per instance at once; beyond, a 429 with Retry-After', () => {
+  const budget = new CountingBudget({ perKeyBytes: 8 * MIB, instanceBytes: 32 * MIB });
+  const first = budget.take('1', 4 * MIB);
+  budget.take('1', 4 * MIB);
+  const refused = (() => {
+    try {
+      budget.take('1', 1);
+    } catch (e) {
+      return e;
+    }
+  })();
+  assert.ok(refused instanceof ApiError);
+  assert.equal(refused.status, 429);
+  assert.equal(refused.code, 'RATE_LIMITED');
+  assert.equal(refused.headers['retry-after'], '1');
+  first();
+  first(); // given back once only
+  budget.take('1', 4 * MIB);
+  // Other keys fill the instance up to its bound.
+  for (let k = 2; k <= 7; k++) budget.take(String(k), 4 * MIB);
+  assert.throws(() => budget.take('8', 4 * MIB), (e: ApiError) => e.status === 429 && /counting/.test(e.message));
+});
+
+test('a body larger than the per-key share is taken when the key has nothing else being counted', () => {
+  const budget = new CountingBudget({ perKeyBytes: 1, instanceBytes: 1 });
+  const release = budget.take('1', 100);
+  release();
+  budget.take('1', 100);
+});
+
+test('a small count started behind a long one finishes first: the CPU lane takes turns', async () => {
+  await countTokens('warm up');
+  const order: string[] = [];
+  const long = countTokens('中文'.repeat(512 * 1024)).then(() => order.push('long'));
+  await new Promise((r) => setImmediate(r));
+  const short = countTokens('word '.repeat(1000)).then(() => order.push('short'));
+  await Promise.all([long, short]);
+  assert.deepEqual(order, ['short', 'long']);
+});
