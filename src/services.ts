@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { createChainReaders, type ChainReaders } from './chain/readers.ts';
 import type { Config } from './config/schema.ts';
 import { resolveKeySecret } from './keys/hmac-secret.ts';
-import { buildCatalog, type Catalog } from './providers/catalog.ts';
+import type { Catalog } from './providers/catalog.ts';
+import { pricedCatalog } from './providers/price-floor.ts';
 import { SiweVerifier } from './siwe/verify.ts';
 import { KeyCache } from './keys/key-cache.ts';
 import { openStorage, type Storage } from './storage/database.ts';
@@ -70,6 +71,7 @@ export interface ServiceOptions {
 }
 
 export async function createServices(config: Config, opts: ServiceOptions): Promise<Services> {
+  const catalog = pricedCatalog(config);
   // Its background checkpointer is started with the other background jobs (background-jobs.ts).
   const storage = openStorage(config.database.url);
   const failPoints = opts.failPoints ?? noFailPoints();
@@ -129,7 +131,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       inflight,
       logger: opts.logger,
       storage,
-      catalog: buildCatalog(config),
+      catalog,
       chains,
       siwe,
       keySecret,

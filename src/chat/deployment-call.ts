@@ -85,7 +85,8 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, value: res };
   const text = await res.body.text().catch(() => '');
-  return statusFailure(res.statusCode, res.headers, upstreamFailure(`the provider answered ${res.statusCode}`, text, { status: res.statusCode, headers: res.headers }));
+  const error = upstreamFailure(`the provider answered ${res.statusCode}`, text, { status: res.statusCode, headers: res.headers });
+  return statusFailure(res.statusCode, res.headers, error, text);
 }
 
 /**

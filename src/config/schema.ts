@@ -161,6 +161,10 @@ const model = z
     inputs: z.array(z.union([z.literal('text'), partKind])).refine((v) => v.includes('text'), { message: 'must include text' }).optional(),
     // The most prompt tokens one part of each declared kind can cost; reserved per part.
     partTokenBounds: z.partialRecord(partKind, positiveInt).optional(),
+    // An embedding model's vector size when a request names no `dimensions` (its native size). The
+    // gateway bounds inputs × dimensions before it reserves; left out, a known model's published
+    // size is used (text-embedding-3-large: 3072), else the largest the gateway serves (4096).
+    dimensions: z.number().int().min(1).max(65536).optional(),
     // Deployments tried in order after this one fails (connection refused, timeout, 429, 5xx, …).
     fallbacks: z.array(fallback).max(16).optional(),
     // This deployment's share of the load among adjacent weighted deployments (see fallbacks).
@@ -170,6 +174,9 @@ const model = z
   .superRefine((m, ctx) => {
     if (m.type === 'chat' && m.completionCostPer1M === undefined) {
       ctx.addIssue({ code: 'custom', path: ['completionCostPer1M'], message: 'is required for a chat model: the provider\'s price of 1M completion tokens in USD, such as "0.6"' });
+    }
+    if (m.type === 'chat' && m.dimensions !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['dimensions'], message: 'is the vector size of an embedding model; a chat model has none, leave it out' });
     }
     if (m.type === 'embedding') {
       for (const field of ['completionCostPer1M', 'completionPricePer1M'] as const) {

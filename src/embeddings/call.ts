@@ -7,7 +7,7 @@ import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } fr
 import { decodeEmbeddings, type DecodedEmbeddings } from './answer.ts';
 import type { EmbeddingsPlan } from './plan.ts';
 import { MAX_ANSWER_BYTES } from './limits.ts';
-import type { Dispatcher } from 'undici';
+import { readAnswer, type OversizeAnswer } from './oversize.ts';
 
 /** Why one provider call for embeddings failed: what the client is told, and what the provider did. */
 export interface EmbeddingsCallFailure {
@@ -16,11 +16,19 @@ export interface EmbeddingsCallFailure {
   /** The provider's HTTP status and headers, when it answered (a retry or fallback decides on them). */
   status?: number;
   headers?: Record<string, string | string[] | undefined>;
+  /** The provider's error body, when it answered with one (some say the request itself was refused: src/routing/). */
+  body?: string;
   /** The transport error, when it did not answer. */
   transportError?: unknown;
 }
 
-export type EmbeddingsCall = { ok: true; answer: DecodedEmbeddings } | { ok: false; failure: EmbeddingsCallFailure };
+/**
+ * What a provider's 2xx gave: the vectors, or an answer too large to read whole, which the provider
+ * billed all the same (src/embeddings/oversize.ts), so the caller charges it and tells the client.
+ */
+export type EmbeddingsAnswer = { vectors: DecodedEmbeddings } | { oversize: OversizeAnswer };
+
+export type EmbeddingsCall = { ok: true; answer: EmbeddingsAnswer } | { ok: false; failure: EmbeddingsCallFailure };
 
 /**
  * One call to one provider's /embeddings (the only place embeddings touch a provider): the decoded
@@ -37,15 +45,20 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
     const res = await adapter.embeddings(JSON.stringify({ model: upstreamName, ...plan.upstreamBody }), requestId);
     status = res.statusCode;
     headers = res.headers;
-    const text = await readCapped(res.body, MAX_ANSWER_BYTES);
-    if (text === null) {
-      const problem = `the provider's embeddings answer was over the ${MAX_ANSWER_BYTES} bytes the gateway reads; send fewer inputs, or fewer dimensions`;
-      return { ok: false, failure: { error: upstreamFailure(problem), status, headers } };
+    const succeeded = status >= 200 && status < 300;
+    const read = await readAnswer(res.body, succeeded);
+    if ('oversize' in read) {
+      if (succeeded) return { ok: true, answer: { oversize: read.oversize } };
+      const error = upstreamFailure(`the provider answered ${status} with an error over ${MAX_ANSWER_BYTES} bytes`);
+      return { ok: false, failure: { error, status, headers } };
     }
-    if (status < 200 || status >= 300) return { ok: false, failure: { error: upstreamFailure(`the provider answered ${status}`, text, { status, headers }), status, headers } };
-    const decoded = decodeEmbeddings(text, plan.inputs.length);
+    if (!succeeded) {
+      const error = upstreamFailure(`the provider answered ${status}`, read.text, { status, headers });
+      return { ok: false, failure: { error, status, headers, body: read.text } };
+    }
+    const decoded = decodeEmbeddings(read.text, plan.inputs.length);
     if (!decoded.ok) return { ok: false, failure: { error: upstreamFailure(decoded.problem), status, headers } };
-    return { ok: true, answer: decoded.value };
+    return { ok: true, answer: { vectors: decoded.value } };
   } catch (err) {
     const error = wholeAnswerTimeoutFailure(err, 'an embeddings answer comes only once every input is embedded: send fewer or shorter inputs per request') ?? upstreamFailure(describeTransportError(err));
     return { ok: false, failure: { error, status, headers, transportError: err } };
@@ -53,34 +66,18 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
 }
 
 /**
- * The body as text, or null past `maxBytes` (the rest is not read: the connection is dropped). A
- * Content-Length is not trusted alone: the bytes are counted as they come.
- */
-async function readCapped(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string | null> {
-  const chunks: Buffer[] = [];
-  let bytes = 0;
-  for await (const chunk of body) {
-    bytes += (chunk as Buffer).length;
-    if (bytes > maxBytes) {
-      body.destroy();
-      return null;
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks, bytes).toString('utf8');
-}
-
-/**
  * `callEmbeddings` as one attempt of the deployment chain (src/chat/deployment-call.ts): a provider
  * that answered 2xx and then broke off or sent nonsense may have billed us, so that ends the chain
  * (as for chat); a failure before an answer retries or moves on by its status or transport error.
  */
-export async function embeddingsAttempt(adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, deployment: Deployment): Promise<AttemptOutcome<DecodedEmbeddings, ApiError>> {
+export async function embeddingsAttempt(
+  adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, deployment: Deployment,
+): Promise<AttemptOutcome<EmbeddingsAnswer, ApiError>> {
   const called = await callEmbeddings(adapter, plan, requestId, deployment.upstreamName);
   if (called.ok) return { ok: true, value: called.answer };
-  const { error, status, headers, transportError } = called.failure;
+  const { error, status, headers, transportError, body } = called.failure;
   if (status === undefined && transportError === undefined) return { ok: false, action: 'next', error };
   if (status === undefined) return transportFailure(transportError, 'whole', error);
   if (status >= 200 && status < 300) return { ok: false, action: 'stop', status, error };
-  return statusFailure(status, headers, error);
+  return statusFailure(status, headers, error, body);
 }

@@ -12,15 +12,16 @@
 export const MAX_DIMENSIONS = 4096;
 
 /**
- * The most numbers one answer may hold, inputs × dimensions, when the request names `dimensions`:
- * a full batch of 2048 inputs at 1536 dimensions (text-embedding-3-small's own size), or 1024 at
- * 3072. Checked before any money moves; a request without `dimensions` is held by MAX_ANSWER_BYTES.
+ * The most numbers one answer may hold, inputs × dimensions (those the request names, else the
+ * model's native size: src/embeddings/native-dimensions.ts): a full batch of 2048 inputs at 1536
+ * dimensions (text-embedding-3-small's own size), or 1024 at 3072. Checked before any money moves.
  */
 export const MAX_VECTOR_VALUES = 2048 * 1536;
 
 /**
- * The most bytes of a provider's answer the gateway reads: past it, the call is a 502 and nothing is
- * charged. The gateway always asks for base64 (4 bytes a number, 5.33 once encoded), so
+ * The most bytes of a provider's answer the gateway reads: past it, the client gets a 502 and is
+ * charged what the provider reported it billed (src/embeddings/oversize.ts). The gateway always
+ * asks for base64 (4 bytes a number, 5.33 once encoded), so
  * MAX_VECTOR_VALUES is about 16.8 MB; this leaves room for it and for a provider that ignores
  * `encoding_format` and answers floats (about 20 bytes a number: 1.2 M numbers fit).
  */

@@ -4,6 +4,7 @@ import { resolveModel } from '../chat/plan.ts';
 import { badRequest } from '../refusal.ts';
 import { readInputs, type EmbeddingInput } from './inputs.ts';
 import { MAX_DIMENSIONS, MAX_VECTOR_VALUES } from './limits.ts';
+import { nativeDimensions } from './native-dimensions.ts';
 
 export type EncodingFormat = 'float' | 'base64';
 
@@ -71,7 +72,7 @@ export function planEmbeddings(body: unknown, catalog: Catalog): EmbeddingsPlan 
   if (dimensions !== undefined && (typeof dimensions !== 'number' || !Number.isInteger(dimensions) || dimensions < 1)) {
     throw badRequest('dimensions must be a positive whole number, such as 256', { param: 'dimensions' });
   }
-  if (dimensions !== undefined) checkAnswerSize(inputs.length, dimensions as number);
+  checkAnswerSize(inputs.length, dimensions as number | undefined, model);
   if (b.user !== undefined && typeof b.user !== 'string') throw badRequest('user must be a string that identifies your end user', { param: 'user' });
 
   const upstreamBody: Record<string, unknown> = { input: b.input, encoding_format: 'base64' };
@@ -84,17 +85,25 @@ export function planEmbeddings(body: unknown, catalog: Catalog): EmbeddingsPlan 
   };
 }
 
-/** The answer's size, inputs × dimensions, within what one request may make the provider send (limits.ts). */
-function checkAnswerSize(inputCount: number, dimensions: number): void {
-  if (dimensions > MAX_DIMENSIONS) throw badRequest(`dimensions is ${dimensions}, above the ${MAX_DIMENSIONS} the gateway serves; ask for ${MAX_DIMENSIONS} or fewer`, { param: 'dimensions' });
-  const values = inputCount * dimensions;
-  if (values > MAX_VECTOR_VALUES) {
-    const fits = Math.floor(MAX_VECTOR_VALUES / dimensions);
-    throw badRequest(
-      `${inputCount} inputs at ${dimensions} dimensions are ${values} numbers, above the ${MAX_VECTOR_VALUES} one answer may hold; send at most ${fits} inputs per request at this size, or fewer dimensions`,
-      { param: 'input' },
-    );
+/**
+ * The answer's size, inputs × dimensions, within what one request may make the provider send
+ * (limits.ts): the dimensions named, or the model's native size when none are (an ordinary OpenAI
+ * request to text-embedding-3-large answers 3072 numbers an input). The bound is in numbers, not
+ * in the client's encoding: the provider is always asked for base64 (plan.ts), and a float answer
+ * to the client is rendered from it with yields (answer.ts).
+ */
+function checkAnswerSize(inputCount: number, named: number | undefined, model: CatalogModel): void {
+  if (named !== undefined && named > MAX_DIMENSIONS) {
+    throw badRequest(`dimensions is ${named}, above the ${MAX_DIMENSIONS} the gateway serves; ask for ${MAX_DIMENSIONS} or fewer`, { param: 'dimensions' });
   }
+  const dimensions = named ?? nativeDimensions(model);
+  const values = inputCount * dimensions;
+  if (values <= MAX_VECTOR_VALUES) return;
+  const fits = Math.floor(MAX_VECTOR_VALUES / dimensions);
+  const size = named === undefined ? `${model.id}'s native ${dimensions} dimensions (no dimensions named)` : `${dimensions} dimensions`;
+  const smaller = Math.floor(MAX_VECTOR_VALUES / inputCount);
+  const advice = `send at most ${fits} inputs per request at this size, or a smaller dimensions (at most ${smaller} for ${inputCount} inputs)`;
+  throw badRequest(`${inputCount} inputs at ${size} are ${values} numbers, above the ${MAX_VECTOR_VALUES} one answer may hold; ${advice}`, { param: 'input' });
 }
 
 function inputBound(input: EmbeddingInput, contextLength: number): number {

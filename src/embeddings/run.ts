@@ -10,6 +10,9 @@ import { countTokens } from '../chat/usage.ts';
 import { renderEmbeddings } from './answer.ts';
 import { chargeOf } from '../protocols/charge.ts';
 import { embeddingsAttempt } from './call.ts';
+import { MAX_ANSWER_BYTES } from './limits.ts';
+import type { OversizeAnswer } from './oversize.ts';
+import { ApiError } from '../refusal.ts';
 import type { EmbeddingsPlan } from './plan.ts';
 
 /**
@@ -38,9 +41,10 @@ export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestI
       await bill.void('upstream_error');
       throw chainFailure({ model: plan.model, routes }, chain);
     }
-    const answer = chain.value;
     bill.servedBy(chain.target.deployment);
     sink.header('x-tollgate-deployment', chain.target.deployment.id);
+    if ('oversize' in chain.value) throw await chargeOversize(bill, plan, chain.value.oversize);
+    const answer = chain.value.vectors;
     const reported = answer.promptTokens;
     const usage = promptUsage(reported ?? (await estimatePromptTokens(plan)), reported === null);
     const outcome = await settleWholeAnswer(deps, sink, bill, usage);
@@ -62,4 +66,22 @@ async function estimatePromptTokens(plan: EmbeddingsPlan): Promise<number> {
   let tokens = 0;
   for (const input of plan.inputs) tokens += typeof input === 'string' ? await countTokens(input) : input.length;
   return Math.min(tokens, plan.promptUpperBound);
+}
+
+/**
+ * A 2xx answer too large to read whole: the provider embedded every input and billed it, so the
+ * request is charged the prompt tokens the answer reported (or the estimate, when they could not
+ * be read), and the client gets a 502 that says so, with the charge, and how to make an answer that
+ * fits. Never free: free, the same request would make the operator pay for it again and again.
+ */
+async function chargeOversize(bill: RequestBill, plan: EmbeddingsPlan, oversize: OversizeAnswer): Promise<ApiError> {
+  const reported = oversize.promptTokens;
+  const usage = promptUsage(reported ?? (await estimatePromptTokens(plan)), reported === null);
+  const outcome = await bill.settle(usage, 'answer_too_large');
+  const charged = outcome.applied ? outcome.chargedUsdc : 0;
+  const tokens = `${usage.input.total} prompt tokens${reported === null ? ' (estimated: the answer\'s usage could not be read)' : ''}`;
+  const what = `the provider's embeddings answer was over the ${MAX_ANSWER_BYTES} bytes the gateway reads, so it cannot be delivered`;
+  const paid = `the provider embedded and billed every input, so this request was charged ${charged} micro-USDC for ${tokens}`;
+  const headers = { 'x-should-retry': 'false', 'x-tollgate-charged-usdc': String(charged) };
+  return new ApiError(502, 'UPSTREAM_ERROR', `${what}; ${paid}; send fewer inputs per request, or a smaller dimensions`, {}, headers);
 }

@@ -3,12 +3,14 @@ import type { ServerResponse } from 'node:http';
 import { fakeTokens } from './fake-tokens.ts';
 
 /** What of the fake's behaviour (fake-openai.ts FakeBehaviour) the embeddings answer reads. */
-interface EmbeddingsBehaviour {
+export interface EmbeddingsBehaviour {
   /** A provider lying about (or simply reporting) its bill: only prompt_tokens is read. */
   usage?: { prompt_tokens: number };
   omitUsage?: boolean;
   /** A provider that writes its own bytes: rewrites the JSON answer's text before it is sent. */
   rewriteAnswer?: (json: string) => string;
+  /** The model's native vector size: what a request naming no `dimensions` gets (default FAKE_EMBEDDING_DIMENSIONS). */
+  nativeDimensions?: number;
 }
 
 /** The fake's vector size when a request names no `dimensions`. */
@@ -44,7 +46,7 @@ export function respondEmbeddings(b: EmbeddingsBehaviour, body: any, res: Server
   }
   const base64 = body.encoding_format === 'base64';
   const data = inputs.map((input, index) => {
-    const vector = fakeEmbedding(input as string | number[], body.dimensions);
+    const vector = fakeEmbedding(input as string | number[], body.dimensions ?? b.nativeDimensions);
     return { object: 'embedding', index, embedding: base64 ? toLittleEndianBase64(vector) : vector };
   });
   const promptTokens = b.usage?.prompt_tokens ?? inputs.reduce((sum: number, input) => sum + inputTokens(input), 0);

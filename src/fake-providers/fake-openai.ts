@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startFakeServer } from './fake-server.ts';
-import { respondEmbeddings } from './fake-openai-embeddings.ts';
+import { respondEmbeddings, type EmbeddingsBehaviour } from './fake-openai-embeddings.ts';
 import { fakeTokens } from './fake-tokens.ts';
 
 /**
@@ -10,7 +10,7 @@ import { fakeTokens } from './fake-tokens.ts';
  * be told to misbehave (the failure modes apply to both endpoints). Shared by the tests,
  * `tollgate demo` and the benchmark.
  */
-export interface FakeBehaviour {
+export interface FakeBehaviour extends Pick<EmbeddingsBehaviour, 'nativeDimensions'> {
   /** Text of the answer, sent one word per chunk when streaming. */
   content?: string;
   /** Reasoning sent before the answer as `reasoning_content` (DeepSeek, vLLM's reasoning parsers), billed as completion tokens. */
@@ -35,6 +35,8 @@ export interface FakeBehaviour {
   failStatus?: number;
   /** With failStatus: a Retry-After header (OpenAI sends one with 429). */
   retryAfter?: string;
+  /** With failStatus: this error body instead of the generic one (a provider's exact refusal). */
+  failBody?: unknown;
   /** Accept the connection and never answer. */
   hang?: boolean;
   /** Read the request, then drop the connection without answering (a provider or proxy reset). */
@@ -132,7 +134,7 @@ async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage,
   if (b.delayMsFor) await sleep(b.delayMsFor(body));
   if (b.failStatus) {
     res.writeHead(b.failStatus, { 'content-type': 'application/json', ...(b.retryAfter ? { 'retry-after': b.retryAfter } : {}) });
-    res.end(JSON.stringify({ error: { message: `injected failure ${b.failStatus}`, type: 'server_error', param: null, code: null } }));
+    res.end(JSON.stringify(b.failBody ?? { error: { message: `injected failure ${b.failStatus}`, type: 'server_error', param: null, code: null } }));
     return;
   }
 

@@ -241,7 +241,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           summary: "OpenAI's embeddings API for models of type embedding; reserved at a bound of the inputs' size before the call and billed at the provider's reported prompt tokens after it (with a key or pay-per-request, as chat)",
           description:
             'model, input (a string, an array of strings, an array of token ids, or an array of token-id arrays: at most 2048 inputs, 1 MiB per string, token ids whole numbers from 0 to 2147483647, a token array at most the model\'s contextLength, no empty input), ' +
-            'encoding_format (float, the default, or base64: little-endian float32), dimensions (a positive whole number up to 4096; inputs × dimensions at most 3145728), user. Other fields are 400s. An answer over 24 MiB from the provider is a 502 that charges nothing. A chat model is a 400 naming POST /v1/chat/completions.',
+            'encoding_format (float, the default, or base64: little-endian float32), dimensions (a positive whole number up to 4096; inputs × dimensions, or × the native size of the model when none is named, at most 3145728), user. Other fields are 400s. A 2xx answer over 24 MiB from the provider is a 502 charged the prompt tokens it reported (x-tollgate-charged-usdc). A chat model is a 400 naming POST /v1/chat/completions.',
           security: [{ bearer: [] }, { x402: [] }],
           requestBody: { required: true, content: { [json]: { schema: { type: 'object', required: ['model', 'input'] } } } },
           responses: {
@@ -251,7 +251,7 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
             402: error('as POST /v1/chat/completions: INSUFFICIENT_BALANCE, KEY_LIMIT_EXCEEDED, or a pay-per-request offer'),
             403: error('MODEL_NOT_ALLOWED'),
             429: error('RATE_LIMITED'),
-            502: error('UPSTREAM_ERROR: the provider failed; nothing was charged'),
+            502: error('UPSTREAM_ERROR: the provider failed, nothing charged; or its answer was over 24 MiB, charged as reported'),
             503: error('as POST /v1/chat/completions'),
           },
         },

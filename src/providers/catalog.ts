@@ -1,7 +1,7 @@
 import type { Config, ModelConfig, ProviderConfig } from '../config/schema.ts';
 import type { ProviderType } from './registry.ts';
 import { markupFactor } from './decimal.ts';
-import { listedPrices, modelPrices, type TokenPrices } from './token-prices.ts';
+import { dearestPrices, listedPrices, modelPrices, type TokenPrices } from './token-prices.ts';
 
 export interface CatalogModel {
   /** `<provider>/<name>`, the id clients use and /v1/models lists. */
@@ -15,6 +15,8 @@ export interface CatalogModel {
   type: ModelConfig['type'];
   /** For an embedding model: the most tokens one input may have (the provider refuses longer ones). */
   contextLength: number;
+  /** For an embedding model: its vector size as configured (models[].dimensions); src/embeddings/native-dimensions.ts knows the rest. */
+  dimensions: number | undefined;
   maxOutputTokens: number;
   reasoningFamily: ModelConfig['reasoningFamily'];
   created: number;
@@ -31,11 +33,14 @@ export interface CatalogModel {
   extraFields: ReadonlySet<string>;
   /** What the provider charges us. */
   cost: TokenPrices;
-  /** What we bill: the explicit price, or cost × (1 + markup) (src/providers/token-prices.ts). */
+  /**
+   * What we bill, whichever deployment serves: per part, the listed price, or the dearest
+   * deployment's cost × (1 + markup) (src/providers/token-prices.ts).
+   */
   billed: TokenPrices;
   /**
    * Where the model is served, in the order tried: the model's own provider first, then its
-   * `fallbacks` (src/routing/). Clients pay `billed` whichever serves; each has its own cost.
+   * `fallbacks` (src/routing/). Clients pay `billed` whichever serves; each has its own cost, never above `billed`.
    */
   deployments: readonly Deployment[];
 }
@@ -72,12 +77,17 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
     const upstream = config.providers?.[m.provider]?.type ?? 'openai-compatible';
     const prices = modelPrices(m, factor, upstream);
     const own: Deployment = { id: `${m.provider}/${m.upstreamName ?? m.name}`, provider: m.provider, upstream, upstreamName: m.upstreamName ?? m.name, cost: prices.cost, ...(m.weight ? { weight: m.weight } : {}) };
+    const billedByDeployment = [prices.billed];
     const fallbacks = (m.fallbacks ?? []).map((f): Deployment => {
       const type = config.providers?.[f.provider]?.type ?? 'openai-compatible';
       const upstreamName = f.upstreamName ?? own.upstreamName;
-      // Each cost the fallback leaves out is the model's; the billed side is the model's alone.
+      // Each cost the fallback leaves out is the model's, priced by the fallback's own type (an
+      // Anthropic fallback's cache writes cost 1.25× its prompt whatever the model's type is).
       const costs = { ...m, ...Object.fromEntries(Object.entries(f).filter(([k, v]) => k.endsWith('CostPer1M') && v !== undefined)) };
-      return { id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: modelPrices(costs, factor, type).cost, ...(f.weight ? { weight: f.weight } : {}) };
+      const fallbackPrices = modelPrices(costs, factor, type);
+      billedByDeployment.push(fallbackPrices.billed);
+      const weight = f.weight ? { weight: f.weight } : {};
+      return { id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: fallbackPrices.cost, ...weight };
     });
     return {
       id: `${m.provider}/${m.name}`,
@@ -87,6 +97,7 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
       upstreamName: m.upstreamName ?? m.name,
       type: m.type ?? 'chat',
       contextLength: m.contextLength,
+      dimensions: m.dimensions,
       maxOutputTokens: m.maxOutputTokens,
       reasoningFamily: m.reasoningFamily,
       created: m.created,
@@ -94,7 +105,11 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
       aliases: m.aliases ?? [],
       fitMaxTokens: m.fitMaxTokens ?? false,
       extraFields: new Set(config.providers?.[m.provider]?.extraFields ?? []),
-      ...prices,
+      cost: prices.cost,
+      // One price whichever deployment serves, set by the dearest: each part's listed price, or the
+      // highest of the deployments' cost × markup (src/config/price-floor.ts refuses a listed price
+      // below any deployment's cost).
+      billed: dearestPrices(billedByDeployment),
       deployments: [own, ...fallbacks],
     };
   });

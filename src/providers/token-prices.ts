@@ -1,5 +1,5 @@
 import type { ModelConfig, ProviderConfig } from '../config/schema.ts';
-import { mul, parseDecimal, toNumber, type Fraction } from './decimal.ts';
+import { max, mul, parseDecimal, toNumber, type Fraction } from './decimal.ts';
 
 /**
  * Per-token prices in micro-USDC (a price of P USD per 1M tokens is exactly P micro-USDC per token).
@@ -61,6 +61,16 @@ export function modelPrices(m: PriceKeys, markup: Fraction, providerType: Provid
       cacheRead: cacheRead.billed,
     },
   };
+}
+
+/** The parts of a price list, in the order a bill and an error name them. */
+export const PRICE_PARTS = ['prompt', 'completion', 'cachedPrompt', 'cacheWrite', 'cacheRead'] as const satisfies readonly (keyof TokenPrices)[];
+
+/** Each part's highest price among the lists: what bills every part at or above each of them. */
+export function dearestPrices(lists: readonly TokenPrices[]): TokenPrices {
+  const [first, ...rest] = lists;
+  if (!first) throw new RangeError('dearestPrices needs at least one price list');
+  return Object.fromEntries(PRICE_PARTS.map((part) => [part, rest.reduce((best, l) => max(best, l[part]), first[part])])) as unknown as TokenPrices;
 }
 
 /** The prices /v1/models shows, USD per 1M tokens (display only; `promptPricePer1MTokens` is the spec's name). */

@@ -1,5 +1,6 @@
 import { errorCode } from '../error-code.ts';
 import { parseRetryAfter } from './backoff.ts';
+import { asFinalRefusal, refusedForTheRequest } from './request-refusal.ts';
 
 /**
  * What the chain does after a failed attempt:
@@ -8,8 +9,9 @@ import { parseRetryAfter } from './backoff.ts';
  *   then move on;
  * - `next`: this deployment cannot serve, another may (its key is missing or was refused, its
  *   account is out of credit): move on at once;
- * - `stop`: the request itself was refused (400, 404, 413, 422, …): every deployment would refuse
- *   it again, so the chain ends and the client gets the answer.
+ * - `stop`: the request itself was refused (400, 404, 413, 422, …, and a 429, 402 or 403 whose body
+ *   says so: request-refusal.ts): every deployment would refuse it again, so the chain ends and the
+ *   client gets the answer.
  * A timeout before the headers of an answer sent whole moves on at once and never counts toward a
  * cooldown (see `AnswerDelivery` and `coolsDeployment`).
  */
@@ -67,7 +69,13 @@ export function transportFailure<E>(err: unknown, delivery: AnswerDelivery, erro
   return { ok: false as const, action: actionForTransportError(err, delivery), cools: coolsDeployment(err, delivery), code: errorCode(err), error };
 }
 
-/** A provider's non-2xx answer, classified for the chain, with its Retry-After. */
-export function statusFailure<E>(status: number, headers: Record<string, string | string[] | undefined> | undefined, error: E) {
+/**
+ * A provider's non-2xx answer, classified for the chain, with its Retry-After. Its `body` is read
+ * for a refusal of the request itself under a deployment's status (request-refusal.ts): that ends
+ * the chain and counts toward no cooldown, so one caller's requests neither fan out over every
+ * deployment nor cool a healthy one for everyone.
+ */
+export function statusFailure<E>(status: number, headers: Record<string, string | string[] | undefined> | undefined, error: E, body?: string) {
+  if (refusedForTheRequest(status, body)) return { ok: false as const, action: 'stop' as const, cools: false, status, error: asFinalRefusal(error) };
   return { ok: false as const, action: actionForStatus(status), status, retryAfterMs: parseRetryAfter(headers?.['retry-after']), error };
 }

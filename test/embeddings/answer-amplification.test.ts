@@ -40,6 +40,7 @@ describe('attack: embeddings answers are bounded: a cheap request cannot freeze 
   let provider: Server;
   let answers: Map<number | undefined, Buffer>;
   let calls = 0;
+  let ignoresDimensions = false;
   before(async () => {
     answers = new Map([[ALLOWED_DIMENSIONS, base64Answer(ALLOWED_DIMENSIONS)], [undefined, base64Answer(NATIVE_DIMENSIONS)]]);
     provider = createServer((req, res) => {
@@ -49,7 +50,8 @@ describe('attack: embeddings answers are bounded: a cheap request cannot freeze 
         calls++;
         const body = JSON.parse(Buffer.concat(chunks).toString());
         assert.equal(body.encoding_format, 'base64', 'the gateway always asks for base64');
-        res.writeHead(200, { 'content-type': 'application/json' }).end(answers.get(body.dimensions));
+        // A provider that ignores `dimensions` answers at the model's native size.
+        res.writeHead(200, { 'content-type': 'application/json' }).end(answers.get(ignoresDimensions ? undefined : body.dimensions));
       });
     });
     await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
@@ -81,7 +83,7 @@ describe('attack: embeddings answers are bounded: a cheap request cannot freeze 
     assert.equal(body.param, 'input');
     assert.equal(
       body.message,
-      `2048 inputs at 3072 dimensions are 6291456 numbers, above the ${MAX_VECTOR_VALUES} one answer may hold; send at most 1024 inputs per request at this size, or fewer dimensions`,
+      `2048 inputs at 3072 dimensions are 6291456 numbers, above the ${MAX_VECTOR_VALUES} one answer may hold; send at most 1024 inputs per request at this size, or a smaller dimensions (at most 1536 for 2048 inputs)`,
     );
     assert.equal(calls, before, 'the provider was not called');
     assert.equal((await h.balance(w.account)).balance_usdc, 1_000_000);
@@ -129,13 +131,17 @@ describe('attack: embeddings answers are bounded: a cheap request cannot freeze 
     assert.ok(worstMs < 1000, figures);
   });
 
-  test('an answer over MAX_ANSWER_BYTES (2048 × 3072 when no dimensions are named) is a 502 and charges nothing', async () => {
+  test('an answer over MAX_ANSWER_BYTES (a provider that ignores dimensions answers 2048 × 3072) is a 502 charged the usage it reported', async () => {
     const w = await h.wallet(1_000_000);
     assert.ok(answers.get(undefined)!.length > MAX_ANSWER_BYTES);
-    const res = await embed(w.key, {});
+    ignoresDimensions = true;
+    const res = await embed(w.key, { dimensions: ALLOWED_DIMENSIONS }).finally(() => (ignoresDimensions = false));
     const body = (await res.json()) as { message: string };
     assert.equal(res.status, 502);
-    assert.match(body.message, new RegExp(`over the ${MAX_ANSWER_BYTES} bytes the gateway reads; send fewer inputs, or fewer dimensions`));
-    assert.equal((await h.balance(w.account)).balance_usdc, 1_000_000);
+    assert.match(body.message, new RegExp(`over the ${MAX_ANSWER_BYTES} bytes the gateway reads, so it cannot be delivered; .* for ${INPUTS} prompt tokens; send fewer inputs`));
+    // 2048 tokens at 0.13 USD per 1M and the harness's 20% markup: 0.156 micro-USDC a token, rounded up once.
+    const charged = Number(res.headers.get('x-tollgate-charged-usdc'));
+    assert.equal(charged, Math.ceil(INPUTS * 0.156));
+    assert.equal((await h.balance(w.account)).balance_usdc, 1_000_000 - charged);
   });
 });

@@ -165,3 +165,119 @@ for (const engine of ENGINES) describe(`attack: a cooling deployment is a last r
     assert.deepEqual(h.gw.services.chat.routing.cooldown.cooling().map((c) => c.deployment), ['fake/routed']);
   });
 });
+
+/**
+ * Provider refusals whose status reads as the deployment's trouble (429 busy, 402 out of credit,
+ * 403 forbidden) but whose body says the request itself is refused, as each provider sends them.
+ * Counted as the deployment's failure, one caller's oversized requests cooled a healthy deployment
+ * for everyone and were sent on to every fallback (src/routing/request-refusal.ts).
+ */
+const REQUEST_REFUSALS = [
+  {
+    what: "OpenAI's 429 Request too large (TPM)",
+    status: 429,
+    body: {
+      error: {
+        message: 'Request too large for gpt-4o in organization org-abc123 on tokens per min (TPM): Limit 30000, Requested 36278. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.',
+        type: 'tokens', param: null, code: 'rate_limit_exceeded',
+      },
+    },
+  },
+  {
+    what: "OpenRouter's 402 fewer max_tokens",
+    status: 402,
+    body: {
+      error: { message: 'This request requires more credits, or fewer max_tokens. You requested up to 65536 tokens, but can only afford 3395. To increase, visit https://openrouter.ai/settings/credits and upgrade to a paid account', code: 402, metadata: { provider_name: null } },
+      user_id: 'user_2abc',
+    },
+  },
+  {
+    what: "OpenRouter's 403 moderation refusal",
+    status: 403,
+    body: {
+      error: {
+        code: 403,
+        message: 'anthropic/claude-3-opus requires moderation on Anthropic. Your input was flagged for "violence". No credits were charged.',
+        metadata: { reasons: ['violence'], flagged_input: 'how do I…', provider_name: 'Anthropic', model_slug: 'anthropic/claude-3-opus' },
+      },
+    },
+  },
+];
+
+for (const engine of ENGINES) describe(`attack: a caller cannot cool a deployment for others, or fan out, with requests the provider refuses (${engine})`, () => {
+  // One counted failure would cool the primary: the strictest setting shows any count.
+  const harness = routingSuite(engine, USAGE, { chat: { cooldown: { failures: 1, windowSeconds: 60, seconds: 30 } } });
+  let h: RoutingHarness;
+  beforeEach(() => (h = harness()));
+  const cooldown = () => h.gw.services.chat.routing.cooldown;
+
+  for (const refusal of REQUEST_REFUSALS) {
+    test(`${refusal.what}: passed to the client, no fallback called, no cooldown; the next caller is served by the primary`, async () => {
+      const attacker = await h.wallet(10_000_000);
+      const victim = await h.wallet(10_000_000);
+      h.fake.behaviour = { failStatus: refusal.status, failBody: refusal.body, retryAfter: '20' };
+      const res = await postChat(h, attacker.key, { model: 'fake/routed', messages: MESSAGES, max_tokens: 4000 });
+      const body = await res.json();
+      assert.equal(res.status, 502, JSON.stringify(body));
+      assert.equal(body.message, `the provider answered ${refusal.status}: ${refusal.body.error.message}; nothing was charged`);
+      assert.equal(res.headers.get('x-should-retry'), 'false', 'the same request is refused again');
+      assert.equal(res.headers.get('retry-after'), null);
+      assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 0], 'no fallback was called');
+      assert.deepEqual(cooldown().cooling(), []);
+      assert.equal(cooldown().recentFailures('fake/routed'), 0);
+      assert.equal((await h.balance(attacker.account)).balance_usdc, 10_000_000);
+
+      h.fake.behaviour = { usage: USAGE };
+      const next = await postChat(h, victim.key, { model: 'fake/routed', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100 });
+      await next.text();
+      assert.equal(next.status, 200);
+      assert.equal(next.headers.get('x-tollgate-deployment'), 'fake/routed');
+    });
+  }
+
+  test("an embeddings request OpenAI refuses as too large for the TPM: passed on, no fallback, no cooldown", async () => {
+    const w = await h.wallet(10_000_000);
+    h.fake.behaviour = { failStatus: 429, failBody: REQUEST_REFUSALS[0]!.body };
+    const res = await fetch(`${h.gw.url}/v1/embeddings`, {
+      method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'hello' }),
+    });
+    assert.equal(res.status, 502);
+    assert.match((await res.json()).message, /^the provider answered 429: Request too large for gpt-4o/);
+    assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 0]);
+    assert.equal(cooldown().recentFailures('fake/embed-routed'), 0);
+  });
+
+  test("Anthropic's 413 request_too_large ends the chain without a cooldown, as every refusal of the request does", async () => {
+    const w = await h.wallet(10_000_000);
+    h.anthropic.behaviour = { failStatus: 413 };
+    const res = await postChat(h, w.key, { model: 'anth/claude-routed', messages: MESSAGES });
+    assert.equal(res.status, 502);
+    await res.text();
+    assert.deepEqual([h.anthropic.received.length, h.fake.received.length], [1, 0]);
+    assert.equal(cooldown().recentFailures('anth/claude-primary'), 0);
+  });
+
+});
+
+for (const engine of ENGINES) describe(`a provider refusal that is the deployment's trouble keeps its class (${engine})`, () => {
+  // No cooldown starts here (1000 failures), so each test sees the primary ready and counts its own failure.
+  const harness = routingSuite(engine, USAGE);
+  let h: RoutingHarness;
+  beforeEach(() => (h = harness()));
+
+  for (const [what, status, message] of [
+    ["OpenAI's 429 Rate limit reached", 429, 'Rate limit reached for gpt-4o in organization org-abc123 on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. Please try again in 2s.'],
+    ["OpenRouter's 402 with nothing affordable", 402, 'This request requires more credits, or fewer max_tokens. You requested up to 4096 tokens, but can only afford 0. To increase, visit https://openrouter.ai/settings/credits'],
+  ] as const) {
+    test(`${what}: the fallback serves, and it counts toward the primary's cooldown`, async () => {
+      const w = await h.wallet(10_000_000);
+      const counted = h.gw.services.chat.routing.cooldown.recentFailures('fake/routed');
+      h.fake.behaviour = { failStatus: status, failBody: { error: { message, code: status } } };
+      const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES });
+      await res.text();
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/routed-backup');
+      assert.equal(h.gw.services.chat.routing.cooldown.recentFailures('fake/routed'), counted + 1);
+    });
+  }
+});

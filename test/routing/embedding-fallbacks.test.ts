@@ -59,7 +59,9 @@ for (const engine of ENGINES) {
 
     test("the primary's first-byte timeout: the fallback serves; the primary is not asked again nor counted toward a cooldown (an answer sent whole: maybe the request's size)", async () => {
       const w = await h.wallet(FUNDS);
-      h.fake.behaviour = { usage: USAGE, delayMs: 1500 };
+      // 2.5 s, not 1.5: undici's timers aim at 500 ms accuracy, so a 1 s first-byte timeout can fire
+      // after a 1.5 s answer arrived, and more so on a loaded machine.
+      h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
       const failuresBefore = h.gw.services.chat.routing.cooldown.recentFailures('fake/embed-routed');
       const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }) });
       assert.equal(res.status, 200);
@@ -72,8 +74,8 @@ for (const engine of ENGINES) {
 
     test('every deployment times out: a 502 that says how to cost less, not retried by the SDK, nothing charged', async () => {
       const w = await h.wallet(FUNDS);
-      h.fake.behaviour = { usage: USAGE, delayMs: 1500 };
-      h.backup.behaviour = { usage: USAGE, delayMs: 1500 };
+      h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
+      h.backup.behaviour = { usage: USAGE, delayMs: 2500 };
       const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }) });
       assert.equal(res.status, 502);
       assert.equal(res.headers.get('x-should-retry'), 'false');
