@@ -27,8 +27,14 @@ export interface UptoCall {
   identifier: IdentifierHold | undefined;
 }
 
-/** The clock of an UPTO_UNSETTLED refusal: what-restores.ts says when the reconciler tries again. */
-export const uptoRefusalClock = (services: Services): RefusalClock => ({ nowMs: services.now(), retryEverySeconds: services.config.topup.reconcileIntervalSeconds });
+/**
+ * The clock of an UPTO_UNSETTLED refusal: what-restores.ts says when the reconciler tries again (a
+ * pass every reconcileIntervalSeconds takes payments untouched for settleWaitSeconds).
+ */
+export const uptoRefusalClock = (services: Services): RefusalClock => ({
+  nowMs: services.now(),
+  retryEverySeconds: services.config.topup.reconcileIntervalSeconds + services.config.topup.settleWaitSeconds,
+});
 
 /**
  * A pay-per-request call paid with x402 `upto` (payPerRequest.upto): the payer signed a Permit2
