@@ -103,7 +103,7 @@ async function conflict(services: Services, key: { payer: string; id: string }, 
       return new ApiError(
         409,
         'PAYMENT_IDENTIFIER_CONFLICT',
-        `the request first sent ${first.when} with ${id} was paid for and ran (${first.charge}); ${notSettled} again. Its answer is not kept: GET /v1/usage/${key.payer} lists the charge${first.upto ? '' : ', and what it did not use is in the balance'}. A new request takes a new identifier`,
+        `the request first sent ${first.when} with ${id} was paid for and ran (${first.charge}); ${notSettled} again. Its answer is not kept: ${first.upto ? 'its upto payment settles that charge and nothing more' : `GET /v1/usage/${key.payer} lists the charge, and what it did not use is in the balance`}. A new request takes a new identifier`,
         first.fields,
       );
   }

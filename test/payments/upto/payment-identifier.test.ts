@@ -44,6 +44,19 @@ async function refusedAsRetry(res: Response, ...mentions: RegExp[]) {
   return JSON.parse(text) as { first_request_id?: string; first_charged_usdc?: number; first_payment?: string };
 }
 
+/** Runs `fn` while the provider takes `delayMs` to answer. */
+async function whileSlow<T>(h: PayPerRequestHarness, delayMs: number, fn: () => Promise<T>): Promise<T> {
+  h.fake.behaviour = { delayMs };
+  try {
+    return await fn();
+  } finally {
+    h.fake.behaviour = {};
+  }
+}
+
+const holding = (h: PayPerRequestHarness, payer: FundedAccount) =>
+  until(async () => (await uptoPayments(h, payer)).some((p) => p.upto_state === 'holding'), 'a request of the wallet holds its maximum');
+
 /** Exactly one charge left the payer's USDT for payTo, ledger and chain agree. */
 async function chargedOnce(h: PayPerRequestHarness, payer: FundedAccount) {
   const rows = await uptoPayments(h, payer);
@@ -81,16 +94,13 @@ for (const engine of ENGINES) {
       const h = harness();
       const payer = await uptoPayer(h);
       const id = generatePaymentId();
-      h.fake.behaviour = { delayMs: 1500 };
-      let first: Promise<Response>;
-      try {
-        first = payingWithId(h, payer, id)();
-        await until(async () => (await uptoPayments(h, payer)).some((p) => p.upto_state === 'holding'), 'the first request holds its maximum');
+      const first = await whileSlow(h, 1500, async () => {
+        const running = payingWithId(h, payer, id)();
+        await holding(h, payer);
         await refusedAsRetry(await payingWithId(h, payer, id)(), /still running or not billed yet/);
-      } finally {
-        h.fake.behaviour = {};
-      }
-      assert.equal((await first).status, 200);
+        return running;
+      });
+      assert.equal(first.status, 200);
       await settledUpto(h, payer);
       await refusedAsRetry(await payingWithId(h, payer, id)(), /was paid for and ran/);
       await chargedOnce(h, payer);
@@ -100,13 +110,7 @@ for (const engine of ENGINES) {
       const h = harness();
       const payer = await uptoPayer(h);
       const id = generatePaymentId();
-      h.fake.behaviour = { delayMs: 500 };
-      let answers: Response[];
-      try {
-        answers = await Promise.all([payingWithId(h, payer, id)(), payingWithId(h, payer, id)()]);
-      } finally {
-        h.fake.behaviour = {};
-      }
+      const answers = await whileSlow(h, 500, () => Promise.all([payingWithId(h, payer, id)(), payingWithId(h, payer, id)()]));
       assert.deepEqual(answers.map((r) => r.status).sort(), [200, 409]);
       await refusedAsRetry(answers.find((r) => r.status === 409)!);
       await chargedOnce(h, payer);
@@ -147,18 +151,15 @@ for (const engine of ENGINES) {
     test('a first request refused before it ran (the wallet busy) leaves the identifier free: the retry runs', async () => {
       const h = harness();
       const payer = await uptoPayer(h);
-      h.fake.behaviour = { delayMs: 1500 };
       const id = generatePaymentId();
-      try {
+      await whileSlow(h, 1500, async () => {
         const running = payingWithId(h, payer, generatePaymentId())();
-        await until(async () => (await uptoPayments(h, payer)).some((p) => p.upto_state === 'holding'), 'another request of the wallet holds its maximum');
+        await holding(h, payer);
         const busy = await payingWithId(h, payer, id)();
         assert.equal(busy.status, 409);
         assert.match(await busy.text(), /UPTO_BUSY/);
         assert.equal((await running).status, 200);
-      } finally {
-        h.fake.behaviour = {};
-      }
+      });
       await settledUpto(h, payer);
       const retry = await payingWithId(h, payer, id)();
       assert.equal(retry.status, 200, await retry.clone().text());

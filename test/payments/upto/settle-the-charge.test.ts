@@ -9,7 +9,7 @@ import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { USD } from '../../support/topup-harness.ts';
-import { settledUpto, signedUptoHeader, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { settledUpto, signedUptoHeader, streamThen, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
  * The settle moves the charge, never the signed maximum, so it needs the payer to cover the charge
@@ -27,25 +27,9 @@ const send = async (h: PayPerRequestHarness, payer: FundedAccount, functionName:
   await wallet.waitForTransactionReceipt({ hash });
 };
 
-/** Streams one upto request and, after its first chunk (its maximum held, its charge not yet settled), runs `meanwhile`. */
-async function streamWhile(h: PayPerRequestHarness, payer: FundedAccount, meanwhile: (maxAtomic: bigint) => Promise<void>): Promise<string> {
-  h.fake.behaviour = { chunkDelayMs: 50 };
-  let text = '';
-  try {
-    const stream = await uptoOpenAI(h, payer).chat.completions.create({ ...BODY, stream: true });
-    let done = false;
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.delta?.content ?? '';
-      if (!done && text) {
-        done = true;
-        await meanwhile(BigInt((await uptoPayments(h, payer)).at(-1)!.amount_atomic));
-      }
-    }
-  } finally {
-    h.fake.behaviour = {};
-  }
-  return text;
-}
+/** Streams one upto request and, once its maximum is held and before its charge is settled, runs `meanwhile` with that maximum. */
+const streamWhile = (h: PayPerRequestHarness, payer: FundedAccount, meanwhile: (maxAtomic: bigint) => Promise<void>) =>
+  streamThen(h, payer, BODY, async () => meanwhile(BigInt((await uptoPayments(h, payer)).at(-1)!.amount_atomic)));
 
 async function chainAgrees(h: PayPerRequestHarness) {
   await assertLedgerConsistent(h.gw.services.storage.db);
