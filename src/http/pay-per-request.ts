@@ -86,7 +86,9 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   // the same payment identifier is a 409 with its payment never sent, exact or upto.
   const hold = paymentIdentifierHold(services, request, decoded.envelope, paid.matched);
   try {
-    if (paid.matched.requirements.scheme === 'upto') return await payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask, minChargeUsdc: uptoMinChargeUsdc, identifier: hold });
+    if (paid.matched.requirements.scheme === 'upto') {
+      return await payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask, minChargeUsdc: uptoMinChargeUsdc, identifier: hold });
+    }
     const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
     return await settleAndRun(services, request, reply, paidRequest, matched, ask, hold);
   } finally {

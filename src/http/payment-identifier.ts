@@ -84,7 +84,12 @@ const RETRY_PAYMENT: Record<RetryPayment, (payer: string) => string> = {
 };
 
 /** The 409 of a retry: what became of the first request under the identifier, and what to do. */
-async function conflict(services: Services, key: { payer: string; id: string }, verdict: Extract<ClaimVerdict, { kind: 'conflict' }>, retry: RetryPayment): Promise<ApiError> {
+async function conflict(
+  services: Services,
+  key: { payer: string; id: string },
+  verdict: Extract<ClaimVerdict, { kind: 'conflict' }>,
+  retry: RetryPayment,
+): Promise<ApiError> {
   const first = await describeFirst(services, key.payer, verdict.first);
   const id = `payment identifier "${key.id}"`;
   const notSettled = RETRY_PAYMENT[retry](key.payer);
@@ -103,7 +108,11 @@ async function conflict(services: Services, key: { payer: string; id: string }, 
       return new ApiError(
         409,
         'PAYMENT_IDENTIFIER_CONFLICT',
-        `the request first sent ${first.when} with ${id} was paid for and ran (${first.charge}); ${notSettled} again. Its answer is not kept: ${first.upto ? 'its upto payment settles that charge and nothing more' : `GET /v1/usage/${key.payer} lists the charge, and what it did not use is in the balance`}. A new request takes a new identifier`,
+        `the request first sent ${first.when} with ${id} was paid for and ran (${first.charge}); ${notSettled} again. Its answer is not kept: ` +
+          (first.upto
+            ? 'its upto payment settles that charge and nothing more'
+            : `GET /v1/usage/${key.payer} lists the charge, and what it did not use is in the balance`) +
+          '. A new request takes a new identifier',
         first.fields,
       );
   }
@@ -117,7 +126,12 @@ async function conflict(services: Services, key: { payer: string; id: string }, 
 async function describeFirst(services: Services, payer: string, first: FirstUse) {
   const db = services.storage.db;
   const when = `at ${new Date(first.createdAt).toISOString()}`;
-  const payment = await db.selectFrom('payments').select(['id', 'upto_state', 'settle_amount_atomic', 'token_decimals']).where('payer', '=', payer).where('payload_digest', '=', first.paymentDigest).executeTakeFirst();
+  const payment = await db
+    .selectFrom('payments')
+    .select(['id', 'upto_state'])
+    .where('payer', '=', payer)
+    .where('payload_digest', '=', first.paymentDigest)
+    .executeTakeFirst();
   const upto = payment?.upto_state != null;
   const uptoFields = upto ? { first_payment: payment.id, first_upto_state: payment.upto_state } : {};
   if (first.requestId === null) return { when, upto, charge: 'not run yet', fields: { first_request_id: null, ...uptoFields } };
@@ -128,6 +142,7 @@ async function describeFirst(services: Services, payer: string, first: FirstUse)
     .where('request_id', '=', first.requestId)
     .executeTakeFirst();
   const settle = upto ? `; upto payment ${payment.id} is ${payment.upto_state}` : '';
-  const charge = usage ? `request ${first.requestId}, charged ${Number(usage.charged_usdc)} micro-USDC${settle}` : `request ${first.requestId}, still running or not billed yet${settle}`;
+  const billed = usage ? `charged ${Number(usage.charged_usdc)} micro-USDC` : 'still running or not billed yet';
+  const charge = `request ${first.requestId}, ${billed}${settle}`;
   return { when, upto, charge, fields: { first_request_id: first.requestId, first_charged_usdc: usage ? Number(usage.charged_usdc) : null, ...uptoFields } };
 }

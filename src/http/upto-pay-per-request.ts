@@ -44,7 +44,12 @@ export const uptoRefusalClock = (services: Services): RefusalClock => ({
  * sent, a stream ended, a provider failure voided) exactly its charge is settled on chain: after
  * the answer, so the client never waits for the chain. What is not charged is never taken.
  */
-export async function payWithUpto(services: Services, request: FastifyRequest, reply: FastifyReply, { paidRequest, matched, ask, minChargeUsdc, identifier }: UptoCall): Promise<FastifyReply> {
+export async function payWithUpto(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  { paidRequest, matched, ask, minChargeUsdc, identifier }: UptoCall,
+): Promise<FastifyReply> {
   const topup = services.topup!;
   const db = services.storage.db;
   const { payer, network, validBefore } = matched.identity;

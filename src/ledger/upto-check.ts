@@ -60,7 +60,9 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
       const since = new Date(Number(p.updated_at)).toISOString();
       const deadline = new Date(Number(p.valid_before) * 1000).toISOString();
       findings.push(
-        `upto payment ${p.id} (wallet ${p.payer}): charged ${charge} micro-USDC, settling since ${since} (${p.tx_hash ?? 'not sent'}); the gateway's reconciler sends it again if it was dropped, and records it unsettled past its deadline ${deadline}. Check that a gateway is running and its RPC answers`,
+        `upto payment ${p.id} (wallet ${p.payer}): charged ${charge} micro-USDC, settling since ${since} (${p.tx_hash ?? 'not sent'}); ` +
+          `the gateway's reconciler sends it again if it was dropped, and records it unsettled past its deadline ${deadline}. ` +
+          'Check that a gateway is running and its RPC answers',
       );
     }
     if (p.upto_state === 'written_off') findings.push(`upto payment ${p.id} (wallet ${p.payer}): ${charge} micro-USDC written off (${p.failure_reason})`);

@@ -77,7 +77,11 @@ export function createMetrics(db: Kysely<Database>): Metrics {
     uptoUnsettled: new Counter({ name: 'tollgate_upto_unsettled_total', help: 'x402 upto payments whose settle failed after their answer was delivered (see tollgate admin ledger-check)', registers }),
     // A dropped settle is sent again by the reconciler; one that stays settling this long needs a look (ledger-check lists it).
     uptoSettlesResent: new Counter({ name: 'tollgate_upto_settles_resent_total', help: 'x402 upto settles the node dropped, sent again by the reconciler', registers }),
-    uptoSettlesStuck: new Gauge({ name: 'tollgate_upto_settles_stuck', help: 'x402 upto payments settling for over 10 minutes, at the last reconciler pass (see tollgate admin ledger-check)', registers }),
+    uptoSettlesStuck: new Gauge({
+      name: 'tollgate_upto_settles_stuck',
+      help: 'x402 upto payments settling for over 10 minutes, at the last reconciler pass (see tollgate admin ledger-check)',
+      registers,
+    }),
     rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),
     deploymentAttempts: new Counter({ name: 'tollgate_deployment_attempts_total', help: 'Provider calls per deployment, retries included', labelNames: ['deployment'], registers }),
     deploymentFailures: new Counter({ name: 'tollgate_deployment_failures_total', help: 'Failed provider calls per deployment, by HTTP status or transport error code', labelNames: ['deployment', 'reason'], registers }),

@@ -105,7 +105,8 @@ export async function streamThen(h: PayPerRequestHarness, payer: FundedAccount, 
 }
 
 /** Streams one upto request, revoking the payer's Permit2 allowance after its first chunk. */
-export const streamAndRevoke = (h: PayPerRequestHarness, payer: FundedAccount): Promise<string> => streamThen(h, payer, UPTO_BODY, () => revokePermit2(h, payer));
+export const streamAndRevoke = (h: PayPerRequestHarness, payer: FundedAccount): Promise<string> =>
+  streamThen(h, payer, UPTO_BODY, () => revokePermit2(h, payer));
 
 /** A config file naming the harness's database, and the environment to run `tollgate admin …` against it as an operator does. */
 export function operatorConfig(h: PayPerRequestHarness): { file: string; env: NodeJS.ProcessEnv; done: () => void } {

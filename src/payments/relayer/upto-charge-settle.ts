@@ -26,7 +26,13 @@ export const SETTLEMENT_PENDING = 'settlement_pending';
 type Refusal = { reason: string; message?: string };
 
 /** The checks that need no chain: the terms the payer signed against the settle's requirements. */
-function termsProblem(signer: FacilitatorEvmSigner, payload: PaymentPayload, req: PaymentRequirements, p: UptoPermit2Payload, nowSeconds: number): Refusal | null {
+function termsProblem(
+  signer: FacilitatorEvmSigner,
+  payload: PaymentPayload,
+  req: PaymentRequirements,
+  p: UptoPermit2Payload,
+  nowSeconds: number,
+): Refusal | null {
   const a = p.permit2Authorization;
   if (payload.accepted.scheme !== 'upto' || req.scheme !== 'upto') return { reason: 'invalid_upto_evm_scheme' };
   if (payload.accepted.network !== req.network) return { reason: 'invalid_upto_evm_network_mismatch' };
@@ -60,18 +66,29 @@ async function explainRefusal(signer: FacilitatorEvmSigner, p: UptoPermit2Payloa
   const a = p.permit2Authorization;
   const token = getAddress(a.permitted.token);
   const balance = (await signer.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [a.from] })) as bigint;
-  if (balance < amount) return { reason: 'permit2_insufficient_balance', message: `the payer holds ${balance} token units, the charge is ${amount}` };
+  if (balance < amount) {
+    return { reason: 'permit2_insufficient_balance', message: `the payer holds ${balance} token units, the charge is ${amount}` };
+  }
   const allowance = (await signer.readContract({ address: token, abi: erc20Abi, functionName: 'allowance', args: [a.from, PERMIT2_ADDRESS] })) as bigint;
-  if (allowance < amount) return { reason: 'permit2_allowance_required', message: `the payer's Permit2 allowance is ${allowance} token units, the charge is ${amount}` };
+  if (allowance < amount) {
+    return { reason: 'permit2_allowance_required', message: `the payer's Permit2 allowance is ${allowance} token units, the charge is ${amount}` };
+  }
   const nonce = BigInt(a.nonce);
-  const word = (await signer.readContract({ address: PERMIT2_ADDRESS, abi: permit2NonceAbi, functionName: 'nonceBitmap', args: [a.from, nonce >> 8n] })) as bigint;
+  const bitmap = { address: PERMIT2_ADDRESS, abi: permit2NonceAbi, functionName: 'nonceBitmap', args: [a.from, nonce >> 8n] } as const;
+  const word = (await signer.readContract(bitmap)) as bigint;
   // Used: the chain, not this answer, says whether it paid (the caller reads it).
   if ((word >> (nonce & 0xffn)) & 1n) return { reason: 'permit2_invalid_nonce' };
   return { reason: 'permit2_simulation_failed' };
 }
 
 /** The settle's transaction, mined or not: x402's answers for a receipt, a revert, or no receipt in time. */
-export async function receiptOf(signer: FacilitatorEvmSigner, tx: Hex, network: PaymentRequirements['network'], payer: string, amount: bigint): Promise<SettleResponse> {
+export async function receiptOf(
+  signer: FacilitatorEvmSigner,
+  tx: Hex,
+  network: PaymentRequirements['network'],
+  payer: string,
+  amount: bigint,
+): Promise<SettleResponse> {
   let status: string;
   try {
     status = (await signer.waitForTransactionReceipt({ hash: tx })).status;
@@ -86,10 +103,22 @@ export async function receiptOf(signer: FacilitatorEvmSigner, tx: Hex, network: 
  * Settles `req.amount` under the upto authorization `p`: checked, simulated for that amount,
  * sent by the relayer, its receipt awaited (topup.settleWaitSeconds). 0 sends nothing.
  */
-export async function settleUptoCharge(signer: FacilitatorEvmSigner, payload: PaymentPayload, req: PaymentRequirements, p: UptoPermit2Payload): Promise<SettleResponse> {
+export async function settleUptoCharge(
+  signer: FacilitatorEvmSigner,
+  payload: PaymentPayload,
+  req: PaymentRequirements,
+  p: UptoPermit2Payload,
+): Promise<SettleResponse> {
   const payer = p.permit2Authorization.from;
   const network = payload.accepted.network;
-  const refused = (r: Refusal, transaction = ''): SettleResponse => ({ success: false, errorReason: r.reason, ...(r.message ? { errorMessage: r.message } : {}), transaction, network, payer });
+  const refused = (r: Refusal, transaction = ''): SettleResponse => ({
+    success: false,
+    errorReason: r.reason,
+    ...(r.message ? { errorMessage: r.message } : {}),
+    transaction,
+    network,
+    payer,
+  });
   const problem = termsProblem(signer, payload, req, p, Math.floor(Date.now() / 1000));
   if (problem) return refused(problem);
   const amount = BigInt(req.amount);

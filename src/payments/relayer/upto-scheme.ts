@@ -48,7 +48,9 @@ class UptoSchemeForCharge extends UptoEvmScheme {
 
   private async settleOnce(payload: PaymentPayload, requirements: PaymentRequirements): Promise<SettleResponse> {
     const inner = payload.payload as Record<string, unknown>;
-    if (!isUptoPermit2Payload(inner)) return { success: false, errorReason: 'unsupported_payload_type', transaction: '', network: payload.accepted.network, payer: '' };
+    if (!isUptoPermit2Payload(inner)) {
+      return { success: false, errorReason: 'unsupported_payload_type', transaction: '', network: payload.accepted.network, payer: '' };
+    }
     const key = inner.signature;
     const remembered = (await this.pending.get(key)) as Hex | undefined;
     const result = remembered && (await this.nodeKnows(remembered))

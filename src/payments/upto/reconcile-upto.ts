@@ -44,7 +44,9 @@ export async function reconcileUpto(deps: UptoReconcileDeps): Promise<void> {
   }
   const validPast = Math.floor(deps.now() / 1000) + UPTO_SETTLE_MARGIN_SECONDS;
   for (const p of await stillCollectable(deps.db, validPast, before)) {
-    await collectAgain(deps, p).catch((err: unknown) => deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not settle an unsettled upto payment again; will retry'));
+    await collectAgain(deps, p).catch((err: unknown) =>
+      deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not settle an unsettled upto payment again; will retry'),
+    );
   }
   deps.metrics?.stuck(await countSettlingSince(deps.db, deps.now() - UPTO_SETTLE_STUCK_MS));
 }
@@ -54,7 +56,8 @@ async function collectAgain(deps: UptoFinishDeps, p: PaymentRow): Promise<void> 
   if (!(await reopenUnsettled(deps.db, p.id, deps.now()))) return;
   await finishSettling({ ...deps, countUnsettled: () => {} }, await findPayment(deps.db, p.id));
   const after = await findPayment(deps.db, p.id);
-  if (after.upto_state === 'settled') deps.logger.info({ payment: p.id, payer: p.payer }, 'unsettled upto payment collected after its payer restored the wallet: the wallet is free');
+  if (after.upto_state !== 'settled') return;
+  deps.logger.info({ payment: p.id, payer: p.payer }, 'unsettled upto payment collected after its payer restored the wallet');
 }
 
 /** One `settling` payment, from what the chain shows for its authorization (also `tollgate admin upto retry`). */
@@ -106,7 +109,7 @@ async function sendAgain(deps: UptoFinishDeps, p: PaymentRow): Promise<void> {
     const reason = `its settle ${p.tx_hash} was dropped by the node and the authorization expired before it could be sent again`;
     if (await markUnsettled(deps.db, p.id, reason)) {
       deps.countUnsettled();
-      deps.logger.warn({ payment: p.id, payer: p.payer, tx: p.tx_hash }, 'upto settle dropped past its deadline: unsettled (tollgate admin upto retry or write-off)');
+      deps.logger.warn({ payment: p.id, payer: p.payer, tx: p.tx_hash }, 'upto settle dropped past its deadline: unsettled (tollgate admin upto write-off)');
     }
     return;
   }

@@ -195,6 +195,11 @@ export function stillCollectable(db: Kysely<Database>, validPast: number, before
 
 /** Settling payments untouched since `before`: stuck (ledger/upto-check.ts, UPTO_SETTLE_STUCK_MS). */
 export async function countSettlingSince(db: Kysely<Database>, before: number): Promise<number> {
-  const row = await db.selectFrom('payments').select((eb) => eb.fn.countAll<number>().as('n')).where('upto_state', '=', 'settling').where('updated_at', '<', before).executeTakeFirst();
+  const row = await db
+    .selectFrom('payments')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('upto_state', '=', 'settling')
+    .where('updated_at', '<', before)
+    .executeTakeFirst();
   return Number(row?.n ?? 0);
 }

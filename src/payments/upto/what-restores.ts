@@ -15,8 +15,9 @@ export function whatRestores(p: PaymentRow, nowMs: number, retryEverySeconds: nu
   const deadline = new Date(p.valid_before * 1000).toISOString();
   if (nowMs / 1000 < p.valid_before) {
     return (
-      `Hold at least ${amount} of token ${p.asset} on ${p.network} in ${p.payer} and approve Permit2 (${PERMIT2_ADDRESS}) for at least that much on that token ` +
-      `before ${deadline}, when this authorization expires: the gateway settles it again by itself within about ${retryEverySeconds} s and this wallet is free. ` +
+      `Hold at least ${amount} of token ${p.asset} on ${p.network} in ${p.payer} ` +
+      `and approve Permit2 (${PERMIT2_ADDRESS}) for at least that much on that token before ${deadline}, when this authorization expires: ` +
+      `the gateway settles it again by itself within about ${retryEverySeconds} s and this wallet is free. ` +
       `Its operator can also settle it at once (tollgate admin upto retry ${p.id})`
     );
   }

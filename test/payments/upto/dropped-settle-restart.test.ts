@@ -49,7 +49,8 @@ for (const engine of ENGINES) {
       await h.anvil.rpc('evm_setAutomine', [false]);
       let dropped: string;
       try {
-        const client = new OpenAI({ baseURL: `${first.url}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: wrapFetchWithPayment(fetch, uptoClient(h, payer)) as typeof fetch, maxRetries: 0 });
+        const paying = wrapFetchWithPayment(fetch, uptoClient(h, payer)) as typeof fetch;
+        const client = new OpenAI({ baseURL: `${first.url}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: paying, maxRetries: 0 });
         await client.chat.completions.create(UPTO_BODY);
         await until(async () => Boolean((await rows())[0]?.tx_hash), 'the settle was broadcast', 20_000);
         // The receipt wait (2 s) gives up with the transaction still in the pool.

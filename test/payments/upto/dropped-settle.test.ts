@@ -105,7 +105,8 @@ for (const engine of ENGINES) {
       const payer = await uptoPayer(h);
       const row = await settleThenDrop(h, payer);
       // A second gateway on the same database and relayer key: its own facilitator, its own memory.
-      const other = localFacilitator({ relayerKey: h.relayer.privateKey as Hex, rpcUrls: { [h.chain.network]: h.anvil.rpcUrl }, allowedFactories: [], confirmationTimeoutMs: 5_000 });
+      const rpcUrls = { [h.chain.network]: h.anvil.rpcUrl };
+      const other = localFacilitator({ relayerKey: h.relayer.privateKey as Hex, rpcUrls, allowedFactories: [], confirmationTimeoutMs: 5_000 });
       const ours = { ...h.gw.services.topup!.upto, logger: quiet, now: Date.now };
       const nonce = await relayerNonce(h);
       const seen = await findPayment(h.gw.services.storage.db, row.id);

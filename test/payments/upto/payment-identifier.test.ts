@@ -33,7 +33,8 @@ function payingWithId(h: PayPerRequestHarness, payer: FundedAccount, id: string,
     appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id);
   });
   const pay = wrapFetchWithPayment(fetch, client);
-  return (body = UPTO_BODY) => pay(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const url = `${h.gw.url}/v1/chat/completions`;
+  return (body = UPTO_BODY) => pay(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
 
 async function refusedAsRetry(res: Response, ...mentions: RegExp[]) {
@@ -84,7 +85,8 @@ for (const engine of ENGINES) {
       const charged = Number(first.headers.get('x-tollgate-charged-usdc'));
       assert.ok(charged > 0);
       await settledUpto(h, payer);
-      const body = await refusedAsRetry(await payingWithId(h, payer, id)(), new RegExp(`charged ${charged} micro-USDC`), new RegExp(requestId), /nothing will be taken under it/);
+      const retry = await payingWithId(h, payer, id)();
+      const body = await refusedAsRetry(retry, new RegExp(`charged ${charged} micro-USDC`), new RegExp(requestId), /nothing will be taken under it/);
       assert.equal(body.first_request_id, requestId);
       assert.equal(body.first_charged_usdc, charged);
       await chargedOnce(h, payer);
