@@ -21,7 +21,7 @@ import { settledUpto, UPTO_BODY, uptoClient, uptoPayer, uptoPayments, uptoSuite 
 type Client = (body?: unknown) => Promise<Response>;
 
 /** The stock @x402/fetch client of `payer` (upto, or exact), putting `id` in every payment it signs. */
-function payingWithId(h: PayPerRequestHarness, payer: FundedAccount, id: string, scheme: 'upto' | 'exact' = 'upto'): Client {
+function payingWithId(h: PayPerRequestHarness, payer: FundedAccount, id: string, scheme: 'upto' | 'exact' = 'upto', sent: string[] = []): Client {
   let client: x402Client;
   if (scheme === 'upto') client = uptoClient(h, payer);
   else {
@@ -32,7 +32,12 @@ function payingWithId(h: PayPerRequestHarness, payer: FundedAccount, id: string,
   client.onBeforePaymentCreation(async ({ paymentRequired }) => {
     appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id);
   });
-  const pay = wrapFetchWithPayment(fetch, client);
+  const recording: typeof fetch = async (input, init) => {
+    const header = (input instanceof Request ? input.headers : new Headers(init?.headers)).get('payment-signature');
+    if (header) sent.push(header);
+    return fetch(input, init);
+  };
+  const pay = wrapFetchWithPayment(recording, client);
   const url = `${h.gw.url}/v1/chat/completions`;
   return (body = UPTO_BODY) => pay(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
@@ -89,6 +94,20 @@ for (const engine of ENGINES) {
       const body = await refusedAsRetry(retry, new RegExp(`charged ${charged} micro-USDC`), new RegExp(requestId), /nothing will be taken under it/);
       assert.equal(body.first_request_id, requestId);
       assert.equal(body.first_charged_usdc, charged);
+      await chargedOnce(h, payer);
+    });
+
+    // Its Permit2 nonce is spent, so verify refuses it before the identifier can be claimed (the
+    // claim needs the signature checked first): a 402, and nothing recorded or taken.
+    test('the very same payment header replayed after it ran: refused, nothing more taken', async () => {
+      const h = harness();
+      const payer = await uptoPayer(h);
+      const sent: string[] = [];
+      assert.equal((await payingWithId(h, payer, generatePaymentId(), 'upto', sent)()).status, 200);
+      await settledUpto(h, payer);
+      const replay = await h.chat(UPTO_BODY, { 'payment-signature': sent[0]! });
+      assert.equal(replay.status, 402, replay.text);
+      assert.equal(replay.body.error, 'PAYMENT_REJECTED');
       await chargedOnce(h, payer);
     });
 
