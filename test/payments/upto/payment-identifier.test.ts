@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
-import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
-import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { generatePaymentId } from '@x402/extensions/payment-identifier';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { ENGINES } from '../../support/engines.ts';
@@ -10,6 +8,7 @@ import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { until } from '../../support/until.ts';
+import { exactUsdcClient, payingWithIdentifier } from '../../support/identified-payments.ts';
 import { settledUpto, UPTO_BODY, uptoClient, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
@@ -22,22 +21,7 @@ type Client = (body?: unknown) => Promise<Response>;
 
 /** The stock @x402/fetch client of `payer` (upto, or exact), putting `id` in every payment it signs. */
 function payingWithId(h: PayPerRequestHarness, payer: FundedAccount, id: string, scheme: 'upto' | 'exact' = 'upto', sent: string[] = []): Client {
-  let client: x402Client;
-  if (scheme === 'upto') client = uptoClient(h, payer);
-  else {
-    client = new x402Client();
-    registerExactEvmScheme(client, { signer: payer });
-    client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
-  }
-  client.onBeforePaymentCreation(async ({ paymentRequired }) => {
-    appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id);
-  });
-  const recording: typeof fetch = async (input, init) => {
-    const header = (input instanceof Request ? input.headers : new Headers(init?.headers)).get('payment-signature');
-    if (header) sent.push(header);
-    return fetch(input, init);
-  };
-  const pay = wrapFetchWithPayment(recording, client);
+  const pay = payingWithIdentifier(scheme === 'upto' ? uptoClient(h, payer) : exactUsdcClient(h, payer), id, sent);
   const url = `${h.gw.url}/v1/chat/completions`;
   return (body = UPTO_BODY) => pay(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
