@@ -110,7 +110,7 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const inflight: Services['inflight'] = new Set();
 
     // Top-ups (x402, viem's chain code) are loaded only when offers are configured: start-up time, idle memory.
-    const topup = config.topup.offers.length === 0 ? null : (await import('./payments/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now, hangBeforeBroadcast: failPoints.hangBeforeBroadcast, countUptoUnsettled: () => metrics.uptoUnsettled.inc() });
+    const topup = config.topup.offers.length === 0 ? null : (await import('./payments/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now, hangBeforeBroadcast: failPoints.hangBeforeBroadcast, countUptoUnsettled: () => metrics.uptoUnsettled.inc(), uptoMetrics: { resent: () => metrics.uptoSettlesResent.inc(), stuck: (n) => metrics.uptoSettlesStuck.set(n) } });
     if (topup?.relayer) {
       const { watchRelayerGas } = await import('./payments/relayer/relayer-gas.ts');
       watchRelayerGas(metrics.registry, topup.relayer, [...new Set(config.topup.offers.map((o) => o.network))], topup.clientFor, opts.logger);

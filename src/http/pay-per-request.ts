@@ -21,7 +21,7 @@ import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
 import { paymentIdentifierHold, type IdentifierHold } from './payment-identifier.ts';
 import { exchangeOf } from './reply-sink.ts';
 import type { PaidRequest } from './paid-request.ts';
-import { payWithUpto } from './upto-pay-per-request.ts';
+import { payWithUpto, uptoRefusalClock } from './upto-pay-per-request.ts';
 import { refuseIfUptoUnsettled } from '../payments/upto/admission.ts';
 
 /** A chat request of `inbound`'s protocol, paid for. */
@@ -81,13 +81,15 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   if (paid.kind === 'insufficient') {
     return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
   }
-  if (paid.matched.requirements.scheme === 'upto') return payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask, minChargeUsdc: uptoMinChargeUsdc });
-  const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
   // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
   // (never for a payer a forged header merely names), before anything is recorded: a retry under
-  // the same payment identifier is a 409 with its payment never sent.
-  const hold = paymentIdentifierHold(services, request, decoded.envelope, matched);
+  // the same payment identifier is a 409 with its payment never sent, exact or upto.
+  const hold = paymentIdentifierHold(services, request, decoded.envelope, paid.matched);
   try {
+    if (paid.matched.requirements.scheme === 'upto') {
+      return await payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask, minChargeUsdc: uptoMinChargeUsdc, identifier: hold });
+    }
+    const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
     return await settleAndRun(services, request, reply, paidRequest, matched, ask, hold);
   } finally {
     // Every path that does not run the request frees the identifier, a throw included.
@@ -118,7 +120,7 @@ async function settleAndRun(
   // A wallet whose upto payment could not be settled pays nothing more until it is, said only once
   // the payer is known to have signed (a forged header learns nothing of the wallet's upto state).
   const admitSigned = async () => {
-    await refuseIfUptoUnsettled(services.storage.db, matched.identity.payer);
+    await refuseIfUptoUnsettled(services.storage.db, matched.identity.payer, uptoRefusalClock(services));
     await hold?.claim();
   };
   const outcome = await settleMatched(settleDepsOf(services, request.log), matched, { admitSigned, admitVerified: countRequest });

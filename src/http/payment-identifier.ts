@@ -4,6 +4,7 @@ import { bodyDigest, readPaymentIdentifier } from '../payments/pay-per-request/p
 import { claimPaymentIdentifier, releasePaymentIdentifier, startIdentifiedRun, type ClaimVerdict, type FirstUse } from '../payments/pay-per-request/identifier-store.ts';
 import { ApiError, badRequest } from '../refusal.ts';
 import type { Services } from '../services.ts';
+import { uptoHoldWallet } from '../payments/upto/upto-store.ts';
 
 /**
  * A paid request's claim on its payment identifier. Taken only once the payer is known to have
@@ -28,8 +29,11 @@ export interface IdentifierHold {
  * Reads the payment's `payment-identifier`, if it has one, before anything is settled (an invalid
  * one is a 400, src/payments/pay-per-request/payment-identifier.ts), and returns its claim, not yet
  * taken: a retry of a request that ran, or that is being paid for, or the identifier reused for
- * another body, is a 409 once claimed, and a payment refused that way is never sent. Undefined when
- * the payment carries no identifier (x402 v1 payments cannot).
+ * another body, is a 409 once claimed, and a payment refused that way is never sent. One identifier
+ * is one request whatever the scheme: exact and upto payments of a payer claim the same
+ * (payer, id), so a retry that signs a new upto authorization, or switches between exact and upto,
+ * is told about the first request as well. Undefined when the payment carries no identifier (x402
+ * v1 payments cannot).
  */
 export function paymentIdentifierHold(services: Services, request: FastifyRequest, envelope: object, matched: MatchedPayment): IdentifierHold | undefined {
   const read = readPaymentIdentifier(envelope as { x402Version: number; extensions?: Record<string, unknown> });
@@ -38,12 +42,13 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
   const db = services.storage.db;
   const key = { payer: matched.identity.payer.toLowerCase(), id: read.id, paymentDigest: matched.digest, holder: request.id };
   const claimIt = () => claimPaymentIdentifier(db, { ...key, bodyDigest: bodyDigest(request.body), now: services.now() });
+  const upto = matched.requirements.scheme === 'upto';
   let claimed = false;
   let kept = false;
   return {
     async claim() {
       const verdict = await claimIt();
-      if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, false);
+      if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, upto ? 'upto-refused' : 'not-settled');
       claimed = true;
     },
     keepPending: () => void (kept = true),
@@ -56,7 +61,7 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
         // Run by a concurrent retry (the 409), or freed meanwhile by a request with the same
         // payment that had taken the claim over and was then refused: claim it again, and start.
         const verdict = await claimIt();
-        if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, true);
+        if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, upto ? 'upto-released' : 'credited');
         claimed = true;
       }
     },
@@ -67,14 +72,27 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
   };
 }
 
+/** What became of the retry's own payment when it is refused. */
+type RetryPayment = 'not-settled' | 'credited' | 'upto-refused' | 'upto-released';
+
+const RETRY_PAYMENT: Record<RetryPayment, (payer: string) => string> = {
+  'not-settled': () => 'this payment was not settled and the request did not run',
+  // A conflict found as the request starts: its payment is credited, in the balance already.
+  credited: (payer) => `this payment is credited to ${payer}'s balance (nothing more was credited) and the request did not run`,
+  'upto-refused': () => 'this upto payment was not recorded, nothing will be taken under it, and the request did not run',
+  'upto-released': () => 'this upto payment charges nothing (0 is settled under it) and the request did not run',
+};
+
 /** The 409 of a retry: what became of the first request under the identifier, and what to do. */
-async function conflict(services: Services, key: { payer: string; id: string }, verdict: Extract<ClaimVerdict, { kind: 'conflict' }>, settled: boolean): Promise<ApiError> {
+async function conflict(
+  services: Services,
+  key: { payer: string; id: string },
+  verdict: Extract<ClaimVerdict, { kind: 'conflict' }>,
+  retry: RetryPayment,
+): Promise<ApiError> {
   const first = await describeFirst(services, key.payer, verdict.first);
   const id = `payment identifier "${key.id}"`;
-  // A conflict found as the request starts: its payment is credited, in the balance already.
-  const notSettled = settled
-    ? `this payment is credited to ${key.payer}'s balance (nothing more was credited) and the request did not run`
-    : 'this payment was not settled and the request did not run';
+  const notSettled = RETRY_PAYMENT[retry](key.payer);
   switch (verdict.reason) {
     case 'other-body':
       return new ApiError(409, 'PAYMENT_IDENTIFIER_CONFLICT', `${id} was first used ${first.when} for another request body; ${notSettled}. A retry sends the same body; a new request takes a new identifier`, first.fields);
@@ -90,21 +108,41 @@ async function conflict(services: Services, key: { payer: string; id: string }, 
       return new ApiError(
         409,
         'PAYMENT_IDENTIFIER_CONFLICT',
-        `the request first sent ${first.when} with ${id} was paid for and ran (${first.charge}); ${notSettled} again. Its answer is not kept: GET /v1/usage/${key.payer} lists the charge, and what it did not use is in the balance. A new request takes a new identifier`,
+        `the request first sent ${first.when} with ${id} was paid for and ran (${first.charge}); ${notSettled} again. Its answer is not kept: ` +
+          (first.upto
+            ? 'its upto payment settles that charge and nothing more'
+            : `GET /v1/usage/${key.payer} lists the charge, and what it did not use is in the balance`) +
+          '. A new request takes a new identifier',
         first.fields,
       );
   }
 }
 
+/**
+ * The first request under the identifier: its request id and charge (its usage row: under the
+ * payer's wallet for exact, under the payer's upto hold wallet for upto) and, for an upto payment,
+ * where its settle stands.
+ */
 async function describeFirst(services: Services, payer: string, first: FirstUse) {
+  const db = services.storage.db;
   const when = `at ${new Date(first.createdAt).toISOString()}`;
-  if (first.requestId === null) return { when, charge: 'not run yet', fields: { first_request_id: null } };
-  const usage = await services.storage.db
+  const payment = await db
+    .selectFrom('payments')
+    .select(['id', 'upto_state'])
+    .where('payer', '=', payer)
+    .where('payload_digest', '=', first.paymentDigest)
+    .executeTakeFirst();
+  const upto = payment?.upto_state != null;
+  const uptoFields = upto ? { first_payment: payment.id, first_upto_state: payment.upto_state } : {};
+  if (first.requestId === null) return { when, upto, charge: 'not run yet', fields: { first_request_id: null, ...uptoFields } };
+  const usage = await db
     .selectFrom('request_usage')
     .select(['charged_usdc', 'status'])
-    .where('wallet', '=', payer)
+    .where('wallet', 'in', [payer, uptoHoldWallet(payer)])
     .where('request_id', '=', first.requestId)
     .executeTakeFirst();
-  const charge = usage ? `request ${first.requestId}, charged ${Number(usage.charged_usdc)} micro-USDC` : `request ${first.requestId}, still running or not billed yet`;
-  return { when, charge, fields: { first_request_id: first.requestId, first_charged_usdc: usage ? Number(usage.charged_usdc) : null } };
+  const settle = upto ? `; upto payment ${payment.id} is ${payment.upto_state}` : '';
+  const billed = usage ? `charged ${Number(usage.charged_usdc)} micro-USDC` : 'still running or not billed yet';
+  const charge = `request ${first.requestId}, ${billed}${settle}`;
+  return { when, upto, charge, fields: { first_request_id: first.requestId, first_charged_usdc: usage ? Number(usage.charged_usdc) : null, ...uptoFields } };
 }

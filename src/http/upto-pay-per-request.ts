@@ -4,13 +4,14 @@ import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
 import type { MatchedPayment } from '../payments/match.ts';
 import { openPayment } from '../payments/payment-store.ts';
 import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
-import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil } from '../payments/upto/admission.ts';
+import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil, type RefusalClock } from '../payments/upto/admission.ts';
 import { settleUpto, type UptoSettleDeps } from '../payments/upto/settle-upto.ts';
 import { holdMaximum, openUptoOf, uptoHoldWallet } from '../payments/upto/upto-store.ts';
 import type { Services } from '../services.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { facilitatorUnavailable, type AskForPayment } from './x402-payment.ts';
 import type { PaidRequest } from './paid-request.ts';
+import type { IdentifierHold } from './payment-identifier.ts';
 
 /** setTimeout's largest delay; a later deadline (a payer may sign years ahead) is beyond any request. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -22,7 +23,18 @@ export interface UptoCall {
   ask: AskForPayment;
   /** The least a request that is charged anything pays (offer.ts, uptoMinChargeUsdc). */
   minChargeUsdc: number;
+  /** The payment's `payment-identifier` claim, if it carries one (payment-identifier.ts); the caller frees it. */
+  identifier: IdentifierHold | undefined;
 }
+
+/**
+ * The clock of an UPTO_UNSETTLED refusal: what-restores.ts says when the reconciler tries again (a
+ * pass every reconcileIntervalSeconds takes payments untouched for settleWaitSeconds).
+ */
+export const uptoRefusalClock = (services: Services): RefusalClock => ({
+  nowMs: services.now(),
+  retryEverySeconds: services.config.topup.reconcileIntervalSeconds + services.config.topup.settleWaitSeconds,
+});
 
 /**
  * A pay-per-request call paid with x402 `upto` (payPerRequest.upto): the payer signed a Permit2
@@ -32,7 +44,12 @@ export interface UptoCall {
  * sent, a stream ended, a provider failure voided) exactly its charge is settled on chain: after
  * the answer, so the client never waits for the chain. What is not charged is never taken.
  */
-export async function payWithUpto(services: Services, request: FastifyRequest, reply: FastifyReply, { paidRequest, matched, ask, minChargeUsdc }: UptoCall): Promise<FastifyReply> {
+export async function payWithUpto(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  { paidRequest, matched, ask, minChargeUsdc, identifier }: UptoCall,
+): Promise<FastifyReply> {
   const topup = services.topup!;
   const db = services.storage.db;
   const { payer, network, validBefore } = matched.identity;
@@ -57,9 +74,13 @@ export async function payWithUpto(services: Services, request: FastifyRequest, r
     return ask('PAYMENT_REJECTED', `the upto payment was rejected (${reason}); nothing was recorded and the request did not run. Sign a new payment for one of accepts`, { reason });
   }
   // Only now, the payer known to have signed, may the answer say anything of the wallet's upto
-  // state. A clear refusal; the unique index of migration 013 is what enforces it (holdMaximum).
+  // state or its identifiers. The identifier first: a retry that signed a new authorization while
+  // its first request still runs must learn of that request, not be told to send again once it
+  // has finished (which would run it twice). Then the open payment: a clear refusal; the unique
+  // index of migration 013 is what enforces it (holdMaximum).
+  await identifier?.claim();
   const open = await openUptoOf(db, payer);
-  if (open) throw openUptoRefusal(open);
+  if (open) throw openUptoRefusal(open, uptoRefusalClock(services));
   await enforceRateLimit(services, reply, `chat:${payer}`, services.rateWindows.chat);
 
   // Log searches for this authorization start 5,000 blocks back, as for exact (settle-payment.ts).
@@ -70,7 +91,7 @@ export async function payWithUpto(services: Services, request: FastifyRequest, r
   const held = await holdMaximum(db, opened.row.id, matched.payload, services.now());
   if (held.kind === 'busy') {
     const other = await openUptoOf(db, payer);
-    if (other) throw openUptoRefusal(other);
+    if (other) throw openUptoRefusal(other, uptoRefusalClock(services));
     throw facilitatorUnavailable('another upto payment of this wallet was finishing');
   }
   const key = await payPerRequestKey(db, uptoHoldWallet(payer));
@@ -82,6 +103,8 @@ export async function payWithUpto(services: Services, request: FastifyRequest, r
     reply.raw.destroy();
   }, Math.min(MAX_TIMER_MS, Math.max(0, runUntil - services.now())));
   try {
+    // In the try: a concurrent retry that ran first (the 409) leaves this hold to be settled for 0.
+    await identifier?.start();
     const ran = await paidRequest.run(key, { capAtReservation: true, minChargeUsdc });
     if (!ran.ok) throw new Error('the upto hold did not cover its own reservation');
     return reply;

@@ -23,6 +23,8 @@ export interface Metrics {
   unbilledUsdc: Counter<'model'>;
   topups: Counter<'outcome'>;
   uptoUnsettled: Counter<string>;
+  uptoSettlesResent: Counter<string>;
+  uptoSettlesStuck: Gauge<string>;
   rateLimited: Counter<'scope'>;
   /** Calls to each deployment (src/routing/), retries included. */
   deploymentAttempts: Counter<'deployment'>;
@@ -73,6 +75,13 @@ export function createMetrics(db: Kysely<Database>): Metrics {
     topups: new Counter({ name: 'tollgate_topups_total', help: 'Top-up attempts by outcome', labelNames: ['outcome'], registers }),
     // An upto answer is delivered before it is paid: each one whose settle then failed is a loss until retried or written off.
     uptoUnsettled: new Counter({ name: 'tollgate_upto_unsettled_total', help: 'x402 upto payments whose settle failed after their answer was delivered (see tollgate admin ledger-check)', registers }),
+    // A dropped settle is sent again by the reconciler; one that stays settling this long needs a look (ledger-check lists it).
+    uptoSettlesResent: new Counter({ name: 'tollgate_upto_settles_resent_total', help: 'x402 upto settles the node dropped, sent again by the reconciler', registers }),
+    uptoSettlesStuck: new Gauge({
+      name: 'tollgate_upto_settles_stuck',
+      help: 'x402 upto payments settling for over 10 minutes, at the last reconciler pass (see tollgate admin ledger-check)',
+      registers,
+    }),
     rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),
     deploymentAttempts: new Counter({ name: 'tollgate_deployment_attempts_total', help: 'Provider calls per deployment, retries included', labelNames: ['deployment'], registers }),
     deploymentFailures: new Counter({ name: 'tollgate_deployment_failures_total', help: 'Failed provider calls per deployment, by HTTP status or transport error code', labelNames: ['deployment', 'reason'], registers }),

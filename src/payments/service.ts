@@ -13,7 +13,7 @@ import { remoteFacilitator } from './facilitator/remote-facilitator.ts';
 import { relayerLockFor } from './relayer/relayer-lock.ts';
 import type { CrossInstanceLock } from './relayer/relayer-queue.ts';
 import type { Engine } from '../storage/database.ts';
-import { reconcileUpto } from './upto/reconcile-upto.ts';
+import { reconcileUpto, type UptoReconcileMetrics } from './upto/reconcile-upto.ts';
 import type { UptoSettleDeps } from './upto/settle-upto.ts';
 
 /** Top-ups as the running gateway holds them: the facilitator, chain access, and the reconciler's pass. */
@@ -55,7 +55,7 @@ export function createFacilitator(config: Config, sendLock?: CrossInstanceLock):
 /** Null when no offers are configured: top-ups are then off and /v1/topup says so. */
 export function createTopupService(
   config: Config,
-  deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number; hangBeforeBroadcast?: boolean; countUptoUnsettled?: () => void },
+  deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number; hangBeforeBroadcast?: boolean; countUptoUnsettled?: () => void; uptoMetrics?: UptoReconcileMetrics },
 ): TopupService | null {
   if (config.topup.offers.length === 0) return null;
   const facilitator = createFacilitator(config, relayerLockFor(deps.engine, deps.db, config.topup.relayer.sendWaitSeconds * 1000));
@@ -69,7 +69,7 @@ export function createTopupService(
   const uptoFacilitators = config.payPerRequest.upto ? uptoFacilitatorAddresses(facilitator, deps.logger) : () => undefined;
   const reconcile = async () => {
     const report = await reconcilePayments({ db: deps.db, clientFor, logger: deps.logger, now: deps.now, releaseAfterMs, replaceStuck });
-    await reconcileUpto({ ...upto, logger: deps.logger, now: deps.now, staleMs: releaseAfterMs });
+    await reconcileUpto({ ...upto, logger: deps.logger, now: deps.now, staleMs: releaseAfterMs, metrics: deps.uptoMetrics });
     return report;
   };
   return {

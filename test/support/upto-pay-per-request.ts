@@ -84,18 +84,18 @@ export async function signedUptoHeader(h: PayPerRequestHarness, payer: FundedAcc
 /** A small chat request, the body of the upto tests. */
 export const UPTO_BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 100 };
 
-/** Streams one upto request, revoking the payer's Permit2 allowance after its first chunk. */
-export async function streamAndRevoke(h: PayPerRequestHarness, payer: FundedAccount): Promise<string> {
+/** Streams one upto request for `body` and, after its first chunk (its maximum held, its charge not yet settled), runs `meanwhile`. */
+export async function streamThen(h: PayPerRequestHarness, payer: FundedAccount, body: typeof UPTO_BODY, meanwhile: () => Promise<void>): Promise<string> {
   h.fake.behaviour = { chunkDelayMs: 50 };
   let text = '';
   try {
-    const stream = await uptoOpenAI(h, payer).chat.completions.create({ ...UPTO_BODY, stream: true });
-    let revoked = false;
+    const stream = await uptoOpenAI(h, payer).chat.completions.create({ ...body, stream: true });
+    let done = false;
     for await (const chunk of stream) {
       text += chunk.choices[0]?.delta?.content ?? '';
-      if (!revoked && text) {
-        revoked = true;
-        await revokePermit2(h, payer);
+      if (!done && text) {
+        done = true;
+        await meanwhile();
       }
     }
   } finally {
@@ -104,6 +104,9 @@ export async function streamAndRevoke(h: PayPerRequestHarness, payer: FundedAcco
   return text;
 }
 
+/** Streams one upto request, revoking the payer's Permit2 allowance after its first chunk. */
+export const streamAndRevoke = (h: PayPerRequestHarness, payer: FundedAccount): Promise<string> =>
+  streamThen(h, payer, UPTO_BODY, () => revokePermit2(h, payer));
 
 /** A config file naming the harness's database, and the environment to run `tollgate admin …` against it as an operator does. */
 export function operatorConfig(h: PayPerRequestHarness): { file: string; env: NodeJS.ProcessEnv; done: () => void } {

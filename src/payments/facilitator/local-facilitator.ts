@@ -109,7 +109,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
       { confirmationTimeoutMs: opts.confirmationTimeoutMs },
     );
     registerExactScheme(facilitator, signer, network, opts.allowedFactories);
-    registerUptoScheme(facilitator, signer, network);
+    registerUptoScheme(facilitator, signer, network, (hash) => client.getTransaction({ hash }));
     // Replacements so far per nonce, in this process: the bump cap (fee-bump.ts). A restart starts
     // the count again, which the fee ceiling still bounds.
     const bumped = new Map<number, number>();

@@ -25,6 +25,8 @@ export interface IdentifierClaim {
 export interface FirstUse {
   requestId: string | null;
   createdAt: number;
+  /** The digest of the payment it was first paid with (payments.payload_digest). */
+  paymentDigest: string;
 }
 
 export type ClaimVerdict = { kind: 'claimed' } | { kind: 'conflict'; reason: 'other-body' | 'ran' | 'in-progress'; first: FirstUse };
@@ -49,7 +51,7 @@ export async function claimPaymentIdentifier(db: Kysely<Database>, c: Identifier
     const row = await db.selectFrom('payment_identifiers').selectAll().where('payer', '=', c.payer).where('id', '=', c.id).executeTakeFirst();
     // Released between the insert and the read (its payment was refused): claim it again.
     if (!row) continue;
-    const first = { requestId: row.request_id, createdAt: Number(row.created_at) };
+    const first = { requestId: row.request_id, createdAt: Number(row.created_at), paymentDigest: row.payment_digest };
     if (row.body_digest !== c.bodyDigest) return { kind: 'conflict', reason: 'other-body', first };
     if (row.request_id !== null) return { kind: 'conflict', reason: 'ran', first };
     if (row.payment_digest !== c.paymentDigest) return { kind: 'conflict', reason: 'in-progress', first };

@@ -1,10 +1,10 @@
-import { PERMIT2_ADDRESS } from '@x402/evm';
 import { ApiError } from '../../refusal.ts';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../storage/schema.ts';
 import type { PaymentRow } from '../payment-store.ts';
 import { microUsdcFor } from '../payment-terms.ts';
 import { openUptoOf } from './upto-store.ts';
+import { whatRestores } from './what-restores.ts';
 
 /**
  * What an upto payment must satisfy before anything is recorded, and the refusals of a payer whose
@@ -40,25 +40,33 @@ export function uptoDeadlineProblem(runUntil: number, nowMs: number, validBefore
   return `this upto authorization's deadline is ${validBefore - Math.floor(nowMs / 1000)} s away; the request and its settle need at least ${needed} s. Sign the upto entry of a new 402 (the stock client signs its maxTimeoutSeconds ahead)`;
 }
 
+/** When the refusal is said and how often the reconciler retries (topup.reconcileIntervalSeconds): what-restores.ts. */
+export interface RefusalClock {
+  nowMs: number;
+  retryEverySeconds: number;
+}
+
+const DEFAULT_CLOCK = (): RefusalClock => ({ nowMs: Date.now(), retryEverySeconds: 30 });
+
 /**
  * A wallet whose upto payment could not be settled pays nothing more (an exact pay-per-request
- * payment, a top-up) until it is retried or written off. Call only once the payment's signature is
+ * payment, a top-up) until it is settled or written off. Call only once the payment's signature is
  * known to be the payer's: the refusal names the payment, its charge and its reason, which nobody
  * but the wallet's owner may learn from a header.
  */
-export async function refuseIfUptoUnsettled(db: Kysely<Database>, payer: string): Promise<void> {
+export async function refuseIfUptoUnsettled(db: Kysely<Database>, payer: string, clock: RefusalClock = DEFAULT_CLOCK()): Promise<void> {
   const open = await openUptoOf(db, payer);
-  if (open?.upto_state === 'unsettled') throw openUptoRefusal(open);
+  if (open?.upto_state === 'unsettled') throw openUptoRefusal(open, clock);
 }
 
 /** The payer's earlier upto payment is open: a second request of theirs is refused with what to do. */
-export function openUptoRefusal(open: PaymentRow): ApiError {
+export function openUptoRefusal(open: PaymentRow, clock: RefusalClock = DEFAULT_CLOCK()): ApiError {
   if (open.upto_state === 'unsettled') {
     const charge = open.settle_amount_atomic === null || open.token_decimals === null ? 'its charge' : `${microUsdcFor(BigInt(open.settle_amount_atomic), open.token_decimals)} micro-USDC`;
     return new ApiError(
       403,
       'UPTO_UNSETTLED',
-      `wallet ${open.payer}'s upto payment ${open.id} for ${charge} could not be settled after its answer was delivered (${open.failure_reason ?? 'unknown reason'}); no payment of this wallet is taken until it is settled. Restore the Permit2 allowance (approve ${PERMIT2_ADDRESS} for the token) and the funds, then ask the gateway's operator to settle it again (tollgate admin upto retry ${open.id})`,
+      `wallet ${open.payer}'s upto payment ${open.id} for ${charge} could not be settled after its answer was delivered (${open.failure_reason ?? 'unknown reason'}); no payment of this wallet is taken until it is settled. ${whatRestores(open, clock.nowMs, clock.retryEverySeconds)}`,
       { payment: open.id },
     );
   }

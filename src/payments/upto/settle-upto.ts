@@ -99,7 +99,14 @@ export async function recordArrival(deps: UptoSettleDeps, payment: PaymentRow, t
     deps.logger.info({ payment: payment.id, tx, amount: paid.toString() }, 'upto payment settled for its charge');
     return 'settled';
   }
-  return unsettled(deps, payment, paid === null ? `${tx} moved nothing to payTo for this authorization` : `${tx} moved ${paid} token units, not the ${payment.settle_amount_atomic} charged`);
+  if (paid === null) {
+    // Reverted, or no transfer for this authorization: another transaction of it may have paid (a
+    // dropped settle that came back), or the payer's funds went between the simulation and the
+    // block. The reconciler reads the authorization on chain: paid, collectable again, or void.
+    deps.logger.warn({ payment: payment.id, tx }, 'upto settle transaction moved nothing; the reconciler reads the authorization on chain');
+    return 'settling';
+  }
+  return unsettled(deps, payment, `${tx} moved ${paid} token units, not the ${payment.settle_amount_atomic} charged`);
 }
 
 async function unsettled(deps: UptoSettleDeps, payment: PaymentRow, reason: string): Promise<UptoSettleOutcome> {

@@ -160,3 +160,46 @@ export function openUptoOf(db: Kysely<Database>, payer: string): Promise<Payment
 export function uptoPaymentsIn(db: Kysely<Database>, states: UptoState[], before: number, limit = 100): Promise<PaymentRow[]> {
   return db.selectFrom('payments').selectAll().where('upto_state', 'in', states).where('updated_at', '<', before).orderBy('updated_at').limit(limit).execute();
 }
+
+/**
+ * The right to send a `settling` payment's charge (again): taken by exactly one of the gateways
+ * that read the row as `p` (its last touch and its hash unchanged since), so two instances'
+ * reconcilers, or a reconciler and an operator's retry, never both send. A dropped transaction's
+ * hash is cleared with it: if that transaction comes back and lands after all, the chain's
+ * transfer log still names it (inspectOnChain), and the new send then reverts on Permit2's nonce.
+ */
+export async function claimSend(db: Kysely<Database>, p: PaymentRow, now = Date.now()): Promise<boolean> {
+  const moved = await db
+    .updateTable('payments')
+    .set({ tx_hash: null, updated_at: Math.max(now, Number(p.updated_at) + 1) })
+    .where('id', '=', p.id)
+    .where('upto_state', '=', 'settling')
+    .where('updated_at', '=', p.updated_at)
+    .where('tx_hash', p.tx_hash === null ? 'is' : '=', p.tx_hash)
+    .executeTakeFirst();
+  return Number(moved.numUpdatedRows) === 1;
+}
+
+/** Unsettled payments whose authorization is valid past `validPast` (seconds), untouched since `before` (ms). */
+export function stillCollectable(db: Kysely<Database>, validPast: number, before: number, limit = 100): Promise<PaymentRow[]> {
+  return db
+    .selectFrom('payments')
+    .selectAll()
+    .where('upto_state', '=', 'unsettled')
+    .where('valid_before', '>', validPast)
+    .where('updated_at', '<', before)
+    .orderBy('updated_at')
+    .limit(limit)
+    .execute();
+}
+
+/** Settling payments untouched since `before`: stuck (ledger/upto-check.ts, UPTO_SETTLE_STUCK_MS). */
+export async function countSettlingSince(db: Kysely<Database>, before: number): Promise<number> {
+  const row = await db
+    .selectFrom('payments')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('upto_state', '=', 'settling')
+    .where('updated_at', '<', before)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}

@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { beforeEach, describe, test } from 'node:test';
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
-import { x402Client, wrapFetchWithPayment } from '@x402/fetch';
+import { x402Client } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { payPerRequestSuite, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { USD } from '../../support/topup-harness.ts';
+import { exactUsdcClient, payingWithIdentifier } from '../../support/identified-payments.ts';
 
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
 /** payPerRequest.minUsd's default: every request here is offered at 1 cent. */
@@ -26,18 +27,7 @@ for (const engine of ENGINES) {
      * package's helper, from a before-payment hook), and recording the payment headers it sends.
      */
     function payingWithId(payer: FundedAccount, id: string, sent: string[] = []) {
-      const client = new x402Client();
-      registerExactEvmScheme(client, { signer: payer });
-      client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
-      client.onBeforePaymentCreation(async ({ paymentRequired }) => {
-        appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id);
-      });
-      const recording: typeof fetch = async (input, init) => {
-        const header = (input instanceof Request ? input.headers : new Headers(init?.headers)).get('payment-signature');
-        if (header) sent.push(header);
-        return fetch(input, init);
-      };
-      const pay = wrapFetchWithPayment(recording, client);
+      const pay = payingWithIdentifier(exactUsdcClient(h, payer), id, sent);
       return (body: unknown = BODY) => pay(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     }
     const post = (headers: Record<string, string>, body: unknown = BODY) =>
