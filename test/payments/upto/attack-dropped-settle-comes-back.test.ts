@@ -6,6 +6,7 @@ import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { findPayment } from '../../../src/payments/payment-store.ts';
 import type { PaymentRow } from '../../../src/payments/payment-row.ts';
 import { reconcileUpto } from '../../../src/payments/upto/reconcile-upto.ts';
+import { claimSend } from '../../../src/payments/upto/upto-store.ts';
 import { resignRelayerTransaction } from '../../support/dropped-settlement.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
@@ -84,6 +85,27 @@ for (const engine of ENGINES) {
       const done = await findPayment(h.gw.services.storage.db, row.id);
       assert.equal(done.upto_state, 'settled');
       assert.equal(done.onchain_amount_atomic, row.settle_amount_atomic);
+      assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - BigInt(row.settle_amount_atomic!), 'the charge, once');
+      await chainAgrees(h);
+    });
+
+    test('killed after taking the re-send claim (the dropped hash cleared), before sending; the dropped one then lands: found on chain, nothing sent', async () => {
+      const h = harness();
+      anvil = h.anvil;
+      const payer = await uptoPayer(h);
+      const { row, raw } = await droppedSettle(h, payer);
+      const db = h.gw.services.storage.db;
+      // The instance that claimed the re-send died (SIGKILL) before its broadcast: the row keeps no hash.
+      assert.ok(await claimSend(db, await findPayment(db, row.id), Date.now()));
+      assert.equal((await findPayment(db, row.id)).tx_hash, null);
+      await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+      const nonce = await relayerNonce(h);
+      await reconcileUpto({ ...h.gw.services.topup!.upto, logger: quiet, staleMs: 0, now: Date.now });
+      const done = await findPayment(db, row.id);
+      assert.equal(done.upto_state, 'settled', `${done.upto_state}: ${done.failure_reason}`);
+      assert.equal(done.tx_hash, row.tx_hash, 'found in the transfer log');
+      assert.equal(done.onchain_amount_atomic, row.settle_amount_atomic);
+      assert.equal(await relayerNonce(h), nonce, 'nothing sent again');
       assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - BigInt(row.settle_amount_atomic!), 'the charge, once');
       await chainAgrees(h);
     });
