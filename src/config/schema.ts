@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ADDRESS_PATTERN } from '../chain/address.ts';
 import { extraFieldProblem } from '../protocols/openai-chat/request-fields.ts';
+import { TOKENIZER_FAMILIES } from '../chat/token-bound/families.ts';
 
 /**
  * The whole configuration file, validated at start-up. Every key has a default so that an empty
@@ -121,6 +122,8 @@ const fallback = z
     cacheWriteCostPer1M: decimalString.optional(),
     cacheReadCostPer1M: decimalString.optional(),
     weight: z.number().int().min(1).max(1000).optional(),
+    // The tokenizer this provider bills the model with, when it is one of OpenAI's (see models[].tokenizer).
+    tokenizer: z.enum(TOKENIZER_FAMILIES).optional(),
   })
   .strict();
 
@@ -165,6 +168,10 @@ const model = z
     fallbacks: z.array(fallback).max(16).optional(),
     // This deployment's share of the load among adjacent weighted deployments (see fallbacks).
     weight: z.number().int().min(1).max(1000).optional(),
+    // The tokenizer the provider bills this model with, when it is one of OpenAI's (o200k: GPT-4o,
+    // 4.1, 5, o-series; cl100k: GPT-4, 3.5). A request a wallet cannot cover at the byte bound is
+    // then bounded by this tokenizer's count instead (src/chat/token-bound/). Without it, bytes.
+    tokenizer: z.enum(TOKENIZER_FAMILIES).optional(),
   })
   .strict()
   .superRefine((m, ctx) => {
