@@ -9,7 +9,7 @@ export const MAX_ENCODED_PIECE = 128;
 /** Text longer than this is not tokenized at all: its bound stays at bytes (the CPU a request may cost). */
 export const MAX_TOKENIZED_CHARS = 1 << 18;
 /** Characters of whole pieces handed to the tokenizer at once. */
-const SEGMENT_CHARS = 512;
+const SEGMENT_CHARS = 256;
 /** The longest the work runs before it lets the event loop serve others. */
 const SLICE_MS = 5;
 
