@@ -21,6 +21,8 @@ const PRICES = { promptCostPer1M: '1', completionCostPer1M: '2', promptPricePer1
 const GPT = { provider: 'fake', name: 'gpt-small-wallet', contextLength: 200_000, maxOutputTokens: 4096, tokenizer: 'o200k', ...PRICES };
 const GPT_BYTES = { ...GPT, name: 'gpt-no-tokenizer', tokenizer: undefined };
 const CLAUDE_SMALL = { ...CLAUDE, name: 'claude-small-wallet', ...PRICES };
+/** Room for the 32,000 output tokens Claude Code asks for, with the balance fit on. */
+const GPT_FIT = { ...GPT, name: 'gpt-fit', maxOutputTokens: 32_000, fitMaxTokens: true };
 const OUTPUT_TOKENS = 7;
 
 const plain = { disallowedSpecial: new Set<string>() };
@@ -42,7 +44,7 @@ for (const engine of ENGINES) {
     let h: AnthropicHarness;
     let reported: number[] = [];
     before(async () => {
-      h = await startAnthropicHarness(engine, { models: [...MODELS, CLAUDE, GPT, GPT_BYTES, CLAUDE_SMALL] }, {}, {
+      h = await startAnthropicHarness(engine, { models: [...MODELS, CLAUDE, GPT, GPT_BYTES, CLAUDE_SMALL, GPT_FIT] }, {}, {
         // The provider bills what its tokenizer counts in the body it got.
         openai: (body) => {
           const prompt = o200kPromptTokens(body);
@@ -79,6 +81,20 @@ for (const engine of ENGINES) {
       const balance = await h.balance(w.account);
       assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: WALLET - charge, locked: 0 });
       assert.equal(await overReservations(h), 0, 'the reservation bounded the provider\'s bill');
+    });
+
+    test('with the balance fit, max_tokens 32,000 is lowered to what the wallet covers beside the tokenizer bound, not refused at the byte bound', async () => {
+      const w = await h.wallet(WALLET);
+      const res = await send(w.key, 'fake/gpt-fit');
+      const text = await res.text();
+      assert.equal(res.status, 200, text.slice(0, 500));
+      const fitted = Number(res.headers.get('x-tollgate-max-tokens-fitted'));
+      assert.ok(fitted >= 4096 && fitted < 32_000, `fitted ${fitted}`);
+      assert.equal(h.fake.received[0]!.body.max_tokens, fitted);
+      const charge = reported[0]! + OUTPUT_TOKENS * 2;
+      const balance = await h.balance(w.account);
+      assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: WALLET - charge, locked: 0 });
+      assert.equal(await overReservations(h), 0);
     });
 
     test('the same request on the same model without a named tokenizer: 402 at the byte bound, and the message names the figures', async () => {
