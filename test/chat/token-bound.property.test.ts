@@ -17,8 +17,12 @@ import { buildCatalog } from '../../src/providers/catalog.ts';
 
 const FAMILIES = { o200k, cl100k } as const;
 const config = parseConfig({
-  providers: { oa: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', apiKeyEnv: 'OA_KEY' } },
-  models: (['o200k', 'cl100k'] as const).map((tokenizer) => ({ provider: 'oa', name: tokenizer, tokenizer, contextLength: 50_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '2' })),
+  providers: { oa: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', apiKeyEnv: 'OA_KEY' }, other: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', apiKeyEnv: 'OTHER_KEY' } },
+  models: [
+    ...(['o200k', 'cl100k'] as const).map((tokenizer) => ({ provider: 'oa', name: tokenizer, tokenizer, contextLength: 50_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '2' })),
+    // A fallback that names no tokenizer: bounded by bytes, whatever the first deployment's tokenizer says.
+    { provider: 'oa', name: 'mixed', tokenizer: 'o200k', contextLength: 50_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'other' }] },
+  ],
 }, {});
 const catalog = buildCatalog(config);
 
@@ -91,4 +95,13 @@ describe('the tokenizer prompt bound (property tests)', () => {
       );
     });
   }
+
+  test('a model whose fallback names no tokenizer keeps the byte bound: the reservation holds whichever deployment serves', async () => {
+    const plan = planChat({ model: 'oa/mixed', max_tokens: 10, messages: [{ role: 'user', content: 'hello world '.repeat(500) }] }, catalog, config);
+    assert.equal(plan.routes.length, 2);
+    const tight = await tightenPromptBound(plan);
+    assert.equal(tight, plan, 'nothing lower to reserve: the same plan, at the byte bound');
+    const alone = await tightenPromptBound(planChat({ model: 'oa/o200k', max_tokens: 10, messages: [{ role: 'user', content: 'hello world '.repeat(500) }] }, catalog, config));
+    assert.ok(alone.promptUpperBound < plan.promptUpperBound / 3, 'without the fallback, the o200k count is the bound');
+  });
 });
