@@ -66,6 +66,17 @@ for (const engine of ENGINES) {
       body: JSON.stringify({ ...RECORDED.body, model }),
     });
 
+    /** The recorded request on a fresh $0.05 wallet: a 402 INSUFFICIENT_BALANCE with no provider called; its body. */
+    async function refusedOnSmallWallet(model: string): Promise<any> {
+      const w = await h.wallet(WALLET);
+      const res = await send(w.key, model);
+      const body = await res.json() as any;
+      assert.equal(res.status, 402);
+      assert.equal(h.fake.received.length + h.anthropic.received.length, 0);
+      assert.equal(body.error.code, 'INSUFFICIENT_BALANCE');
+      return body;
+    }
+
     test('on a model whose deployment names its tokenizer (o200k): served, reserved below the balance, billed exactly what the provider reported', async () => {
       const w = await h.wallet(WALLET);
       const res = await send(w.key, 'fake/gpt-small-wallet');
@@ -98,12 +109,7 @@ for (const engine of ENGINES) {
     });
 
     test('the same request on the same model without a named tokenizer: 402 at the byte bound, and the message names the figures', async () => {
-      const w = await h.wallet(WALLET);
-      const res = await send(w.key, 'fake/gpt-no-tokenizer');
-      const body = await res.json() as any;
-      assert.equal(res.status, 402);
-      assert.equal(h.fake.received.length, 0);
-      assert.equal(body.error.code, 'INSUFFICIENT_BALANCE');
+      const body = await refusedOnSmallWallet('fake/gpt-no-tokenizer');
       assert.ok(body.error.prompt_tokens_bound > 45_000, 'bytes: about one token per byte of the 49 KB body');
       assert.equal(body.error.max_tokens, 4096);
       assert.equal(body.error.max_tokens_affordable, Math.floor((WALLET - body.error.prompt_tokens_bound) / 2));
@@ -112,12 +118,7 @@ for (const engine of ENGINES) {
     });
 
     test('on Claude (its tokenizer is not public: the bound stays at bytes): 402 that says the prompt alone needs more than the wallet holds', async () => {
-      const w = await h.wallet(WALLET);
-      const res = await send(w.key, 'anth/claude-small-wallet');
-      const body = await res.json() as any;
-      assert.equal(res.status, 402);
-      assert.equal(h.anthropic.received.length, 0);
-      assert.equal(body.error.code, 'INSUFFICIENT_BALANCE');
+      const body = await refusedOnSmallWallet('anth/claude-small-wallet');
       assert.equal(body.error.max_tokens_affordable, 0);
       assert.ok(body.error.min_required_usdc > WALLET);
       assert.match(body.error.message, new RegExp(`its prompt alone needs ${body.error.min_required_usdc} \\(at max_tokens 1\\), more than the ${WALLET} available`));
