@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { fitMaxTokens } from '../chat/fit.ts';
+import { affordablePromptTokens, fitMaxTokens } from '../chat/fit.ts';
 import { planInbound, type PlanOptions } from '../chat/plan-inbound.ts';
 import type { ChatPlan } from '../chat/plan.ts';
 import { runChat, type ChatExchange } from '../chat/run.ts';
@@ -37,13 +37,16 @@ export async function reserveWithinBalance(
 ): Promise<FastifyReply> {
   let plan = first;
   let outcome: ReserveOutcome = refused;
-  const tight = await tightenPromptBound(first);
+  const fit = wantsFit(request, first);
+  // The least output the request can run with: what it asks, or the fit's floor.
+  const output = fit ? Math.min(services.config.chat.fitMaxTokensFloor, first.maxTokens) : first.maxTokens;
+  const tight = await tightenPromptBound(first, affordablePromptTokens(first, output, await coverable(services, key, refused)));
   if (tight !== first) {
     plan = tight;
     outcome = await runChat(services.chat, req.exchange(), key, plan);
     if (outcome.ok) return reply;
   }
-  if (wantsFit(request, plan)) return fitToBalance(services, reply, req, key, plan, opts, outcome);
+  if (fit) return fitToBalance(services, reply, req, key, plan, opts, outcome);
   throw await balanceRefusal(services, key, plan, outcome);
 }
 
@@ -70,7 +73,8 @@ export async function fitToBalance(
     available = Math.min(available, await coverable(services, key, outcome));
     const fitted = fitMaxTokens(plan, available);
     if (fitted < floor || fitted >= plan.maxTokens) break;
-    const next = await tightenPromptBound(planInbound(req.inbound, req.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted }));
+    const fittedPlan = planInbound(req.inbound, req.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted });
+    const next = await tightenPromptBound(fittedPlan, affordablePromptTokens(fittedPlan, fittedPlan.maxTokens, available));
     if (next.reservationUsdc > available) break;
     plan = next;
     void reply.headers({ ...plan.responseHeaders, 'x-tollgate-max-tokens': String(plan.maxTokens), 'x-tollgate-max-tokens-fitted': String(plan.maxTokens) });

@@ -66,9 +66,9 @@ for (const engine of ENGINES) {
       body: JSON.stringify({ ...RECORDED.body, model }),
     });
 
-    /** The recorded request on a fresh $0.05 wallet: a 402 INSUFFICIENT_BALANCE with no provider called; its body. */
-    async function refusedOnSmallWallet(model: string): Promise<any> {
-      const w = await h.wallet(WALLET);
+    /** The recorded request on a fresh wallet ($0.05 unless said): a 402 INSUFFICIENT_BALANCE with no provider called; its body. */
+    async function refusedOnSmallWallet(model: string, funds = WALLET): Promise<any> {
+      const w = await h.wallet(funds);
       const res = await send(w.key, model);
       const body = await res.json() as any;
       assert.equal(res.status, 402);
@@ -139,6 +139,16 @@ for (const engine of ENGINES) {
         const w = await h.wallet(textTokens);
         const res = await chat(w.key);
         assert.equal(res.status, 402, await res.text());
+        assert.equal(h.fake.received.length, 0);
+      });
+
+      test('a wallet with nothing left costs no count past 16,384 tokens: a long prompt is refused at its byte bound, Claude Code\'s at its tokenizer bound', async () => {
+        const empty = await h.wallet(10);
+        const long = await chat(empty.key);
+        assert.equal(long.status, 402);
+        assert.ok((await long.json() as any).prompt_tokens_bound > hostile.length, 'the count stopped: bytes');
+        const typical = await refusedOnSmallWallet('fake/gpt-small-wallet', 10);
+        assert.ok(typical.error.prompt_tokens_bound < 16_384, `Claude Code's request is counted in full: ${typical.error.prompt_tokens_bound}`);
         assert.equal(h.fake.received.length, 0);
       });
 

@@ -17,14 +17,15 @@ const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * An upper bound on the tokens `family` encodes `text` into, or null when `text` is longer than
- * MAX_TOKENIZED_CHARS. BPE encodes each piece of the split pattern apart, so the text is handed over
+ * MAX_TOKENIZED_CHARS or the count passes `stopAbove` (what the wallet could pay for: counting on
+ * would only spend CPU for a 402). BPE encodes each piece of the split pattern apart, so the text is handed over
  * in segments that start and end on piece boundaries (the count of each is the sum of its pieces'),
  * one more token per segment for the pattern's end-of-text rules; each piece past
  * MAX_ENCODED_PIECE counts as its bytes. The work yields every SLICE_MS, so no text, whatever it
  * holds, keeps the event loop for long.
  */
-export async function boundedTokenCount(text: string, family: TokenizerFamily): Promise<number | null> {
-  if (text.length > MAX_TOKENIZED_CHARS) return null;
+export async function boundedTokenCount(text: string, family: TokenizerFamily, stopAbove = Infinity): Promise<number | null> {
+  if (text.length > MAX_TOKENIZED_CHARS || stopAbove < 0) return null;
   const tokenizer = await tokenizerOf(family);
   const split = tokenizer.splitter();
   let total = 0;
@@ -52,6 +53,7 @@ export async function boundedTokenCount(text: string, family: TokenizerFamily): 
       flush(end);
     }
     if (m[0].length === 0) split.lastIndex++;
+    if (total > stopAbove) return null;
     if (performance.now() - sliceStart > SLICE_MS) {
       await yieldToLoop();
       sliceStart = performance.now();
