@@ -1,5 +1,5 @@
 import type { ModelConfig, ProviderConfig } from './schema.ts';
-import { claudeTokenizerProblem } from '../chat/token-bound/config-check.ts';
+import { claudeTokenizerProblem } from './tokenizer-check.ts';
 
 /**
  * What is wrong with a model's deployments (the model itself and its `fallbacks`), as the rest of a

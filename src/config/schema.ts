@@ -2,7 +2,6 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ADDRESS_PATTERN } from '../chain/address.ts';
 import { extraFieldProblem } from '../protocols/openai-chat/request-fields.ts';
-import { TOKENIZER_FAMILIES } from '../chat/token-bound/families.ts';
 
 /**
  * The whole configuration file, validated at start-up. Every key has a default so that an empty
@@ -104,6 +103,11 @@ const provider = z.preprocess(
   (v) => (v && typeof v === 'object' && !Array.isArray(v) && !('type' in v) ? { ...v, type: 'openai-compatible' } : v),
   z.discriminatedUnion('type', [openAICompatibleProvider, anthropicProvider]),
 );
+
+// The OpenAI tokenizers a deployment may name as the one its provider bills with (models[].tokenizer);
+// src/chat/token-bound/ counts with them.
+export const TOKENIZER_FAMILIES = ['o200k', 'cl100k'] as const;
+export type TokenizerFamily = (typeof TOKENIZER_FAMILIES)[number];
 
 // Kinds of content part a model may accept besides text; each needs a token bound for the reservation.
 const partKind = z.enum(['image', 'audio', 'file']);

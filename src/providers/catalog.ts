@@ -1,7 +1,7 @@
 import type { Config, ModelConfig, ProviderConfig } from '../config/schema.ts';
 import type { ProviderType } from './registry.ts';
 import { markupFactor } from './decimal.ts';
-import type { TokenizerFamily } from '../chat/token-bound/families.ts';
+import type { TokenizerFamily } from '../config/schema.ts';
 import { listedPrices, modelPrices, type TokenPrices } from './token-prices.ts';
 
 export interface CatalogModel {

@@ -5,8 +5,8 @@
  * Anthropic has none here: Claude's tokenizer is not public, so no count of ours is a proven bound
  * on its bill, and its worst case, one token per byte, is what the byte bound already reserves.
  */
-export const TOKENIZER_FAMILIES = ['o200k', 'cl100k'] as const;
-export type TokenizerFamily = (typeof TOKENIZER_FAMILIES)[number];
+export { TOKENIZER_FAMILIES, type TokenizerFamily } from '../../config/schema.ts';
+import type { TokenizerFamily } from '../../config/schema.ts';
 
 /** One family's pre-tokenizer (the regex that cuts text into the pieces BPE encodes apart) and its counter. */
 export interface Tokenizer {

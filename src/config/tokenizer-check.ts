@@ -1,4 +1,4 @@
-import type { ModelConfig, ProviderConfig } from '../../config/schema.ts';
+import type { ModelConfig, ProviderConfig } from './schema.ts';
 
 /**
  * A tokenizer named on a deployment of an Anthropic provider, as the rest of a config error's path,
