@@ -6,7 +6,9 @@ import { claudeTokenizerProblem } from './tokenizer-check.ts';
  * config error's path (`fallbacks.1.provider: …`), or null. Checked at start-up so a typo is a
  * refusal to start, not a fallback that silently never serves.
  */
-export function deploymentProblem(m: Pick<ModelConfig, 'provider' | 'name' | 'upstreamName' | 'fallbacks' | 'type' | 'tokenizer'>, providers: Record<string, ProviderConfig>): string | null {
+export function deploymentProblem(
+  m: Pick<ModelConfig, 'provider' | 'name' | 'upstreamName' | 'fallbacks' | 'type' | 'tokenizer'>, providers: Record<string, ProviderConfig>,
+): string | null {
   const tokenizerProblem = claudeTokenizerProblem(m, providers);
   if (tokenizerProblem) return tokenizerProblem;
   const seen = new Map<string, string>([[`${m.provider}/${m.upstreamName ?? m.name}`, 'the model itself']]);

@@ -74,13 +74,19 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
   const models = config.models.map((m): CatalogModel => {
     const upstream = config.providers?.[m.provider]?.type ?? 'openai-compatible';
     const prices = modelPrices(m, factor, upstream);
-    const own: Deployment = { id: `${m.provider}/${m.upstreamName ?? m.name}`, provider: m.provider, upstream, upstreamName: m.upstreamName ?? m.name, cost: prices.cost, ...(m.weight ? { weight: m.weight } : {}), ...(m.tokenizer ? { tokenizer: m.tokenizer } : {}) };
+    const own: Deployment = {
+      id: `${m.provider}/${m.upstreamName ?? m.name}`, provider: m.provider, upstream, upstreamName: m.upstreamName ?? m.name, cost: prices.cost,
+      ...(m.weight ? { weight: m.weight } : {}), ...(m.tokenizer ? { tokenizer: m.tokenizer } : {}),
+    };
     const fallbacks = (m.fallbacks ?? []).map((f): Deployment => {
       const type = config.providers?.[f.provider]?.type ?? 'openai-compatible';
       const upstreamName = f.upstreamName ?? own.upstreamName;
       // Each cost the fallback leaves out is the model's; the billed side is the model's alone.
       const costs = { ...m, ...Object.fromEntries(Object.entries(f).filter(([k, v]) => k.endsWith('CostPer1M') && v !== undefined)) };
-      return { id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: modelPrices(costs, factor, type).cost, ...(f.weight ? { weight: f.weight } : {}), ...(f.tokenizer ? { tokenizer: f.tokenizer } : {}) };
+      return {
+        id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: modelPrices(costs, factor, type).cost,
+        ...(f.weight ? { weight: f.weight } : {}), ...(f.tokenizer ? { tokenizer: f.tokenizer } : {}),
+      };
     });
     return {
       id: `${m.provider}/${m.name}`,

@@ -62,7 +62,9 @@ for (const engine of ENGINES) {
 
     const send = (key: string, model: string, headers: Record<string, string> = {}) => fetch(`${h.gw.url}/v1/messages`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01', 'anthropic-beta': RECORDED.anthropicBeta, ...headers },
+      headers: {
+        'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01', 'anthropic-beta': RECORDED.anthropicBeta, ...headers,
+      },
       body: JSON.stringify({ ...RECORDED.body, model }),
     });
 
@@ -87,8 +89,10 @@ for (const engine of ENGINES) {
       const prompt = reported[0]!;
       assert.ok(prompt > 8_000, `the provider counted ${prompt} prompt tokens`);
       const charge = prompt * 1 + OUTPUT_TOKENS * 2;
-      const row = await h.gw.services.storage.db.selectFrom('request_usage').select(['charged_usdc', 'prompt_tokens', 'completion_tokens']).where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
-      assert.deepEqual({ charged: Number(row.charged_usdc), prompt: Number(row.prompt_tokens), completion: Number(row.completion_tokens) }, { charged: charge, prompt, completion: OUTPUT_TOKENS });
+      const row = await h.gw.services.storage.db.selectFrom('request_usage').select(['charged_usdc', 'prompt_tokens', 'completion_tokens'])
+        .where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
+      const billed = { charged: Number(row.charged_usdc), prompt: Number(row.prompt_tokens), completion: Number(row.completion_tokens) };
+      assert.deepEqual(billed, { charged: charge, prompt, completion: OUTPUT_TOKENS });
       const balance = await h.balance(w.account);
       assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: WALLET - charge, locked: 0 });
       assert.equal(await overReservations(h), 0, 'the reservation bounded the provider\'s bill');
@@ -114,14 +118,17 @@ for (const engine of ENGINES) {
       assert.equal(body.error.max_tokens, 4096);
       assert.equal(body.error.max_tokens_affordable, Math.floor((WALLET - body.error.prompt_tokens_bound) / 2));
       assert.match(body.error.message, /top up with POST \/v1\/topup/);
-      assert.match(body.error.message, new RegExp(`for up to ${body.error.prompt_tokens_bound} prompt tokens and max_tokens 4096: the ${WALLET} available covers max_tokens up to ${body.error.max_tokens_affordable}`));
+      const { prompt_tokens_bound: bound, max_tokens_affordable: affordable } = body.error;
+      const figures = `for up to ${bound} prompt tokens and max_tokens 4096: the ${WALLET} available covers max_tokens up to ${affordable}`;
+      assert.match(body.error.message, new RegExp(figures));
     });
 
     test('on Claude (its tokenizer is not public: the bound stays at bytes): 402 that says the prompt alone needs more than the wallet holds', async () => {
       const body = await refusedOnSmallWallet('anth/claude-small-wallet');
       assert.equal(body.error.max_tokens_affordable, 0);
       assert.ok(body.error.min_required_usdc > WALLET);
-      assert.match(body.error.message, new RegExp(`its prompt alone needs ${body.error.min_required_usdc} \\(at max_tokens 1\\), more than the ${WALLET} available`));
+      const least = body.error.min_required_usdc;
+      assert.match(body.error.message, new RegExp(`its prompt alone needs ${least} \\(at max_tokens 1\\), more than the ${WALLET} available`));
     });
 
     describe('attack: a prompt crafted to tokenize badly is still reserved for in full', () => {
@@ -142,7 +149,7 @@ for (const engine of ENGINES) {
         assert.equal(h.fake.received.length, 0);
       });
 
-      test('a wallet with nothing left costs no count past 16,384 tokens: a long prompt is refused at its byte bound, Claude Code\'s at its tokenizer bound', async () => {
+      test('an empty wallet costs no count past 16,384 tokens: a long prompt is refused at its byte bound, Claude Code\'s at its tokenizer\'s', async () => {
         const empty = await h.wallet(10);
         const long = await chat(empty.key);
         assert.equal(long.status, 402);
