@@ -18,3 +18,19 @@ export function fitMaxTokens(plan: Pick<ChatPlan, 'model' | 'promptUpperBound' |
   }
   return lo;
 }
+
+/**
+ * The most prompt tokens whose reservation, beside `maxTokens` output tokens, is at most
+ * `availableUsdc`; -1 when not even an empty prompt fits. Counting a prompt past this is wasted work:
+ * the request cannot be reserved whatever the count.
+ */
+export function affordablePromptTokens(plan: Pick<ChatPlan, 'model' | 'promptUpperBound' | 'n'>, maxTokens: number, availableUsdc: number): number {
+  let lo = -1;
+  let hi = plan.promptUpperBound;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (reservationFor(plan.model, mid, maxTokens, plan.n) <= availableUsdc) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}

@@ -66,10 +66,15 @@ const PER_REQUEST = 64;
  */
 export function promptBound(upstreamBody: Record<string, unknown>, upstreamJson: string, model: CatalogModel, parts: NonTextParts): number {
   const bodyBytes = Buffer.byteLength(upstreamJson);
+  const bound = bodyBytes - parts.bytes + parts.tokens + templateTokens(upstreamBody);
+  return Math.min(bound, model.contextLength);
+}
+
+/** The chat template's tokens around the body's messages, tool definitions and the whole prompt, beside their text. */
+export function templateTokens(upstreamBody: Record<string, unknown>): number {
   const messages = Array.isArray(upstreamBody.messages) ? upstreamBody.messages.length : 0;
   const tools = countOf(upstreamBody.tools) + countOf(upstreamBody.functions);
-  const bound = bodyBytes - parts.bytes + parts.tokens + PER_MESSAGE * messages + PER_TOOL * tools + PER_REQUEST;
-  return Math.min(bound, model.contextLength);
+  return PER_MESSAGE * messages + PER_TOOL * tools + PER_REQUEST;
 }
 
 const countOf = (v: unknown): number => (Array.isArray(v) ? v.length : 0);

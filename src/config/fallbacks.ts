@@ -1,11 +1,16 @@
 import type { ModelConfig, ProviderConfig } from './schema.ts';
+import { claudeTokenizerProblem } from './tokenizer-check.ts';
 
 /**
  * What is wrong with a model's deployments (the model itself and its `fallbacks`), as the rest of a
  * config error's path (`fallbacks.1.provider: …`), or null. Checked at start-up so a typo is a
  * refusal to start, not a fallback that silently never serves.
  */
-export function deploymentProblem(m: Pick<ModelConfig, 'provider' | 'name' | 'upstreamName' | 'fallbacks' | 'type'>, providers: Record<string, ProviderConfig>): string | null {
+export function deploymentProblem(
+  m: Pick<ModelConfig, 'provider' | 'name' | 'upstreamName' | 'fallbacks' | 'type' | 'tokenizer'>, providers: Record<string, ProviderConfig>,
+): string | null {
+  const tokenizerProblem = claudeTokenizerProblem(m, providers);
+  if (tokenizerProblem) return tokenizerProblem;
   const seen = new Map<string, string>([[`${m.provider}/${m.upstreamName ?? m.name}`, 'the model itself']]);
   for (const [j, f] of (m.fallbacks ?? []).entries()) {
     if (!providers[f.provider]) {

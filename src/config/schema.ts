@@ -104,6 +104,11 @@ const provider = z.preprocess(
   z.discriminatedUnion('type', [openAICompatibleProvider, anthropicProvider]),
 );
 
+// The OpenAI tokenizers a deployment may name as the one its provider bills with (models[].tokenizer);
+// src/chat/token-bound/ counts with them.
+export const TOKENIZER_FAMILIES = ['o200k', 'cl100k'] as const;
+export type TokenizerFamily = (typeof TOKENIZER_FAMILIES)[number];
+
 // Kinds of content part a model may accept besides text; each needs a token bound for the reservation.
 const partKind = z.enum(['image', 'audio', 'file']);
 
@@ -121,6 +126,8 @@ const fallback = z
     cacheWriteCostPer1M: decimalString.optional(),
     cacheReadCostPer1M: decimalString.optional(),
     weight: z.number().int().min(1).max(1000).optional(),
+    // The tokenizer this provider bills the model with, when it is one of OpenAI's (see models[].tokenizer).
+    tokenizer: z.enum(TOKENIZER_FAMILIES).optional(),
   })
   .strict();
 
@@ -169,6 +176,10 @@ const model = z
     fallbacks: z.array(fallback).max(16).optional(),
     // This deployment's share of the load among adjacent weighted deployments (see fallbacks).
     weight: z.number().int().min(1).max(1000).optional(),
+    // The tokenizer the provider bills this model with, when it is one of OpenAI's (o200k: GPT-4o,
+    // 4.1, 5, o-series; cl100k: GPT-4, 3.5). A request a wallet cannot cover at the byte bound is
+    // then bounded by this tokenizer's count instead (src/chat/token-bound/). Without it, bytes.
+    tokenizer: z.enum(TOKENIZER_FAMILIES).optional(),
   })
   .strict()
   .superRefine((m, ctx) => {

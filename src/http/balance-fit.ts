@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { fitMaxTokens } from '../chat/fit.ts';
+import { affordablePromptTokens, fitMaxTokens } from '../chat/fit.ts';
 import { planInbound, type PlanOptions } from '../chat/plan-inbound.ts';
 import type { ChatPlan } from '../chat/plan.ts';
 import { runChat, type ChatExchange } from '../chat/run.ts';
@@ -9,6 +9,9 @@ import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import type { InboundTranslator } from '../protocols/index.ts';
 import type { Services } from '../services.ts';
 import { reservationRefusal } from './key-checks.ts';
+import { tightenPromptBound } from '../chat/token-bound/tighten.ts';
+import { shortfallOf } from '../chat/shortfall.ts';
+import type { ApiError } from '../refusal.ts';
 
 /** The header that asks for the balance fit on one request ("true"), or turns a model's default off ("false"). */
 export const FIT_HEADER = 'x-tollgate-fit-max-tokens';
@@ -18,6 +21,33 @@ export function wantsFit(request: FastifyRequest, plan: ChatPlan): boolean {
   if (typeof asked === 'string' && /^(true|1)$/i.test(asked.trim())) return true;
   if (typeof asked === 'string' && /^(false|0)$/i.test(asked.trim())) return false;
   return plan.model.fitMaxTokens;
+}
+
+type FitRequest = { inbound: InboundTranslator; body: unknown; exchange: () => ChatExchange };
+
+/**
+ * A request whose reservation at the byte bound was refused. Where its deployments name their
+ * tokenizer, the prompt bound is counted with it (src/chat/token-bound/) and the request reserved
+ * again at that lower amount; then, if asked, the balance fit lowers max_tokens; else the 402 says
+ * what the request needs and what the balance covers.
+ */
+export async function reserveWithinBalance(
+  services: Services, reply: FastifyReply, request: FastifyRequest, req: FitRequest, key: KeyRow,
+  first: ChatPlan, opts: PlanOptions, refused: Exclude<ReserveOutcome, { ok: true }>,
+): Promise<FastifyReply> {
+  let plan = first;
+  let outcome: ReserveOutcome = refused;
+  const fit = wantsFit(request, first);
+  // The least output the request can run with: what it asks, or the fit's floor.
+  const output = fit ? Math.min(services.config.chat.fitMaxTokensFloor, first.maxTokens) : first.maxTokens;
+  const tight = await tightenPromptBound(first, affordablePromptTokens(first, output, await coverable(services, key, refused)));
+  if (tight !== first) {
+    plan = tight;
+    outcome = await runChat(services.chat, req.exchange(), key, plan);
+    if (outcome.ok) return reply;
+  }
+  if (fit) return fitToBalance(services, reply, req, key, plan, opts, outcome);
+  throw await balanceRefusal(services, key, plan, outcome);
 }
 
 /** How many attempts the fit makes: the balance, then the key's limit (or the reverse), then once more after a race. */
@@ -32,7 +62,7 @@ const FIT_ATTEMPTS = 3;
  * and the fit tries again with the smaller amount. `x-tollgate-max-tokens-fitted` says the value used.
  */
 export async function fitToBalance(
-  services: Services, reply: FastifyReply, req: { inbound: InboundTranslator; body: unknown; exchange: () => ChatExchange }, key: KeyRow,
+  services: Services, reply: FastifyReply, req: FitRequest, key: KeyRow,
   first: ChatPlan, opts: PlanOptions, refused: Exclude<ReserveOutcome, { ok: true }>,
 ): Promise<FastifyReply> {
   const floor = services.config.chat.fitMaxTokensFloor;
@@ -43,7 +73,8 @@ export async function fitToBalance(
     available = Math.min(available, await coverable(services, key, outcome));
     const fitted = fitMaxTokens(plan, available);
     if (fitted < floor || fitted >= plan.maxTokens) break;
-    const next = planInbound(req.inbound, req.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted });
+    const fittedPlan = planInbound(req.inbound, req.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted });
+    const next = await tightenPromptBound(fittedPlan, affordablePromptTokens(fittedPlan, fittedPlan.maxTokens, available));
     if (next.reservationUsdc > available) break;
     plan = next;
     void reply.headers({ ...plan.responseHeaders, 'x-tollgate-max-tokens': String(plan.maxTokens), 'x-tollgate-max-tokens-fitted': String(plan.maxTokens) });
@@ -51,9 +82,18 @@ export async function fitToBalance(
   }
   if (outcome.ok) return reply;
   reply.removeHeader('x-tollgate-max-tokens-fitted');
-  const refusal = await reservationRefusal(services, key, plan, outcome);
+  const refusal = await balanceRefusal(services, key, plan, outcome);
   refusal.message += `; the balance fit (${FIT_HEADER}) lowers max_tokens no further than ${floor}`;
   throw refusal;
+}
+
+/** The 402 for a chat reservation, with the figures of src/chat/shortfall.ts in its message and fields. */
+async function balanceRefusal(services: Services, key: KeyRow, plan: ChatPlan, outcome: Exclude<ReserveOutcome, { ok: true }>): Promise<ApiError> {
+  const refusal = await reservationRefusal(services, key, plan, outcome);
+  const shortfall = shortfallOf(plan, await coverable(services, key, outcome));
+  refusal.message += shortfall.text;
+  Object.assign(refusal.extra, shortfall.fields);
+  return refusal;
 }
 
 /** What the refused reservation could have had: the wallet's available balance, or the key's remaining limit. */

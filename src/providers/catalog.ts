@@ -1,6 +1,7 @@
 import type { Config, ModelConfig, ProviderConfig } from '../config/schema.ts';
 import type { ProviderType } from './registry.ts';
 import { markupFactor } from './decimal.ts';
+import type { TokenizerFamily } from '../config/schema.ts';
 import { dearestPrices, listedPrices, modelPrices, type TokenPrices } from './token-prices.ts';
 
 export interface CatalogModel {
@@ -56,6 +57,8 @@ export interface Deployment {
   cost: TokenPrices;
   /** Its share of the load among adjacent weighted deployments (src/routing/order.ts). */
   weight?: number;
+  /** The OpenAI tokenizer this provider bills with (models[].tokenizer); absent: the prompt bound stays at bytes. */
+  tokenizer?: TokenizerFamily;
 }
 
 export type PartKind = 'image' | 'audio' | 'file';
@@ -76,7 +79,10 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
   const models = config.models.map((m): CatalogModel => {
     const upstream = config.providers?.[m.provider]?.type ?? 'openai-compatible';
     const prices = modelPrices(m, factor, upstream);
-    const own: Deployment = { id: `${m.provider}/${m.upstreamName ?? m.name}`, provider: m.provider, upstream, upstreamName: m.upstreamName ?? m.name, cost: prices.cost, ...(m.weight ? { weight: m.weight } : {}) };
+    const own: Deployment = {
+      id: `${m.provider}/${m.upstreamName ?? m.name}`, provider: m.provider, upstream, upstreamName: m.upstreamName ?? m.name, cost: prices.cost,
+      ...(m.weight ? { weight: m.weight } : {}), ...(m.tokenizer ? { tokenizer: m.tokenizer } : {}),
+    };
     const billedByDeployment = [prices.billed];
     const fallbacks = (m.fallbacks ?? []).map((f): Deployment => {
       const type = config.providers?.[f.provider]?.type ?? 'openai-compatible';
@@ -86,8 +92,10 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
       const costs = { ...m, ...Object.fromEntries(Object.entries(f).filter(([k, v]) => k.endsWith('CostPer1M') && v !== undefined)) };
       const fallbackPrices = modelPrices(costs, factor, type);
       billedByDeployment.push(fallbackPrices.billed);
-      const weight = f.weight ? { weight: f.weight } : {};
-      return { id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: fallbackPrices.cost, ...weight };
+      return {
+        id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: fallbackPrices.cost,
+        ...(f.weight ? { weight: f.weight } : {}), ...(f.tokenizer ? { tokenizer: f.tokenizer } : {}),
+      };
     });
     return {
       id: `${m.provider}/${m.name}`,

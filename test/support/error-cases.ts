@@ -43,7 +43,7 @@ export const ERROR_CASES: ErrorCase[] = [
 export const MESSAGES: Record<ErrorCase['status'], RegExp> = {
   400: /^model "shared-name" is offered by several providers; use one of fake\/shared-name, other\/shared-name$/,
   401: /^invalid or revoked API key$/,
-  402: /^available balance 10 micro-USDC cannot cover this request's reserved cost of \d+; top up with POST \/v1\/topup, or lower max_tokens$/,
+  402: /^available balance 10 micro-USDC cannot cover this request's reserved cost of \d+; top up with POST \/v1\/topup, or lower max_tokens\. It reserves \d+ for up to \d+ prompt tokens and max_tokens \d+: its prompt alone needs \d+ \(at max_tokens 1\), more than the 10 available$/,
   429: /^rate limit exceeded$/,
   502: /^the provider answered 503: injected failure 503; nothing was charged$/,
 };

@@ -8,10 +8,10 @@ import { jsonBodyBytes } from '../json-body.ts';
 import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
 import { authenticateSpender, spenderKey } from '../inference-auth.ts';
-import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
+import { assertModelAllowed } from '../key-checks.ts';
 import { refuseUnconfiguredProvider } from '../provider-ready.ts';
 import { exchangeOf } from '../reply-sink.ts';
-import { fitToBalance, wantsFit } from '../balance-fit.ts';
+import { reserveWithinBalance } from '../balance-fit.ts';
 import { responsesInbound } from '../../protocols/openai-responses/inbound.ts';
 import { prepareResponsesRequest } from '../stored-responses.ts';
 
@@ -48,8 +48,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
       const exchange = () => ({ ...exchangeOf(request, reply, inbound), keeper: prepared.keeper });
       const reserved = await runChat(services.chat, exchange(), key, plan);
       if (reserved.ok) return reply;
-      if (!wantsFit(request, plan)) throw await reservationRefusal(services, key, plan, reserved);
-      return fitToBalance(services, reply, { inbound, body: prepared.body, exchange }, key, plan, opts, reserved);
+      return reserveWithinBalance(services, reply, request, { inbound, body: prepared.body, exchange }, key, plan, opts, reserved);
     });
   }
 
