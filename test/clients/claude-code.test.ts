@@ -10,7 +10,7 @@ import { MODELS } from '../support/chat-harness.ts';
 import { docBlock } from '../../scripts/doc-blocks.mjs';
 
 /**
- * The real Claude Code (the pinned devDependency @anthropic-ai/claude-code; its native binary comes
+ * The real Claude Code (pinned in test/package.json as @anthropic-ai/claude-code; its native binary comes
  * in the optional dependency @anthropic-ai/claude-code-linux-x64) run as `claude -p` against the
  * gateway, with fake upstreams of both kinds behind it: its default model (mapped by the operator
  * to a deployment with `aliases`), an Anthropic model by id, and an OpenAI-compatible model by id,
@@ -25,7 +25,7 @@ import { docBlock } from '../../scripts/doc-blocks.mjs';
  */
 
 const ROOT = new URL('../../', import.meta.url).pathname;
-const BINARY = [join(ROOT, 'node_modules/@anthropic-ai/claude-code-linux-x64/claude'), join(ROOT, 'node_modules/@anthropic-ai/claude-code/bin/claude.exe')].find((p) => existsSync(p));
+const BINARY = [join(ROOT, 'test/node_modules/@anthropic-ai/claude-code-linux-x64/claude'), join(ROOT, 'test/node_modules/@anthropic-ai/claude-code/bin/claude.exe')].find((p) => existsSync(p));
 
 /** Claude Code 2.1.332's own default model: what it sends when ANTHROPIC_MODEL is unset. */
 const DEFAULT_MODEL = 'claude-opus-5-5';
