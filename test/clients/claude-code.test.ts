@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, request as httpRequest, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { docBlock } from '../../scripts/doc-blocks.mjs';
+import { countingProxy } from '../support/counting-proxy.ts';
 
 /**
  * The real Claude Code (pinned in test/package.json as @anthropic-ai/claude-code; its native binary comes
@@ -201,25 +201,3 @@ describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip
     assert.equal(h.anthropic.received.length + h.fake.received.length, 0);
   });
 });
-
-/** A pass-through HTTP proxy that counts requests by path, to see how often a client tried. */
-async function countingProxy(target: string): Promise<{ url: string; count(path: string): number; close(): Promise<void> }> {
-  const seen: string[] = [];
-  const to = new URL(target);
-  const server: Server = createServer((req, res) => {
-    seen.push((req.url ?? '').split('?')[0]!);
-    const upstream = httpRequest({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: { ...req.headers, host: to.host } }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    });
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    count: (path) => seen.filter((p) => p === path).length,
-    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
-  };
-}

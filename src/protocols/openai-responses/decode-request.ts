@@ -90,7 +90,7 @@ function refuseStateful(b: Record<string, unknown>): void {
     // JSON.stringify, not String(): String() of a client's {"toString": 1} throws.
     const named = (x: unknown) => (typeof x === 'string' ? x : JSON.stringify(x)).slice(0, 60);
     const names = refused.map(named).join(', ');
-    throw badRequest(`include (${names}) asks for data this gateway does not return; leave it out (only ${[...ACCEPTED_INCLUDES].join(', ')} is accepted, and answered with no reasoning items)`, { param: 'include' });
+    throw badRequest(`include (${names}) asks for data this gateway does not return; leave include out (only ${[...ACCEPTED_INCLUDES].join(', ')} is accepted, answered with no reasoning items)`, { param: 'include' });
   }
 }
 
