@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { egressTrap } from '../support/egress-trap.ts';
 
 /**
  * Runs the real Codex CLI (pinned in test/package.json as @openai/codex; its linux-x64 binary comes in
@@ -57,24 +57,4 @@ export async function runCodex(home: string, args: string[], env: Record<string,
   } finally {
     await trap.close();
   }
-}
-
-/** An HTTP proxy that answers every request and CONNECT with 403 and records where it was meant to go. */
-async function egressTrap(): Promise<{ url: string; connects: string[]; close(): Promise<void> }> {
-  const connects: string[] = [];
-  const server: Server = createServer((req, res) => {
-    connects.push(`${req.method} ${req.url}`);
-    res.writeHead(403).end();
-  });
-  server.on('connect', (req, socket) => {
-    connects.push(`CONNECT ${req.url}`);
-    socket.end('HTTP/1.1 403 Forbidden\r\n\r\n');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    connects,
-    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
-  };
 }
