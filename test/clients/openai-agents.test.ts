@@ -34,6 +34,7 @@ const script = {
 describe('OpenAI Agents SDK (run, with a function tool) against /v1/responses', () => {
   let h: AnthropicHarness;
   const calls: string[] = [];
+  const dropped: (string | null)[] = [];
   const weather = tool({
     name: 'weather',
     description: 'The weather in a city now',
@@ -51,13 +52,20 @@ describe('OpenAI Agents SDK (run, with a function tool) against /v1/responses', 
   beforeEach(() => {
     resetProviders(h);
     calls.length = 0;
+    dropped.length = 0;
   });
   afterEach(() => h.gw.assertLedger());
   after(() => h.stop());
 
   async function agentFor(model: string) {
     const w = await h.wallet(FUNDS);
-    const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient: new OpenAI({ baseURL: `${h.gw.url}/v1`, apiKey: w.key }) }) });
+    // The answers' x-tollgate-fields-dropped, to see what of its requests the gateway did not pass on.
+    const seeDropped: typeof fetch = async (url, init) => {
+      const res = await fetch(url, init);
+      dropped.push(res.headers.get('x-tollgate-fields-dropped'));
+      return res;
+    };
+    const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient: new OpenAI({ baseURL: `${h.gw.url}/v1`, apiKey: w.key, fetch: seeDropped }) }) });
     return { w, runner, agent: new Agent({ name: 'Weather', instructions: 'Answer with the weather tool.', model, tools: [weather] }) };
   }
 
@@ -69,6 +77,7 @@ describe('OpenAI Agents SDK (run, with a function tool) against /v1/responses', 
     assert.deepEqual(rows.map((r) => ({ model: r.model, charged: Number(r.charged_usdc) })), [1, 2].map(() => ({ model, charged: CHARGE_PER_CALL })));
     const balance = await h.balance(w.account);
     assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: FUNDS - 2 * CHARGE_PER_CALL, locked: 0 });
+    assert.deepEqual(dropped, [null, null], 'the gateway passed on everything it sent');
   }
 
   for (const model of ['fake/chat-small', `anth/${CLAUDE.name}`]) {
