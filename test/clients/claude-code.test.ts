@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +7,7 @@ import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } 
 import { MODELS } from '../support/chat-harness.ts';
 import { docBlock } from '../../scripts/doc-blocks.mjs';
 import { countingProxy } from '../support/counting-proxy.ts';
+import { CHARGE_PER_CALL, FINAL_TEXT, FUNDS, OUTPUT_TOKENS, PROMPT_TOKENS, runAgent, TOOL_OUTPUT, toolRoundTrip } from './agent-run.ts';
 
 /**
  * The real Claude Code (pinned in test/package.json as @anthropic-ai/claude-code; its native binary comes
@@ -32,25 +32,7 @@ const DEFAULT_MODEL = 'claude-opus-5-5';
 /** The deployment the operator maps it to (an Anthropic provider, upstream name of their choice). */
 const OPUS_DEPLOYMENT = { ...CLAUDE, name: 'opus', upstreamName: 'claude-upstream-opus', maxOutputTokens: 128_000, aliases: [DEFAULT_MODEL] };
 
-const FUNDS = 2_000_000;
-/** Every model here bills 1.2 and 2.4 micro-USDC a prompt and an output token (cost 1 and 2, 20% markup). */
-const PROMPT_TOKENS = 100;
-const OUTPUT_TOKENS = 20;
-const CHARGE_PER_CALL = PROMPT_TOKENS * 1.2 + OUTPUT_TOKENS * 2.4; // 168
-const TOOL_OUTPUT = 'tollgate-tool-ran';
-const FINAL_TEXT = 'The command printed tollgate-tool-ran.';
-
-const hasToolResult = (body: any) => (body.messages ?? []).some((m: any) => m.role === 'tool' || (Array.isArray(m.content) && m.content.some((b: any) => b?.type === 'tool_result')));
-
-/** Both fakes script one turn: with tools and no tool result yet, a Bash tool call; then the final answer. */
-const script = {
-  anthropic: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCalls: [{ name: 'Bash', input: { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' } }], usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }),
-  openai: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCall: { name: 'Bash', arguments: JSON.stringify({ command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' }) }, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }),
-};
+const BASH_INPUT = { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' };
 
 interface ClaudeRun { code: number | null; result: any; stderr: string; ms: number }
 
@@ -73,23 +55,13 @@ function docEnv(block: string, replace: Record<string, string>): Record<string, 
 /** `claude -p PROMPT --output-format json`, in a fresh HOME, with `env` added to the environment it needs. */
 async function runClaude(env: Record<string, string>, prompt = 'Run `echo tollgate-tool-ran` with the Bash tool and tell me what it printed.'): Promise<ClaudeRun> {
   const home = mkdtempSync(join(tmpdir(), 'tollgate-claude-'));
-  const started = performance.now();
   try {
-    const child = spawn(BINARY!, ['-p', prompt, '--output-format', 'json', '--allowedTools', 'Bash'], {
-      cwd: home,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const run = await runAgent(BINARY!, ['-p', prompt, '--output-format', 'json', '--allowedTools', 'Bash'], home, {
+      HOME: home, DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ...env,
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    clearTimeout(timer);
     let result: any = null;
-    try { result = JSON.parse(stdout); } catch { result = { unparsed: stdout }; }
-    return { code, result, stderr, ms: performance.now() - started };
+    try { result = JSON.parse(run.stdout); } catch { result = { unparsed: run.stdout }; }
+    return { code: run.code, result, stderr: run.stderr, ms: run.ms };
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
@@ -98,7 +70,7 @@ async function runClaude(env: Record<string, string>, prompt = 'Run `echo tollga
 describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip: BINARY ? false : 'the @anthropic-ai/claude-code binary is not installed' }, () => {
   let h: AnthropicHarness;
   before(async () => {
-    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, OPUS_DEPLOYMENT] }, {}, script);
+    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, OPUS_DEPLOYMENT] }, {}, toolRoundTrip('Bash', BASH_INPUT));
   });
   beforeEach(() => resetProviders(h));
   afterEach(() => h.gw.assertLedger());

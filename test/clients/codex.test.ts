@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
-import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
+import { before, describe, test } from 'node:test';
+import { CLAUDE, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { countingProxy } from '../support/counting-proxy.ts';
 import { docBlock } from '../../scripts/doc-blocks.mjs';
-import { CODEX, codexHome, OFFLINE_SETTINGS, runCodex, type CodexRun } from './codex-harness.ts';
+import { agentSuite, CHARGE_PER_CALL, FINAL_TEXT, FUNDS, OUTPUT_TOKENS, PROMPT_TOKENS, TOOL_OUTPUT, toolRoundTrip, type AgentRun } from './agent-run.ts';
+import { CODEX, OFFLINE_SETTINGS, runCodex, writeCodexConfig } from './codex-harness.ts';
 
 /**
  * The real Codex CLI (`codex exec`, 0.171.0) against /v1/responses, configured with docs/clients.md's
@@ -15,27 +15,7 @@ import { CODEX, codexHome, OFFLINE_SETTINGS, runCodex, type CodexRun } from './c
  * wallet too small for the request shows the gateway's message, and Codex never leaves 127.0.0.1.
  */
 
-const FUNDS = 2_000_000;
-/** Both models bill 1.2 and 2.4 micro-USDC a prompt and an output token (cost 1 and 2, 20% markup). */
-const PROMPT_TOKENS = 100;
-const OUTPUT_TOKENS = 20;
-const CHARGE_PER_CALL = PROMPT_TOKENS * 1.2 + OUTPUT_TOKENS * 2.4; // 168
-const TOOL_OUTPUT = 'tollgate-tool-ran';
-const FINAL_TEXT = 'The command printed tollgate-tool-ran.';
 const PROMPT = 'Run `echo tollgate-tool-ran` and tell me what it printed.';
-
-const hasToolResult = (body: any) => (body.messages ?? []).some((m: any) => m.role === 'tool' || (Array.isArray(m.content) && m.content.some((b: any) => b?.type === 'tool_result')));
-const shellCall = { cmd: `echo ${TOOL_OUTPUT}` };
-
-/** Both fakes script one turn: with tools and no tool result yet, a call of Codex's shell tool; then the final answer. */
-const script = {
-  anthropic: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCalls: [{ name: 'exec_command', input: shellCall }], usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }),
-  openai: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCall: { name: 'exec_command', arguments: JSON.stringify(shellCall) }, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }),
-};
 
 /** docs/clients.md's config.toml for this gateway and `model`, plus the settings that keep the test machine offline. */
 function config(gatewayUrl: string, model: string): string {
@@ -45,23 +25,10 @@ function config(gatewayUrl: string, model: string): string {
 }
 
 describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip: CODEX ? false : 'the @openai/codex binary is not installed (test/package.json)' }, () => {
+  const suite = agentSuite(toolRoundTrip('exec_command', { cmd: `echo ${TOOL_OUTPUT}` }));
   let h: AnthropicHarness;
-  const homes: string[] = [];
-  before(async () => {
-    h = await startAnthropicHarness('sqlite', {}, {}, script);
-  });
-  beforeEach(() => resetProviders(h));
-  afterEach(() => h.gw.assertLedger());
-  after(async () => {
-    for (const home of homes) rmSync(home, { recursive: true, force: true });
-    await h.stop();
-  });
-
-  function home(model: string): string {
-    const dir = codexHome(config(h.gw.url, model));
-    homes.push(dir);
-    return dir;
-  }
+  before(() => { h = suite.harness(); });
+  const home = (model: string, gatewayUrl = h.gw.url) => writeCodexConfig(suite.tempDir('tollgate-codex-'), config(gatewayUrl, model));
   const exec = (dir: string, key: string, ...args: string[]) => runCodex(dir, ['exec', '--skip-git-repo-check', ...args], { TOLLGATE_API_KEY: key });
 
   async function usageRows(keyId: number) {
@@ -70,7 +37,7 @@ describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip
   }
 
   /** Codex printed the scripted answer after running the tool, never tried the network, and each of its `calls` calls was billed exactly. */
-  async function expectBilledRun(run: CodexRun, w: { account: any; keyId: number }, model: string, calls: number) {
+  async function expectBilledRun(run: AgentRun, w: { account: any; keyId: number }, model: string, calls: number) {
     assert.equal(run.code, 0, `codex exited ${run.code}: ${run.stdout.slice(0, 500)} ${run.stderr.slice(-1500)}`);
     assert.equal(run.stdout.trim(), FINAL_TEXT);
     assert.deepEqual(run.connects, [], 'Codex tried to reach no host but the gateway');
@@ -125,9 +92,7 @@ describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip
   test('a bad key fails within seconds: at most Codex\'s own six attempts, then the gateway\'s message', async () => {
     const counter = await countingProxy(h.gw.url);
     try {
-      const dir = codexHome(config(counter.url, 'fake/chat-small'));
-      homes.push(dir);
-      const run = await exec(dir, 'sk-not-a-real-key-000000000000000000000000', PROMPT);
+      const run = await exec(home('fake/chat-small', counter.url), 'sk-not-a-real-key-000000000000000000000000', PROMPT);
       assert.notEqual(run.code, 0);
       assert.match(run.stderr, /401 Unauthorized: .*invalid or revoked API key/);
       const attempts = counter.count('/v1/responses');

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { before, beforeEach, describe, test } from 'node:test';
 import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool } from '@openai/agents';
 import OpenAI from 'openai';
 import { z } from 'zod';
-import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
+import { CLAUDE, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { until } from '../support/until.ts';
+import { agentSuite, CHARGE_PER_CALL, FINAL_TEXT, FUNDS, toolRoundTrip } from './agent-run.ts';
 
 /**
  * The OpenAI Agents SDK (@openai/agents 0.20.0) with its defaults: the Responses API, an agent with a
@@ -15,23 +16,8 @@ import { until } from '../support/until.ts';
  * because it would post traces to OpenAI.
  */
 
-const FUNDS = 1_000_000;
-const PROMPT_TOKENS = 100;
-const OUTPUT_TOKENS = 20;
-const CHARGE_PER_CALL = PROMPT_TOKENS * 1.2 + OUTPUT_TOKENS * 2.4; // 168
-const FINAL_TEXT = 'It is sunny in Paris.';
-
-const hasToolResult = (body: any) => (body.messages ?? []).some((m: any) => m.role === 'tool' || (Array.isArray(m.content) && m.content.some((b: any) => b?.type === 'tool_result')));
-const script = {
-  anthropic: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCalls: [{ name: 'weather', input: { city: 'Paris' } }], usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }),
-  openai: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCall: { name: 'weather', arguments: JSON.stringify({ city: 'Paris' }) }, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }),
-};
-
 describe('OpenAI Agents SDK (run, with a function tool) against /v1/responses', () => {
+  const suite = agentSuite(toolRoundTrip('weather', { city: 'Paris' }));
   let h: AnthropicHarness;
   const calls: string[] = [];
   const dropped: (string | null)[] = [];
@@ -45,17 +31,14 @@ describe('OpenAI Agents SDK (run, with a function tool) against /v1/responses', 
     },
   });
 
-  before(async () => {
-    h = await startAnthropicHarness('sqlite', {}, {}, script);
+  before(() => {
+    h = suite.harness();
     setTracingDisabled(true);
   });
   beforeEach(() => {
-    resetProviders(h);
     calls.length = 0;
     dropped.length = 0;
   });
-  afterEach(() => h.gw.assertLedger());
-  after(() => h.stop());
 
   async function agentFor(model: string) {
     const w = await h.wallet(FUNDS);

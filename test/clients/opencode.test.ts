@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
-import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
-import { egressTrap } from '../support/egress-trap.ts';
+import { describe, test } from 'node:test';
+import { CLAUDE } from '../support/anthropic-harness.ts';
 import { until } from '../support/until.ts';
 import { docBlock } from '../../scripts/doc-blocks.mjs';
+import { agentSuite, CHARGE_PER_CALL, FINAL_TEXT, FUNDS, runAgent, TOOL_OUTPUT, toolRoundTrip } from './agent-run.ts';
 
 /**
  * The real opencode (1.18.33: its linux-x64 binary, the package opencode-linux-x64 that the opencode-ai
@@ -28,24 +26,6 @@ const OPENCODE = [join(ROOT, 'test/node_modules/opencode-linux-x64/bin/opencode'
 const OFFLINE_ENV = { OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_DEFAULT_PLUGINS: '1', OPENCODE_DISABLE_LSP_DOWNLOAD: '1' };
 const TOLERATED_EGRESS = ['CONNECT registry.npmjs.org:443'];
 
-const FUNDS = 2_000_000;
-const PROMPT_TOKENS = 100;
-const OUTPUT_TOKENS = 20;
-const CHARGE_PER_CALL = PROMPT_TOKENS * 1.2 + OUTPUT_TOKENS * 2.4; // 168
-const TOOL_OUTPUT = 'tollgate-tool-ran';
-const FINAL_TEXT = 'The command printed tollgate-tool-ran.';
-
-const hasToolResult = (body: any) => (body.messages ?? []).some((m: any) => m.role === 'tool' || (Array.isArray(m.content) && m.content.some((b: any) => b?.type === 'tool_result')));
-const bash = { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' };
-const script = {
-  anthropic: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCalls: [{ name: 'bash', input: bash }], usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }),
-  openai: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCall: { name: 'bash', arguments: JSON.stringify(bash) }, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }),
-};
-
 /** docs/clients.md's opencode.json for this gateway and `model` (and, for an Anthropic model, its AI SDK package). */
 function config(gatewayUrl: string, model: string, anthropic: boolean): string {
   const c = JSON.parse(docBlock('opencode-config'));
@@ -58,47 +38,21 @@ function config(gatewayUrl: string, model: string, anthropic: boolean): string {
 }
 
 describe('opencode (the real binary, opencode run)', { skip: OPENCODE ? false : 'the opencode-linux-x64 binary is not installed (test/package.json)' }, () => {
-  let h: AnthropicHarness;
-  const homes: string[] = [];
-  before(async () => {
-    h = await startAnthropicHarness('sqlite', {}, {}, script);
-  });
-  beforeEach(() => resetProviders(h));
-  afterEach(() => h.gw.assertLedger());
-  after(async () => {
-    for (const home of homes) rmSync(home, { recursive: true, force: true });
-    await h.stop();
-  });
+  const suite = agentSuite(toolRoundTrip('bash', { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' }));
 
-  async function runOpencode(configJson: string, key: string) {
-    const home = mkdtempSync(join(tmpdir(), 'tollgate-opencode-'));
-    homes.push(home);
+  /** `opencode run` in a project folder holding `configJson` as its opencode.json, with HOME and the XDG folders of its own. */
+  function runOpencode(configJson: string, key: string) {
+    const home = suite.tempDir('tollgate-opencode-');
     const project = join(home, 'project');
     mkdirSync(project);
     writeFileSync(join(project, 'opencode.json'), configJson);
-    const trap = await egressTrap();
-    try {
-      const xdg = Object.fromEntries(['CONFIG', 'DATA', 'CACHE', 'STATE'].map((d) => [`XDG_${d}_HOME`, join(home, d.toLowerCase())]));
-      const child = spawn(OPENCODE!, ['run', 'Run `echo tollgate-tool-ran` and tell me what it printed.'], {
-        cwd: project,
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, ...xdg, ...OFFLINE_ENV, TOLLGATE_API_KEY: key, HTTPS_PROXY: trap.url, HTTP_PROXY: trap.url, NO_PROXY: '127.0.0.1,localhost' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => { stdout += d; });
-      child.stderr.on('data', (d) => { stderr += d; });
-      const timer = setTimeout(() => child.kill('SIGKILL'), 150_000);
-      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-      clearTimeout(timer);
-      return { code, stdout, stderr, connects: trap.connects };
-    } finally {
-      await trap.close();
-    }
+    const xdg = Object.fromEntries(['CONFIG', 'DATA', 'CACHE', 'STATE'].map((d) => [`XDG_${d}_HOME`, join(home, d.toLowerCase())]));
+    return runAgent(OPENCODE!, ['run', 'Run `echo tollgate-tool-ran` and tell me what it printed.'], project, { HOME: home, ...xdg, ...OFFLINE_ENV, TOLLGATE_API_KEY: key });
   }
 
   for (const [model, anthropic] of [['fake/chat-small', false], [`anth/${CLAUDE.name}`, true]] as const) {
     test(`${model} through ${anthropic ? '@ai-sdk/anthropic' : '@ai-sdk/openai-compatible'}: the bash tool round trip, streamed, every call billed exactly`, async () => {
+      const h = suite.harness();
       const w = await h.wallet(FUNDS);
       const run = await runOpencode(config(h.gw.url, model, anthropic), w.key);
       assert.equal(run.code, 0, `opencode exited ${run.code}: ${run.stdout.slice(0, 500)} ${run.stderr.slice(-1500)}`);
