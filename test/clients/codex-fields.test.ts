@@ -62,21 +62,13 @@ describe('Codex\'s fields in the Responses decoder', () => {
     assert.deepEqual(droppedHeaders({ input: 'hi', tools: [{ ...namespace, name: 'a\r\nx-evil: 1' }] }), { 'x-tollgate-fields-dropped': 'tools.namespace' });
   });
 
-  const REFUSED: Record<string, [Record<string, unknown>, string, RegExp]> = {
-    'another include value': [{ include: ['reasoning.encrypted_content', 'web_search_call.action.sources'] }, 'include', /web_search_call\.action\.sources.*leave include out/],
-    'include that is not an array': [{ include: 'reasoning.encrypted_content' }, 'include', /array of strings/],
-    'client_metadata that is not an object': [{ client_metadata: 'x' }, 'client_metadata', /object/],
-    'a tool_choice forcing web search': [{ tool_choice: { type: 'web_search' } }, 'tool_choice', /built-in tools are not offered/],
-    'a priced built-in tool beside them': [{ tools: [shell, { type: 'code_interpreter', container: { type: 'auto' } }] }, 'tools[1]', /built-in code_interpreter tool.*billed per use/],
-  };
-  for (const [what, [extra, param, message]] of Object.entries(REFUSED)) {
-    test(`refused by name: ${what}`, () => {
-      const e = refusal(() => decodeResponsesRequest(codexTurn(extra)));
-      assert.equal(e.status, 400);
-      assert.equal(e.extra.param, param);
-      assert.match(e.message, message);
-    });
-  }
+  test('a tool_choice naming web search, or a priced built-in tool beside them, is still refused by name', () => {
+    const forced = refusal(() => decodeResponsesRequest(codexTurn({ tool_choice: { type: 'web_search' } })));
+    assert.deepEqual([forced.status, forced.extra.param], [400, 'tool_choice']);
+    const priced = refusal(() => decodeResponsesRequest(codexTurn({ tools: [shell, { type: 'code_interpreter', container: { type: 'auto' } }] })));
+    assert.deepEqual([priced.status, priced.extra.param], [400, 'tools[1]']);
+    assert.match(priced.message, /built-in code_interpreter tool.*billed per use/);
+  });
 });
 
 describe('attack: Codex\'s fields over HTTP reach no provider and are billed as the provider\'s usage', () => {

@@ -108,6 +108,9 @@ const REFUSED: Record<string, [Record<string, unknown>, string, RegExp]> = {
   'an MCP server': [{ tools: [{ type: 'mcp', server_label: 'x', server_url: 'https://example.com' }] }, 'tools[0]', /built-in mcp tool/],
   'a built-in tool_choice': [{ tools: [weather], tool_choice: { type: 'web_search_preview' } }, 'tool_choice', /built-in tools are not offered/],
   'include[]': [{ include: ['file_search_call.results'] }, 'include', /leave include out/],
+  'an include value beside the accepted reasoning.encrypted_content': [{ include: ['reasoning.encrypted_content', 'web_search_call.action.sources'] }, 'include', /web_search_call\.action\.sources.*leave include out/],
+  'include that is not an array': [{ include: 'reasoning.encrypted_content' }, 'include', /array of strings/],
+  'client_metadata that is not an object': [{ client_metadata: 'x' }, 'client_metadata', /object/],
   // The decoder sees these only when they were not resolved against a wallet's stored responses (pay-per-request, or responses.store off).
   'an unresolved previous_response_id': [{ previous_response_id: 'resp_1' }, 'previous_response_id', /kept only for requests made with an API key.*send the whole conversation in input/],
   'a stored conversation': [{ conversation: 'conv_1' }, 'conversation', /keeps no conversations/],
