@@ -20,7 +20,8 @@ export const CHARGE_PER_CALL = PROMPT_TOKENS * 1.2 + OUTPUT_TOKENS * 2.4; // 168
 export const TOOL_OUTPUT = 'tollgate-tool-ran';
 export const FINAL_TEXT = 'The command printed tollgate-tool-ran.';
 
-const hasToolResult = (body: any) => (body.messages ?? []).some((m: any) => m.role === 'tool' || (Array.isArray(m.content) && m.content.some((b: any) => b?.type === 'tool_result')));
+const isToolResult = (m: any) => m.role === 'tool' || (Array.isArray(m.content) && m.content.some((b: any) => b?.type === 'tool_result'));
+const hasToolResult = (body: any) => (body.messages ?? []).some(isToolResult);
 
 /** Both fakes script one turn: with tools and no tool result yet, a call of `tool` with `input`; then the final answer. */
 export function toolRoundTrip(tool: string, input: Record<string, unknown>) {

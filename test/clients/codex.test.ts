@@ -68,7 +68,7 @@ describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip
     const resumed = await exec(dir, w.key, 'resume', '--last', 'What did the command print?');
     await expectBilledRun(resumed, w, 'fake/chat-small', 3);
     const history = JSON.stringify(h.fake.received[0]!.body.messages);
-    assert.ok(history.includes(PROMPT.replace(/`/g, '\\u0060')) || history.includes('echo tollgate-tool-ran'), 'the first session\'s prompt is in the resumed request');
+    assert.ok(history.includes('and tell me what it printed'), 'the first session\'s prompt is in the resumed request');
     assert.match(history, new RegExp(`${TOOL_OUTPUT}[\\s\\S]*What did the command print`), 'the earlier tool output comes before the new prompt');
   });
 

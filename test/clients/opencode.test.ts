@@ -23,7 +23,9 @@ const OPENCODE = [join(ROOT, 'test/node_modules/opencode-linux-x64/bin/opencode'
  * plugins and LSP downloads. opencode still tries to install its plugin package from
  * registry.npmjs.org in the background, fails, and goes on.
  */
-const OFFLINE_ENV = { OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_DEFAULT_PLUGINS: '1', OPENCODE_DISABLE_LSP_DOWNLOAD: '1' };
+const OFFLINE_ENV = {
+  OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_DEFAULT_PLUGINS: '1', OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
+};
 const TOLERATED_EGRESS = ['CONNECT registry.npmjs.org:443'];
 
 /** docs/clients.md's opencode.json for this gateway and `model` (and, for an Anthropic model, its AI SDK package). */

@@ -90,7 +90,10 @@ function refuseStateful(b: Record<string, unknown>): void {
     // JSON.stringify, not String(): String() of a client's {"toString": 1} throws.
     const named = (x: unknown) => (typeof x === 'string' ? x : JSON.stringify(x)).slice(0, 60);
     const names = refused.map(named).join(', ');
-    throw badRequest(`include (${names}) asks for data this gateway does not return; leave include out (only ${[...ACCEPTED_INCLUDES].join(', ')} is accepted, answered with no reasoning items)`, { param: 'include' });
+    const accepted = [...ACCEPTED_INCLUDES].join(', ');
+    throw badRequest(`include (${names}) asks for data this gateway does not return; leave include out (only ${accepted} is accepted, answered with no reasoning items)`, {
+      param: 'include',
+    });
   }
 }
 
