@@ -52,11 +52,16 @@ export function serviceReachedBy(file) {
 }
 
 export function allTestFiles() {
-  return readdirSync(join(ROOT, 'test'), { recursive: true })
-    .map(String)
-    .filter((f) => f.endsWith('.test.ts'))
-    .map((f) => join('test', f).split('\\').join('/'))
-    .sort();
+  return testFilesIn('test').sort();
+}
+
+/** The *.test.ts files under `dir`, outside node_modules (test/node_modules holds the test clients and their own tests). */
+function testFilesIn(dir) {
+  return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory()) return e.name === 'node_modules' ? [] : testFilesIn(path);
+    return e.name.endsWith('.test.ts') ? [path] : [];
+  });
 }
 
 export function unitTestFiles() {

@@ -19,7 +19,11 @@ export interface PlanOptions {
  * model's limit (Anthropic clients choose it for Claude's window), said in `x-tollgate-max-tokens`.
  */
 export function planInbound(inbound: InboundTranslator, body: unknown, catalog: Catalog, config: Pick<Config, 'chat'>, opts: PlanOptions = {}): ChatPlan {
-  if (!inbound.native) return planChat(inbound.decodeRequest(body), catalog, config, opts.maxTokensCap);
+  if (!inbound.native) {
+    const plan = planChat(inbound.decodeRequest(body), catalog, config, opts.maxTokensCap);
+    const headers = inbound.decodedHeaders?.(body) ?? {};
+    return Object.keys(headers).length ? { ...plan, responseHeaders: { ...plan.responseHeaders, ...headers } } : plan;
+  }
   const b = inbound.native.checkRequest(body);
   const model = resolveModel(catalog, b.model);
   if (model.upstream === inbound.native.upstream) return planNative(b, model, config, opts);

@@ -47,6 +47,8 @@ export interface InboundTranslator {
    * max_tokens is lowered to).
    */
   decodeRequest(body: unknown, extraFields?: ReadonlySet<string>, target?: { readonly reasoningFamily: string; readonly maxOutputTokens: number }): unknown;
+  /** Response headers a decoded request earns (naming what the decoding accepted and dropped); absent: none. */
+  decodedHeaders?(body: unknown): Record<string, string>;
   /**
    * A provider type that speaks this protocol itself: a request for a model it serves is sent there
    * untranslated (plan.native, planned by src/chat/plan-inbound.ts); any other is decoded.

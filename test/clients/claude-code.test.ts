@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, request as httpRequest, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { docBlock } from '../../scripts/doc-blocks.mjs';
+import { countingProxy } from '../support/counting-proxy.ts';
+import { CHARGE_PER_CALL, FINAL_TEXT, FUNDS, OUTPUT_TOKENS, PROMPT_TOKENS, runAgent, TOOL_OUTPUT, toolRoundTrip } from './agent-run.ts';
 
 /**
- * The real Claude Code (the pinned devDependency @anthropic-ai/claude-code; its native binary comes
+ * The real Claude Code (pinned in test/package.json as @anthropic-ai/claude-code; its native binary comes
  * in the optional dependency @anthropic-ai/claude-code-linux-x64) run as `claude -p` against the
  * gateway, with fake upstreams of both kinds behind it: its default model (mapped by the operator
  * to a deployment with `aliases`), an Anthropic model by id, and an OpenAI-compatible model by id,
@@ -25,32 +25,14 @@ import { docBlock } from '../../scripts/doc-blocks.mjs';
  */
 
 const ROOT = new URL('../../', import.meta.url).pathname;
-const BINARY = [join(ROOT, 'node_modules/@anthropic-ai/claude-code-linux-x64/claude'), join(ROOT, 'node_modules/@anthropic-ai/claude-code/bin/claude.exe')].find((p) => existsSync(p));
+const BINARY = [join(ROOT, 'test/node_modules/@anthropic-ai/claude-code-linux-x64/claude'), join(ROOT, 'test/node_modules/@anthropic-ai/claude-code/bin/claude.exe')].find((p) => existsSync(p));
 
 /** Claude Code 2.1.332's own default model: what it sends when ANTHROPIC_MODEL is unset. */
 const DEFAULT_MODEL = 'claude-opus-5-5';
 /** The deployment the operator maps it to (an Anthropic provider, upstream name of their choice). */
 const OPUS_DEPLOYMENT = { ...CLAUDE, name: 'opus', upstreamName: 'claude-upstream-opus', maxOutputTokens: 128_000, aliases: [DEFAULT_MODEL] };
 
-const FUNDS = 2_000_000;
-/** Every model here bills 1.2 and 2.4 micro-USDC a prompt and an output token (cost 1 and 2, 20% markup). */
-const PROMPT_TOKENS = 100;
-const OUTPUT_TOKENS = 20;
-const CHARGE_PER_CALL = PROMPT_TOKENS * 1.2 + OUTPUT_TOKENS * 2.4; // 168
-const TOOL_OUTPUT = 'tollgate-tool-ran';
-const FINAL_TEXT = 'The command printed tollgate-tool-ran.';
-
-const hasToolResult = (body: any) => (body.messages ?? []).some((m: any) => m.role === 'tool' || (Array.isArray(m.content) && m.content.some((b: any) => b?.type === 'tool_result')));
-
-/** Both fakes script one turn: with tools and no tool result yet, a Bash tool call; then the final answer. */
-const script = {
-  anthropic: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCalls: [{ name: 'Bash', input: { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' } }], usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }),
-  openai: (body: any) => (body.tools?.length && !hasToolResult(body)
-    ? { toolCall: { name: 'Bash', arguments: JSON.stringify({ command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' }) }, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }
-    : { content: FINAL_TEXT, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }),
-};
+const BASH_INPUT = { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' };
 
 interface ClaudeRun { code: number | null; result: any; stderr: string; ms: number }
 
@@ -73,23 +55,13 @@ function docEnv(block: string, replace: Record<string, string>): Record<string, 
 /** `claude -p PROMPT --output-format json`, in a fresh HOME, with `env` added to the environment it needs. */
 async function runClaude(env: Record<string, string>, prompt = 'Run `echo tollgate-tool-ran` with the Bash tool and tell me what it printed.'): Promise<ClaudeRun> {
   const home = mkdtempSync(join(tmpdir(), 'tollgate-claude-'));
-  const started = performance.now();
   try {
-    const child = spawn(BINARY!, ['-p', prompt, '--output-format', 'json', '--allowedTools', 'Bash'], {
-      cwd: home,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const run = await runAgent(BINARY!, ['-p', prompt, '--output-format', 'json', '--allowedTools', 'Bash'], home, {
+      HOME: home, DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ...env,
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    clearTimeout(timer);
     let result: any = null;
-    try { result = JSON.parse(stdout); } catch { result = { unparsed: stdout }; }
-    return { code, result, stderr, ms: performance.now() - started };
+    try { result = JSON.parse(run.stdout); } catch { result = { unparsed: run.stdout }; }
+    return { code: run.code, result, stderr: run.stderr, ms: run.ms };
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
@@ -98,7 +70,7 @@ async function runClaude(env: Record<string, string>, prompt = 'Run `echo tollga
 describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip: BINARY ? false : 'the @anthropic-ai/claude-code binary is not installed' }, () => {
   let h: AnthropicHarness;
   before(async () => {
-    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, OPUS_DEPLOYMENT] }, {}, script);
+    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, OPUS_DEPLOYMENT] }, {}, toolRoundTrip('Bash', BASH_INPUT));
   });
   beforeEach(() => resetProviders(h));
   afterEach(() => h.gw.assertLedger());
@@ -201,25 +173,3 @@ describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip
     assert.equal(h.anthropic.received.length + h.fake.received.length, 0);
   });
 });
-
-/** A pass-through HTTP proxy that counts requests by path, to see how often a client tried. */
-async function countingProxy(target: string): Promise<{ url: string; count(path: string): number; close(): Promise<void> }> {
-  const seen: string[] = [];
-  const to = new URL(target);
-  const server: Server = createServer((req, res) => {
-    seen.push((req.url ?? '').split('?')[0]!);
-    const upstream = httpRequest({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: { ...req.headers, host: to.host } }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    });
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    count: (path) => seen.filter((p) => p === path).length,
-    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
-  };
-}

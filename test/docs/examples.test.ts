@@ -32,8 +32,9 @@ import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harn
 
 const ROOT = process.cwd();
 const BIN = join(ROOT, 'bin/tollgate.mjs');
-// Scripts live under node_modules/.cache so that their imports (openai, viem, @x402/fetch) resolve.
-const SCRIPTS = join(ROOT, 'node_modules', '.cache', 'doc-blocks');
+// Scripts live under test/node_modules/.cache so that their imports resolve: the clients (openai, the AI SDK) from
+// test/node_modules (test/package.json), viem and @x402/fetch from the gateway's own node_modules above it.
+const SCRIPTS = join(ROOT, 'test', 'node_modules', '.cache', 'doc-blocks');
 
 interface Ran {
   code: number;

@@ -101,15 +101,16 @@ describe('max_output_tokens bounds the output', () => {
 
 /** Billed per call or per session beyond tokens, or expanded from state on the provider's side. */
 const REFUSED: Record<string, [Record<string, unknown>, string, RegExp]> = {
-  'the web_search tool': [{ tools: [{ type: 'web_search' }] }, 'tools[0]', /built-in web_search tool.*billed per use/],
-  'the web_search_preview tool': [{ tools: [weather, { type: 'web_search_preview' }] }, 'tools[1]', /built-in web_search_preview tool/],
-  'the file_search tool': [{ tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[0]', /built-in file_search tool/],
+  'the file_search tool': [{ tools: [weather, { type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[1]', /built-in file_search tool.*billed per use/],
   'the computer_use_preview tool': [{ tools: [{ type: 'computer_use_preview', display_width: 1, display_height: 1, environment: 'browser' }] }, 'tools[0]', /built-in computer_use_preview tool/],
   'the code_interpreter tool': [{ tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] }, 'tools[0]', /built-in code_interpreter tool/],
   'the image_generation tool': [{ tools: [{ type: 'image_generation' }] }, 'tools[0]', /built-in image_generation tool/],
   'an MCP server': [{ tools: [{ type: 'mcp', server_label: 'x', server_url: 'https://example.com' }] }, 'tools[0]', /built-in mcp tool/],
   'a built-in tool_choice': [{ tools: [weather], tool_choice: { type: 'web_search_preview' } }, 'tool_choice', /built-in tools are not offered/],
   'include[]': [{ include: ['file_search_call.results'] }, 'include', /leave include out/],
+  'an include value beside the accepted reasoning.encrypted_content': [{ include: ['reasoning.encrypted_content', 'web_search_call.action.sources'] }, 'include', /web_search_call\.action\.sources.*leave include out/],
+  'include that is not an array': [{ include: 'reasoning.encrypted_content' }, 'include', /array of strings/],
+  'client_metadata that is not an object': [{ client_metadata: 'x' }, 'client_metadata', /object/],
   // The decoder sees these only when they were not resolved against a wallet's stored responses (pay-per-request, or responses.store off).
   'an unresolved previous_response_id': [{ previous_response_id: 'resp_1' }, 'previous_response_id', /kept only for requests made with an API key.*send the whole conversation in input/],
   'a stored conversation': [{ conversation: 'conv_1' }, 'conversation', /keeps no conversations/],
@@ -147,7 +148,7 @@ describe('over HTTP: a refused Responses request reserves nothing and reaches no
     const w = await h.wallet(1_000_000);
     const res = await fetch(`${h.gw.url}/v1/responses`, {
       method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'chat-small', input: 'search the web', tools: [{ type: 'web_search' }] }),
+      body: JSON.stringify({ model: 'chat-small', input: 'run this', tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] }),
     });
     assert.equal(res.status, 400);
     assert.equal((await res.json()).param, 'tools[0]');

@@ -1,10 +1,12 @@
 import { badRequest } from '../../refusal.ts';
+import { DROPPED_ITEM_TYPES } from './dropped.ts';
 
 /**
  * The `input` (and `instructions`) of an OpenAI Responses request as chat-completions messages.
  * Everything the client sends becomes a message the provider reads, so the prompt bound (taken on
  * the encoded upstream body) counts all of it; what cannot be translated is a 400 naming the item,
- * never dropped or passed along unmeasured.
+ * never passed along unmeasured. Reasoning items (encrypted for the Responses provider that made
+ * them) are left out, unsent and unbilled (dropped.ts).
  */
 
 type Message = Record<string, unknown> & { role: string };
@@ -39,6 +41,7 @@ function addItem(messages: Message[], item: unknown, where: string): void {
   const it = item as Record<string, unknown>;
   // A message may leave out its type (EasyInputMessage); every other item names one.
   const type = it.type ?? (it.role !== undefined ? 'message' : undefined);
+  if (typeof type === 'string' && DROPPED_ITEM_TYPES.has(type)) return;
   if (type === 'message') {
     messages.push(messageOf(it, where));
   } else if (type === 'function_call') {

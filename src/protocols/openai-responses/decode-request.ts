@@ -1,13 +1,15 @@
 import { badRequest } from '../../refusal.ts';
 import { isStandardChatField } from '../openai-chat/request-fields.ts';
 import { inputMessages, NO_STORE } from './decode-input.ts';
+import { ACCEPTED_INCLUDES, DROPPED_FIELDS, isDroppedToolType } from './dropped.ts';
 
 /**
  * An OpenAI Responses request (POST /v1/responses) as the internal chat-completions body. The plan
  * then treats it exactly as a chat request: the model's limits, the allowlist, the reservation on
  * the encoded upstream body. References to stored responses arrive already resolved (see STATEFUL);
  * fields that need state OpenAI keeps and Tollgate does not (conversations, prompt templates) or
- * priced built-in tools are refused here, by their Responses name.
+ * priced built-in tools are refused here, by their Responses name. What is accepted and not passed
+ * on (Codex's include, client_metadata, web_search and namespace tools) is listed in dropped.ts.
  */
 
 /**
@@ -23,9 +25,13 @@ const STATEFUL: Record<string, string> = {
   background: 'asks for a response that is kept and polled later; Tollgate answers within the request (use stream: true for long answers)',
 };
 
-/** OpenAI's built-in tools: each is billed per call (or per session) on top of tokens, which the reservation cannot bound. */
+/**
+ * OpenAI's built-in tools: each is billed per call (or per session) on top of tokens, which the
+ * reservation cannot bound. Refused rather than dropped: a client that offers them means the model
+ * to act with them. (web_search is dropped instead: Codex offers it on every turn, dropped.ts.)
+ */
 const BUILT_IN_TOOLS = new Set([
-  'web_search', 'web_search_preview', 'web_search_2025_08_26', 'web_search_preview_2025_03_11', 'file_search', 'computer_use_preview', 'computer_use',
+  'file_search', 'computer_use_preview', 'computer_use',
   'code_interpreter', 'image_generation', 'mcp', 'local_shell', 'shell', 'apply_patch', 'custom',
 ]);
 
@@ -33,7 +39,7 @@ const BUILT_IN_TOOLS = new Set([
 const TRANSLATED = new Set([
   'model', 'input', 'instructions', 'tools', 'tool_choice', 'max_output_tokens', 'temperature', 'top_p', 'parallel_tool_calls',
   'text', 'reasoning', 'metadata', 'user', 'safety_identifier', 'prompt_cache_key', 'service_tier', 'stream', 'stream_options',
-  'store', 'include', 'truncation', 'max_tool_calls', ...Object.keys(STATEFUL),
+  'store', 'include', 'truncation', 'max_tool_calls', ...DROPPED_FIELDS, ...Object.keys(STATEFUL),
 ]);
 
 /** Passed on under the same name when present. */
@@ -62,7 +68,11 @@ export function decodeResponsesRequest(body: unknown): Record<string, unknown> {
     if (typeof m !== 'number' || !Number.isInteger(m) || m < 1) throw badRequest('max_output_tokens must be a positive whole number', { param: 'max_output_tokens' });
     out.max_tokens = m;
   }
-  if (present(b.tools)) out.tools = functionTools(b.tools);
+  if (present(b.tools)) {
+    const tools = functionTools(b.tools);
+    // Only dropped tools (dropped.ts): the request goes on as one without tools.
+    if (tools.length > 0 || (Array.isArray(b.tools) && b.tools.length === 0)) out.tools = tools;
+  }
   if (present(b.tool_choice)) out.tool_choice = toolChoice(b.tool_choice);
   Object.assign(out, textOptions(b.text), reasoningOptions(b.reasoning));
   checkIgnorable(b);
@@ -73,11 +83,17 @@ function refuseStateful(b: Record<string, unknown>): void {
   for (const [field, why] of Object.entries(STATEFUL)) {
     if (present(b[field]) && b[field] !== false) throw badRequest(`${field} is not supported: ${why}`, { param: field });
   }
-  if (present(b.include) && !(Array.isArray(b.include) && b.include.length === 0)) {
+  if (!present(b.include)) return;
+  if (!Array.isArray(b.include)) throw badRequest('include must be an array of strings', { param: 'include' });
+  const refused = b.include.filter((x) => typeof x !== 'string' || !ACCEPTED_INCLUDES.has(x));
+  if (refused.length > 0) {
     // JSON.stringify, not String(): String() of a client's {"toString": 1} throws.
     const named = (x: unknown) => (typeof x === 'string' ? x : JSON.stringify(x)).slice(0, 60);
-    const names = Array.isArray(b.include) ? b.include.map(named).join(', ') : named(b.include);
-    throw badRequest(`include (${names}) asks for data this gateway does not return; leave include out or send []`, { param: 'include' });
+    const names = refused.map(named).join(', ');
+    const accepted = [...ACCEPTED_INCLUDES].join(', ');
+    throw badRequest(`include (${names}) asks for data this gateway does not return; leave include out (only ${accepted} is accepted, answered with no reasoning items)`, {
+      param: 'include',
+    });
   }
 }
 
@@ -86,6 +102,9 @@ function checkIgnorable(b: Record<string, unknown>): void {
   // store: read by the route, which keeps a keyed request's response unless it is false.
   if (present(b.store) && typeof b.store !== 'boolean') throw badRequest('store must be true or false', { param: 'store' });
   if (present(b.metadata) && (typeof b.metadata !== 'object' || Array.isArray(b.metadata))) throw badRequest('metadata must be an object of string values', { param: 'metadata' });
+  if (present(b.client_metadata) && (typeof b.client_metadata !== 'object' || Array.isArray(b.client_metadata))) {
+    throw badRequest('client_metadata must be an object of string values', { param: 'client_metadata' });
+  }
   if (present(b.truncation) && b.truncation !== 'disabled') {
     throw badRequest('truncation "auto" would drop input to fit the context window; this gateway sends the input as given: send "disabled" or leave it out', { param: 'truncation' });
   }
@@ -94,15 +113,16 @@ function checkIgnorable(b: Record<string, unknown>): void {
   }
 }
 
-/** Responses' flat function tools as chat tools; a built-in tool is refused by name. */
+/** Responses' flat function tools as chat tools; web_search and namespace tools are dropped (dropped.ts), another built-in tool is refused by name. */
 function functionTools(tools: unknown): unknown[] {
   if (!Array.isArray(tools)) throw badRequest('tools must be an array of function tools', { param: 'tools' });
-  return tools.map((t, i) => {
+  return tools.flatMap((t, i) => {
     const tool = (typeof t === 'object' && t !== null ? t : {}) as Record<string, unknown>;
     const where = `tools[${i}]`;
+    if (isDroppedToolType(tool.type)) return [];
     if (tool.type !== 'function') {
       const type = typeof tool.type === 'string' ? tool.type.slice(0, 50) : '';
-      if (BUILT_IN_TOOLS.has(type) || type.startsWith('web_search') || type.startsWith('computer_use')) {
+      if (BUILT_IN_TOOLS.has(type) || type.startsWith('computer_use')) {
         throw badRequest(`${where} is OpenAI's built-in ${type} tool, a feature billed per use beyond tokens that this gateway does not offer; send function tools`, { param: where });
       }
       throw badRequest(`${where} must be a function tool: {"type": "function", "name": "…", "parameters": {…}}`, { param: where });
@@ -110,7 +130,7 @@ function functionTools(tools: unknown): unknown[] {
     if (typeof tool.name !== 'string' || !tool.name) throw badRequest(`${where}.name must be a non-empty string`, { param: `${where}.name` });
     const fn: Record<string, unknown> = { name: tool.name };
     for (const k of ['description', 'parameters', 'strict']) if (present(tool[k])) fn[k] = tool[k];
-    return { type: 'function', function: fn };
+    return [{ type: 'function', function: fn }];
   });
 }
 

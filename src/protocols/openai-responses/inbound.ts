@@ -1,5 +1,6 @@
 import type { InboundTranslator } from '../inbound.ts';
 import { decodeResponsesRequest, responsesParam } from './decode-request.ts';
+import { droppedHeaders } from './dropped.ts';
 import { openAIUsageOf } from '../openai-chat/encode-usage.ts';
 import { responseFromCompletion } from './encode-answer.ts';
 import { ResponsesStreamEncoder } from './encode-stream.ts';
@@ -16,6 +17,7 @@ export const responsesInbound: InboundTranslator = {
   openaiCompatible: true,
   clientParam: responsesParam,
   decodeRequest: decodeResponsesRequest,
+  decodedHeaders: droppedHeaders,
   encodeAnswer: (_internalJson, parsed, _plan, usage, charge) => JSON.stringify(responseFromCompletion(parsed, charge, usage && openAIUsageOf(usage))),
   streamEncoder: (plan) => new ResponsesStreamEncoder(plan),
 };
