@@ -86,3 +86,29 @@ for (const engine of ENGINES) {
     });
   });
 }
+
+for (const engine of ENGINES) {
+  describe(`attack: a client leaves while the only deployment hangs before answering (${engine})`, () => {
+    // The drain of a client that left is bounded by chat.drainTimeoutSeconds, whether the provider
+    // answered yet or not; the chain's own first-byte wait here is longer than that bound.
+    const harness = routingSuite(engine, USAGE, { chat: { firstByteTimeoutSeconds: 30, drainTimeoutSeconds: 1 } });
+    let h: RoutingHarness;
+    beforeEach(() => (h = harness()));
+
+    test('the drain ends at the drain timeout, not the first-byte timeout: no fallback, nothing charged, nothing locked', async () => {
+      const w = await h.wallet(FUNDS);
+      h.fake.behaviour = { hang: true };
+      const abort = new AbortController();
+      const res = await postChat(h, w.key, streamBody(), abort.signal);
+      assert.equal(res.status, 200);
+      await until(() => h.fake.received.length === 1, 'the primary called');
+      const left = performance.now();
+      abort.abort();
+      await until(async () => (await usageRowsOf(h, w.keyId)).length === 1, 'the request closed', 15_000);
+      const ms = performance.now() - left;
+      assert.ok(ms < 10_000, `the drain held the reservation ${Math.round(ms)} ms after the client left (drain timeout 1 s, first-byte 30 s)`);
+      assert.equal(h.backup.received.length, 0);
+      await expectNothingCharged(h, w, FUNDS, 'client_disconnected');
+    });
+  });
+}
