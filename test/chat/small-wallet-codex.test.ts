@@ -16,7 +16,10 @@ import { expectBilledExactly, GPT, GPT_BYTES, o200kPromptTokens, OUTPUT_TOKENS }
  */
 
 const RECORDED = JSON.parse(readFileSync(new URL('./fixtures/codex-0.171.0-requests.json', import.meta.url), 'utf8'));
-const REQUESTS: [string, Record<string, unknown>][] = [['first request', RECORDED.first], ['second request, after the shell tool round trip', RECORDED.afterToolCall]];
+const REQUESTS: [string, Record<string, unknown>][] = [
+  ['first request', RECORDED.first],
+  ['second request, after the shell tool round trip', RECORDED.afterToolCall],
+];
 
 for (const engine of ENGINES) {
   describe(`Codex CLI's requests on a small wallet, o200k (${engine})`, () => {
