@@ -5,6 +5,7 @@ import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
+import { expectBilledExactly, GPT, GPT_BYTES, o200kPromptTokens, OUTPUT_TOKENS, overReservations, plain, PRICES } from './small-wallet-models.ts';
 
 /**
  * Claude Code on a small wallet: its real first request (recorded from the pinned binary,
@@ -16,28 +17,9 @@ import { ENGINES } from '../support/engines.ts';
 
 const RECORDED = JSON.parse(readFileSync(new URL('./fixtures/claude-code-2.1.332-request.json', import.meta.url), 'utf8'));
 const WALLET = 50_000;
-/** Listed at $1 and $2 per million tokens, no markup: 1 and 2 micro-USDC a token. */
-const PRICES = { promptCostPer1M: '1', completionCostPer1M: '2', promptPricePer1M: '1', completionPricePer1M: '2' };
-const GPT = { provider: 'fake', name: 'gpt-small-wallet', contextLength: 200_000, maxOutputTokens: 4096, tokenizer: 'o200k', ...PRICES };
-const GPT_BYTES = { ...GPT, name: 'gpt-no-tokenizer', tokenizer: undefined };
 const CLAUDE_SMALL = { ...CLAUDE, name: 'claude-small-wallet', ...PRICES };
 /** Room for the 32,000 output tokens Claude Code asks for, with the balance fit on. */
 const GPT_FIT = { ...GPT, name: 'gpt-fit', maxOutputTokens: 32_000, fitMaxTokens: true };
-const OUTPUT_TOKENS = 7;
-
-const plain = { disallowedSpecial: new Set<string>() };
-/** What an OpenAI provider bills for a chat body (the cookbook's rules, the real o200k tokenizer): messages and tool definitions. */
-function o200kPromptTokens(body: any): number {
-  const text = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v ?? ''));
-  let total = 3;
-  for (const m of body.messages) total += 3 + countTokens(`${m.role}${text(m.content)}${m.tool_calls ? JSON.stringify(m.tool_calls) : ''}`, plain);
-  for (const t of body.tools ?? []) total += 19 + countTokens(JSON.stringify(t.function), plain);
-  return total;
-}
-
-async function overReservations(h: AnthropicHarness): Promise<number> {
-  return (await h.gw.services.metrics.overReservation.get()).values.reduce((sum, v) => sum + v.value, 0);
-}
 
 for (const engine of ENGINES) {
   describe(`Claude Code's request on a $0.05 wallet (${engine})`, () => {
@@ -88,14 +70,7 @@ for (const engine of ENGINES) {
       assert.equal(h.fake.received.length, 1);
       const prompt = reported[0]!;
       assert.ok(prompt > 8_000, `the provider counted ${prompt} prompt tokens`);
-      const charge = prompt * 1 + OUTPUT_TOKENS * 2;
-      const row = await h.gw.services.storage.db.selectFrom('request_usage').select(['charged_usdc', 'prompt_tokens', 'completion_tokens'])
-        .where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
-      const billed = { charged: Number(row.charged_usdc), prompt: Number(row.prompt_tokens), completion: Number(row.completion_tokens) };
-      assert.deepEqual(billed, { charged: charge, prompt, completion: OUTPUT_TOKENS });
-      const balance = await h.balance(w.account);
-      assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: WALLET - charge, locked: 0 });
-      assert.equal(await overReservations(h), 0, 'the reservation bounded the provider\'s bill');
+      await expectBilledExactly(h, w, WALLET, prompt);
     });
 
     test('with the balance fit, max_tokens 32,000 is lowered to what the wallet covers beside the tokenizer bound, not refused at the byte bound', async () => {
