@@ -43,12 +43,16 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
   const key = { payer: matched.identity.payer.toLowerCase(), id: read.id, paymentDigest: matched.digest, holder: request.id };
   const claimIt = () => claimPaymentIdentifier(db, { ...key, bodyDigest: bodyDigest(request.body), now: services.now() });
   const upto = matched.requirements.scheme === 'upto';
+  // A replay of the first request's own upto payment (the same header) is charged under that
+  // request: what the 409 says of "this payment" must be that, not the text of another authorization.
+  const uptoRetry = (verdict: Extract<ClaimVerdict, { kind: 'conflict' }>, other: RetryPayment): RetryPayment =>
+    verdict.first.paymentDigest === key.paymentDigest ? 'upto-same' : other;
   let claimed = false;
   let kept = false;
   return {
     async claim() {
       const verdict = await claimIt();
-      if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, upto ? 'upto-refused' : 'not-settled');
+      if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, upto ? uptoRetry(verdict, 'upto-refused') : 'not-settled');
       claimed = true;
     },
     keepPending: () => void (kept = true),
@@ -61,7 +65,7 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
         // Run by a concurrent retry (the 409), or freed meanwhile by a request with the same
         // payment that had taken the claim over and was then refused: claim it again, and start.
         const verdict = await claimIt();
-        if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, upto ? 'upto-released' : 'credited');
+        if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, upto ? uptoRetry(verdict, 'upto-released') : 'credited');
         claimed = true;
       }
     },
@@ -73,7 +77,7 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
 }
 
 /** What became of the retry's own payment when it is refused. */
-type RetryPayment = 'not-settled' | 'credited' | 'upto-refused' | 'upto-released';
+type RetryPayment = 'not-settled' | 'credited' | 'upto-refused' | 'upto-released' | 'upto-same';
 
 const RETRY_PAYMENT: Record<RetryPayment, (payer: string) => string> = {
   'not-settled': () => 'this payment was not settled and the request did not run',
@@ -81,6 +85,7 @@ const RETRY_PAYMENT: Record<RetryPayment, (payer: string) => string> = {
   credited: (payer) => `this payment is credited to ${payer}'s balance (nothing more was credited) and the request did not run`,
   'upto-refused': () => 'this upto payment was not recorded, nothing will be taken under it, and the request did not run',
   'upto-released': () => 'this upto payment charges nothing (0 is settled under it) and the request did not run',
+  'upto-same': () => "this is the first request's own upto payment, charged once for that request's charge, and the request did not run",
 };
 
 /** The 409 of a retry: what became of the first request under the identifier, and what to do. */

@@ -102,10 +102,14 @@ const pastDeadline = (deps: { now: () => number }, p: PaymentRow) => deps.now() 
  * The node no longer knows the settle's transaction (evicted from its pool, restarted) and the
  * authorization is unused: nothing will collect the charge unless it is sent again. Sent again
  * (the same amount, a new transaction) while the authorization is valid, by the one instance that
- * claims it; past the deadline Permit2 refuses it, so it is recorded unsettled for the operator.
+ * claims it. Too close to the deadline to send again, the dropped transaction may still come back
+ * from another node and pay, so the row stays `settling` (each pass reads the chain for its hash
+ * and the transfer first) and is recorded unsettled for the operator only once the deadline has
+ * passed by STUCK_MARGIN_SECONDS, when Permit2 refuses it and nothing can pay any more.
  */
 async function sendAgain(deps: UptoFinishDeps, p: PaymentRow): Promise<void> {
   if (deps.now() / 1000 > p.valid_before - UPTO_SETTLE_MARGIN_SECONDS) {
+    if (!pastDeadline(deps, p)) return;
     const reason = `its settle ${p.tx_hash} was dropped by the node and the authorization expired before it could be sent again`;
     if (await markUnsettled(deps.db, p.id, reason)) {
       deps.countUnsettled();

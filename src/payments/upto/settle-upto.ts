@@ -6,7 +6,7 @@ import { isTransportError } from '../../chain/rpc-errors.ts';
 import type { Facilitator } from '../facilitator/facilitator.ts';
 import { amountPaidBy, isReceiptMissing } from '../onchain.ts';
 import { findPayment, type PaymentRow } from '../payment-store.ts';
-import { closeSettled, fixCharge, markUnsettled, recordUptoTx } from './upto-store.ts';
+import { claimSend, closeSettled, fixCharge, markUnsettled, recordClaimedTx, recordUptoTx } from './upto-store.ts';
 
 export interface UptoSettleDeps {
   db: Kysely<Database>;
@@ -44,10 +44,17 @@ export async function settleUpto(deps: UptoSettleDeps, id: string): Promise<Upto
   if ((await fixCharge(deps.db, id)) === 'running') return 'running';
   const payment = await findPayment(deps.db, id);
   if (payment.upto_state !== 'settling') return payment.upto_state as UptoSettleOutcome;
-  return sendCharge(deps, payment);
+  // Sent already (its hash recorded), or claimed by another sender meanwhile (another instance's
+  // reconciler, once the row is older than the settle wait): the reconciler finishes it from the chain.
+  if (payment.tx_hash !== null || !(await claimSend(deps.db, payment))) return 'settling';
+  return sendCharge(deps, await findPayment(deps.db, id));
 }
 
-/** Sends the recorded amount of a `settling` payment and records what came of it. */
+/**
+ * Sends the recorded amount of a `settling` payment and records what came of it. `payment` is the
+ * row as this sender's claimSend left it: its hash is written before the broadcast only while that
+ * claim still holds (recordClaimedTx), so a sender that lost its claim never broadcasts.
+ */
 export async function sendCharge(deps: UptoSettleDeps, payment: PaymentRow): Promise<UptoSettleOutcome> {
   const amount = BigInt(payment.settle_amount_atomic!);
   if (amount === 0n) {
@@ -58,7 +65,7 @@ export async function sendCharge(deps: UptoSettleDeps, payment: PaymentRow): Pro
   const requirements = { ...signed.accepted, amount: amount.toString() };
   let settled;
   try {
-    settled = await deps.facilitator.settle(signed, requirements, (hash) => recordUptoTx(deps.db, payment.id, hash));
+    settled = await deps.facilitator.settle(signed, requirements, (hash) => recordClaimedTx(deps.db, payment, hash));
   } catch (err) {
     // The facilitator, the RPC or the relayer's send failed, or the outcome is unknown: nothing is
     // decided here. The reconciler reads the chain (the hash, if one was recorded) and sends the

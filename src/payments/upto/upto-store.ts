@@ -93,6 +93,27 @@ export async function recordUptoTx(db: Kysely<Database>, id: string, txHash: str
   await db.updateTable('payments').set({ tx_hash: txHash.toLowerCase(), updated_at: now }).where('id', '=', id).where('upto_state', 'in', ['settling', 'unsettled']).execute();
 }
 
+/** Thrown from the hash write before a broadcast when the send claim was lost: nothing is broadcast. */
+export class SendClaimLost extends Error {}
+
+/**
+ * The hash of a send made under the claim `claimed` (the row as claimSend left it), written before
+ * its broadcast only while that claim still holds: the row unchanged since (no other claim, no
+ * hash). Otherwise another sender owns the charge, and throwing here stops this broadcast
+ * (relayer-send.ts calls this after signing, before sending), so one authorization is sent once.
+ */
+export async function recordClaimedTx(db: Kysely<Database>, claimed: PaymentRow, txHash: string, now = Date.now()): Promise<void> {
+  const moved = await db
+    .updateTable('payments')
+    .set({ tx_hash: txHash.toLowerCase(), updated_at: Math.max(now, Number(claimed.updated_at) + 1) })
+    .where('id', '=', claimed.id)
+    .where('upto_state', '=', 'settling')
+    .where('updated_at', '=', claimed.updated_at)
+    .where('tx_hash', 'is', null)
+    .executeTakeFirst();
+  if (Number(moved.numUpdatedRows) !== 1) throw new SendClaimLost(`upto payment ${claimed.id}: another sender claimed its settle; this one is not broadcast`);
+}
+
 /** What arrived on chain (0 for a charge of 0, which sends nothing): the payment is settled. */
 export async function closeSettled(db: Kysely<Database>, id: string, onchainAtomic: bigint, txHash: string | null, now = Date.now()): Promise<void> {
   await db

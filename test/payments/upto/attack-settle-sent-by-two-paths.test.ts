@@ -75,7 +75,6 @@ for (const engine of ENGINES) {
 
     test(
       'the request path, held past the settle wait before its send, and a second instance finishing the row: one transaction',
-      { todo: 'BREAK: the request path sends without claimSend; a second transaction goes out and reverts (relayer gas)' },
       async () => {
         const h = harness();
         anvil = h.anvil;
