@@ -30,7 +30,8 @@ program
     const [{ runUntilSignalled }, config] = await Promise.all([import('../main.ts'), configFrom(common())]);
     if (!opts.fakeProviders) return explainStartupFailures(config, () => runUntilSignalled(config));
     const { fakeProvidersRefusal, startBuiltInFakes } = await import('../fake-providers/built-in.ts');
-    const refused = fakeProvidersRefusal(config, process.env);
+    const { fakeProvidersDatabaseRefusal } = await import('../fake-providers/database-refusal.ts');
+    const refused = fakeProvidersRefusal(config, process.env) ?? (await fakeProvidersDatabaseRefusal(config.database.url));
     if (refused) throw new UsageError(refused);
     const fakes = await startBuiltInFakes(config);
     process.stderr.write(fakes.banner);

@@ -30,9 +30,11 @@ export const FAKE_MODELS: readonly ModelConfig[] = [
   { type: 'embedding', provider: FAKE_OPENAI_PROVIDER, name: 'canned-embedding', contextLength: 8191, maxOutputTokens: 1, reasoningFamily: 'none', created: 1735689600, promptCostPer1M: '0.02' },
 ];
 
+/** A refusal of --fake-providers, saying what the flag is for and `why` it may not run here. */
+export const refuse = (why: string) => `--fake-providers serves canned answers, not a model's, so it is for trying Tollgate on your own machine: ${why}`;
+
 /** Why the fake providers may not run with this configuration, or null when they may. */
 export function fakeProvidersRefusal(config: Pick<Config, 'providers' | 'topup'>, env: NodeJS.ProcessEnv): string | null {
-  const refuse = (why: string) => `--fake-providers serves canned answers, not a model's, so it is for trying Tollgate on your own machine: ${why}`;
   if (env.NODE_ENV === 'production') return refuse('NODE_ENV is production; unset it, or run without --fake-providers');
   const paid = config.topup.offers.filter((o) => !KNOWN_CHAINS[Number(o.network.split(':')[1])]?.testnet).map((o) => o.network);
   if (paid.length > 0) {

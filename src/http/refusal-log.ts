@@ -13,11 +13,25 @@ export interface LoggedRefusal {
 
 const refusals = new WeakMap<object, LoggedRefusal>();
 
-/** A field name as a refusal names it ("messages.0.content"): short, never a value. */
-const FIELD_NAME = /^[A-Za-z0-9_.[\]-]{1,80}$/;
+/**
+ * A field path as this gateway's refusals name one ("messages[0].content", "thinking.type",
+ * "anthropic-beta"): segments that are indexes or lower-case field names of at most 40 characters.
+ * An unknown field's name is the client's own text, so it may be anything, an API key included.
+ */
+const FIELD_SEGMENT = /^(?:[0-9]{1,6}|[a-z][a-z0-9_-]{0,39})$/;
+/** Prefixes of this gateway's secrets (API keys, dashboard sessions) and of hex keys and signatures. */
+const SECRET_PREFIX = /^(?:sk-|ses-|0x)/i;
+export const UNKNOWN_FIELD = '(unknown field)';
+
+/** `param` as the log line may hold it: a field path of known shape, else the placeholder. */
+function loggedParam(param: string): string {
+  const segments = param.split(/[.[\]]+/).filter((s) => s !== '');
+  const known = param.length <= 80 && segments.length > 0 && segments.every((s) => FIELD_SEGMENT.test(s) && !SECRET_PREFIX.test(s));
+  return known ? param : UNKNOWN_FIELD;
+}
 
 export function noteRefusal(reply: object, code: string, param?: unknown): void {
-  refusals.set(reply, typeof param === 'string' && FIELD_NAME.test(param) ? { code, param } : { code });
+  refusals.set(reply, typeof param === 'string' && param !== '' ? { code, param: loggedParam(param) } : { code });
 }
 
 /** The refusal noted on `reply`, as fields of its log line ({} when it was not refused). */

@@ -11,8 +11,8 @@ import type { RedisLimiter } from './redis.ts';
  * down each instance counts in memory against its share of every window: the limit divided by
  * `rateLimits.instances` (rounded down, at least 1), so the instances together allow no more
  * than the configured limit. The local counts start empty: hits Redis counted before the outage
- * are not known here, so in the first window of an outage a client may get up to one share more
- * than the limit.
+ * are not known here, so in the first window of an outage each instance may give its share again,
+ * up to the whole limit once more across all instances; from the next window on, no more than the limit.
  *
  * Requests never wait on a Redis known to be down: once one request finds it down, every request
  * is decided locally, and a probe (every PROBE_INTERVAL_MS, and /health's) asks Redis until it

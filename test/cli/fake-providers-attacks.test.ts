@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { fakeProvidersRefusal } from '../../src/fake-providers/built-in.ts';
+import { fakeProvidersDatabaseRefusal } from '../../src/fake-providers/database-refusal.ts';
 import { applyMovement } from '../../src/ledger/credits.ts';
 import { ledgerReference } from '../../src/payments/payment-store.ts';
 import { openStorage } from '../../src/storage/database.ts';
@@ -40,6 +41,11 @@ describe('attack: --fake-providers and real money, reachability', () => {
     assert.match(fakeProvidersRefusal(parseConfig(offers('eip155:8453', '8453', 'Base Sepolia'), RELAYER), {}) ?? '', /real money/);
   });
 
+  test('a PostgreSQL database (what production instances share) is refused; a new SQLite file is not', async () => {
+    assert.match((await fakeProvidersDatabaseRefusal('postgres://127.0.0.1:9/tollgate')) ?? '', /PostgreSQL/);
+    assert.equal(await fakeProvidersDatabaseRefusal(`sqlite:${join(tmpdir(), 'tollgate-fake-none', 'new.db')}`), null);
+  });
+
   test('the built-in fakes listen on 127.0.0.1 only, and answer canned text there (held)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-fake-reach-'));
     let gateway: GatewayProcess | undefined;
@@ -62,7 +68,6 @@ describe('attack: --fake-providers and real money, reachability', () => {
 
   test(
     'a database holding balances paid on a real chain (a production database, its offers removed) is refused',
-    { todo: 'BREAK: fakeProvidersRefusal judges only topup.offers, never the database: a balance bought on eip155:8453 buys canned answers' },
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'tollgate-fake-realdb-'));
       const database = { url: `sqlite:${join(dir, 'tollgate.db')}` };
@@ -86,7 +91,11 @@ describe('attack: --fake-providers and real money, reachability', () => {
         });
 
         gateway = await startTollgateProcess(['serve', '--fake-providers'], { database, rateLimits: { chat: { perMinute: 100 } } }).catch(() => undefined);
-        if (!gateway) return; // refused at start: what the test asks
+        if (!gateway) {
+          // Refused at start, as the test asks, and for that reason.
+          assert.match((await fakeProvidersDatabaseRefusal(database.url)) ?? '', /balances paid on eip155:8453/);
+          return;
+        }
         const created = await call(gateway.url, 'POST', '/v1/auth/keys', await siweProof(owner, { action: 'create-key' }));
         assert.equal(created.status, 201, created.text);
         const chat = await call(gateway.url, 'POST', '/v1/chat/completions', { model: 'fake/canned-chat', messages: [{ role: 'user', content: 'hi' }] }, {
