@@ -55,6 +55,7 @@ function refuseUnknownFields(b: Json, model: CatalogModel): void {
   const unknown = Object.keys(b).find((field) => !fieldPolicy(field) && !model.extraFields.has(field));
   if (unknown !== undefined) {
     const name = unknown.slice(0, 100);
-    throw badRequest(`Unrecognized request argument supplied: ${name}; count_tokens takes the Messages API fields listed in docs/api.md#forwarded-fields`, { param: name });
+    const where = 'count_tokens takes the Messages API fields listed in docs/api.md#forwarded-fields';
+    throw badRequest(`Unrecognized request argument supplied: ${name}; ${where}`, { param: name });
   }
 }

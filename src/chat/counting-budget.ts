@@ -19,7 +19,8 @@ export interface CountingLimits {
  * count_tokens costs CPU time in proportion to its body (up to seconds for a maximal body of random
  * CJK text) and nothing in money, so what it may take on at once is bounded apart from the chat
  * rate limits: the bodies being counted for one wallet (every key of it together: keys are free to
- * make), and the large bodies on the whole instance, may not pass these sizes. Past them the request is a 429 with Retry-After, before anything is counted. Counting
+ * make), and the large bodies on the whole instance, may not pass these sizes. Past them the
+ * request is a 429 with Retry-After, before anything is counted. Counting
  * itself never holds the event loop (the CPU lane); this bounds how long a count can wait
  * behind others and the memory held meanwhile.
  */
@@ -33,9 +34,12 @@ export class CountingBudget {
   /** Takes `bytes` for `wallet`, or throws the 429; the function returned gives them back. */
   take(wallet: string, bytes: number): () => void {
     const mine = this.byWallet.get(wallet) ?? 0;
-    if (mine > 0 && mine + bytes > this.limits.perWalletBytes) throw busy(`this wallet already has ${mine} bytes being counted (at most ${this.limits.perWalletBytes} at once)`);
+    const { perWalletBytes, instanceBytes } = this.limits;
+    if (mine > 0 && mine + bytes > perWalletBytes) throw busy(`this wallet already has ${mine} bytes being counted (at most ${perWalletBytes} at once)`);
     const isLarge = bytes > (this.limits.alwaysAdmittedBytes ?? 0);
-    if (isLarge && this.large > 0 && this.large + bytes > this.limits.instanceBytes) throw busy(`the gateway is counting ${this.large} bytes of large requests (at most ${this.limits.instanceBytes} at once)`);
+    if (isLarge && this.large > 0 && this.large + bytes > instanceBytes) {
+      throw busy(`the gateway is counting ${this.large} bytes of large requests (at most ${instanceBytes} at once)`);
+    }
     this.byWallet.set(wallet, mine + bytes);
     if (isLarge) this.large += bytes;
     let given = false;

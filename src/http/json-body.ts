@@ -112,7 +112,8 @@ export function boundedJsonParser(app: FastifyInstance, bounds: JsonBounds): voi
     receivedBytes.set(request, raw.length);
     const problem = jsonBoundsProblem(raw, bounds);
     if (problem) {
-      done(badRequest(`request body refused: ${problem}; send a flatter, smaller JSON document with numbers of at most ${MAX_NUMBER_CHARS} characters`), undefined);
+      const remedy = `send a flatter, smaller JSON document with numbers of at most ${MAX_NUMBER_CHARS} characters`;
+      done(badRequest(`request body refused: ${problem}; ${remedy}`), undefined);
       return;
     }
     if (raw.length <= PARSED_AT_ONCE) {
