@@ -1,6 +1,8 @@
 import type { Catalog } from '../providers/catalog.ts';
 import { countedBody } from '../protocols/anthropic-messages/estimate-body.ts';
 import { checkMessagesRequest } from '../protocols/anthropic-messages/request-checks.ts';
+import { fieldPolicy } from '../protocols/anthropic-messages/field-policy.ts';
+import { badRequest } from '../refusal.ts';
 import { resolveModel } from './plan.ts';
 import { countTokens } from './usage.ts';
 import type { CatalogModel } from '../providers/catalog.ts';
@@ -33,6 +35,7 @@ export async function countMessageTokens(body: unknown, catalog: Catalog, allowe
   const model = resolveModel(catalog, b.model);
   // The key's model list is checked before any text is counted: a key that may not use the model gets nothing counted.
   allowed(model);
+  refuseUnknownFields(b, model);
   const { body: read, images, files } = countedBody(b);
   const messages = read.messages as Json[];
   const text = [...messages.map((m) => m.content as string), ...['tools', 'tool_choice'].filter((f) => read[f] !== undefined).map((f) => JSON.stringify(read[f]))].join('\n');
@@ -40,4 +43,19 @@ export async function countMessageTokens(body: unknown, catalog: Catalog, allowe
   const counted = (await countTokens(text)) + PER_MESSAGE * messages.length + PER_REQUEST;
   const margin = model.upstream === 'anthropic' ? CLAUDE_COUNT_MARGIN : 1;
   return { model, inputTokens: Math.ceil(counted * margin) + parts };
+}
+
+/**
+ * The same rule as /v1/messages: a top-level field the Messages API as served here does not know
+ * (and the operator did not list in the provider's extraFields) is a 400 naming it, so a client
+ * learns of a typo or an unsupported field from its count, not from the request it then sends.
+ * Every known field is taken, even one /v1/messages refuses for its price: counting bills nothing.
+ */
+function refuseUnknownFields(b: Json, model: CatalogModel): void {
+  const unknown = Object.keys(b).find((field) => !fieldPolicy(field) && !model.extraFields.has(field));
+  if (unknown !== undefined) {
+    const name = unknown.slice(0, 100);
+    const where = 'count_tokens takes the Messages API fields listed in docs/api.md#forwarded-fields';
+    throw badRequest(`Unrecognized request argument supplied: ${name}; ${where}`, { param: name });
+  }
 }

@@ -9,10 +9,18 @@ export interface JsonBounds {
 }
 
 /**
- * JSON.parse costs time per value and per key byte, not per byte: 10 MiB of `{}` objects takes
- * seconds, 10 MiB of one string milliseconds, and V8 follows nesting as deep as the bytes go. So the
- * raw bytes are scanned first, in one pass that skips string contents natively, and a body beyond
- * the bounds is refused before anything is built from it.
+ * A number token longer than this is refused. A number whose rounding is close to a tie (2^-1075
+ * written out in its 700-odd digits) costs V8 big-integer arithmetic in proportion to its digits:
+ * 20,000 of them are 100+ ms in one JSON.parse. A double needs at most 17 significant digits, so no
+ * real client writes more than a few dozen characters for one.
+ */
+export const MAX_NUMBER_CHARS = 64;
+
+/**
+ * JSON.parse costs time per value, per key byte and per digit of a number, not per byte: 10 MiB of
+ * `{}` objects takes seconds, 10 MiB of one string milliseconds, and V8 follows nesting as deep as
+ * the bytes go. So the raw bytes are scanned first, in one pass that skips string contents
+ * natively, and a body beyond the bounds is refused before anything is built from it.
  */
 export function jsonBoundsProblem(body: Buffer, bounds: JsonBounds): string | null {
   // Object keys are hashed and interned, so their total length costs too (a few thousand
@@ -39,10 +47,23 @@ export function jsonBoundsProblem(body: Buffer, bounds: JsonBounds): string | nu
       depth--;
     } else if (c === 0x2c /* , */) {
       if (++values > bounds.maxValues) return `it has more than ${bounds.maxValues} values`;
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) {
+      const end = numberEnd(body, i);
+      if (end - i > MAX_NUMBER_CHARS) return `it has a number written in more than ${MAX_NUMBER_CHARS} characters`;
+      i = end - 1;
     }
   }
   return null;
 }
+
+/** Index just past the run of number characters (digits, sign, point, exponent) starting at `from`. */
+function numberEnd(body: Buffer, from: number): number {
+  let i = from;
+  while (i < body.length && isNumberChar(body[i]!)) i++;
+  return i;
+}
+
+const isNumberChar = (c: number) => (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x2d || c === 0x2b || c === 0x65 || c === 0x45;
 
 /** Index of the quote that closes a string whose contents start at `from`, or -1. */
 function closingQuote(body: Buffer, from: number): number {
@@ -91,7 +112,8 @@ export function boundedJsonParser(app: FastifyInstance, bounds: JsonBounds): voi
     receivedBytes.set(request, raw.length);
     const problem = jsonBoundsProblem(raw, bounds);
     if (problem) {
-      done(badRequest(`request body refused: ${problem}; send a flatter, smaller JSON document`), undefined);
+      const remedy = `send a flatter, smaller JSON document with numbers of at most ${MAX_NUMBER_CHARS} characters`;
+      done(badRequest(`request body refused: ${problem}; ${remedy}`), undefined);
       return;
     }
     if (raw.length <= PARSED_AT_ONCE) {

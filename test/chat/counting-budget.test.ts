@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CountingBudget } from '../../src/chat/counting-budget.ts';
+import { CountingBudget, SMALL_COUNT_BYTES } from '../../src/chat/counting-budget.ts';
 import { ApiError } from '../../src/refusal.ts';
 import { countTokens } from '../../src/chat/usage.ts';
 
 const MIB = 1024 * 1024;
 
 test('count_tokens takes on two maximal bodies per key and eight per instance at once; beyond, a 429 with Retry-After', () => {
-  const budget = new CountingBudget({ perKeyBytes: 8 * MIB, instanceBytes: 32 * MIB });
+  const budget = new CountingBudget({ perWalletBytes: 8 * MIB, instanceBytes: 32 * MIB });
   const first = budget.take('1', 4 * MIB);
   budget.take('1', 4 * MIB);
   const refused = (() => {
@@ -30,7 +30,7 @@ test('count_tokens takes on two maximal bodies per key and eight per instance at
 });
 
 test('a body larger than the per-key share is taken when the key has nothing else being counted', () => {
-  const budget = new CountingBudget({ perKeyBytes: 1, instanceBytes: 1 });
+  const budget = new CountingBudget({ perWalletBytes: 1, instanceBytes: 1 });
   const release = budget.take('1', 100);
   release();
   budget.take('1', 100);
@@ -44,4 +44,14 @@ test('a small count started behind a long one finishes first: the CPU lane takes
   const short = countTokens('word '.repeat(1000)).then(() => order.push('short'));
   await Promise.all([long, short]);
   assert.deepEqual(order, ['short', 'long']);
+});
+
+test('attack: a full instance budget still admits a small body, which counts against its wallet only', () => {
+  const budget = new CountingBudget({ perWalletBytes: 4 * MIB, instanceBytes: 32 * MIB, alwaysAdmittedBytes: SMALL_COUNT_BYTES });
+  for (let w = 1; w <= 8; w++) budget.take(`0xattacker${w}`, 4 * MIB);
+  assert.throws(() => budget.take('0xother', SMALL_COUNT_BYTES + 1), (e: ApiError) => e.status === 429 && /large requests/.test(e.message));
+  const small = budget.take('0xother', SMALL_COUNT_BYTES);
+  small();
+  // The wallet's own bound still holds for small bodies.
+  assert.throws(() => budget.take('0xattacker1', 1), (e: ApiError) => e.status === 429 && /this wallet/.test(e.message));
 });

@@ -57,4 +57,16 @@ describe('attack: count_tokens counts the text outside a block\'s main field (sq
       assert.ok(tokens > TOKENS_AT_LEAST, `${name}: ${tokens} tokens counted for 100,000 words`);
     });
   }
+
+  test('an unknown top-level field is a 400 naming it, as on /v1/messages; the Messages fields are taken', async () => {
+    const count = (body: Record<string, unknown>) =>
+      fetch(`${h.gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify(body) });
+    const refused = await count({ model: NATIVE, messages: [asked], numbers: [1, 2, 3] });
+    const text = await refused.text();
+    assert.equal(refused.status, 400, text);
+    assert.equal(JSON.parse(text).error.type, 'invalid_request_error');
+    assert.match(text, /Unrecognized request argument supplied: numbers/);
+    const known = await count({ model: NATIVE, messages: [asked], system: 'be brief', tools: [tool({})], tool_choice: { type: 'auto' }, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    assert.equal(known.status, 200, await known.text());
+  });
 });

@@ -3,7 +3,7 @@ import { INBOUND_TRANSLATORS, type InboundTranslator } from '../../protocols/ind
 import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
 import { runChat } from '../../chat/run.ts';
 import { countMessageTokens } from '../../chat/count-tokens.ts';
-import { CountingBudget } from '../../chat/counting-budget.ts';
+import { CountingBudget, SMALL_COUNT_BYTES } from '../../chat/counting-budget.ts';
 import { jsonBodyBytes } from '../json-body.ts';
 import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
@@ -59,11 +59,11 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
   if (messages) {
     const config = { openaiCompatible: false, inboundCodec: messages };
     const bodyLimit = services.config.limits.countTokensBodyBytes;
-    const budget = new CountingBudget({ perKeyBytes: 2 * bodyLimit, instanceBytes: 8 * bodyLimit });
+    const budget = new CountingBudget({ perWalletBytes: 2 * bodyLimit, instanceBytes: 8 * bodyLimit, alwaysAdmittedBytes: SMALL_COUNT_BYTES });
     app.post('/v1/messages/count_tokens', { config, bodyLimit, onRequest: authenticate(messages) }, async (request, reply) => {
       const key = spenderKey(request);
       if (!key) throw unauthorized('missing API key; send "x-api-key: sk-…" or "Authorization: Bearer sk-…"');
-      const release = budget.take(String(key.id), jsonBodyBytes(request));
+      const release = budget.take(key.wallet, jsonBodyBytes(request));
       try {
         const { inputTokens } = await countMessageTokens(request.body, services.catalog, (model) => assertModelAllowed(key, model.id));
         return reply.header('x-tollgate-usage-estimated', 'true').send({ input_tokens: inputTokens });
