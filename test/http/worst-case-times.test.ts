@@ -14,7 +14,7 @@ import { MODELS, startChatHarness } from '../support/chat-harness.ts';
 /*
  * The worst case of each place where the gateway does CPU work per byte of a request, measured at
  * the default limits (4 MiB bodies, 20,000 JSON values, 64 levels) and printed as the table in
- * SECURITY.md 5.8. "Held" is the longest the event loop was held, in CPU time (held, heldAsync):
+ * SECURITY.md 5.9. "Held" is the longest the event loop was held, in CPU time (held, heldAsync):
  * a synchronous step's, or for work done in the CPU lane (src/cpu-lane.ts), one turn's. The rule is
  * ~50 ms; timing thresholds are banned in the suite (2 shared cores), so each is checked against a
  * generous 250 ms that still catches the seconds-long stalls these shapes caused.
