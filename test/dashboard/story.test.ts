@@ -101,7 +101,9 @@ describe('the dashboard in a browser', { skip: noChromium }, () => {
     const charged = Number(usage.charged_usdc);
     assert.ok(charged > 0);
     await page.getByTestId('spend-summary').filter({ hasText: 'over 1 request.' }).waitFor();
-    assert.equal(await page.locator('.chart canvas').count(), 1, 'the chart is drawn');
+    // The chart is drawn a frame after the summary it shares a render with: wait for it, then count.
+    await page.locator('.chart canvas').first().waitFor();
+    assert.equal(await page.locator('.chart canvas').count(), 1, 'the chart is drawn once');
     assert.match(await page.getByTestId('chart-legend').innerText(), /story: \$0\.0\d+/);
     const row = page.locator('tr[data-key-id]', { hasText: 'story' });
     assert.match(await row.innerText(), /\t1\t/);
