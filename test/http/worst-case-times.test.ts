@@ -25,7 +25,7 @@ const config = parseConfig({
   models: [
     { provider: 'anth', name: 'claude', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1', inputs: ['text', 'image'], partTokenBounds: { image: 1600 } },
     { provider: 'oai', name: 'chat', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1' },
-    { provider: 'oai', name: 'embed', type: 'embedding', contextLength: 8192, promptCostPer1M: '1' },
+    { provider: 'oai', name: 'embed', type: 'embedding', contextLength: 8192, promptCostPer1M: '1', dimensions: 1536 },
   ],
 }, {});
 const catalog = buildCatalog(config);

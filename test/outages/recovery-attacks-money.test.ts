@@ -115,7 +115,14 @@ describe('attack: the spool append fails while the database is down', () => {
     await new Promise((r) => setTimeout(r, 500));
     assert.deepEqual(rejections, []);
     assert.equal(s.status, 200);
-    assert.doesNotMatch(s.text, /\[DONE\]/, 'a stream that could not be billed does not end as a success');
+    // The headers left before the provider was called, so the failure is the spec's error event
+    // (4.7 rule 4), not a silent end: the last payload before [DONE] is an error, and no chunk
+    // claims a usage or a charge. A client that checks each payload for `error` sees the failure.
+    const payloads = s.text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+    const lastJson = JSON.parse(payloads.filter((p) => p !== '[DONE]').at(-1)!) as { error?: { type?: string; message?: string } };
+    assert.equal(lastJson.error?.type, 'upstream_error', 'a stream that could not be billed ends with the error event, not as a success');
+    assert.match(lastJson.error?.message ?? '', /the gateway failed while streaming/);
+    assert.ok(!payloads.some((p) => p !== '[DONE]' && (JSON.parse(p) as { usage?: unknown }).usage), 'no chunk claims a usage');
     // Delivered and unbilled: the sweeper would void the reservation silently, so the loss is
     // reported first, at error level, with the request id and the charge, and counted.
     const lost = h.gw
