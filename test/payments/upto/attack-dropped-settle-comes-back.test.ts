@@ -8,6 +8,7 @@ import type { PaymentRow } from '../../../src/payments/payment-row.ts';
 import { reconcileUpto } from '../../../src/payments/upto/reconcile-upto.ts';
 import { claimSend } from '../../../src/payments/upto/upto-store.ts';
 import { resignRelayerTransaction } from '../../support/dropped-settlement.ts';
+import { until } from '../../support/until.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
@@ -40,6 +41,18 @@ async function droppedSettle(h: PayPerRequestHarness, payer: FundedAccount): Pro
   }
 }
 
+/**
+ * The dropped transaction comes back: broadcast, then waited for until its receipt exists. Reading
+ * the chain at once (a balance, the relayer's nonce, the reconciler's pass) has come before the
+ * block that mines it on a loaded machine, and then the test saw a re-send that never happened.
+ */
+async function comesBackMined(h: PayPerRequestHarness, raw: Hex): Promise<void> {
+  const hash = await h.anvil.rpc<Hex>('eth_sendRawTransaction', [raw]);
+  let receipt: { status?: string } | null = null;
+  await until(async () => (receipt = await h.anvil.rpc<{ status?: string } | null>('eth_getTransactionReceipt', [hash])) !== null, 'the returned settle mined');
+  assert.equal(receipt!.status, '0x1', 'the returned settle succeeded');
+}
+
 async function chainAgrees(h: PayPerRequestHarness) {
   await assertLedgerConsistent(h.gw.services.storage.db);
   const audit = await auditCreditsOnChain(h.gw.services.storage.db, () => h.gw.services.topup!.clientFor(h.chain.network));
@@ -57,7 +70,7 @@ for (const engine of ENGINES) {
       anvil = h.anvil;
       const payer = await uptoPayer(h);
       const { row, raw } = await droppedSettle(h, payer);
-      await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+      await comesBackMined(h, raw);
       const nonce = await relayerNonce(h);
       const deps = { ...h.gw.services.topup!.upto, logger: quiet, staleMs: 0 };
       await reconcileUpto({ ...deps, now: Date.now });
@@ -98,7 +111,7 @@ for (const engine of ENGINES) {
       // The instance that claimed the re-send died (SIGKILL) before its broadcast: the row keeps no hash.
       assert.ok(await claimSend(db, await findPayment(db, row.id), Date.now()));
       assert.equal((await findPayment(db, row.id)).tx_hash, null);
-      await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+      await comesBackMined(h, raw);
       const nonce = await relayerNonce(h);
       await reconcileUpto({ ...h.gw.services.topup!.upto, logger: quiet, staleMs: 0, now: Date.now });
       const done = await findPayment(db, row.id);
@@ -122,7 +135,7 @@ for (const engine of ENGINES) {
         await reconcileUpto({ ...deps, now: () => (row.valid_before - 5) * 1000 });
         assert.equal((await findPayment(h.gw.services.storage.db, row.id)).upto_state, 'settling', 'not given up before its deadline has passed');
         // The dropped transaction comes back and is mined, before the deadline: the charge is paid.
-        await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+        await comesBackMined(h, raw);
         assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - BigInt(row.settle_amount_atomic!), 'the charge arrived');
         // The next passes, as time goes on: before the deadline, and after it.
         await reconcileUpto({ ...deps, now: () => (row.valid_before - 2) * 1000 });
