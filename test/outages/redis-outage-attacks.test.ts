@@ -5,12 +5,13 @@ import { call } from '../support/gateway.ts';
 import type { ChatHarness } from '../support/chat-harness.ts';
 import type { RedisServer } from '../support/redis.ts';
 import { createKeyProof, newAccount } from '../support/siwe.ts';
-import { startTwoChatInstances, type TwoChatInstances } from '../support/two-chat-instances.ts';
+import type { TwoChatInstances } from '../support/two-chat-instances.ts';
 import { until } from '../support/until.ts';
-import { chatBody } from './support.ts';
+import { chatBody, startRedisLimitedPair } from './support.ts';
 
 /** The chat limit per wallet, shared by INSTANCES instances: each may allow SHARE alone while Redis is down. */
 const PER_MINUTE = 6;
+/** As startRedisLimitedPair configures them. */
 const INSTANCES = 2;
 const SHARE = PER_MINUTE / INSTANCES;
 const AUTH_FAILURES = 4;
@@ -28,18 +29,8 @@ describe('attack: Redis outages with redisOutage: local, across two instances', 
   let b: ChatHarness;
   let instances: TwoChatInstances | undefined;
   before(async () => {
-    instances = await startTwoChatInstances({
-      rateLimits: {
-        backend: 'redis',
-        instances: INSTANCES,
-        chat: { perMinute: PER_MINUTE, perDay: 1000 },
-        keys: { perMinute: 1000 },
-        public: { perMinute: 1000 },
-        authFailures: { perMinute: AUTH_FAILURES },
-      },
-    });
+    instances = await startRedisLimitedPair(PER_MINUTE, AUTH_FAILURES);
     ({ redis, a, b } = instances);
-    a.fake.behaviour = b.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 } };
     admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
     admin.on('error', () => undefined);
   });

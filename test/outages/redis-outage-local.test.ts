@@ -4,12 +4,13 @@ import type { Registry } from 'prom-client';
 import { call } from '../support/gateway.ts';
 import type { ChatHarness } from '../support/chat-harness.ts';
 import type { RedisServer } from '../support/redis.ts';
-import { startTwoChatInstances, type TwoChatInstances } from '../support/two-chat-instances.ts';
+import type { TwoChatInstances } from '../support/two-chat-instances.ts';
 import { until } from '../support/until.ts';
-import { chatBody } from './support.ts';
+import { chatBody, startRedisLimitedPair } from './support.ts';
 
 /** The chat limit per wallet, shared by INSTANCES instances: each may allow PER_MINUTE / INSTANCES alone. */
 const PER_MINUTE = 6;
+/** As startRedisLimitedPair configures them. */
 const INSTANCES = 2;
 const AUTH_FAILURES_PER_MINUTE = 4;
 
@@ -34,18 +35,8 @@ describe('Redis outage with redisOutage: local (the default): two instances keep
   let b: ChatHarness;
   let instances: TwoChatInstances | undefined;
   before(async () => {
-    instances = await startTwoChatInstances({
-      rateLimits: {
-        backend: 'redis',
-        instances: INSTANCES,
-        chat: { perMinute: PER_MINUTE, perDay: 1000 },
-        keys: { perMinute: 1000 },
-        public: { perMinute: 1000 },
-        authFailures: { perMinute: AUTH_FAILURES_PER_MINUTE },
-      },
-    });
+    instances = await startRedisLimitedPair(PER_MINUTE, AUTH_FAILURES_PER_MINUTE);
     ({ redis, a, b } = instances);
-    a.fake.behaviour = b.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 } };
   });
   afterEach(async () => {
     await a.gw.assertLedger();

@@ -4,6 +4,7 @@ import { adjustBalance } from '../../src/ledger/credits.ts';
 import type { Database } from '../../src/storage/schema.ts';
 import { call } from '../support/gateway.ts';
 import { createKeyProof, newAccount } from '../support/siwe.ts';
+import { startTwoChatInstances, type TwoChatInstances } from '../support/two-chat-instances.ts';
 
 /**
  * Polls /health until it reports `status` (a dependency's loss or return is noticed on the next
@@ -50,4 +51,25 @@ export async function walletWithKey(db: Kysely<Database>, url: string, usdc = 1_
   const created = await call(url, 'POST', '/v1/auth/keys', await createKeyProof(account));
   assert.equal(created.status, 201, created.text);
   return { account, key: created.body.key as string };
+}
+
+/**
+ * Two chat instances on one PostgreSQL and one redis-server, their rate limits in Redis: chat at
+ * `chatPerMinute` per wallet shared by the two (rateLimits.instances: 2, so each allows half alone
+ * while Redis is down), auth failures at `authFailuresPerMinute`, everything else loose; every
+ * answer reports 10 + 10 tokens.
+ */
+export async function startRedisLimitedPair(chatPerMinute: number, authFailuresPerMinute: number): Promise<TwoChatInstances> {
+  const instances = await startTwoChatInstances({
+    rateLimits: {
+      backend: 'redis',
+      instances: 2,
+      chat: { perMinute: chatPerMinute, perDay: 1000 },
+      keys: { perMinute: 1000 },
+      public: { perMinute: 1000 },
+      authFailures: { perMinute: authFailuresPerMinute },
+    },
+  });
+  instances.a.fake.behaviour = instances.b.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 } };
+  return instances;
 }
