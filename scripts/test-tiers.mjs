@@ -73,5 +73,5 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const all = allTestFiles();
   const unit = unitTestFiles();
   for (const f of unit) console.log(f);
-  console.log(`${unit.length} of ${all.length} test files need no database, Redis, chain, browser or tollgate process`);
+  console.log(`${unit.length} of ${all.length} test files need no database server, Redis, chain, browser or tollgate process`);
 }
