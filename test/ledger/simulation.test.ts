@@ -10,7 +10,9 @@ import { openWorld } from './simulation/world.ts';
  *
  * The unit tier runs a fixed seed; the full suite (scripts/run-tests.mjs sets
  * TOLLGATE_SIMULATION=random) runs more, longer sequences from a random seed. A failure prints its
- * seed and path: TOLLGATE_SIMULATION_SEED=<seed> [TOLLGATE_SIMULATION_PATH=<path>] npm test -- test/ledger/simulation
+ * seed and path; rerun it with the command that ran it (the tiers' sequence lengths differ):
+ *   TOLLGATE_SIMULATION_SEED=<seed> [TOLLGATE_SIMULATION_PATH=<path>] npm test -- test/ledger/simulation
+ *   TOLLGATE_SIMULATION_SEED=<seed> [TOLLGATE_SIMULATION_PATH=<path>] npm run test:unit -- simulation
  */
 const FIXED_SEED = 20261128;
 const random = process.env.TOLLGATE_SIMULATION === 'random';
