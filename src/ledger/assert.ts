@@ -22,5 +22,6 @@ export function assertAmount(name: string, value: number): void {
 
 /** A wallet after a movement: neither figure negative, and the balance covers what is locked (the floor). */
 export function assertWalletFloor(wallet: string, balance: number, locked: number): void {
-  assertMoney(locked >= 0 && balance >= locked, () => `wallet ${wallet}: balance ${balance} and locked ${locked} after a movement (the balance must cover what is locked)`);
+  const what = () => `wallet ${wallet}: balance ${balance} and locked ${locked} after a movement (the balance must cover what is locked)`;
+  assertMoney(locked >= 0 && balance >= locked, what);
 }

@@ -14,7 +14,8 @@ import { openWorld } from './simulation/world.ts';
  *   TOLLGATE_SIMULATION_SEED=<seed> [TOLLGATE_SIMULATION_PATH=<path>] npm test -- test/ledger/simulation
  *   TOLLGATE_SIMULATION_SEED=<seed> [TOLLGATE_SIMULATION_PATH=<path>] npm run test:unit -- simulation
  */
-const FIXED_SEED = 20261128;
+// One of the seeds that catch both deliberate breaks tried (a charge entry written twice, a late charge past its key's limit).
+const FIXED_SEED = 3;
 const random = process.env.TOLLGATE_SIMULATION === 'random';
 const replaySeed = process.env.TOLLGATE_SIMULATION_SEED;
 const seed = replaySeed ? Number(replaySeed) : random ? (Date.now() ^ (Math.random() * 0x7fffffff)) | 0 : FIXED_SEED;

@@ -127,7 +127,8 @@ export async function finishReservation(
     const charged = payable(chargeUsdc, Number(r.balance_usdc), Number(r.locked_usdc), reserved);
     // Preconditions: the reservation is part of its wallet's lock, and the charge leaves other requests' locks covered.
     assertMoney(reserved >= 0 && reserved <= Number(r.locked_usdc), () => `request ${requestId}: reserved ${reserved} but its wallet locks ${r.locked_usdc}`);
-    assertMoney(charged <= Number(r.balance_usdc) - (Number(r.locked_usdc) - reserved), () => `request ${requestId}: a charge of ${charged} reaches into other requests' locks`);
+    const othersLocked = Number(r.locked_usdc) - reserved;
+    assertMoney(charged <= Number(r.balance_usdc) - othersLocked, () => `request ${requestId}: a charge of ${charged} reaches into other requests' locks`);
     // One values object, written out, for every statement of the unit (each binds the names it
     // uses): a spread copy per statement cost about a tenth of SQLite's reserve+settle throughput.
     const v = {
@@ -164,7 +165,7 @@ export async function finishReservation(
       await FINISH_IN_BUCKETS.run(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
     }
     await ADD_TO_DAILY.run(tx, v);
-    assertWalletFloor(r.wallet, Number(after!.balance_usdc), Number(r.locked_usdc) - reserved);
+    assertWalletFloor(r.wallet, Number(after!.balance_usdc), othersLocked);
     return outcome(charged, Number(after!.balance_usdc));
   }, { wallet: usage.wallet });
 }

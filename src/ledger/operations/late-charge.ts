@@ -46,7 +46,8 @@ export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleR
     const count = reservation.api_key_id === null ? null : await keyLimitCount(tx, Number(reservation.api_key_id), Number(reservation.created_at));
     const charged = Math.max(0, Math.min(r.chargeUsdc, free, count ? roomLeft(count) : Infinity));
     // The one charge allowed above a reservation's release: still only out of the free balance.
-    assertMoney(charged <= r.chargeUsdc && (charged === 0 || charged <= free), () => `request ${r.requestId}: a late charge of ${charged} (asked ${r.chargeUsdc}, free ${free})`);
+    const within = charged <= r.chargeUsdc && (charged === 0 || charged <= free);
+    assertMoney(within, () => `request ${r.requestId}: a late charge of ${charged} (asked ${r.chargeUsdc}, free ${free})`);
     const v = {
       ...usageFigures(r.usage),
       requestId: r.requestId,

@@ -5,7 +5,7 @@ import { sweepExpiredReservations } from '../../../src/ledger/operations/expire.
 import { finishReservation } from '../../../src/ledger/operations/finish.ts';
 import { lateCharge } from '../../../src/ledger/operations/late-charge.ts';
 import { tryReserve } from '../../../src/ledger/operations/reserve.ts';
-import type { SpendPeriod } from '../../../src/ledger/spend-periods.ts';
+import { SPEND_PERIODS, type SpendPeriod } from '../../../src/ledger/spend-periods.ts';
 import { updateKeyLimits } from '../../../src/keys/key-limits.ts';
 import { closeSettled, fixCharge, holdMaximum, markUnsettled, writeOff } from '../../../src/payments/upto/upto-store.ts';
 import type { PaymentPayload } from '@x402/core/types';
@@ -75,7 +75,8 @@ function lateStep(which: number, asked: number): Step {
     const swept = finished(m).filter((r) => !r.billed);
     const r = pick(which % 2 === 0 && swept.length > 0 ? swept : finished(m), which >> 1);
     const expected = model.lateCharge(m, r, asked);
-    const got = await lateCharge(w.storage, { requestId: r.requestId, wallet: w.wallets[m.keys[r.key]!.wallet]!, chargeUsdc: asked, usage: usageOf(w, m, r.requestId, r.key) }, m.now);
+    const bill = { requestId: r.requestId, wallet: w.wallets[m.keys[r.key]!.wallet]!, chargeUsdc: asked, usage: usageOf(w, m, r.requestId, r.key) };
+    const got = await lateCharge(w.storage, bill, m.now);
     assert.deepEqual(got.kind === 'late' ? { kind: 'late', charged: got.outcome.chargedUsdc } : got, expected);
     return `${r.requestId}: ${got.kind}`;
   }, (m) => finished(m).length > 0);
@@ -116,8 +117,8 @@ function uptoHoldStep(max: number): Step {
       .values({
         id, network: 'eip155:84532', asset: '0xusdc', payer: w.payer, nonce: id, transfer_method: 'permit2', pay_to: '0xgateway', amount_atomic: String(max),
         amount_usdc: max, payload_digest: id, terms_digest: id, token_decimals: 6, onchain_amount_atomic: null, valid_before: m.now / 1000 + 300, from_block: 0,
-        status: 'pending', tx_hash: null, failure_reason: null, balance_after_usdc: null, locked_after_usdc: null, created_at: m.now, updated_at: m.now, credited_at: null,
-        purpose: 'chat',
+        status: 'pending', tx_hash: null, failure_reason: null, balance_after_usdc: null, locked_after_usdc: null, created_at: m.now, updated_at: m.now,
+        credited_at: null, purpose: 'chat',
       })
       .execute();
     const got = await holdMaximum(w.storage.db, id, { x402Version: 2 } as unknown as PaymentPayload, m.now);
@@ -178,7 +179,7 @@ export const ledgerCommands = [
     weighted(
       1,
       fc
-        .tuple(fc.integer({ min: 0, max: PLAIN_KEYS - 1 }), fc.option(fc.integer({ min: 0, max: 2_000 })), fc.constantFrom<SpendPeriod>('total', 'day', 'month'))
+        .tuple(fc.integer({ min: 0, max: PLAIN_KEYS - 1 }), fc.option(fc.integer({ min: 0, max: 2_000 })), fc.constantFrom<SpendPeriod>(...SPEND_PERIODS))
         .map(([k, l, p]) => keyLimitStep(k, l, p)),
     ),
     weighted(1, amount.map(uptoHoldStep)),

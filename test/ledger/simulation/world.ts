@@ -53,7 +53,10 @@ export async function openWorld(): Promise<{ model: LedgerModel; real: World }> 
   const model: LedgerModel = {
     now: START,
     wallets: [...FUNDS.map((balance) => ({ balance, locked: 0 })), { balance: 0, locked: 0 }],
-    keys: [...keyOwners.map((wallet, i) => (i === 1 ? { wallet, limit: FIRST_LIMIT, period: 'day' as const } : { wallet, limit: null, period: null })), { wallet: 2, limit: null, period: null }],
+    keys: [
+      ...keyOwners.map((wallet, i) => (i === 1 ? { wallet, limit: FIRST_LIMIT, period: 'day' as const } : { wallet, limit: null, period: null })),
+      { wallet: 2, limit: null, period: null },
+    ],
     spend: new Map(),
     reservations: [],
     upto: null,
@@ -88,7 +91,8 @@ export async function assertAgrees(m: LedgerModel, w: World): Promise<void> {
     'balances and locked amounts',
   );
   const spend = await db.selectFrom('key_spend').select(['api_key_id', 'period', 'spent_usdc', 'locked_usdc']).execute();
-  const actual = spend.map((r) => [`${w.keys.indexOf(Number(r.api_key_id))}|${r.period}`, { spent: Number(r.spent_usdc), locked: Number(r.locked_usdc) }] as const);
+  const bucketId = (r: { api_key_id: number; period: string }) => `${w.keys.indexOf(Number(r.api_key_id))}|${r.period}`;
+  const actual = spend.map((r) => [bucketId(r), { spent: Number(r.spent_usdc), locked: Number(r.locked_usdc) }] as const);
   assert.deepEqual(new Map(actual), m.spend, 'key spend per period bucket');
   const reservations = await db.selectFrom('reservations').select(['request_id', 'status', 'charged_usdc']).orderBy('id').execute();
   assert.deepEqual(
