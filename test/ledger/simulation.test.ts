@@ -10,9 +10,12 @@ import { openWorld } from './simulation/world.ts';
  *
  * The unit tier runs a fixed seed; the full suite (scripts/run-tests.mjs sets
  * TOLLGATE_SIMULATION=random) runs more, longer sequences from a random seed. A failure prints its
- * seed and path; rerun it with the command that ran it (the tiers' sequence lengths differ):
- *   TOLLGATE_SIMULATION_SEED=<seed> [TOLLGATE_SIMULATION_PATH=<path>] npm test -- test/ledger/simulation
- *   TOLLGATE_SIMULATION_SEED=<seed> [TOLLGATE_SIMULATION_PATH=<path>] npm run test:unit -- simulation
+ * seed, its path and the commands' replayPath (in the counterexample); rerun it with the command that
+ * ran it (the tiers' sequence lengths differ). The seed alone searches again; with the two paths the
+ * shrunk sequence runs at once:
+ *   TOLLGATE_SIMULATION_SEED=<seed> TOLLGATE_SIMULATION_PATH=<path> TOLLGATE_SIMULATION_REPLAY=<replayPath> \
+ *     npm test -- test/ledger/simulation
+ *   (or npm run test:unit -- simulation, for a failure of the unit tier's fixed seed)
  */
 // One of the seeds that catch both deliberate breaks tried (a charge entry written twice, a late charge past its key's limit).
 const FIXED_SEED = 3;
@@ -23,7 +26,7 @@ const runs = random ? { numRuns: 150, maxCommands: 80 } : { numRuns: 30, maxComm
 
 describe('the ledger, simulated against a reference model', () => {
   test(`every step keeps checkLedger clean and the books equal to the model (seed ${seed}, ${runs.numRuns} runs)`, async () => {
-    const property = fc.asyncProperty(fc.commands(ledgerCommands, { maxCommands: runs.maxCommands, size: 'max' }), async (cmds) => {
+    const property = fc.asyncProperty(fc.commands(ledgerCommands, { maxCommands: runs.maxCommands, size: 'max', replayPath: process.env.TOLLGATE_SIMULATION_REPLAY }), async (cmds) => {
       const { model, real } = await openWorld();
       try {
         await fc.asyncModelRun(() => ({ model, real }), cmds);
