@@ -26,7 +26,8 @@ const runs = random ? { numRuns: 150, maxCommands: 80 } : { numRuns: 30, maxComm
 
 describe('the ledger, simulated against a reference model', () => {
   test(`every step keeps checkLedger clean and the books equal to the model (seed ${seed}, ${runs.numRuns} runs)`, async () => {
-    const property = fc.asyncProperty(fc.commands(ledgerCommands, { maxCommands: runs.maxCommands, size: 'max', replayPath: process.env.TOLLGATE_SIMULATION_REPLAY }), async (cmds) => {
+    const sequences = fc.commands(ledgerCommands, { maxCommands: runs.maxCommands, size: 'max', replayPath: process.env.TOLLGATE_SIMULATION_REPLAY });
+    const property = fc.asyncProperty(sequences, async (cmds) => {
       const { model, real } = await openWorld();
       try {
         await fc.asyncModelRun(() => ({ model, real }), cmds);
