@@ -2,8 +2,8 @@
 // Runs every test/**/*.test.ts file with node's own test runner through tsx. Node 20's --test does
 // not expand globs itself, so the files are listed here. Arguments narrow the run:
 //   npm test -- keys          only files whose path contains "keys"
-//   npm run test:unit         only the unit tier: files that start no database, Redis, chain,
-//                             browser or tollgate process (scripts/test-tiers.mjs decides)
+//   npm run test:unit         only the unit tier: files that start no database server, Redis, chain,
+//                             browser or tollgate process (SQLite files are in; scripts/test-tiers.mjs decides)
 import { spawn } from 'node:child_process';
 import { buildIfStale } from './build.mjs';
 import { allTestFiles, unitTestFiles } from './test-tiers.mjs';
@@ -21,5 +21,8 @@ if (files.length === 0) {
 await buildIfStale();
 // The timeout only catches a hung file. The slowest file (the admin CLI: a new Node process per
 // command, on both engines) takes about 70 s alone and went past 120 s in CI beside the crash test.
-const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...files], { stdio: 'inherit' });
+// The ledger simulation (test/ledger/simulation.test.ts) runs a fixed seed in the unit tier and
+// longer sequences from a random seed in the full suite.
+const env = { ...process.env, TOLLGATE_SIMULATION: process.env.TOLLGATE_SIMULATION ?? (unit ? 'fixed' : 'random') };
+const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...files], { stdio: 'inherit', env });
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

@@ -1,5 +1,6 @@
 // Which test files are the fast unit tier: those that reach none of the harnesses that start a
-// database, Redis, anvil, a browser or a `tollgate` process. Decided from the import graph of each
+// database server, Redis, anvil, a browser or a `tollgate` process. A SQLite file is no server: a
+// test that needs only SQLite imports test/support/sqlite-engine.ts and stays in the tier. Decided from the import graph of each
 // test file (read with TypeScript's pre-processor, as scripts/import-graph.mjs does), so a test
 // moves out of the tier by itself the day it starts using one of them; nobody keeps a list.
 //   node scripts/test-tiers.mjs        print the unit tier's files and how many are left out
@@ -12,7 +13,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Modules that start (or open) something outside the test process's own memory and loopback fakes. */
 export const SERVICE_MODULES = [
-  'test/support/engines.ts', // SQLite files and a PostgreSQL server, per engine
+  'test/support/engines.ts', // both engines: a PostgreSQL server beside SQLite files
   'test/support/postgres.ts',
   'test/support/redis.ts',
   'test/support/browser.ts', // Chromium
@@ -72,5 +73,5 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const all = allTestFiles();
   const unit = unitTestFiles();
   for (const f of unit) console.log(f);
-  console.log(`${unit.length} of ${all.length} test files need no database, Redis, chain, browser or tollgate process`);
+  console.log(`${unit.length} of ${all.length} test files need no database server, Redis, chain, browser or tollgate process`);
 }

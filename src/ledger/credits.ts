@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import { InsufficientBalanceError } from '../storage/constraint-errors.ts';
 import type { Database, LedgerKind } from '../storage/schema.ts';
+import { assertWalletFloor } from './assert.ts';
 
 export interface LedgerMovement {
   wallet: string;
@@ -22,8 +23,9 @@ export async function applyMovement(trx: Kysely<Database>, m: LedgerMovement, no
     throw new RangeError(`ledger amount must be a non-zero safe integer, got ${m.amountUsdc}`);
   }
   const wallet = m.wallet.toLowerCase();
+  let after: { balance_usdc: number; locked_usdc: number } | undefined;
   if (m.amountUsdc > 0) {
-    await trx
+    after = await trx
       .insertInto('wallets')
       .values({ address: wallet, balance_usdc: m.amountUsdc, locked_usdc: 0, created_at: now, updated_at: now })
       .onConflict((oc) =>
@@ -32,17 +34,21 @@ export async function applyMovement(trx: Kysely<Database>, m: LedgerMovement, no
           updated_at: now,
         }),
       )
-      .execute();
+      .returning(['balance_usdc', 'locked_usdc'])
+      .executeTakeFirst();
   } else {
     // Not an upsert: both engines check the CHECKs on the row an INSERT proposes, before the conflict
     // branch runs, so a negative proposed balance would fail even for a wallet that can pay.
-    const result = await trx
+    after = await trx
       .updateTable('wallets')
       .set({ balance_usdc: sql`balance_usdc + ${m.amountUsdc}`, updated_at: now })
       .where('address', '=', wallet)
+      .returning(['balance_usdc', 'locked_usdc'])
       .executeTakeFirst();
-    if (Number(result.numUpdatedRows) !== 1) throw new InsufficientBalanceError(wallet);
+    if (!after) throw new InsufficientBalanceError(wallet);
   }
+  // The database CHECKs refuse the same; this names the movement when a CHECK was lost or loosened.
+  if (after) assertWalletFloor(wallet, Number(after.balance_usdc), Number(after.locked_usdc));
   await trx
     .insertInto('ledger_entries')
     .values({

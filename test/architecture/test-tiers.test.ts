@@ -18,4 +18,9 @@ describe('the unit test tier', () => {
     }
     for (const f of unit) assert.equal(serviceReachedBy(f), null, f);
   });
+
+  test('a test on SQLite alone is in it: the ledger simulation, through the SQLite harness', () => {
+    assert.equal(serviceReachedBy('test/support/sqlite-engine.ts'), null);
+    assert.ok(unitTestFiles().includes('test/ledger/simulation.test.ts'));
+  });
 });

@@ -1,36 +1,26 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after } from 'node:test';
 import type { Engine } from '../../src/storage/database.ts';
 import { startPostgres, type PostgresServer } from './postgres.ts';
+import { freshSqliteUrl } from './sqlite-engine.ts';
+
+export { tempDir } from './sqlite-engine.ts';
 
 /**
- * Fresh databases for tests: a SQLite file in a temporary folder, or a new database on a PostgreSQL
- * server this test file starts once (lazily) and stops when the file's tests end.
+ * Fresh databases for tests: a SQLite file in a temporary folder (./sqlite-engine.ts), or a new
+ * database on a PostgreSQL server this test file starts once (lazily) and stops when the file's
+ * tests end. A test that runs on SQLite only imports ./sqlite-engine.ts instead, and stays in the
+ * unit tier.
  */
 let pgServer: Promise<PostgresServer> | undefined;
-const tempDirs: string[] = [];
 
 after(async () => {
   if (pgServer) await (await pgServer).stop();
-  for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
 });
 
 export const ENGINES: Engine[] = ['sqlite', 'postgres'];
 
 export async function freshDatabaseUrl(engine: Engine): Promise<string> {
-  if (engine === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'tollgate-sqlite-'));
-    tempDirs.push(dir);
-    return `sqlite:${join(dir, 'tollgate.db')}`;
-  }
+  if (engine === 'sqlite') return freshSqliteUrl();
   pgServer ??= startPostgres();
   return (await pgServer).database();
-}
-
-export function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-test-'));
-  tempDirs.push(dir);
-  return dir;
 }

@@ -6,10 +6,11 @@ import { closeReservation, statusAfter } from '../effects/reservation.ts';
 import { boundOperands, unitStatement } from '../effects/statement.ts';
 import { releaseAndCharge } from '../effects/wallet.ts';
 import { FINISH_IN_BUCKETS } from './finish.ts';
+import { assertAmount, assertWalletFloor } from '../assert.ts';
 
 // The sweeper's void: the same close as a finish's, returning what it must release.
 const CLAIM = unitStatement(`${closeReservation(boundOperands(), { whileStatus: 'pending' })} RETURNING wallet, amount_usdc, api_key_id, created_at`);
-const RELEASE = unitStatement(releaseAndCharge(boundOperands()));
+const RELEASE = unitStatement(`${releaseAndCharge(boundOperands())} RETURNING balance_usdc, locked_usdc`);
 
 /**
  * Voids reservations whose lease ran out: the request's process died before settling. Each is
@@ -36,7 +37,10 @@ export async function sweepExpiredReservations(db: Kysely<Database>, now = Date.
       });
       if (!claimed) return false;
       const released = Number(claimed.amount_usdc);
-      await RELEASE.run(tx, { released, charged: 0, at: now, wallet: claimed.wallet });
+      assertAmount(`request ${request_id}'s release`, released);
+      const after = await RELEASE.get<{ balance_usdc: number; locked_usdc: number }>(tx, { released, charged: 0, at: now, wallet: claimed.wallet });
+      // A release gives back exactly what was locked: nothing can be unlocked twice.
+      assertWalletFloor(claimed.wallet, Number(after!.balance_usdc), Number(after!.locked_usdc));
       // After the wallet (the lock order every writer of key_spend keeps): the key's buckets release it too.
       if (claimed.api_key_id !== null) {
         await FINISH_IN_BUCKETS.run(tx, { charged: 0, released, apiKeyId: Number(claimed.api_key_id), ...bucketValues(Number(claimed.created_at)) });

@@ -9,6 +9,7 @@ import { bookedCost, bookedCostSql, usageFigures, usageRow } from '../effects/us
 import { addToTotals } from '../effects/usage-totals.ts';
 import { releaseAndCharge } from '../effects/wallet.ts';
 import type { SettleOutcome, UsageRecord } from '../reservations.ts';
+import { assertAmount, assertMoney, assertWalletFloor } from '../assert.ts';
 
 /**
  * Settle and void: the second phase (see ../reservations.ts). What a finish may charge: up to what
@@ -99,8 +100,14 @@ export async function finishReservation(
   usage: UsageRecord,
   now = Date.now(),
 ): Promise<SettleOutcome> {
+  assertAmount(`request ${requestId}'s charge`, chargeUsdc);
   const notApplied: SettleOutcome = { applied: false, chargedUsdc: 0, shortfallUsdc: 0, balanceUsdc: null };
-  const outcome = (charged: number, balanceUsdc: number): SettleOutcome => ({ applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged, balanceUsdc });
+  const outcome = (charged: number, balanceUsdc: number): SettleOutcome => {
+    // A finish takes at most what it was asked, and never more than the wallet held.
+    assertMoney(charged >= 0 && charged <= chargeUsdc, () => `request ${requestId}: charged ${charged} of ${chargeUsdc} asked`);
+    assertMoney(balanceUsdc >= 0, () => `request ${requestId}: the balance is ${balanceUsdc} after its finish`);
+    return { applied: true, chargedUsdc: charged, shortfallUsdc: chargeUsdc - charged, balanceUsdc };
+  };
   if (storage.engine === 'postgres') {
     const request = { ...usageFigures(usage), requestId, at: now, day: usageDay(now) };
     const params = FINISH_IN_ONE_STATEMENT.params({ ...request, asked: chargeUsdc, reportedCost: usage.providerCostUsdc });
@@ -118,6 +125,10 @@ export async function finishReservation(
     if (!r) return notApplied;
     const reserved = Number(r.amount_usdc);
     const charged = payable(chargeUsdc, Number(r.balance_usdc), Number(r.locked_usdc), reserved);
+    // Preconditions: the reservation is part of its wallet's lock, and the charge leaves other requests' locks covered.
+    assertMoney(reserved >= 0 && reserved <= Number(r.locked_usdc), () => `request ${requestId}: reserved ${reserved} but its wallet locks ${r.locked_usdc}`);
+    const othersLocked = Number(r.locked_usdc) - reserved;
+    assertMoney(charged <= Number(r.balance_usdc) - othersLocked, () => `request ${requestId}: a charge of ${charged} reaches into other requests' locks`);
     // One values object, written out, for every statement of the unit (each binds the names it
     // uses): a spread copy per statement cost about a tenth of SQLite's reserve+settle throughput.
     const v = {
@@ -154,6 +165,7 @@ export async function finishReservation(
       await FINISH_IN_BUCKETS.run(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
     }
     await ADD_TO_DAILY.run(tx, v);
+    assertWalletFloor(r.wallet, Number(after!.balance_usdc), othersLocked);
     return outcome(charged, Number(after!.balance_usdc));
   }, { wallet: usage.wallet });
 }

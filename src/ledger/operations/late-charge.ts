@@ -6,6 +6,7 @@ import { boundOperands, unitStatement, VALUES } from '../effects/statement.ts';
 import { bookedCost, usageFigures, usageRow } from '../effects/usage-row.ts';
 import { keyLimitCount, roomLeft } from '../key-limit.ts';
 import type { SettleOutcome, SettleRecord } from '../reservations.ts';
+import { assertAmount, assertMoney, assertWalletFloor } from '../assert.ts';
 import { ADD_TO_DAILY, ADD_TO_TOTALS, CHARGE_ENTRY, FINISH_IN_BUCKETS, RELEASE_AND_CHARGE } from './finish.ts';
 
 export type LateOutcome =
@@ -32,6 +33,7 @@ const RECORD_SHORTFALL = 'INSERT INTO settle_shortfalls (request_id, wallet, req
  * its key's spend limit, with any shortfall recorded. The usage row is the exactly-once claim.
  */
 export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, now: number): Promise<LateOutcome> {
+  assertAmount(`request ${r.requestId}'s late charge`, r.chargeUsdc);
   return storage.writeUnit(async (tx): Promise<LateOutcome> => {
     const reservation = await tx.get<{ status: string; api_key_id: number | null; created_at: number }>(RESERVATION_STATUS, [r.requestId]);
     if (!reservation) return { kind: 'unknown' };
@@ -43,6 +45,9 @@ export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleR
     // period it was reserved in, as it takes only the wallet's free balance (the rest is a shortfall).
     const count = reservation.api_key_id === null ? null : await keyLimitCount(tx, Number(reservation.api_key_id), Number(reservation.created_at));
     const charged = Math.max(0, Math.min(r.chargeUsdc, free, count ? roomLeft(count) : Infinity));
+    // The one charge allowed above a reservation's release: still only out of the free balance.
+    const within = charged <= r.chargeUsdc && (charged === 0 || charged <= free);
+    assertMoney(within, () => `request ${r.requestId}: a late charge of ${charged} (asked ${r.chargeUsdc}, free ${free})`);
     const v = {
       ...usageFigures(r.usage),
       requestId: r.requestId,
@@ -67,6 +72,7 @@ export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleR
     }
     await ADD_TO_DAILY.run(tx, v);
     await RECORD_ON_RESERVATION.run(tx, { ...v, status: statusAfter(charged) });
+    assertWalletFloor(r.wallet, Number(after!.balance_usdc), Number(wallet.locked_usdc));
     if (charged < r.chargeUsdc) await tx.run(RECORD_SHORTFALL, [r.requestId, r.wallet, r.chargeUsdc, charged, now]);
     return { kind: 'late', outcome: { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) } };
   }, { wallet: r.wallet });

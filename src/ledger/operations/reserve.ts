@@ -4,6 +4,7 @@ import { insertReservation } from '../effects/reservation.ts';
 import { boundOperands, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
 import { lockFunds, releaseAndCharge } from '../effects/wallet.ts';
 import { checkKeyLimit, type KeyLimitReached } from '../key-limit.ts';
+import { assertAmount, assertMoney } from '../assert.ts';
 
 /** Reserve: the first phase (see ../reservations.ts). */
 export interface ReserveRequest {
@@ -77,6 +78,10 @@ export async function reserve(storage: Pick<Storage, 'writeUnit' | 'engine' | 'd
  * count, so a limit that covers K requests admits exactly K of any number sent at once.
  */
 export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' | 'db'>, r: ReserveRequest, now = Date.now()): Promise<ReserveOutcome> {
+  // What is locked must be a whole amount, and its lease must end: a lock that never expires is
+  // money a crash holds for good.
+  assertAmount('a reservation', r.amountUsdc);
+  assertMoney(Number.isFinite(r.leaseMs) && r.leaseMs > 0, () => `request ${r.requestId}: a reservation's lease must be a positive time, got ${r.leaseMs}`);
   const v = {
     wallet: r.wallet,
     apiKeyId: r.apiKeyId,
