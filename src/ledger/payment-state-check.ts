@@ -18,7 +18,8 @@ export async function paymentStateProblems(db: Kysely<Database>): Promise<string
       continue;
     }
     if (p.status !== facts.status || p.upto_state !== facts.upto) {
-      problems.push(`payment ${p.id} is ${p.state} but its status/upto_state read ${p.status}/${p.upto_state ?? 'null'}, not ${facts.status}/${facts.upto ?? 'null'}`);
+      const read = `${p.status}/${p.upto_state ?? 'null'}`;
+      problems.push(`payment ${p.id} is ${p.state} but its status/upto_state read ${read}, not ${facts.status}/${facts.upto ?? 'null'}`);
     }
     if ((p.state === 'released') !== (p.release_kind !== null)) {
       problems.push(`payment ${p.id} is ${p.state} with release kind ${p.release_kind ?? 'none'}: a release kind goes with released, and only with it`);

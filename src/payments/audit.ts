@@ -80,7 +80,13 @@ function countedClient(clientFor: (network: string) => PublicClient | undefined,
  * say so in their own reason and are not repeated here.
  */
 async function auditFailedOnChain(db: Kysely<Database>, clientFor: (network: string) => PublicClient | undefined, audit: ChainAudit): Promise<void> {
-  const failed = await db.selectFrom('payments').selectAll().where('state', 'in', ['failed', 'released']).where('onchain_amount_atomic', 'is', null).orderBy('updated_at').execute();
+  const failed = await db
+    .selectFrom('payments')
+    .selectAll()
+    .where('state', 'in', ['failed', 'released'])
+    .where('onchain_amount_atomic', 'is', null)
+    .orderBy('updated_at')
+    .execute();
   for (const p of failed) {
     const client = clientFor(p.network);
     if (!client) continue;

@@ -119,7 +119,8 @@ export function findPayment(db: Kysely<Database>, id: string): Promise<PaymentRo
  */
 export async function markSubmitted(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<boolean> {
   try {
-    await transition(db, id, ['pending', 'submitted', 'failed', 'released'], 'submitted', { set: { tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now } });
+    const set = { tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now };
+    await transition(db, id, ['pending', 'submitted', 'failed', 'released'], 'submitted', { set });
     return true;
   } catch (err) {
     if (isUniqueViolation(err)) return false;
@@ -180,7 +181,8 @@ export async function releaseDropped(db: Kysely<Database>, row: PaymentRow, now 
  * other the facilitator could not settle.
  */
 export async function releaseRefused(db: Kysely<Database>, id: string, now = Date.now()): Promise<void> {
-  await transition(db, id, ['pending', 'submitted'], 'released', { release: 'refused_by_node', set: { failure_reason: UNAVAILABLE_DURING_SETTLE, tx_hash: null, updated_at: now } });
+  const set = { failure_reason: UNAVAILABLE_DURING_SETTLE, tx_hash: null, updated_at: now };
+  await transition(db, id, ['pending', 'submitted'], 'released', { release: 'refused_by_node', set });
 }
 
 /** Failed because the facilitator, the chain or the relayer's send failed: nothing was settled. */

@@ -69,10 +69,20 @@ export const TRANSITIONS = {
     ledger: "one `topup` credit of the chain's amount to the payer, reference payment:<id>",
   },
   fail: { from: ['pending', 'submitted'], to: 'failed', by: ['request', 'reconciler'], ledger: 'none' },
-  refuseAmount: { from: ['pending', 'submitted', 'failed', 'released'], to: 'failed', by: ['request', 'reconciler'], ledger: 'none (the chain moved another amount)' },
+  refuseAmount: {
+    from: ['pending', 'submitted', 'failed', 'released'],
+    to: 'failed',
+    by: ['request', 'reconciler'],
+    ledger: 'none (the chain moved another amount)',
+  },
   release: { from: ['pending', 'submitted'], to: 'released', by: ['request', 'reconciler'], ledger: 'none' },
   hold: { from: ['pending'], to: 'holding', by: ['request'], ledger: 'one `topup` credit of the signed maximum to the hold wallet, reference payment:<id>' },
-  fixCharge: { from: ['holding'], to: 'settling', by: ['request', 'reconciler'], ledger: 'the unspent rest leaves the hold wallet, reference upto-release:<id>' },
+  fixCharge: {
+    from: ['holding'],
+    to: 'settling',
+    by: ['request', 'reconciler'],
+    ledger: 'the unspent rest leaves the hold wallet, reference upto-release:<id>',
+  },
   settle: { from: ['settling', 'unsettled'], to: 'settled', by: ['request', 'reconciler'], ledger: 'none (the charge was taken when the request finished)' },
   unsettle: { from: ['settling'], to: 'unsettled', by: ['request', 'reconciler'], ledger: 'none' },
   retry: { from: ['unsettled', 'written_off'], to: 'settling', by: ['reconciler', 'operator'], ledger: 'none' },
@@ -83,7 +93,8 @@ export const TRANSITIONS = {
 /** The state every payment is recorded in. */
 export const INITIAL_STATE = 'pending' satisfies PaymentState;
 
-export const isAllowed = (from: PaymentState, to: PaymentState) => Object.values(TRANSITIONS).some((t) => t.to === to && (t.from as readonly PaymentState[]).includes(from));
+export const isAllowed = (from: PaymentState, to: PaymentState) =>
+  Object.values(TRANSITIONS).some((t) => t.to === to && (t.from as readonly PaymentState[]).includes(from));
 
 /** The state columns of a payment in `state`, as an insert or an update writes them. */
 export function stateColumns(state: PaymentState, release: ReleaseKind | null = null) {
@@ -126,7 +137,9 @@ export async function transition(
   const froms: readonly PaymentState[] = typeof from === 'string' ? [from] : from;
   const refused = froms.filter((f) => !isAllowed(f, to));
   if (froms.length === 0 || refused.length > 0) throw new TransitionRefused(`payment ${id}: no transition ${refused.join('|') || '(none)'} -> ${to}`);
-  if ((to === 'released') !== (change.release !== undefined)) throw new TransitionRefused(`payment ${id}: a release kind goes with state released, and only with it`);
+  if ((to === 'released') !== (change.release !== undefined)) {
+    throw new TransitionRefused(`payment ${id}: a release kind goes with state released, and only with it`);
+  }
   let update = db
     .updateTable('payments')
     .set({ ...change.set, ...stateColumns(to, change.release ?? null) })
@@ -142,6 +155,12 @@ export async function transition(
 }
 
 /** As `transition`, for a move that nobody else may make meanwhile: losing it is a defect, and throws. */
-export async function transitionOrThrow(db: Kysely<Database>, id: string, from: PaymentState | readonly PaymentState[], to: PaymentState, change: Change = {}): Promise<void> {
+export async function transitionOrThrow(
+  db: Kysely<Database>,
+  id: string,
+  from: PaymentState | readonly PaymentState[],
+  to: PaymentState,
+  change: Change = {},
+): Promise<void> {
   if ((await transition(db, id, from, to, change)) === 'lost-race') throw new Error(`payment ${id} is no longer ${[from].flat().join(' or ')}`);
 }

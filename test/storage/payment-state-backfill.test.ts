@@ -35,7 +35,8 @@ async function insertOldRows(db: Kysely<any>): Promise<void> {
     await db
       .insertInto('payments')
       .values({
-        id: r.id, network: 'eip155:84532', asset: '0xasset', payer, nonce: `0x${randomBytes(32).toString('hex')}`, transfer_method: 'eip3009', pay_to: '0xpayto',
+        id: r.id, network: 'eip155:84532', asset: '0xasset', payer, nonce: `0x${randomBytes(32).toString('hex')}`,
+        transfer_method: 'eip3009', pay_to: '0xpayto',
         amount_atomic: '1000000', amount_usdc: 1_000_000, payload_digest: 'd', valid_before: 0, from_block: 1, status: r.status, upto_state: r.upto,
         tx_hash: null, failure_reason: r.reason, created_at: now + i, updated_at: now, credited_at: r.status === 'credited' ? now : null,
       })

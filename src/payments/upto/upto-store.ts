@@ -69,7 +69,8 @@ export async function fixCharge(db: Kysely<Database>, id: string, now = Date.now
     if (hold.locked_usdc > 0) return 'running';
     const chargeUsdc = Number(p.amount_usdc) - hold.balance_usdc;
     const settleAtomic = atomicAmount(chargeUsdc, p.token_decimals!).toString();
-    if ((await transition(trx, id, 'holding', 'settling', { set: { settle_amount_atomic: settleAtomic, updated_at: now } })) === 'lost-race') return 'not-holding';
+    const fixed = await transition(trx, id, 'holding', 'settling', { set: { settle_amount_atomic: settleAtomic, updated_at: now } });
+    if (fixed === 'lost-race') return 'not-holding';
     if (hold.balance_usdc > 0) {
       await applyMovement(trx, { wallet: uptoHoldWallet(p.payer), kind: 'adjustment', amountUsdc: -hold.balance_usdc, reference: uptoReleaseReference(id), note: 'x402 upto: the unspent part of the maximum, released' }, now);
     }
@@ -136,7 +137,8 @@ export async function settleWrittenOff(db: Kysely<Database>, id: string, onchain
 
 /** `tollgate admin upto write-off`: the loss is recorded with the operator's reason, and the payer is free again. */
 export async function writeOff(db: Kysely<Database>, id: string, reason: string, now = Date.now()): Promise<boolean> {
-  return (await transition(db, id, 'unsettled', 'written_off', { set: { failure_reason: `written off: ${reason}`.slice(0, 200), updated_at: now } })) === 'moved';
+  const set = { failure_reason: `written off: ${reason}`.slice(0, 200), updated_at: now };
+  return (await transition(db, id, 'unsettled', 'written_off', { set })) === 'moved';
 }
 
 /** The payer's open upto payment (holding, settling or unsettled), if any: at most one, by the index. */

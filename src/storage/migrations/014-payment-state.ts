@@ -34,7 +34,8 @@ export function paymentState() {
         .execute();
       await sql`update payments set state = coalesce(upto_state, status)`.execute(db);
       for (const [text, kind] of Object.entries(RELEASED_TEXTS)) {
-        await sql`update payments set state = 'released', release_kind = ${kind} where status = 'failed' and upto_state is null and failure_reason = ${text}`.execute(db);
+        await sql`update payments set state = 'released', release_kind = ${kind}
+          where status = 'failed' and upto_state is null and failure_reason = ${text}`.execute(db);
       }
       await db.schema.createIndex('payments_state').on('payments').columns(['state', 'updated_at']).execute();
     },
