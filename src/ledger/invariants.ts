@@ -5,6 +5,8 @@ import { usageTotalsProblems } from './usage-totals-check.ts';
 import { keySpendProblems } from './key-spend-audit.ts';
 import { usageDailyProblems } from './usage-daily-check.ts';
 import { uptoProblems } from './upto-check.ts';
+import { paymentStateProblems } from './payment-state-check.ts';
+import { PAYMENT_STATES } from '../payments/states.ts';
 
 export interface LedgerCheck {
   ok: boolean;
@@ -110,6 +112,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     if (Number(c.n) !== expected) problems.push(`redeem code #${c.id}: ${c.n} credits, expected ${expected}`);
   }
 
+  problems.push(...(await paymentStateProblems(db)));
   problems.push(...(await paymentProblems(db)));
   const upto = await uptoProblems(db);
   problems.push(...upto.problems);
@@ -143,7 +146,7 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
     .selectFrom('payments as p')
     .select([
       'p.id',
-      'p.status',
+      'p.state',
       'p.amount_atomic',
       'p.amount_usdc',
       'p.token_decimals',
@@ -155,10 +158,11 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
     ])
     .execute();
   for (const p of payments) {
-    const expected = p.status === 'credited' ? 1 : 0;
-    if (Number(p.n) !== expected) problems.push(`payment ${p.id} (${p.status}): ${p.n} top-up credits, expected ${expected}`);
+    // What its state says the ledger holds: none, or one credit (to the payer, or an upto hold).
+    const expected = (PAYMENT_STATES[p.state] as { credit: string } | undefined)?.credit === 'none' ? 0 : 1;
+    if (Number(p.n) !== expected) problems.push(`payment ${p.id} (${p.state}): ${p.n} top-up credits, expected ${expected}`);
     // An upto payment's credit is its hold, checked by uptoProblems.
-    if (expected !== 1 || p.upto_state !== null) continue;
+    if (expected !== 1 || p.state !== 'credited') continue;
     if (Number(p.to_payer) !== 1) problems.push(`payment ${p.id}: its credit does not go to the payer`);
     if (p.token_decimals === null) {
       problems.push(`payment ${p.id}: its recorded amounts disagree (${p.amount_atomic} token units, ${p.amount_usdc} micro-USDC); compare with the chain (ledger-check --chain)`);

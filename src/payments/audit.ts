@@ -12,14 +12,15 @@ export interface ChainAudit {
 }
 
 /**
- * `ledger-check --chain`: every credited payment's settling transaction is read again, and the
- * amount its Transfer log moved from the payer to payTo for this authorization must be the on-chain
- * amount the payment recorded (and so, by the column checks, its credit). And no failed payment's
- * authorization paid payTo (see auditFailedOnChain).
+ * `ledger-check --chain`: each payment's state (src/payments/states.ts) against the chain. Every
+ * credited payment's settling transaction is read again, and the amount its Transfer log moved from
+ * the payer to payTo for this authorization must be the on-chain amount the payment recorded (and
+ * so, by the column checks, its credit). No failed or released payment's authorization paid payTo
+ * (see auditFailedOnChain), and each upto state agrees with what arrived (auditUptoOnChain).
  */
 export async function auditCreditsOnChain(db: Kysely<Database>, clientFor: (network: string) => PublicClient | undefined): Promise<ChainAudit> {
   const audit: ChainAudit = { checked: 0, skipped: 0, problems: [] };
-  const credited = await db.selectFrom('payments').selectAll().where('status', '=', 'credited').where('upto_state', 'is', null).orderBy('credited_at').execute();
+  const credited = await db.selectFrom('payments').selectAll().where('state', '=', 'credited').orderBy('credited_at').execute();
   for (const p of credited) {
     const client = countedClient(clientFor, p.network, audit);
     if (!client) continue;
@@ -47,7 +48,7 @@ export async function auditCreditsOnChain(db: Kysely<Database>, clientFor: (netw
  * named, so the operator retries it (the retry then reads the chain and closes it).
  */
 async function auditUptoOnChain(db: Kysely<Database>, clientFor: (network: string) => PublicClient | undefined, audit: ChainAudit): Promise<void> {
-  const rows = await db.selectFrom('payments').selectAll().where('upto_state', 'in', ['settled', 'unsettled', 'written_off']).orderBy('updated_at').execute();
+  const rows = await db.selectFrom('payments').selectAll().where('state', 'in', ['settled', 'unsettled', 'written_off']).orderBy('updated_at').execute();
   for (const p of rows) {
     const client = countedClient(clientFor, p.network, audit);
     if (!client) continue;
@@ -55,8 +56,8 @@ async function auditUptoOnChain(db: Kysely<Database>, clientFor: (network: strin
     try {
       const outcome = await inspectOnChain(client, facts, { nowSeconds: Math.floor(Date.now() / 1000), isClaimed: (tx) => isClaimedByOther(db, p.id, p.network, tx) });
       const arrived = outcome.state === 'settled' ? outcome.amountAtomic.toString() : '0';
-      if (p.upto_state === 'settled' && arrived !== p.settle_amount_atomic) audit.problems.push(`upto payment ${p.id}: ${arrived} token units arrived on chain for a charge of ${p.settle_amount_atomic}`);
-      if (p.upto_state !== 'settled' && arrived !== '0') audit.problems.push(`upto payment ${p.id} is ${p.upto_state} but ${arrived} token units arrived on chain for it: run tollgate admin upto retry ${p.id}`);
+      if (p.state === 'settled' && arrived !== p.settle_amount_atomic) audit.problems.push(`upto payment ${p.id}: ${arrived} token units arrived on chain for a charge of ${p.settle_amount_atomic}`);
+      if (p.state !== 'settled' && arrived !== '0') audit.problems.push(`upto payment ${p.id} is ${p.state} but ${arrived} token units arrived on chain for it: run tollgate admin upto retry ${p.id}`);
     } catch (err) {
       audit.problems.push(`upto payment ${p.id}: could not read its authorization on ${p.network} (${(err as Error).name})`);
     }
@@ -79,14 +80,20 @@ function countedClient(clientFor: (network: string) => PublicClient | undefined,
  * say so in their own reason and are not repeated here.
  */
 async function auditFailedOnChain(db: Kysely<Database>, clientFor: (network: string) => PublicClient | undefined, audit: ChainAudit): Promise<void> {
-  const failed = await db.selectFrom('payments').selectAll().where('status', '=', 'failed').where('onchain_amount_atomic', 'is', null).orderBy('updated_at').execute();
+  const failed = await db
+    .selectFrom('payments')
+    .selectAll()
+    .where('state', 'in', ['failed', 'released'])
+    .where('onchain_amount_atomic', 'is', null)
+    .orderBy('updated_at')
+    .execute();
   for (const p of failed) {
     const client = clientFor(p.network);
     if (!client) continue;
     try {
       const outcome = await inspectOnChain(client, p, { nowSeconds: Math.floor(Date.now() / 1000), isClaimed: (tx) => isClaimedByOther(db, p.id, p.network, tx) });
       if (outcome.state === 'settled') {
-        audit.problems.push(`payment ${p.id} is failed (${p.failure_reason}) but ${outcome.txHash} on ${p.network} moved ${outcome.amountAtomic} token units from ${p.payer} to ${p.pay_to} for its authorization: paid, never credited`);
+        audit.problems.push(`payment ${p.id} is ${p.state} (${p.failure_reason}) but ${outcome.txHash} on ${p.network} moved ${outcome.amountAtomic} token units from ${p.payer} to ${p.pay_to} for its authorization: paid, never credited`);
       }
     } catch (err) {
       audit.problems.push(`payment ${p.id}: could not read its authorization on ${p.network} (${(err as Error).name})`);

@@ -3,9 +3,10 @@ import type { Kysely } from 'kysely';
 import { getBalance } from '../ledger/balances.ts';
 import { applyMovement } from '../ledger/credits.ts';
 import { isUniqueViolation } from '../storage/constraint-errors.ts';
-import type { Database } from '../storage/schema.ts';
+import type { Database, PaymentState } from '../storage/schema.ts';
 import type { MatchedPayment } from './match.ts';
 import { microUsdcFor, sameTerms, termsDigest } from './payment-terms.ts';
+import { INITIAL_STATE, stateColumns, transition } from './states.ts';
 
 import type { PaymentRow } from './payment-row.ts';
 
@@ -60,7 +61,7 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
         onchain_amount_atomic: null,
         valid_before: i.validBefore,
         from_block: fromBlock,
-        status: 'pending',
+        ...stateColumns(INITIAL_STATE),
         tx_hash: null,
         failure_reason: null,
         balance_after_usdc: null,
@@ -87,15 +88,10 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
   // A chat request never joins, reclaims or settles a top-up's payment: it would wait on the
   // top-up and then run (issue 23.3), or settle a failed top-up from a leaked header.
   if (m.purpose === 'chat' && existing.purpose !== 'chat') return { kind: 'topup_payment', row: existing };
-  if (existing.status === 'failed') {
-    // Only the status moves: the terms stay those recorded first (they are equal anyway).
-    const reopened = await db
-      .updateTable('payments')
-      .set({ status: 'pending', failure_reason: null, updated_at: now })
-      .where('id', '=', existing.id)
-      .where('status', '=', 'failed')
-      .executeTakeFirst();
-    if (Number(reopened.numUpdatedRows) === 1) return { kind: 'claimed', row: await findPayment(db, existing.id) };
+  if (existing.state === 'failed' || existing.state === 'released') {
+    // Only the state moves: the terms stay those recorded first (they are equal anyway).
+    const reopened = await reclaimFailed(db, existing.id, now);
+    if (reopened) return { kind: 'claimed', row: reopened };
   }
   return { kind: 'existing', row: await findPayment(db, existing.id) };
 }
@@ -106,8 +102,8 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
  * recorded first. Null when another request claimed it first.
  */
 export async function reclaimFailed(db: Kysely<Database>, id: string, now: number): Promise<PaymentRow | null> {
-  const reopened = await db.updateTable('payments').set({ status: 'pending', failure_reason: null, updated_at: now }).where('id', '=', id).where('status', '=', 'failed').executeTakeFirst();
-  return Number(reopened.numUpdatedRows) === 1 ? findPayment(db, id) : null;
+  const reopened = await transition(db, id, ['failed', 'released'], 'pending', { set: { failure_reason: null, updated_at: now } });
+  return reopened === 'moved' ? findPayment(db, id) : null;
 }
 
 export function findPayment(db: Kysely<Database>, id: string): Promise<PaymentRow> {
@@ -115,22 +111,16 @@ export function findPayment(db: Kysely<Database>, id: string): Promise<PaymentRo
 }
 
 /**
- * Our settlement transaction for this payment is on its way. Also from `failed`: a row released as
- * never sent (see releaseUnsent) whose slow request did send after all must be watched again.
- */
-/**
- * Records the transaction that settles the payment. False when another payment already owns that
- * transaction (the unique (network, tx_hash) index): the x402 facilitator answers a settle of a
- * signature it is already settling with that settlement's hash, which is not this payment's.
+ * Records the transaction that settles the payment: it is on its way. Also from `failed` and
+ * `released`: a row released as never sent (see releaseUnsent) whose slow request did send after
+ * all must be watched again. False when another payment already owns that transaction (the unique
+ * (network, tx_hash) index): the x402 facilitator answers a settle of a signature it is already
+ * settling with that settlement's hash, which is not this payment's.
  */
 export async function markSubmitted(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<boolean> {
   try {
-    await db
-      .updateTable('payments')
-      .set({ status: 'submitted', tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now })
-      .where('id', '=', id)
-      .where('status', '!=', 'credited')
-      .execute();
+    const set = { tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now };
+    await transition(db, id, ['pending', 'submitted', 'failed', 'released'], 'submitted', { set });
     return true;
   } catch (err) {
     if (isUniqueViolation(err)) return false;
@@ -139,12 +129,15 @@ export async function markSubmitted(db: Kysely<Database>, id: string, txHash: st
 }
 
 export async function markFailed(db: Kysely<Database>, id: string, reason: string, now = Date.now()): Promise<void> {
-  await db
-    .updateTable('payments')
-    .set({ status: 'failed', failure_reason: reason.slice(0, 200), updated_at: now })
-    .where('id', '=', id)
-    .where('status', 'in', ['pending', 'submitted'])
-    .execute();
+  await transition(db, id, ['pending', 'submitted'], 'failed', { set: { failure_reason: reason.slice(0, 200), updated_at: now } });
+}
+
+/**
+ * The facilitator or the chain could not be reached while this request verified or settled the
+ * payment: nothing was settled, and the same payment sent again may claim it.
+ */
+export async function releaseUnavailable(db: Kysely<Database>, id: string, reason: string, now = Date.now()): Promise<void> {
+  await transition(db, id, ['pending', 'submitted'], 'released', { release: 'unavailable', set: { failure_reason: reason, updated_at: now } });
 }
 
 /**
@@ -155,15 +148,12 @@ export async function markFailed(db: Kysely<Database>, id: string, reason: strin
 export const RELEASED_UNSENT = 'recorded but never sent (the gateway stopped before sending it); send the same payment again';
 
 export async function releaseUnsent(db: Kysely<Database>, row: PaymentRow, now = Date.now()): Promise<boolean> {
-  const released = await db
-    .updateTable('payments')
-    .set({ status: 'failed', failure_reason: RELEASED_UNSENT, updated_at: now })
-    .where('id', '=', row.id)
-    .where('status', '=', 'pending')
-    .where('tx_hash', 'is', null)
-    .where('updated_at', '=', row.updated_at)
-    .executeTakeFirst();
-  return Number(released.numUpdatedRows) === 1;
+  const released = await transition(db, row.id, 'pending', 'released', {
+    release: 'never_sent',
+    set: { failure_reason: RELEASED_UNSENT, updated_at: now },
+    unchangedSince: { updatedAt: Number(row.updated_at), txHash: null },
+  });
+  return released === 'moved';
 }
 
 /**
@@ -176,15 +166,13 @@ export async function releaseUnsent(db: Kysely<Database>, row: PaymentRow, now =
 export const RELEASED_DROPPED = 'the settlement was sent but dropped by the chain before it was mined; send the same payment again';
 
 export async function releaseDropped(db: Kysely<Database>, row: PaymentRow, now = Date.now()): Promise<boolean> {
-  const released = await db
-    .updateTable('payments')
-    .set({ status: 'failed', failure_reason: RELEASED_DROPPED, tx_hash: null, updated_at: now })
-    .where('id', '=', row.id)
-    .where('status', '=', 'submitted')
-    .where('tx_hash', '=', row.tx_hash)
-    .where('updated_at', '=', row.updated_at)
-    .executeTakeFirst();
-  return Number(released.numUpdatedRows) === 1;
+  if (row.tx_hash === null) return false;
+  const released = await transition(db, row.id, 'submitted', 'released', {
+    release: 'dropped',
+    set: { failure_reason: RELEASED_DROPPED, tx_hash: null, updated_at: now },
+    unchangedSince: { updatedAt: Number(row.updated_at), txHash: row.tx_hash },
+  });
+  return released === 'moved';
 }
 
 /**
@@ -193,26 +181,20 @@ export async function releaseDropped(db: Kysely<Database>, row: PaymentRow, now 
  * other the facilitator could not settle.
  */
 export async function releaseRefused(db: Kysely<Database>, id: string, now = Date.now()): Promise<void> {
-  await db
-    .updateTable('payments')
-    .set({ status: 'failed', failure_reason: UNAVAILABLE_DURING_SETTLE, tx_hash: null, updated_at: now })
-    .where('id', '=', id)
-    .where('status', 'in', ['pending', 'submitted'])
-    .execute();
+  const set = { failure_reason: UNAVAILABLE_DURING_SETTLE, tx_hash: null, updated_at: now };
+  await transition(db, id, ['pending', 'submitted'], 'released', { release: 'refused_by_node', set });
 }
 
 /** Failed because the facilitator, the chain or the relayer's send failed: nothing was settled. */
 export const UNAVAILABLE_DURING_VERIFY = 'facilitator unavailable during verify';
 export const UNAVAILABLE_DURING_SETTLE = 'facilitator unavailable during settle';
 
-const LET_GO = new Set([RELEASED_UNSENT, RELEASED_DROPPED, UNAVAILABLE_DURING_VERIFY, UNAVAILABLE_DURING_SETTLE]);
-
 /**
  * A payment the gateway let go of with nothing settled, for a reason of its own (never the
  * payer's): the same payment, sent again, may claim it, and a request waiting on it must not pass
  * the reason on as a rejection.
  */
-export const isReleased = (row: PaymentRow) => row.failure_reason !== null && LET_GO.has(row.failure_reason);
+export const isReleased = (row: PaymentRow) => row.state === 'released';
 
 /** True when some other payment already owns `txHash`. */
 export async function isClaimedByOther(db: Kysely<Database>, id: string, network: string, txHash: string): Promise<boolean> {
@@ -226,6 +208,9 @@ export async function isClaimedByOther(db: Kysely<Database>, id: string, network
   return row !== undefined;
 }
 
+/** The states an exact payment can be credited from (an upto payment is never credited here: it is past them). */
+const UNCREDITED = ['pending', 'submitted', 'failed', 'released'] as const;
+
 /**
  * Credits the payment with what the chain says reached payTo for its authorization
  * (`onchainAtomic`, from the settling transaction's Transfer log), exactly once: the status update
@@ -238,24 +223,14 @@ export async function creditPayment(db: Kysely<Database>, id: string, txHash: st
   try {
     await db.transaction().execute(async (trx) => {
       const p = await trx.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-      if (p.status === 'credited') return;
+      if (!(UNCREDITED as readonly PaymentState[]).includes(p.state)) return;
       if (p.token_decimals === null || onchainAtomic !== BigInt(p.amount_atomic)) {
         const reason = `the chain shows ${onchainAtomic} token units reached payTo for this authorization in ${tx}, not the ${p.amount_atomic} this payment recorded; nothing was credited`;
-        await trx
-          .updateTable('payments')
-          .set({ status: 'failed', failure_reason: reason, onchain_amount_atomic: onchainAtomic.toString(), updated_at: now })
-          .where('id', '=', id)
-          .where('status', '!=', 'credited')
-          .execute();
+        await transition(trx, id, UNCREDITED, 'failed', { set: { failure_reason: reason, onchain_amount_atomic: onchainAtomic.toString(), updated_at: now } });
         return;
       }
-      const updated = await trx
-        .updateTable('payments')
-        .set({ status: 'credited', tx_hash: tx, onchain_amount_atomic: onchainAtomic.toString(), failure_reason: null, credited_at: now, updated_at: now })
-        .where('id', '=', id)
-        .where('status', '!=', 'credited')
-        .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) !== 1) return; // credited meanwhile: nothing to do
+      const set = { tx_hash: tx, onchain_amount_atomic: onchainAtomic.toString(), failure_reason: null, credited_at: now, updated_at: now };
+      if ((await transition(trx, id, UNCREDITED, 'credited', { set })) === 'lost-race') return; // credited meanwhile: nothing to do
       const amountUsdc = microUsdcFor(onchainAtomic, p.token_decimals);
       await applyMovement(trx, { wallet: p.payer, kind: 'topup', amountUsdc, reference: ledgerReference(id), note: `x402 ${p.network} ${tx}` }, now);
       const balance = await getBalance(trx, p.payer);
@@ -286,8 +261,7 @@ export function releasedStillValid(db: Kysely<Database>, nowSeconds: number, lim
   return db
     .selectFrom('payments')
     .selectAll()
-    .where('status', '=', 'failed')
-    .where('failure_reason', 'in', [...LET_GO])
+    .where('state', '=', 'released')
     .where('valid_before', '>=', nowSeconds - RELEASED_WATCH_MARGIN_SECONDS)
     .where('updated_at', '>=', nowSeconds * 1000 - RELEASED_WATCH_MS)
     .orderBy('updated_at', 'desc')
@@ -306,7 +280,7 @@ export function openPayments(db: Kysely<Database>, limit = 100): Promise<Payment
   return db
     .selectFrom('payments')
     .selectAll()
-    .where('status', 'in', ['pending', 'submitted'])
+    .where('state', 'in', ['pending', 'submitted'])
     .orderBy('updated_at')
     .limit(limit)
     .execute();

@@ -6,7 +6,7 @@ import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { RelayerCouldNotSend } from './relayer/broadcast-refusal.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, reclaimFailed, releaseRefused, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
+import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, reclaimFailed, releaseRefused, releaseUnavailable, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 import { signedByPayer } from './signature-check.ts';
 
@@ -110,7 +110,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   try {
     verified = await deps.facilitator.verify(m.payload, m.requirements);
   } catch (err) {
-    await markFailed(deps.db, payment.id, UNAVAILABLE_DURING_VERIFY);
+    await releaseUnavailable(deps.db, payment.id, UNAVAILABLE_DURING_VERIFY);
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
   if (!verified.isValid) {
@@ -136,7 +136,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
     }
     const current = await findPayment(deps.db, payment.id);
     if (err instanceof SettlementUnknown || current.tx_hash) return { kind: 'pending', payment: current };
-    await markFailed(deps.db, payment.id, UNAVAILABLE_DURING_SETTLE);
+    await releaseUnavailable(deps.db, payment.id, UNAVAILABLE_DURING_SETTLE);
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
   if (settled.success && settled.transaction) {

@@ -13,6 +13,7 @@ import { usageDeployment } from './migrations/010-usage-deployment.ts';
 import { paymentIdentifiers } from './migrations/011-payment-identifiers.ts';
 import { paymentIdentifierHolder } from './migrations/012-payment-identifier-holder.ts';
 import { uptoPayments } from './migrations/013-upto-payments.ts';
+import { paymentState } from './migrations/014-payment-state.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -30,6 +31,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '011-payment-identifiers': paymentIdentifiers(),
     '012-payment-identifier-holder': paymentIdentifierHolder(),
     '013-upto-payments': uptoPayments(),
+    '014-payment-state': paymentState(),
   };
 }
 
@@ -42,11 +44,22 @@ export interface MigrateOutcome {
  * (an advisory lock on PostgreSQL) so only one applies each migration.
  */
 export async function migrateToLatest(storage: Storage): Promise<MigrateOutcome> {
-  const migrator = new Migrator({
+  return outcomeOf(await migratorFor(storage).migrateToLatest());
+}
+
+/** Brings the schema up to migration `name` and no further: a migration's test fills the tables as they were before the next one. */
+export async function migrateTo(storage: Storage, name: string): Promise<MigrateOutcome> {
+  return outcomeOf(await migratorFor(storage).migrateTo(name));
+}
+
+function migratorFor(storage: Storage): Migrator {
+  return new Migrator({
     db: storage.db,
     provider: { getMigrations: async () => migrationsFor(storage) },
   });
-  const result: MigrationResultSet = await migrator.migrateToLatest();
+}
+
+function outcomeOf(result: MigrationResultSet): MigrateOutcome {
   if (result.error) {
     const failed = result.results?.find((r) => r.status === 'Error')?.migrationName;
     const cause = result.error instanceof Error ? result.error.message : String(result.error);

@@ -182,6 +182,12 @@ export interface DashboardSessionTable {
 
 export type PaymentStatus = 'pending' | 'submitted' | 'credited' | 'failed';
 
+/** Migration 014: a payment's one state (src/payments/states.ts is the machine; status and upto_state are its projections). */
+export type PaymentState = 'pending' | 'submitted' | 'credited' | 'failed' | 'released' | 'holding' | 'settling' | 'settled' | 'unsettled' | 'written_off';
+
+/** Migration 014: why the gateway let a payment go with nothing settled (state `released`). */
+export type ReleaseKind = 'never_sent' | 'dropped' | 'unavailable' | 'refused_by_node';
+
 /** An x402 top-up. `pending`: recorded, settlement not yet sent (or its outcome unknown); `submitted`:
  * our settlement transaction is known; `credited`: settled on chain and credited; `failed`: it did
  * not settle (a retry of the same authorization may reopen it). */
@@ -222,6 +228,10 @@ export interface PaymentTable {
   settle_amount_atomic: string | null;
   /** Migration 013: an upto payment's signed payload (JSON), to settle it after the request or after a restart. */
   upto_payload: string | null;
+  /** Migration 014: the payment's state; written only by src/payments/states.ts. */
+  state: PaymentState;
+  /** Migration 014: set exactly when state is `released`; failure_reason is only the human text. */
+  release_kind: ReleaseKind | null;
 }
 
 export type UptoState = 'holding' | 'settling' | 'settled' | 'unsettled' | 'written_off';

@@ -6,6 +6,7 @@ import { isUniqueViolation } from '../../storage/constraint-errors.ts';
 import type { Database, UptoState } from '../../storage/schema.ts';
 import { findPayment, ledgerReference, type PaymentRow } from '../payment-store.ts';
 import { atomicAmount } from '../offers.ts';
+import { transition, transitionOrThrow } from '../states.ts';
 
 /**
  * The database steps of an x402 `upto` payment on pay-per-request (migration 013 says what the
@@ -42,19 +43,13 @@ export type HoldOutcome = { kind: 'held'; payment: PaymentRow } | { kind: 'busy'
 export async function holdMaximum(db: Kysely<Database>, id: string, payload: PaymentPayload, now = Date.now()): Promise<HoldOutcome> {
   try {
     await db.transaction().execute(async (trx) => {
-      const updated = await trx
-        .updateTable('payments')
-        .set({ status: 'credited', upto_state: 'holding', upto_payload: JSON.stringify(payload), credited_at: now, updated_at: now })
-        .where('id', '=', id)
-        .where('status', '=', 'pending')
-        .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) !== 1) throw new Error(`upto payment ${id} is no longer pending`);
+      await transitionOrThrow(trx, id, 'pending', 'holding', { set: { upto_payload: JSON.stringify(payload), credited_at: now, updated_at: now } });
       const p = await findPayment(trx, id);
       await applyMovement(trx, { wallet: uptoHoldWallet(p.payer), kind: 'topup', amountUsdc: Number(p.amount_usdc), reference: ledgerReference(id), note: `x402 upto hold ${p.network}` }, now);
     });
   } catch (err) {
     if (!isUniqueViolation(err)) throw err;
-    await db.updateTable('payments').set({ status: 'failed', failure_reason: UPTO_BUSY, updated_at: now }).where('id', '=', id).where('status', '=', 'pending').execute();
+    await transition(db, id, 'pending', 'failed', { set: { failure_reason: UPTO_BUSY, updated_at: now } });
     return { kind: 'busy' };
   }
   return { kind: 'held', payment: await findPayment(db, id) };
@@ -69,18 +64,13 @@ export async function holdMaximum(db: Kysely<Database>, id: string, payload: Pay
 export async function fixCharge(db: Kysely<Database>, id: string, now = Date.now()): Promise<'fixed' | 'running' | 'not-holding'> {
   return db.transaction().execute(async (trx) => {
     const p = await findPayment(trx, id);
-    if (p.upto_state !== 'holding') return 'not-holding';
+    if (p.state !== 'holding') return 'not-holding';
     const hold = await getBalance(trx, uptoHoldWallet(p.payer));
     if (hold.locked_usdc > 0) return 'running';
     const chargeUsdc = Number(p.amount_usdc) - hold.balance_usdc;
     const settleAtomic = atomicAmount(chargeUsdc, p.token_decimals!).toString();
-    const moved = await trx
-      .updateTable('payments')
-      .set({ upto_state: 'settling', settle_amount_atomic: settleAtomic, updated_at: now })
-      .where('id', '=', id)
-      .where('upto_state', '=', 'holding')
-      .executeTakeFirst();
-    if (Number(moved.numUpdatedRows) !== 1) return 'not-holding';
+    const fixed = await transition(trx, id, 'holding', 'settling', { set: { settle_amount_atomic: settleAtomic, updated_at: now } });
+    if (fixed === 'lost-race') return 'not-holding';
     if (hold.balance_usdc > 0) {
       await applyMovement(trx, { wallet: uptoHoldWallet(p.payer), kind: 'adjustment', amountUsdc: -hold.balance_usdc, reference: uptoReleaseReference(id), note: 'x402 upto: the unspent part of the maximum, released' }, now);
     }
@@ -90,7 +80,7 @@ export async function fixCharge(db: Kysely<Database>, id: string, now = Date.now
 
 /** The settling transaction's hash, recorded before it is broadcast (the facilitator's onBroadcast). */
 export async function recordUptoTx(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<void> {
-  await db.updateTable('payments').set({ tx_hash: txHash.toLowerCase(), updated_at: now }).where('id', '=', id).where('upto_state', 'in', ['settling', 'unsettled']).execute();
+  await db.updateTable('payments').set({ tx_hash: txHash.toLowerCase(), updated_at: now }).where('id', '=', id).where('state', 'in', ['settling', 'unsettled']).execute();
 }
 
 /** Thrown from the hash write before a broadcast when the send claim was lost: nothing is broadcast. */
@@ -107,7 +97,7 @@ export async function recordClaimedTx(db: Kysely<Database>, claimed: PaymentRow,
     .updateTable('payments')
     .set({ tx_hash: txHash.toLowerCase(), updated_at: Math.max(now, Number(claimed.updated_at) + 1) })
     .where('id', '=', claimed.id)
-    .where('upto_state', '=', 'settling')
+    .where('state', '=', 'settling')
     .where('updated_at', '=', claimed.updated_at)
     .where('tx_hash', 'is', null)
     .executeTakeFirst();
@@ -116,23 +106,13 @@ export async function recordClaimedTx(db: Kysely<Database>, claimed: PaymentRow,
 
 /** What arrived on chain (0 for a charge of 0, which sends nothing): the payment is settled. */
 export async function closeSettled(db: Kysely<Database>, id: string, onchainAtomic: bigint, txHash: string | null, now = Date.now()): Promise<void> {
-  await db
-    .updateTable('payments')
-    .set({ upto_state: 'settled', onchain_amount_atomic: onchainAtomic.toString(), tx_hash: txHash?.toLowerCase() ?? null, failure_reason: null, updated_at: now })
-    .where('id', '=', id)
-    .where('upto_state', 'in', ['settling', 'unsettled'])
-    .execute();
+  const set = { onchain_amount_atomic: onchainAtomic.toString(), tx_hash: txHash?.toLowerCase() ?? null, failure_reason: null, updated_at: now };
+  await transition(db, id, ['settling', 'unsettled'], 'settled', { set });
 }
 
 /** The settle failed after the answer was delivered: recorded with its reason. True when this call moved it. */
 export async function markUnsettled(db: Kysely<Database>, id: string, reason: string, now = Date.now()): Promise<boolean> {
-  const moved = await db
-    .updateTable('payments')
-    .set({ upto_state: 'unsettled', failure_reason: reason.slice(0, 200), updated_at: now })
-    .where('id', '=', id)
-    .where('upto_state', '=', 'settling')
-    .executeTakeFirst();
-  return Number(moved.numUpdatedRows) === 1;
+  return (await transition(db, id, 'settling', 'unsettled', { set: { failure_reason: reason.slice(0, 200), updated_at: now } })) === 'moved';
 }
 
 /**
@@ -142,8 +122,7 @@ export async function markUnsettled(db: Kysely<Database>, id: string, reason: st
  */
 export async function reopenUnsettled(db: Kysely<Database>, id: string, now = Date.now(), from: UptoState = 'unsettled'): Promise<boolean> {
   try {
-    const moved = await db.updateTable('payments').set({ upto_state: 'settling', updated_at: now }).where('id', '=', id).where('upto_state', '=', from).executeTakeFirst();
-    return Number(moved.numUpdatedRows) === 1;
+    return (await transition(db, id, from, 'settling', { set: { updated_at: now } })) === 'moved';
   } catch (err) {
     if (isUniqueViolation(err)) return false;
     throw err;
@@ -152,24 +131,14 @@ export async function reopenUnsettled(db: Kysely<Database>, id: string, now = Da
 
 /** A written-off payment whose charge arrived on chain after all: settled, the write-off undone. True when this call moved it. */
 export async function settleWrittenOff(db: Kysely<Database>, id: string, onchainAtomic: bigint, txHash: string, now = Date.now()): Promise<boolean> {
-  const moved = await db
-    .updateTable('payments')
-    .set({ upto_state: 'settled', onchain_amount_atomic: onchainAtomic.toString(), tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now })
-    .where('id', '=', id)
-    .where('upto_state', '=', 'written_off')
-    .executeTakeFirst();
-  return Number(moved.numUpdatedRows) === 1;
+  const set = { onchain_amount_atomic: onchainAtomic.toString(), tx_hash: txHash.toLowerCase(), failure_reason: null, updated_at: now };
+  return (await transition(db, id, 'written_off', 'settled', { set })) === 'moved';
 }
 
 /** `tollgate admin upto write-off`: the loss is recorded with the operator's reason, and the payer is free again. */
 export async function writeOff(db: Kysely<Database>, id: string, reason: string, now = Date.now()): Promise<boolean> {
-  const moved = await db
-    .updateTable('payments')
-    .set({ upto_state: 'written_off', failure_reason: `written off: ${reason}`.slice(0, 200), updated_at: now })
-    .where('id', '=', id)
-    .where('upto_state', '=', 'unsettled')
-    .executeTakeFirst();
-  return Number(moved.numUpdatedRows) === 1;
+  const set = { failure_reason: `written off: ${reason}`.slice(0, 200), updated_at: now };
+  return (await transition(db, id, 'unsettled', 'written_off', { set })) === 'moved';
 }
 
 /** The payer's open upto payment (holding, settling or unsettled), if any: at most one, by the index. */
@@ -194,7 +163,7 @@ export async function claimSend(db: Kysely<Database>, p: PaymentRow, now = Date.
     .updateTable('payments')
     .set({ tx_hash: null, updated_at: Math.max(now, Number(p.updated_at) + 1) })
     .where('id', '=', p.id)
-    .where('upto_state', '=', 'settling')
+    .where('state', '=', 'settling')
     .where('updated_at', '=', p.updated_at)
     .where('tx_hash', p.tx_hash === null ? 'is' : '=', p.tx_hash)
     .executeTakeFirst();

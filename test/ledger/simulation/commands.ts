@@ -117,7 +117,8 @@ function uptoHoldStep(max: number): Step {
       .values({
         id, network: 'eip155:84532', asset: '0xusdc', payer: w.payer, nonce: id, transfer_method: 'permit2', pay_to: '0xgateway', amount_atomic: String(max),
         amount_usdc: max, payload_digest: id, terms_digest: id, token_decimals: 6, onchain_amount_atomic: null, valid_before: m.now / 1000 + 300, from_block: 0,
-        status: 'pending', tx_hash: null, failure_reason: null, balance_after_usdc: null, locked_after_usdc: null, created_at: m.now, updated_at: m.now,
+        status: 'pending', state: 'pending', tx_hash: null, failure_reason: null, balance_after_usdc: null, locked_after_usdc: null, created_at: m.now,
+        updated_at: m.now,
         credited_at: null, purpose: 'chat',
       })
       .execute();
