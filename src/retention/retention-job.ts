@@ -7,8 +7,8 @@ import { DAY_MS } from '../ledger/days.ts';
 import { latestCheckpoint } from '../ledger/checkpoints/checkpoint-store.ts';
 import type { Storage } from '../storage/database.ts';
 import { holdLease, releaseLease } from './job-lease.ts';
-import { retireReservationBatch } from './retire-reservations.ts';
-import { retireUsageBatch } from './retire-usage.ts';
+import { retireReservationBatch } from '../ledger/retention/retire-reservations.ts';
+import { retireUsageBatch } from '../ledger/retention/retire-usage.ts';
 
 /** A pass stops after this long even with rows left: the next tick goes on, and the gateway's own writes come first. */
 const PASS_BUDGET_MS = 2_000;

@@ -5,7 +5,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
 import { runLedgerCheck } from '../../src/ledger/checkpoints/run-check.ts';
 import { runRetentionPass } from '../../src/retention/retention-job.ts';
-import { retireUsageBatch } from '../../src/retention/retire-usage.ts';
+import { retireUsageBatch } from '../../src/ledger/retention/retire-usage.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';

@@ -4,6 +4,7 @@ import { DAY_MS } from '../days.ts';
 import { findChargesAboveReservation } from '../over-reservation.ts';
 import { paymentProblems, type LedgerCheck } from '../invariants.ts';
 import { uptoProblems } from '../upto-check.ts';
+import { finishedReservationCharges, reservationChargeProblems } from '../reservation-charges.ts';
 import { USAGE_SUMS, type Checkpoint } from './checkpoint-store.ts';
 
 /**
@@ -75,34 +76,13 @@ async function walletProblems(db: Kysely<Database>, cp: Checkpoint, problems: st
 
 /** Reservations created after the checkpoint, or charged by an entry after it: each charged once, by what it records. */
 async function newReservationProblems(db: Kysely<Database>, cp: Checkpoint): Promise<string[]> {
-  const charges = (q: ReturnType<typeof reservationCharges>) => q.where('r.status', '!=', 'pending').execute();
   // Two range reads rather than one OR, which neither engine answers from the indexes.
-  const created = await charges(reservationCharges(db).where('r.id', '>', cp.last_reservation_id));
-  const charged = await charges(
-    reservationCharges(db)
-      .where('r.id', '<=', cp.last_reservation_id)
-      .where('r.request_id', 'in', db.selectFrom('ledger_entries').select('reference').where('id', '>', cp.last_entry_id).where('kind', '=', 'charge')),
-  );
-  const rows = [...created, ...charged];
-  const problems: string[] = [];
-  for (const r of rows) {
-    const recorded = Number(r.charged_usdc ?? 0);
-    const expected = recorded > 0 ? 1 : 0;
-    if (Number(r.entries) !== expected) problems.push(`request ${r.request_id}: ${r.entries} charge entries, expected ${expected}`);
-    if (Number(r.charged) !== recorded) problems.push(`request ${r.request_id}: ledger charged ${r.charged}, reservation records ${recorded}`);
-  }
-  return problems;
-}
-
-function reservationCharges(db: Kysely<Database>) {
-  return db
-    .selectFrom('reservations as r')
-    .select([
-      'r.request_id',
-      'r.charged_usdc',
-      sql<number>`(select count(*) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id)`.as('entries'),
-      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id), 0)`.as('charged'),
-    ]);
+  const created = await finishedReservationCharges(db).where('r.id', '>', cp.last_reservation_id).execute();
+  const charged = await finishedReservationCharges(db)
+    .where('r.id', '<=', cp.last_reservation_id)
+    .where('r.request_id', 'in', db.selectFrom('ledger_entries').select('reference').where('id', '>', cp.last_entry_id).where('kind', '=', 'charge'))
+    .execute();
+  return reservationChargeProblems([...created, ...charged]);
 }
 
 async function newRedeemProblems(db: Kysely<Database>, cp: Checkpoint): Promise<string[]> {

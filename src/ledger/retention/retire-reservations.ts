@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import type { Storage } from '../storage/database.ts';
-import { usageDay } from '../ledger/days.ts';
+import type { Storage } from '../../storage/database.ts';
+import { usageDay } from '../days.ts';
 import type { RetentionBatch } from './retire-usage.ts';
 
 /**

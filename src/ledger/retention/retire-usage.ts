@@ -1,9 +1,9 @@
 import { sql, type Transaction } from 'kysely';
-import type { Storage } from '../storage/database.ts';
-import type { Database } from '../storage/schema.ts';
-import { usageDay } from '../ledger/days.ts';
-import { USAGE_SUMS } from '../ledger/checkpoints/checkpoint-store.ts';
-import { exportUsageRows } from './usage-export.ts';
+import type { Storage } from '../../storage/database.ts';
+import type { Database } from '../../storage/schema.ts';
+import { usageDay } from '../days.ts';
+import { USAGE_SUMS } from '../checkpoints/checkpoint-store.ts';
+import { exportUsageRows } from '../../retention/usage-export.ts';
 
 export interface RetentionBatch {
   /** Removable rows are older than this (epoch ms). */
