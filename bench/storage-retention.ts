@@ -45,7 +45,9 @@ async function usedBytes(s: Storage): Promise<{ total: number; tables: Record<st
   const pragma = async (name: string) => Number(Object.values((await sql.raw(`pragma ${name}`).execute(s.db)).rows[0] as object)[0]);
   const total = ((await pragma('page_count')) - (await pragma('freelist_count'))) * (await pragma('page_size'));
   const tables: Record<string, number> = {};
-  const rows = await sql<{ name: string; bytes: number }>`select name, sum(pgsize) as bytes from dbstat group by name order by bytes desc`.execute(s.db).catch(() => ({ rows: [] }));
+  const rows = await sql<{ name: string; bytes: number }>`select name, sum(pgsize) as bytes from dbstat group by name order by bytes desc`
+    .execute(s.db)
+    .catch(() => ({ rows: [] }));
   for (const r of rows.rows.slice(0, 12)) tables[r.name] = Number(r.bytes);
   return { total, tables };
 }
@@ -84,7 +86,8 @@ try {
   const perMillion = (ms: number, entries: number) => ((ms / entries) * 1e6 / 1000).toFixed(2);
   console.log(`requests ${requests} (${oldRequests} old, retained away; ${newRequests} new, kept), 100 wallets, SQLite`);
   console.log(`bytes stored per request, before retention: ${(before.total / oldRequests).toFixed(0)} (${JSON.stringify(before.tables)})`);
-  console.log(`bytes stored per old request after retention + VACUUM: ${((afterRetention.total) / requests).toFixed(0)} per request overall (${JSON.stringify(afterRetention.tables)})`);
+  const after = (afterRetention.total / requests).toFixed(0);
+  console.log(`bytes stored per request after retention + VACUUM: ${after} per request overall (${JSON.stringify(afterRetention.tables)})`);
   console.log(`retention of ${oldRequests} requests: ${retentionMs.toFixed(0)} ms`);
   console.log(`ledger-check full over ${full.entries} entries: ${fullMs.toFixed(0)} ms (${perMillion(fullMs, full.entries)} s per million entries)`);
   console.log(`ledger-check first (full + checkpoint): ${firstMs.toFixed(0)} ms; incremental over ${newRequests} new requests: ${incrementalMs.toFixed(0)} ms`);

@@ -123,7 +123,8 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
           afterExport: failPoints.retentionFailure ? () => { throw new Error('TEST HOOK: retention stopped after its export'); } : undefined,
         })
       : null;
-    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: config.chat.reservationLeaseSeconds * 1000, now, topup, logger: opts.logger, retention }));
+    const leaseMs = config.chat.reservationLeaseSeconds * 1000;
+    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs, now, topup, logger: opts.logger, retention }));
 
     const services: Omit<Services, 'chat'> = {
       config,

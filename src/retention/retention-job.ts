@@ -59,7 +59,13 @@ export async function runRetentionPass(storage: Pick<Storage, 'db'>, config: Ret
 }
 
 /** The gateway's retention job: a pass every `everySeconds` on the instance holding the lease; a pass never overlaps the one before. */
-export function retentionJob(storage: Pick<Storage, 'db'>, config: RetentionConfig, deps: { now: () => number; logger: Logger; afterExport?: () => void }): BackgroundJob {
+export interface RetentionJobDeps {
+  now: () => number;
+  logger: Logger;
+  afterExport?: () => void;
+}
+
+export function retentionJob(storage: Pick<Storage, 'db'>, config: RetentionConfig, deps: RetentionJobDeps): BackgroundJob {
   const holder = randomUUID();
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> | null = null;
@@ -67,7 +73,8 @@ export function retentionJob(storage: Pick<Storage, 'db'>, config: RetentionConf
   const pass = () => {
     running ??= runRetentionPass(storage, config, { now: deps.now(), holder, afterExport: deps.afterExport })
       .then((o) => {
-        if (o.reservations || o.usage) deps.logger.info({ reservations: o.reservations, usage: o.usage, exportDir: config.exportDir }, 'retention removed old rows');
+        const removed = { reservations: o.reservations, usage: o.usage, exportDir: config.exportDir };
+        if (o.reservations || o.usage) deps.logger.info(removed, 'retention removed old rows');
         if (!o.ran && !warnedNoCheckpoint) {
           warnedNoCheckpoint = true;
           deps.logger.info('retention waits for a ledger-check checkpoint (or another instance runs it): run tollgate admin ledger-check daily');

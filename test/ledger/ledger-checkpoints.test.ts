@@ -59,7 +59,14 @@ for (const engine of ENGINES) {
 
       await tamperEntry(s, Number(old.id), 5);
       const [w] = await seedRequests(s, 20, 1, 'c');
-      const recent = await s.db.selectFrom('ledger_entries').select('id').where('wallet', '=', w!).where('kind', '=', 'charge').orderBy('id', 'desc').limit(1).executeTakeFirstOrThrow();
+      const recent = await s.db
+        .selectFrom('ledger_entries')
+        .select('id')
+        .where('wallet', '=', w!)
+        .where('kind', '=', 'charge')
+        .orderBy('id', 'desc')
+        .limit(1)
+        .executeTakeFirstOrThrow();
       await tamperEntry(s, Number(recent.id), -7);
       const after = await runLedgerCheck(s.db, { full: false, now: later + 2 * DAY });
       assert.ok(after.from, 'checked from the checkpoint');

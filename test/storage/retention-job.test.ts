@@ -11,7 +11,8 @@ describe('retention job in a running gateway (sqlite)', () => {
   test('with retention.enabled the gateway removes checkpointed old rows by itself, exported first, the ledger still sound', async () => {
     const exportDir = join(tempDir(), 'archive');
     const later = Date.now() + 10 * DAY;
-    const gw = await startTestGateway({ engine: 'sqlite', now: () => later, config: { retention: { enabled: true, usageDays: 2, reservationDays: 1, everySeconds: 1, exportDir } } });
+    const retention = { enabled: true, usageDays: 2, reservationDays: 1, everySeconds: 1, exportDir };
+    const gw = await startTestGateway({ engine: 'sqlite', now: () => later, config: { retention } });
     try {
       const s = gw.services.storage;
       await seedRequests(s, 120, 2, 'job');

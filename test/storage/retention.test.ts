@@ -36,7 +36,8 @@ for (const engine of ENGINES) {
     });
     after(() => s.close());
 
-    test('nothing leaves before a checkpoint covers it; then finished reservations and old usage rows leave, exported first, and the usage API and both checks give the same figures', async () => {
+    test('nothing leaves before a checkpoint covers it; then finished reservations and old usage rows leave, exported first, '
+      + 'and the usage API and both checks give the same figures', async () => {
       const dir = join(tempDir(), 'archive');
       const wallets = await seedRequests(s, 600, 3, 'a');
       const usageBefore = await usageApiView(s, wallets);

@@ -4,7 +4,9 @@ import { DAY_MS } from '../days.ts';
 
 export type Checkpoint = LedgerCheckpointTable;
 
-export const USAGE_SUMS = ['request_count', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cached_tokens', 'charged_usdc', 'provider_cost_usdc'] as const;
+export const USAGE_SUMS = [
+  'request_count', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cached_tokens', 'charged_usdc', 'provider_cost_usdc',
+] as const;
 
 /**
  * A day is closed once it ended this long ago: a write unit that took its id before midnight has

@@ -48,16 +48,22 @@ export async function checkLedgerSince(db: Kysely<Database>, cp: Checkpoint): Pr
     (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,
   );
   findings.push(...upto.findings);
-  return { ok: problems.length === 0, wallets: balances.count, entries: cp.entries + Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems, findings };
+  const entries = cp.entries + Number(totals.entries);
+  return { ok: problems.length === 0, wallets: balances.count, entries, creditsUsdc: credits, chargesUsdc: charges, problems, findings };
 }
 
 async function walletProblems(db: Kysely<Database>, cp: Checkpoint, problems: string[]): Promise<{ sum: number; count: number }> {
   const wallets = await db.selectFrom('wallets').select(['address', 'balance_usdc', 'locked_usdc']).execute();
   const proven = await db.selectFrom('ledger_checkpoint_wallets').selectAll().execute();
-  const newer = await db.selectFrom('ledger_entries').where('id', '>', cp.last_entry_id).select(['wallet', sql<number>`sum(amount_usdc)`.as('sum')]).groupBy('wallet').execute();
-  const pending = await db.selectFrom('reservations').where('status', '=', 'pending').select(['wallet', sql<number>`sum(amount_usdc)`.as('sum')]).groupBy('wallet').execute();
+  const sumPerWallet = [
+    'wallet',
+    sql<number>`sum(amount_usdc)`.as('sum'),
+  ] as const;
+  const newer = await db.selectFrom('ledger_entries').where('id', '>', cp.last_entry_id).select(sumPerWallet).groupBy('wallet').execute();
+  const pending = await db.selectFrom('reservations').where('status', '=', 'pending').select(sumPerWallet).groupBy('wallet').execute();
   const ledger = new Map<string, number>();
-  for (const r of [...proven.map((p) => ({ wallet: p.wallet, sum: p.ledger_usdc })), ...newer]) ledger.set(r.wallet, (ledger.get(r.wallet) ?? 0) + Number(r.sum));
+  const sums = [...proven.map((p) => ({ wallet: p.wallet, sum: p.ledger_usdc })), ...newer];
+  for (const r of sums) ledger.set(r.wallet, (ledger.get(r.wallet) ?? 0) + Number(r.sum));
   const locked = new Map(pending.map((r) => [r.wallet, Number(r.sum)]));
   let sum = 0;
   for (const w of wallets) {
@@ -88,7 +94,10 @@ async function newReservationProblems(db: Kysely<Database>, cp: Checkpoint): Pro
 async function newRedeemProblems(db: Kysely<Database>, cp: Checkpoint): Promise<string[]> {
   const rows = await db
     .selectFrom('redeem_codes as c')
-    .select(['c.id', sql<number>`(select count(*) from ledger_entries e where e.kind = 'redeem' and e.reference = ${sql.lit('redeem:')} || cast(c.id as text))`.as('n')])
+    .select([
+      'c.id',
+      sql<number>`(select count(*) from ledger_entries e where e.kind = 'redeem' and e.reference = ${sql.lit('redeem:')} || cast(c.id as text))`.as('n'),
+    ])
     .where('c.redeemed_at', '>=', (cp.day + 1) * DAY_MS)
     .execute();
   return rows.filter((c) => Number(c.n) !== 1).map((c) => `redeem code #${c.id}: ${c.n} credits, expected 1`);
@@ -114,7 +123,8 @@ async function usageTotalsSince(db: Kysely<Database>, cp: Checkpoint): Promise<s
   const keys = new Set([...expected.keys(), ...kept.map((k) => Number(k.api_key_id))]);
   for (const key of keys) {
     const t = kept.find((k) => Number(k.api_key_id) === key) as unknown as Record<string, number> | undefined;
-    const wrong = USAGE_SUMS.filter((c) => Number(t?.[c] ?? 0) !== (expected.get(key)?.[c] ?? 0)).map((c) => `${c} ${Number(t?.[c] ?? 0)} != ${expected.get(key)?.[c] ?? 0}`);
+    const want = (c: string) => expected.get(key)?.[c] ?? 0;
+    const wrong = USAGE_SUMS.filter((c) => Number(t?.[c] ?? 0) !== want(c)).map((c) => `${c} ${Number(t?.[c] ?? 0)} != ${want(c)}`);
     if (wrong.length > 0) problems.push(`api key #${key}: usage totals disagree with request_usage (${wrong.join(', ')})`);
   }
   return problems;
@@ -127,7 +137,13 @@ async function newDaysProblems(db: Kysely<Database>, cp: Checkpoint): Promise<st
     .selectFrom('request_usage')
     .where('id', '>', cp.last_usage_id)
     .where('created_at', '>=', end)
-    .select(['wallet', 'api_key_id', sql<number>`created_at / ${sql.lit(DAY_MS)}`.as('day'), sql<number>`count(*)`.as('request_count'), sql<number>`sum(charged_usdc)`.as('charged_usdc')])
+    .select([
+      'wallet',
+      'api_key_id',
+      sql<number>`created_at / ${sql.lit(DAY_MS)}`.as('day'),
+      sql<number>`count(*)`.as('request_count'),
+      sql<number>`sum(charged_usdc)`.as('charged_usdc'),
+    ])
     .groupBy(['wallet', 'api_key_id', sql`created_at / ${sql.lit(DAY_MS)}`])
     .execute();
   const daily = await db.selectFrom('usage_daily').where('day', '>', cp.day).select(['wallet', 'api_key_id', 'day', 'request_count', 'charged_usdc']).execute();

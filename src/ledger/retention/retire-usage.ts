@@ -37,7 +37,12 @@ export async function retireUsageBatch(storage: Pick<Storage, 'db'>, exportDir: 
   await b.afterExport?.();
   const ids = rows.map((r) => r.id);
   return storage.db.transaction().execute(async (trx) => {
-    const deleted = await trx.deleteFrom('request_usage').where('id', 'in', ids).returning(['wallet', 'api_key_id', 'created_at', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cached_tokens', 'charged_usdc', 'provider_cost_usdc']).execute();
+    const deleted = await trx
+      .deleteFrom('request_usage')
+      .where('id', 'in', ids)
+      .returning(['wallet', 'api_key_id', 'created_at', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cached_tokens'])
+      .returning(['charged_usdc', 'provider_cost_usdc'])
+      .execute();
     await addRetired(trx, deleted as unknown as Record<string, string | number>[]);
     return deleted.length;
   });
