@@ -80,6 +80,8 @@ export interface GatewayJobSources {
   /** The top-up service, when offers are configured: the payment reconciler's pass and period. */
   topup: { reconcile(): Promise<unknown>; reconcileEveryMs: number } | null;
   logger: Logger;
+  /** The retention job (src/retention/), when `retention.enabled`. */
+  retention?: BackgroundJob | null;
 }
 
 /** The gateway's background jobs, in the order they start (they stop in reverse). */
@@ -122,6 +124,7 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
       }
     }),
   );
+  if (s.retention) jobs.push(s.retention);
   // Stopped first: the stop waits for a pass under way, while the database is still open.
   if (s.topup) jobs.push(paymentReconciler(s.topup, logger));
   return jobs;

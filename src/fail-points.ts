@@ -7,17 +7,20 @@
  * `TOLLGATE_TEST_SETTLE_FAILURE=outage`: every settle (and spool replay) fails as if the database
  * did not answer, so settles are spooled; `=crash`: the same, and the request then stops for good
  * right after its settle is spooled, so a test can kill -9 the process there.
+ * `TOLLGATE_TEST_RETENTION_FAILURE=after-export`: a retention batch stops after its export file is
+ * written and before its rows are deleted, as a crash there would leave it.
  */
 export type SettleFailure = 'outage' | 'crash' | null;
 
 export interface FailPoints {
   hangBeforeBroadcast: boolean;
   settleFailure: SettleFailure;
+  retentionFailure: 'after-export' | null;
 }
 
 /** All off: what every gateway runs with unless a test asks otherwise. A new object each time, since tests change it. */
 export function noFailPoints(): FailPoints {
-  return { hangBeforeBroadcast: false, settleFailure: null };
+  return { hangBeforeBroadcast: false, settleFailure: null, retentionFailure: null };
 }
 
 export function failPointsFromEnv(env: NodeJS.ProcessEnv): FailPoints {
@@ -25,5 +28,6 @@ export function failPointsFromEnv(env: NodeJS.ProcessEnv): FailPoints {
   return {
     hangBeforeBroadcast: env.TOLLGATE_TEST_HANG_BEFORE_BROADCAST === '1',
     settleFailure: settle === 'outage' || settle === 'crash' ? settle : null,
+    retentionFailure: env.TOLLGATE_TEST_RETENTION_FAILURE === 'after-export' ? 'after-export' : null,
   };
 }

@@ -116,7 +116,15 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       watchRelayerGas(metrics.registry, topup.relayer, [...new Set(config.topup.offers.map((o) => o.network))], topup.clientFor, opts.logger);
     }
     // Last, once everything they use is built: they stop first in close() below.
-    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs: config.chat.reservationLeaseSeconds * 1000, now, topup, logger: opts.logger }));
+    const retention = config.retention.enabled
+      ? (await import('./retention/retention-job.ts')).retentionJob(storage, config.retention, {
+          now,
+          logger: opts.logger,
+          afterExport: failPoints.retentionFailure ? () => { throw new Error('TEST HOOK: retention stopped after its export'); } : undefined,
+        })
+      : null;
+    const leaseMs = config.chat.reservationLeaseSeconds * 1000;
+    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs, now, topup, logger: opts.logger, retention }));
 
     const services: Omit<Services, 'chat'> = {
       config,

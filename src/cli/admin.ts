@@ -191,10 +191,12 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
     .command('ledger-check')
     .description('verify the money invariants; exits 1 when any fails')
     .option('--chain', "also re-read every credited top-up's settling transaction from the configured RPCs")
-    .action(async (opts: { chain?: boolean }) => {
-      const { auditCreditsOnChain, chainIdOf, checkLedger, createChainReaders } = await lib();
+    .option('--full', 'check all history, not only what came after the last checkpoint (stores no checkpoint)')
+    .action(async (opts: { chain?: boolean; full?: boolean }) => {
+      const { auditCreditsOnChain, chainIdOf, createChainReaders } = await lib();
+      const { runLedgerCheck, describeCheckpoints } = await import('../ledger/checkpoints/run-check.ts');
       const result = await withStorage(common(), async (s, config) => {
-        const ledger = await checkLedger(s.db);
+        const ledger = await runLedgerCheck(s.db, { full: opts.full === true });
         if (!opts.chain) return { ...ledger, chain: null };
         const readers = await createChainReaders(config.chains);
         const chain = await auditCreditsOnChain(s.db, (network) => (readers.has(chainIdOf(network)) ? readers.client(chainIdOf(network)) : undefined));
@@ -203,6 +205,7 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
       process.stdout.write(
         `wallets ${result.wallets}, ledger entries ${result.entries}, credits $${microToUsd(result.creditsUsdc)}, charges $${microToUsd(result.chargesUsdc)}\n`,
       );
+      process.stdout.write(`${describeCheckpoints(result)}\n`);
       if (result.chain) {
         const skipped = result.chain.skipped ? `, ${result.chain.skipped} skipped (no RPC configured for their network)` : '';
         process.stdout.write(`chain: ${result.chain.checked} credited payments re-read${skipped}\n`);

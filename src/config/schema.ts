@@ -471,6 +471,29 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    // Retention (docs/operations.md, "Retention"): per-request detail leaves the hot tables once a
+    // ledger-check checkpoint has proven it and it is older than its window; money records
+    // (ledger_entries, payments) are never removed. Off by default: removing data is the operator's
+    // choice, and it needs a daily `tollgate admin ledger-check` to checkpoint what it may remove.
+    retention: z
+      .object({
+        enabled: z.boolean().default(false),
+        // request_usage rows: exported to exportDir, then rolled into the daily and per-key totals.
+        usageDays: positiveInt.default(90),
+        // Finished reservations (their charge is in ledger_entries, their usage row in request_usage).
+        reservationDays: positiveInt.default(7),
+        exportDir: z.string().min(1).default('./usage-archive'),
+        // Rows per batch: one short transaction each, so the event loop and SQLite's write lock are
+        // held for milliseconds.
+        batchRows: z.number().int().min(1).max(5000).default(500),
+        everySeconds: positiveInt.default(60),
+      })
+      .strict()
+      .refine((r) => r.reservationDays <= r.usageDays, {
+        message: 'retention.reservationDays must not exceed retention.usageDays (a usage row leaves after its reservation)',
+        path: ['reservationDays'],
+      })
+      .prefault({}),
     metrics: z
       .object({
         enabled: z.boolean().default(true),
@@ -544,3 +567,4 @@ export interface Config extends Omit<ConfigFile, 'providers' | 'models' | 'siwe'
   secrets: Secrets;
 }
 export type ResponseStoreConfig = z.infer<typeof configSchema>['responses']['store'];
+export type RetentionConfig = z.infer<typeof configSchema>['retention'];

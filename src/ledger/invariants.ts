@@ -8,6 +8,8 @@ import { uptoProblems } from './upto-check.ts';
 import { paymentStateProblems } from './payment-state-check.ts';
 import { PAYMENT_STATES } from '../payments/states.ts';
 
+import { finishedReservationCharges, reservationChargeProblems } from './reservation-charges.ts';
+
 export interface LedgerCheck {
   ok: boolean;
   wallets: number;
@@ -81,22 +83,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     .executeTakeFirstOrThrow();
   if (Number(orphanEntries.n) > 0) problems.push(`${orphanEntries.n} ledger entries belong to no wallet`);
 
-  const settled = await db
-    .selectFrom('reservations as r')
-    .select([
-      'r.request_id',
-      'r.charged_usdc',
-      sql<number>`(select count(*) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id)`.as('charge_entries'),
-      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id), 0)`.as('charged_by_ledger'),
-    ])
-    .where('r.status', '!=', 'pending')
-    .execute();
-  for (const r of settled) {
-    const charged = Number(r.charged_usdc ?? 0);
-    const expectedEntries = charged > 0 ? 1 : 0;
-    if (Number(r.charge_entries) !== expectedEntries) problems.push(`request ${r.request_id}: ${r.charge_entries} charge entries, expected ${expectedEntries}`);
-    if (Number(r.charged_by_ledger) !== charged) problems.push(`request ${r.request_id}: ledger charged ${r.charged_by_ledger}, reservation records ${charged}`);
-  }
+  problems.push(...reservationChargeProblems(await finishedReservationCharges(db).execute()));
 
   const redeemed = await db
     .selectFrom('redeem_codes as c')

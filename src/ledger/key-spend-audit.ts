@@ -37,7 +37,9 @@ export async function expectedKeySpend(db: Kysely<any>): Promise<KeySpendRow[]> 
     row.locked_usdc += locked;
     sums.set(id, row);
   };
-  for (const d of days) {
+  // The spend of finished reservations retention removed, counted in their reservation day's buckets.
+  const retired = await retiredKeySpend(db);
+  for (const d of [...days, ...retired]) {
     const key = Number(d.api_key_id);
     const day = Number(d.day);
     const spent = Number(d.spent);
@@ -47,6 +49,11 @@ export async function expectedKeySpend(db: Kysely<any>): Promise<KeySpendRow[]> 
     add(key, bucketOf('month', day * DAY_MS), spent, locked);
   }
   return [...sums.values()];
+}
+
+async function retiredKeySpend(db: Kysely<any>): Promise<{ api_key_id: number; day: number; spent: number; locked: number }[]> {
+  const rows = await (db as Kysely<Database>).selectFrom('retired_key_spend').select(['api_key_id', 'day', 'spent_usdc']).execute();
+  return rows.map((r) => ({ api_key_id: Number(r.api_key_id), day: Number(r.day), spent: Number(r.spent_usdc), locked: 0 }));
 }
 
 /**

@@ -12,12 +12,13 @@ export interface ChargeAboveReservation {
  * Reservations charged more than they locked. The reservation is meant to bound the charge, so
  * each is a provider that reported more usage than the request allowed (or a bound that missed an
  * input): the wallet paid it out of its free balance, so the books still balance, but the operator
- * should look at the provider's bill for these requests. Newest first, at most `limit`.
+ * should look at the provider's bill for these requests. Newest first, at most `limit`, after `afterId`.
  */
-export async function findChargesAboveReservation(db: Kysely<Database>, limit = 100): Promise<ChargeAboveReservation[]> {
+export async function findChargesAboveReservation(db: Kysely<Database>, limit = 100, afterId = 0): Promise<ChargeAboveReservation[]> {
   const rows = await db
     .selectFrom('reservations')
     .select(['request_id', 'wallet', 'amount_usdc', 'charged_usdc'])
+    .where('id', '>', afterId)
     .where('status', '=', 'settled')
     .whereRef('charged_usdc', '>', 'amount_usdc')
     .orderBy('id', 'desc')

@@ -23,6 +23,8 @@ export async function usageDailyProblems(db: Kysely<Database>): Promise<string[]
     ])
     .groupBy(['wallet', sql`created_at / 86400000`, 'api_key_id'])
     .execute();
+  // Rows retention removed are counted by their sums, one retired_usage row per cell.
+  const retired = await db.selectFrom('retired_usage').selectAll().execute();
   const kept = await db.selectFrom('usage_daily').selectAll().execute();
 
   const cells = new Map<string, { rows?: Record<string, unknown>; daily?: Record<string, unknown> }>();
@@ -31,6 +33,10 @@ export async function usageDailyProblems(db: Kysely<Database>): Promise<string[]
     return cells.get(id) ?? cells.set(id, {}).get(id)!;
   };
   for (const r of fromRows) cell(r).rows = r;
+  for (const r of retired) {
+    const c = cell(r);
+    c.rows = Object.fromEntries(COLUMNS.map((k) => [k, Number(c.rows?.[k] ?? 0) + Number(r[k])]));
+  }
   for (const d of kept) cell(d).daily = d;
 
   const problems: string[] = [];

@@ -7,8 +7,8 @@ type Totals = Record<(typeof COLUMNS)[number], number>;
 /**
  * The usage totals (what GET /v1/usage/:wallet reports) must equal request_usage summed per key:
  * a finish that wrote a usage row without its totals, or the reverse, shows here. Returns one
- * problem line per key that disagrees, for checkLedger. Reads all of request_usage: this is the
- * audit, not the hot path.
+ * problem line per key that disagrees, for checkLedger. Reads all of request_usage (and the sums of
+ * the rows retention removed): this is the audit, not the hot path.
  */
 export async function usageTotalsProblems(db: Kysely<Database>): Promise<string[]> {
   const fromRows = await db
@@ -25,6 +25,12 @@ export async function usageTotalsProblems(db: Kysely<Database>): Promise<string[
     ])
     .groupBy('api_key_id')
     .execute();
+  // Rows retention removed are counted by their sums (retired_usage).
+  const retired = await db
+    .selectFrom('retired_usage')
+    .select(['api_key_id', ...COLUMNS.map((c) => sql<number>`sum(${sql.ref(c)})`.as(c))])
+    .groupBy('api_key_id')
+    .execute();
   const kept = await db.selectFrom('usage_totals').selectAll().execute();
 
   const zero = Object.fromEntries(COLUMNS.map((c) => [c, 0])) as Totals;
@@ -32,6 +38,11 @@ export async function usageTotalsProblems(db: Kysely<Database>): Promise<string[
   const entry = (key: number) => byKey.get(key) ?? byKey.set(key, { rows: zero, totals: zero }).get(key)!;
   const numbers = (r: Record<string, unknown>) => Object.fromEntries(COLUMNS.map((c) => [c, Number(r[c])])) as Totals;
   for (const r of fromRows) entry(Number(r.api_key_id)).rows = numbers(r);
+  for (const r of retired) {
+    const e = entry(Number(r.api_key_id));
+    const sums = numbers(r);
+    e.rows = Object.fromEntries(COLUMNS.map((c) => [c, e.rows[c] + sums[c]])) as Totals;
+  }
   for (const t of kept) entry(Number(t.api_key_id)).totals = numbers(t);
 
   const problems: string[] = [];

@@ -15,6 +15,8 @@ import { paymentIdentifierHolder } from './migrations/012-payment-identifier-hol
 import { uptoPayments } from './migrations/013-upto-payments.ts';
 import { paymentState } from './migrations/014-payment-state.ts';
 
+import { retention } from './migrations/016-retention.ts';
+
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
   return {
@@ -32,6 +34,8 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '012-payment-identifier-holder': paymentIdentifierHolder(),
     '013-upto-payments': uptoPayments(),
     '014-payment-state': paymentState(),
+
+    '016-retention': retention(),
   };
 }
 

@@ -265,6 +265,50 @@ export interface StoredResponseItemTable {
   item_json: string;
 }
 
+type UsageSums = Pick<UsageTotalsTable, Exclude<keyof UsageTotalsTable, 'api_key_id'>>;
+
+/** Migration 016: the ledger proven up to the end of UTC day `day` (src/ledger/checkpoints/). */
+export interface LedgerCheckpointTable {
+  day: number;
+  last_entry_id: number;
+  last_usage_id: number;
+  last_reservation_id: number;
+  entries: number;
+  credits_usdc: number;
+  charges_usdc: number;
+  created_at: number;
+}
+
+/** Migration 016: the latest checkpoint's ledger sums per wallet and usage sums per key. */
+export interface LedgerCheckpointWalletTable {
+  wallet: string;
+  ledger_usdc: number;
+}
+export interface LedgerCheckpointUsageTable extends UsageSums {
+  api_key_id: number;
+}
+
+/** Migration 016: request_usage rows removed by retention, summed per wallet, UTC day and key. */
+export interface RetiredUsageTable extends UsageSums {
+  wallet: string;
+  day: number;
+  api_key_id: number;
+}
+
+/** Migration 016: the spend of finished reservations removed by retention, per key and reservation day. */
+export interface RetiredKeySpendTable {
+  api_key_id: number;
+  day: number;
+  spent_usdc: number;
+}
+
+/** Migration 016: the instance running a single-runner job, until `expires_at`. */
+export interface JobLeaseTable {
+  name: string;
+  holder: string;
+  expires_at: number;
+}
+
 export interface Database {
   wallets: WalletTable;
   ledger_entries: LedgerEntryTable;
@@ -285,4 +329,10 @@ export interface Database {
   payments: PaymentTable;
   stored_responses: StoredResponseTable;
   stored_response_items: StoredResponseItemTable;
+  ledger_checkpoints: LedgerCheckpointTable;
+  ledger_checkpoint_wallets: LedgerCheckpointWalletTable;
+  ledger_checkpoint_usage: LedgerCheckpointUsageTable;
+  retired_usage: RetiredUsageTable;
+  retired_key_spend: RetiredKeySpendTable;
+  job_leases: JobLeaseTable;
 }

@@ -1,0 +1,56 @@
+import { sql } from 'kysely';
+import type { Storage } from '../../storage/database.ts';
+import { usageDay } from '../days.ts';
+import type { RetentionBatch } from './retire-usage.ts';
+
+/**
+ * One batch of finished reservations leaving the hot table. A finished reservation is no longer
+ * money: its settle (the charge entry, the usage row, the key's spend) was applied in the same
+ * write unit that finished it. What key_spend's audit read from it (its key, its day, its usage
+ * row's charge) is added to retired_key_spend in the same transaction as the delete, counting
+ * only the rows this delete removed, so two runners never count one twice. Returns the rows deleted.
+ */
+export async function retireReservationBatch(storage: Pick<Storage, 'db'>, b: RetentionBatch): Promise<number> {
+  const candidates = await storage.db
+    .selectFrom('reservations')
+    .select('id')
+    .where('id', '<=', b.coveredId)
+    .where('status', '!=', 'pending')
+    .where('created_at', '<', b.cutoff)
+    .orderBy('id')
+    .limit(b.rows)
+    .execute();
+  if (candidates.length === 0) return 0;
+  const ids = candidates.map((r) => r.id);
+  return storage.db.transaction().execute(async (trx) => {
+    const charged = await trx
+      .selectFrom('reservations as r')
+      .innerJoin('request_usage as u', 'u.request_id', 'r.request_id')
+      .select(['r.id', 'u.charged_usdc'])
+      .where('r.id', 'in', ids)
+      .execute();
+    const chargeOf = new Map(charged.map((c) => [Number(c.id), Number(c.charged_usdc)]));
+    const deleted = await trx
+      .deleteFrom('reservations')
+      .where('id', 'in', ids)
+      .where('status', '!=', 'pending')
+      .returning(['id', 'api_key_id', 'created_at'])
+      .execute();
+    const spent = new Map<string, { api_key_id: number; day: number; spent_usdc: number }>();
+    for (const r of deleted) {
+      const charge = chargeOf.get(Number(r.id)) ?? 0;
+      if (r.api_key_id === null || charge === 0) continue;
+      const cell = { api_key_id: Number(r.api_key_id), day: usageDay(Number(r.created_at)), spent_usdc: 0 };
+      const id = `${cell.api_key_id} ${cell.day}`;
+      (spent.get(id) ?? spent.set(id, cell).get(id)!).spent_usdc += charge;
+    }
+    for (const cell of spent.values()) {
+      await trx
+        .insertInto('retired_key_spend')
+        .values(cell)
+        .onConflict((oc) => oc.columns(['api_key_id', 'day']).doUpdateSet({ spent_usdc: sql`retired_key_spend.spent_usdc + excluded.spent_usdc` }))
+        .execute();
+    }
+    return deleted.length;
+  });
+}

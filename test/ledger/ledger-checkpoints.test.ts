@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { checkLedger } from '../../src/ledger/invariants.ts';
+import { runLedgerCheck } from '../../src/ledger/checkpoints/run-check.ts';
+import { openStorage, type Storage } from '../../src/storage/database.ts';
+import { migrateToLatest } from '../../src/storage/migrate.ts';
+import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
+import { DAY, seedRequests, tamperEntry } from '../support/retention.ts';
+
+const totals = (c: { ok: boolean; wallets: number; entries: number; creditsUsdc: number; chargesUsdc: number; problems: string[] }) => ({
+  ok: c.ok, wallets: c.wallets, entries: c.entries, creditsUsdc: c.creditsUsdc, chargesUsdc: c.chargesUsdc, problems: c.problems,
+});
+
+for (const engine of ENGINES) {
+  describe(`ledger-check checkpoints (${engine})`, () => {
+    let s: Storage;
+    before(async () => {
+      s = openStorage(await freshDatabaseUrl(engine));
+      await migrateToLatest(s);
+    });
+    after(() => s.close());
+    // The checks run "later": every row written now belongs to a closed day.
+    const later = Date.now() + 2 * DAY;
+
+    test('the first check reads everything and stores a checkpoint; the next reads only what came after, and agrees with a full check', async () => {
+      await seedRequests(s, 300, 3, 'a');
+      const first = await runLedgerCheck(s.db, { full: false, now: later });
+      assert.deepEqual(first.problems, []);
+      assert.equal(first.from, null);
+      assert.ok(first.stored, 'a checkpoint is stored');
+      assert.equal(first.stored.entries, first.entries, 'the checkpoint holds what the full check computed');
+      assert.equal(first.stored.credits_usdc, first.creditsUsdc);
+      assert.equal(first.stored.charges_usdc, first.chargesUsdc);
+
+      await seedRequests(s, 120, 2, 'b');
+      const incremental = await runLedgerCheck(s.db, { full: false, now: later });
+      assert.equal(incremental.from?.day, first.stored.day, 'it started from the checkpoint');
+      assert.equal(incremental.stored, null, 'no new day closed');
+      const full = await runLedgerCheck(s.db, { full: true, now: later });
+      assert.equal(full.from, null);
+      assert.deepEqual(totals(incremental), totals(full));
+      assert.deepEqual(totals(full), totals(await checkLedger(s.db)));
+
+      const nextDay = await runLedgerCheck(s.db, { full: false, now: later + DAY });
+      assert.ok(nextDay.stored && nextDay.stored.day === first.stored.day + 1);
+      assert.equal(nextDay.stored.entries, full.entries, 'the advanced checkpoint equals the full count');
+      assert.equal(nextDay.stored.charges_usdc, full.chargesUsdc);
+    });
+
+    test('attack: a row tampered with before the checkpoint is found by --full; one after it by the incremental check', async () => {
+      const before = await runLedgerCheck(s.db, { full: false, now: later + 2 * DAY });
+      assert.deepEqual(before.problems, []);
+      const old = await s.db.selectFrom('ledger_entries').select('id').where('kind', '=', 'charge').orderBy('id').limit(1).executeTakeFirstOrThrow();
+      await tamperEntry(s, Number(old.id), -5);
+      const incremental = await runLedgerCheck(s.db, { full: false, now: later + 2 * DAY });
+      assert.deepEqual(incremental.problems, [], 'the checkpoint vouches for what it proved');
+      const full = await runLedgerCheck(s.db, { full: true });
+      assert.ok(full.problems.some((p) => /balance \d+ != ledger sum/.test(p)), full.problems.join('\n'));
+
+      await tamperEntry(s, Number(old.id), 5);
+      const [w] = await seedRequests(s, 20, 1, 'c');
+      const recent = await s.db
+        .selectFrom('ledger_entries')
+        .select('id')
+        .where('wallet', '=', w!)
+        .where('kind', '=', 'charge')
+        .orderBy('id', 'desc')
+        .limit(1)
+        .executeTakeFirstOrThrow();
+      await tamperEntry(s, Number(recent.id), -7);
+      const after = await runLedgerCheck(s.db, { full: false, now: later + 2 * DAY });
+      assert.ok(after.from, 'checked from the checkpoint');
+      assert.ok(after.problems.some((p) => p.startsWith(`wallet ${w}: balance`)), after.problems.join('\n'));
+      assert.equal(after.stored, null, 'a failed check stores no checkpoint');
+      await tamperEntry(s, Number(recent.id), 7);
+    });
+  });
+}
