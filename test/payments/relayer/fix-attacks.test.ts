@@ -11,6 +11,7 @@ import { parseAbi, erc20Abi } from 'viem';
 import { PERMIT2_ADDRESS } from '@x402/evm';
 import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { injectingProxy, type Inject } from '../../support/rpc-proxy.ts';
+import { until } from '../../support/until.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
 
@@ -158,7 +159,9 @@ describe('attack: the relayer fixes of issue 23.1 (second review)', () => {
     await sleep(2500);
     await h.gw.services.topup!.reconcile();
     assert.equal((await row(payer)).status, 'failed', 'released');
-    await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+    const back = await h.anvil.rpc<string>('eth_sendRawTransaction', [raw]);
+    // Anvil's automine answers the send before it mines: the passes below must find it mined.
+    await until(async () => (await h.anvil.rpc('eth_getTransactionReceipt', [back])) !== null, 'the returned settlement mined');
     for (let i = 0; i < 3; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
     const client = h.gw.services.topup!.clientFor(h.chain.network)!;
     const audit = await auditCreditsOnChain(db(), () => client);
