@@ -6,12 +6,12 @@ import type { Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import { devChain, startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { until } from '../../support/until.ts';
 import { signEip3009, signPermit2, v2Header } from '../../support/x402-payloads.ts';
 import { parseAbi, erc20Abi } from 'viem';
 import { PERMIT2_ADDRESS } from '@x402/evm';
 import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { injectingProxy, type Inject } from '../../support/rpc-proxy.ts';
-import { until } from '../../support/until.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
 
