@@ -136,7 +136,8 @@ describe('attack: count_tokens and retry headers (sqlite)', () => {
     // seconds is the time every request on the instance (health checks, streams, settles) waited. The
     // turn is measured in CPU time: on a loaded machine the scheduler alone stretches wall time.
     const turns = watchTurns();
-    const counted = await post(h.gw.url, w.key, { model: NATIVE, messages: [{ role: 'user', content: 'a'.repeat(96 * 1024) }] }, {}, '/v1/messages/count_tokens');
+    const longWord = { model: NATIVE, messages: [{ role: 'user', content: 'a'.repeat(96 * 1024) }] };
+    const counted = await post(h.gw.url, w.key, longWord, {}, '/v1/messages/count_tokens');
     const longest = turns.stop();
     assert.equal(counted.status, 200, counted.text);
     assert.ok(longest < 1000, `one turn of the event loop took ${Math.round(longest)} ms of CPU on one count_tokens call of 96 KiB`);
