@@ -4,6 +4,7 @@ import { countTokens } from 'gpt-tokenizer';
 import { startChatHarness, readSse, type ChatHarness } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
 import { siweProof } from '../support/siwe.ts';
+import { until } from '../support/until.ts';
 
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240; // 100 × 1.2 + 50 × 2.4
@@ -132,11 +133,8 @@ describe('chat failure matrix', () => {
     await reader.read();
     abort.abort();
     // The gateway keeps draining the upstream after the client left; wait for it to settle.
-    let rows = await usageRows(w.keyId);
-    for (let i = 0; i < 100 && rows.length === 0; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      rows = await usageRows(w.keyId);
-    }
+    await until(async () => (await usageRows(w.keyId)).length > 0, 'the drained stream settled', 30_000);
+    const rows = await usageRows(w.keyId);
     assert.equal(rows.length, 1);
     assert.equal(rows[0]!.status, 'client_disconnected');
     // The provider reports usage only in the stream's last chunk: an exact, non-estimated charge

@@ -14,6 +14,7 @@ import { call } from '../support/gateway.ts';
 import { startTollgateProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { assertLedgerConsistent } from '../support/ledger.ts';
 import { newAccount, siweProof } from '../support/siwe.ts';
+import { until } from '../support/until.ts';
 
 const RELAYER = { TOLLGATE_RELAYER_KEY: `0x${'11'.repeat(32)}` };
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -51,6 +52,8 @@ describe('attack: --fake-providers and real money, reachability', () => {
     let gateway: GatewayProcess | undefined;
     try {
       gateway = await startTollgateProcess(['serve', '--fake-providers'], { database: { url: `sqlite:${join(dir, 'tollgate.db')}` } });
+      // The banner goes to stderr, the listening line to stdout: the two pipes can be read in either order.
+      await until(() => gateway!.output().includes('fake providers on'), 'the fake providers banner');
       const urls = [...gateway.output().matchAll(/fake providers on (http:\/\/[^ ]+) and (http:\/\/[^ ]+) serve/g)].flatMap((m) => [m[1]!, m[2]!]);
       assert.equal(urls.length, 2, gateway.output());
       for (const url of urls) {

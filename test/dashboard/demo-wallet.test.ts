@@ -41,6 +41,8 @@ describe('the demo wallet', { skip: noChromium }, () => {
     await new OpenAI({ baseURL: `${stack.gateway.url}/v1`, apiKey: key, maxRetries: 0 }).chat.completions.create({ model: DEMO_MODEL, messages: [{ role: 'user', content: 'hi' }] });
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.getByTestId('spend-summary').filter({ hasText: 'over 1 request.' }).waitFor();
+    // The chart is drawn in an effect after the summary's render: wait for it, then count.
+    await page.locator('.chart canvas').first().waitFor();
     assert.equal(await page.locator('.chart canvas').count(), 1);
     assert.deepEqual(problems, []);
     assert.deepEqual((await checkLedger(stack.gateway.services.storage.db)).problems, []);

@@ -11,6 +11,7 @@ import { stopChild, track, waitForOutput } from '../../src/devchain/processes.ts
 import { getBalance } from '../../src/ledger/balances.ts';
 import { openStorage } from '../../src/storage/database.ts';
 import { assertLedgerConsistent } from '../support/ledger.ts';
+import { until } from '../support/until.ts';
 
 const BIN = join(process.cwd(), 'bin/tollgate.mjs');
 
@@ -77,6 +78,8 @@ describe('README: the first hour without a provider key, with --fake-providers',
     gateway.stdout!.on('data', (b: Buffer) => (output += b.toString()));
     gateway.stderr!.on('data', (b: Buffer) => (output += b.toString()));
     await waitForOutput(gateway, /"msg":"tollgate listening on /, 'npm start -- --fake-providers', 30_000);
+    // The warning goes to stderr, the listening line to stdout: the two pipes can be read in either order.
+    await until(() => output.includes('built-in fake providers on'), 'the fake providers warning');
     assert.match(output, /^tollgate: --fake-providers: built-in fake providers on http:\/\/127\.0\.0\.1:\d+\/v1 and http:\/\/127\.0\.0\.1:\d+ serve fake\/canned-chat, /m);
     assert.match(output, /canned \(no model is called\)[^\n]*never in production/);
     const summary = JSON.parse(output.split('\n').find((l) => l.includes('"msg":"tollgate listening'))!) as { models: Record<string, string[]> };

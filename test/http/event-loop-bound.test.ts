@@ -4,6 +4,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { jsonBoundsProblem } from '../../src/http/json-body.ts';
 import { parseConfig } from '../../src/config/load.ts';
+import { watchTurns } from '../support/loop-hold.ts';
 
 // Issue 14 section 4: a 10 MiB body of `{}` objects took 1.6 s of event-loop time, a deeply nested
 // one 4.9 s, while every other client waited. JSON.parse time follows the number of values and
@@ -13,7 +14,7 @@ import { parseConfig } from '../../src/config/load.ts';
 // The goal is "no request blocks the event loop for more than 50 ms at the default limits". A
 // 50 ms assertion would be a timing threshold, which this suite does not allow (2 shared cores, other
 // suites running). So the test asserts the behaviour (400 naming the bound) and a generous 250 ms
-// ceiling that still catches the 1.6 to 4.9 s stalls, and prints the measured maximum.
+// ceiling on one turn's CPU time that still catches the 1.6 to 4.9 s stalls, and prints the measured maximum.
 
 // The default limits.chatBodyBytes (4 MiB): larger bodies are 413 before they are parsed.
 const MAX_BODY = parseConfig({}).limits.chatBodyBytes;
@@ -27,13 +28,17 @@ describe('no single request stalls the event loop', () => {
   });
   after(() => h.stop());
 
-  async function postMeasured(body: string): Promise<{ status: number; body: any; maxDelayMs: number }> {
+  // The delay histogram is printed; the bound is asserted on the CPU time of the longest turn (test/support/loop-hold.ts),
+  // since on a loaded machine the scheduler alone stretches the wall-clock delay.
+  async function postMeasured(body: string): Promise<{ status: number; body: any; maxDelayMs: number; longestTurnMs: number }> {
     const monitor = monitorEventLoopDelay({ resolution: 5 });
     monitor.enable();
+    const turns = watchTurns();
     const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body });
     const json = await res.json();
+    const longestTurnMs = turns.stop();
     monitor.disable();
-    return { status: res.status, body: json, maxDelayMs: monitor.max / 1e6 };
+    return { status: res.status, body: json, maxDelayMs: monitor.max / 1e6, longestTurnMs };
   }
 
   const flatObjects = () => {
@@ -54,12 +59,12 @@ describe('no single request stalls the event loop', () => {
       const body = build();
       assert.ok(body.length <= MAX_BODY);
       const r = await postMeasured(body);
-      console.log(`${name}: ${r.status}, max event-loop delay ${r.maxDelayMs.toFixed(1)} ms`);
+      console.log(`${name}: ${r.status}, max event-loop delay ${r.maxDelayMs.toFixed(1)} ms, longest turn ${r.longestTurnMs.toFixed(1)} ms of CPU`);
       if (refusal) {
         assert.equal(r.status, 400);
         assert.equal(r.body.error, 'VALIDATION_ERROR');
         assert.match(r.body.message, refusal);
-        assert.ok(r.maxDelayMs < 250, `the event loop was blocked for ${r.maxDelayMs.toFixed(0)} ms`);
+        assert.ok(r.longestTurnMs < 250, `one turn of the event loop took ${r.longestTurnMs.toFixed(0)} ms of CPU`);
       } else {
         // Accepted, this body goes on through planning, the reservation and the fake provider,
         // which runs in this same process and parses it too: its delay is printed for the record,

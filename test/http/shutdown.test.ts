@@ -80,9 +80,10 @@ describe('graceful shutdown', () => {
       await adjustBalance(storage.db, { wallet: account.address, amountUsdc: 1_000_000 });
       const created = await call(gateway.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       assert.equal(created.status, 201, created.text);
-      fake.behaviour = { delayMs: 700 };
+      fake.behaviour = { delayMs: 1500 };
       const pending = call(gateway.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${created.body.key}` });
-      await new Promise((r) => setTimeout(r, 200));
+      // SIGTERM while the request is at the provider (a fixed 200 ms could come before the gateway had it, on a loaded machine).
+      await until(() => fake.received.length === 1, 'the request at the provider');
       const exited = new Promise<number | null>((r) => gateway.child.once('exit', (code) => r(code)));
       gateway.child.kill('SIGTERM');
       const res = await pending;

@@ -8,6 +8,8 @@ import { ApiError } from '../../src/refusal.ts';
 import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
+import { watchTurns } from '../support/loop-hold.ts';
+import { until } from '../support/until.ts';
 
 /**
  * Adversarial review of the Claude Code change on POST /v1/messages (field and beta policy,
@@ -130,30 +132,27 @@ describe('attack: count_tokens and retry headers (sqlite)', () => {
     const w = await h.wallet(0);
     // The tokenizer is loaded by the first count (asynchronously); load it first.
     assert.equal((await post(h.gw.url, w.key, { model: NATIVE, messages: HI }, {}, '/v1/messages/count_tokens')).status, 200);
-    // The gateway runs in this test's process, so its event loop is this one: a timer that fires late
-    // by seconds is the time every request on the instance (health checks, streams, settles) waited.
-    const counting = post(h.gw.url, w.key, { model: NATIVE, messages: [{ role: 'user', content: 'a'.repeat(96 * 1024) }] }, {}, '/v1/messages/count_tokens');
-    let late = 0;
-    const lag = (async () => {
-      for (let i = 0; i < 40; i++) {
-        const t = performance.now();
-        await new Promise((r) => setTimeout(r, 100));
-        late = Math.max(late, performance.now() - t - 100);
-      }
-    })();
-    const counted = await counting;
-    await lag;
+    // The gateway runs in this test's process, so its event loop is this one: a turn that holds it for
+    // seconds is the time every request on the instance (health checks, streams, settles) waited. The
+    // turn is measured in CPU time: on a loaded machine the scheduler alone stretches wall time.
+    const turns = watchTurns();
+    const longWord = { model: NATIVE, messages: [{ role: 'user', content: 'a'.repeat(96 * 1024) }] };
+    const counted = await post(h.gw.url, w.key, longWord, {}, '/v1/messages/count_tokens');
+    const longest = turns.stop();
     assert.equal(counted.status, 200, counted.text);
-    assert.ok(late < 1000, `the event loop stalled for ${Math.round(late)} ms on one count_tokens call of 96 KiB`);
+    assert.ok(longest < 1000, `one turn of the event loop took ${Math.round(longest)} ms of CPU on one count_tokens call of 96 KiB`);
   });
 
   test('attack: a 402 caused only by funds locked by the wallet\'s own request in flight is not marked x-should-retry: false', async () => {
     // Claude Code runs requests side by side; the second is refused while the first holds its
     // reservation, and the very same request succeeds once the first settles (a moment later).
     const w = await h.wallet(4000);
-    h.anthropic.behaviour = { usage: USAGE, delayMs: 1500 };
+    // The first answer is held long enough for the second request to be refused even on a loaded machine.
+    h.anthropic.behaviour = { usage: USAGE, delayMs: 3000 };
+    const calls = h.anthropic.received.length;
     const first = post(h.gw.url, w.key, { model: NATIVE, max_tokens: 1000, messages: HI });
-    await new Promise((r) => setTimeout(r, 300));
+    // The provider has the first request: its reservation is held.
+    await until(() => h.anthropic.received.length === calls + 1, 'the first request reached the provider');
     const second = await post(h.gw.url, w.key, { model: NATIVE, max_tokens: 1000, messages: HI });
     assert.equal((await first).status, 200);
     assert.equal(second.status, 402);

@@ -8,6 +8,7 @@ import { call } from '../support/gateway.ts';
 import { siweProof } from '../support/siwe.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
 import { postChat, resetRouting, routingSuite, type RoutingHarness } from '../support/routing-harness.ts';
+import { until } from '../support/until.ts';
 
 const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
@@ -72,8 +73,11 @@ for (const engine of ENGINES) {
         // The primary takes its whole first-byte timeout (1 s) to fail; the client leaves meanwhile.
         h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
         const abort = new AbortController();
+        const calls = h.fake.received.length;
         const pending = post(w.key, { model: 'fake/routed', messages: MESSAGES, stream }, abort.signal).catch((err) => err);
-        await new Promise((r) => setTimeout(r, 300));
+        // The client leaves once the primary has the request, well inside its 1 s first-byte timeout
+        // (a fixed 300 ms could end after it on a loaded machine, or before the chain had started).
+        await until(() => h.fake.received.length === calls + 1, 'the primary called');
         abort.abort();
         await pending;
         const row = await waitForUsageRow(h, w.keyId);
@@ -103,7 +107,7 @@ for (const engine of ENGINES) {
       } finally {
         clearInterval(flapping);
       }
-      for (let i = 0; i < 100 && (await usageRowsOf(h, w.keyId)).length < 40; i++) await new Promise((r) => setTimeout(r, 50));
+      await until(async () => (await usageRowsOf(h, w.keyId)).length >= 40, 'the streams settled', 30_000);
       const rows = await usageRowsOf(h, w.keyId);
       assert.equal(rows.length, 40);
       assert.ok(rows.every((r) => Number(r.charged_usdc) === CHARGE && r.status === 'ok'));
@@ -166,7 +170,8 @@ describe('cooldown, recovery, /health and weights (sqlite)', () => {
     const recovered = await ask(w.key, 'fake/routed');
     assert.equal(recovered.deployment, 'fake/routed');
     assert.equal((await call(h.gw.url, 'GET', '/health')).body.cooldowns, undefined);
-    await waitForUsageRow(h, w.keyId);
+    // The stream's settle runs after its end: wait for all four rows, not the first.
+    await until(async () => (await usageRowsOf(h, w.keyId)).length >= 4, 'the four requests settled');
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 4 * CHARGE);
   });
 

@@ -8,6 +8,7 @@ import { call } from '../support/gateway.ts';
 import { devChain, startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../support/x402-payloads.ts';
 import { injectingProxy } from '../support/rpc-proxy.ts';
+import { until } from '../support/until.ts';
 
 /** The relayer's next `hang` sends are left unanswered and never forwarded (the RPC hangs on them). */
 const state = { hang: 0 };
@@ -55,7 +56,8 @@ describe('attack: the cross-instance relayer lock while the RPC hangs or its hol
     const [h1, h2] = [await pay(p1!), await pay(p2!)];
     state.hang = 1;
     const a = call(gateways[0]!.url, 'POST', '/v1/topup', { amount: 3 }, { 'payment-signature': h1 }).catch((e: Error) => ({ status: 0, body: { error: e.message } }));
-    await new Promise((r) => setTimeout(r, 1500));
+    // A's send is the hung one (the proxy took it): A holds the lock. Then it freezes.
+    await until(() => state.hang === 0, "A's send hangs", 30_000);
     gateways[0]!.child.kill('SIGSTOP');
     const t0 = Date.now();
     const ac = new AbortController();

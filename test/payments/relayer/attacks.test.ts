@@ -10,6 +10,7 @@ import { erc20Abi } from 'viem';
 import { reconcilePayment } from '../../../src/payments/reconciler.ts';
 import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { injectingProxy, type Inject } from '../../support/rpc-proxy.ts';
+import { until } from '../../support/until.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
 
@@ -272,6 +273,11 @@ describe('attack: the relayer under lost answers, dropped and returning transact
   });
 
   const reSign = (hash: string) => resignRelayerTransaction(h, hash);
+  /** Sends a settlement back to the node and waits for its block: anvil's automine answers the send before it mines. */
+  const sendBackMined = async (raw: Hex) => {
+    const hash = await h.anvil.rpc<string>('eth_sendRawTransaction', [raw]);
+    await until(async () => (await h.anvil.rpc('eth_getTransactionReceipt', [hash])) !== null, 'the returned settlement mined');
+  };
 
   test('A2 (permit2): dropped, released, the original mined after all; no retry, then the retry', async () => {
     const payer = await h.payer(10n);
@@ -280,7 +286,7 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     const raw = await topupThenDropSettlement(h, header);
     await sleep(2500);
     await h.gw.services.topup!.reconcile();
-    await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+    await sendBackMined(raw);
     for (let i = 0; i < 2; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
     const r = await row(payer);
     const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
@@ -298,7 +304,7 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     await h.gw.services.topup!.reconcile();
     const released = await row(payer);
     assert.equal(released.status, 'failed');
-    await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+    await sendBackMined(raw);
     const client = h.gw.services.topup!.clientFor(h.chain.network)!;
     const audit = await auditCreditsOnChain(h.gw.services.storage.db, () => client);
     const ours = audit.problems.filter((p) => p.includes(released.id));

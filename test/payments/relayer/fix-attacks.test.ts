@@ -6,6 +6,7 @@ import type { Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import { devChain, startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { until } from '../../support/until.ts';
 import { signEip3009, signPermit2, v2Header } from '../../support/x402-payloads.ts';
 import { parseAbi, erc20Abi } from 'viem';
 import { PERMIT2_ADDRESS } from '@x402/evm';
@@ -158,7 +159,9 @@ describe('attack: the relayer fixes of issue 23.1 (second review)', () => {
     await sleep(2500);
     await h.gw.services.topup!.reconcile();
     assert.equal((await row(payer)).status, 'failed', 'released');
-    await h.anvil.rpc('eth_sendRawTransaction', [raw]);
+    const back = await h.anvil.rpc<string>('eth_sendRawTransaction', [raw]);
+    // Anvil's automine answers the send before it mines: the passes below must find it mined.
+    await until(async () => (await h.anvil.rpc('eth_getTransactionReceipt', [back])) !== null, 'the returned settlement mined');
     for (let i = 0; i < 3; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
     const client = h.gw.services.topup!.clientFor(h.chain.network)!;
     const audit = await auditCreditsOnChain(db(), () => client);

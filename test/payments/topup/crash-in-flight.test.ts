@@ -8,6 +8,7 @@ import { startGatewayProcess, type GatewayProcess } from '../../support/gateway-
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
+import { until } from '../../support/until.ts';
 
 /**
  * Issue 23.1: SIGKILL while ten settlements from one relayer are in flight. Mining is paused, so at
@@ -47,11 +48,11 @@ for (const engine of ENGINES) {
       const inFlight = headers.map((header) => call(crashing.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': header }).catch((err: Error) => err));
       // Kill once every payment is recorded and some (not necessarily all) settlements are sent.
       const rows = () => storage.db.selectFrom('payments').select(['status']).execute();
-      for (let i = 0; i < 200; i++) {
+      // Ten verifications and sends at once: seconds on a loaded machine, so a generous wait.
+      await until(async () => {
         const now = await rows();
-        if (now.length === 10 && now.some((r) => r.status === 'submitted')) break;
-        await new Promise((r) => setTimeout(r, 20));
-      }
+        return now.length === 10 && now.some((r) => r.status === 'submitted');
+      }, 'every payment recorded and one settlement sent', 30_000);
       await crashing.kill();
       for (const r of await Promise.all(inFlight)) assert.ok(r instanceof Error, 'every request died with the gateway');
       const atKill = await rows();

@@ -10,6 +10,7 @@ import { startGatewayProcess } from '../../support/gateway-process.ts';
 import { proofQuery, siweProof } from '../../support/siwe.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
+import { until } from '../../support/until.ts';
 
 /**
  * Payments whose outcome is not known when the request ends. Mining is paused so that the
@@ -75,12 +76,12 @@ describe('unknown outcomes and crashes are finished by the reconciler, exactly o
 
       // Wait until the gateway has sent its settlement transaction (recorded, and in the node's pool:
       // the hash is recorded just before the send), then kill it mid-wait.
-      let submitted;
-      for (let i = 0; i < 200 && !submitted; i++) {
-        await new Promise((r) => setTimeout(r, 50));
+      const findSent = async () => {
         const row = await storage.db.selectFrom('payments').selectAll().where('status', '=', 'submitted').executeTakeFirst();
-        if (row?.tx_hash && (await h.anvil.rpc('eth_getTransactionByHash', [row.tx_hash]))) submitted = row;
-      }
+        return row?.tx_hash && (await h.anvil.rpc('eth_getTransactionByHash', [row.tx_hash])) ? row : undefined;
+      };
+      let submitted = await findSent();
+      await until(async () => (submitted ??= await findSent()) !== undefined, 'the gateway recorded and sent a settlement transaction', 30_000);
       assert.ok(submitted?.tx_hash, 'the gateway never recorded a settlement transaction');
       await gateway.kill();
       assert.ok((await request) instanceof Error, 'the request should have died with the gateway');
@@ -92,11 +93,12 @@ describe('unknown outcomes and crashes are finished by the reconciler, exactly o
 
       gateway = await startGatewayProcess(config, h.env);
       let row;
-      for (let i = 0; i < 200; i++) {
-        row = await storage.db.selectFrom('payments').selectAll().where('id', '=', submitted.id).executeTakeFirstOrThrow();
-        if (row.status === 'credited') break;
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      const sentId = submitted.id;
+      // The restarted gateway's reconciler credits it: generous for a loaded machine.
+      await until(async () => {
+        row = await storage.db.selectFrom('payments').selectAll().where('id', '=', sentId).executeTakeFirstOrThrow();
+        return row.status === 'credited';
+      }, 'the restarted gateway credited it', 30_000);
       assert.equal(row!.status, 'credited');
       assert.equal(row!.tx_hash, submitted.tx_hash);
 

@@ -84,8 +84,11 @@ for (const engine of ENGINES) {
       let rowId: string;
       try {
         await uptoOpenAI(h, payer).chat.completions.create(UPTO_BODY);
-        await until(async () => Boolean((await uptoPayments(h, payer)).at(-1)?.tx_hash), 'the settle was broadcast', 20_000);
+        await until(async () => Boolean((await uptoPayments(h, payer)).at(-1)?.tx_hash), 'the settle was signed', 20_000);
         rowId = (await uptoPayments(h, payer)).at(-1)!.id;
+        // The hash is recorded before the broadcast: the block below must find the settle in the pool.
+        const settleHash = (await uptoPayments(h, payer)).at(-1)!.tx_hash;
+        await until(async () => (await h.anvil.rpc('eth_getTransactionByHash', [settleHash])) !== null, 'the settle was broadcast', 20_000);
         // The front-run: a higher tip puts the revocation first in the block.
         const revoke = await wallet.writeContract({
           address: h.chain.usdt, abi: erc20Abi, functionName: 'approve', args: [PERMIT2_ADDRESS, 0n], account: payer, chain: wallet.chain,

@@ -54,6 +54,8 @@ for (const engine of ENGINES) {
       assert.equal(row.upto_state, 'unsettled');
       assert.match(row.failure_reason!, /allowance|failed/);
       assert.ok(BigInt(row.settle_amount_atomic!) > 0n);
+      // Counted once the row's update has returned to the gateway, which can be just after this test saw the row.
+      await until(async () => (await unsettledMetric(h)) > before, 'tollgate_upto_unsettled_total counted');
       assert.equal(await unsettledMetric(h), before + 1, 'tollgate_upto_unsettled_total');
       assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD, 'nothing arrived');
       assert.equal((await holdBalance(h, payer)).balance_usdc, 0);
