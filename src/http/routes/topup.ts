@@ -9,7 +9,7 @@ import { ApiError } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { settleMatched } from '../../payments/settle-matched.ts';
 import { refuseIfUptoUnsettled } from '../../payments/upto/admission.ts';
-import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from '../x402-payment.ts';
+import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from '../x402/payment-wire.ts';
 
 /**
  * POST /v1/topup: x402 in two steps. Without a payment: 402 with the offers for the requested

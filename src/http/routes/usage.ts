@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { getBalance } from '../../ledger/balances.ts';
 import { usageByKey } from '../../usage/usage.ts';
 import type { Services } from '../../services.ts';
-import { requireWalletOwner } from '../wallet-auth.ts';
+import { requireWalletOwner } from '../auth/wallet-auth.ts';
 import { toIso } from '../../keys/api-keys.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { dailyUsage } from '../../usage/usage-daily.ts';

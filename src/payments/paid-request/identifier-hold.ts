@@ -1,10 +1,10 @@
 import type { FastifyRequest } from 'fastify';
-import type { MatchedPayment } from '../payments/match.ts';
-import { bodyDigest, readPaymentIdentifier } from '../payments/pay-per-request/payment-identifier.ts';
-import { claimPaymentIdentifier, releasePaymentIdentifier, startIdentifiedRun, type ClaimVerdict, type FirstUse } from '../payments/pay-per-request/identifier-store.ts';
-import { ApiError, badRequest } from '../refusal.ts';
-import type { Services } from '../services.ts';
-import { uptoHoldWallet } from '../payments/upto/upto-store.ts';
+import type { MatchedPayment } from '../match.ts';
+import { bodyDigest, readPaymentIdentifier } from '../pay-per-request/payment-identifier.ts';
+import { claimPaymentIdentifier, releasePaymentIdentifier, startIdentifiedRun, type ClaimVerdict, type FirstUse } from '../pay-per-request/identifier-store.ts';
+import { ApiError, badRequest } from '../../refusal.ts';
+import type { Services } from '../../services.ts';
+import { uptoHoldWallet } from '../upto/upto-store.ts';
 
 /**
  * A paid request's claim on its payment identifier. Taken only once the payer is known to have

@@ -1,14 +1,14 @@
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
-import type { Services } from '../services.ts';
-import { ApiError } from '../refusal.ts';
-import { OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
-import { invalidPayment } from '../payments/decode.ts';
-import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../payments/offers.ts';
-import type { PaymentRow } from '../payments/payment-store.ts';
-import { paymentRequiredV1 } from '../payments/x402-v1.ts';
-import { noteRefusal } from './refusal-log.ts';
-import type { SettleMatchedDeps } from '../payments/settle-matched.ts';
+import type { Services } from '../../services.ts';
+import { ApiError } from '../../refusal.ts';
+import { OUTAGE_RETRY_AFTER_SECONDS } from '../../outage.ts';
+import { invalidPayment } from '../../payments/decode.ts';
+import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../../payments/offers.ts';
+import type { PaymentRow } from '../../payments/payment-store.ts';
+import { paymentRequiredV1 } from '../../payments/x402-v1.ts';
+import { noteRefusal } from '../refusal-log.ts';
+import type { SettleMatchedDeps } from '../../payments/settle-matched.ts';
 
 /**
  * The x402 side of HTTP shared by every paid endpoint (top-ups, pay-per-request chat): where the

@@ -1,14 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { getBalance } from '../ledger/balances.ts';
-import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
-import { ApiError } from '../refusal.ts';
-import type { Services } from '../services.ts';
-import { SIGN_IN_WITH_X, siwxConfigProblem, verifySiwxHeader } from '../siwe/siwx.ts';
-import { authFailureLimit } from './auth-failure-limit.ts';
-import { reservationRefusal } from './key-checks.ts';
-import { enforceRateLimit } from './rate-limit.ts';
+import { getBalance } from '../../ledger/balances.ts';
+import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
+import { ApiError } from '../../refusal.ts';
+import type { Services } from '../../services.ts';
+import { SIGN_IN_WITH_X, siwxConfigProblem, verifySiwxHeader } from '../../siwe/siwx.ts';
+import { authFailureLimit } from '../../http/auth/auth-failure-limit.ts';
+import { reservationRefusal } from '../../http/auth/key-checks.ts';
+import { enforceRateLimit } from '../../http/rate-limit.ts';
 import type { PaidRequest } from './paid-request.ts';
-import type { AskForPayment } from './x402-payment.ts';
+import type { AskForPayment } from '../../http/x402/payment-wire.ts';
 
 /** The `sign-in-with-x` header (x402's SIWX extension); undefined when none was sent. */
 export function siwxHeader(headers: Record<string, string | string[] | undefined>): string | undefined {

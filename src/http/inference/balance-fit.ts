@@ -1,17 +1,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { affordablePromptTokens, fitMaxTokens } from '../chat/fit.ts';
-import { planInbound, type PlanOptions } from '../chat/plan-inbound.ts';
-import type { ChatPlan } from '../chat/plan.ts';
-import { runChat, type ChatExchange } from '../chat/run.ts';
-import type { KeyRow } from '../keys/api-keys.ts';
-import { getBalance } from '../ledger/balances.ts';
-import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
-import type { InboundTranslator } from '../protocols/index.ts';
-import type { Services } from '../services.ts';
-import { reservationRefusal } from './key-checks.ts';
-import { tightenPromptBound } from '../chat/token-bound/tighten.ts';
-import { shortfallOf } from '../chat/shortfall.ts';
-import type { ApiError } from '../refusal.ts';
+import { affordablePromptTokens, fitMaxTokens } from '../../chat/fit.ts';
+import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
+import type { ChatPlan } from '../../chat/plan.ts';
+import { runChat, type ChatExchange } from '../../chat/run.ts';
+import type { KeyRow } from '../../keys/api-keys.ts';
+import { getBalance } from '../../ledger/balances.ts';
+import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
+import type { InboundTranslator } from '../../protocols/index.ts';
+import type { Services } from '../../services.ts';
+import { reservationRefusal } from '../auth/key-checks.ts';
+import { tightenPromptBound } from '../../chat/token-bound/tighten.ts';
+import { shortfallOf } from '../../chat/shortfall.ts';
+import type { ApiError } from '../../refusal.ts';
 
 /** The header that asks for the balance fit on one request ("true"), or turns a model's default off ("false"). */
 export const FIT_HEADER = 'x-tollgate-fit-max-tokens';

@@ -1,17 +1,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isTransportError } from '../chain/rpc-errors.ts';
-import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
-import type { MatchedPayment } from '../payments/match.ts';
-import { openPayment } from '../payments/payment-store.ts';
-import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
-import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil, type RefusalClock } from '../payments/upto/admission.ts';
-import { settleUpto, type UptoSettleDeps } from '../payments/upto/settle-upto.ts';
-import { holdMaximum, openUptoOf, uptoHoldWallet } from '../payments/upto/upto-store.ts';
-import type { Services } from '../services.ts';
-import { enforceRateLimit } from './rate-limit.ts';
-import { facilitatorUnavailable, type AskForPayment } from './x402-payment.ts';
+import { isTransportError } from '../../chain/rpc-errors.ts';
+import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
+import type { MatchedPayment } from '../match.ts';
+import { openPayment } from '../payment-store.ts';
+import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
+import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil, type RefusalClock } from '../upto/admission.ts';
+import { settleUpto, type UptoSettleDeps } from '../upto/settle-upto.ts';
+import { holdMaximum, openUptoOf, uptoHoldWallet } from '../upto/upto-store.ts';
+import type { Services } from '../../services.ts';
+import { enforceRateLimit } from '../../http/rate-limit.ts';
+import { facilitatorUnavailable, type AskForPayment } from '../../http/x402/payment-wire.ts';
 import type { PaidRequest } from './paid-request.ts';
-import type { IdentifierHold } from './payment-identifier.ts';
+import type { IdentifierHold } from './identifier-hold.ts';
 
 /** setTimeout's largest delay; a later deadline (a payer may sign years ahead) is beyond any request. */
 const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -1,6 +1,6 @@
 import type { PaymentPayload } from '@x402/core/types';
-import type { Services } from '../services.ts';
-import { SIGN_IN_WITH_X, siwxChallenge, siwxConfigProblem } from '../siwe/siwx.ts';
+import type { Services } from '../../services.ts';
+import { SIGN_IN_WITH_X, siwxChallenge, siwxConfigProblem } from '../../siwe/siwx.ts';
 import { bazaarDiscovery } from './bazaar-discovery.ts';
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 
@@ -24,7 +24,7 @@ function bazaarOf(services: Services, path: string): unknown {
 export function paidRequestExtensions(services: Services, resourceUrl: string, path: string): Record<string, unknown> {
   return {
     bazaar: bazaarOf(services, path),
-    // Optional: a paid request retried with the same id is never paid or run twice (src/http/payment-identifier.ts).
+    // Optional: a paid request retried with the same id is never paid or run twice (src/payments/paid-request/identifier-hold.ts).
     [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
     ...siwxExtension(services, resourceUrl),
   };

@@ -1,9 +1,9 @@
-import type { BilledPlan } from '../chat/bill.ts';
-import { toIso, type KeyRow } from '../keys/api-keys.ts';
-import { getBalance } from '../ledger/balances.ts';
-import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
-import type { Services } from '../services.ts';
-import { ApiError } from '../refusal.ts';
+import type { BilledPlan } from '../../chat/bill.ts';
+import { toIso, type KeyRow } from '../../keys/api-keys.ts';
+import { getBalance } from '../../ledger/balances.ts';
+import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
+import type { Services } from '../../services.ts';
+import { ApiError } from '../../refusal.ts';
 
 /** 403 unless the key's model list (if it has one) names the model the request resolved to. */
 export function assertModelAllowed(key: KeyRow, modelId: string): void {
