@@ -34,7 +34,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
       const key = spenderKey(request);
       if (!key) {
         // Loaded by the first anonymous request: it pulls in x402's payment code.
-        const { payPerRequest, paidChat } = await import('../../payments/paid-request/pay-per-request.ts');
+        const { payPerRequest, paidChat } = await import('../x402/pay-per-request.ts');
         return payPerRequest(services, request, reply, paidChat(services, request, reply, inbound));
       }
       // Responses: references to the key's stored responses become the items they name, so

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../services.ts';
 import { decodePaymentHeader } from '../../payments/decode.ts';
 import { buildOffers, parseTopupAmount } from '../../payments/offers.ts';
-import type { PaymentRow } from '../../payments/payment-store.ts';
+import type { PaymentRow } from '../../payments/payment-row.ts';
 import { ApiError } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { settleMatched } from '../../payments/settle-matched.ts';

@@ -1,39 +1,24 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import { planInbound } from '../../chat/plan-inbound.ts';
-import type { InboundTranslator } from '../../protocols/inbound.ts';
-import { runChat } from '../../chat/run.ts';
 import { getBalance } from '../../ledger/balances.ts';
 import { mayRunPaid } from '../pay-per-request/may-run.ts';
 import { matchPaidPayment, offerRequest } from '../pay-per-request/offer.ts';
 import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
-import type { Services } from '../../services.ts';
 import { decodePaymentHeader } from '../decode.ts';
 import { paymentMismatch, type MatchedPayment } from '../match.ts';
 import { TOPUP_PAYMENT, type PaymentRow } from '../payment-store.ts';
 import { settleMatched } from '../settle-matched.ts';
 import { mustNotPayAgain } from '../rejection-message.ts';
-import { ApiError, badRequest } from '../../refusal.ts';
-import { enforceRateLimit } from '../../http/rate-limit.ts';
-import { refuseUnconfiguredProvider } from '../../http/inference/provider-ready.ts';
-import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf, type AskForPayment } from '../../http/x402/payment-wire.ts';
-import { discoverablePayload, paidRequestExtensions } from '../../http/x402/extensions.ts';
-import { siwxHeader, spendWithSiwx } from './siwx-spend.ts';
-import { paymentIdentifierHold, type IdentifierHold } from './identifier-hold.ts';
-import { exchangeOf } from '../../http/inference/reply-sink.ts';
-import type { PaidRequest } from './paid-request.ts';
-import { payWithUpto, uptoRefusalClock } from './upto.ts';
 import { refuseIfUptoUnsettled } from '../upto/admission.ts';
+import type { PaidRequestDeps } from './deps.ts';
+import { paymentIdentifierHold, type IdentifierHold } from './identifier-hold.ts';
+import { PaidRefusal, type AskForPayment, type PaidOffer, type PaidOutcome } from './outcome.ts';
+import type { PaidRequest } from './paid-request.ts';
+import { spendWithSiwx } from './siwx-spend.ts';
+import { payWithUpto, uptoRefusalClock } from './upto.ts';
 
-/** A chat request of `inbound`'s protocol, paid for. */
-export function paidChat(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): PaidRequest {
-  const plan = planInbound(inbound, request.body, services.catalog, services.config);
-  return {
-    plan,
-    path: inbound.path,
-    description: 'One Tollgate chat completion; what it does not use stays in your wallet balance',
-    shrink: 'lower max_tokens or n',
-    run: (key, opts) => runChat(services.chat, exchangeOf(request, reply, inbound), key, plan, opts),
-  };
+/** What the client sent instead of an API key: an x402 payment header, or a signed `sign-in-with-x` message. */
+export interface PaidCredentials {
+  payment?: string;
+  siwx?: string;
 }
 
 /**
@@ -43,39 +28,45 @@ export function paidChat(services: Services, request: FastifyRequest, reply: Fas
  * that price, settled and credited exactly once through the top-up path, and the request runs
  * billed against the payer's wallet like a keyed request. The paid retry is planned again from its
  * own body, so a body changed after the 402 is priced as it is now. Instead of a payment, a wallet
- * with a balance may send the 402's signed `sign-in-with-x` challenge (siwx-spend.ts); every 402
- * carries the x402 extensions of x402-extensions.ts.
+ * with a balance may send the 402's signed `sign-in-with-x` challenge (siwx-spend.ts).
  */
-export async function payPerRequest(services: Services, request: FastifyRequest, reply: FastifyReply, paidRequest: PaidRequest): Promise<FastifyReply> {
-  const { config } = services;
-  if (!config.payPerRequest.enabled || !services.topup) throw new ApiError(500, 'INTERNAL_ERROR', 'pay-per-request reached with pay-per-request off');
+export async function payPerRequest(deps: PaidRequestDeps, paidRequest: PaidRequest, sent: PaidCredentials): Promise<PaidOutcome> {
+  try {
+    return await decide(deps, paidRequest, sent);
+  } catch (err) {
+    if (err instanceof PaidRefusal) return err.outcome;
+    throw err;
+  }
+}
+
+async function decide(deps: PaidRequestDeps, paidRequest: PaidRequest, sent: PaidCredentials): Promise<PaidOutcome> {
+  const { config } = deps;
   const { plan } = paidRequest;
-  // Never offer, let alone take, a payment for a request no provider can serve.
-  refuseUnconfiguredProvider(services, request, plan);
-  const offer = offerRequest(plan.reservationUsdc, config, services.topup.uptoFacilitatorFor);
+  const offer = offerRequest(plan.reservationUsdc, config, deps.topup.uptoFacilitatorFor);
   if (offer.kind === 'over-limit') {
-    throw badRequest(`this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ${paidRequest.shrink}, or top up and use an API key`);
+    const message = `this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ${paidRequest.shrink}, or top up and use an API key`;
+    return { kind: 'invalid', message };
   }
   const { price, offers, uptoOffers, uptoMinChargeUsdc } = offer;
-  const resource = `${config.server.publicUrl.replace(/\/$/, '')}${paidRequest.path}`;
   // With upto offered, the 402 states the least an upto request that produces anything is charged.
   const upto = uptoOffers.length > 0;
-  const description = upto ? `${paidRequest.description}. Paid with upto: at most ${plan.reservationUsdc} micro-USDC, at least ${uptoMinChargeUsdc} when the request produces anything` : paidRequest.description;
-  const ask: AskForPayment = (code, message, extra = {}) =>
-    askForPayment(
-      reply,
-      { resource, offers: [...offers, ...uptoOffers], code, message, description, v1Body: config.topup.x402v1Body, extensions: paidRequestExtensions(services, resource, paidRequest.path) },
-      { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...(upto ? { upto_min_charge_usdc: uptoMinChargeUsdc } : {}), ...extra },
-    );
+  const paidOffer: PaidOffer = {
+    resource: `${config.server.publicUrl.replace(/\/$/, '')}${paidRequest.path}`,
+    path: paidRequest.path,
+    accepts: [...offers, ...uptoOffers],
+    description: upto
+      ? `${paidRequest.description}. Paid with upto: at most ${plan.reservationUsdc} micro-USDC, at least ${uptoMinChargeUsdc} when the request produces anything`
+      : paidRequest.description,
+    fields: { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...(upto ? { upto_min_charge_usdc: uptoMinChargeUsdc } : {}) },
+  };
+  const ask: AskForPayment = (code, message, fields = {}) => ({ kind: 'pay', offer: paidOffer, code, message, fields });
 
-  const header = paymentHeader(request.headers);
-  if (header === undefined) {
+  if (sent.payment === undefined) {
     // A payment, when sent, is what the client chose; otherwise a signed SIWX message spends a balance.
-    const siwx = siwxHeader(request.headers);
-    if (siwx !== undefined) return spendWithSiwx(services, request, reply, paidRequest, siwx, ask);
+    if (sent.siwx !== undefined) return spendWithSiwx(deps, paidRequest, sent.siwx, ask);
     return ask('PAYMENT_REQUIRED', `pay ${price / 1e6} USD with one of accepts (x402: PAYMENT-SIGNATURE or X-Payment header) and send the same request again, or use an API key`);
   }
-  const decoded = decodePaymentHeader(header);
+  const decoded = decodePaymentHeader(sent.payment);
   const paid = matchPaidPayment(decoded, offer, config);
   if (paid.kind === 'answers-no-offer') throw paymentMismatch(`the payment's amount answers no offer; pay one of accepts`);
   if (paid.kind === 'insufficient') {
@@ -84,13 +75,17 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
   // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
   // (never for a payer a forged header merely names), before anything is recorded: a retry under
   // the same payment identifier is a 409 with its payment never sent, exact or upto.
-  const hold = paymentIdentifierHold(services, request, decoded.envelope, paid.matched);
+  const hold = paymentIdentifierHold(deps, decoded.envelope, paid.matched);
   try {
     if (paid.matched.requirements.scheme === 'upto') {
-      return await payWithUpto(services, request, reply, { paidRequest, matched: paid.matched, ask, minChargeUsdc: uptoMinChargeUsdc, identifier: hold });
+      return await payWithUpto(deps, { paidRequest, matched: paid.matched, ask, minChargeUsdc: uptoMinChargeUsdc, identifier: hold });
     }
-    const matched = { ...paid.matched, payload: discoverablePayload(services, paid.matched.payload, { url: resource, description: paidRequest.description, mimeType: 'application/json' }, paidRequest.path) };
-    return await settleAndRun(services, request, reply, paidRequest, matched, ask, hold);
+    // The facilitator's discovery catalogs what arrives with the payments it settles (x402 bazaar
+    // spec, "Facilitator Behavior"): the route's resource and this gateway's own bazaar entry. The
+    // client's echo of the extensions is never forwarded: a client could have changed it to poison the listing.
+    const resource = { url: paidOffer.resource, description: paidRequest.description, mimeType: 'application/json' };
+    const matched = { ...paid.matched, payload: { ...paid.matched.payload, resource, extensions: { bazaar: deps.bazaar(paidRequest.path) } } };
+    return await settleAndRun(deps, paidRequest, matched, ask, hold);
   } finally {
     // Every path that does not run the request frees the identifier, a throw included.
     await hold?.finish();
@@ -99,14 +94,12 @@ export async function payPerRequest(services: Services, request: FastifyRequest,
 
 /** Settles the matched payment and runs the request it pays for, or answers why not. */
 async function settleAndRun(
-  services: Services,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  deps: PaidRequestDeps,
   paidRequest: PaidRequest,
   matched: MatchedPayment,
   ask: AskForPayment,
   hold: IdentifierHold | undefined,
-): Promise<FastifyReply> {
+): Promise<PaidOutcome> {
   // The wallet's limit applies as to its keys, before any money moves, but only once the payer is
   // known to have signed: the payer a header names is the client's word until the facilitator has
   // verified it, and a forged header must not use up someone else's window (their keys' 429s).
@@ -115,51 +108,40 @@ async function settleAndRun(
   let counted = false;
   const countRequest = async () => {
     counted = true;
-    await enforceRateLimit(services, reply, `chat:${matched.identity.payer}`, services.rateWindows.chat);
+    await deps.countRequest(matched.identity.payer);
   };
   // A wallet whose upto payment could not be settled pays nothing more until it is, said only once
   // the payer is known to have signed (a forged header learns nothing of the wallet's upto state).
   const admitSigned = async () => {
-    await refuseIfUptoUnsettled(services.storage.db, matched.identity.payer, uptoRefusalClock(services));
+    await refuseIfUptoUnsettled(deps.db, matched.identity.payer, uptoRefusalClock(deps));
     await hold?.claim();
   };
-  const outcome = await settleMatched(settleDepsOf(services, request.log), matched, { admitSigned, admitVerified: countRequest });
+  const outcome = await settleMatched(deps.settle, matched, { admitSigned, admitVerified: countRequest });
   switch (outcome.kind) {
     case 'unavailable':
-      throw facilitatorUnavailable(outcome.reason);
+      return { kind: 'facilitator-unavailable', reason: outcome.reason };
     case 'rejected':
       if (outcome.reason === TOPUP_PAYMENT) return refuseTopupPayment(matched.identity.payer, ask);
       if (mustNotPayAgain(outcome.reason)) return ask('PAYMENT_REJECTED', `${outcome.reason}; the request did not run`, { reason: outcome.reason });
       return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
     case 'pending':
       hold?.keepPending();
-      throw new ApiError(
-        503,
-        'PAYMENT_PENDING',
-        'the payment was sent but is not confirmed yet, so the request did not run; send the same request with the same payment again in a few seconds (it is credited once, never twice)',
-        { transaction: outcome.payment.tx_hash },
-        { 'retry-after': '5' },
-      );
+      return { kind: 'pending', transaction: outcome.payment.tx_hash };
     case 'credited': {
       // Refusals first: a header that runs nothing (a top-up's, or a replay past its window) must
       // not use up the payer's chat window either (a leaked header would otherwise 429 their keys).
-      const refused = refusePaid(services, outcome.payment, !outcome.opened, ask);
+      const refused = refusePaid(deps, outcome.payment, !outcome.opened, ask);
       if (refused) return refused;
       if (!counted) await countRequest();
       await hold?.start();
-      return runPaid(services, reply, paidRequest, outcome.payment, ask, hold);
+      return runPaid(deps, paidRequest, outcome.payment, ask, hold);
     }
   }
 }
 
 /** Answers a credited payment that may not run this request (payments/pay-per-request/may-run.ts); undefined when it may. */
-function refusePaid(
-  services: Services,
-  payment: PaymentRow,
-  replayed: boolean,
-  ask: AskForPayment,
-): FastifyReply | undefined {
-  const { maxTimeoutSeconds } = services.config.topup;
+function refusePaid(deps: PaidRequestDeps, payment: PaymentRow, replayed: boolean, ask: AskForPayment): PaidOutcome | undefined {
+  const { maxTimeoutSeconds } = deps.config.topup;
   const verdict = mayRunPaid(payment, replayed, maxTimeoutSeconds);
   switch (verdict.kind) {
     case 'topup-payment':
@@ -171,7 +153,7 @@ function refusePaid(
   }
 }
 
-function refuseTopupPayment(payer: string, ask: AskForPayment): FastifyReply {
+function refuseTopupPayment(payer: string, ask: AskForPayment): PaidOutcome {
   return ask(
     'PAYMENT_REJECTED',
     `this payment is a top-up of ${payer}'s balance (credited there, or being credited); a top-up's payment never pays for requests. Spend the balance with an API key, or sign a new payment for one of accepts`,
@@ -179,22 +161,14 @@ function refuseTopupPayment(payer: string, ask: AskForPayment): FastifyReply {
   );
 }
 
-async function runPaid(
-  services: Services,
-  reply: FastifyReply,
-  { plan, run }: PaidRequest,
-  payment: PaymentRow,
-  ask: AskForPayment,
-  hold: IdentifierHold | undefined,
-): Promise<FastifyReply> {
-  const key = await payPerRequestKey(services.storage.db, payment.payer);
+async function runPaid(deps: PaidRequestDeps, { plan, run }: PaidRequest, payment: PaymentRow, ask: AskForPayment, hold: IdentifierHold | undefined): Promise<PaidOutcome> {
+  const key = await payPerRequestKey(deps.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
-  setReceipt(reply, payment);
-  if ((await run(key, { capAtReservation: true })).ok) return reply;
+  deps.showReceipt(payment);
+  if ((await run(key, { capAtReservation: true })).ok) return { kind: 'ran' };
   hold?.notRun();
-  reply.removeHeader('payment-response');
-  reply.removeHeader('x-payment-response');
-  const balance = await getBalance(services.storage.db, payment.payer);
+  deps.showReceipt(null);
+  const balance = await getBalance(deps.db, payment.payer);
   return ask(
     'INSUFFICIENT_BALANCE',
     `this payment was already credited once (${payment.amount_usdc} micro-USDC to ${payment.payer}) and the wallet's available balance of ${balance.available_usdc} no longer covers this request's ${plan.reservationUsdc}; nothing more was credited and the request did not run. Sign a new payment for one of accepts`,
