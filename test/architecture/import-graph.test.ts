@@ -45,9 +45,8 @@ describe('the import graph of src/', () => {
 
   test('the http rules name the ledger and every payment store, and not what http may read (so the check above cannot pass by matching nothing)', () => {
     const ruled = (target: string) => (FORBIDDEN_IN_HTTP as Array<{ test: (t: string) => boolean }>).some((rule) => rule.test(target));
-    for (const target of ['ledger/balances.ts', 'ledger/operations/reserve.ts', 'payments/payment-store.ts', 'payments/upto/upto-store.ts', 'payments/pay-per-request/identifier-store.ts']) {
-      assert.ok(ruled(target), target);
-    }
+    const stores = ['payments/payment-store.ts', 'payments/upto/upto-store.ts', 'payments/pay-per-request/identifier-store.ts'];
+    for (const target of ['ledger/balances.ts', 'ledger/operations/reserve.ts', ...stores]) assert.ok(ruled(target), target);
     for (const target of ['payments/payment-row.ts', 'payments/paid-request/outcome.ts', 'sessions/store.ts', 'chat/run.ts']) assert.ok(!ruled(target), target);
   });
 

@@ -40,7 +40,8 @@ export function paymentIdentifierHold(deps: PaidRequestDeps, envelope: object, m
   const read = readPaymentIdentifier(envelope as { x402Version: number; extensions?: Record<string, unknown> });
   if (read.kind === 'none') return undefined;
   if (read.kind === 'invalid') {
-    throw new PaidRefusal({ kind: 'invalid', message: `${read.problem}; nothing was settled. Use an id such as the one generatePaymentId() from @x402/extensions makes` });
+    const message = `${read.problem}; nothing was settled. Use an id such as the one generatePaymentId() from @x402/extensions makes`;
+    throw new PaidRefusal({ kind: 'invalid', message });
   }
   const { db } = deps;
   const key = { payer: matched.identity.payer.toLowerCase(), id: read.id, paymentDigest: matched.digest, holder: deps.requestId };
@@ -104,7 +105,9 @@ async function conflict(
   const refused = (message: string, retryLater = false) => new PaidRefusal({ kind: 'identifier-conflict', message, fields: first.fields, retryLater });
   switch (verdict.reason) {
     case 'other-body':
-      return refused(`${id} was first used ${first.when} for another request body; ${notSettled}. A retry sends the same body; a new request takes a new identifier`);
+      return refused(
+        `${id} was first used ${first.when} for another request body; ${notSettled}. A retry sends the same body; a new request takes a new identifier`,
+      );
     case 'in-progress':
       return refused(
         `the request first sent ${first.when} with ${id} is being paid for with another payment; ${notSettled}. Send that first payment again, or retry in a few seconds to learn what it was charged`,

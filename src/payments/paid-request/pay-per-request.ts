@@ -44,7 +44,9 @@ async function decide(deps: PaidRequestDeps, paidRequest: PaidRequest, sent: Pai
   const { plan } = paidRequest;
   const offer = offerRequest(plan.reservationUsdc, config, deps.topup.uptoFacilitatorFor);
   if (offer.kind === 'over-limit') {
-    const message = `this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ${paidRequest.shrink}, or top up and use an API key`;
+    const message =
+      `this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ` +
+      `${paidRequest.shrink}, or top up and use an API key`;
     return { kind: 'invalid', message };
   }
   const { price, offers, uptoOffers, uptoMinChargeUsdc } = offer;
@@ -55,7 +57,8 @@ async function decide(deps: PaidRequestDeps, paidRequest: PaidRequest, sent: Pai
     path: paidRequest.path,
     accepts: [...offers, ...uptoOffers],
     description: upto
-      ? `${paidRequest.description}. Paid with upto: at most ${plan.reservationUsdc} micro-USDC, at least ${uptoMinChargeUsdc} when the request produces anything`
+      ? `${paidRequest.description}. Paid with upto: at most ${plan.reservationUsdc} micro-USDC, ` +
+        `at least ${uptoMinChargeUsdc} when the request produces anything`
       : paidRequest.description,
     fields: { required_usdc: price, reserved_usdc: plan.reservationUsdc, ...(upto ? { upto_min_charge_usdc: uptoMinChargeUsdc } : {}) },
   };
