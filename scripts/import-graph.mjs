@@ -3,7 +3,10 @@
 //   - no import cycle between files, and none between folders (src/<folder>/…; a file directly in
 //     src/ is its own node);
 //   - nothing below the HTTP layer imports Fastify or the `Services` container (src/services.ts):
-//     only the composition root and the HTTP layer may (see LAYER_ROOTS below).
+//     only the composition root and the HTTP layer may (see LAYER_ROOTS below);
+//   - the HTTP layer (src/http/) imports no ledger module and no payment store: it maps what the
+//     workflows below it decide (src/chat/, src/payments/paid-request/) to the wire, and never moves
+//     or reads money itself (see FORBIDDEN_IN_HTTP below).
 // Imports are read with TypeScript's own pre-processor (no type-checking, so it takes well under a
 // second); type-only imports count too, since a cycle of types is still a cycle of concepts.
 //   node scripts/import-graph.mjs            print the report; exit 1 when a rule is broken
@@ -24,6 +27,17 @@ const LAYER_ROOTS = ['http/', 'app.ts', 'services.ts', 'main.ts', 'cli/', 'demo/
 const FORBIDDEN_BELOW_HTTP = [
   { what: 'fastify', test: (spec) => spec === 'fastify' || spec.startsWith('fastify/') || spec.startsWith('@fastify/') },
   { what: 'services.ts', test: (_spec, target) => target === 'services.ts' },
+];
+
+/**
+ * What src/http/ may not import: money moves and payment states are written only below it, by the
+ * workflows that decide (a route asks src/payments/paid-request/ or src/chat/ and maps the outcome).
+ * A payment store is any `*-store.ts` under src/payments/ (payment-store.ts, upto/upto-store.ts,
+ * pay-per-request/identifier-store.ts, …); a type it re-exports is imported from its own file.
+ */
+export const FORBIDDEN_IN_HTTP = [
+  { what: 'a ledger module', test: (target) => target.startsWith('ledger/') },
+  { what: 'a payment store', test: (target) => target.startsWith('payments/') && /-store\.ts$/.test(target) },
 ];
 
 function sourceFiles() {
@@ -92,6 +106,7 @@ export function importGraphReport() {
   /** For each folder pair a → b, one file import that makes it, so a report names where to look. */
   const folderWitness = new Map();
   const forbidden = [];
+  const httpForbidden = [];
   for (const file of files) {
     const out = new Set();
     for (const { spec, target } of importsOf(file)) {
@@ -103,6 +118,9 @@ export function importGraphReport() {
           folderEdges.get(from).add(to);
           if (!folderWitness.has(`${from} → ${to}`)) folderWitness.set(`${from} → ${to}`, `${file} → ${target}`);
         }
+      }
+      if (file.startsWith('http/') && target !== null) {
+        for (const rule of FORBIDDEN_IN_HTTP) if (rule.test(target)) httpForbidden.push({ file, imports: `${rule.what} (${target})` });
       }
       if (LAYER_ROOTS.some((root) => file === root || file.startsWith(root))) continue;
       for (const rule of FORBIDDEN_BELOW_HTTP) if (rule.test(spec, target)) forbidden.push({ file, imports: rule.what });
@@ -119,11 +137,11 @@ export function importGraphReport() {
     .map((pair) => pair.split(' → '))
     .filter(([a, b]) => a < b && folderEdges.get(b)?.has(a))
     .map(([a, b]) => `${a} ⇄ ${b} (${folderWitness.get(`${a} → ${b}`)}; ${folderWitness.get(`${b} → ${a}`)})`);
-  return { files: files.length, fileCycles: cycles(files, fileEdges), folderCycles, mutualPairs, forbidden };
+  return { files: files.length, fileCycles: cycles(files, fileEdges), folderCycles, mutualPairs, forbidden, httpForbidden };
 }
 
 export function isClean(report) {
-  return report.fileCycles.length === 0 && report.folderCycles.length === 0 && report.forbidden.length === 0;
+  return report.fileCycles.length === 0 && report.folderCycles.length === 0 && report.forbidden.length === 0 && report.httpForbidden.length === 0;
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
@@ -139,6 +157,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     for (const p of report.mutualPairs) console.log(`  ${p}`);
     console.log(`Fastify or services.ts below the HTTP layer: ${report.forbidden.length}`);
     for (const f of report.forbidden) console.log(`  ${f.file} imports ${f.imports}`);
+    console.log(`a ledger module or a payment store imported by src/http/: ${report.httpForbidden.length}`);
+    for (const f of report.httpForbidden) console.log(`  ${f.file} imports ${f.imports}`);
   }
   process.exit(isClean(report) ? 0 : 1);
 }

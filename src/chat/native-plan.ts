@@ -23,7 +23,7 @@ const PART_KINDS: Readonly<Record<string, 'image' | 'file'>> = { image: 'image',
 export interface NativeOptions {
   /** The client's `anthropic-beta` header(s). */
   betas?: string | string[];
-  /** A lower max_tokens than the model's limit (the balance fit, src/http/balance-fit.ts). */
+  /** A lower max_tokens than the model's limit (the balance fit, src/http/inference/balance-fit.ts). */
   maxTokensCap?: number;
 }
 

@@ -8,7 +8,7 @@ import type { InboundTranslator } from '../protocols/inbound.ts';
 export interface PlanOptions {
   /** The client's `anthropic-beta` header(s), for a native Messages request. */
   betas?: string | string[];
-  /** Plan with max_tokens at most this (the balance fit lowers it so; see src/http/balance-fit.ts). */
+  /** Plan with max_tokens at most this (the balance fit lowers it so; see src/http/inference/balance-fit.ts). */
   maxTokensCap?: number;
 }
 

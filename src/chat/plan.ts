@@ -71,7 +71,7 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const model = resolveModel(catalog, b.model);
   checkForwardedFields(b, model.extraFields);
   const parts = measureParts(b.messages, model);
-  // maxTokensCap: the balance fit's lower limit (src/http/balance-fit.ts).
+  // maxTokensCap: the balance fit's lower limit (src/http/inference/balance-fit.ts).
   const maxTokens = Math.min(resolveMaxTokens(b, model, config.chat.defaultMaxTokens), maxTokensCap);
   const n = b.n === undefined || b.n === null ? 1 : b.n;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_N) throw badRequest(`n must be a whole number from 1 to ${MAX_N}`, { param: 'n' });

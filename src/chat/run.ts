@@ -8,6 +8,9 @@ import type { ChatPlan } from './plan.ts';
 import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { streamChat } from './stream.ts';
 
+/** What running a request returns: its reservation, or why the ledger refused it (nothing was sent). */
+export type RunOutcome = ReserveOutcome;
+
 /** The request being run: its id, where its answer goes, and the protocol it is written in. */
 export interface ChatExchange {
   requestId: string;

@@ -1,6 +1,6 @@
 /**
  * Where a chat answer is written: the one thing the chat pipeline knows about the client's
- * connection. src/http/reply-sink.ts implements it over Fastify's reply; the chat code never sees
+ * connection. src/http/inference/reply-sink.ts implements it over Fastify's reply; the chat code never sees
  * Fastify, so it can be read (and tested) as the money-and-bytes logic alone.
  */
 export interface ResponseSink {

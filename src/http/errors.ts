@@ -59,9 +59,9 @@ export const DEFAULT_RETRY_AFTER_SECONDS = 1;
  * Stainless-generated SDKs (openai, anthropic, and Claude Code, which otherwise retries a 401 ten
  * times over about three minutes) from retrying them. The exception is a 402 that set its own
  * `Retry-After`: the wallet's own requests in flight hold the funds, and the same request succeeds
- * once they settle (src/http/key-checks.ts). A 429 or 503 is worth retrying, after `Retry-After`
+ * once they settle (src/http/auth/key-checks.ts). A 429 or 503 is worth retrying, after `Retry-After`
  * (kept when the refusal set its own), unless the refusal said `x-should-retry: false` itself: a 503
- * for the gateway's own configuration (src/http/provider-ready.ts) answers the same until the
+ * for the gateway's own configuration (src/http/inference/provider-ready.ts) answers the same until the
  * operator changes it, so it invites no retry. A 502 carries what its mapping set (src/chat/upstream-error.ts:
  * `x-should-retry: false` for a provider's own refusal, the provider's Retry-After when it was busy).
  */

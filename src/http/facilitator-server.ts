@@ -6,7 +6,7 @@ import type { Config } from '../config/schema.ts';
 import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
 import { oneSettleAtATime } from '../payments/facilitator/one-settle-at-a-time.ts';
 import { createFacilitator } from '../payments/service.ts';
-import { bearerMatches } from './secret-compare.ts';
+import { bearerMatches } from './auth/secret-compare.ts';
 
 /**
  * `tollgate facilitator`: the local facilitator served over the x402 facilitator HTTP API

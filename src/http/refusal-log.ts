@@ -3,7 +3,7 @@
  * UNAUTHORIZED, RATE_LIMITED…) and, when the refusal names one, the request field at fault. Never
  * the message, which may quote what the client sent (a model name, a SIWE field), and never the
  * body or a header: an operator sees why a client fails without the log holding anything secret.
- * Kept per reply, set where a refusal is written (errors.ts, x402-payment.ts) and read by the
+ * Kept per reply, set where a refusal is written (errors.ts, x402/payment-wire.ts) and read by the
  * logger's `res` serializer when the request's one log line is written.
  */
 export interface LoggedRefusal {

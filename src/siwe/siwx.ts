@@ -56,7 +56,7 @@ export function siwxChallenge(c: SiwxChallengeInput): SIWxExtension {
  * public URL's host as its domain and a route under the public URL as its uri, and the stock client
  * signs only for the origin it called; when siwe.domains or siwe.uris (the verifier's rules) leave
  * that host or origin out, every signed challenge would be refused, so none is offered
- * (x402-extensions.ts) and the operator is told at start-up (src/startup-warnings.ts).
+ * (src/http/x402/extensions.ts) and the operator is told at start-up (src/startup-warnings.ts).
  */
 export function siwxConfigProblem(publicUrl: string, rules: { domains: string[]; uris: string[] }): { settings: string[]; message: string } | null {
   const { host, origin } = new URL(publicUrl);

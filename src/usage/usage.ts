@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
+import { getBalance, type Balance } from '../ledger/balances.ts';
 
 export interface KeyUsage {
   api_key_id: number;
@@ -52,4 +53,10 @@ export async function usageByKey(db: Kysely<Database>, wallet: string): Promise<
     total_charged_usdc: Number(r.charged),
     total_provider_cost_usdc: Number(r.cost),
   }));
+}
+
+/** GET /v1/usage/:wallet's figures: the wallet's balance and its keys' totals, read side by side. */
+export async function walletUsage(db: Kysely<Database>, wallet: string): Promise<{ balance: Balance; keys: KeyUsage[] }> {
+  const [balance, keys] = await Promise.all([getBalance(db, wallet), usageByKey(db, wallet)]);
+  return { balance, keys };
 }

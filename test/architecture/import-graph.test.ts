@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 // @ts-expect-error: a plain .mjs script with no declaration file; its report is checked field by field below.
-import { cycles, importGraphReport } from '../../scripts/import-graph.mjs';
+import { cycles, FORBIDDEN_IN_HTTP, importGraphReport } from '../../scripts/import-graph.mjs';
 
 /**
  * The layering rules of src/ (scripts/import-graph.mjs): no import cycle between files or folders,
@@ -13,6 +13,7 @@ const KNOWN = {
   fileCycles: [] as string[],
   folderCycles: [] as string[],
   forbidden: [] as string[],
+  httpForbidden: [] as string[],
 };
 
 interface Report {
@@ -20,6 +21,7 @@ interface Report {
   fileCycles: string[][];
   folderCycles: Array<{ members: string[] }>;
   forbidden: Array<{ file: string; imports: string }>;
+  httpForbidden: Array<{ file: string; imports: string }>;
 }
 
 describe('the import graph of src/', () => {
@@ -35,6 +37,17 @@ describe('the import graph of src/', () => {
 
   test('nothing below the HTTP layer imports Fastify or services.ts, beyond the one issue 24 is moving', () => {
     assert.deepEqual(report.forbidden.map((f) => `${f.file} imports ${f.imports}`).sort(), [...KNOWN.forbidden].sort());
+  });
+
+  test('src/http/ imports no ledger module and no payment store (it maps outcomes; money moves below it)', () => {
+    assert.deepEqual(report.httpForbidden.map((f) => `${f.file} imports ${f.imports}`).sort(), [...KNOWN.httpForbidden].sort());
+  });
+
+  test('the http rules name the ledger and every payment store, and not what http may read (so the check above cannot pass by matching nothing)', () => {
+    const ruled = (target: string) => (FORBIDDEN_IN_HTTP as Array<{ test: (t: string) => boolean }>).some((rule) => rule.test(target));
+    const stores = ['payments/payment-store.ts', 'payments/upto/upto-store.ts', 'payments/pay-per-request/identifier-store.ts'];
+    for (const target of ['ledger/balances.ts', 'ledger/operations/reserve.ts', ...stores]) assert.ok(ruled(target), target);
+    for (const target of ['payments/payment-row.ts', 'payments/paid-request/outcome.ts', 'sessions/store.ts', 'chat/run.ts']) assert.ok(!ruled(target), target);
   });
 
   test('the cycle finder finds cycles and only cycles (so the lists above cannot pass by reading nothing)', () => {

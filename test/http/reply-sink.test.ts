@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { replySink } from '../../src/http/reply-sink.ts';
+import { replySink } from '../../src/http/inference/reply-sink.ts';
 
 /**
  * The sink the chat pipeline writes through, over a real Fastify reply on a real socket: what the

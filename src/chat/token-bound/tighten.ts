@@ -17,7 +17,7 @@ export const COUNTED_FOR_FIGURES = 16_384;
  * named the tokenizer that deployment bills with (models[].tokenizer), and the reservation computed
  * again from the largest; the plan itself when nothing is lower. The bytes sent do not change.
  *
- * It runs only for a request the byte bound could not reserve (src/http/balance-fit.ts): counting
+ * It runs only for a request the byte bound could not reserve (src/http/inference/balance-fit.ts): counting
  * costs CPU (about 2 ms per KiB), which a request the wallet covers anyway need not spend. It stops
  * once a count passes both `affordableTokens` (the most the wallet could reserve: past that the
  * request is a 402 whatever the count) and COUNTED_FOR_FIGURES.

@@ -7,13 +7,13 @@ import { CountingBudget, SMALL_COUNT_BYTES } from '../../chat/counting-budget.ts
 import { jsonBodyBytes } from '../json-body.ts';
 import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
-import { authenticateSpender, spenderKey } from '../inference-auth.ts';
-import { assertModelAllowed } from '../key-checks.ts';
-import { refuseUnconfiguredProvider } from '../provider-ready.ts';
-import { exchangeOf } from '../reply-sink.ts';
-import { reserveWithinBalance } from '../balance-fit.ts';
+import { authenticateSpender, spenderKey } from '../auth/inference-auth.ts';
+import { assertModelAllowed } from '../auth/key-checks.ts';
+import { refuseUnconfiguredProvider } from '../inference/provider-ready.ts';
+import { exchangeOf } from '../inference/reply-sink.ts';
+import { reserveWithinBalance } from '../inference/balance-fit.ts';
 import { responsesInbound } from '../../protocols/openai-responses/inbound.ts';
-import { prepareResponsesRequest } from '../stored-responses.ts';
+import { prepareResponsesRequest } from '../inference/stored-responses.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -24,7 +24,7 @@ declare module 'fastify' {
 
 /** The chat path, once per inbound protocol (src/protocols/index.ts lists them). */
 export function chatRoutes(app: FastifyInstance, services: Services): void {
-  // Keyed or, with pay-per-request on and no Authorization header, paid (src/http/inference-auth.ts).
+  // Keyed or, with pay-per-request on and no Authorization header, paid (src/http/auth/inference-auth.ts).
   const authenticate = (inbound: InboundTranslator) => authenticateSpender(services, inbound.apiKeyHeader);
   for (const inbound of INBOUND_TRANSLATORS) {
     const config = { openaiCompatible: inbound.openaiCompatible, inboundCodec: inbound };
@@ -34,7 +34,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
       const key = spenderKey(request);
       if (!key) {
         // Loaded by the first anonymous request: it pulls in x402's payment code.
-        const { payPerRequest, paidChat } = await import('../pay-per-request.ts');
+        const { payPerRequest, paidChat } = await import('../x402/pay-per-request.ts');
         return payPerRequest(services, request, reply, paidChat(services, request, reply, inbound));
       }
       // Responses: references to the key's stored responses become the items they name, so

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
-import { llmsTxt } from '../llms-txt.ts';
-import { openApiDocument } from '../openapi.ts';
+import { llmsTxt } from '../docs/llms-txt.ts';
+import { openApiDocument } from '../docs/openapi.ts';
 
 /** GET /openapi.json and GET /llms.txt: the API described for tools and for agents. */
 export function docsRoutes(app: FastifyInstance, services: Services): void {

@@ -3,11 +3,12 @@ import { planEmbeddings, type EmbeddingsPlan } from '../../embeddings/plan.ts';
 import { runEmbeddings } from '../../embeddings/run.ts';
 import type { Services } from '../../services.ts';
 import { OPENAI_COMPATIBLE } from '../error-format.ts';
-import { authenticateSpender, spenderKey } from '../inference-auth.ts';
-import { assertModelAllowed, reservationRefusal } from '../key-checks.ts';
-import type { PaidRequest } from '../paid-request.ts';
-import { refuseUnconfiguredProvider } from '../provider-ready.ts';
-import { replySink } from '../reply-sink.ts';
+import { authenticateSpender, spenderKey } from '../auth/inference-auth.ts';
+import { assertModelAllowed } from '../auth/key-checks.ts';
+import { reservationRefusal } from '../../chat/reservation-refusal.ts';
+import type { PaidRequest } from '../../payments/paid-request/paid-request.ts';
+import { refuseUnconfiguredProvider } from '../inference/provider-ready.ts';
+import { replySink } from '../inference/reply-sink.ts';
 
 const SHRINK = 'send fewer or shorter inputs';
 
@@ -22,14 +23,14 @@ export function embeddingsRoutes(app: FastifyInstance, services: Services): void
     const key = spenderKey(request);
     if (!key) {
       // Loaded by the first anonymous request: it pulls in x402's payment code.
-      const { payPerRequest } = await import('../pay-per-request.ts');
+      const { payPerRequest } = await import('../x402/pay-per-request.ts');
       return payPerRequest(services, request, reply, paidEmbeddings(services, request, reply, plan));
     }
     assertModelAllowed(key, plan.model.id);
     refuseUnconfiguredProvider(services, request, plan);
     const reserved = await runEmbeddings(services.chat, replySink(reply), request.id, key, plan);
     if (reserved.ok) return reply;
-    throw await reservationRefusal(services, key, plan, reserved, SHRINK);
+    throw await reservationRefusal(services.storage.db, key, plan, reserved, SHRINK);
   });
 }
 

@@ -1,9 +1,9 @@
 import { StartupError } from '../../startup-error.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
-import { bearerToken } from '../bearer-auth.ts';
+import { bearerToken } from '../auth/bearer-auth.ts';
 import { unauthorized } from '../../refusal.ts';
-import { secretMatches } from '../secret-compare.ts';
+import { secretMatches } from '../auth/secret-compare.ts';
 
 /**
  * GET /metrics in the Prometheus text format. It shows revenue per model, locked money and top-up

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
 import { deleteResponse, findResponse } from '../../stored-responses/store.ts';
-import { requireApiKey } from '../bearer-auth.ts';
+import { requireApiKey } from '../auth/bearer-auth.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import { ApiError } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';

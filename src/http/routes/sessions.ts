@@ -5,9 +5,9 @@ import type { Services } from '../../services.ts';
 import { clientBucket } from '../client-bucket.ts';
 import { unauthorized } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
-import { requireSiwe, siweProofFields } from '../siwe-proof.ts';
+import { requireSiwe, siweProofFields } from '../auth/siwe-proof.ts';
 import { parseInput } from '../validate.ts';
-import { sessionToken } from '../wallet-auth.ts';
+import { sessionToken } from '../auth/wallet-auth.ts';
 
 const proofBody = z.object(siweProofFields);
 

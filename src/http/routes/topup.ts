@@ -4,12 +4,12 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../services.ts';
 import { decodePaymentHeader } from '../../payments/decode.ts';
 import { buildOffers, parseTopupAmount } from '../../payments/offers.ts';
-import type { PaymentRow } from '../../payments/payment-store.ts';
+import type { PaymentRow } from '../../payments/payment-row.ts';
 import { ApiError } from '../../refusal.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { settleMatched } from '../../payments/settle-matched.ts';
 import { refuseIfUptoUnsettled } from '../../payments/upto/admission.ts';
-import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from '../x402-payment.ts';
+import { askForPayment, facilitatorUnavailable, paymentHeader, setReceipt, settleDepsOf } from '../x402/payment-wire.ts';
 
 /**
  * POST /v1/topup: x402 in two steps. Without a payment: 402 with the offers for the requested

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services.ts';
 import { toIso } from '../../keys/api-keys.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
-import { requireWalletOwner } from '../wallet-auth.ts';
+import { requireWalletOwner } from '../auth/wallet-auth.ts';
 import type { PaymentRow } from '../../payments/payment-row.ts';
 
 /** At most this many top-ups, newest first. */

@@ -1,9 +1,8 @@
 import { clientBucket } from '../client-bucket.ts';
 import type { FastifyInstance } from 'fastify';
-import { getBalance } from '../../ledger/balances.ts';
-import { usageByKey } from '../../usage/usage.ts';
+import { walletUsage } from '../../usage/usage.ts';
 import type { Services } from '../../services.ts';
-import { requireWalletOwner } from '../wallet-auth.ts';
+import { requireWalletOwner } from '../auth/wallet-auth.ts';
 import { toIso } from '../../keys/api-keys.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { dailyUsage } from '../../usage/usage-daily.ts';
@@ -16,7 +15,7 @@ export function usageRoutes(app: FastifyInstance, services: Services): void {
   app.get<{ Params: { wallet: string } }>('/v1/usage/:wallet', async (request, reply) => {
     await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
     const wallet = await requireWalletOwner(services, request);
-    const [balance, keys] = await Promise.all([getBalance(services.storage.db, wallet), usageByKey(services.storage.db, wallet)]);
+    const { balance, keys } = await walletUsage(services.storage.db, wallet);
     return {
       wallet,
       ...balance,

@@ -123,7 +123,7 @@ for (const engine of ENGINES) {
    * The identifier was marked as run (`hold.start`) before the run reserved anything: a run then
    * refused (the balance no longer covers the reservation) left the identifier saying "ran" though
    * nothing ran, and the same payment under it was a 409 for a day. The mark is the holder's: a
-   * refused run frees it (src/http/payment-identifier.ts, notRun).
+   * refused run frees it (src/payments/paid-request/identifier-hold.ts, notRun).
    */
   describe(`attack: a paid request whose run is refused leaves its payment identifier free (${engine})`, () => {
     const harness = payPerRequestSuite(engine);

@@ -8,7 +8,7 @@ import { settledUpto, streamAndRevoke, uptoPayer, uptoSuite } from '../../suppor
  * DECISIONS-upto9.md (For SECURITY.md): a wallet whose upto payment could not be settled is
  * "refused for every later payment (upto and exact, 403 UPTO_UNSETTLED) until tollgate admin upto
  * retry settles it or write-off records the loss". Only the pay-per-request entry checks it
- * (src/http/pay-per-request.ts). The same wallet, right after revoking Permit2 to keep an answer
+ * (src/payments/paid-request/pay-per-request.ts). The same wallet, right after revoking Permit2 to keep an answer
  * unpaid, approves again and tops up through POST /v1/topup: the payment is taken and credited to
  * its own spendable balance (API keys, SIWX) while its upto debt stays open, and the gateway does
  * not take the debt from that money either.

@@ -1,32 +1,30 @@
-import type { BilledPlan } from '../chat/bill.ts';
+import type { Kysely } from 'kysely';
 import { toIso, type KeyRow } from '../keys/api-keys.ts';
 import { getBalance } from '../ledger/balances.ts';
 import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
-import type { Services } from '../services.ts';
 import { ApiError } from '../refusal.ts';
+import type { Database } from '../storage/schema.ts';
+import type { BilledPlan } from './bill.ts';
+import type { ChatPlan } from './plan.ts';
+import { shortfallOf } from './shortfall.ts';
 
-/** 403 unless the key's model list (if it has one) names the model the request resolved to. */
-export function assertModelAllowed(key: KeyRow, modelId: string): void {
-  if (key.allowed_models === null || key.allowed_models.includes(modelId)) return;
-  throw new ApiError(
-    403,
-    'MODEL_NOT_ALLOWED',
-    `this API key may use only ${key.allowed_models.join(', ')}, not ${modelId}; use one of those, or ask the wallet owner to add the model (PATCH /v1/auth/keys/${key.id})`,
-    { allowed_models: key.allowed_models },
-  );
-}
+/** A reservation the ledger refused: the wallet's available balance or the key's spend limit could not cover it. */
+export type RefusedReservation = Exclude<ReserveOutcome, { ok: true }>;
 
 const PERIOD_WORDS = { total: 'total', day: 'daily (UTC)', month: 'monthly (UTC)' } as const;
+
+/** Seconds a 402 caused only by the wallet's own requests in flight asks the client to wait. */
+export const IN_FLIGHT_RETRY_AFTER_SECONDS = 1;
 
 /**
  * The error for a reservation that was refused, before anything went upstream. `shrink`: how the
  * request can reserve less (chat: lower max_tokens; embeddings: fewer or shorter inputs).
  */
 export async function reservationRefusal(
-  services: Services,
+  db: Kysely<Database>,
   key: KeyRow,
   plan: Pick<BilledPlan, 'reservationUsdc'>,
-  outcome: Exclude<ReserveOutcome, { ok: true }>,
+  outcome: RefusedReservation,
   shrink = 'lower max_tokens',
 ): Promise<ApiError> {
   const required = plan.reservationUsdc;
@@ -40,7 +38,7 @@ export async function reservationRefusal(
       { limit_usdc: outcome.limitUsdc, spent_usdc: outcome.spentUsdc, reserved_usdc: outcome.lockedUsdc, required_usdc: required, period: outcome.period, resets_at: toIso(outcome.resetsAt) },
     );
   }
-  const balance = await getBalance(services.storage.db, key.wallet);
+  const balance = await getBalance(db, key.wallet);
   // The balance covers the request and only the wallet's own requests in flight hold it: the same
   // request succeeds once they settle, so the 402 asks for a retry (Retry-After) rather than saying
   // x-should-retry: false (src/http/errors.ts).
@@ -56,5 +54,17 @@ export async function reservationRefusal(
   );
 }
 
-/** Seconds a 402 caused only by the wallet's own requests in flight asks the client to wait. */
-export const IN_FLIGHT_RETRY_AFTER_SECONDS = 1;
+/** The 402 for a chat reservation, with the figures of shortfall.ts in its message and fields. */
+export async function balanceRefusal(db: Kysely<Database>, key: KeyRow, plan: ChatPlan, outcome: RefusedReservation): Promise<ApiError> {
+  const refusal = await reservationRefusal(db, key, plan, outcome);
+  const shortfall = shortfallOf(plan, await coverable(db, key, outcome));
+  refusal.message += shortfall.text;
+  Object.assign(refusal.extra, shortfall.fields);
+  return refusal;
+}
+
+/** What the refused reservation could have had: the wallet's available balance, or the key's remaining limit. */
+export async function coverable(db: Kysely<Database>, key: KeyRow, outcome: RefusedReservation): Promise<number> {
+  if (outcome.refused === 'key_limit') return Math.max(0, outcome.limitUsdc - outcome.spentUsdc - outcome.lockedUsdc);
+  return Math.max(0, (await getBalance(db, key.wallet)).available_usdc);
+}

@@ -1,6 +1,6 @@
 import { declareDiscoveryExtension, type DiscoveryExtension } from '@x402/extensions/bazaar';
-import type { Catalog } from '../providers/catalog.ts';
-import { MAX_DIMENSIONS, MAX_VECTOR_VALUES } from '../embeddings/limits.ts';
+import type { Catalog } from '../../providers/catalog.ts';
+import { MAX_DIMENSIONS, MAX_VECTOR_VALUES } from '../../embeddings/limits.ts';
 
 /**
  * The x402 `bazaar` extension of a paid route's 402 (x402 spec `extensions/bazaar.md`): the method,

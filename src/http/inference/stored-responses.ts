@@ -1,10 +1,10 @@
 import type { FastifyRequest } from 'fastify';
-import type { AnswerKeeper } from '../chat/sink.ts';
-import type { KeyRow } from '../keys/api-keys.ts';
-import type { Services } from '../services.ts';
-import { responseKeeper } from '../stored-responses/keeper.ts';
-import { resolveStoredReferences } from '../stored-responses/resolve.ts';
-import { jsonBodyBytes } from './json-body.ts';
+import type { AnswerKeeper } from '../../chat/sink.ts';
+import type { KeyRow } from '../../keys/api-keys.ts';
+import type { Services } from '../../services.ts';
+import { responseKeeper } from '../../stored-responses/keeper.ts';
+import { resolveStoredReferences } from '../../stored-responses/resolve.ts';
+import { jsonBodyBytes } from '../json-body.ts';
 
 /**
  * A keyed POST /v1/responses, before it is planned: its references to stored responses resolved

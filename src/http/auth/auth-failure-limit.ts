@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
-import type { Services } from '../services.ts';
-import { windowsFrom } from '../ratelimit/limiter.ts';
-import { clientBucket } from './client-bucket.ts';
-import { ApiError } from '../refusal.ts';
+import type { Services } from '../../services.ts';
+import { windowsFrom } from '../../ratelimit/limiter.ts';
+import { clientBucket } from '../client-bucket.ts';
+import { ApiError } from '../../refusal.ts';
 
 /**
  * Failed authentications (bad API keys, bad SIWE proofs, refused sign-in-with-x headers) are counted per client address (an IPv6

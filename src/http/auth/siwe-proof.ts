@@ -1,9 +1,9 @@
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { Services } from '../services.ts';
-import { permittedBy, signFor, type Operation } from '../siwe/actions.ts';
+import type { Services } from '../../services.ts';
+import { permittedBy, signFor, type Operation } from '../../siwe/actions.ts';
 import { authFailureLimit } from './auth-failure-limit.ts';
-import { ApiError } from '../refusal.ts';
+import { ApiError } from '../../refusal.ts';
 
 /**
  * The `message` + `signature` pair, from a JSON body or a query string. Not checked here: a missing

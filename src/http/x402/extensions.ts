@@ -1,12 +1,11 @@
-import type { PaymentPayload } from '@x402/core/types';
-import type { Services } from '../services.ts';
-import { SIGN_IN_WITH_X, siwxChallenge, siwxConfigProblem } from '../siwe/siwx.ts';
+import type { Services } from '../../services.ts';
+import { SIGN_IN_WITH_X, siwxChallenge, siwxConfigProblem } from '../../siwe/siwx.ts';
 import { bazaarDiscovery } from './bazaar-discovery.ts';
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 
 /** A route's bazaar entry only changes with the configuration: built once per gateway and route. */
 const bazaarCache = new WeakMap<Services, Map<string, unknown>>();
-function bazaarOf(services: Services, path: string): unknown {
+export function bazaarOf(services: Services, path: string): unknown {
   let routes = bazaarCache.get(services);
   if (!routes) bazaarCache.set(services, (routes = new Map()));
   let entry = routes.get(path);
@@ -19,12 +18,12 @@ function bazaarOf(services: Services, path: string): unknown {
  * endpoint (chat completions, Responses, Messages, and any later one) advertises the same things:
  * `sign-in-with-x` (spend an existing balance instead of paying: src/siwe/siwx.ts) and `bazaar`
  * (what the route takes and answers, for facilitators' discovery services: bazaar-discovery.ts)
- * and `payment-identifier` (an idempotency key for the paid request: payment-identifier.ts).
+ * and `payment-identifier` (an idempotency key for the paid request: src/payments/paid-request/identifier-hold.ts).
  */
 export function paidRequestExtensions(services: Services, resourceUrl: string, path: string): Record<string, unknown> {
   return {
     bazaar: bazaarOf(services, path),
-    // Optional: a paid request retried with the same id is never paid or run twice (src/http/payment-identifier.ts).
+    // Optional: a paid request retried with the same id is never paid or run twice (src/payments/paid-request/identifier-hold.ts).
     [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
     ...siwxExtension(services, resourceUrl),
   };
@@ -56,14 +55,4 @@ function siwxExtension(services: Services, resourceUrl: string): Record<string, 
  */
 function signingChains(chainIds: number[], contractWalletChainId: number | null): number[] {
   return contractWalletChainId === null ? chainIds : [contractWalletChainId, ...chainIds.filter((id) => id !== contractWalletChainId)];
-}
-
-/**
- * The payload the facilitator verifies and settles, with the route's `resource` and this gateway's
- * own `bazaar` entry: a facilitator with a discovery service catalogs what arrives with the payments
- * it settles (x402 bazaar spec, "Facilitator Behavior"). The client's echo of the extensions is
- * never forwarded: a client could have changed it to poison the listing.
- */
-export function discoverablePayload(services: Services, payload: PaymentPayload, resource: PaymentPayload['resource'], path: string): PaymentPayload {
-  return { ...payload, resource, extensions: { bazaar: bazaarOf(services, path) } };
 }

@@ -1,6 +1,6 @@
-import type { BillOptions, BilledPlan } from '../chat/bill.ts';
-import type { KeyRow } from '../keys/api-keys.ts';
-import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
+import type { BillOptions, BilledPlan } from '../../chat/bill.ts';
+import type { KeyRow } from '../../keys/api-keys.ts';
+import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
 
 /**
  * One request a payment can pay for, planned before any payment is looked at: its model and bound,

@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
-import type { CatalogModel, Deployment } from '../providers/catalog.ts';
-import { missingKeyVariable } from '../providers/provider-keys.ts';
-import type { Services } from '../services.ts';
-import { ApiError } from '../refusal.ts';
+import type { CatalogModel, Deployment } from '../../providers/catalog.ts';
+import { missingKeyVariable } from '../../providers/provider-keys.ts';
+import type { Services } from '../../services.ts';
+import { ApiError } from '../../refusal.ts';
 
 /**
  * Before anything is reserved or paid: a provider without its key cannot serve, so a model none of

@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { KeyRow } from '../keys/api-keys.ts';
-import type { Services } from '../services.ts';
+import type { KeyRow } from '../../keys/api-keys.ts';
+import type { Services } from '../../services.ts';
 import { presentedKey, requireApiKey } from './bearer-auth.ts';
-import { clientBucket } from './client-bucket.ts';
-import { enforceRateLimit } from './rate-limit.ts';
+import { clientBucket } from '../client-bucket.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
 
 /** The key each paid-for request (chat, embeddings) was authenticated with, set before its body is read. */
 const keyOf = new WeakMap<FastifyRequest, KeyRow>();

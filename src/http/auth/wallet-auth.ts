@@ -1,12 +1,12 @@
 import type { FastifyRequest } from 'fastify';
-import type { Services } from '../services.ts';
+import type { Services } from '../../services.ts';
 import { bearerToken, requireApiKey } from './bearer-auth.ts';
-import { ApiError, badRequest, unauthorized } from '../refusal.ts';
+import { ApiError, badRequest, unauthorized } from '../../refusal.ts';
 import { hasProof, requireSiwe, type SiweGrant, type SiweProofInput } from './siwe-proof.ts';
-import { SESSION_OPERATIONS, signFor, type Operation } from '../siwe/actions.ts';
-import { ADDRESS_PATTERN } from '../chain/address.ts';
+import { SESSION_OPERATIONS, signFor, type Operation } from '../../siwe/actions.ts';
+import { ADDRESS_PATTERN } from '../../chain/address.ts';
 import { authFailureLimit } from './auth-failure-limit.ts';
-import { findLiveSession, SESSION_PATTERN } from '../sessions/store.ts';
+import { findLiveSession, SESSION_PATTERN } from '../../sessions/store.ts';
 
 /**
  * Authorises a read of `:wallet` data: an API key of that wallet, a dashboard session of that

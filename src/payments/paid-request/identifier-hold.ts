@@ -1,10 +1,11 @@
-import type { FastifyRequest } from 'fastify';
-import type { MatchedPayment } from '../payments/match.ts';
-import { bodyDigest, readPaymentIdentifier } from '../payments/pay-per-request/payment-identifier.ts';
-import { claimPaymentIdentifier, releasePaymentIdentifier, startIdentifiedRun, type ClaimVerdict, type FirstUse } from '../payments/pay-per-request/identifier-store.ts';
-import { ApiError, badRequest } from '../refusal.ts';
-import type { Services } from '../services.ts';
-import { uptoHoldWallet } from '../payments/upto/upto-store.ts';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../storage/schema.ts';
+import type { MatchedPayment } from '../match.ts';
+import { bodyDigest, readPaymentIdentifier } from '../pay-per-request/payment-identifier.ts';
+import { claimPaymentIdentifier, releasePaymentIdentifier, startIdentifiedRun, type ClaimVerdict, type FirstUse } from '../pay-per-request/identifier-store.ts';
+import { uptoHoldWallet } from '../upto/upto-store.ts';
+import type { PaidRequestDeps } from './deps.ts';
+import { PaidRefusal } from './outcome.ts';
 
 /**
  * A paid request's claim on its payment identifier. Taken only once the payer is known to have
@@ -13,11 +14,11 @@ import { uptoHoldWallet } from '../payments/upto/upto-store.ts';
  * request runs; `finish` frees it on every other path.
  */
 export interface IdentifierHold {
-  /** Claims the identifier; throws the 409 of a retry (its payment is then never recorded or sent). */
+  /** Claims the identifier; throws the retry's conflict (its payment is then never recorded or sent). */
   claim(): Promise<void>;
   /** The payment was sent and its outcome is not known yet: the claim stays for the retry of the same payment. */
   keepPending(): void;
-  /** The request is about to run (its payment credited); throws the 409 when a concurrent retry already ran it. */
+  /** The request is about to run (its payment credited); throws the conflict when a concurrent retry already ran it. */
   start(): Promise<void>;
   /** The run was refused before it reserved anything: nothing ran, so `finish` frees the claim. */
   notRun(): void;
@@ -27,21 +28,24 @@ export interface IdentifierHold {
 
 /**
  * Reads the payment's `payment-identifier`, if it has one, before anything is settled (an invalid
- * one is a 400, src/payments/pay-per-request/payment-identifier.ts), and returns its claim, not yet
+ * one is refused as invalid, src/payments/pay-per-request/payment-identifier.ts), and returns its claim, not yet
  * taken: a retry of a request that ran, or that is being paid for, or the identifier reused for
- * another body, is a 409 once claimed, and a payment refused that way is never sent. One identifier
+ * another body, is a conflict (the 409) once claimed, and a payment refused that way is never sent. One identifier
  * is one request whatever the scheme: exact and upto payments of a payer claim the same
  * (payer, id), so a retry that signs a new upto authorization, or switches between exact and upto,
  * is told about the first request as well. Undefined when the payment carries no identifier (x402
  * v1 payments cannot).
  */
-export function paymentIdentifierHold(services: Services, request: FastifyRequest, envelope: object, matched: MatchedPayment): IdentifierHold | undefined {
+export function paymentIdentifierHold(deps: PaidRequestDeps, envelope: object, matched: MatchedPayment): IdentifierHold | undefined {
   const read = readPaymentIdentifier(envelope as { x402Version: number; extensions?: Record<string, unknown> });
   if (read.kind === 'none') return undefined;
-  if (read.kind === 'invalid') throw badRequest(`${read.problem}; nothing was settled. Use an id such as the one generatePaymentId() from @x402/extensions makes`);
-  const db = services.storage.db;
-  const key = { payer: matched.identity.payer.toLowerCase(), id: read.id, paymentDigest: matched.digest, holder: request.id };
-  const claimIt = () => claimPaymentIdentifier(db, { ...key, bodyDigest: bodyDigest(request.body), now: services.now() });
+  if (read.kind === 'invalid') {
+    const message = `${read.problem}; nothing was settled. Use an id such as the one generatePaymentId() from @x402/extensions makes`;
+    throw new PaidRefusal({ kind: 'invalid', message });
+  }
+  const { db } = deps;
+  const key = { payer: matched.identity.payer.toLowerCase(), id: read.id, paymentDigest: matched.digest, holder: deps.requestId };
+  const claimIt = () => claimPaymentIdentifier(db, { ...key, bodyDigest: bodyDigest(deps.body), now: deps.now() });
   const upto = matched.requirements.scheme === 'upto';
   // A replay of the first request's own upto payment (the same header) is charged under that
   // request: what the 409 says of "this payment" must be that, not the text of another authorization.
@@ -52,7 +56,7 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
   return {
     async claim() {
       const verdict = await claimIt();
-      if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, upto ? uptoRetry(verdict, 'upto-refused') : 'not-settled');
+      if (verdict.kind === 'conflict') throw await conflict(db, key, verdict, upto ? uptoRetry(verdict, 'upto-refused') : 'not-settled');
       claimed = true;
     },
     keepPending: () => void (kept = true),
@@ -62,10 +66,10 @@ export function paymentIdentifierHold(services: Services, request: FastifyReques
           claimed = kept = true;
           return;
         }
-        // Run by a concurrent retry (the 409), or freed meanwhile by a request with the same
+        // Run by a concurrent retry (the conflict), or freed meanwhile by a request with the same
         // payment that had taken the claim over and was then refused: claim it again, and start.
         const verdict = await claimIt();
-        if (verdict.kind === 'conflict') throw await conflict(services, key, verdict, upto ? uptoRetry(verdict, 'upto-released') : 'credited');
+        if (verdict.kind === 'conflict') throw await conflict(db, key, verdict, upto ? uptoRetry(verdict, 'upto-released') : 'credited');
         claimed = true;
       }
     },
@@ -88,37 +92,34 @@ const RETRY_PAYMENT: Record<RetryPayment, (payer: string) => string> = {
   'upto-same': () => "this is the first request's own upto payment, charged once for that request's charge, and the request did not run",
 };
 
-/** The 409 of a retry: what became of the first request under the identifier, and what to do. */
+/** The conflict of a retry (the 409): what became of the first request under the identifier, and what to do. */
 async function conflict(
-  services: Services,
+  db: Kysely<Database>,
   key: { payer: string; id: string },
   verdict: Extract<ClaimVerdict, { kind: 'conflict' }>,
   retry: RetryPayment,
-): Promise<ApiError> {
-  const first = await describeFirst(services, key.payer, verdict.first);
+): Promise<PaidRefusal> {
+  const first = await describeFirst(db, key.payer, verdict.first);
   const id = `payment identifier "${key.id}"`;
   const notSettled = RETRY_PAYMENT[retry](key.payer);
+  const refused = (message: string, retryLater = false) => new PaidRefusal({ kind: 'identifier-conflict', message, fields: first.fields, retryLater });
   switch (verdict.reason) {
     case 'other-body':
-      return new ApiError(409, 'PAYMENT_IDENTIFIER_CONFLICT', `${id} was first used ${first.when} for another request body; ${notSettled}. A retry sends the same body; a new request takes a new identifier`, first.fields);
+      return refused(
+        `${id} was first used ${first.when} for another request body; ${notSettled}. A retry sends the same body; a new request takes a new identifier`,
+      );
     case 'in-progress':
-      return new ApiError(
-        409,
-        'PAYMENT_IDENTIFIER_CONFLICT',
+      return refused(
         `the request first sent ${first.when} with ${id} is being paid for with another payment; ${notSettled}. Send that first payment again, or retry in a few seconds to learn what it was charged`,
-        first.fields,
-        { 'retry-after': '5' },
+        true,
       );
     case 'ran':
-      return new ApiError(
-        409,
-        'PAYMENT_IDENTIFIER_CONFLICT',
+      return refused(
         `the request first sent ${first.when} with ${id} was paid for and ran (${first.charge}); ${notSettled} again. Its answer is not kept: ` +
           (first.upto
             ? 'its upto payment settles that charge and nothing more'
             : `GET /v1/usage/${key.payer} lists the charge, and what it did not use is in the balance`) +
           '. A new request takes a new identifier',
-        first.fields,
       );
   }
 }
@@ -128,8 +129,7 @@ async function conflict(
  * payer's wallet for exact, under the payer's upto hold wallet for upto) and, for an upto payment,
  * where its settle stands.
  */
-async function describeFirst(services: Services, payer: string, first: FirstUse) {
-  const db = services.storage.db;
+async function describeFirst(db: Kysely<Database>, payer: string, first: FirstUse) {
   const when = `at ${new Date(first.createdAt).toISOString()}`;
   const payment = await db
     .selectFrom('payments')

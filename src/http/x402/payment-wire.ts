@@ -1,14 +1,15 @@
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
-import type { Services } from '../services.ts';
-import { ApiError } from '../refusal.ts';
-import { OUTAGE_RETRY_AFTER_SECONDS } from '../outage.ts';
-import { invalidPayment } from '../payments/decode.ts';
-import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../payments/offers.ts';
-import type { PaymentRow } from '../payments/payment-store.ts';
-import { paymentRequiredV1 } from '../payments/x402-v1.ts';
-import { noteRefusal } from './refusal-log.ts';
-import type { SettleMatchedDeps } from '../payments/settle-matched.ts';
+import type { Services } from '../../services.ts';
+import { ApiError } from '../../refusal.ts';
+import { OUTAGE_RETRY_AFTER_SECONDS } from '../../outage.ts';
+import { invalidPayment } from '../../payments/decode.ts';
+import { paymentRequired, TOPUP_DESCRIPTION, type Offer } from '../../payments/offers.ts';
+import type { PaymentRow } from '../../payments/payment-row.ts';
+import { paymentRequiredV1 } from '../../payments/x402-v1.ts';
+import { noteRefusal } from '../refusal-log.ts';
+import { SIGN_IN_WITH_X } from '../../siwe/siwx.ts';
+import type { SettleMatchedDeps } from '../../payments/settle-matched.ts';
 
 /**
  * The x402 side of HTTP shared by every paid endpoint (top-ups, pay-per-request chat): where the
@@ -20,6 +21,13 @@ import type { SettleMatchedDeps } from '../payments/settle-matched.ts';
 export function paymentHeader(headers: Record<string, string | string[] | undefined>): string | undefined {
   const value = headers['payment-signature'] ?? headers['x-payment'];
   if (Array.isArray(value)) throw invalidPayment('send exactly one payment header');
+  return value;
+}
+
+/** The `sign-in-with-x` header (x402's SIWX extension); undefined when none was sent. */
+export function siwxHeader(headers: Record<string, string | string[] | undefined>): string | undefined {
+  const value = headers[SIGN_IN_WITH_X];
+  if (Array.isArray(value)) throw new ApiError(400, 'VALIDATION_ERROR', 'send exactly one sign-in-with-x header');
   return value;
 }
 
@@ -43,9 +51,6 @@ export function askForPayment(
     .header('payment-required', encodePaymentRequiredHeader(required))
     .send({ ...body, message: p.message, ...extra });
 }
-
-/** Answers a 402 for one paid request: its code, what to do, and fields added to the body. */
-export type AskForPayment = (code: string, message: string, extra?: Record<string, unknown>) => FastifyReply;
 
 /** Sets PAYMENT-RESPONSE and its v1 name X-PAYMENT-RESPONSE: the settlement receipt of a credited payment. */
 export function setReceipt(reply: FastifyReply, p: PaymentRow): FastifyReply {

@@ -1,17 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { affordablePromptTokens, fitMaxTokens } from '../chat/fit.ts';
-import { planInbound, type PlanOptions } from '../chat/plan-inbound.ts';
-import type { ChatPlan } from '../chat/plan.ts';
-import { runChat, type ChatExchange } from '../chat/run.ts';
-import type { KeyRow } from '../keys/api-keys.ts';
-import { getBalance } from '../ledger/balances.ts';
-import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
-import type { InboundTranslator } from '../protocols/index.ts';
-import type { Services } from '../services.ts';
-import { reservationRefusal } from './key-checks.ts';
-import { tightenPromptBound } from '../chat/token-bound/tighten.ts';
-import { shortfallOf } from '../chat/shortfall.ts';
-import type { ApiError } from '../refusal.ts';
+import { affordablePromptTokens, fitMaxTokens } from '../../chat/fit.ts';
+import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
+import type { ChatPlan } from '../../chat/plan.ts';
+import { runChat, type ChatExchange, type RunOutcome } from '../../chat/run.ts';
+import type { KeyRow } from '../../keys/api-keys.ts';
+import type { InboundTranslator } from '../../protocols/index.ts';
+import type { Services } from '../../services.ts';
+import { balanceRefusal, coverable, type RefusedReservation } from '../../chat/reservation-refusal.ts';
+import { tightenPromptBound } from '../../chat/token-bound/tighten.ts';
 
 /** The header that asks for the balance fit on one request ("true"), or turns a model's default off ("false"). */
 export const FIT_HEADER = 'x-tollgate-fit-max-tokens';
@@ -33,21 +29,21 @@ type FitRequest = { inbound: InboundTranslator; body: unknown; exchange: () => C
  */
 export async function reserveWithinBalance(
   services: Services, reply: FastifyReply, request: FastifyRequest, req: FitRequest, key: KeyRow,
-  first: ChatPlan, opts: PlanOptions, refused: Exclude<ReserveOutcome, { ok: true }>,
+  first: ChatPlan, opts: PlanOptions, refused: RefusedReservation,
 ): Promise<FastifyReply> {
   let plan = first;
-  let outcome: ReserveOutcome = refused;
+  let outcome: RunOutcome = refused;
   const fit = wantsFit(request, first);
   // The least output the request can run with: what it asks, or the fit's floor.
   const output = fit ? Math.min(services.config.chat.fitMaxTokensFloor, first.maxTokens) : first.maxTokens;
-  const tight = await tightenPromptBound(first, affordablePromptTokens(first, output, await coverable(services, key, refused)));
+  const tight = await tightenPromptBound(first, affordablePromptTokens(first, output, await coverable(services.storage.db, key, refused)));
   if (tight !== first) {
     plan = tight;
     outcome = await runChat(services.chat, req.exchange(), key, plan);
     if (outcome.ok) return reply;
   }
   if (fit) return fitToBalance(services, reply, req, key, plan, opts, outcome);
-  throw await balanceRefusal(services, key, plan, outcome);
+  throw await balanceRefusal(services.storage.db, key, plan, outcome);
 }
 
 /** How many attempts the fit makes: the balance, then the key's limit (or the reverse), then once more after a race. */
@@ -63,14 +59,14 @@ const FIT_ATTEMPTS = 3;
  */
 export async function fitToBalance(
   services: Services, reply: FastifyReply, req: FitRequest, key: KeyRow,
-  first: ChatPlan, opts: PlanOptions, refused: Exclude<ReserveOutcome, { ok: true }>,
+  first: ChatPlan, opts: PlanOptions, refused: RefusedReservation,
 ): Promise<FastifyReply> {
   const floor = services.config.chat.fitMaxTokensFloor;
   let plan = first;
-  let outcome: ReserveOutcome = refused;
+  let outcome: RunOutcome = refused;
   let available = Infinity;
   for (let attempt = 0; attempt < FIT_ATTEMPTS && !outcome.ok; attempt++) {
-    available = Math.min(available, await coverable(services, key, outcome));
+    available = Math.min(available, await coverable(services.storage.db, key, outcome));
     const fitted = fitMaxTokens(plan, available);
     if (fitted < floor || fitted >= plan.maxTokens) break;
     const fittedPlan = planInbound(req.inbound, req.body, services.catalog, services.config, { ...opts, maxTokensCap: fitted });
@@ -82,22 +78,7 @@ export async function fitToBalance(
   }
   if (outcome.ok) return reply;
   reply.removeHeader('x-tollgate-max-tokens-fitted');
-  const refusal = await balanceRefusal(services, key, plan, outcome);
+  const refusal = await balanceRefusal(services.storage.db, key, plan, outcome);
   refusal.message += `; the balance fit (${FIT_HEADER}) lowers max_tokens no further than ${floor}`;
   throw refusal;
-}
-
-/** The 402 for a chat reservation, with the figures of src/chat/shortfall.ts in its message and fields. */
-async function balanceRefusal(services: Services, key: KeyRow, plan: ChatPlan, outcome: Exclude<ReserveOutcome, { ok: true }>): Promise<ApiError> {
-  const refusal = await reservationRefusal(services, key, plan, outcome);
-  const shortfall = shortfallOf(plan, await coverable(services, key, outcome));
-  refusal.message += shortfall.text;
-  Object.assign(refusal.extra, shortfall.fields);
-  return refusal;
-}
-
-/** What the refused reservation could have had: the wallet's available balance, or the key's remaining limit. */
-async function coverable(services: Services, key: KeyRow, outcome: Exclude<ReserveOutcome, { ok: true }>): Promise<number> {
-  if (outcome.refused === 'key_limit') return Math.max(0, outcome.limitUsdc - outcome.spentUsdc - outcome.lockedUsdc);
-  return Math.max(0, (await getBalance(services.storage.db, key.wallet)).available_usdc);
 }

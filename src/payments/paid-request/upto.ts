@@ -1,17 +1,15 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isTransportError } from '../chain/rpc-errors.ts';
-import { FacilitatorUnavailable } from '../payments/facilitator/facilitator.ts';
-import type { MatchedPayment } from '../payments/match.ts';
-import { openPayment } from '../payments/payment-store.ts';
-import { payPerRequestKey } from '../payments/pay-per-request/wallet-key.ts';
-import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil, type RefusalClock } from '../payments/upto/admission.ts';
-import { settleUpto, type UptoSettleDeps } from '../payments/upto/settle-upto.ts';
-import { holdMaximum, openUptoOf, uptoHoldWallet } from '../payments/upto/upto-store.ts';
-import type { Services } from '../services.ts';
-import { enforceRateLimit } from './rate-limit.ts';
-import { facilitatorUnavailable, type AskForPayment } from './x402-payment.ts';
+import { isTransportError } from '../../chain/rpc-errors.ts';
+import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
+import type { MatchedPayment } from '../match.ts';
+import { openPayment } from '../payment-store.ts';
+import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
+import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil, type RefusalClock } from '../upto/admission.ts';
+import { settleUpto, type UptoSettleDeps } from '../upto/settle-upto.ts';
+import { holdMaximum, openUptoOf, uptoHoldWallet } from '../upto/upto-store.ts';
+import type { PaidRequestDeps } from './deps.ts';
+import type { IdentifierHold } from './identifier-hold.ts';
+import type { AskForPayment, PaidOutcome } from './outcome.ts';
 import type { PaidRequest } from './paid-request.ts';
-import type { IdentifierHold } from './payment-identifier.ts';
 
 /** setTimeout's largest delay; a later deadline (a payer may sign years ahead) is beyond any request. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -23,7 +21,7 @@ export interface UptoCall {
   ask: AskForPayment;
   /** The least a request that is charged anything pays (offer.ts, uptoMinChargeUsdc). */
   minChargeUsdc: number;
-  /** The payment's `payment-identifier` claim, if it carries one (payment-identifier.ts); the caller frees it. */
+  /** The payment's `payment-identifier` claim, if it carries one (identifier-hold.ts); the caller frees it. */
   identifier: IdentifierHold | undefined;
 }
 
@@ -31,9 +29,9 @@ export interface UptoCall {
  * The clock of an UPTO_UNSETTLED refusal: what-restores.ts says when the reconciler tries again (a
  * pass every reconcileIntervalSeconds takes payments untouched for settleWaitSeconds).
  */
-export const uptoRefusalClock = (services: Services): RefusalClock => ({
-  nowMs: services.now(),
-  retryEverySeconds: services.config.topup.reconcileIntervalSeconds + services.config.topup.settleWaitSeconds,
+export const uptoRefusalClock = (deps: Pick<PaidRequestDeps, 'now' | 'config'>): RefusalClock => ({
+  nowMs: deps.now(),
+  retryEverySeconds: deps.config.topup.reconcileIntervalSeconds + deps.config.topup.settleWaitSeconds,
 });
 
 /**
@@ -44,17 +42,11 @@ export const uptoRefusalClock = (services: Services): RefusalClock => ({
  * sent, a stream ended, a provider failure voided) exactly its charge is settled on chain: after
  * the answer, so the client never waits for the chain. What is not charged is never taken.
  */
-export async function payWithUpto(
-  services: Services,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  { paidRequest, matched, ask, minChargeUsdc, identifier }: UptoCall,
-): Promise<FastifyReply> {
-  const topup = services.topup!;
-  const db = services.storage.db;
+export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched, ask, minChargeUsdc, identifier }: UptoCall): Promise<PaidOutcome> {
+  const { topup, db } = deps;
   const { payer, network, validBefore } = matched.identity;
-  const runUntil = uptoRunUntil(validBefore, services.config.topup.settleWaitSeconds, services.config.chat.drainTimeoutSeconds);
-  const late = uptoDeadlineProblem(runUntil, services.now(), validBefore);
+  const runUntil = uptoRunUntil(validBefore, deps.config.topup.settleWaitSeconds, deps.config.chat.drainTimeoutSeconds);
+  const late = uptoDeadlineProblem(runUntil, deps.now(), validBefore);
   if (late) return ask('PAYMENT_EXPIRED', late);
   await topup.admitPayer(matched);
 
@@ -64,7 +56,7 @@ export async function payWithUpto(
     fromBlock = Number(await topup.clientFor(network)!.getBlockNumber());
     verified = await topup.facilitator.verify(matched.payload, matched.requirements);
   } catch (err) {
-    if (err instanceof FacilitatorUnavailable || isTransportError(err)) throw facilitatorUnavailable('the payment facilitator or the chain is unavailable');
+    if (err instanceof FacilitatorUnavailable || isTransportError(err)) return { kind: 'facilitator-unavailable', reason: 'the payment facilitator or the chain is unavailable' };
     throw err;
   }
   // Verified before anything is recorded: nothing moves until the settle, so an unverified upto
@@ -80,38 +72,38 @@ export async function payWithUpto(
   // index of migration 013 is what enforces it (holdMaximum).
   await identifier?.claim();
   const open = await openUptoOf(db, payer);
-  if (open) throw openUptoRefusal(open, uptoRefusalClock(services));
-  await enforceRateLimit(services, reply, `chat:${payer}`, services.rateWindows.chat);
+  if (open) throw openUptoRefusal(open, uptoRefusalClock(deps));
+  await deps.countRequest(payer);
 
   // Log searches for this authorization start 5,000 blocks back, as for exact (settle-payment.ts).
-  const opened = await openPayment(db, matched, Math.max(0, fromBlock - 5_000), services.now());
+  const opened = await openPayment(db, matched, Math.max(0, fromBlock - 5_000), deps.now());
   if (opened.kind !== 'claimed') {
     return ask('PAYMENT_REJECTED', `this upto authorization is already recorded (payment ${opened.row.id}); an upto authorization pays for one request only. Sign a new payment for one of accepts`, { reason: 'upto_authorization_used' });
   }
-  const held = await holdMaximum(db, opened.row.id, matched.payload, services.now());
+  const held = await holdMaximum(db, opened.row.id, matched.payload, deps.now());
   if (held.kind === 'busy') {
     const other = await openUptoOf(db, payer);
-    if (other) throw openUptoRefusal(other, uptoRefusalClock(services));
-    throw facilitatorUnavailable('another upto payment of this wallet was finishing');
+    if (other) throw openUptoRefusal(other, uptoRefusalClock(deps));
+    return { kind: 'facilitator-unavailable', reason: 'another upto payment of this wallet was finishing' };
   }
   const key = await payPerRequestKey(db, uptoHoldWallet(payer));
-  const deps: UptoSettleDeps = { ...topup.upto, logger: request.log };
+  const settleDeps: UptoSettleDeps = { ...topup.upto, logger: deps.log };
   // The request must be over in time for its settle (admission.ts, uptoRunUntil): past that, its
   // client is cut, and a stream is drained and billed for what it produced, as for a client that left.
   const cut = setTimeout(() => {
-    request.log.warn({ payment: held.payment.id }, "upto request cut: its authorization's deadline leaves only the time to settle it");
-    reply.raw.destroy();
-  }, Math.min(MAX_TIMER_MS, Math.max(0, runUntil - services.now())));
+    deps.log.warn({ payment: held.payment.id }, "upto request cut: its authorization's deadline leaves only the time to settle it");
+    deps.cutClient();
+  }, Math.min(MAX_TIMER_MS, Math.max(0, runUntil - deps.now())));
   try {
     // In the try: a concurrent retry that ran first (the 409) leaves this hold to be settled for 0.
     await identifier?.start();
     const ran = await paidRequest.run(key, { capAtReservation: true, minChargeUsdc });
     if (!ran.ok) throw new Error('the upto hold did not cover its own reservation');
-    return reply;
+    return { kind: 'ran' };
   } finally {
     clearTimeout(cut);
     // After the answer (JSON sent, stream ended, or a failure voided): a settle that does not
     // finish here is finished by the reconciler from the row.
-    await settleUpto(deps, held.payment.id).catch((err: unknown) => request.log.warn({ payment: held.payment.id, err: (err as Error).message }, 'upto settle failed; the reconciler will retry'));
+    await settleUpto(settleDeps, held.payment.id).catch((err: unknown) => deps.log.warn({ payment: held.payment.id, err: (err as Error).message }, 'upto settle failed; the reconciler will retry'));
   }
 }

@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
-import { hashKey, KEY_PATTERN, findActiveKey, toIso, type KeyRow } from '../keys/api-keys.ts';
-import type { Services } from '../services.ts';
+import { hashKey, KEY_PATTERN, findActiveKey, toIso, type KeyRow } from '../../keys/api-keys.ts';
+import type { Services } from '../../services.ts';
 import { authFailureLimit } from './auth-failure-limit.ts';
-import { unauthorized } from '../refusal.ts';
+import { unauthorized } from '../../refusal.ts';
 
 /**
  * Reads `Authorization: Bearer sk-…` and returns the active key, or throws 401 (429 once the client

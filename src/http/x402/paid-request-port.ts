@@ -1,0 +1,42 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { PaidRequestDeps } from '../../payments/paid-request/deps.ts';
+import type { Services } from '../../services.ts';
+import { siwxConfigProblem, verifySiwxHeader } from '../../siwe/siwx.ts';
+import { authFailureLimit } from '../auth/auth-failure-limit.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
+import { bazaarOf } from './extensions.ts';
+import { setReceipt, settleDepsOf } from './payment-wire.ts';
+
+/**
+ * The paid-request workflow's port over one request (src/payments/paid-request/deps.ts): the
+ * gateway's pieces it reads, and what it does to the connection, written here the HTTP way (the
+ * X-RateLimit-* headers and the 429, the auth-failure limit per client address, the receipt headers).
+ * Only reached with pay-per-request on, when top-ups are on too (services.topup is set).
+ */
+export function paidRequestPort(services: Services, request: FastifyRequest, reply: FastifyReply): PaidRequestDeps {
+  const { config } = services;
+  return {
+    db: services.storage.db,
+    topup: services.topup!,
+    settle: settleDepsOf(services, request.log),
+    config,
+    now: services.now,
+    log: request.log,
+    requestId: request.id,
+    body: request.body,
+    countRequest: (wallet) => enforceRateLimit(services, reply, `chat:${wallet}`, services.rateWindows.chat),
+    siwxOffered: !siwxConfigProblem(config.server.publicUrl, config.siwe),
+    verifySiwx: (header, path) =>
+      authFailureLimit(services).check(
+        request,
+        () => verifySiwxHeader(header, path, { siwe: services.siwe, secret: services.keySecret }),
+        (result) => !result.ok && result.status === 401,
+      ),
+    bazaar: (path) => bazaarOf(services, path),
+    showReceipt: (payment) => {
+      if (payment) setReceipt(reply, payment);
+      else reply.removeHeader('payment-response').removeHeader('x-payment-response');
+    },
+    cutClient: () => reply.raw.destroy(),
+  };
+}
