@@ -6,7 +6,7 @@ import { keySpendProblems } from './key-spend-audit.ts';
 import { usageDailyProblems } from './usage-daily-check.ts';
 import { uptoProblems } from './upto-check.ts';
 import { paymentStateProblems } from './payment-state-check.ts';
-import { PAYMENT_STATES } from '../payments/states.ts';
+import { PAYMENT_STATES } from './payment-states.ts';
 
 import { finishedReservationCharges, reservationChargeProblems } from './reservation-charges.ts';
 

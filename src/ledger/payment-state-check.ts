@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { PAYMENT_STATES } from '../payments/states.ts';
+import { PAYMENT_STATES } from './payment-states.ts';
 import type { Database, PaymentState } from '../storage/schema.ts';
 
 /**

@@ -6,7 +6,8 @@ import { isUniqueViolation } from '../storage/constraint-errors.ts';
 import type { Database, PaymentState } from '../storage/schema.ts';
 import type { MatchedPayment } from './match.ts';
 import { microUsdcFor, sameTerms, termsDigest } from './payment-terms.ts';
-import { INITIAL_STATE, stateColumns, transition } from './states.ts';
+import { INITIAL_STATE } from '../ledger/payment-states.ts';
+import { stateColumns, transition } from './states.ts';
 
 import type { PaymentRow } from './payment-row.ts';
 

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { creditPayment, findPayment, isReleased, markSubmitted, releaseDropped, releaseUnsent } from '../../src/payments/payment-store.ts';
-import { isAllowed, PAYMENT_STATES, transition, TransitionRefused, TRANSITIONS } from '../../src/payments/states.ts';
+import { isAllowed, PAYMENT_STATES, TRANSITIONS } from '../../src/ledger/payment-states.ts';
+import { transition, TransitionRefused } from '../../src/payments/states.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import type { PaymentState } from '../../src/storage/schema.ts';

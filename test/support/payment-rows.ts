@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { INITIAL_STATE, stateColumns } from '../../src/payments/states.ts';
+import { INITIAL_STATE } from '../../src/ledger/payment-states.ts';
+import { stateColumns } from '../../src/payments/states.ts';
 import type { Database } from '../../src/storage/schema.ts';
 
 /** A payment of 1 USDC (6 decimals) recorded as openPayment records one, for tests of its states. */

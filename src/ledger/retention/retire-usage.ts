@@ -3,7 +3,7 @@ import type { Storage } from '../../storage/database.ts';
 import type { Database } from '../../storage/schema.ts';
 import { usageDay } from '../days.ts';
 import { USAGE_SUMS } from '../checkpoints/checkpoint-store.ts';
-import { exportUsageRows } from '../../retention/usage-export.ts';
+import { exportUsageRows } from './usage-export.ts';
 
 export interface RetentionBatch {
   /** Removable rows are older than this (epoch ms). */
