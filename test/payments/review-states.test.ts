@@ -11,6 +11,8 @@ import {
   markSubmitted,
   reclaimFailed,
   RELEASED_UNSENT,
+  releaseDropped,
+  releaseRefused,
   releaseUnavailable,
   releaseUnsent,
   UNAVAILABLE_DURING_SETTLE,
@@ -138,6 +140,23 @@ for (const engine of ENGINES) {
       },
     );
 
+    test(
+      "a stale request's refused send does not release the live attempt of a replay that took the payment over",
+      { todo: "BREAK: releaseRefused has no compare-and-set: A's late refusal releases B's submitted row and clears B's live hash" },
+      async () => {
+        const id = await recordedPayment(s.db);
+        await markSubmitted(s.db, id, randomTx()); // A: hash recorded before its (hanging) broadcast
+        const stale = await findPayment(s.db, id);
+        assert.equal(await releaseDropped(s.db, stale, Number(stale.updated_at) + 1), true); // the reconciler: unknown to the node
+        assert.notEqual(await reclaimFailed(s.db, id, Date.now()), null); // B: the same payment sent again
+        const hashB = randomTx();
+        await markSubmitted(s.db, id, hashB); // B's transaction is on its way
+        await releaseRefused(s.db, id); // A's broadcast is refused at last
+        const row = await findPayment(s.db, id);
+        assert.deepEqual([row.state, row.tx_hash], ['submitted', hashB]);
+      },
+    );
+
     test('the operator writes off an unsettled upto payment while the reconciler retries it: exactly one wins', async () => {
       for (let round = 0; round < 4; round++) {
         const id = await paymentIn(s.db, ['holding', 'settling', 'unsettled']);
@@ -207,17 +226,18 @@ for (const engine of ENGINES) {
 }
 
 describe('attack: a state write the writers guard does not see', () => {
-  test('the guard sees every form of payments state write Kysely and raw SQL allow', { todo: 'BREAK: set(column, value), set(variable), set(callback), quoted or insert SQL slip past' }, () => {
+  test('the guard sees every form of payments state write Kysely and raw SQL allow', { todo: 'BREAK: set(column, value), set(variable), set(callback), a qualified column, quoted or insert SQL slip past' }, () => {
     const planted = [
       "await db.updateTable('payments').set('status', 'failed').where('id', '=', id).execute();",
       "const fields = { state: 'credited' }; await db.updateTable('payments').set(fields).execute();",
       "await db.updateTable('payments').set(() => ({ upto_state: 'settled' })).execute();",
       'await sql`update "payments" set "state" = ${s} where id = ${id}`.execute(db);',
       "await sql`insert into payments (id, state) values (${id}, 'credited')`.execute(db);",
+      "await db.updateTable('payments as p').set({ 'p.status': 'failed' }).where('p.id', '=', id).execute();",
     ].join('\n');
     assert.deepEqual(
       stateWritesIn('src/x.ts', planted).map((w) => w.split(':')[1]),
-      ['1', '2', '3', '4', '5'],
+      ['1', '2', '3', '4', '5', '6'],
     );
   });
 });
