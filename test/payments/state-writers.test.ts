@@ -12,7 +12,7 @@ const STATE_COLUMNS = new Set(['state', 'status', 'upto_state', 'release_kind'])
 const ALLOWED = ['src/payments/states.ts', 'src/storage/migrations/'];
 const RAW_WRITE = /\bupdate\s+payments\s+set\b[^;]*?\b(state|status|upto_state|release_kind)\s*=/i;
 
-function stateWritesIn(file: string, text: string): string[] {
+export function stateWritesIn(file: string, text: string): string[] {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
   const found: string[] = [];
   const lineOf = (node: ts.Node) => source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
