@@ -57,11 +57,17 @@ export interface TransitionRule {
   to: PaymentState;
   by: readonly Trigger[];
   ledger: string;
+  /**
+   * Only while the chain has not used the payment's authorization (no `onchain_amount_atomic`
+   * recorded): a used authorization can never settle again, so reopening it would only lose the
+   * reason that names the amount the chain moved.
+   */
+  onlyIfUnusedOnChain?: true;
 }
 
 /** Every move a payment may make. A move not listed here is refused by `transition`, before any SQL. */
 export const TRANSITIONS = {
-  reopen: { from: ['failed', 'released'], to: 'pending', by: ['request'], ledger: 'none' },
+  reopen: { from: ['failed', 'released'], to: 'pending', by: ['request'], ledger: 'none', onlyIfUnusedOnChain: true },
   submit: { from: ['pending', 'submitted', 'failed', 'released'], to: 'submitted', by: ['request', 'reconciler'], ledger: 'none' },
   credit: {
     from: ['pending', 'submitted', 'failed', 'released'],
@@ -93,6 +99,10 @@ export const TRANSITIONS = {
 
 /** The state every payment is recorded in. */
 export const INITIAL_STATE = 'pending' satisfies PaymentState;
+
+/** True when a move to `to` is guarded on the authorization being unused on chain. */
+export const needsUnusedAuthorization = (to: PaymentState) =>
+  Object.values(TRANSITIONS).some((t: TransitionRule) => t.to === to && t.onlyIfUnusedOnChain === true);
 
 export const isAllowed = (from: PaymentState, to: PaymentState) =>
   Object.values(TRANSITIONS).some((t) => t.to === to && (t.from as readonly PaymentState[]).includes(from));
