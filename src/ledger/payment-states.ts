@@ -34,7 +34,7 @@ export const PAYMENT_STATES = {
   submitted: { status: 'submitted', upto: null, credit: 'none', holdReleased: false },
   /** Settled on chain and credited to the payer: final. */
   credited: { status: 'credited', upto: null, credit: 'payer', holdReleased: false },
-  /** It did not and will not settle as sent, for a reason of the payer's; the same payment may claim it again. */
+  /** It did not and will not settle as sent, for a reason of the payer's; the same payment may claim it again unless the chain used its authorization. */
   failed: { status: 'failed', upto: null, credit: 'none', holdReleased: false },
   /** Let go by the gateway with nothing settled, for a reason of its own (release_kind); watched on chain a while. */
   released: { status: 'failed', upto: null, credit: 'none', holdReleased: false },
