@@ -34,7 +34,7 @@ export const PAYMENT_STATES = {
   submitted: { status: 'submitted', upto: null, credit: 'none', holdReleased: false },
   /** Settled on chain and credited to the payer: final. */
   credited: { status: 'credited', upto: null, credit: 'payer', holdReleased: false },
-  /** It did not and will not settle as sent, for a reason of the payer's; the same payment may claim it again. */
+  /** It did not and will not settle as sent, for a reason of the payer's; the same payment may claim it again unless the chain used its authorization. */
   failed: { status: 'failed', upto: null, credit: 'none', holdReleased: false },
   /** Let go by the gateway with nothing settled, for a reason of its own (release_kind); watched on chain a while. */
   released: { status: 'failed', upto: null, credit: 'none', holdReleased: false },
@@ -57,11 +57,17 @@ export interface TransitionRule {
   to: PaymentState;
   by: readonly Trigger[];
   ledger: string;
+  /**
+   * Only while the chain has not used the payment's authorization (no `onchain_amount_atomic`
+   * recorded): a used authorization can never settle again, so reopening it would only lose the
+   * reason that names the amount the chain moved.
+   */
+  onlyIfUnusedOnChain?: true;
 }
 
 /** Every move a payment may make. A move not listed here is refused by `transition`, before any SQL. */
 export const TRANSITIONS = {
-  reopen: { from: ['failed', 'released'], to: 'pending', by: ['request'], ledger: 'none' },
+  reopen: { from: ['failed', 'released'], to: 'pending', by: ['request'], ledger: 'none', onlyIfUnusedOnChain: true },
   submit: { from: ['pending', 'submitted', 'failed', 'released'], to: 'submitted', by: ['request', 'reconciler'], ledger: 'none' },
   credit: {
     from: ['pending', 'submitted', 'failed', 'released'],
@@ -93,6 +99,10 @@ export const TRANSITIONS = {
 
 /** The state every payment is recorded in. */
 export const INITIAL_STATE = 'pending' satisfies PaymentState;
+
+/** True when a move to `to` is guarded on the authorization being unused on chain. */
+export const needsUnusedAuthorization = (to: PaymentState) =>
+  Object.values(TRANSITIONS).some((t: TransitionRule) => t.to === to && t.onlyIfUnusedOnChain === true);
 
 export const isAllowed = (from: PaymentState, to: PaymentState) =>
   Object.values(TRANSITIONS).some((t) => t.to === to && (t.from as readonly PaymentState[]).includes(from));

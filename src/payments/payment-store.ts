@@ -179,11 +179,15 @@ export async function releaseDropped(db: Kysely<Database>, row: PaymentRow, now 
 /**
  * The node refused the relayer's settlement (relayer-send.ts): the hash recorded just before the
  * send names a transaction that was never sent, so it is cleared, and the payment let go like any
- * other the facilitator could not settle.
+ * other the facilitator could not settle. Only if the row still holds the attempt this request
+ * made (`sentHash`, or when no hash was recorded yet, the row as the request claimed it): a
+ * replay may have taken the payment over meanwhile, and its live attempt must stay.
  */
-export async function releaseRefused(db: Kysely<Database>, id: string, now = Date.now()): Promise<void> {
+export async function releaseRefused(db: Kysely<Database>, claimed: PaymentRow, sentHash: string | null, now = Date.now()): Promise<boolean> {
   const set = { failure_reason: UNAVAILABLE_DURING_SETTLE, tx_hash: null, updated_at: now };
-  await transition(db, id, ['pending', 'submitted'], 'released', { release: 'refused_by_node', set });
+  const unchangedSince = sentHash === null ? { txHash: null, updatedAt: Number(claimed.updated_at) } : { txHash: sentHash.toLowerCase() };
+  const released = await transition(db, claimed.id, ['pending', 'submitted'], 'released', { release: 'refused_by_node', set, unchangedSince });
+  return released === 'moved';
 }
 
 /** Failed because the facilitator, the chain or the relayer's send failed: nothing was settled. */

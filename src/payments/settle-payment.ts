@@ -127,11 +127,14 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   await deps.beforeBroadcast?.();
 
   let settled;
+  let sentHash: string | null = null; // the attempt this request made: a refusal releases only it
   try {
-    settled = await deps.facilitator.settle(m.payload, m.requirements, async (hash) => void (await markSubmitted(deps.db, payment.id, hash)));
+    settled = await deps.facilitator.settle(m.payload, m.requirements, async (hash) => {
+      if (await markSubmitted(deps.db, payment.id, hash)) sentHash = hash;
+    });
   } catch (err) {
     if (err instanceof RelayerCouldNotSend) {
-      await releaseRefused(deps.db, payment.id);
+      await releaseRefused(deps.db, payment, sentHash);
       return unavailable(deps, err, 'the payment facilitator is unavailable');
     }
     const current = await findPayment(deps.db, payment.id);

@@ -1,5 +1,5 @@
 import type { Kysely, Updateable } from 'kysely';
-import { isAllowed, PAYMENT_STATES } from '../ledger/payment-states.ts';
+import { isAllowed, needsUnusedAuthorization, PAYMENT_STATES } from '../ledger/payment-states.ts';
 import type { Database, PaymentState, PaymentTable, ReleaseKind } from '../storage/schema.ts';
 
 /*
@@ -36,7 +36,7 @@ export class TransitionRefused extends Error {}
 
 /**
  * Moves payment `id` from one of `from` to `to` with one guarded update (`WHERE id = ? AND state IN
- * from`), so that of several racing movers exactly one wins. Throws for a move the table does not
+ * from`, plus `onchain_amount_atomic IS NULL` where the rule says so), so that of several racing movers exactly one wins. Throws for a move the table does not
  * list, and if more than one row changed.
  */
 export async function transition(
@@ -57,6 +57,7 @@ export async function transition(
     .set({ ...change.set, ...stateColumns(to, change.release ?? null) })
     .where('id', '=', id)
     .where('state', 'in', froms);
+  if (needsUnusedAuthorization(to)) update = update.where('onchain_amount_atomic', 'is', null);
   const since = change.unchangedSince;
   if (since?.updatedAt !== undefined) update = update.where('updated_at', '=', since.updatedAt);
   if (since && 'txHash' in since) update = update.where('tx_hash', since.txHash === null ? 'is' : '=', since.txHash ?? null);

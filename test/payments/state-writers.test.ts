@@ -6,13 +6,29 @@ import ts from 'typescript';
 
 // A payment's state is written only by src/payments/states.ts (its guarded transition and the
 // columns of a new row), and by the migrations that create and back-fill the columns. Read from
-// each file's syntax tree: a Kysely `.set({...})` / `.values({...})` on updateTable/insertInto('payments')
-// naming a state column, or raw SQL `update payments set <state column> =` in any literal.
+// each file's syntax tree: a Kysely `.set(...)` / `.values(...)` on updateTable/insertInto('payments')
+// whose argument is not an object literal free of the state columns (a column-value pair, a
+// variable, a callback or a spread could hide one), or raw SQL in any literal that updates
+// payments setting a state column or inserts into payments with one in its column list.
 const STATE_COLUMNS = new Set(['state', 'status', 'upto_state', 'release_kind']);
 const ALLOWED = ['src/payments/states.ts', 'src/storage/migrations/'];
-const RAW_WRITE = /\bupdate\s+payments\s+set\b[^;]*?\b(state|status|upto_state|release_kind)\s*=/i;
+const TABLE = String.raw`["\x60]?payments["\x60]?(?:\s+(?:as\s+)?\w+)?`;
+const RAW_UPDATE = new RegExp(String.raw`\bupdate\s+${TABLE}\s+set\b((?:(?!\bwhere\b)[^;])*)`, 'i');
+const RAW_INSERT = new RegExp(String.raw`\binsert\s+into\s+${TABLE}\s*\(([^)]*)\)`, 'i');
+const SET_COLUMN = /(?:^|[\s,])["`]?(?:\w+["`]?\.["`]?)?(state|status|upto_state|release_kind)["`]?\s*=/i;
+/** A column as Kysely names it, maybe qualified by the table's alias ('p.status'). */
+const columnOf = (name: string) => name.replace(/^\w+\./, '');
+const unquoted = (column: string) => columnOf(column.trim().replace(/["`]/g, '').toLowerCase());
 
-function stateWritesIn(file: string, text: string): string[] {
+function rawStateWrite(literal: string): string | null {
+  const update = RAW_UPDATE.exec(literal);
+  const set = update && SET_COLUMN.exec(update[1] ?? '');
+  if (set?.[1]) return set[1].toLowerCase();
+  const insert = RAW_INSERT.exec(literal);
+  return (insert?.[1] ?? '').split(',').map(unquoted).find((c) => STATE_COLUMNS.has(c)) ?? null;
+}
+
+export function stateWritesIn(file: string, text: string): string[] {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
   const found: string[] = [];
   const lineOf = (node: ts.Node) => source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
@@ -35,17 +51,23 @@ function stateWritesIn(file: string, text: string): string[] {
         if (!ts.isCallExpression(call) || !ts.isPropertyAccessExpression(call.expression)) continue;
         if (call.expression.name.text !== 'set' && call.expression.name.text !== 'values') continue;
         const arg = call.arguments[0];
-        if (!arg || !ts.isObjectLiteralExpression(arg)) continue;
+        if (!arg || !ts.isObjectLiteralExpression(arg)) {
+          found.push(`${file}:${lineOf(call.expression.name)}: writes payments through ${call.expression.name.text}(${arg ? arg.getText(source).slice(0, 40) : ''})`);
+          continue;
+        }
         for (const p of arg.properties) {
-          const name = p.name && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)) ? p.name.text : null;
+          // states.ts's stateColumns() is how a new row gets its state columns; any other spread could carry one.
+          const fromStates = ts.isSpreadAssignment(p) && ts.isCallExpression(p.expression) && p.expression.expression.getText(source) === 'stateColumns';
+          if (ts.isSpreadAssignment(p) && !fromStates) found.push(`${file}:${lineOf(p)}: writes payments through a spread`);
+          const name = p.name && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)) ? columnOf(p.name.text) : null;
           if (name && STATE_COLUMNS.has(name)) found.push(`${file}:${lineOf(p)}: writes payments.${name}`);
         }
       }
     }
     if (ts.isStringLiteralLike(node) || ts.isTemplateExpression(node)) {
       const literal = ts.isTemplateExpression(node) ? node.head.text + node.templateSpans.map((s) => `?${s.literal.text}`).join('') : node.text;
-      const m = RAW_WRITE.exec(literal);
-      if (m) found.push(`${file}:${lineOf(node)}: writes payments.${m[1]} in SQL`);
+      const column = rawStateWrite(literal);
+      if (column) found.push(`${file}:${lineOf(node)}: writes payments.${column} in SQL`);
     }
     ts.forEachChild(node, visit);
   };
@@ -84,6 +106,9 @@ describe('a payment state is written only through src/payments/states.ts', () =>
       "await db.updateTable('payments').set({ tx_hash: null, updated_at: now }).where('state', '=', 'settling').execute();",
       "await db.updateTable('reservations').set({ status: 'settled' }).execute();",
       "const q = 'select status from payments where state = ?';",
+      "await sql`update payments set tx_hash = ${h} where state = 'submitted'`.execute(db);",
+      "await sql`insert into payments (id, tx_hash) values (${id}, ${h})`.execute(db);",
+      "await db.insertInto('payments').values({ id, ...stateColumns('pending') }).execute();",
     ].join('\n');
     assert.deepEqual(stateWritesIn('src/x.ts', harmless), []);
   });

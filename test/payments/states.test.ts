@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { creditPayment, findPayment, isReleased, markSubmitted, releaseDropped, releaseUnsent } from '../../src/payments/payment-store.ts';
+import { creditPayment, findPayment, isReleased, markSubmitted, reclaimFailed, releaseDropped, releaseRefused, releaseUnavailable, releaseUnsent, UNAVAILABLE_DURING_SETTLE } from '../../src/payments/payment-store.ts';
 import { isAllowed, PAYMENT_STATES, TRANSITIONS } from '../../src/ledger/payment-states.ts';
 import { transition, TransitionRefused } from '../../src/payments/states.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
@@ -70,6 +70,18 @@ for (const engine of ENGINES) {
       assert.deepEqual([a.state, b.state, a.release_kind], ['credited', 'credited', null]);
       const credits = await s.db.selectFrom('ledger_entries').select('id').where('reference', '=', `payment:${id}`).execute();
       assert.equal(credits.length, 1);
+    });
+
+    test("a refusal before any hash was recorded releases the request's own claim, and not a replay's newer one", async () => {
+      const own = await recordedPayment(s.db);
+      assert.equal(await releaseRefused(s.db, await findPayment(s.db, own), null), true);
+      assert.deepEqual([(await findPayment(s.db, own)).state, (await findPayment(s.db, own)).release_kind], ['released', 'refused_by_node']);
+      const id = await recordedPayment(s.db);
+      const claimedA = await findPayment(s.db, id);
+      await releaseUnavailable(s.db, id, UNAVAILABLE_DURING_SETTLE, Number(claimedA.updated_at) + 1);
+      assert.notEqual(await reclaimFailed(s.db, id, Number(claimedA.updated_at) + 2), null); // B claims it
+      assert.equal(await releaseRefused(s.db, claimedA, null), false); // A's refusal, before any hash
+      assert.equal((await findPayment(s.db, id)).state, 'pending');
     });
   });
 }
