@@ -155,10 +155,11 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
     ])
     .execute();
   for (const p of payments) {
+    // An upto payment's credit is its hold (an `upto_hold`, or a `topup` on older rows), counted by uptoProblems.
+    if (p.upto_state !== null) continue;
     const expected = p.status === 'credited' ? 1 : 0;
     if (Number(p.n) !== expected) problems.push(`payment ${p.id} (${p.status}): ${p.n} top-up credits, expected ${expected}`);
-    // An upto payment's credit is its hold, checked by uptoProblems.
-    if (expected !== 1 || p.upto_state !== null) continue;
+    if (expected !== 1) continue;
     if (Number(p.to_payer) !== 1) problems.push(`payment ${p.id}: its credit does not go to the payer`);
     if (p.token_decimals === null) {
       problems.push(`payment ${p.id}: its recorded amounts disagree (${p.amount_atomic} token units, ${p.amount_usdc} micro-USDC); compare with the chain (ledger-check --chain)`);

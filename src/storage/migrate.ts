@@ -13,6 +13,7 @@ import { usageDeployment } from './migrations/010-usage-deployment.ts';
 import { paymentIdentifiers } from './migrations/011-payment-identifiers.ts';
 import { paymentIdentifierHolder } from './migrations/012-payment-identifier-holder.ts';
 import { uptoPayments } from './migrations/013-upto-payments.ts';
+import { uptoLedgerKinds } from './migrations/015-upto-ledger-kinds.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -30,6 +31,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '011-payment-identifiers': paymentIdentifiers(),
     '012-payment-identifier-holder': paymentIdentifierHolder(),
     '013-upto-payments': uptoPayments(),
+    '015-upto-ledger-kinds': uptoLedgerKinds(storage.engine),
   };
 }
 

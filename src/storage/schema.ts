@@ -12,7 +12,8 @@ export interface WalletTable {
   updated_at: number;
 }
 
-export type LedgerKind = 'topup' | 'redeem' | 'referral_share' | 'adjustment' | 'charge';
+/** `upto_hold` / `upto_release`: an x402 upto payment's maximum held for its request, and its unspent rest (ledger/operations/upto-hold.ts). */
+export type LedgerKind = 'topup' | 'redeem' | 'referral_share' | 'adjustment' | 'charge' | 'upto_hold' | 'upto_release';
 
 export interface LedgerEntryTable {
   id: Generated<number>;
