@@ -33,7 +33,8 @@ export interface LedgerCheck {
  * - each API key's spend per period (key_spend) equals its usage rows and pending reservations;
  * - each top-up payment credited at most once, only once credited, to its payer, and no top-up
  *   credit without a payment behind it (see paymentProblems);
- * - the per-key and per-day usage totals equal the usage rows they add up.
+ * - the per-key and per-day usage totals equal the usage rows they add up;
+ * - each upto payment held once and, once its charge is fixed, released once (see uptoProblems).
  */
 export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const problems: string[] = [];

@@ -17,7 +17,9 @@ import type { Database } from '../storage/schema.ts';
  * with reference `upto-release:<id>` (none when nothing was left).
  */
 const HOLD = sql`(e.kind = 'upto_hold' or e.kind = 'topup') and e.reference = ${sql.lit('payment:')} || p.id`;
-const RELEASE = sql`((e.kind = 'upto_release' and e.reference = ${sql.lit('payment:')} || p.id) or (e.kind = 'adjustment' and e.reference = ${sql.lit('upto-release:')} || p.id))`;
+const OWN_RELEASE = sql`e.kind = 'upto_release' and e.reference = ${sql.lit('payment:')} || p.id`;
+const OLDER_RELEASE = sql`e.kind = 'adjustment' and e.reference = ${sql.lit('upto-release:')} || p.id`;
+const RELEASE = sql`((${OWN_RELEASE}) or (${OLDER_RELEASE}))`;
 const HOLD_WALLET = sql`p.payer || ${sql.lit('#upto')}`;
 
 /**

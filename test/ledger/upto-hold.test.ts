@@ -27,10 +27,11 @@ async function pendingUpto(s: Storage, payer = newWallet()): Promise<{ id: strin
   await s.db
     .insertInto('payments')
     .values({
-      id, network: 'eip155:84532', asset: '0x036cbd53842c5426634e7929541ec2318f3dcf7e', payer, nonce: `0x${id.replaceAll('-', '')}`, transfer_method: 'permit2',
-      pay_to: '0x00000000000000000000000000000000000000ff', amount_atomic: String(MAXIMUM), amount_usdc: MAXIMUM, payload_digest: id, valid_before: 4_000_000_000,
-      from_block: 0, status: 'pending', tx_hash: null, failure_reason: null, balance_after_usdc: null, locked_after_usdc: null, created_at: now, updated_at: now,
-      credited_at: null, terms_digest: id, token_decimals: 6, onchain_amount_atomic: null, purpose: 'chat', upto_state: null, settle_amount_atomic: null, upto_payload: null,
+      id, network: 'eip155:84532', asset: '0x036cbd53842c5426634e7929541ec2318f3dcf7e', payer, nonce: `0x${id.replaceAll('-', '')}`,
+      transfer_method: 'permit2', pay_to: '0x00000000000000000000000000000000000000ff', amount_atomic: String(MAXIMUM), amount_usdc: MAXIMUM,
+      payload_digest: id, valid_before: 4_000_000_000, from_block: 0, status: 'pending', tx_hash: null, failure_reason: null,
+      balance_after_usdc: null, locked_after_usdc: null, created_at: now, updated_at: now, credited_at: null, terms_digest: id, token_decimals: 6,
+      onchain_amount_atomic: null, purpose: 'chat', upto_state: null, settle_amount_atomic: null, upto_payload: null,
     })
     .execute();
   return { id, payer };
@@ -45,7 +46,7 @@ async function spend(s: Storage, payer: string, charge: number): Promise<void> {
 }
 
 async function entriesOf(s: Storage, id: string) {
-  const rows = await s.db.selectFrom('ledger_entries').select(['kind', 'amount_usdc', 'wallet']).where('reference', '=', `payment:${id}`).orderBy('id').execute();
+  const rows = await s.db.selectFrom('ledger_entries').select(['kind', 'amount_usdc']).where('reference', '=', `payment:${id}`).orderBy('id').execute();
   return rows.map((r) => [r.kind, Number(r.amount_usdc)]);
 }
 
@@ -103,7 +104,8 @@ for (const engine of ENGINES) {
         await spend(s, payer, MAXIMUM - unspent);
         await s.db.transaction().execute(async (trx) => {
           await trx.updateTable('payments').set({ upto_state: 'settling', settle_amount_atomic: String(MAXIMUM - unspent) }).where('id', '=', id).execute();
-          if (unspent > 0) await applyMovement(trx, { wallet: uptoHoldWallet(payer), kind: 'adjustment', amountUsdc: -unspent, reference: `upto-release:${id}` });
+          const release = { wallet: uptoHoldWallet(payer), kind: 'adjustment' as const, amountUsdc: -unspent, reference: `upto-release:${id}` };
+          if (unspent > 0) await applyMovement(trx, release);
         });
         assert.deepEqual(await problemsOf(s), []);
       }
@@ -211,7 +213,8 @@ for (const engine of ENGINES) {
       await s.db.updateTable('payments').set({ upto_state: 'settling', settle_amount_atomic: String(MAXIMUM) }).where('id', '=', id).execute();
       assert.deepEqual(await problemsOf(s), [`upto payment ${id}: released 0 times once its charge was fixed, expected once`]);
       await s.db.transaction().execute((trx) => releaseUpto(trx, id, 0, Date.now()));
-      await s.db.transaction().execute((trx) => applyMovement(trx, { wallet: uptoHoldWallet(payer), kind: 'adjustment', amountUsdc: 5, reference: `gift:${id}` }));
+      const gift = { wallet: uptoHoldWallet(payer), kind: 'adjustment' as const, amountUsdc: 5, reference: `gift:${id}` };
+      await s.db.transaction().execute((trx) => applyMovement(trx, gift));
       const problems = await problemsOf(s);
       assert.ok(problems.includes('1 credits entered an upto hold wallet other than by a hold'), problems.join('\n'));
     });

@@ -64,13 +64,15 @@ async function lockedHold(trx: Kysely<Database>, payer: string, now: number): Pr
 /** Credits payment `id`'s maximum to its payer's hold wallet. Its row must already say `credited`/`holding` in this transaction. */
 export async function holdUpto(trx: Kysely<Database>, id: string, note: string, now: number): Promise<void> {
   const p = await heldPayment(trx, id);
-  assertHold(p.status === 'credited' && p.upto_state === 'holding', `payment ${id} is ${p.status}/${p.upto_state}, not credited/holding: nothing is held for it`);
+  const state = `${p.status}/${p.upto_state}`;
+  assertHold(state === 'credited/holding', `payment ${id} is ${state}, not credited/holding: nothing is held for it`);
   assertHold(Number.isSafeInteger(p.amount_usdc) && p.amount_usdc > 0, `payment ${id} holds ${p.amount_usdc} micro-USDC; a maximum is positive`);
   const before = await lockedHold(trx, p.payer, now);
   // One open upto payment per payer, and a fixed one leaves its hold wallet at 0: anything there
   // now would be another payment's money, spendable by this request.
-  assertHold(before.balance === 0 && before.locked === 0, `${uptoHoldWallet(p.payer)} holds ${before.balance} (${before.locked} locked) before payment ${id}'s hold`);
-  await applyMovement(trx, { wallet: uptoHoldWallet(p.payer), kind: 'upto_hold', amountUsdc: p.amount_usdc, reference: uptoEntryReference(id), note }, now);
+  const wallet = uptoHoldWallet(p.payer);
+  assertHold(before.balance === 0 && before.locked === 0, `${wallet} holds ${before.balance} (${before.locked} locked) before payment ${id}'s hold`);
+  await applyMovement(trx, { wallet, kind: 'upto_hold', amountUsdc: p.amount_usdc, reference: uptoEntryReference(id), note }, now);
 }
 
 export type HoldMeasure = { kind: 'running' } | { kind: 'spent'; chargeUsdc: number; unspentUsdc: number };
@@ -84,7 +86,8 @@ export async function measureHold(trx: Kysely<Database>, id: string, now: number
   const p = await heldPayment(trx, id);
   const hold = await lockedHold(trx, p.payer, now);
   if (hold.locked > 0) return { kind: 'running' };
-  assertHold(hold.balance >= 0 && hold.balance <= p.amount_usdc, `${uptoHoldWallet(p.payer)} holds ${hold.balance}, outside 0..${p.amount_usdc} (payment ${id}'s maximum)`);
+  const within = hold.balance >= 0 && hold.balance <= p.amount_usdc;
+  assertHold(within, `${uptoHoldWallet(p.payer)} holds ${hold.balance}, outside 0..${p.amount_usdc} (payment ${id}'s maximum)`);
   return { kind: 'spent', chargeUsdc: p.amount_usdc - hold.balance, unspentUsdc: hold.balance };
 }
 
@@ -97,13 +100,15 @@ export async function measureHold(trx: Kysely<Database>, id: string, now: number
 export async function releaseUpto(trx: Kysely<Database>, id: string, unspentUsdc: number, now: number): Promise<void> {
   const p = await heldPayment(trx, id);
   assertHold(p.upto_state !== null && p.upto_state !== 'holding', `payment ${id} is ${p.upto_state}: only a payment whose charge is fixed is released`);
-  assertHold(Number.isSafeInteger(unspentUsdc) && unspentUsdc >= 0 && unspentUsdc <= p.amount_usdc, `release of ${unspentUsdc} for a maximum of ${p.amount_usdc}`);
-  const earlier = await trx.selectFrom('ledger_entries').select('id').where('kind', '=', 'upto_release').where('reference', '=', uptoEntryReference(id)).executeTakeFirst();
-  assertHold(earlier === undefined, `payment ${id} was released already`);
+  const within = Number.isSafeInteger(unspentUsdc) && unspentUsdc >= 0 && unspentUsdc <= p.amount_usdc;
+  assertHold(within, `release of ${unspentUsdc} for a maximum of ${p.amount_usdc}`);
   const wallet = uptoHoldWallet(p.payer);
-  const before = await lockedHold(trx, p.payer, now);
-  assertHold(before.balance === unspentUsdc && before.locked === 0, `${wallet} holds ${before.balance} (${before.locked} locked), not the ${unspentUsdc} to release`);
   const reference = uptoEntryReference(id);
+  const earlier = await trx.selectFrom('ledger_entries').select('id').where('kind', '=', 'upto_release').where('reference', '=', reference).executeTakeFirst();
+  assertHold(earlier === undefined, `payment ${id} was released already`);
+  const before = await lockedHold(trx, p.payer, now);
+  const exact = before.balance === unspentUsdc && before.locked === 0;
+  assertHold(exact, `${wallet} holds ${before.balance} (${before.locked} locked), not the ${unspentUsdc} to release`);
   const note = 'x402 upto: the unspent part of the maximum, released';
   if (unspentUsdc > 0) await applyMovement(trx, { wallet, kind: 'upto_release', amountUsdc: -unspentUsdc, reference, note }, now);
   else await trx.insertInto('ledger_entries').values({ wallet, kind: 'upto_release', amount_usdc: 0, reference, note, created_at: now }).execute();
