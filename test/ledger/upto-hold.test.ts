@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import type { PaymentPayload } from '@x402/core/types';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { applyMovement } from '../../src/ledger/credits.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
@@ -16,39 +14,7 @@ import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { uptoLedgerKinds } from '../../src/storage/migrations/015-upto-ledger-kinds.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { assertLedgerConsistent, newWallet, usageRecord } from '../support/ledger.ts';
-
-const MAXIMUM = 1_000;
-const PAYLOAD = { x402Version: 2 } as unknown as PaymentPayload;
-
-/** A verified upto payment of MAXIMUM micro-USDC (6 decimals), still pending: what holdMaximum takes. */
-async function pendingUpto(s: Storage, payer = newWallet()): Promise<{ id: string; payer: string }> {
-  const id = randomUUID();
-  const now = Date.now();
-  await s.db
-    .insertInto('payments')
-    .values({
-      id, network: 'eip155:84532', asset: '0x036cbd53842c5426634e7929541ec2318f3dcf7e', payer, nonce: `0x${id.replaceAll('-', '')}`,
-      transfer_method: 'permit2', pay_to: '0x00000000000000000000000000000000000000ff', amount_atomic: String(MAXIMUM), amount_usdc: MAXIMUM,
-      payload_digest: id, valid_before: 4_000_000_000, from_block: 0, status: 'pending', tx_hash: null, failure_reason: null,
-      balance_after_usdc: null, locked_after_usdc: null, created_at: now, updated_at: now, credited_at: null, terms_digest: id, token_decimals: 6,
-      onchain_amount_atomic: null, purpose: 'chat', upto_state: null, settle_amount_atomic: null, upto_payload: null,
-    })
-    .execute();
-  return { id, payer };
-}
-
-/** A request on the hold wallet that charged `charge` (reserved as much as the hold allows). */
-async function spend(s: Storage, payer: string, charge: number): Promise<void> {
-  const requestId = randomUUID();
-  const wallet = uptoHoldWallet(payer);
-  assert.equal(await reserve(s, { wallet, apiKeyId: 1, requestId, amountUsdc: MAXIMUM, leaseMs: 60_000 }), true);
-  await finishReservation(s, requestId, charge, usageRecord(requestId, wallet));
-}
-
-async function entriesOf(s: Storage, id: string) {
-  const rows = await s.db.selectFrom('ledger_entries').select(['kind', 'amount_usdc']).where('reference', '=', `payment:${id}`).orderBy('id').execute();
-  return rows.map((r) => [r.kind, Number(r.amount_usdc)]);
-}
+import { entriesOf, MAXIMUM, PAYLOAD, pendingUpto, spend } from '../support/upto-hold-fixtures.ts';
 
 const problemsOf = async (s: Storage) => (await checkLedger(s.db)).problems;
 
