@@ -113,6 +113,24 @@ for (const engine of ENGINES) {
       await assertLedgerConsistent(s.db);
     });
 
+    test('two payments of one payer back to back: B is busy while A settles, then holds its own maximum from 0', async () => {
+      const payer = newWallet();
+      const a = await pendingUpto(s, payer);
+      await holdMaximum(s.db, a.id, PAYLOAD);
+      await spend(s, payer, 400);
+      assert.equal(await fixCharge(s.db, a.id), 'fixed');
+      const b = await pendingUpto(s, payer);
+      assert.equal((await holdMaximum(s.db, b.id, PAYLOAD)).kind, 'busy');
+      assert.deepEqual(await entriesOf(s, b.id), []);
+      await s.db.updateTable('payments').set({ upto_state: 'settled', onchain_amount_atomic: '400' }).where('id', '=', a.id).execute();
+      const again = await pendingUpto(s, payer);
+      assert.equal((await holdMaximum(s.db, again.id, PAYLOAD)).kind, 'held');
+      await spend(s, payer, 150);
+      assert.equal(await fixCharge(s.db, again.id), 'fixed');
+      assert.deepEqual([(await settleOf(s, a.id)).settle_amount_atomic, (await settleOf(s, again.id)).settle_amount_atomic], ['400', '150']);
+      await assertLedgerConsistent(s.db);
+    });
+
     test('the fix dies before its commit (its release refused): the payment still holds, no amount to settle written', async () => {
       const { id, payer } = await pendingUpto(s);
       await holdMaximum(s.db, id, PAYLOAD);
