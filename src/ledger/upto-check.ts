@@ -21,6 +21,8 @@ const OWN_RELEASE = sql`e.kind = 'upto_release' and e.reference = ${sql.lit('pay
 const OLDER_RELEASE = sql`e.kind = 'adjustment' and e.reference = ${sql.lit('upto-release:')} || p.id`;
 const RELEASE = sql`((${OWN_RELEASE}) or (${OLDER_RELEASE}))`;
 const HOLD_WALLET = sql`p.payer || ${sql.lit('#upto')}`;
+// The charges of the payment's own requests: those whose reservation was made on its hold (reservations.upto_payment_id).
+const OWN_CHARGE = sql`e.kind = 'charge' and e.wallet = ${HOLD_WALLET} and e.reference in (select r.request_id from reservations r where r.upto_payment_id = p.id)`;
 
 /**
  * A settle is sent within topup.settleWaitSeconds and finished by the reconciler within a pass or
@@ -55,6 +57,7 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
       sql<number>`(select count(*) from ledger_entries e where ${RELEASE})`.as('releases'),
       sql<number>`(select count(*) from ledger_entries e where ${RELEASE} and e.wallet <> ${HOLD_WALLET})`.as('released_elsewhere'),
       sql<number>`coalesce((select w.balance_usdc from wallets w where w.address = ${HOLD_WALLET}), 0)`.as('hold'),
+      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where ${OWN_CHARGE}), 0)`.as('own_charges'),
     ])
     .where('p.upto_state', 'is not', null)
     .execute();
@@ -66,6 +69,13 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
     const released = Number(p.released);
     if (released < 0 || released > credit) problems.push(`upto payment ${p.id}: released ${released} micro-USDC of a hold of ${credit}`);
     if (Number(p.released_elsewhere) > 0) problems.push(`upto payment ${p.id}: a release taken from a wallet other than ${p.payer}#upto`);
+    // Still holding (and never released): what the hold wallet no longer has; once released: what the release left behind.
+    const spent = credit - (p.upto_state === 'holding' && releases === 0 ? Number(p.hold) : released);
+    // Held by today's operations, every reservation on the hold names its payment (016, applied with 015): what left
+    // the hold is exactly what its own requests were charged, or another debit took money held for this one.
+    if (Number(p.own_holds) > 0 && spent !== Number(p.own_charges)) {
+      problems.push(`upto payment ${p.id}: ${spent} micro-USDC left its hold in ${p.payer}#upto, but its own requests were charged ${p.own_charges}`);
+    }
     if (p.upto_state === 'holding') {
       if (releases !== 0) problems.push(`upto payment ${p.id}: released ${releases} times while its request still holds the maximum`);
       if (Number(p.hold) > credit) problems.push(`upto payment ${p.id}: ${p.payer}#upto holds ${p.hold} micro-USDC, more than its hold of ${credit}`);
@@ -127,7 +137,17 @@ async function strayHoldEntries(db: Kysely<Database>): Promise<string[]> {
     .where('e.amount_usdc', '>', 0)
     .where('e.kind', 'not in', ['upto_hold', 'topup'])
     .executeTakeFirstOrThrow();
+  // What may take money out of a hold wallet: a request's charge and the release (either form).
+  const debited = await db
+    .selectFrom('ledger_entries as e')
+    .select(sql<number>`count(*)`.as('n'))
+    .where('e.wallet', 'like', '%#upto')
+    .where('e.amount_usdc', '<', 0)
+    .where('e.kind', 'not in', ['charge', 'upto_release'])
+    .where(sql<boolean>`not (e.kind = 'adjustment' and e.reference like ${sql.lit('upto-release:%')})`)
+    .executeTakeFirstOrThrow();
   const problems: string[] = [];
+  if (Number(debited.n) > 0) problems.push(`${debited.n} debits left an upto hold wallet other than by a request's charge or a release`);
   if (Number(stray.n) > 0) problems.push(`${stray.n} upto hold or release entries belong to no upto payment's hold wallet`);
   if (Number(credited.n) > 0) problems.push(`${credited.n} credits entered an upto hold wallet other than by a hold`);
   return problems;

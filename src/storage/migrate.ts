@@ -14,6 +14,7 @@ import { paymentIdentifiers } from './migrations/011-payment-identifiers.ts';
 import { paymentIdentifierHolder } from './migrations/012-payment-identifier-holder.ts';
 import { uptoPayments } from './migrations/013-upto-payments.ts';
 import { uptoLedgerKinds } from './migrations/015-upto-ledger-kinds.ts';
+import { reservationUptoPayment } from './migrations/016-reservation-upto-payment.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -32,6 +33,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '012-payment-identifier-holder': paymentIdentifierHolder(),
     '013-upto-payments': uptoPayments(),
     '015-upto-ledger-kinds': uptoLedgerKinds(storage.engine),
+    '016-reservation-upto-payment': reservationUptoPayment(),
   };
 }
 

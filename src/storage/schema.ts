@@ -40,6 +40,8 @@ export interface ReservationTable {
   lease_expires_at: number;
   created_at: number;
   finished_at: number | null;
+  /** On a hold wallet `<payer>#upto`: the upto payment holding when it was reserved (migration 016). */
+  upto_payment_id: Generated<string | null>;
 }
 
 export interface ApiKeyTable {
