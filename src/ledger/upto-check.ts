@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from '../storage/schema.ts';
 
 /**
@@ -130,25 +130,25 @@ async function strayHoldEntries(db: Kysely<Database>): Promise<string[]> {
       ),
     )
     .executeTakeFirstOrThrow();
-  const credited = await db
-    .selectFrom('ledger_entries as e')
-    .select(sql<number>`count(*)`.as('n'))
-    .where('e.wallet', 'like', '%#upto')
-    .where('e.amount_usdc', '>', 0)
-    .where('e.kind', 'not in', ['upto_hold', 'topup'])
-    .executeTakeFirstOrThrow();
+  const credited = await holdWalletEntries(db, '>', sql<boolean>`e.kind not in ('upto_hold', 'topup')`);
   // What may take money out of a hold wallet: a request's charge and the release (either form).
-  const debited = await db
+  const released = sql<boolean>`e.kind = 'upto_release' or (e.kind = 'adjustment' and e.reference like ${sql.lit('upto-release:%')})`;
+  const debited = await holdWalletEntries(db, '<', sql<boolean>`not (e.kind = 'charge' or ${released})`);
+  const problems: string[] = [];
+  if (debited > 0) problems.push(`${debited} debits left an upto hold wallet other than by a request's charge or a release`);
+  if (Number(stray.n) > 0) problems.push(`${stray.n} upto hold or release entries belong to no upto payment's hold wallet`);
+  if (credited > 0) problems.push(`${credited} credits entered an upto hold wallet other than by a hold`);
+  return problems;
+}
+
+/** How many entries moved money into (`>`) or out of (`<`) an upto hold wallet, of those `which` selects. */
+async function holdWalletEntries(db: Kysely<Database>, direction: '>' | '<', which: RawBuilder<boolean>): Promise<number> {
+  const row = await db
     .selectFrom('ledger_entries as e')
     .select(sql<number>`count(*)`.as('n'))
     .where('e.wallet', 'like', '%#upto')
-    .where('e.amount_usdc', '<', 0)
-    .where('e.kind', 'not in', ['charge', 'upto_release'])
-    .where(sql<boolean>`not (e.kind = 'adjustment' and e.reference like ${sql.lit('upto-release:%')})`)
+    .where('e.amount_usdc', direction, 0)
+    .where(which)
     .executeTakeFirstOrThrow();
-  const problems: string[] = [];
-  if (Number(debited.n) > 0) problems.push(`${debited.n} debits left an upto hold wallet other than by a request's charge or a release`);
-  if (Number(stray.n) > 0) problems.push(`${stray.n} upto hold or release entries belong to no upto payment's hold wallet`);
-  if (Number(credited.n) > 0) problems.push(`${credited.n} credits entered an upto hold wallet other than by a hold`);
-  return problems;
+  return Number(row.n);
 }

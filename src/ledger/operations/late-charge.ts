@@ -8,6 +8,7 @@ import { bookedCost, usageFigures, usageRow } from '../effects/usage-row.ts';
 import { keyLimitCount, roomLeft } from '../key-limit.ts';
 import type { SettleOutcome, SettleRecord } from '../reservations.ts';
 import { ADD_TO_DAILY, ADD_TO_TOTALS, CHARGE_ENTRY, FINISH_IN_BUCKETS, RELEASE_AND_CHARGE } from './finish.ts';
+import { isUptoHoldWallet } from './upto-hold.ts';
 
 export type LateOutcome =
   | { kind: 'late'; outcome: SettleOutcome }
@@ -44,7 +45,7 @@ interface Reservation {
  * A reservation made before migration 016 names no payment: nothing is taken for it either.
  */
 async function holdsForIt(tx: UnitTx, wallet: string, reservation: Reservation): Promise<boolean> {
-  if (!wallet.endsWith('#upto')) return true;
+  if (!isUptoHoldWallet(wallet)) return true;
   if (reservation.upto_payment_id === null) return false;
   return (await tx.get(HOLDING_UPTO, [reservation.upto_payment_id])) !== undefined;
 }

@@ -23,6 +23,9 @@ import { applyMovement } from '../credits.ts';
  */
 export const uptoHoldWallet = (payer: string) => `${payer.toLowerCase()}#upto`;
 
+/** Whether a ledger wallet is an upto hold wallet (no address ends so). */
+export const isUptoHoldWallet = (wallet: string) => wallet.endsWith('#upto');
+
 /** The reference of both entries of an upto payment. */
 export const uptoEntryReference = (paymentId: string) => `payment:${paymentId}`;
 
