@@ -22,7 +22,8 @@ const OLDER_RELEASE = sql`e.kind = 'adjustment' and e.reference = ${sql.lit('upt
 const RELEASE = sql`((${OWN_RELEASE}) or (${OLDER_RELEASE}))`;
 const HOLD_WALLET = sql`p.payer || ${sql.lit('#upto')}`;
 // The charges of the payment's own requests: those whose reservation was made on its hold (reservations.upto_payment_id).
-const OWN_CHARGE = sql`e.kind = 'charge' and e.wallet = ${HOLD_WALLET} and e.reference in (select r.request_id from reservations r where r.upto_payment_id = p.id)`;
+const OWN_REQUESTS = sql`select r.request_id from reservations r where r.upto_payment_id = p.id`;
+const OWN_CHARGE = sql`e.kind = 'charge' and e.wallet = ${HOLD_WALLET} and e.reference in (${OWN_REQUESTS})`;
 
 /**
  * A settle is sent within topup.settleWaitSeconds and finished by the reconciler within a pass or
