@@ -37,7 +37,8 @@ export interface LedgerCheck {
  * - each API key's spend per period (key_spend) equals its usage rows and pending reservations;
  * - each top-up payment credited at most once, only once credited, to its payer, and no top-up
  *   credit without a payment behind it (see paymentProblems);
- * - the per-key and per-day usage totals equal the usage rows they add up.
+ * - the per-key and per-day usage totals equal the usage rows they add up;
+ * - each upto payment held once and, once its charge is fixed, released once (see uptoProblems).
  */
 export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const problems: string[] = [];
@@ -145,10 +146,12 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
     ])
     .execute();
   for (const p of payments) {
-    // What its state says the ledger holds: none, or one credit (to the payer, or an upto hold).
-    const expected = (PAYMENT_STATES[p.state] as { credit: string } | undefined)?.credit === 'none' ? 0 : 1;
+    const credit = (PAYMENT_STATES[p.state] as { credit: string } | undefined)?.credit;
+    // An upto payment's credit is its hold (an `upto_hold`, or a `topup` on older rows), counted by uptoProblems.
+    if (credit === 'hold') continue;
+    // What its state says the ledger holds: none, or one credit to the payer.
+    const expected = credit === 'none' ? 0 : 1;
     if (Number(p.n) !== expected) problems.push(`payment ${p.id} (${p.state}): ${p.n} top-up credits, expected ${expected}`);
-    // An upto payment's credit is its hold, checked by uptoProblems.
     if (expected !== 1 || p.state !== 'credited') continue;
     if (Number(p.to_payer) !== 1) problems.push(`payment ${p.id}: its credit does not go to the payer`);
     if (p.token_decimals === null) {

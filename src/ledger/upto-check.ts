@@ -1,15 +1,30 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from '../storage/schema.ts';
 
 /**
- * The x402 `upto` payments against the ledger (design step 7): the maximum is credited once to the
- * payer's hold wallet (`<payer>#upto`, never the payer), the unspent part is released once the
- * charge is fixed, so credit − release is what the request was charged, and that charge is the
- * amount the payment settles (settle_amount_atomic) and, once settled, the amount that arrived on
- * chain (onchain_amount_atomic; `ledger-check --chain` re-reads it from the receipt). A hold wallet
- * holds nothing once its payment's charge is fixed. An unsettled payment is a finding (the books
- * balance; the chain owes the charge) until it is retried or written off.
+ * The x402 `upto` payments against the ledger: each is held once (its maximum credited to the
+ * payer's hold wallet `<payer>#upto`, never the payer) and, once its charge is fixed, released once
+ * (its unspent part taken back out), so hold − release is what the request was charged, and that
+ * charge is the amount the payment settles (settle_amount_atomic) and, once settled, the amount
+ * that arrived on chain (onchain_amount_atomic; `ledger-check --chain` re-reads it from the
+ * receipt). A hold wallet holds nothing once its payment's charge is fixed, and at most the
+ * maximum while it is held. An unsettled payment is a finding (the books balance; the chain owes
+ * the charge) until it is retried or written off.
+ *
+ * Two forms of the entries are read (docs/DECISIONS.md, "Upto holds are ledger operations"): the
+ * hold's own kinds `upto_hold`/`upto_release` (reference `payment:<id>`, a release written even
+ * for 0), and, on rows older than migration 015, a `topup` to the hold wallet and an `adjustment`
+ * with reference `upto-release:<id>` (none when nothing was left).
  */
+const HOLD = sql`(e.kind = 'upto_hold' or e.kind = 'topup') and e.reference = ${sql.lit('payment:')} || p.id`;
+const OWN_RELEASE = sql`e.kind = 'upto_release' and e.reference = ${sql.lit('payment:')} || p.id`;
+const OLDER_RELEASE = sql`e.kind = 'adjustment' and e.reference = ${sql.lit('upto-release:')} || p.id`;
+const RELEASE = sql`((${OWN_RELEASE}) or (${OLDER_RELEASE}))`;
+const HOLD_WALLET = sql`p.payer || ${sql.lit('#upto')}`;
+// The charges of the payment's own requests: those whose reservation was made on its hold (reservations.upto_payment_id).
+const OWN_REQUESTS = sql`select r.request_id from reservations r where r.upto_payment_id = p.id`;
+const OWN_CHARGE = sql`e.kind = 'charge' and e.wallet = ${HOLD_WALLET} and e.reference in (${OWN_REQUESTS})`;
+
 /**
  * A settle is sent within topup.settleWaitSeconds and finished by the reconciler within a pass or
  * two; one untouched this long is stuck (its transaction unmined and unreplaced, the reconciler not
@@ -36,18 +51,42 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
       'p.tx_hash',
       'p.updated_at',
       'p.valid_before',
-      sql<number>`coalesce((select sum(e.amount_usdc) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id and e.wallet = p.payer || ${sql.lit('#upto')}), 0)`.as('credit'),
-      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where e.kind = 'adjustment' and e.reference = ${sql.lit('upto-release:')} || p.id), 0)`.as('released'),
-      sql<number>`coalesce((select w.balance_usdc from wallets w where w.address = p.payer || ${sql.lit('#upto')}), 0)`.as('hold'),
+      sql<number>`coalesce((select sum(e.amount_usdc) from ledger_entries e where ${HOLD} and e.wallet = ${HOLD_WALLET}), 0)`.as('credit'),
+      sql<number>`(select count(*) from ledger_entries e where ${HOLD})`.as('holds'),
+      sql<number>`(select count(*) from ledger_entries e where ${HOLD} and e.kind = 'upto_hold')`.as('own_holds'),
+      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where ${RELEASE}), 0)`.as('released'),
+      sql<number>`(select count(*) from ledger_entries e where ${RELEASE})`.as('releases'),
+      sql<number>`(select count(*) from ledger_entries e where ${RELEASE} and e.wallet <> ${HOLD_WALLET})`.as('released_elsewhere'),
+      sql<number>`coalesce((select w.balance_usdc from wallets w where w.address = ${HOLD_WALLET}), 0)`.as('hold'),
+      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where ${OWN_CHARGE}), 0)`.as('own_charges'),
     ])
     .where('p.upto_state', 'is not', null)
     .execute();
   for (const p of rows) {
     const credit = Number(p.credit);
     if (p.status !== 'credited' || credit !== Number(p.amount_usdc)) problems.push(`upto payment ${p.id} (${p.status}/${p.upto_state}): ${credit} micro-USDC held in ${p.payer}#upto, expected its maximum ${p.amount_usdc}`);
-    if (p.upto_state === 'holding') continue;
+    if (Number(p.holds) !== 1) problems.push(`upto payment ${p.id}: held ${p.holds} times, expected once (in ${p.payer}#upto)`);
+    const releases = Number(p.releases);
+    const released = Number(p.released);
+    if (released < 0 || released > credit) problems.push(`upto payment ${p.id}: released ${released} micro-USDC of a hold of ${credit}`);
+    if (Number(p.released_elsewhere) > 0) problems.push(`upto payment ${p.id}: a release taken from a wallet other than ${p.payer}#upto`);
+    // Still holding (and never released): what the hold wallet no longer has; once released: what the release left behind.
+    const spent = credit - (p.upto_state === 'holding' && releases === 0 ? Number(p.hold) : released);
+    // Held by today's operations, every reservation on the hold names its payment (016, applied with 015): what left
+    // the hold is exactly what its own requests were charged, or another debit took money held for this one.
+    if (Number(p.own_holds) > 0 && spent !== Number(p.own_charges)) {
+      problems.push(`upto payment ${p.id}: ${spent} micro-USDC left its hold in ${p.payer}#upto, but its own requests were charged ${p.own_charges}`);
+    }
+    if (p.upto_state === 'holding') {
+      if (releases !== 0) problems.push(`upto payment ${p.id}: released ${releases} times while its request still holds the maximum`);
+      if (Number(p.hold) > credit) problems.push(`upto payment ${p.id}: ${p.payer}#upto holds ${p.hold} micro-USDC, more than its hold of ${credit}`);
+      continue;
+    }
+    // The hold's own operations release every fixed payment once (0 included); the older form wrote no release of 0.
+    const expectedReleases = Number(p.own_holds) > 0 ? releases === 1 : releases <= 1;
+    if (!expectedReleases) problems.push(`upto payment ${p.id}: released ${releases} times once its charge was fixed, expected once`);
     if (Number(p.hold) !== 0 && !rows.some((o) => o.payer === p.payer && o.upto_state === 'holding')) problems.push(`upto payment ${p.id}: ${p.payer}#upto still holds ${p.hold} micro-USDC after its charge was fixed`);
-    const charge = credit - Number(p.released);
+    const charge = credit - released;
     const unit = 10n ** BigInt(Number(p.token_decimals ?? 6) - 6);
     if (p.settle_amount_atomic === null || BigInt(p.settle_amount_atomic) !== BigInt(charge) * unit) {
       problems.push(`upto payment ${p.id}: charged ${charge} micro-USDC but settles ${p.settle_amount_atomic ?? 'nothing'} token units`);
@@ -67,5 +106,50 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
     }
     if (p.upto_state === 'written_off') findings.push(`upto payment ${p.id} (wallet ${p.payer}): ${charge} micro-USDC written off (${p.failure_reason})`);
   }
+  problems.push(...(await strayHoldEntries(db)));
   return { problems, findings };
+}
+
+/**
+ * Entries of the hold's own kinds that belong to no upto payment's hold wallet, and money that
+ * entered a hold wallet other than by a hold: either would be money no upto payment accounts for.
+ */
+async function strayHoldEntries(db: Kysely<Database>): Promise<string[]> {
+  const stray = await db
+    .selectFrom('ledger_entries as e')
+    .select(sql<number>`count(*)`.as('n'))
+    .where('e.kind', 'in', ['upto_hold', 'upto_release'])
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('payments as p')
+            .select('p.id')
+            .where('p.upto_state', 'is not', null)
+            .whereRef(sql`${sql.lit('payment:')} || p.id`, '=', 'e.reference')
+            .whereRef(HOLD_WALLET, '=', 'e.wallet'),
+        ),
+      ),
+    )
+    .executeTakeFirstOrThrow();
+  const credited = await holdWalletEntries(db, '>', sql<boolean>`e.kind not in ('upto_hold', 'topup')`);
+  // What may take money out of a hold wallet: a request's charge and the release (either form).
+  const released = sql<boolean>`e.kind = 'upto_release' or (e.kind = 'adjustment' and e.reference like ${sql.lit('upto-release:%')})`;
+  const debited = await holdWalletEntries(db, '<', sql<boolean>`not (e.kind = 'charge' or ${released})`);
+  const problems: string[] = [];
+  if (debited > 0) problems.push(`${debited} debits left an upto hold wallet other than by a request's charge or a release`);
+  if (Number(stray.n) > 0) problems.push(`${stray.n} upto hold or release entries belong to no upto payment's hold wallet`);
+  if (credited > 0) problems.push(`${credited} credits entered an upto hold wallet other than by a hold`);
+  return problems;
+}
+
+/** How many entries moved money into (`>`) or out of (`<`) an upto hold wallet, of those `which` selects. */
+async function holdWalletEntries(db: Kysely<Database>, direction: '>' | '<', which: RawBuilder<boolean>): Promise<number> {
+  const row = await db
+    .selectFrom('ledger_entries as e')
+    .select(sql<number>`count(*)`.as('n'))
+    .where('e.wallet', 'like', '%#upto')
+    .where('e.amount_usdc', direction, 0)
+    .where(which)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
 }

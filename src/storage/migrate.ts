@@ -14,8 +14,9 @@ import { paymentIdentifiers } from './migrations/011-payment-identifiers.ts';
 import { paymentIdentifierHolder } from './migrations/012-payment-identifier-holder.ts';
 import { uptoPayments } from './migrations/013-upto-payments.ts';
 import { paymentState } from './migrations/014-payment-state.ts';
-
+import { uptoLedgerKinds } from './migrations/015-upto-ledger-kinds.ts';
 import { retention } from './migrations/016-retention.ts';
+import { reservationUptoPayment } from './migrations/017-reservation-upto-payment.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -34,8 +35,9 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '012-payment-identifier-holder': paymentIdentifierHolder(),
     '013-upto-payments': uptoPayments(),
     '014-payment-state': paymentState(),
-
+    '015-upto-ledger-kinds': uptoLedgerKinds(storage.engine),
     '016-retention': retention(),
+    '017-reservation-upto-payment': reservationUptoPayment(),
   };
 }
 

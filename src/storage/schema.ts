@@ -12,7 +12,8 @@ export interface WalletTable {
   updated_at: number;
 }
 
-export type LedgerKind = 'topup' | 'redeem' | 'referral_share' | 'adjustment' | 'charge';
+/** `upto_hold` / `upto_release`: an x402 upto payment's maximum held for its request, and its unspent rest (ledger/operations/upto-hold.ts). */
+export type LedgerKind = 'topup' | 'redeem' | 'referral_share' | 'adjustment' | 'charge' | 'upto_hold' | 'upto_release';
 
 export interface LedgerEntryTable {
   id: Generated<number>;
@@ -39,6 +40,8 @@ export interface ReservationTable {
   lease_expires_at: number;
   created_at: number;
   finished_at: number | null;
+  /** On a hold wallet `<payer>#upto`: the upto payment holding when it was reserved (migration 017). */
+  upto_payment_id: Generated<string | null>;
 }
 
 export interface ApiKeyTable {

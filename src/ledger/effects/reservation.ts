@@ -4,11 +4,20 @@ import type { Operands, Rows } from './statement.ts';
 
 export type NewReservation = Operands<'wallet' | 'apiKeyId' | 'requestId' | 'amount' | 'leaseExpiresAt' | 'at'>;
 
+/**
+ * On an upto hold wallet `<payer>#upto` (src/ledger/operations/upto-hold.ts), the payment holding
+ * now: the only one whose money a reservation there can lock, as a payer holds one payment at a
+ * time and a fixed one leaves the wallet at 0. The reservation keeps it so that its charge, however
+ * late, is taken from that payment's hold and never from a later one's (late-charge.ts).
+ */
+const holdingUptoPayment = (wallet: string): string =>
+  `CASE WHEN ${wallet} LIKE '%#upto' THEN (SELECT id FROM payments WHERE upto_state = 'holding' AND payer = substr(${wallet}, 1, length(${wallet}) - 5)) END`;
+
 /** A new pending reservation. */
 export const insertReservation = (rows: Rows, v: NewReservation): string =>
   `INSERT INTO reservations
-  (wallet, api_key_id, request_id, amount_usdc, status, charged_usdc, lease_expires_at, created_at, finished_at)
-  ${rows([v.wallet, v.apiKeyId, v.requestId, v.amount, "'pending'", 'NULL', v.leaseExpiresAt, v.at, 'NULL'])}`;
+  (wallet, api_key_id, request_id, amount_usdc, status, charged_usdc, lease_expires_at, created_at, finished_at, upto_payment_id)
+  ${rows([v.wallet, v.apiKeyId, v.requestId, v.amount, "'pending'", 'NULL', v.leaseExpiresAt, v.at, 'NULL', holdingUptoPayment(v.wallet)])}`;
 
 export type Closing = Operands<'status' | 'charged' | 'at' | 'requestId'>;
 

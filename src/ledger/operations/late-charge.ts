@@ -1,4 +1,5 @@
 import type { Storage } from '../../storage/database.ts';
+import type { UnitTx } from '../../storage/write-units.ts';
 import { usageDay } from '../days.ts';
 import { bucketValues } from '../effects/key-spend.ts';
 import { closeReservation, statusAfter } from '../effects/reservation.ts';
@@ -8,6 +9,7 @@ import { keyLimitCount, roomLeft } from '../key-limit.ts';
 import type { SettleOutcome, SettleRecord } from '../reservations.ts';
 import { assertAmount, assertMoney, assertWalletFloor } from '../assert.ts';
 import { ADD_TO_DAILY, ADD_TO_TOTALS, CHARGE_ENTRY, FINISH_IN_BUCKETS, RELEASE_AND_CHARGE } from './finish.ts';
+import { isUptoHoldWallet } from './upto-hold.ts';
 
 export type LateOutcome =
   | { kind: 'late'; outcome: SettleOutcome }
@@ -19,13 +21,35 @@ export type LateOutcome =
 // Takes the wallet's row lock first (PostgreSQL; SQLite's group commit holds the only write lock)
 // and reads the balance under it, so the charge computed below cannot race another finish.
 const LOCK_WALLET = 'UPDATE wallets SET updated_at = ? WHERE address = ? RETURNING balance_usdc, locked_usdc';
-const RESERVATION_STATUS = 'SELECT status, api_key_id, created_at FROM reservations WHERE request_id = ?';
+const RESERVATION_STATUS = 'SELECT status, api_key_id, created_at, upto_payment_id FROM reservations WHERE request_id = ?';
+// Read under the wallet lock: a fix of the payment's charge takes the same lock before its release.
+const HOLDING_UPTO = "SELECT id FROM payments WHERE id = ? AND upto_state = 'holding'";
 // The claim: the first usage row for this request wins; a second apply inserts nothing.
 const CLAIM_USAGE = unitStatement(`${usageRow(VALUES, boundOperands())} ON CONFLICT (request_id) DO NOTHING`);
 // The swept reservation now records what was charged, so ledger-check's "a finished reservation
 // charged once, with exactly the amount it records" keeps holding.
 const RECORD_ON_RESERVATION = unitStatement(closeReservation(boundOperands(), { whileStatus: 'voided' }));
 const RECORD_SHORTFALL = 'INSERT INTO settle_shortfalls (request_id, wallet, requested_usdc, charged_usdc, created_at) VALUES (?, ?, ?, ?, ?)';
+
+interface Reservation {
+  status: string;
+  api_key_id: number | null;
+  created_at: number;
+  upto_payment_id: string | null;
+}
+
+/**
+ * Whether the wallet's money is there for this request. On an upto hold wallet (one per payer) it
+ * is only while the payment the request reserved on still holds: once that payment's charge is
+ * fixed, whatever the wallet holds is a later payment's maximum, signed for that payment's own
+ * request, and the late charge takes nothing (its shortfall recorded, a ledger-check finding).
+ * A reservation made before migration 017 names no payment: nothing is taken for it either.
+ */
+async function holdsForIt(tx: UnitTx, wallet: string, reservation: Reservation): Promise<boolean> {
+  if (!isUptoHoldWallet(wallet)) return true;
+  if (reservation.upto_payment_id === null) return false;
+  return (await tx.get(HOLDING_UPTO, [reservation.upto_payment_id])) !== undefined;
+}
 
 /**
  * Charges a produced answer whose reservation the sweeper released (voided, no usage row): up to
@@ -35,11 +59,11 @@ const RECORD_SHORTFALL = 'INSERT INTO settle_shortfalls (request_id, wallet, req
 export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, now: number): Promise<LateOutcome> {
   assertAmount(`request ${r.requestId}'s late charge`, r.chargeUsdc);
   return storage.writeUnit(async (tx): Promise<LateOutcome> => {
-    const reservation = await tx.get<{ status: string; api_key_id: number | null; created_at: number }>(RESERVATION_STATUS, [r.requestId]);
+    const reservation = await tx.get<Reservation>(RESERVATION_STATUS, [r.requestId]);
     if (!reservation) return { kind: 'unknown' };
     const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
     if (!wallet) return { kind: 'unknown' };
-    const free = Number(wallet.balance_usdc) - Number(wallet.locked_usdc);
+    const free = (await holdsForIt(tx, r.wallet, reservation)) ? Number(wallet.balance_usdc) - Number(wallet.locked_usdc) : 0;
     // The sweeper gave this request's room in its key's limit back, and other requests may have
     // been admitted into it since: the late charge takes only what the limit still leaves in the
     // period it was reserved in, as it takes only the wallet's free balance (the rest is a shortfall).

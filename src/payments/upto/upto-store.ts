@@ -1,10 +1,9 @@
 import type { Kysely } from 'kysely';
 import type { PaymentPayload } from '@x402/core/types';
-import { getBalance } from '../../ledger/balances.ts';
-import { applyMovement } from '../../ledger/credits.ts';
+import { holdUpto, measureHold, releaseUpto, uptoHoldWallet } from '../../ledger/operations/upto-hold.ts';
 import { isUniqueViolation } from '../../storage/constraint-errors.ts';
 import type { Database, UptoState } from '../../storage/schema.ts';
-import { findPayment, ledgerReference, type PaymentRow } from '../payment-store.ts';
+import { findPayment, type PaymentRow } from '../payment-store.ts';
 import { atomicAmount } from '../offers.ts';
 import { transition, transitionOrThrow } from '../states.ts';
 
@@ -13,20 +12,15 @@ import { transition, transitionOrThrow } from '../states.ts';
  * columns hold). Every step is one conditional update, so a live request, the reconciler and an
  * operator's retry racing on the same payment each move it at most once.
  *
- * The money: the signed maximum is credited (the existing top-up credit row, reference
- * `payment:<id>`) to the payer's hold wallet (uptoHoldWallet), the request reserves and is finished
- * there by the existing ledger operations, and what it did not use is taken back out when the
- * charge is fixed (`adjustment`, reference `upto-release:<id>`): the hold wallet is at 0 again and
- * its charge entry equals what the gateway then settles on chain.
+ * The money is the hold's own ledger operations (ledger/operations/upto-hold.ts): the signed
+ * maximum is held in the payer's hold wallet (uptoHoldWallet), the request reserves and is finished
+ * there by the ordinary ledger operations, and what it did not use is released when the charge is
+ * fixed: the hold wallet is at 0 again and hold − release equals what the gateway settles on chain.
  */
 
-/**
- * The ledger wallet an upto payment's maximum is held in while its request runs. Not an address
- * (no key, SIWE or SIWX can name it), so only that request spends it; one per payer, holding at
- * most one payment at a time (the partial unique index of migration 013).
- */
-export const uptoHoldWallet = (payer: string) => `${payer.toLowerCase()}#upto`;
+export { uptoHoldWallet };
 
+/** The reference of a release that ledger rows older than migration 015 record as an `adjustment` (ledger/upto-check.ts reads both forms). */
 export const uptoReleaseReference = (paymentId: string) => `upto-release:${paymentId}`;
 
 /** The refusal reason of an upto payment refused because its payer has one open already. */
@@ -45,7 +39,7 @@ export async function holdMaximum(db: Kysely<Database>, id: string, payload: Pay
     await db.transaction().execute(async (trx) => {
       await transitionOrThrow(trx, id, 'pending', 'holding', { set: { upto_payload: JSON.stringify(payload), credited_at: now, updated_at: now } });
       const p = await findPayment(trx, id);
-      await applyMovement(trx, { wallet: uptoHoldWallet(p.payer), kind: 'topup', amountUsdc: Number(p.amount_usdc), reference: ledgerReference(id), note: `x402 upto hold ${p.network}` }, now);
+      await holdUpto(trx, id, `x402 upto hold ${p.network}`, now);
     });
   } catch (err) {
     if (!isUniqueViolation(err)) throw err;
@@ -65,15 +59,12 @@ export async function fixCharge(db: Kysely<Database>, id: string, now = Date.now
   return db.transaction().execute(async (trx) => {
     const p = await findPayment(trx, id);
     if (p.state !== 'holding') return 'not-holding';
-    const hold = await getBalance(trx, uptoHoldWallet(p.payer));
-    if (hold.locked_usdc > 0) return 'running';
-    const chargeUsdc = Number(p.amount_usdc) - hold.balance_usdc;
-    const settleAtomic = atomicAmount(chargeUsdc, p.token_decimals!).toString();
+    const hold = await measureHold(trx, id, now);
+    if (hold.kind === 'running') return 'running';
+    const settleAtomic = atomicAmount(hold.chargeUsdc, p.token_decimals!).toString();
     const fixed = await transition(trx, id, 'holding', 'settling', { set: { settle_amount_atomic: settleAtomic, updated_at: now } });
     if (fixed === 'lost-race') return 'not-holding';
-    if (hold.balance_usdc > 0) {
-      await applyMovement(trx, { wallet: uptoHoldWallet(p.payer), kind: 'adjustment', amountUsdc: -hold.balance_usdc, reference: uptoReleaseReference(id), note: 'x402 upto: the unspent part of the maximum, released' }, now);
-    }
+    await releaseUpto(trx, id, hold.unspentUsdc, now);
     return 'fixed';
   });
 }
