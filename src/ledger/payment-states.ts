@@ -21,9 +21,9 @@ export type CreditHeld = 'none' | 'payer' | 'hold';
 export interface StateFacts {
   status: PaymentStatus;
   upto: UptoState | null;
-  /** Its `topup` credit (reference payment:<id>): none, one to the payer, or one to the payer's upto hold wallet. */
+  /** Its credit (reference payment:<id>): none, one `topup` to the payer, or one `upto_hold` to the payer's hold wallet. */
   credit: CreditHeld;
-  /** The unspent rest of an upto maximum has left the hold wallet (reference upto-release:<id>), when there was one. */
+  /** The unspent rest of an upto maximum has left the hold wallet (an `upto_release`, reference payment:<id>). */
   holdReleased: boolean;
 }
 
@@ -83,12 +83,12 @@ export const TRANSITIONS = {
     ledger: 'none (the chain moved another amount)',
   },
   release: { from: ['pending', 'submitted'], to: 'released', by: ['request', 'reconciler'], ledger: 'none' },
-  hold: { from: ['pending'], to: 'holding', by: ['request'], ledger: 'one `topup` credit of the signed maximum to the hold wallet, reference payment:<id>' },
+  hold: { from: ['pending'], to: 'holding', by: ['request'], ledger: 'one `upto_hold` of the signed maximum to the hold wallet, reference payment:<id>' },
   fixCharge: {
     from: ['holding'],
     to: 'settling',
     by: ['request', 'reconciler'],
-    ledger: 'the unspent rest leaves the hold wallet, reference upto-release:<id>',
+    ledger: 'one `upto_release` of the unspent rest from the hold wallet (0 when all was spent), reference payment:<id>',
   },
   settle: { from: ['settling', 'unsettled'], to: 'settled', by: ['request', 'reconciler'], ledger: 'none (the charge was taken when the request finished)' },
   unsettle: { from: ['settling'], to: 'unsettled', by: ['request', 'reconciler'], ledger: 'none' },

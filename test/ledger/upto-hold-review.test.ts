@@ -53,7 +53,7 @@ async function sweptAndFixed(s: Storage, payer: string, charge: number) {
   assert.equal(await fixCharge(s.db, a.id), 'fixed');
   assert.deepEqual(await settleOf(s, a.id), { upto_state: 'settling', settle_amount_atomic: '0' });
   // A's charge of 0 sends nothing; the payment is closed and its payer free for the next one.
-  await s.db.updateTable('payments').set({ upto_state: 'settled', onchain_amount_atomic: '0' }).where('id', '=', a.id).execute();
+  await s.db.updateTable('payments').set({ state: 'settled', upto_state: 'settled', onchain_amount_atomic: '0' }).where('id', '=', a.id).execute();
   return { a, spooled: { requestId, wallet, chargeUsdc: charge, usage: usageRecord(requestId, wallet) } };
 }
 
@@ -122,7 +122,7 @@ for (const engine of ENGINES) {
       const b = await pendingUpto(s, payer);
       assert.equal((await holdMaximum(s.db, b.id, PAYLOAD)).kind, 'busy');
       assert.deepEqual(await entriesOf(s, b.id), []);
-      await s.db.updateTable('payments').set({ upto_state: 'settled', onchain_amount_atomic: '400' }).where('id', '=', a.id).execute();
+      await s.db.updateTable('payments').set({ state: 'settled', upto_state: 'settled', onchain_amount_atomic: '400' }).where('id', '=', a.id).execute();
       const again = await pendingUpto(s, payer);
       assert.equal((await holdMaximum(s.db, again.id, PAYLOAD)).kind, 'held');
       await spend(s, payer, 150);

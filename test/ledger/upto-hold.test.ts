@@ -64,12 +64,12 @@ for (const engine of ENGINES) {
       for (const unspent of [600, 0]) {
         const { id, payer } = await pendingUpto(s);
         await s.db.transaction().execute(async (trx) => {
-          await trx.updateTable('payments').set({ status: 'credited', upto_state: 'holding' }).where('id', '=', id).execute();
+          await trx.updateTable('payments').set({ state: 'holding', status: 'credited', upto_state: 'holding' }).where('id', '=', id).execute();
           await applyMovement(trx, { wallet: uptoHoldWallet(payer), kind: 'topup', amountUsdc: MAXIMUM, reference: `payment:${id}` });
         });
         await spend(s, payer, MAXIMUM - unspent);
         await s.db.transaction().execute(async (trx) => {
-          await trx.updateTable('payments').set({ upto_state: 'settling', settle_amount_atomic: String(MAXIMUM - unspent) }).where('id', '=', id).execute();
+          await trx.updateTable('payments').set({ state: 'settling', upto_state: 'settling', settle_amount_atomic: String(MAXIMUM - unspent) }).where('id', '=', id).execute();
           const release = { wallet: uptoHoldWallet(payer), kind: 'adjustment' as const, amountUsdc: -unspent, reference: `upto-release:${id}` };
           if (unspent > 0) await applyMovement(trx, release);
         });
@@ -129,7 +129,7 @@ for (const engine of ENGINES) {
       await assert.rejects(s.db.transaction().execute((trx) => releaseUpto(trx, id, MAXIMUM, Date.now())), /only a payment whose charge is fixed/);
       await spend(s, payer, 100);
       const outcome = s.db.transaction().execute(async (trx) => {
-        await trx.updateTable('payments').set({ upto_state: 'settling', settle_amount_atomic: '0' }).where('id', '=', id).execute();
+        await trx.updateTable('payments').set({ state: 'settling', upto_state: 'settling', settle_amount_atomic: '0' }).where('id', '=', id).execute();
         await releaseUpto(trx, id, MAXIMUM, Date.now());
       });
       await assert.rejects(outcome, HoldInvariantError);
@@ -142,12 +142,12 @@ for (const engine of ENGINES) {
       const { id } = await fixed(200);
       await assert.rejects(s.db.transaction().execute((trx) => holdUpto(trx, id, 'again', Date.now())), /not credited\/holding/);
       await assert.rejects(holdMaximum(s.db, id, PAYLOAD), /no longer pending/);
-      await s.db.updateTable('payments').set({ upto_state: 'holding' }).where('id', '=', id).execute();
+      await s.db.updateTable('payments').set({ state: 'holding', upto_state: 'holding' }).where('id', '=', id).execute();
       await assert.rejects(s.db.transaction().execute((trx) => holdUpto(trx, id, 'again', Date.now())), (err) => isUniqueViolation(err));
       assert.deepEqual(await entriesOf(s, id), [['upto_hold', MAXIMUM], ['upto_release', -800]]);
       // The tampered row itself is what ledger-check then names.
       assert.deepEqual(await problemsOf(s), [`upto payment ${id}: released 1 times while its request still holds the maximum`]);
-      await s.db.updateTable('payments').set({ upto_state: 'settling' }).where('id', '=', id).execute();
+      await s.db.updateTable('payments').set({ state: 'settling', upto_state: 'settling' }).where('id', '=', id).execute();
       await assertLedgerConsistent(s.db);
     });
 
@@ -158,7 +158,7 @@ for (const engine of ENGINES) {
       // The state written and the maximum held, then the process dies before the commit.
       const crash = new Error('killed before commit');
       const died = s.db.transaction().execute(async (trx) => {
-        await trx.updateTable('payments').set({ status: 'credited', upto_state: 'holding' }).where('id', '=', id).execute();
+        await trx.updateTable('payments').set({ state: 'holding', status: 'credited', upto_state: 'holding' }).where('id', '=', id).execute();
         await holdUpto(trx, id, 'x402 upto hold', Date.now());
         throw crash;
       });
@@ -176,7 +176,7 @@ for (const engine of ENGINES) {
       await holdMaximum(s.db, id, PAYLOAD);
       await spend(s, payer, MAXIMUM);
       // What a state write without its release (two transactions, one lost) would leave.
-      await s.db.updateTable('payments').set({ upto_state: 'settling', settle_amount_atomic: String(MAXIMUM) }).where('id', '=', id).execute();
+      await s.db.updateTable('payments').set({ state: 'settling', upto_state: 'settling', settle_amount_atomic: String(MAXIMUM) }).where('id', '=', id).execute();
       assert.deepEqual(await problemsOf(s), [`upto payment ${id}: released 0 times once its charge was fixed, expected once`]);
       await s.db.transaction().execute((trx) => releaseUpto(trx, id, 0, Date.now()));
       const gift = { wallet: uptoHoldWallet(payer), kind: 'adjustment' as const, amountUsdc: 5, reference: `gift:${id}` };
