@@ -47,7 +47,6 @@ for (const engine of ENGINES) {
     });
     after(() => h?.stop());
 
-    const offer = (usd: number, method: 'eip3009' | 'permit2') => book.offer(usd, method);
     const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => book.pay(usd, method, payload);
     const rowOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
 

@@ -18,7 +18,7 @@ const CHAT_BODY_BYTES = 4 * 1024 * 1024; // the default limits.chatBodyBytes
 for (const engine of ENGINES) {
   describe(`attack: stored responses, adversarial review (${engine})`, () => {
     let h: ChatHarness;
-    let skew = 0;
+    const skew = 0;
     before(async () => {
       h = await startChatHarness(
         engine,

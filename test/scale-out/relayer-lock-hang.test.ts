@@ -71,7 +71,7 @@ describe('attack: the cross-instance relayer lock while the RPC hangs or its hol
       gateways[0]!.child.kill('SIGCONT');
     }
     state.hang = 0;
-    const ar = await a;
+    await a;
     assert.doesNotMatch(bResult, /^no answer/, 'B must answer (503) in bounded time while A is frozen');
   });
 });

@@ -39,7 +39,6 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   const id = () => `attack-${++n}-${randomBytes(4).toString('hex')}`;
   const reserveOf = (storage: Storage, wallet: string, amountUsdc: number, requestId = id()) => reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc, leaseMs: 60_000 });
   const reservationExists = async (requestId: string) => (await s.db.selectFrom('reservations').select('id').where('request_id', '=', requestId).execute()).length === 1;
-  const lockedOf = async (w: string) => (await getBalance(s.db, w))?.locked_usdc;
 
   describe('attack: a one-statement unit refused before its statement is written (missing parameter) throws synchronously', () => {
     // DECISIONS-pgbatch.md: "A one-statement unit whose values are refused before its statement is

@@ -29,7 +29,6 @@ for (const engine of ENGINES) {
     });
     after(() => h?.stop());
 
-    const offer = (usd: number, method: 'eip3009' | 'permit2') => book.offer(usd, method);
     const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => book.pay(usd, method, payload);
     const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
     const usdcPermit = (payer: FundedAccount, token: Address, amount = USD) => signPermit2({ token, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount });

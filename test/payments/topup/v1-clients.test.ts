@@ -249,7 +249,7 @@ for (const engine of ENGINES) {
       // A man in the middle rewrites the v1 body: the v2 header's Permit2 entry, named the v1 way.
       const rewriting: typeof fetch = async (input, init) => {
         const res = await fetch(input, init);
-        if (res.status !== 402 || (init?.headers as Record<string, string>)['X-PAYMENT']) return res;
+        if (res.status !== 402 || (init?.headers as Record<string, string> | undefined)?.['X-PAYMENT']) return res;
         const v2 = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
         const usdt = v2.accepts.find((a) => a.extra?.assetTransferMethod === 'permit2')!;
         const forced = { ...usdt, network: 'base-sepolia', maxAmountRequired: usdt.amount, resource: v2.resource.url, description: 'x', mimeType: 'application/json' };
