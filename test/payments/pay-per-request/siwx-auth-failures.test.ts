@@ -54,7 +54,10 @@ describe('attack: junk sign-in-with-x proofs are not counted as failed authentic
   const post = (headers: Record<string, string> = {}) =>
     fetch(url(), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(BODY) });
 
-  /** A SIWX header built by the stock helpers on a fresh 402 challenge, signed by a throwaway key but naming `claimed` (a contract on the contract-wallet chain). */
+  /**
+   * A SIWX header built by the stock helpers on a fresh 402 challenge, signed by a throwaway key but
+   * naming `claimed` (a contract on the contract-wallet chain).
+   */
   async function junkNaming(claimed: string): Promise<string> {
     const res = await post();
     assert.equal(res.status, 402);
