@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
 
 /**
- * The x402 `upto` payments against the ledger (design step 7): the maximum is credited once to the
+ * The x402 `upto` payments against the ledger (docs/DECISIONS.md, x402 `upto`): the maximum is credited once to the
  * payer's hold wallet (`<payer>#upto`, never the payer), the unspent part is released once the
  * charge is fixed, so credit − release is what the request was charged, and that charge is the
  * amount the payment settles (settle_amount_atomic) and, once settled, the amount that arrived on

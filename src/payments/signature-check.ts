@@ -11,7 +11,7 @@ import type { MatchedPayment } from './match.ts';
  * A tampered copy of someone's header (one byte of the signature changed, sent ahead of the real
  * one) used to record the row under the real authorization's nonce; the real payment was then a
  * "conflict" for good, and if anyone put the real authorization on chain the payer's money reached
- * payTo and was never credited (review of issue 25 §2: tampered copy first).
+ * payTo and was never credited (a tampered copy sent first).
  *
  * Cost: an EOA's signature is recovered locally (EIP-712 hash + ecrecover in process, no RPC). Only
  * a signature that is not its key's own canonical signature costs a read: the payer's code (one

@@ -5,8 +5,8 @@ import { cycles, importGraphReport } from '../../scripts/import-graph.mjs';
 
 /**
  * The layering rules of src/ (scripts/import-graph.mjs): no import cycle between files or folders,
- * and nothing below the HTTP layer imports Fastify or services.ts. Issue 24 removed the last breaks
- * (the cli ⇄ demo folder cycle was the final one), so the lists are empty; an exception would be
+ * and nothing below the HTTP layer imports Fastify or services.ts. The lists of exceptions are empty;
+ * an exception would be
  * listed here by name, so the check fails on any new one and on a listed one that is gone.
  */
 const KNOWN = {

@@ -8,7 +8,7 @@ import { until } from '../support/until.ts';
 import { openStorage } from '../../src/storage/database.ts';
 
 /**
- * Issue 14 section 5: a streaming client that stops reading, and a shutdown in the middle of a
+ * A streaming client that stops reading, and a shutdown in the middle of a
  * stream. Attacker: a key holder whose client connects, asks for a stream and never reads, to hold
  * a reservation and a provider connection for ever (four of them starved every other wallet of a
  * provider limited to four connections); and the operator's own shutdown, which voided a stream

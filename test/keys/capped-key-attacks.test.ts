@@ -13,8 +13,8 @@ import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/le
 import { newAccount, siweProof, signInProof } from '../support/siwe.ts';
 
 /**
- * A second adversarial review of per-key spend limits (issue 17.1) and dashboard sessions (issue
- * 18). Each test here failed on the code as it was reviewed: a key's limit is a promise to the
+ * A second adversarial review of per-key spend limits and dashboard
+ * sessions. Each test here failed on the code as it was reviewed: a key's limit is a promise to the
  * wallet owner ("this key never spends more than X per period"), and these are the ways a key's
  * spend still went past it.
  */

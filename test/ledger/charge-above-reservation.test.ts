@@ -10,7 +10,7 @@ import { runTollgate } from '../support/cli.ts';
 import { ENGINES, tempDir } from '../support/engines.ts';
 
 /**
- * Issue 14 section 2, last bullet (the runtime part). Attacker: a provider (or a bound that missed
+ * Attacker: a provider (or a bound that missed
  * an input) reporting more usage than the reservation allowed. The charge is still taken from the
  * wallet's free balance, but it must not pass silently: error log with the request id, a metric,
  * and a finding in `tollgate admin ledger-check`. The charged-USDC metric counts what was charged,

@@ -10,10 +10,10 @@ import { assertLedgerConsistent } from '../support/ledger.ts';
 import { until } from '../support/until.ts';
 
 /**
- * Issue 14 section 7, first bullet. Attacker: a key holder whose request is slow at the provider
- * (a long prompt, a busy model): non-streaming requests never renewed their lease, so the sweeper
- * voided the reservation while the provider worked and the answer was delivered free, while the
- * charged-USDC metric still counted the charge.
+ * Attacker: a key holder whose request is slow at the provider (a long prompt, a busy model):
+ * were a non-streaming request's lease not renewed, the sweeper would void the reservation while
+ * the provider worked, and the answer would be delivered free while the charged-USDC metric still
+ * counted the charge.
  */
 
 const FUNDS = 1_000_000;

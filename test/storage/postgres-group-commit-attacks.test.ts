@@ -15,10 +15,10 @@ import { freshDatabaseUrl } from '../support/engines.ts';
 import { assertLedgerConsistent, fundedWallet } from '../support/ledger.ts';
 
 /**
- * Adversarial review of r9/pgbatch (PostgreSQL group commit). Each describe is one break; the
- * tests state what DECISIONS-pgbatch.md / the code's comments promise. The four breaks failed on
- * r9/pgbatch and pass since r9/fixpg (postgres-group-commit.ts: wallet order across the whole
- * batch, COMMIT after every unit answered, synchronous throws as rejections, a batch deadline).
+ * Attacks on PostgreSQL group commit. Each describe is one break; the tests state what
+ * docs/DECISIONS.md (group commit) and the code's comments promise, and what closes each break
+ * (postgres-group-commit.ts: wallet order across the whole batch, COMMIT after every unit
+ * answered, synchronous throws as rejections, a batch deadline).
  */
 describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   let url: string;
@@ -41,7 +41,7 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   const reservationExists = async (requestId: string) => (await s.db.selectFrom('reservations').select('id').where('request_id', '=', requestId).execute()).length === 1;
 
   describe('attack: a one-statement unit refused before its statement is written (missing parameter) throws synchronously', () => {
-    // DECISIONS-pgbatch.md: "A one-statement unit whose values are refused before its statement is
+    // The promise: "A one-statement unit whose values are refused before its statement is
     // written (a missing parameter) fails alone while its batch-mates commit (failedAlone)".
     // Statement.run computes params() synchronously, and the reserve's unit is the non-async
     // `(tx) => RESERVE_IN_ONE_STATEMENT.run(tx, v)`; such a unit throws out of transaction()'s
@@ -128,8 +128,8 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   });
 
   describe('attack: two instances, pipelined units then one-by-one units: wallets not taken in one ascending order', () => {
-    // DECISIONS-pgbatch.md: "each batch runs its units in ascending wallet order … so batches take
-    // locks in one global order and cannot close a cycle". But transaction() sends every
+    // docs/DECISIONS.md (group commit): every batch takes wallet locks in ascending order, so two
+    // instances' batches cannot close a cycle. But transaction() sends every
     // one-statement unit first (pipelined) and only then runs the others (a reserve under a key
     // with a limit, a late charge) in wallet order again: a batch [plain reserve on w2, limited
     // reserve on w1] locks w2 then w1. Another instance's batch [plain reserve on w1, limited on w2]

@@ -21,7 +21,7 @@ interface Props {
 /**
  * Create (secret shown once, with snippets), list with per-key usage, revoke after a confirmation.
  * Creating asks the wallet for a signature of its own: a key can spend the balance, so the session
- * may not make one (issue 23), and a stolen tab cannot either.
+ * may not make one, and a stolen tab cannot either.
  */
 export function KeysPanel({ session, keys, usage, baseUrl, models, signFor, onChange, onFailure }: Props) {
   const [label, setLabel] = useState('');

@@ -11,7 +11,7 @@ import { VOID_CONFIRMATIONS } from '../../../src/payments/onchain.ts';
 import { permit2SettleArgs, signEip3009, signPermit2, v1Header } from '../../support/x402-payloads.ts';
 
 /**
- * An adversarial review of the top-up money path (issue 14.1 and 19.4 hardening), on a real anvil
+ * An adversarial review of the top-up money path, on a real anvil
  * chain with Circle's USDC, Uniswap's Permit2 and a Tether-like USDT, on both engines. Each test is
  * an attack; the invariant each one checks is "what is credited is what reached payTo from the payer".
  */

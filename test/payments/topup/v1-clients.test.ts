@@ -9,7 +9,7 @@ import { base64Json, signEip3009, v1Header } from '../../support/x402-payloads.t
 import { V1_BODY, v1Fetch, v1Axios } from '../../support/x402-v1-clients.ts';
 
 /**
- * topup.x402v1Body (issue 25 §2): the stock x402 v1 clients, x402-fetch 1.2.0 and x402-axios 0.7.2,
+ * topup.x402v1Body: the stock x402 v1 clients, x402-fetch 1.2.0 and x402-axios 0.7.2,
  * used as shipped (their signer for "base-sepolia", the dev chain's id 84532), and the stock v2
  * client @x402/fetch 2.27, all top up on the same gateway; the ledger equals the chain after each.
  */

@@ -14,7 +14,7 @@ import { operatorConfig, sentButUnmined, signedUptoHeader, UPTO_BODY, uptoOpenAI
  * answer `success: false, errorReason: "settlement_pending"` with the transaction it sent.
  * settle-upto.ts (sendCharge) treats every unsuccessful answer whose reason does not mention a
  * nonce as a definite refusal and marks the payment `unsettled`, although its transaction is in
- * the pool and lands a moment later. DECISIONS-upto9.md says "a settle that does not complete is
+ * the pool and lands a moment later. docs/DECISIONS.md (x402 `upto`) says "a settle that does not complete is
  * not a failure ... outcome unknown leaves the row settling". The reconciler never looks at
  * unsettled rows, so the payer, who paid, is refused every later payment (403 UPTO_UNSETTLED),
  * the unsettled metric counts a payment that was settled, and ledger-check lists money as owed
