@@ -278,8 +278,8 @@ export async function creditPayment(db: Kysely<Database>, id: string, txHash: st
  *
  * Watched for RELEASED_WATCH_MS after the release at most, newest release first, up to `limit`:
  * a payer may sign a validBefore years away, and a list ordered oldest first that nothing moves
- * along was filled for good by 100 such rows, so a later release was never looked at again (issue
- * 23.1, second review, R1). After the window the payer's own retry of the same payment still
+ * along would be filled for good by 100 such rows, and a later release never looked at again.
+ * After the window the payer's own retry of the same payment still
  * credits it, and `ledger-check --chain` names any such payment that was paid but never credited.
  */
 export function releasedStillValid(db: Kysely<Database>, nowSeconds: number, limit = 500): Promise<PaymentRow[]> {

@@ -246,7 +246,7 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
 
   describe('attack: exactly K of N while batches keep rolling back and rerunning alone (holds)', () => {
     test('two instances, one wallet with room for 70, 600 reserves and 20 failing units interleaved: exactly 70', async () => {
-      // A database of its own: before the fix, the tests above left wrongly committed writes in theirs.
+      // A database of its own: a break in the tests above leaves wrongly committed writes in theirs.
       const own = await freshDatabaseUrl('postgres');
       const setup = openStorage(own);
       await migrateToLatest(setup);

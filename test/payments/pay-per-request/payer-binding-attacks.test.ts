@@ -12,7 +12,7 @@ import { until } from '../../support/until.ts';
 import { v2Header, type Eip3009Terms } from '../../support/x402-payloads.ts';
 
 /**
- * A second, adversarial review of pay-per-request, after test/payments/pay-per-request/attacks.test.ts:
+ * Attacks on pay-per-request, beside test/payments/pay-per-request/attacks.test.ts:
  * who may use up a wallet's rate limit, how long a credited payment header stays a credential, and
  * the header combinations a client can send. Each test ends with the ledger invariants.
  */

@@ -11,7 +11,7 @@ import { VOID_CONFIRMATIONS } from '../../../src/payments/onchain.ts';
 import { permit2SettleArgs, signEip3009, signPermit2, v1Header } from '../../support/x402-payloads.ts';
 
 /**
- * An adversarial review of the top-up money path, on a real anvil
+ * Attacks on the top-up money path, on a real anvil
  * chain with Circle's USDC, Uniswap's Permit2 and a Tether-like USDT, on both engines. Each test is
  * an attack; the invariant each one checks is "what is credited is what reached payTo from the payer".
  */
@@ -195,8 +195,8 @@ for (const engine of ENGINES) {
       for (const r of results) assert.equal(r.status, 402, r.text);
       await h.gw.services.topup!.reconcile();
       // The transfer did not go through the x402 proxy, so it used neither authorization: it is a
-      // payment made outside the gateway (an invoice, a trade), never a top-up. (Until the second
-      // review of issue 23.1, a plain transfer of the recorded amount was credited to one of them.)
+      // payment made outside the gateway (an invoice, a trade), never a top-up, even when it
+      // moves exactly the recorded amount.
       assert.equal(await h.balance(payer.address), 0);
       assert.deepEqual((await rowsOf(payer)).filter((r) => r.status === 'credited'), []);
       await moneyChecksHold();
