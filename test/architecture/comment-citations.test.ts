@@ -21,7 +21,15 @@ const SKIPPED_FOLDERS = new Set(['node_modules', 'dist', '.git', 'data']);
  * config file, the dashboard bundle's built file, a client's config file a test writes, and files
  * of other projects (x402's specification, Permit2's sources).
  */
-const NOT_REPOSITORY_FILES = new Set(['tollgate.yaml', './tollgate.yaml', 'app.js', 'opencode.json', 'extensions/bazaar.md', 'scheme_upto_evm.md', 'EIP712.sol']);
+const NOT_REPOSITORY_FILES = new Set([
+  'tollgate.yaml',
+  './tollgate.yaml',
+  'app.js',
+  'opencode.json',
+  'extensions/bazaar.md',
+  'scheme_upto_evm.md',
+  'EIP712.sol',
+]);
 
 const PREFIXED = /(?<![\w./@-])(?:\.\.\/shared\/|(?:src|test|scripts|bench|docs|deploy|web|bin|contracts|\.ci)\/)[\w./@*-]*[\w/*]/g;
 const WITH_EXTENSION = /(?<![\w./@-])[\w@-][\w./@*-]*\.(?:md|ts|tsx|mts|mjs|js|json|sql|ya?ml|sh|sol|css|html)\b/g;
@@ -98,8 +106,17 @@ describe('paths cited in the comments of src/ and test/ exist', () => {
       'const re = /\\/\\/ src\\/regex.ts/;',
     ].join('\n');
     const comments = commentsOf(source, 'sample.ts');
-    assert.deepEqual(comments.map((c) => c.line), [1, 2]);
-    assert.deepEqual(comments.flatMap((c) => citedIn(c.text)).sort(), ['docs/DECISIONS.md', 'settle-upto.ts', 'src/chat/run.ts', 'test/chat/', 'test/support/']);
+    assert.deepEqual(
+      comments.map((c) => c.line),
+      [1, 2],
+    );
+    assert.deepEqual(comments.flatMap((c) => citedIn(c.text)).sort(), [
+      'docs/DECISIONS.md',
+      'settle-upto.ts',
+      'src/chat/run.ts',
+      'test/chat/',
+      'test/support/',
+    ]);
   });
 
   test('a path that does not exist is refused, whether prefixed, bare or relative', () => {
