@@ -13,7 +13,7 @@ import { injectingProxy } from '../support/rpc-proxy.ts';
 const state = { hang: 0 };
 const hangingProxy = (target: string) => injectingProxy(target, state);
 
-describe('attack: the cross-instance relayer lock while the RPC hangs or its holder freezes (issue 23.1 review; two processes, PostgreSQL)', () => {
+describe('attack: the cross-instance relayer lock while the RPC hangs or its holder freezes (two processes, PostgreSQL)', () => {
   let h: TopupHarness;
   let proxy: Awaited<ReturnType<typeof hangingProxy>>;
   const gateways: GatewayProcess[] = [];

@@ -173,7 +173,7 @@ for (const engine of ENGINES) {
       await h.gw.assertLedger();
     });
 
-    test("attack: a top-up's payment header sent to chat while the top-up is still settling runs nothing (issue 23.3)", async () => {
+    test("attack: a top-up's payment header sent to chat while the top-up is still settling runs nothing", async () => {
       const payer = await h.payer(2n);
       const dollar = v2Header({ ...offer, amount: String(USD) }, await h.usdcPayment(payer, USD));
       // Hold the top-up between verify and broadcast, so the chat surely arrives while it settles

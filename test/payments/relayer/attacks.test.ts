@@ -13,7 +13,7 @@ import { injectingProxy, type Inject } from '../../support/rpc-proxy.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
 
-describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (issue 23.1 review; sqlite)', () => {
+describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (sqlite)', () => {
   let h: TopupHarness;
   let proxy: Awaited<ReturnType<typeof injectingProxy>>;
   const inject: Inject = {};

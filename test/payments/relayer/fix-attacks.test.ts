@@ -13,7 +13,7 @@ import { injectingProxy, type Inject } from '../../support/rpc-proxy.ts';
 import { topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
 
-describe('attack: the relayer fixes of issue 23.1 (second review)', () => {
+describe('attack: sends that never leave, cancelled nonces and a flood of released rows at the relayer', () => {
   let h: TopupHarness;
   let proxy: Awaited<ReturnType<typeof injectingProxy>>;
   const inject: Inject = {};

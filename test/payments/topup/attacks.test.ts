@@ -176,7 +176,7 @@ for (const engine of ENGINES) {
       await moneyChecksHold();
     });
 
-    test('permit2: two recorded nonces the payer cancelled, then one plain transfer to payTo: neither is credited with it (issue 23.1 second review, R4)', async () => {
+    test('permit2: two recorded nonces the payer cancelled, then one plain transfer to payTo: neither is credited with it', async () => {
       const payer = await h.payer(10n);
       const wallet = h.chain.client(payer);
       const permits = [await usdcPermit(payer, h.chain.usdt), await usdcPermit(payer, h.chain.usdt)];

@@ -142,7 +142,7 @@ describe('the x402 v1 402 body (topup.x402v1Body)', () => {
     assert.equal(res.body.accepts[0].network, 'base-sepolia');
   });
 
-  test('off (the default): the body is the v2 offer, as the specification shows, and x402-fetch 1.2.0 fails on it before signing (issue 25 §2)', async () => {
+  test('off (the default): the body is the v2 offer, as the specification shows, and x402-fetch 1.2.0 fails on it before signing', async () => {
     const plain = await startTopupHarness('sqlite');
     try {
       const res = await plain.post({ amount: 1 });
