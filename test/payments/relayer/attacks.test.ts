@@ -10,6 +10,7 @@ import { erc20Abi } from 'viem';
 import { reconcilePayment } from '../../../src/payments/reconciler.ts';
 import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
 import { injectingProxy, type Inject } from '../../support/rpc-proxy.ts';
+import { until } from '../../support/until.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
 
@@ -59,8 +60,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     await h.gw.services.topup!.reconcile();
     // The original comes back (re-broadcast by a node that kept it) and is mined.
     assert.equal(await h.anvil.rpc('eth_sendRawTransaction', [raw]), sent);
-    const receipt = await h.anvil.rpc<{ status: string }>('eth_getTransactionReceipt', [sent]);
-    assert.equal(receipt.status, '0x1');
+    // Waited for until mined: on a loaded machine the receipt read at once can come before the block.
+    let receipt: { status: string } | null = null;
+    await until(async () => (receipt = await h.anvil.rpc<{ status: string } | null>('eth_getTransactionReceipt', [sent])) !== null, 'the returned settlement mined');
+    assert.equal(receipt!.status, '0x1');
     for (let i = 0; i < 3; i++) {
       await new Promise((r) => setTimeout(r, 1000));
       await h.gw.services.topup!.reconcile();
