@@ -1,6 +1,6 @@
 /**
  * How many settlements one relayer key sustains, and how long the last of 20 concurrent top-ups
- * waits (issue 23.1). Each settlement's nonce, signature and broadcast run one at a time per relayer
+ * waits. Each settlement's nonce, signature and broadcast run one at a time per relayer
  * and chain (src/payments/relayer/relayer-queue.ts); everything else (verify, receipt wait, credit) overlaps.
  *
  * Standalone: `node --import tsx bench/relayer-throughput.ts [--burst N] [--engine sqlite]`. The

@@ -77,7 +77,7 @@ export function targetChecks(r: Report, all: Record<string, Record<string, numbe
 function generatorCaveat(r: Report, rows: string[], phase: string): string | undefined {
   const short = rows.flatMap((row) => {
     const l = r.latency[row]?.[phase];
-    if (!l || l.keptSchedule !== false) return [];
+    if (l?.keptSchedule !== false) return [];
     return [`${row}: sent ${fmt(l.achievedRate)} of ${fmt(l.rate)} req/s, p99 ${fmt(l.sendLagP99)} ms late`];
   });
   return short.length ? `the load generator fell short (${short.join('; ')}): this figure measures the machine, not the gateway` : undefined;

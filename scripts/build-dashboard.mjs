@@ -11,7 +11,7 @@ import { gzipSync } from 'node:zlib';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const WEB = join(root, 'web');
 export const OUT = join(root, 'dist', 'web');
-/** The whole bundle, gzipped, must stay under this (issue 18). */
+/** The whole bundle, gzipped, must stay under this: the dashboard is a page a wallet owner opens, not an app. */
 export const BUDGET_BYTES = 200 * 1024;
 
 /** Builds the bundle; resolves with the gzipped size of each file and the total. */

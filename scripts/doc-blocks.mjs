@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Every fenced code block of README.md and docs/*.md, with its language and its marker (issue 25).
+// Every fenced code block of README.md and docs/*.md, with its language and its marker.
 // A block a user would run (a command or a program: RUNNABLE_LANGUAGES) carries, on the line just
 // before its fence, one of:
 //   <!-- runs: test/docs/examples.test.ts#some-id -->   the named test reads this block by its id

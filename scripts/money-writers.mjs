@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The money tables are written only from src/ledger/ (issue 24; docs/development.md): every write
+// The money tables are written only from src/ledger/ (docs/development.md): every write
 // of reservations, wallets, ledger_entries, request_usage, usage_totals, key_spend or usage_daily
 // anywhere else in src/ is a violation. Migrations (src/storage/migrations/) are allowed: they
 // create the tables and back-fill them once.

@@ -36,6 +36,7 @@ export function logProviderFailure(log: ChatLog, plan: Pick<ChatPlan, 'model'>, 
       ...(failure.status !== undefined ? { status: failure.status } : {}),
       ...(code !== undefined ? { transportError: code } : {}),
       ...(failure.retry ? { retry: failure.retry } : {}),
+      // biome-ignore lint/suspicious/noThenProperty: `then` is a log field (the action taken next), never awaited
       ...(failure.action ? { then: failure.action } : {}),
     },
     `provider call failed: ${failure.detail}`,

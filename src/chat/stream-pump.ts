@@ -43,7 +43,7 @@ export class StreamPump {
             this.sawDone = true;
           } else if (e.kind === 'error') {
             // The rest of this event is dropped; events after it in the same piece are still
-            // encoded (the caller stops reading once the piece is sent), as they always were.
+            // encoded, which is harmless: the caller stops reading once the piece is sent.
             this.error = `the provider reported an error${e.providerMessage ? `: ${redactCredentials(e.providerMessage).slice(0, 300)}` : ''}`;
             return;
           } else if (e.kind === 'usage') {

@@ -98,7 +98,7 @@ const anthropicProvider = z
   })
   .strict();
 
-// A provider without `type` is OpenAI-compatible, as every provider was before types existed.
+// A provider without `type` is OpenAI-compatible: most providers speak that wire format, and configs written without it keep working.
 const provider = z.preprocess(
   (v) => (v && typeof v === 'object' && !Array.isArray(v) && !('type' in v) ? { ...v, type: 'openai-compatible' } : v),
   z.discriminatedUnion('type', [openAICompatibleProvider, anthropicProvider]),
@@ -115,7 +115,7 @@ const partKind = z.enum(['image', 'audio', 'file']);
 // Another deployment of a model (src/routing/): the same model served by another configured
 // provider (or under another name), tried in order when the one before it fails. Its costs are
 // what that provider charges us (each defaults to the model's own); clients always pay the model's
-// listed price. `weight` spreads load over adjacent deployments that all carry one (docs/configuration.md).
+// listed price. `weight` spreads load over adjacent deployments that all carry one (docs/api.md, Weights).
 const fallback = z
   .object({
     provider: z.string().min(1),
@@ -442,7 +442,7 @@ export const configSchema = z
       .object({
         enabled: z.boolean().default(false),
         minUsd: usdAmount.default(0.01),
-        // x402 `upto` beside exact (issue 28 §1): the payer signs a Permit2 maximum (the request's
+        // x402 `upto` beside exact: the payer signs a Permit2 maximum (the request's
         // reservation, not rounded up) and the gateway settles exactly the charge after the request.
         // Off by default: an upto answer is delivered before it is paid, so a payer who revokes
         // Permit2 meanwhile costs the operator up to one reservation (docs/operations.md).

@@ -119,7 +119,7 @@ export function fakePromptTokens(body: any, partTokens: number): number {
   return fakeTokens(JSON.stringify(messages) + inputs.join('')) + parts * partTokens;
 }
 
-async function respond(fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, body: any, contextLengths?: Record<string, number>): Promise<void> {
+async function respond(_fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, body: any, contextLengths?: Record<string, number>): Promise<void> {
   const embeddings = req.url?.endsWith('/embeddings') ?? false;
   if (req.method !== 'POST' || !(embeddings || req.url?.endsWith('/chat/completions'))) {
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error' } }));

@@ -16,7 +16,7 @@ import { bearerMatches } from './auth/secret-compare.ts';
  * It only settles payments to the configured topup.payTo: an open relayer would pay gas for
  * anyone's payments. With a token set, every call must carry it as a Bearer token.
  *
- * Why it lives in http/ (issue 24.3): it is an HTTP entry point, a Fastify server of its own, so it
+ * Why it lives in http/: it is an HTTP entry point, a Fastify server of its own, so it
  * belongs to the HTTP layer that may import Fastify (scripts/import-graph.mjs LAYER_ROOTS), beside
  * the gateway's routes. What it settles with, the facilitator itself, stays in payments/facilitator/.
  */

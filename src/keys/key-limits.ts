@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Catalog } from '../providers/catalog.ts';
 import type { Database } from '../storage/schema.ts';
 import { loosenedLimits } from './limit-direction.ts';
-import { NO_LIMITS, type KeyLimits } from './limits.ts';
+import type { KeyLimits } from './limits.ts';
 import { SPEND_PERIODS, type SpendPeriod } from '../ledger/spend-periods.ts';
 
 

@@ -2,7 +2,7 @@ import type { KeyLimits } from './limits.ts';
 import type { SpendPeriod } from '../ledger/spend-periods.ts';
 
 /**
- * Whether a change of limits lets a key do more (issue 23): a dashboard session may only tighten,
+ * Whether a change of limits lets a key do more: a dashboard session may only tighten,
  * loosening needs a proof signed for it. Decided field by field on the limits before and after the
  * change, so a PATCH that tightens one limit and loosens another is a loosening.
  */

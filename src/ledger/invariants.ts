@@ -27,7 +27,7 @@ export interface LedgerCheck {
 }
 
 /**
- * Verifies the money invariants of DESIGN.md section 4:
+ * Verifies the money invariants of ../shared/DESIGN.md section 4 (Money):
  * - every wallet's balance equals the sum of its ledger entries;
  * - every wallet's locked amount equals the sum of its pending reservations;
  * - no balance is negative and locked never exceeds balance;
@@ -124,7 +124,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
 /**
  * The top-up payments against the ledger. A credited payment's credit must be exactly its recorded
  * on-chain amount in micro-USDC, that on-chain amount must be the payment's recorded terms, and the
- * terms' micro-USDC must agree with its token amount (issue 14.1: a reopened row once credited
+ * terms' micro-USDC must agree with its token amount (a reopened row with new terms could credit
  * 10,000 USD for 1 USDC while every other check passed). `ledger-check --chain` also re-reads the
  * on-chain amount from each receipt (src/payments/audit.ts).
  */

@@ -74,7 +74,7 @@ function countedClient(clientFor: (network: string) => PublicClient | undefined,
 
 /**
  * A failed payment whose authorization was used after all, with a transfer to payTo, is money
- * received and never credited (issue 23.1 review, A1: a released settlement mined later). The
+ * received and never credited (a released settlement mined later). The
  * reconciler credits these while it watches them; one still failed here is a problem to fix with
  * `tollgate admin`. Rows that already record an on-chain amount (a mismatch, see creditPayment)
  * say so in their own reason and are not repeated here.

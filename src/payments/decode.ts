@@ -7,7 +7,8 @@ import { ApiError } from '../refusal.ts';
 /**
  * Decoding of the paid request's header (`X-Payment` or `PAYMENT-SIGNATURE`): standard base64 of
  * JSON, an x402 v1 or v2 payload by the @x402/core schemas, whose inner `payload` is an exact-scheme
- * EIP-3009 or Permit2 authorization, or an upto-scheme Permit2 one (its witness names a facilitator). Anything else is a 400 INVALID_PAYMENT that says which part is
+ * EIP-3009 or Permit2 authorization, or an upto-scheme Permit2 one (its witness names a facilitator).
+ * Anything else is a 400 INVALID_PAYMENT that says which part is
  * wrong and never echoes the header (it carries a signature).
  */
 export const invalidPayment = (message: string) => new ApiError(400, 'INVALID_PAYMENT', message);

@@ -21,7 +21,7 @@ export type ChainOutcome =
   | { state: 'dropped' }
   /**
    * The authorization is used, but no transfer to payTo was found yet, and it was used too recently
-   * for that to be final: the logs of a node may lag its state. Not a rejection (issue 23.1 review, J).
+   * for that to be final: the logs of a node may lag its state. Not a rejection: the payment may yet arrive.
    */
   | { state: 'used-unconfirmed' }
   /** Can never pay us: expired unused, cancelled, or used without a transfer to payTo. */
@@ -142,7 +142,7 @@ function permit2Amount(logs: readonly Log[], tx: { to: Hex | null; input: Hex },
   // Not a call to the proxy itself: a contract that called the proxy inside its own transaction (a
   // front-runner settling the payer's signature first). It counts only if the proxy settled in it:
   // a plain transfer from the payer to payTo, after the payer cancelled this authorization's nonce,
-  // is some other payment and was once credited as this one (issue 23.1, second review, R4).
+  // is some other payment and must not be credited as this one.
   if (!logs.some(isProxySettlement)) return null;
   const recorded = BigInt(p.amount_atomic);
   return toPayTo.includes(recorded) ? recorded : null;

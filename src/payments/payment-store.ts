@@ -87,7 +87,7 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
     .executeTakeFirstOrThrow();
   if (!sameTerms(existing, m, digest)) return { kind: 'conflict', row: existing };
   // A chat request never joins, reclaims or settles a top-up's payment: it would wait on the
-  // top-up and then run (issue 23.3), or settle a failed top-up from a leaked header.
+  // top-up and then run, or settle a failed top-up from a leaked header.
   if (m.purpose === 'chat' && existing.purpose !== 'chat') return { kind: 'topup_payment', row: existing };
   if (existing.state === 'failed' || existing.state === 'released') {
     // Only the state moves: the terms stay those recorded first (they are equal anyway).
@@ -252,14 +252,14 @@ export async function creditPayment(db: Kysely<Database>, id: string, txHash: st
 /**
  * Payments the gateway let go of (isReleased) whose authorization can still be used: until
  * valid_before (plus a margin for a block mined right at it), the transaction that was dropped,
- * refused or never answered may still be mined by some node that kept it (issue 23.1 review, A1).
+ * refused or never answered may still be mined by some node that kept it.
  * The payer was told 202 "do not pay again" and may never retry, so the reconciler keeps reading
  * the chain for them and credits what arrived.
  *
  * Watched for RELEASED_WATCH_MS after the release at most, newest release first, up to `limit`:
  * a payer may sign a validBefore years away, and a list ordered oldest first that nothing moves
- * along was filled for good by 100 such rows, so a later release was never looked at again (issue
- * 23.1, second review, R1). After the window the payer's own retry of the same payment still
+ * along would be filled for good by 100 such rows, and a later release never looked at again.
+ * After the window the payer's own retry of the same payment still
  * credits it, and `ledger-check --chain` names any such payment that was paid but never credited.
  */
 export function releasedStillValid(db: Kysely<Database>, nowSeconds: number, limit = 500): Promise<PaymentRow[]> {

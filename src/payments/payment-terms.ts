@@ -6,8 +6,8 @@ import type { PaymentRow } from './payment-row.ts';
 /**
  * What makes two submissions "the same payment": every term the payer signed, and the signature.
  * A payment's row is keyed by (network, asset, payer, nonce); anything else sent under that key is
- * another payment and is refused, whatever the row's status (issue 14.1: a failed row reopened with
- * new terms credited 10,000 USD for 1 USDC).
+ * another payment and is refused, whatever the row's status (a failed row reopened with new terms
+ * could credit 10,000 USD for 1 USDC).
  */
 export function termsDigest(m: MatchedPayment): string {
   const i = m.identity;

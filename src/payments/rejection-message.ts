@@ -11,7 +11,7 @@ const LACKS_FUNDS = /insufficient_(balance|funds)/;
 /**
  * Reasons under which the payer's money has moved, or may be moving, for this authorization (the
  * payment recorded under its nonce settled or is settling): never answered with "sign a new
- * payment", which would have them pay twice (review of issue 25 §2).
+ * payment", which would have them pay twice.
  */
 const DO_NOT_PAY_AGAIN = /Do not pay again/;
 export const mustNotPayAgain = (reason: string) => DO_NOT_PAY_AGAIN.test(reason);

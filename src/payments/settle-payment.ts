@@ -83,7 +83,7 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
   const fromBlock = Number(head > LOG_LOOKBACK_BLOCKS ? head - LOG_LOOKBACK_BLOCKS : 0n);
   // Only a payload its payer signed may record a payment: a tampered copy of someone's header sent
   // first would otherwise hold the real authorization's nonce, and the real payment would be a
-  // conflict for good while anyone could still put it on chain (review of issue 25 §2). No RPC for
+  // conflict for good while anyone could still put it on chain. No RPC for
   // an EOA's signature (recovered locally); a contract wallet's costs one read.
   let signed: boolean;
   try {
@@ -234,7 +234,7 @@ async function creditIfArrived(deps: SettleDeps, payment: PaymentRow, reason: st
     case 'open':
       // The facilitator's simulation saw the authorization used, the chain's last block does not: a
       // transaction that uses it is in the pool (ours, come back after a release, or anyone's).
-      // Never "sign a new payment" then: the payer would pay twice (issue 23.1 review, J2/J3). The
+      // Never "sign a new payment" then: the payer would pay twice. The
       // row stays open; the reconciler credits it once that transaction is mined, or releases it.
       if (AUTHORIZATION_USED.test(reason)) return { kind: 'pending', payment };
       // Released by a reconciler while this request still waited (a send whose answer took the RPC

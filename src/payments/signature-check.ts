@@ -9,9 +9,9 @@ import type { MatchedPayment } from './match.ts';
  * Did the payer named in the payment sign it? Checked BEFORE anything is recorded
  * (settle-payment.ts), so that a payment row is only ever created by a payload the payer signed.
  * A tampered copy of someone's header (one byte of the signature changed, sent ahead of the real
- * one) used to record the row under the real authorization's nonce; the real payment was then a
- * "conflict" for good, and if anyone put the real authorization on chain the payer's money reached
- * payTo and was never credited (review of issue 25 §2: tampered copy first).
+ * one), recorded first, would hold the row under the real authorization's nonce; the real payment
+ * would be a "conflict" for good, and if anyone put the real authorization on chain the payer's
+ * money would reach payTo and never be credited.
  *
  * Cost: an EOA's signature is recovered locally (EIP-712 hash + ecrecover in process, no RPC). Only
  * a signature that is not its key's own canonical signature costs a read: the payer's code (one

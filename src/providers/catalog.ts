@@ -115,7 +115,7 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
       extraFields: new Set(config.providers?.[m.provider]?.extraFields ?? []),
       cost: prices.cost,
       // One price whichever deployment serves, set by the dearest: each part's listed price, or the
-      // highest of the deployments' cost × markup (src/config/price-floor.ts refuses a listed price
+      // highest of the deployments' cost × markup (src/providers/price-floor.ts refuses a listed price
       // below any deployment's cost).
       billed: dearestPrices(billedByDeployment),
       deployments: [own, ...fallbacks],

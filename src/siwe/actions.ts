@@ -1,5 +1,5 @@
 /**
- * What a SIWE proof may be used for (issue 23). A proof is bound to one action by its statement: the
+ * What a SIWE proof may be used for. A proof is bound to one action by its statement: the
  * sentence the wallet shows the person signing. The statement is the check, not an EIP-4361
  * `resources` URI, because the statement is the only part of the message a person reads: binding by
  * a resource would let a page show "Sign in" while the signature creates a key. The message must
@@ -19,7 +19,7 @@ export type SiweAction = 'sign-in' | 'manage-keys' | 'read-usage' | 'create-key'
 interface ActionRule {
   /** The statement to sign; the sign-in one names the session length. */
   statement(sessionMinutes: number): string;
-  /** Statements signed by clients before issue 23, accepted for the same (harmless) operations. */
+  /** Statements of clients that sign no action (older clients), accepted for the same (harmless) operations. */
   legacy?: readonly string[];
   permits: readonly Operation[];
 }

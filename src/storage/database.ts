@@ -34,7 +34,7 @@ export interface Storage {
  * pool), wallets split between them (postgres-lanes.ts). Two: while one batch's round trip is on the
  * wire or its statements run, the other lane's can; a wallet row held outside the ledger stalls
  * half the wallets, not all. One wallet's units are always in one lane, so one hot wallet gains
- * nothing from more; four measured worse than two on the benchmark's 2 cores (DECISIONS-pgbatch.md).
+ * nothing from more; four measured worse than two on the benchmark's 2 cores (docs/DECISIONS.md, Lanes and pool).
  */
 const LEDGER_WRITERS = 2;
 

@@ -30,7 +30,7 @@ export const BATCH_DEADLINE_MS = 10_000;
  * statements, `COMMIT`, the statements of consecutive one-statement units sent together without
  * waiting for each other (pipeline mode, see attempt).
  *
- * What it saves, measured in DECISIONS-pgbatch.md: a commit and a round trip per unit, and the
+ * What it saves (measured: docs/DECISIONS.md, The ledger and money operations): a commit and a round trip per unit, and the
  * row-lock queue of one hot wallet. With a statement per unit on its own connection, every
  * reserve and settle of a wallet waits for the row lock and is woken by the one before it, a
  * context switch per handover on the server; here the batch takes the lock once and its units run

@@ -6,7 +6,7 @@ import { allBlocks, blocksIn } from '../../scripts/doc-blocks.mjs';
 
 /**
  * Every code block of README.md and docs/*.md that a user would run is run by a test, or says why
- * not (issue 25 §4). The marker is an HTML comment on the line before the fence (scripts/doc-blocks.mjs,
+ * not. The marker is an HTML comment on the line before the fence (scripts/doc-blocks.mjs,
  * docs/development.md): `<!-- runs: test/….test.ts#id -->` or `<!-- illustrative: reason -->`.
  */
 const ROOT = join(import.meta.dirname, '..', '..');

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
 
 /**
- * The docs say where things are; these checks keep them from going stale (issue 24): the folder map
+ * The docs say where things are; these checks keep them from going stale: the folder map
  * at the top of docs/development.md names exactly the folders of src/, and every repository path
  * the README and docs/*.md cite exists. Pure reads of the tree, no services.
  */

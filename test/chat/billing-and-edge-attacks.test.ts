@@ -12,8 +12,8 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { rawRequest } from '../support/raw-http.ts';
 
 /**
- * Adversarial review of the chat money path (key holder's side). Each attack below held on the
- * reviewed code; the tests stay because test/security/ did not cover these fields and framings.
+ * Attacks on the chat money path from the key holder's side: billable input smuggled in fields
+ * and framings other than `messages[].content` strings, each of which must be reserved for.
  *
  * Prices (chat harness): 1.2 micro-USDC a prompt token, 2.4 a completion token. A wallet of
  * 5,000 micro-USDC covers a tiny request with max_tokens 16 (a few hundred micro-USDC), and cannot

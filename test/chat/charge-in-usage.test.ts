@@ -7,7 +7,7 @@ import { call } from '../support/gateway.ts';
 import { siweProof } from '../support/siwe.ts';
 
 /**
- * Issue 26 §3: the charge in each protocol's final usage (`cost` in USD, `charged_usdc` exact), JSON
+ * The charge in each protocol's final usage (`cost` in USD, `charged_usdc` exact), JSON
  * and streams, is what the ledger took from the wallet: the balance change, to the micro-USDC, also
  * when a capped key's charge is cut at its reservation and when a provider over-reports its usage.
  */

@@ -6,7 +6,7 @@ import { MODELS } from '../support/chat-harness.ts';
 import { usageRowsOf } from '../support/usage-rows.ts';
 
 /**
- * Issue 16: the three inbound protocols bill identically for the same usage. One conversation (a
+ * The three inbound protocols bill identically for the same usage. One conversation (a
  * system instruction, a question, at most 100 output tokens) goes through /v1/chat/completions,
  * /v1/responses and /v1/messages, to an OpenAI-compatible and to an Anthropic provider, as JSON and
  * as a stream. Each provider reports the same usage every time, cached parts included, so every

@@ -4,7 +4,7 @@ import { resetProviders, startAnthropicHarness, type AnthropicHarness } from '..
 import { usageRowsOf } from '../support/usage-rows.ts';
 
 /**
- * Issue 16: the failure matrix of chat holds on every inbound protocol × upstream pair. Each case
+ * The failure matrix of chat holds on every inbound protocol × upstream pair. Each case
  * runs for /v1/chat/completions, /v1/responses and /v1/messages against an OpenAI-compatible and an
  * Anthropic provider: a provider error, a provider that never answers, a stream cut by the provider
  * (nothing charged for any of them), a provider that reports no usage (billed an estimate), and a

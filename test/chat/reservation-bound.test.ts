@@ -9,9 +9,9 @@ import { MODELS, readSse, startChatHarness, type ChatHarness } from '../support/
 import { call } from '../support/gateway.ts';
 
 /**
- * Issue 14 section 2: the reservation must bound what the provider can bill for the request as
- * forwarded. Before, only `messages` and `tools` were counted, so a big `response_format` schema or
- * `functions` list was served on a few micro-USDC of reservation and the operator paid the rest.
+ * The reservation must bound what the provider can bill for the request as forwarded. Counting
+ * only `messages` and `tools`, a big `response_format` schema or
+ * `functions` list would be served on a few micro-USDC of reservation and the operator paid the rest.
  * The fake provider bills schemas, function definitions and tool definitions as prompt tokens, as
  * real providers do. Every model here bills 1.2 micro-USDC a prompt token, 2.4 a completion token.
  */

@@ -8,7 +8,7 @@ import { until } from '../support/until.ts';
 import { openStorage } from '../../src/storage/database.ts';
 
 /**
- * Issue 14 section 5: a streaming client that stops reading, and a shutdown in the middle of a
+ * A streaming client that stops reading, and a shutdown in the middle of a
  * stream. Attacker: a key holder whose client connects, asks for a stream and never reads, to hold
  * a reservation and a provider connection for ever (four of them starved every other wallet of a
  * provider limited to four connections); and the operator's own shutdown, which voided a stream
@@ -65,7 +65,7 @@ for (const engine of ENGINES) {
       const w = await h.wallet(FUNDS);
       sockets.push(await stalledStream(h.gw.url, w.key));
 
-      // Before the fix the gateway waited for 'drain' for ever: the reservation stayed pending.
+      // Waiting for 'drain' for ever would leave the reservation pending.
       await until(async () => (await reservationOf(h, w.keyId))?.status === 'settled', 'the stalled stream is settled', 60_000);
       const usage = await usageOf(h, w.keyId);
       assert.equal(usage.status, 'client_disconnected');
@@ -131,7 +131,7 @@ describe('stalled clients and a provider limited to four connections', () => {
     // Every provider connection is now held by a client that does not read.
     h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
     const other = await h.wallet(FUNDS);
-    // Before the fix this waited for a provider connection for ever; the timeout only ends the test.
+    // Unbounded, this would wait for a provider connection for ever; the timeout only ends the test.
     const answer = await h.client(other.key).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, { timeout: 60_000 });
     assert.equal(answer.choices.length, 1);
 
@@ -174,7 +174,7 @@ for (const engine of ENGINES) {
       try {
         const reservation = await storage.db.selectFrom('reservations').selectAll().where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
         const usage = await storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
-        // Before the fix: voided, content delivered, nothing charged.
+        // The break this guards against: voided, content delivered, nothing charged.
         assert.equal(reservation.status, 'settled');
         assert.equal(usage.status, 'shutdown');
         assert.equal(Number(usage.estimated), 1, 'the provider sent no usage yet: counted from what was streamed');

@@ -9,12 +9,12 @@ import { ENGINES, tempDir } from '../support/engines.ts';
 import { assertLedgerConsistent } from '../support/ledger.ts';
 
 /**
- * Issue 19 section 3. Who gains: a key holder whose request is answered while the database does
+ * Who gains: a key holder whose request is answered while the database does
  * not answer (a restart, a failover, a SQLite lock held elsewhere): the provider's answer was
  * produced (the operator pays for it) and then left unbilled, either because the settle failed or
  * because the sweeper released the reservation before the bill could land. The database outage is
  * injected with the test fail point TOLLGATE_TEST_SETTLE_FAILURE=outage (every settle and replay
- * fails as a refused connection would); PostgreSQL really stopped is in test/outages/settle-spool.
+ * fails as a refused connection would); PostgreSQL really stopped is in test/outages/settle-spool.test.ts.
  */
 
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };

@@ -8,7 +8,7 @@ import { configSchema } from '../../src/config/schema.ts';
 
 /**
  * The configuration an empty file yields, frozen in fixtures/empty-config.json (written from the
- * schema as it was before its sections moved from `.default({...})` to `.prefault({})`, issue 24),
+ * schema's `.default({...})` sections, which its `.prefault({})` sections must reproduce),
  * so a reshaped schema cannot change a default unnoticed. `source` is where the file was (a temp
  * folder here), so it is left out. JSON on both sides: what is compared is values, not key order.
  */

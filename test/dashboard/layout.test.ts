@@ -113,7 +113,7 @@ describe('the dashboard layout at 1280, 768 and 360 px', { skip: noChromium }, (
       const snippet = page.locator('.snippets pre');
       assert.ok(await snippet.evaluate((el) => el.scrollWidth <= el.clientWidth), 'the snippet fits its box');
       assert.ok(await page.getByLabel('Have a code?').isVisible());
-      assert.match(await page.locator('#code-why').innerText(), /redeem code[^]*adds its value to your balance[^]*referral code/);
+      assert.match(await page.locator('#code-why').innerText(), /redeem code[\s\S]*adds its value to your balance[\s\S]*referral code/);
     });
   }
 });

@@ -14,7 +14,7 @@ import { ACTIONS } from '../../src/siwe/actions.ts';
 const statementOf = (message: string) => message.split('\n')[3];
 
 /**
- * Issue 18's story in a real browser, from the page alone: connect a wallet, sign in once, top up
+ * The dashboard's story in a real browser, from the page alone: connect a wallet, sign in once, top up
  * 5 USDC, approve Permit2 and top up 3 USDT, create a key (a second signature, for that alone), use it (from the test, like a program
  * would), watch the spend and the chart move, revoke the key; then the ledger against the chain.
  * Screenshots of each screen at desktop and phone width are taken on every run (the page must render
@@ -76,7 +76,7 @@ describe('the dashboard in a browser', { skip: noChromium }, () => {
     await page.getByTestId('balance').filter({ hasText: '$8.00' }).waitFor();
     await shot(page, 'topped-up-desktop');
 
-    // Creating a key asks the wallet again, for that action alone, and the page says why (issue 23).
+    // Creating a key asks the wallet again, for that action alone, and the page says why: a key can spend the balance.
     assert.match(await page.getByTestId('create-key-why').innerText(), /second signature, because a key can spend your balance/);
     assert.deepEqual(wallet.signedTexts.map(statementOf), [ACTIONS['sign-in'].statement(30)], 'the sign-in says what a session may do');
     await page.getByLabel('Label').fill('story');

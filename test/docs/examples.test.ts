@@ -20,7 +20,7 @@ import { siweProof } from '../support/siwe.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 
 /**
- * The code blocks of README.md and docs/*.md, run as a user would run them (issue 25 §4): each is
+ * The code blocks of README.md and docs/*.md, run as a user would run them: each is
  * read from the markdown by the id of its `<!-- runs: test/docs/examples.test.ts#id -->` marker
  * (scripts/doc-blocks.mjs), its placeholders are filled in (the gateway's URL for
  * http://localhost:8080 and the example hosts, a real key for sk-…, a wallet for 0xYourWallet, a

@@ -6,8 +6,8 @@ import { decodeMessagesRequest } from '../../src/protocols/anthropic-messages/de
 import { checkForwardedFields } from '../../src/protocols/openai-chat/request-fields.ts';
 
 /**
- * "Unrecognized request argument" errors send the client to docs/api.md#forwarded-fields (issue 25
- * §4: they used to say "listed in its README", which lists neither set). That section lists the
+ * "Unrecognized request argument" errors send the client to docs/api.md#forwarded-fields
+ * (not the README, which lists neither set). That section lists the
  * fields each protocol forwards: these checks keep the list and the code in step.
  */
 const API = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'api.md'), 'utf8');

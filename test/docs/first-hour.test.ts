@@ -110,7 +110,7 @@ describe('README: the first hour without a provider key, with --fake-providers',
     const block = filled(docBlock('readme-first-chat'), [['http://localhost:8080', origin], [/sk-\.\.\./, apiKey]]);
     const answer = JSON.parse(await ok(block)) as { object: string; choices: { message: { content: string } }[]; usage: { charged_usdc: number } };
     assert.equal(answer.object, 'chat.completion');
-    assert.match(answer.choices[0]!.message.content, /canned answer from Tollgate's built-in fake provider[^]*no language model was called/);
+    assert.match(answer.choices[0]!.message.content, /canned answer from Tollgate's built-in fake provider[\s\S]*no language model was called/);
     assert.ok(answer.usage.charged_usdc > 0, 'the chat was billed');
     const storage = openStorage(`sqlite:${join(dir, 'tollgate.db')}`);
     try {

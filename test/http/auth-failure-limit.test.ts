@@ -4,9 +4,9 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
 import { newAccount, siweProof, createKeyProof } from '../support/siwe.ts';
 
-// Issue 14 section 4: failed authentications were free to repeat: bad API keys and junk SIWE proofs
-// (each one a signature check, possibly an RPC call) from one address were answered 401 forever.
-// They are now counted per client address (rateLimits.authFailures); successes are not counted.
+// Failed authentications must not be free to repeat: bad API keys and junk SIWE proofs (each one
+// a signature check, possibly an RPC call) from one address would be answered 401 forever.
+// They are counted per client address (rateLimits.authFailures); successes are not counted.
 
 const LIMIT = 3;
 

@@ -5,8 +5,8 @@ import { call } from '../support/gateway.ts';
 import { createKeyProof, newAccount } from '../support/siwe.ts';
 
 /**
- * Found in the review of issue 23.2: PATCH refuses a misspelt limit field ("the owner would
- * believe a limit was set"), but POST /v1/auth/keys drops it and creates a key with no limit.
+ * PATCH refuses a misspelt limit field ("the owner would believe a limit was set"); POST
+ * /v1/auth/keys must too, not drop it and create a key with no limit.
  */
 describe('POST /v1/auth/keys refuses a misspelt limit field instead of creating an unlimited key', () => {
   let h: ChatHarness;

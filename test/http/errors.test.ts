@@ -95,7 +95,7 @@ describe('errors, limits, request ids and logs', () => {
     }
   });
 
-  test('attack: sign-in-with-x and x-api-key values never reach the logs (review of issue 28)', async () => {
+  test('attack: sign-in-with-x and x-api-key values never reach the logs', async () => {
     const body = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 10 };
     const siwx = 'secret-sign-in-with-x-value';
     const apiKey = 'tg-secret-x-api-key-value';

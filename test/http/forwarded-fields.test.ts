@@ -6,9 +6,9 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
 
 /**
- * Issue 14 section 3: every unknown field used to be forwarded as is, so a key holder could buy
+ * Were every unknown field forwarded as is, a key holder could buy
  * priority processing, audio output or web search at text prices, or switch an OpenRouter request
- * to another model with `models`. Forwarded fields are now an allowlist plus the provider's
+ * to another model with `models`. Forwarded fields are an allowlist plus the provider's
  * configured `extraFields`; price-changing values are refused by name.
  */
 const MESSAGES = [{ role: 'user' as const, content: 'hi' }];

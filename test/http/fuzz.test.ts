@@ -13,7 +13,7 @@ import { authorization, checkAnswer, contentType, describeTally, send, type Fuzz
 import { encodeText, headerText, otherBodyText, trickyString } from './fuzz/values.ts';
 
 /**
- * Issue 14.8: a fuzz run over the chat, key-management and top-up requests, bodies and headers,
+ * A fuzz run over the chat, key-management and top-up requests, bodies and headers,
  * on the real app (Fastify's parsing, hooks and handlers through app.inject, a few raw sockets),
  * on both engines. Whatever is sent: never a 500, the app keeps answering, every error is
  * `{error, message}`, no secret is echoed; after the run no reservation is left locked, the ledger

@@ -10,7 +10,7 @@ import { runTollgate } from '../support/cli.ts';
 import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 import type { PrivateKeyAccount } from 'viem/accounts';
 
-/** Per-key spend limits, model lists and expiry (issue 17.1) through the API and both CLIs. */
+/** Per-key spend limits, model lists and expiry through the API and both CLIs. */
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 };
 
 for (const engine of ENGINES) {

@@ -7,8 +7,8 @@ import { createLogger } from '../../src/http/logger.ts';
  * Credentials travel in headers: a key (authorization, or x-api-key as the Anthropic SDK sends
  * it), a payment (x-payment, payment-signature) or a signed sign-in-with-x proof. The request log
  * line keeps no headers at all (errors.test.ts checks real requests); any other line that carries
- * them must show none of their values (review of issue 28: sign-in-with-x and x-api-key were not
- * in the redaction list).
+ * them must show none of their values (sign-in-with-x and x-api-key included: they carry
+ * credentials too).
  */
 const SECRETS = {
   authorization: 'Bearer tg-secret-authorization-value',

@@ -3,8 +3,8 @@ import { describe, test } from 'node:test';
 import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.ts';
 import { call, startTestGateway } from '../support/gateway.ts';
 
-// Issue 14 section 7: /metrics (revenue per model, locked money, top-up outcomes) was public on the
-// API port, which binds 0.0.0.0. By default it now lives only on its own loopback port; on the API
+// /metrics (revenue per model, locked money, top-up outcomes) must not be public on the API port,
+// which binds 0.0.0.0. By default it lives only on its own loopback port; on the API
 // port it needs the bearer token named by metrics.tokenEnv.
 
 const TOKEN = 'metrics-token-0123456789abcdef';

@@ -4,9 +4,9 @@ import { APIConnectionError, APIError } from 'openai';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { rawRequest } from '../support/raw-http.ts';
 
-// Issue 14 section 7: the 413 was sent and the socket closed while the client was still sending,
-// so the kernel reset the connection and fetch or the openai SDK often reported "Connection error"
-// (EPIPE) instead of the 413. The rest of the body is now read and discarded, within bounds.
+// A 413 sent with the socket closed while the client is still sending makes the kernel reset the
+// connection, and fetch or the openai SDK report "Connection error" (EPIPE) instead of the 413.
+// So the rest of the body is read and discarded, within bounds.
 
 const ELEVEN_MIB = 11 * 1024 * 1024;
 

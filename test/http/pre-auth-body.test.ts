@@ -3,8 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { postHead, rawRequest } from '../support/raw-http.ts';
 
-// Issue 14 section 4: the chat route accepts 10 MiB and used to read and parse all of it before
-// looking at the key, so an anonymous client could make the gateway parse 10 MiB per request.
+// The chat route accepts 10 MiB; read and parsed before the key is looked at, it would let
+// an anonymous client make the gateway parse 10 MiB per request.
 // Each client below announces a 10 MiB body and sends none of it: the answer must come anyway,
 // which it can only if the gateway decided on the headers alone.
 

@@ -3,8 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import { startChatHarness, readSse, type ChatHarness } from '../support/chat-harness.ts';
 import { postHead, rawRequest, type RawClient } from '../support/raw-http.ts';
 
-// Issue 14 section 4: Fastify left Node's requestTimeout at 0, so a client dribbling its body one
-// byte at a time held its socket (and its slot) for as long as it liked. Small timeouts here; the
+// Fastify leaves Node's requestTimeout at 0, where a client dribbling its body one byte at a
+// time holds its socket (and its slot) for as long as it likes. Small timeouts here; the
 // defaults are 10 s for headers and 30 s for the whole request.
 const HEADERS_TIMEOUT_S = 1;
 const REQUEST_TIMEOUT_S = 2;

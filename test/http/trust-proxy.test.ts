@@ -5,9 +5,9 @@ import { parse as parseYaml } from 'yaml';
 import { ConfigError, parseConfig } from '../../src/config/load.ts';
 import { call, startTestGateway } from '../support/gateway.ts';
 
-// Issue 14 section 6: the shipped production config trusted every proxy (`trustProxy: true`) and the
-// shipped nginx appends to X-Forwarded-For, so the gateway took the client-written left-most entry
-// as the client address, and every per-IP limit could be dodged by writing a new one each time.
+// Trusting every proxy (`trustProxy: true`) behind the shipped nginx, which appends to
+// X-Forwarded-For, takes the client-written left-most entry as the client address, and every
+// per-IP limit can be dodged by writing a new one each time.
 
 const shipped = parseYaml(readFileSync('deploy/tollgate.production.yaml', 'utf8')) as { server: { trustProxy: unknown } };
 const nginx = readFileSync('deploy/nginx/tollgate.conf', 'utf8');

@@ -16,9 +16,9 @@ import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
 
 /**
- * Issue 14, section 7: GET /v1/usage/:wallet summed every request_usage row of the wallet. Any key
- * holder could call it; with 1M rows one call took 0.3 s and, on SQLite, held the only connection,
- * stalling every other wallet's reserve and settle. The read now takes one totals row per key.
+ * GET /v1/usage/:wallet summing every request_usage row of the wallet: any key holder can call
+ * it, and with 1M rows one call took 0.3 s and, on SQLite, held the only connection, stalling
+ * every other wallet's reserve and settle. The read takes one totals row per key.
  *
  * The issue asks that the read "stays under 5 ms". Timing thresholds are banned in this suite (they
  * fail on a loaded 2-core CI machine and pass on a fast one whatever the code does), so the tests

@@ -13,10 +13,9 @@ import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/le
 import { newAccount, siweProof, signInProof } from '../support/siwe.ts';
 
 /**
- * A second adversarial review of per-key spend limits (issue 17.1) and dashboard sessions (issue
- * 18). Each test here failed on the code as it was reviewed: a key's limit is a promise to the
+ * Attacks on per-key spend limits and dashboard sessions: a key's limit is a promise to the
  * wallet owner ("this key never spends more than X per period"), and these are the ways a key's
- * spend still went past it.
+ * spend could go past it.
  */
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 };
 

@@ -15,7 +15,7 @@ import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/le
 import { newAccount, siweProof, createKeyProof } from '../support/siwe.ts';
 
 /**
- * Per-key spend controls (issue 17.1) as an attacker holding a key, or someone else's wallet, would
+ * Per-key spend controls as an attacker holding a key, or someone else's wallet, would
  * probe them: races against the limit, changes mid-flight, periods rolling over, expiry, the model
  * list, and PATCH proofs that are not the owner's or not fresh.
  */
@@ -139,7 +139,7 @@ for (const engine of ENGINES) {
       assert.equal(again.status, 404);
       assert.equal((await listed(owner)).spend_limit_usdc, 5_000, "the attacker's PATCH changed nothing");
 
-      // Raising the cap loosens the key: the proof is signed for that (issue 23).
+      // Raising the cap loosens the key: the proof is signed for that.
       const proof = await siweProof(owner.account, { action: 'loosen-key' });
       assert.equal((await patchKey(h.gw.url, owner.account, owner.keyId, { spend_limit_usdc: 6_000 }, proof)).status, 200);
       const replay = await patchKey(h.gw.url, owner.account, owner.keyId, { spend_limit_usdc: null }, proof);

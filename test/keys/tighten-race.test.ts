@@ -9,7 +9,7 @@ import { createKeyProof, newAccount, signInProof } from '../support/siwe.ts';
 import { until } from '../support/until.ts';
 
 /**
- * Issue 23.2: a dashboard session may only tighten a key. "Tighter" is decided field by field
+ * A dashboard session may only tighten a key. "Tighter" is decided field by field
  * against the key's limits as they are when the change is written, not as a request read them: a
  * tightening decided on a stale read must not land on limits the owner lowered meanwhile.
  */

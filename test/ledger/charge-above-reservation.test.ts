@@ -10,7 +10,7 @@ import { runTollgate } from '../support/cli.ts';
 import { ENGINES, tempDir } from '../support/engines.ts';
 
 /**
- * Issue 14 section 2, last bullet (the runtime part). Attacker: a provider (or a bound that missed
+ * Attacker: a provider (or a bound that missed
  * an input) reporting more usage than the reservation allowed. The charge is still taken from the
  * wallet's free balance, but it must not pass silently: error log with the request id, a metric,
  * and a finding in `tollgate admin ledger-check`. The charged-USDC metric counts what was charged,
@@ -105,7 +105,7 @@ for (const engine of ENGINES) {
         assert.deepEqual(await h.balance(w.account), { balance_usdc: 0, locked_usdc: 0, available_usdc: 0 });
 
         const m = h.gw.services.metrics;
-        // Before the fix the metric counted the 1,200,012 asked for, not the 100,000 charged.
+        // The metric counts the 100,000 charged, not the 1,200,012 asked for.
         assert.equal(await sum(m.chargedUsdc), funds);
         assert.equal(await sum(m.overReservation), 1);
         const ledger = await checkLedger(h.gw.services.storage.db);

@@ -10,10 +10,10 @@ import { assertLedgerConsistent } from '../support/ledger.ts';
 import { until } from '../support/until.ts';
 
 /**
- * Issue 14 section 7, first bullet. Attacker: a key holder whose request is slow at the provider
- * (a long prompt, a busy model): non-streaming requests never renewed their lease, so the sweeper
- * voided the reservation while the provider worked and the answer was delivered free, while the
- * charged-USDC metric still counted the charge.
+ * Attacker: a key holder whose request is slow at the provider (a long prompt, a busy model):
+ * were a non-streaming request's lease not renewed, the sweeper would void the reservation while
+ * the provider worked, and the answer would be delivered free while the charged-USDC metric still
+ * counted the charge.
  */
 
 const FUNDS = 1_000_000;
@@ -46,7 +46,7 @@ for (const engine of ENGINES) {
         const res = await post(h, w.key);
         assert.equal(res.status, 200, await res.clone().text());
         assert.equal(res.headers.get('x-tollgate-charged-usdc'), String(CHARGE));
-        // Before the fix: voided by the sweeper after 10 s, the answer delivered, nothing charged.
+        // The break this guards against: voided by the sweeper after 10 s, the answer delivered, nothing charged.
         const reservation = await db.selectFrom('reservations').selectAll().where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
         assert.equal(reservation.status, 'settled');
         assert.equal(Number(reservation.charged_usdc), CHARGE);
@@ -71,7 +71,7 @@ for (const engine of ENGINES) {
         // A sweeper whose clock runs an hour ahead (or a lost lease) voids the live reservation.
         assert.equal(await sweepExpiredReservations(db, Date.now() + 3_600_000), 1);
         const res = await pending;
-        // Before the fix: 200 with the answer, nothing charged, and the metric counted 240.
+        // The break this guards against: 200 with the answer, nothing charged, and the metric counted 240.
         assert.equal(res.status, 503);
         assert.equal((await res.json()).error, 'SERVICE_UNAVAILABLE');
         assert.equal((await h.balance(w.account)).balance_usdc, FUNDS);

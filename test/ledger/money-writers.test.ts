@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: the strings are source text fed to the money-writer scanner, placeholders included
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { findMoneyWriters, isAllowed, moneyWritesIn } from '../../scripts/money-writers.mjs';

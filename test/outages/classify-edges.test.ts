@@ -6,7 +6,7 @@ import { relayerRefusal } from '../../src/payments/relayer/broadcast-refusal.ts'
 import { unavailableDependency } from '../../src/http/errors.ts';
 import { isRedisOutage } from '../../src/ratelimit/redis.ts';
 
-/** The other side of B1 and B3 (issue 23.4 review): what must stay a 500 or the call's own answer. */
+/** The other side of B1 and B3 (Redis outage classification): what must stay a 500 or the call's own answer. */
 describe('classification edges of the 23.4 fixes', () => {
   test('a bug in the limiter script is not a Redis outage (500, logged), a refusal raised inside it is', () => {
     assert.equal(isRedisOutage(new ReplyError('ERR user_script:3: Script attempted to access nonexistent global variable \'x\' script: abc, on @user_script:3.')), false);

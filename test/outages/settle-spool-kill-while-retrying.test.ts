@@ -13,8 +13,8 @@ const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240; // 100 × 1.2 + 50 × 2.4 micro-USDC (chat-small, 20% markup)
 
 /**
- * Issue 23: a settle whose database write was still in its retry loop when the process died was
- * lost (the sweeper later voided its reservation). A delivered answer's (a stream's) is now on disk
+ * A settle whose database write is still in its retry loop when the process dies must not be
+ * lost (the sweeper would void its reservation). A delivered answer's (a stream's) is on disk
  * from its first outage. A non-streaming answer is handed out only after its settle, so a kill
  * during the retries delivered nothing and rightly charges nothing.
  */

@@ -14,7 +14,7 @@ import { until } from '../support/until.ts';
 import { chatBody, waitForHealth, walletWithKey } from './support.ts';
 
 /**
- * Issue 19 section 3: an answer the provider produced is billed exactly once even when the
+ * An answer the provider produced is billed exactly once even when the
  * database does not answer at the moment it finishes: the settle is retried, then spooled to
  * local disk, and the spool is applied when the database returns and at start-up.
  */

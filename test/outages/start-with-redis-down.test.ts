@@ -17,7 +17,7 @@ import { answersWithin, assertOutageAnswer, chatBody, waitForHealth } from './su
 const RECOVERY_BOUND_MS = 10_000;
 
 /**
- * Issue 23: an instance started while Redis was down answered 503 "database" to every chat for its
+ * An instance started while Redis is down must not answer 503 "database" to every chat for its
  * whole life. Run as a process, as an operator runs it, so its log shows any unhandled rejection.
  */
 describe('a gateway started while Redis is down', () => {

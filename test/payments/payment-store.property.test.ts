@@ -11,7 +11,7 @@ import { creditPayment, findPayment, markFailed, markSubmitted, openPayment, rel
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 
 /**
- * Issue 14.1's property: the payment store driven through random sequences of open (first use,
+ * The payment store's property (terms never change once recorded): the store driven through random sequences of open (first use,
  * replay, reopen, other terms under the same nonce) / fail / release / submit / front-run / credit,
  * with random terms, payers, nonces and token decimals, against a pure model of the chain. Whatever
  * the order, for every payer:

@@ -17,7 +17,7 @@ import { offerBook, startTopupHarness, USD, type TopupHarness } from '../support
 import { permit2SettleArgs, signEip3009, signPermit2 } from '../support/x402-payloads.ts';
 
 /**
- * Issue 14.1, "pay 1 USDC, get credited 10,000 USD": a payment's terms never change once recorded,
+ * "Pay 1 USDC, get credited 10,000 USD": a payment's terms never change once recorded,
  * and what is credited is what the chain's Transfer log shows reached payTo. The attack as
  * reproduced, on the real chain, for EIP-3009 (USDC) and Permit2 (USDT), on both engines.
  */
@@ -47,7 +47,6 @@ for (const engine of ENGINES) {
     });
     after(() => h?.stop());
 
-    const offer = (usd: number, method: 'eip3009' | 'permit2') => book.offer(usd, method);
     const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => book.pay(usd, method, payload);
     const rowOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
 
@@ -112,7 +111,7 @@ for (const engine of ENGINES) {
     }
 
     for (const [method, payment] of [['eip3009', eip3009Payment], ['permit2', permit2Payment]] as const) {
-      // Since signatures are checked before anything is recorded (review of issue 25 §2), a junk
+      // Signatures are checked before anything is recorded, so a junk
       // signature records nothing: the attacker here is the payer, who signs the other terms validly.
       test(`${method}: 1 USD failed, settled on chain by the payer, then 10,000 USD under the same nonce: refused; the original terms credit 1 USD`, async () => {
         const payer = await h.payer(method === 'eip3009' ? 0n : 10n);

@@ -10,7 +10,7 @@ import { base64Json, signEip3009, signPermit2, v1Header } from '../support/x402-
 import { V1_BODY } from '../support/x402-v1-clients.ts';
 
 /**
- * Adversarial review of topup.x402v1Body. Every money test checks the chain, the
+ * Attacks on topup.x402v1Body. Every money test checks the chain, the
  * ledger balance and the payment rows; the ledger invariants are asserted after each describe.
  */
 const nowS = () => BigInt(Math.floor(Date.now() / 1000));

@@ -13,7 +13,7 @@ import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
 
 /**
- * Review of the new protocols' billing (issue 16), attacked by a key holder: every route that
+ * The Anthropic protocols' billing, attacked by a key holder: every route that
  * reaches an Anthropic provider must reserve for what Anthropic bills, including what the request's
  * bytes do not show, and must not forward a marker that Anthropic prices above the catalog.
  */

@@ -7,7 +7,10 @@ import { ENGINES } from '../support/engines.ts';
 import { expectNothingCharged, usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
 import { FAKE_ANTHROPIC_CONTENT } from '../../src/fake-providers/fake-anthropic-answer.ts';
 
-/** Anthropic counts input without the cache terms; the gateway bills all three as prompt (130 tokens), cache writes at 1.25× (the default for a model without cache prices). */
+/**
+ * Anthropic counts input without the cache terms; the gateway bills all three as prompt (130 tokens),
+ * cache writes at 1.25× (the default for a model without cache prices).
+ */
 const USAGE = { input_tokens: 100, output_tokens: 50, cache_creation_input_tokens: 10, cache_read_input_tokens: 20 };
 const CHARGE = 279; // 120 × 1.2 + 10 × 1.5 + 50 × 2.4
 const FUNDS = 1_000_000;

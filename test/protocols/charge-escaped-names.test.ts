@@ -4,7 +4,7 @@ import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } 
 import { MODELS } from '../support/chat-harness.ts';
 
 /**
- * The charge in the final usage must be the ledger's (issue 26 §3), and "a lying provider must not be
+ * The charge in the final usage must be the ledger's, and "a lying provider must not be
  * able to state a charge" (src/protocols/charge.ts). The guards look for the names as text
  * (`"cost`, `"charge`): a provider that writes its keys with JSON escapes (`"\u0063harged_usdc"`,
  * the same key once parsed) passes the text check, the charge is spliced in FIRST, and the

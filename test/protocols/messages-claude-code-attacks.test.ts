@@ -12,9 +12,9 @@ import { watchTurns } from '../support/loop-hold.ts';
 import { until } from '../support/until.ts';
 
 /**
- * Adversarial review of the Claude Code change on POST /v1/messages (field and beta policy,
- * mid-conversation system messages, count_tokens, retry headers, the balance fit). Each test here
- * failed on the commit it was written against (0acba07); see the review report for the fix each asks.
+ * Attacks on what POST /v1/messages accepts from Claude Code (field and beta policy,
+ * mid-conversation system messages, count_tokens, retry headers, the balance fit). Each test
+ * states the defence it asks for.
  */
 
 const NATIVE = 'anth/claude-test';

@@ -7,7 +7,7 @@ import { translatingStreamEncoder } from '../../src/protocols/anthropic-messages
 import { anthropicNativeUpstream } from '../../src/protocols/anthropic-messages/native-upstream.ts';
 import type { ChatPlan } from '../../src/chat/plan.ts';
 import type { Usage } from '../../src/protocols/internal.ts';
-import { ApiError } from '../../src/refusal.ts';
+import type { ApiError } from '../../src/refusal.ts';
 
 const USAGE: Usage = { input: { total: 100, cacheRead: 20, cacheWrite: 0 }, output: { total: 50, reasoning: 0 }, estimated: false };
 const plan = { model: { upstreamName: 'up' } } as ChatPlan;

@@ -12,13 +12,13 @@ const USAGE = { prompt_tokens: 10, completion_tokens: 20 };
 const CHAT_BODY_BYTES = 4 * 1024 * 1024; // the default limits.chatBodyBytes
 
 /**
- * Adversarial review of stored Responses (SECURITY.md 6.3). Each test is a break on the code it was
- * written against: it asserts what the defence should give, and fails today.
+ * Attacks on stored Responses (SECURITY.md 6.3). Each test is a break: it asserts what the
+ * defence must give.
  */
 for (const engine of ENGINES) {
   describe(`attack: stored responses, adversarial review (${engine})`, () => {
     let h: ChatHarness;
-    let skew = 0;
+    const skew = 0;
     before(async () => {
       h = await startChatHarness(
         engine,

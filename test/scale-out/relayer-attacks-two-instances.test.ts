@@ -10,7 +10,7 @@ import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harn
 import { call } from '../support/gateway.ts';
 import { signEip3009, signPermit2, v2Header } from '../support/x402-payloads.ts';
 
-describe('attack: the same payment sent to two processes sharing one relayer key at once (issue 23.1 review; PostgreSQL)', () => {
+describe('attack: the same payment sent to two processes sharing one relayer key at once (PostgreSQL)', () => {
   let h: TopupHarness;
   let storage: Storage;
   const gateways: GatewayProcess[] = [];

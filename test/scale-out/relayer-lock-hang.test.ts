@@ -14,7 +14,7 @@ import { until } from '../support/until.ts';
 const state = { hang: 0 };
 const hangingProxy = (target: string) => injectingProxy(target, state);
 
-describe('attack: the cross-instance relayer lock while the RPC hangs or its holder freezes (issue 23.1 review; two processes, PostgreSQL)', () => {
+describe('attack: the cross-instance relayer lock while the RPC hangs or its holder freezes (two processes, PostgreSQL)', () => {
   let h: TopupHarness;
   let proxy: Awaited<ReturnType<typeof hangingProxy>>;
   const gateways: GatewayProcess[] = [];
@@ -73,7 +73,7 @@ describe('attack: the cross-instance relayer lock while the RPC hangs or its hol
       gateways[0]!.child.kill('SIGCONT');
     }
     state.hang = 0;
-    const ar = await a;
+    await a;
     assert.doesNotMatch(bResult, /^no answer/, 'B must answer (503) in bounded time while A is frozen');
   });
 });

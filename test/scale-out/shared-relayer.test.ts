@@ -7,7 +7,7 @@ import { assertLedgerAndChainAgree } from '../support/ledger.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 
 /**
- * Issue 23.1, scale-out as documented: two `tollgate serve` processes on one PostgreSQL database,
+ * Scale-out as documented: two `tollgate serve` processes on one PostgreSQL database,
  * configured alike, so both settle with the same relayer key. Each process serializes its own
  * sends; only the lock in the shared database keeps the two from taking the same nonce.
  */

@@ -12,7 +12,7 @@ import { call, TEST_DOMAIN, TEST_ORIGIN } from '../support/gateway.ts';
 import { createKeyProof, newAccount, proofQuery, signInProof, siweProof } from '../support/siwe.ts';
 
 /**
- * Attacks on issue 23.2: a stolen dashboard session, or a proof signed for one action,
+ * Attacks on session and proof scope: a stolen dashboard session, or a proof signed for one action,
  * must never yield a credential that spends more. Attacks by an adversarial reviewer.
  */
 const DAY = 86_400_000;

@@ -12,7 +12,7 @@ import { createKeyProof, newAccount, signInProof, siweProof } from '../support/s
 import { until } from '../support/until.ts';
 
 /**
- * Attacks on issue 23.2 across two gateway instances sharing one PostgreSQL: sessions and proofs used
+ * Attacks on session and proof scope across two gateway instances sharing one PostgreSQL: sessions and proofs used
  * across instances, and tightenings decided on stale reads of the model list and the expiry.
  */
 const DAY = 86_400_000;

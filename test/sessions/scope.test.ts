@@ -8,7 +8,7 @@ import { call } from '../support/gateway.ts';
 import { createKeyProof, newAccount, proofQuery, signInProof, siweProof } from '../support/siwe.ts';
 
 /**
- * Issue 23.2: a dashboard session, or a SIWE proof signed for anything else, must not mint a key or
+ * A dashboard session, or a SIWE proof signed for anything else, must not mint a key or
  * loosen one. A session reads, lists, revokes and tightens; creating or loosening needs a fresh
  * proof whose statement names that action, and a proof counts for its own action only.
  */

@@ -6,8 +6,9 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { createKeyProof, newAccount, signInProof } from '../support/siwe.ts';
 
 /**
- * Dashboard sessions (issue 18): a token opened with one SIWE proof reads the wallet's data, lists,
- * revokes and tightens keys, and nothing else (it never creates or loosens one: issue 23). Attackers: a key holder trying to manage keys with a (leaked)
+ * Dashboard sessions: a token opened with one SIWE proof reads the wallet's data, lists,
+ * revokes and tightens keys, and nothing else (it never creates or loosens one: a key can spend).
+ * Attackers: a key holder trying to manage keys with a (leaked)
  * API key; a session holder trying to spend with it or to read another wallet; anyone replaying an
  * expired, revoked or guessed token, or reading it from the logs.
  */
@@ -34,7 +35,7 @@ for (const engine of ENGINES) {
       assert.match(token, /^ses-[A-Za-z0-9_-]{43}$/);
       assert.equal(body.wallet, account.address.toLowerCase());
       assert.equal(body.expires_in, 300);
-      // Creating a key needs its own proof (issue 23; test/sessions/scope.test.ts).
+      // Creating a key needs its own proof (test/sessions/scope.test.ts).
       const created = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), label: 'from the dashboard' }, bearer(token));
       assert.equal(created.status, 201, created.text);
       const listed = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, bearer(token));

@@ -8,7 +8,7 @@ import { newAccount, siweProof } from '../support/siwe.ts';
 import { devChain } from '../support/topup-harness.ts';
 
 /**
- * An adversarial review of SIWE sign-in for contract wallets (issue 19 §1), on a real anvil chain that
+ * Attacks on SIWE sign-in for contract wallets, on a real anvil chain that
  * is the contract-wallet chain, with the test wallet factory allowlisted for ERC-6492. Each test
  * forges a proof for someone else's account; each must be 401 and create nothing.
  */

@@ -17,7 +17,7 @@ import { USD } from '../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../support/x402-payloads.ts';
 
 /**
- * Issue 19 §1: a contract at the same address on another chain must not own the wallet's account.
+ * A contract at the same address on another chain must not own the wallet's account.
  * Two real anvil chains: 84532 is the contract-wallet (identity) chain, 8453 is another allowed chain
  * where the attacker controls the victim's address. The rule under test: a key (ECDSA, or an EIP-7702
  * account) signs with any chain id; a contract wallet (ERC-1271 / ERC-6492) signs in and pays only

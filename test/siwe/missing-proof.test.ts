@@ -3,8 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { newAccount, siweProof } from '../support/siwe.ts';
 
-// Issue 14 section 7: the specification (section 5, rule 1) says a missing SIWE signature is 401
-// UNAUTHORIZED; a body without `signature` or `message` was a 400 VALIDATION_ERROR.
+// The specification (section 5, rule 1) says a missing SIWE signature is 401 UNAUTHORIZED, so a
+// body without `signature` or `message` is that, not a 400 VALIDATION_ERROR.
 
 describe('a missing SIWE message or signature is 401', () => {
   let gw: TestGateway;

@@ -15,10 +15,10 @@ import { freshDatabaseUrl } from '../support/engines.ts';
 import { assertLedgerConsistent, fundedWallet } from '../support/ledger.ts';
 
 /**
- * Adversarial review of r9/pgbatch (PostgreSQL group commit). Each describe is one break; the
- * tests state what DECISIONS-pgbatch.md / the code's comments promise. The four breaks failed on
- * r9/pgbatch and pass since r9/fixpg (postgres-group-commit.ts: wallet order across the whole
- * batch, COMMIT after every unit answered, synchronous throws as rejections, a batch deadline).
+ * Attacks on PostgreSQL group commit. Each describe is one break; the tests state what
+ * docs/DECISIONS.md (group commit) and the code's comments promise, and what closes each break
+ * (postgres-group-commit.ts: wallet order across the whole batch, COMMIT after every unit
+ * answered, synchronous throws as rejections, a batch deadline).
  */
 describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   let url: string;
@@ -39,10 +39,9 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   const id = () => `attack-${++n}-${randomBytes(4).toString('hex')}`;
   const reserveOf = (storage: Storage, wallet: string, amountUsdc: number, requestId = id()) => reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc, leaseMs: 60_000 });
   const reservationExists = async (requestId: string) => (await s.db.selectFrom('reservations').select('id').where('request_id', '=', requestId).execute()).length === 1;
-  const lockedOf = async (w: string) => (await getBalance(s.db, w))?.locked_usdc;
 
   describe('attack: a one-statement unit refused before its statement is written (missing parameter) throws synchronously', () => {
-    // DECISIONS-pgbatch.md: "A one-statement unit whose values are refused before its statement is
+    // The promise: "A one-statement unit whose values are refused before its statement is
     // written (a missing parameter) fails alone while its batch-mates commit (failedAlone)".
     // Statement.run computes params() synchronously, and the reserve's unit is the non-async
     // `(tx) => RESERVE_IN_ONE_STATEMENT.run(tx, v)`; such a unit throws out of transaction()'s
@@ -129,8 +128,8 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
   });
 
   describe('attack: two instances, pipelined units then one-by-one units: wallets not taken in one ascending order', () => {
-    // DECISIONS-pgbatch.md: "each batch runs its units in ascending wallet order … so batches take
-    // locks in one global order and cannot close a cycle". But transaction() sends every
+    // docs/DECISIONS.md (group commit): every batch takes wallet locks in ascending order, so two
+    // instances' batches cannot close a cycle. But transaction() sends every
     // one-statement unit first (pipelined) and only then runs the others (a reserve under a key
     // with a limit, a late charge) in wallet order again: a batch [plain reserve on w2, limited
     // reserve on w1] locks w2 then w1. Another instance's batch [plain reserve on w1, limited on w2]
@@ -247,7 +246,7 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
 
   describe('attack: exactly K of N while batches keep rolling back and rerunning alone (holds)', () => {
     test('two instances, one wallet with room for 70, 600 reserves and 20 failing units interleaved: exactly 70', async () => {
-      // A database of its own: before the fix, the tests above left wrongly committed writes in theirs.
+      // A database of its own: a break in the tests above leaves wrongly committed writes in theirs.
       const own = await freshDatabaseUrl('postgres');
       const setup = openStorage(own);
       await migrateToLatest(setup);

@@ -356,7 +356,7 @@ describe('PostgreSQL group commit', () => {
       // connection would hold the wallet's row lock and the next batch would commit the +7.
       const proto = PostgresGroupCommit.prototype as unknown as { attempt: (client: pg.PoolClient, ...rest: unknown[]) => Promise<unknown> };
       const attempt = proto.attempt;
-      proto.attempt = async function (client: pg.PoolClient) {
+      proto.attempt = async (client: pg.PoolClient) => {
         proto.attempt = attempt;
         await client.query('BEGIN');
         await client.query('UPDATE wallets SET locked_usdc = locked_usdc + 7 WHERE address = $1', [w]);

@@ -30,7 +30,7 @@ export function usageRecord(requestId: string, wallet: string): UsageRecord {
   };
 }
 
-/** Fails with the list of broken invariants (DESIGN.md), if any. */
+/** Fails with the list of broken invariants (src/ledger/invariants.ts), if any. */
 export async function assertLedgerConsistent(db: Kysely<Database>): Promise<void> {
   assert.deepEqual((await checkLedger(db)).problems, []);
 }

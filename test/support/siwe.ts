@@ -17,7 +17,10 @@ export interface ProofOptions {
   notBefore?: Date;
   nonce?: string;
   statement?: string;
-  /** Sign the statement of this action (src/siwe/actions.ts); without it, nor `statement`, the legacy "Manage my Tollgate API keys" (list, revoke, tighten, read). */
+  /**
+   * Sign the statement of this action (src/siwe/actions.ts); without it, nor `statement`, the legacy
+   * "Manage my Tollgate API keys" (list, revoke, tighten, read).
+   */
   action?: SiweAction;
   /** The gateway's dashboard.sessionMinutes, named by the sign-in statement (default 30). */
   sessionMinutes?: number;

@@ -116,7 +116,10 @@ export function operatorConfig(h: PayPerRequestHarness): { file: string; env: No
   return { file, env: { ...h.env, TOLLGATE_CONFIG: file }, done: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** The payer's last upto settle was broadcast and its receipt wait (`waitSeconds`, the suite's topup.settleWaitSeconds) is over; with automine off it is still unmined. */
+/**
+ * The payer's last upto settle was broadcast and its receipt wait (`waitSeconds`, the suite's
+ * topup.settleWaitSeconds) is over; with automine off it is still unmined.
+ */
 export async function sentButUnmined(h: PayPerRequestHarness, payer: FundedAccount, waitSeconds = 2): Promise<PaymentRow> {
   await until(async () => Boolean((await uptoPayments(h, payer)).at(-1)?.tx_hash), 'the upto settle was broadcast', 20_000);
   await new Promise((resolve) => setTimeout(resolve, (waitSeconds + 1) * 1000));

@@ -21,7 +21,7 @@ interface Props {
 /**
  * Create (secret shown once, with snippets), list with per-key usage, revoke after a confirmation.
  * Creating asks the wallet for a signature of its own: a key can spend the balance, so the session
- * may not make one (issue 23), and a stolen tab cannot either.
+ * may not make one, and a stolen tab cannot either.
  */
 export function KeysPanel({ session, keys, usage, baseUrl, models, signFor, onChange, onFailure }: Props) {
   const [label, setLabel] = useState('');
@@ -84,6 +84,7 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, signFor, onCh
       <p class="hint" data-testid="create-key-why">Creating a key asks your wallet for a second signature, because a key can spend your balance and your sign-in cannot.</p>
       {error ? <p class="error" role="alert">{error}</p> : null}
       {created ? (
+        // biome-ignore lint/a11y/useSemanticElements: a labelled region; swapping the element is a dashboard change, not a lint fix
         <div class="secret" role="region" aria-label="Your new API key">
           <p><strong>Copy your key now: it is shown only once.</strong>{created.credit ? ` The code added ${usd(created.credit)} to your balance.` : ''}</p>
           <div class="row"><code class="mono key" data-testid="new-key">{created.key}</code><CopyButton text={created.key} label="Copy the API key" /></div>
@@ -108,6 +109,7 @@ export function KeysPanel({ session, keys, usage, baseUrl, models, signFor, onCh
                     <td data-label="Spent">{usd(u?.total_charged_usdc ?? 0)}</td>
                     <td data-label="Status">
                       {k.revoked_at ? `revoked ${shortDate(k.revoked_at)}` : confirming === k.id ? (
+                        // biome-ignore lint/a11y/useSemanticElements: an inline group of two buttons in a table cell; a fieldset is a block with a border
                         <span class="confirm" role="group" aria-label={`Confirm revoking ${k.label || 'this key'}`}>
                           Revoke for good?{' '}
                           <button type="button" class="danger" disabled={busy} onClick={() => revoke(k.id)}>Yes, revoke</button>{' '}

@@ -61,6 +61,7 @@ export function Snippets({ baseUrl, secret, models }: { baseUrl: string; secret:
           </label>
         ) : null}
       </div>
+      {/* biome-ignore lint/a11y/noNoninteractiveTabindex: the code panel scrolls sideways, so it takes focus to be scrolled by keyboard */}
       <pre role="tabpanel" tabIndex={0}><code>{all[tab]}</code></pre>
       <CopyButton text={all[tab]!} label={`Copy the ${tab} example`} />
     </div>

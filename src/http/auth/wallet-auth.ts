@@ -68,7 +68,7 @@ export async function requireKeyManager(services: Services, request: FastifyRequ
 /** The `ses-…` token in Authorization: Bearer, or null when the header holds anything else. */
 export function sessionToken(request: FastifyRequest): string | null {
   const token = bearerToken(request.headers.authorization);
-  return token !== null && token.startsWith('ses-') ? token : null;
+  return token?.startsWith('ses-') ? token : null;
 }
 
 /**

@@ -25,6 +25,7 @@ import type { UnitTx } from '../../storage/write-units.ts';
 
 const OPEN = '\u0001';
 const CLOSE = '\u0002';
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the markers are control characters so that no SQL text can contain them
 const MARKER = /\u0001([^\u0002]+)\u0002/g;
 
 /** An operand the caller binds, by name: a marker that compiling replaces with a placeholder. */

@@ -10,8 +10,8 @@ export type PaidRequestVerdict = { kind: 'runs' } | { kind: 'topup-payment' } | 
 export function mayRunPaid(payment: PaymentRow, replayed: boolean, maxTimeoutSeconds: number, now = Date.now()): PaidRequestVerdict {
   // A top-up's payment never runs chat requests, whether it is credited already or still settling
   // when the chat joins it: a header that leaked from a top-up (a log, a proxy) would otherwise spend
-  // the payer's balance on someone else's inference. (Deciding this by timestamps let a chat that
-  // joined the top-up's settlement through, issue 23.3.)
+  // the payer's balance on someone else's inference. (Not by timestamps: a chat that joined the
+  // top-up's settlement would pass them.)
   if (payment.purpose !== 'chat') return { kind: 'topup-payment' };
   // A replayed payment credits nothing more, and it may spend the wallet's balance only while its
   // authorization is valid, and at most topup.maxTimeoutSeconds after its credit whatever

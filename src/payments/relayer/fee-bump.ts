@@ -11,7 +11,7 @@ export interface Replacement {
 }
 
 /**
- * Bounds on bumping (issue 23.1 review, F4: a gapped settlement was re-bumped every pass, its tip
+ * Bounds on bumping (unbounded, a gapped settlement is re-bumped every pass: its tip grew
  * ×2.28 in 8 passes). A bump is for a transaction next in line whose fee does not beat the market,
  * and nothing else: one whose nonce is above the relayer's mined count waits for an earlier nonce
  * (a gap), and a higher fee cannot get it mined; one already a bump (12.5%) above the market

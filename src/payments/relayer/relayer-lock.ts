@@ -20,7 +20,7 @@ export function relayerLockFor(engine: Engine, db: Kysely<Database>, lockTimeout
     let sendFailed: { err: unknown } | undefined;
     try {
       return await db.transaction().execute(async (trx) => {
-        // Bounded waits (issue 23.1 review, L2): an instance frozen while it holds the lock (SIGSTOP,
+        // Bounded waits: an instance frozen while it holds the lock (SIGSTOP,
         // a GC pause, a hung host) must not hold every other instance's payers without an answer.
         // Past lock_timeout the wait fails, which is a 503 "send the same payment again" below. The
         // holder's own session is ended by the server once it sits idle in this transaction far longer

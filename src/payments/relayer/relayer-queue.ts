@@ -5,7 +5,7 @@ import { RelayerCouldNotSend } from './broadcast-refusal.ts';
  *
  * viem gives a transaction the chain's `pending` transaction count as its nonce. Two sends that
  * overlap read the same count, and the node refuses the second ("nonce too low"): concurrent payers
- * were rejected that way (issue 23). So nonce lookup, signing and `eth_sendRawTransaction` run as
+ * would be rejected that way. So nonce lookup, signing and `eth_sendRawTransaction` run as
  * one step under a lock per (relayer, chain); the receipt waits that follow run concurrently outside
  * it. Once a send returns, the node counts that transaction as pending, so the next holder of the
  * lock reads the next nonce.
@@ -24,8 +24,8 @@ export type CrossInstanceLock = <R>(key: string, fn: () => Promise<R>) => Promis
 
 /**
  * How long a send may wait for its turn, and how many may wait: a hung RPC holds the queue for up
- * to one RPC timeout per call, so without a bound the last of n payers waits n × that (issue 23.1
- * review, F2/L1). A send that would wait longer is refused at once with RelayerCouldNotSend (503
+ * to one RPC timeout per call, so without a bound the last of n payers waits n × that.
+ * A send that would wait longer is refused at once with RelayerCouldNotSend (503
  * with Retry-After, "send the same payment again"): nothing was sent for it.
  */
 export interface QueueBounds {

@@ -16,7 +16,7 @@ export interface RelayerClient {
 }
 
 /**
- * One send of the relayer's, in three stages whose failures mean different things (issue 23.1 review):
+ * One send of the relayer's, in three stages whose failures mean different things:
  *
  * 1. prepare (gas estimate, fees): the transaction is simulated. A revert here is the payer's
  *    (funds moved away, authorization used), and is thrown as it is; the node's words for the

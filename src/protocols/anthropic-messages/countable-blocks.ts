@@ -77,17 +77,20 @@ function readBlock(block: unknown, where: string, out: CountableContent, nesting
       return;
     case 'tool_result':
     case 'mcp_tool_result':
-      return readBlocks(b.content, `${where}.content`, out, nesting + 1);
+      readBlocks(b.content, `${where}.content`, out, nesting + 1);
+      return;
     case 'search_result':
       out.texts.push(stringAt(b, 'source', where), optionalStringAt(b, 'title', where));
       if (b.citations !== undefined && b.citations !== null) out.values.push(b.citations);
-      return readBlocks(b.content, `${where}.content`, out, nesting + 1);
+      readBlocks(b.content, `${where}.content`, out, nesting + 1);
+      return;
     case 'image':
       source(b, where);
       out.images++;
       return;
     case 'document':
-      return readDocument(b, where, out, nesting);
+      readDocument(b, where, out, nesting);
+      return;
     default:
       out.values.push(b);
   }

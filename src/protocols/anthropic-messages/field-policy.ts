@@ -4,7 +4,7 @@ import { THINKING_KEYS, THINKING_TYPES } from './thinking.ts';
 type Json = Record<string, any>;
 
 /**
- * Every top-level field of a Messages request, as the gateway handles it on purpose (issue 25: what
+ * Every top-level field of a Messages request, as the gateway handles it on purpose (what
  * Claude Code 2.1.332 and the Anthropic SDKs send). `native`: the model's provider is an Anthropic
  * one and gets the request untranslated; `translated`: the request becomes chat completions for an
  * OpenAI-compatible provider.

@@ -32,7 +32,7 @@ const decoder: StreamDecoder = {
     if (data === '[DONE]') return DONE;
     if (data.includes('"error"')) {
       const o = parseJsonLoosely(data);
-      if (!!o && typeof o === 'object' && 'error' in o && !('choices' in o)) {
+      if (o && typeof o === 'object' && 'error' in o && !('choices' in o)) {
         const message: unknown = o.error?.message;
         return [{ kind: 'error', providerMessage: typeof message === 'string' ? message : undefined }];
       }

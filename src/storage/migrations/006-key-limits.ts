@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 /**
- * Per-key spend controls (issue 17): a spend limit over a period, a model allowlist and an expiry on
+ * Per-key spend controls: a spend limit over a period, a model allowlist and an expiry on
  * each API key, and `key_spend`, the running spend of each key per period bucket (see
  * src/ledger/spend-periods.ts), kept in the same unit as the wallet's reservation and finish.
  * Existing reservations are counted into it here, so keys used before the upgrade start with

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 /**
- * What the wallet dashboard needs from storage (issue 18):
+ * What the wallet dashboard needs from storage:
  * - `dashboard_sessions`: short-lived bearer tokens opened with one SIWE proof, stored only as a
  *   keyed hash (like API keys), so a database leak gives no usable token.
  * - `usage_daily`: running totals per wallet, UTC day and API key, kept in the same statement or

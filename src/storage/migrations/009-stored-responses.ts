@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Stored Responses (issue 25 §3): a `POST /v1/responses` with `store` true (OpenAI's default) keeps
+ * Stored Responses: a `POST /v1/responses` with `store` true (OpenAI's default) keeps
  * the Response it answered, under the API key that asked (and its wallet), until `expires_at`, so that a
  * later request can continue it (`previous_response_id`) or cite its output items
  * (`item_reference`) and `GET`/`DELETE /v1/responses/{id}` work.

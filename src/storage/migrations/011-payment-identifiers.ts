@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * x402 `payment-identifier` (issue 28 §3): the idempotency keys of paid requests. One row per
+ * x402 `payment-identifier`: the idempotency keys of paid requests. One row per
  * (payer, id): the request body and the payment it was first sent with (SHA-256 digests), whether
  * the request has run (`request_id` set when it started), and when it was first seen, so a retry
  * with the same identifier is never paid or run twice (src/payments/pay-per-request/payment-identifier.ts).

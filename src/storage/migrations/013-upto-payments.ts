@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 /**
- * x402 `upto` on pay-per-request (issue 28 §1). An upto payment keeps `status` as it is
+ * x402 `upto` on pay-per-request. An upto payment keeps `status` as it is
  * (`credited` once its maximum is held for its request); its own life after that is a separate
  * nullable column, so `payments_status_known` (migration 002), which SQLite cannot alter in place,
  * stays untouched and no table is rebuilt:

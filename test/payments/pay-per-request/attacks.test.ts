@@ -9,7 +9,7 @@ import { USD } from '../../support/topup-harness.ts';
 import { v2Header, type Eip3009Terms } from '../../support/x402-payloads.ts';
 
 /**
- * Pay-per-request x402 on chat completions (issue 17.2): the payment header on the request itself
+ * Pay-per-request x402 on chat completions: the payment header on the request itself
  * is both money and authorization, so it is attacked as both.
  */
 const CENT = 10_000;

@@ -5,7 +5,7 @@ import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 
 /**
- * Issue 23.1: different wallets paying for a chat at the same moment. Each payment is settled by a
+ * Different wallets paying for a chat at the same moment. Each payment is settled by a
  * transaction from the gateway's one relayer key; all of them must run, each paid and credited once.
  */
 for (const engine of ENGINES) {

@@ -41,8 +41,8 @@ const claimsOf = (h: PayPerRequestHarness, payer: string) =>
 for (const engine of ENGINES) {
   /**
    * The identifier is claimed for the payer the payment NAMES, before anyone checked that payer
-   * signed it (DECISIONS-siwx.md: "a forger … could hold the id for the moment its forged payment
-   * takes to be refused"). The claim is released only on `rejected`/`unavailable` outcomes; a
+   * signed it (docs/DECISIONS.md, payment identifiers: a forger could hold the id for the moment
+   * its forged payment takes to be refused). The claim is released only on `rejected`/`unavailable` outcomes; a
    * throw out of settleMatched leaves it. topup.admitPayer runs first in settleMatched, before the
    * signature check, and throws 400 PAYMENT_MISMATCH for any signature carrying the ERC-6492 suffix
    * on a chain that is not the contract-wallet chain (here: a gateway whose contract wallets have no
@@ -94,7 +94,7 @@ for (const engine of ENGINES) {
   /**
    * The payer's own request refused with nothing settled, but by a throw instead of a `rejected`
    * outcome: the wallet's chat window is full (the 429 of admitVerified, after verify, before the
-   * send). DECISIONS-siwx.md: "refusals free the id". This one does not: the claim stays with its
+   * send). docs/DECISIONS.md: refusals free the id. This one does not: the claim stays with its
    * unsettled payment, and every later payment under the id is "409 … being paid for with another
    * payment … retry in a few seconds" for 24 hours. The stock client signs a new payment on every
    * 402, so a client that keeps its id across a rate-limited retry can never run that request.

@@ -6,7 +6,7 @@ import { migrateToLatest } from '../../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl } from '../../support/engines.ts';
 
 /**
- * Review of issue 28 §3: request A's payment could not be settled (the relayer could not send it)
+ * Request A's payment could not be settled (the relayer could not send it)
  * and A frees its payment identifier, while request B, sent with the same payment, has taken the
  * released payment over and is settling it under the same identifier. A plain delete freed B's
  * claim too: a third request with another payment could then claim the identifier and be paid and

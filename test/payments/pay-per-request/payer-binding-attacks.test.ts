@@ -12,7 +12,7 @@ import { until } from '../../support/until.ts';
 import { v2Header, type Eip3009Terms } from '../../support/x402-payloads.ts';
 
 /**
- * A second, adversarial review of pay-per-request (issue 17.2), after test/payments/pay-per-request/attacks.test.ts:
+ * Attacks on pay-per-request, beside test/payments/pay-per-request/attacks.test.ts:
  * who may use up a wallet's rate limit, how long a credited payment header stays a credential, and
  * the header combinations a client can send. Each test ends with the ledger invariants.
  */
@@ -173,7 +173,7 @@ for (const engine of ENGINES) {
       await h.gw.assertLedger();
     });
 
-    test("attack: a top-up's payment header sent to chat while the top-up is still settling runs nothing (issue 23.3)", async () => {
+    test("attack: a top-up's payment header sent to chat while the top-up is still settling runs nothing", async () => {
       const payer = await h.payer(2n);
       const dollar = v2Header({ ...offer, amount: String(USD) }, await h.usdcPayment(payer, USD));
       // Hold the top-up between verify and broadcast, so the chat surely arrives while it settles

@@ -12,7 +12,7 @@ import { until } from '../../support/until.ts';
 import { signPermit2, v1Header, v2Header } from '../../support/x402-payloads.ts';
 
 /**
- * Attacks on the rule "a top-up's payment never pays for chat" (issue 23.3) and on what a header
+ * Attacks on the rule "a top-up's payment never pays for chat" and on what a header
  * that runs nothing may still do: every route and order in which a top-up's header can reach a
  * paid chat route (credited, settling, failed and reclaimed, abandoned and released, left pending),
  * and the payer's rate-limit window, which a refused or expired header must not use up. What is

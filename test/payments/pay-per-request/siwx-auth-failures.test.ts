@@ -11,8 +11,8 @@ import { devChain } from '../../support/topup-harness.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 
 /**
- * Issue 14 §4 made every failed authentication (a bad API key, a junk SIWE proof: "each one a
- * signature check, possibly an RPC call") count against rateLimits.authFailures per client address,
+ * Every failed authentication (a bad API key, a junk SIWE proof: "each one a
+ * signature check, possibly an RPC call") counts against rateLimits.authFailures per client address,
  * so junk stops costing the gateway anything. A junk `sign-in-with-x` header is the same thing (the
  * same SiweVerifier, the same ecrecover, the same ERC-1271 RPC calls), but spendWithSiwx turns its
  * 401 into a 402 and never goes through authFailureLimit: one address can send junk SIWX proofs at
@@ -54,7 +54,10 @@ describe('attack: junk sign-in-with-x proofs are not counted as failed authentic
   const post = (headers: Record<string, string> = {}) =>
     fetch(url(), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(BODY) });
 
-  /** A SIWX header built by the stock helpers on a fresh 402 challenge, signed by a throwaway key but naming `claimed` (a contract on the contract-wallet chain). */
+  /**
+   * A SIWX header built by the stock helpers on a fresh 402 challenge, signed by a throwaway key but
+   * naming `claimed` (a contract on the contract-wallet chain).
+   */
   async function junkNaming(claimed: string): Promise<string> {
     const res = await post();
     assert.equal(res.status, 402);
@@ -83,7 +86,7 @@ describe('attack: junk sign-in-with-x proofs are not counted as failed authentic
       statuses.push(res.status);
     }
     const siwxRpc = rpcCalls.slice(before).filter((m) => m === 'eth_getCode' || m === 'eth_call').length;
-    // What the issue 14 rule asks of every proof: after authFailures, a 429 before the proof is looked at.
+    // What the failed-authentication limit asks of every proof: after authFailures, a 429 before the proof is looked at.
     assert.ok(statuses.includes(429), `${rounds} junk SIWX proofs from one address were all checked: ${statuses.join(',')}`);
     assert.ok(siwxRpc <= 2 * AUTH_FAILURES, `${siwxRpc} RPC calls (eth_getCode/eth_call) for ${rounds} junk SIWX proofs`);
   });

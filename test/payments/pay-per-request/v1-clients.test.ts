@@ -13,7 +13,7 @@ import { base64Json, v1Header } from '../../support/x402-payloads.ts';
 import { V1_BODY, v1Fetch } from '../../support/x402-v1-clients.ts';
 
 /**
- * Pay-per-request chat with topup.x402v1Body (issue 25 §2): the stock x402 v1 clients x402-fetch
+ * Pay-per-request chat with topup.x402v1Body: the stock x402 v1 clients x402-fetch
  * 1.2.0 and x402-axios 0.7.2, as shipped, pay for one chat completion in USDC beside the stock v2
  * client @x402/fetch 2.27 on the same gateway; paid once, billed against the payer, ledger = chain.
  */

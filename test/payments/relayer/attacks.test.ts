@@ -14,7 +14,7 @@ import { until } from '../../support/until.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
 
-describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (issue 23.1 review; sqlite)', () => {
+describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (sqlite)', () => {
   let h: TopupHarness;
   let proxy: Awaited<ReturnType<typeof injectingProxy>>;
   const inject: Inject = {};
@@ -58,17 +58,16 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     }
     await new Promise((r) => setTimeout(r, 2500));
     await h.gw.services.topup!.reconcile();
-    const released = await row(payer);
     // The original comes back (re-broadcast by a node that kept it) and is mined.
     assert.equal(await h.anvil.rpc('eth_sendRawTransaction', [raw]), sent);
-    const receipt = await h.anvil.rpc<{ status: string }>('eth_getTransactionReceipt', [sent]);
-    assert.equal(receipt.status, '0x1');
+    // Waited for until mined: on a loaded machine the receipt read at once can come before the block.
+    let receipt: { status: string } | null = null;
+    await until(async () => (receipt = await h.anvil.rpc<{ status: string } | null>('eth_getTransactionReceipt', [sent])) !== null, 'the returned settlement mined');
+    assert.equal(receipt!.status, '0x1');
     for (let i = 0; i < 3; i++) {
       await new Promise((r) => setTimeout(r, 1000));
       await h.gw.services.topup!.reconcile();
     }
-    const after = await row(payer);
-    const payerUsdc = await h.chain.balanceOf(h.chain.usdc, payer.address);
     const payToGot = (await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - payToBefore;
     const credited = await h.balance(payer.address);
     // ledger-check --chain sees nothing wrong:
@@ -97,7 +96,6 @@ describe('attack: the relayer under lost answers, dropped and returning transact
       if (method === 'permit2') await h.chain.approvePermit2(payer, h.chain.usdt);
       const header = method === 'eip3009' ? await signedPayment(payer) : await permit2Header(payer);
       const token = method === 'eip3009' ? h.chain.usdc : h.chain.usdt;
-      const relayerNonce = await nonceOf(h.relayer.address);
       await h.anvil.rpc('evm_setAutomine', [false]);
       try {
         const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
@@ -123,7 +121,6 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     const header = await signedPayment(payer);
     const relayerNonce = await nonceOf(h.relayer.address);
     await h.anvil.rpc('evm_setAutomine', [false]);
-    let outcomes: string[] = [];
     try {
       const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
       assert.equal(pending.status, 202, pending.text);
@@ -134,8 +131,7 @@ describe('attack: the relayer under lost answers, dropped and returning transact
         db: h.gw.services.storage.db, client: topup.clientFor(h.chain.network)!, logger: { info() {}, warn() {} },
         now: Date.now, releaseAfterMs: 2000, replaceStuck: topup.facilitator.replaceStuck!.bind(topup.facilitator),
       };
-      outcomes = await Promise.all([reconcilePayment(deps, stuck), reconcilePayment(deps, stuck)]);
-      const pool = await h.anvil.rpc<{ pending: Record<string, Record<string, unknown>> }>('txpool_content');
+      await Promise.all([reconcilePayment(deps, stuck), reconcilePayment(deps, stuck)]);
       await h.anvil.rpc('evm_mine');
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
@@ -152,7 +148,6 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     const payer = await h.payer(10n);
     const sink = await h.chain.newAccount();
     const topup = h.gw.services.topup! as unknown as { beforeBroadcast?: () => Promise<void> };
-    const relayerGas = BigInt(await h.anvil.rpc<string>('eth_getBalance', [h.relayer.address, 'latest']));
     const relayerNonce = await nonceOf(h.relayer.address);
     const statuses: string[] = [];
     for (let i = 0; i < 3; i++) {
@@ -180,9 +175,7 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     const payer = await h.payer(10n);
     const header = await signedPayment(payer);
     inject.swallow = 1;
-    const t0 = Date.now();
     const first = await h.post({ amount: 5 }, { 'payment-signature': header });
-    const r0 = await row(payer);
     for (let i = 0; i < 3; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
     const r1 = await row(payer);
     const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
@@ -229,16 +222,14 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     const payer = await h.payer(10n);
     const header = await signedPayment(payer);
     inject.ahead = 1;
-    const t0 = Date.now();
     const first = await h.post({ amount: 5 }, { 'payment-signature': header });
-    const r0 = await row(payer);
     // Another payer fills the gap (or not); then the reconciler runs.
     const other = await h.payer(10n);
-    const o = await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
+    await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
     for (let i = 0; i < 4 && (await row(payer)).status !== 'credited'; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
     const r1 = await row(payer);
     if (r1.status !== 'credited') {
-      const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+      await h.post({ amount: 5 }, { 'payment-signature': header });
     }
     assert.notEqual(first.status, 402);
     assert.equal(await h.balance(payer.address), 5_000_000);
@@ -265,10 +256,8 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     }
     // Fill the gap: the bumped transaction is mined with its inflated tip.
     const other = await h.payer(10n);
-    const o = await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
+    await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
     for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
-    const r = await row(payer);
-    const receipt = await h.anvil.rpc<{ effectiveGasPrice: string; gasUsed: string } | null>('eth_getTransactionReceipt', [r.tx_hash]);
     assert.ok(lastTip <= firstTip * 2n, `the tip grew ${Number(lastTip) / Number(firstTip)}x in 8 passes with no bound`);
   });
 
@@ -288,7 +277,6 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     await h.gw.services.topup!.reconcile();
     await sendBackMined(raw);
     for (let i = 0; i < 2; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
-    const r = await row(payer);
     const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
     assert.equal(retry.status, 200, retry.text);
     assert.equal(await h.balance(payer.address), 5_000_000);
@@ -319,7 +307,6 @@ describe('attack: the relayer under lost answers, dropped and returning transact
   test('J: released as dropped; the payer retries while the original comes back: both in the pool, one block: credited once, paid once', async () => {
     const payer = await h.payer(10n);
     const header = await signedPayment(payer);
-    const relayerNonce = await nonceOf(h.relayer.address);
     await h.anvil.rpc('evm_setAutomine', [false]);
     try {
       const pending = await h.post({ amount: 5 }, { 'payment-signature': header });
@@ -333,14 +320,14 @@ describe('attack: the relayer under lost answers, dropped and returning transact
       // The base fee moves, so the retry's transaction differs from the original.
       await h.anvil.rpc('anvil_setNextBlockBaseFeePerGas', ['0x' + (5n * 10n ** 9n).toString(16)]);
       await h.anvil.rpc('evm_mine');
-      const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
-      const back = await h.anvil.rpc('eth_sendRawTransaction', [raw]).catch((e: Error) => `refused: ${e.message}`);
+      await h.post({ amount: 5 }, { 'payment-signature': header });
+      await h.anvil.rpc('eth_sendRawTransaction', [raw]).catch((e: Error) => `refused: ${e.message}`);
       await h.anvil.rpc('evm_mine');
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
     }
     for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(800); await h.gw.services.topup!.reconcile(); }
-    const again = await h.post({ amount: 5 }, { 'payment-signature': header });
+    await h.post({ amount: 5 }, { 'payment-signature': header });
     const r = await row(payer);
     assert.equal(r.status, 'credited');
     assert.equal(await h.balance(payer.address), 5_000_000);
@@ -351,8 +338,6 @@ describe('attack: the relayer under lost answers, dropped and returning transact
   test('J2: released as dropped; the original comes back into the pool, then the payer retries (second tx for the same authorization): credited once', async () => {
     const payer = await h.payer(10n);
     const header = await signedPayment(payer);
-    const relayerNonce = await nonceOf(h.relayer.address);
-    const gasBefore = BigInt(await h.anvil.rpc<string>('eth_getBalance', [h.relayer.address, 'latest']));
     let t1 = '';
     await h.anvil.rpc('evm_setAutomine', [false]);
     try {
@@ -368,7 +353,7 @@ describe('attack: the relayer under lost answers, dropped and returning transact
       const retryP = h.post({ amount: 5 }, { 'payment-signature': header });
       await sleep(800);
       await h.anvil.rpc('evm_mine');
-      const retry = await retryP;
+      await retryP;
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
     }
@@ -383,8 +368,6 @@ describe('attack: the relayer under lost answers, dropped and returning transact
   test('J3: as J2, but the original stays unmined until the retry has its answer; then mined; then the same payment once more', async () => {
     const payer = await h.payer(10n);
     const header = await signedPayment(payer);
-    const relayerNonce = await nonceOf(h.relayer.address);
-    const gasBefore = BigInt(await h.anvil.rpc<string>('eth_getBalance', [h.relayer.address, 'latest']));
     let t1 = '';
     await h.anvil.rpc('evm_setAutomine', [false]);
     try {
@@ -397,13 +380,13 @@ describe('attack: the relayer under lost answers, dropped and returning transact
       await h.gw.services.topup!.reconcile();
       assert.equal((await row(payer)).status, 'failed');
       assert.equal(await h.anvil.rpc('eth_sendRawTransaction', [raw]), t1);
-      const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
+      await h.post({ amount: 5 }, { 'payment-signature': header });
       await h.anvil.rpc('evm_mine');
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
     }
     for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(800); await h.gw.services.topup!.reconcile(); }
-    const again = await h.post({ amount: 5 }, { 'payment-signature': header });
+    await h.post({ amount: 5 }, { 'payment-signature': header });
     const r = await row(payer);
     assert.equal(r.status, 'credited');
     assert.equal(await h.balance(payer.address), 5_000_000);

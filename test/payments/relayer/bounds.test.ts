@@ -17,7 +17,7 @@ function node(opts: { mined: number; market: { maxFeePerGas: bigint; maxPriority
   } as unknown as Parameters<typeof replaceWithHigherFee>[0];
 }
 
-describe('attack: fee bumps without bound (issue 23.1 review, F4)', () => {
+describe('attack: fee bumps without bound', () => {
   const limits: BumpLimits = { maxBumps: 3, maxFeePerGas: 50n * gwei, bumpsSoFar: 0 };
   const bump = async (client: ReturnType<typeof node>, l = limits) => {
     const sent: Replacement[] = [];
@@ -49,7 +49,7 @@ describe('attack: fee bumps without bound (issue 23.1 review, F4)', () => {
   });
 });
 
-describe('attack: an unbounded wait for the relayer (issue 23.1 review, F2/L1)', () => {
+describe('attack: an unbounded wait for the relayer', () => {
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   test('a send that waits past the deadline is refused (503) and never sent afterwards; a full queue refuses at once', async () => {

@@ -9,8 +9,8 @@ import { devChain, startTopupHarness, USD, type TopupHarness } from '../../suppo
 import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 
 /**
- * Issue 23.1: one relayer settling many payments at once. Each settlement is a transaction from the
- * relayer's key; before the fix, overlapping sends took the same nonce and all but one were
+ * One relayer settling many payments at once. Each settlement is a transaction from the
+ * relayer's key; unserialized, overlapping sends take the same nonce and all but one are
  * refused by the node, which the payers saw as PAYMENT_REJECTED ("sign a new payment"). The chain
  * is anvil with automine; the gateway reaches it through a proxy that can answer like a lagging
  * RPC node.

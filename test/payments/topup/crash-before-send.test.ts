@@ -10,7 +10,7 @@ import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-h
 import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 
 /**
- * Issue 19.4: a payment recorded but never sent. `tollgate serve` stops at a test-only fail point
+ * A payment recorded but never sent. `tollgate serve` stops at a test-only fail point
  * (TOLLGATE_TEST_HANG_BEFORE_BROADCAST: after the payment is recorded and verified, before its
  * settlement is sent) and is killed with SIGKILL there. Nothing on chain refers to the
  * authorization; after the restart the client's retry of the same payment must settle it, once.

@@ -11,7 +11,7 @@ import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 import { until } from '../../support/until.ts';
 
 /**
- * Issue 23.1: SIGKILL while ten settlements from one relayer are in flight. Mining is paused, so at
+ * SIGKILL while ten settlements from one relayer are in flight. Mining is paused, so at
  * the kill some payments are recorded and not yet sent, others sent and waiting in the mempool.
  * After the restart: nothing credited twice, nothing lost, and every payer's retry of the same
  * payment ends credited.

@@ -163,7 +163,7 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
     });
   });
 
-  test('6 wallets paying at once through the one facilitator are all credited (issue 23.1)', async () => {
+  test('6 wallets paying at once through the one facilitator are all credited', async () => {
     const payers = await h.payers(6, 10n);
     const statuses = await Promise.all(payers.map(async (p) => (await h.topup(p, 1)).status));
     assert.deepEqual(statuses, Array(6).fill(200));

@@ -15,7 +15,7 @@ import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-h
 import { permit2SettleArgs, signEip3009, signPermit2, v1Header, v2Header } from '../../support/x402-payloads.ts';
 
 /**
- * Review of issue 25 §2 (the x402 v1 body), an older break it found: someone who sees a payer's
+ * Someone who sees a payer's
  * payment header first sends a copy with the last signature byte changed. The gateway recorded the
  * row (network, asset, payer, nonce) before verifying; verification failed and the row stayed
  * failed. The attacker then submitted the genuine authorization on chain: the payer's USDC reached

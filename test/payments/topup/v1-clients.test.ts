@@ -9,7 +9,7 @@ import { base64Json, signEip3009, v1Header } from '../../support/x402-payloads.t
 import { V1_BODY, v1Fetch, v1Axios } from '../../support/x402-v1-clients.ts';
 
 /**
- * topup.x402v1Body (issue 25 §2): the stock x402 v1 clients, x402-fetch 1.2.0 and x402-axios 0.7.2,
+ * topup.x402v1Body: the stock x402 v1 clients, x402-fetch 1.2.0 and x402-axios 0.7.2,
  * used as shipped (their signer for "base-sepolia", the dev chain's id 84532), and the stock v2
  * client @x402/fetch 2.27, all top up on the same gateway; the ledger equals the chain after each.
  */
@@ -142,7 +142,7 @@ describe('the x402 v1 402 body (topup.x402v1Body)', () => {
     assert.equal(res.body.accepts[0].network, 'base-sepolia');
   });
 
-  test('off (the default): the body is the v2 offer, as the specification shows, and x402-fetch 1.2.0 fails on it before signing (issue 25 §2)', async () => {
+  test('off (the default): the body is the v2 offer, as the specification shows, and x402-fetch 1.2.0 fails on it before signing', async () => {
     const plain = await startTopupHarness('sqlite');
     try {
       const res = await plain.post({ amount: 1 });
@@ -249,7 +249,7 @@ for (const engine of ENGINES) {
       // A man in the middle rewrites the v1 body: the v2 header's Permit2 entry, named the v1 way.
       const rewriting: typeof fetch = async (input, init) => {
         const res = await fetch(input, init);
-        if (res.status !== 402 || (init?.headers as Record<string, string>)['X-PAYMENT']) return res;
+        if (res.status !== 402 || (init?.headers as Record<string, string> | undefined)?.['X-PAYMENT']) return res;
         const v2 = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
         const usdt = v2.accepts.find((a) => a.extra?.assetTransferMethod === 'permit2')!;
         const forced = { ...usdt, network: 'base-sepolia', maxAmountRequired: usdt.amount, resource: v2.resource.url, description: 'x', mimeType: 'application/json' };

@@ -14,15 +14,15 @@ import { operatorConfig, sentButUnmined, signedUptoHeader, UPTO_BODY, uptoOpenAI
  * answer `success: false, errorReason: "settlement_pending"` with the transaction it sent.
  * settle-upto.ts (sendCharge) treats every unsuccessful answer whose reason does not mention a
  * nonce as a definite refusal and marks the payment `unsettled`, although its transaction is in
- * the pool and lands a moment later. DECISIONS-upto9.md says "a settle that does not complete is
+ * the pool and lands a moment later. docs/DECISIONS.md (x402 `upto`) says "a settle that does not complete is
  * not a failure ... outcome unknown leaves the row settling". The reconciler never looks at
  * unsettled rows, so the payer, who paid, is refused every later payment (403 UPTO_UNSETTLED),
  * the unsettled metric counts a payment that was settled, and ledger-check lists money as owed
  * that arrived, until an operator runs `tollgate admin upto retry` by hand.
  *
- * Fixed (docs/DECISIONS.md, "A settle that does not complete is not a failure"): an answer that
+ * The rule (docs/DECISIONS.md, "A settle that does not complete is not a failure"): an answer that
  * carries a transaction keeps the row `settling` with its hash, and the reconciler reads the chain.
- * So these tests no longer wait for the row to leave `settling` before the block is mined: they wait
+ * So these tests do not wait for the row to leave `settling` before the block is mined: they wait
  * for the settle to have sent and answered (its hash recorded, the settle wait over) and check the
  * row is still `settling`, not `unsettled`.
  */
@@ -78,8 +78,8 @@ for (const engine of ENGINES) {
       try {
         await uptoOpenAI(h, payer).chat.completions.create(UPTO_BODY);
         row = await sentButUnmined(h, payer);
-        // The gateway no longer records this unsettled; a row that is (recorded by an earlier
-        // version, or a settle given up while its transaction was still pooled) is made so here.
+        // The gateway does not record this unsettled; a row that is (written by an older
+        // gateway, or a settle given up while its transaction was still pooled) is made so here.
         assert.ok(await markUnsettled(h.gw.services.storage.db, row.id, 'the settle failed: settlement_pending'));
         // The operator, told the settle failed, writes it off; then the block comes.
         const off = await runTollgate(['admin', 'upto', 'write-off', row.id, '--reason', 'payer unreachable'], op.env);

@@ -10,7 +10,8 @@ import { v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * The gateway's local facilitator can settle `upto` (facilitator.test.ts), but no paid route offers
- * it yet (DECISIONS-upto.md): an `upto` payment signed by the stock client for a request's price,
+ * it unless the operator enables it (docs/DECISIONS.md, x402 `upto`): an `upto` payment signed by
+ * the stock client for a request's price,
  * bound to the gateway's own relayer, is refused before verify or settle, and no money moves.
  */
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };

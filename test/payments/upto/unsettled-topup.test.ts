@@ -5,13 +5,12 @@ import { assertLedgerConsistent } from '../../support/ledger.ts';
 import { settledUpto, streamAndRevoke, uptoPayer, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
- * DECISIONS-upto9.md (For SECURITY.md): a wallet whose upto payment could not be settled is
- * "refused for every later payment (upto and exact, 403 UPTO_UNSETTLED) until tollgate admin upto
- * retry settles it or write-off records the loss". Only the pay-per-request entry checks it
- * (src/payments/paid-request/pay-per-request.ts). The same wallet, right after revoking Permit2 to keep an answer
- * unpaid, approves again and tops up through POST /v1/topup: the payment is taken and credited to
- * its own spendable balance (API keys, SIWX) while its upto debt stays open, and the gateway does
- * not take the debt from that money either.
+ * docs/DECISIONS.md (x402 `upto`): a wallet whose upto payment could not be settled is
+ * refused for every later payment (upto, exact, top-up: 403 UPTO_UNSETTLED) until tollgate admin
+ * upto retry settles it or write-off records the loss. The attack: the same wallet, right after
+ * revoking Permit2 to keep an answer unpaid, approves again and tops up through POST /v1/topup; if
+ * only the pay-per-request entry checked, the payment would be credited to its own spendable
+ * balance (API keys, SIWX) while its upto debt stays open, and the debt is never taken from it.
  */
 for (const engine of ENGINES) {
   describe(`attack: a wallet with an unsettled upto payment still tops up (${engine})`, () => {
