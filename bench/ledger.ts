@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { newRequestId } from '../src/http/request-id.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
-import { adjustBalance } from '../src/ledger/credits.ts';
+import { adjustBalance } from '../src/ledger/movements.ts';
 import { finishReservation } from '../src/ledger/operations/finish.ts';
 import { reserve } from '../src/ledger/operations/reserve.ts';
 import { openStorage } from '../src/storage/database.ts';
@@ -20,7 +20,10 @@ export interface LedgerRun {
  * many wallets (each with its own key) the requests are spread over, round robin; 1 is the hot-row
  * worst case the gateway benchmark drives.
  */
-export async function measureLedger(databaseUrl: string, o: { seconds: number; concurrency: number; wallets?: number; ledgerWriters?: number }): Promise<LedgerRun> {
+export async function measureLedger(
+  databaseUrl: string,
+  o: { seconds: number; concurrency: number; wallets?: number; ledgerWriters?: number },
+): Promise<LedgerRun> {
   // Opened as `tollgate serve` opens it (checkpoints in a worker thread on SQLite).
   const storage = openStorage(databaseUrl, { poolSize: o.concurrency, backgroundCheckpoints: true, ledgerWriters: o.ledgerWriters });
   try {
@@ -40,8 +43,19 @@ export async function measureLedger(databaseUrl: string, o: { seconds: number; c
         const requestId = newRequestId();
         if (!(await reserve(storage, { wallet, apiKeyId: key.id, requestId, amountUsdc: 100, leaseMs: 60_000 }))) throw new Error('benchmark wallet ran dry');
         await finishReservation(storage, requestId, 40, {
-          requestId, apiKeyId: key.id, wallet, model: 'bench', provider: 'bench', promptTokens: 10, completionTokens: 20,
-          reasoningTokens: 0, cachedTokens: 0, providerCostUsdc: 30, status: 'success', latencyMs: 1, estimated: false,
+          requestId,
+          apiKeyId: key.id,
+          wallet,
+          model: 'bench',
+          provider: 'bench',
+          promptTokens: 10,
+          completionTokens: 20,
+          reasoningTokens: 0,
+          cachedTokens: 0,
+          providerCostUsdc: 30,
+          status: 'success',
+          latencyMs: 1,
+          estimated: false,
         });
         done++;
       }

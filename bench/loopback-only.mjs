@@ -6,6 +6,7 @@ const listen = net.Server.prototype.listen;
 net.Server.prototype.listen = function (...args) {
   const [first] = args;
   if (typeof first === 'number') return listen.call(this, first, '127.0.0.1', ...args.slice(1).filter((a) => typeof a === 'function'));
-  if (first && typeof first === 'object' && !first.host && first.port !== undefined) return listen.call(this, { ...first, host: '127.0.0.1' }, ...args.slice(1));
+  if (first && typeof first === 'object' && !first.host && first.port !== undefined)
+    return listen.call(this, { ...first, host: '127.0.0.1' }, ...args.slice(1));
   return listen.apply(this, args);
 };

@@ -15,11 +15,15 @@ import { startTollgate } from './tollgate-target.ts';
  * late the generator sent, the generator's, the target's and the whole machine's CPU.
  * Usage: node --import tsx bench/open-loop-check.ts [--rate 1000] [--seconds 5] [--rounds 3]
  */
-const { values } = parseArgs({ options: { rate: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' } } });
+const { values } = parseArgs({
+  options: { rate: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' } },
+});
 const phase = { rate: Number(values.rate), seconds: Number(values.seconds), model: 'bench-fast', stream: false };
 const line = (round: number, where: string, t: Target, l: OpenLoop) =>
   [
-    `${round}`, where.padEnd(8), t.name.padEnd(24),
+    `${round}`,
+    where.padEnd(8),
+    t.name.padEnd(24),
     ...[l.p50, l.p50FromSend, l.p99, l.p99FromSend, l.sendLagP50, l.sendLagP99].map((x) => x.toFixed(2).padStart(8)),
     l.achievedRate.toFixed(0).padStart(6),
     ...[l.generatorCpuShare, l.targetCpuShare, l.machineBusyCores].map((x) => x.toFixed(2).padStart(6)),

@@ -17,7 +17,7 @@ import { payPerRequestLines, type PayPerRequestLatency } from './report-sections
 import { startFakeOpenAI } from '../src/fake-providers/fake-openai.ts';
 import { createLogger } from '../src/http/logger.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
-import { adjustBalance } from '../src/ledger/credits.ts';
+import { adjustBalance } from '../src/ledger/movements.ts';
 import { startServer } from '../src/main.ts';
 import { join } from 'node:path';
 
@@ -33,7 +33,11 @@ export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerR
     const chain = await deployDevChain(anvil);
     const [payTo, relayer] = [await chain.newAccount(), await chain.newAccount()];
     const config = payingGatewayConfig({
-      anvil, chain, dir, payTo, relayer,
+      anvil,
+      chain,
+      dir,
+      payTo,
+      relayer,
       extra: {
         providers: { fake: { baseUrl: fake.url } },
         models: [{ provider: 'fake', name: 'bench-fast', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '2' }],

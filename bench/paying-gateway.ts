@@ -9,7 +9,14 @@ import { USDC_DOMAIN, type DevChain, type FundedAccount } from '../src/devchain/
  * rate limits out of the way: what the payment benchmarks share. `extra` adds sections (providers,
  * models, payPerRequest, more rate limits).
  */
-export function payingGatewayConfig(p: { anvil: Anvil; chain: DevChain; dir: string; payTo: FundedAccount; relayer: FundedAccount; extra?: Record<string, unknown> }): Config {
+export function payingGatewayConfig(p: {
+  anvil: Anvil;
+  chain: DevChain;
+  dir: string;
+  payTo: FundedAccount;
+  relayer: FundedAccount;
+  extra?: Record<string, unknown>;
+}): Config {
   const { rateLimits, ...extra } = (p.extra ?? {}) as { rateLimits?: Record<string, unknown> };
   return parseConfig(
     {

@@ -49,7 +49,9 @@ export function moduleOf(frame: ProfileNode['callFrame']): string {
 }
 
 const functionLabel = (frame: ProfileNode['callFrame']) =>
-  frame.url ? `${frame.functionName || '(anonymous)'} ${frame.url.replace(/^.*\/(node_modules|src|dist)\//, '$1/').replace(/^file:\/\//, '')}:${frame.lineNumber + 1}` : frame.functionName || '(native)';
+  frame.url
+    ? `${frame.functionName || '(anonymous)'} ${frame.url.replace(/^.*\/(node_modules|src|dist)\//, '$1/').replace(/^file:\/\//, '')}:${frame.lineNumber + 1}`
+    : frame.functionName || '(native)';
 
 /**
  * Self time: each sample's time goes to the frame on top of the stack when it was taken. With a
@@ -87,10 +89,14 @@ export function summaryLines(s: ProfileSummary, top = 25): string[] {
     `sampled ${(s.totalMicros / 1e6).toFixed(1)} s of the main thread: busy ${((100 * busy) / s.totalMicros).toFixed(1)}%, idle (waiting on I/O and timers) ${((100 * s.idleMicros) / s.totalMicros).toFixed(1)}%`,
     '',
     'self time by module, share of the busy time:',
-    ...busyOnly(s.byModule).slice(0, top).map((r) => `  ${pct(r.micros)}  ${r.name}`),
+    ...busyOnly(s.byModule)
+      .slice(0, top)
+      .map((r) => `  ${pct(r.micros)}  ${r.name}`),
     '',
     'self time by function, share of the busy time:',
-    ...busyOnly(s.byFunction).slice(0, top).map((r) => `  ${pct(r.micros)}  ${r.name}`),
+    ...busyOnly(s.byFunction)
+      .slice(0, top)
+      .map((r) => `  ${pct(r.micros)}  ${r.name}`),
   ];
 }
 

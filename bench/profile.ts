@@ -31,15 +31,17 @@ const seconds = Number(values.seconds);
 const wallets = Number(values.wallets);
 /** CPU of a PostgreSQL server: the postmaster (found by its port) and every backend it forked. */
 function postgresCpuMicros(port: number): number {
-  const stats = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).flatMap((pid) => {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-      return [{ pid: Number(pid), ppid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]), cmdline }];
-    } catch {
-      return []; // exited while we looked
-    }
-  });
+  const stats = readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .flatMap((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+        return [{ pid: Number(pid), ppid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]), cmdline }];
+      } catch {
+        return []; // exited while we looked
+      }
+    });
   const postmaster = stats.find((s) => s.cmdline.startsWith('/usr/lib/postgresql/') && s.cmdline.includes(`\0-p\0${port}\0`));
   if (!postmaster) return NaN;
   return cpuMicrosOf([postmaster.pid, ...stats.filter((s) => s.ppid === postmaster.pid).map((s) => s.pid)]);
@@ -96,7 +98,13 @@ await runScript('profile', async ({ dir, onStop }) => {
     databaseUrl = await server.database();
     pgPort = server.port;
   }
-  const deployment = await startTollgate({ upstreamUrl: upstream.url, databaseUrl, instances: 1, wallets, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`] });
+  const deployment = await startTollgate({
+    upstreamUrl: upstream.url,
+    databaseUrl,
+    instances: 1,
+    wallets,
+    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`],
+  });
   onStop(deployment.stop);
   const target = deployment.row(wallets);
   const connections = Number(values.connections);

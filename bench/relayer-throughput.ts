@@ -37,7 +37,11 @@ try {
       const paying = wrapFetchWithPayment(fetch, client);
       return async () => {
         const t = performance.now();
-        const res = await paying(`${gw.url}/v1/topup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amount: 1 }) });
+        const res = await paying(`${gw.url}/v1/topup`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ amount: 1 }),
+        });
         await res.arrayBuffer();
         if (res.status !== 200) throw new Error(`top-up answered ${res.status}`);
         return performance.now() - t;
@@ -59,7 +63,9 @@ try {
     line(`One relayer on anvil (automine), gateway on SQLite, stock @x402/fetch clients, $1 USDC top-ups:`);
     line(`  ${n} concurrent top-ups settled in ${sustained.seconds.toFixed(2)} s: ${(n / sustained.seconds).toFixed(1)} settlements/s`);
     line(`  gas used per EIP-3009 settlement: ${[...new Set(gas.map(String))].join(', ')}`);
-    line(`  20 concurrent top-ups: first credited after ${twenty.waits[0]!.toFixed(0)} ms, median ${twenty.waits[10]!.toFixed(0)} ms, last ${twenty.waits[19]!.toFixed(0)} ms`);
+    line(
+      `  20 concurrent top-ups: first credited after ${twenty.waits[0]!.toFixed(0)} ms, median ${twenty.waits[10]!.toFixed(0)} ms, last ${twenty.waits[19]!.toFixed(0)} ms`,
+    );
   } finally {
     await gw.stop();
   }

@@ -34,7 +34,8 @@ export interface PayPerRequestLatency {
 }
 
 export function payPerRequestLines(l: PayPerRequestLatency): string[] {
-  const row = (name: string, x: { median: number; p90: number }) => `  ${name.padEnd(36)} median ${x.median.toFixed(1).padStart(7)} ms   p90 ${x.p90.toFixed(1).padStart(7)} ms`;
+  const row = (name: string, x: { median: number; p90: number }) =>
+    `  ${name.padEnd(36)} median ${x.median.toFixed(1).padStart(7)} ms   p90 ${x.p90.toFixed(1).padStart(7)} ms`;
   return [
     `Pay-per-request latency, ${l.requests} sequential JSON requests each (instant upstream, anvil mining at once):`,
     row('keyed request', l.keyed),

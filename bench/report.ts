@@ -8,7 +8,16 @@ import { targetChecks, targetLines } from './target-checks.ts';
 export interface Report {
   date: string;
   machine: { cpu: string; cores: number; memoryGiB: number; kernel: string; node: string };
-  settings: { seconds: number; rounds: number; connections: number; rates: number[]; streams: number; eventsPerStream: number; wallets: number; quick: boolean };
+  settings: {
+    seconds: number;
+    rounds: number;
+    connections: number;
+    rates: number[];
+    streams: number;
+    eventsPerStream: number;
+    wallets: number;
+    quick: boolean;
+  };
   /** The machine's load average (1, 5, 15 minutes) as the run started and as it ended. */
   loadAverage: { start: number[]; end: number[] };
   reference: string;
@@ -113,7 +122,9 @@ function shortfalls(r: Report): string[] {
   return r.targets.flatMap((t) =>
     Object.entries(r.latency[t] ?? {}).flatMap(([phase, l]) =>
       l.keptSchedule === false
-        ? [`  ${t}, ${phase}: sent ${fmt(l.achievedRate)} of ${l.rate} req/s, ${fmt(l.sendLagP50)} / ${fmt(l.sendLagP99)} ms late (p50 / p99), generator CPU ${fmt(l.generatorCpuShare)} of a core, target's ${fmt(l.targetCpuShare)}, machine busy ${fmt(l.machineBusyCores)} of ${r.machine.cores} cores`]
+        ? [
+            `  ${t}, ${phase}: sent ${fmt(l.achievedRate)} of ${l.rate} req/s, ${fmt(l.sendLagP50)} / ${fmt(l.sendLagP99)} ms late (p50 / p99), generator CPU ${fmt(l.generatorCpuShare)} of a core, target's ${fmt(l.targetCpuShare)}, machine busy ${fmt(l.machineBusyCores)} of ${r.machine.cores} cores`,
+          ]
         : [],
     ),
   );
@@ -126,8 +137,12 @@ export function reportText(r: Report): string {
   const metrics = Object.keys(all[r.reference]!);
   const out: string[] = [];
   out.push('');
-  out.push(`Tollgate benchmark, ${r.date}: ${r.machine.cores} × ${r.machine.cpu}, ${r.machine.memoryGiB} GiB, Node ${r.machine.node}${r.settings.quick ? ' (quick run)' : ''}`);
-  out.push(`Load average at the start and the end: ${r.loadAverage.start.map(fmt).join(' ')} and ${r.loadAverage.end.map(fmt).join(' ')} (1, 5, 15 min; above 0 means other work shared the cores)`);
+  out.push(
+    `Tollgate benchmark, ${r.date}: ${r.machine.cores} × ${r.machine.cpu}, ${r.machine.memoryGiB} GiB, Node ${r.machine.node}${r.settings.quick ? ' (quick run)' : ''}`,
+  );
+  out.push(
+    `Load average at the start and the end: ${r.loadAverage.start.map(fmt).join(' ')} and ${r.loadAverage.end.map(fmt).join(' ')} (1, 5, 15 min; above 0 means other work shared the cores)`,
+  );
   out.push(`Ratios (×) are to the reference, ${r.reference}, measured in the same run.`);
   out.push('');
   out.push(...table(r, all, main, metrics));
@@ -137,22 +152,42 @@ export function reportText(r: Report): string {
   if (r.scaleOut.length) {
     const rows = [r.reference, ...main.filter((t) => r.rows[t]?.engine === 'PostgreSQL'), ...r.scaleOut];
     out.push('');
-    out.push(`PostgreSQL as operators scale it: one wallet and ${r.settings.wallets} wallets, one instance and two (Redis rate limits), JSON only; CPU is every instance's, summed:`);
+    out.push(
+      `PostgreSQL as operators scale it: one wallet and ${r.settings.wallets} wallets, one instance and two (Redis rate limits), JSON only; CPU is every instance's, summed:`,
+    );
     out.push('');
-    out.push(...table(r, all, rows, metrics.filter((m) => /JSON|failed/.test(m) && !/stream|SSE|TTFT/.test(m))));
+    out.push(
+      ...table(
+        r,
+        all,
+        rows,
+        metrics.filter((m) => /JSON|failed/.test(m) && !/stream|SSE|TTFT/.test(m)),
+      ),
+    );
     out.push('');
     out.push('Added latency versus the upstream direct (ms):');
     out.push(...addedLatency(r, all, rows, ['JSON p50', 'JSON p99']));
   }
   const failures = r.targets.flatMap((t) =>
-    Object.entries(r.latency[t] ?? {}).flatMap(([phase, l]) => (l.failed ? [`  ${t}, ${phase}: ${Object.entries(l.failures ?? {}).map(([why, n]) => `${n} × ${why}`).join(', ')}`] : [])),
+    Object.entries(r.latency[t] ?? {}).flatMap(([phase, l]) =>
+      l.failed
+        ? [
+            `  ${t}, ${phase}: ${Object.entries(l.failures ?? {})
+              .map(([why, n]) => `${n} × ${why}`)
+              .join(', ')}`,
+          ]
+        : [],
+    ),
   );
   if (failures.length) out.push('', 'Open-loop failures (HTTP status, or the client error):', ...failures);
   const short = shortfalls(r);
-  if (short.length) out.push('', 'Open-loop phases where the load generator fell short of its schedule (their latencies measure the machine, not the target):', ...short);
+  if (short.length)
+    out.push('', 'Open-loop phases where the load generator fell short of its schedule (their latencies measure the machine, not the target):', ...short);
   const proxy = all[r.reference]!['saturation JSON (req/s)']!;
   out.push('');
-  out.push(`Ledger reserve+settle (ops/s): SQLite ${fmt(r.ledger.sqlite!)}, PostgreSQL ${fmt(r.ledger.postgres!)}; as a share of the reference proxy's JSON throughput: ${(r.ledger.sqlite! / proxy).toFixed(2)}× and ${(r.ledger.postgres! / proxy).toFixed(2)}×`);
+  out.push(
+    `Ledger reserve+settle (ops/s): SQLite ${fmt(r.ledger.sqlite!)}, PostgreSQL ${fmt(r.ledger.postgres!)}; as a share of the reference proxy's JSON throughput: ${(r.ledger.sqlite! / proxy).toFixed(2)}× and ${(r.ledger.postgres! / proxy).toFixed(2)}×`,
+  );
   if (r.startup) out.push('', ...startupLines(r.startup));
   if (r.payPerRequest) out.push('', ...payPerRequestLines(r.payPerRequest));
   out.push('');

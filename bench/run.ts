@@ -119,7 +119,8 @@ await runScript('benchmark', async ({ dir, onStop }) => {
         await new Promise((r) => setTimeout(r, SETTLE_MS));
         const phase = await openLoopInOwnProcess(t, { rate, seconds: SECONDS, model: stream ? 'bench-paced' : 'bench-fast', stream });
         latency[t.name]![`${stream ? 'ttft' : 'json'}@${rate}`] = phase;
-        if (!phase.keptSchedule) log(`  the load generator fell short: sent ${phase.achievedRate.toFixed(0)} of ${rate} req/s, p99 ${phase.sendLagP99.toFixed(2)} ms late`);
+        if (!phase.keptSchedule)
+          log(`  the load generator fell short: sent ${phase.achievedRate.toFixed(0)} of ${rate} req/s, p99 ${phase.sendLagP99.toFixed(2)} ms late`);
       }
     }
   }
@@ -132,8 +133,23 @@ await runScript('benchmark', async ({ dir, onStop }) => {
 
   const report: Report = {
     date: new Date().toISOString(),
-    machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), kernel: release(), node: process.version },
-    settings: { seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, rates: RATES, streams: STREAMS, eventsPerStream: EVENTS_PER_STREAM, wallets: WALLETS, quick: QUICK },
+    machine: {
+      cpu: cpus()[0]?.model ?? 'unknown',
+      cores: cpus().length,
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+      kernel: release(),
+      node: process.version,
+    },
+    settings: {
+      seconds: SECONDS,
+      rounds: ROUNDS,
+      connections: CONNECTIONS,
+      rates: RATES,
+      streams: STREAMS,
+      eventsPerStream: EVENTS_PER_STREAM,
+      wallets: WALLETS,
+      quick: QUICK,
+    },
     loadAverage: { start: loadAtStart, end: loadavg() },
     reference: reference.name,
     targets: targets.map((t) => t.name),

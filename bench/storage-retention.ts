@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { newRequestId } from '../src/http/request-id.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
-import { adjustBalance } from '../src/ledger/credits.ts';
+import { adjustBalance } from '../src/ledger/movements.ts';
 import { finishReservation } from '../src/ledger/operations/finish.ts';
 import { reserve } from '../src/ledger/operations/reserve.ts';
 import { runLedgerCheck } from '../src/ledger/checkpoints/run-check.ts';
@@ -33,8 +33,19 @@ async function drive(s: Storage, payers: { wallet: string; key: { id: number } }
       const requestId = newRequestId();
       if (!(await reserve(s, { wallet, apiKeyId: key.id, requestId, amountUsdc: 100, leaseMs: 60_000 }))) throw new Error('wallet ran dry');
       await finishReservation(s, requestId, 40, {
-        requestId, apiKeyId: key.id, wallet, model: 'openai/gpt-4o-mini', provider: 'openai', promptTokens: 10, completionTokens: 20,
-        reasoningTokens: 0, cachedTokens: 0, providerCostUsdc: 30, status: 'success', latencyMs: 1, estimated: false,
+        requestId,
+        apiKeyId: key.id,
+        wallet,
+        model: 'openai/gpt-4o-mini',
+        provider: 'openai',
+        promptTokens: 10,
+        completionTokens: 20,
+        reasoningTokens: 0,
+        cachedTokens: 0,
+        providerCostUsdc: 30,
+        status: 'success',
+        latencyMs: 1,
+        estimated: false,
       });
     }
   };
@@ -83,7 +94,7 @@ try {
   await sql`vacuum`.execute(s.db);
   const afterRetention = await usedBytes(s);
   const requests = oldRequests + newRequests;
-  const perMillion = (ms: number, entries: number) => ((ms / entries) * 1e6 / 1000).toFixed(2);
+  const perMillion = (ms: number, entries: number) => (((ms / entries) * 1e6) / 1000).toFixed(2);
   console.log(`requests ${requests} (${oldRequests} old, retained away; ${newRequests} new, kept), 100 wallets, SQLite`);
   console.log(`bytes stored per request, before retention: ${(before.total / oldRequests).toFixed(0)} (${JSON.stringify(before.tables)})`);
   const after = (afterRetention.total / requests).toFixed(0);

@@ -41,12 +41,24 @@ export async function startUpstream(): Promise<{ url: string; pid: number; stop(
 }
 
 export function directTarget(upstream: { url: string; pid: number }): Target {
-  return { name: 'upstream direct', baseUrls: [upstream.url], pids: [upstream.pid], headerSets: [{ authorization: 'Bearer sk-bench' }], stop: async () => undefined };
+  return {
+    name: 'upstream direct',
+    baseUrls: [upstream.url],
+    pids: [upstream.pid],
+    headerSets: [{ authorization: 'Bearer sk-bench' }],
+    stop: async () => undefined,
+  };
 }
 
 export async function referenceProxy(upstreamUrl: string): Promise<Target> {
   const { child, match } = await launch('reference proxy', ['--import', 'tsx', 'bench/reference-proxy.ts', upstreamUrl], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/);
-  return { name: 'node:http+undici proxy', baseUrls: [`${match[1]}/v1`], pids: [child.pid!], headerSets: [{ authorization: 'Bearer sk-bench' }], stop: stopper(child) };
+  return {
+    name: 'node:http+undici proxy',
+    baseUrls: [`${match[1]}/v1`],
+    pids: [child.pid!],
+    headerSets: [{ authorization: 'Bearer sk-bench' }],
+    stop: stopper(child),
+  };
 }
 
 export async function portkey(upstreamUrl: string): Promise<Target> {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { GatewayClient } from '../src/gateway-client/gateway-client.ts';
-import { adjustBalance } from '../src/ledger/credits.ts';
+import { adjustBalance } from '../src/ledger/movements.ts';
 import { openStorage } from '../src/storage/database.ts';
 import { startGatewayProcess, type GatewayProcess } from '../test/support/gateway-process.ts';
 import { rowName, type RowCondition } from './rows.ts';
@@ -30,8 +30,22 @@ const KEY_CREATION_CONCURRENCY = 8;
  * funded for the whole run. With `redisUrl`, rate limits live in Redis, as several instances on
  * one database need them to.
  */
-export async function startTollgate(o: { upstreamUrl: string; databaseUrl: string; instances: number; wallets: number; redisUrl?: string; nodeArgs?: string[] }): Promise<TollgateDeployment> {
-  const model = (id: string) => ({ provider: 'bench', name: id, contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '0.15', completionCostPer1M: '0.6' });
+export async function startTollgate(o: {
+  upstreamUrl: string;
+  databaseUrl: string;
+  instances: number;
+  wallets: number;
+  redisUrl?: string;
+  nodeArgs?: string[];
+}): Promise<TollgateDeployment> {
+  const model = (id: string) => ({
+    provider: 'bench',
+    name: id,
+    contextLength: 100_000,
+    maxOutputTokens: 4096,
+    promptCostPer1M: '0.15',
+    completionCostPer1M: '0.6',
+  });
   const limits = { chat: { perMinute: 100_000_000, perDay: 1_000_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000_000 } };
   // Every instance its own spool folder, as on separate hosts (the default would be ./data/spool in this checkout).
   const spoolRoot = mkdtempSync(join(tmpdir(), 'tollgate-bench-spool-'));

@@ -6,7 +6,9 @@ import { startFakeOpenAI, type FakeBehaviour } from '../src/fake-providers/fake-
  * chunk. The model name picks the pace: bench-fast back-to-back, bench-paced 5 ms apart,
  * bench-slow 500 ms apart (to hold thousands of streams open).
  */
-const CONTENT = Array.from({ length: 20 }, (_, i) => `word${i} `).join('').trimEnd();
+const CONTENT = Array.from({ length: 20 }, (_, i) => `word${i} `)
+  .join('')
+  .trimEnd();
 const PACES: Record<string, FakeBehaviour> = {
   'bench-fast': { content: CONTENT },
   'bench-paced': { content: CONTENT, chunkDelayMs: 5 },

@@ -57,7 +57,8 @@ export function dashboardIsStale() {
   } catch {
     return true;
   }
-  const newest = (dir) => Math.max(...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs)));
+  const newest = (dir) =>
+    Math.max(...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs)));
   return newest(WEB) > built;
 }
 

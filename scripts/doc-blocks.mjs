@@ -13,11 +13,30 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '..');
-export const RUNNABLE_LANGUAGES = ['sh', 'bash', 'shell', 'console', 'zsh', 'js', 'javascript', 'mjs', 'ts', 'typescript', 'tsx', 'python', 'py', 'curl', 'http'];
+export const RUNNABLE_LANGUAGES = [
+  'sh',
+  'bash',
+  'shell',
+  'console',
+  'zsh',
+  'js',
+  'javascript',
+  'mjs',
+  'ts',
+  'typescript',
+  'tsx',
+  'python',
+  'py',
+  'curl',
+  'http',
+];
 
 /** README.md, then docs/*.md, repository-relative. */
 export function docFiles(root = ROOT) {
-  const docs = readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`);
+  const docs = readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`);
   return ['README.md', ...docs];
 }
 
@@ -43,7 +62,14 @@ export function blocksIn(file, text) {
       const [test, id] = m[2].split('#');
       marker = { kind: 'runs', test: test.trim(), id: (id ?? '').trim() };
     } else if (m) marker = { kind: 'illustrative', reason: m[2] };
-    blocks.push({ file, line: i + 1, language: language.toLowerCase(), runnable: RUNNABLE_LANGUAGES.includes(language.toLowerCase()), marker, text: body.join('\n') + '\n' });
+    blocks.push({
+      file,
+      line: i + 1,
+      language: language.toLowerCase(),
+      runnable: RUNNABLE_LANGUAGES.includes(language.toLowerCase()),
+      marker,
+      text: body.join('\n') + '\n',
+    });
     i = j;
   }
   return blocks;
@@ -64,11 +90,19 @@ export function docBlock(id, root = ROOT) {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const blocks = allBlocks();
   for (const b of blocks) {
-    const m = b.marker ? (b.marker.kind === 'runs' ? `runs ${b.marker.test}#${b.marker.id}` : `illustrative: ${b.marker.reason}`) : b.runnable ? 'UNMARKED' : '-';
+    const m = b.marker
+      ? b.marker.kind === 'runs'
+        ? `runs ${b.marker.test}#${b.marker.id}`
+        : `illustrative: ${b.marker.reason}`
+      : b.runnable
+        ? 'UNMARKED'
+        : '-';
     console.log(`${b.file}:${b.line}\t${b.language || '(none)'}\t${m}`);
   }
   const runnable = blocks.filter((b) => b.runnable);
   const runs = blocks.filter((b) => b.marker?.kind === 'runs').length;
   const illustrative = blocks.filter((b) => b.marker?.kind === 'illustrative').length;
-  console.log(`${blocks.length} blocks: ${runnable.length} runnable, ${runs} run by tests, ${illustrative} illustrative, ${runnable.filter((b) => !b.marker).length} unmarked`);
+  console.log(
+    `${blocks.length} blocks: ${runnable.length} runnable, ${runs} run by tests, ${illustrative} illustrative, ${runnable.filter((b) => !b.marker).length} unmarked`,
+  );
 }

@@ -5,7 +5,7 @@
 //   - nothing below the HTTP layer imports Fastify or the `Services` container (src/services.ts):
 //     only the composition root and the HTTP layer may (see LAYER_ROOTS below);
 //   - the HTTP layer (src/http/) imports no ledger module and no payment store: it maps what the
-//     workflows below it decide (src/chat/, src/payments/paid-request/) to the wire, and never moves
+//     workflows below it decide (src/metered/, src/payments/paid-request/) to the wire, and never moves
 //     or reads money itself (see FORBIDDEN_IN_HTTP below).
 // Imports are read with TypeScript's own pre-processor (no type-checking, so it takes well under a
 // second); type-only imports count too, since a cycle of types is still a cycle of concepts.
@@ -31,7 +31,7 @@ const FORBIDDEN_BELOW_HTTP = [
 
 /**
  * What src/http/ may not import: money moves and payment states are written only below it, by the
- * workflows that decide (a route asks src/payments/paid-request/ or src/chat/ and maps the outcome).
+ * workflows that decide (a route asks src/payments/paid-request/ or src/metered/ and maps the outcome).
  * A payment store is any `*-store.ts` under src/payments/ (payment-store.ts, upto/upto-store.ts,
  * pay-per-request/identifier-store.ts, …); a type it re-exports is imported from its own file.
  */
@@ -43,7 +43,11 @@ export const FORBIDDEN_IN_HTTP = [
 function sourceFiles() {
   return readdirSync(SRC, { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile() && /\.(ts|mts)$/.test(e.name) && !e.name.endsWith('.d.ts'))
-    .map((e) => relative(SRC, join(e.parentPath ?? e.path, e.name)).split('\\').join('/'))
+    .map((e) =>
+      relative(SRC, join(e.parentPath ?? e.path, e.name))
+        .split('\\')
+        .join('/'),
+    )
     .sort();
 }
 
@@ -53,7 +57,9 @@ function importsOf(file) {
   const info = ts.preProcessFile(text, true, true);
   return info.importedFiles.map(({ fileName: spec }) => {
     if (!spec.startsWith('.')) return { spec, target: null };
-    const target = relative(SRC, resolve(dirname(join(SRC, file)), spec)).split('\\').join('/');
+    const target = relative(SRC, resolve(dirname(join(SRC, file)), spec))
+      .split('\\')
+      .join('/');
     return { spec, target };
   });
 }
@@ -130,7 +136,9 @@ export function importGraphReport() {
   const folders = [...new Set(files.map(folderOf))];
   const folderCycles = cycles(folders, folderEdges).map((members) => ({
     members,
-    edges: [...folderWitness].filter(([pair]) => members.includes(pair.split(' → ')[0]) && members.includes(pair.split(' → ')[1])).map(([pair, via]) => `${pair} (${via})`),
+    edges: [...folderWitness]
+      .filter(([pair]) => members.includes(pair.split(' → ')[0]) && members.includes(pair.split(' → ')[1]))
+      .map(([pair, via]) => `${pair} (${via})`),
   }));
   // The pairs that import each other directly: the first edges to cut inside a large cycle.
   const mutualPairs = [...folderWitness.keys()]

@@ -33,7 +33,8 @@ const RAW_WRITE = new RegExp(`\\b(insert\\s+(?:or\\s+\\w+\\s+)?into|replace\\s+i
 export function moneyWritesIn(file, text) {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
   const found = [];
-  const at = (node, table, what) => found.push({ file, line: source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1, table: table.toLowerCase(), what });
+  const at = (node, table, what) =>
+    found.push({ file, line: source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1, table: table.toLowerCase(), what });
   const visit = (node) => {
     if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression) && KYSELY_WRITES.has(node.expression.name.text)) {
       const arg = node.arguments[0];
@@ -64,7 +65,11 @@ export function findMoneyWriters(root = ROOT) {
   const src = join(root, 'src');
   const files = readdirSync(src, { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile() && /\.(ts|mts|js|mjs)$/.test(e.name) && !e.name.endsWith('.d.ts'))
-    .map((e) => relative(root, join(e.parentPath ?? e.path, e.name)).split('\\').join('/'))
+    .map((e) =>
+      relative(root, join(e.parentPath ?? e.path, e.name))
+        .split('\\')
+        .join('/'),
+    )
     .sort();
   return files.filter((f) => !isAllowed(f)).flatMap((f) => moneyWritesIn(f, readFileSync(join(root, f), 'utf8')));
 }
@@ -72,6 +77,8 @@ export function findMoneyWriters(root = ROOT) {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const violations = findMoneyWriters();
   for (const v of violations) console.log(`${v.file}:${v.line}: writes ${v.table} (${v.what}) outside ${ALLOWED.join(' or ')}`);
-  console.log(violations.length === 0 ? 'money tables are written only from src/ledger/ (and migrations)' : `${violations.length} money write(s) outside src/ledger/`);
+  console.log(
+    violations.length === 0 ? 'money tables are written only from src/ledger/ (and migrations)' : `${violations.length} money write(s) outside src/ledger/`,
+  );
   process.exit(violations.length === 0 ? 0 : 1);
 }

@@ -31,7 +31,12 @@ function relativeImports(file) {
   const found = [];
   if (existsSync(abs)) {
     for (const { fileName } of ts.preProcessFile(readFileSync(abs, 'utf8'), true, true).importedFiles) {
-      if (fileName.startsWith('.')) found.push(relative(ROOT, resolve(dirname(abs), fileName)).split('\\').join('/'));
+      if (fileName.startsWith('.'))
+        found.push(
+          relative(ROOT, resolve(dirname(abs), fileName))
+            .split('\\')
+            .join('/'),
+        );
     }
   }
   importCache.set(file, found);

@@ -73,7 +73,8 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   app.decorate('registeredRoutes', routes);
   app.addHook('onRoute', (route) => {
     // HEAD and OPTIONS (CORS preflight) are answered for every route; they are not API endpoints.
-    for (const method of [route.method].flat()) if (method !== 'HEAD' && method !== 'OPTIONS') routes.push({ method, url: route.url, openaiCompatible: route.config?.openaiCompatible === true });
+    for (const method of [route.method].flat())
+      if (method !== 'HEAD' && method !== 'OPTIONS') routes.push({ method, url: route.url, openaiCompatible: route.config?.openaiCompatible === true });
   });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -97,8 +98,17 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     const matching = routes.filter((r) => routeMatches(r.url, path));
     if (matching.length) {
       const allowed = matching.map((r) => r.method);
-      markRouteFamily(request, matching.some((r) => r.openaiCompatible));
-      throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${request.method} is not supported on ${path}; use ${allowed.join(' or ')}`, {}, { allow: allowed.join(', ') });
+      markRouteFamily(
+        request,
+        matching.some((r) => r.openaiCompatible),
+      );
+      throw new ApiError(
+        405,
+        'METHOD_NOT_ALLOWED',
+        `${request.method} is not supported on ${path}; use ${allowed.join(' or ')}`,
+        {},
+        { allow: allowed.join(', ') },
+      );
     }
     throw new ApiError(404, 'NOT_FOUND', `no route ${request.method} ${path}; see GET /v1/models, POST /v1/auth/keys, GET /v1/usage/:wallet`);
   });
@@ -111,8 +121,16 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     methods: ['GET', 'POST', 'PATCH', 'DELETE'],
     allowedHeaders: ['content-type', 'authorization', 'payment-signature', 'x-payment', 'sign-in-with-x', 'access-control-expose-headers'].join(', '),
     exposedHeaders: [
-      'payment-required', 'payment-response', 'x-payment-response', 'x-request-id', 'retry-after',
-      'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-tollgate-charged-usdc', 'x-tollgate-balance-usdc',
+      'payment-required',
+      'payment-response',
+      'x-payment-response',
+      'x-request-id',
+      'retry-after',
+      'x-ratelimit-limit',
+      'x-ratelimit-remaining',
+      'x-ratelimit-reset',
+      'x-tollgate-charged-usdc',
+      'x-tollgate-balance-usdc',
     ].join(', '),
     maxAge: 600,
     // An OPTIONS request that is not a full preflight gets the normal answer, not a plain-text 400.

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { InflightRequest } from './chat/deps.ts';
+import type { InflightRequest } from './metered/deps.ts';
 import { sweepExpiredReservations } from './ledger/operations/expire.ts';
 import { extendLeases } from './ledger/reservations.ts';
 import type { DurableSettler } from './ledger/spool/durable-settle.ts';
@@ -108,11 +108,16 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
     spoolReplay(settler, s.spool, logger),
     // A crashed instance leaves reservations pending; once their lease runs out they are voided, so
     // no crash can lock a wallet's money for good.
-    every('reservation sweeper', 30_000, () => {
-      sweepExpiredReservations(storage.db)
-        .then((n) => n && logger.warn({ voided: n }, 'voided reservations whose lease expired'))
-        .catch((err) => logger.warn({ err }, 'sweeping expired reservations failed'));
-    }, { atStart: true }),
+    every(
+      'reservation sweeper',
+      30_000,
+      () => {
+        sweepExpiredReservations(storage.db)
+          .then((n) => n && logger.warn({ voided: n }, 'voided reservations whose lease expired'))
+          .catch((err) => logger.warn({ err }, 'sweeping expired reservations failed'));
+      },
+      { atStart: true },
+    ),
     // One timer renews the leases of every request this instance is running, in one statement a
     // round, instead of a timer per request.
     every('lease renewal', s.leaseMs / 3, () => {
@@ -161,7 +166,8 @@ function spoolReplay(settler: DurableSettler, spool: SettleSpool, logger: Logger
 function paymentReconciler(topup: { reconcile(): Promise<unknown>; reconcileEveryMs: number }, logger: Logger): BackgroundJob {
   let running: Promise<unknown> | null = null;
   const pass = () => {
-    running ??= topup.reconcile()
+    running ??= topup
+      .reconcile()
       .catch((err) => logger.warn({ err: (err as Error).message }, 'payment reconciler pass failed'))
       .finally(() => (running = null));
   };

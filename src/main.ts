@@ -24,7 +24,10 @@ export interface RunningServer {
 }
 
 /** Builds the services and the app, and listens. Used by `tollgate serve` and by tests. */
-export async function startServer(config: Config, opts: { logger?: Logger; now?: () => number; failPoints?: FailPoints } & AppOptions = {}): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  opts: { logger?: Logger; now?: () => number; failPoints?: FailPoints } & AppOptions = {},
+): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger(config.logging.level);
   const services = await createServices(config, { logger, now: opts.now, failPoints: opts.failPoints });
   const app = await buildApp(services, { demoWallet: opts.demoWallet });
@@ -127,7 +130,10 @@ export function runUntilSignalled(config: Config): Promise<void> {
       const summary = startupSummary(config, server);
       logger.info(summary, `tollgate listening on ${server.url}`);
       for (const { provider, variable } of summary.providersWithoutKey) {
-        logger.warn({ provider, variable }, `provider ${provider} has no API key: set ${variable} and restart; until then its models answer 503 PROVIDER_NOT_CONFIGURED`);
+        logger.warn(
+          { provider, variable },
+          `provider ${provider} has no API key: set ${variable} and restart; until then its models answer 503 PROVIDER_NOT_CONFIGURED`,
+        );
       }
       for (const { settings, message } of summary.warnings) logger.warn({ settings }, message);
       if (summary.x402v1BodyOmits.length > 0) {
@@ -154,7 +160,9 @@ export function runFacilitatorUntilSignalled(config: Config, opts: { host: strin
       const { startFacilitatorServer } = await import('./http/facilitator-server.ts');
       const { app, url, relayer } = await startFacilitatorServer(config, { ...opts, logger });
       if (!opts.token && opts.host !== '127.0.0.1' && opts.host !== 'localhost') {
-        logger.warn("the facilitator listens beyond this host without TOLLGATE_FACILITATOR_TOKEN; anyone who can reach it can spend the relayer's gas on payments to payTo");
+        logger.warn(
+          "the facilitator listens beyond this host without TOLLGATE_FACILITATOR_TOKEN; anyone who can reach it can spend the relayer's gas on payments to payTo",
+        );
       }
       logger.info({ url, relayer, networks: config.topup.offers.map((o) => o.network) }, 'tollgate facilitator listening');
       return () => app.close();

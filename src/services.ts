@@ -20,7 +20,7 @@ import { createMetrics, watchSpool, type Metrics } from './metrics/metrics.ts';
 import { createDurableSettler, type DurableSettler } from './ledger/spool/durable-settle.ts';
 import { spoolLocation } from './ledger/spool/location.ts';
 import { SettleSpool } from './ledger/spool/spool-file.ts';
-import { createChatDeps, type ChatDeps, type InflightRequest } from './chat/deps.ts';
+import { createChatDeps, type ChatDeps, type InflightRequest } from './metered/deps.ts';
 import { gatewayJobs, startJobs, type RunningJobs } from './background-jobs.ts';
 import { noFailPoints, type FailPoints } from './fail-points.ts';
 
@@ -48,7 +48,7 @@ export interface Services {
    * what was already delivered is charged, the rest voided.
    */
   inflight: Set<InflightRequest>;
-  /** What the chat core uses of all this (src/chat/deps.ts), built once so its state is this gateway's. */
+  /** What the chat core uses of all this (src/metered/deps.ts), built once so its state is this gateway's. */
   chat: ChatDeps;
   /** Bills produced answers even through a database outage (retry, then the local spool). */
   settler: DurableSettler;
@@ -110,7 +110,19 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const inflight: Services['inflight'] = new Set();
 
     // Top-ups (x402, viem's chain code) are loaded only when offers are configured: start-up time, idle memory.
-    const topup = config.topup.offers.length === 0 ? null : (await import('./payments/service.ts')).createTopupService(config, { db: storage.db, engine: storage.engine, chains, logger: opts.logger, now, hangBeforeBroadcast: failPoints.hangBeforeBroadcast, countUptoUnsettled: () => metrics.uptoUnsettled.inc(), uptoMetrics: { resent: () => metrics.uptoSettlesResent.inc(), stuck: (n) => metrics.uptoSettlesStuck.set(n) } });
+    const topup =
+      config.topup.offers.length === 0
+        ? null
+        : (await import('./payments/service.ts')).createTopupService(config, {
+            db: storage.db,
+            engine: storage.engine,
+            chains,
+            logger: opts.logger,
+            now,
+            hangBeforeBroadcast: failPoints.hangBeforeBroadcast,
+            countUptoUnsettled: () => metrics.uptoUnsettled.inc(),
+            uptoMetrics: { resent: () => metrics.uptoSettlesResent.inc(), stuck: (n) => metrics.uptoSettlesStuck.set(n) },
+          });
     if (topup?.relayer) {
       const { watchRelayerGas } = await import('./payments/relayer/relayer-gas.ts');
       watchRelayerGas(metrics.registry, topup.relayer, [...new Set(config.topup.offers.map((o) => o.network))], topup.clientFor, opts.logger);
@@ -120,7 +132,11 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
       ? (await import('./retention/retention-job.ts')).retentionJob(storage, config.retention, {
           now,
           logger: opts.logger,
-          afterExport: failPoints.retentionFailure ? () => { throw new Error('TEST HOOK: retention stopped after its export'); } : undefined,
+          afterExport: failPoints.retentionFailure
+            ? () => {
+                throw new Error('TEST HOOK: retention stopped after its export');
+              }
+            : undefined,
         })
       : null;
     const leaseMs = config.chat.reservationLeaseSeconds * 1000;

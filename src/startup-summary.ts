@@ -42,7 +42,8 @@ export function startupSummary(config: Config, server: { url: string; metricsUrl
 
 function topupsState(config: Config): string {
   const { offers, facilitator } = config.topup;
-  if (offers.length === 0) return 'off: topup.offers is empty, so POST /v1/topup answers 503; fund wallets with "tollgate admin credit" or redeem codes, or configure topup (see tollgate.example.yaml)';
+  if (offers.length === 0)
+    return 'off: topup.offers is empty, so POST /v1/topup answers 503; fund wallets with "tollgate admin credit" or redeem codes, or configure topup (see tollgate.example.yaml)';
   const listed = offers.map((o) => `${o.name} (${o.transferMethod}) on ${o.network}`).join(', ');
   return `on: ${listed}, settled by the ${facilitator.type} facilitator, paid to ${config.topup.payTo}`;
 }

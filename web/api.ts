@@ -62,7 +62,14 @@ export interface Usage {
   balance_usdc: number;
   locked_usdc: number;
   available_usdc: number;
-  keys: { api_key_id: number; label: string; request_count: number; total_charged_usdc: number; total_prompt_tokens: number; total_completion_tokens: number }[];
+  keys: {
+    api_key_id: number;
+    label: string;
+    request_count: number;
+    total_charged_usdc: number;
+    total_prompt_tokens: number;
+    total_completion_tokens: number;
+  }[];
 }
 
 /** GET /v1/usage/daily's rows: the server's own type (type-only, erased from the bundle). */
@@ -79,7 +86,11 @@ export interface Topup {
   created_at: string;
 }
 
-export async function request<T>(method: string, path: string, opts: { body?: unknown; session?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+export async function request<T>(
+  method: string,
+  path: string,
+  opts: { body?: unknown; session?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: T; headers: Headers }> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.body !== undefined) headers['content-type'] = 'application/json';
   if (opts.session) headers.authorization = `Bearer ${opts.session}`;

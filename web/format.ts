@@ -5,7 +5,9 @@ export function usd(micro: number): string {
   const sign = micro < 0 ? '-' : '';
   const abs = Math.abs(Math.trunc(micro));
   const dollars = Math.floor(abs / 1_000_000).toLocaleString('en-US');
-  const cents = String(abs % 1_000_000).padStart(6, '0').replace(/0{1,4}$/, '');
+  const cents = String(abs % 1_000_000)
+    .padStart(6, '0')
+    .replace(/0{1,4}$/, '');
   return `${sign}$${dollars}.${cents.length < 2 ? cents.padEnd(2, '0') : cents}`;
 }
 

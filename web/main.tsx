@@ -40,7 +40,10 @@ function App() {
 
   useEffect(() => {
     expectOk<DashboardConfig>('GET', '/v1/dashboard/config').then(setConfig, (err) => setNotice(problemText(err)));
-    expectOk<{ data: { id: string }[] }>('GET', '/v1/models').then((m) => setModels(m.data.map((x) => x.id)), () => undefined);
+    expectOk<{ data: { id: string }[] }>('GET', '/v1/models').then(
+      (m) => setModels(m.data.map((x) => x.id)),
+      () => undefined,
+    );
     return discoverWallets((w) => setWallets((all) => [...all, w]));
   }, []);
 
@@ -146,31 +149,50 @@ function App() {
         <h1>Tollgate</h1>
         {connected ? (
           <div class="who">
-            <span data-testid="account" title={connected.address} class="mono">{shortAddress(connected.address)}</span>
-            <span data-testid="chain" title={`chain id ${connected.chainId}`}>{chainName(connected.chainId)}</span>
+            <span data-testid="account" title={connected.address} class="mono">
+              {shortAddress(connected.address)}
+            </span>
+            <span data-testid="chain" title={`chain id ${connected.chainId}`}>
+              {chainName(connected.chainId)}
+            </span>
           </div>
         ) : null}
         {connected && session ? (
           <div class="actions" data-testid="header-actions">
-            <button type="button" onClick={() => void refresh()}>Refresh</button>
-            <button type="button" onClick={doSignOut}>Sign out</button>
+            <button type="button" onClick={() => void refresh()}>
+              Refresh
+            </button>
+            <button type="button" onClick={doSignOut}>
+              Sign out
+            </button>
           </div>
         ) : null}
       </header>
       <main id="main" tabIndex={-1}>
-        {notice ? <p class="error" role="alert" data-testid="notice">{notice}</p> : null}
+        {notice ? (
+          <p class="error" role="alert" data-testid="notice">
+            {notice}
+          </p>
+        ) : null}
         {!connected ? <Connect wallets={wallets} demo={demo} busy={busy} onPick={connect} /> : null}
         {connected && !session ? (
           <section class="card" aria-labelledby="signin-title">
             <h2 id="signin-title">Sign in</h2>
-            <p>One signature opens a session for {config?.session_minutes ?? 30} minutes, so the page does not ask for one per click. It moves no money, and it cannot create a key or loosen one: those ask your wallet again.</p>
+            <p>
+              One signature opens a session for {config?.session_minutes ?? 30} minutes, so the page does not ask for one per click. It moves no money, and it
+              cannot create a key or loosen one: those ask your wallet again.
+            </p>
             {payChains.length && !onPayChain ? (
               <p class="notice">
                 Top-ups here are paid on {payChains.map(chainName).join(' or ')}; your wallet is on {chainName(connected.chainId)}.{' '}
-                <button type="button" onClick={() => act(() => switchChain(connected.wallet.provider, payChains[0]!).then(() => undefined))}>Switch to {chainName(payChains[0]!)}</button>
+                <button type="button" onClick={() => act(() => switchChain(connected.wallet.provider, payChains[0]!).then(() => undefined))}>
+                  Switch to {chainName(payChains[0]!)}
+                </button>
               </p>
             ) : null}
-            <button type="button" class="primary" disabled={busy || !config} onClick={doSignIn}>Sign in with your wallet</button>
+            <button type="button" class="primary" disabled={busy || !config} onClick={doSignIn}>
+              Sign in with your wallet
+            </button>
           </section>
         ) : null}
         {connected && session && config ? (
@@ -186,7 +208,15 @@ function App() {
               chainName={chainName}
               onCredited={() => void refresh()}
             />
-            <SpendingPanel usage={data.usage} daily={data.daily} keys={data.keys} topups={data.topups} offers={config.offers} explorers={explorers} chainName={chainName} />
+            <SpendingPanel
+              usage={data.usage}
+              daily={data.daily}
+              keys={data.keys}
+              topups={data.topups}
+              offers={config.offers}
+              explorers={explorers}
+              chainName={chainName}
+            />
             <KeysPanel
               session={session.token}
               keys={data.keys}

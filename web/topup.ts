@@ -45,7 +45,8 @@ export async function topUp(provider: Eip1193, payer: Hex, usd: number, offer: O
   const requirement = asked.body.accepts.find((r) => r.network === offer.network && r.asset.toLowerCase() === offer.asset.toLowerCase());
   if (!requirement) throw new Error(`The gateway no longer offers ${offer.name}; reload the page.`);
   const expected = parseUnits(String(usd), offer.decimals).toString();
-  if (requirement.amount !== expected) throw new Error(`The gateway asks for ${requirement.amount} units for $${usd} (expected ${expected}); refusing to sign.`);
+  if (requirement.amount !== expected)
+    throw new Error(`The gateway asks for ${requirement.amount} units for $${usd} (expected ${expected}); refusing to sign.`);
 
   if (offer.transfer_method === 'permit2') await ensurePermit2Allowance(provider, payer, requirement, onState);
 
@@ -58,7 +59,10 @@ export async function topUp(provider: Eip1193, payer: Hex, usd: number, offer: O
     },
   });
   // Exactly the amount typed, of the one asset picked: the client refuses anything else.
-  client.setSpendControls({ maxAmountPerPayment: `$${usd}`, allowedAssets: [{ network: requirement.network, asset: requirement.asset, maxAmountPerPayment: requirement.amount }] });
+  client.setSpendControls({
+    maxAmountPerPayment: `$${usd}`,
+    allowedAssets: [{ network: requirement.network, asset: requirement.asset, maxAmountPerPayment: requirement.amount }],
+  });
   const payload = await client.createPaymentPayload({ ...asked.body, accepts: [requirement] });
   const header = encodePaymentSignatureHeader(payload);
   const send = async (): Promise<TopupResult> => {
@@ -83,7 +87,12 @@ export async function topUp(provider: Eip1193, payer: Hex, usd: number, offer: O
 }
 
 /** eth_signTypedData_v4's JSON: the wallet needs the EIP712Domain type spelled out (viem's wallet client adds it too). */
-function typedDataJson(typed: { domain: Record<string, unknown>; types: Record<string, unknown>; primaryType: string; message: Record<string, unknown> }): string {
+function typedDataJson(typed: {
+  domain: Record<string, unknown>;
+  types: Record<string, unknown>;
+  primaryType: string;
+  message: Record<string, unknown>;
+}): string {
   const types = { EIP712Domain: getTypesForEIP712Domain({ domain: typed.domain as TypedDataDomain }), ...typed.types };
   return serializeTypedData({ ...typed, types } as never);
 }

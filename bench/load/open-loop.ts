@@ -135,7 +135,10 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   // path and opens a connection, which made the first sends of a phase tens of milliseconds late.
   const warmUp = (i: number) => {
     const { instance, wallet } = nthRequest(i, urls.length, headerSets.length);
-    return pools[instance]!.request({ method: 'POST', path: urls[instance]!.pathname, headers: headerSets[wallet]!, body }).then((res) => res.body.dump(), () => undefined);
+    return pools[instance]!.request({ method: 'POST', path: urls[instance]!.pathname, headers: headerSets[wallet]!, body }).then(
+      (res) => res.body.dump(),
+      () => undefined,
+    );
   };
   for (let i = 0; i < WARM_UP_REQUESTS; i++) await Promise.all(pools.map((_, p) => warmUp(i * pools.length + p)));
   // Then the phase's own rate for a moment, not counted either: in the first 100-200 ms of a

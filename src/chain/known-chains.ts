@@ -39,7 +39,14 @@ export function chainName(chainId: number, configured?: string | null): string {
 }
 
 /** Token symbols by the EIP-712 domain name a stablecoin signs with (the name an offer is configured with). */
-const SYMBOLS: Readonly<Record<string, string>> = Object.freeze({ 'USD Coin': 'USDC', USDC: 'USDC', 'Tether USD': 'USDT', USDT0: 'USDT0', 'Dai Stablecoin': 'DAI', 'PayPal USD': 'PYUSD' });
+const SYMBOLS: Readonly<Record<string, string>> = Object.freeze({
+  'USD Coin': 'USDC',
+  USDC: 'USDC',
+  'Tether USD': 'USDT',
+  USDT0: 'USDT0',
+  'Dai Stablecoin': 'DAI',
+  'PayPal USD': 'PYUSD',
+});
 
 /** The symbol people know a token by (USDC), or its domain name when the table has none. */
 export const tokenSymbol = (domainName: string): string => SYMBOLS[domainName] ?? domainName;

@@ -29,7 +29,9 @@ export function registerAdminUpto(admin: Command, common: () => CommonOptions): 
       });
       if (outcome.kind === 'refused') throw new UsageError(outcome.message);
       const p = outcome.payment;
-      process.stdout.write(`payment ${p.id}: ${p.upto_state}${p.tx_hash ? ` (${p.tx_hash})` : ''}${p.upto_state === 'settled' ? '' : `: ${p.failure_reason ?? 'the reconciler finishes it'}`}\n`);
+      process.stdout.write(
+        `payment ${p.id}: ${p.upto_state}${p.tx_hash ? ` (${p.tx_hash})` : ''}${p.upto_state === 'settled' ? '' : `: ${p.failure_reason ?? 'the reconciler finishes it'}`}\n`,
+      );
       if (p.upto_state === 'unsettled') process.exitCode = 1;
     });
 

@@ -16,7 +16,7 @@ import { registerAdminUpto } from './admin-upto.ts';
 async function lib() {
   const [balances, credits, constraintErrors, invariants, readers, audit, match, keys, codes, spend, limits, catalog] = await Promise.all([
     import('../ledger/balances.ts'),
-    import('../ledger/credits.ts'),
+    import('../ledger/movements.ts'),
     import('../storage/constraint-errors.ts'),
     import('../ledger/invariants.ts'),
     import('../chain/readers.ts'),
@@ -45,7 +45,8 @@ function usd(raw: string): number {
 }
 
 function keyId(raw: string): number {
-  if (!/^\d{1,15}$/.test(raw) || Number(raw) < 1) throw new UsageError(`the key id must be a positive integer (see "tollgate admin wallet <address>"), got "${raw}"`);
+  if (!/^\d{1,15}$/.test(raw) || Number(raw) < 1)
+    throw new UsageError(`the key id must be a positive integer (see "tollgate admin wallet <address>"), got "${raw}"`);
   return Number(raw);
 }
 
@@ -62,7 +63,12 @@ async function describeKey(s: Storage, id: number): Promise<string[]> {
   if (!key) throw new UsageError(`no API key #${id}`);
   const spend = (await currentSpend(s.db, [key])).get(id)!;
   const now = Date.now();
-  const status = key.revoked_at !== null ? `revoked ${toIso(key.revoked_at)}` : key.expires_at !== null && key.expires_at <= now ? `expired ${toIso(key.expires_at)}` : 'active';
+  const status =
+    key.revoked_at !== null
+      ? `revoked ${toIso(key.revoked_at)}`
+      : key.expires_at !== null && key.expires_at <= now
+        ? `expired ${toIso(key.expires_at)}`
+        : 'active';
   return [
     `key        #${key.id}  ${key.prefix}…${key.last4}  ${JSON.stringify(key.label)}`,
     `wallet     ${key.wallet}`,
@@ -130,9 +136,14 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
           `locked     $${microToUsd(balance.locked_usdc)}`,
           `available  $${microToUsd(balance.available_usdc)}`,
           `keys       ${keys.length} (${keys.filter((k) => k.revoked_at === null).length} active)`,
-          ...keys.map((k) => `  #${k.id}  ${k.prefix}…${k.last4}  ${JSON.stringify(k.label)}  created ${toIso(k.created_at)}${k.revoked_at ? `  revoked ${toIso(k.revoked_at)}` : ''}`),
+          ...keys.map(
+            (k) =>
+              `  #${k.id}  ${k.prefix}…${k.last4}  ${JSON.stringify(k.label)}  created ${toIso(k.created_at)}${k.revoked_at ? `  revoked ${toIso(k.revoked_at)}` : ''}`,
+          ),
           `ledger     ${entries.length} most recent`,
-          ...entries.map((e) => `  #${e.id}  ${toIso(e.created_at)}  ${e.kind.padEnd(14)} ${microToUsd(Number(e.amount_usdc)).padStart(14)}  ${e.reference ?? ''} ${e.note ?? ''}`.trimEnd()),
+          ...entries.map((e) =>
+            `  #${e.id}  ${toIso(e.created_at)}  ${e.kind.padEnd(14)} ${microToUsd(Number(e.amount_usdc)).padStart(14)}  ${e.reference ?? ''} ${e.note ?? ''}`.trimEnd(),
+          ),
         ];
         process.stdout.write(`${out.join('\n')}\n`);
       });
@@ -146,21 +157,23 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
       const id = keyId(raw);
       await withStorage(common(), async (s) => process.stdout.write(`${(await describeKey(s, id)).join('\n')}\n`));
     });
-  addLimitOptions(keys.command('limit <key_id>').description("change a key's spend limit, model list or expiry; takes effect at once (models and expiry within 5 s on other instances)")).action(
-    async (raw: string, opts: LimitOptions) => {
-      const id = keyId(raw);
-      await withStorage(common(), async (s, config) => {
-        const { parseLimitInput, buildCatalog, updateKeyLimits } = await lib();
-        const parsed = parseLimitInput(limitInputFrom(opts), buildCatalog(config), Date.now());
-        if (!parsed.ok) throw new UsageError(parsed.reason);
-        if (!Object.keys(parsed.value).length) throw new UsageError('give at least one of --limit-usd, --period, --models, --expires');
-        // The operator may loosen: this is the support path, with direct database access anyway.
-        const outcome = await updateKeyLimits(s.db, id, null, parsed.value, true);
-        if (!outcome.ok) throw new UsageError(adminRefusal(id, outcome));
-        process.stdout.write(`changed key #${id}\n${(await describeKey(s, id)).join('\n')}\n`);
-      });
-    },
-  );
+  addLimitOptions(
+    keys
+      .command('limit <key_id>')
+      .description("change a key's spend limit, model list or expiry; takes effect at once (models and expiry within 5 s on other instances)"),
+  ).action(async (raw: string, opts: LimitOptions) => {
+    const id = keyId(raw);
+    await withStorage(common(), async (s, config) => {
+      const { parseLimitInput, buildCatalog, updateKeyLimits } = await lib();
+      const parsed = parseLimitInput(limitInputFrom(opts), buildCatalog(config), Date.now());
+      if (!parsed.ok) throw new UsageError(parsed.reason);
+      if (!Object.keys(parsed.value).length) throw new UsageError('give at least one of --limit-usd, --period, --models, --expires');
+      // The operator may loosen: this is the support path, with direct database access anyway.
+      const outcome = await updateKeyLimits(s.db, id, null, parsed.value, true);
+      if (!outcome.ok) throw new UsageError(adminRefusal(id, outcome));
+      process.stdout.write(`changed key #${id}\n${(await describeKey(s, id)).join('\n')}\n`);
+    });
+  });
 
   admin
     .command('credit <address>')
@@ -179,7 +192,8 @@ export function registerAdmin(program: Command, common: () => CommonOptions): vo
         try {
           await adjustBalance(s.db, { wallet: addr, amountUsdc: amount, reference, note });
         } catch (err) {
-          if (isBalanceConstraintError(err)) throw new UsageError('that debit would take the balance below zero or below the locked amount; nothing was changed');
+          if (isBalanceConstraintError(err))
+            throw new UsageError('that debit would take the balance below zero or below the locked amount; nothing was changed');
           throw err;
         }
         const balance = await getBalance(s.db, addr);

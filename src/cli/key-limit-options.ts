@@ -34,7 +34,14 @@ export function limitInputFrom(o: LimitOptions): LimitInput {
     }
   }
   if (o.period !== undefined) input.spend_limit_period = o.period;
-  if (o.models !== undefined) input.models = o.models === 'all' ? null : o.models.split(',').map((m) => m.trim()).filter(Boolean);
+  if (o.models !== undefined)
+    input.models =
+      o.models === 'all'
+        ? null
+        : o.models
+            .split(',')
+            .map((m) => m.trim())
+            .filter(Boolean);
   if (o.expires !== undefined) input.expires_at = o.expires === 'never' ? null : o.expires;
   return input;
 }

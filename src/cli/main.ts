@@ -25,7 +25,10 @@ const common = (): CommonOptions => program.opts<CommonOptions>();
 program
   .command('serve', { isDefault: true })
   .description('run the gateway (migrates the database first)')
-  .option('--fake-providers', 'also run built-in fake providers (models fake/canned-chat, fake-anthropic/canned-claude): canned answers, billed, for trying Tollgate without a provider account; never in production')
+  .option(
+    '--fake-providers',
+    'also run built-in fake providers (models fake/canned-chat, fake-anthropic/canned-claude): canned answers, billed, for trying Tollgate without a provider account; never in production',
+  )
   .action(async (opts: { fakeProviders?: boolean }) => {
     const [{ runUntilSignalled }, config] = await Promise.all([import('../main.ts'), configFrom(common())]);
     if (!opts.fakeProviders) return explainStartupFailures(config, () => runUntilSignalled(config));
@@ -64,7 +67,11 @@ program
     const port = Number(opts.port);
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, got "${opts.port}"`);
     const [{ runFacilitatorUntilSignalled }, config] = await Promise.all([import('../main.ts'), configFrom(common())]);
-    await explainStartupFailures(config, () => runFacilitatorUntilSignalled(config, { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined }), '--port');
+    await explainStartupFailures(
+      config,
+      () => runFacilitatorUntilSignalled(config, { host: opts.host, port, token: process.env.TOLLGATE_FACILITATOR_TOKEN || undefined }),
+      '--port',
+    );
   });
 
 registerAdmin(program, common);

@@ -21,7 +21,8 @@ export function startupFailureMessage(err: unknown, config: Config, portSetting 
   if (!config.database.url.startsWith('sqlite:')) {
     const code = codesIn(err).find((c) => UNREACHABLE.has(c) || c === '28P01' || c === '3D000' || c === '28000');
     const db = redactDatabaseUrl(config.database.url);
-    if (code === '28P01' || code === '28000') return `PostgreSQL at ${db} refused the user or password in database.url; fix them (or database.urlEnv's variable)`;
+    if (code === '28P01' || code === '28000')
+      return `PostgreSQL at ${db} refused the user or password in database.url; fix them (or database.urlEnv's variable)`;
     if (code === '3D000') return `the PostgreSQL database named in ${db} does not exist; create it (createdb <name>) or fix database.url`;
     if (code) return `cannot reach PostgreSQL at ${db} (${code}); start it, or fix database.url (or database.urlEnv's variable)`;
   }

@@ -61,7 +61,8 @@ export function registerWallet(program: Command): void {
     .action(async (o: { usd: string; method?: string }) => {
       const usd = Number(o.usd);
       if (!/^\d+(\.\d{1,6})?$/.test(o.usd) || !(usd > 0)) throw new UsageError(`--usd must be a positive amount such as 5 or 2.5, got "${o.usd}"`);
-      if (o.method !== undefined && o.method !== 'eip3009' && o.method !== 'permit2') throw new UsageError(`--method must be eip3009 or permit2, got "${o.method}"`);
+      if (o.method !== undefined && o.method !== 'eip3009' && o.method !== 'permit2')
+        throw new UsageError(`--method must be eip3009 or permit2, got "${o.method}"`);
       await run(async (client, w) => {
         const { topUp } = await import('../gateway-client/topup-client.ts');
         const progress = topupProgress();
@@ -86,7 +87,8 @@ export function registerWallet(program: Command): void {
       const limits = limitInputFrom(o);
       return run(async (client, w) => {
         const key = await client.createKey(o.label, limits, { redeemCode: o.redeemCode, refCode: o.refCode });
-        const credited = key.redeemed_credit_usdc === undefined ? '' : `\nthe redeem code credited $${microToUsd(key.redeemed_credit_usdc)} to ${client.wallet}`;
+        const credited =
+          key.redeemed_credit_usdc === undefined ? '' : `\nthe redeem code credited $${microToUsd(key.redeemed_credit_usdc)} to ${client.wallet}`;
         print(w, key, `${key.key}\n(key id ${key.id}; store the key now, it is not shown again)${credited}`);
       })();
     });
@@ -112,8 +114,16 @@ export function registerWallet(program: Command): void {
     .action(
       run(async (client, w) => {
         const list = await client.listKeys();
-        const lines = list.map((k) => `${String(k.id).padStart(5)}  ${k.revoked_at ? 'revoked' : 'active '}  …${k.last4 ?? '????'}  ${k.created_at}  ${k.label}`);
-        print(w, { data: list }, list.length ? `   id  status   key    created                   label\n${lines.join('\n')}` : 'no keys yet: create one with "tollgate wallet keys create"');
+        const lines = list.map(
+          (k) => `${String(k.id).padStart(5)}  ${k.revoked_at ? 'revoked' : 'active '}  …${k.last4 ?? '????'}  ${k.created_at}  ${k.label}`,
+        );
+        print(
+          w,
+          { data: list },
+          list.length
+            ? `   id  status   key    created                   label\n${lines.join('\n')}`
+            : 'no keys yet: create one with "tollgate wallet keys create"',
+        );
       }),
     );
   keys
@@ -133,7 +143,10 @@ export function registerWallet(program: Command): void {
     .action(
       run(async (client, w) => {
         const u = await client.usage();
-        const rows = u.keys.map((k) => `${String(k.api_key_id).padStart(5)}  ${String(k.request_count).padStart(8)}  ${String(k.total_prompt_tokens + k.total_completion_tokens).padStart(8)}  $${microToUsd(k.total_charged_usdc)}  ${k.label}${k.revoked_at ? ' (revoked)' : ''}`);
+        const rows = u.keys.map(
+          (k) =>
+            `${String(k.api_key_id).padStart(5)}  ${String(k.request_count).padStart(8)}  ${String(k.total_prompt_tokens + k.total_completion_tokens).padStart(8)}  $${microToUsd(k.total_charged_usdc)}  ${k.label}${k.revoked_at ? ' (revoked)' : ''}`,
+        );
         print(
           w,
           u,

@@ -28,7 +28,12 @@ export async function createRedeemCodes(db: Kysely<Database>, valueUsdc: number,
  * Marks a code redeemed by this wallet. The conditional UPDATE is the single-use guarantee: of two
  * concurrent redemptions only one changes the row. Returns the code id and value, or null.
  */
-export async function claimRedeemCode(trx: Kysely<Database>, code: string, wallet: string, now = Date.now()): Promise<{ id: number; valueUsdc: number } | null> {
+export async function claimRedeemCode(
+  trx: Kysely<Database>,
+  code: string,
+  wallet: string,
+  now = Date.now(),
+): Promise<{ id: number; valueUsdc: number } | null> {
   const hash = hashRedeemCode(code);
   const result = await trx
     .updateTable('redeem_codes')

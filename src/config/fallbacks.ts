@@ -7,7 +7,8 @@ import { claudeTokenizerProblem } from './tokenizer-check.ts';
  * refusal to start, not a fallback that silently never serves.
  */
 export function deploymentProblem(
-  m: Pick<ModelConfig, 'provider' | 'name' | 'upstreamName' | 'fallbacks' | 'type' | 'tokenizer'>, providers: Record<string, ProviderConfig>,
+  m: Pick<ModelConfig, 'provider' | 'name' | 'upstreamName' | 'fallbacks' | 'type' | 'tokenizer'>,
+  providers: Record<string, ProviderConfig>,
 ): string | null {
   const tokenizerProblem = claudeTokenizerProblem(m, providers);
   if (tokenizerProblem) return tokenizerProblem;

@@ -27,7 +27,8 @@ export function findConfigPath(opts: LoadOptions): string | null {
   const explicit = opts.path ?? env.TOLLGATE_CONFIG;
   if (explicit) {
     const p = resolve(cwd, explicit);
-    if (!existsSync(p)) throw new ConfigError(`config file ${p} does not exist (from ${opts.path ? '--config' : 'TOLLGATE_CONFIG'}); create it from tollgate.example.yaml`);
+    if (!existsSync(p))
+      throw new ConfigError(`config file ${p} does not exist (from ${opts.path ? '--config' : 'TOLLGATE_CONFIG'}); create it from tollgate.example.yaml`);
     return p;
   }
   const fallback = resolve(cwd, 'tollgate.yaml');
@@ -100,11 +101,15 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
   const models = file.models ?? (file.providers ? [] : defaultModels);
   for (const [i, m] of models.entries()) {
     if (!providers[m.provider]) {
-      throw new ConfigError(`${where(source)}models.${i}.provider: "${m.provider}" is not one of the configured providers (${Object.keys(providers).join(', ') || 'none'})`);
+      throw new ConfigError(
+        `${where(source)}models.${i}.provider: "${m.provider}" is not one of the configured providers (${Object.keys(providers).join(', ') || 'none'})`,
+      );
     }
     // Embeddings are forwarded to the provider's OpenAI-style /embeddings; Anthropic has none.
     if (m.type === 'embedding' && providers[m.provider]!.type !== 'openai-compatible') {
-      throw new ConfigError(`${where(source)}models.${i}.type: "${m.provider}" is an ${providers[m.provider]!.type} provider, which serves no embeddings; put an embedding model on an openai-compatible provider`);
+      throw new ConfigError(
+        `${where(source)}models.${i}.type: "${m.provider}" is an ${providers[m.provider]!.type} provider, which serves no embeddings; put an embedding model on an openai-compatible provider`,
+      );
     }
   }
   for (const [i, m] of models.entries()) {
@@ -124,7 +129,9 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
   const metricsToken = file.metrics.tokenEnv ? env[file.metrics.tokenEnv] || undefined : undefined;
   if (file.metrics.enabled && file.metrics.tokenEnv && (metricsToken ?? '').length < 16) {
     // Refusing to start beats serving revenue figures behind an empty or guessable token.
-    throw new ConfigError(`${where(source)}metrics.tokenEnv is set, so ${file.metrics.tokenEnv} must hold the bearer token for /metrics (at least 16 characters, e.g. from: openssl rand -hex 32)`);
+    throw new ConfigError(
+      `${where(source)}metrics.tokenEnv is set, so ${file.metrics.tokenEnv} must hold the bearer token for /metrics (at least 16 characters, e.g. from: openssl rand -hex 32)`,
+    );
   }
 
   const publicUrl = new URL(file.server.publicUrl);
@@ -163,7 +170,9 @@ function checkTopup(file: ConfigFile, env: NodeJS.ProcessEnv, source: string | n
   if (t.minUsd > t.maxUsd) throw new ConfigError(`${where(source)}topup.minUsd (${t.minUsd}) is above topup.maxUsd (${t.maxUsd})`);
   const ppr = file.payPerRequest;
   if (ppr.enabled && t.offers.length === 0) {
-    throw new ConfigError(`${where(source)}payPerRequest.enabled needs topup.offers (and topup.payTo): pay-per-request is paid through the top-up offers and facilitator`);
+    throw new ConfigError(
+      `${where(source)}payPerRequest.enabled needs topup.offers (and topup.payTo): pay-per-request is paid through the top-up offers and facilitator`,
+    );
   }
   if (ppr.enabled && ppr.minUsd > t.maxUsd) throw new ConfigError(`${where(source)}payPerRequest.minUsd (${ppr.minUsd}) is above topup.maxUsd (${t.maxUsd})`);
   if (t.offers.length === 0) return;
@@ -172,7 +181,9 @@ function checkTopup(file: ConfigFile, env: NodeJS.ProcessEnv, source: string | n
   for (const [i, o] of t.offers.entries()) {
     const chainId = o.network.slice('eip155:'.length);
     if (!file.chains[chainId]) {
-      throw new ConfigError(`${where(source)}topup.offers.${i}: network ${o.network} needs chains."${chainId}".rpcUrl, which Tollgate uses to confirm payments on chain`);
+      throw new ConfigError(
+        `${where(source)}topup.offers.${i}: network ${o.network} needs chains."${chainId}".rpcUrl, which Tollgate uses to confirm payments on chain`,
+      );
     }
     const key = `${o.network}/${o.asset.toLowerCase()}`;
     if (seen.has(key)) throw new ConfigError(`${where(source)}topup.offers.${i}: ${o.asset} on ${o.network} is listed twice`);
@@ -195,7 +206,8 @@ function where(source: string | null): string {
 function describeIssues(error: z.ZodError, source: string | null): string {
   const lines = error.issues.map((issue) => {
     const key = issue.path.length ? issue.path.join('.') : '(top level)';
-    const message = issue.code === 'unrecognized_keys' ? `unknown key(s) ${issue.keys.join(', ')}; see tollgate.example.yaml for the valid keys` : issue.message;
+    const message =
+      issue.code === 'unrecognized_keys' ? `unknown key(s) ${issue.keys.join(', ')}; see tollgate.example.yaml for the valid keys` : issue.message;
     return `  ${key}: ${message}`;
   });
   return `invalid configuration${source ? ` in ${source}` : ''}:\n${lines.join('\n')}`;

@@ -24,11 +24,9 @@ const positiveInt = z.number().int().positive();
 /** The shortest reservation lease accepted (chat.reservationLeaseSeconds). */
 export const MIN_LEASE_SECONDS = 10;
 
-const databaseUrl = z
-  .string()
-  .refine((v) => v.startsWith('sqlite:') || v.startsWith('postgres://') || v.startsWith('postgresql://'), {
-    message: 'must start with "sqlite:" (for example sqlite:./data/tollgate.db) or "postgres://"',
-  });
+const databaseUrl = z.string().refine((v) => v.startsWith('sqlite:') || v.startsWith('postgres://') || v.startsWith('postgresql://'), {
+  message: 'must start with "sqlite:" (for example sqlite:./data/tollgate.db) or "postgres://"',
+});
 
 const window = z.object({ perMinute: positiveInt.optional(), perDay: positiveInt.optional() }).strict();
 
@@ -45,8 +43,13 @@ const trustProxy = z.union([
   z.number().int().nonnegative(),
   z.array(trustedProxy).min(1),
   z.string().transform((v, ctx) => {
-    const list = v.split(',').map((a) => a.trim()).filter(Boolean);
-    for (const a of list) if (!isAddressOrCidr(a)) ctx.addIssue({ code: 'custom', message: `"${a}" must be an IP address, a CIDR such as 10.0.0.0/8, or one of loopback, linklocal, uniquelocal` });
+    const list = v
+      .split(',')
+      .map((a) => a.trim())
+      .filter(Boolean);
+    for (const a of list)
+      if (!isAddressOrCidr(a))
+        ctx.addIssue({ code: 'custom', message: `"${a}" must be an IP address, a CIDR such as 10.0.0.0/8, or one of loopback, linklocal, uniquelocal` });
     if (!list.length) ctx.addIssue({ code: 'custom', message: 'must list at least one address' });
     return list;
   }),
@@ -105,7 +108,7 @@ const provider = z.preprocess(
 );
 
 // The OpenAI tokenizers a deployment may name as the one its provider bills with (models[].tokenizer);
-// src/chat/token-bound/ counts with them.
+// src/metered/token-bound/ counts with them.
 export const TOKENIZER_FAMILIES = ['o200k', 'cl100k'] as const;
 export type TokenizerFamily = (typeof TOKENIZER_FAMILIES)[number];
 
@@ -165,7 +168,10 @@ const model = z
     fitMaxTokens: z.boolean().optional(),
     created: z.number().int().nonnegative().default(1735689600),
     // What the model takes as input. Without it, text only: an image, audio or file part is a 400.
-    inputs: z.array(z.union([z.literal('text'), partKind])).refine((v) => v.includes('text'), { message: 'must include text' }).optional(),
+    inputs: z
+      .array(z.union([z.literal('text'), partKind]))
+      .refine((v) => v.includes('text'), { message: 'must include text' })
+      .optional(),
     // The most prompt tokens one part of each declared kind can cost; reserved per part.
     partTokenBounds: z.partialRecord(partKind, positiveInt).optional(),
     // An embedding model's vector size when a request names no `dimensions` (its native size). The
@@ -178,13 +184,17 @@ const model = z
     weight: z.number().int().min(1).max(1000).optional(),
     // The tokenizer the provider bills this model with, when it is one of OpenAI's (o200k: GPT-4o,
     // 4.1, 5, o-series; cl100k: GPT-4, 3.5). A request a wallet cannot cover at the byte bound is
-    // then bounded by this tokenizer's count instead (src/chat/token-bound/). Without it, bytes.
+    // then bounded by this tokenizer's count instead (src/metered/token-bound/). Without it, bytes.
     tokenizer: z.enum(TOKENIZER_FAMILIES).optional(),
   })
   .strict()
   .superRefine((m, ctx) => {
     if (m.type === 'chat' && m.completionCostPer1M === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['completionCostPer1M'], message: 'is required for a chat model: the provider\'s price of 1M completion tokens in USD, such as "0.6"' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['completionCostPer1M'],
+        message: 'is required for a chat model: the provider\'s price of 1M completion tokens in USD, such as "0.6"',
+      });
     }
     if (m.type === 'chat' && m.dimensions !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['dimensions'], message: 'is the vector size of an embedding model; a chat model has none, leave it out' });
@@ -192,16 +202,22 @@ const model = z
     if (m.type === 'embedding') {
       for (const field of ['completionCostPer1M', 'completionPricePer1M'] as const) {
         const value = m[field];
-        if (value !== undefined && Number(value) !== 0) ctx.addIssue({ code: 'custom', path: [field], message: 'an embedding model produces no completion tokens; leave it out' });
+        if (value !== undefined && Number(value) !== 0)
+          ctx.addIssue({ code: 'custom', path: [field], message: 'an embedding model produces no completion tokens; leave it out' });
       }
     }
     for (const kind of partKind.options) {
       const declared = m.inputs?.includes(kind) ?? false;
       const bound = m.partTokenBounds?.[kind];
       if (declared && bound === undefined) {
-        ctx.addIssue({ code: 'custom', path: ['partTokenBounds', kind], message: `inputs lists ${kind}; give the most prompt tokens one ${kind} part can cost, for example ${kind === 'image' ? 1600 : m.contextLength}` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['partTokenBounds', kind],
+          message: `inputs lists ${kind}; give the most prompt tokens one ${kind} part can cost, for example ${kind === 'image' ? 1600 : m.contextLength}`,
+        });
       }
-      if (!declared && bound !== undefined) ctx.addIssue({ code: 'custom', path: ['inputs'], message: `partTokenBounds.${kind} is set but inputs does not list ${kind}` });
+      if (!declared && bound !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['inputs'], message: `partTokenBounds.${kind} is set but inputs does not list ${kind}` });
     }
   });
 
@@ -248,9 +264,12 @@ const facilitator = z.discriminatedUnion('type', [
     .strict(),
 ]);
 
-const usdAmount = z.number().positive().refine((v) => Number.isInteger(Math.round(v * 1e6)) && Math.abs(v * 1e6 - Math.round(v * 1e6)) < 1e-6, {
-  message: 'must be a USD amount with at most 6 decimals',
-});
+const usdAmount = z
+  .number()
+  .positive()
+  .refine((v) => Number.isInteger(Math.round(v * 1e6)) && Math.abs(v * 1e6 - Math.round(v * 1e6)) < 1e-6, {
+    message: 'must be a USD amount with at most 6 decimals',
+  });
 
 export const configSchema = z
   .object({
@@ -260,7 +279,10 @@ export const configSchema = z
         port: z.number().int().min(0).max(65535).default(8080),
         publicUrl: z.url().default('http://localhost:8080'),
         trustProxy: trustProxy.default(false),
-        corsOrigins: z.array(z.union([z.literal('*'), z.url()])).min(1).default(['*']),
+        corsOrigins: z
+          .array(z.union([z.literal('*'), z.url()]))
+          .min(1)
+          .default(['*']),
         // On SIGTERM: how long in-flight requests may take to finish before they are cut and voided.
         shutdownGraceSeconds: positiveInt.default(15),
         // Slow clients (slowloris): a request's headers, and the whole request including its body,
@@ -330,7 +352,10 @@ export const configSchema = z
         reservationLeaseSeconds: z
           .number()
           .int()
-          .min(MIN_LEASE_SECONDS, `must be at least ${MIN_LEASE_SECONDS}: the lease is renewed every third of it while the request runs, and a renewal can wait up to 5 s for the database, so a shorter lease could run out under a request that is still running`)
+          .min(
+            MIN_LEASE_SECONDS,
+            `must be at least ${MIN_LEASE_SECONDS}: the lease is renewed every third of it while the request runs, and a renewal can wait up to 5 s for the database, so a shorter lease could run out under a request that is still running`,
+          )
           .default(600),
         drainTimeoutSeconds: positiveInt.default(120),
         maxConcurrentDrains: positiveInt.default(256),
@@ -392,7 +417,7 @@ export const configSchema = z
         chatBodyBytes: positiveInt.default(4 * 1024 * 1024),
         // POST /v1/messages/count_tokens costs CPU time per byte of text and no money: its own body
         // limit (the same 4 MiB holds a 1M-token conversation); a key may have two such bodies being
-        // counted at once and the instance eight (src/chat/counting-budget.ts), beyond that a 429.
+        // counted at once and the instance eight (src/metered/counting-budget.ts), beyond that a 429.
         countTokensBodyBytes: positiveInt.default(4 * 1024 * 1024),
         // JSON.parse time grows with the number of values and keys, not with bytes (10 MiB of `{}`
         // takes seconds, 10 MiB of string milliseconds), so bodies are bounded in both, by a byte
@@ -520,7 +545,12 @@ export const configSchema = z
         // The wallet dashboard page at / (top up, keys, spending) and its sessions.
         enabled: z.boolean().default(true),
         // How long a dashboard session (POST /v1/auth/session) lasts; it is never renewed.
-        sessionMinutes: z.number().int().min(1).max(24 * 60).default(30),
+        sessionMinutes: z
+          .number()
+          .int()
+          .min(1)
+          .max(24 * 60)
+          .default(30),
       })
       .strict()
       .prefault({}),

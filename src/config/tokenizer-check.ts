@@ -12,6 +12,8 @@ export function claudeTokenizerProblem(m: Deployments, providers: Record<string,
   for (const [j, f] of (m.fallbacks ?? []).entries()) named.push({ path: `fallbacks.${j}.tokenizer`, provider: f.provider, tokenizer: f.tokenizer });
   const wrong = named.find((d) => d.tokenizer !== undefined && providers[d.provider]?.type === 'anthropic');
   if (!wrong) return null;
-  return `${wrong.path}: "${wrong.provider}" is an Anthropic provider, whose tokenizer is not ${wrong.tokenizer}; `
-    + 'leave tokenizer out (Claude\'s prompts are bounded by their bytes)';
+  return (
+    `${wrong.path}: "${wrong.provider}" is an Anthropic provider, whose tokenizer is not ${wrong.tokenizer}; ` +
+    "leave tokenizer out (Claude's prompts are bounded by their bytes)"
+  );
 }

@@ -99,7 +99,10 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
     const logFile = join(dir, 'gateway.log');
     const logStream = createWriteStream(logFile);
     // The demo, and only the demo, offers its throw-away wallet in the dashboard page.
-    const gateway = await startServer(config, { logger: createLogger('info', logStream), demoWallet: { address: wallet.address, privateKey: wallet.privateKey } });
+    const gateway = await startServer(config, {
+      logger: createLogger('info', logStream),
+      demoWallet: { address: wallet.address, privateKey: wallet.privateKey },
+    });
     teardown.add(async () => {
       await gateway.stop(); // within server.shutdownGraceSeconds above
       await new Promise((r) => logStream.end(r));

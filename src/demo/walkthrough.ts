@@ -27,8 +27,15 @@ export async function walkThrough(stack: DemoStack, print: Printer): Promise<{ c
   let s = print.step('GET /v1/models: what can be called, at what price');
   type Model = { id: string; name: string; promptPricePer1MTokens: number; completionPricePer1M: number };
   const models = (await client.request<{ data: Model[] }>('GET', '/v1/models')).data;
-  expect(models.some((m) => m.name === DEMO_MODEL), `the model list lacks ${DEMO_MODEL}`);
-  s.ok(models.map((m) => `${m.id}: $${m.promptPricePer1MTokens} per 1M prompt tokens, $${m.completionPricePer1M} per 1M completion tokens (with the markup)`).join('\n'));
+  expect(
+    models.some((m) => m.name === DEMO_MODEL),
+    `the model list lacks ${DEMO_MODEL}`,
+  );
+  s.ok(
+    models
+      .map((m) => `${m.id}: $${m.promptPricePer1MTokens} per 1M prompt tokens, $${m.completionPricePer1M} per 1M completion tokens (with the markup)`)
+      .join('\n'),
+  );
 
   s = print.step(`POST /v1/topup: pay $${TOPUP_USD} in USDC with @x402/fetch (EIP-3009, settled on the local chain)`);
   const progress = topupProgress('    ', process.stdout);
@@ -48,7 +55,9 @@ export async function walkThrough(stack: DemoStack, print: Printer): Promise<{ c
     .withResponse();
   const reply = completion.choices[0]?.message.content ?? '';
   expect(reply.length > 0, 'the completion has no text');
-  s.ok(`"${reply}"\n${completion.usage?.prompt_tokens} prompt + ${completion.usage?.completion_tokens} completion tokens; charged ${response.headers.get('x-tollgate-charged-usdc')} micro-USDC`);
+  s.ok(
+    `"${reply}"\n${completion.usage?.prompt_tokens} prompt + ${completion.usage?.completion_tokens} completion tokens; charged ${response.headers.get('x-tollgate-charged-usdc')} micro-USDC`,
+  );
 
   s = print.step('the same, streamed (server-sent events)');
   const stream = await openai.chat.completions.create({
@@ -73,7 +82,9 @@ export async function walkThrough(stack: DemoStack, print: Printer): Promise<{ c
   const row = report.keys.find((k) => k.api_key_id === key.id);
   expect(row?.request_count === 2, `expected 2 requests on key ${key.id}, the report says ${row?.request_count}`);
   expect(report.balance_usdc === paid.credited_usdc - row!.total_charged_usdc, 'the balance is not the top-up minus the charges');
-  s.ok(`balance $${microToUsd(report.balance_usdc)} (locked $${microToUsd(report.locked_usdc)})\nkey ${key.id}: ${row!.request_count} requests, ${row!.total_prompt_tokens + row!.total_completion_tokens} tokens, charged ${row!.total_charged_usdc} micro-USDC`);
+  s.ok(
+    `balance $${microToUsd(report.balance_usdc)} (locked $${microToUsd(report.locked_usdc)})\nkey ${key.id}: ${row!.request_count} requests, ${row!.total_prompt_tokens + row!.total_completion_tokens} tokens, charged ${row!.total_charged_usdc} micro-USDC`,
+  );
 
   s = print.step('DELETE /v1/auth/keys/:id: revoke the key, then try it again');
   await client.revokeKey(key.id);
@@ -93,7 +104,9 @@ export async function walkThrough(stack: DemoStack, print: Printer): Promise<{ c
   const after = await client.usage();
   const charged = after.keys.reduce((sum, k) => sum + k.total_charged_usdc, 0);
   expect(after.balance_usdc + charged === paid.credited_usdc && after.locked_usdc === 0, 'balance + charges do not add up to the top-up');
-  s.ok(`invariants hold; payTo received ${microToUsd(Number(received))} USDC on chain = credited $${microToUsd(paid.credited_usdc)} = balance $${microToUsd(after.balance_usdc)} + charged $${microToUsd(charged)}`);
+  s.ok(
+    `invariants hold; payTo received ${microToUsd(Number(received))} USDC on chain = credited $${microToUsd(paid.credited_usdc)} = balance $${microToUsd(after.balance_usdc)} + charged $${microToUsd(charged)}`,
+  );
 
   return { client };
 }

@@ -12,7 +12,13 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const CONTRACT_SOURCES = ['TetherLikeToken.sol', 'StandInPermit2ProxyBase.sol', 'StandInExactPermit2Proxy.sol', 'StandInUptoPermit2Proxy.sol', 'TestSmartWallet.sol'];
+export const CONTRACT_SOURCES = [
+  'TetherLikeToken.sol',
+  'StandInPermit2ProxyBase.sol',
+  'StandInExactPermit2Proxy.sol',
+  'StandInUptoPermit2Proxy.sol',
+  'TestSmartWallet.sol',
+];
 export const ARTIFACTS_PATH = path.join(ROOT, 'src/devchain/artifacts.json');
 
 export interface CompiledContract {
@@ -29,9 +35,7 @@ interface SolcOutput {
 export function compileContracts(): Record<string, CompiledContract> {
   // solc is a dev dependency with no types; its compile() takes and returns standard JSON.
   const solc = createRequire(import.meta.url)('solc') as { compile(input: string): string; version(): string };
-  const sources = Object.fromEntries(
-    CONTRACT_SOURCES.map((file) => [file, { content: readFileSync(path.join(ROOT, 'contracts', file), 'utf8') }]),
-  );
+  const sources = Object.fromEntries(CONTRACT_SOURCES.map((file) => [file, { content: readFileSync(path.join(ROOT, 'contracts', file), 'utf8') }]));
   const input = {
     language: 'Solidity',
     sources,

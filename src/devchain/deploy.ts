@@ -79,7 +79,6 @@ function hardhatArtifact(relative: string): HardhatArtifact {
   return require(`${FIAT_TOKEN_DIR}/${relative}`) as HardhatArtifact;
 }
 
-
 /**
  * Multicall3's creation code, as viem bundles it. viem does not export it, so it is read from
  * viem's own constants module by file path (package "exports" only govern bare specifiers).

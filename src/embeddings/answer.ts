@@ -41,10 +41,18 @@ export function decodeEmbeddings(text: string, inputCount: number): Decoded {
   for (const item of json.data as unknown[]) {
     if (!isObject(item) || !isCount(item.index) || !isVector(item.embedding)) return malformed;
     // `!== undefined`, not truthiness: an empty first vector must still count as the index taken.
-    if (item.index >= inputCount || vectors[item.index] !== undefined) return { ok: false, problem: `the provider answered vectors that do not match the ${inputCount} inputs` };
+    if (item.index >= inputCount || vectors[item.index] !== undefined)
+      return { ok: false, problem: `the provider answered vectors that do not match the ${inputCount} inputs` };
     vectors[item.index] = item.embedding;
   }
-  return { ok: true, value: { vectors: vectors as (number[] | string)[], model: json.model as string | undefined, promptTokens: isObject(usage) ? (usage.prompt_tokens as number) : null } };
+  return {
+    ok: true,
+    value: {
+      vectors: vectors as (number[] | string)[],
+      model: json.model as string | undefined,
+      promptTokens: isObject(usage) ? (usage.prompt_tokens as number) : null,
+    },
+  };
 }
 
 /**
@@ -70,7 +78,13 @@ const VALUES_PER_TURN = 16_384;
  * event loop every VALUES_PER_TURN converted numbers, so that a large answer in floats does not
  * stall other requests (joined as one string, 65 MB took another 250 ms to encode on the way out).
  */
-export async function renderEmbeddings(decoded: DecodedEmbeddings, format: EncodingFormat, modelName: string, promptTokens: number, charge?: Charge): Promise<Buffer> {
+export async function renderEmbeddings(
+  decoded: DecodedEmbeddings,
+  format: EncodingFormat,
+  modelName: string,
+  promptTokens: number,
+  charge?: Charge,
+): Promise<Buffer> {
   const parts: Buffer[] = [Buffer.from('{"object":"list","data":[')];
   let sinceYield = 0;
   for (const [index, vector] of decoded.vectors.entries()) {

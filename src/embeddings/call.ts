@@ -3,7 +3,7 @@ import type { Deployment } from '../providers/catalog.ts';
 import type { AttemptOutcome } from '../routing/attempts.ts';
 import { statusFailure, transportFailure } from '../routing/classify.ts';
 import type { ApiError } from '../refusal.ts';
-import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from '../chat/upstream-error.ts';
+import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from '../metered/upstream-error.ts';
 import { decodeEmbeddings, type DecodedEmbeddings } from './answer.ts';
 import type { EmbeddingsPlan } from './plan.ts';
 import { MAX_ANSWER_BYTES } from './limits.ts';
@@ -36,7 +36,12 @@ export type EmbeddingsCall = { ok: true; answer: EmbeddingsAnswer } | { ok: fals
  * so a caller may try it again, or on another deployment (`upstreamName`: that deployment's name
  * for the model), before it settles or voids the bill.
  */
-export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, upstreamName = plan.model.upstreamName): Promise<EmbeddingsCall> {
+export async function callEmbeddings(
+  adapter: ProviderAdapter,
+  plan: EmbeddingsPlan,
+  requestId: string,
+  upstreamName = plan.model.upstreamName,
+): Promise<EmbeddingsCall> {
   if (!adapter.embeddings) return { ok: false, failure: { error: upstreamFailure(`provider ${adapter.name} serves no embeddings`) } };
   let status: number | undefined;
   let headers: EmbeddingsCallFailure['headers'];
@@ -60,18 +65,23 @@ export async function callEmbeddings(adapter: ProviderAdapter, plan: EmbeddingsP
     if (!decoded.ok) return { ok: false, failure: { error: upstreamFailure(decoded.problem), status, headers } };
     return { ok: true, answer: { vectors: decoded.value } };
   } catch (err) {
-    const error = wholeAnswerTimeoutFailure(err, 'an embeddings answer comes only once every input is embedded: send fewer or shorter inputs per request') ?? upstreamFailure(describeTransportError(err));
+    const error =
+      wholeAnswerTimeoutFailure(err, 'an embeddings answer comes only once every input is embedded: send fewer or shorter inputs per request') ??
+      upstreamFailure(describeTransportError(err));
     return { ok: false, failure: { error, status, headers, transportError: err } };
   }
 }
 
 /**
- * `callEmbeddings` as one attempt of the deployment chain (src/chat/deployment-call.ts): a provider
+ * `callEmbeddings` as one attempt of the deployment chain (src/metered/deployment-call.ts): a provider
  * that answered 2xx and then broke off or sent nonsense may have billed us, so that ends the chain
  * (as for chat); a failure before an answer retries or moves on by its status or transport error.
  */
 export async function embeddingsAttempt(
-  adapter: ProviderAdapter, plan: EmbeddingsPlan, requestId: string, deployment: Deployment,
+  adapter: ProviderAdapter,
+  plan: EmbeddingsPlan,
+  requestId: string,
+  deployment: Deployment,
 ): Promise<AttemptOutcome<EmbeddingsAnswer, ApiError>> {
   const called = await callEmbeddings(adapter, plan, requestId, deployment.upstreamName);
   if (called.ok) return { ok: true, value: called.answer };

@@ -28,7 +28,8 @@ export function readInputs(input: unknown): EmbeddingInput[] {
   if (input.length === 0) throw badRequest('input is an empty array; send at least one string or token array', { param: 'input' });
   // One array of numbers is one tokenised input, not a batch of numbers.
   if (input.every((v) => typeof v === 'number')) return [checkTokens(input as number[], 'input')];
-  if (input.length > MAX_INPUTS) throw badRequest(`input has ${input.length} items; send at most ${MAX_INPUTS} per request and split the rest into more requests`, { param: 'input' });
+  if (input.length > MAX_INPUTS)
+    throw badRequest(`input has ${input.length} items; send at most ${MAX_INPUTS} per request and split the rest into more requests`, { param: 'input' });
   const strings = typeof input[0] === 'string';
   return input.map((item, i) => {
     const where = `input[${i}]`;
@@ -42,7 +43,8 @@ export function readInputs(input: unknown): EmbeddingInput[] {
 function checkString(text: string, where: string): string {
   if (text.length === 0) throw badRequest(`${where} is an empty string; every input must have some text`, { param: where });
   const bytes = Buffer.byteLength(text);
-  if (bytes > MAX_STRING_BYTES) throw badRequest(`${where} is ${bytes} bytes, above the ${MAX_STRING_BYTES} a string input may have; split it into shorter inputs`, { param: where });
+  if (bytes > MAX_STRING_BYTES)
+    throw badRequest(`${where} is ${bytes} bytes, above the ${MAX_STRING_BYTES} a string input may have; split it into shorter inputs`, { param: where });
   return text;
 }
 

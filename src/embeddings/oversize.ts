@@ -26,7 +26,10 @@ export type ReadAnswer = { text: string } | { oversize: OversizeAnswer };
  * answer) the connection is dropped at once. A Content-Length is not trusted: bytes are counted.
  */
 export async function readAnswer(
-  body: Dispatcher.ResponseData['body'], drain: boolean, maxBytes = MAX_ANSWER_BYTES, maxDrained = MAX_DRAINED_BYTES,
+  body: Dispatcher.ResponseData['body'],
+  drain: boolean,
+  maxBytes = MAX_ANSWER_BYTES,
+  maxDrained = MAX_DRAINED_BYTES,
 ): Promise<ReadAnswer> {
   const chunks: Buffer[] = [];
   let bytes = 0;

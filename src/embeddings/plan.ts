@@ -1,6 +1,6 @@
 import type { Catalog, CatalogModel } from '../providers/catalog.ts';
 import { reservationFor } from '../providers/pricing.ts';
-import { resolveModel } from '../chat/plan.ts';
+import { resolveModel } from '../metered/plan/plan.ts';
 import { badRequest } from '../refusal.ts';
 import { readInputs, type EmbeddingInput } from './inputs.ts';
 import { MAX_DIMENSIONS, MAX_VECTOR_VALUES } from './limits.ts';
@@ -80,8 +80,13 @@ export function planEmbeddings(body: unknown, catalog: Catalog): EmbeddingsPlan 
   if (b.user !== undefined) upstreamBody.user = b.user;
   const promptUpperBound = inputs.reduce((sum, input) => sum + inputBound(input, model.contextLength), 0);
   return {
-    model, stream: false, inputs, encodingFormat: encodingFormat as EncodingFormat, promptUpperBound,
-    reservationUsdc: reservationFor(model, promptUpperBound, 0, 1), upstreamBody,
+    model,
+    stream: false,
+    inputs,
+    encodingFormat: encodingFormat as EncodingFormat,
+    promptUpperBound,
+    reservationUsdc: reservationFor(model, promptUpperBound, 0, 1),
+    upstreamBody,
   };
 }
 

@@ -1,12 +1,12 @@
 import type { KeyRow } from '../keys/api-keys.ts';
 import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import type { Usage } from '../protocols/internal.ts';
-import { RequestBill, type BillOptions } from '../chat/bill.ts';
-import type { ChatDeps } from '../chat/deps.ts';
-import { chainFailure, routeThroughDeployments } from '../chat/deployment-call.ts';
-import { settleWholeAnswer } from '../chat/settled-answer.ts';
-import type { ResponseSink } from '../chat/sink.ts';
-import { countTokens } from '../chat/usage.ts';
+import { RequestBill, type BillOptions } from '../metered/bill.ts';
+import type { ChatDeps } from '../metered/deps.ts';
+import { chainFailure, routeThroughDeployments } from '../metered/deployment-call.ts';
+import { settleWholeAnswer } from '../metered/settled-answer.ts';
+import type { ResponseSink } from '../metered/sink.ts';
+import { countTokens } from '../metered/usage-estimate.ts';
 import { renderEmbeddings } from './answer.ts';
 import { chargeOf } from '../protocols/charge.ts';
 import { embeddingsAttempt } from './call.ts';
@@ -17,13 +17,24 @@ import type { EmbeddingsPlan } from './plan.ts';
 
 /**
  * Reserves the plan's bound on the key's wallet, calls the provider, and finishes the bill exactly
- * once, as chat does (src/chat/run.ts): the reported prompt tokens at the model's price on an
+ * once, as chat does (src/metered/run.ts): the reported prompt tokens at the model's price on an
  * answer, nothing on a failure. A refused outcome, with nothing sent and nothing reserved, when the
  * balance or the key's spend limit cannot cover the reservation; each caller words that refusal.
  */
-export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestId: string, key: KeyRow, plan: EmbeddingsPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
+export async function runEmbeddings(
+  deps: ChatDeps,
+  sink: ResponseSink,
+  requestId: string,
+  key: KeyRow,
+  plan: EmbeddingsPlan,
+  opts: BillOptions = {},
+): Promise<ReserveOutcome> {
   const reserved = await deps.reserve({
-    wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, keyHasLimit: key.spend_limit_usdc !== null,
+    wallet: key.wallet,
+    apiKeyId: key.id,
+    requestId,
+    amountUsdc: plan.reservationUsdc,
+    keyHasLimit: key.spend_limit_usdc !== null,
   });
   if (!reserved.ok) return reserved;
 
@@ -33,9 +44,17 @@ export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestI
   try {
     // Every deployment of an embedding model is openai-compatible (checked at start-up), so each can take it.
     const routes = plan.model.deployments.map((deployment) => ({ deployment }));
-    const chain = await routeThroughDeployments(deps, sink.log, plan.model, routes, requestId, (route, adapter) => embeddingsAttempt(adapter, plan, requestId, route.deployment), {
-      cancelled: () => sink.destroyed,
-    });
+    const chain = await routeThroughDeployments(
+      deps,
+      sink.log,
+      plan.model,
+      routes,
+      requestId,
+      (route, adapter) => embeddingsAttempt(adapter, plan, requestId, route.deployment),
+      {
+        cancelled: () => sink.destroyed,
+      },
+    );
     bill.markUpstreamResponse();
     if (!chain.ok) {
       await bill.void('upstream_error');
@@ -56,7 +75,11 @@ export async function runEmbeddings(deps: ChatDeps, sink: ResponseSink, requestI
   return reserved;
 }
 
-const promptUsage = (tokens: number, estimated: boolean): Usage => ({ input: { total: tokens, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated });
+const promptUsage = (tokens: number, estimated: boolean): Usage => ({
+  input: { total: tokens, cacheRead: 0, cacheWrite: 0 },
+  output: { total: 0, reasoning: 0 },
+  estimated,
+});
 
 /**
  * A provider that reported no usage is billed an estimate, as chat is: token arrays exactly, strings
@@ -79,7 +102,7 @@ async function chargeOversize(bill: RequestBill, plan: EmbeddingsPlan, oversize:
   const usage = promptUsage(reported ?? (await estimatePromptTokens(plan)), reported === null);
   const outcome = await bill.settle(usage, 'answer_too_large');
   const charged = outcome.applied ? outcome.chargedUsdc : 0;
-  const tokens = `${usage.input.total} prompt tokens${reported === null ? ' (estimated: the answer\'s usage could not be read)' : ''}`;
+  const tokens = `${usage.input.total} prompt tokens${reported === null ? " (estimated: the answer's usage could not be read)" : ''}`;
   const what = `the provider's embeddings answer was over the ${MAX_ANSWER_BYTES} bytes the gateway reads, so it cannot be delivered`;
   const paid = `the provider embedded and billed every input, so this request was charged ${charged} micro-USDC for ${tokens}`;
   const headers = { 'x-should-retry': 'false', 'x-tollgate-charged-usdc': String(charged) };

@@ -23,11 +23,36 @@ export const CANNED_ANSWER =
 const PRICES = { promptCostPer1M: '0.15', completionCostPer1M: '0.6' } as const;
 
 export const FAKE_MODELS: readonly ModelConfig[] = [
-  { type: 'chat', provider: FAKE_OPENAI_PROVIDER, name: 'canned-chat', contextLength: 128_000, maxOutputTokens: 4096, reasoningFamily: 'none', created: 1735689600, ...PRICES },
   {
-    type: 'chat', provider: FAKE_ANTHROPIC_PROVIDER, name: 'canned-claude', contextLength: 200_000, maxOutputTokens: 4096, reasoningFamily: 'none', created: 1735689600, ...PRICES,
+    type: 'chat',
+    provider: FAKE_OPENAI_PROVIDER,
+    name: 'canned-chat',
+    contextLength: 128_000,
+    maxOutputTokens: 4096,
+    reasoningFamily: 'none',
+    created: 1735689600,
+    ...PRICES,
   },
-  { type: 'embedding', provider: FAKE_OPENAI_PROVIDER, name: 'canned-embedding', contextLength: 8191, maxOutputTokens: 1, reasoningFamily: 'none', created: 1735689600, promptCostPer1M: '0.02' },
+  {
+    type: 'chat',
+    provider: FAKE_ANTHROPIC_PROVIDER,
+    name: 'canned-claude',
+    contextLength: 200_000,
+    maxOutputTokens: 4096,
+    reasoningFamily: 'none',
+    created: 1735689600,
+    ...PRICES,
+  },
+  {
+    type: 'embedding',
+    provider: FAKE_OPENAI_PROVIDER,
+    name: 'canned-embedding',
+    contextLength: 8191,
+    maxOutputTokens: 1,
+    reasoningFamily: 'none',
+    created: 1735689600,
+    promptCostPer1M: '0.02',
+  },
 ];
 
 /** A refusal of --fake-providers, saying what the flag is for and `why` it may not run here. */
@@ -38,7 +63,9 @@ export function fakeProvidersRefusal(config: Pick<Config, 'providers' | 'topup'>
   if (env.NODE_ENV === 'production') return refuse('NODE_ENV is production; unset it, or run without --fake-providers');
   const paid = config.topup.offers.filter((o) => !KNOWN_CHAINS[Number(o.network.split(':')[1])]?.testnet).map((o) => o.network);
   if (paid.length > 0) {
-    return refuse(`topup.offers accepts stablecoins on ${[...new Set(paid)].join(', ')}, not a known test or local chain, so real money could buy canned answers; remove those offers or run without --fake-providers`);
+    return refuse(
+      `topup.offers accepts stablecoins on ${[...new Set(paid)].join(', ')}, not a known test or local chain, so real money could buy canned answers; remove those offers or run without --fake-providers`,
+    );
   }
   const taken = [FAKE_OPENAI_PROVIDER, FAKE_ANTHROPIC_PROVIDER].filter((p) => config.providers[p]);
   if (taken.length > 0) return refuse(`the configuration already has a provider named ${taken.join(' and ')}; rename it, or run without --fake-providers`);
@@ -63,7 +90,14 @@ export async function startBuiltInFakes(config: Config): Promise<BuiltInFakes> {
     ...config.providers,
     [FAKE_OPENAI_PROVIDER]: { type: 'openai-compatible', baseUrl: openai.url, maxConnections: 64 },
     // Anthropic's wire format names a key in every request; the fake takes any, so it gets a fixed one.
-    [FAKE_ANTHROPIC_PROVIDER]: { type: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'TOLLGATE_FAKE_ANTHROPIC_KEY', maxConnections: 64, anthropicVersion: '2023-06-01', anthropicBeta: [] },
+    [FAKE_ANTHROPIC_PROVIDER]: {
+      type: 'anthropic',
+      baseUrl: anthropic.url,
+      apiKeyEnv: 'TOLLGATE_FAKE_ANTHROPIC_KEY',
+      maxConnections: 64,
+      anthropicVersion: '2023-06-01',
+      anthropicBeta: [],
+    },
   };
   const ids = FAKE_MODELS.map((m) => `${m.provider}/${m.name}`);
   return {

@@ -17,7 +17,9 @@ import { refuse } from './built-in.ts';
  */
 export async function fakeProvidersDatabaseRefusal(databaseUrl: string): Promise<string | null> {
   if (!databaseUrl.startsWith('sqlite:')) {
-    return refuse('database.url is PostgreSQL, the database production gateways share; try Tollgate on a SQLite file (database.url: sqlite:<file>), or run without --fake-providers');
+    return refuse(
+      'database.url is PostgreSQL, the database production gateways share; try Tollgate on a SQLite file (database.url: sqlite:<file>), or run without --fake-providers',
+    );
   }
   const path = databaseUrl.slice('sqlite:'.length);
   if (path === ':memory:' || !existsSync(path.replace(/^\/\/(?=\/)/, ''))) return null;
@@ -28,7 +30,9 @@ export async function fakeProvidersDatabaseRefusal(databaseUrl: string): Promise
     const rows = await storage.db.selectFrom('payments').select('network').distinct().where('status', '=', 'credited').execute();
     const paid = rows.map((r) => r.network).filter((n) => !isTestNetwork(n));
     if (paid.length === 0) return null;
-    return refuse(`the database holds balances paid on ${paid.join(', ')}, not a known test or local chain, so real money could buy canned answers; use another database file, or run without --fake-providers`);
+    return refuse(
+      `the database holds balances paid on ${paid.join(', ')}, not a known test or local chain, so real money could buy canned answers; use another database file, or run without --fake-providers`,
+    );
   } finally {
     await storage.close();
   }

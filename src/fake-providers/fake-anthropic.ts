@@ -35,8 +35,14 @@ export interface FakeAnthropicOptions {
 
 /** Anthropic's error type for each status it answers with. */
 const ERROR_TYPES: Readonly<Record<number, string>> = {
-  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error',
-  413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error', 529: 'overloaded_error',
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  529: 'overloaded_error',
 };
 
 export async function startFakeAnthropic(opts: FakeAnthropicOptions = {}): Promise<FakeAnthropic> {
@@ -88,14 +94,27 @@ async function respond(b: FakeAnthropicBehaviour, opts: FakeAnthropicOptions, re
   if (window !== undefined && prompt > window) return fail(res, 400, `prompt is too long: ${prompt} tokens > ${window} maximum`);
 
   if (body.stream === true) return stream(b, res, id, body.model, answer);
-  const message: Record<string, unknown> = { id, type: 'message', role: 'assistant', model: body.model, content: answer.content, stop_reason: answer.stop_reason, stop_sequence: answer.stop_sequence };
+  const message: Record<string, unknown> = {
+    id,
+    type: 'message',
+    role: 'assistant',
+    model: body.model,
+    content: answer.content,
+    stop_reason: answer.stop_reason,
+    stop_sequence: answer.stop_sequence,
+  };
   if (!b.omitUsage) message.usage = { ...answer.usage, service_tier: 'standard' };
   const text = JSON.stringify(message);
   res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_fake${randomId()}` }).end(b.rewriteAnswer ? b.rewriteAnswer(text) : text);
 }
 
 async function stream(b: FakeAnthropicBehaviour, res: ServerResponse, id: string, model: string, answer: Answer): Promise<void> {
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'request-id': `req_fake${randomId()}` });
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    'request-id': `req_fake${randomId()}`,
+  });
   const send = async (event: Record<string, unknown> & { type: string }) => {
     if (res.destroyed) return;
     const json = b.spacedJson ? JSON.stringify(event, null, 1).replace(/\n */g, ' ') : JSON.stringify(event);
@@ -105,7 +124,19 @@ async function stream(b: FakeAnthropicBehaviour, res: ServerResponse, id: string
   const usage = b.omitUsage ? {} : { usage: answer.usage };
 
   // message_start reports the input side in full and output as it stands (Anthropic sends 1 here).
-  await send({ type: 'message_start', message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, ...(b.omitUsage ? {} : { usage: { ...answer.usage, output_tokens: 1 } }) } });
+  await send({
+    type: 'message_start',
+    message: {
+      id,
+      type: 'message',
+      role: 'assistant',
+      model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      ...(b.omitUsage ? {} : { usage: { ...answer.usage, output_tokens: 1 } }),
+    },
+  });
   await send({ type: 'ping' });
   let textDeltas = 0;
   for (const [index, block] of answer.content.entries()) {
@@ -133,7 +164,8 @@ async function stream(b: FakeAnthropicBehaviour, res: ServerResponse, id: string
     } else {
       await send({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: block.id, name: block.name, input: {} } });
       const json = JSON.stringify(block.input);
-      for (let i = 0; i < json.length; i += 8) await send({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: json.slice(i, i + 8) } });
+      for (let i = 0; i < json.length; i += 8)
+        await send({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: json.slice(i, i + 8) } });
     }
     await send({ type: 'content_block_stop', index });
   }

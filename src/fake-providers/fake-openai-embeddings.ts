@@ -23,7 +23,9 @@ export const FAKE_EMBEDDING_DIMENSIONS = 8;
 export function fakeEmbedding(input: string | number[], dimensions = FAKE_EMBEDDING_DIMENSIONS): number[] {
   const raw: number[] = [];
   for (let block = 0; raw.length < dimensions; block++) {
-    const digest = createHash('sha256').update(`${block}:${JSON.stringify(input)}`).digest();
+    const digest = createHash('sha256')
+      .update(`${block}:${JSON.stringify(input)}`)
+      .digest();
     for (let i = 0; i + 4 <= digest.length && raw.length < dimensions; i += 4) raw.push(digest.readInt32LE(i) / 2 ** 31);
   }
   const norm = Math.hypot(...raw) || 1;
@@ -40,8 +42,13 @@ export function respondEmbeddings(b: EmbeddingsBehaviour, body: any, res: Server
   const window = contextLengths?.[body?.model];
   const tooLong = window === undefined ? -1 : inputs.findIndex((input) => inputTokens(input) > window);
   if (inputs.length === 0 || tooLong >= 0) {
-    const message = inputs.length === 0 ? "'input' is a required property" : `This model's maximum context length is ${window} tokens, however you requested ${inputTokens(inputs[tooLong])} tokens in input[${tooLong}].`;
-    res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: 'input', code: null } }));
+    const message =
+      inputs.length === 0
+        ? "'input' is a required property"
+        : `This model's maximum context length is ${window} tokens, however you requested ${inputTokens(inputs[tooLong])} tokens in input[${tooLong}].`;
+    res
+      .writeHead(400, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: 'input', code: null } }));
     return;
   }
   const base64 = body.encoding_format === 'base64';

@@ -119,7 +119,14 @@ export function fakePromptTokens(body: any, partTokens: number): number {
   return fakeTokens(JSON.stringify(messages) + inputs.join('')) + parts * partTokens;
 }
 
-async function respond(_fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, body: any, contextLengths?: Record<string, number>): Promise<void> {
+async function respond(
+  _fake: FakeOpenAI,
+  b: FakeBehaviour,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: any,
+  contextLengths?: Record<string, number>,
+): Promise<void> {
   const embeddings = req.url?.endsWith('/embeddings') ?? false;
   if (req.method !== 'POST' || !(embeddings || req.url?.endsWith('/chat/completions'))) {
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error' } }));
@@ -145,9 +152,16 @@ async function respond(_fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage
   // The refusal looks at the prompt as sent; an injected `usage` is a provider lying about its bill.
   if (window !== undefined && promptTokens > window) {
     res.writeHead(400, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({
-      error: { message: `This model's maximum context length is ${window} tokens. However, your messages resulted in ${promptTokens} tokens.`, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' },
-    }));
+    res.end(
+      JSON.stringify({
+        error: {
+          message: `This model's maximum context length is ${window} tokens. However, your messages resulted in ${promptTokens} tokens.`,
+          type: 'invalid_request_error',
+          param: 'messages',
+          code: 'context_length_exceeded',
+        },
+      }),
+    );
     return;
   }
 
@@ -167,7 +181,12 @@ async function respond(_fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage
     completion_tokens: b.usage?.completion_tokens ?? completionTokens * n,
     total_tokens: 0,
     prompt_tokens_details: { cached_tokens: b.usage?.cached_tokens ?? 0, audio_tokens: 0 },
-    completion_tokens_details: { reasoning_tokens: b.usage?.reasoning_tokens ?? reasoningTokens, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: b.usage?.reasoning_tokens ?? reasoningTokens,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
     ...b.usageExtra,
   };
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
@@ -191,7 +210,16 @@ async function respond(_fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage
   const includeUsage = body.stream_options?.include_usage === true && !b.omitUsage;
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => {
-    const obj: Record<string, unknown> = { id, object: 'chat.completion.chunk', created, model, service_tier: 'default', system_fingerprint: 'fp_fake', choices, ...extra };
+    const obj: Record<string, unknown> = {
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      service_tier: 'default',
+      system_fingerprint: 'fp_fake',
+      choices,
+      ...extra,
+    };
     if (includeUsage && !('usage' in extra)) obj.usage = null;
     // Indented, then folded onto one line: only structural whitespace is touched (strings escape \n).
     const json = b.spacedJson ? JSON.stringify(obj, null, 1).replace(/\n */g, ' ') : JSON.stringify(obj);
@@ -205,10 +233,26 @@ async function respond(_fake: FakeOpenAI, b: FakeBehaviour, req: IncomingMessage
 
   for (let index = 0; index < n; index++) {
     if (b.toolCall) {
-      await write(chunk([{ index, delta: { role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_fake1', type: 'function', function: { name: b.toolCall.name, arguments: '' } }], refusal: null }, logprobs: null, finish_reason: null }]));
+      await write(
+        chunk([
+          {
+            index,
+            delta: {
+              role: 'assistant',
+              content: null,
+              tool_calls: [{ index: 0, id: 'call_fake1', type: 'function', function: { name: b.toolCall.name, arguments: '' } }],
+              refusal: null,
+            },
+            logprobs: null,
+            finish_reason: null,
+          },
+        ]),
+      );
       const args = b.toolCall.arguments;
       for (let i = 0; i < args.length; i += 8) {
-        await write(chunk([{ index, delta: { tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + 8) } }] }, logprobs: null, finish_reason: null }]));
+        await write(
+          chunk([{ index, delta: { tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + 8) } }] }, logprobs: null, finish_reason: null }]),
+        );
       }
       await write(chunk([{ index, delta: {}, logprobs: null, finish_reason: 'tool_calls' }]));
       continue;

@@ -178,7 +178,12 @@ export class GatewayClient {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
-      throw new GatewayError(0, 'UNREACHABLE', `cannot reach the gateway at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); check the URL and that it is running`, null);
+      throw new GatewayError(
+        0,
+        'UNREACHABLE',
+        `cannot reach the gateway at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); check the URL and that it is running`,
+        null,
+      );
     }
   }
 }

@@ -57,7 +57,11 @@ export async function topUp(client: GatewayClient, usd: number, opts: TopupOptio
 
   let res: Response;
   try {
-    res = await paying(`${client.baseUrl}/v1/topup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amount: usd }) });
+    res = await paying(`${client.baseUrl}/v1/topup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: usd }),
+    });
   } catch (err) {
     throw new Error(`the payment could not be made: ${(err as Error).message}`);
   }
@@ -106,10 +110,21 @@ export function chooseOffer(accepts: PaymentRequirements[], usd: number, method?
     throw new GatewayError(402, 'NO_OFFER', `the gateway does not accept ${method} payments (it offers: ${methods})`, null);
   }
   const decimals = offer.extra?.decimals;
-  if (typeof decimals !== 'number') throw new GatewayError(402, 'NO_OFFER', `the offer for ${offer.asset} does not state its decimals; refusing to sign an amount that cannot be checked`, null);
+  if (typeof decimals !== 'number')
+    throw new GatewayError(
+      402,
+      'NO_OFFER',
+      `the offer for ${offer.asset} does not state its decimals; refusing to sign an amount that cannot be checked`,
+      null,
+    );
   const expected = parseUnits(String(usd), decimals).toString();
   if (offer.amount !== expected) {
-    throw new GatewayError(402, 'NO_OFFER', `the gateway asks for ${offer.amount} units of ${offer.asset} for $${usd} (expected ${expected}); refusing to sign`, null);
+    throw new GatewayError(
+      402,
+      'NO_OFFER',
+      `the gateway asks for ${offer.amount} units of ${offer.asset} for $${usd} (expected ${expected}); refusing to sign`,
+      null,
+    );
   }
   return offer;
 }
@@ -127,5 +142,10 @@ async function followPending(client: GatewayClient, paymentId: number, opts: Top
     if (!entry) throw new GatewayError(402, 'PAYMENT_FAILED', `payment ${paymentId} failed on chain and was not credited; you may pay again`, null);
     if (entry.status === 'credited') return entry;
   }
-  throw new GatewayError(202, 'STILL_PENDING', `payment ${paymentId} is still pending; it will be credited when it settles (check with: tollgate wallet topups). Do not pay again`, null);
+  throw new GatewayError(
+    202,
+    'STILL_PENDING',
+    `payment ${paymentId} is still pending; it will be credited when it settles (check with: tollgate wallet topups). Do not pay again`,
+    null,
+  );
 }

@@ -47,7 +47,10 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, format: 
   noteRefusal(reply, err.code, err.extra.param);
   // A chat route of another protocol (Anthropic Messages, …) writes errors in that protocol's shape.
   const own = codec?.errorBody;
-  void reply.code(err.status).headers(retryHeaders(err)).send(own ? own(err) : errorBody(formatFor(request, format), err));
+  void reply
+    .code(err.status)
+    .headers(retryHeaders(err))
+    .send(own ? own(err) : errorBody(formatFor(request, format), err));
 }
 
 /** Seconds a client is told to wait before retrying a 429 or 503 that named no wait of its own. */
@@ -62,7 +65,7 @@ export const DEFAULT_RETRY_AFTER_SECONDS = 1;
  * once they settle (src/http/auth/key-checks.ts). A 429 or 503 is worth retrying, after `Retry-After`
  * (kept when the refusal set its own), unless the refusal said `x-should-retry: false` itself: a 503
  * for the gateway's own configuration (src/http/inference/provider-ready.ts) answers the same until the
- * operator changes it, so it invites no retry. A 502 carries what its mapping set (src/chat/upstream-error.ts:
+ * operator changes it, so it invites no retry. A 502 carries what its mapping set (src/metered/upstream-error.ts:
  * `x-should-retry: false` for a provider's own refusal, the provider's Retry-After when it was busy).
  */
 export function retryHeaders(err: ApiError): Record<string, string> {

@@ -48,12 +48,15 @@ export async function startFacilitatorServer(config: Config, opts: FacilitatorSe
     const b = (body ?? {}) as Record<string, unknown>;
     const payload = PaymentPayloadSchema.safeParse(b.paymentPayload);
     const requirements = PaymentRequirementsSchema.safeParse(b.paymentRequirements);
-    if (!payload.success || !requirements.success) return { reason: 'invalid_payload', message: 'send {paymentPayload, paymentRequirements} as the x402 facilitator API defines them' };
+    if (!payload.success || !requirements.success)
+      return { reason: 'invalid_payload', message: 'send {paymentPayload, paymentRequirements} as the x402 facilitator API defines them' };
     const req = requirements.data as PaymentRequirements;
-    if (req.payTo.toLowerCase() !== payTo) return { reason: 'pay_to_not_served', message: 'this facilitator settles only payments to its own payTo (topup.payTo in its configuration)' };
+    if (req.payTo.toLowerCase() !== payTo)
+      return { reason: 'pay_to_not_served', message: 'this facilitator settles only payments to its own payTo (topup.payTo in its configuration)' };
     // The schemes read the amount with BigInt, which throws on "1.5" (a 500) and reads "" or " " as
     // 0: an upto settle of 0 answers success with nothing sent. So only digits pass.
-    const amount = badAmount(req.amount, 'paymentRequirements.amount') ?? badAmount((payload.data as PaymentPayload).accepted?.amount, 'paymentPayload.accepted.amount');
+    const amount =
+      badAmount(req.amount, 'paymentRequirements.amount') ?? badAmount((payload.data as PaymentPayload).accepted?.amount, 'paymentPayload.accepted.amount');
     if (amount) return { reason: 'invalid_amount', message: amount };
     return { payload: payload.data as PaymentPayload, requirements: req };
   };
@@ -73,7 +76,8 @@ export async function startFacilitatorServer(config: Config, opts: FacilitatorSe
 
   app.post('/settle', async (request, reply) => {
     const input = parse(request.body);
-    if ('reason' in input) return reply.code(400).send({ success: false, errorReason: input.reason, errorMessage: input.message, transaction: '', network: '' });
+    if ('reason' in input)
+      return reply.code(400).send({ success: false, errorReason: input.reason, errorMessage: input.message, transaction: '', network: '' });
     try {
       return await settleOnce(input.payload, input.requirements, () => facilitator.settle(input.payload, input.requirements));
     } catch (err) {

@@ -36,8 +36,18 @@ export interface KeyRow extends KeyLimits {
 
 /** Every column a KeyRow is read from (never the hash). */
 export const KEY_COLUMNS = [
-  'id', 'wallet', 'label', 'created_at', 'revoked_at', 'last_used_at', 'prefix', 'last4',
-  'spend_limit_usdc', 'spend_limit_period', 'allowed_models', 'expires_at',
+  'id',
+  'wallet',
+  'label',
+  'created_at',
+  'revoked_at',
+  'last_used_at',
+  'prefix',
+  'last4',
+  'spend_limit_usdc',
+  'spend_limit_period',
+  'allowed_models',
+  'expires_at',
 ] as const;
 
 type StoredKey = Omit<Pick<ApiKeyTable, (typeof KEY_COLUMNS)[number]>, 'id'> & { id: number };
@@ -56,10 +66,27 @@ export function toKeyRow(r: StoredKey): KeyRow {
   };
 }
 
-export async function insertKey(db: Kysely<Database>, wallet: string, issued: IssuedKey, label: string, limits: KeyLimits = NO_LIMITS, now = Date.now()): Promise<KeyRow> {
+export async function insertKey(
+  db: Kysely<Database>,
+  wallet: string,
+  issued: IssuedKey,
+  label: string,
+  limits: KeyLimits = NO_LIMITS,
+  now = Date.now(),
+): Promise<KeyRow> {
   const row = await db
     .insertInto('api_keys')
-    .values({ wallet, key_hash: issued.hash, prefix: issued.prefix, last4: issued.last4, label, created_at: now, revoked_at: null, last_used_at: null, ...limitColumns(limits) })
+    .values({
+      wallet,
+      key_hash: issued.hash,
+      prefix: issued.prefix,
+      last4: issued.last4,
+      label,
+      created_at: now,
+      revoked_at: null,
+      last_used_at: null,
+      ...limitColumns(limits),
+    })
     .returning(KEY_COLUMNS)
     .executeTakeFirstOrThrow();
   return toKeyRow(row);

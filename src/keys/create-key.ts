@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Engine } from '../storage/database.ts';
 import type { Database } from '../storage/schema.ts';
 import { lockWallet } from '../ledger/balances.ts';
-import { applyMovement } from '../ledger/credits.ts';
+import { applyMovement } from '../ledger/movements.ts';
 import { countActiveKeys, generateKey, insertKey, type KeyRow } from './api-keys.ts';
 import { attributeReferral, claimRedeemCode } from '../codes/codes.ts';
 import type { KeyLimits } from './limits.ts';
@@ -15,9 +15,7 @@ export interface CreateKeyRequest {
   limits?: KeyLimits;
 }
 
-export type CreateKeyOutcome =
-  | { ok: true; key: string; row: KeyRow; redeemedCreditUsdc?: number }
-  | { ok: false; reason: string };
+export type CreateKeyOutcome = { ok: true; key: string; row: KeyRow; redeemedCreditUsdc?: number } | { ok: false; reason: string };
 
 /** Thrown inside the transaction to roll it back; turned into an outcome outside. */
 class Refusal extends Error {}
@@ -26,13 +24,7 @@ class Refusal extends Error {}
  * Creates an API key, and in the same transaction redeems a code or records a referral. Either all
  * of it happens or none: a bad code leaves no key, and a key cap reached leaves the code unused.
  */
-export async function createApiKey(
-  db: Kysely<Database>,
-  engine: Engine,
-  secret: Buffer,
-  maxActive: number,
-  req: CreateKeyRequest,
-): Promise<CreateKeyOutcome> {
+export async function createApiKey(db: Kysely<Database>, engine: Engine, secret: Buffer, maxActive: number, req: CreateKeyRequest): Promise<CreateKeyOutcome> {
   const wallet = req.wallet.toLowerCase();
   try {
     return await db.transaction().execute(async (trx) => {

@@ -19,7 +19,11 @@ export async function currentSpend(db: Kysely<Database>, keys: KeyRow[], now = D
     ? await db
         .selectFrom('key_spend')
         .select(['api_key_id', 'period', 'spent_usdc', 'locked_usdc'])
-        .where('api_key_id', 'in', keys.map((k) => k.id))
+        .where(
+          'api_key_id',
+          'in',
+          keys.map((k) => k.id),
+        )
         .where('period', 'in', [...new Set(bucketOfKey.values())])
         .execute()
     : [];

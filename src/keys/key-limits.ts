@@ -5,7 +5,6 @@ import { loosenedLimits } from './limit-direction.ts';
 import type { KeyLimits } from './limits.ts';
 import { SPEND_PERIODS, type SpendPeriod } from '../ledger/spend-periods.ts';
 
-
 /** A change to a key's limits: a field left undefined stays as it is, null clears it. */
 export type LimitChanges = { [K in keyof KeyLimits]?: KeyLimits[K] };
 
@@ -31,7 +30,12 @@ export function limitColumns(l: KeyLimits) {
   };
 }
 
-export function limitsFromColumns(r: { spend_limit_usdc: number | null; spend_limit_period: string | null; allowed_models: string | null; expires_at: number | null }): KeyLimits {
+export function limitsFromColumns(r: {
+  spend_limit_usdc: number | null;
+  spend_limit_period: string | null;
+  allowed_models: string | null;
+  expires_at: number | null;
+}): KeyLimits {
   return {
     spend_limit_usdc: r.spend_limit_usdc === null ? null : Number(r.spend_limit_usdc),
     spend_limit_period: r.spend_limit_usdc === null ? null : ((r.spend_limit_period ?? 'total') as SpendPeriod),
@@ -65,7 +69,12 @@ export function parseLimitInput(input: LimitInput, catalog: Catalog, now: number
   const models = input.models;
   if (models !== undefined) {
     if (models === null) changes.allowed_models = null;
-    else if (!Array.isArray(models) || models.length === 0 || models.length > MAX_MODELS || !models.every((m) => typeof m === 'string' && m.length > 0 && m.length <= 200)) {
+    else if (
+      !Array.isArray(models) ||
+      models.length === 0 ||
+      models.length > MAX_MODELS ||
+      !models.every((m) => typeof m === 'string' && m.length > 0 && m.length <= 200)
+    ) {
       problems.push(`models must be a list of 1 to ${MAX_MODELS} model ids (see GET /v1/models), or null to allow every model`);
     } else {
       const resolved = resolveModelIds(catalog, models as string[]);
@@ -129,10 +138,19 @@ const CONCURRENT_CHANGE_ATTEMPTS = 5;
  * A new limit applies to the next reservation on every instance at once (it is read there); a
  * model list or expiry within the key cache's TTL.
  */
-export async function updateKeyLimits(db: Kysely<Database>, id: number, wallet: string | null, changes: LimitChanges, mayLoosen: boolean): Promise<UpdateLimitsOutcome> {
+export async function updateKeyLimits(
+  db: Kysely<Database>,
+  id: number,
+  wallet: string | null,
+  changes: LimitChanges,
+  mayLoosen: boolean,
+): Promise<UpdateLimitsOutcome> {
   for (let attempt = 0; attempt < CONCURRENT_CHANGE_ATTEMPTS; attempt++) {
     const outcome = await db.transaction().execute(async (trx): Promise<UpdateLimitsOutcome | 'changed_meanwhile'> => {
-      let query = trx.selectFrom('api_keys').select(['revoked_at', 'spend_limit_usdc', 'spend_limit_period', 'allowed_models', 'expires_at']).where('id', '=', id);
+      let query = trx
+        .selectFrom('api_keys')
+        .select(['revoked_at', 'spend_limit_usdc', 'spend_limit_period', 'allowed_models', 'expires_at'])
+        .where('id', '=', id);
       if (wallet !== null) query = query.where('wallet', '=', wallet);
       const row = await query.executeTakeFirst();
       if (!row) return { ok: false, reason: 'not_found' };

@@ -2,7 +2,7 @@ import type { SpendPeriod } from '../ledger/spend-periods.ts';
 
 /**
  * What an owner can restrict a key to: a spend limit per period, a list of models, an
- * expiry. NULL is "no restriction". The limit is enforced in the reservation (src/ledger/key-limit.ts),
+ * expiry. NULL is "no restriction". The limit is enforced in the reservation (src/ledger/key-spend-limit.ts),
  * the model list and the expiry before it (src/http/auth/key-checks.ts).
  */
 export interface KeyLimits {

@@ -9,11 +9,7 @@ export interface Balance {
 
 /** A wallet's balance; a wallet we have never seen has a zero balance, never a 404. */
 export async function getBalance(db: Kysely<Database>, wallet: string): Promise<Balance> {
-  const row = await db
-    .selectFrom('wallets')
-    .select(['balance_usdc', 'locked_usdc'])
-    .where('address', '=', wallet.toLowerCase())
-    .executeTakeFirst();
+  const row = await db.selectFrom('wallets').select(['balance_usdc', 'locked_usdc']).where('address', '=', wallet.toLowerCase()).executeTakeFirst();
   const balance = Number(row?.balance_usdc ?? 0);
   const locked = Number(row?.locked_usdc ?? 0);
   return { balance_usdc: balance, locked_usdc: locked, available_usdc: balance - locked };

@@ -118,7 +118,15 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
       `request ${f.request_id} (wallet ${f.wallet}): answered during a database outage and charged late ${f.charged_usdc} of its ${f.requested_usdc} (the wallet's free balance or its key's spend limit ran short)`,
     );
   }
-  return { ok: problems.length === 0, wallets: wallets.length, entries: Number(totals.entries), creditsUsdc: credits, chargesUsdc: charges, problems, findings };
+  return {
+    ok: problems.length === 0,
+    wallets: wallets.length,
+    entries: Number(totals.entries),
+    creditsUsdc: credits,
+    chargesUsdc: charges,
+    problems,
+    findings,
+  };
 }
 
 /**
@@ -141,8 +149,12 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
       'p.onchain_amount_atomic',
       'p.upto_state',
       sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id)`.as('n'),
-      sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id and e.wallet = p.payer)`.as('to_payer'),
-      sql<number>`coalesce((select sum(e.amount_usdc) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id), 0)`.as('credit'),
+      sql<number>`(select count(*) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id and e.wallet = p.payer)`.as(
+        'to_payer',
+      ),
+      sql<number>`coalesce((select sum(e.amount_usdc) from ledger_entries e where e.kind = 'topup' and e.reference = ${sql.lit('payment:')} || p.id), 0)`.as(
+        'credit',
+      ),
     ])
     .execute();
   for (const p of payments) {
@@ -155,7 +167,9 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
     if (expected !== 1 || p.state !== 'credited') continue;
     if (Number(p.to_payer) !== 1) problems.push(`payment ${p.id}: its credit does not go to the payer`);
     if (p.token_decimals === null) {
-      problems.push(`payment ${p.id}: its recorded amounts disagree (${p.amount_atomic} token units, ${p.amount_usdc} micro-USDC); compare with the chain (ledger-check --chain)`);
+      problems.push(
+        `payment ${p.id}: its recorded amounts disagree (${p.amount_atomic} token units, ${p.amount_usdc} micro-USDC); compare with the chain (ledger-check --chain)`,
+      );
       continue;
     }
     const unit = 10n ** BigInt(Number(p.token_decimals) - 6);
@@ -177,7 +191,13 @@ export async function paymentProblems(db: Kysely<Database>): Promise<string[]> {
     .select(sql<number>`count(*)`.as('n'))
     .where('e.kind', '=', 'topup')
     .where(({ not, exists, selectFrom }) =>
-      not(exists(selectFrom('payments as p').select('p.id').whereRef(sql`${sql.lit('payment:')} || p.id`, '=', 'e.reference'))),
+      not(
+        exists(
+          selectFrom('payments as p')
+            .select('p.id')
+            .whereRef(sql`${sql.lit('payment:')} || p.id`, '=', 'e.reference'),
+        ),
+      ),
     )
     .executeTakeFirstOrThrow();
   if (Number(unbacked.n) > 0) problems.push(`${unbacked.n} top-up credits have no payment behind them`);

@@ -71,7 +71,9 @@ export async function keySpendProblems(db: Kysely<Database>): Promise<string[]> 
     const e = expected.get(id);
     const [spent, locked] = [Number(k.spent_usdc), Number(k.locked_usdc)];
     if (spent !== (e?.spent_usdc ?? 0) || locked !== (e?.locked_usdc ?? 0)) {
-      problems.push(`api key #${k.api_key_id} ${k.period}: key spend ${spent} (locked ${locked}) != usage rows ${e?.spent_usdc ?? 0} (pending ${e?.locked_usdc ?? 0})`);
+      problems.push(
+        `api key #${k.api_key_id} ${k.period}: key spend ${spent} (locked ${locked}) != usage rows ${e?.spent_usdc ?? 0} (pending ${e?.locked_usdc ?? 0})`,
+      );
     }
   }
   for (const [id, e] of expected) {

@@ -9,8 +9,9 @@ export function finishedReservationCharges(db: Kysely<Database>) {
       'r.request_id',
       'r.charged_usdc',
       sql<number>`(select count(*) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id)`.as('charge_entries'),
-      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id), 0)`
-        .as('charged_by_ledger'),
+      sql<number>`coalesce((select -sum(e.amount_usdc) from ledger_entries e where e.kind = 'charge' and e.reference = r.request_id), 0)`.as(
+        'charged_by_ledger',
+      ),
     ])
     .where('r.status', '!=', 'pending');
 }

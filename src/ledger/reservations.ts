@@ -67,6 +67,12 @@ export async function extendLeases(storage: Pick<Storage, 'db' | 'engine'>, requ
     await renew.where('request_id', 'in', requestIds).where('status', '=', 'pending').execute();
     return;
   }
-  const free = storage.db.selectFrom('reservations').select('id').where('request_id', 'in', requestIds).where('status', '=', 'pending').forUpdate().skipLocked();
+  const free = storage.db
+    .selectFrom('reservations')
+    .select('id')
+    .where('request_id', 'in', requestIds)
+    .where('status', '=', 'pending')
+    .forUpdate()
+    .skipLocked();
   await renew.where('id', 'in', free).execute();
 }

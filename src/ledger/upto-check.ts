@@ -64,7 +64,8 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
     .execute();
   for (const p of rows) {
     const credit = Number(p.credit);
-    if (p.status !== 'credited' || credit !== Number(p.amount_usdc)) problems.push(`upto payment ${p.id} (${p.status}/${p.upto_state}): ${credit} micro-USDC held in ${p.payer}#upto, expected its maximum ${p.amount_usdc}`);
+    if (p.status !== 'credited' || credit !== Number(p.amount_usdc))
+      problems.push(`upto payment ${p.id} (${p.status}/${p.upto_state}): ${credit} micro-USDC held in ${p.payer}#upto, expected its maximum ${p.amount_usdc}`);
     if (Number(p.holds) !== 1) problems.push(`upto payment ${p.id}: held ${p.holds} times, expected once (in ${p.payer}#upto)`);
     const releases = Number(p.releases);
     const released = Number(p.released);
@@ -85,7 +86,8 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
     // The hold's own operations release every fixed payment once (0 included); the older form wrote no release of 0.
     const expectedReleases = Number(p.own_holds) > 0 ? releases === 1 : releases <= 1;
     if (!expectedReleases) problems.push(`upto payment ${p.id}: released ${releases} times once its charge was fixed, expected once`);
-    if (Number(p.hold) !== 0 && !rows.some((o) => o.payer === p.payer && o.upto_state === 'holding')) problems.push(`upto payment ${p.id}: ${p.payer}#upto still holds ${p.hold} micro-USDC after its charge was fixed`);
+    if (Number(p.hold) !== 0 && !rows.some((o) => o.payer === p.payer && o.upto_state === 'holding'))
+      problems.push(`upto payment ${p.id}: ${p.payer}#upto still holds ${p.hold} micro-USDC after its charge was fixed`);
     const charge = credit - released;
     const unit = 10n ** BigInt(Number(p.token_decimals ?? 6) - 6);
     if (p.settle_amount_atomic === null || BigInt(p.settle_amount_atomic) !== BigInt(charge) * unit) {
@@ -94,7 +96,10 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
     if (p.upto_state === 'settled' && p.onchain_amount_atomic !== p.settle_amount_atomic) {
       problems.push(`upto payment ${p.id}: ${p.onchain_amount_atomic ?? 'nothing'} token units arrived on chain for a charge of ${p.settle_amount_atomic}`);
     }
-    if (p.upto_state === 'unsettled') findings.push(`upto payment ${p.id} (wallet ${p.payer}): charged ${charge} micro-USDC, not settled on chain (${p.failure_reason}); tollgate admin upto retry ${p.id}, or write-off`);
+    if (p.upto_state === 'unsettled')
+      findings.push(
+        `upto payment ${p.id} (wallet ${p.payer}): charged ${charge} micro-USDC, not settled on chain (${p.failure_reason}); tollgate admin upto retry ${p.id}, or write-off`,
+      );
     if (p.upto_state === 'settling' && Number(p.updated_at) < now - UPTO_SETTLE_STUCK_MS) {
       const since = new Date(Number(p.updated_at)).toISOString();
       const deadline = new Date(Number(p.valid_before) * 1000).toISOString();

@@ -41,7 +41,9 @@ export async function usageDailyProblems(db: Kysely<Database>): Promise<string[]
 
   const problems: string[] = [];
   for (const [id, { rows, daily }] of cells) {
-    const wrong = COLUMNS.filter((c) => Number(daily?.[c] ?? 0) !== Number(rows?.[c] ?? 0)).map((c) => `${c} ${Number(daily?.[c] ?? 0)} != ${Number(rows?.[c] ?? 0)}`);
+    const wrong = COLUMNS.filter((c) => Number(daily?.[c] ?? 0) !== Number(rows?.[c] ?? 0)).map(
+      (c) => `${c} ${Number(daily?.[c] ?? 0)} != ${Number(rows?.[c] ?? 0)}`,
+    );
     if (wrong.length > 0) problems.push(`${id}: daily usage totals disagree with request_usage (${wrong.join(', ')})`);
   }
   return problems;

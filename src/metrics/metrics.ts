@@ -52,41 +52,140 @@ export function createMetrics(db: Kysely<Database>): Metrics {
       },
     });
   gauge('tollgate_reservations_in_flight', 'Chat reservations pending (all instances)', async () =>
-    Number((await db.selectFrom('reservations').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'pending').executeTakeFirst())?.n ?? 0),
+    Number(
+      (
+        await db
+          .selectFrom('reservations')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('status', '=', 'pending')
+          .executeTakeFirst()
+      )?.n ?? 0,
+    ),
   );
   gauge('tollgate_locked_usdc', 'Micro-USDC locked by reservations in flight (all instances)', async () =>
-    Number((await db.selectFrom('wallets').select((eb) => eb.fn.sum<number>('locked_usdc').as('n')).executeTakeFirst())?.n ?? 0),
+    Number(
+      (
+        await db
+          .selectFrom('wallets')
+          .select((eb) => eb.fn.sum<number>('locked_usdc').as('n'))
+          .executeTakeFirst()
+      )?.n ?? 0,
+    ),
   );
   gauge('tollgate_reconciler_backlog', 'Top-up payments not yet credited or closed', async () =>
-    Number((await db.selectFrom('payments').select((eb) => eb.fn.countAll<number>().as('n')).where('status', 'in', ['pending', 'submitted']).executeTakeFirst())?.n ?? 0),
+    Number(
+      (
+        await db
+          .selectFrom('payments')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('status', 'in', ['pending', 'submitted'])
+          .executeTakeFirst()
+      )?.n ?? 0,
+    ),
   );
   return {
     registry,
-    requests: new Counter({ name: 'tollgate_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['method', 'route', 'status'], registers }),
-    chatLatency: new Histogram({ name: 'tollgate_chat_duration_seconds', help: 'Chat request duration, reservation to settlement', labelNames: ['model', 'stream', 'outcome'], buckets: SECONDS, registers }),
-    upstreamLatency: new Histogram({ name: 'tollgate_upstream_response_seconds', help: 'Time until the provider answered with headers', labelNames: ['provider', 'model'], buckets: SECONDS, registers }),
-    timeToFirstToken: new Histogram({ name: 'tollgate_time_to_first_token_seconds', help: 'Streams: time until the first content chunk', labelNames: ['provider', 'model'], buckets: SECONDS, registers }),
+    requests: new Counter({
+      name: 'tollgate_http_requests_total',
+      help: 'HTTP requests by route and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    }),
+    chatLatency: new Histogram({
+      name: 'tollgate_chat_duration_seconds',
+      help: 'Chat request duration, reservation to settlement',
+      labelNames: ['model', 'stream', 'outcome'],
+      buckets: SECONDS,
+      registers,
+    }),
+    upstreamLatency: new Histogram({
+      name: 'tollgate_upstream_response_seconds',
+      help: 'Time until the provider answered with headers',
+      labelNames: ['provider', 'model'],
+      buckets: SECONDS,
+      registers,
+    }),
+    timeToFirstToken: new Histogram({
+      name: 'tollgate_time_to_first_token_seconds',
+      help: 'Streams: time until the first content chunk',
+      labelNames: ['provider', 'model'],
+      buckets: SECONDS,
+      registers,
+    }),
     tokens: new Counter({ name: 'tollgate_tokens_total', help: 'Tokens billed, by kind (prompt, completion)', labelNames: ['model', 'kind'], registers }),
-    chargedUsdc: new Counter({ name: 'tollgate_charged_usdc_total', help: 'Micro-USDC charged for chat (what the ledger charged, after the settle)', labelNames: ['model'], registers }),
-    overReservation: new Counter({ name: 'tollgate_charge_over_reservation_total', help: 'Chat settles priced above their reservation (provider usage beyond the bound)', labelNames: ['model'], registers }),
-    overReservationUsdc: new Counter({ name: 'tollgate_charge_over_reservation_usdc_total', help: 'Micro-USDC by which those charges exceeded their reservations', labelNames: ['model'], registers }),
-    unbilledAnswers: new Counter({ name: 'tollgate_unbilled_answers_total', help: 'Delivered answers that could not be billed (database down and settle spool unwritable)', labelNames: ['model'], registers }),
-    unbilledUsdc: new Counter({ name: 'tollgate_unbilled_usdc_total', help: 'Micro-USDC those unbilled answers were priced at', labelNames: ['model'], registers }),
+    chargedUsdc: new Counter({
+      name: 'tollgate_charged_usdc_total',
+      help: 'Micro-USDC charged for chat (what the ledger charged, after the settle)',
+      labelNames: ['model'],
+      registers,
+    }),
+    overReservation: new Counter({
+      name: 'tollgate_charge_over_reservation_total',
+      help: 'Chat settles priced above their reservation (provider usage beyond the bound)',
+      labelNames: ['model'],
+      registers,
+    }),
+    overReservationUsdc: new Counter({
+      name: 'tollgate_charge_over_reservation_usdc_total',
+      help: 'Micro-USDC by which those charges exceeded their reservations',
+      labelNames: ['model'],
+      registers,
+    }),
+    unbilledAnswers: new Counter({
+      name: 'tollgate_unbilled_answers_total',
+      help: 'Delivered answers that could not be billed (database down and settle spool unwritable)',
+      labelNames: ['model'],
+      registers,
+    }),
+    unbilledUsdc: new Counter({
+      name: 'tollgate_unbilled_usdc_total',
+      help: 'Micro-USDC those unbilled answers were priced at',
+      labelNames: ['model'],
+      registers,
+    }),
     topups: new Counter({ name: 'tollgate_topups_total', help: 'Top-up attempts by outcome', labelNames: ['outcome'], registers }),
     // An upto answer is delivered before it is paid: each one whose settle then failed is a loss until retried or written off.
-    uptoUnsettled: new Counter({ name: 'tollgate_upto_unsettled_total', help: 'x402 upto payments whose settle failed after their answer was delivered (see tollgate admin ledger-check)', registers }),
+    uptoUnsettled: new Counter({
+      name: 'tollgate_upto_unsettled_total',
+      help: 'x402 upto payments whose settle failed after their answer was delivered (see tollgate admin ledger-check)',
+      registers,
+    }),
     // A dropped settle is sent again by the reconciler; one that stays settling this long needs a look (ledger-check lists it).
-    uptoSettlesResent: new Counter({ name: 'tollgate_upto_settles_resent_total', help: 'x402 upto settles the node dropped, sent again by the reconciler', registers }),
+    uptoSettlesResent: new Counter({
+      name: 'tollgate_upto_settles_resent_total',
+      help: 'x402 upto settles the node dropped, sent again by the reconciler',
+      registers,
+    }),
     uptoSettlesStuck: new Gauge({
       name: 'tollgate_upto_settles_stuck',
       help: 'x402 upto payments settling for over 10 minutes, at the last reconciler pass (see tollgate admin ledger-check)',
       registers,
     }),
     rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),
-    deploymentAttempts: new Counter({ name: 'tollgate_deployment_attempts_total', help: 'Provider calls per deployment, retries included', labelNames: ['deployment'], registers }),
-    deploymentFailures: new Counter({ name: 'tollgate_deployment_failures_total', help: 'Failed provider calls per deployment, by HTTP status or transport error code', labelNames: ['deployment', 'reason'], registers }),
-    deploymentFallbacks: new Counter({ name: 'tollgate_deployment_fallbacks_total', help: 'Requests moved from a failed deployment to the next', labelNames: ['from', 'to'], registers }),
-    deploymentCooldowns: new Counter({ name: 'tollgate_deployment_cooldowns_total', help: 'Times a deployment was put in cooldown after repeated failures', labelNames: ['deployment'], registers }),
+    deploymentAttempts: new Counter({
+      name: 'tollgate_deployment_attempts_total',
+      help: 'Provider calls per deployment, retries included',
+      labelNames: ['deployment'],
+      registers,
+    }),
+    deploymentFailures: new Counter({
+      name: 'tollgate_deployment_failures_total',
+      help: 'Failed provider calls per deployment, by HTTP status or transport error code',
+      labelNames: ['deployment', 'reason'],
+      registers,
+    }),
+    deploymentFallbacks: new Counter({
+      name: 'tollgate_deployment_fallbacks_total',
+      help: 'Requests moved from a failed deployment to the next',
+      labelNames: ['from', 'to'],
+      registers,
+    }),
+    deploymentCooldowns: new Counter({
+      name: 'tollgate_deployment_cooldowns_total',
+      help: 'Times a deployment was put in cooldown after repeated failures',
+      labelNames: ['deployment'],
+      registers,
+    }),
   };
 }
 

@@ -54,10 +54,15 @@ async function auditUptoOnChain(db: Kysely<Database>, clientFor: (network: strin
     if (!client) continue;
     const facts = { ...p, amount_atomic: p.settle_amount_atomic ?? '0' };
     try {
-      const outcome = await inspectOnChain(client, facts, { nowSeconds: Math.floor(Date.now() / 1000), isClaimed: (tx) => isClaimedByOther(db, p.id, p.network, tx) });
+      const outcome = await inspectOnChain(client, facts, {
+        nowSeconds: Math.floor(Date.now() / 1000),
+        isClaimed: (tx) => isClaimedByOther(db, p.id, p.network, tx),
+      });
       const arrived = outcome.state === 'settled' ? outcome.amountAtomic.toString() : '0';
-      if (p.state === 'settled' && arrived !== p.settle_amount_atomic) audit.problems.push(`upto payment ${p.id}: ${arrived} token units arrived on chain for a charge of ${p.settle_amount_atomic}`);
-      if (p.state !== 'settled' && arrived !== '0') audit.problems.push(`upto payment ${p.id} is ${p.state} but ${arrived} token units arrived on chain for it: run tollgate admin upto retry ${p.id}`);
+      if (p.state === 'settled' && arrived !== p.settle_amount_atomic)
+        audit.problems.push(`upto payment ${p.id}: ${arrived} token units arrived on chain for a charge of ${p.settle_amount_atomic}`);
+      if (p.state !== 'settled' && arrived !== '0')
+        audit.problems.push(`upto payment ${p.id} is ${p.state} but ${arrived} token units arrived on chain for it: run tollgate admin upto retry ${p.id}`);
     } catch (err) {
       audit.problems.push(`upto payment ${p.id}: could not read its authorization on ${p.network} (${(err as Error).name})`);
     }
@@ -91,9 +96,14 @@ async function auditFailedOnChain(db: Kysely<Database>, clientFor: (network: str
     const client = clientFor(p.network);
     if (!client) continue;
     try {
-      const outcome = await inspectOnChain(client, p, { nowSeconds: Math.floor(Date.now() / 1000), isClaimed: (tx) => isClaimedByOther(db, p.id, p.network, tx) });
+      const outcome = await inspectOnChain(client, p, {
+        nowSeconds: Math.floor(Date.now() / 1000),
+        isClaimed: (tx) => isClaimedByOther(db, p.id, p.network, tx),
+      });
       if (outcome.state === 'settled') {
-        audit.problems.push(`payment ${p.id} is ${p.state} (${p.failure_reason}) but ${outcome.txHash} on ${p.network} moved ${outcome.amountAtomic} token units from ${p.payer} to ${p.pay_to} for its authorization: paid, never credited`);
+        audit.problems.push(
+          `payment ${p.id} is ${p.state} (${p.failure_reason}) but ${outcome.txHash} on ${p.network} moved ${outcome.amountAtomic} token units from ${p.payer} to ${p.pay_to} for its authorization: paid, never credited`,
+        );
       }
     } catch (err) {
       audit.problems.push(`payment ${p.id}: could not read its authorization on ${p.network} (${(err as Error).name})`);

@@ -106,12 +106,11 @@ function offerForV1(decoded: DecodedPayment, offers: Offer[]): Offer {
   // The stock v1 clients' names first; then the wider list @x402/evm reads v1 payloads with (same ids).
   const wider = Object.hasOwn(EVM_NETWORK_CHAIN_ID_MAP, network) ? EVM_NETWORK_CHAIN_ID_MAP[network as keyof typeof EVM_NETWORK_CHAIN_ID_MAP] : undefined;
   const caip = caipOfV1Network(network) ?? (wider === undefined ? undefined : `eip155:${wider}`);
-  if (caip === undefined) throw paymentMismatch(`network "${network}" is not an x402 v1 network name this gateway knows; pay with an entry of the 402 response's accepts`);
+  if (caip === undefined)
+    throw paymentMismatch(`network "${network}" is not an x402 v1 network name this gateway knows; pay with an entry of the 402 response's accepts`);
   const candidates = offers.filter((o) => o.requirements.network === caip && o.config.transferMethod === decoded.kind);
   const offer =
-    decoded.kind === 'permit2'
-      ? candidates.find((o) => same(o.requirements.asset, decoded.inner.permit2Authorization.permitted.token))
-      : candidates[0];
+    decoded.kind === 'permit2' ? candidates.find((o) => same(o.requirements.asset, decoded.inner.permit2Authorization.permitted.token)) : candidates[0];
   if (!offer) throw paymentMismatch(`no ${decoded.kind} offer on network ${network}; pay with an entry of the 402 response's accepts`);
   return offer;
 }
@@ -122,24 +121,40 @@ function eip3009Terms(inner: Extract<DecodedPayment, { kind: 'eip3009' }>['inner
   const a = inner.authorization;
   if (!same(a.to, req.payTo)) throw paymentMismatch(`the authorization pays ${a.to}, not this gateway's payTo ${req.payTo}`);
   if (a.value !== req.amount) throw paymentMismatch(`the authorization is for ${a.value} units but this top-up costs ${req.amount}`);
-  return { payer: a.from.toLowerCase(), nonce: a.nonce.toLowerCase(), payTo: req.payTo.toLowerCase(), amountAtomic: req.amount, validBefore: clampSeconds(a.validBefore) };
+  return {
+    payer: a.from.toLowerCase(),
+    nonce: a.nonce.toLowerCase(),
+    payTo: req.payTo.toLowerCase(),
+    amountAtomic: req.amount,
+    validBefore: clampSeconds(a.validBefore),
+  };
 }
 
 function permit2Terms(inner: Extract<DecodedPayment, { kind: 'permit2' }>['inner'], req: PaymentRequirements): Terms {
   const p = inner.permit2Authorization;
   if (!same(p.permitted.token, req.asset)) throw paymentMismatch(`the permit is for token ${p.permitted.token}, not ${req.asset}`);
   if (p.permitted.amount !== req.amount) {
-    throw paymentMismatch(req.scheme === 'upto'
-      ? `the permit's maximum is ${p.permitted.amount} units but this request's upto offer is exactly ${req.amount}; sign the upto entry of a new 402 as it is`
-      : `the permit is for ${p.permitted.amount} units but this top-up costs ${req.amount}`);
+    throw paymentMismatch(
+      req.scheme === 'upto'
+        ? `the permit's maximum is ${p.permitted.amount} units but this request's upto offer is exactly ${req.amount}; sign the upto entry of a new 402 as it is`
+        : `the permit is for ${p.permitted.amount} units but this top-up costs ${req.amount}`,
+    );
   }
   if (!same(p.witness.to, req.payTo)) throw paymentMismatch(`the permit pays ${p.witness.to}, not this gateway's payTo ${req.payTo}`);
   if (req.scheme === 'upto') uptoWitnessTerms(p, req);
   // The x402 exact scheme's Permit2 proxy is the only spender an exact Permit2 payment may name.
-  else if (!same(p.spender, x402ExactPermit2ProxyAddress)) throw paymentMismatch(`the permit's spender must be the x402 exact Permit2 proxy ${x402ExactPermit2ProxyAddress}`);
-  else if (p.witness.facilitator !== undefined) throw paymentMismatch('an exact Permit2 witness names no facilitator; sign the exact entry of the 402 as it is');
+  else if (!same(p.spender, x402ExactPermit2ProxyAddress))
+    throw paymentMismatch(`the permit's spender must be the x402 exact Permit2 proxy ${x402ExactPermit2ProxyAddress}`);
+  else if (p.witness.facilitator !== undefined)
+    throw paymentMismatch('an exact Permit2 witness names no facilitator; sign the exact entry of the 402 as it is');
   // Canonical decimal: "05" and "5" are the same Permit2 nonce on chain, so the same payment key.
-  return { payer: p.from.toLowerCase(), nonce: BigInt(p.nonce).toString(), payTo: req.payTo.toLowerCase(), amountAtomic: req.amount, validBefore: clampSeconds(p.deadline) };
+  return {
+    payer: p.from.toLowerCase(),
+    nonce: BigInt(p.nonce).toString(),
+    payTo: req.payTo.toLowerCase(),
+    amountAtomic: req.amount,
+    validBefore: clampSeconds(p.deadline),
+  };
 }
 
 /**
@@ -147,10 +162,13 @@ function permit2Terms(inner: Extract<DecodedPayment, { kind: 'permit2' }>['inner
  * named (the witness binds it): anyone else could pick the amount up to the maximum.
  */
 function uptoWitnessTerms(p: Extract<DecodedPayment, { kind: 'permit2' }>['inner']['permit2Authorization'], req: PaymentRequirements): void {
-  if (!same(p.spender, x402UptoPermit2ProxyAddress)) throw paymentMismatch(`an upto permit's spender must be the x402 upto Permit2 proxy ${x402UptoPermit2ProxyAddress}`);
+  if (!same(p.spender, x402UptoPermit2ProxyAddress))
+    throw paymentMismatch(`an upto permit's spender must be the x402 upto Permit2 proxy ${x402UptoPermit2ProxyAddress}`);
   const offered = String((req.extra as { facilitatorAddress?: unknown }).facilitatorAddress ?? '');
   if (p.witness.facilitator === undefined || !same(p.witness.facilitator, offered)) {
-    throw paymentMismatch(`the upto witness names facilitator ${p.witness.facilitator ?? '(none)'}, not ${offered} as the offer does; sign the upto entry of the 402 as it is`);
+    throw paymentMismatch(
+      `the upto witness names facilitator ${p.witness.facilitator ?? '(none)'}, not ${offered} as the offer does; sign the upto entry of the 402 as it is`,
+    );
   }
 }
 

@@ -62,7 +62,12 @@ export function buildUptoOffers(topup: Config['topup'], micro: number, facilitat
   return buildOffers(topup, micro).flatMap(({ config, requirements }) => {
     const facilitatorAddress = facilitatorFor(config.network);
     if (config.transferMethod !== 'permit2' || facilitatorAddress === undefined) return [];
-    return [{ config, requirements: { ...requirements, scheme: 'upto', extra: { facilitatorAddress, name: config.name, version: config.version, decimals: config.decimals } } }];
+    return [
+      {
+        config,
+        requirements: { ...requirements, scheme: 'upto', extra: { facilitatorAddress, name: config.name, version: config.version, decimals: config.decimals } },
+      },
+    ];
   });
 }
 

@@ -38,7 +38,10 @@ const tokenEvents = [eip3009Abi[1], transferEvent] as const;
 /** Blocks an authorization must have been used for before "no transfer to payTo" is taken as final. */
 export const VOID_CONFIRMATIONS = 5;
 
-export type PaymentFacts = Pick<PaymentTable, 'transfer_method' | 'asset' | 'payer' | 'pay_to' | 'nonce' | 'amount_atomic' | 'valid_before' | 'from_block' | 'tx_hash'>;
+export type PaymentFacts = Pick<
+  PaymentTable,
+  'transfer_method' | 'asset' | 'payer' | 'pay_to' | 'nonce' | 'amount_atomic' | 'valid_before' | 'from_block' | 'tx_hash'
+>;
 
 export interface InspectOptions {
   nowSeconds: number;
@@ -169,9 +172,7 @@ function proxySettle(input: Hex): { nonce: bigint; owner: string } | null {
   return null;
 }
 
-const PROXY_SETTLED_TOPICS = new Set(
-  x402ExactPermit2ProxyABI.filter((item) => item.type === 'event').map((event) => toEventSelector(event).toLowerCase()),
-);
+const PROXY_SETTLED_TOPICS = new Set(x402ExactPermit2ProxyABI.filter((item) => item.type === 'event').map((event) => toEventSelector(event).toLowerCase()));
 
 /** A log the x402 Permit2 proxy wrote when it settled a permit (`Settled` or `SettledWithPermit`). */
 function isProxySettlement(log: Log): boolean {
@@ -192,10 +193,22 @@ const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
 async function nonceUsed(client: PublicClient, p: PaymentFacts, blockNumber: bigint): Promise<boolean> {
   if (p.transfer_method === 'eip3009') {
-    return client.readContract({ address: p.asset as Hex, abi: eip3009Abi, functionName: 'authorizationState', args: [p.payer as Hex, p.nonce as Hex], blockNumber });
+    return client.readContract({
+      address: p.asset as Hex,
+      abi: eip3009Abi,
+      functionName: 'authorizationState',
+      args: [p.payer as Hex, p.nonce as Hex],
+      blockNumber,
+    });
   }
   const nonce = BigInt(p.nonce);
-  const word = await client.readContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'nonceBitmap', args: [p.payer as Hex, nonce >> 8n], blockNumber });
+  const word = await client.readContract({
+    address: PERMIT2_ADDRESS,
+    abi: permit2Abi,
+    functionName: 'nonceBitmap',
+    args: [p.payer as Hex, nonce >> 8n],
+    blockNumber,
+  });
   return ((word >> (nonce & 0xffn)) & 1n) === 1n;
 }
 

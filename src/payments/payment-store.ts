@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { getBalance } from '../ledger/balances.ts';
-import { applyMovement } from '../ledger/credits.ts';
+import { applyMovement } from '../ledger/movements.ts';
 import { isUniqueViolation } from '../storage/constraint-errors.ts';
 import type { Database, PaymentState } from '../storage/schema.ts';
 import type { MatchedPayment } from './match.ts';
@@ -99,7 +99,7 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
 
 /**
  * Claims a failed payment again for the same money (amount, payTo, deadline, method) under another
- * valid signature (settle-payment.ts, settleConflict): only the status moves, the terms stay those
+ * valid signature (settle-topup.ts, settleConflict): only the status moves, the terms stay those
  * recorded first. Null when another request claimed it first.
  */
 export async function reclaimFailed(db: Kysely<Database>, id: string, now: number): Promise<PaymentRow | null> {
@@ -239,7 +239,11 @@ export async function creditPayment(db: Kysely<Database>, id: string, txHash: st
       const amountUsdc = microUsdcFor(onchainAtomic, p.token_decimals);
       await applyMovement(trx, { wallet: p.payer, kind: 'topup', amountUsdc, reference: ledgerReference(id), note: `x402 ${p.network} ${tx}` }, now);
       const balance = await getBalance(trx, p.payer);
-      await trx.updateTable('payments').set({ balance_after_usdc: balance.balance_usdc, locked_after_usdc: balance.locked_usdc }).where('id', '=', id).execute();
+      await trx
+        .updateTable('payments')
+        .set({ balance_after_usdc: balance.balance_usdc, locked_after_usdc: balance.locked_usdc })
+        .where('id', '=', id)
+        .execute();
     });
   } catch (err) {
     // Another instance credited it between our check and our insert, or another payment owns this
@@ -282,11 +286,5 @@ export const RELEASED_WATCH_MARGIN_SECONDS = 120;
 
 /** Payments still open (not credited, not failed), oldest first: the reconciler's work list. */
 export function openPayments(db: Kysely<Database>, limit = 100): Promise<PaymentRow[]> {
-  return db
-    .selectFrom('payments')
-    .selectAll()
-    .where('state', 'in', ['pending', 'submitted'])
-    .orderBy('updated_at')
-    .limit(limit)
-    .execute();
+  return db.selectFrom('payments').selectAll().where('state', 'in', ['pending', 'submitted']).orderBy('updated_at').limit(limit).execute();
 }

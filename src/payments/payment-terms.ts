@@ -17,9 +17,18 @@ export function termsDigest(m: MatchedPayment): string {
     i.method === 'eip3009'
       ? (({ signature, authorization: a }) => [signature, a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce])(eip3009Payload.parse(inner))
       : // An upto witness's facilitator is signed too; exact payloads have none, so their digests are unchanged.
-        (({ signature, permit2Authorization: p }) => [signature, p.from, p.permitted.token, p.permitted.amount, p.spender, p.nonce, p.deadline, p.witness.to, p.witness.validAfter, ...(p.witness.facilitator ? [p.witness.facilitator] : [])])(
-          permit2Payload.parse(inner),
-        );
+        (({ signature, permit2Authorization: p }) => [
+          signature,
+          p.from,
+          p.permitted.token,
+          p.permitted.amount,
+          p.spender,
+          p.nonce,
+          p.deadline,
+          p.witness.to,
+          p.witness.validAfter,
+          ...(p.witness.facilitator ? [p.witness.facilitator] : []),
+        ])(permit2Payload.parse(inner));
   // Numbers as the chain reads them ("05" is 5), hex and addresses in one case.
   const canonical = [i.network, i.asset, i.method, ...signed].map((v) => (/^\d+$/.test(v) ? BigInt(v).toString() : v.toLowerCase())).join('\n');
   return createHash('sha256').update(canonical).digest('hex');

@@ -2,7 +2,17 @@ import type { Kysely } from 'kysely';
 import type { PublicClient } from 'viem';
 import type { Database } from '../storage/schema.ts';
 import { inspectOnChain, type ChainOutcome } from './onchain.ts';
-import { creditPayment, isClaimedByOther, markFailed, markSubmitted, openPayments, releaseDropped, releasedStillValid, releaseUnsent, type PaymentRow } from './payment-store.ts';
+import {
+  creditPayment,
+  isClaimedByOther,
+  markFailed,
+  markSubmitted,
+  openPayments,
+  releaseDropped,
+  releasedStillValid,
+  releaseUnsent,
+  type PaymentRow,
+} from './payment-store.ts';
 
 export interface ReconcileDeps {
   db: Kysely<Database>;
@@ -70,12 +80,18 @@ export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileR
  * authorization was used after all with a transfer to payTo; otherwise it stays as it is, and the
  * same payment sent again may still claim it.
  */
-async function creditIfSettledAfterRelease(deps: Omit<ReconcileDeps, 'clientFor'> & { client: PublicClient }, payment: PaymentRow): Promise<'credited' | 'open'> {
+async function creditIfSettledAfterRelease(
+  deps: Omit<ReconcileDeps, 'clientFor'> & { client: PublicClient },
+  payment: PaymentRow,
+): Promise<'credited' | 'open'> {
   const outcome = await inspect(deps, payment);
   if (outcome.state !== 'settled') return 'open';
   const row = await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now());
   if (row.status !== 'credited') return 'open';
-  deps.logger.warn({ payment: payment.id, tx: outcome.txHash, credited_usdc: row.amount_usdc }, 'a payment released as unsettled was settled on chain after all (its transaction came back); credited');
+  deps.logger.warn(
+    { payment: payment.id, tx: outcome.txHash, credited_usdc: row.amount_usdc },
+    'a payment released as unsettled was settled on chain after all (its transaction came back); credited',
+  );
   return 'credited';
 }
 
@@ -99,7 +115,10 @@ export async function reconcilePayment(deps: Omit<ReconcileDeps, 'clientFor'> & 
   const stale = deps.now() - Number(payment.updated_at) >= deps.releaseAfterMs;
   // Not before the settle wait: an RPC endpoint whose nodes lag may not show a just-sent transaction yet.
   if (outcome.state === 'dropped' && stale && (await releaseDropped(deps.db, payment, deps.now()))) {
-    deps.logger.warn({ payment: payment.id, tx: payment.tx_hash }, 'the settlement transaction was dropped before it was mined; released, a retry of the same payment sends it again');
+    deps.logger.warn(
+      { payment: payment.id, tx: payment.tx_hash },
+      'the settlement transaction was dropped before it was mined; released, a retry of the same payment sends it again',
+    );
     return 'released';
   }
   // Unmined a whole settle wait after it was sent (or last replaced): priced below the market.
@@ -110,7 +129,10 @@ export async function reconcilePayment(deps: Omit<ReconcileDeps, 'clientFor'> & 
       return null;
     });
     if (replacement && (await markSubmitted(deps.db, payment.id, replacement, deps.now()))) {
-      deps.logger.warn({ payment: payment.id, stuck: payment.tx_hash, tx: replacement }, 'a settlement sat unmined; sent again at a higher fee under the same nonce');
+      deps.logger.warn(
+        { payment: payment.id, stuck: payment.tx_hash, tx: replacement },
+        'a settlement sat unmined; sent again at a higher fee under the same nonce',
+      );
     }
     return 'open';
   }

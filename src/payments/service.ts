@@ -55,7 +55,16 @@ export function createFacilitator(config: Config, sendLock?: CrossInstanceLock):
 /** Null when no offers are configured: top-ups are then off and /v1/topup says so. */
 export function createTopupService(
   config: Config,
-  deps: { db: Kysely<Database>; engine: Engine; chains: ChainReaders; logger: Logger; now: () => number; hangBeforeBroadcast?: boolean; countUptoUnsettled?: () => void; uptoMetrics?: UptoReconcileMetrics },
+  deps: {
+    db: Kysely<Database>;
+    engine: Engine;
+    chains: ChainReaders;
+    logger: Logger;
+    now: () => number;
+    hangBeforeBroadcast?: boolean;
+    countUptoUnsettled?: () => void;
+    uptoMetrics?: UptoReconcileMetrics;
+  },
 ): TopupService | null {
   if (config.topup.offers.length === 0) return null;
   const facilitator = createFacilitator(config, relayerLockFor(deps.engine, deps.db, config.topup.relayer.sendWaitSeconds * 1000));

@@ -7,7 +7,7 @@ import type { MatchedPayment } from './match.ts';
 
 /**
  * Did the payer named in the payment sign it? Checked BEFORE anything is recorded
- * (settle-payment.ts), so that a payment row is only ever created by a payload the payer signed.
+ * (settle-topup.ts), so that a payment row is only ever created by a payload the payer signed.
  * A tampered copy of someone's header (one byte of the signature changed, sent ahead of the real
  * one), recorded first, would hold the row under the real authorization's nonce; the real payment
  * would be a "conflict" for good, and if anyone put the real authorization on chain the payer's
@@ -107,7 +107,14 @@ function typedDataOf(m: MatchedPayment) {
       domain: { name: extra.name, version: extra.version, chainId, verifyingContract: m.requirements.asset as Hex },
       types: authorizationTypes,
       primaryType: 'TransferWithAuthorization' as const,
-      message: { from: a.from as Hex, to: a.to as Hex, value: BigInt(a.value), validAfter: BigInt(a.validAfter), validBefore: BigInt(a.validBefore), nonce: a.nonce as Hex },
+      message: {
+        from: a.from as Hex,
+        to: a.to as Hex,
+        value: BigInt(a.value),
+        validAfter: BigInt(a.validAfter),
+        validBefore: BigInt(a.validBefore),
+        nonce: a.nonce as Hex,
+      },
     };
   }
   const { permit2Authorization: p } = permit2Payload.parse(m.payload.payload);

@@ -58,7 +58,8 @@ export function v1Exclusion(config: OfferConfig, configs: readonly OfferConfig[]
   if (config.transferMethod !== 'eip3009') return `${config.transferMethod}: the stock v1 clients sign EIP-3009 only`;
   if (!v1NetworkName(config.network)) return `${config.network} has no x402 v1 network name`;
   const first = configs.find((c) => c.network === config.network && c.transferMethod === 'eip3009');
-  if (first !== config) return `not the first EIP-3009 offer on ${config.network} (${first!.name} ${first!.asset} is): a v1 payment names no asset, so one EIP-3009 offer per network`;
+  if (first !== config)
+    return `not the first EIP-3009 offer on ${config.network} (${first!.name} ${first!.asset} is): a v1 payment names no asset, so one EIP-3009 offer per network`;
   return null;
 }
 

@@ -2,7 +2,7 @@ import type { Charge } from './charge.ts';
 import type { InternalCompletion, Usage } from './internal.ts';
 
 /**
- * What an inbound translator's encoders read of the chat plan (src/chat/plan.ts, which satisfies
+ * What an inbound translator's encoders read of the chat plan (src/metered/plan/plan.ts, which satisfies
  * it): named here so that protocols/ depends on nothing in chat/.
  */
 export interface EncodePlan {
@@ -51,7 +51,7 @@ export interface InboundTranslator {
   decodedHeaders?(body: unknown): Record<string, string>;
   /**
    * A provider type that speaks this protocol itself: a request for a model it serves is sent there
-   * untranslated (plan.native, planned by src/chat/plan-inbound.ts); any other is decoded.
+   * untranslated (plan.native, planned by src/metered/plan/inbound.ts); any other is decoded.
    * `checkRequest` validates the body before its model is resolved. Absent: always decoded.
    */
   readonly native?: { readonly upstream: string; checkRequest(body: unknown): Record<string, unknown> & { model: string } };

@@ -9,7 +9,7 @@ import { responsesInbound } from './openai-responses/inbound.ts';
  * Each protocol the gateway speaks has one folder holding both directions of its translation:
  * `openai-chat/` (OpenAI chat completions), `openai-responses/` (OpenAI Responses, inbound only)
  * and `anthropic-messages/` (Anthropic Messages, both inbound and upstream). The translators do no
- * I/O and import nothing from chat/, providers/ or config/: the chat pipeline (src/chat/) calls
+ * I/O and import nothing from chat/, providers/ or config/: the chat pipeline (src/metered/) calls
  * them, and providers/ keeps the transport (adapters, pools, headers), the registry, the catalog
  * and the pricing.
  *
@@ -29,10 +29,6 @@ import { responsesInbound } from './openai-responses/inbound.ts';
  * below; src/http/routes/chat.ts serves every entry on its own route. Adding an upstream (a
  * provider type): an `upstream.ts` (an UpstreamTranslator) and a line in src/providers/registry.ts.
  */
-export const INBOUND_TRANSLATORS: readonly InboundTranslator[] = [
-  openAIChatInbound,
-  responsesInbound,
-  anthropicMessagesInbound,
-];
+export const INBOUND_TRANSLATORS: readonly InboundTranslator[] = [openAIChatInbound, responsesInbound, anthropicMessagesInbound];
 
 export type { InboundTranslator, StreamEncoder } from './inbound.ts';

@@ -22,7 +22,7 @@
  *   Anthropic's terms, by Anthropic or by an OpenAI-compatible proxy in front of it).
  * - `output.total`: every generated token, reasoning included (`completion_tokens`, `output_tokens`).
  * - `output.reasoning`: the reasoning part of it (`completion_tokens_details.reasoning_tokens`).
- * - `estimated`: counted by the gateway (src/chat/usage.ts) because the provider reported none.
+ * - `estimated`: counted by the gateway (src/metered/usage-estimate.ts) because the provider reported none.
  * Each cached part is priced at its own price (src/providers/pricing.ts, tokenCounts).
  */
 export interface Usage {

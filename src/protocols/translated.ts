@@ -3,7 +3,11 @@
  * naming `field` (a JSON path into the client's request, such as `messages[2].content[0]`), so the
  * client learns what to change instead of getting a silently different answer.
  */
-export interface Refusal { ok: false; field: string; message: string }
+export interface Refusal {
+  ok: false;
+  field: string;
+  message: string;
+}
 
 export type Translated<T> = { ok: true; value: T } | Refusal;
 

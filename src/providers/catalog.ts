@@ -80,8 +80,13 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
     const upstream = config.providers?.[m.provider]?.type ?? 'openai-compatible';
     const prices = modelPrices(m, factor, upstream);
     const own: Deployment = {
-      id: `${m.provider}/${m.upstreamName ?? m.name}`, provider: m.provider, upstream, upstreamName: m.upstreamName ?? m.name, cost: prices.cost,
-      ...(m.weight ? { weight: m.weight } : {}), ...(m.tokenizer ? { tokenizer: m.tokenizer } : {}),
+      id: `${m.provider}/${m.upstreamName ?? m.name}`,
+      provider: m.provider,
+      upstream,
+      upstreamName: m.upstreamName ?? m.name,
+      cost: prices.cost,
+      ...(m.weight ? { weight: m.weight } : {}),
+      ...(m.tokenizer ? { tokenizer: m.tokenizer } : {}),
     };
     const billedByDeployment = [prices.billed];
     const fallbacks = (m.fallbacks ?? []).map((f): Deployment => {
@@ -93,8 +98,13 @@ export function buildCatalog(config: Pick<Config, 'pricing'> & { models: Catalog
       const fallbackPrices = modelPrices(costs, factor, type);
       billedByDeployment.push(fallbackPrices.billed);
       return {
-        id: `${f.provider}/${upstreamName}`, provider: f.provider, upstream: type, upstreamName, cost: fallbackPrices.cost,
-        ...(f.weight ? { weight: f.weight } : {}), ...(f.tokenizer ? { tokenizer: f.tokenizer } : {}),
+        id: `${f.provider}/${upstreamName}`,
+        provider: f.provider,
+        upstream: type,
+        upstreamName,
+        cost: fallbackPrices.cost,
+        ...(f.weight ? { weight: f.weight } : {}),
+        ...(f.tokenizer ? { tokenizer: f.tokenizer } : {}),
       };
     });
     return {

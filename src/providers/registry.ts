@@ -13,7 +13,12 @@ export type ProviderType = ProviderConfig['type'];
  * to connect to one configured provider of that type. Adding a provider type is a config schema
  * entry, an upstream translator (src/protocols/), a connect function and one line here.
  */
-const PROVIDER_TYPES: { [T in ProviderType]: { upstream: UpstreamTranslator; connect(name: string, config: Extract<ProviderConfig, { type: T }>, apiKey: string | undefined, timeouts: AdapterTimeouts): ProviderAdapter } } = {
+const PROVIDER_TYPES: {
+  [T in ProviderType]: {
+    upstream: UpstreamTranslator;
+    connect(name: string, config: Extract<ProviderConfig, { type: T }>, apiKey: string | undefined, timeouts: AdapterTimeouts): ProviderAdapter;
+  };
+} = {
   'openai-compatible': { upstream: openAIChatUpstream, connect: (name, c, key, t) => openAICompatible(name, c, key, t, c.maxConnections) },
   anthropic: { upstream: anthropicUpstream, connect: (name, c, key, t) => anthropicProvider(name, c, key, t, c.maxConnections) },
 };
@@ -25,6 +30,8 @@ export function upstreamOf(type: ProviderType): UpstreamTranslator {
 export function connectProvider(name: string, config: ProviderConfig, apiKey: string | undefined, timeouts: AdapterTimeouts): ProviderAdapter {
   // The map's type ties each connect function to its own config type; TypeScript cannot follow the
   // correlation through a union key, hence the cast.
-  const type = PROVIDER_TYPES[config.type] as { connect(name: string, config: ProviderConfig, apiKey: string | undefined, timeouts: AdapterTimeouts): ProviderAdapter };
+  const type = PROVIDER_TYPES[config.type] as {
+    connect(name: string, config: ProviderConfig, apiKey: string | undefined, timeouts: AdapterTimeouts): ProviderAdapter;
+  };
   return type.connect(name, config, apiKey, timeouts);
 }

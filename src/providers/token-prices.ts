@@ -39,7 +39,11 @@ const CACHE_WRITE_FACTOR: Partial<Record<ProviderConfig['type'], Fraction>> = { 
  * exception is a provider type whose cache writes are known to cost more than its prompt
  * (CACHE_WRITE_FACTOR): a write left out is the prompt's price times that factor, on both sides.
  */
-export function modelPrices(m: PriceKeys, markup: Fraction, providerType: ProviderConfig['type'] = 'openai-compatible'): { cost: TokenPrices; billed: TokenPrices } {
+export function modelPrices(
+  m: PriceKeys,
+  markup: Fraction,
+  providerType: ProviderConfig['type'] = 'openai-compatible',
+): { cost: TokenPrices; billed: TokenPrices } {
   const promptCost = parseDecimal(m.promptCostPer1M);
   // Absent only for an embedding model, which produces no completion tokens (config/schema.ts).
   const completionCost = parseDecimal(m.completionCostPer1M ?? '0');

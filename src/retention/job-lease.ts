@@ -7,7 +7,11 @@ import type { Database } from '../storage/schema.ts';
  * died). One conditional update decides, so two instances never both hold it.
  */
 export async function holdLease(db: Kysely<Database>, name: string, holder: string, now: number, ttlMs: number): Promise<boolean> {
-  await db.insertInto('job_leases').values({ name, holder, expires_at: 0 }).onConflict((oc) => oc.column('name').doNothing()).execute();
+  await db
+    .insertInto('job_leases')
+    .values({ name, holder, expires_at: 0 })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .execute();
   const taken = await db
     .updateTable('job_leases')
     .set({ holder, expires_at: now + ttlMs })

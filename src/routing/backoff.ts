@@ -4,7 +4,12 @@
  * so retries of many requests failing at once spread out instead of arriving together. Null when
  * the provider asks for longer than `maxRetryAfterMs`: then the next deployment is tried instead.
  */
-export function retryDelayMs(retry: number, retryAfterMs: number | undefined, o: { baseMs: number; maxRetryAfterMs: number }, random: () => number): number | null {
+export function retryDelayMs(
+  retry: number,
+  retryAfterMs: number | undefined,
+  o: { baseMs: number; maxRetryAfterMs: number },
+  random: () => number,
+): number | null {
   if (retryAfterMs !== undefined) return retryAfterMs > o.maxRetryAfterMs ? null : retryAfterMs;
   return Math.round(random() * o.baseMs * 2 ** retry);
 }

@@ -60,6 +60,8 @@ export class CooldownBoard {
   /** The deployments cooling down now, for /health. */
   cooling(): CoolingDeployment[] {
     const now = this.now();
-    return [...this.until.keys()].filter((d) => this.isCooling(d)).map((d) => ({ deployment: d, remainingMs: Math.max(0, Math.round(this.until.get(d)! - now)) }));
+    return [...this.until.keys()]
+      .filter((d) => this.isCooling(d))
+      .map((d) => ({ deployment: d, remainingMs: Math.max(0, Math.round(this.until.get(d)! - now)) }));
   }
 }

@@ -22,7 +22,10 @@ export interface OpenedSession {
 export async function openSession(db: Kysely<Database>, secret: Buffer, wallet: string, lifetimeMs: number, now: number): Promise<OpenedSession> {
   const token = `ses-${randomBytes(32).toString('base64url')}`;
   const expiresAt = now + lifetimeMs;
-  await db.insertInto('dashboard_sessions').values({ token_hash: hashKey(secret, token), wallet, created_at: now, expires_at: expiresAt, revoked_at: null }).execute();
+  await db
+    .insertInto('dashboard_sessions')
+    .values({ token_hash: hashKey(secret, token), wallet, created_at: now, expires_at: expiresAt, revoked_at: null })
+    .execute();
   return { token, wallet, expiresAt };
 }
 

@@ -28,7 +28,8 @@ const CANNOT_SPEND_MORE = "This signature cannot create a key or loosen a key's 
 
 export const ACTIONS: Readonly<Record<SiweAction, ActionRule>> = {
   'sign-in': {
-    statement: (minutes) => `Sign in to the Tollgate dashboard for ${minutes} minutes to read usage and top-ups, and list, revoke or tighten API keys. ${CANNOT_SPEND_MORE}`,
+    statement: (minutes) =>
+      `Sign in to the Tollgate dashboard for ${minutes} minutes to read usage and top-ups, and list, revoke or tighten API keys. ${CANNOT_SPEND_MORE}`,
     permits: ['open-session'],
   },
   'manage-keys': {

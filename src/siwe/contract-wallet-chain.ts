@@ -17,10 +17,16 @@ export function resolveContractWalletChain(chainIds: number[], rpcChains: Record
   const withRpc = chainIds.filter((id) => rpcChains[String(id)] !== undefined);
   if (explicit !== undefined) {
     if (!chainIds.includes(explicit)) {
-      return { ok: false, problem: `siwe.contractWalletChainId: ${explicit} is not in siwe.chainIds (${chainIds.join(', ')}); add it there or pick one of them` };
+      return {
+        ok: false,
+        problem: `siwe.contractWalletChainId: ${explicit} is not in siwe.chainIds (${chainIds.join(', ')}); add it there or pick one of them`,
+      };
     }
     if (!withRpc.includes(explicit)) {
-      return { ok: false, problem: `siwe.contractWalletChainId: chain ${explicit} needs chains."${explicit}".rpcUrl, which Tollgate uses to check contract-wallet signatures` };
+      return {
+        ok: false,
+        problem: `siwe.contractWalletChainId: chain ${explicit} needs chains."${explicit}".rpcUrl, which Tollgate uses to check contract-wallet signatures`,
+      };
     }
     return { ok: true, chainId: explicit };
   }
@@ -29,7 +35,7 @@ export function resolveContractWalletChain(chainIds: number[], rpcChains: Record
       ok: false,
       problem:
         `siwe.contractWalletChainId: required because siwe.chainIds has an RPC for several chains (${withRpc.join(', ')}); ` +
-        'set it to the chain where your users\' smart-contract wallets live: a contract wallet signs in and pays only there',
+        "set it to the chain where your users' smart-contract wallets live: a contract wallet signs in and pays only there",
     };
   }
   return { ok: true, chainId: withRpc[0] ?? null };

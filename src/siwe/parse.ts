@@ -41,7 +41,11 @@ export async function parseSiwe(message: string): Promise<SiweParse> {
   if (missing.length) return { ok: false, problem: `missing or unreadable ${missing.join(', ')}` };
   if (parsed.version !== '1') return { ok: false, problem: 'Version must be 1' };
   const times = { issuedAt: rawLine(message, 'Issued At'), expirationTime: rawLine(message, 'Expiration Time'), notBefore: rawLine(message, 'Not Before') };
-  for (const [field, date] of [['issuedAt', parsed.issuedAt], ['expirationTime', parsed.expirationTime], ['notBefore', parsed.notBefore]] as const) {
+  for (const [field, date] of [
+    ['issuedAt', parsed.issuedAt],
+    ['expirationTime', parsed.expirationTime],
+    ['notBefore', parsed.notBefore],
+  ] as const) {
     if (date && Number.isNaN(date.getTime())) return { ok: false, problem: `${field} is not an RFC 3339 time` };
   }
   // Rendered with the times exactly as signed: createSiweMessage would write toISOString(), and a

@@ -96,7 +96,9 @@ export async function verifySiwxHeader(header: string, path: string, deps: { siw
   }
   const { expirationTime } = payload;
   if (expirationTime === undefined || !isIssuedSiwxNonce(deps.secret, payload.nonce, { issuedAt: payload.issuedAt, expirationTime })) {
-    return refuse('this sign-in-with-x nonce (with its issuedAt and expirationTime) was not issued by this gateway; sign the challenge of a fresh 402 unchanged');
+    return refuse(
+      'this sign-in-with-x nonce (with its issuedAt and expirationTime) was not issued by this gateway; sign the challenge of a fresh 402 unchanged',
+    );
   }
   let uriPath: string;
   try {
@@ -111,7 +113,8 @@ export async function verifySiwxHeader(header: string, path: string, deps: { siw
   } catch (err) {
     return refuse(`the sign-in-with-x fields do not make an EIP-4361 message (${(err as Error).message})`);
   }
-  const accepts = (statement: string | undefined) => (statement === SIWX_STATEMENT ? null : `a sign-in-with-x message must carry the statement "${SIWX_STATEMENT}"`);
+  const accepts = (statement: string | undefined) =>
+    statement === SIWX_STATEMENT ? null : `a sign-in-with-x message must carry the statement "${SIWX_STATEMENT}"`;
   const result = await deps.siwe.verify(message, payload.signature, accepts);
   if (!result.ok) return { ok: false, status: result.status, reason: result.reason.replace(/^SIWE /, 'sign-in-with-x ') };
   return { ok: true, wallet: result.address };

@@ -23,9 +23,7 @@ export interface SiweRules {
   contractWalletChainId: number | null;
 }
 
-export type SiweResult =
-  | { ok: true; address: string; statement: string | undefined }
-  | { ok: false; status: 401 | 403 | 503; reason: string };
+export type SiweResult = { ok: true; address: string; statement: string | undefined } | { ok: false; status: 401 | 403 | 503; reason: string };
 
 /**
  * Decides whether the signed statement is one the request accepts (src/siwe/actions.ts): null to

@@ -99,7 +99,9 @@ function openSqliteFile(file: string): Libsql.Database {
     return sqlite;
   } catch (err) {
     const e = err as { code?: string; message?: string };
-    throw new StartupError(`database.url: cannot open the SQLite file ${file} (${e.code ?? e.message ?? 'error'}); check that it is a database file Tollgate may write, in a writable folder`);
+    throw new StartupError(
+      `database.url: cannot open the SQLite file ${file} (${e.code ?? e.message ?? 'error'}); check that it is a database file Tollgate may write, in a writable folder`,
+    );
   }
 }
 
@@ -223,7 +225,15 @@ function openPostgres(url: string, max: number, ledgerWriters: number): Storage 
   // silence rather than the OS default of 2 h, so a flow a NAT or failover dropped is found before a
   // ledger batch takes the connection (a batch in flight has its own deadline: BATCH_DEADLINE_MS).
   const newPool = (size: number, pipeline = false) => {
-    const pool = new pg.Pool({ connectionString: url, max: size, types: types as never, connectionTimeoutMillis: 5_000, keepAlive: true, keepAliveInitialDelayMillis: 10_000, pipeline });
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: size,
+      types: types as never,
+      connectionTimeoutMillis: 5_000,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+      pipeline,
+    });
     // A client whose connection drops (a server restart: 57P01, "Connection terminated
     // unexpectedly") emits 'error' besides failing its query; with no listener that event would kill
     // the process. The pool covers idle clients; this covers the ones checked out by a query, whose

@@ -103,7 +103,9 @@ export class PostgresGroupCommit extends GroupCommit {
     if (this.broken !== null) return { ok: false, err: this.broken, retryAlone: false };
     const client = this.client!;
     const deadline = setTimeout(() => {
-      this.broken = Object.assign(new Error(`the ledger's PostgreSQL batch had no answer within ${BATCH_DEADLINE_MS} ms; whether it committed is unknown`), { code: 'ETIMEDOUT' });
+      this.broken = Object.assign(new Error(`the ledger's PostgreSQL batch had no answer within ${BATCH_DEADLINE_MS} ms; whether it committed is unknown`), {
+        code: 'ETIMEDOUT',
+      });
       socketOf(client).destroy();
     }, BATCH_DEADLINE_MS);
     try {
@@ -187,7 +189,8 @@ export class PostgresGroupCommit extends GroupCommit {
     }
     // A transaction a failed statement aborted answers COMMIT with ROLLBACK and no error: nothing
     // committed (a unit caught the error of its own statement).
-    if (done.command !== 'COMMIT') return { ok: false, err: new Error('the batch was rolled back at COMMIT: a unit caught the error of its own statement'), retryAlone: true };
+    if (done.command !== 'COMMIT')
+      return { ok: false, err: new Error('the batch was rolled back at COMMIT: a unit caught the error of its own statement'), retryAlone: true };
     // Committed although some one-statement units failed: none of their statements was sent.
     return { ok: true, values, failedAlone };
   }

@@ -18,14 +18,18 @@ export function ensureSqliteFolder(file: string): void {
     existing = up;
   }
   if (existsSync(existing) && !statSync(existing).isDirectory()) {
-    throw new StartupError(`database.url: the SQLite file ${file} cannot be created because ${existing} is a file, not a folder; point database.url at a path in a folder (e.g. sqlite:./data/tollgate.db)`);
+    throw new StartupError(
+      `database.url: the SQLite file ${file} cannot be created because ${existing} is a file, not a folder; point database.url at a path in a folder (e.g. sqlite:./data/tollgate.db)`,
+    );
   }
   for (const dir of missing) {
     try {
       mkdirSync(dir);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? 'error';
-      throw new StartupError(`database.url: cannot create the folder ${dir} for the SQLite file (${code}); point database.url at a writable folder (e.g. sqlite:./data/tollgate.db)`);
+      throw new StartupError(
+        `database.url: cannot create the folder ${dir} for the SQLite file (${code}); point database.url at a writable folder (e.g. sqlite:./data/tollgate.db)`,
+      );
     }
   }
 }

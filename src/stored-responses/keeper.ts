@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { AnswerKeeper, KeptAnswer } from '../chat/sink.ts';
+import type { AnswerKeeper, KeptAnswer } from '../metered/sink.ts';
 import type { Database } from '../storage/schema.ts';
 import { saveResponse, storedRow, walletHolding } from './store.ts';
 
@@ -57,9 +57,17 @@ async function store(s: KeeperSources, response: Record<string, unknown> & { id:
     // bound holds up to the wallet's concurrent requests (rate-limited), not to the byte.
     const holding = await walletHolding(s.db, s.wallet, now);
     if (holding.count >= bounds.maxStoredPerWallet || holding.bytes + bytes > bounds.maxBytesPerWallet) {
-      return notStored(s, response.id, 'wallet_full', { ...holding, maxStoredPerWallet: bounds.maxStoredPerWallet, maxBytesPerWallet: bounds.maxBytesPerWallet });
+      return notStored(s, response.id, 'wallet_full', {
+        ...holding,
+        maxStoredPerWallet: bounds.maxStoredPerWallet,
+        maxBytesPerWallet: bounds.maxBytesPerWallet,
+      });
     }
-    await saveResponse(s.db, { id: response.id, wallet: s.wallet, apiKeyId: s.apiKeyId, input: s.input, response: stored, now, expiresAt: now + bounds.ttlSeconds * 1000 }, row);
+    await saveResponse(
+      s.db,
+      { id: response.id, wallet: s.wallet, apiKeyId: s.apiKeyId, input: s.input, response: stored, now, expiresAt: now + bounds.ttlSeconds * 1000 },
+      row,
+    );
     return null;
   } catch (err) {
     return notStored(s, response.id, 'unavailable', { err });

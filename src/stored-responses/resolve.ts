@@ -44,7 +44,8 @@ export async function resolveStoredReferences(db: Kysely<Database>, owner: Owner
   const prev = b.previous_response_id;
   let prevBytes = 0;
   if (prev !== undefined && prev !== null) {
-    if (typeof prev !== 'string' || prev === '') throw badRequest('previous_response_id must be the id of a stored response, such as "resp_…"', { param: 'previous_response_id' });
+    if (typeof prev !== 'string' || prev === '')
+      throw badRequest('previous_response_id must be the id of a stored response, such as "resp_…"', { param: 'previous_response_id' });
     const size = await responseSize(db, owner, prev, now);
     if (size === null) throw prevGone(prev);
     prevBytes = size;
@@ -53,7 +54,8 @@ export async function resolveStoredReferences(db: Kysely<Database>, owner: Owner
   const given = typeof b.input === 'string' ? [{ role: 'user', content: b.input }] : Array.isArray(b.input) ? b.input : null;
   const references = (given ?? []).flatMap((item, i) => (isReference(item) ? [{ i, id: (item as { id?: unknown }).id }] : []));
   for (const r of references) {
-    if (typeof r.id !== 'string' || r.id === '') throw badRequest(`input[${r.i}].id must be the id of a stored item, such as "msg_…"`, { param: `input[${r.i}].id` });
+    if (typeof r.id !== 'string' || r.id === '')
+      throw badRequest(`input[${r.i}].id must be the id of a stored item, such as "msg_…"`, { param: `input[${r.i}].id` });
   }
   const ids = references.map((r) => r.id as string);
   const sizes = ids.length ? await itemSizes(db, owner, ids, now) : new Map<string, number>();
@@ -105,4 +107,5 @@ const quoted = (id: string) => JSON.stringify(id.slice(0, 80));
 
 const notFound = (message: string, param: string) => new ApiError(404, 'NOT_FOUND', message, { param });
 const prevGone = (id: string) => notFound(`previous_response_id ${quoted(id)} ${GONE}; send the whole conversation in input instead`, 'previous_response_id');
-const itemGone = (i: number, id: string) => notFound(`input[${i}] is an item_reference to ${quoted(id)}, which ${GONE}; send the item itself instead`, `input[${i}]`);
+const itemGone = (i: number, id: string) =>
+  notFound(`input[${i}] is an item_reference to ${quoted(id)}, which ${GONE}; send the item itself instead`, `input[${i}]`);

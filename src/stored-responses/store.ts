@@ -84,7 +84,16 @@ export async function saveResponse(db: Kysely<Database>, r: NewStoredResponse, r
   await db.transaction().execute(async (tx) => {
     await tx
       .insertInto('stored_responses')
-      .values({ id: r.id, wallet: r.wallet, api_key_id: r.apiKeyId, created_at: r.now, expires_at: r.expiresAt, bytes: row.bytes, input_json: row.inputJson, response_json: row.responseJson })
+      .values({
+        id: r.id,
+        wallet: r.wallet,
+        api_key_id: r.apiKeyId,
+        created_at: r.now,
+        expires_at: r.expiresAt,
+        bytes: row.bytes,
+        input_json: row.inputJson,
+        response_json: row.responseJson,
+      })
       .execute();
     if (row.items.length) {
       await tx
@@ -120,7 +129,11 @@ export async function responseSize(db: Kysely<Database>, owner: Owner, id: strin
     .selectFrom('stored_responses as r')
     .select((eb) => [
       'r.bytes',
-      eb.selectFrom('stored_response_items as i').whereRef('i.response_id', '=', 'r.id').select((e) => e.fn.coalesce(e.fn.sum<number>('i.bytes'), e.lit(0)).as('s')).as('item_bytes'),
+      eb
+        .selectFrom('stored_response_items as i')
+        .whereRef('i.response_id', '=', 'r.id')
+        .select((e) => e.fn.coalesce(e.fn.sum<number>('i.bytes'), e.lit(0)).as('s'))
+        .as('item_bytes'),
     ])
     .where('r.id', '=', id)
     .where('r.api_key_id', '=', owner.apiKeyId)

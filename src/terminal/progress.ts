@@ -46,7 +46,9 @@ export function topupProgress(indent = '', out: NodeJS.WriteStream = process.std
       if (event.phase === 'offer') {
         const method = event.offer.extra?.assetTransferMethod ?? 'eip3009';
         const name = (event.offer.extra?.name as string | undefined) ?? event.offer.asset;
-        out.write(`${indent}paying ${event.offer.amount} units of ${name} (${event.offer.asset}, ${method}) on ${event.offer.network} to ${event.offer.payTo}\n`);
+        out.write(
+          `${indent}paying ${event.offer.amount} units of ${name} (${event.offer.asset}, ${method}) on ${event.offer.network} to ${event.offer.payTo}\n`,
+        );
         progress = startProgress('signing the payment', out);
       } else if (event.phase === 'settling') {
         progress?.update('waiting for the payment to settle on chain');

@@ -7,7 +7,7 @@ import ts from 'typescript';
 /**
  * Every repository path a comment in src/ or test/ cites exists, so a comment cannot send a reader
  * to a file that was renamed, moved or never written. A cited path is a token with a repository
- * folder prefix (`src/chat/run.ts`, `test/support/`, `docs/DECISIONS.md`, `../shared/DESIGN.md`) or
+ * folder prefix (`src/metered/run.ts`, `test/support/`, `docs/DECISIONS.md`, `../shared/DESIGN.md`) or
  * a file name with a known extension (`settle-upto.ts`, `README.md`). A prefixed path must exist from
  * the repository root; a bare name must be a repository file seen from the root, from the citing
  * file's folder, or as the tail of some file's path (`upto/upto-store.ts`). Comments are read with
@@ -101,7 +101,7 @@ describe('paths cited in the comments of src/ and test/ exist', () => {
 
   test('the reader takes comments only, and paths only', () => {
     const source = [
-      "const url = 'http://example.com/src/not-a-comment.ts'; // see src/chat/run.ts and settle-upto.ts",
+      "const url = 'http://example.com/src/not-a-comment.ts'; // see src/metered/run.ts and settle-upto.ts",
       '/** Cites docs/DECISIONS.md, test/support/ and test/chat/*-codec.test.ts; not /v1/usage/x.ts or a/src/b. */',
       'const re = /\\/\\/ src\\/regex.ts/;',
     ].join('\n');
@@ -113,7 +113,7 @@ describe('paths cited in the comments of src/ and test/ exist', () => {
     assert.deepEqual(comments.flatMap((c) => citedIn(c.text)).sort(), [
       'docs/DECISIONS.md',
       'settle-upto.ts',
-      'src/chat/run.ts',
+      'src/metered/run.ts',
       'test/chat/',
       'test/support/',
     ]);

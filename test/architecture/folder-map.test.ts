@@ -55,7 +55,7 @@ function foldersOf(dir: string, depth: number, prefix = ''): string[] {
 }
 
 /**
- * Paths such as `src/chat/run.ts` or test/support/ written anywhere in a document. A glob
+ * Paths such as `src/metered/run.ts` or test/support/ written anywhere in a document. A glob
  * (test/outages/start-with-*.test.ts) is checked as the folder it is in; what only exists once a
  * command has installed it (bench/node_modules) is left out.
  */
@@ -76,7 +76,10 @@ describe('the folder map in docs/development.md', () => {
   const depth = Math.max(...entries.map((e) => e.depth));
 
   test('names every folder of src/ to the depth it goes, and no folder that does not exist', () => {
-    const named = entries.filter((e) => e.folder).map((e) => e.path).sort();
+    const named = entries
+      .filter((e) => e.folder)
+      .map((e) => e.path)
+      .sort();
     assert.deepEqual(named, foldersOf(join(ROOT, 'src'), depth).sort());
   });
 
@@ -86,13 +89,22 @@ describe('the folder map in docs/development.md', () => {
 
   test('the reader finds folders at each level, so the comparison above cannot pass on nothing', () => {
     const sample = readFolderMap('```\nsrc/\n  a.ts, b/  x\n  c/          y\n                z/ a description\n    d/   w\ntest/\n```\n');
-    assert.deepEqual(sample.map((e) => e.path), ['a.ts', 'b', 'c', 'c/d']);
+    assert.deepEqual(
+      sample.map((e) => e.path),
+      ['a.ts', 'b', 'c', 'c/d'],
+    );
     assert.ok(entries.length > 20 && depth >= 2);
   });
 });
 
 describe('paths cited in the documentation exist', () => {
-  const docs = ['README.md', 'SECURITY.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  const docs = [
+    'README.md',
+    'SECURITY.md',
+    ...readdirSync(join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`),
+  ];
   for (const doc of docs) {
     test(doc, () => {
       const text = readFileSync(join(ROOT, doc), 'utf8');
@@ -102,7 +114,7 @@ describe('paths cited in the documentation exist', () => {
   }
 
   test('the path finder finds paths and only paths', () => {
-    const text = 'see `src/chat/run.ts`, test/support/, deploy/systemd/tollgate@.service and test/chat/*-codec.test.ts; not /v1/usage/x or a/src/b.';
-    assert.deepEqual(citedPaths(text), ['src/chat/run.ts', 'test/support/', 'deploy/systemd/tollgate@.service', 'test/chat/']);
+    const text = 'see `src/metered/run.ts`, test/support/, deploy/systemd/tollgate@.service and test/chat/*-codec.test.ts; not /v1/usage/x or a/src/b.';
+    assert.deepEqual(citedPaths(text), ['src/metered/run.ts', 'test/support/', 'deploy/systemd/tollgate@.service', 'test/chat/']);
   });
 });

@@ -13,7 +13,12 @@ describe('the unit test tier', () => {
 
   test('pure modules are in it: translators, pricing, decimal and bucket arithmetic', () => {
     const unit: string[] = unitTestFiles();
-    for (const f of ['test/protocols/upstream-decoders.test.ts', 'test/providers/pricing.property.test.ts', 'test/ledger/usd.test.ts', 'test/ledger/spend-periods.test.ts']) {
+    for (const f of [
+      'test/protocols/upstream-decoders.test.ts',
+      'test/providers/pricing.property.test.ts',
+      'test/ledger/usd.test.ts',
+      'test/ledger/spend-periods.test.ts',
+    ]) {
       assert.ok(unit.includes(f), `${f} is not in the unit tier`);
     }
     for (const f of unit) assert.equal(serviceReachedBy(f), null, f);

@@ -8,7 +8,14 @@ import { promisify } from 'node:util';
 describe('npm run bench options', () => {
   test('defaults, explicit values and --quick', () => {
     assert.deepEqual(parseBenchOptions([]), { seconds: 5, rounds: 2, streams: 2000, connections: 64, wallets: 100, quick: false });
-    assert.deepEqual(parseBenchOptions(['--seconds', '10', '--streams', '500']), { seconds: 10, rounds: 2, streams: 500, connections: 64, wallets: 100, quick: false });
+    assert.deepEqual(parseBenchOptions(['--seconds', '10', '--streams', '500']), {
+      seconds: 10,
+      rounds: 2,
+      streams: 500,
+      connections: 64,
+      wallets: 100,
+      quick: false,
+    });
     assert.deepEqual(parseBenchOptions(['--quick']), { seconds: 2, rounds: 1, streams: 200, connections: 64, wallets: 100, quick: true });
     assert.deepEqual(parseBenchOptions(['--quick', '--wallets', '20']), { seconds: 2, rounds: 1, streams: 200, connections: 64, wallets: 20, quick: true });
   });

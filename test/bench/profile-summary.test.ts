@@ -32,7 +32,10 @@ describe('bench/profile-summary.ts', () => {
     const s = summarise(profile);
     assert.equal(s.totalMicros, 1000);
     assert.equal(s.idleMicros, 200);
-    assert.deepEqual(s.byModule.slice(0, 2), [{ name: 'libsql', micros: 600 }, { name: '(idle)', micros: 200 }]);
+    assert.deepEqual(s.byModule.slice(0, 2), [
+      { name: 'libsql', micros: 600 },
+      { name: '(idle)', micros: 200 },
+    ]);
     assert.deepEqual(s.byFunction[0], { name: 'run node_modules/libsql/index.js:10', micros: 600 });
     const lines = summaryLines(s);
     assert.equal(lines[0], 'sampled 0.0 s of the main thread: busy 80.0%, idle (waiting on I/O and timers) 20.0%');
@@ -44,6 +47,9 @@ describe('bench/profile-summary.ts', () => {
     // (libsql), 5,900 (reserve) and 6,000 (idle) on the monotonic clock.
     const loadOnly = summarise(profile, { fromMicros: 5_300, toMicros: 5_900 });
     assert.equal(loadOnly.totalMicros, 800);
-    assert.deepEqual(loadOnly.byModule, [{ name: 'libsql', micros: 600 }, { name: 'tollgate ledger/', micros: 200 }]);
+    assert.deepEqual(loadOnly.byModule, [
+      { name: 'libsql', micros: 600 },
+      { name: 'tollgate ledger/', micros: 200 },
+    ]);
   });
 });

@@ -9,13 +9,37 @@ import { targetChecks, targetLines } from '../../bench/target-checks.ts';
 
 // Only the arithmetic and the wording are tested here, on made-up measurements: the benchmark
 // itself measures, and timings stay out of npm test.
-const sat = (requestsPerSecond: number, cpuMicrosPerRequest: number): Saturation => ({ requestsPerSecond, completed: requestsPerSecond * 5, failed: 0, cpuMicrosPerRequest, machineBusyCores: 1.9 });
-const open = (rate: number, p50: number, p99: number, short = false): OpenLoop => ({
-  rate, sent: rate * 5, failed: 0, failures: {}, p50, p99, p50FromSend: p50, p99FromSend: p99, slowest: [],
-  achievedRate: short ? rate * 0.8 : rate, sendLagP50: short ? 3 : 0.02, sendLagP99: short ? 12 : 0.3,
-  generatorCpuShare: 0.3, targetCpuShare: 0.5, machineBusyCores: 1.2, keptSchedule: !short,
+const sat = (requestsPerSecond: number, cpuMicrosPerRequest: number): Saturation => ({
+  requestsPerSecond,
+  completed: requestsPerSecond * 5,
+  failed: 0,
+  cpuMicrosPerRequest,
+  machineBusyCores: 1.9,
 });
-const latencies = (p50: number, p99: number) => ({ 'json@200': open(200, p50, p99), 'json@1000': open(1000, p50, p99), 'ttft@200': open(200, p50 + 5, p99 + 5), 'ttft@1000': open(1000, p50 + 5, p99 + 5) });
+const open = (rate: number, p50: number, p99: number, short = false): OpenLoop => ({
+  rate,
+  sent: rate * 5,
+  failed: 0,
+  failures: {},
+  p50,
+  p99,
+  p50FromSend: p50,
+  p99FromSend: p99,
+  slowest: [],
+  achievedRate: short ? rate * 0.8 : rate,
+  sendLagP50: short ? 3 : 0.02,
+  sendLagP99: short ? 12 : 0.3,
+  generatorCpuShare: 0.3,
+  targetCpuShare: 0.5,
+  machineBusyCores: 1.2,
+  keptSchedule: !short,
+});
+const latencies = (p50: number, p99: number) => ({
+  'json@200': open(200, p50, p99),
+  'json@1000': open(1000, p50, p99),
+  'ttft@200': open(200, p50 + 5, p99 + 5),
+  'ttft@1000': open(1000, p50 + 5, p99 + 5),
+});
 
 const SQLITE: RowCondition = { engine: 'SQLite', wallets: 1, instances: 1 };
 const PG: RowCondition = { engine: 'PostgreSQL', wallets: 1, instances: 1 };
@@ -79,18 +103,21 @@ describe('npm run bench report', () => {
   test('every target line names its engine, wallets, instances and load', () => {
     const lines = linesOf(report());
     assert.equal(lines.length, 10, lines.join('\n'));
-    assert.deepEqual(lines.map((l) => l.match(/^(MET   |MISSED) \[([^\]]+)\]/)?.[2]), [
-      'SQLite · 1 wallet · 1 instance · closed loop, 64 connections',
-      'SQLite · 1 wallet · 1 instance · closed loop, 64 connections',
-      'SQLite · 1 wallet · 1 instance · open loop at 1,000 req/s',
-      'SQLite · 1 wallet · 1 instance · open loop at 1,000 req/s',
-      'SQLite · 1 wallet · 1 instance · closed loop, 64 connections',
-      'SQLite · 1 wallet · 1 instance · 2,000 held streams',
-      'SQLite · 1 wallet · 1 instance · open loop at 1,000 req/s',
-      'PostgreSQL · 100 wallets · 1 instance · closed loop, 64 connections',
-      'PostgreSQL · 100 wallets · 1 instance · open loop at 200 req/s',
-      'PostgreSQL · 100 wallets · 2 instances against 1 · closed loop, 64 connections',
-    ]);
+    assert.deepEqual(
+      lines.map((l) => l.match(/^(MET   |MISSED) \[([^\]]+)\]/)?.[2]),
+      [
+        'SQLite · 1 wallet · 1 instance · closed loop, 64 connections',
+        'SQLite · 1 wallet · 1 instance · closed loop, 64 connections',
+        'SQLite · 1 wallet · 1 instance · open loop at 1,000 req/s',
+        'SQLite · 1 wallet · 1 instance · open loop at 1,000 req/s',
+        'SQLite · 1 wallet · 1 instance · closed loop, 64 connections',
+        'SQLite · 1 wallet · 1 instance · 2,000 held streams',
+        'SQLite · 1 wallet · 1 instance · open loop at 1,000 req/s',
+        'PostgreSQL · 100 wallets · 1 instance · closed loop, 64 connections',
+        'PostgreSQL · 100 wallets · 1 instance · open loop at 200 req/s',
+        'PostgreSQL · 100 wallets · 2 instances against 1 · closed loop, 64 connections',
+      ],
+    );
   });
 
   test('the new targets: PostgreSQL against the proxy, its p99, two instances against one, SQLite over the proxy', () => {
@@ -98,7 +125,10 @@ describe('npm run bench report', () => {
     const find = (text: RegExp) => lines.find((l) => text.test(l)) ?? assert.fail(`no line matches ${text}:\n${lines.join('\n')}`);
     assert.match(find(/SQLite .* JSON throughput 6500 req\/s/), /^MET .*= 0\.65× the minimal proxy \(target ≥ 0\.6×\)/);
     assert.match(find(/added JSON p50 over the minimal proxy/), /^MISSED .*: 0\.70 ms \(target ≤ 0\.5 ms\)/);
-    assert.match(find(/PostgreSQL · 100 wallets · 1 instance · closed loop/), /^MET .*JSON throughput 3500 req\/s = 0\.35× the minimal proxy \(target ≥ 0\.3×\)/);
+    assert.match(
+      find(/PostgreSQL · 100 wallets · 1 instance · closed loop/),
+      /^MET .*JSON throughput 3500 req\/s = 0\.35× the minimal proxy \(target ≥ 0\.3×\)/,
+    );
     assert.match(find(/PostgreSQL · 100 wallets · 1 instance · open loop at 200/), /^MET .*JSON p99 20\.0 ms \(target ≤ 25 ms\)/);
     const two = find(/2 instances against 1/);
     assert.match(two, /^MET .*JSON throughput 6000 req\/s = 1\.71× one instance's 3500 \(target ≥ 1\.6×\)/);
@@ -120,16 +150,28 @@ describe('npm run bench report', () => {
   test('a latency target whose load generator fell short says so, with the rate it reached', () => {
     const lines = linesOf(report({ shortAt1000: true }));
     const line = lines.find((l) => /added JSON p50 over the upstream direct/.test(l))!;
-    assert.match(line, /the load generator fell short \(Tollgate SQLite: sent 800 of 1000 req\/s, p99 12\.0 ms late\): this figure measures the machine, not the gateway/);
+    assert.match(
+      line,
+      /the load generator fell short \(Tollgate SQLite: sent 800 of 1000 req\/s, p99 12\.0 ms late\): this figure measures the machine, not the gateway/,
+    );
     assert.doesNotMatch(lines.find((l) => /closed loop/.test(l))!, /fell short/);
-    assert.match(reportText(report({ shortAt1000: true })), /fell short of its schedule[^\n]*\n {2}Tollgate SQLite, json@1000: sent 800 of 1000 req\/s, 3\.00 \/ 12\.0 ms late/);
+    assert.match(
+      reportText(report({ shortAt1000: true })),
+      /fell short of its schedule[^\n]*\n {2}Tollgate SQLite, json@1000: sent 800 of 1000 req\/s, 3\.00 \/ 12\.0 ms late/,
+    );
   });
 
   test('the printed report has the scale-out table: proxy, PostgreSQL one wallet, many wallets, two instances', () => {
     const text = reportText(report());
     const scaleOut = text.slice(text.indexOf('PostgreSQL as operators scale it'));
     const header = scaleOut.split('\n')[2]!;
-    assert.deepEqual(header.trim().split(/\s{2,}/), ['node:http+undici proxy', 'Tollgate PostgreSQL', 'Tollgate PostgreSQL, 100 wallets', 'Tollgate PostgreSQL ×2, 1 wallet', 'Tollgate PostgreSQL ×2, 100 wallets']);
+    assert.deepEqual(header.trim().split(/\s{2,}/), [
+      'node:http+undici proxy',
+      'Tollgate PostgreSQL',
+      'Tollgate PostgreSQL, 100 wallets',
+      'Tollgate PostgreSQL ×2, 1 wallet',
+      'Tollgate PostgreSQL ×2, 100 wallets',
+    ]);
     assert.match(scaleOut, /\nsaturation JSON \(req\/s\) +10000 +700 \(0\.07×\) +3500 \(0\.35×\) +900 \(0\.09×\) +6000 \(0\.60×\)\n/);
     assert.match(scaleOut, /\nCPU per JSON request \(µs\) +100 +800 \(8\.00×\) +400 \(4\.00×\) +900 \(9\.00×\) +450 \(4\.50×\)\n/);
     assert.doesNotMatch(scaleOut.slice(0, scaleOut.indexOf('Added latency')), /stream|SSE|TTFT|RSS/);
@@ -147,7 +189,10 @@ describe('the load generators', () => {
     // 100 wallets × 2 instances, each pair twice: an even split, and no wallet tied to one instance.
     assert.equal(seen.size, 200);
     assert.ok([...seen.values()].every((n) => n === 2));
-    assert.deepEqual([0, 1, 2, 3].map((i) => nthRequest(i, 1, 1)), Array(4).fill({ instance: 0, wallet: 0 }));
+    assert.deepEqual(
+      [0, 1, 2, 3].map((i) => nthRequest(i, 1, 1)),
+      Array(4).fill({ instance: 0, wallet: 0 }),
+    );
   });
 
   test('an open loop kept its schedule only at the asked rate and on time', () => {

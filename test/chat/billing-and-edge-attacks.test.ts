@@ -35,12 +35,14 @@ const BULKY: Record<string, Record<string, unknown>> = {
   },
   'a tool_choice object': { messages: [hi], tool_choice: { type: 'function', function: { name: 'f'.repeat(BULK) } } },
   'a stop array': { messages: [hi], stop: Array.from({ length: 4 }, () => 's'.repeat(BULK / 4)) },
-  'logit_bias': { messages: [hi], logit_bias: Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [String(100_000 + i), 1])) },
-  'metadata': { messages: [hi], metadata: { k: 'v'.repeat(BULK) } },
-  'user': { messages: [hi], user: 'u'.repeat(BULK) },
+  logit_bias: { messages: [hi], logit_bias: Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [String(100_000 + i), 1])) },
+  metadata: { messages: [hi], metadata: { k: 'v'.repeat(BULK) } },
+  user: { messages: [hi], user: 'u'.repeat(BULK) },
   // 20,000 characters a provider may bill as 20,000 tokens; each is 1 byte raw, 6 bytes as JSON's \u0000.
   'NUL characters sent as \\u0000 escapes': { messages: [{ role: 'user', content: '\u0000'.repeat(20_000) }] },
-  'a text part with extra keys': { messages: [{ role: 'user', content: [{ type: 'text', text: 'hi', image_url: { url: `data:image/png;base64,${'A'.repeat(BULK)}` } }] }] },
+  'a text part with extra keys': {
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'hi', image_url: { url: `data:image/png;base64,${'A'.repeat(BULK)}` } }] }],
+  },
   'many empty text parts': { messages: [{ role: 'user', content: Array.from({ length: 5_000 }, () => ({ type: 'text', text: '' })) }] },
 };
 
@@ -127,7 +129,8 @@ describe('attack: the key is checked before the body, whatever the framing', () 
   });
   after(() => h.stop());
 
-  const head = (headers: string[]) => ['POST /v1/chat/completions HTTP/1.1', 'Host: 127.0.0.1', 'Content-Type: application/json', ...headers].join('\r\n') + '\r\n\r\n';
+  const head = (headers: string[]) =>
+    ['POST /v1/chat/completions HTTP/1.1', 'Host: 127.0.0.1', 'Content-Type: application/json', ...headers].join('\r\n') + '\r\n\r\n';
 
   test('a chunked body, and a 10 MiB body announced with Expect: 100-continue, get their 401 before any body byte', async () => {
     for (const framing of [['Transfer-Encoding: chunked'], [`Content-Length: ${10 * 1024 * 1024}`, 'Expect: 100-continue']]) {
@@ -141,8 +144,23 @@ describe('attack: the key is checked before the body, whatever the framing', () 
   test('content-type variants never reach a parser without the bounds scan', async () => {
     const w = await h.wallet(1_000_000);
     const deep = `{"model":"fake/chat-small","messages":[{"role":"user","content":"hi"}],"max_tokens":16,"x":${'['.repeat(70)}${']'.repeat(70)}}`;
-    for (const type of ['Application/JSON', 'application/json ; charset=utf-8', 'application/json;charset=latin1', 'application/json\t', 'APPLICATION/JSON; foo=bar', 'application/jsonx', 'application/x-json', 'text/json', 'application/vnd.api+json', 'text/plain']) {
-      const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': type }, body: deep });
+    for (const type of [
+      'Application/JSON',
+      'application/json ; charset=utf-8',
+      'application/json;charset=latin1',
+      'application/json\t',
+      'APPLICATION/JSON; foo=bar',
+      'application/jsonx',
+      'application/x-json',
+      'text/json',
+      'application/vnd.api+json',
+      'text/plain',
+    ]) {
+      const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': type },
+        body: deep,
+      });
       const body = await res.json();
       const refusedByScan = res.status === 400 && /nested deeper/.test(body.message);
       assert.ok(refusedByScan || res.status === 415, `${JSON.stringify(type)}: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
@@ -165,7 +183,10 @@ describe('attack: the key is checked before the body, whatever the framing', () 
     const statuses = (client.received().match(/HTTP\/1\.1 \d{3}/g) ?? []).map((s) => s.slice(9));
     assert.equal(statuses[0], '200', client.received().slice(0, 300));
     assert.ok(statuses.length >= 2, `the second request was answered: ${statuses.join(', ')}`);
-    assert.ok(statuses.slice(1).every((s) => s === '401'), `later requests: ${statuses.slice(1).join(', ')}`);
+    assert.ok(
+      statuses.slice(1).every((s) => s === '401'),
+      `later requests: ${statuses.slice(1).join(', ')}`,
+    );
     assert.equal(h.fake.received.length, calls + 1, 'only the authenticated request reached the provider');
     await h.gw.assertLedger();
   });
@@ -214,7 +235,14 @@ for (const engine of ENGINES) {
       const s = h.gw.services;
       const storage = commitsThenLosesTheAnswer(s.storage);
       const original = s.settler;
-      s.settler = createDurableSettler({ storage, spool: SettleSpool.open(spoolDir, 'review'), logger: s.logger, failure: () => null, onApplied: () => undefined, onUnbilled: () => undefined });
+      s.settler = createDurableSettler({
+        storage,
+        spool: SettleSpool.open(spoolDir, 'review'),
+        logger: s.logger,
+        failure: () => null,
+        onApplied: () => undefined,
+        onUnbilled: () => undefined,
+      });
       try {
         const w = await h.wallet(1_000_000);
         h.fake.behaviour = { usage: { prompt_tokens: 100, completion_tokens: 50 } };
@@ -261,7 +289,10 @@ for (const engine of ENGINES) {
       assert.ok(!text.includes('"prompt_tokens"'), 'the usage chunk is not sent to a client that did not ask for it');
       const rows = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', w.keyId).execute();
       assert.equal(rows.length, 1);
-      assert.deepEqual([Number(rows[0]!.estimated), Number(rows[0]!.prompt_tokens), Number(rows[0]!.completion_tokens), Number(rows[0]!.charged_usdc)], [0, 100, 50, 240]);
+      assert.deepEqual(
+        [Number(rows[0]!.estimated), Number(rows[0]!.prompt_tokens), Number(rows[0]!.completion_tokens), Number(rows[0]!.charged_usdc)],
+        [0, 100, 50, 240],
+      );
     });
 
     for (const stream of [false, true]) {
@@ -277,7 +308,10 @@ for (const engine of ENGINES) {
         assert.equal(rows.length, 1);
         assert.equal(Number(rows[0]!.estimated), 1);
         const reasoningTokens = countTokens(REASONING);
-        assert.ok(Number(rows[0]!.completion_tokens) >= reasoningTokens, `billed ${rows[0]!.completion_tokens} completion tokens for ${reasoningTokens} tokens of delivered reasoning`);
+        assert.ok(
+          Number(rows[0]!.completion_tokens) >= reasoningTokens,
+          `billed ${rows[0]!.completion_tokens} completion tokens for ${reasoningTokens} tokens of delivered reasoning`,
+        );
       });
     }
   });
@@ -297,7 +331,11 @@ describe('attack: the auth failure limit counts an IPv6 client by its /64', () =
 
   test('bad keys from four addresses of one /64 are refused with 429; another /64 and IPv4 clients are not affected', async () => {
     const attempt = (from: string) =>
-      fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer sk-nope', 'content-type': 'application/json', 'x-forwarded-for': from }, body: '{}' }).then(async (r) => (await r.arrayBuffer(), r.status));
+      fetch(`${h.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer sk-nope', 'content-type': 'application/json', 'x-forwarded-for': from },
+        body: '{}',
+      }).then(async (r) => (await r.arrayBuffer(), r.status));
     const statuses = [];
     for (let i = 1; i <= 5; i++) statuses.push(await attempt(`2001:db8:1:2::${i.toString(16)}`));
     assert.deepEqual(statuses, [401, 401, 401, 429, 429]);
@@ -316,7 +354,8 @@ describe('attack: the public per-address limit counts an IPv6 client by its /64'
   after(() => h.stop());
 
   test('GET /v1/models from three addresses of one /64: the third is 429; another /64 is not affected', async () => {
-    const list = (from: string) => fetch(`${h.gw.url}/v1/models`, { headers: { 'x-forwarded-for': from } }).then(async (r) => (await r.arrayBuffer(), r.status));
+    const list = (from: string) =>
+      fetch(`${h.gw.url}/v1/models`, { headers: { 'x-forwarded-for': from } }).then(async (r) => (await r.arrayBuffer(), r.status));
     assert.deepEqual([await list('2001:db8:5:6::1'), await list('2001:db8:5:6::2'), await list('2001:db8:5:6::3')], [200, 200, 429]);
     assert.equal(await list('2001:db8:5:7::1'), 200, 'another /64 has its own budget');
   });

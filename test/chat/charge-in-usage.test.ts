@@ -24,7 +24,16 @@ const UPSTREAMS = [
 function request(protocol: Protocol, model: string, stream: boolean): { path: string; body: Record<string, unknown> } {
   if (protocol === 'chat') {
     // The usage chunk (and so the charge) reaches a streaming client that asks for it, as OpenAI's does.
-    return { path: '/v1/chat/completions', body: { model, stream, max_tokens: MAX, messages: [{ role: 'user', content: 'What is a toll gate?' }], ...(stream ? { stream_options: { include_usage: true } } : {}) } };
+    return {
+      path: '/v1/chat/completions',
+      body: {
+        model,
+        stream,
+        max_tokens: MAX,
+        messages: [{ role: 'user', content: 'What is a toll gate?' }],
+        ...(stream ? { stream_options: { include_usage: true } } : {}),
+      },
+    };
   }
   if (protocol === 'responses') return { path: '/v1/responses', body: { model, stream, max_output_tokens: MAX, input: 'What is a toll gate?', store: false } };
   return { path: '/v1/messages', body: { model, stream, max_tokens: MAX, messages: [{ role: 'user', content: 'What is a toll gate?' }] } };
@@ -33,7 +42,10 @@ function request(protocol: Protocol, model: string, stream: boolean): { path: st
 /** Each server-sent event's JSON payload, in order. */
 function events(text: string): any[] {
   return text.split('\n\n').flatMap((block) => {
-    const data = block.split('\n').find((line) => line.startsWith('data: '))?.slice(6);
+    const data = block
+      .split('\n')
+      .find((line) => line.startsWith('data: '))
+      ?.slice(6);
     return data && data !== '[DONE]' ? [JSON.parse(data)] : [];
   });
 }
@@ -65,7 +77,11 @@ for (const engine of ENGINES) {
         assert.equal(patched.status, 200, patched.text);
       }
       const { path, body } = request(protocol, model, stream);
-      const res = await fetch(`${h.gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${w.key}` }, body: JSON.stringify(body) });
+      const res = await fetch(`${h.gw.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${w.key}` },
+        body: JSON.stringify(body),
+      });
       const text = await res.text();
       assert.equal(res.status, 200, text);
       // A stream is settled before its final event, so the balance is final once the stream is read.

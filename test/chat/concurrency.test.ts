@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { planChat } from '../../src/chat/plan.ts';
+import { planChat } from '../../src/metered/plan/plan.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { ENGINES } from '../support/engines.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
@@ -29,13 +29,19 @@ for (const engine of ENGINES) {
       const started = performance.now();
       const results = await Promise.all(
         Array.from({ length: PARALLEL }, () =>
-          fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: await r.json() })),
+          fetch(`${h.gw.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+            body: JSON.stringify(body),
+          }).then(async (r) => ({ status: r.status, body: await r.json() })),
         ),
       );
       const elapsed = performance.now() - started;
       const ok = results.filter((r) => r.status === 200).length;
       const refused = results.filter((r) => r.status === 402);
-      t.diagnostic(`${engine}: ${PARALLEL} requests in ${elapsed.toFixed(0)} ms: ${ok} succeeded, ${refused.length} refused with 402; each cost ${cost} micro-USDC`);
+      t.diagnostic(
+        `${engine}: ${PARALLEL} requests in ${elapsed.toFixed(0)} ms: ${ok} succeeded, ${refused.length} refused with 402; each cost ${cost} micro-USDC`,
+      );
       assert.equal(ok, K);
       assert.equal(refused.length, PARALLEL - K);
       assert.ok(refused.every((r) => r.body.error === 'INSUFFICIENT_BALANCE'));
@@ -44,7 +50,12 @@ for (const engine of ENGINES) {
       const check = await checkLedger(h.gw.services.storage.db);
       assert.deepEqual(check.problems, []);
       assert.equal(check.creditsUsdc - check.chargesUsdc, funds - K * cost);
-      const charges = await h.gw.services.storage.db.selectFrom('ledger_entries').selectAll().where('kind', '=', 'charge').where('wallet', '=', w.account.address.toLowerCase()).execute();
+      const charges = await h.gw.services.storage.db
+        .selectFrom('ledger_entries')
+        .selectAll()
+        .where('kind', '=', 'charge')
+        .where('wallet', '=', w.account.address.toLowerCase())
+        .execute();
       assert.equal(charges.length, K, 'one charge per successful request');
       assert.equal(h.fake.received.length, K, 'refused requests never reached the provider');
     });

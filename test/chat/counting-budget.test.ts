@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CountingBudget, SMALL_COUNT_BYTES } from '../../src/chat/counting-budget.ts';
+import { CountingBudget, SMALL_COUNT_BYTES } from '../../src/metered/counting-budget.ts';
 import { ApiError } from '../../src/refusal.ts';
-import { countTokens } from '../../src/chat/usage.ts';
+import { countTokens } from '../../src/metered/usage-estimate.ts';
 
 const MIB = 1024 * 1024;
 
@@ -26,7 +26,10 @@ test('count_tokens takes on two maximal bodies per key and eight per instance at
   budget.take('1', 4 * MIB);
   // Other keys fill the instance up to its bound.
   for (let k = 2; k <= 7; k++) budget.take(String(k), 4 * MIB);
-  assert.throws(() => budget.take('8', 4 * MIB), (e: ApiError) => e.status === 429 && /counting/.test(e.message));
+  assert.throws(
+    () => budget.take('8', 4 * MIB),
+    (e: ApiError) => e.status === 429 && /counting/.test(e.message),
+  );
 });
 
 test('a body larger than the per-key share is taken when the key has nothing else being counted', () => {
@@ -49,9 +52,15 @@ test('a small count started behind a long one finishes first: the CPU lane takes
 test('attack: a full instance budget still admits a small body, which counts against its wallet only', () => {
   const budget = new CountingBudget({ perWalletBytes: 4 * MIB, instanceBytes: 32 * MIB, alwaysAdmittedBytes: SMALL_COUNT_BYTES });
   for (let w = 1; w <= 8; w++) budget.take(`0xattacker${w}`, 4 * MIB);
-  assert.throws(() => budget.take('0xother', SMALL_COUNT_BYTES + 1), (e: ApiError) => e.status === 429 && /large requests/.test(e.message));
+  assert.throws(
+    () => budget.take('0xother', SMALL_COUNT_BYTES + 1),
+    (e: ApiError) => e.status === 429 && /large requests/.test(e.message),
+  );
   const small = budget.take('0xother', SMALL_COUNT_BYTES);
   small();
   // The wallet's own bound still holds for small bodies.
-  assert.throws(() => budget.take('0xattacker1', 1), (e: ApiError) => e.status === 429 && /this wallet/.test(e.message));
+  assert.throws(
+    () => budget.take('0xattacker1', 1),
+    (e: ApiError) => e.status === 429 && /this wallet/.test(e.message),
+  );
 });

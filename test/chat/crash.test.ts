@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { after, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
@@ -113,12 +113,17 @@ for (const engine of ENGINES) {
 
       const addresses = payers.map((p) => p.wallet);
       const reservations = new Map(
-        (await storage.db.selectFrom('reservations').select(['request_id', 'status']).where('wallet', 'in', addresses).execute()).map((r) => [r.request_id, r.status]),
+        (await storage.db.selectFrom('reservations').select(['request_id', 'status']).where('wallet', 'in', addresses).execute()).map((r) => [
+          r.request_id,
+          r.status,
+        ]),
       );
       const called = fake.received.slice(calledBefore).map((r) => r.headers['x-client-request-id'] as string);
       const unreserved = called.filter((id) => !reservations.has(id));
       assert.deepEqual(unreserved, [], 'the provider was called only for committed reservations');
-      const usageRows = new Set((await storage.db.selectFrom('request_usage').select('request_id').where('request_id', 'in', answered).execute()).map((r) => r.request_id));
+      const usageRows = new Set(
+        (await storage.db.selectFrom('request_usage').select('request_id').where('request_id', 'in', answered).execute()).map((r) => r.request_id),
+      );
       const unsettled = answered.filter((id) => reservations.get(id) !== 'settled' || !usageRows.has(id));
       assert.deepEqual(unsettled, [], 'every answer the client received is settled and has its usage row');
       const pendingAtKill = [...reservations.values()].filter((s) => s === 'pending').length;
@@ -129,7 +134,12 @@ for (const engine of ENGINES) {
       assert.ok(ledger.ok, ledger.problems.join('\n'));
       for (const wallet of addresses) {
         const balance = await getBalance(storage.db, wallet);
-        const charges = await storage.db.selectFrom('ledger_entries').select((e) => e.fn.sum<number>('amount_usdc').as('sum')).where('wallet', '=', wallet).where('kind', '=', 'charge').executeTakeFirst();
+        const charges = await storage.db
+          .selectFrom('ledger_entries')
+          .select((e) => e.fn.sum<number>('amount_usdc').as('sum'))
+          .where('wallet', '=', wallet)
+          .where('kind', '=', 'charge')
+          .executeTakeFirst();
         assert.equal(balance.locked_usdc, 0, `all ${pendingAtKill} reservations pending at the kill are released`);
         assert.equal(balance.balance_usdc, FUNDED + Number(charges?.sum ?? 0), 'the balance is the funding minus the recorded charges');
       }
@@ -138,7 +148,13 @@ for (const engine of ENGINES) {
       const restarted = await startGatewayProcess(config(), env);
       processes.push(restarted);
       const before = (await getBalance(storage.db, addresses[0]!)).balance_usdc;
-      const again = await call(restarted.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'after' }], max_tokens: 50 }, payers[0]!.headers);
+      const again = await call(
+        restarted.url,
+        'POST',
+        '/v1/chat/completions',
+        { model: 'fake/chat-small', messages: [{ role: 'user', content: 'after' }], max_tokens: 50 },
+        payers[0]!.headers,
+      );
       assert.equal(again.status, 200, again.text);
       assert.equal((await getBalance(storage.db, addresses[0]!)).balance_usdc, before - Number(again.headers.get('x-tollgate-charged-usdc')));
     }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DrainBudget } from '../../src/chat/deps.ts';
+import { DrainBudget } from '../../src/metered/deps.ts';
 
 test('a drain budget hands out at most max slots, and a released slot can be taken again', () => {
   const drains = new DrainBudget(2, 1000);

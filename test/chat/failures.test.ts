@@ -27,7 +27,11 @@ describe('chat failure matrix', () => {
   after(() => h.stop());
 
   const post = (key: string, body: Record<string, unknown>) =>
-    fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
 
   async function usageRows(keyId: number) {
     return h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', keyId).execute();
@@ -72,10 +76,16 @@ describe('chat failure matrix', () => {
   });
 
   test('upstream unreachable: 502, nothing charged', async () => {
-    const unreachable = await startChatHarness('sqlite', { providers: { fake: { baseUrl: 'http://127.0.0.1:9/v1' }, other: { baseUrl: 'http://127.0.0.1:9/v1' } } });
+    const unreachable = await startChatHarness('sqlite', {
+      providers: { fake: { baseUrl: 'http://127.0.0.1:9/v1' }, other: { baseUrl: 'http://127.0.0.1:9/v1' } },
+    });
     try {
       const w = await unreachable.wallet(FUNDS);
-      const res = await fetch(`${unreachable.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: MESSAGES }) });
+      const res = await fetch(`${unreachable.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat-small', messages: MESSAGES }),
+      });
       assert.equal(res.status, 502);
       assert.match((await res.json()).message, /could not be reached/);
       assert.deepEqual(await unreachable.balance(w.account), { balance_usdc: FUNDS, locked_usdc: 0, available_usdc: FUNDS });
@@ -155,14 +165,22 @@ describe('chat failure matrix', () => {
     const completion = countTokens('The quick brown fox jumps over the lazy dog.');
     const expected = Math.ceil(prompt * 1.2 + completion * 2.4);
     const [row] = await usageRows(w.keyId);
-    assert.deepEqual({ p: Number(row!.prompt_tokens), c: Number(row!.completion_tokens), est: Number(row!.estimated), charged: Number(row!.charged_usdc) }, { p: prompt, c: completion, est: 1, charged: expected });
+    assert.deepEqual(
+      { p: Number(row!.prompt_tokens), c: Number(row!.completion_tokens), est: Number(row!.estimated), charged: Number(row!.charged_usdc) },
+      { p: prompt, c: completion, est: 1, charged: expected },
+    );
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - expected);
   });
 
   test('missing usage in a stream is billed from the streamed text', async () => {
     const w = await h.wallet(FUNDS);
     h.fake.behaviour = { omitUsage: true, content: 'one two three four five' };
-    const res = await post(w.key, { model: 'chat-small', messages: [{ role: 'user', content: 'count' }], stream: true, stream_options: { include_usage: true } });
+    const res = await post(w.key, {
+      model: 'chat-small',
+      messages: [{ role: 'user', content: 'count' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const events = await readSse(res);
     assert.equal(events.at(-1), '[DONE]');
     const expected = Math.ceil((countTokens('count') + 6) * 1.2 + countTokens('one two three four five') * 2.4);
@@ -209,7 +227,12 @@ describe('rate limited chat', () => {
     try {
       h.fake.behaviour = { usage: USAGE };
       const w = await h.wallet(FUNDS);
-      const post = () => fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: MESSAGES }) });
+      const post = () =>
+        fetch(`${h.gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'chat-small', messages: MESSAGES }),
+        });
       const first = await post();
       assert.equal(first.status, 200);
       assert.equal(first.headers.get('x-ratelimit-limit'), '2');
@@ -228,7 +251,11 @@ describe('rate limited chat', () => {
       assert.equal(h.fake.received.length, calls, 'the provider was not called');
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 2 * CHARGE, 'nothing charged for the refused request');
       const other = await h.wallet(FUNDS);
-      const otherRes = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${other.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: MESSAGES }) });
+      const otherRes = await fetch(`${h.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${other.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat-small', messages: MESSAGES }),
+      });
       assert.equal(otherRes.status, 200, 'limits are per wallet');
       await h.gw.assertLedger();
     } finally {

@@ -40,7 +40,12 @@ for (const engine of ENGINES) {
     after(() => h.stop());
 
     const post = (key: string, body: Record<string, unknown>, signal?: AbortSignal) =>
-      fetch(`${h.gw.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ max_tokens: 300, messages: [{ role: 'user', content: 'hi' }], ...body }), signal });
+      fetch(`${h.gw.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': key, 'content-type': 'application/json' },
+        body: JSON.stringify({ max_tokens: 300, messages: [{ role: 'user', content: 'hi' }], ...body }),
+        signal,
+      });
 
     const usageRows = (keyId: number) => h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', keyId).execute();
     async function waitForRow(keyId: number) {
@@ -100,7 +105,10 @@ for (const engine of ENGINES) {
         const res = await post(w.key, { model: up.model, stream: true });
         const all = events(await res.text());
         assert.equal(all.at(-1)!.event, 'error');
-        assert.ok(all.some((e) => e.event === 'content_block_delta'), 'what came before the cut was relayed');
+        assert.ok(
+          all.some((e) => e.event === 'content_block_delta'),
+          'what came before the cut was relayed',
+        );
         await expectNothingCharged(w);
       });
 
@@ -154,7 +162,7 @@ for (const engine of ENGINES) {
       await expectNothingCharged(w);
     });
 
-    test('native: the provider\'s events are relayed byte for byte (spacing kept) but message_delta, which waits for the bill and carries its charge, then message_stop', async () => {
+    test("native: the provider's events are relayed byte for byte (spacing kept) but message_delta, which waits for the bill and carries its charge, then message_stop", async () => {
       const w = await h.wallet(FUNDS);
       h.anthropic.behaviour = { usage: ANTHROPIC_USAGE, spacedJson: true };
       const text = await (await post(w.key, { model: 'anth/claude-test', stream: true })).text();
@@ -164,19 +172,38 @@ for (const engine of ENGINES) {
       assert.ok(text.includes('event: ping\ndata: { "type": "ping" }\n\n'));
       // The provider's message_delta, written again (compact) with the charge in its usage, just before message_stop.
       const delta = text.slice(text.indexOf('event: message_delta\n'));
-      assert.ok(delta.startsWith('event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":70,'), delta);
+      assert.ok(
+        delta.startsWith(
+          'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":70,',
+        ),
+        delta,
+      );
       assert.ok(delta.includes(`"output_tokens":50,"cost":${CHARGE / 1_000_000},"charged_usdc":${CHARGE}}}\n\nevent: message_stop\n`), delta);
       assert.ok(text.endsWith('event: message_stop\ndata: {"type":"message_stop"}\n\n'));
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
     });
 
-    test('translated: the stream is Anthropic\'s event sequence, usage in message_delta as billed', async () => {
+    test("translated: the stream is Anthropic's event sequence, usage in message_delta as billed", async () => {
       const w = await h.wallet(FUNDS);
       const all = events(await (await post(w.key, { model: 'fake/chat-small', stream: true })).text());
-      assert.deepEqual([...new Set(all.map((e) => e.event))], ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+      assert.deepEqual(
+        [...new Set(all.map((e) => e.event))],
+        ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop'],
+      );
       assert.deepEqual(all[1]!.data, { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
       const delta = all.find((e) => e.event === 'message_delta')!.data;
-      assert.deepEqual(delta, { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { input_tokens: 100, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 50, cost: OPENAI_CHARGE / 1_000_000, charged_usdc: OPENAI_CHARGE } });
+      assert.deepEqual(delta, {
+        type: 'message_delta',
+        delta: { stop_reason: 'end_turn', stop_sequence: null },
+        usage: {
+          input_tokens: 100,
+          cache_creation_input_tokens: 0,
+          cache_read_input_tokens: 0,
+          output_tokens: 50,
+          cost: OPENAI_CHARGE / 1_000_000,
+          charged_usdc: OPENAI_CHARGE,
+        },
+      });
     });
   });
 }

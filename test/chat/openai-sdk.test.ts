@@ -21,7 +21,10 @@ describe('chat completions through the official openai SDK', () => {
 
   test('non-streaming: the provider response passes through, the charge is exact and reported', async () => {
     const w = await h.wallet(1_000_000);
-    const { data, response } = await h.client(w.key).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'Say hello' }] }).withResponse();
+    const { data, response } = await h
+      .client(w.key)
+      .chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'Say hello' }] })
+      .withResponse();
     assert.equal(data.object, 'chat.completion');
     assert.equal(data.choices[0]!.message.content, 'Hello from the fake provider, a stand-in for a paid model.');
     assert.equal(data.choices[0]!.finish_reason, 'stop');
@@ -43,15 +46,34 @@ describe('chat completions through the official openai SDK', () => {
   test('every standard field is forwarded as sent', async () => {
     const w = await h.wallet(1_000_000);
     const fields = {
-      temperature: 0.3, top_p: 0.9, stop: ['\n\n'], presence_penalty: 0.5, frequency_penalty: 0.25, seed: 42, n: 2, logprobs: true,
-      response_format: { type: 'json_object' as const }, user: 'end-user-7', max_tokens: 64,
+      temperature: 0.3,
+      top_p: 0.9,
+      stop: ['\n\n'],
+      presence_penalty: 0.5,
+      frequency_penalty: 0.25,
+      seed: 42,
+      n: 2,
+      logprobs: true,
+      response_format: { type: 'json_object' as const },
+      user: 'end-user-7',
+      max_tokens: 64,
       tools: [{ type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
       tool_choice: 'auto' as const,
     };
-    await h.client(w.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }], ...fields });
+    await h.client(w.key).chat.completions.create({
+      model: 'chat-small',
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: 'hi' },
+      ],
+      ...fields,
+    });
     const sent = h.fake.received.at(-1)!.body;
     for (const [k, v] of Object.entries(fields)) assert.deepEqual(sent[k], v, k);
-    assert.deepEqual(sent.messages, [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }]);
+    assert.deepEqual(sent.messages, [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'hi' },
+    ]);
   });
 
   test('streaming without include_usage: text arrives, no usage chunk, still billed', async () => {
@@ -78,7 +100,9 @@ describe('chat completions through the official openai SDK', () => {
 
   test('streaming with include_usage: the usage chunk reaches the client', async () => {
     const w = await h.wallet(1_000_000);
-    const stream = await h.client(w.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } });
+    const stream = await h
+      .client(w.key)
+      .chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } });
     let usage: OpenAI.CompletionUsage | undefined;
     for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
     assert.equal(usage?.prompt_tokens, 100);
@@ -107,7 +131,11 @@ describe('chat completions through the official openai SDK', () => {
   test('tool calls, not streamed', async () => {
     const w = await h.wallet(1_000_000);
     h.fake.behaviour = { usage: USAGE, toolCall: { name: 'get_weather', arguments: '{"city":"Lisbon","unit":"celsius"}' } };
-    const res = await h.client(w.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'weather?' }], tools: [{ type: 'function', function: { name: 'get_weather' } }] });
+    const res = await h.client(w.key).chat.completions.create({
+      model: 'chat-small',
+      messages: [{ role: 'user', content: 'weather?' }],
+      tools: [{ type: 'function', function: { name: 'get_weather' } }],
+    });
     const call0 = res.choices[0]!.message.tool_calls![0]!;
     assert.equal(res.choices[0]!.finish_reason, 'tool_calls');
     assert.equal(call0.type === 'function' && call0.function.name, 'get_weather');
@@ -118,7 +146,11 @@ describe('chat completions through the official openai SDK', () => {
   test('tool calls, streamed: deltas keep their index and assemble into the call', async () => {
     const w = await h.wallet(1_000_000);
     h.fake.behaviour = { usage: USAGE, toolCall: { name: 'get_weather', arguments: '{"city":"Lisbon","unit":"celsius"}' } };
-    const runner = h.client(w.key).chat.completions.stream({ model: 'chat-small', messages: [{ role: 'user', content: 'weather?' }], tools: [{ type: 'function', function: { name: 'get_weather' } }] });
+    const runner = h.client(w.key).chat.completions.stream({
+      model: 'chat-small',
+      messages: [{ role: 'user', content: 'weather?' }],
+      tools: [{ type: 'function', function: { name: 'get_weather' } }],
+    });
     const deltas: any[] = [];
     runner.on('chunk', (c) => deltas.push(...(c.choices[0]?.delta?.tool_calls ?? [])));
     const final = await runner.finalChatCompletion();
@@ -129,7 +161,7 @@ describe('chat completions through the official openai SDK', () => {
     assert.equal((await h.balance(w.account)).balance_usdc, 1_000_000 - CHARGE);
   });
 
-  test('402, 429 and 502 surface as the SDK\'s typed errors', async () => {
+  test("402, 429 and 502 surface as the SDK's typed errors", async () => {
     const poor = await h.wallet(10);
     await assert.rejects(h.client(poor.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] }), (err: unknown) => {
       assert.ok(err instanceof OpenAI.APIError);
@@ -138,7 +170,13 @@ describe('chat completions through the official openai SDK', () => {
       assert.match(err.message, /^402 "INSUFFICIENT_BALANCE"$/);
       return true;
     });
-    const raw = await call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${poor.key}` });
+    const raw = await call(
+      h.gw.url,
+      'POST',
+      '/v1/chat/completions',
+      { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] },
+      { authorization: `Bearer ${poor.key}` },
+    );
     assert.equal(raw.status, 402);
     assert.equal(raw.body.error, 'INSUFFICIENT_BALANCE');
     assert.match(raw.body.message, /POST \/v1\/topup/);
@@ -159,11 +197,14 @@ describe('chat completions through the official openai SDK', () => {
     try {
       const lw = await limited.wallet(1_000_000);
       await limited.client(lw.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] });
-      await assert.rejects(limited.client(lw.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] }), (err: unknown) => {
-        assert.ok(err instanceof OpenAI.RateLimitError);
-        assert.equal(err.error, 'RATE_LIMITED');
-        return true;
-      });
+      await assert.rejects(
+        limited.client(lw.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] }),
+        (err: unknown) => {
+          assert.ok(err instanceof OpenAI.RateLimitError);
+          assert.equal(err.error, 'RATE_LIMITED');
+          return true;
+        },
+      );
       await limited.gw.assertLedger();
     } finally {
       await limited.stop();
@@ -173,11 +214,22 @@ describe('chat completions through the official openai SDK', () => {
   test('reasoning and cached tokens are recorded as parts of the totals, not billed on top', async () => {
     const w = await h.wallet(1_000_000);
     h.fake.behaviour = { usage: { ...USAGE, reasoning_tokens: 20, cached_tokens: 30 } };
-    const { response } = await h.client(w.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'think' }] }).withResponse();
+    const { response } = await h
+      .client(w.key)
+      .chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'think' }] })
+      .withResponse();
     assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(CHARGE));
     const row = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
     assert.deepEqual(
-      { p: Number(row.prompt_tokens), c: Number(row.completion_tokens), r: Number(row.reasoning_tokens), cached: Number(row.cached_tokens), cost: Number(row.provider_cost_usdc), est: Number(row.estimated), status: row.status },
+      {
+        p: Number(row.prompt_tokens),
+        c: Number(row.completion_tokens),
+        r: Number(row.reasoning_tokens),
+        cached: Number(row.cached_tokens),
+        cost: Number(row.provider_cost_usdc),
+        est: Number(row.estimated),
+        status: row.status,
+      },
       { p: 100, c: 50, r: 20, cached: 30, cost: 200, est: 0, status: 'ok' },
     );
     assert.equal(row.model, 'fake/chat-small');

@@ -23,7 +23,18 @@ const OPENAI_MODEL = { ...MODELS[0]!, cachedPromptCostPer1M: '0.5' };
 const ANTHROPIC_MODEL = { ...CLAUDE, cacheWriteCostPer1M: '1.25', cacheReadCostPer1M: '0.1' };
 
 const bodies = (model: string, stream: boolean): Record<string, { path: string; body: Record<string, unknown> }> => ({
-  chat: { path: '/v1/chat/completions', body: { model, stream, max_tokens: MAX, messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: QUESTION }] } },
+  chat: {
+    path: '/v1/chat/completions',
+    body: {
+      model,
+      stream,
+      max_tokens: MAX,
+      messages: [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: QUESTION },
+      ],
+    },
+  },
   responses: { path: '/v1/responses', body: { model, stream, max_output_tokens: MAX, instructions: SYSTEM, input: QUESTION } },
   messages: { path: '/v1/messages', body: { model, stream, max_tokens: MAX, system: SYSTEM, messages: [{ role: 'user', content: QUESTION }] } },
 });
@@ -40,7 +51,11 @@ for (const engine of ENGINES) {
     });
 
     const upstreams = [
-      { name: 'an OpenAI-compatible provider', model: 'fake/chat-small', reset: () => resetProviders(h, {}, { usage: { prompt_tokens: 40, completion_tokens: 12, cached_tokens: 16 } }) },
+      {
+        name: 'an OpenAI-compatible provider',
+        model: 'fake/chat-small',
+        reset: () => resetProviders(h, {}, { usage: { prompt_tokens: 40, completion_tokens: 12, cached_tokens: 16 } }),
+      },
       {
         name: 'an Anthropic provider',
         model: 'anth/claude-test',

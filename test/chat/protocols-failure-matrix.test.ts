@@ -16,9 +16,15 @@ const FUNDS = 5_000_000;
 const CONTENT = 'one two three four five six seven eight nine ten eleven twelve';
 
 const PROTOCOLS = {
-  chat: (model: string, stream: boolean) => ({ path: '/v1/chat/completions', body: { model, stream, max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] } }),
+  chat: (model: string, stream: boolean) => ({
+    path: '/v1/chat/completions',
+    body: { model, stream, max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] },
+  }),
   responses: (model: string, stream: boolean) => ({ path: '/v1/responses', body: { model, stream, max_output_tokens: 50, input: 'hi' } }),
-  messages: (model: string, stream: boolean) => ({ path: '/v1/messages', body: { model, stream, max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] } }),
+  messages: (model: string, stream: boolean) => ({
+    path: '/v1/messages',
+    body: { model, stream, max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] },
+  }),
 };
 
 type Behaviour = Record<string, unknown>;
@@ -41,7 +47,12 @@ describe('every protocol × upstream pair keeps the failure matrix (sqlite)', ()
 
   const send = (key: string, protocol: keyof typeof PROTOCOLS, model: string, stream: boolean, signal?: AbortSignal) => {
     const { path, body } = PROTOCOLS[protocol](model, stream);
-    return fetch(`${h.gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body), signal });
+    return fetch(`${h.gw.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify(body),
+      signal,
+    });
   };
   const rowsOf = async (keyId: number, n = 1) => {
     let rows = await usageRowsOf(h, keyId);

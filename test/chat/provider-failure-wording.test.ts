@@ -33,7 +33,7 @@ describe('provider failures say what happened', () => {
       const events = await readSse(res);
       assert.equal(events.at(-1), '[DONE]');
       const event = JSON.parse(events.at(-2)!);
-      assert.equal(event.error.type, 'upstream_error', 'the streamed event keeps OpenAI\'s shape');
+      assert.equal(event.error.type, 'upstream_error', "the streamed event keeps OpenAI's shape");
       message = event.error.message;
     } else {
       assert.equal(res.status, 502);
@@ -56,12 +56,16 @@ describe('provider failures say what happened', () => {
     test(`${mode}: no answer in time is a timeout`, async () => {
       h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
       // Not streamed, the answer's headers wait for the whole answer: the client is told how to ask for a long one.
-      const advice = stream ? '' : ' (an answer that is not streamed starts only once fully generated: for a long one, set stream: true or ask for fewer output tokens)';
+      const advice = stream
+        ? ''
+        : ' (an answer that is not streamed starts only once fully generated: for a long one, set stream: true or ask for fewer output tokens)';
       assert.equal(await ask(h, stream), `the provider timed out before answering${advice}; nothing was charged`);
     });
 
     test(`${mode}: a provider nobody listens for "could not be reached"`, async () => {
-      const nowhere = await startChatHarness('sqlite', { providers: { fake: { baseUrl: 'http://127.0.0.1:9/v1' }, other: { baseUrl: 'http://127.0.0.1:9/v1' } } });
+      const nowhere = await startChatHarness('sqlite', {
+        providers: { fake: { baseUrl: 'http://127.0.0.1:9/v1' }, other: { baseUrl: 'http://127.0.0.1:9/v1' } },
+      });
       try {
         assert.equal(await ask(nowhere, stream), 'the provider could not be reached; nothing was charged');
         await nowhere.gw.assertLedger();

@@ -27,7 +27,13 @@ for (const engine of ENGINES) {
       const { key, account } = await h.wallet(1_000_000);
       const before = await h.balance(account);
       for (const stream of [false, true]) {
-        const res = await call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream }, { authorization: `Bearer ${key}` });
+        const res = await call(
+          h.gw.url,
+          'POST',
+          '/v1/chat/completions',
+          { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream },
+          { authorization: `Bearer ${key}` },
+        );
         assert.equal(res.status, 503, res.text);
         assert.equal(res.body.error, 'PROVIDER_NOT_CONFIGURED');
         assert.match(res.body.message, /model fake\/chat-small is not available on this gateway right now; nothing was charged/);
@@ -46,7 +52,13 @@ for (const engine of ENGINES) {
 
     test('a provider without apiKeyEnv (a local model server) needs no key', async () => {
       const { key } = await h.wallet(1_000_000);
-      const res = await call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'other/shared-name', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${key}` });
+      const res = await call(
+        h.gw.url,
+        'POST',
+        '/v1/chat/completions',
+        { model: 'other/shared-name', messages: [{ role: 'user', content: 'hi' }] },
+        { authorization: `Bearer ${key}` },
+      );
       assert.equal(res.status, 200, res.text);
       await h.gw.assertLedger();
     });
@@ -61,7 +73,14 @@ for (const engine of ENGINES) {
 
     test('at warn, with provider, model, status or transport error and request id, never the key', async () => {
       const { key } = await h.wallet(1_000_000);
-      const chat = (stream: boolean) => call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream }, { authorization: `Bearer ${key}` });
+      const chat = (stream: boolean) =>
+        call(
+          h.gw.url,
+          'POST',
+          '/v1/chat/completions',
+          { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream },
+          { authorization: `Bearer ${key}` },
+        );
 
       h.fake.behaviour = { failStatus: 500 };
       const failed = await chat(false);

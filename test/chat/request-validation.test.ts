@@ -86,15 +86,23 @@ describe('chat request validation and routing', () => {
     const w = await h.wallet(0);
     // One choice of 1024 tokens reserves about 2.5k micro-USDC; n = 3 needs three times that.
     await h.gw.services.storage.db.transaction().execute(async (trx) => {
-      const { applyMovement } = await import('../../src/ledger/credits.ts');
+      const { applyMovement } = await import('../../src/ledger/movements.ts');
       await applyMovement(trx, { wallet: w.account.address, kind: 'adjustment', amountUsdc: 5000 });
     });
-    const poor = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: MESSAGES, n: 3 }) });
+    const poor = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-small', messages: MESSAGES, n: 3 }),
+    });
     assert.equal(poor.status, 402);
     const body = await poor.json();
     assert.ok(body.required_usdc >= 3 * 1024 * 2.4, `required ${body.required_usdc} covers 3 × 1024 completion tokens`);
     h.fake.behaviour = {};
-    const ok = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: MESSAGES, n: 2, max_tokens: 100 }) });
+    const ok = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-small', messages: MESSAGES, n: 2, max_tokens: 100 }),
+    });
     assert.equal(ok.status, 200);
     const json = await ok.json();
     assert.equal(json.choices.length, 2);
@@ -127,7 +135,11 @@ describe('chat request validation and routing', () => {
     try {
       const w = await strict.wallet(1_000_000);
       for (const extra of [{ thinking: { type: 'enabled', budget_tokens: 100 } }, { reasoning_effort: 'low' }]) {
-        const res = await fetch(`${strict.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: MESSAGES, ...extra }) });
+        const res = await fetch(`${strict.gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'chat-small', messages: MESSAGES, ...extra }),
+        });
         assert.equal(res.status, 400);
         assert.match((await res.json()).message, /not accepted by this gateway; remove them/);
       }
@@ -142,9 +154,17 @@ describe('chat request validation and routing', () => {
     const small = await startChatHarness('sqlite', { limits: { chatBodyBytes: 200_000 } });
     try {
       const w = await small.wallet(1_000_000);
-      const res = await fetch(`${small.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'x'.repeat(300_000) }] }) });
+      const res = await fetch(`${small.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'x'.repeat(300_000) }] }),
+      });
       assert.equal(res.status, 413);
-      const okSize = await fetch(`${small.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'x'.repeat(100_000) }], max_tokens: 10 }) });
+      const okSize = await fetch(`${small.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'x'.repeat(100_000) }], max_tokens: 10 }),
+      });
       assert.equal(okSize.status, 200, 'a 100 KB prompt is fine on chat though above the 64 KiB default elsewhere');
     } finally {
       await small.stop();

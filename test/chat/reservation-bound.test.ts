@@ -23,7 +23,10 @@ const ANSWER = 'Hello from the fake provider, a stand-in for a paid model.';
 function bigSchema(bytes: number) {
   const count = Math.ceil(bytes / 1000);
   const properties = Object.fromEntries(Array.from({ length: count }, (_, i) => [`field_${i}`, { type: 'string', description: 'd'.repeat(970) }]));
-  return { type: 'json_schema' as const, json_schema: { name: 'big', strict: true, schema: { type: 'object', properties, required: Object.keys(properties), additionalProperties: false } } };
+  return {
+    type: 'json_schema' as const,
+    json_schema: { name: 'big', strict: true, schema: { type: 'object', properties, required: Object.keys(properties), additionalProperties: false } },
+  };
 }
 
 /** What the fake provider bills (micro-USDC, billed prices) for `body` as the gateway forwards it. */
@@ -72,7 +75,11 @@ for (const engine of ENGINES) {
     });
 
     test('10 parallel requests with a large legacy functions field from a 1 USD wallet: the provider is never asked for more than the balance covers', async () => {
-      const functions = Array.from({ length: 40 }, (_, i) => ({ name: `fn_${i}`, description: 'x'.repeat(9_400), parameters: { type: 'object', properties: {} } }));
+      const functions = Array.from({ length: 40 }, (_, i) => ({
+        name: `fn_${i}`,
+        description: 'x'.repeat(9_400),
+        parameters: { type: 'object', properties: {} },
+      }));
       const body = { model: 'chat-small', messages: [{ role: 'user', content: 'call one' }], max_tokens: 64, functions };
       const bill = providerBill(h, body);
       const FUNDS = 1_000_000;
@@ -81,7 +88,9 @@ for (const engine of ENGINES) {
       const client = h.client(w.key);
       const calls = h.fake.received.length;
 
-      const results = await Promise.allSettled(Array.from({ length: 10 }, () => client.chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming).withResponse()));
+      const results = await Promise.allSettled(
+        Array.from({ length: 10 }, () => client.chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming).withResponse()),
+      );
       const served = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
       const refused = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
       assert.ok(refused.length > 0, 'the wallet cannot cover ten');
@@ -92,7 +101,11 @@ for (const engine of ENGINES) {
       const billedByProvider = received.reduce((sum, r) => sum + providerBill(h, { ...r.body, model: 'chat-small' }), 0);
       assert.ok(billedByProvider <= FUNDS, `the provider billed ${billedByProvider} against a balance of ${FUNDS}`);
       const charged = served.map((s) => Number(s.response.headers.get('x-tollgate-charged-usdc')));
-      assert.deepEqual(charged, served.map(() => bill), 'every served request is charged its whole bill: no shortfall');
+      assert.deepEqual(
+        charged,
+        served.map(() => bill),
+        'every served request is charged its whole bill: no shortfall',
+      );
       const total = charged.reduce((a, b) => a + b, 0);
       assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS - total, locked_usdc: 0, available_usdc: FUNDS - total });
     });
@@ -101,30 +114,68 @@ for (const engine of ENGINES) {
       const w = await h.wallet(1_000_000);
       const calls = h.fake.received.length;
       const cases: [unknown, RegExp][] = [
-        [{ type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }, /^messages\[1\]\.content\[1\] is an image_url part; model fake\/chat-small does not accept images/],
-        [{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }, /^messages\[1\]\.content\[1\] is an input_audio part; model fake\/chat-small does not accept audio/],
-        [{ type: 'file', file: { file_data: 'data:application/pdf;base64,AAAA', filename: 'a.pdf' } }, /^messages\[1\]\.content\[1\] is a file part; model fake\/chat-small does not accept files/],
-        [{ type: 'video_url', video_url: { url: 'https://example.com/v.mp4' } }, /^messages\[1\]\.content\[1\] is a "video_url" part, which this gateway does not accept/],
+        [
+          { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } },
+          /^messages\[1\]\.content\[1\] is an image_url part; model fake\/chat-small does not accept images/,
+        ],
+        [
+          { type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } },
+          /^messages\[1\]\.content\[1\] is an input_audio part; model fake\/chat-small does not accept audio/,
+        ],
+        [
+          { type: 'file', file: { file_data: 'data:application/pdf;base64,AAAA', filename: 'a.pdf' } },
+          /^messages\[1\]\.content\[1\] is a file part; model fake\/chat-small does not accept files/,
+        ],
+        [
+          { type: 'video_url', video_url: { url: 'https://example.com/v.mp4' } },
+          /^messages\[1\]\.content\[1\] is a "video_url" part, which this gateway does not accept/,
+        ],
         [{ text: 'no type' }, /^messages\[1\]\.content\[1\] must be an object with a string type/],
       ];
       for (const [part, pattern] of cases) {
-        const res = await chat(w.key, { model: 'chat-small', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 'what is this?' }, part] }] });
+        const res = await chat(w.key, {
+          model: 'chat-small',
+          messages: [
+            { role: 'system', content: 'be brief' },
+            { role: 'user', content: [{ type: 'text', text: 'what is this?' }, part] },
+          ],
+        });
         assert.equal(res.status, 400, JSON.stringify(part));
         assert.match(res.body.message, pattern);
       }
       const objectContent = await chat(w.key, { model: 'chat-small', messages: [{ role: 'user', content: { type: 'image_url' } }] });
       assert.match(objectContent.body.message, /^messages\[0\]\.content must be a string or an array of content parts/);
       const image = { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } };
-      const vision = await chat(w.key, { model: 'fake/vision', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }, image] }] });
-      assert.match(vision.body.message, /^messages\[0\]\.content\[0\] is an input_audio part; model fake\/vision does not accept audio/, 'declaring images does not admit audio');
+      const vision = await chat(w.key, {
+        model: 'fake/vision',
+        messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }, image] }],
+      });
+      assert.match(
+        vision.body.message,
+        /^messages\[0\]\.content\[0\] is an input_audio part; model fake\/vision does not accept audio/,
+        'declaring images does not admit audio',
+      );
       assert.equal(h.fake.received.length, calls);
       assert.deepEqual(await h.balance(w.account), { balance_usdc: 1_000_000, locked_usdc: 0, available_usdc: 1_000_000 });
     });
 
-    test('declared image parts are reserved at their configured bound, not their bytes, and the provider\'s bill stays inside the reservation', async () => {
+    test("declared image parts are reserved at their configured bound, not their bytes, and the provider's bill stays inside the reservation", async () => {
       const dataUrl = `data:image/png;base64,${'A'.repeat(1_000_000)}`;
       const text = { type: 'text', text: 'describe both' };
-      const withImages = { model: 'fake/vision', max_tokens: 100, messages: [{ role: 'user', content: [text, { type: 'image_url', image_url: { url: dataUrl } }, { type: 'image_url', image_url: { url: 'https://example.com/b.png', detail: 'high' } }] }] };
+      const withImages = {
+        model: 'fake/vision',
+        max_tokens: 100,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              text,
+              { type: 'image_url', image_url: { url: dataUrl } },
+              { type: 'image_url', image_url: { url: 'https://example.com/b.png', detail: 'high' } },
+            ],
+          },
+        ],
+      };
       const textOnly = { ...withImages, messages: [{ role: 'user', content: [text] }] };
       const poor = await h.wallet(1);
       const a = await chat(poor.key, withImages);
@@ -136,7 +187,10 @@ for (const engine of ENGINES) {
 
       h.fake.behaviour = { partTokens: 1600 };
       const w = await h.wallet(1_000_000);
-      const { data, response } = await h.client(w.key).chat.completions.create(withImages as OpenAI.ChatCompletionCreateParamsNonStreaming).withResponse();
+      const { data, response } = await h
+        .client(w.key)
+        .chat.completions.create(withImages as OpenAI.ChatCompletionCreateParamsNonStreaming)
+        .withResponse();
       assert.ok(data.usage!.prompt_tokens >= 3200, 'the provider billed both images');
       const charged = Number(response.headers.get('x-tollgate-charged-usdc'));
       assert.equal(charged, providerBill(h, withImages, 1600));
@@ -145,7 +199,12 @@ for (const engine of ENGINES) {
     });
 
     test('estimated usage (the provider reported none) counts tools, functions and response_format, not only message text', async () => {
-      const tools = [{ type: 'function', function: { name: 'lookup', description: 'look it up '.repeat(500), parameters: { type: 'object', properties: { q: { type: 'string' } } } } }];
+      const tools = [
+        {
+          type: 'function',
+          function: { name: 'lookup', description: 'look it up '.repeat(500), parameters: { type: 'object', properties: { q: { type: 'string' } } } },
+        },
+      ];
       const responseFormat = { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', description: 'the answer '.repeat(300) } } };
       const functions = [{ name: 'legacy', description: 'an old function '.repeat(200) }];
       const inputsTokens = countTokens(JSON.stringify(tools)) + countTokens(JSON.stringify(responseFormat)) + countTokens(JSON.stringify(functions));
@@ -153,13 +212,20 @@ for (const engine of ENGINES) {
       for (const stream of [false, true]) {
         const w = await h.wallet(1_000_000);
         const body = { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], tools, response_format: responseFormat, functions, stream };
-        const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
         assert.equal(res.status, 200);
         if (stream) assert.equal((await readSse(res)).at(-1), '[DONE]');
         else await res.text();
         const row = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
         assert.equal(Number(row.estimated), 1);
-        assert.ok(Number(row.prompt_tokens) >= inputsTokens, `stream=${stream}: estimated ${row.prompt_tokens} prompt tokens; the tool, schema and function definitions alone are ${inputsTokens}`);
+        assert.ok(
+          Number(row.prompt_tokens) >= inputsTokens,
+          `stream=${stream}: estimated ${row.prompt_tokens} prompt tokens; the tool, schema and function definitions alone are ${inputsTokens}`,
+        );
       }
     });
   });

@@ -26,14 +26,18 @@ for (const engine of ENGINES) {
     let h: ChatHarness;
     let billed: number[] = [];
     before(async () => {
-      h = await startChatHarness(engine, { models: [...MODELS, GPT, GPT_BYTES] }, {
-        // The provider bills what its tokenizer counts in the body it got.
-        fakeBehaviourFor: (body) => {
-          const prompt = o200kPromptTokens(body);
-          billed.push(prompt);
-          return { content: 'done', usage: { prompt_tokens: prompt, completion_tokens: OUTPUT_TOKENS } };
+      h = await startChatHarness(
+        engine,
+        { models: [...MODELS, GPT, GPT_BYTES] },
+        {
+          // The provider bills what its tokenizer counts in the body it got.
+          fakeBehaviourFor: (body) => {
+            const prompt = o200kPromptTokens(body);
+            billed.push(prompt);
+            return { content: 'done', usage: { prompt_tokens: prompt, completion_tokens: OUTPUT_TOKENS } };
+          },
         },
-      });
+      );
     });
     beforeEach(() => {
       h.fake.received.length = 0;
@@ -42,17 +46,18 @@ for (const engine of ENGINES) {
     afterEach(() => h.gw.assertLedger());
     after(() => h.stop());
 
-    const send = (key: string, recorded: Record<string, unknown>, model: string) => fetch(`${h.gw.url}/v1/responses`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${key}` },
-      body: JSON.stringify({ ...recorded, model }),
-    });
+    const send = (key: string, recorded: Record<string, unknown>, model: string) =>
+      fetch(`${h.gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${key}` },
+        body: JSON.stringify({ ...recorded, model }),
+      });
 
     /** The gateway's 402 for `recorded` on `model` on a wallet of 10 micro-USDC (nothing sent upstream): its prompt bound and reservation. */
     async function refusedOnEmptyWallet(recorded: Record<string, unknown>, model: string): Promise<{ bound: number; reserved: number }> {
       const w = await h.wallet(10);
       const res = await send(w.key, recorded, model);
-      const body = await res.json() as any;
+      const body = (await res.json()) as any;
       assert.equal(res.status, 402, JSON.stringify(body));
       assert.equal(h.fake.received.length, 0);
       assert.equal(body.error, 'INSUFFICIENT_BALANCE');

@@ -30,13 +30,16 @@ export function o200kPromptTokens(body: any): number {
  */
 export async function expectBilledExactly(h: Pick<ChatHarness, 'gw' | 'balance'>, w: { account: any; keyId: number }, funds: number, prompt: number) {
   const charge = prompt * 1 + OUTPUT_TOKENS * 2;
-  const row = await h.gw.services.storage.db.selectFrom('request_usage').select(['charged_usdc', 'prompt_tokens', 'completion_tokens'])
-    .where('api_key_id', '=', w.keyId).executeTakeFirstOrThrow();
+  const row = await h.gw.services.storage.db
+    .selectFrom('request_usage')
+    .select(['charged_usdc', 'prompt_tokens', 'completion_tokens'])
+    .where('api_key_id', '=', w.keyId)
+    .executeTakeFirstOrThrow();
   const billed = { charged: Number(row.charged_usdc), prompt: Number(row.prompt_tokens), completion: Number(row.completion_tokens) };
   assert.deepEqual(billed, { charged: charge, prompt, completion: OUTPUT_TOKENS });
   const balance = await h.balance(w.account);
   assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: funds - charge, locked: 0 });
-  assert.equal(await overReservations(h), 0, 'the reservation bounded the provider\'s bill');
+  assert.equal(await overReservations(h), 0, "the reservation bounded the provider's bill");
 }
 
 export async function overReservations(h: { gw: TestGateway }): Promise<number> {

@@ -26,14 +26,19 @@ for (const engine of ENGINES) {
     let h: AnthropicHarness;
     let reported: number[] = [];
     before(async () => {
-      h = await startAnthropicHarness(engine, { models: [...MODELS, CLAUDE, GPT, GPT_BYTES, CLAUDE_SMALL, GPT_FIT] }, {}, {
-        // The provider bills what its tokenizer counts in the body it got.
-        openai: (body) => {
-          const prompt = o200kPromptTokens(body);
-          reported.push(prompt);
-          return { content: 'hi', usage: { prompt_tokens: prompt, completion_tokens: OUTPUT_TOKENS } };
+      h = await startAnthropicHarness(
+        engine,
+        { models: [...MODELS, CLAUDE, GPT, GPT_BYTES, CLAUDE_SMALL, GPT_FIT] },
+        {},
+        {
+          // The provider bills what its tokenizer counts in the body it got.
+          openai: (body) => {
+            const prompt = o200kPromptTokens(body);
+            reported.push(prompt);
+            return { content: 'hi', usage: { prompt_tokens: prompt, completion_tokens: OUTPUT_TOKENS } };
+          },
         },
-      });
+      );
     });
     beforeEach(() => {
       resetProviders(h);
@@ -42,19 +47,24 @@ for (const engine of ENGINES) {
     afterEach(() => h.gw.assertLedger());
     after(() => h.stop());
 
-    const send = (key: string, model: string, headers: Record<string, string> = {}) => fetch(`${h.gw.url}/v1/messages`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01', 'anthropic-beta': RECORDED.anthropicBeta, ...headers,
-      },
-      body: JSON.stringify({ ...RECORDED.body, model }),
-    });
+    const send = (key: string, model: string, headers: Record<string, string> = {}) =>
+      fetch(`${h.gw.url}/v1/messages`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-api-key': key,
+          'anthropic-version': '2023-06-01',
+          'anthropic-beta': RECORDED.anthropicBeta,
+          ...headers,
+        },
+        body: JSON.stringify({ ...RECORDED.body, model }),
+      });
 
     /** The recorded request on a fresh wallet ($0.05 unless said): a 402 INSUFFICIENT_BALANCE with no provider called; its body. */
     async function refusedOnSmallWallet(model: string, funds = WALLET): Promise<any> {
       const w = await h.wallet(funds);
       const res = await send(w.key, model);
-      const body = await res.json() as any;
+      const body = (await res.json()) as any;
       assert.equal(res.status, 402);
       assert.equal(h.fake.received.length + h.anthropic.received.length, 0);
       assert.equal(body.error.code, 'INSUFFICIENT_BALANCE');
@@ -109,13 +119,14 @@ for (const engine of ENGINES) {
     describe('attack: a prompt crafted to tokenize badly is still reserved for in full', () => {
       /** Random printable ASCII: short pieces of symbols, digits and letters, about 0.75 o200k tokens a byte (English is about 0.25). */
       const hostile = Array.from({ length: 24_000 }, (_, i) => String.fromCharCode(33 + ((i * 7919 + (i >> 3) * 104729) % 94))).join('');
-      const chat = (key: string) => fetch(`${h.gw.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-        body: JSON.stringify({ model: 'fake/gpt-small-wallet', max_tokens: 16, messages: [{ role: 'user', content: hostile }] }),
-      });
+      const chat = (key: string) =>
+        fetch(`${h.gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+          body: JSON.stringify({ model: 'fake/gpt-small-wallet', max_tokens: 16, messages: [{ role: 'user', content: hostile }] }),
+        });
 
-      test('a wallet holding the text\'s own token count, less than the provider bills, is refused before the provider is called', async () => {
+      test("a wallet holding the text's own token count, less than the provider bills, is refused before the provider is called", async () => {
         const textTokens = countTokens(hostile, plain);
         assert.ok(textTokens > 0.5 * hostile.length, `${textTokens} tokens for ${hostile.length} bytes`);
         const w = await h.wallet(textTokens);
@@ -124,11 +135,11 @@ for (const engine of ENGINES) {
         assert.equal(h.fake.received.length, 0);
       });
 
-      test('an empty wallet costs no count past 16,384 tokens: a long prompt is refused at its byte bound, Claude Code\'s at its tokenizer\'s', async () => {
+      test("an empty wallet costs no count past 16,384 tokens: a long prompt is refused at its byte bound, Claude Code's at its tokenizer's", async () => {
         const empty = await h.wallet(10);
         const long = await chat(empty.key);
         assert.equal(long.status, 402);
-        assert.ok((await long.json() as any).prompt_tokens_bound > hostile.length, 'the count stopped: bytes');
+        assert.ok(((await long.json()) as any).prompt_tokens_bound > hostile.length, 'the count stopped: bytes');
         const typical = await refusedOnSmallWallet('fake/gpt-small-wallet', 10);
         assert.ok(typical.error.prompt_tokens_bound < 16_384, `Claude Code's request is counted in full: ${typical.error.prompt_tokens_bound}`);
         assert.equal(h.fake.received.length, 0);

@@ -132,7 +132,9 @@ describe('stalled clients and a provider limited to four connections', () => {
     h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
     const other = await h.wallet(FUNDS);
     // Unbounded, this would wait for a provider connection for ever; the timeout only ends the test.
-    const answer = await h.client(other.key).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, { timeout: 60_000 });
+    const answer = await h
+      .client(other.key)
+      .chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, { timeout: 60_000 });
     assert.equal(answer.choices.length, 1);
 
     for (const w of stalled) await until(async () => (await reservationOf(h, w.keyId))?.status === 'settled', 'each stalled stream is settled', 60_000);

@@ -100,12 +100,15 @@ for (const engine of ENGINES) {
       let first = '';
       while (!first.includes('response.in_progress')) first += new TextDecoder().decode((await reader.read()).value);
       assert.equal(provider.answered(), false);
-      assert.deepEqual(namedEvents(first).map((e) => e.event), ['response.created', 'response.in_progress']);
+      assert.deepEqual(
+        namedEvents(first).map((e) => e.event),
+        ['response.created', 'response.in_progress'],
+      );
       while (!(await reader.read()).done);
       await chargedOnce(h, w, 'fake/chat-small');
     });
 
-    test('chat completions: every deployment fails before answering: 200, the spec\'s error event, then [DONE]; nothing charged', async () => {
+    test("chat completions: every deployment fails before answering: 200, the spec's error event, then [DONE]; nothing charged", async () => {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { failStatus: 503 };
       h.backup.behaviour = { failStatus: 500 };
@@ -129,7 +132,10 @@ for (const engine of ENGINES) {
       const res = await ask(h, w.key, RESPONSES, 'fake/routed');
       assert.equal(res.status, 200);
       const events = namedEvents(await res.text());
-      assert.deepEqual(events.map((e) => e.event), ['response.created', 'response.in_progress', 'error', 'response.failed']);
+      assert.deepEqual(
+        events.map((e) => e.event),
+        ['response.created', 'response.in_progress', 'error', 'response.failed'],
+      );
       assert.match(events[2]!.data.message, /^every deployment of fake\/routed failed \(2 attempts\).*nothing was charged$/);
       assert.equal(events[3]!.data.response.status, 'failed');
       await expectNothingCharged(h, w, FUNDS);
@@ -149,7 +155,10 @@ for (const engine of ENGINES) {
         const res = await ask(h, w.key, MESSAGES, model);
         assert.equal(res.status, 200);
         const events = namedEvents(await res.text());
-        assert.deepEqual(events.map((e) => e.event), ['error']);
+        assert.deepEqual(
+          events.map((e) => e.event),
+          ['error'],
+        );
         assert.equal(events[0]!.data.error.type, 'api_error');
         assert.match(events[0]!.data.error.message, message);
         await expectNothingCharged(h, w, FUNDS);
@@ -209,7 +218,7 @@ for (const engine of ENGINES) {
     let h: RoutingHarness;
     beforeEach(() => (h = harness()));
 
-    test('the headers wait for a deployment\'s 200 and name it; the stream names it too', async () => {
+    test("the headers wait for a deployment's 200 and name it; the stream names it too", async () => {
       const w = await h.wallet(FUNDS);
       let answered = false;
       h.fake.behaviour = { failStatus: 503 };

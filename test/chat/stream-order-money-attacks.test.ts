@@ -7,7 +7,7 @@ import { readServed, streamedDeployment } from '../support/sse.ts';
 import { until } from '../support/until.ts';
 
 /*
- * Streams in the spec's order (src/chat/stream.ts): the 200 and the headers leave before any
+ * Streams in the spec's order (src/metered/stream.ts): the 200 and the headers leave before any
  * deployment is called, so no HTTP status can say "not paid" or "failed" afterwards. These attack
  * where that meets money: a deployment failing after bytes went out, two streams on one small
  * wallet, a client leaving while the chain still tries deployments. The ledger is checked after
@@ -16,7 +16,13 @@ import { until } from '../support/until.ts';
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const FUNDS = 1_000_000;
 const HI = [{ role: 'user' as const, content: 'hi' }];
-const streamBody = (extra: Record<string, unknown> = {}) => ({ model: 'fake/routed', messages: HI, stream: true, stream_options: { include_usage: true }, ...extra });
+const streamBody = (extra: Record<string, unknown> = {}) => ({
+  model: 'fake/routed',
+  messages: HI,
+  stream: true,
+  stream_options: { include_usage: true },
+  ...extra,
+});
 
 for (const engine of ENGINES) {
   describe(`attack: stream order x money (${engine})`, () => {
@@ -31,7 +37,10 @@ for (const engine of ENGINES) {
       assert.equal(res.status, 200);
       const { deployment, events } = await readServed(res);
       assert.equal(deployment, 'fake/routed');
-      assert.ok(events.some((e) => e !== '[DONE]' && JSON.parse(e).choices?.[0]?.delta?.content), 'part of the answer reached the client');
+      assert.ok(
+        events.some((e) => e !== '[DONE]' && JSON.parse(e).choices?.[0]?.delta?.content),
+        'part of the answer reached the client',
+      );
       assert.equal(JSON.parse(events.at(-2)!).error.type, 'upstream_error');
       assert.equal(events.at(-1), '[DONE]');
       assert.equal(h.backup.received.length, 0, 'a fallback after bytes went out would splice two answers');

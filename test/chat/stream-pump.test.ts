@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { openAIChatInbound } from '../../src/protocols/openai-chat/inbound.ts';
-import type { ChatPlan } from '../../src/chat/plan.ts';
-import { StreamPump } from '../../src/chat/stream-pump.ts';
+import type { ChatPlan } from '../../src/metered/plan/plan.ts';
+import { StreamPump } from '../../src/metered/stream-pump.ts';
 import { openAIChatUpstream } from '../../src/protocols/openai-chat/upstream.ts';
 import type { StreamDecoder, WireEvent } from '../../src/protocols/upstream.ts';
 
@@ -105,7 +105,10 @@ test('nothing produced at all: no completion tokens', async () => {
 function nativeDecoder(): StreamDecoder {
   return {
     decode(data): WireEvent[] {
-      return [{ kind: 'native', event: `event: x\ndata: ${data}\n\n` }, { kind: 'chunk', data: content(data) }];
+      return [
+        { kind: 'native', event: `event: x\ndata: ${data}\n\n` },
+        { kind: 'chunk', data: content(data) },
+      ];
     },
     promptUsage: () => ({ input: { total: 7, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated: false }),
   };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { StreamedText } from '../../src/chat/streamed-text.ts';
+import { StreamedText } from '../../src/metered/streamed-text.ts';
 
 const contentEvent = (text: string) => JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: text } }] });
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { boundedTokenCount, MAX_TOKENIZED_CHARS } from '../../src/chat/token-bound/count-bounded.ts';
-import { TOKENIZER_FAMILIES } from '../../src/chat/token-bound/families.ts';
+import { boundedTokenCount, MAX_TOKENIZED_CHARS } from '../../src/metered/token-bound/count-bounded.ts';
+import { TOKENIZER_FAMILIES } from '../../src/metered/token-bound/families.ts';
 import { watchTurns } from '../support/loop-hold.ts';
 
 /**
@@ -14,7 +14,7 @@ import { watchTurns } from '../support/loop-hold.ts';
  */
 
 /** A deterministic pseudo-random code point in [lo, hi). */
-const pick = (i: number, lo: number, hi: number) => String.fromCodePoint(lo + ((i * 2654435761) >>> 0) % (hi - lo));
+const pick = (i: number, lo: number, hi: number) => String.fromCodePoint(lo + (((i * 2654435761) >>> 0) % (hi - lo)));
 const words = (count: number, length: number, lo: number, hi: number) =>
   Array.from({ length: count }, (_, w) => Array.from({ length }, (_, c) => pick(w * length + c, lo, hi)).join('')).join(' ');
 

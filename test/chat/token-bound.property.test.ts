@@ -3,8 +3,8 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { countTokens as o200k } from 'gpt-tokenizer/encoding/o200k_base';
 import { countTokens as cl100k } from 'gpt-tokenizer/encoding/cl100k_base';
-import { planChat } from '../../src/chat/plan.ts';
-import { tightenPromptBound } from '../../src/chat/token-bound/tighten.ts';
+import { planChat } from '../../src/metered/plan/plan.ts';
+import { tightenPromptBound } from '../../src/metered/token-bound/tighten.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
 
@@ -17,17 +17,20 @@ import { buildCatalog } from '../../src/providers/catalog.ts';
 
 const FAMILIES = { o200k, cl100k } as const;
 const LIMITS_AND_PRICES = { contextLength: 50_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '2' };
-const config = parseConfig({
-  providers: {
-    oa: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', apiKeyEnv: 'OA_KEY' },
-    other: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', apiKeyEnv: 'OTHER_KEY' },
+const config = parseConfig(
+  {
+    providers: {
+      oa: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', apiKeyEnv: 'OA_KEY' },
+      other: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', apiKeyEnv: 'OTHER_KEY' },
+    },
+    models: [
+      ...(['o200k', 'cl100k'] as const).map((tokenizer) => ({ provider: 'oa', name: tokenizer, tokenizer, ...LIMITS_AND_PRICES })),
+      // A fallback that names no tokenizer: bounded by bytes, whatever the first deployment's tokenizer says.
+      { provider: 'oa', name: 'mixed', tokenizer: 'o200k', ...LIMITS_AND_PRICES, fallbacks: [{ provider: 'other' }] },
+    ],
   },
-  models: [
-    ...(['o200k', 'cl100k'] as const).map((tokenizer) => ({ provider: 'oa', name: tokenizer, tokenizer, ...LIMITS_AND_PRICES })),
-    // A fallback that names no tokenizer: bounded by bytes, whatever the first deployment's tokenizer says.
-    { provider: 'oa', name: 'mixed', tokenizer: 'o200k', ...LIMITS_AND_PRICES, fallbacks: [{ provider: 'other' }] },
-  ],
-}, {});
+  {},
+);
 const catalog = buildCatalog(config);
 
 const plain = { disallowedSpecial: new Set<string>() };
@@ -70,26 +73,28 @@ const adversarial = fc.oneof(
   fc.uint8Array({ maxLength: 600 }).map((b) => Buffer.from(b).toString('base64')),
   fc.string({ unit: fc.constantFrom(...'0123456789'.split('')), maxLength: 600 }),
   fc.string({ unit: fc.constantFrom('\n', '\\', '"', '\t', ' ', '\u0000', '\u001f', 'a', 'n', '\r', '\ud800', '/'), maxLength: 400 }),
-  fc.array(fc.constantFrom('<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|im_sep|>', '<|fim_prefix|>', ' word', '\n\n'), { maxLength: 40 })
+  fc
+    .array(fc.constantFrom('<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|im_sep|>', '<|fim_prefix|>', ' word', '\n\n'), { maxLength: 40 })
     .map((a) => a.join('')),
 );
 const text = fc.array(adversarial, { minLength: 1, maxLength: 3 }).map((parts) => parts.join(''));
 const name = fc.option(fc.stringMatching(/^[a-zA-Z0-9_-]{1,20}$/), { nil: undefined });
-const message = fc.record({ role: fc.constantFrom('system', 'user', 'assistant'), content: text, name })
-  .map(({ name, ...m }) => (name ? { ...m, name } : m));
+const message = fc.record({ role: fc.constantFrom('system', 'user', 'assistant'), content: text, name }).map(({ name, ...m }) => (name ? { ...m, name } : m));
 const property = fc.record({
   type: fc.constantFrom('string', 'number', 'boolean'),
   description: text,
   enum: fc.option(fc.array(adversarial, { minLength: 1, maxLength: 4 }), { nil: undefined }),
 });
-const tool = fc.record({
-  name: fc.stringMatching(/^[a-zA-Z0-9_-]{1,30}$/),
-  description: text,
-  properties: fc.dictionary(fc.stringMatching(/^[a-zA-Z_]{1,12}$/), property, { maxKeys: 4 }),
-}).map((t) => {
-  const properties = Object.fromEntries(Object.entries(t.properties).map(([k, p]) => [k, p.enum ? p : { type: p.type, description: p.description }]));
-  return { type: 'function', function: { name: t.name, description: t.description, parameters: { type: 'object', properties } } };
-});
+const tool = fc
+  .record({
+    name: fc.stringMatching(/^[a-zA-Z0-9_-]{1,30}$/),
+    description: text,
+    properties: fc.dictionary(fc.stringMatching(/^[a-zA-Z_]{1,12}$/), property, { maxKeys: 4 }),
+  })
+  .map((t) => {
+    const properties = Object.fromEntries(Object.entries(t.properties).map(([k, p]) => [k, p.enum ? p : { type: p.type, description: p.description }]));
+    return { type: 'function', function: { name: t.name, description: t.description, parameters: { type: 'object', properties } } };
+  });
 const body = fc.record({
   messages: fc.array(message, { minLength: 1, maxLength: 5 }),
   tools: fc.option(fc.array(tool, { minLength: 1, maxLength: 3 }), { nil: undefined }),

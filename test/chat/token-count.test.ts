@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { boundedPieces, countTokens, MAX_TOKENIZED_RUN } from '../../src/chat/usage.ts';
+import { boundedPieces, countTokens, MAX_TOKENIZED_RUN } from '../../src/metered/usage-estimate.ts';
 
 const MIB = 1024 * 1024;
 
@@ -35,7 +35,12 @@ test('1 MiB of one unbroken word, or of one run of whitespace, counts in time li
   // Unbounded, 96 KiB of "a" took 11 s: 1 MiB would take well over twenty minutes. Bounded, each of
   // these costs about what the same length of prose does (a few times at most); twenty times is generous for a busy machine.
   const limit = 20 * normal.ms;
-  for (const [name, text] of [['a word', 'a'.repeat(MIB)], ['whitespace', ' \t'.repeat(MIB / 2)], ['CJK', '中'.repeat(MIB / 2)], ['punctuation', '!'.repeat(MIB)]] as const) {
+  for (const [name, text] of [
+    ['a word', 'a'.repeat(MIB)],
+    ['whitespace', ' \t'.repeat(MIB / 2)],
+    ['CJK', '中'.repeat(MIB / 2)],
+    ['punctuation', '!'.repeat(MIB)],
+  ] as const) {
     const run = await timed(text);
     assert.ok(run.ms < limit, `${name}: ${Math.round(run.ms)} ms against ${Math.round(normal.ms)} ms for 1 MiB of prose`);
     assert.ok(run.tokens > 0);

@@ -57,7 +57,10 @@ for (const engine of ENGINES) {
       await h.gw.services.settler.replay();
       await h.gw.services.settler.replay();
       assert.equal((await usageRows(id)).length, 1);
-      assert.deepEqual((await charges(id)).map((e) => Number(e.amount_usdc)), [-CHARGE]);
+      assert.deepEqual(
+        (await charges(id)).map((e) => Number(e.amount_usdc)),
+        [-CHARGE],
+      );
       assert.deepEqual(await money(w.account), { balance: 1_000_000 - CHARGE, locked: 0 });
       await assertLedgerConsistent(db());
     });
@@ -82,12 +85,18 @@ for (const engine of ENGINES) {
 
       await h.gw.services.settler.replay();
       await h.gw.services.settler.replay();
-      assert.deepEqual((await charges(id)).map((e) => Number(e.amount_usdc)), [-100]);
+      assert.deepEqual(
+        (await charges(id)).map((e) => Number(e.amount_usdc)),
+        [-100],
+      );
       assert.equal((await usageRows(id)).length, 1);
       assert.deepEqual(await money(w.account), { balance: 1_000_000 - 100, locked: 1_000_000 - 100 });
       const check = await checkLedger(db());
       assert.deepEqual(check.problems, []);
-      assert.ok(check.findings.some((f) => f.includes(id) && f.includes(`charged late 100 of its ${CHARGE}`)), check.findings.join('\n'));
+      assert.ok(
+        check.findings.some((f) => f.includes(id) && f.includes(`charged late 100 of its ${CHARGE}`)),
+        check.findings.join('\n'),
+      );
     });
 
     test('a stream whose reservation is released while it runs is still charged for what it delivered', async () => {
@@ -110,7 +119,10 @@ for (const engine of ENGINES) {
         assert.equal(swept.status, 'voided', 'the stream was still running when its reservation was released');
         for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
         assert.match(text, /\[DONE\]/);
-        assert.deepEqual((await charges(id)).map((e) => Number(e.amount_usdc)), [-CHARGE]);
+        assert.deepEqual(
+          (await charges(id)).map((e) => Number(e.amount_usdc)),
+          [-CHARGE],
+        );
         assert.equal((await usageRows(id)).length, 1);
         const reservation = await db().selectFrom('reservations').selectAll().where('request_id', '=', id).executeTakeFirstOrThrow();
         assert.equal(reservation.status, 'settled');

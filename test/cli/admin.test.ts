@@ -73,7 +73,13 @@ for (const engine of ENGINES) {
     });
 
     test('credit refuses bad input', async () => {
-      for (const args of [['0x123', '--usd', '1', '--reason', 'r'], [wallet, '--usd', 'ten', '--reason', 'r'], [wallet, '--usd', '1.0000001', '--reason', 'r'], [wallet, '--usd', '0', '--reason', 'r'], [wallet, '--usd', '1', '--reason', ' ']]) {
+      for (const args of [
+        ['0x123', '--usd', '1', '--reason', 'r'],
+        [wallet, '--usd', 'ten', '--reason', 'r'],
+        [wallet, '--usd', '1.0000001', '--reason', 'r'],
+        [wallet, '--usd', '0', '--reason', 'r'],
+        [wallet, '--usd', '1', '--reason', ' '],
+      ]) {
         const res = await tollgate(configPath, 'admin', 'credit', ...args);
         assert.equal(res.code, 2, args.join(' '));
         assert.match(res.stderr, /^tollgate: /);
@@ -92,7 +98,10 @@ for (const engine of ENGINES) {
       const stored = JSON.stringify(await storage.db.selectFrom('redeem_codes').selectAll().execute());
       for (const c of codes) assert.ok(!stored.includes(c), 'codes are stored hashed');
 
-      const gw = await startTestGateway({ engine, databaseUrl: (await import('../../src/config/load.ts')).loadConfig({ path: configPath, env: {} }).database.url });
+      const gw = await startTestGateway({
+        engine,
+        databaseUrl: (await import('../../src/config/load.ts')).loadConfig({ path: configPath, env: {} }).database.url,
+      });
       try {
         const account = newAccount();
         const created = await call(gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), redeem_code: codes[0] });

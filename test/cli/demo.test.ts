@@ -88,7 +88,9 @@ describe('tollgate demo', () => {
         body: JSON.stringify({ model: 'demo-chat', messages: [{ role: 'user', content: 'hi' }] }),
       });
       assert.equal(chat.status, 200);
-      const usage = (await (await fetch(`${urls.gateway}/v1/usage/${wallet}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { balance_usdc: number };
+      const usage = (await (await fetch(`${urls.gateway}/v1/usage/${wallet}`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+        balance_usdc: number;
+      };
       assert.ok(usage.balance_usdc > 4_900_000 && usage.balance_usdc < 5_000_000);
 
       child.kill('SIGINT');

@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { fakeProvidersRefusal } from '../../src/fake-providers/built-in.ts';
 import { fakeProvidersDatabaseRefusal } from '../../src/fake-providers/database-refusal.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { applyMovement } from '../../src/ledger/movements.ts';
 import { ledgerReference } from '../../src/payments/payment-store.ts';
 import { openStorage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
@@ -20,7 +20,10 @@ const RELAYER = { TOLLGATE_RELAYER_KEY: `0x${'11'.repeat(32)}` };
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 const offers = (network: string, chainId: string, name?: string) => ({
   chains: { [chainId]: { rpcUrl: 'http://127.0.0.1:9', ...(name ? { name } : {}) } },
-  topup: { payTo: '0x000000000000000000000000000000000000dEaD', offers: [{ network, asset: BASE_USDC, transferMethod: 'eip3009', name: 'USD Coin', version: '2' }] },
+  topup: {
+    payTo: '0x000000000000000000000000000000000000dEaD',
+    offers: [{ network, asset: BASE_USDC, transferMethod: 'eip3009', name: 'USD Coin', version: '2' }],
+  },
 });
 
 /** The addresses listening on `port` (hex, as /proc/net/tcp{,6} write them). */
@@ -61,7 +64,10 @@ describe('attack: --fake-providers and real money, reachability', () => {
         assert.equal(hostname, '127.0.0.1');
         assert.deepEqual(listeners(Number(port)), ['0100007F'], `who listens on ${port}`);
       }
-      const direct = await call(urls[0]!.replace(/\/$/, ''), 'POST', '/chat/completions', { model: 'canned-chat', messages: [{ role: 'user', content: 'hi' }] });
+      const direct = await call(urls[0]!.replace(/\/$/, ''), 'POST', '/chat/completions', {
+        model: 'canned-chat',
+        messages: [{ role: 'user', content: 'hi' }],
+      });
       assert.match(direct.text, /canned answer/);
     } finally {
       await gateway?.stop();
@@ -69,49 +75,72 @@ describe('attack: --fake-providers and real money, reachability', () => {
     }
   });
 
-  test(
-    'a database holding balances paid on a real chain (a production database, its offers removed) is refused',
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'tollgate-fake-realdb-'));
-      const database = { url: `sqlite:${join(dir, 'tollgate.db')}` };
-      const storage = openStorage(database.url);
-      let gateway: GatewayProcess | undefined;
-      try {
-        await migrateToLatest(storage);
-        const owner = newAccount();
-        const id = 'real-base-topup';
-        const now = Date.now();
-        await storage.db.transaction().execute(async (trx) => {
-          await trx
-            .insertInto('payments')
-            .values({
-              id, network: 'eip155:8453', asset: BASE_USDC, payer: owner.address.toLowerCase(), nonce: `0x${'01'.repeat(32)}`, transfer_method: 'eip3009',
-              pay_to: '0x000000000000000000000000000000000000dead', amount_atomic: '5000000', amount_usdc: 5_000_000, payload_digest: 'd', valid_before: 0,
-              from_block: 1, status: 'credited', tx_hash: `0x${'ab'.repeat(32)}`, token_decimals: 6, onchain_amount_atomic: '5000000', created_at: now, updated_at: now, credited_at: now,
-            } as never)
-            .execute();
-          await applyMovement(trx, { wallet: owner.address, kind: 'topup', amountUsdc: 5_000_000, reference: ledgerReference(id), note: 'x402 eip155:8453' }, now);
-        });
+  test('a database holding balances paid on a real chain (a production database, its offers removed) is refused', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-fake-realdb-'));
+    const database = { url: `sqlite:${join(dir, 'tollgate.db')}` };
+    const storage = openStorage(database.url);
+    let gateway: GatewayProcess | undefined;
+    try {
+      await migrateToLatest(storage);
+      const owner = newAccount();
+      const id = 'real-base-topup';
+      const now = Date.now();
+      await storage.db.transaction().execute(async (trx) => {
+        await trx
+          .insertInto('payments')
+          .values({
+            id,
+            network: 'eip155:8453',
+            asset: BASE_USDC,
+            payer: owner.address.toLowerCase(),
+            nonce: `0x${'01'.repeat(32)}`,
+            transfer_method: 'eip3009',
+            pay_to: '0x000000000000000000000000000000000000dead',
+            amount_atomic: '5000000',
+            amount_usdc: 5_000_000,
+            payload_digest: 'd',
+            valid_before: 0,
+            from_block: 1,
+            status: 'credited',
+            tx_hash: `0x${'ab'.repeat(32)}`,
+            token_decimals: 6,
+            onchain_amount_atomic: '5000000',
+            created_at: now,
+            updated_at: now,
+            credited_at: now,
+          } as never)
+          .execute();
+        await applyMovement(
+          trx,
+          { wallet: owner.address, kind: 'topup', amountUsdc: 5_000_000, reference: ledgerReference(id), note: 'x402 eip155:8453' },
+          now,
+        );
+      });
 
-        gateway = await startTollgateProcess(['serve', '--fake-providers'], { database, rateLimits: { chat: { perMinute: 100 } } }).catch(() => undefined);
-        if (!gateway) {
-          // Refused at start, as the test asks, and for that reason.
-          assert.match((await fakeProvidersDatabaseRefusal(database.url)) ?? '', /balances paid on eip155:8453/);
-          return;
-        }
-        const created = await call(gateway.url, 'POST', '/v1/auth/keys', await siweProof(owner, { action: 'create-key' }));
-        assert.equal(created.status, 201, created.text);
-        const chat = await call(gateway.url, 'POST', '/v1/chat/completions', { model: 'fake/canned-chat', messages: [{ role: 'user', content: 'hi' }] }, {
-          authorization: `Bearer ${created.body.key}`,
-        });
-        const charged = await storage.db.selectFrom('request_usage').select('charged_usdc').execute();
-        await assertLedgerConsistent(storage.db);
-        assert.fail(`started beside a balance paid on eip155:8453 and sold a canned answer for it: ${chat.status}, charged ${JSON.stringify(charged)}`);
-      } finally {
-        await gateway?.stop();
-        await storage.close();
-        rmSync(dir, { recursive: true, force: true });
+      gateway = await startTollgateProcess(['serve', '--fake-providers'], { database, rateLimits: { chat: { perMinute: 100 } } }).catch(() => undefined);
+      if (!gateway) {
+        // Refused at start, as the test asks, and for that reason.
+        assert.match((await fakeProvidersDatabaseRefusal(database.url)) ?? '', /balances paid on eip155:8453/);
+        return;
       }
-    },
-  );
+      const created = await call(gateway.url, 'POST', '/v1/auth/keys', await siweProof(owner, { action: 'create-key' }));
+      assert.equal(created.status, 201, created.text);
+      const chat = await call(
+        gateway.url,
+        'POST',
+        '/v1/chat/completions',
+        { model: 'fake/canned-chat', messages: [{ role: 'user', content: 'hi' }] },
+        {
+          authorization: `Bearer ${created.body.key}`,
+        },
+      );
+      const charged = await storage.db.selectFrom('request_usage').select('charged_usdc').execute();
+      await assertLedgerConsistent(storage.db);
+      assert.fail(`started beside a balance paid on eip155:8453 and sold a canned answer for it: ${chat.status}, charged ${JSON.stringify(charged)}`);
+    } finally {
+      await gateway?.stop();
+      await storage.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -7,7 +7,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { parseConfig } from '../../src/config/load.ts';
 import { fakeProvidersRefusal } from '../../src/fake-providers/built-in.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { runTollgate } from '../support/cli.ts';
 import { call } from '../support/gateway.ts';
@@ -29,7 +29,10 @@ const configWith = (raw: Record<string, unknown>) => parseConfig(raw, RELAYER);
 describe('attack: --fake-providers cannot sell canned answers for real money', () => {
   test('refused with NODE_ENV=production, with top-ups on a mainnet or unknown chain, and beside a provider of the same name', () => {
     assert.match(fakeProvidersRefusal(configWith({}), { NODE_ENV: 'production' })!, /NODE_ENV is production/);
-    assert.match(fakeProvidersRefusal(configWith(offerOn(8453)), {})!, /stablecoins on eip155:8453, not a known test or local chain, so real money could buy canned answers/);
+    assert.match(
+      fakeProvidersRefusal(configWith(offerOn(8453)), {})!,
+      /stablecoins on eip155:8453, not a known test or local chain, so real money could buy canned answers/,
+    );
     assert.match(fakeProvidersRefusal(configWith(offerOn(999_999)), {})!, /eip155:999999/, 'a chain the table does not know counts as real money');
     const clash = configWith({ providers: { fake: { baseUrl: 'http://127.0.0.1:9/v1' } }, models: [] });
     assert.match(fakeProvidersRefusal(clash, {})!, /already has a provider named fake/);
@@ -87,7 +90,10 @@ describe('tollgate serve --fake-providers: every protocol answers canned text, b
     assert.equal(vectors.data.length, 1);
     const charges = await storage.db.selectFrom('request_usage').select('charged_usdc').execute();
     assert.equal(charges.length, 3);
-    assert.ok(charges.every((c) => Number(c.charged_usdc) > 0), JSON.stringify(charges));
+    assert.ok(
+      charges.every((c) => Number(c.charged_usdc) > 0),
+      JSON.stringify(charges),
+    );
     await assertLedgerConsistent(storage.db);
   });
 });

@@ -65,7 +65,10 @@ describe('the first hour: from npm start to a first paid chat', () => {
 
   test('1. npm start without OPENAI_API_KEY: the summary says so, and chats are refused without reaching the provider', async () => {
     gateway = await startGatewayProcess(config);
-    const summary = gateway.output().split('\n').find((l) => l.includes('"msg":"tollgate listening'));
+    const summary = gateway
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"msg":"tollgate listening'));
     assert.ok(summary, gateway.output());
     const s = JSON.parse(summary) as Record<string, any>;
     assert.deepEqual(s.models, { openai: ['openai/gpt-4o-mini', 'openai/gpt-4.1', 'openai/o4-mini'] });

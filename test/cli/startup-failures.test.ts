@@ -38,7 +38,10 @@ describe('start-up failures: one line naming what to fix, exit code 2', () => {
   let dir: string;
   const serve = (config: Record<string, unknown>, name: string) => {
     const file = join(dir, `${name}.yaml`);
-    writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0 }, metrics: { port: 0 }, database: { url: `sqlite:${join(dir, name, 'tollgate.db')}` }, ...config }));
+    writeFileSync(
+      file,
+      stringify({ server: { host: '127.0.0.1', port: 0 }, metrics: { port: 0 }, database: { url: `sqlite:${join(dir, name, 'tollgate.db')}` }, ...config }),
+    );
     return runTollgate(['--config', file, 'serve']);
   };
   before(() => {
@@ -48,7 +51,10 @@ describe('start-up failures: one line naming what to fix, exit code 2', () => {
 
   test('the API port is in use', async () => {
     const port = await occupiedPort(servers);
-    oneLine(await serve({ server: { host: '127.0.0.1', port } }, 'api-port'), new RegExp(`^tollgate: cannot listen on 127\\.0\\.0\\.1:${port}: the port is already in use .*server\\.port or TOLLGATE_PORT\\n$`));
+    oneLine(
+      await serve({ server: { host: '127.0.0.1', port } }, 'api-port'),
+      new RegExp(`^tollgate: cannot listen on 127\\.0\\.0\\.1:${port}: the port is already in use .*server\\.port or TOLLGATE_PORT\\n$`),
+    );
   });
 
   test('the metrics port is in use', async () => {
@@ -59,18 +65,29 @@ describe('start-up failures: one line naming what to fix, exit code 2', () => {
   test('PostgreSQL does not answer (the password stays hidden)', async () => {
     const port = await closedPort();
     const res = await serve({ database: { url: `postgres://tollgate:hunter2secret@127.0.0.1:${port}/tollgate` } }, 'postgres');
-    oneLine(res, new RegExp(`^tollgate: cannot reach PostgreSQL at postgres://tollgate:\\*\\*\\*@127\\.0\\.0\\.1:${port}/tollgate \\(ECONNREFUSED\\); start it, or fix database\\.url`));
+    oneLine(
+      res,
+      new RegExp(
+        `^tollgate: cannot reach PostgreSQL at postgres://tollgate:\\*\\*\\*@127\\.0\\.0\\.1:${port}/tollgate \\(ECONNREFUSED\\); start it, or fix database\\.url`,
+      ),
+    );
     assert.ok(!res.stderr.includes('hunter2secret') && !res.stdout.includes('hunter2secret'), 'the password is not printed');
   });
 
   test('the SQLite path goes through a file', async () => {
     const file = join(dir, 'a-file');
     writeFileSync(file, 'not a folder');
-    oneLine(await serve({ database: { url: `sqlite:${join(file, 'tollgate.db')}` } }, 'parent-file'), new RegExp(`^tollgate: database\\.url: the SQLite file .* cannot be created because ${file} is a file, not a folder`));
+    oneLine(
+      await serve({ database: { url: `sqlite:${join(file, 'tollgate.db')}` } }, 'parent-file'),
+      new RegExp(`^tollgate: database\\.url: the SQLite file .* cannot be created because ${file} is a file, not a folder`),
+    );
   });
 
   test('the SQLite folder cannot be created (/proc/nope), at once instead of hanging in migrate', async () => {
-    oneLine(await serve({ database: { url: 'sqlite:/proc/nope/x.db' } }, 'proc'), /^tollgate: database\.url: cannot create the folder \/proc\/nope for the SQLite file \(ENOENT\)/);
+    oneLine(
+      await serve({ database: { url: 'sqlite:/proc/nope/x.db' } }, 'proc'),
+      /^tollgate: database\.url: cannot create the folder \/proc\/nope for the SQLite file \(ENOENT\)/,
+    );
     const file = join(dir, 'proc.yaml');
     oneLine(await runTollgate(['--config', file, 'migrate']), /cannot create the folder \/proc\/nope/);
   });

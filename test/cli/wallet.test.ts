@@ -94,12 +94,14 @@ describe('tollgate wallet (against a gateway on a real chain)', () => {
     const created = json(await wallet(['--json', 'keys', 'create', '--label', 'from the cli']));
     assert.match(created.key, /^sk-/);
     assert.equal(created.label, 'from the cli');
-    const chat = () =>
-      fetch(`${h.gw.url}/v1/usage/${payer.address}`, { headers: { authorization: `Bearer ${created.key}` } }).then((r) => r.status);
+    const chat = () => fetch(`${h.gw.url}/v1/usage/${payer.address}`, { headers: { authorization: `Bearer ${created.key}` } }).then((r) => r.status);
     assert.equal(await chat(), 200);
 
     const listed = json(await wallet(['--json', 'keys', 'list'])).data;
-    assert.deepEqual(listed.map((k: { id: number; revoked_at: string | null }) => [k.id, k.revoked_at]), [[created.id, null]]);
+    assert.deepEqual(
+      listed.map((k: { id: number; revoked_at: string | null }) => [k.id, k.revoked_at]),
+      [[created.id, null]],
+    );
     const text = await wallet(['keys', 'list']);
     assert.match(text.stdout, new RegExp(`^\\s+${created.id}  active .*from the cli$`, 'm'));
 
@@ -135,7 +137,11 @@ describe('tollgate wallet (against a gateway on a real chain)', () => {
       const referred = await h.chain.newAccount();
       const created = json(await wallet(['--json', 'keys', 'create', '--ref-code', refCode], referred.privateKey));
       assert.match(created.key, /^sk-/);
-      const attribution = await h.gw.services.storage.db.selectFrom('referral_attributions').selectAll().where('wallet', '=', referred.address.toLowerCase()).executeTakeFirst();
+      const attribution = await h.gw.services.storage.db
+        .selectFrom('referral_attributions')
+        .selectAll()
+        .where('wallet', '=', referred.address.toLowerCase())
+        .executeTakeFirst();
       assert.equal(attribution?.referrer, payer.address.toLowerCase());
       assert.equal(attribution?.code, refCode);
     } finally {
@@ -151,7 +157,13 @@ describe('tollgate wallet (against a gateway on a real chain)', () => {
     const text = await wallet(['usage']);
     assert.match(text.stdout, /^balance    \$7\.500000 \(locked \$0\.000000, available \$7\.500000\)$/m);
     const topups = json(await wallet(['--json', 'topups'])).topups;
-    assert.deepEqual(topups.map((t: { status: string; credited_usdc: number }) => [t.status, t.credited_usdc]), [['credited', 2_500_000], ['credited', 5_000_000]]);
+    assert.deepEqual(
+      topups.map((t: { status: string; credited_usdc: number }) => [t.status, t.credited_usdc]),
+      [
+        ['credited', 2_500_000],
+        ['credited', 5_000_000],
+      ],
+    );
   });
 
   test('bad input is refused with a clear message, exit code 2, and nothing is paid', async () => {
@@ -168,9 +180,24 @@ describe('tollgate wallet (against a gateway on a real chain)', () => {
       ['a key id that is not a number', wallet(['keys', 'revoke', 'abc']), /the key id must be a positive integer/],
       ["a key id that is not the wallet's", wallet(['keys', 'revoke', '99999']), /NOT_FOUND: no API key 99999 belongs to this wallet/],
       // The advice fits the cause: signing again cannot help a wallet that lacks the token.
-      ['a wallet without tokens', wallet(['topup', '--usd', '1'], broke.privateKey), new RegExp(`PAYMENT_REJECTED: the paying wallet ${broke.address} does not hold 1 USD Coin \\(0x[0-9a-fA-F]{40} on eip155:84532\\); nothing was credited\\. Add USD Coin to that wallet`, 'i')],
-      ['a gateway that is not a URL', runTollgate(['wallet', '--gateway', 'not a url', 'usage'], { TOLLGATE_WALLET_KEY: payer.privateKey }), /--gateway must be a URL/],
-      ['a gateway that is not running', runTollgate(['wallet', '--gateway', 'http://127.0.0.1:9', 'usage'], { TOLLGATE_WALLET_KEY: payer.privateKey }), /UNREACHABLE: cannot reach the gateway at http:\/\/127\.0\.0\.1:9/],
+      [
+        'a wallet without tokens',
+        wallet(['topup', '--usd', '1'], broke.privateKey),
+        new RegExp(
+          `PAYMENT_REJECTED: the paying wallet ${broke.address} does not hold 1 USD Coin \\(0x[0-9a-fA-F]{40} on eip155:84532\\); nothing was credited\\. Add USD Coin to that wallet`,
+          'i',
+        ),
+      ],
+      [
+        'a gateway that is not a URL',
+        runTollgate(['wallet', '--gateway', 'not a url', 'usage'], { TOLLGATE_WALLET_KEY: payer.privateKey }),
+        /--gateway must be a URL/,
+      ],
+      [
+        'a gateway that is not running',
+        runTollgate(['wallet', '--gateway', 'http://127.0.0.1:9', 'usage'], { TOLLGATE_WALLET_KEY: payer.privateKey }),
+        /UNREACHABLE: cannot reach the gateway at http:\/\/127\.0\.0\.1:9/,
+      ],
     ];
     for (const [what, pending, message] of cases) {
       const res = await pending;
@@ -195,9 +222,18 @@ describe('tollgate wallet (against a gateway on a real chain)', () => {
 
 describe('chooseOffer: the wallet signs only for the amount the user typed', () => {
   const offer = (over: Partial<PaymentRequirements> & { extra?: Record<string, unknown> }): PaymentRequirements =>
-    ({ scheme: 'exact', network: 'eip155:84532', asset: '0x0000000000000000000000000000000000000001', amount: '5000000', payTo: '0x0000000000000000000000000000000000000002', maxTimeoutSeconds: 300, extra: { name: 'USD Coin', version: '2', decimals: 6, assetTransferMethod: 'eip3009' }, ...over }) as PaymentRequirements;
+    ({
+      scheme: 'exact',
+      network: 'eip155:84532',
+      asset: '0x0000000000000000000000000000000000000001',
+      amount: '5000000',
+      payTo: '0x0000000000000000000000000000000000000002',
+      maxTimeoutSeconds: 300,
+      extra: { name: 'USD Coin', version: '2', decimals: 6, assetTransferMethod: 'eip3009' },
+      ...over,
+    }) as PaymentRequirements;
 
-  test('accepts the exact amount in the token\'s decimals', () => {
+  test("accepts the exact amount in the token's decimals", () => {
     assert.equal(chooseOffer([offer({})], 5).amount, '5000000');
     assert.equal(chooseOffer([offer({ amount: '2500000000000000000', extra: { decimals: 18 } })], 2.5).amount, '2500000000000000000');
   });

@@ -26,12 +26,14 @@ const hasToolResult = (body: any) => (body.messages ?? []).some(isToolResult);
 /** Both fakes script one turn: with tools and no tool result yet, a call of `tool` with `input`; then the final answer. */
 export function toolRoundTrip(tool: string, input: Record<string, unknown>) {
   return {
-    anthropic: (body: any) => (body.tools?.length && !hasToolResult(body)
-      ? { toolCalls: [{ name: tool, input }], usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }
-      : { content: FINAL_TEXT, usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }),
-    openai: (body: any) => (body.tools?.length && !hasToolResult(body)
-      ? { toolCall: { name: tool, arguments: JSON.stringify(input) }, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }
-      : { content: FINAL_TEXT, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }),
+    anthropic: (body: any) =>
+      body.tools?.length && !hasToolResult(body)
+        ? { toolCalls: [{ name: tool, input }], usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } }
+        : { content: FINAL_TEXT, usage: { input_tokens: PROMPT_TOKENS, output_tokens: OUTPUT_TOKENS } },
+    openai: (body: any) =>
+      body.tools?.length && !hasToolResult(body)
+        ? { toolCall: { name: tool, arguments: JSON.stringify(input) }, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } }
+        : { content: FINAL_TEXT, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS } },
   };
 }
 
@@ -62,7 +64,13 @@ export function agentSuite(script: Parameters<typeof startAnthropicHarness>[3], 
   };
 }
 
-export interface AgentRun { code: number | null; stdout: string; stderr: string; ms: number; connects: string[] }
+export interface AgentRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+  connects: string[];
+}
 
 /**
  * `binary args` in `cwd` with exactly `env` (plus PATH). Any attempt to reach a host other than
@@ -79,8 +87,12 @@ export async function runAgent(binary: string, args: string[], cwd: string, env:
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), 150_000);
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     clearTimeout(timer);

@@ -53,7 +53,12 @@ for (const format of ['spec', 'openai'] as const) {
       const h = harness();
       const { key } = await h.wallet(10);
       const errors: unknown[] = [];
-      const result = streamText({ model: PROVIDERS['@ai-sdk/openai-compatible']!(`${h.gw.url}/v1`, key)('chat-small'), prompt: 'hi', maxRetries: 0, onError: ({ error }) => void errors.push(error) });
+      const result = streamText({
+        model: PROVIDERS['@ai-sdk/openai-compatible']!(`${h.gw.url}/v1`, key)('chat-small'),
+        prompt: 'hi',
+        maxRetries: 0,
+        onError: ({ error }) => void errors.push(error),
+      });
       let text = '';
       for await (const part of result.textStream) text += part;
       assert.equal(text, '');
@@ -70,7 +75,12 @@ for (const format of ['spec', 'openai'] as const) {
       const w = await h.wallet(1_000_000);
       h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 }, cutAfterChunks: 2 };
       const errors: unknown[] = [];
-      const result = streamText({ model: PROVIDERS['@ai-sdk/openai-compatible']!(`${h.gw.url}/v1`, w.key)('chat-small'), prompt: 'hi', maxRetries: 0, onError: ({ error }) => void errors.push(error) });
+      const result = streamText({
+        model: PROVIDERS['@ai-sdk/openai-compatible']!(`${h.gw.url}/v1`, w.key)('chat-small'),
+        prompt: 'hi',
+        maxRetries: 0,
+        onError: ({ error }) => void errors.push(error),
+      });
       let text = '';
       for await (const part of result.textStream) text += part;
       assert.equal(text, 'Hello from ', 'what arrived before the failure');

@@ -20,7 +20,11 @@ const UPSTREAMS = [
   { name: 'OpenAI-compatible upstream (translated)', model: 'fake/chat-small', content: OPENAI_CONTENT, charge: CHARGE },
 ] as const;
 
-const WEATHER_TOOL = { name: 'get_weather', description: 'Weather in a city', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] } };
+const WEATHER_TOOL = {
+  name: 'get_weather',
+  description: 'Weather in a city',
+  input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] },
+};
 
 /**
  * The real @anthropic-ai/sdk against POST /v1/messages: messages.create, messages.stream and
@@ -49,7 +53,9 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
     describe(up.name, () => {
       test('messages.create: the answer as an Anthropic message with usage, billed like chat', async () => {
         const w = await h.wallet(FUNDS);
-        const { data: msg, response } = await sdk(w.key).messages.create({ model: up.model, ...ask, system: 'Be brief.' }).withResponse();
+        const { data: msg, response } = await sdk(w.key)
+          .messages.create({ model: up.model, ...ask, system: 'Be brief.' })
+          .withResponse();
         assert.equal(msg.type, 'message');
         assert.equal(msg.role, 'assistant');
         assert.deepEqual(msg.content, [{ type: 'text', text: up.content }]);
@@ -64,7 +70,9 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
         const w = await h.wallet(FUNDS);
         const stream = sdk(w.key).messages.stream({ model: up.model, ...ask });
         let text = '';
-        stream.on('text', (t) => { text += t; });
+        stream.on('text', (t) => {
+          text += t;
+        });
         const final = await stream.finalMessage();
         assert.equal(text, up.content);
         assert.deepEqual(final.content, [{ type: 'text', text: up.content }]);
@@ -82,7 +90,10 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
           if (types.at(-1) !== e.type) types.push(e.type);
           if (e.type === 'message_delta') delta = e;
         }
-        assert.deepEqual(types.filter((t) => t !== 'ping'), ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+        assert.deepEqual(
+          types.filter((t) => t !== 'ping'),
+          ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop'],
+        );
         assert.equal(delta.delta.stop_reason, 'end_turn');
         assert.equal(delta.usage.output_tokens, 50);
         await expectCharged(w.account, up.charge);
@@ -102,8 +113,14 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
         h.anthropic.behaviour = { usage: ANTHROPIC_USAGE };
         h.fake.behaviour = { usage: OPENAI_USAGE };
         const second = await client.messages.create({
-          model: up.model, max_tokens: 300, tools: [WEATHER_TOOL],
-          messages: [...ask.messages, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '18°C, sunny' }] }],
+          model: up.model,
+          max_tokens: 300,
+          tools: [WEATHER_TOOL],
+          messages: [
+            ...ask.messages,
+            { role: 'assistant', content: first.content },
+            { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '18°C, sunny' }] },
+          ],
         });
         assert.equal(second.stop_reason, 'end_turn');
         if (up.model.startsWith('anth/')) {
@@ -113,7 +130,9 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
           const sent = h.fake.received.at(-1)!.body;
           assert.deepEqual(sent.messages.at(-1), { role: 'tool', tool_call_id: use.id, content: '18°C, sunny' });
           assert.equal(sent.messages.at(-2).tool_calls[0].function.arguments, '{"city":"Paris"}');
-          assert.deepEqual(sent.tools, [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: WEATHER_TOOL.input_schema } }]);
+          assert.deepEqual(sent.tools, [
+            { type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: WEATHER_TOOL.input_schema } },
+          ]);
         }
         await expectCharged(w.account, 2 * up.charge);
       });
@@ -121,9 +140,23 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
       test('the same conversation bills the same through /v1/chat/completions and /v1/messages', async () => {
         const viaChat = await h.wallet(FUNDS);
         const viaMessages = await h.wallet(FUNDS);
-        await h.client(viaChat.key).chat.completions.create({ model: up.model, max_tokens: 300, messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }] });
+        await h.client(viaChat.key).chat.completions.create({
+          model: up.model,
+          max_tokens: 300,
+          messages: [
+            { role: 'system', content: 'Be brief.' },
+            { role: 'user', content: 'hi' },
+          ],
+        });
         await sdk(viaMessages.key).messages.create({ model: up.model, ...ask, system: 'Be brief.' });
-        const charged = async (keyId: number) => (await h.gw.services.storage.db.selectFrom('request_usage').select(['charged_usdc', 'prompt_tokens', 'completion_tokens']).where('api_key_id', '=', keyId).execute()).map((r) => [Number(r.charged_usdc), Number(r.prompt_tokens), Number(r.completion_tokens)]);
+        const charged = async (keyId: number) =>
+          (
+            await h.gw.services.storage.db
+              .selectFrom('request_usage')
+              .select(['charged_usdc', 'prompt_tokens', 'completion_tokens'])
+              .where('api_key_id', '=', keyId)
+              .execute()
+          ).map((r) => [Number(r.charged_usdc), Number(r.prompt_tokens), Number(r.completion_tokens)]);
         assert.deepEqual(await charged(viaMessages.keyId), await charged(viaChat.keyId));
         assert.deepEqual(await charged(viaMessages.keyId), [[up.charge, 100, 50]]);
       });
@@ -137,7 +170,7 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
     });
   }
 
-  test('Claude Code\'s request shape reaches an Anthropic provider untranslated: system blocks with cache_control, tools, thinking, metadata', async () => {
+  test("Claude Code's request shape reaches an Anthropic provider untranslated: system blocks with cache_control, tools, thinking, metadata", async () => {
     const w = await h.wallet(FUNDS);
     h.anthropic.behaviour = { usage: ANTHROPIC_USAGE, reasoning: 'Let me think.' };
     const request = {
@@ -151,7 +184,10 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
       temperature: 1,
     };
     const final = await sdk(w.key).messages.stream(request).finalMessage();
-    assert.deepEqual(final.content.map((b) => b.type), ['thinking', 'text']);
+    assert.deepEqual(
+      final.content.map((b) => b.type),
+      ['thinking', 'text'],
+    );
     const sent = h.anthropic.received[0]!.body;
     const { model, ...rest } = sent;
     assert.equal(model, 'claude-upstream');
@@ -159,7 +195,7 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
     await expectCharged(w.account, ANTHROPIC_CHARGE);
   });
 
-  test('Claude Code\'s request shape to an OpenAI-compatible provider: cache_control and signed thinking dropped, thinking forwarded for a thinking model', async () => {
+  test("Claude Code's request shape to an OpenAI-compatible provider: cache_control and signed thinking dropped, thinking forwarded for a thinking model", async () => {
     const w = await h.wallet(FUNDS);
     await sdk(w.key).messages.create({
       model: 'fake/thinker',
@@ -170,7 +206,10 @@ describe('@anthropic-ai/sdk against /v1/messages', () => {
       metadata: { user_id: 'user_abc' },
     });
     const sent = h.fake.received[0]!.body;
-    assert.deepEqual(sent.messages, [{ role: 'system', content: 'You are Claude Code.' }, { role: 'user', content: [{ type: 'text', text: 'fix the bug' }] }]);
+    assert.deepEqual(sent.messages, [
+      { role: 'system', content: 'You are Claude Code.' },
+      { role: 'user', content: [{ type: 'text', text: 'fix the bug' }] },
+    ]);
     assert.deepEqual(sent.thinking, { type: 'enabled', budget_tokens: 1024 });
     assert.equal(sent.user, 'user_abc');
     assert.equal(sent.max_tokens, 4000);
@@ -183,10 +222,16 @@ function withoutModel<T extends { model: string }>(r: T): Omit<T, 'model'> {
 }
 
 /** The SDK's class for each status, and the Anthropic error type the body carries. */
-const CLASS_BY_STATUS = { 400: Anthropic.BadRequestError, 401: Anthropic.AuthenticationError, 402: Anthropic.APIError, 429: Anthropic.RateLimitError, 502: Anthropic.InternalServerError };
+const CLASS_BY_STATUS = {
+  400: Anthropic.BadRequestError,
+  401: Anthropic.AuthenticationError,
+  402: Anthropic.APIError,
+  429: Anthropic.RateLimitError,
+  502: Anthropic.InternalServerError,
+};
 const TYPE_BY_STATUS = { 400: 'invalid_request_error', 401: 'authentication_error', 402: 'billing_error', 429: 'rate_limit_error', 502: 'api_error' };
 
-describe('@anthropic-ai/sdk renders the gateway\'s errors (Anthropic\'s error shape on /v1/messages)', () => {
+describe("@anthropic-ai/sdk renders the gateway's errors (Anthropic's error shape on /v1/messages)", () => {
   let h: AnthropicHarness;
   before(async () => {
     h = await startAnthropicHarness('sqlite', { rateLimits: { chat: { perMinute: RATE_LIMIT_PER_MINUTE } } });
@@ -200,10 +245,12 @@ describe('@anthropic-ai/sdk renders the gateway\'s errors (Anthropic\'s error sh
   for (const c of ERROR_CASES) {
     test(`${c.status} ${c.code}`, async () => {
       const { key, model } = await c.prepare(h);
-      const err = await new Anthropic({ baseURL: h.gw.url, apiKey: key, maxRetries: 0 }).messages.create({ model, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }).then(
-        () => assert.fail('the call succeeded'),
-        (e: unknown) => e,
-      );
+      const err = await new Anthropic({ baseURL: h.gw.url, apiKey: key, maxRetries: 0 }).messages
+        .create({ model, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] })
+        .then(
+          () => assert.fail('the call succeeded'),
+          (e: unknown) => e,
+        );
       assert.ok(err instanceof CLASS_BY_STATUS[c.status], String(err));
       assert.equal(err.status, c.status);
       const body = err.error as { type: string; error: Record<string, unknown> };
@@ -217,7 +264,11 @@ describe('@anthropic-ai/sdk renders the gateway\'s errors (Anthropic\'s error sh
 
   test('a request without max_tokens is a 400 naming it, as Anthropic answers', async () => {
     const { key } = await h.wallet(FUNDS);
-    const res = await fetch(`${h.gw.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] }) });
+    const res = await fetch(`${h.gw.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] }),
+    });
     assert.equal(res.status, 400);
     const body = await res.json();
     assert.equal(body.type, 'error');

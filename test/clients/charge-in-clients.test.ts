@@ -44,7 +44,12 @@ describe('each client exposes the charge where docs/api.md says', () => {
     const reply = await openai().chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
     const usage = reply.usage as OpenAI.CompletionUsage & { cost?: number; charged_usdc?: number };
     assert.deepEqual([usage.cost, usage.charged_usdc], [COST, CHARGE]);
-    const stream = await openai().chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } });
+    const stream = await openai().chat.completions.create({
+      model: 'fake/chat-small',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let last: any;
     for await (const chunk of stream) if (chunk.usage) last = chunk.usage;
     assert.deepEqual([last.cost, last.charged_usdc], [COST, CHARGE]);

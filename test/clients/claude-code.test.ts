@@ -25,7 +25,10 @@ import { CHARGE_PER_CALL, FINAL_TEXT, FUNDS, OUTPUT_TOKENS, PROMPT_TOKENS, runAg
  */
 
 const ROOT = new URL('../../', import.meta.url).pathname;
-const BINARY = [join(ROOT, 'test/node_modules/@anthropic-ai/claude-code-linux-x64/claude'), join(ROOT, 'test/node_modules/@anthropic-ai/claude-code/bin/claude.exe')].find((p) => existsSync(p));
+const BINARY = [
+  join(ROOT, 'test/node_modules/@anthropic-ai/claude-code-linux-x64/claude'),
+  join(ROOT, 'test/node_modules/@anthropic-ai/claude-code/bin/claude.exe'),
+].find((p) => existsSync(p));
 
 /** Claude Code 2.1.332's own default model: what it sends when ANTHROPIC_MODEL is unset. */
 const DEFAULT_MODEL = 'claude-opus-5-5';
@@ -34,7 +37,12 @@ const OPUS_DEPLOYMENT = { ...CLAUDE, name: 'opus', upstreamName: 'claude-upstrea
 
 const BASH_INPUT = { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' };
 
-interface ClaudeRun { code: number | null; result: any; stderr: string; ms: number }
+interface ClaudeRun {
+  code: number | null;
+  result: any;
+  stderr: string;
+  ms: number;
+}
 
 /**
  * The environment a docs/api.md block sets (its `export NAME=value` lines, comments dropped), with
@@ -53,21 +61,33 @@ function docEnv(block: string, replace: Record<string, string>): Record<string, 
 }
 
 /** `claude -p PROMPT --output-format json`, in a fresh HOME, with `env` added to the environment it needs. */
-async function runClaude(env: Record<string, string>, prompt = 'Run `echo tollgate-tool-ran` with the Bash tool and tell me what it printed.'): Promise<ClaudeRun> {
+async function runClaude(
+  env: Record<string, string>,
+  prompt = 'Run `echo tollgate-tool-ran` with the Bash tool and tell me what it printed.',
+): Promise<ClaudeRun> {
   const home = mkdtempSync(join(tmpdir(), 'tollgate-claude-'));
   try {
     const run = await runAgent(BINARY!, ['-p', prompt, '--output-format', 'json', '--allowedTools', 'Bash'], home, {
-      HOME: home, DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ...env,
+      HOME: home,
+      DISABLE_TELEMETRY: '1',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      ...env,
     });
     let result: any = null;
-    try { result = JSON.parse(run.stdout); } catch { result = { unparsed: run.stdout }; }
+    try {
+      result = JSON.parse(run.stdout);
+    } catch {
+      result = { unparsed: run.stdout };
+    }
     return { code: run.code, result, stderr: run.stderr, ms: run.ms };
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
 }
 
-describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip: BINARY ? false : 'the @anthropic-ai/claude-code binary is not installed' }, () => {
+describe('Claude Code (the real binary, claude -p) against /v1/messages', {
+  skip: BINARY ? false : 'the @anthropic-ai/claude-code binary is not installed',
+}, () => {
   let h: AnthropicHarness;
   before(async () => {
     h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, OPUS_DEPLOYMENT] }, {}, toolRoundTrip('Bash', BASH_INPUT));
@@ -77,8 +97,14 @@ describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip
   after(() => h.stop());
 
   async function usageRows(keyId: number) {
-    return (await h.gw.services.storage.db.selectFrom('request_usage').select(['model', 'charged_usdc', 'prompt_tokens', 'completion_tokens']).where('api_key_id', '=', keyId).orderBy('id').execute())
-      .map((r) => ({ model: r.model, charged: Number(r.charged_usdc), prompt: Number(r.prompt_tokens), completion: Number(r.completion_tokens) }));
+    return (
+      await h.gw.services.storage.db
+        .selectFrom('request_usage')
+        .select(['model', 'charged_usdc', 'prompt_tokens', 'completion_tokens'])
+        .where('api_key_id', '=', keyId)
+        .orderBy('id')
+        .execute()
+    ).map((r) => ({ model: r.model, charged: Number(r.charged_usdc), prompt: Number(r.prompt_tokens), completion: Number(r.completion_tokens) }));
   }
 
   /** The run succeeded with the scripted answer, after the tool ran, and each of its two calls was billed exactly. */
@@ -88,7 +114,10 @@ describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip
     assert.equal(run.result.result, FINAL_TEXT);
     assert.equal(received.length, 2, 'one call for the tool use, one for the answer');
     const rows = await usageRows(w.keyId);
-    assert.deepEqual(rows, [1, 2].map(() => ({ model, charged: CHARGE_PER_CALL, prompt: PROMPT_TOKENS, completion: OUTPUT_TOKENS })));
+    assert.deepEqual(
+      rows,
+      [1, 2].map(() => ({ model, charged: CHARGE_PER_CALL, prompt: PROMPT_TOKENS, completion: OUTPUT_TOKENS })),
+    );
     const balance = await h.balance(w.account);
     assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: FUNDS - 2 * CHARGE_PER_CALL, locked: 0 });
   }
@@ -104,19 +133,35 @@ describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip
     assert.equal(first!.body.stream, true);
     // Claude Code asks for Opus's 128,000-token window; the deployment's limit is the same here.
     assert.equal(first!.body.max_tokens, 128_000);
-    assert.ok(first!.body.messages.some((m: any) => m.role === 'system'), 'the environment block reaches Anthropic as a mid-conversation system message');
+    assert.ok(
+      first!.body.messages.some((m: any) => m.role === 'system'),
+      'the environment block reaches Anthropic as a mid-conversation system message',
+    );
     assert.ok(first!.body.context_management && first!.body.output_config && first!.body.thinking && first!.body.metadata);
     // Its betas reach the provider (all of these are price-neutral), merged with the operator's (none here).
     const betas = String(first!.headers['anthropic-beta']).split(',');
-    for (const beta of ['claude-code-20250219', 'interleaved-thinking-2025-05-14', 'context-management-2025-06-27', 'advanced-tool-use-2025-11-20', 'effort-2025-11-24']) assert.ok(betas.includes(beta), `${beta} forwarded`);
+    for (const beta of [
+      'claude-code-20250219',
+      'interleaved-thinking-2025-05-14',
+      'context-management-2025-06-27',
+      'advanced-tool-use-2025-11-20',
+      'effort-2025-11-24',
+    ])
+      assert.ok(betas.includes(beta), `${beta} forwarded`);
     // The tool ran on this machine and its output went back as a tool_result.
     const result = second!.body.messages.at(-1).content.find((b: any) => b.type === 'tool_result');
     assert.match(JSON.stringify(result.content), new RegExp(TOOL_OUTPUT));
   });
 
-  test('an Anthropic model by id (ANTHROPIC_MODEL=anth/claude-test): max_tokens lowered to the deployment\'s limit, tool round trip, billed exactly', async () => {
+  test("an Anthropic model by id (ANTHROPIC_MODEL=anth/claude-test): max_tokens lowered to the deployment's limit, tool round trip, billed exactly", async () => {
     const w = await h.wallet(FUNDS);
-    const run = await runClaude(docEnv(docBlock('claude-code-anthropic-model'), { 'https://tollgate.example.com': h.gw.url, 'sk-...': w.key, 'anthropic/claude-sonnet': 'anth/claude-test' }));
+    const run = await runClaude(
+      docEnv(docBlock('claude-code-anthropic-model'), {
+        'https://tollgate.example.com': h.gw.url,
+        'sk-...': w.key,
+        'anthropic/claude-sonnet': 'anth/claude-test',
+      }),
+    );
     await expectToolRoundTripBilled(run, w, 'anth/claude-test', h.anthropic.received);
     const first = h.anthropic.received[0]!.body;
     assert.equal(first.model, 'claude-upstream');
@@ -124,23 +169,26 @@ describe('Claude Code (the real binary, claude -p) against /v1/messages', { skip
     assert.ok(first.context_management, 'context_management is forwarded to Anthropic');
   });
 
-  test('an OpenAI-compatible model (ANTHROPIC_MODEL=fake/chat-small): translated, Claude\'s fields dropped as documented, tool round trip, billed exactly', async () => {
+  test("an OpenAI-compatible model (ANTHROPIC_MODEL=fake/chat-small): translated, Claude's fields dropped as documented, tool round trip, billed exactly", async () => {
     const w = await h.wallet(FUNDS);
-    const run = await runClaude(docEnv(docBlock('claude-code-openai-model'), { 'https://tollgate.example.com': h.gw.url, 'sk-...': w.key, 'openrouter/qwen3-coder': 'fake/chat-small' }));
+    const run = await runClaude(
+      docEnv(docBlock('claude-code-openai-model'), { 'https://tollgate.example.com': h.gw.url, 'sk-...': w.key, 'openrouter/qwen3-coder': 'fake/chat-small' }),
+    );
     await expectToolRoundTripBilled(run, w, 'fake/chat-small', h.fake.received);
     assert.equal(h.anthropic.received.length, 0);
     const [first, second] = h.fake.received;
     assert.equal(first!.body.model, 'chat-small');
     assert.equal(first!.body.stream, true);
-    assert.equal(first!.body.max_tokens, 4096, 'Claude Code\'s 32,000 lowered to the model\'s output window');
-    for (const field of ['context_management', 'output_config', 'thinking', 'reasoning_effort', 'metadata', 'user']) assert.equal(first!.body[field], undefined, `${field} is not sent to a model without reasoning`);
+    assert.equal(first!.body.max_tokens, 4096, "Claude Code's 32,000 lowered to the model's output window");
+    for (const field of ['context_management', 'output_config', 'thinking', 'reasoning_effort', 'metadata', 'user'])
+      assert.equal(first!.body[field], undefined, `${field} is not sent to a model without reasoning`);
     assert.ok(first!.body.messages.filter((m: any) => m.role === 'system').length >= 2, 'the system prompt and the mid-conversation system message');
     assert.ok(first!.body.tools.some((t: any) => t.function.name === 'Bash'));
     const tool = second!.body.messages.find((m: any) => m.role === 'tool');
     assert.match(tool.content, new RegExp(TOOL_OUTPUT));
   });
 
-  test('a wallet that cannot cover 128,000 tokens at the deployment\'s price works with the balance fit asked through ANTHROPIC_CUSTOM_HEADERS', async () => {
+  test("a wallet that cannot cover 128,000 tokens at the deployment's price works with the balance fit asked through ANTHROPIC_CUSTOM_HEADERS", async () => {
     // About 60,000 for the prompt bound plus 307,200 for 128,000 output tokens: more than this wallet has.
     const funds = 150_000;
     const w = await h.wallet(funds);

@@ -24,16 +24,26 @@ function config(gatewayUrl: string, model: string): string {
   return documented + OFFLINE_SETTINGS;
 }
 
-describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip: CODEX ? false : 'the @openai/codex binary is not installed (test/package.json)' }, () => {
+describe('Codex CLI (the real binary, codex exec) against /v1/responses', {
+  skip: CODEX ? false : 'the @openai/codex binary is not installed (test/package.json)',
+}, () => {
   const suite = agentSuite(toolRoundTrip('exec_command', { cmd: `echo ${TOOL_OUTPUT}` }));
   let h: AnthropicHarness;
-  before(() => { h = suite.harness(); });
+  before(() => {
+    h = suite.harness();
+  });
   const home = (model: string, gatewayUrl = h.gw.url) => writeCodexConfig(suite.tempDir('tollgate-codex-'), config(gatewayUrl, model));
   const exec = (dir: string, key: string, ...args: string[]) => runCodex(dir, ['exec', '--skip-git-repo-check', ...args], { TOLLGATE_API_KEY: key });
 
   async function usageRows(keyId: number) {
-    return (await h.gw.services.storage.db.selectFrom('request_usage').select(['model', 'charged_usdc', 'prompt_tokens', 'completion_tokens']).where('api_key_id', '=', keyId).orderBy('id').execute())
-      .map((r) => ({ model: r.model, charged: Number(r.charged_usdc), prompt: Number(r.prompt_tokens), completion: Number(r.completion_tokens) }));
+    return (
+      await h.gw.services.storage.db
+        .selectFrom('request_usage')
+        .select(['model', 'charged_usdc', 'prompt_tokens', 'completion_tokens'])
+        .where('api_key_id', '=', keyId)
+        .orderBy('id')
+        .execute()
+    ).map((r) => ({ model: r.model, charged: Number(r.charged_usdc), prompt: Number(r.prompt_tokens), completion: Number(r.completion_tokens) }));
   }
 
   /** Codex printed the scripted answer after running the tool, never tried the network, and each of its `calls` calls was billed exactly. */
@@ -41,12 +51,15 @@ describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip
     assert.equal(run.code, 0, `codex exited ${run.code}: ${run.stdout.slice(0, 500)} ${run.stderr.slice(-1500)}`);
     assert.equal(run.stdout.trim(), FINAL_TEXT);
     assert.deepEqual(run.connects, [], 'Codex tried to reach no host but the gateway');
-    assert.deepEqual(await usageRows(w.keyId), Array.from({ length: calls }, () => ({ model, charged: CHARGE_PER_CALL, prompt: PROMPT_TOKENS, completion: OUTPUT_TOKENS })));
+    assert.deepEqual(
+      await usageRows(w.keyId),
+      Array.from({ length: calls }, () => ({ model, charged: CHARGE_PER_CALL, prompt: PROMPT_TOKENS, completion: OUTPUT_TOKENS })),
+    );
     const balance = await h.balance(w.account);
     assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: FUNDS - calls * CHARGE_PER_CALL, locked: 0 });
   }
 
-  test('an OpenAI-compatible model: Codex\'s default request (include, client_metadata, web_search and namespace tools) accepted, a shell tool round trip streamed and billed exactly; a second session resumes it', async () => {
+  test("an OpenAI-compatible model: Codex's default request (include, client_metadata, web_search and namespace tools) accepted, a shell tool round trip streamed and billed exactly; a second session resumes it", async () => {
     const w = await h.wallet(FUNDS);
     const dir = home('fake/chat-small');
     const run = await exec(dir, w.key, PROMPT);
@@ -68,7 +81,7 @@ describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip
     const resumed = await exec(dir, w.key, 'resume', '--last', 'What did the command print?');
     await expectBilledRun(resumed, w, 'fake/chat-small', 3);
     const history = JSON.stringify(h.fake.received[0]!.body.messages);
-    assert.ok(history.includes('and tell me what it printed'), 'the first session\'s prompt is in the resumed request');
+    assert.ok(history.includes('and tell me what it printed'), "the first session's prompt is in the resumed request");
     assert.match(history, new RegExp(`${TOOL_OUTPUT}[\\s\\S]*What did the command print`), 'the earlier tool output comes before the new prompt');
   });
 
@@ -89,7 +102,7 @@ describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip
   // Codex 0.171.0 retries a 401 like a dropped stream (its stream_max_retries, 5 by default, with
   // backoff from 200 ms) and reads no header that would stop it: six attempts in about 7 s, then the
   // gateway's message. Bounded in seconds, not minutes; a provider block can lower it (docs/clients.md).
-  test('a bad key fails within seconds: at most Codex\'s own six attempts, then the gateway\'s message', async () => {
+  test("a bad key fails within seconds: at most Codex's own six attempts, then the gateway's message", async () => {
     const counter = await countingProxy(h.gw.url);
     try {
       const run = await exec(home('fake/chat-small', counter.url), 'sk-not-a-real-key-000000000000000000000000', PROMPT);
@@ -105,7 +118,7 @@ describe('Codex CLI (the real binary, codex exec) against /v1/responses', { skip
     assert.equal(h.anthropic.received.length + h.fake.received.length, 0);
   });
 
-  test('a wallet too small for the request: Codex shows the gateway\'s 402 message, nothing reaches the provider or is charged', async () => {
+  test("a wallet too small for the request: Codex shows the gateway's 402 message, nothing reaches the provider or is charged", async () => {
     const funds = 50;
     const w = await h.wallet(funds);
     const run = await exec(home('fake/chat-small'), w.key, PROMPT);

@@ -67,7 +67,10 @@ describe('LangChain ChatOpenAI (Chat Completions) against /v1/chat/completions',
     assert.deepEqual([answer.usage_metadata?.input_tokens, answer.usage_metadata?.output_tokens, answer.usage_metadata?.total_tokens], [10, 20, 30]);
     assert.equal(answer.response_metadata.finish_reason, 'stop');
     const sent = h.fake.received[0]!.body;
-    assert.deepEqual(sent.messages, [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }]);
+    assert.deepEqual(sent.messages, [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'hi' },
+    ]);
     assert.equal(sent.stream ?? false, false);
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
   });
@@ -85,7 +88,7 @@ describe('LangChain ChatOpenAI (Chat Completions) against /v1/chat/completions',
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
   });
 
-  test('bindTools: the tool call comes back parsed, the tool\'s result goes back as a tool message; each turn billed', async () => {
+  test("bindTools: the tool call comes back parsed, the tool's result goes back as a tool message; each turn billed", async () => {
     const h = harness();
     const w = await h.wallet(FUNDS);
     const model = chat(w.key).bindTools([weather]);
@@ -104,7 +107,10 @@ describe('LangChain ChatOpenAI (Chat Completions) against /v1/chat/completions',
     const second = await model.invoke([question, first, result]);
     assert.equal(second.content, CONTENT);
     const [assistant, toolMessage] = h.fake.received[1]!.body.messages.slice(1);
-    assert.deepEqual([assistant.role, assistant.tool_calls], ['assistant', [{ id: 'call_fake1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }]]);
+    assert.deepEqual(
+      [assistant.role, assistant.tool_calls],
+      ['assistant', [{ id: 'call_fake1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }]],
+    );
     // LangChain names the tool on the tool message (an optional field OpenAI accepts); passed on as sent.
     assert.deepEqual(toolMessage, { role: 'tool', tool_call_id: 'call_fake1', name: 'get_weather', content: '18°C and sunny in Paris' });
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 2 * CHARGE);
@@ -115,14 +121,18 @@ describe('LangChain ChatOpenAI (Chat Completions) against /v1/chat/completions',
     const w = await h.wallet(FUNDS);
     h.fake.behaviour = { usage: USAGE, toolCall: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
     const { full } = await collect(await chat(w.key).bindTools([weather]).stream('weather in Paris?'));
-    assert.deepEqual(full.tool_calls?.map((c) => [c.name, c.args, c.id]), [['get_weather', { city: 'Paris' }, 'call_fake1']]);
+    assert.deepEqual(
+      full.tool_calls?.map((c) => [c.name, c.args, c.id]),
+      [['get_weather', { city: 'Paris' }, 'call_fake1']],
+    );
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
   });
 });
 
 describe('LangChain ChatOpenAI with useResponsesApi against /v1/responses', () => {
   const harness = clientSuite({ usage: USAGE });
-  const chat = (key: string) => new ChatOpenAI({ model: 'chat-small', apiKey: key, useResponsesApi: true, configuration: { baseURL: `${harness().gw.url}/v1` } });
+  const chat = (key: string) =>
+    new ChatOpenAI({ model: 'chat-small', apiKey: key, useResponsesApi: true, configuration: { baseURL: `${harness().gw.url}/v1` } });
 
   test('invoke: the answer with usage_metadata, billed exactly', async () => {
     const h = harness();
@@ -135,7 +145,10 @@ describe('LangChain ChatOpenAI with useResponsesApi against /v1/responses', () =
     assert.equal((await fetch(`${h.gw.url}/v1/responses/${id}`, { headers: { authorization: `Bearer ${w.key}` } })).status, 200);
     assert.deepEqual([answer.usage_metadata?.input_tokens, answer.usage_metadata?.output_tokens], [10, 20]);
     const sent = h.fake.received[0]!.body;
-    assert.deepEqual(sent.messages, [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }]);
+    assert.deepEqual(sent.messages, [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'hi' },
+    ]);
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
   });
 
@@ -249,7 +262,10 @@ describe('LangChain ChatAnthropic against /v1/messages', () => {
           assert.deepEqual(stripSchemaNoise(sent.tools[0].input_schema), WEATHER_PARAMETERS);
           const last = sent.messages.at(-1);
           assert.equal(last.role, 'user');
-          assert.deepEqual(last.content.map((b: any) => [b.type, b.tool_use_id, b.content]), [['tool_result', call.id, '18°C and sunny in Paris']]);
+          assert.deepEqual(
+            last.content.map((b: any) => [b.type, b.tool_use_id, b.content]),
+            [['tool_result', call.id, '18°C and sunny in Paris']],
+          );
         } else {
           const sent = h.fake.received.at(-1)!.body;
           assert.deepEqual(sent.messages.at(-1), { role: 'tool', tool_call_id: call.id, content: '18°C and sunny in Paris' });

@@ -48,16 +48,22 @@ describe('OpenAI Agents SDK (run, with a function tool) against /v1/responses', 
       dropped.push(res.headers.get('x-tollgate-fields-dropped'));
       return res;
     };
-    const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient: new OpenAI({ baseURL: `${h.gw.url}/v1`, apiKey: w.key, fetch: seeDropped }) }) });
+    const runner = new Runner({
+      modelProvider: new OpenAIProvider({ openAIClient: new OpenAI({ baseURL: `${h.gw.url}/v1`, apiKey: w.key, fetch: seeDropped }) }),
+    });
     return { w, runner, agent: new Agent({ name: 'Weather', instructions: 'Answer with the weather tool.', model, tools: [weather] }) };
   }
 
   async function expectBilled(w: { account: any; keyId: number }, model: string) {
-    const usage = () => h.gw.services.storage.db.selectFrom('request_usage').select(['model', 'charged_usdc']).where('api_key_id', '=', w.keyId).orderBy('id').execute();
+    const usage = () =>
+      h.gw.services.storage.db.selectFrom('request_usage').select(['model', 'charged_usdc']).where('api_key_id', '=', w.keyId).orderBy('id').execute();
     // A stream's bill is written just after its last event.
     await until(async () => (await usage()).length === 2, 'both calls billed');
     const rows = await usage();
-    assert.deepEqual(rows.map((r) => ({ model: r.model, charged: Number(r.charged_usdc) })), [1, 2].map(() => ({ model, charged: CHARGE_PER_CALL })));
+    assert.deepEqual(
+      rows.map((r) => ({ model: r.model, charged: Number(r.charged_usdc) })),
+      [1, 2].map(() => ({ model, charged: CHARGE_PER_CALL })),
+    );
     const balance = await h.balance(w.account);
     assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: FUNDS - 2 * CHARGE_PER_CALL, locked: 0 });
     assert.deepEqual(dropped, [null, null], 'the gateway passed on everything it sent');

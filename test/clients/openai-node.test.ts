@@ -5,7 +5,13 @@ import { ERROR_CASES, MESSAGES, errorFormatSuite } from '../support/error-cases.
 import { rejection } from '../support/openai-rejection.ts';
 
 /** openai-node's class for each status (it picks the class from the status alone). */
-const CLASS_BY_STATUS = { 400: OpenAI.BadRequestError, 401: OpenAI.AuthenticationError, 402: OpenAI.APIError, 429: OpenAI.RateLimitError, 502: OpenAI.InternalServerError };
+const CLASS_BY_STATUS = {
+  400: OpenAI.BadRequestError,
+  401: OpenAI.AuthenticationError,
+  402: OpenAI.APIError,
+  429: OpenAI.RateLimitError,
+  502: OpenAI.InternalServerError,
+};
 const TYPE_BY_STATUS = { 400: 'invalid_request_error', 401: 'authentication_error', 402: 'insufficient_quota', 429: 'rate_limit_error', 502: 'api_error' };
 
 for (const format of ['spec', 'openai'] as const) {
@@ -72,9 +78,11 @@ for (const format of ['spec', 'openai'] as const) {
       const w = await h.wallet(1_000_000);
       h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 }, cutAfterChunks: 2 };
       const stream = await h.client(w.key).chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], stream: true });
-      const err = await rejection((async () => {
-        for await (const _ of stream);
-      })());
+      const err = await rejection(
+        (async () => {
+          for await (const _ of stream);
+        })(),
+      );
       assert.equal(err.message, 'the provider closed the connection; nothing was charged');
       assert.equal(err.type, 'upstream_error');
       assert.equal((await h.balance(w.account)).balance_usdc, 1_000_000);

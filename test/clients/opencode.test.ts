@@ -24,7 +24,10 @@ const OPENCODE = [join(ROOT, 'test/node_modules/opencode-linux-x64/bin/opencode'
  * registry.npmjs.org in the background, fails, and goes on.
  */
 const OFFLINE_ENV = {
-  OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_DEFAULT_PLUGINS: '1', OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
+  OPENCODE_DISABLE_MODELS_FETCH: '1',
+  OPENCODE_DISABLE_AUTOUPDATE: '1',
+  OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
+  OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
 };
 const TOLERATED_EGRESS = ['CONNECT registry.npmjs.org:443'];
 
@@ -34,7 +37,7 @@ function config(gatewayUrl: string, model: string, anthropic: boolean): string {
   const provider = c.provider.tollgate;
   provider.options.baseURL = provider.options.baseURL.replace('https://tollgate.example.com', gatewayUrl);
   if (anthropic) provider.npm = '@ai-sdk/anthropic';
-  provider.models = { [model]: { ...Object.values(provider.models)[0] as object, limit: { context: 100_000, output: 4096 } } };
+  provider.models = { [model]: { ...(Object.values(provider.models)[0] as object), limit: { context: 100_000, output: 4096 } } };
   c.model = `tollgate/${model}`;
   return JSON.stringify(c);
 }
@@ -49,10 +52,18 @@ describe('opencode (the real binary, opencode run)', { skip: OPENCODE ? false : 
     mkdirSync(project);
     writeFileSync(join(project, 'opencode.json'), configJson);
     const xdg = Object.fromEntries(['CONFIG', 'DATA', 'CACHE', 'STATE'].map((d) => [`XDG_${d}_HOME`, join(home, d.toLowerCase())]));
-    return runAgent(OPENCODE!, ['run', 'Run `echo tollgate-tool-ran` and tell me what it printed.'], project, { HOME: home, ...xdg, ...OFFLINE_ENV, TOLLGATE_API_KEY: key });
+    return runAgent(OPENCODE!, ['run', 'Run `echo tollgate-tool-ran` and tell me what it printed.'], project, {
+      HOME: home,
+      ...xdg,
+      ...OFFLINE_ENV,
+      TOLLGATE_API_KEY: key,
+    });
   }
 
-  for (const [model, anthropic] of [['fake/chat-small', false], [`anth/${CLAUDE.name}`, true]] as const) {
+  for (const [model, anthropic] of [
+    ['fake/chat-small', false],
+    [`anth/${CLAUDE.name}`, true],
+  ] as const) {
     test(`${model} through ${anthropic ? '@ai-sdk/anthropic' : '@ai-sdk/openai-compatible'}: the bash tool round trip, streamed, every call billed exactly`, async () => {
       const h = suite.harness();
       const w = await h.wallet(FUNDS);
@@ -60,16 +71,25 @@ describe('opencode (the real binary, opencode run)', { skip: OPENCODE ? false : 
       assert.equal(run.code, 0, `opencode exited ${run.code}: ${run.stdout.slice(0, 500)} ${run.stderr.slice(-1500)}`);
       assert.equal(run.stdout.trim(), FINAL_TEXT);
       assert.match(run.stderr, new RegExp(`echo ${TOOL_OUTPUT}\\s[\\s\\S]*${TOOL_OUTPUT}`), 'opencode ran the command');
-      assert.deepEqual(run.connects.filter((c) => !TOLERATED_EGRESS.includes(c)), []);
+      assert.deepEqual(
+        run.connects.filter((c) => !TOLERATED_EGRESS.includes(c)),
+        [],
+      );
 
       const received = anthropic ? h.anthropic.received : h.fake.received;
-      assert.ok(received.every((r) => r.body.stream === true), 'every call streamed');
+      assert.ok(
+        received.every((r) => r.body.stream === true),
+        'every call streamed',
+      );
       const withTools = received.filter((r) => r.body.tools?.length);
       assert.equal(withTools.length, 2, 'the tool call and the answer');
       assert.match(JSON.stringify(withTools[1]!.body.messages), new RegExp(TOOL_OUTPUT), 'the tool output went back');
       const usage = () => h.gw.services.storage.db.selectFrom('request_usage').select(['model', 'charged_usdc']).where('api_key_id', '=', w.keyId).execute();
       await until(async () => (await usage()).length === received.length, 'every call billed');
-      assert.deepEqual((await usage()).map((r) => ({ model: r.model, charged: Number(r.charged_usdc) })), received.map(() => ({ model, charged: CHARGE_PER_CALL })));
+      assert.deepEqual(
+        (await usage()).map((r) => ({ model: r.model, charged: Number(r.charged_usdc) })),
+        received.map(() => ({ model, charged: CHARGE_PER_CALL })),
+      );
       const balance = await h.balance(w.account);
       assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: FUNDS - received.length * CHARGE_PER_CALL, locked: 0 });
     });

@@ -19,7 +19,7 @@ const weather = tool({
   execute: async ({ city }) => `sunny in ${city}`,
 });
 
-describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses', () => {
+describe("the Vercel AI SDK's default createOpenAI()(model) over /v1/responses", () => {
   const harness = clientSuite({ usage: USAGE });
 
   test('generateText: the text, the usage, the charge', async () => {
@@ -31,7 +31,10 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
     assert.equal(result.usage.inputTokens, 10);
     assert.equal(result.usage.outputTokens, 20);
     assert.equal(h.fake.received[0]!.path, '/v1/chat/completions', 'translated onto chat completions upstream');
-    assert.deepEqual(h.fake.received[0]!.body.messages, [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: [{ type: 'text', text: 'hi' }] }]);
+    assert.deepEqual(h.fake.received[0]!.body.messages, [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+    ]);
     assert.equal(h.fake.received[0]!.body.max_tokens, 40);
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
   });
@@ -54,7 +57,11 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
     h.fake.behaviour = { usage: USAGE, toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } };
     let step = 0;
     const result = await generateText({
-      model: responsesModel(h, w.key), prompt: 'weather in Paris?', tools: { weather }, stopWhen: stepCountIs(2), maxRetries: 0,
+      model: responsesModel(h, w.key),
+      prompt: 'weather in Paris?',
+      tools: { weather },
+      stopWhen: stepCountIs(2),
+      maxRetries: 0,
       providerOptions: { openai: { store: false } },
       prepareStep: () => {
         if (step++ === 1) h.fake.behaviour = { usage: USAGE };
@@ -63,7 +70,10 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
     });
     assert.equal(result.text, CONTENT);
     assert.equal(result.steps.length, 2);
-    assert.deepEqual(result.steps[0]!.toolResults.map((r) => r.output), ['sunny in Paris']);
+    assert.deepEqual(
+      result.steps[0]!.toolResults.map((r) => r.output),
+      ['sunny in Paris'],
+    );
     const second = h.fake.received[1]!.body.messages;
     assert.deepEqual(second.slice(-2), [
       { role: 'assistant', content: null, tool_calls: [{ id: 'call_fake1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
@@ -75,7 +85,8 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
   /** The default provider, with the bodies it sends to the gateway recorded. */
   const recordingModel = (h: ChatHarness, key: string, sent: any[]) =>
     createOpenAI({
-      baseURL: `${h.gw.url}/v1`, apiKey: key,
+      baseURL: `${h.gw.url}/v1`,
+      apiKey: key,
       fetch: async (url, init) => {
         if (typeof init?.body === 'string') sent.push(JSON.parse(init.body));
         return fetch(url, init);
@@ -88,7 +99,11 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
     const sent: any[] = [];
     const first = await generateText({ model: recordingModel(h, w.key, sent), prompt: 'hi', maxRetries: 0 });
     assert.equal(first.text, CONTENT);
-    const second = await generateText({ model: recordingModel(h, w.key, sent), messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }], maxRetries: 0 });
+    const second = await generateText({
+      model: recordingModel(h, w.key, sent),
+      messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }],
+      maxRetries: 0,
+    });
     assert.equal(second.text, CONTENT);
     assert.equal(sent[1].input[1].type, 'item_reference', 'the SDK sent its earlier answer by reference');
     assert.match(sent[1].input[1].id, /^msg_[0-9a-f]{32}$/);
@@ -109,7 +124,11 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
     for await (const part of first.textStream) text += part;
     assert.equal(text, CONTENT);
     const history = (await first.response).messages;
-    const second = streamText({ model: recordingModel(h, w.key, sent), messages: [{ role: 'user', content: 'hi' }, ...history, { role: 'user', content: 'and?' }], maxRetries: 0 });
+    const second = streamText({
+      model: recordingModel(h, w.key, sent),
+      messages: [{ role: 'user', content: 'hi' }, ...history, { role: 'user', content: 'and?' }],
+      maxRetries: 0,
+    });
     let again = '';
     for await (const part of second.textStream) again += part;
     assert.equal(again, CONTENT);
@@ -125,20 +144,29 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
     h.fake.behaviour = { usage: USAGE, toolCall: { name: 'weather', arguments: '{"city":"Paris"}' } };
     let step = 0;
     const first = await generateText({
-      model: recordingModel(h, w.key, sent), prompt: 'weather in Paris?', tools: { weather }, stopWhen: stepCountIs(2), maxRetries: 0,
+      model: recordingModel(h, w.key, sent),
+      prompt: 'weather in Paris?',
+      tools: { weather },
+      stopWhen: stepCountIs(2),
+      maxRetries: 0,
       prepareStep: () => {
         if (step++ === 1) h.fake.behaviour = { usage: USAGE };
         return {};
       },
     });
     assert.equal(first.text, CONTENT);
-    assert.deepEqual(first.steps[0]!.toolResults.map((r) => r.output), ['sunny in Paris']);
+    assert.deepEqual(
+      first.steps[0]!.toolResults.map((r) => r.output),
+      ['sunny in Paris'],
+    );
     assert.deepEqual(h.fake.received[1]!.body.messages.slice(-2), [
       { role: 'assistant', content: null, tool_calls: [{ id: 'call_fake1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
       { role: 'tool', tool_call_id: 'call_fake1', content: 'sunny in Paris' },
     ]);
     const third = await generateText({
-      model: recordingModel(h, w.key, sent), tools: { weather }, maxRetries: 0,
+      model: recordingModel(h, w.key, sent),
+      tools: { weather },
+      maxRetries: 0,
       messages: [{ role: 'user', content: 'weather in Paris?' }, ...first.response.messages, { role: 'user', content: 'thanks' }],
     });
     assert.equal(third.text, CONTENT);
@@ -159,7 +187,12 @@ describe('the Vercel AI SDK\'s default createOpenAI()(model) over /v1/responses'
     const sent: any[] = [];
     const opts = { providerOptions: { openai: { store: false } } };
     const first = await generateText({ model: recordingModel(h, w.key, sent), prompt: 'hi', maxRetries: 0, ...opts });
-    const again = await generateText({ model: recordingModel(h, w.key, sent), messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }], maxRetries: 0, ...opts });
+    const again = await generateText({
+      model: recordingModel(h, w.key, sent),
+      messages: [{ role: 'user', content: 'hi' }, ...first.response.messages, { role: 'user', content: 'and?' }],
+      maxRetries: 0,
+      ...opts,
+    });
     assert.equal(again.text, CONTENT);
     assert.equal(sent[1].input[1].role, 'assistant');
     assert.equal((await h.gw.services.storage.db.selectFrom('stored_responses').select('id').where('api_key_id', '=', w.keyId).execute()).length, 0);

@@ -15,7 +15,13 @@ const CHARGE = 60;
 /** The Response's `store` (OpenAI sends it; openai-node's type leaves it out). */
 const storeOf = (r: object) => (r as { store?: unknown }).store;
 
-const WEATHER = { type: 'function' as const, name: 'weather', description: 'Weather now', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false };
+const WEATHER = {
+  type: 'function' as const,
+  name: 'weather',
+  description: 'Weather now',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  strict: false,
+};
 
 /** openai-node's own Responses calls against the gateway: JSON, streams, the stream helper, tools. */
 describe('openai-node responses.*', () => {
@@ -24,8 +30,9 @@ describe('openai-node responses.*', () => {
   test('responses.create: a Response with the text, usage in Responses names, billed like chat', async () => {
     const h = harness();
     const w = await h.wallet(FUNDS);
-    const { data: res, response } = await h.client(w.key).responses
-      .create({ model: 'chat-small', instructions: 'Be brief.', input: 'hi', max_output_tokens: 50, temperature: 0.5 })
+    const { data: res, response } = await h
+      .client(w.key)
+      .responses.create({ model: 'chat-small', instructions: 'Be brief.', input: 'hi', max_output_tokens: 50, temperature: 0.5 })
       .withResponse();
     assert.equal(res.object, 'response');
     assert.match(res.id, /^resp_[0-9a-f]{32}$/);
@@ -33,11 +40,22 @@ describe('openai-node responses.*', () => {
     assert.equal(res.output_text, CONTENT, 'the SDK assembles output_text from the message item');
     assert.equal(res.output.length, 1);
     assert.equal(res.output[0]!.type, 'message');
-    assert.deepEqual(res.usage, { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 30, cost: 0.00006, charged_usdc: 60 });
+    assert.deepEqual(res.usage, {
+      input_tokens: 10,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 20,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 30,
+      cost: 0.00006,
+      charged_usdc: 60,
+    });
     assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(CHARGE));
 
     const sent = h.fake.received[0]!.body;
-    assert.deepEqual(sent.messages, [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }]);
+    assert.deepEqual(sent.messages, [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'hi' },
+    ]);
     assert.equal(sent.max_tokens, 50);
     assert.equal(sent.temperature, 0.5);
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
@@ -46,15 +64,27 @@ describe('openai-node responses.*', () => {
   test('responses.create with stream: true: the Responses event sequence, numbered, ending in response.completed with usage', async () => {
     const h = harness();
     const w = await h.wallet(FUNDS);
-    const stream = await h.client(w.key).responses.create({ model: 'chat-small', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }], stream: true });
+    const stream = await h
+      .client(w.key)
+      .responses.create({ model: 'chat-small', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }], stream: true });
     const events: ResponseStreamEvent[] = [];
     for await (const e of stream) events.push(e);
     const types = [...new Set(events.map((e) => e.type))];
     assert.deepEqual(types, [
-      'response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
-      'response.output_text.delta', 'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed',
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.completed',
     ]);
-    assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+    assert.deepEqual(
+      events.map((e) => e.sequence_number),
+      events.map((_, i) => i),
+    );
     const text = events.flatMap((e) => (e.type === 'response.output_text.delta' ? [e.delta] : [])).join('');
     assert.equal(text, CONTENT);
     const done = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent;
@@ -89,12 +119,15 @@ describe('openai-node responses.*', () => {
     assert.equal(call.call_id, 'call_fake1');
     assert.deepEqual(JSON.parse(call.arguments), { city: 'Paris' });
     const sentTools = h.fake.received[0]!.body;
-    assert.deepEqual(sentTools.tools, [{ type: 'function', function: { name: 'weather', description: 'Weather now', parameters: WEATHER.parameters, strict: false } }]);
+    assert.deepEqual(sentTools.tools, [
+      { type: 'function', function: { name: 'weather', description: 'Weather now', parameters: WEATHER.parameters, strict: false } },
+    ]);
     assert.equal(sentTools.tool_choice, 'required');
 
     h.fake.behaviour = { usage: USAGE };
     const second = await client.responses.create({
-      model: 'chat-small', tools: [WEATHER],
+      model: 'chat-small',
+      tools: [WEATHER],
       input: [{ role: 'user', content: 'weather in Paris?' }, call, { type: 'function_call_output', call_id: call.call_id, output: 'sunny' }],
     });
     assert.equal(second.output_text, CONTENT);
@@ -116,7 +149,10 @@ describe('openai-node responses.*', () => {
     const final = await stream.finalResponse();
     assert.equal(args, '{"city":"Paris"}');
     const item = final.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
-    assert.deepEqual([item.type, item.name, item.call_id, item.arguments, item.status], ['function_call', 'weather', 'call_fake1', '{"city":"Paris"}', 'completed']);
+    assert.deepEqual(
+      [item.type, item.name, item.call_id, item.arguments, item.status],
+      ['function_call', 'weather', 'call_fake1', '{"city":"Paris"}', 'completed'],
+    );
   });
 
   test('previous_response_id: the earlier input and output are prepended, the chain goes on; billed per turn', async () => {
@@ -129,10 +165,15 @@ describe('openai-node responses.*', () => {
     assert.equal(second.output_text, CONTENT);
     // OpenAI's semantics: the instructions are not carried over, the input and output are.
     assert.deepEqual(h.fake.received[1]!.body.messages, [
-      { role: 'user', content: 'hi' }, { role: 'assistant', content: CONTENT }, { role: 'user', content: 'and then?' },
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: CONTENT },
+      { role: 'user', content: 'and then?' },
     ]);
     await client.responses.create({ model: 'chat-small', input: [{ role: 'user', content: 'last' }], previous_response_id: second.id });
-    assert.deepEqual(h.fake.received[2]!.body.messages.map((m: any) => m.role), ['user', 'assistant', 'user', 'assistant', 'user']);
+    assert.deepEqual(
+      h.fake.received[2]!.body.messages.map((m: any) => m.role),
+      ['user', 'assistant', 'user', 'assistant', 'user'],
+    );
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 3 * CHARGE);
   });
 
@@ -143,7 +184,11 @@ describe('openai-node responses.*', () => {
     const final = await client.responses.stream({ model: 'chat-small', input: 'hi' }).finalResponse();
     assert.equal(storeOf(final), true);
     const got = await client.responses.retrieve(final.id);
-    assert.deepEqual(got.output.map((o) => o.id), final.output.map((o) => o.id), 'the same items, by their ids');
+    assert.deepEqual(
+      got.output.map((o) => o.id),
+      final.output.map((o) => o.id),
+      'the same items, by their ids',
+    );
     assert.equal(got.output_text, CONTENT);
     assert.deepEqual(got.usage, final.usage);
     const next = await client.responses.create({ model: 'chat-small', input: 'more', previous_response_id: final.id });
@@ -188,7 +233,11 @@ describe('openai-node responses.*', () => {
       [{ reasoning: { effort: 'extreme' } }, 'reasoning.effort', /must be one of minimal, low, medium, high/],
     ];
     for (const [extra, param, message] of cases) {
-      const res = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', input: 'hi', ...extra }) });
+      const res = await fetch(`${h.gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat-small', input: 'hi', ...extra }),
+      });
       assert.equal(res.status, 400);
       const body = await res.json();
       assert.equal(body.param, param, JSON.stringify(body));
@@ -206,20 +255,38 @@ describe('openai-node responses.*', () => {
     // Since openai-node 7.6 ("reject named SSE provider error events") iterating the raw stream throws
     // the `event: error` frame as an APIError instead of yielding it, so the response.failed the
     // gateway sends after it (as OpenAI does) is not seen; the events before it are.
-    const err = await rejection((async () => {
-      for await (const e of stream) events.push(e);
-    })());
+    const err = await rejection(
+      (async () => {
+        for await (const e of stream) events.push(e);
+      })(),
+    );
     assert.ok(err instanceof OpenAI.APIError, String(err));
     assert.equal(err.message, 'the provider closed the connection; nothing was charged');
     assert.equal(err.code, 'upstream_error');
     assert.equal(err.status, undefined);
     assert.equal(events[0]!.type, 'response.created');
-    assert.equal(events.some((e) => e.type === 'response.output_text.delta'), true, 'what arrived before the failure');
-    assert.equal(events.some((e) => e.type === 'error' || e.type === 'response.failed'), false);
+    assert.equal(
+      events.some((e) => e.type === 'response.output_text.delta'),
+      true,
+      'what arrived before the failure',
+    );
+    assert.equal(
+      events.some((e) => e.type === 'error' || e.type === 'response.failed'),
+      false,
+    );
 
     // On the wire: the error event, then response.failed carrying the same message.
-    const raw = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', input: 'hi', stream: true }) });
-    const frames = (await raw.text()).split('\n\n').flatMap((block) => block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6))));
+    const raw = await fetch(`${h.gw.url}/v1/responses`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-small', input: 'hi', stream: true }),
+    });
+    const frames = (await raw.text()).split('\n\n').flatMap((block) =>
+      block
+        .split('\n')
+        .filter((l) => l.startsWith('data: '))
+        .map((l) => JSON.parse(l.slice(6))),
+    );
     const error = frames.find((e) => e.type === 'error');
     assert.equal(error.message, 'the provider closed the connection; nothing was charged');
     const failed = frames.at(-1);
@@ -228,11 +295,12 @@ describe('openai-node responses.*', () => {
     assert.equal(failed.response.error.message, 'the provider closed the connection; nothing was charged');
 
     // The stream helper rejects on the error event, with its message.
-    await assert.rejects(h.client(w.key).responses.stream({ model: 'chat-small', input: 'hi' }).finalResponse(), { message: 'the provider closed the connection; nothing was charged' });
+    await assert.rejects(h.client(w.key).responses.stream({ model: 'chat-small', input: 'hi' }).finalResponse(), {
+      message: 'the provider closed the connection; nothing was charged',
+    });
     assert.equal((await h.balance(w.account)).balance_usdc, FUNDS);
   });
 });
-
 
 for (const format of ['spec', 'openai'] as const) {
   describe(`openai-node responses.create renders errors.format: ${format}`, () => {

@@ -36,7 +36,12 @@ describe('configuration defaults', () => {
   });
 
   test('a section given in part keeps the defaults of the keys it leaves out', () => {
-    const c = configSchema.parse({ chat: { defaultMaxTokens: 5 }, siwe: { windowSeconds: 60 }, keys: { maxActivePerWallet: 3 }, database: { urlEnv: 'DB_URL' } });
+    const c = configSchema.parse({
+      chat: { defaultMaxTokens: 5 },
+      siwe: { windowSeconds: 60 },
+      keys: { maxActivePerWallet: 3 },
+      database: { urlEnv: 'DB_URL' },
+    });
     assert.equal(c.chat.reservationLeaseSeconds, 600);
     assert.equal(c.chat.drainTimeoutSeconds, 120);
     assert.deepEqual(c.siwe.chainIds, [1, 8453, 84532]);

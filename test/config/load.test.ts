@@ -60,7 +60,11 @@ describe('configuration', () => {
     ];
     for (const [yaml, pattern] of cases) {
       const { path } = withFile(yaml);
-      assert.throws(() => loadConfig({ path, env: {} }), (err: unknown) => err instanceof ConfigError && pattern.test(err.message), yaml);
+      assert.throws(
+        () => loadConfig({ path, env: {} }),
+        (err: unknown) => err instanceof ConfigError && pattern.test(err.message),
+        yaml,
+      );
     }
   });
 
@@ -119,10 +123,17 @@ describe('configuration', () => {
       [{ keys: { lookupCacheSeconds: 10 } }, /keys\.lookupCacheSeconds: must be at most 5/],
     ];
     for (const [raw, pattern, e] of cases) {
-      assert.throws(() => parseConfig(raw, e ?? env), (err: unknown) => err instanceof ConfigError && pattern.test(err.message), JSON.stringify(raw));
+      assert.throws(
+        () => parseConfig(raw, e ?? env),
+        (err: unknown) => err instanceof ConfigError && pattern.test(err.message),
+        JSON.stringify(raw),
+      );
     }
     // The key itself never appears in an error.
-    assert.throws(() => parseConfig({ chains, topup: { payTo, offers: [usdc] } }, { TOLLGATE_RELAYER_KEY: 'not-a-key-but-secret' }), (err: Error) => !err.message.includes('not-a-key-but-secret'));
+    assert.throws(
+      () => parseConfig({ chains, topup: { payTo, offers: [usdc] } }, { TOLLGATE_RELAYER_KEY: 'not-a-key-but-secret' }),
+      (err: Error) => !err.message.includes('not-a-key-but-secret'),
+    );
   });
 
   test('prices written as YAML numbers become exact decimal strings', () => {

@@ -19,7 +19,7 @@ describe('start-up warnings', () => {
   let gw: GatewayProcess | undefined;
   after(() => gw?.stop());
 
-  test('tollgate serve with providers but no models, and siwe.domains without the public URL\'s host: two warnings naming the settings', async () => {
+  test("tollgate serve with providers but no models, and siwe.domains without the public URL's host: two warnings naming the settings", async () => {
     gw = await startGatewayProcess({ database: { url: `sqlite:${tempDir()}/t.db` }, providers: LOCAL, siwe: { domains: ['elsewhere.example'] } });
     const warnings = gw
       .output()
@@ -40,13 +40,19 @@ describe('start-up warnings', () => {
   test('a provider no model or fallback names is reported; one used only as a fallback is not', () => {
     const providers = { ...LOCAL, spare: { baseUrl: 'http://127.0.0.1:9/v1' }, unused: { baseUrl: 'http://127.0.0.1:9/v1' } };
     const warnings = warningsOf({ providers, models: [{ ...MODEL, fallbacks: [{ provider: 'spare' }] }] });
-    assert.deepEqual(warnings.map((w) => w.settings), [['providers.unused', 'models']]);
+    assert.deepEqual(
+      warnings.map((w) => w.settings),
+      [['providers.unused', 'models']],
+    );
     assert.match(warnings[0]!.message, /provider unused serves no model/);
   });
 
-  test('siwe.uris without the public URL\'s origin is reported; the defaults (from server.publicUrl) and a list that includes it are not', () => {
+  test("siwe.uris without the public URL's origin is reported; the defaults (from server.publicUrl) and a list that includes it are not", () => {
     const uris = warningsOf({ siwe: { uris: ['https://other.example.com'] } });
-    assert.deepEqual(uris.map((w) => w.settings), [['server.publicUrl', 'siwe.uris']]);
+    assert.deepEqual(
+      uris.map((w) => w.settings),
+      [['server.publicUrl', 'siwe.uris']],
+    );
     assert.match(uris[0]!.message, /origin "https:\/\/api\.example\.com" is not among siwe\.uris/);
     assert.deepEqual(warningsOf({}), [], 'the built-in catalog and the default SIWE rules warn of nothing');
     assert.deepEqual(warningsOf({ siwe: { domains: ['api.example.com', 'dashboard.example.com'], uris: ['https://api.example.com/'] } }), []);

@@ -13,16 +13,22 @@ const model = (extra: Record<string, unknown>) => ({ providers, models: [{ ...GP
 
 describe('models[].tokenizer at start-up', () => {
   test('each deployment carries its own tokenizer; one left out stays at the byte bound', () => {
-    const fallbacks = [{ provider: 'azure', tokenizer: 'cl100k' }, { provider: 'azure', upstreamName: 'other' }];
+    const fallbacks = [
+      { provider: 'azure', tokenizer: 'cl100k' },
+      { provider: 'azure', upstreamName: 'other' },
+    ];
     const config = parseConfig(model({ tokenizer: 'o200k', fallbacks }));
-    assert.deepEqual(buildCatalog(config).models[0]!.deployments.map((d) => d.tokenizer), ['o200k', 'cl100k', undefined]);
+    assert.deepEqual(
+      buildCatalog(config).models[0]!.deployments.map((d) => d.tokenizer),
+      ['o200k', 'cl100k', undefined],
+    );
   });
 
   test('an unknown tokenizer is refused with its path', () => {
     assert.throws(() => parseConfig(model({ tokenizer: 'llama3' })), /models\.0\.tokenizer/);
   });
 
-  test('a tokenizer on an Anthropic deployment, the model\'s own or a fallback, is refused: an OpenAI count does not bound Claude\'s bill', () => {
+  test("a tokenizer on an Anthropic deployment, the model's own or a fallback, is refused: an OpenAI count does not bound Claude's bill", () => {
     const own = model({ provider: 'claude', name: 'claude-x', tokenizer: 'o200k' });
     assert.throws(() => parseConfig(own), /models\.0\.tokenizer: "claude" is an Anthropic provider, whose tokenizer is not o200k/);
     const fallback = model({ fallbacks: [{ provider: 'claude', tokenizer: 'cl100k' }] });

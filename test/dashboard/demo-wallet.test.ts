@@ -38,7 +38,10 @@ describe('the demo wallet', { skip: noChromium }, () => {
     await page.getByLabel('Label').fill('demo');
     await page.getByRole('button', { name: 'Create key' }).click();
     const key = await page.getByTestId('new-key').innerText();
-    await new OpenAI({ baseURL: `${stack.gateway.url}/v1`, apiKey: key, maxRetries: 0 }).chat.completions.create({ model: DEMO_MODEL, messages: [{ role: 'user', content: 'hi' }] });
+    await new OpenAI({ baseURL: `${stack.gateway.url}/v1`, apiKey: key, maxRetries: 0 }).chat.completions.create({
+      model: DEMO_MODEL,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.getByTestId('spend-summary').filter({ hasText: 'over 1 request.' }).waitFor();
     // The chart is drawn in an effect after the summary's render: wait for it, then count.

@@ -27,7 +27,8 @@ describe('the dashboard when things go wrong', { skip: noChromium }, () => {
   }
   const status = (page: Page) => page.getByTestId('topup-status');
   const creditedPayments = async (payer: string) =>
-    (await d.h.gw.services.storage.db.selectFrom('payments').select('id').where('payer', '=', payer.toLowerCase()).where('status', '=', 'credited').execute()).length;
+    (await d.h.gw.services.storage.db.selectFrom('payments').select('id').where('payer', '=', payer.toLowerCase()).where('status', '=', 'credited').execute())
+      .length;
 
   test('the wallet rejects the sign-in and the payment signature: said in words, nothing paid, and it can be done again', async () => {
     const payer = await d.h.payer(10n);
@@ -91,7 +92,9 @@ describe('the dashboard when things go wrong', { skip: noChromium }, () => {
     d.rpc.up = false;
     try {
       await startTopUp(page, '4');
-      await status(page).getByText(/did not answer, so nothing was settled or credited\. Try again in a minute/).waitFor({ timeout: 60_000 });
+      await status(page)
+        .getByText(/did not answer, so nothing was settled or credited\. Try again in a minute/)
+        .waitFor({ timeout: 60_000 });
       assert.equal(await d.h.balance(payer.address), 0);
       assert.equal(await creditedPayments(payer.address), 0);
     } finally {
@@ -111,7 +114,11 @@ describe('the dashboard when things go wrong', { skip: noChromium }, () => {
     const payer = await d.h.payer(1n);
     const { page } = await d.open(payer);
     await signIn(page);
-    await d.h.gw.services.storage.db.updateTable('dashboard_sessions').set({ expires_at: Date.now() - 1 }).where('wallet', '=', payer.address.toLowerCase()).execute();
+    await d.h.gw.services.storage.db
+      .updateTable('dashboard_sessions')
+      .set({ expires_at: Date.now() - 1 })
+      .where('wallet', '=', payer.address.toLowerCase())
+      .execute();
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.getByTestId('notice').filter({ hasText: 'Your session has ended' }).waitFor();
     await page.getByRole('button', { name: 'Sign in with your wallet' }).click();

@@ -16,7 +16,8 @@ const WIDTHS = [1280, 768, 360] as const;
  */
 function layoutProblems(): string[] {
   const problems: string[] = [];
-  const name = (el: Element) => `<${el.tagName.toLowerCase()}${el.getAttribute('class') ? ` class="${el.getAttribute('class')}"` : ''}>${(el.textContent ?? '').trim().slice(0, 30)}`;
+  const name = (el: Element) =>
+    `<${el.tagName.toLowerCase()}${el.getAttribute('class') ? ` class="${el.getAttribute('class')}"` : ''}>${(el.textContent ?? '').trim().slice(0, 30)}`;
   const clippedWithin = (el: Element, card: Element) => {
     for (let p = el.parentElement; p && p !== card; p = p.parentElement) if (getComputedStyle(p).overflowX !== 'visible') return true;
     return false;
@@ -26,7 +27,8 @@ function layoutProblems(): string[] {
     for (const el of card.querySelectorAll('*')) {
       const r = el.getBoundingClientRect();
       if ((r.width === 0 && r.height === 0) || clippedWithin(el, card)) continue;
-      if (r.right > box.right + 0.5 || r.left < box.left - 0.5) problems.push(`${name(el)} spans x ${r.left}-${r.right}, outside its card (${box.left}-${box.right})`);
+      if (r.right > box.right + 0.5 || r.left < box.left - 0.5)
+        problems.push(`${name(el)} spans x ${r.left}-${r.right}, outside its card (${box.left}-${box.right})`);
     }
   }
   for (const wrap of document.querySelectorAll('.table-wrap')) {
@@ -38,7 +40,8 @@ function layoutProblems(): string[] {
     if (scrolls) continue;
     for (const cell of wrap.querySelectorAll('tbody td')) {
       const r = cell.getBoundingClientRect();
-      if (r.right > w.right + 0.5 || r.left < w.left - 0.5) problems.push(`${wrap.getAttribute('aria-label')}: ${name(cell)} is cut off (x ${r.left}-${r.right} in ${w.left}-${w.right})`);
+      if (r.right > w.right + 0.5 || r.left < w.left - 0.5)
+        problems.push(`${wrap.getAttribute('aria-label')}: ${name(cell)} is cut off (x ${r.left}-${r.right} in ${w.left}-${w.right})`);
     }
   }
   const actions = [...document.querySelectorAll('header.top .actions button')].map((b) => b.getBoundingClientRect().top);
@@ -60,7 +63,10 @@ describe('the dashboard layout at 1280, 768 and 360 px', { skip: noChromium }, (
     ({ page } = await d.open(payer));
     await page.getByRole('button', { name: 'Connect Test Wallet' }).click();
     await page.getByRole('button', { name: 'Sign in with your wallet' }).click();
-    for (const [usd, token] of [['5', /USDC/], ['3', /USDT/]] as const) {
+    for (const [usd, token] of [
+      ['5', /USDC/],
+      ['3', /USDT/],
+    ] as const) {
       await page.getByLabel('Amount in USD').fill(usd);
       await page.getByRole('radio', { name: token }).check();
       await page.getByRole('button', { name: `Top up $${usd}` }).click();

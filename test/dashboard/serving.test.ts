@@ -21,7 +21,8 @@ describe('the dashboard as served', () => {
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type')!, /^text\/html/);
     const csp = res.headers.get('content-security-policy')!;
-    for (const rule of ["default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"]) assert.ok(csp.includes(rule), rule);
+    for (const rule of ["default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"])
+      assert.ok(csp.includes(rule), rule);
     assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|https?:/);
     assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
     const html = await res.text();

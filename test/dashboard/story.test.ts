@@ -21,7 +21,8 @@ const statementOf = (message: string) => message.split('\n')[3];
  * at both widths); they replace the README's pictures in docs/screenshots/ only with
  * TOLLGATE_UPDATE_SCREENSHOTS=1, so a test run does not rewrite tracked files.
  */
-const SHOTS = process.env.TOLLGATE_UPDATE_SCREENSHOTS === '1' ? join(import.meta.dirname, '..', '..', 'docs', 'screenshots') : join(tmpdir(), 'tollgate-screenshots');
+const SHOTS =
+  process.env.TOLLGATE_UPDATE_SCREENSHOTS === '1' ? join(import.meta.dirname, '..', '..', 'docs', 'screenshots') : join(tmpdir(), 'tollgate-screenshots');
 
 async function shot(page: Page, name: string) {
   mkdirSync(SHOTS, { recursive: true });

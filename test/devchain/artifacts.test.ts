@@ -18,13 +18,30 @@ test('the committed contract artifacts are exactly what contracts/*.sol compiles
 });
 
 test('the checked-in Permit2 runtime code is intact and is Permit2: on a chain it answers with its own EIP-712 domain', async (t) => {
-  assert.equal(keccak256(permit2.runtimeCode as Hex), permit2.codeKeccak256, 'src/devchain/permit2.json was edited: runtimeCode no longer hashes to codeKeccak256');
+  assert.equal(
+    keccak256(permit2.runtimeCode as Hex),
+    permit2.codeKeccak256,
+    'src/devchain/permit2.json was edited: runtimeCode no longer hashes to codeKeccak256',
+  );
   const anvil = await startAnvil();
   t.after(() => anvil.stop());
   await anvil.rpc('anvil_setCode', [PERMIT2_ADDRESS, permit2.runtimeCode]);
   const client = createPublicClient({ transport: http(anvil.rpcUrl) });
-  const separator = await client.readContract({ address: PERMIT2_ADDRESS, abi: parseAbi(['function DOMAIN_SEPARATOR() view returns (bytes32)']), functionName: 'DOMAIN_SEPARATOR' });
+  const separator = await client.readContract({
+    address: PERMIT2_ADDRESS,
+    abi: parseAbi(['function DOMAIN_SEPARATOR() view returns (bytes32)']),
+    functionName: 'DOMAIN_SEPARATOR',
+  });
   // Permit2's domain has a name and no version (Permit2's EIP712.sol); any other code fails this.
-  const expected = hashDomain({ domain: { name: 'Permit2', chainId: BigInt(anvil.chainId), verifyingContract: PERMIT2_ADDRESS }, types: { EIP712Domain: [{ name: 'name', type: 'string' }, { name: 'chainId', type: 'uint256' }, { name: 'verifyingContract', type: 'address' }] } });
+  const expected = hashDomain({
+    domain: { name: 'Permit2', chainId: BigInt(anvil.chainId), verifyingContract: PERMIT2_ADDRESS },
+    types: {
+      EIP712Domain: [
+        { name: 'name', type: 'string' },
+        { name: 'chainId', type: 'uint256' },
+        { name: 'verifyingContract', type: 'address' },
+      ],
+    },
+  });
   assert.equal(separator, expected);
 });

@@ -33,7 +33,15 @@ describe('the demo chain after an idle spell', () => {
     const offer = await call(stack.gateway.url, 'POST', '/v1/topup', { amount: 5 });
     assert.equal(offer.status, 402, offer.text);
     const validAfter = BigInt(Math.floor(Date.now() / 1000)) - 2n;
-    const payload = await signEip3009({ token: stack.chain.usdc, chainId: stack.anvil.chainId, domain: USDC_DOMAIN, from: stack.wallet, to: stack.payTo.address, value: 5n * USD, validAfter });
+    const payload = await signEip3009({
+      token: stack.chain.usdc,
+      chainId: stack.anvil.chainId,
+      domain: USDC_DOMAIN,
+      from: stack.wallet,
+      to: stack.payTo.address,
+      value: 5n * USD,
+      validAfter,
+    });
     const paid = await call(stack.gateway.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offer.body.accepts[0], payload) });
     assert.equal(paid.status, 200, paid.text);
     assert.equal(paid.body.credited_usdc, 5_000_000);

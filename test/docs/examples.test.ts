@@ -11,7 +11,7 @@ import { docBlock } from '../../scripts/doc-blocks.mjs';
 import { defaultModels } from '../../src/config/defaults.ts';
 import { startFakeAnthropic, type FakeAnthropic } from '../../src/fake-providers/fake-anthropic.ts';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import type { FundedAccount } from '../../src/devchain/deploy.ts';
 import { freshDatabaseUrl } from '../support/engines.ts';
@@ -115,8 +115,17 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
   let subs: Subs;
   let env: NodeJS.ProcessEnv;
 
-  const proof = (account: PrivateKeyAccount, action: 'create-key' | 'manage-keys' | 'loosen-key' | 'sign-in') => siweProof(account, { domain: new URL(origin).host, uri: origin, action });
-  const maxKeyId = async () => Number((await gw.services.storage.db.selectFrom('api_keys').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst())?.id ?? 0);
+  const proof = (account: PrivateKeyAccount, action: 'create-key' | 'manage-keys' | 'loosen-key' | 'sign-in') =>
+    siweProof(account, { domain: new URL(origin).host, uri: origin, action });
+  const maxKeyId = async () =>
+    Number(
+      (
+        await gw.services.storage.db
+          .selectFrom('api_keys')
+          .select((eb) => eb.fn.max('id').as('id'))
+          .executeTakeFirst()
+      )?.id ?? 0,
+    );
 
   before(async () => {
     openai = await startFakeOpenAI();
@@ -142,7 +151,13 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
           // docs/api.md's per-key limits example names a deepseek model.
           deepseek: { baseUrl: openai.url, apiKeyEnv: 'DEEPSEEK_API_KEY' },
         },
-        models: [...defaultModels, ...anthropicConfig.models, ...cachedPrices.models, ...embeddingModels.models, { provider: 'deepseek', name: 'deepseek-chat', contextLength: 64000, promptCostPer1M: '0.27', completionCostPer1M: '1.1' }],
+        models: [
+          ...defaultModels,
+          ...anthropicConfig.models,
+          ...cachedPrices.models,
+          ...embeddingModels.models,
+          { provider: 'deepseek', name: 'deepseek-chat', contextLength: 64000, promptCostPer1M: '0.27', completionCostPer1M: '1.1' },
+        ],
         rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 }, keys: { perMinute: 100_000 }, public: { perMinute: 100_000 } },
       },
     });
@@ -161,7 +176,16 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
       [/sk-(…|\.\.\.)(?=["\s])/g, apiKey],
       [/0xYourWallet(Address)?/g, owner.address],
     ];
-    env = { TOLLGATE_KEY: apiKey, KEY: apiKey, GATEWAY: origin, GW: origin, TOLLGATE: origin, WALLET: owner.address, TOLLGATE_URL: origin, TOLLGATE_CONFIG: configFile };
+    env = {
+      TOLLGATE_KEY: apiKey,
+      KEY: apiKey,
+      GATEWAY: origin,
+      GW: origin,
+      TOLLGATE: origin,
+      WALLET: owner.address,
+      TOLLGATE_URL: origin,
+      TOLLGATE_CONFIG: configFile,
+    };
   });
   after(async () => {
     await gw?.assertLedger();
@@ -188,10 +212,16 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     };
     vectors(ok(await sh(fill(docBlock('readme-embeddings-curl'), subs), env)), 1);
     vectors(ok(await sh(fill(docBlock('embeddings-curl'), subs), env)), 2);
-    const [count, dimensions, tokens] = ok(await ts(fill(docBlock('embeddings-openai'), subs), env)).trim().split(' ').map(Number);
+    const [count, dimensions, tokens] = ok(await ts(fill(docBlock('embeddings-openai'), subs), env))
+      .trim()
+      .split(' ')
+      .map(Number);
     assert.deepEqual([count, dimensions], [2, 8]);
     assert.ok(tokens! > 0);
-    const [readmeDimensions, readmeTokens, charged] = ok(await ts(fill(docBlock('readme-embeddings-openai'), subs), env)).trim().split(' ').map(Number);
+    const [readmeDimensions, readmeTokens, charged] = ok(await ts(fill(docBlock('readme-embeddings-openai'), subs), env))
+      .trim()
+      .split(' ')
+      .map(Number);
     assert.equal(readmeDimensions, 8);
     assert.ok(readmeTokens! > 0 && charged! > 0, 'the prompt tokens and the charge in usage');
   });
@@ -243,7 +273,16 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     assert.match(created.key, /^sk-/);
     const listed = JSON.parse(ok(await sh(fill(docBlock('keys-list-curl'), subs, [['0x…', await signed('manage-keys')]]), env, cwd)));
     assert.ok(listed.data.some((k: { id: number }) => k.id === created.id));
-    const revoked = ok(await sh(fill(docBlock('keys-revoke-curl'), subs, [['keys/1 ', `keys/${created.id} `], ['0x…', await signed('manage-keys')]]), env, cwd));
+    const revoked = ok(
+      await sh(
+        fill(docBlock('keys-revoke-curl'), subs, [
+          ['keys/1 ', `keys/${created.id} `],
+          ['0x…', await signed('manage-keys')],
+        ]),
+        env,
+        cwd,
+      ),
+    );
     assert.equal(JSON.parse(revoked).revoked, true);
 
     const viemKey = ok(await ts(`${fill(docBlock('keys-create-viem'), subs)}console.log(key);\n`, { WALLET_PRIVATE_KEY: ownerKey }));
@@ -253,7 +292,9 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     const limited = (await maxKeyId()) + 1;
     const [create, loosen] = [await proof(owner, 'create-key'), await proof(owner, 'loosen-key')];
     const members = (p: { message: string; signature: string }) => quotedForShell(`${JSON.stringify(p.message)}, "signature": ${JSON.stringify(p.signature)}`);
-    const limitsBlock = docBlock('key-limits-curl').replace('"<fresh SIWE message>", "signature": "0x…"', members(create)).replace('"<fresh SIWE message>", "signature": "0x…"', members(loosen));
+    const limitsBlock = docBlock('key-limits-curl')
+      .replace('"<fresh SIWE message>", "signature": "0x…"', members(create))
+      .replace('"<fresh SIWE message>", "signature": "0x…"', members(loosen));
     const limitsOut = ok(await sh(fill(limitsBlock, subs, [['/v1/auth/keys/12', `/v1/auth/keys/${limited}`]]), env));
     assert.match(limitsOut, /"spend_limit_usdc":5000000,"spend_limit_period":"day"/);
     assert.match(limitsOut, /"spend_limit_usdc":20000000,"spend_limit_period":"month","models":null/);
@@ -264,7 +305,9 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     assert.match(cliOut, new RegExp(`updated key ${cliKey}`));
 
     const signIn = await proof(owner, 'sign-in');
-    const sessionBlock = docBlock('session-curl').replace('"<EIP-4361 message>"', quotedForShell(JSON.stringify(signIn.message))).replace('"0x…"', JSON.stringify(signIn.signature));
+    const sessionBlock = docBlock('session-curl')
+      .replace('"<EIP-4361 message>"', quotedForShell(JSON.stringify(signIn.message)))
+      .replace('"0x…"', JSON.stringify(signIn.signature));
     assert.match(JSON.parse(ok(await sh(sessionBlock, env))).token, /^ses-/);
     const sessionPrelude = `import { privateKeyToAccount } from 'viem/accounts';\nconst gateway = '${origin}';\nconst account = privateKeyToAccount(process.env.WALLET_PRIVATE_KEY as \`0x\${string}\`);\n`;
     const keys = JSON.parse(ok(await ts(`${sessionPrelude}${docBlock('session-viem')}console.log(JSON.stringify(keys));\n`, { WALLET_PRIVATE_KEY: ownerKey })));
@@ -282,7 +325,16 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     assert.ok(redeem, funded);
     const referrer = privateKeyToAccount(generatePrivateKey()).address;
     const ref = ok(await sh(`tollgate admin ref-codes create --wallet ${referrer}`, env)).trim();
-    const created = ok(await sh(fill(docBlock('ops-create-key'), [[/0x<64 hex digits>/g, generatePrivateKey()], ['rc-...', redeem], ['ref-...', ref]]), env));
+    const created = ok(
+      await sh(
+        fill(docBlock('ops-create-key'), [
+          [/0x<64 hex digits>/g, generatePrivateKey()],
+          ['rc-...', redeem],
+          ['ref-...', ref],
+        ]),
+        env,
+      ),
+    );
     assert.match(created, /the redeem code credited \$2\.000000/);
     assert.equal(created.match(/^sk-/gm)?.length, 3, created);
     chatAnswer(ok(await sh(fill(docBlock('ops-chat'), subs), env)));
@@ -306,7 +358,12 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
   before(async () => {
     fake = await startFakeOpenAI();
     h = await startTopupHarness('sqlite', {
-      config: { providers: { openai: { baseUrl: fake.url } }, models: defaultModels, payPerRequest: { enabled: true }, rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 } } },
+      config: {
+        providers: { openai: { baseUrl: fake.url } },
+        models: defaultModels,
+        payPerRequest: { enabled: true },
+        rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 } },
+      },
       env: { OPENAI_API_KEY: 'sk-provider' },
     });
     payer = await h.payer(100n);
@@ -342,7 +399,9 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
 
     // The comment's promise: a 402 for more than 20 USDC throws before anything is signed.
     const before = await h.chain.balanceOf(h.chain.usdc, payer.address);
-    const over = await ts(fill(docBlock('topup-x402-fetch'), subs, [['JSON.stringify({ amount: 20 })', 'JSON.stringify({ amount: 21 })']]), { WALLET_KEY: payer.privateKey });
+    const over = await ts(fill(docBlock('topup-x402-fetch'), subs, [['JSON.stringify({ amount: 20 })', 'JSON.stringify({ amount: 21 })']]), {
+      WALLET_KEY: payer.privateKey,
+    });
     assert.notEqual(over.code, 0, over.stdout);
     assert.match(over.stderr, /rejected by spendControls\.allowedAssets maxAmountPerPayment/);
     assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), before);
@@ -372,10 +431,16 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
       }),
     });
     // The example's token is an offer paid through Permit2: on the test chain, the USDT-like token.
-    const uptoSubs: Subs = [['https://gateway.example.com', upto.url], [/eip155:8453'/g, `${h.chain.network}'`], [/0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'/g, `${h.chain.usdt}'`]];
+    const uptoSubs: Subs = [
+      ['https://gateway.example.com', upto.url],
+      [/eip155:8453'/g, `${h.chain.network}'`],
+      [/0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'/g, `${h.chain.usdt}'`],
+    ];
     const agent = await h.chain.newAccount({ usdt: 5n * USD });
     await h.chain.approvePermit2(agent, h.chain.usdt);
-    const answer = JSON.parse(ok(await ts(`${fill(docBlock('pay-per-request-upto'), uptoSubs)}console.log(JSON.stringify(answer));\n`, { WALLET_KEY: agent.privateKey })));
+    const answer = JSON.parse(
+      ok(await ts(`${fill(docBlock('pay-per-request-upto'), uptoSubs)}console.log(JSON.stringify(answer));\n`, { WALLET_KEY: agent.privateKey })),
+    );
     assert.equal(answer.object, 'chat.completion');
     const charged = answer.usage.charged_usdc as number;
     assert.ok(charged > 0);
@@ -404,7 +469,15 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     const configFile = join(mkdtempSync(join(tmpdir(), 'tollgate-doc-blocks-')), 'tollgate.yaml');
     writeFileSync(configFile, stringify({ database: { url: h.gw.config.database.url } }));
     const code = ok(await sh('tollgate admin redeem-codes create --usd 1', { TOLLGATE_CONFIG: configFile })).trim();
-    const nextKey = Number((await h.gw.services.storage.db.selectFrom('api_keys').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst())?.id ?? 0) + 1;
+    const nextKey =
+      Number(
+        (
+          await h.gw.services.storage.db
+            .selectFrom('api_keys')
+            .select((eb) => eb.fn.max('id').as('id'))
+            .executeTakeFirst()
+        )?.id ?? 0,
+      ) + 1;
     const block = fill(docBlock('ops-wallet-cli'), [
       ['TOLLGATE_WALLET_KEY=0x…', `TOLLGATE_WALLET_KEY=${owner.privateKey}`],
       ['https://llm.example.com', h.gw.url],
@@ -422,8 +495,15 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
 
   test('api.md: the v1 body and x402-fetch 1.x, on a gateway with topup.x402v1Body: true', async () => {
     const relayer = await h.chain.newAccount();
-    v1 = await startTestGateway({ engine: 'sqlite', env: { ...h.env, TOLLGATE_RELAYER_KEY: relayer.privateKey }, config: mergeConfig(h.gatewayConfig, { topup: { x402v1Body: true } }) });
-    const v1Subs: Subs = [['http://localhost:8080', v1.url], ['https://gateway.example.com', v1.url]];
+    v1 = await startTestGateway({
+      engine: 'sqlite',
+      env: { ...h.env, TOLLGATE_RELAYER_KEY: relayer.privateKey },
+      config: mergeConfig(h.gatewayConfig, { topup: { x402v1Body: true } }),
+    });
+    const v1Subs: Subs = [
+      ['http://localhost:8080', v1.url],
+      ['https://gateway.example.com', v1.url],
+    ];
     const offer = ok(await sh(fill(docBlock('topup-v1-body'), v1Subs)));
     assert.match(offer, /^payment-required: /im);
     assert.match(offer, /"x402Version":1,"error":"PAYMENT_REQUIRED"/);
@@ -455,7 +535,15 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
       });
     }
     const url = own.url;
-    return { gw: own, subs: [['https://gateway.example.com', url], ['http://localhost:8080', url], [/eip155:8453'/g, `${h.chain.network}'`], [/0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'/g, `${h.chain.usdc}'`]] };
+    return {
+      gw: own,
+      subs: [
+        ['https://gateway.example.com', url],
+        ['http://localhost:8080', url],
+        [/eip155:8453'/g, `${h.chain.network}'`],
+        [/0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'/g, `${h.chain.usdc}'`],
+      ],
+    };
   }
 
   test('api.md: Sign-In-With-X with @x402/fetch: the first request is paid, the next spends the change', async () => {
@@ -471,7 +559,9 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
 
   test('api.md: the bazaar entry of a 402, read and validated with the stock helpers', async () => {
     const { subs } = await ownUrlGateway();
-    const [valid, input] = ok(await ts(fill(docBlock('bazaar-read'), subs))).trim().split(' ');
+    const [valid, input] = ok(await ts(fill(docBlock('bazaar-read'), subs)))
+      .trim()
+      .split(' ');
     assert.equal(valid, 'true');
     const parsed = JSON.parse(input!);
     assert.equal(parsed.method, 'POST');
@@ -483,10 +573,14 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     const { subs } = await ownUrlGateway();
     const wallet = await h.chain.newAccount({ usdc: 5n * USD });
     const block = fill(docBlock('payment-identifier'), subs);
-    const [status, id] = ok(await ts(block, { WALLET_KEY: wallet.privateKey })).trim().split(' ');
+    const [status, id] = ok(await ts(block, { WALLET_KEY: wallet.privateKey }))
+      .trim()
+      .split(' ');
     assert.equal(status, '200');
     const paid = await h.chain.balanceOf(h.chain.usdc, wallet.address);
-    const [again] = ok(await ts(block, { WALLET_KEY: wallet.privateKey, PAYMENT_ID: id })).trim().split(' ');
+    const [again] = ok(await ts(block, { WALLET_KEY: wallet.privateKey, PAYMENT_ID: id }))
+      .trim()
+      .split(' ');
     assert.equal(again, '409');
     assert.equal(await h.chain.balanceOf(h.chain.usdc, wallet.address), paid, 'the retry paid nothing');
   });

@@ -26,16 +26,20 @@ describe('doc blocks: fallbacks', () => {
   before(async () => {
     openrouter = await startFakeOpenAI();
     anthropic = await startFakeAnthropic();
-    h = await startChatHarness('sqlite', {
-      chat: config.chat,
-      providers: {
-        // openai is down: nothing listens on its port.
-        openai: { ...config.providers.openai, baseUrl: CLOSED_PORT_URL },
-        openrouter: { ...config.providers.openrouter, baseUrl: openrouter.url },
-        anthropic: { ...config.providers.anthropic, baseUrl: anthropic.url },
+    h = await startChatHarness(
+      'sqlite',
+      {
+        chat: config.chat,
+        providers: {
+          // openai is down: nothing listens on its port.
+          openai: { ...config.providers.openai, baseUrl: CLOSED_PORT_URL },
+          openrouter: { ...config.providers.openrouter, baseUrl: openrouter.url },
+          anthropic: { ...config.providers.anthropic, baseUrl: anthropic.url },
+        },
+        models: config.models,
       },
-      models: config.models,
-    }, { env: { OPENAI_API_KEY: 'sk-openai', OPENROUTER_API_KEY: 'sk-openrouter', ANTHROPIC_API_KEY: 'sk-ant' } });
+      { env: { OPENAI_API_KEY: 'sk-openai', OPENROUTER_API_KEY: 'sk-openrouter', ANTHROPIC_API_KEY: 'sk-ant' } },
+    );
   });
   after(async () => {
     await h?.gw.assertLedger();
@@ -46,8 +50,16 @@ describe('doc blocks: fallbacks', () => {
 
   test("README's excerpt is a valid configuration whose model has two deployments", () => {
     const readme = parse(docBlock('readme-fallback-config')) as { models: unknown[] };
-    const catalog = buildCatalog(parseConfig({ providers: { openai: { baseUrl: 'https://api.openai.com/v1' }, openrouter: { baseUrl: 'https://openrouter.ai/api/v1' } }, models: readme.models }));
-    assert.deepEqual(catalog.models[0]!.deployments.map((d) => d.id), ['openai/gpt-4o-mini', 'openrouter/openai/gpt-4o-mini']);
+    const catalog = buildCatalog(
+      parseConfig({
+        providers: { openai: { baseUrl: 'https://api.openai.com/v1' }, openrouter: { baseUrl: 'https://openrouter.ai/api/v1' } },
+        models: readme.models,
+      }),
+    );
+    assert.deepEqual(
+      catalog.models[0]!.deployments.map((d) => d.id),
+      ['openai/gpt-4o-mini', 'openrouter/openai/gpt-4o-mini'],
+    );
   });
 
   test("docs/api.md's curl: with openai down, openrouter serves and the header says so", async () => {

@@ -65,7 +65,10 @@ describe('README: the first hour without a provider key, with --fake-providers',
     dir = mkdtempSync(join(tmpdir(), 'tollgate-readme-first-hour-'));
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
-    writeFileSync(join(dir, 'tollgate.yaml'), stringify({ server: { host: '127.0.0.1', port, publicUrl: origin }, metrics: { port: 0 }, database: { url: `sqlite:${join(dir, 'tollgate.db')}` } }));
+    writeFileSync(
+      join(dir, 'tollgate.yaml'),
+      stringify({ server: { host: '127.0.0.1', port, publicUrl: origin }, metrics: { port: 0 }, database: { url: `sqlite:${join(dir, 'tollgate.db')}` } }),
+    );
   });
   after(async () => {
     if (gateway) await stopChild(gateway, 'SIGTERM');
@@ -80,7 +83,10 @@ describe('README: the first hour without a provider key, with --fake-providers',
     await waitForOutput(gateway, /"msg":"tollgate listening on /, 'npm start -- --fake-providers', 30_000);
     // The warning goes to stderr, the listening line to stdout: the two pipes can be read in either order.
     await until(() => output.includes('built-in fake providers on'), 'the fake providers warning');
-    assert.match(output, /^tollgate: --fake-providers: built-in fake providers on http:\/\/127\.0\.0\.1:\d+\/v1 and http:\/\/127\.0\.0\.1:\d+ serve fake\/canned-chat, /m);
+    assert.match(
+      output,
+      /^tollgate: --fake-providers: built-in fake providers on http:\/\/127\.0\.0\.1:\d+\/v1 and http:\/\/127\.0\.0\.1:\d+ serve fake\/canned-chat, /m,
+    );
     assert.match(output, /canned \(no model is called\)[^\n]*never in production/);
     const summary = JSON.parse(output.split('\n').find((l) => l.includes('"msg":"tollgate listening'))!) as { models: Record<string, string[]> };
     assert.deepEqual(summary.models.fake, ['fake/canned-chat', 'fake/canned-embedding']);
@@ -107,7 +113,10 @@ describe('README: the first hour without a provider key, with --fake-providers',
   });
 
   test('5. the first chat: a canned answer that says so, billed', async () => {
-    const block = filled(docBlock('readme-first-chat'), [['http://localhost:8080', origin], [/sk-\.\.\./, apiKey]]);
+    const block = filled(docBlock('readme-first-chat'), [
+      ['http://localhost:8080', origin],
+      [/sk-\.\.\./, apiKey],
+    ]);
     const answer = JSON.parse(await ok(block)) as { object: string; choices: { message: { content: string } }[]; usage: { charged_usdc: number } };
     assert.equal(answer.object, 'chat.completion');
     assert.match(answer.choices[0]!.message.content, /canned answer from Tollgate's built-in fake provider[\s\S]*no language model was called/);

@@ -33,7 +33,9 @@ function base64Answer(dimensions: number): Buffer {
     const v = new Float32Array(dimensions).map(() => Math.random() * 0.2 - 0.1);
     parts.push(`{"object":"embedding","index":${i},"embedding":"${Buffer.from(v.buffer).toString('base64')}"}`);
   }
-  return Buffer.from(`{"object":"list","data":[${parts.join(',')}],"model":"text-embedding-3-large","usage":{"prompt_tokens":${INPUTS},"total_tokens":${INPUTS}}}`);
+  return Buffer.from(
+    `{"object":"list","data":[${parts.join(',')}],"model":"text-embedding-3-large","usage":{"prompt_tokens":${INPUTS},"total_tokens":${INPUTS}}}`,
+  );
 }
 
 describe('attack: embeddings answers are bounded: a cheap request cannot freeze the instance (sqlite)', () => {
@@ -43,7 +45,10 @@ describe('attack: embeddings answers are bounded: a cheap request cannot freeze 
   let calls = 0;
   let ignoresDimensions = false;
   before(async () => {
-    answers = new Map([[ALLOWED_DIMENSIONS, base64Answer(ALLOWED_DIMENSIONS)], [undefined, base64Answer(NATIVE_DIMENSIONS)]]);
+    answers = new Map([
+      [ALLOWED_DIMENSIONS, base64Answer(ALLOWED_DIMENSIONS)],
+      [undefined, base64Answer(NATIVE_DIMENSIONS)],
+    ]);
     provider = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -95,7 +100,10 @@ describe('attack: embeddings answers are bounded: a cheap request cannot freeze 
     const res = await embed(w.key, { input: 'a', dimensions: MAX_DIMENSIONS + 1 });
     const body = (await res.json()) as { message: string; param: string };
     assert.equal(res.status, 400);
-    assert.deepEqual([body.param, body.message], ['dimensions', `dimensions is ${MAX_DIMENSIONS + 1}, above the ${MAX_DIMENSIONS} the gateway serves; ask for ${MAX_DIMENSIONS} or fewer`]);
+    assert.deepEqual(
+      [body.param, body.message],
+      ['dimensions', `dimensions is ${MAX_DIMENSIONS + 1}, above the ${MAX_DIMENSIONS} the gateway serves; ask for ${MAX_DIMENSIONS} or fewer`],
+    );
   });
 
   test('the largest request allowed (2048 × 1536, floats) is served while other requests are not held', async () => {
@@ -148,7 +156,10 @@ describe('attack: embeddings answers are bounded: a cheap request cannot freeze 
     const res = await embed(w.key, { dimensions: ALLOWED_DIMENSIONS }).finally(() => (ignoresDimensions = false));
     const body = (await res.json()) as { message: string };
     assert.equal(res.status, 502);
-    assert.match(body.message, new RegExp(`over the ${MAX_ANSWER_BYTES} bytes the gateway reads, so it cannot be delivered; .* for ${INPUTS} prompt tokens; send fewer inputs`));
+    assert.match(
+      body.message,
+      new RegExp(`over the ${MAX_ANSWER_BYTES} bytes the gateway reads, so it cannot be delivered; .* for ${INPUTS} prompt tokens; send fewer inputs`),
+    );
     // 2048 tokens at 0.13 USD per 1M and the harness's 20% markup: 0.156 micro-USDC a token, rounded up once.
     const charged = Number(res.headers.get('x-tollgate-charged-usdc'));
     assert.equal(charged, Math.ceil(INPUTS * 0.156));

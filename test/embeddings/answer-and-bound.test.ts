@@ -43,7 +43,13 @@ describe("attack: a provider's malformed embeddings answer is refused (a 502 tha
       [answer([{ index: 0, embedding: '' }]), 1],
       [answer([{ index: 0, embedding: 'AACA' }]), 1],
       [answer([{ index: 0, embedding: 'not base64!' }]), 1],
-      [answer([{ index: 0, embedding: '' }, { index: 0, embedding: 'AACAPw==' }]), 2],
+      [
+        answer([
+          { index: 0, embedding: '' },
+          { index: 0, embedding: 'AACAPw==' },
+        ]),
+        2,
+      ],
       [answer([vector(0)], { total_tokens: 1 }), 1],
       [JSON.stringify({ data: [vector(0)], model: 5 }), 1],
       [answer([vector(0)], { prompt_tokens: -1 }), 1],
@@ -59,7 +65,13 @@ describe("attack: a provider's malformed embeddings answer is refused (a 502 tha
     const decoded = decodeEmbeddings(answer([vector(1), { index: 0, embedding: toBase64(Float32Array.from([1, 2])) }]), 2);
     assert.ok(decoded.ok);
     const floats = JSON.parse((await renderEmbeddings(decoded.value, 'float', 'e', 3)).toString());
-    assert.deepEqual(floats.data.map((d: { embedding: number[] }) => d.embedding), [[1, 2], [0.5, -0.25]]);
+    assert.deepEqual(
+      floats.data.map((d: { embedding: number[] }) => d.embedding),
+      [
+        [1, 2],
+        [0.5, -0.25],
+      ],
+    );
     assert.deepEqual(floats.usage, { prompt_tokens: 3, total_tokens: 3 });
     const base64 = JSON.parse((await renderEmbeddings(decoded.value, 'base64', 'e', 3)).toString());
     assert.deepEqual(Array.from(fromBase64(base64.data[1]!.embedding as string)), [0.5, -0.25]);

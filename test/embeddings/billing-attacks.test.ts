@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import type { Metrics } from '../../src/metrics/metrics.ts';
 import { PER_INPUT_TOKENS } from '../../src/embeddings/plan.ts';
-import { countTokens } from '../../src/chat/usage.ts';
+import { countTokens } from '../../src/metered/usage-estimate.ts';
 import type { ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
 import { call } from '../support/gateway.ts';
@@ -79,7 +79,10 @@ for (const engine of ENGINES) {
 
     test('a key with a spend limit: refused above it with the way to reserve less, billed within it', async () => {
       const w = await h.wallet(1_000_000);
-      const patched = await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, { ...(await siweProof(w.account)), spend_limit_usdc: RESERVATION + CHARGE - 1 });
+      const patched = await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, {
+        ...(await siweProof(w.account)),
+        spend_limit_usdc: RESERVATION + CHARGE - 1,
+      });
       assert.equal(patched.status, 200, patched.text);
       assert.equal((await embed(w.key)).status, 200);
       // Spent CHARGE; what is left of the limit is one micro-USDC short of another reservation.
@@ -90,7 +93,7 @@ for (const engine of ENGINES) {
       await assertBilledOnce(h, w, 1_000_000, fakeTokensOf([TEXT]));
     });
 
-    test("a key whose model list leaves the embedding model out is refused with 403 before anything is reserved", async () => {
+    test('a key whose model list leaves the embedding model out is refused with 403 before anything is reserved', async () => {
       const w = await h.wallet(1_000_000);
       const patched = await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, { ...(await siweProof(w.account)), models: ['fake/chat-small'] });
       assert.equal(patched.status, 200, patched.text);
@@ -152,7 +155,10 @@ for (const engine of ENGINES) {
         assert.deepEqual(statuses, [...Array(covered).fill(200), ...Array(12 - covered).fill(402)]);
         assert.deepEqual(await h.balance(w.account), { balance_usdc: funds - covered * CHARGE, locked_usdc: 0, available_usdc: funds - covered * CHARGE });
         const rows = await usageRowsOf(h, w.keyId);
-        assert.deepEqual(rows.map((r) => Number(r.charged_usdc)), Array(covered).fill(CHARGE));
+        assert.deepEqual(
+          rows.map((r) => Number(r.charged_usdc)),
+          Array(covered).fill(CHARGE),
+        );
       });
     });
   });

@@ -29,7 +29,12 @@ for (const engine of ENGINES) {
       assert.equal(data.data[0]!.object, 'embedding');
       const charged = fakeTokensOf(['hello world']) * MICRO_PER_TOKEN;
       // The charge rides on the usage, as on every protocol's (docs/api.md "The charge in the answer").
-      assert.deepEqual(data.usage, { prompt_tokens: fakeTokensOf(['hello world']), total_tokens: fakeTokensOf(['hello world']), cost: charged / 1e6, charged_usdc: charged });
+      assert.deepEqual(data.usage, {
+        prompt_tokens: fakeTokensOf(['hello world']),
+        total_tokens: fakeTokensOf(['hello world']),
+        cost: charged / 1e6,
+        charged_usdc: charged,
+      });
       assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(charged));
       assert.equal(response.headers.get('x-tollgate-balance-usdc'), String(FUNDS - charged));
       await assertBilledOnce(h, w, FUNDS, fakeTokensOf(['hello world']));
@@ -42,14 +47,20 @@ for (const engine of ENGINES) {
       const sent = h.fake.received.at(-1)!.body;
       // The gateway always asks the provider for base64 and converts the vectors to the floats asked for.
       assert.deepEqual(sent, { model: 'embed-small', input, encoding_format: 'base64', dimensions: 5, user: 'end-user-1' });
-      assert.deepEqual(res.data.map((d) => d.index), [0, 1, 2]);
+      assert.deepEqual(
+        res.data.map((d) => d.index),
+        [0, 1, 2],
+      );
       res.data.forEach((d, i) => assert.deepEqual(d.embedding, expectedVector(input[i]!, 5)));
       await assertBilledOnce(h, w, FUNDS, fakeTokensOf(input));
     });
 
     test('openai SDK embeddings.create with token arrays, raw base64 kept as OpenAI encodes it', async () => {
       const w = await h.wallet(FUNDS);
-      const input = [[1, 2, 3], [40, 50]];
+      const input = [
+        [1, 2, 3],
+        [40, 50],
+      ];
       const res = await h.client(w.key).embeddings.create({ model: EMBED_ID, input, encoding_format: 'base64' });
       // Asked for explicitly, the SDK hands over OpenAI's base64 (little-endian float32) untouched.
       res.data.forEach((d, i) => {
@@ -70,12 +81,22 @@ for (const engine of ENGINES) {
       assert.equal(one.usage.tokens, fakeTokensOf(['sunny day at the beach']));
       const values = ['rainy afternoon in the city', 'snowy night in the mountains'];
       const many = await embedMany({ model, values, maxRetries: 0 });
-      assert.deepEqual(many.embeddings, values.map((v) => expectedVector(v)));
+      assert.deepEqual(
+        many.embeddings,
+        values.map((v) => expectedVector(v)),
+      );
       const tokens = fakeTokensOf(['sunny day at the beach']) + fakeTokensOf(values);
       assert.equal(many.usage.tokens, fakeTokensOf(values));
       const rows = await usageRowsOf(h, w.keyId);
-      assert.deepEqual(rows.map((r) => [Number(r.prompt_tokens), Number(r.charged_usdc)]), [fakeTokensOf(['sunny day at the beach']), fakeTokensOf(values)].map((t) => [t, t * MICRO_PER_TOKEN]));
-      assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS - tokens * MICRO_PER_TOKEN, locked_usdc: 0, available_usdc: FUNDS - tokens * MICRO_PER_TOKEN });
+      assert.deepEqual(
+        rows.map((r) => [Number(r.prompt_tokens), Number(r.charged_usdc)]),
+        [fakeTokensOf(['sunny day at the beach']), fakeTokensOf(values)].map((t) => [t, t * MICRO_PER_TOKEN]),
+      );
+      assert.deepEqual(await h.balance(w.account), {
+        balance_usdc: FUNDS - tokens * MICRO_PER_TOKEN,
+        locked_usdc: 0,
+        available_usdc: FUNDS - tokens * MICRO_PER_TOKEN,
+      });
       await h.gw.assertLedger();
     });
 
@@ -86,10 +107,16 @@ for (const engine of ENGINES) {
       assert.equal(h.fake.received.at(-1)!.body.encoding_format, 'base64', "LangChain leaves it to the openai SDK's default");
       assert.deepEqual(query, expectedVector('what is a gateway?'));
       const docs = ['A gateway forwards requests.', 'It bills each one.'];
-      assert.deepEqual(await embeddings.embedDocuments(docs), docs.map((d) => expectedVector(d)));
+      assert.deepEqual(
+        await embeddings.embedDocuments(docs),
+        docs.map((d) => expectedVector(d)),
+      );
       const rows = await usageRowsOf(h, w.keyId);
       const tokens = [fakeTokensOf(['what is a gateway?']), fakeTokensOf(docs)];
-      assert.deepEqual(rows.map((r) => [Number(r.prompt_tokens), Number(r.charged_usdc)]), tokens.map((t) => [t, t * MICRO_PER_TOKEN]));
+      assert.deepEqual(
+        rows.map((r) => [Number(r.prompt_tokens), Number(r.charged_usdc)]),
+        tokens.map((t) => [t, t * MICRO_PER_TOKEN]),
+      );
       const spent = (tokens[0]! + tokens[1]!) * MICRO_PER_TOKEN;
       assert.deepEqual(await h.balance(w.account), { balance_usdc: FUNDS - spent, locked_usdc: 0, available_usdc: FUNDS - spent });
       await h.gw.assertLedger();

@@ -10,16 +10,37 @@ describe('embedding models in the configuration', () => {
   const embedding = { provider: 'p', name: 'e', type: 'embedding', contextLength: 8191, promptCostPer1M: '0.02' };
 
   test('type defaults to chat; an embedding model needs no completion cost', () => {
-    const config = parseConfig({ providers, models: [embedding, { provider: 'p', name: 'c', contextLength: 10, promptCostPer1M: '1', completionCostPer1M: '2' }] });
-    assert.deepEqual(config.models.map((m) => [m.name, m.type]), [['e', 'embedding'], ['c', 'chat']]);
+    const config = parseConfig({
+      providers,
+      models: [embedding, { provider: 'p', name: 'c', contextLength: 10, promptCostPer1M: '1', completionCostPer1M: '2' }],
+    });
+    assert.deepEqual(
+      config.models.map((m) => [m.name, m.type]),
+      [
+        ['e', 'embedding'],
+        ['c', 'chat'],
+      ],
+    );
   });
 
   test('refused at start-up: an embedding model on an anthropic provider, a completion price on one, a chat model without one', () => {
-    assert.throws(() => parseConfig({ providers, models: [{ ...embedding, provider: 'claude' }] }), /models\.0\.type: "claude" is an anthropic provider, which serves no embeddings; put an embedding model on an openai-compatible provider/);
-    assert.throws(() => parseConfig({ providers, models: [{ ...embedding, completionCostPer1M: '0.5' }] }), /completionCostPer1M.*an embedding model produces no completion tokens; leave it out/s);
-    assert.throws(() => parseConfig({ providers, models: [{ ...embedding, completionPricePer1M: '1' }] }), /completionPricePer1M.*an embedding model produces no completion tokens/s);
+    assert.throws(
+      () => parseConfig({ providers, models: [{ ...embedding, provider: 'claude' }] }),
+      /models\.0\.type: "claude" is an anthropic provider, which serves no embeddings; put an embedding model on an openai-compatible provider/,
+    );
+    assert.throws(
+      () => parseConfig({ providers, models: [{ ...embedding, completionCostPer1M: '0.5' }] }),
+      /completionCostPer1M.*an embedding model produces no completion tokens; leave it out/s,
+    );
+    assert.throws(
+      () => parseConfig({ providers, models: [{ ...embedding, completionPricePer1M: '1' }] }),
+      /completionPricePer1M.*an embedding model produces no completion tokens/s,
+    );
     assert.doesNotThrow(() => parseConfig({ providers, models: [{ ...embedding, completionCostPer1M: '0' }] }));
-    assert.throws(() => parseConfig({ providers, models: [{ provider: 'p', name: 'c', contextLength: 10, promptCostPer1M: '1' }] }), /completionCostPer1M.*is required for a chat model/s);
+    assert.throws(
+      () => parseConfig({ providers, models: [{ provider: 'p', name: 'c', contextLength: 10, promptCostPer1M: '1' }] }),
+      /completionCostPer1M.*is required for a chat model/s,
+    );
     assert.throws(() => parseConfig({ providers, models: [{ ...embedding, type: 'rerank' }] }), /type/);
   });
 });

@@ -15,7 +15,10 @@ describe('attack: a malformed embeddings answer (duplicate index, empty first ve
 
   test('two inputs, two items both at index 0: the answer has a null vector and the wallet paid for it', async () => {
     const w = await h.wallet(1_000_000);
-    const data = [{ object: 'embedding', index: 0, embedding: '' }, { object: 'embedding', index: 0, embedding: 'AACAPw==' }];
+    const data = [
+      { object: 'embedding', index: 0, embedding: '' },
+      { object: 'embedding', index: 0, embedding: 'AACAPw==' },
+    ];
     h.fake.behaviour = { rewriteAnswer: () => JSON.stringify({ object: 'list', data, model: 'x', usage: { prompt_tokens: 3, total_tokens: 3 } }) };
     const res = await fetch(`${h.gw.url}/v1/embeddings`, {
       method: 'POST',

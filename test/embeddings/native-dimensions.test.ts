@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
-import { countTokens } from '../../src/chat/usage.ts';
+import { countTokens } from '../../src/metered/usage-estimate.ts';
 import { MAX_ANSWER_BYTES, MAX_VECTOR_VALUES } from '../../src/embeddings/limits.ts';
 import type { ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
@@ -55,7 +55,7 @@ for (const engine of ENGINES) {
       assert.equal((await usageRowsOf(h, w.keyId)).length, 0, 'nothing was reserved');
     });
 
-    test("a configured native size bounds the batch; a model nobody sized is bounded at 4096", async () => {
+    test('a configured native size bounds the batch; a model nobody sized is bounded at 4096', async () => {
       const w = await h.wallet(1_000_000);
       const wide = await embed(w.key, { model: 'fake/embed-wide', input: batch(1573) });
       assert.equal(wide.status, 400);
@@ -70,7 +70,10 @@ for (const engine of ENGINES) {
       const w = await h.wallet(1_000_000);
       const res = await embed(w.key, { model: 'fake/text-embedding-3-large', input: ['one', 'two'] });
       assert.equal(res.status, 200, res.text.slice(0, 300));
-      assert.deepEqual(res.body.data.map((d: { embedding: number[] }) => d.embedding.length), [3072, 3072]);
+      assert.deepEqual(
+        res.body.data.map((d: { embedding: number[] }) => d.embedding.length),
+        [3072, 3072],
+      );
       const charged = Number(res.headers.get('x-tollgate-charged-usdc'));
       assert.ok(charged > 0);
       assert.equal((await h.balance(w.account)).balance_usdc, 1_000_000 - charged);
@@ -87,12 +90,18 @@ for (const engine of ENGINES) {
         const res = await embed(w.key, { model: 'fake/text-embedding-3-large', input: inputs });
         const charge = 321 * MICRO_PER_TOKEN;
         assert.equal(res.status, 502);
-        assert.match(res.body.message, new RegExp(`over the ${MAX_ANSWER_BYTES} bytes the gateway reads.* charged ${charge} micro-USDC for 321 prompt tokens; send fewer inputs`));
+        assert.match(
+          res.body.message,
+          new RegExp(`over the ${MAX_ANSWER_BYTES} bytes the gateway reads.* charged ${charge} micro-USDC for 321 prompt tokens; send fewer inputs`),
+        );
         assert.equal(res.headers.get('x-tollgate-charged-usdc'), String(charge));
         assert.equal(res.headers.get('x-should-retry'), 'false');
         assert.deepEqual(await h.balance(w.account), { balance_usdc: 1_000_000 - charge, locked_usdc: 0, available_usdc: 1_000_000 - charge });
         const rows = await usageRowsOf(h, w.keyId);
-        assert.deepEqual(rows.map((r) => [r.status, Number(r.prompt_tokens), Number(r.charged_usdc)]), [['answer_too_large', 321, charge]]);
+        assert.deepEqual(
+          rows.map((r) => [r.status, Number(r.prompt_tokens), Number(r.charged_usdc)]),
+          [['answer_too_large', 321, charge]],
+        );
       });
 
       test('an answer whose usage cannot be read is charged the estimate of its inputs, never nothing', async () => {

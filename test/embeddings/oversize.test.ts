@@ -9,14 +9,15 @@ const body = (text: string, size: number) => {
   const chunks = Array.from({ length: Math.ceil(bytes.length / size) }, (_, i) => bytes.subarray(i * size, (i + 1) * size));
   return Readable.from(chunks) as unknown as Parameters<typeof readAnswer>[0];
 };
-const answer = (padding: number) => `{"object":"list","data":[{"index":0,"embedding":"${'A'.repeat(padding)}"}],"model":"m","usage":{"prompt_tokens":42,"total_tokens":42}}`;
+const answer = (padding: number) =>
+  `{"object":"list","data":[{"index":0,"embedding":"${'A'.repeat(padding)}"}],"model":"m","usage":{"prompt_tokens":42,"total_tokens":42}}`;
 
 describe('reading an embeddings answer past the read cap', () => {
   test('an answer within the cap is its text', async () => {
     assert.deepEqual(await readAnswer(body(answer(100), 7), true, 1000, 4000), { text: answer(100) });
   });
 
-  test("a 2xx past the cap is drained for the usage at its end, whatever the chunking", async () => {
+  test('a 2xx past the cap is drained for the usage at its end, whatever the chunking', async () => {
     for (const size of [1, 13, 4096, 100_000]) {
       const read = await readAnswer(body(answer(20_000), size), true, 1000, 100_000);
       assert.deepEqual(read, { oversize: { bytes: answer(20_000).length, promptTokens: 42 } }, `chunks of ${size}`);

@@ -48,7 +48,11 @@ describe('embeddings request validation: every bad input is a 400 that says what
     await refused({ input: 'hi' }, 'model is required', 'model');
     await refused({ model: 5, input: 'hi' }, /^model must be a string/, 'model');
     await refused({ model: 'nope/none', input: 'hi' }, /^unknown model "nope\/none"/, 'model');
-    await refused({ model: EMBED_ID, input: 'hi', temperature: 1 }, /^Unrecognized request argument supplied: temperature; an embeddings request takes model, input, encoding_format, dimensions, user$/, 'temperature');
+    await refused(
+      { model: EMBED_ID, input: 'hi', temperature: 1 },
+      /^Unrecognized request argument supplied: temperature; an embeddings request takes model, input, encoding_format, dimensions, user$/,
+      'temperature',
+    );
     await refused([{ model: EMBED_ID }], /^request body must be a JSON object/);
   });
 
@@ -78,15 +82,28 @@ describe('embeddings request validation: every bad input is a 400 that says what
   });
 
   test('sizes: the number of inputs, a string, a token array against the model window', async () => {
-    await refused({ model: EMBED_ID, input: Array.from({ length: MAX_INPUTS + 1 }, () => 'x') }, `input has ${MAX_INPUTS + 1} items; send at most ${MAX_INPUTS} per request and split the rest into more requests`, 'input');
-    await refused({ model: EMBED_ID, input: ['ok', 'y'.repeat(MAX_STRING_BYTES + 1)] }, `input[1] is ${MAX_STRING_BYTES + 1} bytes, above the ${MAX_STRING_BYTES} a string input may have; split it into shorter inputs`, 'input[1]');
+    await refused(
+      { model: EMBED_ID, input: Array.from({ length: MAX_INPUTS + 1 }, () => 'x') },
+      `input has ${MAX_INPUTS + 1} items; send at most ${MAX_INPUTS} per request and split the rest into more requests`,
+      'input',
+    );
+    await refused(
+      { model: EMBED_ID, input: ['ok', 'y'.repeat(MAX_STRING_BYTES + 1)] },
+      `input[1] is ${MAX_STRING_BYTES + 1} bytes, above the ${MAX_STRING_BYTES} a string input may have; split it into shorter inputs`,
+      'input[1]',
+    );
     // Counted exactly: 8192 ids is one over the model's 8191.
-    await refused({ model: EMBED_ID, input: Array.from({ length: 8192 }, () => 1) }, `input has 8192 tokens, above ${EMBED_ID}'s limit of 8191 per input; split it`, 'input');
+    await refused(
+      { model: EMBED_ID, input: Array.from({ length: 8192 }, () => 1) },
+      `input has 8192 tokens, above ${EMBED_ID}'s limit of 8191 per input; split it`,
+      'input',
+    );
     await refused({ model: EMBED_ID, input: [[1], Array.from({ length: 8192 }, () => 1)] }, /^input\[1\] has 8192 tokens/, 'input[1]');
   });
 
   test('encoding_format, dimensions and user', async () => {
-    for (const encoding_format of ['int8', 'FLOAT', 5]) await refused({ model: EMBED_ID, input: 'hi', encoding_format }, 'encoding_format must be "float" or "base64"', 'encoding_format');
+    for (const encoding_format of ['int8', 'FLOAT', 5])
+      await refused({ model: EMBED_ID, input: 'hi', encoding_format }, 'encoding_format must be "float" or "base64"', 'encoding_format');
     for (const dimensions of [0, -3, 1.5, '256', null]) {
       if (dimensions === null) continue;
       await refused({ model: EMBED_ID, input: 'hi', dimensions }, 'dimensions must be a positive whole number, such as 256', 'dimensions');
@@ -95,7 +112,11 @@ describe('embeddings request validation: every bad input is a 400 that says what
   });
 
   test('a chat model on /v1/embeddings names the chat endpoints', async () => {
-    await refused({ model: 'chat-small', input: 'hi' }, 'model fake/chat-small is a chat model; send it to POST /v1/chat/completions (or /v1/responses, /v1/messages)', 'model');
+    await refused(
+      { model: 'chat-small', input: 'hi' },
+      'model fake/chat-small is a chat model; send it to POST /v1/chat/completions (or /v1/responses, /v1/messages)',
+      'model',
+    );
   });
 
   test('an embedding model on chat completions, Responses, Messages and count_tokens names /v1/embeddings', async () => {
@@ -146,9 +167,18 @@ describe("embeddings count against the wallet's chat rate limit", () => {
 
   test('one window for chat and embeddings: the third request in the minute is a 429 before its body is read, and costs nothing', async () => {
     const w = await h.wallet(1_000_000);
-    const embed = () => fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: EMBED_ID, input: 'hi' }) });
+    const embed = () =>
+      fetch(`${h.gw.url}/v1/embeddings`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: EMBED_ID, input: 'hi' }),
+      });
     assert.equal((await embed()).status, 200);
-    const chat = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }) });
+    const chat = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }),
+    });
     assert.equal(chat.status, 200);
     const limited = await embed();
     assert.equal(limited.status, 429);

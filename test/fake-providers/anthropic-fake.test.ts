@@ -9,9 +9,17 @@ import { AnthropicStreamTranslator, type ChatCompletionChunk, type StreamOutput 
 import { assembleChunks } from '../support/assemble-chunks.ts';
 
 const KEY = 'sk-ant-fake-key';
-const body = (extra: Record<string, unknown> = {}) => ({ model: 'claude-test', max_tokens: 200, messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }], ...extra });
+const body = (extra: Record<string, unknown> = {}) => ({
+  model: 'claude-test',
+  max_tokens: 200,
+  messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }],
+  ...extra,
+});
 
-interface SseEvent { event: string | undefined; data: string }
+interface SseEvent {
+  event: string | undefined;
+  data: string;
+}
 
 /** POSTs to the fake and reads the whole reply; SSE replies are split into events with a spec-correct parser. */
 async function post(fake: FakeAnthropic, payload: unknown, headers: Record<string, string> = anthropicHeaders({ apiKey: KEY })) {
@@ -47,10 +55,19 @@ describe('fake Anthropic Messages server', () => {
     assert.match(r.headers.get('request-id') ?? '', /^req_/);
     const m = r.json();
     assert.match(m.id, /^msg_/);
-    assert.deepEqual({ ...m, id: 'x' }, {
-      id: 'x', type: 'message', role: 'assistant', model: 'claude-test', content: [{ type: 'text', text: 'Hello there.' }], stop_reason: 'end_turn', stop_sequence: null,
-      usage: { input_tokens: m.usage.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 7, output_tokens: 3, service_tier: 'standard' },
-    });
+    assert.deepEqual(
+      { ...m, id: 'x' },
+      {
+        id: 'x',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-test',
+        content: [{ type: 'text', text: 'Hello there.' }],
+        stop_reason: 'end_turn',
+        stop_sequence: null,
+        usage: { input_tokens: m.usage.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 7, output_tokens: 3, service_tier: 'standard' },
+      },
+    );
     assert.ok(m.usage.input_tokens > 0);
     assert.equal(fake.received.at(-1)?.headers['x-api-key'], KEY);
     assert.equal(fake.received.at(-1)?.headers['anthropic-version'], '2023-06-01');
@@ -63,9 +80,20 @@ describe('fake Anthropic Messages server', () => {
     assert.match(r.text!, /^event: message_start\ndata: \{"type":"message_start",/);
     assert.ok(r.text!.endsWith('event: message_stop\ndata: {"type":"message_stop"}\n\n'));
     for (const e of r.events) assert.equal(JSON.parse(e.data).type, e.event);
-    assert.deepEqual(r.events.map((e) => e.event), [
-      'message_start', 'ping', 'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop',
-    ]);
+    assert.deepEqual(
+      r.events.map((e) => e.event),
+      [
+        'message_start',
+        'ping',
+        'content_block_start',
+        'content_block_delta',
+        'content_block_delta',
+        'content_block_delta',
+        'content_block_stop',
+        'message_delta',
+        'message_stop',
+      ],
+    );
     const last = JSON.parse(r.events.at(-2)!.data);
     assert.deepEqual(last.delta, { stop_reason: 'end_turn', stop_sequence: null });
     assert.equal(last.usage.output_tokens, 4);
@@ -87,7 +115,10 @@ describe('fake Anthropic Messages server', () => {
 
   test('thinking comes only when the request enables it, with a signature', async () => {
     fake.behaviour = { reasoning: 'Think first.', content: 'Answer.' };
-    assert.deepEqual((await post(fake, body())).json().content.map((b: any) => b.type), ['text']);
+    assert.deepEqual(
+      (await post(fake, body())).json().content.map((b: any) => b.type),
+      ['text'],
+    );
     const m = (await post(fake, body({ max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 } }))).json();
     assert.equal(m.content[0].type, 'thinking');
     assert.equal(m.content[0].thinking, 'Think first.');
@@ -100,7 +131,12 @@ describe('fake Anthropic Messages server', () => {
       [post(fake, body(), anthropicHeaders({})), 401, 'authentication_error', /x-api-key/],
       [post(fake, body(), { 'x-api-key': KEY, 'content-type': 'application/json' }), 400, 'invalid_request_error', /anthropic-version/],
       [post(fake, { model: 'claude-test', messages: [{ role: 'user', content: 'Hi' }] }), 400, 'invalid_request_error', /max_tokens/],
-      [post(fake, body({ model: 'claude-small', messages: [{ role: 'user', content: 'x'.repeat(1000) }] })), 400, 'invalid_request_error', /prompt is too long: \d+ tokens > 50 maximum/],
+      [
+        post(fake, body({ model: 'claude-small', messages: [{ role: 'user', content: 'x'.repeat(1000) }] })),
+        400,
+        'invalid_request_error',
+        /prompt is too long: \d+ tokens > 50 maximum/,
+      ],
     ];
     for (const [reply, status, type, message] of cases) {
       const r = await reply;
@@ -112,7 +148,12 @@ describe('fake Anthropic Messages server', () => {
     const missing = await fetch(`${fake.url}/v1/complete`, { method: 'POST', headers: anthropicHeaders({ apiKey: KEY }), body: '{}' });
     assert.equal(missing.status, 404);
     assert.deepEqual(await missing.json(), { type: 'error', error: { type: 'not_found_error', message: 'Not Found' } });
-    for (const [status, type] of [[429, 'rate_limit_error'], [500, 'api_error'], [529, 'overloaded_error'], [503, 'api_error']] as const) {
+    for (const [status, type] of [
+      [429, 'rate_limit_error'],
+      [500, 'api_error'],
+      [529, 'overloaded_error'],
+      [503, 'api_error'],
+    ] as const) {
       fake.behaviour = { failStatus: status };
       const r = await post(fake, body({ stream: true }));
       assert.equal(r.status, status);
@@ -133,7 +174,11 @@ describe('fake Anthropic Messages server', () => {
 
   test('a cut stream ends without message_stop; the translator knows it is unfinished', async () => {
     fake.behaviour = { content: 'a b c d e', cutAfterChunks: 2 };
-    const res = await fetch(`${fake.url}/v1/messages`, { method: 'POST', headers: anthropicHeaders({ apiKey: KEY }), body: JSON.stringify(body({ stream: true })) });
+    const res = await fetch(`${fake.url}/v1/messages`, {
+      method: 'POST',
+      headers: anthropicHeaders({ apiKey: KEY }),
+      body: JSON.stringify(body({ stream: true })),
+    });
     let text = '';
     await assert.rejects(async () => {
       for await (const piece of res.body!) text += Buffer.from(piece).toString('utf8');
@@ -164,7 +209,15 @@ describe('fake Anthropic Messages server', () => {
 
   test('hang: the connection is accepted and never answered', async () => {
     fake.behaviour = { hang: true };
-    await assert.rejects(fetch(`${fake.url}/v1/messages`, { method: 'POST', headers: anthropicHeaders({ apiKey: KEY }), body: JSON.stringify(body()), signal: AbortSignal.timeout(300) }), { name: 'TimeoutError' });
+    await assert.rejects(
+      fetch(`${fake.url}/v1/messages`, {
+        method: 'POST',
+        headers: anthropicHeaders({ apiKey: KEY }),
+        body: JSON.stringify(body()),
+        signal: AbortSignal.timeout(300),
+      }),
+      { name: 'TimeoutError' },
+    );
   });
 });
 
@@ -177,9 +230,22 @@ describe('round trip: an OpenAI request through the fake, streamed and not, give
 
   const scenarios: [string, FakeAnthropicBehaviour, Record<string, unknown>][] = [
     ['text', { content: 'The quick brown fox jumps.', usage: { cache_creation_input_tokens: 30, cache_read_input_tokens: 900 } }, {}],
-    ['two tools after text', { content: 'Let me check.', toolCalls: [{ name: 'weather', input: { city: 'Paris', unit: 'celsius' } }, { name: 'time', input: {} }] }, {
-      tools: [{ type: 'function', function: { name: 'weather', parameters: { type: 'object' } } }, { type: 'function', function: { name: 'time' } }],
-    }],
+    [
+      'two tools after text',
+      {
+        content: 'Let me check.',
+        toolCalls: [
+          { name: 'weather', input: { city: 'Paris', unit: 'celsius' } },
+          { name: 'time', input: {} },
+        ],
+      },
+      {
+        tools: [
+          { type: 'function', function: { name: 'weather', parameters: { type: 'object' } } },
+          { type: 'function', function: { name: 'time' } },
+        ],
+      },
+    ],
     ['thinking', { reasoning: 'Two plus two is four.', content: '4' }, { max_tokens: 4000, reasoning_effort: 'low' }],
     ['cut at max_tokens', { content: 'many words '.repeat(50) }, { max_tokens: 10 }],
   ];
@@ -187,7 +253,15 @@ describe('round trip: an OpenAI request through the fake, streamed and not, give
   for (const [name, behaviour, extra] of scenarios) {
     test(name, async () => {
       fake.behaviour = behaviour;
-      const chat = { model: 'claude-test', max_tokens: 500, messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Question?' }], ...extra };
+      const chat = {
+        model: 'claude-test',
+        max_tokens: 500,
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'Question?' },
+        ],
+        ...extra,
+      };
       const plain = toAnthropicRequest(chat);
       const streamed = toAnthropicRequest({ ...chat, stream: true, stream_options: { include_usage: true } });
       assert.ok(plain.ok && streamed.ok);

@@ -18,7 +18,13 @@ describe('failed authentication is rate limited per client address', () => {
   after(() => h.stop());
 
   const chat = (key: string) =>
-    call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${key}` });
+    call(
+      h.gw.url,
+      'POST',
+      '/v1/chat/completions',
+      { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
+      { authorization: `Bearer ${key}` },
+    );
 
   test('successes are not counted; failures are, across keys and SIWE proofs; then 429 with Retry-After', async () => {
     const { key, account } = await h.wallet(1_000_000);

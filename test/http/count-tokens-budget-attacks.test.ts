@@ -6,7 +6,7 @@ import { laneLength } from '../../src/cpu-lane.ts';
 import { until } from '../support/until.ts';
 
 /*
- * count_tokens' CountingBudget (src/chat/counting-budget.ts) admits two maximal bodies per wallet and
+ * count_tokens' CountingBudget (src/metered/counting-budget.ts) admits two maximal bodies per wallet and
  * eight large ones on the instance, and always admits a body of at most 64 KiB: without that, any
  * body, however small, was refused once the instance's eight were taken.
  * A key costs one SIWE signature from a fresh address with an empty wallet, so four free keys
@@ -26,7 +26,7 @@ function maximalBody(): string {
   return body;
 }
 
-describe('attack: count_tokens\' instance budget held by a few free keys', () => {
+describe("attack: count_tokens' instance budget held by a few free keys", () => {
   let h: AnthropicHarness;
   before(async () => {
     h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE], limits: { countTokensBodyBytes: LIMIT } });
@@ -36,7 +36,7 @@ describe('attack: count_tokens\' instance budget held by a few free keys', () =>
   const count = (key: string, body: string) =>
     fetch(`${h.gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body });
 
-  test('four fresh keys with two maximal bodies each in flight: another client\'s one-line count is still answered', async () => {
+  test("four fresh keys with two maximal bodies each in flight: another client's one-line count is still answered", async () => {
     const attackers = await Promise.all(Array.from({ length: 4 }, async () => (await h.wallet(0)).key));
     const victim = (await h.wallet(0)).key;
     assert.equal((await count(victim, JSON.stringify({ model: NATIVE, messages: [{ role: 'user', content: 'warm up' }] }))).status, 200);

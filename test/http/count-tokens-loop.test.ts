@@ -48,21 +48,26 @@ const SHAPES: Record<string, () => Blob> = {
   // Three UTF-8 bytes each, written raw in the JSON.
   'random CJK': () => body((b) => userText(build(Math.floor(b / 3), () => String.fromCharCode(0x4e00 + random(20_000))))),
   // Characters JSON does not escape.
-  'punctuation': () => body((b) => userText(build(b, () => pick('!#$%&()*+,-./:;<=>?@[]^_`{|}~')))),
-  'emoji': () => body((b) => userText(build(Math.floor(b / 4), () => String.fromCodePoint(0x1f300 + random(700))))),
+  punctuation: () => body((b) => userText(build(b, () => pick('!#$%&()*+,-./:;<=>?@[]^_`{|}~')))),
+  emoji: () => body((b) => userText(build(Math.floor(b / 4), () => String.fromCodePoint(0x1f300 + random(700))))),
   'long words': () => body((b) => userText(longWords(b))),
   // As many blocks as limits.jsonMaxValues allows (three values a block).
-  'many small blocks': () => body((b) => {
-    const blocks = 6_000;
-    return { model: NATIVE, messages: [{ role: 'user', content: Array.from({ length: blocks }, () => ({ type: 'text', text: longWords(Math.floor(b / blocks) - 40) })) }] };
-  }),
+  'many small blocks': () =>
+    body((b) => {
+      const blocks = 6_000;
+      return {
+        model: NATIVE,
+        messages: [{ role: 'user', content: Array.from({ length: blocks }, () => ({ type: 'text', text: longWords(Math.floor(b / blocks) - 40) })) }],
+      };
+    }),
   // Tool schemas nested as deep as limits.jsonMaxDepth allows (two JSON levels a schema level), each level with a long description.
-  'deep tool schemas': () => body((b) => {
-    const levels = 28;
-    let schema: Record<string, unknown> = { type: 'string' };
-    for (let i = 0; i < levels; i++) schema = { type: 'object', description: longWords(Math.floor(b / levels) - 80), properties: { next: schema } };
-    return { model: NATIVE, messages: [{ role: 'user', content: 'hi' }], tools: [{ name: 'deep', input_schema: schema }] };
-  }),
+  'deep tool schemas': () =>
+    body((b) => {
+      const levels = 28;
+      let schema: Record<string, unknown> = { type: 'string' };
+      for (let i = 0; i < levels; i++) schema = { type: 'object', description: longWords(Math.floor(b / levels) - 80), properties: { next: schema } };
+      return { model: NATIVE, messages: [{ role: 'user', content: 'hi' }], tools: [{ name: 'deep', input_schema: schema }] };
+    }),
 };
 
 describe('attack: count_tokens at its largest body, in every costly shape, does not hold the event loop', () => {
@@ -102,10 +107,12 @@ describe('attack: count_tokens at its largest body, in every costly shape, does 
     monitor.enable();
     const turns = watchTurns();
     const started = performance.now();
-    const counting = Promise.all(bodies.map(async (text, i) => {
-      const res = await count(keys[i]!, text);
-      return { status: res.status, body: await res.json(), ms: performance.now() - started };
-    }));
+    const counting = Promise.all(
+      bodies.map(async (text, i) => {
+        const res = await count(keys[i]!, text);
+        return { status: res.status, body: await res.json(), ms: performance.now() - started };
+      }),
+    );
     const loaded = await slowestHealth(counting);
     monitor.disable();
     const longestTurn = turns.stop();
@@ -119,10 +126,15 @@ describe('attack: count_tokens at its largest body, in every costly shape, does 
       assert.ok(r.body.input_tokens > bodies[i]!.size / 8, `${name}: ${r.body.input_tokens} tokens`);
     });
     const p99 = monitor.percentile(99) / 1e6;
-    console.log(`/health: slowest ${Math.round(loaded.slowest)} ms over ${loaded.polls} polls while counting (${Math.round(idle.slowest)} ms idle); event loop delay max ${loopMax.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; longest turn ${longestTurn.toFixed(1)} ms of CPU`);
+    console.log(
+      `/health: slowest ${Math.round(loaded.slowest)} ms over ${loaded.polls} polls while counting (${Math.round(idle.slowest)} ms idle); event loop delay max ${loopMax.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; longest turn ${longestTurn.toFixed(1)} ms of CPU`,
+    );
     assert.ok(loaded.polls >= 5, `/health answered only ${loaded.polls} times while counting`);
     assert.ok(longestTurn < CPU_BOUND_MS, `one turn of the event loop took ${longestTurn.toFixed(0)} ms of CPU`);
-    assert.ok(loaded.slowest < WALL_BOUND_MS + idle.slowest, `/health waited ${Math.round(loaded.slowest)} ms while count_tokens ran (${Math.round(idle.slowest)} ms idle)`);
+    assert.ok(
+      loaded.slowest < WALL_BOUND_MS + idle.slowest,
+      `/health waited ${Math.round(loaded.slowest)} ms while count_tokens ran (${Math.round(idle.slowest)} ms idle)`,
+    );
     assert.ok(loopMax < WALL_BOUND_MS, `the event loop was delayed ${loopMax.toFixed(0)} ms`);
   });
 });

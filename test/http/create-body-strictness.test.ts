@@ -15,11 +15,22 @@ describe('POST /v1/auth/keys refuses a misspelt limit field instead of creating 
   });
   after(() => h.stop());
 
-  for (const typo of [{ spend_limit_usd: 1_000 }, { spend_limit: 1_000 }, { model: ['fake/chat-small'] }, { allowed_models: ['fake/chat-small'] }, { expires: '2030-01-01' }, { expiresAt: '2030-01-01' }]) {
+  for (const typo of [
+    { spend_limit_usd: 1_000 },
+    { spend_limit: 1_000 },
+    { model: ['fake/chat-small'] },
+    { allowed_models: ['fake/chat-small'] },
+    { expires: '2030-01-01' },
+    { expiresAt: '2030-01-01' },
+  ]) {
     test(`${Object.keys(typo)[0]}: refused with 400, no key (not an unlimited key)`, async () => {
       const owner = newAccount();
       const res = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(owner)), label: 'for a script', ...typo });
-      const row = await h.gw.services.storage.db.selectFrom('api_keys').select(['spend_limit_usdc', 'allowed_models', 'expires_at']).where('wallet', '=', owner.address.toLowerCase()).executeTakeFirst();
+      const row = await h.gw.services.storage.db
+        .selectFrom('api_keys')
+        .select(['spend_limit_usdc', 'allowed_models', 'expires_at'])
+        .where('wallet', '=', owner.address.toLowerCase())
+        .executeTakeFirst();
       assert.equal(res.status, 400, `${res.status}: created ${JSON.stringify(row)} (${res.text.slice(0, 200)})`);
       assert.equal(row, undefined);
     });

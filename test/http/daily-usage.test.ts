@@ -26,7 +26,13 @@ for (const engine of ENGINES) {
     after(() => h.stop());
 
     const chat = (key: string) =>
-      call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 }, { authorization: `Bearer ${key}` });
+      call(
+        h.gw.url,
+        'POST',
+        '/v1/chat/completions',
+        { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 },
+        { authorization: `Bearer ${key}` },
+      );
     const today = () => new Date().toISOString().slice(0, 10);
 
     test("today's requests per key, with the tokens and charges the usage read reports", async () => {
@@ -38,10 +44,13 @@ for (const engine of ENGINES) {
       assert.equal(res.status, 200, res.text);
       assert.equal(res.body.days, 30);
       assert.equal(res.body.to, today());
-      assert.deepEqual(res.body.data.map((r: { date: string; api_key_id: number; requests: number }) => [r.date, r.api_key_id, r.requests]), [
-        [today(), first.keyId, 2],
-        [today(), second.body.id, 1],
-      ]);
+      assert.deepEqual(
+        res.body.data.map((r: { date: string; api_key_id: number; requests: number }) => [r.date, r.api_key_id, r.requests]),
+        [
+          [today(), first.keyId, 2],
+          [today(), second.body.id, 1],
+        ],
+      );
       const usage = await call(h.gw.url, 'GET', `/v1/usage/${first.account.address}`, undefined, { authorization: `Bearer ${first.key}` });
       for (const k of usage.body.keys) {
         const day = res.body.data.find((r: { api_key_id: number }) => r.api_key_id === k.api_key_id);
@@ -68,9 +77,16 @@ for (const engine of ENGINES) {
         (await call(h.gw.url, 'GET', `/v1/usage/${wallet}/daily${days ? `?days=${days}` : ''}`, undefined, { authorization: `Bearer ${key}` })).body;
       const dates = (body: { data: { date: string; requests: number }[] }) => body.data.map((r) => [r.date, r.requests]);
       const iso = (daysAgo: number) => new Date(now - daysAgo * DAY_MS).toISOString().slice(0, 10);
-      assert.deepEqual(dates(await read()), [[iso(1), 2], [iso(0), 1]]);
+      assert.deepEqual(dates(await read()), [
+        [iso(1), 2],
+        [iso(0), 1],
+      ]);
       assert.deepEqual(dates(await read(1)), [[iso(0), 1]]);
-      assert.deepEqual(dates(await read(41)), [[iso(40), 1], [iso(1), 2], [iso(0), 1]]);
+      assert.deepEqual(dates(await read(41)), [
+        [iso(40), 1],
+        [iso(1), 2],
+        [iso(0), 1],
+      ]);
     });
 
     test('days outside 1..90 or not a number is 400', async () => {
@@ -97,7 +113,10 @@ for (const engine of ENGINES) {
       await sql`update usage_daily set charged_usdc = charged_usdc + 1 where wallet = ${wallet}`.execute(db);
       const problems = (await checkLedger(db)).problems;
       assert.equal(problems.length, 1, problems.join('\n'));
-      assert.match(problems[0]!, new RegExp(`wallet ${wallet}, day ${today()}, api key #\\d+: daily usage totals disagree with request_usage \\(charged_usdc \\d+ != \\d+\\)`));
+      assert.match(
+        problems[0]!,
+        new RegExp(`wallet ${wallet}, day ${today()}, api key #\\d+: daily usage totals disagree with request_usage \\(charged_usdc \\d+ != \\d+\\)`),
+      );
       // The migration's backfill rebuilds them from the rows.
       await backfillUsageDaily(db);
       assert.deepEqual((await checkLedger(db)).problems, []);

@@ -74,7 +74,12 @@ describe('errors, limits, request ids and logs', () => {
   });
 
   test('every response carries a request id', async () => {
-    for (const [method, path] of [['GET', '/health'], ['GET', '/v1/models'], ['GET', '/nope'], ['POST', '/v1/auth/keys']] as const) {
+    for (const [method, path] of [
+      ['GET', '/health'],
+      ['GET', '/v1/models'],
+      ['GET', '/nope'],
+      ['POST', '/v1/auth/keys'],
+    ] as const) {
       const res = await call(gw.url, method, path, method === 'POST' ? {} : undefined);
       assert.match(res.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/, `${method} ${path}`);
     }
@@ -90,7 +95,14 @@ describe('errors, limits, request ids and logs', () => {
     await call(gw.url, 'GET', `/v1/usage/${account.address}`, undefined, { authorization: `Bearer ${key}x` });
     const logs = gw.logs();
     assert.match(logs, /\/v1\/auth\/keys\?message=\[redacted\]&signature=\[redacted\]/);
-    for (const secret of [key, key.slice(3, 20), proof.signature, proof.signature.slice(2, 30), encodeURIComponent(proof.message).slice(0, 60), 'c2VjcmV0LXBheW1lbnQ=']) {
+    for (const secret of [
+      key,
+      key.slice(3, 20),
+      proof.signature,
+      proof.signature.slice(2, 30),
+      encodeURIComponent(proof.message).slice(0, 60),
+      'c2VjcmV0LXBheW1lbnQ=',
+    ]) {
       assert.ok(!logs.includes(secret), `log contains a secret fragment ${secret.slice(0, 12)}…`);
     }
   });
@@ -103,7 +115,10 @@ describe('errors, limits, request ids and logs', () => {
       (await call(gw.url, 'POST', '/v1/chat/completions', body, { 'sign-in-with-x': siwx })).status,
       (await call(gw.url, 'POST', '/v1/messages', body, { 'x-api-key': apiKey, 'anthropic-version': '2023-06-01' })).status,
     ];
-    assert.ok(statuses.every((s) => s >= 400), String(statuses));
+    assert.ok(
+      statuses.every((s) => s >= 400),
+      String(statuses),
+    );
     const logs = gw.logs();
     assert.match(logs, /"url":"\/v1\/messages"/, 'the requests were logged');
     assert.ok(!logs.includes(siwx), 'the sign-in-with-x value was logged');

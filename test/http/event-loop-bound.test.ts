@@ -34,7 +34,11 @@ describe('no single request stalls the event loop', () => {
     const monitor = monitorEventLoopDelay({ resolution: 5 });
     monitor.enable();
     const turns = watchTurns();
-    const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body });
+    const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body,
+    });
     const json = await res.json();
     const longestTurnMs = turns.stop();
     monitor.disable();
@@ -50,8 +54,16 @@ describe('no single request stalls the event loop', () => {
     ['a maximal flat body of {} objects', flatObjects, /more than 20000 values/],
     ['a maximal body of nested arrays', () => '['.repeat(MAX_BODY - 1), /nested deeper than 64 levels/],
     ['a maximal body of nested objects', () => '{"a":'.repeat(Math.floor(MAX_BODY / 5)), /nested deeper than 64 levels/],
-    ['a maximal body of distinct keys', () => `{${Array.from({ length: 700_000 }, (_, i) => `"k${i}":1`).join(',')}}`.slice(0, MAX_BODY - 1), /more than 20000 values/],
-    ['a maximal message text (accepted by the bounds)', () => JSON.stringify({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'a'.repeat(MAX_BODY - 100) }] }), null],
+    [
+      'a maximal body of distinct keys',
+      () => `{${Array.from({ length: 700_000 }, (_, i) => `"k${i}":1`).join(',')}}`.slice(0, MAX_BODY - 1),
+      /more than 20000 values/,
+    ],
+    [
+      'a maximal message text (accepted by the bounds)',
+      () => JSON.stringify({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'a'.repeat(MAX_BODY - 100) }] }),
+      null,
+    ],
   ];
 
   for (const [name, build, refusal] of cases) {

@@ -60,7 +60,11 @@ describe('forwarded fields are an allowlist', () => {
   test('unknown fields and OpenRouter routing fields are a 400 naming them, as OpenAI answers', async () => {
     await expectRefused(
       [
-        ['foo', { foo: 1 }, /^Unrecognized request argument supplied: foo; this gateway forwards the chat-completions fields listed in docs\/api\.md#forwarded-fields/],
+        [
+          'foo',
+          { foo: 1 },
+          /^Unrecognized request argument supplied: foo; this gateway forwards the chat-completions fields listed in docs\/api\.md#forwarded-fields/,
+        ],
         ['models', { models: ['openai/gpt-4o', 'anthropic/claude-opus'] }, /^Unrecognized request argument supplied: models/],
         ['plugins', { plugins: [{ id: 'web' }] }, /^Unrecognized request argument supplied: plugins/],
         ['route', { route: 'fallback' }, /^Unrecognized request argument supplied: route/],
@@ -71,22 +75,45 @@ describe('forwarded fields are an allowlist', () => {
     );
     // The SDK sends what it is given; the 400 arrives as its typed error.
     const w = await h.wallet(FUNDS);
-    await assert.rejects(h.client(w.key).chat.completions.create({ model: 'chat-small', messages: MESSAGES, foo: 'bar' } as OpenAI.ChatCompletionCreateParamsNonStreaming), (err: unknown) => {
-      assert.ok(err instanceof OpenAI.BadRequestError);
-      assert.equal(err.status, 400);
-      return true;
-    });
+    await assert.rejects(
+      h.client(w.key).chat.completions.create({ model: 'chat-small', messages: MESSAGES, foo: 'bar' } as OpenAI.ChatCompletionCreateParamsNonStreaming),
+      (err: unknown) => {
+        assert.ok(err instanceof OpenAI.BadRequestError);
+        assert.equal(err.status, 400);
+        return true;
+      },
+    );
   });
 
   test('every allowed field reaches the provider as sent, including price-neutral service_tier, modalities and store values', async () => {
     const w = await h.wallet(FUNDS);
     const fields = {
-      temperature: 0.3, top_p: 0.9, n: 2, stop: ['\n\n'], presence_penalty: 0.5, frequency_penalty: 0.25, logit_bias: { '50256': -100 },
-      logprobs: true, top_logprobs: 2, seed: 42, user: 'end-user-7', max_tokens: 64, parallel_tool_calls: false,
-      response_format: { type: 'json_object' }, service_tier: 'default', modalities: ['text'], store: false, metadata: { team: 'a' },
+      temperature: 0.3,
+      top_p: 0.9,
+      n: 2,
+      stop: ['\n\n'],
+      presence_penalty: 0.5,
+      frequency_penalty: 0.25,
+      logit_bias: { '50256': -100 },
+      logprobs: true,
+      top_logprobs: 2,
+      seed: 42,
+      user: 'end-user-7',
+      max_tokens: 64,
+      parallel_tool_calls: false,
+      response_format: { type: 'json_object' },
+      service_tier: 'default',
+      modalities: ['text'],
+      store: false,
+      metadata: { team: 'a' },
       tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
-      tool_choice: 'auto', functions: [{ name: 'legacy', parameters: { type: 'object' } }], function_call: 'auto',
-      prompt_cache_key: 'k1', safety_identifier: 'u-hash', verbosity: 'low', reasoning_effort: 'low',
+      tool_choice: 'auto',
+      functions: [{ name: 'legacy', parameters: { type: 'object' } }],
+      function_call: 'auto',
+      prompt_cache_key: 'k1',
+      safety_identifier: 'u-hash',
+      verbosity: 'low',
+      reasoning_effort: 'low',
     };
     await h.client(w.key).chat.completions.create({ model: 'chat-small', messages: MESSAGES, ...fields } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     const sent = h.fake.received.at(-1)!.body;
@@ -106,7 +133,7 @@ describe('forwarded fields are an allowlist', () => {
     const plain = await chat(poor.key, { model: 'fake/chat-small', messages: MESSAGES, max_tokens: 10 });
     const guided = await chat(poor.key, { model: 'fake/chat-small', messages: MESSAGES, max_tokens: 10, guided_json: { description: 'g'.repeat(50_000) } });
     assert.equal(guided.status, 402);
-    assert.ok(guided.body.required_usdc - plain.body.required_usdc >= 50_000 * 1.2, 'the extension\'s 50 KB is reserved as prompt');
+    assert.ok(guided.body.required_usdc - plain.body.required_usdc >= 50_000 * 1.2, "the extension's 50 KB is reserved as prompt");
   });
 
   test('the config refuses extraFields that would smuggle a standard or price-changing field, and non-text inputs without a bound', () => {
@@ -117,13 +144,23 @@ describe('forwarded fields are an allowlist', () => {
       [{ providers: providers(['web_search_options']), models: [m] }, /web_search_options turns on web search.*cannot be forwarded/],
       [{ providers: providers(['best_of']), models: [m] }, /best_of generates and bills candidates/],
       [{ providers: providers(['not a name']), models: [m] }, /must be a JSON field name/],
-      [{ providers: providers([]), models: [{ ...m, inputs: ['text', 'image'] }] }, /models\.0\.partTokenBounds\.image: inputs lists image; give the most prompt tokens one image part can cost/],
-      [{ providers: providers([]), models: [{ ...m, partTokenBounds: { audio: 100 } }] }, /models\.0\.inputs: partTokenBounds\.audio is set but inputs does not list audio/],
+      [
+        { providers: providers([]), models: [{ ...m, inputs: ['text', 'image'] }] },
+        /models\.0\.partTokenBounds\.image: inputs lists image; give the most prompt tokens one image part can cost/,
+      ],
+      [
+        { providers: providers([]), models: [{ ...m, partTokenBounds: { audio: 100 } }] },
+        /models\.0\.inputs: partTokenBounds\.audio is set but inputs does not list audio/,
+      ],
       [{ providers: providers([]), models: [{ ...m, inputs: ['image'], partTokenBounds: { image: 10 } }] }, /models\.0\.inputs: must include text/],
       [{ providers: providers([]), models: [{ ...m, inputs: ['text', 'video'] }] }, /models\.0\.inputs/],
     ];
     for (const [raw, pattern] of cases) {
-      assert.throws(() => parseConfig(raw, {}), (err: unknown) => err instanceof ConfigError && pattern.test(err.message), JSON.stringify(raw));
+      assert.throws(
+        () => parseConfig(raw, {}),
+        (err: unknown) => err instanceof ConfigError && pattern.test(err.message),
+        JSON.stringify(raw),
+      );
     }
     const ok = parseConfig({ providers: providers(['top_k']), models: [{ ...m, inputs: ['text', 'image'], partTokenBounds: { image: 1600 } }] }, {});
     assert.deepEqual(ok.providers.p!.extraFields, ['top_k']);

@@ -56,7 +56,11 @@ for (const engine of ENGINES) {
         .map(([envelope, body]) => ({ ...envelope, body }));
       await fc.assert(
         fc.asyncProperty(request, async ({ auth, type, body, url }) => {
-          await send(g.h.gw.app, { method: 'POST', url, headers: withHeaders({ authorization: auth, 'content-type': type }), payload: body, secrets: [g.key, g.revokedKey] }, tally);
+          await send(
+            g.h.gw.app,
+            { method: 'POST', url, headers: withHeaders({ authorization: auth, 'content-type': type }), payload: body, secrets: [g.key, g.revokedKey] },
+            tally,
+          );
         }),
         options('chat'),
       );
@@ -66,17 +70,34 @@ for (const engine of ENGINES) {
     test(`key management: SIWE proofs mutated, in bodies and query strings (${runsOf('keys')} requests)`, async (t) => {
       const tally: Tally = new Map();
       const signatures = g.proofs.map((p) => p.signature);
-      const keyId = fc.oneof(fc.constantFrom('1', '2', '3', '0', '-1', '1.5', '999999999999999', '9999999999999999999', '0x1', '1e3', ' 1'), trickyString).map(encodeText);
+      const keyId = fc
+        .oneof(fc.constantFrom('1', '2', '3', '0', '-1', '1.5', '999999999999999', '9999999999999999999', '0x1', '1e3', ' 1'), trickyString)
+        .map(encodeText);
       const request = fc.oneof(
-        fc.record({ body: keyBodyText(g.proofs), type: contentType }).map(({ body, type }): FuzzRequest => ({
-          method: 'POST', url: '/v1/auth/keys', headers: withHeaders({ 'content-type': type }), payload: body.body, secrets: body.secrets,
-        })),
+        fc.record({ body: keyBodyText(g.proofs), type: contentType }).map(
+          ({ body, type }): FuzzRequest => ({
+            method: 'POST',
+            url: '/v1/auth/keys',
+            headers: withHeaders({ 'content-type': type }),
+            payload: body.body,
+            secrets: body.secrets,
+          }),
+        ),
         keyQuery(g.proofs).map((q): FuzzRequest => ({ method: 'GET', url: `/v1/auth/keys?${q}`, headers: {}, secrets: signatures })),
-        fc.record({ id: keyId, body: keyBodyText(g.proofs), type: contentType }).map(({ id, body, type }): FuzzRequest => ({
-          method: 'DELETE', url: `/v1/auth/keys/${id}`, headers: withHeaders({ 'content-type': type }), payload: body.body, secrets: body.secrets,
-        })),
+        fc.record({ id: keyId, body: keyBodyText(g.proofs), type: contentType }).map(
+          ({ id, body, type }): FuzzRequest => ({
+            method: 'DELETE',
+            url: `/v1/auth/keys/${id}`,
+            headers: withHeaders({ 'content-type': type }),
+            payload: body.body,
+            secrets: body.secrets,
+          }),
+        ),
       );
-      await fc.assert(fc.asyncProperty(request, async (r) => void (await send(g.h.gw.app, r, tally))), options('keys'));
+      await fc.assert(
+        fc.asyncProperty(request, async (r) => void (await send(g.h.gw.app, r, tally))),
+        options('keys'),
+      );
       t.diagnostic(describeTally(tally));
     });
 
@@ -92,7 +113,11 @@ for (const engine of ENGINES) {
       await fc.assert(
         fc.asyncProperty(request, async ({ body, type, header, value, other }) => {
           const payment = header === 'none' ? {} : header === 'both' ? { 'payment-signature': value, 'x-payment': other } : { [header]: value };
-          await send(g.h.gw.app, { method: 'POST', url: '/v1/topup', headers: withHeaders({ 'content-type': type, ...payment }), payload: body, secrets: [value, other] }, tally);
+          await send(
+            g.h.gw.app,
+            { method: 'POST', url: '/v1/topup', headers: withHeaders({ 'content-type': type, ...payment }), payload: body, secrets: [value, other] },
+            tally,
+          );
         }),
         options('topup'),
       );
@@ -102,12 +127,24 @@ for (const engine of ENGINES) {
     test(`every route with any method, path parameter, credentials and body (${runsOf('routes')} requests)`, async (t) => {
       const tally: Tally = new Map();
       const routes = g.h.gw.app.registeredRoutes.map((r) => r.url);
-      const param = fc.oneof(fc.constant(g.wallet), fc.constant(g.wallet.toUpperCase().replace('0X', '0x')), mutatedString(g.wallet), trickyString.map(encodeText));
+      const param = fc.oneof(
+        fc.constant(g.wallet),
+        fc.constant(g.wallet.toUpperCase().replace('0X', '0x')),
+        mutatedString(g.wallet),
+        trickyString.map(encodeText),
+      );
       const request = fc.record({
         method: fc.constantFrom('GET', 'POST', 'DELETE', 'PUT', 'PATCH', 'HEAD', 'OPTIONS'),
-        route: fc.oneof(fc.constantFrom(...routes, '/', '/v1', '/v1/usage', '/%', '/v1/chat/completions%00', '//v1/models'), trickyString.map((s) => `/${encodeText(s)}`)),
+        route: fc.oneof(
+          fc.constantFrom(...routes, '/', '/v1', '/v1/usage', '/%', '/v1/chat/completions%00', '//v1/models'),
+          trickyString.map((s) => `/${encodeText(s)}`),
+        ),
         param,
-        query: fc.oneof(fc.constant(''), keyQuery(g.proofs).map((q) => `?${q}`), trickyString.map((s) => `?${encodeText(s)}=${encodeText(s)}`)),
+        query: fc.oneof(
+          fc.constant(''),
+          keyQuery(g.proofs).map((q) => `?${q}`),
+          trickyString.map((s) => `?${encodeText(s)}=${encodeText(s)}`),
+        ),
         auth: authorization(g.key, g.revokedKey),
         type: contentType,
         origin: fc.option(fc.constantFrom('https://evil.example', 'null', 'http://127.0.0.1'), { nil: undefined }),
@@ -118,13 +155,23 @@ for (const engine of ENGINES) {
         fc.asyncProperty(request, async (r) => {
           const url = r.route.replace(/:[^/]+/g, r.param) + r.query;
           const withBody = r.method !== 'GET' && r.method !== 'HEAD' && r.body !== undefined;
-          await send(g.h.gw.app, {
-            method: r.method as FuzzRequest['method'],
-            url,
-            headers: withHeaders({ authorization: r.auth, 'content-type': withBody ? r.type : undefined, origin: r.origin, 'x-forwarded-for': r.forwarded, 'access-control-request-method': r.method === 'OPTIONS' ? 'POST' : undefined }),
-            payload: withBody ? r.body : undefined,
-            secrets: [g.key, g.revokedKey, ...g.proofs.map((p) => p.signature)],
-          }, tally);
+          await send(
+            g.h.gw.app,
+            {
+              method: r.method as FuzzRequest['method'],
+              url,
+              headers: withHeaders({
+                authorization: r.auth,
+                'content-type': withBody ? r.type : undefined,
+                origin: r.origin,
+                'x-forwarded-for': r.forwarded,
+                'access-control-request-method': r.method === 'OPTIONS' ? 'POST' : undefined,
+              }),
+              payload: withBody ? r.body : undefined,
+              secrets: [g.key, g.revokedKey, ...g.proofs.map((p) => p.signature)],
+            },
+            tally,
+          );
         }),
         options('routes'),
       );
@@ -139,7 +186,10 @@ for (const engine of ENGINES) {
         body: fc.oneof(chatBodyText, otherBodyText),
         framing: fc.constantFrom('length', 'chunked', 'both', 'short', 'bad-chunk', 'two-lengths', 'none'),
         auth: authorization(g.key, g.revokedKey),
-        extra: fc.array(fc.tuple(fc.constantFrom('X-Payment', 'Expect', 'Content-Encoding', 'Transfer-Encoding', 'Host', 'X-Forwarded-For', 'Content-Type'), headerText), { maxLength: 2 }),
+        extra: fc.array(
+          fc.tuple(fc.constantFrom('X-Payment', 'Expect', 'Content-Encoding', 'Transfer-Encoding', 'Host', 'X-Forwarded-For', 'Content-Type'), headerText),
+          { maxLength: 2 },
+        ),
       });
       await fc.assert(
         fc.asyncProperty(request, async (r) => {
@@ -180,7 +230,11 @@ for (const engine of ENGINES) {
       const entries = await db.selectFrom('ledger_entries').select(['amount_usdc', 'kind']).where('wallet', '=', g.wallet).execute();
       const credits = entries.filter((e) => Number(e.amount_usdc) > 0).reduce((s, e) => s + Number(e.amount_usdc), 0);
       const charges = entries.filter((e) => Number(e.amount_usdc) < 0).reduce((s, e) => s - Number(e.amount_usdc), 0);
-      const charged = await db.selectFrom('reservations').select(sql<number>`coalesce(sum(charged_usdc), 0)`.as('n')).where('wallet', '=', g.wallet).executeTakeFirstOrThrow();
+      const charged = await db
+        .selectFrom('reservations')
+        .select(sql<number>`coalesce(sum(charged_usdc), 0)`.as('n'))
+        .where('wallet', '=', g.wallet)
+        .executeTakeFirstOrThrow();
       const balance = await getBalance(db, g.wallet);
       assert.equal(credits, g.fundedUsdc, 'the funding is the only credit');
       assert.equal(charges, Number(charged.n), 'every charge is a settled reservation');
@@ -189,7 +243,10 @@ for (const engine of ENGINES) {
       assert.ok(charges > 0, 'some fuzzed chat requests went through and were billed');
 
       // The gateway logged no failure of its own (an "unhandled error" line is a 500 in disguise).
-      const failures = g.h.gw.logs().split('\n').filter((l) => /"level":(50|60)/.test(l));
+      const failures = g.h.gw
+        .logs()
+        .split('\n')
+        .filter((l) => /"level":(50|60)/.test(l));
       assert.deepEqual(failures.slice(0, 5), []);
     });
   });

@@ -13,8 +13,15 @@ const catalog = {
     { provider: 'beta', name: 'listed', contextLength: 32000, promptCostPer1M: 1, completionCostPer1M: 2, promptPricePer1M: '1.5', completionPricePer1M: '3' },
     { provider: 'beta', name: 'free', contextLength: 4096, promptCostPer1M: '0', completionCostPer1M: '0' },
     {
-      provider: 'beta', name: 'cached', contextLength: 200000, promptCostPer1M: '3', completionCostPer1M: '15',
-      cachedPromptCostPer1M: '1.5', cacheWriteCostPer1M: '3.75', cacheReadCostPer1M: '0.3', cacheReadPricePer1M: '0.5',
+      provider: 'beta',
+      name: 'cached',
+      contextLength: 200000,
+      promptCostPer1M: '3',
+      completionCostPer1M: '15',
+      cachedPromptCostPer1M: '1.5',
+      cacheWriteCostPer1M: '3.75',
+      cacheReadCostPer1M: '0.3',
+      cacheReadPricePer1M: '0.5',
     },
   ],
 };
@@ -37,10 +44,21 @@ describe('GET /health and GET /v1/models', () => {
     assert.equal(res.status, 200);
     assert.equal(res.body.object, 'list');
     assert.deepEqual(res.body.data[0], {
-      id: 'alpha/small', object: 'model', created: 1700000000, owned_by: 'alpha', name: 'small', provider: 'alpha', type: 'chat',
-      contextLength: 8192, maxOutputTokens: 16384, promptPricePer1MTokens: 0.18, completionPricePer1M: 0.72,
+      id: 'alpha/small',
+      object: 'model',
+      created: 1700000000,
+      owned_by: 'alpha',
+      name: 'small',
+      provider: 'alpha',
+      type: 'chat',
+      contextLength: 8192,
+      maxOutputTokens: 16384,
+      promptPricePer1MTokens: 0.18,
+      completionPricePer1M: 0.72,
       // No cache prices configured: cached parts bill at the prompt price, and are listed so.
-      cachedPromptPricePer1M: 0.18, cacheWritePricePer1M: 0.18, cacheReadPricePer1M: 0.18,
+      cachedPromptPricePer1M: 0.18,
+      cacheWritePricePer1M: 0.18,
+      cacheReadPricePer1M: 0.18,
     });
     const listed = res.body.data[1];
     assert.equal(listed.id, 'beta/listed');
@@ -55,7 +73,12 @@ describe('GET /health and GET /v1/models', () => {
     const one = await call(gw.url, 'GET', '/v1/models/beta%2Fcached');
     assert.equal(one.status, 200);
     assert.deepEqual(list.body.data[3], one.body);
-    const prices = (({ promptPricePer1MTokens, cachedPromptPricePer1M, cacheWritePricePer1M, cacheReadPricePer1M }) => ({ promptPricePer1MTokens, cachedPromptPricePer1M, cacheWritePricePer1M, cacheReadPricePer1M }))(one.body);
+    const prices = (({ promptPricePer1MTokens, cachedPromptPricePer1M, cacheWritePricePer1M, cacheReadPricePer1M }) => ({
+      promptPricePer1MTokens,
+      cachedPromptPricePer1M,
+      cacheWritePricePer1M,
+      cacheReadPricePer1M,
+    }))(one.body);
     assert.deepEqual(prices, { promptPricePer1MTokens: 3.6, cachedPromptPricePer1M: 1.8, cacheWritePricePer1M: 4.5, cacheReadPricePer1M: 0.5 });
   });
 
@@ -93,7 +116,10 @@ describe('listed-price mode "cost"', () => {
       assert.equal(res.body.data[0].promptPricePer1MTokens, 0.15);
       assert.equal(res.body.data[0].completionPricePer1M, 0.6);
       assert.equal(res.body.data[1].promptPricePer1MTokens, 1);
-      assert.deepEqual([res.body.data[3].cachedPromptPricePer1M, res.body.data[3].cacheWritePricePer1M, res.body.data[3].cacheReadPricePer1M], [1.5, 3.75, 0.3]);
+      assert.deepEqual(
+        [res.body.data[3].cachedPromptPricePer1M, res.body.data[3].cacheWritePricePer1M, res.body.data[3].cacheReadPricePer1M],
+        [1.5, 3.75, 0.3],
+      );
     } finally {
       await gw.stop();
     }

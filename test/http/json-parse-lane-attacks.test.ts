@@ -4,7 +4,7 @@ import { CLAUDE, startAnthropicHarness, type AnthropicHarness } from '../support
 import { MODELS } from '../support/chat-harness.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { watchTurns } from '../support/loop-hold.ts';
-import { countTokens } from '../../src/chat/usage.ts';
+import { countTokens } from '../../src/metered/usage-estimate.ts';
 import { MAX_NUMBER_CHARS } from '../../src/http/json-body.ts';
 
 /*
@@ -58,7 +58,11 @@ describe('attack: a JSON body whose numbers are costly to round, parsed in one t
       const { key } = await h.wallet(0);
       const body = numbersBody(head, limit);
       const turns = watchTurns();
-      const res = await fetch(`${h.gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key, authorization: `Bearer ${key}` }, body });
+      const res = await fetch(`${h.gw.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': key, authorization: `Bearer ${key}` },
+        body,
+      });
       const answer = await res.text();
       const longest = turns.stop();
       console.log(`${path}: ${body.length} bytes, status ${res.status} ${answer.slice(0, 200)}, longest turn ${longest.toFixed(1)} ms of CPU`);
@@ -72,7 +76,11 @@ describe('attack: a JSON body whose numbers are costly to round, parsed in one t
       const { key } = await h.wallet(0);
       const body = numbersBody(head, limit, LONGEST_ALLOWED);
       const turns = watchTurns();
-      const res = await fetch(`${h.gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key, authorization: `Bearer ${key}` }, body });
+      const res = await fetch(`${h.gw.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': key, authorization: `Bearer ${key}` },
+        body,
+      });
       const answer = await res.text();
       const longest = turns.stop();
       console.log(`${path}: ${body.length} bytes, status ${res.status} ${answer.slice(0, 200)}, longest turn ${longest.toFixed(1)} ms of CPU`);

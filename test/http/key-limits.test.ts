@@ -27,12 +27,18 @@ for (const engine of ENGINES) {
     const patch = async (account: PrivateKeyAccount, id: number, extra: Record<string, unknown>) =>
       call(h.gw.url, 'PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(account, { action: 'loosen-key' })), ...extra });
     const list = async (account: PrivateKeyAccount) => (await call(h.gw.url, 'GET', `/v1/auth/keys?${proofQuery(await siweProof(account))}`)).body.data;
-    const chat = (key: string, body: Record<string, unknown> = BODY) => call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}` });
+    const chat = (key: string, body: Record<string, unknown> = BODY) =>
+      call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}` });
 
     test('create takes a limit, a model list (bare names resolved) and an expiry, and shows them back', async () => {
       const account = newAccount();
       const expires = '2099-01-31T00:00:00Z';
-      const res = await create(account, { spend_limit_usdc: 2_000_000, spend_limit_period: 'day', models: ['chat-small', 'fake/thinker'], expires_at: expires });
+      const res = await create(account, {
+        spend_limit_usdc: 2_000_000,
+        spend_limit_period: 'day',
+        models: ['chat-small', 'fake/thinker'],
+        expires_at: expires,
+      });
       assert.equal(res.status, 201, res.text);
       assert.equal(res.body.spend_limit_usdc, 2_000_000);
       assert.equal(res.body.spend_limit_period, 'day');
@@ -85,7 +91,10 @@ for (const engine of ENGINES) {
       assert.ok(Date.parse(changed.body.spend_resets_at) > Date.now());
       const cleared = await patch(account, id, { spend_limit_usdc: null, models: null, expires_at: null });
       assert.equal(cleared.status, 200);
-      assert.deepEqual([cleared.body.spend_limit_usdc, cleared.body.spend_limit_period, cleared.body.models, cleared.body.expires_at, cleared.body.spend_resets_at], [null, null, null, null, null]);
+      assert.deepEqual(
+        [cleared.body.spend_limit_usdc, cleared.body.spend_limit_period, cleared.body.models, cleared.body.expires_at, cleared.body.spend_resets_at],
+        [null, null, null, null, null],
+      );
       assert.match((await patch(account, id, { spend_limit: 5 })).body.message, /spend_limit/);
       assert.match((await patch(account, id, {})).body.message, /send at least one of/);
       assert.equal((await call(h.gw.url, 'DELETE', `/v1/auth/keys/${id}`, await siweProof(account))).status, 200);
@@ -139,8 +148,13 @@ describe('key limits from the command line', () => {
   before(async () => {
     h = await startChatHarness('sqlite');
     configPath = join(tempDir(), 'tollgate.yaml');
-    const models = h.gw.config.models.map((m) => `  - {provider: ${m.provider}, name: ${m.name}, contextLength: ${m.contextLength}, promptCostPer1M: "1", completionCostPer1M: "1"}`).join('\n');
-    writeFileSync(configPath, `database:\n  url: "${h.gw.config.database.url}"\nserver:\n  publicUrl: http://gateway.test\nproviders:\n  fake: {baseUrl: "${h.fake.url}"}\n  other: {baseUrl: "${h.fake.url}"}\nmodels:\n${models}\n`);
+    const models = h.gw.config.models
+      .map((m) => `  - {provider: ${m.provider}, name: ${m.name}, contextLength: ${m.contextLength}, promptCostPer1M: "1", completionCostPer1M: "1"}`)
+      .join('\n');
+    writeFileSync(
+      configPath,
+      `database:\n  url: "${h.gw.config.database.url}"\nserver:\n  publicUrl: http://gateway.test\nproviders:\n  fake: {baseUrl: "${h.fake.url}"}\n  other: {baseUrl: "${h.fake.url}"}\nmodels:\n${models}\n`,
+    );
   });
   afterEach(() => h.gw.assertLedger());
   after(() => h.stop());
@@ -148,13 +162,19 @@ describe('key limits from the command line', () => {
   test('tollgate wallet keys create|update set the limits over the API', async () => {
     const privateKey = generatePrivateKey();
     const env = { TOLLGATE_WALLET_KEY: privateKey };
-    const created = await runTollgate(['wallet', '--gateway', h.gw.url, '--json', 'keys', 'create', '--label', 'agent', '--limit-usd', '2.5', '--period', 'month', '--models', 'chat-small'], env);
+    const created = await runTollgate(
+      ['wallet', '--gateway', h.gw.url, '--json', 'keys', 'create', '--label', 'agent', '--limit-usd', '2.5', '--period', 'month', '--models', 'chat-small'],
+      env,
+    );
     assert.equal(created.code, 0, created.stderr);
     const key = JSON.parse(created.stdout);
     assert.equal(key.spend_limit_usdc, 2_500_000);
     assert.equal(key.spend_limit_period, 'month');
     assert.deepEqual(key.models, ['fake/chat-small']);
-    const updated = await runTollgate(['wallet', '--gateway', h.gw.url, 'keys', 'update', String(key.id), '--limit-usd', 'none', '--models', 'all', '--expires', '2097-03-04T05:06:07Z'], env);
+    const updated = await runTollgate(
+      ['wallet', '--gateway', h.gw.url, 'keys', 'update', String(key.id), '--limit-usd', 'none', '--models', 'all', '--expires', '2097-03-04T05:06:07Z'],
+      env,
+    );
     assert.equal(updated.code, 0, updated.stderr);
     assert.match(updated.stdout, /^updated key \d+\nlimit      none\nmodels     all\nexpires    2097-03-04T05:06:07\.000Z\nspent      \$0\.000000 in total\n$/);
     const bad = await runTollgate(['wallet', '--gateway', h.gw.url, 'keys', 'update', String(key.id), '--models', 'ghost'], env);
@@ -167,7 +187,20 @@ describe('key limits from the command line', () => {
   test('tollgate admin keys show|limit let support read and change any key', async () => {
     const w = await h.wallet(5_000_000);
     assert.equal((await call(h.gw.url, 'POST', '/v1/chat/completions', BODY, { authorization: `Bearer ${w.key}` })).status, 200);
-    const limited = await runTollgate(['--config', configPath, 'admin', 'keys', 'limit', String(w.keyId), '--limit-usd', '1', '--period', 'day', '--models', 'fake/chat-small,thinker']);
+    const limited = await runTollgate([
+      '--config',
+      configPath,
+      'admin',
+      'keys',
+      'limit',
+      String(w.keyId),
+      '--limit-usd',
+      '1',
+      '--period',
+      'day',
+      '--models',
+      'fake/chat-small,thinker',
+    ]);
     assert.equal(limited.code, 0, limited.stderr);
     assert.match(limited.stdout, /^changed key #\d+\n/);
     assert.match(limited.stdout, /limit      \$1\.000000 per day \(UTC\)\nmodels     fake\/chat-small, fake\/thinker\nexpires    never\n/);

@@ -43,12 +43,13 @@ for (const engine of ENGINES) {
       const row = await db().selectFrom('api_keys').selectAll().where('id', '=', res.body.id).executeTakeFirstOrThrow();
       assert.equal(row.wallet, account.address.toLowerCase());
       assert.equal(row.key_hash, createHmac('sha256', gw.services.keySecret).update(res.body.key).digest('hex'));
-      const everything = JSON.stringify(await db().selectFrom('api_keys').selectAll().execute()) + JSON.stringify(await db().selectFrom('settings').selectAll().execute());
+      const everything =
+        JSON.stringify(await db().selectFrom('api_keys').selectAll().execute()) + JSON.stringify(await db().selectFrom('settings').selectAll().execute());
       assert.ok(!everything.includes(res.body.key), 'the plain key is stored nowhere');
       assert.ok(!gw.logs().includes(res.body.key), 'the plain key is never logged');
     });
 
-    test('list shows the wallet\'s keys without secrets; revoke stops a key at once', async () => {
+    test("list shows the wallet's keys without secrets; revoke stops a key at once", async () => {
       const account = newAccount();
       const a = (await create(account, { label: 'a' })).body;
       const b = (await create(account)).body;
@@ -57,7 +58,13 @@ for (const engine of ENGINES) {
 
       const before = await list(account);
       assert.equal(before.status, 200);
-      assert.deepEqual(before.body.data.map((k: any) => [k.id, k.label, k.revoked_at]), [[a.id, 'a', null], [b.id, '', null]]);
+      assert.deepEqual(
+        before.body.data.map((k: any) => [k.id, k.label, k.revoked_at]),
+        [
+          [a.id, 'a', null],
+          [b.id, '', null],
+        ],
+      );
       assert.ok(before.body.data.every((k: any) => !('key' in k) && k.last4 && k.created_at));
 
       const revoked = await revoke(account, a.id);
@@ -158,7 +165,10 @@ for (const engine of ENGINES) {
       assert.equal((await create(referred, { ref_code: code })).status, 201);
       assert.equal((await create(referred, { ref_code: other })).status, 201, 'a later code is accepted but changes nothing');
       const rows = await db().selectFrom('referral_attributions').selectAll().where('wallet', '=', referred.address.toLowerCase()).execute();
-      assert.deepEqual(rows.map((r) => [r.referrer, r.code]), [[referrer.address.toLowerCase(), code]]);
+      assert.deepEqual(
+        rows.map((r) => [r.referrer, r.code]),
+        [[referrer.address.toLowerCase(), code]],
+      );
 
       const self = await create(referrer, { ref_code: code });
       assert.equal(self.status, 400);

@@ -44,7 +44,10 @@ describe('/metrics exposure', () => {
 
   test('a token variable that is unset or short refuses to start', () => {
     for (const env of [{}, { METRICS_TOKEN: '' }, { METRICS_TOKEN: 'short' }]) {
-      assert.throws(() => parseConfig({ metrics: { tokenEnv: 'METRICS_TOKEN' } }, env), (err: Error) => err instanceof ConfigError && /METRICS_TOKEN/.test(err.message));
+      assert.throws(
+        () => parseConfig({ metrics: { tokenEnv: 'METRICS_TOKEN' } }, env),
+        (err: Error) => err instanceof ConfigError && /METRICS_TOKEN/.test(err.message),
+      );
     }
   });
 

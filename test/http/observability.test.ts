@@ -11,7 +11,9 @@ describe('observability and API description', () => {
   after(() => h.stop());
 
   const metricValue = (text: string, name: string, labels: Record<string, string> = {}) => {
-    const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)) || l.startsWith(`${name} `));
+    const line = text
+      .split('\n')
+      .find((l) => (l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`))) || l.startsWith(`${name} `));
     return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
   };
 
@@ -31,7 +33,10 @@ describe('observability and API description', () => {
     assert.equal(metricValue(text, 'tollgate_http_requests_total', { route: '/v1/chat/completions', status: '200' }), 3);
     assert.equal(metricValue(text, 'tollgate_http_requests_total', { route: '/v1/chat/completions', status: '429' }), 1);
     assert.equal(metricValue(text, 'tollgate_rate_limited_total', { scope: 'chat' }), 1);
-    const charged = await h.gw.services.storage.db.selectFrom('request_usage').select((eb) => eb.fn.sum<number>('charged_usdc').as('n')).executeTakeFirstOrThrow();
+    const charged = await h.gw.services.storage.db
+      .selectFrom('request_usage')
+      .select((eb) => eb.fn.sum<number>('charged_usdc').as('n'))
+      .executeTakeFirstOrThrow();
     assert.equal(metricValue(text, 'tollgate_charged_usdc_total', { model: 'fake/chat-small' }), Number(charged.n));
     assert.ok(metricValue(text, 'tollgate_tokens_total', { model: 'fake/chat-small', kind: 'completion' })! > 0);
     assert.equal(metricValue(text, 'tollgate_chat_duration_seconds_count', { model: 'fake/chat-small', stream: 'true' }), 1);
@@ -64,12 +69,18 @@ describe('observability and API description', () => {
     assert.deepEqual(res.body.components.schemas.Error.required, ['error', 'message']);
   });
 
-  test('/llms.txt is a short plain-text guide with this gateway\'s URLs', async () => {
+  test("/llms.txt is a short plain-text guide with this gateway's URLs", async () => {
     const res = await fetch(`${h.gw.url}/llms.txt`);
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type')!, /^text\/plain/);
     const text = await res.text();
-    for (const part of ['http://gateway.test/v1/topup', 'http://gateway.test/v1/auth/keys', 'http://gateway.test/v1/chat/completions', 'PAYMENT-SIGNATURE', 'SIWE']) {
+    for (const part of [
+      'http://gateway.test/v1/topup',
+      'http://gateway.test/v1/auth/keys',
+      'http://gateway.test/v1/chat/completions',
+      'PAYMENT-SIGNATURE',
+      'SIWE',
+    ]) {
       assert.ok(text.includes(part), part);
     }
     assert.ok(text.length < 4000);

@@ -38,7 +38,11 @@ describe('oversized bodies: the client reads its 413', () => {
   test('fetch sees 413 PAYLOAD_TOO_LARGE, 5 of 5 tries', async () => {
     const body = JSON.stringify({ model: 'fake/chat-small', messages: [{ role: 'user', content }] });
     for (let i = 0; i < 5; i++) {
-      const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body });
+      const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body,
+      });
       assert.equal(res.status, 413, `try ${i + 1}`);
       assert.equal((await res.json()).error, 'PAYLOAD_TOO_LARGE');
     }
@@ -58,7 +62,12 @@ describe('oversized bodies: the client reads its 413', () => {
           sent += piece.length;
         },
       });
-      const init = { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'content-length': String(ELEVEN_MIB) }, body, duplex: 'half' };
+      const init = {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'content-length': String(ELEVEN_MIB) },
+        body,
+        duplex: 'half',
+      };
       const res = await fetch(`${h.gw.url}/v1/chat/completions`, init as RequestInit).catch((err: Error & { cause?: { code?: string } }) =>
         assert.fail(`try ${i + 1}: ${err.cause?.code ?? err.message} instead of the 413`),
       );
@@ -70,7 +79,10 @@ describe('oversized bodies: the client reads its 413', () => {
   test('a client that never stops sending is cut off once the discard bound is reached', async () => {
     // Chunked, so no Content-Length announces the size: the 64 KiB limit of the key route is hit
     // while reading, then the gateway discards at most 4x the largest body limit (16 MiB).
-    const client = await rawRequest(h.gw.url, 'POST /v1/auth/keys HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+    const client = await rawRequest(
+      h.gw.url,
+      'POST /v1/auth/keys HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n',
+    );
     const chunk = Buffer.alloc(256 * 1024, 0x20);
     const frame = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]);
     let sent = 0;
@@ -78,7 +90,10 @@ describe('oversized bodies: the client reads its 413', () => {
       if (!client.socket.write(frame)) await new Promise((r) => client.socket.once('drain', r).once('close', r));
       sent += frame.length;
     }
-    assert.ok(client.isClosed() || (await Promise.race([client.closed.then(() => true), new Promise((r) => setTimeout(() => r(false), 10_000))])), 'the firehose was never cut');
+    assert.ok(
+      client.isClosed() || (await Promise.race([client.closed.then(() => true), new Promise((r) => setTimeout(() => r(false), 10_000))])),
+      'the firehose was never cut',
+    );
     assert.match(client.received(), /^HTTP\/1\.1 413/);
     console.log(`cut after ${(sent / 1048576).toFixed(1)} MiB sent`);
   });

@@ -52,7 +52,11 @@ describe('chat: key and rate limit are checked before the body is read', () => {
 
   test('a client that sends its 10 MiB anyway reads the 401', async () => {
     const body = `{"model":"fake/chat-small","messages":[${'{},'.repeat(TEN_MIB / 3 - 20)}{}]}`;
-    const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-nope' }, body });
+    const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-nope' },
+      body,
+    });
     assert.equal(res.status, 401);
     assert.equal((await res.json()).error, 'UNAUTHORIZED');
   });

@@ -7,7 +7,7 @@ import { startGatewayProcess } from '../support/gateway-process.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage } from '../../src/storage/database.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { call } from '../support/gateway.ts';
 import { newAccount, createKeyProof } from '../support/siwe.ts';
 import { until } from '../support/until.ts';
@@ -50,9 +50,15 @@ describe('graceful shutdown', () => {
       const storage = openStorage(h.gw.config.database.url);
       try {
         const rows = await storage.db.selectFrom('reservations').select(['status', 'charged_usdc']).orderBy('id').execute();
-        assert.deepEqual(rows.map((r) => r.status), ['settled', 'settled']);
+        assert.deepEqual(
+          rows.map((r) => r.status),
+          ['settled', 'settled'],
+        );
         const usage = await storage.db.selectFrom('request_usage').select('status').orderBy('id').execute();
-        assert.deepEqual(usage.map((r) => r.status), ['ok', 'shutdown']);
+        assert.deepEqual(
+          usage.map((r) => r.status),
+          ['ok', 'shutdown'],
+        );
         const wallet = await storage.db.selectFrom('wallets').selectAll().where('address', '=', account.address.toLowerCase()).executeTakeFirstOrThrow();
         assert.equal(Number(wallet.locked_usdc), 0);
         assert.equal(Number(wallet.balance_usdc), 1_000_000 - Number(rows[0]!.charged_usdc) - Number(rows[1]!.charged_usdc));
@@ -81,7 +87,13 @@ describe('graceful shutdown', () => {
       const created = await call(gateway.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       assert.equal(created.status, 201, created.text);
       fake.behaviour = { delayMs: 1500 };
-      const pending = call(gateway.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${created.body.key}` });
+      const pending = call(
+        gateway.url,
+        'POST',
+        '/v1/chat/completions',
+        { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
+        { authorization: `Bearer ${created.body.key}` },
+      );
       // SIGTERM while the request is at the provider (a fixed 200 ms could come before the gateway had it, on a loaded machine).
       await until(() => fake.received.length === 1, 'the request at the provider');
       const exited = new Promise<number | null>((r) => gateway.child.once('exit', (code) => r(code)));
@@ -93,7 +105,10 @@ describe('graceful shutdown', () => {
       // It closed because the work was done, not because the grace ran out.
       assert.doesNotMatch(gateway.output(), /grace ran out/);
       const rows = await storage.db.selectFrom('reservations').select('status').execute();
-      assert.deepEqual(rows.map((r) => r.status), ['settled']);
+      assert.deepEqual(
+        rows.map((r) => r.status),
+        ['settled'],
+      );
       assert.deepEqual((await checkLedger(storage.db)).problems, []);
     } finally {
       await gateway.stop();

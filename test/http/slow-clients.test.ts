@@ -39,7 +39,9 @@ describe('slow clients are cut off', () => {
   test('50 sockets dribbling a chat body are closed by the server', async () => {
     const started = Date.now();
     const body = JSON.stringify({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'x'.repeat(1000) }] });
-    const clients = await Promise.all(Array.from({ length: 50 }, () => rawRequest(h.gw.url, postHead('/v1/chat/completions', body.length, { Authorization: `Bearer ${key}` }))));
+    const clients = await Promise.all(
+      Array.from({ length: 50 }, () => rawRequest(h.gw.url, postHead('/v1/chat/completions', body.length, { Authorization: `Bearer ${key}` }))),
+    );
     const timers = clients.map((c) => dribble(c, body, 200));
     const closed = await allClosed(clients);
     timers.forEach(clearInterval);
@@ -74,7 +76,10 @@ describe('slow clients are cut off', () => {
       const lasted = Date.now() - started;
       assert.ok(lasted > REQUEST_TIMEOUT_S * 1000, `the stream lasted only ${lasted} ms; it must outlast requestTimeout to show anything`);
       assert.equal(events.at(-1), '[DONE]');
-      const text = events.slice(0, -1).map((e) => JSON.parse(e).choices[0]?.delta?.content ?? '').join('');
+      const text = events
+        .slice(0, -1)
+        .map((e) => JSON.parse(e).choices[0]?.delta?.content ?? '')
+        .join('');
       assert.equal(text, 'Hello from the fake provider, a stand-in for a paid model.');
     } finally {
       h.fake.behaviour = {};

@@ -21,7 +21,11 @@ describe('proxy trust', () => {
     assert.deepEqual(trust('127.0.0.1, 10.0.0.0/8'), ['127.0.0.1', '10.0.0.0/8']);
     assert.deepEqual(trust(['loopback', '::1', 'fd00::/8']), ['loopback', '::1', 'fd00::/8']);
     for (const bad of ['nginx', '10.0.0.0/33', ['127.0.0.1', 'x'], -1, 1.5, []]) {
-      assert.throws(() => trust(bad), (err: Error) => err instanceof ConfigError && /server\.trustProxy/.test(err.message), JSON.stringify(bad));
+      assert.throws(
+        () => trust(bad),
+        (err: Error) => err instanceof ConfigError && /server\.trustProxy/.test(err.message),
+        JSON.stringify(bad),
+      );
     }
   });
 
@@ -35,7 +39,10 @@ describe('proxy trust', () => {
   test('a spoofed X-Forwarded-For does not change the address the per-IP limit counts', async () => {
     // The test client connects from 127.0.0.1, so it plays nginx: it sends what nginx would forward
     // for a client at 203.0.113.7 that wrote its own X-Forwarded-For header.
-    const gw = await startTestGateway({ engine: 'sqlite', config: { server: { trustProxy: shipped.server.trustProxy }, rateLimits: { public: { perMinute: 3 } } } });
+    const gw = await startTestGateway({
+      engine: 'sqlite',
+      config: { server: { trustProxy: shipped.server.trustProxy }, rateLimits: { public: { perMinute: 3 } } },
+    });
     try {
       const statuses: number[] = [];
       for (let i = 0; i < 5; i++) {

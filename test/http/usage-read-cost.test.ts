@@ -57,7 +57,10 @@ async function aggregatedUsage(db: Kysely<Database>, wallet: string): Promise<Ke
     .selectFrom('api_keys as k')
     .leftJoin('request_usage as u', 'u.api_key_id', 'k.id')
     .select([
-      'k.id', 'k.label', 'k.created_at', 'k.revoked_at',
+      'k.id',
+      'k.label',
+      'k.created_at',
+      'k.revoked_at',
       sql<number>`count(u.id)`.as('n'),
       sql<number>`coalesce(sum(u.prompt_tokens), 0)`.as('prompt'),
       sql<number>`coalesce(sum(u.completion_tokens), 0)`.as('completion'),
@@ -69,9 +72,15 @@ async function aggregatedUsage(db: Kysely<Database>, wallet: string): Promise<Ke
     .orderBy('k.id')
     .execute();
   return rows.map((r) => ({
-    api_key_id: Number(r.id), label: r.label, created_at: Number(r.created_at), revoked_at: r.revoked_at === null ? null : Number(r.revoked_at),
-    request_count: Number(r.n), total_prompt_tokens: Number(r.prompt), total_completion_tokens: Number(r.completion),
-    total_charged_usdc: Number(r.charged), total_provider_cost_usdc: Number(r.cost),
+    api_key_id: Number(r.id),
+    label: r.label,
+    created_at: Number(r.created_at),
+    revoked_at: r.revoked_at === null ? null : Number(r.revoked_at),
+    request_count: Number(r.n),
+    total_prompt_tokens: Number(r.prompt),
+    total_completion_tokens: Number(r.completion),
+    total_charged_usdc: Number(r.charged),
+    total_provider_cost_usdc: Number(r.cost),
   }));
 }
 
@@ -116,7 +125,10 @@ for (const engine of ENGINES) {
       await backfillUsageDaily(storage.db);
       t.diagnostic(`${engine}: ${BULK_ROWS} rows inserted and backfilled in ${Math.round(performance.now() - start)} ms`);
       // Then requests finished the normal way (a settle and a void) add to the backfilled totals.
-      for (const [requestId, charge] of [[`${wallet}-settled`, 700], [`${wallet}-voided`, 0]] as const) {
+      for (const [requestId, charge] of [
+        [`${wallet}-settled`, 700],
+        [`${wallet}-voided`, 0],
+      ] as const) {
         assert.ok(await reserve(storage, { wallet, apiKeyId: keyA, requestId, amountUsdc: 1000, leaseMs: 60_000 }));
         await finishReservation(storage, requestId, charge, { ...usageRecord(requestId, wallet), apiKeyId: keyA });
       }
@@ -135,14 +147,19 @@ for (const engine of ENGINES) {
       const plan = await usageReadPlan(storage, wallet);
       assert.ok(plan.length > 0);
       assert.ok(!plan.some((step) => /request_usage/.test(step)), `the usage read touches request_usage:\n${plan.join('\n')}`);
-      assert.ok(plan.some((step) => /usage_totals/.test(step)), `the usage read does not use the totals:\n${plan.join('\n')}`);
+      assert.ok(
+        plan.some((step) => /usage_totals/.test(step)),
+        `the usage read does not use the totals:\n${plan.join('\n')}`,
+      );
       if (engine === 'sqlite') {
         // Every table is reached through an index: the read costs O(keys of this wallet).
         assert.ok(!plan.some((step) => /^SCAN/.test(step)), `the usage read scans a table:\n${plan.join('\n')}`);
       }
 
       const readMs = await medianMs(21, () => usageByKey(storage.db, wallet));
-      t.diagnostic(`${engine}: usage read median ${readMs.toFixed(2)} ms (the full aggregation it replaces: ${aggregationMs.toFixed(0)} ms); plan: ${plan.join(' | ')}`);
+      t.diagnostic(
+        `${engine}: usage read median ${readMs.toFixed(2)} ms (the full aggregation it replaces: ${aggregationMs.toFixed(0)} ms); plan: ${plan.join(' | ')}`,
+      );
       await assertLedgerConsistent(storage.db);
     });
 
@@ -152,14 +169,24 @@ for (const engine of ENGINES) {
       const key = await insertKey(storage.db, owner, 'busy');
       // 40 requests on one key, spread over four wallets so the finishes do not queue on one wallet
       // row and really meet at the key's totals row; every tenth is voided.
-      const requests = Array.from({ length: 40 }, (_, i) => ({ requestId: `${owner}-parallel-${i}`, wallet: wallets[i % 4]!, charge: i % 10 === 0 ? 0 : 100 + i }));
-      for (const r of requests) assert.ok(await reserve(storage, { wallet: r.wallet, apiKeyId: key, requestId: r.requestId, amountUsdc: 1000, leaseMs: 60_000 }));
-      const outcomes = await Promise.all(requests.map((r) => finishReservation(storage, r.requestId, r.charge, { ...usageRecord(r.requestId, r.wallet), apiKeyId: key })));
+      const requests = Array.from({ length: 40 }, (_, i) => ({
+        requestId: `${owner}-parallel-${i}`,
+        wallet: wallets[i % 4]!,
+        charge: i % 10 === 0 ? 0 : 100 + i,
+      }));
+      for (const r of requests)
+        assert.ok(await reserve(storage, { wallet: r.wallet, apiKeyId: key, requestId: r.requestId, amountUsdc: 1000, leaseMs: 60_000 }));
+      const outcomes = await Promise.all(
+        requests.map((r) => finishReservation(storage, r.requestId, r.charge, { ...usageRecord(r.requestId, r.wallet), apiKeyId: key })),
+      );
       assert.ok(outcomes.every((o) => o.applied));
       const [totals] = (await usageByKey(storage.db, owner)) as [KeyUsage];
       assert.equal(totals.request_count, 40);
       assert.equal(totals.total_prompt_tokens, 40 * 10);
-      assert.equal(totals.total_charged_usdc, requests.reduce((sum, r) => sum + r.charge, 0));
+      assert.equal(
+        totals.total_charged_usdc,
+        requests.reduce((sum, r) => sum + r.charge, 0),
+      );
       // usageRecord's provider cost is 1 per request; a void records none.
       assert.equal(totals.total_provider_cost_usdc, requests.filter((r) => r.charge > 0).length);
       await assertLedgerConsistent(storage.db);
@@ -190,7 +217,23 @@ for (const engine of ENGINES) {
       const ghost = key + 1000;
       await storage.db
         .insertInto('request_usage')
-        .values({ request_id: `${wallet}-ghost`, api_key_id: ghost, wallet, model: 'p/m', provider: 'p', prompt_tokens: 1, completion_tokens: 0, reasoning_tokens: 0, cached_tokens: 0, charged_usdc: 0, provider_cost_usdc: 0, status: 'ok', latency_ms: 1, estimated: 0, created_at: Date.now() })
+        .values({
+          request_id: `${wallet}-ghost`,
+          api_key_id: ghost,
+          wallet,
+          model: 'p/m',
+          provider: 'p',
+          prompt_tokens: 1,
+          completion_tokens: 0,
+          reasoning_tokens: 0,
+          cached_tokens: 0,
+          charged_usdc: 0,
+          provider_cost_usdc: 0,
+          status: 'ok',
+          latency_ms: 1,
+          estimated: 0,
+          created_at: Date.now(),
+        })
         .execute();
       // It is missing from both running totals: the per-key ones and the per-day ones.
       const problems = (await checkLedger(storage.db)).problems;

@@ -39,7 +39,17 @@ for (const engine of ENGINES) {
       const [one, two] = res.body.keys;
       assert.deepEqual(
         { ...one, created_at: undefined },
-        { api_key_id: a.id, label: 'one', created_at: undefined, revoked_at: null, request_count: 0, total_prompt_tokens: 0, total_completion_tokens: 0, total_charged_usdc: 0, total_platform_revenue_usd: 0 },
+        {
+          api_key_id: a.id,
+          label: 'one',
+          created_at: undefined,
+          revoked_at: null,
+          request_count: 0,
+          total_prompt_tokens: 0,
+          total_completion_tokens: 0,
+          total_charged_usdc: 0,
+          total_platform_revenue_usd: 0,
+        },
       );
       assert.ok(two.revoked_at);
     });
@@ -97,7 +107,15 @@ for (const engine of ENGINES) {
       // per-key totals the route reads.
       const record = async (requestId: string, promptTokens: number, completionTokens: number, charge: number, cost: number) => {
         assert.ok(await reserve(gw.services.storage, { wallet, apiKeyId: a.id, requestId, amountUsdc: 10_000, leaseMs: 60_000 }));
-        const usage = { ...usageRecord(requestId, wallet), apiKeyId: a.id, model: 'openai/gpt-4o-mini', provider: 'openai', promptTokens, completionTokens, providerCostUsdc: cost };
+        const usage = {
+          ...usageRecord(requestId, wallet),
+          apiKeyId: a.id,
+          model: 'openai/gpt-4o-mini',
+          provider: 'openai',
+          promptTokens,
+          completionTokens,
+          providerCostUsdc: cost,
+        };
         assert.equal((await finishReservation(gw.services.storage, requestId, charge, usage)).chargedUsdc, charge);
       };
       await record(`r1-${randomUUID()}`, 100, 20, 1200, 1000);

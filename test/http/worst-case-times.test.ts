@@ -3,10 +3,10 @@ import { test } from 'node:test';
 import { jsonBoundsProblem } from '../../src/http/json-body.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
-import { planInbound } from '../../src/chat/plan-inbound.ts';
+import { planInbound } from '../../src/metered/plan/inbound.ts';
 import { INBOUND_TRANSLATORS } from '../../src/protocols/index.ts';
-import { countMessageTokens } from '../../src/chat/count-tokens.ts';
-import { estimateUsage } from '../../src/chat/usage.ts';
+import { countMessageTokens } from '../../src/metered/count-tokens.ts';
+import { estimateUsage } from '../../src/metered/usage-estimate.ts';
 import { planEmbeddings } from '../../src/embeddings/plan.ts';
 import { cpuSince, watchTurns } from '../support/loop-hold.ts';
 import { MODELS, startChatHarness } from '../support/chat-harness.ts';
@@ -20,14 +20,26 @@ import { MODELS, startChatHarness } from '../support/chat-harness.ts';
  * generous 250 ms that still catches the seconds-long stalls these shapes caused.
  */
 
-const config = parseConfig({
-  providers: { anth: { type: 'anthropic' }, oai: { baseUrl: 'http://127.0.0.1:9/v1' } },
-  models: [
-    { provider: 'anth', name: 'claude', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1', inputs: ['text', 'image'], partTokenBounds: { image: 1600 } },
-    { provider: 'oai', name: 'chat', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1' },
-    { provider: 'oai', name: 'embed', type: 'embedding', contextLength: 8192, promptCostPer1M: '1', dimensions: 1536 },
-  ],
-}, {});
+const config = parseConfig(
+  {
+    providers: { anth: { type: 'anthropic' }, oai: { baseUrl: 'http://127.0.0.1:9/v1' } },
+    models: [
+      {
+        provider: 'anth',
+        name: 'claude',
+        contextLength: 10_000_000,
+        maxOutputTokens: 1000,
+        promptCostPer1M: '1',
+        completionCostPer1M: '1',
+        inputs: ['text', 'image'],
+        partTokenBounds: { image: 1600 },
+      },
+      { provider: 'oai', name: 'chat', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1' },
+      { provider: 'oai', name: 'embed', type: 'embedding', contextLength: 8192, promptCostPer1M: '1', dimensions: 1536 },
+    ],
+  },
+  {},
+);
 const catalog = buildCatalog(config);
 const MAX_BODY = config.limits.chatBodyBytes - 4096;
 const BOUND_MS = 250;
@@ -71,21 +83,45 @@ test('worst-case times of the per-byte work of each endpoint, at the default lim
   const textBody = JSON.stringify({ model: 'anth/claude', max_tokens: 10, messages: [{ role: 'user', content: cjk(MAX_BODY) }] });
   const raw = Buffer.from(textBody);
   const bounds = { maxDepth: config.limits.jsonMaxDepth, maxValues: config.limits.jsonMaxValues };
-  record('JSON body: bounds scan + UTF-8 decode + parse, 4 MiB of CJK text', held(() => jsonBoundsProblem(raw, bounds) ?? JSON.parse(raw.toString('utf8'))));
+  record(
+    'JSON body: bounds scan + UTF-8 decode + parse, 4 MiB of CJK text',
+    held(() => jsonBoundsProblem(raw, bounds) ?? JSON.parse(raw.toString('utf8'))),
+  );
   const valuesBody = Buffer.from(JSON.stringify({ model: 'oai/chat', messages: manyBlocks(6_600, Math.floor(MAX_BODY / 6_600) - 30) }));
-  record('JSON body: bounds scan + parse, 20,000 values', held(() => jsonBoundsProblem(valuesBody, bounds) ?? JSON.parse(valuesBody.toString('utf8'))));
+  record(
+    'JSON body: bounds scan + parse, 20,000 values',
+    held(() => jsonBoundsProblem(valuesBody, bounds) ?? JSON.parse(valuesBody.toString('utf8'))),
+  );
 
   const parsed = JSON.parse(textBody);
   const blocks = { model: 'anth/claude', max_tokens: 10, messages: [{ role: 'user', content: manyBlocks(6_600, Math.floor(MAX_BODY / 6_600) - 30) }] };
   const messages = inbound('/v1/messages');
-  record('/v1/messages native plan (checks, prompt bound, estimate body), 4 MiB text', held(() => planInbound(messages, parsed, catalog, config)));
-  record('/v1/messages native plan, 6,600 blocks', held(() => planInbound(messages, blocks, catalog, config)));
-  record('/v1/messages translated plan (decode + chat plan), 6,600 blocks', held(() => planInbound(messages, { ...blocks, model: 'oai/chat' }, catalog, config)));
+  record(
+    '/v1/messages native plan (checks, prompt bound, estimate body), 4 MiB text',
+    held(() => planInbound(messages, parsed, catalog, config)),
+  );
+  record(
+    '/v1/messages native plan, 6,600 blocks',
+    held(() => planInbound(messages, blocks, catalog, config)),
+  );
+  record(
+    '/v1/messages translated plan (decode + chat plan), 6,600 blocks',
+    held(() => planInbound(messages, { ...blocks, model: 'oai/chat' }, catalog, config)),
+  );
   const chatBlocks = { model: 'oai/chat', messages: [{ role: 'user', content: manyBlocks(6_600, Math.floor(MAX_BODY / 6_600) - 30) }] };
-  record('/v1/chat/completions plan (parts, prompt bound), 6,600 parts', held(() => planInbound(inbound('/v1/chat/completions'), chatBlocks, catalog, config)));
+  record(
+    '/v1/chat/completions plan (parts, prompt bound), 6,600 parts',
+    held(() => planInbound(inbound('/v1/chat/completions'), chatBlocks, catalog, config)),
+  );
   const items = Array.from({ length: 6_600 }, () => ({ role: 'user', content: 'word '.repeat(Math.floor(MAX_BODY / 6_600 / 5) - 8) }));
-  record('/v1/responses input decoding + plan, 6,600 items', held(() => planInbound(inbound('/v1/responses'), { model: 'oai/chat', input: items }, catalog, config)));
-  record('/v1/embeddings plan, 2,048 inputs of 2 KiB', held(() => planEmbeddings({ model: 'oai/embed', input: Array.from({ length: 2048 }, () => 'word '.repeat(400)) }, catalog)));
+  record(
+    '/v1/responses input decoding + plan, 6,600 items',
+    held(() => planInbound(inbound('/v1/responses'), { model: 'oai/chat', input: items }, catalog, config)),
+  );
+  record(
+    '/v1/embeddings plan, 2,048 inputs of 2 KiB',
+    held(() => planEmbeddings({ model: 'oai/embed', input: Array.from({ length: 2048 }, () => 'word '.repeat(400)) }, catalog)),
+  );
 
   await countMessageTokens({ model: 'anth/claude', messages: [{ role: 'user', content: 'warm up' }] }, catalog);
   const counted = await heldAsync(() => countMessageTokens(parsed, catalog));
@@ -105,7 +141,11 @@ test('worst-case time of a stored-response expansion: previous_response_id namin
   try {
     const w = await h.wallet(100_000_000);
     const post = (body: Record<string, unknown>) =>
-      fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/chat-big', ...body }) });
+      fetch(`${h.gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'fake/chat-big', ...body }),
+      });
     const input = Array.from({ length: 6_000 }, (_, i) => ({ role: 'user', content: `${i} ${'word '.repeat(60)}` }));
     const first = await post({ input });
     const stored = (await first.json()) as { id: string; store: boolean };
@@ -118,7 +158,11 @@ test('worst-case time of a stored-response expansion: previous_response_id namin
     const ms = turns.stop();
     assert.equal(next.status, 200, await next.text());
     // The fake provider runs in this process and parses the 2 MiB conversation too: an upper bound.
-    record('stored-response expansion, previous_response_id of 6,000 stored items (2 MiB), whole request with the in-process fake provider', ms, `(${Math.round(total)} ms in all)`);
+    record(
+      'stored-response expansion, previous_response_id of 6,000 stored items (2 MiB), whole request with the in-process fake provider',
+      ms,
+      `(${Math.round(total)} ms in all)`,
+    );
     assert.ok(ms < BOUND_MS, `held the event loop ${ms.toFixed(0)} ms`);
     await h.gw.assertLedger();
   } finally {

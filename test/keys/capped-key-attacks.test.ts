@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { planChat } from '../../src/chat/plan.ts';
+import { planChat } from '../../src/metered/plan/plan.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { tryReserve } from '../../src/ledger/operations/reserve.ts';
@@ -28,7 +28,8 @@ for (const engine of ENGINES) {
     afterEach(() => h.gw.assertLedger());
     after(() => h.stop());
 
-    const chat = (key: string, body: Record<string, unknown> = BODY) => call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}` });
+    const chat = (key: string, body: Record<string, unknown> = BODY) =>
+      call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}` });
 
     test('a provider reporting more usage than the reservation allows never takes a capped key past its limit', async () => {
       const bodies = [BODY, { ...BODY, stream: true, stream_options: { include_usage: true } }];
@@ -80,7 +81,9 @@ for (const engine of ENGINES) {
       assert.equal(patched.status, 404, patched.text);
       const revoked = await call(h.gw.url, 'DELETE', `/v1/auth/keys/${victim.keyId}`, undefined, auth);
       assert.equal(revoked.status, 404, revoked.text);
-      const own = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, { authorization: `Bearer ${(await call(h.gw.url, 'POST', '/v1/auth/session', await signInProof(victim.account))).body.token}` });
+      const own = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, {
+        authorization: `Bearer ${(await call(h.gw.url, 'POST', '/v1/auth/session', await signInProof(victim.account))).body.token}`,
+      });
       const key = own.body.data.find((k: { id: number }) => k.id === victim.keyId);
       assert.deepEqual([key.revoked_at, key.spend_limit_usdc], [null, null], "the victim's key is unchanged");
       // The victim's own session, wherever a client might put it, never runs chat.
@@ -114,7 +117,20 @@ for (const engine of ENGINES) {
       const wallet = await fundedWallet(storage.db, 100_000);
       const row = await storage.db
         .insertInto('api_keys')
-        .values({ wallet, key_hash: `h-${Math.random()}`, prefix: 'sk-test', last4: 'abcd', label: '', created_at: 0, revoked_at: null, last_used_at: null, spend_limit_usdc: 1_000, spend_limit_period: 'total', allowed_models: null, expires_at: null })
+        .values({
+          wallet,
+          key_hash: `h-${Math.random()}`,
+          prefix: 'sk-test',
+          last4: 'abcd',
+          label: '',
+          created_at: 0,
+          revoked_at: null,
+          last_used_at: null,
+          spend_limit_usdc: 1_000,
+          spend_limit_period: 'total',
+          allowed_models: null,
+          expires_at: null,
+        })
         .returning('id')
         .executeTakeFirstOrThrow();
       const key = Number(row.id);

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { planChat } from '../../src/chat/plan.ts';
+import { planChat } from '../../src/metered/plan/plan.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { tryReserve } from '../../src/ledger/operations/reserve.ts';
 import { applySettle } from '../../src/ledger/spool/apply-settle.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { MODELS, startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
@@ -27,7 +27,13 @@ function exactUsage(h: ChatHarness) {
   return { reserve: plan.reservationUsdc, usage: { prompt_tokens: plan.promptUpperBound, completion_tokens: BODY.max_tokens } };
 }
 
-async function patchKey(url: string, account: Parameters<typeof siweProof>[0], id: number, fields: Record<string, unknown>, proof?: { message: string; signature: string }) {
+async function patchKey(
+  url: string,
+  account: Parameters<typeof siweProof>[0],
+  id: number,
+  fields: Record<string, unknown>,
+  proof?: { message: string; signature: string },
+) {
   return call(url, 'PATCH', `/v1/auth/keys/${id}`, { ...(proof ?? (await siweProof(account, { action: 'loosen-key' }))), ...fields });
 }
 
@@ -40,7 +46,8 @@ for (const engine of ENGINES) {
     afterEach(() => h.gw.assertLedger());
     after(() => h.stop());
 
-    const chat = (key: string, body: Record<string, unknown> = BODY) => call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}` });
+    const chat = (key: string, body: Record<string, unknown> = BODY) =>
+      call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}` });
 
     test('a limit covering exactly K requests admits exactly K of 200 sent at once', async () => {
       const { reserve, usage } = exactUsage(h);
@@ -163,12 +170,32 @@ for (const engine of ENGINES) {
     async function limitedKey(wallet: string, limit: number, period: 'total' | 'day' | 'month') {
       const row = await storage.db
         .insertInto('api_keys')
-        .values({ wallet, key_hash: `h-${Math.random()}`, prefix: 'sk-test', last4: 'abcd', label: '', created_at: 0, revoked_at: null, last_used_at: null, spend_limit_usdc: limit, spend_limit_period: period, allowed_models: null, expires_at: null })
+        .values({
+          wallet,
+          key_hash: `h-${Math.random()}`,
+          prefix: 'sk-test',
+          last4: 'abcd',
+          label: '',
+          created_at: 0,
+          revoked_at: null,
+          last_used_at: null,
+          spend_limit_usdc: limit,
+          spend_limit_period: period,
+          allowed_models: null,
+          expires_at: null,
+        })
         .returning('id')
         .executeTakeFirstOrThrow();
       return Number(row.id);
     }
-    const req = (wallet: string, apiKeyId: number, requestId: string, amountUsdc: number, leaseMs = 60_000) => ({ wallet, apiKeyId, requestId, amountUsdc, leaseMs, keyHasLimit: true });
+    const req = (wallet: string, apiKeyId: number, requestId: string, amountUsdc: number, leaseMs = 60_000) => ({
+      wallet,
+      apiKeyId,
+      requestId,
+      amountUsdc,
+      leaseMs,
+      keyHasLimit: true,
+    });
 
     test('a new UTC day starts at 0; a reservation from the old day settles in the old day', async () => {
       const wallet = await fundedWallet(storage.db, 10_000);
@@ -199,7 +226,7 @@ for (const engine of ENGINES) {
       assert.equal((await tryReserve(storage, req(wallet, key, `${wallet}-a`, 1_000, 10), t0)).ok, true);
       assert.equal((await tryReserve(storage, req(wallet, key, `${wallet}-b`, 1_000), t0 + 86_400_000)).ok, true);
       // The sweeper releases a: its room comes back.
-      assert.equal(await sweepExpiredReservations(storage.db, t0 + 1_000) >= 1, true);
+      assert.equal((await sweepExpiredReservations(storage.db, t0 + 1_000)) >= 1, true);
       await assertLedgerConsistent(storage.db);
       assert.equal((await tryReserve(storage, req(wallet, key, `${wallet}-c`, 2_000), t0 + 2 * 86_400_000)).ok, true);
       assert.equal((await tryReserve(storage, req(wallet, key, `${wallet}-d`, 1), t0 + 2 * 86_400_000)).ok, false);
@@ -208,7 +235,12 @@ for (const engine of ENGINES) {
       const late = await applySettle(storage, { requestId: `${wallet}-a`, wallet, chargeUsdc: 400, usage: usageRecord(`${wallet}-a`, wallet) });
       assert.equal(late.kind, 'late');
       assert.ok(late.kind === 'late' && late.outcome.shortfallUsdc === 400);
-      const month = await storage.db.selectFrom('key_spend').selectAll().where('api_key_id', '=', key).where('period', '=', 'month:2031-05').executeTakeFirstOrThrow();
+      const month = await storage.db
+        .selectFrom('key_spend')
+        .selectAll()
+        .where('api_key_id', '=', key)
+        .where('period', '=', 'month:2031-05')
+        .executeTakeFirstOrThrow();
       assert.deepEqual([Number(month.spent_usdc), Number(month.locked_usdc)], [0, 3_000]);
       await finishReservation(storage, `${wallet}-b`, 1_000, usageRecord(`${wallet}-b`, wallet));
       await finishReservation(storage, `${wallet}-c`, 0, usageRecord(`${wallet}-c`, wallet));
@@ -254,7 +286,11 @@ describe('two gateway instances sharing PostgreSQL', () => {
     const K = 9;
     const account = newAccount();
     await adjustBalance(a.services.storage.db, { wallet: account.address, amountUsdc: 1_000_000_000 });
-    const created = await call(a.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), spend_limit_usdc: K * plan.reservationUsdc + 1, spend_limit_period: 'month' });
+    const created = await call(a.url, 'POST', '/v1/auth/keys', {
+      ...(await createKeyProof(account)),
+      spend_limit_usdc: K * plan.reservationUsdc + 1,
+      spend_limit_period: 'month',
+    });
     assert.equal(created.status, 201, created.text);
     const before = fake.received.length;
     const results = await Promise.all(

@@ -23,7 +23,12 @@ describe('which changes loosen a key', () => {
     ['no cap', { spend_limit_usdc: 10, spend_limit_period: 'total' }, {}, ['spend_limit_usdc']],
     ['day to month to total', { spend_limit_usdc: 10, spend_limit_period: 'day' }, { spend_limit_usdc: 10, spend_limit_period: 'month' }, []],
     ['total to month', { spend_limit_usdc: 10, spend_limit_period: 'total' }, { spend_limit_usdc: 10, spend_limit_period: 'month' }, ['spend_limit_usdc']],
-    ['a lower cap that resets more often', { spend_limit_usdc: 10, spend_limit_period: 'month' }, { spend_limit_usdc: 1, spend_limit_period: 'day' }, ['spend_limit_usdc']],
+    [
+      'a lower cap that resets more often',
+      { spend_limit_usdc: 10, spend_limit_period: 'month' },
+      { spend_limit_usdc: 1, spend_limit_period: 'day' },
+      ['spend_limit_usdc'],
+    ],
     ['a first model list', {}, { allowed_models: ['a'] }, []],
     ['fewer models', { allowed_models: ['a', 'b'] }, { allowed_models: ['b'] }, []],
     ['another model', { allowed_models: ['a'] }, { allowed_models: ['b'] }, ['models']],
@@ -32,7 +37,12 @@ describe('which changes loosen a key', () => {
     ['an earlier expiry', { expires_at: 10 }, { expires_at: 5 }, []],
     ['a later expiry', { expires_at: 10 }, { expires_at: 11 }, ['expires_at']],
     ['no expiry', { expires_at: 10 }, {}, ['expires_at']],
-    ['everything at once', { spend_limit_usdc: 10, spend_limit_period: 'total', allowed_models: ['a'], expires_at: 10 }, {}, ['spend_limit_usdc', 'models', 'expires_at']],
+    [
+      'everything at once',
+      { spend_limit_usdc: 10, spend_limit_period: 'total', allowed_models: ['a'], expires_at: 10 },
+      {},
+      ['spend_limit_usdc', 'models', 'expires_at'],
+    ],
   ];
   for (const [what, before, after, loosened] of cases) {
     test(`${what}: ${loosened.length ? `loosens ${loosened.join(', ')}` : 'tightens'}`, () => {
@@ -58,7 +68,7 @@ describe('attack: a session tightening on a stale read loosens a limit the owner
     await h?.stop();
   });
 
-  test('the session\'s 500 is decided again on the owner\'s 100, refused as a loosening, and the key keeps 100', async () => {
+  test("the session's 500 is decided again on the owner's 100, refused as a loosening, and the key keeps 100", async () => {
     const account = newAccount();
     const created = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), spend_limit_usdc: 1_000 });
     assert.equal(created.status, 201, created.text);
@@ -70,13 +80,16 @@ describe('attack: a session tightening on a stale read loosens a limit the owner
     await owner.query('UPDATE api_keys SET spend_limit_usdc = 100 WHERE id = $1', [id]);
     // The session reads 1 000 (the committed value), decides 500 tightens, and waits on the row.
     const patch = call(h.gw.url, 'PATCH', `/v1/auth/keys/${id}`, { spend_limit_usdc: 500 }, { authorization: `Bearer ${session}` });
-    await until(async () => (await observer.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).rowCount! > 0, 'the session waiting on the row');
+    await until(
+      async () => (await observer.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).rowCount! > 0,
+      'the session waiting on the row',
+    );
     await owner.query('COMMIT');
 
     const res = await patch;
     assert.equal(res.status, 403, res.text);
     assert.match(res.body.message, /loosens spend_limit_usdc/);
     const row = await h.gw.services.storage.db.selectFrom('api_keys').select('spend_limit_usdc').where('id', '=', id).executeTakeFirstOrThrow();
-    assert.equal(Number(row.spend_limit_usdc), 100, 'the owner\'s lower cap stands');
+    assert.equal(Number(row.spend_limit_usdc), 100, "the owner's lower cap stands");
   });
 });

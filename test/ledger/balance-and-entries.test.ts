@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { ensureWallet, getBalance } from '../../src/ledger/balances.ts';
-import { adjustBalance, applyMovement } from '../../src/ledger/credits.ts';
+import { adjustBalance, applyMovement } from '../../src/ledger/movements.ts';
 import { isBalanceConstraintError, isUniqueViolation } from '../../src/storage/constraint-errors.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { consumeNonce, pruneNonces } from '../../src/siwe/nonce-store.ts';
@@ -30,16 +30,35 @@ for (const engine of ENGINES) {
 
     test('migrations are idempotent and record what they applied', async () => {
       assert.deepEqual(await migrateToLatest(storage), { applied: [] });
-      const tables = ['wallets', 'ledger_entries', 'reservations', 'api_keys', 'siwe_nonces', 'redeem_codes', 'referral_codes', 'referral_attributions', 'request_usage', 'settings'];
+      const tables = [
+        'wallets',
+        'ledger_entries',
+        'reservations',
+        'api_keys',
+        'siwe_nonces',
+        'redeem_codes',
+        'referral_codes',
+        'referral_attributions',
+        'request_usage',
+        'settings',
+      ];
       for (const t of tables) await sql`select count(*) from ${sql.table(t)}`.execute(storage.db);
     });
 
     test('a credit moves the balance and appends one entry; the sums agree', async () => {
-      await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: W.toUpperCase().replace('0X', '0x'), kind: 'adjustment', amountUsdc: 5_000_000, reference: 'test:1' }));
+      await storage.db
+        .transaction()
+        .execute((trx) => applyMovement(trx, { wallet: W.toUpperCase().replace('0X', '0x'), kind: 'adjustment', amountUsdc: 5_000_000, reference: 'test:1' }));
       await storage.db.transaction().execute((trx) => applyMovement(trx, { wallet: W, kind: 'adjustment', amountUsdc: -1_250_000, reference: 'test:2' }));
       assert.deepEqual(await getBalance(storage.db, W), { balance_usdc: 3_750_000, locked_usdc: 0, available_usdc: 3_750_000 });
       const entries = await storage.db.selectFrom('ledger_entries').select(['wallet', 'amount_usdc']).where('wallet', '=', W).execute();
-      assert.deepEqual(entries.map((e) => [e.wallet, Number(e.amount_usdc)]), [[W, 5_000_000], [W, -1_250_000]]);
+      assert.deepEqual(
+        entries.map((e) => [e.wallet, Number(e.amount_usdc)]),
+        [
+          [W, 5_000_000],
+          [W, -1_250_000],
+        ],
+      );
       await assertLedgerOk(storage);
     });
 
@@ -53,7 +72,9 @@ for (const engine of ENGINES) {
     });
 
     test('the database refuses locked above balance', async () => {
-      await assert.rejects(sql`update wallets set locked_usdc = balance_usdc + 1 where address = ${W}`.execute(storage.db), (err) => isBalanceConstraintError(err));
+      await assert.rejects(sql`update wallets set locked_usdc = balance_usdc + 1 where address = ${W}`.execute(storage.db), (err) =>
+        isBalanceConstraintError(err),
+      );
       await assert.rejects(sql`update wallets set locked_usdc = -1 where address = ${W}`.execute(storage.db), (err) => isBalanceConstraintError(err));
     });
 
@@ -85,7 +106,10 @@ for (const engine of ENGINES) {
       await sql`update wallets set balance_usdc = 11 where address = ${wallet}`.execute(storage.db);
       const bad = await checkLedger(storage.db);
       assert.equal(bad.ok, false);
-      assert.ok(bad.problems.some((p) => p.includes(`wallet ${wallet}: balance 11 != ledger sum 10`)), bad.problems.join('\n'));
+      assert.ok(
+        bad.problems.some((p) => p.includes(`wallet ${wallet}: balance 11 != ledger sum 10`)),
+        bad.problems.join('\n'),
+      );
       assert.ok(bad.problems.some((p) => p.startsWith('credits ')));
       await sql`update wallets set balance_usdc = 10 where address = ${wallet}`.execute(storage.db);
       await assertLedgerOk(storage);
@@ -96,7 +120,10 @@ for (const engine of ENGINES) {
       await adjustBalance(storage.db, { wallet, amountUsdc: 10 });
       await sql`update wallets set locked_usdc = 4 where address = ${wallet}`.execute(storage.db);
       const bad = await checkLedger(storage.db);
-      assert.ok(bad.problems.some((p) => p.includes('locked 4 != pending reservations 0')), bad.problems.join('\n'));
+      assert.ok(
+        bad.problems.some((p) => p.includes('locked 4 != pending reservations 0')),
+        bad.problems.join('\n'),
+      );
       await sql`update wallets set locked_usdc = 0 where address = ${wallet}`.execute(storage.db);
       await assertLedgerOk(storage);
     });

@@ -78,7 +78,9 @@ for (const engine of ENGINES) {
         const ledger = await checkLedger(db);
         assert.deepEqual(ledger.problems, []);
         assert.equal(ledger.ok, true);
-        assert.deepEqual(await findChargesAboveReservation(db), [{ requestId, wallet: w.account.address.toLowerCase(), reservedUsdc: reserved, chargedUsdc: CHARGE }]);
+        assert.deepEqual(await findChargesAboveReservation(db), [
+          { requestId, wallet: w.account.address.toLowerCase(), reservedUsdc: reserved, chargedUsdc: CHARGE },
+        ]);
         assert.equal(ledger.findings.length, 1);
         assert.match(ledger.findings[0]!, new RegExp(`request ${requestId} .*charged ${CHARGE} above its reservation of ${reserved}`));
 

@@ -88,10 +88,13 @@ for (const engine of ENGINES) {
 }
 
 test('a lease shorter than a renewal can take is refused at load', () => {
-  assert.throws(() => parseConfig({ chat: { reservationLeaseSeconds: 5 } }), (err: Error) => {
-    assert.ok(err instanceof ConfigError);
-    assert.match(err.message, /chat\.reservationLeaseSeconds: must be at least 10/);
-    return true;
-  });
+  assert.throws(
+    () => parseConfig({ chat: { reservationLeaseSeconds: 5 } }),
+    (err: Error) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /chat\.reservationLeaseSeconds: must be at least 10/);
+      return true;
+    },
+  );
   assert.equal(parseConfig({ chat: { reservationLeaseSeconds: LEASE_SECONDS } }).chat.reservationLeaseSeconds, LEASE_SECONDS);
 });

@@ -8,7 +8,12 @@ import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { DAY, seedRequests, tamperEntry } from '../support/retention.ts';
 
 const totals = (c: { ok: boolean; wallets: number; entries: number; creditsUsdc: number; chargesUsdc: number; problems: string[] }) => ({
-  ok: c.ok, wallets: c.wallets, entries: c.entries, creditsUsdc: c.creditsUsdc, chargesUsdc: c.chargesUsdc, problems: c.problems,
+  ok: c.ok,
+  wallets: c.wallets,
+  entries: c.entries,
+  creditsUsdc: c.creditsUsdc,
+  chargesUsdc: c.chargesUsdc,
+  problems: c.problems,
 });
 
 for (const engine of ENGINES) {
@@ -55,7 +60,10 @@ for (const engine of ENGINES) {
       const incremental = await runLedgerCheck(s.db, { full: false, now: later + 2 * DAY });
       assert.deepEqual(incremental.problems, [], 'the checkpoint vouches for what it proved');
       const full = await runLedgerCheck(s.db, { full: true });
-      assert.ok(full.problems.some((p) => /balance \d+ != ledger sum/.test(p)), full.problems.join('\n'));
+      assert.ok(
+        full.problems.some((p) => /balance \d+ != ledger sum/.test(p)),
+        full.problems.join('\n'),
+      );
 
       await tamperEntry(s, Number(old.id), 5);
       const [w] = await seedRequests(s, 20, 1, 'c');
@@ -70,7 +78,10 @@ for (const engine of ENGINES) {
       await tamperEntry(s, Number(recent.id), -7);
       const after = await runLedgerCheck(s.db, { full: false, now: later + 2 * DAY });
       assert.ok(after.from, 'checked from the checkpoint');
-      assert.ok(after.problems.some((p) => p.startsWith(`wallet ${w}: balance`)), after.problems.join('\n'));
+      assert.ok(
+        after.problems.some((p) => p.startsWith(`wallet ${w}: balance`)),
+        after.problems.join('\n'),
+      );
       assert.equal(after.stored, null, 'a failed check stores no checkpoint');
       await tamperEntry(s, Number(recent.id), 7);
     });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { MoneyInvariantError } from '../../src/ledger/assert.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';

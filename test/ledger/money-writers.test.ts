@@ -12,23 +12,31 @@ describe('money tables are written only from src/ledger/', () => {
     const planted = [
       "await db.updateTable('wallets').set({ balance_usdc: 0 }).execute();",
       "await trx.insertInto('ledger_entries as e').values(row).execute();",
-      "await db.deleteFrom(`key_spend`).execute();",
+      'await db.deleteFrom(`key_spend`).execute();',
       "const CLOSE = 'UPDATE reservations SET status = ? WHERE request_id = ?';",
-      "const ADD = `insert into usage_totals (api_key_id) values (${id})`;",
-      "await sql`delete   from\n usage_daily where day < ${day}`.execute(db);",
+      'const ADD = `insert into usage_totals (api_key_id) values (${id})`;',
+      'await sql`delete   from\n usage_daily where day < ${day}`.execute(db);',
       "const ROW = 'INSERT OR IGNORE INTO request_usage (request_id) VALUES (?)';",
     ].join('\n');
     const found = moneyWritesIn('src/keys/planted.ts', planted);
     assert.deepEqual(
       found.map((f) => [f.line, f.table]),
-      [[1, 'wallets'], [2, 'ledger_entries'], [3, 'key_spend'], [4, 'reservations'], [5, 'usage_totals'], [6, 'usage_daily'], [8, 'request_usage']],
+      [
+        [1, 'wallets'],
+        [2, 'ledger_entries'],
+        [3, 'key_spend'],
+        [4, 'reservations'],
+        [5, 'usage_totals'],
+        [6, 'usage_daily'],
+        [8, 'request_usage'],
+      ],
     );
     assert.equal(isAllowed('src/keys/planted.ts'), false);
   });
 
   test('reads, comments, other tables and the allowed folders are not violations', () => {
     const harmless = [
-      "// UPDATE wallets SET balance_usdc = 0 is what a refund would do",
+      '// UPDATE wallets SET balance_usdc = 0 is what a refund would do',
       "await db.selectFrom('wallets').selectAll().execute();",
       "await db.updateTable('api_keys').set({ revoked_at: 1 }).execute();",
       "const Q = 'SELECT * FROM reservations WHERE status = ?';",

@@ -52,7 +52,10 @@ for (const engine of ENGINES) {
     test('a credited payment whose state says failed: its credit is one too many, and its status disagrees', async () => {
       const problems = await corrupt(credited, { state: 'failed' });
       assert.ok(problems.includes(`payment ${credited} (failed): 1 top-up credits, expected 0`), problems.join('\n'));
-      assert.ok(problems.some((p) => p.startsWith(`payment ${credited} is failed but its status/upto_state read credited/null`)), problems.join('\n'));
+      assert.ok(
+        problems.some((p) => p.startsWith(`payment ${credited} is failed but its status/upto_state read credited/null`)),
+        problems.join('\n'),
+      );
     });
 
     test('a payment marked credited (state and status) with no credit behind it', async () => {
@@ -63,7 +66,10 @@ for (const engine of ENGINES) {
     test('a released payment without its release kind, and a failed one with one', async () => {
       assert.ok((await corrupt(released, { release_kind: null })).some((p) => p.startsWith(`payment ${released} is released with release kind none`)));
       const failed = await corrupt(released, { state: 'failed' });
-      assert.ok(failed.some((p) => p.startsWith(`payment ${released} is failed with release kind never_sent`)), failed.join('\n'));
+      assert.ok(
+        failed.some((p) => p.startsWith(`payment ${released} is failed with release kind never_sent`)),
+        failed.join('\n'),
+      );
     });
 
     test('the command exits 1 and names the payment', async () => {

@@ -26,7 +26,11 @@ for (const engine of ENGINES) {
       assert.equal(await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-a`, amountUsdc: 600, leaseMs: 60_000 }), true);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 600, available_usdc: 400 });
       await ok();
-      assert.equal(await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-b`, amountUsdc: 401, leaseMs: 60_000 }), false, 'cannot lock more than is available');
+      assert.equal(
+        await reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-b`, amountUsdc: 401, leaseMs: 60_000 }),
+        false,
+        'cannot lock more than is available',
+      );
       const first = await finishReservation(s, `${w}-a`, 250, usageRecord(`${w}-a`, w));
       assert.deepEqual(first, { applied: true, chargedUsdc: 250, shortfallUsdc: 0, balanceUsdc: 750 });
       const again = await finishReservation(s, `${w}-a`, 250, usageRecord(`${w}-a`, w));
@@ -66,9 +70,18 @@ for (const engine of ENGINES) {
       const ids = Array.from({ length: 5 }, (_, i) => `${w}-o${i}`);
       for (const requestId of ids) assert.equal(await reserve(s, { wallet: w, apiKeyId: 1, requestId, amountUsdc: 100, leaseMs: 60_000 }), true);
       const outcomes = await Promise.all(ids.map((id) => finishReservation(s, id, 300, usageRecord(id, w))));
-      assert.deepEqual(outcomes.map((o) => o.chargedUsdc).sort((a, b) => a - b), [100, 100, 200, 300, 300]);
-      assert.equal(outcomes.reduce((sum, o) => sum + o.shortfallUsdc, 0), 500);
-      assert.deepEqual(outcomes.map((o) => o.balanceUsdc).sort((a, b) => a! - b!), [0, 100, 200, 400, 700]);
+      assert.deepEqual(
+        outcomes.map((o) => o.chargedUsdc).sort((a, b) => a - b),
+        [100, 100, 200, 300, 300],
+      );
+      assert.equal(
+        outcomes.reduce((sum, o) => sum + o.shortfallUsdc, 0),
+        500,
+      );
+      assert.deepEqual(
+        outcomes.map((o) => o.balanceUsdc).sort((a, b) => a! - b!),
+        [0, 100, 200, 400, 700],
+      );
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 0, locked_usdc: 0, available_usdc: 0 });
       await ok();
     });
@@ -81,7 +94,10 @@ for (const engine of ENGINES) {
       assert.ok((await sweepExpiredReservations(s.db, now)) >= 1);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 300, available_usdc: 700 });
       const rows = await s.db.selectFrom('reservations').select(['request_id', 'status']).where('wallet', '=', w).orderBy('id').execute();
-      assert.deepEqual(rows.map((r) => r.status), ['voided', 'pending']);
+      assert.deepEqual(
+        rows.map((r) => r.status),
+        ['voided', 'pending'],
+      );
       assert.equal((await finishReservation(s, `${w}-old`, 150, usageRecord(`${w}-old`, w))).applied, false);
       await finishReservation(s, `${w}-live`, 100, usageRecord(`${w}-live`, w));
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 900, locked_usdc: 0, available_usdc: 900 });

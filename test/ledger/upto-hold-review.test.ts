@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, sql } from 'kysely';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { applyMovement } from '../../src/ledger/movements.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { reserve } from '../../src/ledger/operations/reserve.ts';
@@ -77,8 +77,14 @@ for (const engine of ENGINES) {
         await spend(s, payer, 300);
         const outcomes = await Promise.all([s, other, s, other, s, other].map((st) => fixCharge(st.db, id)));
         assert.deepEqual(outcomes.filter((o) => o === 'fixed').length, 1, outcomes.join());
-        assert.deepEqual(outcomes.filter((o) => o !== 'fixed'), Array(5).fill('not-holding'));
-        assert.deepEqual(await entriesOf(s, id), [['upto_hold', MAXIMUM], ['upto_release', -700]]);
+        assert.deepEqual(
+          outcomes.filter((o) => o !== 'fixed'),
+          Array(5).fill('not-holding'),
+        );
+        assert.deepEqual(await entriesOf(s, id), [
+          ['upto_hold', MAXIMUM],
+          ['upto_release', -700],
+        ]);
         assert.deepEqual(await settleOf(s, id), { upto_state: 'settling', settle_amount_atomic: '300' });
         await assertLedgerConsistent(s.db);
       } finally {
@@ -151,7 +157,10 @@ for (const engine of ENGINES) {
       assert.deepEqual(late.kind === 'late' && [late.outcome.chargedUsdc, late.outcome.shortfallUsdc], [0, 300]);
       assert.equal((await getBalance(s.db, uptoHoldWallet(payer))).balance_usdc, 0);
       const check = await checkLedger(s.db);
-      assert.ok(check.findings.some((f) => f.includes(spooled.requestId)), check.findings.join('\n'));
+      assert.ok(
+        check.findings.some((f) => f.includes(spooled.requestId)),
+        check.findings.join('\n'),
+      );
     });
   });
 
@@ -163,41 +172,35 @@ for (const engine of ENGINES) {
     });
     after(() => s.close());
 
-    test(
-      "A's late charge arriving while B holds is not taken from B's hold: B settles only what B's request used",
-      async () => {
-        const payer = newWallet();
-        const { spooled } = await sweptAndFixed(s, payer, 300);
-        const b = await pendingUpto(s, payer);
-        assert.equal((await holdMaximum(s.db, b.id, PAYLOAD)).kind, 'held');
-        // B's request reserved its maximum and finished for 200; between that finish and B's fix
-        // (settleUpto right after the answer, or the reconciler) the outage ends and A's spooled settle arrives.
-        await spend(s, payer, 200);
-        const late = await applySettle(s, spooled);
-        assert.equal(await fixCharge(s.db, b.id), 'fixed');
-        const problems = (await checkLedger(s.db)).problems;
-        assert.deepEqual(
-          { aLateCharged: late.kind === 'late' ? late.outcome.chargedUsdc : late.kind, bSettles: (await settleOf(s, b.id)).settle_amount_atomic, problems },
-          { aLateCharged: 0, bSettles: '200', problems: [] },
-        );
-      },
-    );
+    test("A's late charge arriving while B holds is not taken from B's hold: B settles only what B's request used", async () => {
+      const payer = newWallet();
+      const { spooled } = await sweptAndFixed(s, payer, 300);
+      const b = await pendingUpto(s, payer);
+      assert.equal((await holdMaximum(s.db, b.id, PAYLOAD)).kind, 'held');
+      // B's request reserved its maximum and finished for 200; between that finish and B's fix
+      // (settleUpto right after the answer, or the reconciler) the outage ends and A's spooled settle arrives.
+      await spend(s, payer, 200);
+      const late = await applySettle(s, spooled);
+      assert.equal(await fixCharge(s.db, b.id), 'fixed');
+      const problems = (await checkLedger(s.db)).problems;
+      assert.deepEqual(
+        { aLateCharged: late.kind === 'late' ? late.outcome.chargedUsdc : late.kind, bSettles: (await settleOf(s, b.id)).settle_amount_atomic, problems },
+        { aLateCharged: 0, bSettles: '200', problems: [] },
+      );
+    });
 
-    test(
-      "A's late charge arriving while B holds leaves B's request its reservation of the whole maximum",
-      async () => {
-        const payer = newWallet();
-        const { spooled } = await sweptAndFixed(s, payer, 300);
-        const b = await pendingUpto(s, payer);
-        await holdMaximum(s.db, b.id, PAYLOAD);
-        await applySettle(s, spooled);
-        const wallet = uptoHoldWallet(payer);
-        const reserved = await reserve(s, { wallet, apiKeyId: 1, requestId: randomUUID(), amountUsdc: MAXIMUM, leaseMs: 60_000 });
-        // The upto path throws "the upto hold did not cover its own reservation"; its finally settles B anyway.
-        if (!reserved) await fixCharge(s.db, b.id);
-        assert.deepEqual({ reserved, bSettles: (await settleOf(s, b.id)).settle_amount_atomic }, { reserved: true, bSettles: null });
-      },
-    );
+    test("A's late charge arriving while B holds leaves B's request its reservation of the whole maximum", async () => {
+      const payer = newWallet();
+      const { spooled } = await sweptAndFixed(s, payer, 300);
+      const b = await pendingUpto(s, payer);
+      await holdMaximum(s.db, b.id, PAYLOAD);
+      await applySettle(s, spooled);
+      const wallet = uptoHoldWallet(payer);
+      const reserved = await reserve(s, { wallet, apiKeyId: 1, requestId: randomUUID(), amountUsdc: MAXIMUM, leaseMs: 60_000 });
+      // The upto path throws "the upto hold did not cover its own reservation"; its finally settles B anyway.
+      if (!reserved) await fixCharge(s.db, b.id);
+      assert.deepEqual({ reserved, bSettles: (await settleOf(s, b.id)).settle_amount_atomic }, { reserved: true, bSettles: null });
+    });
   });
 
   describe(`attack: ledger-check and tampered hold wallets (${engine})`, () => {
@@ -209,21 +212,18 @@ for (const engine of ENGINES) {
     after(() => s.close());
 
     for (const kind of ['adjustment', 'charge'] as const) {
-      test(
-        `a debit (${kind}) on a holding wallet, not by its request, is a ledger-check problem`,
-        async () => {
-          const { id, payer } = await pendingUpto(s);
-          await holdMaximum(s.db, id, PAYLOAD);
-          await spend(s, payer, 100);
-          // Between the request's finish and the fix: 300 more taken from what the request left.
-          const debit = { wallet: uptoHoldWallet(payer), kind, amountUsdc: -300, reference: `tampered:${id}` };
-          await s.db.transaction().execute((trx) => applyMovement(trx, debit));
-          assert.equal(await fixCharge(s.db, id), 'fixed');
-          const problems = (await checkLedger(s.db)).problems;
-          assert.equal((await settleOf(s, id)).settle_amount_atomic, '400');
-          assert.ok(problems.length > 0, 'ledger-check found nothing');
-        },
-      );
+      test(`a debit (${kind}) on a holding wallet, not by its request, is a ledger-check problem`, async () => {
+        const { id, payer } = await pendingUpto(s);
+        await holdMaximum(s.db, id, PAYLOAD);
+        await spend(s, payer, 100);
+        // Between the request's finish and the fix: 300 more taken from what the request left.
+        const debit = { wallet: uptoHoldWallet(payer), kind, amountUsdc: -300, reference: `tampered:${id}` };
+        await s.db.transaction().execute((trx) => applyMovement(trx, debit));
+        assert.equal(await fixCharge(s.db, id), 'fixed');
+        const problems = (await checkLedger(s.db)).problems;
+        assert.equal((await settleOf(s, id)).settle_amount_atomic, '400');
+        assert.ok(problems.length > 0, 'ledger-check found nothing');
+      });
     }
 
     test('a hold wallet credited other than by a hold, a release elsewhere, a second release, a stray hold: each named', async () => {
@@ -234,7 +234,11 @@ for (const engine of ENGINES) {
       // Rows written past the operations (amounts of 0, so the wallets' own sums stay as they were).
       const entry = async (wallet: string, kind: 'adjustment' | 'topup' | 'upto_hold', reference: string) => {
         const empty = { address: wallet, balance_usdc: 0, locked_usdc: 0, created_at: 1, updated_at: 1 };
-        await s.db.insertInto('wallets').values(empty).onConflict((oc) => oc.doNothing()).execute();
+        await s.db
+          .insertInto('wallets')
+          .values(empty)
+          .onConflict((oc) => oc.doNothing())
+          .execute();
         await s.db.insertInto('ledger_entries').values({ wallet, kind, amount_usdc: 0, reference, created_at: 1 }).execute();
       };
       const tampered: [string, () => Promise<unknown>, RegExp][] = [
@@ -245,7 +249,10 @@ for (const engine of ENGINES) {
       for (const [what, tamper, expected] of tampered) {
         await tamper();
         const problems = (await checkLedger(s.db)).problems;
-        assert.ok(problems.some((p) => expected.test(p)), `${what}: ${problems.join('\n')}`);
+        assert.ok(
+          problems.some((p) => expected.test(p)),
+          `${what}: ${problems.join('\n')}`,
+        );
       }
     });
   });
@@ -255,10 +262,19 @@ for (const engine of ENGINES) {
       const s = openStorage(await freshDatabaseUrl(engine));
       try {
         const upTo013 = {
-          '001-foundation': foundation(engine), '002-payments': payments(), '003-payment-terms': paymentTerms(), '004-usage-totals': usageTotals(),
-          '005-settle-shortfalls': settleShortfalls(), '006-key-limits': keyLimits(), '007-dashboard': dashboard(), '008-payment-purpose': paymentPurpose(),
-          '009-stored-responses': storedResponses(), '010-usage-deployment': usageDeployment(), '011-payment-identifiers': paymentIdentifiers(),
-          '012-payment-identifier-holder': paymentIdentifierHolder(), '013-upto-payments': uptoPayments(),
+          '001-foundation': foundation(engine),
+          '002-payments': payments(),
+          '003-payment-terms': paymentTerms(),
+          '004-usage-totals': usageTotals(),
+          '005-settle-shortfalls': settleShortfalls(),
+          '006-key-limits': keyLimits(),
+          '007-dashboard': dashboard(),
+          '008-payment-purpose': paymentPurpose(),
+          '009-stored-responses': storedResponses(),
+          '010-usage-deployment': usageDeployment(),
+          '011-payment-identifiers': paymentIdentifiers(),
+          '012-payment-identifier-holder': paymentIdentifierHolder(),
+          '013-upto-payments': uptoPayments(),
         };
         const migrated = await new Migrator({ db: s.db, provider: { getMigrations: async () => upTo013 } }).migrateToLatest();
         assert.equal(migrated.error, undefined);
@@ -291,7 +307,10 @@ for (const engine of ENGINES) {
         // The older holding payment is fixed by today's code: the new-form release next to the older-form hold.
         await spend(s, holding.payer, 250);
         assert.equal(await fixCharge(s.db, holding.id), 'fixed');
-        assert.deepEqual(await entriesOf(s, holding.id), [['topup', MAXIMUM], ['upto_release', -750]]);
+        assert.deepEqual(await entriesOf(s, holding.id), [
+          ['topup', MAXIMUM],
+          ['upto_release', -750],
+        ]);
         await assertLedgerConsistent(s.db);
         const last = await s.db.selectFrom('ledger_entries').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow();
         assert.ok(Number(last.id) > Number(before.at(-1)!.id));

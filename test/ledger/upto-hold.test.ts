@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { applyMovement } from '../../src/ledger/movements.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { HoldInvariantError, holdUpto, releaseUpto, uptoHoldWallet } from '../../src/ledger/operations/upto-hold.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
@@ -32,7 +32,10 @@ for (const engine of ENGINES) {
       assert.equal((await holdMaximum(s.db, id, PAYLOAD)).kind, 'held');
       await spend(s, payer, 250);
       assert.equal(await fixCharge(s.db, id), 'fixed');
-      assert.deepEqual(await entriesOf(s, id), [['upto_hold', MAXIMUM], ['upto_release', -750]]);
+      assert.deepEqual(await entriesOf(s, id), [
+        ['upto_hold', MAXIMUM],
+        ['upto_release', -750],
+      ]);
       assert.deepEqual(await getBalance(s.db, uptoHoldWallet(payer)), { balance_usdc: 0, locked_usdc: 0, available_usdc: 0 });
       const p = await s.db.selectFrom('payments').select(['upto_state', 'settle_amount_atomic']).where('id', '=', id).executeTakeFirstOrThrow();
       assert.deepEqual(p, { upto_state: 'settling', settle_amount_atomic: '250' });
@@ -44,7 +47,10 @@ for (const engine of ENGINES) {
       await holdMaximum(s.db, id, PAYLOAD);
       await spend(s, payer, MAXIMUM);
       assert.equal(await fixCharge(s.db, id), 'fixed');
-      assert.deepEqual(await entriesOf(s, id), [['upto_hold', MAXIMUM], ['upto_release', 0]]);
+      assert.deepEqual(await entriesOf(s, id), [
+        ['upto_hold', MAXIMUM],
+        ['upto_release', 0],
+      ]);
       await assertLedgerConsistent(s.db);
     });
 
@@ -69,7 +75,11 @@ for (const engine of ENGINES) {
         });
         await spend(s, payer, MAXIMUM - unspent);
         await s.db.transaction().execute(async (trx) => {
-          await trx.updateTable('payments').set({ state: 'settling', upto_state: 'settling', settle_amount_atomic: String(MAXIMUM - unspent) }).where('id', '=', id).execute();
+          await trx
+            .updateTable('payments')
+            .set({ state: 'settling', upto_state: 'settling', settle_amount_atomic: String(MAXIMUM - unspent) })
+            .where('id', '=', id)
+            .execute();
           const release = { wallet: uptoHoldWallet(payer), kind: 'adjustment' as const, amountUsdc: -unspent, reference: `upto-release:${id}` };
           if (unspent > 0) await applyMovement(trx, release);
         });
@@ -89,10 +99,19 @@ for (const engine of ENGINES) {
       const last = await s.db.selectFrom('ledger_entries').select('id').where('reference', '=', `after-015:${wallet}`).executeTakeFirstOrThrow();
       assert.ok(Number(last.id) > Number(before.at(-1)!.id), 'ids continue after the rebuilt table');
       const entry = { wallet, amount_usdc: 0, reference: null, note: null, created_at: 1 };
-      await assert.rejects(s.db.insertInto('ledger_entries').values({ ...entry, kind: 'gift' as 'charge' }).execute(), /ledger_kind_known|constraint/i);
+      await assert.rejects(
+        s.db
+          .insertInto('ledger_entries')
+          .values({ ...entry, kind: 'gift' as 'charge' })
+          .execute(),
+        /ledger_kind_known|constraint/i,
+      );
       await assert.rejects(sql`update ledger_entries set amount_usdc = 0`.execute(s.db), /append-only/);
       await assert.rejects(sql`delete from ledger_entries`.execute(s.db), /append-only/);
-      await s.db.insertInto('ledger_entries').values({ ...entry, kind: 'upto_release', reference: `kind-check:${wallet}` }).execute();
+      await s.db
+        .insertInto('ledger_entries')
+        .values({ ...entry, kind: 'upto_release', reference: `kind-check:${wallet}` })
+        .execute();
       assert.deepEqual(await problemsOf(s), [`1 upto hold or release entries belong to no upto payment's hold wallet`]);
     });
   });
@@ -115,10 +134,19 @@ for (const engine of ENGINES) {
 
     test('a release applied twice is refused loudly and moves nothing; the fix again changes nothing', async () => {
       const { id, payer } = await fixed(300);
-      await assert.rejects(s.db.transaction().execute((trx) => releaseUpto(trx, id, 0, Date.now())), HoldInvariantError);
-      await assert.rejects(s.db.transaction().execute((trx) => releaseUpto(trx, id, 700, Date.now())), HoldInvariantError);
+      await assert.rejects(
+        s.db.transaction().execute((trx) => releaseUpto(trx, id, 0, Date.now())),
+        HoldInvariantError,
+      );
+      await assert.rejects(
+        s.db.transaction().execute((trx) => releaseUpto(trx, id, 700, Date.now())),
+        HoldInvariantError,
+      );
       assert.equal(await fixCharge(s.db, id), 'not-holding');
-      assert.deepEqual(await entriesOf(s, id), [['upto_hold', MAXIMUM], ['upto_release', -700]]);
+      assert.deepEqual(await entriesOf(s, id), [
+        ['upto_hold', MAXIMUM],
+        ['upto_release', -700],
+      ]);
       assert.equal((await getBalance(s.db, uptoHoldWallet(payer))).balance_usdc, 0);
       await assertLedgerConsistent(s.db);
     });
@@ -126,7 +154,10 @@ for (const engine of ENGINES) {
     test('a release while the payment still holds, or of more than the hold wallet has, is refused', async () => {
       const { id, payer } = await pendingUpto(s);
       await holdMaximum(s.db, id, PAYLOAD);
-      await assert.rejects(s.db.transaction().execute((trx) => releaseUpto(trx, id, MAXIMUM, Date.now())), /only a payment whose charge is fixed/);
+      await assert.rejects(
+        s.db.transaction().execute((trx) => releaseUpto(trx, id, MAXIMUM, Date.now())),
+        /only a payment whose charge is fixed/,
+      );
       await spend(s, payer, 100);
       const outcome = s.db.transaction().execute(async (trx) => {
         await trx.updateTable('payments').set({ state: 'settling', upto_state: 'settling', settle_amount_atomic: '0' }).where('id', '=', id).execute();
@@ -140,11 +171,20 @@ for (const engine of ENGINES) {
 
     test('a hold for a payment already released is refused, even when its row is tampered back to holding', async () => {
       const { id } = await fixed(200);
-      await assert.rejects(s.db.transaction().execute((trx) => holdUpto(trx, id, 'again', Date.now())), /not credited\/holding/);
+      await assert.rejects(
+        s.db.transaction().execute((trx) => holdUpto(trx, id, 'again', Date.now())),
+        /not credited\/holding/,
+      );
       await assert.rejects(holdMaximum(s.db, id, PAYLOAD), /no longer pending/);
       await s.db.updateTable('payments').set({ state: 'holding', upto_state: 'holding' }).where('id', '=', id).execute();
-      await assert.rejects(s.db.transaction().execute((trx) => holdUpto(trx, id, 'again', Date.now())), (err) => isUniqueViolation(err));
-      assert.deepEqual(await entriesOf(s, id), [['upto_hold', MAXIMUM], ['upto_release', -800]]);
+      await assert.rejects(
+        s.db.transaction().execute((trx) => holdUpto(trx, id, 'again', Date.now())),
+        (err) => isUniqueViolation(err),
+      );
+      assert.deepEqual(await entriesOf(s, id), [
+        ['upto_hold', MAXIMUM],
+        ['upto_release', -800],
+      ]);
       // The tampered row itself is what ledger-check then names.
       assert.deepEqual(await problemsOf(s), [`upto payment ${id}: released 1 times while its request still holds the maximum`]);
       await s.db.updateTable('payments').set({ state: 'settling', upto_state: 'settling' }).where('id', '=', id).execute();
@@ -154,7 +194,10 @@ for (const engine of ENGINES) {
     test('a crash between the hold and the state write leaves neither, and the payment is then held exactly once', async () => {
       const { id, payer } = await pendingUpto(s);
       // A hold written before its state: refused, whatever the order a caller tries.
-      await assert.rejects(s.db.transaction().execute((trx) => holdUpto(trx, id, 'early', Date.now())), /not credited\/holding/);
+      await assert.rejects(
+        s.db.transaction().execute((trx) => holdUpto(trx, id, 'early', Date.now())),
+        /not credited\/holding/,
+      );
       // The state written and the maximum held, then the process dies before the commit.
       const crash = new Error('killed before commit');
       const died = s.db.transaction().execute(async (trx) => {
@@ -176,7 +219,11 @@ for (const engine of ENGINES) {
       await holdMaximum(s.db, id, PAYLOAD);
       await spend(s, payer, MAXIMUM);
       // What a state write without its release (two transactions, one lost) would leave.
-      await s.db.updateTable('payments').set({ state: 'settling', upto_state: 'settling', settle_amount_atomic: String(MAXIMUM) }).where('id', '=', id).execute();
+      await s.db
+        .updateTable('payments')
+        .set({ state: 'settling', upto_state: 'settling', settle_amount_atomic: String(MAXIMUM) })
+        .where('id', '=', id)
+        .execute();
       assert.deepEqual(await problemsOf(s), [`upto payment ${id}: released 0 times once its charge was fixed, expected once`]);
       await s.db.transaction().execute((trx) => releaseUpto(trx, id, 0, Date.now()));
       const gift = { wallet: uptoHoldWallet(payer), kind: 'adjustment' as const, amountUsdc: 5, reference: `gift:${id}` };

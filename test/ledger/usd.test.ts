@@ -17,7 +17,11 @@ describe('usdToMicro and microToUsd', () => {
 
   test('text that is not an amount with at most 6 decimals is refused with a message naming it', () => {
     for (const bad of ['', '1.', '.5', '1.0000001', '1e3', '0x10', '1,5', '--1', 'NaN', 'Infinity', '+1']) {
-      assert.throws(() => usdToMicro(bad), (err: Error) => err instanceof RangeError && err.message.includes(`"${bad}"`), bad);
+      assert.throws(
+        () => usdToMicro(bad),
+        (err: Error) => err instanceof RangeError && err.message.includes(`"${bad}"`),
+        bad,
+      );
     }
   });
 
@@ -30,8 +34,6 @@ describe('usdToMicro and microToUsd', () => {
     assert.equal(microToUsd(1), '0.000001');
     assert.equal(microToUsd(-2_500_000), '-2.500000');
     assert.equal(microToUsd(0), '0.000000');
-    fc.assert(
-      fc.property(fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }), (micro) => usdToMicro(microToUsd(micro)) === micro),
-    );
+    fc.assert(fc.property(fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }), (micro) => usdToMicro(microToUsd(micro)) === micro));
   });
 });

@@ -9,7 +9,10 @@ import { isRedisOutage } from '../../src/ratelimit/redis.ts';
 /** The other side of B1 and B3 (Redis outage classification): what must stay a 500 or the call's own answer. */
 describe('classification edges of the 23.4 fixes', () => {
   test('a bug in the limiter script is not a Redis outage (500, logged), a refusal raised inside it is', () => {
-    assert.equal(isRedisOutage(new ReplyError('ERR user_script:3: Script attempted to access nonexistent global variable \'x\' script: abc, on @user_script:3.')), false);
+    assert.equal(
+      isRedisOutage(new ReplyError("ERR user_script:3: Script attempted to access nonexistent global variable 'x' script: abc, on @user_script:3.")),
+      false,
+    );
     assert.equal(isRedisOutage(new ReplyError('ERR Error running script (call to f_abc): @user_script:1: attempt to compare nil with number')), false);
     assert.equal(isRedisOutage(new ReplyError('ERR Error running script (call to f_abc): @user_script:17: -MISCONF Errors writing to disk')), true);
     assert.equal(isRedisOutage(new ReplyError('ERR max number of clients reached')), true);

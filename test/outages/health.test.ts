@@ -64,7 +64,10 @@ describe('health monitor', () => {
     });
     const db = probe('database', true, async () => undefined);
     const changes: string[] = [];
-    const monitor = createHealthMonitor([db, hung, rpc] as DependencyProbe[], (name, status) => changes.push(`${name} ${status}`), { timeoutMs: 50, cacheMs: 0 });
+    const monitor = createHealthMonitor([db, hung, rpc] as DependencyProbe[], (name, status) => changes.push(`${name} ${status}`), {
+      timeoutMs: 50,
+      cacheMs: 0,
+    });
     const report = await monitor.report();
     assert.deepEqual(report, { healthy: false, checks: { database: 'ok', redis: 'down', 'rpc:8453': 'down' }, down: ['redis'] });
     await monitor.report();

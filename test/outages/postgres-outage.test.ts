@@ -40,7 +40,11 @@ describe('PostgreSQL outage: 503s, not 500s, and recovery by itself', () => {
     await pg.shutDown();
     const answers = await Promise.all(burst);
     const statuses = answers.map((a) => a.status);
-    assert.deepEqual(statuses.filter((s) => s !== 200 && s !== 503), [], `statuses: ${statuses.join(',')}`);
+    assert.deepEqual(
+      statuses.filter((s) => s !== 200 && s !== 503),
+      [],
+      `statuses: ${statuses.join(',')}`,
+    );
     assert.ok(statuses.includes(503), 'the shutdown hit the burst');
     for (const a of answers.filter((x) => x.status === 503)) assertOutageAnswer(a, 'database', 'chat during the shutdown');
 
@@ -69,7 +73,8 @@ describe('PostgreSQL outage: 503s, not 500s, and recovery by itself', () => {
     const served = [...answers.filter((a) => a.status === 200), after].map((a) => a.headers.get('x-request-id')!);
     // Chats whose provider answer arrived during the shutdown were answered with their bill
     // spooled (x-tollgate-billing: deferred); the spool is applied now that the database is back.
-    const billedIds = async () => (await db.selectFrom('request_usage').select('request_id').where('wallet', '=', w.account.address.toLowerCase()).execute()).map((u) => u.request_id);
+    const billedIds = async () =>
+      (await db.selectFrom('request_usage').select('request_id').where('wallet', '=', w.account.address.toLowerCase()).execute()).map((u) => u.request_id);
     await until(async () => (await h.gw.services.settler.replay(), (await billedIds()).length >= served.length), 'the spool applied', 30_000);
     const billed = await billedIds();
     assert.equal(new Set(billed).size, billed.length, 'no request billed twice');

@@ -71,9 +71,17 @@ describe('attack: a settle committed, then its connection dropped', () => {
     const charges = await db.selectFrom('ledger_entries').select('amount_usdc').where('kind', '=', 'charge').where('reference', '=', a.id).execute();
     const counted = (await metric()) - before;
     assert.equal(a.status, 200, a.text);
-    assert.deepEqual(charges.map((c) => Number(c.amount_usdc)), [-CHARGE], 'charged once');
+    assert.deepEqual(
+      charges.map((c) => Number(c.amount_usdc)),
+      [-CHARGE],
+      'charged once',
+    );
     if (!stream) assert.equal(a.charged, String(CHARGE));
-    assert.deepEqual(readdirSync(gw.spoolDir).filter((f) => f.endsWith('.jsonl')), [], 'spool forgotten');
+    assert.deepEqual(
+      readdirSync(gw.spoolDir).filter((f) => f.endsWith('.jsonl')),
+      [],
+      'spool forgotten',
+    );
     await h.gw.assertLedger();
     assert.deepEqual(gw.rejections, []);
     assert.equal(counted, CHARGE, 'the charge is counted in the metric exactly once');

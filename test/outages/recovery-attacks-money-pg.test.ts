@@ -39,14 +39,23 @@ describe('attack (PostgreSQL): a stream spooled early, PostgreSQL back, retry an
     await until(async () => (await h.gw.services.settler.replay(), (await charged()).length >= 1), 'charged', 30_000);
     await h.gw.services.settler.replay();
     await h.gw.services.settler.replay();
-    assert.deepEqual((await charged()).map((c) => Number(c.amount_usdc)), [-CHARGE]);
+    assert.deepEqual(
+      (await charged()).map((c) => Number(c.amount_usdc)),
+      [-CHARGE],
+    );
     assert.equal((await db.selectFrom('request_usage').select('request_id').where('request_id', '=', s.id).execute()).length, 1);
     const daily = await db.selectFrom('usage_daily').selectAll().execute();
-    assert.equal(daily.reduce((a, d: any) => a + Number(d.request_count), 0), 1);
+    assert.equal(
+      daily.reduce((a, d: any) => a + Number(d.request_count), 0),
+      1,
+    );
     assert.equal((await metric()) - before, CHARGE, 'metric counted once');
     const b = await h.balance(w.account);
     assert.deepEqual([Number(b.balance_usdc), Number(b.locked_usdc)], [1_000_000 - CHARGE, 0]);
-    assert.deepEqual(readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')), []);
+    assert.deepEqual(
+      readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')),
+      [],
+    );
     assert.doesNotMatch(h.gw.logs(), /"statusCode":500|unhandled error/);
     await h.gw.assertLedger();
     assert.deepEqual(rejections, []);

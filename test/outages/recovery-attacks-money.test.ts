@@ -38,19 +38,41 @@ describe('attack: spooled early, retry succeeds, then the replay', () => {
 
     const db = h.gw.services.storage.db;
     const charges = await db.selectFrom('ledger_entries').select('amount_usdc').where('kind', '=', 'charge').where('reference', '=', s.id).execute();
-    assert.deepEqual(charges.map((c) => Number(c.amount_usdc)), [-CHARGE], 'one charge');
+    assert.deepEqual(
+      charges.map((c) => Number(c.amount_usdc)),
+      [-CHARGE],
+      'one charge',
+    );
     const usage = await db.selectFrom('request_usage').selectAll().where('request_id', '=', s.id).execute();
     assert.equal(usage.length, 1);
-    const daily = await db.selectFrom('usage_daily').selectAll().where('wallet', '=', w.account.address.toLowerCase() as never).execute();
+    const daily = await db
+      .selectFrom('usage_daily')
+      .selectAll()
+      .where('wallet', '=', w.account.address.toLowerCase() as never)
+      .execute();
     const dailyAny = daily.length ? daily : await db.selectFrom('usage_daily').selectAll().execute();
-    assert.equal(dailyAny.reduce((a, d: any) => a + Number(d.request_count), 0), 1, 'usage_daily counted once');
-    assert.equal(dailyAny.reduce((a, d: any) => a + Number(d.charged_usdc), 0), CHARGE);
+    assert.equal(
+      dailyAny.reduce((a, d: any) => a + Number(d.request_count), 0),
+      1,
+      'usage_daily counted once',
+    );
+    assert.equal(
+      dailyAny.reduce((a, d: any) => a + Number(d.charged_usdc), 0),
+      CHARGE,
+    );
     const spend = await db.selectFrom('key_spend').selectAll().execute();
-    assert.ok(spend.every((k: any) => Number(k.spent_usdc) <= CHARGE && Number(k.locked_usdc) === 0), 'key spend once, nothing locked');
+    assert.ok(
+      spend.every((k: any) => Number(k.spent_usdc) <= CHARGE && Number(k.locked_usdc) === 0),
+      'key spend once, nothing locked',
+    );
     assert.equal((await chargedMetric(h)) - metricBefore, CHARGE, 'metric counted once');
     const b = await h.balance(w.account);
     assert.deepEqual([Number(b.balance_usdc), Number(b.locked_usdc)], [1_000_000 - CHARGE, 0]);
-    assert.deepEqual(readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')), [], 'the spool line was forgotten');
+    assert.deepEqual(
+      readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')),
+      [],
+      'the spool line was forgotten',
+    );
     await h.gw.assertLedger();
     assert.deepEqual(rejections, []);
   });
@@ -118,7 +140,10 @@ describe('attack: the spool append fails while the database is down', () => {
     // The headers left before the provider was called, so the failure is the spec's error event
     // (4.7 rule 4), not a silent end: the last payload before [DONE] is an error, and no chunk
     // claims a usage or a charge. A client that checks each payload for `error` sees the failure.
-    const payloads = s.text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+    const payloads = s.text
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice(6));
     const lastJson = JSON.parse(payloads.filter((p) => p !== '[DONE]').at(-1)!) as { error?: { type?: string; message?: string } };
     assert.equal(lastJson.error?.type, 'upstream_error', 'a stream that could not be billed ends with the error event, not as a success');
     assert.match(lastJson.error?.message ?? '', /the gateway failed while streaming/);

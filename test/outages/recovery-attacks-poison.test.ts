@@ -18,9 +18,28 @@ describe('attack: one unappliable line pins every early-spooled line of its slot
     const { h, spoolDir } = gw;
     h.fake.behaviour = { usage: { prompt_tokens: 100, completion_tokens: 50 } };
     const w = await h.wallet(1_000_000);
-    const slot = readdirSync(spoolDir).find((f) => f.endsWith('.lock'))!.replace(/\.lock$/, '.jsonl');
-    const usage = { requestId: 'no-such-request', apiKeyId: 1, wallet: w.account.address, model: 'chat-small', provider: 'fake', promptTokens: 1, completionTokens: 1, reasoningTokens: 0, cachedTokens: 0, estimated: false, providerCostUsdc: 0, status: 'ok', latencyMs: 1 };
-    appendFileSync(join(spoolDir, slot), `${JSON.stringify({ requestId: 'no-such-request', wallet: w.account.address, chargeUsdc: 1, usage, spooledAt: Date.now() })}\n`);
+    const slot = readdirSync(spoolDir)
+      .find((f) => f.endsWith('.lock'))!
+      .replace(/\.lock$/, '.jsonl');
+    const usage = {
+      requestId: 'no-such-request',
+      apiKeyId: 1,
+      wallet: w.account.address,
+      model: 'chat-small',
+      provider: 'fake',
+      promptTokens: 1,
+      completionTokens: 1,
+      reasoningTokens: 0,
+      cachedTokens: 0,
+      estimated: false,
+      providerCostUsdc: 0,
+      status: 'ok',
+      latencyMs: 1,
+    };
+    appendFileSync(
+      join(spoolDir, slot),
+      `${JSON.stringify({ requestId: 'no-such-request', wallet: w.account.address, chargeUsdc: 1, usage, spooledAt: Date.now() })}\n`,
+    );
     const failPoints = h.gw.services.failPoints;
     const N = 5;
     for (let i = 0; i < N; i++) {

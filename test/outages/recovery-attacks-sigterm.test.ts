@@ -42,16 +42,21 @@ describe('attack: SIGTERM while a stream settle is retrying, a second instance s
     storage = openStorage(databaseUrl);
     const { key } = await walletWithKey(storage.db, other.url);
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-    const streamed = fetch(`${stopping.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ ...chatBody, stream: true }) }).then(async (r) => ({
-      id: r.headers.get('x-request-id')!,
-      text: await r.text().catch((e) => `<<${e}>>`),
-    }));
+    const streamed = fetch(`${stopping.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ ...chatBody, stream: true }) }).then(
+      async (r) => ({
+        id: r.headers.get('x-request-id')!,
+        text: await r.text().catch((e) => `<<${e}>>`),
+      }),
+    );
     await until(() => stopping.output().includes('spooled, retrying'), 'spooled, retrying', 30_000);
     await stopping.stop();
     await streamed;
     const out = stopping.output();
     assert.doesNotMatch(out, /unhandled|"statusCode":500/);
-    assert.ok(readdirSync(spoolDir).some((f) => f.endsWith('.jsonl')), 'the stopped instance left its spooled line on disk');
+    assert.ok(
+      readdirSync(spoolDir).some((f) => f.endsWith('.jsonl')),
+      'the stopped instance left its spooled line on disk',
+    );
 
     const charges = () => storage.db.selectFrom('ledger_entries').select('amount_usdc').where('kind', '=', 'charge').execute();
     // The running instance: does it ever apply the stopped one's line? (10 s: two replay rounds)
@@ -60,7 +65,10 @@ describe('attack: SIGTERM while a stream settle is retrying, a second instance s
     const restarted = await startGatewayProcess(config);
     processes.push(restarted);
     await until(async () => (await charges()).length > 0, 'charged after a new start', 20_000);
-    assert.deepEqual((await charges()).map((e) => Number(e.amount_usdc)), [-CHARGE]);
+    assert.deepEqual(
+      (await charges()).map((e) => Number(e.amount_usdc)),
+      [-CHARGE],
+    );
     await assertLedgerConsistent(storage.db);
   });
 });

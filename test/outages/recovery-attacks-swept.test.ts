@@ -44,13 +44,25 @@ for (const engine of ENGINES) {
       const reservation = await db.selectFrom('reservations').select(['status', 'charged_usdc']).where('request_id', '=', s.id).executeTakeFirst();
       const b = await h.balance(w.account);
       assert.deepEqual([reservation?.status, Number(reservation?.charged_usdc)], ['settled', CHARGE], 'the swept reservation records the late charge');
-      assert.deepEqual(charges.map((c) => Number(c.amount_usdc)), [-CHARGE]);
+      assert.deepEqual(
+        charges.map((c) => Number(c.amount_usdc)),
+        [-CHARGE],
+      );
       assert.equal(usage.length, 1);
-      assert.equal(daily.reduce((a, d: any) => a + Number(d.request_count), 0), 1);
-      assert.ok(spend.every((k: any) => Number(k.spent_usdc) === CHARGE && Number(k.locked_usdc) === 0), 'key spend once');
+      assert.equal(
+        daily.reduce((a, d: any) => a + Number(d.request_count), 0),
+        1,
+      );
+      assert.ok(
+        spend.every((k: any) => Number(k.spent_usdc) === CHARGE && Number(k.locked_usdc) === 0),
+        'key spend once',
+      );
       assert.deepEqual([Number(b.balance_usdc), Number(b.locked_usdc)], [1_000_000 - CHARGE, 0]);
       assert.equal((await metric()) - before, CHARGE);
-      assert.deepEqual(readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')), []);
+      assert.deepEqual(
+        readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')),
+        [],
+      );
       await h.gw.assertLedger();
       assert.deepEqual(rejections, []);
     });

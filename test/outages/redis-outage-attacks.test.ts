@@ -55,22 +55,19 @@ describe('attack: Redis outages with redisOutage: local, across two instances', 
     for (const h of [a, b]) assert.doesNotMatch(h.gw.logs(), /"statusCode":5\d\d/, 'no 5xx during the outage');
   };
 
-  test(
-    'Redis lost just after a wallet used its whole limit: the rest of the window gives at most the limit once more, each instance its share (operations.md)',
-    async () => {
-      const w = await a.wallet(1_000_000);
-      assert.equal(served(await hammer(w.key, PER_MINUTE + 2)), PER_MINUTE, 'the shared limit holds while Redis answers');
-      await redis.kill();
-      try {
-        const first = await hammer(w.key, 2 * PER_MINUTE);
-        assert.equal(served(first), INSTANCES * SHARE, `the first window of the outage: each instance its share, documented residual: ${first.join(' ')}`);
-        assert.equal(served(first.filter((_, i) => i % 2 === 0)), SHARE, 'instance a gave its share, no more');
-      } finally {
-        await redis.startAgain();
-        await shared();
-      }
-    },
-  );
+  test('Redis lost just after a wallet used its whole limit: the rest of the window gives at most the limit once more, each instance its share (operations.md)', async () => {
+    const w = await a.wallet(1_000_000);
+    assert.equal(served(await hammer(w.key, PER_MINUTE + 2)), PER_MINUTE, 'the shared limit holds while Redis answers');
+    await redis.kill();
+    try {
+      const first = await hammer(w.key, 2 * PER_MINUTE);
+      assert.equal(served(first), INSTANCES * SHARE, `the first window of the outage: each instance its share, documented residual: ${first.join(' ')}`);
+      assert.equal(served(first.filter((_, i) => i % 2 === 0)), SHARE, 'instance a gave its share, no more');
+    } finally {
+      await redis.startAgain();
+      await shared();
+    }
+  });
 
   test('Redis lost just after a wallet used its whole limit: never more than the limit again, once per instance share (held bound)', async () => {
     const w = await a.wallet(1_000_000);

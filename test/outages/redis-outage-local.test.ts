@@ -85,7 +85,7 @@ describe('Redis outage with redisOutage: local (the default): two instances keep
   });
 
   describe('attack: a Redis outage does not lift the limit', () => {
-    test('one wallet hammering both instances during the outage is served its instances\' shares, never more than the limit', async () => {
+    test("one wallet hammering both instances during the outage is served its instances' shares, never more than the limit", async () => {
       await redis.kill();
       const w = await a.wallet(1_000_000);
       const before = a.fake.received.length + b.fake.received.length;
@@ -98,7 +98,7 @@ describe('Redis outage with redisOutage: local (the default): two instances keep
       await until(async () => !a.gw.services.rateLimitsDegraded() && !b.gw.services.rateLimitsDegraded(), 'both instances use Redis again', 15_000);
     });
 
-    test('guessing API keys during the outage is still stopped per address, at the instance\'s share of rateLimits.authFailures', async () => {
+    test("guessing API keys during the outage is still stopped per address, at the instance's share of rateLimits.authFailures", async () => {
       await redis.kill();
       const statuses: number[] = [];
       for (let i = 0; i < 4; i++) statuses.push((await chat(a, `sk-${String(i).padStart(43, 'x')}`)).status);

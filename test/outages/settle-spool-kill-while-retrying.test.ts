@@ -43,7 +43,9 @@ describe('kill -9 while a settle is still retrying the database', () => {
 
     // A stream: its content is out before its settle, so the settle must survive the process.
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-    const delivered = fetch(`${dying.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ ...chatBody, stream: true }) }).then((r) => r.body!.getReader().read());
+    const delivered = fetch(`${dying.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ ...chatBody, stream: true }) }).then((r) =>
+      r.body!.getReader().read(),
+    );
     await until(() => dying.output().includes('spooled, retrying'), 'the first settle attempt failed', 30_000);
     await dying.kill();
     processes.pop();
@@ -55,7 +57,10 @@ describe('kill -9 while a settle is still retrying the database', () => {
     const restarted = await startGatewayProcess(config);
     processes.push(restarted);
     // Applied at start-up, before the gateway listened (and before its sweeper could void it).
-    assert.deepEqual((await charges()).map((e) => Number(e.amount_usdc)), [-CHARGE]);
+    assert.deepEqual(
+      (await charges()).map((e) => Number(e.amount_usdc)),
+      [-CHARGE],
+    );
     const reservations = await storage.db.selectFrom('reservations').select('status').execute();
     assert.deepEqual(reservations, [{ status: 'settled' }]);
     await assertLedgerConsistent(storage.db);

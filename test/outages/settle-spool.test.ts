@@ -39,7 +39,11 @@ describe('PostgreSQL stopped between the provider answer and the settle', () => 
     const w = await h.wallet(1_000_000);
     const headers = { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' };
     const plain = call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, { authorization: headers.authorization });
-    const streamed = fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ ...chatBody, stream: true, stream_options: { include_usage: true } }) }).then(async (r) => ({
+    const streamed = fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ ...chatBody, stream: true, stream_options: { include_usage: true } }),
+    }).then(async (r) => ({
       id: r.headers.get('x-request-id')!,
       text: await r.text(),
     }));
@@ -57,18 +61,31 @@ describe('PostgreSQL stopped between the provider answer and the settle', () => 
     const stream = await streamed;
     assert.match(stream.text, /\[DONE\]/);
     assert.doesNotMatch(stream.text, /"error"/);
-    const usageChunk = JSON.parse(stream.text.split('\n\n').filter((e) => e.includes('"usage"')).at(-1)!.slice(6));
-    assert.deepEqual({ cost: usageChunk.usage.cost, charged_usdc: usageChunk.usage.charged_usdc, charge_deferred: usageChunk.usage.charge_deferred }, deferredCharge);
+    const usageChunk = JSON.parse(
+      stream.text
+        .split('\n\n')
+        .filter((e) => e.includes('"usage"'))
+        .at(-1)!
+        .slice(6),
+    );
+    assert.deepEqual(
+      { cost: usageChunk.usage.cost, charged_usdc: usageChunk.usage.charged_usdc, charge_deferred: usageChunk.usage.charge_deferred },
+      deferredCharge,
+    );
     const ids = [answer.headers.get('x-request-id')!, stream.id];
 
     await pg.startAgain();
     await waitForHealth(h.gw.url, 'ok');
     const db = h.gw.services.storage.db;
-    const billed = () => db.selectFrom('ledger_entries').select(['reference', 'amount_usdc']).where('kind', '=', 'charge').where('reference', 'in', ids).execute();
+    const billed = () =>
+      db.selectFrom('ledger_entries').select(['reference', 'amount_usdc']).where('kind', '=', 'charge').where('reference', 'in', ids).execute();
     // The replayer applies the spool every few seconds; a replay here only saves the wait.
     await until(async () => (await h.gw.services.settler.replay(), (await billed()).length === 2), 'the spool applied', 30_000);
     await h.gw.services.settler.replay();
-    assert.deepEqual((await billed()).map((e) => Number(e.amount_usdc)), [-CHARGE, -CHARGE]);
+    assert.deepEqual(
+      (await billed()).map((e) => Number(e.amount_usdc)),
+      [-CHARGE, -CHARGE],
+    );
     const usage = await db.selectFrom('request_usage').select('request_id').where('request_id', 'in', ids).execute();
     assert.equal(usage.length, 2);
     const b = await h.balance(w.account);
@@ -119,13 +136,17 @@ for (const engine of ENGINES) {
         .flatMap((f) => readFileSync(join(spoolDir, f), 'utf8').trim().split('\n'));
       assert.equal(lines.length, 1, 'one settle on disk');
       const { requestId } = JSON.parse(lines[0]!);
-      const charges = () => storage.db.selectFrom('ledger_entries').select('amount_usdc').where('kind', '=', 'charge').where('reference', '=', requestId).execute();
+      const charges = () =>
+        storage.db.selectFrom('ledger_entries').select('amount_usdc').where('kind', '=', 'charge').where('reference', '=', requestId).execute();
       assert.deepEqual(await charges(), [], 'nothing charged before the restart');
 
       const restarted = await startGatewayProcess(config);
       processes.push(restarted);
       // Applied before the gateway listened.
-      assert.deepEqual((await charges()).map((e) => Number(e.amount_usdc)), [-CHARGE]);
+      assert.deepEqual(
+        (await charges()).map((e) => Number(e.amount_usdc)),
+        [-CHARGE],
+      );
       const reservation = await storage.db.selectFrom('reservations').selectAll().where('request_id', '=', requestId).executeTakeFirstOrThrow();
       assert.equal(reservation.status, 'settled');
       await restarted.stop();
@@ -133,8 +154,16 @@ for (const engine of ENGINES) {
 
       const again = await startGatewayProcess(config);
       processes.push(again);
-      assert.deepEqual((await charges()).map((e) => Number(e.amount_usdc)), [-CHARGE], 'a second start-up charges nothing more');
-      assert.deepEqual(readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')), [], 'the applied spool was removed');
+      assert.deepEqual(
+        (await charges()).map((e) => Number(e.amount_usdc)),
+        [-CHARGE],
+        'a second start-up charges nothing more',
+      );
+      assert.deepEqual(
+        readdirSync(spoolDir).filter((f) => f.endsWith('.jsonl')),
+        [],
+        'the applied spool was removed',
+      );
       const rows = await storage.db.selectFrom('request_usage').select('request_id').where('request_id', '=', requestId).execute();
       assert.equal(rows.length, 1);
       await assertLedgerConsistent(storage.db);

@@ -7,7 +7,12 @@ import { SettleSpool } from '../../src/ledger/spool/spool-file.ts';
 import { tempDir } from '../support/engines.ts';
 
 const record = (requestId: string): SettleRecord => ({ requestId, wallet: '0xabc', chargeUsdc: 10, usage: { requestId } as never });
-const idsIn = (file: string) => readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l).requestId);
+const idsIn = (file: string) =>
+  readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l).requestId);
 
 /**
  * B6 of the 23.4 review: applied lines are forgotten one by one (the slot rewritten without them),
@@ -47,11 +52,19 @@ describe('the settle spool forgets applied lines one by one', () => {
     writeFileSync(`${file}.rewrite`, '{"requestId":"b","wal');
     spool.close();
     const next = SettleSpool.open(dir, 'fp');
-    assert.deepEqual(next.read().records.map((r) => r.requestId), ['a', 'b'], 'every line still there (re-applying an applied one charges nothing)');
+    assert.deepEqual(
+      next.read().records.map((r) => r.requestId),
+      ['a', 'b'],
+      'every line still there (re-applying an applied one charges nothing)',
+    );
     next.append(record('c'));
     next.read().forget(new Set(['a']));
     assert.deepEqual(idsIn(file), ['b', 'c']);
-    assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith('.rewrite')), [], 'the leftover was replaced by the rewrite');
+    assert.deepEqual(
+      readdirSync(dir).filter((f) => f.endsWith('.rewrite')),
+      [],
+      'the leftover was replaced by the rewrite',
+    );
     next.close();
   });
 
@@ -69,4 +82,3 @@ describe('the settle spool forgets applied lines one by one', () => {
     spool.close();
   });
 });
-

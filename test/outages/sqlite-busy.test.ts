@@ -56,7 +56,11 @@ describe('SQLite write lock held elsewhere', () => {
     }
     const created = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount()));
     assert.equal(created.status, 201, created.text);
-    const usage = await h.gw.services.storage.db.selectFrom('request_usage').select('request_id').where('wallet', '=', w.account.address.toLowerCase()).execute();
+    const usage = await h.gw.services.storage.db
+      .selectFrom('request_usage')
+      .select('request_id')
+      .where('wallet', '=', w.account.address.toLowerCase())
+      .execute();
     assert.equal(usage.length, 3, 'each answered chat billed once');
     assert.equal((await h.balance(w.account)).locked_usdc, 0);
     await h.gw.assertLedger();

@@ -38,7 +38,10 @@ describe('PostgreSQL down at start, then down and back after start', () => {
     const env = { TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex') };
 
     await pg.shutDown();
-    await assert.rejects(startGatewayProcess(config, env), /exited \(2\) before it was ready:\s*tollgate: cannot reach PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+ \(ECONNREFUSED\)/);
+    await assert.rejects(
+      startGatewayProcess(config, env),
+      /exited \(2\) before it was ready:\s*tollgate: cannot reach PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+ \(ECONNREFUSED\)/,
+    );
 
     await pg.startAgain();
     gw = await startGatewayProcess(config, env);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { MODELS } from '../support/chat-harness.ts';

@@ -43,7 +43,14 @@ describe('a gateway started while its chain RPC is down', () => {
     const payer = await h.payer();
     const offer = await call(gw.url, 'POST', '/v1/topup', { amount: 5 });
     assert.equal(offer.status, 402, 'offers need no RPC');
-    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD });
+    const payload = await signEip3009({
+      token: h.chain.usdc,
+      chainId: h.anvil.chainId,
+      domain: USDC_DOMAIN,
+      from: payer,
+      to: h.payTo.address,
+      value: 5n * USD,
+    });
     const pay = () => call(gw.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offer.body.accepts[0], payload) });
 
     const down = await pay();

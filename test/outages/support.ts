@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Kysely } from 'kysely';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import type { Database } from '../../src/storage/schema.ts';
 import { call } from '../support/gateway.ts';
 import { createKeyProof, newAccount } from '../support/siwe.ts';

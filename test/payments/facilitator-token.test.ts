@@ -26,7 +26,16 @@ describe('facilitator server bearer token', () => {
         chains: { '84532': { rpcUrl: 'http://127.0.0.1:9' } },
         topup: {
           payTo: privateKeyToAccount(generatePrivateKey()).address,
-          offers: [{ network: 'eip155:84532', asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', transferMethod: 'eip3009', name: 'USDC', version: '2', decimals: 6 }],
+          offers: [
+            {
+              network: 'eip155:84532',
+              asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+              transferMethod: 'eip3009',
+              name: 'USDC',
+              version: '2',
+              decimals: 6,
+            },
+          ],
           facilitator: { type: 'local' },
         },
       },

@@ -37,30 +37,25 @@ interface Payload {
   sig: number; // 0: the payer's true signature
 }
 
-type Op =
-  | { kind: 'open'; payload: Payload }
-  | { kind: 'fail' | 'release' | 'submit' | 'frontRun' | 'credit'; auth: number };
+type Op = { kind: 'open'; payload: Payload } | { kind: 'fail' | 'release' | 'submit' | 'frontRun' | 'credit'; auth: number };
 
-const payloadArb = (auths: number) =>
-  fc.record({ auth: fc.nat({ max: auths - 1 }), usd: fc.constantFrom(...USDS), sig: fc.nat({ max: 2 }) });
+const payloadArb = (auths: number) => fc.record({ auth: fc.nat({ max: auths - 1 }), usd: fc.constantFrom(...USDS), sig: fc.nat({ max: 2 }) });
 
-const runArb = fc
-  .record({ auths: fc.integer({ min: 1, max: 3 }), payers: fc.integer({ min: 1, max: 2 }), decimals: fc.constantFrom(6, 18) })
-  .chain((shape) =>
-    fc.record({
-      shape: fc.constant(shape),
-      // The true amount each authorization was signed for.
-      trueUsd: fc.array(fc.constantFrom(...USDS), { minLength: shape.auths, maxLength: shape.auths }),
-      payerOf: fc.array(fc.nat({ max: shape.payers - 1 }), { minLength: shape.auths, maxLength: shape.auths }),
-      ops: fc.array(
-        fc.oneof(
-          { weight: 4, arbitrary: payloadArb(shape.auths).map((payload): Op => ({ kind: 'open', payload })) },
-          fc.record({ kind: fc.constantFrom('fail', 'release', 'submit', 'frontRun', 'credit'), auth: fc.nat({ max: shape.auths - 1 }) }) as fc.Arbitrary<Op>,
-        ),
-        { minLength: 1, maxLength: 14 },
+const runArb = fc.record({ auths: fc.integer({ min: 1, max: 3 }), payers: fc.integer({ min: 1, max: 2 }), decimals: fc.constantFrom(6, 18) }).chain((shape) =>
+  fc.record({
+    shape: fc.constant(shape),
+    // The true amount each authorization was signed for.
+    trueUsd: fc.array(fc.constantFrom(...USDS), { minLength: shape.auths, maxLength: shape.auths }),
+    payerOf: fc.array(fc.nat({ max: shape.payers - 1 }), { minLength: shape.auths, maxLength: shape.auths }),
+    ops: fc.array(
+      fc.oneof(
+        { weight: 4, arbitrary: payloadArb(shape.auths).map((payload): Op => ({ kind: 'open', payload })) },
+        fc.record({ kind: fc.constantFrom('fail', 'release', 'submit', 'frontRun', 'credit'), auth: fc.nat({ max: shape.auths - 1 }) }) as fc.Arbitrary<Op>,
       ),
-    }),
-  );
+      { minLength: 1, maxLength: 14 },
+    ),
+  }),
+);
 
 type Run = typeof runArb extends fc.Arbitrary<infer T> ? T : never;
 
@@ -81,19 +76,48 @@ async function play(db: Storage['db'], run: Run): Promise<void> {
   const matched = (p: Payload): MatchedPayment => {
     const signature = `0x${hex(p.sig, 2).repeat(65)}`;
     const amount = (p.usd * unit).toString();
-    const inner = { signature, authorization: { from: payers[run.payerOf[p.auth]!]!, to: PAY_TO, value: amount, validAfter: '0', validBefore: String(validBefore), nonce: nonces[p.auth]! } };
+    const inner = {
+      signature,
+      authorization: {
+        from: payers[run.payerOf[p.auth]!]!,
+        to: PAY_TO,
+        value: amount,
+        validAfter: '0',
+        validBefore: String(validBefore),
+        nonce: nonces[p.auth]!,
+      },
+    };
     return {
       offer: { config: { network: NETWORK, asset: ASSET, transferMethod: 'eip3009', name: 'USDC', version: '2', decimals }, requirements: {} as never },
       payload: { x402Version: 2, accepted: {} as PaymentRequirements, payload: inner } as PaymentPayload,
       requirements: {} as PaymentRequirements,
-      identity: { network: NETWORK, chainId: 31337, asset: ASSET, payer: inner.authorization.from, nonce: inner.authorization.nonce, method: 'eip3009', payTo: PAY_TO, amountAtomic: amount, validBefore },
+      identity: {
+        network: NETWORK,
+        chainId: 31337,
+        asset: ASSET,
+        payer: inner.authorization.from,
+        nonce: inner.authorization.nonce,
+        method: 'eip3009',
+        payTo: PAY_TO,
+        amountAtomic: amount,
+        validBefore,
+      },
       digest: createHash('sha256').update(signature).digest('hex'),
     };
   };
   const isTrue = (p: Payload) => p.sig === 0 && p.usd === run.trueUsd[p.auth];
   const samePayload = (a: Payload, b: Payload) => a.sig === b.sig && a.usd === b.usd;
   const credited = async (payer: string) =>
-    BigInt((await db.selectFrom('ledger_entries').select((eb) => eb.fn.coalesce(eb.fn.sum<number>('amount_usdc'), eb.lit(0)).as('s')).where('wallet', '=', payer).where('kind', '=', 'topup').executeTakeFirstOrThrow()).s);
+    BigInt(
+      (
+        await db
+          .selectFrom('ledger_entries')
+          .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('amount_usdc'), eb.lit(0)).as('s'))
+          .where('wallet', '=', payer)
+          .where('kind', '=', 'topup')
+          .executeTakeFirstOrThrow()
+      ).s,
+    );
   const toMicro = (atomic: bigint) => atomic / 10n ** BigInt(decimals - 6);
   const settleOnChain = (auth: number) => {
     if (chain.has(auth)) return;

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { eip3009ABI, x402ExactPermit2ProxyABI } from '@x402/evm';
 import { erc20Abi, parseSignature, type Hex } from 'viem';
 import { USDC_DOMAIN, X402_EXACT_PERMIT2_PROXY, type FundedAccount } from '../../src/devchain/deploy.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { applyMovement } from '../../src/ledger/movements.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
@@ -48,12 +48,14 @@ for (const engine of ENGINES) {
     after(() => h?.stop());
 
     const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => book.pay(usd, method, payload);
-    const rowOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
+    const rowOf = (payer: FundedAccount) =>
+      h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
 
     /** `payer` holds no USDC yet: the first attempt fails for lack of funds, and records the terms. */
     async function eip3009Payment(payer: FundedAccount): Promise<Payment> {
       const validBefore = BigInt(Math.floor(Date.now() / 1000)) + 300n;
-      const sign = (value: bigint, nonce?: Hex) => signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, nonce, validBefore });
+      const sign = (value: bigint, nonce?: Hex) =>
+        signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, nonce, validBefore });
       const valid = await sign(USD);
       const a = valid.authorization;
       return {
@@ -62,7 +64,9 @@ for (const engine of ENGINES) {
         junk: (value) => ({ signature: junkSignature(), authorization: { ...a, value: value.toString() } }),
         async unblock() {
           const funder = await h.payer(10n);
-          const hash = await h.chain.client(funder).writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [payer.address, 10n * USD] });
+          const hash = await h.chain
+            .client(funder)
+            .writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [payer.address, 10n * USD] });
           await h.chain.client(funder).waitForTransactionReceipt({ hash });
         },
         async settleOnChain() {
@@ -85,7 +89,16 @@ for (const engine of ENGINES) {
       const p = valid.permit2Authorization;
       return {
         valid,
-        signed: (amount) => signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) }),
+        signed: (amount) =>
+          signPermit2({
+            token: h.chain.usdt,
+            chainId: h.anvil.chainId,
+            from: payer,
+            to: h.payTo.address,
+            amount,
+            nonce: BigInt(p.nonce),
+            deadline: BigInt(p.deadline),
+          }),
         junk: (value) => ({ signature: junkSignature(), permit2Authorization: { ...p, permitted: { ...p.permitted, amount: value.toString() } } }),
         unblock: () => h.chain.approvePermit2(payer, h.chain.usdt).then(() => undefined),
         async settleOnChain() {
@@ -110,7 +123,10 @@ for (const engine of ENGINES) {
       assert.ok(audit.checked >= expectCredited);
     }
 
-    for (const [method, payment] of [['eip3009', eip3009Payment], ['permit2', permit2Payment]] as const) {
+    for (const [method, payment] of [
+      ['eip3009', eip3009Payment],
+      ['permit2', permit2Payment],
+    ] as const) {
       // Signatures are checked before anything is recorded, so a junk
       // signature records nothing: the attacker here is the payer, who signs the other terms validly.
       test(`${method}: 1 USD failed, settled on chain by the payer, then 10,000 USD under the same nonce: refused; the original terms credit 1 USD`, async () => {
@@ -192,10 +208,13 @@ for (const engine of ENGINES) {
         const url = await freshDatabaseUrl(engine);
         const storage = openStorage(url);
         await migrateToLatest(storage);
-        await storage.db.insertInto('payments').values({ ...real, ...columns }).execute();
-        await storage.db.transaction().execute((trx) =>
-          applyMovement(trx, { wallet: real.payer, kind: 'topup', amountUsdc: columns.amount_usdc, reference: `payment:${real.id}` }),
-        );
+        await storage.db
+          .insertInto('payments')
+          .values({ ...real, ...columns })
+          .execute();
+        await storage.db
+          .transaction()
+          .execute((trx) => applyMovement(trx, { wallet: real.payer, kind: 'topup', amountUsdc: columns.amount_usdc, reference: `payment:${real.id}` }));
         return Object.assign(storage, { url });
       };
       const inflated = await forged({ amount_atomic: USD.toString(), amount_usdc: 10_000_000_000, onchain_amount_atomic: USD.toString() });

@@ -25,7 +25,12 @@ function rawStateWrite(literal: string): string | null {
   const set = update && SET_COLUMN.exec(update[1] ?? '');
   if (set?.[1]) return set[1].toLowerCase();
   const insert = RAW_INSERT.exec(literal);
-  return (insert?.[1] ?? '').split(',').map(unquoted).find((c) => STATE_COLUMNS.has(c)) ?? null;
+  return (
+    (insert?.[1] ?? '')
+      .split(',')
+      .map(unquoted)
+      .find((c) => STATE_COLUMNS.has(c)) ?? null
+  );
 }
 
 export function stateWritesIn(file: string, text: string): string[] {
@@ -52,7 +57,9 @@ export function stateWritesIn(file: string, text: string): string[] {
         if (call.expression.name.text !== 'set' && call.expression.name.text !== 'values') continue;
         const arg = call.arguments[0];
         if (!arg || !ts.isObjectLiteralExpression(arg)) {
-          found.push(`${file}:${lineOf(call.expression.name)}: writes payments through ${call.expression.name.text}(${arg ? arg.getText(source).slice(0, 40) : ''})`);
+          found.push(
+            `${file}:${lineOf(call.expression.name)}: writes payments through ${call.expression.name.text}(${arg ? arg.getText(source).slice(0, 40) : ''})`,
+          );
           continue;
         }
         for (const p of arg.properties) {
@@ -83,7 +90,10 @@ describe('a payment state is written only through src/payments/states.ts', () =>
       .map((e) => relative(root, join(e.parentPath, e.name)).split('\\').join('/'))
       .filter((f) => !ALLOWED.some((a) => f.startsWith(a)));
     assert.ok(files.includes('src/payments/payment-store.ts'));
-    assert.deepEqual(files.flatMap((f) => stateWritesIn(f, readFileSync(join(root, f), 'utf8'))), []);
+    assert.deepEqual(
+      files.flatMap((f) => stateWritesIn(f, readFileSync(join(root, f), 'utf8'))),
+      [],
+    );
   });
 
   test('the check sees a planted write of each kind, so it can fail', () => {
@@ -91,7 +101,7 @@ describe('a payment state is written only through src/payments/states.ts', () =>
       "await db.updateTable('payments').set({ status: 'failed', failure_reason: r }).where('id', '=', id).execute();",
       "await trx.updateTable('payments').set({ tx_hash: h }).where('id', '=', id).set({ upto_state: 'settled' }).execute();",
       "await db.insertInto('payments').values({ id, state: 'credited' }).execute();",
-      "await sql`update payments set release_kind = ${k} where id = ${id}`.execute(db);",
+      'await sql`update payments set release_kind = ${k} where id = ${id}`.execute(db);',
     ].join('\n');
     assert.deepEqual(stateWritesIn('src/x.ts', planted), [
       'src/x.ts:1: writes payments.status',
@@ -107,7 +117,7 @@ describe('a payment state is written only through src/payments/states.ts', () =>
       "await db.updateTable('reservations').set({ status: 'settled' }).execute();",
       "const q = 'select status from payments where state = ?';",
       "await sql`update payments set tx_hash = ${h} where state = 'submitted'`.execute(db);",
-      "await sql`insert into payments (id, tx_hash) values (${id}, ${h})`.execute(db);",
+      'await sql`insert into payments (id, tx_hash) values (${id}, ${h})`.execute(db);',
       "await db.insertInto('payments').values({ id, ...stateColumns('pending') }).execute();",
     ].join('\n');
     assert.deepEqual(stateWritesIn('src/x.ts', harmless), []);

@@ -1,6 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { creditPayment, findPayment, isReleased, markSubmitted, reclaimFailed, releaseDropped, releaseRefused, releaseUnavailable, releaseUnsent, UNAVAILABLE_DURING_SETTLE } from '../../src/payments/payment-store.ts';
+import {
+  creditPayment,
+  findPayment,
+  isReleased,
+  markSubmitted,
+  reclaimFailed,
+  releaseDropped,
+  releaseRefused,
+  releaseUnavailable,
+  releaseUnsent,
+  UNAVAILABLE_DURING_SETTLE,
+} from '../../src/payments/payment-store.ts';
 import { isAllowed, PAYMENT_STATES, TRANSITIONS } from '../../src/ledger/payment-states.ts';
 import { transition, TransitionRefused } from '../../src/payments/states.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
@@ -17,9 +28,17 @@ describe('the payment state table', () => {
       for (const f of t.from) assert.ok(states.includes(f), `${name}: ${f}`);
       assert.ok(t.by.length > 0, name);
     }
-    for (const final of ['credited', 'settled'] as const) assert.deepEqual(states.filter((to) => isAllowed(final, to)), []);
+    for (const final of ['credited', 'settled'] as const)
+      assert.deepEqual(
+        states.filter((to) => isAllowed(final, to)),
+        [],
+      );
     // Every state but the initial one is reachable.
-    for (const s of states.filter((x) => x !== 'pending')) assert.ok(states.some((from) => isAllowed(from, s)), s);
+    for (const s of states.filter((x) => x !== 'pending'))
+      assert.ok(
+        states.some((from) => isAllowed(from, s)),
+        s,
+      );
   });
 });
 

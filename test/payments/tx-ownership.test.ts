@@ -18,7 +18,10 @@ function payment(nonce: string): MatchedPayment {
   const payer = '0x00000000000000000000000000000000000000c1';
   const payTo = '0x00000000000000000000000000000000000000b0';
   const asset = '0x00000000000000000000000000000000000000a5';
-  const inner = { signature: `0x${nonce.slice(-2).repeat(65)}`, authorization: { from: payer, to: payTo, value: '1000000', validAfter: '0', validBefore: '2000000000', nonce } };
+  const inner = {
+    signature: `0x${nonce.slice(-2).repeat(65)}`,
+    authorization: { from: payer, to: payTo, value: '1000000', validAfter: '0', validBefore: '2000000000', nonce },
+  };
   return {
     offer: { config: { network: 'eip155:31337', asset, transferMethod: 'eip3009', name: 'USDC', version: '2', decimals: 6 }, requirements: {} as never },
     payload: { x402Version: 2, accepted: {} as PaymentRequirements, payload: inner } as PaymentPayload,
@@ -33,7 +36,7 @@ for (const engine of ENGINES) {
     let storage: Storage;
     after(async () => storage?.close());
 
-    test('recording another payment\'s transaction is refused as a value and leaves the row untouched', async () => {
+    test("recording another payment's transaction is refused as a value and leaves the row untouched", async () => {
       storage = openStorage(await freshDatabaseUrl(engine));
       await migrateToLatest(storage);
       const a = await openPayment(storage.db, payment(`0x${'1'.repeat(64)}`), 0, Date.now());

@@ -26,7 +26,8 @@ for (const engine of ENGINES) {
       await h?.stop();
     });
 
-    const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
+    const rowsOf = (payer: FundedAccount) =>
+      h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
     const usdc = (payer: FundedAccount, value: bigint) =>
       signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, validAfter: nowS() - 600n });
 
@@ -35,7 +36,10 @@ for (const engine of ENGINES) {
       const a = await usdc(payer, 2n * USD);
       const b = await usdc(payer, 2n * USD);
       const offered = decodePaymentRequiredHeader((await h.post({ amount: 2 })).headers.get('payment-required')!).accepts[0]!;
-      const both = await h.post({ amount: 2 }, { 'x-payment': v1Header('base-sepolia', a), 'payment-signature': base64Json({ x402Version: 2, accepted: offered, payload: b }) });
+      const both = await h.post(
+        { amount: 2 },
+        { 'x-payment': v1Header('base-sepolia', a), 'payment-signature': base64Json({ x402Version: 2, accepted: offered, payload: b }) },
+      );
       assert.equal(both.status, 200, both.text);
       assert.equal(await h.balance(payer.address), 2_000_000);
       assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 8n * USD);
@@ -96,7 +100,15 @@ for (const engine of ENGINES) {
     test('maxAmountRequired is never read from the client: a v1 envelope carrying its own maxAmountRequired/asset/payTo for $100 credits what was signed ($1) or nothing', async () => {
       const payer = await h.payer(5n);
       const p = await usdc(payer, USD);
-      const lying = base64Json({ x402Version: 1, scheme: 'exact', network: 'base-sepolia', maxAmountRequired: String(100n * USD), asset: h.chain.usdt, payTo: payer.address, payload: p });
+      const lying = base64Json({
+        x402Version: 1,
+        scheme: 'exact',
+        network: 'base-sepolia',
+        maxAmountRequired: String(100n * USD),
+        asset: h.chain.usdt,
+        payTo: payer.address,
+        payload: p,
+      });
       const big = await h.post({ amount: 100 }, { 'x-payment': lying });
       assert.equal(big.status, 400, big.text);
       const right = await h.post({ amount: 1 }, { 'x-payment': lying });
@@ -116,7 +128,15 @@ describe('attack: the flag turned off between the 402 and the payment (sqlite)',
       const body = (await on.post({ amount: 1 })).body;
       assert.equal(body.x402Version, 1);
       const payer = await on.payer(5n);
-      const p = await signEip3009({ token: body.accepts[0].asset, chainId: on.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: body.accepts[0].payTo, value: BigInt(body.accepts[0].maxAmountRequired), validAfter: nowS() - 600n });
+      const p = await signEip3009({
+        token: body.accepts[0].asset,
+        chainId: on.anvil.chainId,
+        domain: USDC_DOMAIN,
+        from: payer,
+        to: body.accepts[0].payTo,
+        value: BigInt(body.accepts[0].maxAmountRequired),
+        validAfter: nowS() - 600n,
+      });
       off = await startTopupHarness('sqlite', { payTo: on.payTo });
       const res = await off.post({ amount: 1 }, { 'x-payment': v1Header(body.accepts[0].network, p) });
       assert.equal(res.status, 200, res.text);
@@ -171,4 +191,3 @@ for (const engine of ENGINES) {
     });
   });
 }
-

@@ -28,11 +28,17 @@ describe('start-up with topup.x402v1Body', () => {
     });
     const env = { TOLLGATE_RELAYER_KEY: `0x${'5'.repeat(64)}` };
     gw = await startGatewayProcess(config(true), env);
-    const warning = gw.output().split('\n').find((l) => l.includes('topup.x402v1Body'));
+    const warning = gw
+      .output()
+      .split('\n')
+      .find((l) => l.includes('topup.x402v1Body'));
     assert.ok(warning, gw.output());
     const line = JSON.parse(warning);
     assert.equal(line.level, 40);
-    assert.deepEqual(line.omitted.map((o: { name: string }) => o.name), ['Tether USD', 'Local USDC']);
+    assert.deepEqual(
+      line.omitted.map((o: { name: string }) => o.name),
+      ['Tether USD', 'Local USDC'],
+    );
     assert.match(line.msg, /Tether USD .*\(permit2: the stock v1 clients sign EIP-3009 only\)/);
     assert.match(line.msg, /eip155:31337 has no x402 v1 network name/);
     await gw.stop();

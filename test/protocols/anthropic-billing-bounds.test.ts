@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { planChat } from '../../src/chat/plan.ts';
+import { planChat } from '../../src/metered/plan/plan.ts';
 import { responsesInbound } from '../../src/protocols/openai-responses/inbound.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { fakeInputTokens } from '../../src/fake-providers/fake-anthropic-answer.ts';
@@ -18,10 +18,24 @@ import { call } from '../support/gateway.ts';
  * bytes do not show, and must not forward a marker that Anthropic prices above the catalog.
  */
 
-const config = parseConfig({
-  providers: { anth: { type: 'anthropic' } },
-  models: [{ provider: 'anth', name: 'claude', contextLength: 200_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1', cacheWriteCostPer1M: '1.25', cacheReadCostPer1M: '0.1' }],
-}, {});
+const config = parseConfig(
+  {
+    providers: { anth: { type: 'anthropic' } },
+    models: [
+      {
+        provider: 'anth',
+        name: 'claude',
+        contextLength: 200_000,
+        maxOutputTokens: 1000,
+        promptCostPer1M: '1',
+        completionCostPer1M: '1',
+        cacheWriteCostPer1M: '1.25',
+        cacheReadCostPer1M: '0.1',
+      },
+    ],
+  },
+  {},
+);
 const catalog = buildCatalog(config);
 const HI = [{ role: 'user', content: 'hi' }];
 const TOOL = { type: 'function', function: { name: 'f', parameters: { type: 'object' } } };
@@ -39,7 +53,7 @@ function refusal(fn: () => unknown): ApiError {
 }
 
 describe('chat completions and responses to an Anthropic provider: the bound covers the hidden tool prompt', () => {
-  test('chat completions with one tiny tool reserves Anthropic\'s tool system prompt on top of the bytes', () => {
+  test("chat completions with one tiny tool reserves Anthropic's tool system prompt on top of the bytes", () => {
     const without = planChat({ model: 'anth/claude', max_tokens: 10, messages: HI }, catalog, config);
     const withTool = planChat({ model: 'anth/claude', max_tokens: 10, messages: HI, tools: [TOOL] }, catalog, config);
     assert.ok(withTool.promptUpperBound - without.promptUpperBound >= TOOL_SYSTEM_PROMPT_TOKENS, `${withTool.promptUpperBound} - ${without.promptUpperBound}`);
@@ -62,28 +76,49 @@ describe('chat completions and responses to an Anthropic provider: the bound cov
 describe('chat completions to an Anthropic provider: one-hour cache writes are refused', () => {
   const ONE_HOUR = { type: 'ephemeral', ttl: '1h' };
   test('a user text part with cache_control ttl 1h is a 400 naming it, before anything is reserved', () => {
-    const err = refusal(() => planChat({ model: 'anth/claude', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 'x'.repeat(5000), cache_control: ONE_HOUR }] }] }, catalog, config));
+    const err = refusal(() =>
+      planChat(
+        { model: 'anth/claude', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 'x'.repeat(5000), cache_control: ONE_HOUR }] }] },
+        catalog,
+        config,
+      ),
+    );
     assert.equal(err.status, 400);
     assert.equal(err.extra.param, 'messages[0].content[0].cache_control');
   });
 
   test('a system text part with cache_control ttl 1h is refused too', () => {
-    const err = refusal(() => planChat({ model: 'anth/claude', max_tokens: 10, messages: [{ role: 'system', content: [{ type: 'text', text: 'be brief', cache_control: ONE_HOUR }] }, ...HI] }, catalog, config));
+    const err = refusal(() =>
+      planChat(
+        { model: 'anth/claude', max_tokens: 10, messages: [{ role: 'system', content: [{ type: 'text', text: 'be brief', cache_control: ONE_HOUR }] }, ...HI] },
+        catalog,
+        config,
+      ),
+    );
     assert.equal(err.status, 400);
     assert.match(String(err.extra.param), /^messages\[0\]\.content\[0\]\.cache_control$/);
   });
 
   test('the 5-minute marker still goes through, as LiteLLM clients send it', () => {
-    const p = planChat({ model: 'anth/claude', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 'hello', cache_control: { type: 'ephemeral' } }] }] }, catalog, config);
+    const p = planChat(
+      { model: 'anth/claude', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 'hello', cache_control: { type: 'ephemeral' } }] }] },
+      catalog,
+      config,
+    );
     assert.match(p.upstreamJson, /"cache_control":\{"type":"ephemeral"\}/);
   });
 });
 
 describe('an Anthropic model without cache prices: cache writes are not billed below what Anthropic charges', () => {
-  const bare = buildCatalog(parseConfig({
-    providers: { anth: { type: 'anthropic' } },
-    models: [{ provider: 'anth', name: 'claude', contextLength: 200_000, promptCostPer1M: '3', completionCostPer1M: '15' }],
-  }, {}));
+  const bare = buildCatalog(
+    parseConfig(
+      {
+        providers: { anth: { type: 'anthropic' } },
+        models: [{ provider: 'anth', name: 'claude', contextLength: 200_000, promptCostPer1M: '3', completionCostPer1M: '15' }],
+      },
+      {},
+    ),
+  );
   const model = bare.byId.get('anth/claude')!;
 
   test('a cache write costs 1.25x the prompt cost, and the charge covers it at the default 20% markup', () => {
@@ -95,7 +130,15 @@ describe('an Anthropic model without cache prices: cache writes are not billed b
   });
 
   test('an OpenAI-compatible model without cache prices bills exactly as before', () => {
-    const openai = buildCatalog(parseConfig({ providers: { o: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:1' } }, models: [{ provider: 'o', name: 'm', contextLength: 1000, promptCostPer1M: '3', completionCostPer1M: '15' }] }, {}));
+    const openai = buildCatalog(
+      parseConfig(
+        {
+          providers: { o: { type: 'openai-compatible', baseUrl: 'http://127.0.0.1:1' } },
+          models: [{ provider: 'o', name: 'm', contextLength: 1000, promptCostPer1M: '3', completionCostPer1M: '15' }],
+        },
+        {},
+      ),
+    );
     const priced = priceRequest(openai.byId.get('o/m')!, { promptTokens: 1000, completionTokens: 0, cacheWriteTokens: 1000 });
     assert.equal(priced.costUsdc, 3000);
   });
@@ -128,7 +171,7 @@ for (const engine of ENGINES) {
       assert.ok(charged <= plan.reservationUsdc, `charged ${charged} above the reservation of ${plan.reservationUsdc}`);
     });
 
-    test('native /v1/messages with a cache_control write on a model without cache prices: the charge covers Anthropic\'s bill', async () => {
+    test("native /v1/messages with a cache_control write on a model without cache prices: the charge covers Anthropic's bill", async () => {
       // claude-test lists only prompt (1) and completion (2) costs per 1M, marked up 20%.
       const system = [{ type: 'text', text: 'policy '.repeat(12_000), cache_control: { type: 'ephemeral' } }];
       const written = 20_000;

@@ -7,28 +7,55 @@ import type { AnthropicResponse } from '../../src/protocols/anthropic-messages/t
 import { translateUsage } from '../../src/protocols/anthropic-messages/decode-usage.ts';
 
 const message = (extra: Partial<AnthropicResponse>): AnthropicResponse => ({
-  id: 'msg_01', type: 'message', role: 'assistant', model: 'claude-sonnet-4-5', content: [], stop_reason: 'end_turn', stop_sequence: null,
-  usage: { input_tokens: 10, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }, ...extra,
+  id: 'msg_01',
+  type: 'message',
+  role: 'assistant',
+  model: 'claude-sonnet-4-5',
+  content: [],
+  stop_reason: 'end_turn',
+  stop_sequence: null,
+  usage: { input_tokens: 10, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+  ...extra,
 });
 
 describe('Anthropic message → OpenAI chat.completion', () => {
   test('text blocks join into content; end_turn is stop; usage in OpenAI terms', () => {
-    const out = fromAnthropicResponse(message({ content: [{ type: 'text', text: 'Hello ' }, { type: 'text', text: 'there.' }] }), 1700000000);
+    const out = fromAnthropicResponse(
+      message({
+        content: [
+          { type: 'text', text: 'Hello ' },
+          { type: 'text', text: 'there.' },
+        ],
+      }),
+      1700000000,
+    );
     assert.deepEqual(out, {
-      id: 'msg_01', object: 'chat.completion', created: 1700000000, model: 'claude-sonnet-4-5',
+      id: 'msg_01',
+      object: 'chat.completion',
+      created: 1700000000,
+      model: 'claude-sonnet-4-5',
       choices: [{ index: 0, message: { role: 'assistant', content: 'Hello there.', refusal: null }, logprobs: null, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, prompt_tokens_details: { cached_tokens: 0 }, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      usage: {
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        total_tokens: 15,
+        prompt_tokens_details: { cached_tokens: 0 },
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+      },
     });
   });
 
   test('tool_use blocks become tool_calls with JSON-string arguments; content is null without text', () => {
-    const out = fromAnthropicResponse(message({
-      stop_reason: 'tool_use',
-      content: [
-        { type: 'tool_use', id: 'toolu_1', name: 'weather', input: { city: 'Paris' } },
-        { type: 'tool_use', id: 'toolu_2', name: 'time', input: {} },
-      ],
-    }));
+    const out = fromAnthropicResponse(
+      message({
+        stop_reason: 'tool_use',
+        content: [
+          { type: 'tool_use', id: 'toolu_1', name: 'weather', input: { city: 'Paris' } },
+          { type: 'tool_use', id: 'toolu_2', name: 'time', input: {} },
+        ],
+      }),
+    );
     const choice = out.choices[0];
     assert.equal(choice.finish_reason, 'tool_calls');
     assert.equal(choice.message.content, null);
@@ -74,8 +101,12 @@ describe('stop reasons and usage', () => {
 
   test('prompt tokens include both cache terms, which also stay apart for their own prices', () => {
     assert.deepEqual(translateUsage({ input_tokens: 20, cache_creation_input_tokens: 300, cache_read_input_tokens: 4000, output_tokens: 7 }), {
-      prompt_tokens: 4320, completion_tokens: 7, total_tokens: 4327,
-      prompt_tokens_details: { cached_tokens: 4000 }, cache_creation_input_tokens: 300, cache_read_input_tokens: 4000,
+      prompt_tokens: 4320,
+      completion_tokens: 7,
+      total_tokens: 4327,
+      prompt_tokens_details: { cached_tokens: 4000 },
+      cache_creation_input_tokens: 300,
+      cache_read_input_tokens: 4000,
     });
   });
 

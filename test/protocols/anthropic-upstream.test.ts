@@ -14,7 +14,10 @@ import { FAKE_ANTHROPIC_CONTENT } from '../../src/fake-providers/fake-anthropic-
 const USAGE = { input_tokens: 100, output_tokens: 50, cache_creation_input_tokens: 10, cache_read_input_tokens: 20 };
 const CHARGE = 279; // 120 × 1.2 + 10 × 1.5 + 50 × 2.4
 const FUNDS = 1_000_000;
-const MESSAGES = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }];
+const MESSAGES = [
+  { role: 'system', content: 'Be brief.' },
+  { role: 'user', content: 'hi' },
+];
 const MODEL = 'anth/claude-test';
 
 /**
@@ -25,7 +28,11 @@ for (const engine of ENGINES) {
   describe(`Anthropic upstream (${engine})`, () => {
     let h: AnthropicHarness;
     before(async () => {
-      h = await startAnthropicHarness(engine, { chat: { firstByteTimeoutSeconds: 1, idleTimeoutSeconds: 2, drainTimeoutSeconds: 2 } }, { anthropicBeta: ['prompt-caching-2024-07-31'] });
+      h = await startAnthropicHarness(
+        engine,
+        { chat: { firstByteTimeoutSeconds: 1, idleTimeoutSeconds: 2, drainTimeoutSeconds: 2 } },
+        { anthropicBeta: ['prompt-caching-2024-07-31'] },
+      );
     });
     beforeEach(() => {
       h.anthropic.behaviour = { usage: USAGE };
@@ -35,7 +42,12 @@ for (const engine of ENGINES) {
     after(() => h.stop());
 
     const post = (key: string, body: Record<string, unknown>, signal?: AbortSignal) =>
-      fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, ...body }), signal });
+      fetch(`${h.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, ...body }),
+        signal,
+      });
 
     const usageRows = (keyId: number) => usageRowsOf(h, keyId);
     const waitForRow = (keyId: number) => waitForUsageRow(h, keyId);
@@ -79,7 +91,13 @@ for (const engine of ENGINES) {
 
       const [row] = await usageRows(w.keyId);
       assert.deepEqual(
-        { p: Number(row!.prompt_tokens), c: Number(row!.completion_tokens), cached: Number(row!.cached_tokens), est: Number(row!.estimated), charged: Number(row!.charged_usdc) },
+        {
+          p: Number(row!.prompt_tokens),
+          c: Number(row!.completion_tokens),
+          cached: Number(row!.cached_tokens),
+          est: Number(row!.estimated),
+          charged: Number(row!.charged_usdc),
+        },
         { p: 130, c: 50, cached: 20, est: 0, charged: CHARGE },
       );
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
@@ -116,9 +134,18 @@ for (const engine of ENGINES) {
 
     test('tools round trip: tool-call deltas keep their index, finish_reason tool_calls, results go back as tool_result', async () => {
       const w = await h.wallet(FUNDS);
-      h.anthropic.behaviour = { usage: USAGE, toolCalls: [{ name: 'weather', input: { city: 'Paris' } }, { name: 'time', input: { zone: 'CET' } }] };
+      h.anthropic.behaviour = {
+        usage: USAGE,
+        toolCalls: [
+          { name: 'weather', input: { city: 'Paris' } },
+          { name: 'time', input: { zone: 'CET' } },
+        ],
+      };
       const tools = [
-        { type: 'function', function: { name: 'weather', description: 'Weather now', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+        {
+          type: 'function',
+          function: { name: 'weather', description: 'Weather now', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+        },
         { type: 'function', function: { name: 'time', parameters: { type: 'object', properties: { zone: { type: 'string' } } } } },
       ];
       const events = await readSse(await post(w.key, { messages: MESSAGES, tools, tool_choice: 'required', stream: true }));
@@ -146,7 +173,11 @@ for (const engine of ENGINES) {
         tools,
         messages: [
           ...MESSAGES,
-          { role: 'assistant', content: null, tool_calls: [{ id: calls.get(0)!.id, type: 'function', function: { name: 'weather', arguments: calls.get(0)!.args } }] },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: calls.get(0)!.id, type: 'function', function: { name: 'weather', arguments: calls.get(0)!.args } }],
+          },
           { role: 'tool', tool_call_id: calls.get(0)!.id, content: 'sunny' },
         ],
       });
@@ -205,7 +236,14 @@ for (const engine of ENGINES) {
       const error = JSON.parse(events.at(-2)!).error;
       assert.equal(error.type, 'upstream_error');
       assert.match(error.message, /overloaded_error: Overloaded; nothing was charged/);
-      assert.equal(events.slice(0, -2).map((e) => JSON.parse(e).choices[0].delta.content).join(''), 'Hello from the ', 'the three deltas before it arrived');
+      assert.equal(
+        events
+          .slice(0, -2)
+          .map((e) => JSON.parse(e).choices[0].delta.content)
+          .join(''),
+        'Hello from the ',
+        'the three deltas before it arrived',
+      );
       await expectUntouched(w);
     });
 
@@ -217,7 +255,7 @@ for (const engine of ENGINES) {
       await expectUntouched(w);
     });
 
-    test('stream: a client that disconnects is drained and billed the provider\'s full usage', async () => {
+    test("stream: a client that disconnects is drained and billed the provider's full usage", async () => {
       const w = await h.wallet(FUNDS);
       h.anthropic.behaviour = { usage: USAGE, chunkDelayMs: 20 };
       const row = await leaveAfterFirstChunk(w);
@@ -253,7 +291,9 @@ for (const engine of ENGINES) {
     test('no usage in the stream: billed from the streamed text, marked estimated', async () => {
       const w = await h.wallet(FUNDS);
       h.anthropic.behaviour = { omitUsage: true, content: 'one two three four five' };
-      const events = await readSse(await post(w.key, { messages: [{ role: 'user', content: 'count' }], stream: true, stream_options: { include_usage: true } }));
+      const events = await readSse(
+        await post(w.key, { messages: [{ role: 'user', content: 'count' }], stream: true, stream_options: { include_usage: true } }),
+      );
       assert.equal(events.at(-1), '[DONE]');
       const row = await waitForRow(w.keyId);
       assert.equal(Number(row.estimated), 1);

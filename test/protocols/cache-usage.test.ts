@@ -15,16 +15,38 @@ import { neutralUsage } from '../../src/protocols/anthropic-messages/decode-usag
  * With no markup every price is exact micro-USDC per token.
  */
 const claude = buildCatalog({
-  models: [{
-    provider: 'anthropic', name: 'claude', contextLength: 200_000, maxOutputTokens: 8192, reasoningFamily: 'none', created: 0,
-    promptCostPer1M: '3', completionCostPer1M: '15', cacheWriteCostPer1M: '3.75', cacheReadCostPer1M: '0.3',
-  }],
+  models: [
+    {
+      provider: 'anthropic',
+      name: 'claude',
+      contextLength: 200_000,
+      maxOutputTokens: 8192,
+      reasoningFamily: 'none',
+      created: 0,
+      promptCostPer1M: '3',
+      completionCostPer1M: '15',
+      cacheWriteCostPer1M: '3.75',
+      cacheReadCostPer1M: '0.3',
+    },
+  ],
   pricing: { markupPercent: '0', listedPrices: 'billed' },
 }).models[0]!;
 
 /** OpenAI's ratio on gpt-4o: cached reads at half the input price; 20% markup. */
 const gpt = buildCatalog({
-  models: [{ provider: 'openai', name: 'gpt', contextLength: 128_000, maxOutputTokens: 16384, reasoningFamily: 'none', created: 0, promptCostPer1M: '2.5', completionCostPer1M: '10', cachedPromptCostPer1M: '1.25' }],
+  models: [
+    {
+      provider: 'openai',
+      name: 'gpt',
+      contextLength: 128_000,
+      maxOutputTokens: 16384,
+      reasoningFamily: 'none',
+      created: 0,
+      promptCostPer1M: '2.5',
+      completionCostPer1M: '10',
+      cachedPromptCostPer1M: '1.25',
+    },
+  ],
   pricing: { markupPercent: '20', listedPrices: 'billed' },
 }).models[0]!;
 
@@ -37,7 +59,7 @@ describe('cached tokens read from provider usage and priced', () => {
     assert.deepEqual(priceRequest(gpt, tokenCounts(usage)), { chargeUsdc: 4896, costUsdc: 4080, cachedPartsIgnored: false });
   });
 
-  test('Anthropic (the adapter\'s usage): cache writes and reads at their own prices, reads not priced twice as OpenAI cached reads', async () => {
+  test("Anthropic (the adapter's usage): cache writes and reads at their own prices, reads not priced twice as OpenAI cached reads", async () => {
     const fake: FakeAnthropic = await startFakeAnthropic({ apiKey: 'sk-ant-test' });
     try {
       fake.behaviour = { content: 'Hello.', usage: { input_tokens: 100, cache_creation_input_tokens: 1000, cache_read_input_tokens: 2000, output_tokens: 50 } };
@@ -54,7 +76,10 @@ describe('cached tokens read from provider usage and priced', () => {
 
       // 100 × 3 + 1000 × 3.75 + 2000 × 0.3 + 50 × 15 = 300 + 3750 + 600 + 750.
       const expected = { chargeUsdc: 5400, costUsdc: 5400, cachedPartsIgnored: false };
-      for (const [path, reported] of [['JSON', answer.usage], ['stream', translator.usage]] as const) {
+      for (const [path, reported] of [
+        ['JSON', answer.usage],
+        ['stream', translator.usage],
+      ] as const) {
         // What the Anthropic upstream translator's decoders report for it.
         const usage = neutralUsage(reported!);
         const counts = tokenCounts(usage);

@@ -7,7 +7,15 @@ import { ENGINES } from '../support/engines.ts';
  * `fake/cached` costs 1 / 2 micro-USDC per prompt / completion token and 0.5 per cached prompt
  * token; with the harness's 20% markup it bills 1.2, 2.4 and 0.6.
  */
-const CACHED_MODEL = { provider: 'fake', name: 'cached', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', cachedPromptCostPer1M: '0.5' };
+const CACHED_MODEL = {
+  provider: 'fake',
+  name: 'cached',
+  contextLength: 100_000,
+  maxOutputTokens: 4096,
+  promptCostPer1M: '1',
+  completionCostPer1M: '2',
+  cachedPromptCostPer1M: '0.5',
+};
 const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 100, completion_tokens: 50, cached_tokens: 40 };
 const CHARGE = 60 * 1.2 + 40 * 0.6 + 50 * 2.4; // 216, exact
@@ -22,7 +30,8 @@ for (const engine of ENGINES) {
     afterEach(() => h.gw.assertLedger());
     after(() => h.stop());
 
-    const usageRow = (keyId: number) => h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', keyId).executeTakeFirstOrThrow();
+    const usageRow = (keyId: number) =>
+      h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('api_key_id', '=', keyId).executeTakeFirstOrThrow();
 
     for (const stream of [false, true]) {
       test(`${stream ? 'streaming' : 'non-streaming'}: the cached part is charged at the cached price and recorded`, async () => {
@@ -31,7 +40,12 @@ for (const engine of ENGINES) {
         const client = h.client(w.key);
         const messages = [{ role: 'user' as const, content: 'the same long system prompt as last time' }];
         if (stream) {
-          for await (const chunk of await client.chat.completions.create({ model: 'fake/cached', messages, stream: true, stream_options: { include_usage: true } })) {
+          for await (const chunk of await client.chat.completions.create({
+            model: 'fake/cached',
+            messages,
+            stream: true,
+            stream_options: { include_usage: true },
+          })) {
             if (chunk.usage) assert.equal(chunk.usage.prompt_tokens_details?.cached_tokens, 40, 'the usage chunk reaches the client as reported');
           }
         } else {
@@ -57,10 +71,16 @@ for (const engine of ENGINES) {
     test('more cached tokens than prompt tokens: billed as prompt-only, logged for the operator, never below', async () => {
       h.fake.behaviour = { usage: { prompt_tokens: 100, completion_tokens: 50, cached_tokens: 5000 } };
       const w = await h.wallet(FUNDS);
-      const { response } = await h.client(w.key).chat.completions.create({ model: 'fake/cached', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+      const { response } = await h
+        .client(w.key)
+        .chat.completions.create({ model: 'fake/cached', messages: [{ role: 'user', content: 'hi' }] })
+        .withResponse();
       assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(100 * 1.2 + 50 * 2.4));
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - 240);
-      const warning = h.gw.logs().split('\n').find((l) => l.includes('more cached prompt tokens than prompt tokens') && l.includes(response.headers.get('x-request-id')!));
+      const warning = h.gw
+        .logs()
+        .split('\n')
+        .find((l) => l.includes('more cached prompt tokens than prompt tokens') && l.includes(response.headers.get('x-request-id')!));
       assert.ok(warning, 'the operator sees which request reported the impossible split');
       assert.match(warning, /"cachedPromptTokens":5000/);
     });

@@ -24,7 +24,11 @@ describe('attack: a provider states its own charge with escaped key names (sqlit
 
   async function send(path: string, body: Record<string, unknown>) {
     const w = await h.wallet(FUNDS);
-    const res = await fetch(`${h.gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${w.key}` }, body: JSON.stringify(body) });
+    const res = await fetch(`${h.gw.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${w.key}` },
+      body: JSON.stringify(body),
+    });
     const text = await res.text();
     assert.equal(res.status, 200, text);
     const taken = FUNDS - (await h.balance(w.account)).balance_usdc;
@@ -33,11 +37,19 @@ describe('attack: a provider states its own charge with escaped key names (sqlit
 
   test('chat completions JSON: the usage the client parses says charged_usdc 1 while the ledger took more', async () => {
     h.fake.behaviour = { rewriteAnswer: (json) => json.replace('"usage":{', `"usage":{${FAKE_CHARGE}`) };
-    const { text, taken, header } = await send('/v1/chat/completions', { model: 'fake/chat-small', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] });
+    const { text, taken, header } = await send('/v1/chat/completions', {
+      model: 'fake/chat-small',
+      max_tokens: 50,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     assert.ok(taken > 1);
     assert.equal(header, taken);
     const usage = JSON.parse(text).usage;
-    assert.equal(usage.charged_usdc, taken, `the answer's usage claims charged_usdc ${usage.charged_usdc}, the ledger took ${taken}; raw usage: ${text.slice(text.indexOf('"usage"'))}`);
+    assert.equal(
+      usage.charged_usdc,
+      taken,
+      `the answer's usage claims charged_usdc ${usage.charged_usdc}, the ledger took ${taken}; raw usage: ${text.slice(text.indexOf('"usage"'))}`,
+    );
     assert.equal(usage.cost, taken / 1e6);
   });
 
@@ -51,9 +63,18 @@ describe('attack: a provider states its own charge with escaped key names (sqlit
   test('chat stream: a content chunk carrying usage states a charge of the provider\'s ("content chunks that carry usage cannot state a charge either")', async () => {
     h.fake.behaviour = {
       // The content chunks carry a usage object (some providers send running usage), its charge keys escaped.
-      rewriteChunk: (json) => (json.includes('"delta":{"content"') ? json.replace('"usage":null', '"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2,"\\u0063harged_usdc":1}') : json),
+      rewriteChunk: (json) =>
+        json.includes('"delta":{"content"')
+          ? json.replace('"usage":null', '"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2,"\\u0063harged_usdc":1}')
+          : json,
     };
-    const { text, taken } = await send('/v1/chat/completions', { model: 'fake/chat-small', max_tokens: 50, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] });
+    const { text, taken } = await send('/v1/chat/completions', {
+      model: 'fake/chat-small',
+      max_tokens: 50,
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     const stated = text
       .split('\n\n')
       .map((b) => b.replace(/^data: /, ''))
@@ -64,12 +85,24 @@ describe('attack: a provider states its own charge with escaped key names (sqlit
     assert.deepEqual(stated, [taken], `charges stated in the stream: ${stated.join(', ')}; the ledger took ${taken}`);
   });
 
-  test('native Messages stream: message_start (where LangChain reads usage) carries the provider\'s charge', async () => {
-    h.anthropic.behaviour = { rewriteAnswer: (json) => (json.includes('"type":"message_start"') ? json.replace('"usage":{', `"usage":{${FAKE_CHARGE}`) : json) };
-    const { text, taken } = await send('/v1/messages', { model: 'anth/claude-test', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  test("native Messages stream: message_start (where LangChain reads usage) carries the provider's charge", async () => {
+    h.anthropic.behaviour = {
+      rewriteAnswer: (json) => (json.includes('"type":"message_start"') ? json.replace('"usage":{', `"usage":{${FAKE_CHARGE}`) : json),
+    };
+    const { text, taken } = await send('/v1/messages', {
+      model: 'anth/claude-test',
+      max_tokens: 50,
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     const stated = text
       .split('\n\n')
-      .map((b) => b.split('\n').find((l) => l.startsWith('data: '))?.slice(6))
+      .map((b) =>
+        b
+          .split('\n')
+          .find((l) => l.startsWith('data: '))
+          ?.slice(6),
+      )
       .filter((d): d is string => !!d)
       .map((d) => JSON.parse(d))
       .map((e) => e.usage ?? e.message?.usage)

@@ -14,7 +14,13 @@ const USAGE: Usage = { input: { total: 10, cacheRead: 0, cacheWrite: 0 }, output
 /** A provider that names a charge of its own in its usage (OpenRouter's `cost` is what the operator pays). */
 const PROVIDER_CLAIM = { cost: 0.5, charged_usdc: 1, charge_deferred: true, cost_details: { upstream_inference_cost: 0.5 } };
 
-const sseData = (text: string) => text.split('\n\n').flatMap((b) => b.split('\n').filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]').map((l) => JSON.parse(l.slice(6))));
+const sseData = (text: string) =>
+  text.split('\n\n').flatMap((b) =>
+    b
+      .split('\n')
+      .filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]')
+      .map((l) => JSON.parse(l.slice(6))),
+  );
 
 describe('the charge fields', () => {
   test('a settle that was not applied claims no charge; a deferred one says so', () => {
@@ -25,7 +31,13 @@ describe('the charge fields', () => {
   });
 
   test('cost is the exact decimal of the micro-USDC amount in JSON', () => {
-    for (const [usdc, text] of [[1, '0.000001'], [999_999, '0.999999'], [123_456_789, '123.456789'], [0, '0'], [4_503_599_627_370_495, '4503599627.370495']] as const) {
+    for (const [usdc, text] of [
+      [1, '0.000001'],
+      [999_999, '0.999999'],
+      [123_456_789, '123.456789'],
+      [0, '0'],
+      [4_503_599_627_370_495, '4503599627.370495'],
+    ] as const) {
       assert.equal(JSON.stringify(chargeFields({ usdc, deferred: false }).cost), text);
     }
   });
@@ -41,7 +53,10 @@ describe('the charge spliced into a JSON answer as text', () => {
   test('into the one usage object, whatever its spacing, empty or not; the rest byte for byte', () => {
     const spaced = '{"id": "x", "choices": [{"message": {"content": "a \\"usage\\": {} b"}}],\n "usage" : { "prompt_tokens": 3 }}';
     const out = spliceCharge(spaced, charge)!;
-    assert.equal(out, '{"id": "x", "choices": [{"message": {"content": "a \\"usage\\": {} b"}}],\n "usage" : {"cost":0.000025,"charged_usdc":25, "prompt_tokens": 3 }}');
+    assert.equal(
+      out,
+      '{"id": "x", "choices": [{"message": {"content": "a \\"usage\\": {} b"}}],\n "usage" : {"cost":0.000025,"charged_usdc":25, "prompt_tokens": 3 }}',
+    );
     assert.deepEqual(JSON.parse(out).usage, { cost: 0.000025, charged_usdc: 25, prompt_tokens: 3 });
     assert.deepEqual(JSON.parse(spliceCharge('{"usage":{ }}', charge)!), { usage: { cost: 0.000025, charged_usdc: 25 } });
   });
@@ -58,7 +73,11 @@ describe('the charge spliced into a JSON answer as text', () => {
     assert.equal(mayNameACharge('{"choices":[{"delta":{"content":"café"}}]}'), false);
     // The callers then write the answer again, the provider's claim removed.
     const answer = '{"id":"x","usage":{"prompt_tokens":1,"cost":0.5}}';
-    assert.deepEqual(JSON.parse(openAIChatInbound.encodeAnswer(answer, JSON.parse(answer), plan(), USAGE, charge)).usage, { prompt_tokens: 1, cost: 0.000025, charged_usdc: 25 });
+    assert.deepEqual(JSON.parse(openAIChatInbound.encodeAnswer(answer, JSON.parse(answer), plan(), USAGE, charge)).usage, {
+      prompt_tokens: 1,
+      cost: 0.000025,
+      charged_usdc: 25,
+    });
   });
 });
 
@@ -70,7 +89,7 @@ describe('attack: a stream whose settle was not applied claims no charge, whatev
     assert.deepEqual(chunk.usage, { prompt_tokens: 10, completion_tokens: 5 });
   });
 
-  test('chat completions: a content chunk that carries usage with a charge of the provider\'s loses it; plain content passes byte for byte', () => {
+  test("chat completions: a content chunk that carries usage with a charge of the provider's loses it; plain content passes byte for byte", () => {
     const e = openAIChatInbound.streamEncoder(plan());
     const [chunk] = sseData(e.chunk(JSON.stringify({ choices: [{ delta: { content: 'hi' } }], usage: { prompt_tokens: 1, ...PROVIDER_CLAIM } }), false));
     assert.deepEqual(chunk.usage, { prompt_tokens: 1 });
@@ -116,7 +135,16 @@ describe('attack: a stream whose settle was not applied claims no charge, whatev
     assert.equal(sseData(native.end(USAGE, undefined, charge))[0].usage.charge_deferred, true);
     const responses = sseData(responsesInbound.streamEncoder(plan()).end(USAGE, undefined, charge)).find((e) => e.type === 'response.completed');
     // No usage chunk reached this encoder: the billed usage carries the charge.
-    assert.deepEqual(responses.response.usage, { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15, cost: 0.00004, charged_usdc: 40, charge_deferred: true });
+    assert.deepEqual(responses.response.usage, {
+      input_tokens: 10,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 5,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 15,
+      cost: 0.00004,
+      charged_usdc: 40,
+      charge_deferred: true,
+    });
   });
 
   test('a native JSON answer gains the charge in its own usage; without a usage object it is left as sent', () => {

@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import Fastify from 'fastify';
 import { INBOUND_TRANSLATORS } from '../../src/protocols/index.ts';
 import { openAIChatInbound } from '../../src/protocols/openai-chat/inbound.ts';
-import type { ChatPlan } from '../../src/chat/plan.ts';
+import type { ChatPlan } from '../../src/metered/plan/plan.ts';
 import { errorHandler } from '../../src/http/errors.ts';
 import { ApiError } from '../../src/refusal.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
@@ -25,16 +25,27 @@ describe('inbound codecs', () => {
     const notAsked = openAIChatInbound.streamEncoder(plan(false));
     assert.equal(asked.chunk('{"a":1}', false), 'data: {"a":1}\n\n');
     assert.equal(asked.chunk('{"choices":[],"usage":{}}', true), '');
-    assert.equal(asked.end(undefined, undefined, { usdc: 1500, deferred: false }), 'data: {"choices":[],"usage":{"cost":0.0015,"charged_usdc":1500}}\n\ndata: [DONE]\n\n');
+    assert.equal(
+      asked.end(undefined, undefined, { usdc: 1500, deferred: false }),
+      'data: {"choices":[],"usage":{"cost":0.0015,"charged_usdc":1500}}\n\ndata: [DONE]\n\n',
+    );
     assert.equal(notAsked.chunk('{"choices":[],"usage":{}}', true), '');
     assert.equal(notAsked.end(undefined, undefined, { usdc: 1500, deferred: false }), 'data: [DONE]\n\n');
-    assert.equal(notAsked.failure('it broke; nothing was charged'), 'data: {"error":{"message":"it broke; nothing was charged","type":"upstream_error"}}\n\ndata: [DONE]\n\n');
+    assert.equal(
+      notAsked.failure('it broke; nothing was charged'),
+      'data: {"error":{"message":"it broke; nothing was charged","type":"upstream_error"}}\n\ndata: [DONE]\n\n',
+    );
   });
 
-  test('a route that names its codec writes its errors in the codec\'s shape, whatever errors.format says', async () => {
+  test("a route that names its codec writes its errors in the codec's shape, whatever errors.format says", async () => {
     const app = Fastify();
     app.setErrorHandler(errorHandler('openai'));
-    const inboundCodec = { ...openAIChatInbound, path: '/v1/own', openaiCompatible: false, errorBody: (e: { code: string; message: string }) => ({ type: 'error', error: { type: e.code, message: e.message } }) };
+    const inboundCodec = {
+      ...openAIChatInbound,
+      path: '/v1/own',
+      openaiCompatible: false,
+      errorBody: (e: { code: string; message: string }) => ({ type: 'error', error: { type: e.code, message: e.message } }),
+    };
     app.post('/v1/own', { config: { inboundCodec } }, async () => {
       throw new ApiError(402, 'INSUFFICIENT_BALANCE', 'top up');
     });
@@ -74,7 +85,7 @@ describe('inbound codecs', () => {
         }
       }
     };
-    for (const dir of ['src/chat', 'src/providers', 'src/payments']) walk(dir);
+    for (const dir of ['src/metered', 'src/providers', 'src/payments']) walk(dir);
     assert.deepEqual(offenders, []);
   });
 });

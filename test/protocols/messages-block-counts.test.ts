@@ -32,23 +32,98 @@ const toolUse = { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1'
 
 /** Each block type the Messages API accepts, holding LONG where it carries text, as a conversation. */
 const BLOCKS: Record<string, { messages: unknown[]; system?: unknown; nativeChat: boolean }> = {
-  'text': { messages: [{ role: 'user', content: [{ type: 'text', text: LONG }] }], nativeChat: true },
+  text: { messages: [{ role: 'user', content: [{ type: 'text', text: LONG }] }], nativeChat: true },
   'system text block': { system: [{ type: 'text', text: LONG }], messages: [asked], nativeChat: true },
-  'search_result': { messages: [{ role: 'user', content: [search(LONG), { type: 'text', text: 'summarise' }] }], nativeChat: true },
-  'tool_result holding a search_result': { messages: [asked, toolUse, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [search(LONG)] }] }], nativeChat: true },
-  'tool_result holding text': { messages: [asked, toolUse, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: LONG }] }], nativeChat: true },
-  'thinking': { messages: [asked, { role: 'assistant', content: [{ type: 'thinking', thinking: LONG, signature: 'sig' }, { type: 'text', text: 'ok' }] }, asked], nativeChat: true },
-  'redacted_thinking': { messages: [asked, { role: 'assistant', content: [{ type: 'redacted_thinking', data: LONG }, { type: 'text', text: 'ok' }] }, asked], nativeChat: true },
-  'tool_use input': { messages: [asked, { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { q: LONG } }] }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'none' }] }], nativeChat: true },
-  'document, text source': { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: LONG } }, { type: 'text', text: 'summarise' }] }], nativeChat: true },
-  'document, content source': { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'content', content: [{ type: 'text', text: LONG }] } }] }], nativeChat: false },
-  'document context': { messages: [{ role: 'user', content: [{ type: 'document', context: LONG, source: { type: 'text', media_type: 'text/plain', data: 'x' } }] }], nativeChat: true },
-  'server_tool_use input': { messages: [asked, { role: 'assistant', content: [{ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: LONG } }] }, asked], nativeChat: false },
-  'web_search_tool_result': {
-    messages: [asked, { role: 'assistant', content: [{ type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [{ type: 'web_search_result', url: 'https://e.com', title: 'e', encrypted_content: LONG }] }] }, asked],
+  search_result: { messages: [{ role: 'user', content: [search(LONG), { type: 'text', text: 'summarise' }] }], nativeChat: true },
+  'tool_result holding a search_result': {
+    messages: [asked, toolUse, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [search(LONG)] }] }],
+    nativeChat: true,
+  },
+  'tool_result holding text': {
+    messages: [asked, toolUse, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: LONG }] }],
+    nativeChat: true,
+  },
+  thinking: {
+    messages: [
+      asked,
+      {
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking: LONG, signature: 'sig' },
+          { type: 'text', text: 'ok' },
+        ],
+      },
+      asked,
+    ],
+    nativeChat: true,
+  },
+  redacted_thinking: {
+    messages: [
+      asked,
+      {
+        role: 'assistant',
+        content: [
+          { type: 'redacted_thinking', data: LONG },
+          { type: 'text', text: 'ok' },
+        ],
+      },
+      asked,
+    ],
+    nativeChat: true,
+  },
+  'tool_use input': {
+    messages: [
+      asked,
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { q: LONG } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'none' }] },
+    ],
+    nativeChat: true,
+  },
+  'document, text source': {
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'document', source: { type: 'text', media_type: 'text/plain', data: LONG } },
+          { type: 'text', text: 'summarise' },
+        ],
+      },
+    ],
+    nativeChat: true,
+  },
+  'document, content source': {
+    messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'content', content: [{ type: 'text', text: LONG }] } }] }],
     nativeChat: false,
   },
-  'mcp_tool_result': { messages: [asked, { role: 'user', content: [{ type: 'mcp_tool_result', tool_use_id: 'mcptoolu_1', content: [{ type: 'text', text: LONG }] }] }], nativeChat: false },
+  'document context': {
+    messages: [{ role: 'user', content: [{ type: 'document', context: LONG, source: { type: 'text', media_type: 'text/plain', data: 'x' } }] }],
+    nativeChat: true,
+  },
+  'server_tool_use input': {
+    messages: [asked, { role: 'assistant', content: [{ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: LONG } }] }, asked],
+    nativeChat: false,
+  },
+  web_search_tool_result: {
+    messages: [
+      asked,
+      {
+        role: 'assistant',
+        content: [
+          {
+            type: 'web_search_tool_result',
+            tool_use_id: 'srvtoolu_1',
+            content: [{ type: 'web_search_result', url: 'https://e.com', title: 'e', encrypted_content: LONG }],
+          },
+        ],
+      },
+      asked,
+    ],
+    nativeChat: false,
+  },
+  mcp_tool_result: {
+    messages: [asked, { role: 'user', content: [{ type: 'mcp_tool_result', tool_use_id: 'mcptoolu_1', content: [{ type: 'text', text: LONG }] }] }],
+    nativeChat: false,
+  },
 };
 
 describe('attack: count_tokens and the usage estimate count every Messages block type (sqlite)', () => {
@@ -97,19 +172,47 @@ describe('attack: a non-string where the Messages API takes text is a 400 naming
   const cases: [string, Record<string, unknown>, string][] = [
     ['a text block', { messages: [{ role: 'user', content: [{ type: 'text', text: BAD }] }] }, 'messages[0].content[0].text'],
     ['a system block', { system: [{ type: 'text', text: BAD }], messages: [asked] }, 'system[0].text'],
-    ['a thinking block', { messages: [asked, { role: 'assistant', content: [{ type: 'thinking', thinking: BAD, signature: 's' }] }, asked] }, 'messages[1].content[0].thinking'],
+    [
+      'a thinking block',
+      { messages: [asked, { role: 'assistant', content: [{ type: 'thinking', thinking: BAD, signature: 's' }] }, asked] },
+      'messages[1].content[0].thinking',
+    ],
     ['an assistant text block', { messages: [asked, { role: 'assistant', content: [{ type: 'text', text: BAD }] }, asked] }, 'messages[1].content[0].text'],
-    ['redacted_thinking data', { messages: [asked, { role: 'assistant', content: [{ type: 'redacted_thinking', data: BAD }] }, asked] }, 'messages[1].content[0].data'],
-    ['a tool_use name', { messages: [asked, { role: 'assistant', content: [{ type: 'tool_use', id: 't', name: BAD, input: {} }] }, asked] }, 'messages[1].content[0].name'],
-    ['an image source', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: BAD } }] }] }, 'messages[0].content[0].source.data'],
-    ['a text document source', { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: BAD } }] }] }, 'messages[0].content[0].source.data'],
+    [
+      'redacted_thinking data',
+      { messages: [asked, { role: 'assistant', content: [{ type: 'redacted_thinking', data: BAD }] }, asked] },
+      'messages[1].content[0].data',
+    ],
+    [
+      'a tool_use name',
+      { messages: [asked, { role: 'assistant', content: [{ type: 'tool_use', id: 't', name: BAD, input: {} }] }, asked] },
+      'messages[1].content[0].name',
+    ],
+    [
+      'an image source',
+      { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: BAD } }] }] },
+      'messages[0].content[0].source.data',
+    ],
+    [
+      'a text document source',
+      { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: BAD } }] }] },
+      'messages[0].content[0].source.data',
+    ],
     ['a search_result source', { messages: [{ role: 'user', content: [{ ...search('x'), source: BAD }] }] }, 'messages[0].content[0].source'],
-    ['a tool_result text block', { messages: [asked, toolUse, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: BAD }] }] }] }, 'messages[2].content[0].content[0].text'],
+    [
+      'a tool_result text block',
+      { messages: [asked, toolUse, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: BAD }] }] }] },
+      'messages[2].content[0].content[0].text',
+    ],
   ];
 
   for (const [name, shape, field] of cases) {
     test(`{"toString": 1} as ${name}: 400 naming ${field} on the native path, the translated path and count_tokens`, async () => {
-      for (const [model, path] of [[NATIVE, '/v1/messages'], [TRANSLATED, '/v1/messages'], [NATIVE, '/v1/messages/count_tokens']] as const) {
+      for (const [model, path] of [
+        [NATIVE, '/v1/messages'],
+        [TRANSLATED, '/v1/messages'],
+        [NATIVE, '/v1/messages/count_tokens'],
+      ] as const) {
         const res = await post(h.gw.url, key, { model, max_tokens: 10, ...shape }, path);
         assert.equal(res.status, 400, `${model} ${path}: ${res.text}`);
         const error = res.json().error;
@@ -135,8 +238,16 @@ describe('attack: a non-string where the Messages API takes text is a 400 naming
   test('{"toString": 1} as a chat tool call\'s name is answered and billed by estimate when the provider reports no usage', async () => {
     const w = await h.wallet(1_000_000);
     h.fake.behaviour = { omitUsage: true, content: 'done' };
-    const messages = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: BAD, arguments: '{}' } }] }, { role: 'tool', tool_call_id: 'c1', content: 'ok' }];
-    const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${w.key}` }, body: JSON.stringify({ model: TRANSLATED, messages }) });
+    const messages = [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: BAD, arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'ok' },
+    ];
+    const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${w.key}` },
+      body: JSON.stringify({ model: TRANSLATED, messages }),
+    });
     const body = await res.json();
     assert.notEqual(res.status, 500, JSON.stringify(body));
     if (res.status === 200) assert.ok(body.usage.prompt_tokens > 0);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
-import { planInbound } from '../../src/chat/plan-inbound.ts';
+import { planInbound } from '../../src/metered/plan/inbound.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { anthropicMessagesInbound } from '../../src/protocols/anthropic-messages/inbound.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
@@ -23,10 +23,24 @@ const ONE_HOUR = { type: 'ephemeral', ttl: '1h' };
 /** Each call reports 10 input and 10 output tokens: 12 + 24 = 36 micro-USDC on these models. */
 const USAGE = { input_tokens: 10, output_tokens: 10 };
 
-const config = parseConfig({
-  providers: { anth: { type: 'anthropic' } },
-  models: [{ provider: 'anth', name: 'claude', contextLength: 200_000, maxOutputTokens: 8000, promptCostPer1M: '1', completionCostPer1M: '1', cacheWriteCostPer1M: '1.25', cacheReadCostPer1M: '0.1' }],
-}, {});
+const config = parseConfig(
+  {
+    providers: { anth: { type: 'anthropic' } },
+    models: [
+      {
+        provider: 'anth',
+        name: 'claude',
+        contextLength: 200_000,
+        maxOutputTokens: 8000,
+        promptCostPer1M: '1',
+        completionCostPer1M: '1',
+        cacheWriteCostPer1M: '1.25',
+        cacheReadCostPer1M: '0.1',
+      },
+    ],
+  },
+  {},
+);
 const catalog = buildCatalog(config);
 const plan = (body: unknown) => planInbound(anthropicMessagesInbound, body, catalog, config, {});
 
@@ -41,10 +55,19 @@ function refusal(fn: () => unknown): ApiError {
 }
 
 /** A search result (Anthropic's SearchResultBlockParam) whose text block asks for a one-hour cache write. */
-const SEARCH_RESULT_1H = { type: 'search_result', source: 'https://example.com', title: 't', content: [{ type: 'text', text: 'x'.repeat(5000), cache_control: ONE_HOUR }] };
+const SEARCH_RESULT_1H = {
+  type: 'search_result',
+  source: 'https://example.com',
+  title: 't',
+  content: [{ type: 'text', text: 'x'.repeat(5000), cache_control: ONE_HOUR }],
+};
 
 async function post(url: string, key: string | null, body: unknown, headers: Record<string, string> = {}, path = '/v1/messages') {
-  const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { 'x-api-key': key } : {}), ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(key ? { 'x-api-key': key } : {}), ...headers },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, headers: res.headers, text, json: async () => JSON.parse(text) };
 }
@@ -57,13 +80,16 @@ describe('attack: native /v1/messages fields the policy does not see', () => {
   });
 
   test('attack: a one-hour cache write in a search_result inside a tool_result is refused too', () => {
-    const err = refusal(() => plan({
-      model: 'anth/claude', max_tokens: 10,
-      messages: [
-        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'search', input: {} }] },
-        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [SEARCH_RESULT_1H] }] },
-      ],
-    }));
+    const err = refusal(() =>
+      plan({
+        model: 'anth/claude',
+        max_tokens: 10,
+        messages: [
+          { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'search', input: {} }] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [SEARCH_RESULT_1H] }] },
+        ],
+      }),
+    );
     assert.equal(err.status, 400);
     assert.match(String(err.extra.param), /cache_control/);
   });
@@ -97,9 +123,14 @@ for (const engine of ENGINES) {
     test('attack: cache_control ttl "1h" inside a search_result never reaches the provider (billed there at 2x input, here at the 5-minute rate)', async () => {
       const w = await h.wallet(1_000_000);
       for (const content of [[SEARCH_RESULT_1H], [{ type: 'tool_result', tool_use_id: 't1', content: [SEARCH_RESULT_1H] }]]) {
-        const messages = content[0]!.type === 'tool_result'
-          ? [{ role: 'user', content: 'search' }, { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'search', input: {} }] }, { role: 'user', content }]
-          : [{ role: 'user', content }];
+        const messages =
+          content[0]!.type === 'tool_result'
+            ? [
+                { role: 'user', content: 'search' },
+                { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'search', input: {} }] },
+                { role: 'user', content },
+              ]
+            : [{ role: 'user', content }];
         const res = await post(h.gw.url, w.key, { model: NATIVE, max_tokens: 10, messages });
         assert.equal(res.status, 400, res.text);
       }
@@ -109,7 +140,11 @@ for (const engine of ENGINES) {
 
     test('attack: a message-level cache_control ttl "1h" never reaches the provider', async () => {
       const w = await h.wallet(1_000_000);
-      const res = await post(h.gw.url, w.key, { model: NATIVE, max_tokens: 10, messages: [{ role: 'user', content: 'x'.repeat(5000), cache_control: ONE_HOUR }] });
+      const res = await post(h.gw.url, w.key, {
+        model: NATIVE,
+        max_tokens: 10,
+        messages: [{ role: 'user', content: 'x'.repeat(5000), cache_control: ONE_HOUR }],
+      });
       assert.equal(res.status, 400, res.text);
       assert.equal(h.anthropic.received.length, 0, `forwarded: ${JSON.stringify(h.anthropic.received[0]?.body.messages?.[0]?.cache_control)}`);
     });
@@ -125,7 +160,7 @@ describe('attack: count_tokens and retry headers (sqlite)', () => {
   afterEach(() => h.gw.assertLedger());
   after(() => h.stop());
 
-  test('attack: one count_tokens call with a long run of letters does not stall the gateway (o200k BPE is quadratic in a word\'s length)', async () => {
+  test("attack: one count_tokens call with a long run of letters does not stall the gateway (o200k BPE is quadratic in a word's length)", async () => {
     // A key with an empty wallet is enough: count_tokens is never reserved or billed. 96 KiB of one
     // "word" is ~9 s of synchronous tokenizer time here (64 KiB: 4 s, 256 KiB: 55 s; 4 MiB, the body
     // limit, would be hours), during which every other request on the instance waits.
@@ -143,7 +178,7 @@ describe('attack: count_tokens and retry headers (sqlite)', () => {
     assert.ok(longest < 1000, `one turn of the event loop took ${Math.round(longest)} ms of CPU on one count_tokens call of 96 KiB`);
   });
 
-  test('attack: a 402 caused only by funds locked by the wallet\'s own request in flight is not marked x-should-retry: false', async () => {
+  test("attack: a 402 caused only by funds locked by the wallet's own request in flight is not marked x-should-retry: false", async () => {
     // Claude Code runs requests side by side; the second is refused while the first holds its
     // reservation, and the very same request succeeds once the first settles (a moment later).
     const w = await h.wallet(4000);
@@ -162,7 +197,7 @@ describe('attack: count_tokens and retry headers (sqlite)', () => {
     assert.notEqual(second.headers.get('x-should-retry'), 'false', 'a transient 402 tells the SDK never to retry');
   });
 
-  test('attack: a provider\'s own 400 (the same request will be refused again) is not relayed as a retryable 502', async () => {
+  test("attack: a provider's own 400 (the same request will be refused again) is not relayed as a retryable 502", async () => {
     // Claude Code retries 5xx without x-should-retry: false (10 times, minutes): each retry a new provider call.
     const w = await h.wallet(1_000_000);
     h.anthropic.behaviour = { failStatus: 400 };

@@ -20,7 +20,11 @@ const FLOOR = 1000;
 
 /** A POST whose body is always read (an unread body keeps its connection, and the gateway's stop waits for it). */
 async function post(url: string, key: string | null, body: unknown, headers: Record<string, string> = {}, path = '/v1/messages') {
-  const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { 'x-api-key': key } : {}), ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(key ? { 'x-api-key': key } : {}), ...headers },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, headers: res.headers, text, json: async () => JSON.parse(text) };
 }
@@ -58,7 +62,15 @@ describe('/v1/messages for Claude Code: retry headers, betas, count_tokens', () 
     assert.equal(unpaid.headers.get('x-should-retry'), 'false');
 
     const limited = await h.wallet(1_000_000);
-    assert.equal((await call(h.gw.url, 'PATCH', `/v1/auth/keys/${limited.keyId}`, { ...(await siweProof(limited.account, { action: 'loosen-key' })), models: [TRANSLATED] })).status, 200);
+    assert.equal(
+      (
+        await call(h.gw.url, 'PATCH', `/v1/auth/keys/${limited.keyId}`, {
+          ...(await siweProof(limited.account, { action: 'loosen-key' })),
+          models: [TRANSLATED],
+        })
+      ).status,
+      200,
+    );
     const forbidden = await post(h.gw.url, limited.key, { model: NATIVE, max_tokens: 10, messages: HI });
     assert.equal(forbidden.status, 403);
     assert.equal(forbidden.headers.get('x-should-retry'), 'false');
@@ -77,9 +89,14 @@ describe('/v1/messages for Claude Code: retry headers, betas, count_tokens', () 
     assert.equal(h.anthropic.received.length, 0);
   });
 
-  test('a native request forwards the client\'s price-neutral betas merged with the operator\'s, and names the ones it dropped', async () => {
+  test("a native request forwards the client's price-neutral betas merged with the operator's, and names the ones it dropped", async () => {
     const w = await h.wallet(1_000_000);
-    const res = await post(h.gw.url, w.key, { model: NATIVE, max_tokens: 10, messages: HI }, { 'anthropic-beta': 'claude-code-20250219,prompt-caching-2024-07-31,unreviewed-beta-2027-01-01' });
+    const res = await post(
+      h.gw.url,
+      w.key,
+      { model: NATIVE, max_tokens: 10, messages: HI },
+      { 'anthropic-beta': 'claude-code-20250219,prompt-caching-2024-07-31,unreviewed-beta-2027-01-01' },
+    );
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('x-tollgate-betas-dropped'), 'unreviewed-beta-2027-01-01');
     const sent = h.anthropic.received[0]!;
@@ -89,7 +106,12 @@ describe('/v1/messages for Claude Code: retry headers, betas, count_tokens', () 
 
   test('attack: a priced beta (1M context at a higher rate) is refused by name before anything is reserved or sent', async () => {
     const w = await h.wallet(1_000_000);
-    const res = await post(h.gw.url, w.key, { model: NATIVE, max_tokens: 10, messages: HI }, { 'anthropic-beta': 'claude-code-20250219,context-1m-2025-08-07' });
+    const res = await post(
+      h.gw.url,
+      w.key,
+      { model: NATIVE, max_tokens: 10, messages: HI },
+      { 'anthropic-beta': 'claude-code-20250219,context-1m-2025-08-07' },
+    );
     assert.equal(res.status, 400);
     const body = await res.json();
     assert.equal(body.error.param, 'anthropic-beta');
@@ -98,7 +120,7 @@ describe('/v1/messages for Claude Code: retry headers, betas, count_tokens', () 
     assert.equal((await h.balance(w.account)).balance_usdc, 1_000_000);
   });
 
-  test('max_tokens above the model\'s limit is lowered, said in x-tollgate-max-tokens, and reserved at the lowered value', async () => {
+  test("max_tokens above the model's limit is lowered, said in x-tollgate-max-tokens, and reserved at the lowered value", async () => {
     const w = await h.wallet(1_000_000);
     for (const model of [NATIVE, TRANSLATED]) {
       const res = await post(h.gw.url, w.key, { model, max_tokens: 128_000, messages: HI });
@@ -111,7 +133,12 @@ describe('/v1/messages for Claude Code: retry headers, betas, count_tokens', () 
 
   test('count_tokens: answered by the gateway, no provider called, nothing reserved or billed', async () => {
     const w = await h.wallet(1_000_000);
-    const body = { model: NATIVE, system: 'Be brief.', messages: [...HI, { role: 'system', content: 'env' }], tools: [{ name: 'Bash', description: 'run', input_schema: { type: 'object' } }] };
+    const body = {
+      model: NATIVE,
+      system: 'Be brief.',
+      messages: [...HI, { role: 'system', content: 'env' }],
+      tools: [{ name: 'Bash', description: 'run', input_schema: { type: 'object' } }],
+    };
     const res = await post(h.gw.url, w.key, body, {}, '/v1/messages/count_tokens?beta=true');
     assert.equal(res.status, 200);
     const counted = await res.json();
@@ -125,7 +152,7 @@ describe('/v1/messages for Claude Code: retry headers, betas, count_tokens', () 
     assert.equal(rows.length, 0);
   });
 
-  test('attack: count_tokens needs a key, checks the body and the key\'s models, and is rate-limited with chat', async () => {
+  test("attack: count_tokens needs a key, checks the body and the key's models, and is rate-limited with chat", async () => {
     assert.equal((await post(h.gw.url, null, { model: NATIVE, messages: HI }, {}, '/v1/messages/count_tokens')).status, 401);
     const w = await h.wallet(0);
     const unknown = await post(h.gw.url, w.key, { model: 'nope', messages: HI }, {}, '/v1/messages/count_tokens');
@@ -216,13 +243,21 @@ for (const engine of ENGINES) {
     test('attack: on a key with a spend limit below the balance, the fit is to the smaller of the two', async () => {
       const w = await h.wallet(1_000_000);
       const limit = 4000;
-      assert.equal((await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, { ...(await siweProof(w.account, { action: 'loosen-key' })), spend_limit_usdc: limit })).status, 200);
+      assert.equal(
+        (await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, { ...(await siweProof(w.account, { action: 'loosen-key' })), spend_limit_usdc: limit }))
+          .status,
+        200,
+      );
       const res = await post(h.gw.url, w.key, { model: NATIVE, max_tokens: 4096, messages: HI }, FIT);
       assert.equal(res.status, 200, res.text);
       const fitted = Number(res.headers.get('x-tollgate-max-tokens-fitted'));
       assert.ok(fitted >= FLOOR && fitted * 2.4 <= limit, `fitted ${fitted}`);
       // A key limit below the floor's cost is a 402 naming the key's limit.
-      assert.equal((await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, { ...(await siweProof(w.account, { action: 'loosen-key' })), spend_limit_usdc: 2000 })).status, 200);
+      assert.equal(
+        (await call(h.gw.url, 'PATCH', `/v1/auth/keys/${w.keyId}`, { ...(await siweProof(w.account, { action: 'loosen-key' })), spend_limit_usdc: 2000 }))
+          .status,
+        200,
+      );
       const refused = await post(h.gw.url, w.key, { model: NATIVE, max_tokens: 4096, messages: HI }, FIT);
       assert.equal(refused.status, 402);
       assert.equal((await refused.json()).error.code, 'KEY_LIMIT_EXCEEDED');

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { anthropicMessagesInbound } from '../../src/protocols/anthropic-messages/inbound.ts';
-import { planInbound } from '../../src/chat/plan-inbound.ts';
-import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/chat/native-plan.ts';
+import { planInbound } from '../../src/metered/plan/inbound.ts';
+import { TOOL_SYSTEM_PROMPT_TOKENS } from '../../src/metered/plan/native.ts';
 import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
@@ -52,8 +52,13 @@ for (const engine of ENGINES) {
     test('translated: the bound covers the bytes sent, which a tool input grows by escaping it into a JSON string', () => {
       const quotes = '"'.repeat(20_000);
       const p = plan({
-        model: TRANSLATED, max_tokens: 10,
-        messages: [...HI, { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: { q: quotes } }] }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'ok' }] }],
+        model: TRANSLATED,
+        max_tokens: 10,
+        messages: [
+          ...HI,
+          { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: { q: quotes } }] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'ok' }] },
+        ],
       });
       assert.equal(p.native, false);
       // The client's JSON holds the quotes escaped once (40 KB); the arguments string escapes them twice (80 KB).
@@ -68,20 +73,39 @@ for (const engine of ENGINES) {
       assert.ok(p.promptUpperBound >= Buffer.byteLength(p.upstreamJson));
     });
 
-    test('native: only a document\'s encoded data is replaced by its bound; its title and context are text Anthropic bills', () => {
+    test("native: only a document's encoded data is replaced by its bound; its title and context are text Anthropic bills", () => {
       const title = 't'.repeat(40_000);
-      const p = plan({ model: 'anth/claude-docs', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'document', source: PDF, title, context: title }, { type: 'text', text: 'sum up' }] }] });
+      const p = plan({
+        model: 'anth/claude-docs',
+        max_tokens: 10,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'document', source: PDF, title, context: title },
+              { type: 'text', text: 'sum up' },
+            ],
+          },
+        ],
+      });
       assert.ok(p.promptUpperBound >= 2 * title.length, `${p.promptUpperBound} < ${2 * title.length}`);
     });
 
-    test('native: tools add Anthropic\'s hidden tool system prompt on top of their bytes', () => {
+    test("native: tools add Anthropic's hidden tool system prompt on top of their bytes", () => {
       const without = plan({ model: NATIVE, max_tokens: 10, messages: HI });
       const withTool = plan({ model: NATIVE, max_tokens: 10, messages: HI, tools: [{ name: 'f', input_schema: { type: 'object' } }] });
       assert.ok(withTool.promptUpperBound - without.promptUpperBound >= TOOL_SYSTEM_PROMPT_TOKENS);
     });
 
     test('an image in a tool result is bounded as an image (native) and needs a model that declares images', async () => {
-      const result = [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] }] }];
+      const result = [
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] },
+          ],
+        },
+      ];
       const p = plan({ model: NATIVE, max_tokens: 10, messages: result });
       assert.equal(p.parts.tokens, 1600);
       const w = await h.wallet(FUNDS);
@@ -91,7 +115,11 @@ for (const engine of ENGINES) {
 
     test('the output bound is max_tokens: the thinking budget must fit inside it, and max_tokens is required', async () => {
       const w = await h.wallet(FUNDS);
-      await expectRefusedBeforeAnything(w, await post(w.key, { model: NATIVE, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 3000 }, messages: HI }), 'thinking.budget_tokens');
+      await expectRefusedBeforeAnything(
+        w,
+        await post(w.key, { model: NATIVE, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 3000 }, messages: HI }),
+        'thinking.budget_tokens',
+      );
       await expectRefusedBeforeAnything(w, await post(w.key, { model: NATIVE, messages: HI }), 'max_tokens');
       // Above the model's limit it is lowered to it, not refused (clients choose it for Claude's window).
       const high = plan({ model: NATIVE, max_tokens: 100_000, thinking: { type: 'enabled', budget_tokens: 31_999 }, messages: HI });
@@ -109,11 +137,35 @@ for (const engine of ENGINES) {
       ['mcp_servers (remote tool calls)', { mcp_servers: [{ type: 'url', url: 'https://x', name: 'x' }] }, 'mcp_servers'],
       ['a server tool (web search, billed per search)', { tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] }, 'tools[0]'],
       ['a built-in client tool (hidden prompt)', { tools: [{ type: 'bash_20250124', name: 'bash' }] }, 'tools[0]'],
-      ['a one-hour cache write (dearer than the cache-write price)', { system: [{ type: 'text', text: 's', cache_control: { type: 'ephemeral', ttl: '1h' } }] }, 'system[0].cache_control'],
+      [
+        'a one-hour cache write (dearer than the cache-write price)',
+        { system: [{ type: 'text', text: 's', cache_control: { type: 'ephemeral', ttl: '1h' } }] },
+        'system[0].cache_control',
+      ],
       ['a priority service tier', { service_tier: 'priority' }, 'service_tier'],
-      ['a document made of content blocks (images inside, unmeasured)', { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'content', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] } }] }] }, 'messages[0].content[0].source'],
-      ['an image by Files API id (size not in the request)', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'file', file_id: 'file_1' } }] }] }, 'messages[0].content[0].source'],
-      ['an unknown field (workspace_id acts on the operator\'s account)', { workspace_id: 'w' }, 'workspace_id'],
+      [
+        'a document made of content blocks (images inside, unmeasured)',
+        {
+          messages: [
+            {
+              role: 'user',
+              content: [
+                {
+                  type: 'document',
+                  source: { type: 'content', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] },
+                },
+              ],
+            },
+          ],
+        },
+        'messages[0].content[0].source',
+      ],
+      [
+        'an image by Files API id (size not in the request)',
+        { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'file', file_id: 'file_1' } }] }] },
+        'messages[0].content[0].source',
+      ],
+      ["an unknown field (workspace_id acts on the operator's account)", { workspace_id: 'w' }, 'workspace_id'],
       ['server-side compaction (extra model calls)', { context_management: { edits: [{ type: 'compact_20260112' }] } }, 'context_management.edits[0]'],
       ['fast mode (billed at a premium)', { speed: 'fast' }, 'speed'],
       ['a pinned inference region (billed at a premium)', { inference_geo: 'us' }, 'inference_geo'],

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { responsesInbound } from '../../src/protocols/openai-responses/inbound.ts';
-import { planChat } from '../../src/chat/plan.ts';
+import { planChat } from '../../src/metered/plan/plan.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
 import { ApiError } from '../../src/refusal.ts';
@@ -15,17 +15,24 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
  * reserved or sent.
  */
 
-const config = parseConfig({
-  providers: { p: { baseUrl: 'http://127.0.0.1:9' } },
-  models: [{ provider: 'p', name: 'm', contextLength: 1_000_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2' }],
-}, {});
+const config = parseConfig(
+  {
+    providers: { p: { baseUrl: 'http://127.0.0.1:9' } },
+    models: [{ provider: 'p', name: 'm', contextLength: 1_000_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2' }],
+  },
+  {},
+);
 /** A provider of type anthropic: the same Responses body, translated twice (Responses → chat → Messages). */
-const anthConfig = parseConfig({
-  providers: { a: { type: 'anthropic' } },
-  models: [{ provider: 'a', name: 'claude', contextLength: 1_000_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2' }],
-}, {});
+const anthConfig = parseConfig(
+  {
+    providers: { a: { type: 'anthropic' } },
+    models: [{ provider: 'a', name: 'claude', contextLength: 1_000_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2' }],
+  },
+  {},
+);
 
-const plan = (body: Record<string, unknown>, cfg = config) => planChat(responsesInbound.decodeRequest({ model: cfg === config ? 'p/m' : 'a/claude', ...body }), buildCatalog(cfg), cfg);
+const plan = (body: Record<string, unknown>, cfg = config) =>
+  planChat(responsesInbound.decodeRequest({ model: cfg === config ? 'p/m' : 'a/claude', ...body }), buildCatalog(cfg), cfg);
 
 function refusal(fn: () => unknown): ApiError {
   try {
@@ -46,16 +53,44 @@ const CARRIERS: Record<string, Record<string, unknown>> = {
   'a tool description': { input: 'hi', tools: [{ ...weather, description: BIG }] },
   'a tool schema': { input: 'hi', tools: [{ ...weather, parameters: { type: 'object', description: BIG } }] },
   'a user input_text part': { input: [{ role: 'user', content: [{ type: 'input_text', text: BIG }] }] },
-  'a developer message': { input: [{ role: 'developer', content: BIG }, { role: 'user', content: 'hi' }] },
-  'an assistant message': { input: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: [{ type: 'output_text', text: BIG }] }, { role: 'user', content: 'and?' }] },
-  'function_call arguments': { input: [{ role: 'user', content: 'hi' }, { type: 'function_call', call_id: 'c1', name: 'weather', arguments: JSON.stringify({ note: BIG }) }, { type: 'function_call_output', call_id: 'c1', output: 'ok' }], tools: [weather] },
-  'a function_call_output': { input: [{ role: 'user', content: 'hi' }, { type: 'function_call', call_id: 'c1', name: 'weather', arguments: '{}' }, { type: 'function_call_output', call_id: 'c1', output: BIG }], tools: [weather] },
+  'a developer message': {
+    input: [
+      { role: 'developer', content: BIG },
+      { role: 'user', content: 'hi' },
+    ],
+  },
+  'an assistant message': {
+    input: [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: [{ type: 'output_text', text: BIG }] },
+      { role: 'user', content: 'and?' },
+    ],
+  },
+  'function_call arguments': {
+    input: [
+      { role: 'user', content: 'hi' },
+      { type: 'function_call', call_id: 'c1', name: 'weather', arguments: JSON.stringify({ note: BIG }) },
+      { type: 'function_call_output', call_id: 'c1', output: 'ok' },
+    ],
+    tools: [weather],
+  },
+  'a function_call_output': {
+    input: [
+      { role: 'user', content: 'hi' },
+      { type: 'function_call', call_id: 'c1', name: 'weather', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'c1', output: BIG },
+    ],
+    tools: [weather],
+  },
   'a text.format schema': { input: 'hi', text: { format: { type: 'json_schema', name: 'out', schema: { type: 'object', description: BIG } } } },
 };
 
 describe('the prompt bound counts every part of a Responses request', () => {
   for (const [where, body] of Object.entries(CARRIERS)) {
-    for (const [upstream, cfg] of [['OpenAI-compatible', config], ['Anthropic', anthConfig]] as const) {
+    for (const [upstream, cfg] of [
+      ['OpenAI-compatible', config],
+      ['Anthropic', anthConfig],
+    ] as const) {
       // Anthropic has no JSON-schema output: that request is a 400 (anthropic-upstream.test.ts), not a bound question.
       if (upstream === 'Anthropic' && where === 'a text.format schema') continue;
       test(`${where} (${upstream} upstream): sent, and counted in the reservation`, () => {
@@ -70,7 +105,7 @@ describe('the prompt bound counts every part of a Responses request', () => {
 });
 
 describe('max_output_tokens bounds the output', () => {
-  test('it is sent as the provider\'s limit and reserved at the completion price', () => {
+  test("it is sent as the provider's limit and reserved at the completion price", () => {
     const small = plan({ input: 'hi', max_output_tokens: 10 });
     const large = plan({ input: 'hi', max_output_tokens: 4000 });
     assert.equal(JSON.parse(small.upstreamJson).max_tokens, 10);
@@ -84,7 +119,7 @@ describe('max_output_tokens bounds the output', () => {
     assert.equal(JSON.parse(p.upstreamJson).max_tokens, config.chat.defaultMaxTokens);
   });
 
-  test('above the model\'s limit, or not a positive whole number: 400', () => {
+  test("above the model's limit, or not a positive whole number: 400", () => {
     assert.match(refusal(() => plan({ input: 'hi', max_output_tokens: 5000 })).message, /above p\/m's limit of 4096/);
     assert.equal(refusal(() => plan({ input: 'hi', max_output_tokens: 0 })).extra.param, 'max_output_tokens');
     assert.equal(refusal(() => plan({ input: 'hi', max_output_tokens: 1.5 })).extra.param, 'max_output_tokens');
@@ -102,26 +137,50 @@ describe('max_output_tokens bounds the output', () => {
 /** Billed per call or per session beyond tokens, or expanded from state on the provider's side. */
 const REFUSED: Record<string, [Record<string, unknown>, string, RegExp]> = {
   'the file_search tool': [{ tools: [weather, { type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[1]', /built-in file_search tool.*billed per use/],
-  'the computer_use_preview tool': [{ tools: [{ type: 'computer_use_preview', display_width: 1, display_height: 1, environment: 'browser' }] }, 'tools[0]', /built-in computer_use_preview tool/],
+  'the computer_use_preview tool': [
+    { tools: [{ type: 'computer_use_preview', display_width: 1, display_height: 1, environment: 'browser' }] },
+    'tools[0]',
+    /built-in computer_use_preview tool/,
+  ],
   'the code_interpreter tool': [{ tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] }, 'tools[0]', /built-in code_interpreter tool/],
   'the image_generation tool': [{ tools: [{ type: 'image_generation' }] }, 'tools[0]', /built-in image_generation tool/],
   'an MCP server': [{ tools: [{ type: 'mcp', server_label: 'x', server_url: 'https://example.com' }] }, 'tools[0]', /built-in mcp tool/],
   'a built-in tool_choice': [{ tools: [weather], tool_choice: { type: 'web_search_preview' } }, 'tool_choice', /built-in tools are not offered/],
   'include[]': [{ include: ['file_search_call.results'] }, 'include', /leave include out/],
-  'an include value beside the accepted reasoning.encrypted_content': [{ include: ['reasoning.encrypted_content', 'web_search_call.action.sources'] }, 'include', /web_search_call\.action\.sources.*leave include out/],
+  'an include value beside the accepted reasoning.encrypted_content': [
+    { include: ['reasoning.encrypted_content', 'web_search_call.action.sources'] },
+    'include',
+    /web_search_call\.action\.sources.*leave include out/,
+  ],
   'include that is not an array': [{ include: 'reasoning.encrypted_content' }, 'include', /array of strings/],
   'client_metadata that is not an object': [{ client_metadata: 'x' }, 'client_metadata', /object/],
   // The decoder sees these only when they were not resolved against a wallet's stored responses (pay-per-request, or responses.store off).
-  'an unresolved previous_response_id': [{ previous_response_id: 'resp_1' }, 'previous_response_id', /kept only for requests made with an API key.*send the whole conversation in input/],
+  'an unresolved previous_response_id': [
+    { previous_response_id: 'resp_1' },
+    'previous_response_id',
+    /kept only for requests made with an API key.*send the whole conversation in input/,
+  ],
   'a stored conversation': [{ conversation: 'conv_1' }, 'conversation', /keeps no conversations/],
   'a stored prompt template': [{ prompt: { id: 'pmpt_1' } }, 'prompt', /prompt template stored/],
   'background mode': [{ background: true }, 'background', /kept and polled later/],
-  'an unresolved item_reference': [{ input: [{ type: 'item_reference', id: 'msg_1' }] }, 'input[0]', /item_reference.*kept only for requests made with an API key.*providerOptions\.openai\.store to false/],
-  'an image stored by file id': [{ input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file_1' }] }] }, 'input[0].content[0]', /stored by id or URL/],
-  'a file fetched from a URL': [{ input: [{ role: 'user', content: [{ type: 'input_file', file_url: 'https://example.com/huge.pdf' }] }] }, 'input[0].content[0]', /stored by id or URL/],
+  'an unresolved item_reference': [
+    { input: [{ type: 'item_reference', id: 'msg_1' }] },
+    'input[0]',
+    /item_reference.*kept only for requests made with an API key.*providerOptions\.openai\.store to false/,
+  ],
+  'an image stored by file id': [
+    { input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file_1' }] }] },
+    'input[0].content[0]',
+    /stored by id or URL/,
+  ],
+  'a file fetched from a URL': [
+    { input: [{ role: 'user', content: [{ type: 'input_file', file_url: 'https://example.com/huge.pdf' }] }] },
+    'input[0].content[0]',
+    /stored by id or URL/,
+  ],
   'a priced service_tier': [{ service_tier: 'priority' }, 'service_tier', /changes the price per token/],
-  'chat\'s priced web_search_options': [{ web_search_options: {} }, 'web_search_options', /web search, which is billed per call/],
-  'chat\'s audio output': [{ audio: { voice: 'alloy', format: 'mp3' } }, 'audio', /audio prices/],
+  "chat's priced web_search_options": [{ web_search_options: {} }, 'web_search_options', /web search, which is billed per call/],
+  "chat's audio output": [{ audio: { voice: 'alloy', format: 'mp3' } }, 'audio', /audio prices/],
   'truncation: auto': [{ truncation: 'auto' }, 'truncation', /drop input/],
 };
 
@@ -147,7 +206,8 @@ describe('over HTTP: a refused Responses request reserves nothing and reaches no
   test('a built-in tool: 400 before any reservation, the provider never called', async () => {
     const w = await h.wallet(1_000_000);
     const res = await fetch(`${h.gw.url}/v1/responses`, {
-      method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'chat-small', input: 'run this', tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] }),
     });
     assert.equal(res.status, 400);

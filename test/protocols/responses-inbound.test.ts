@@ -23,7 +23,11 @@ async function readEvents(res: Response): Promise<any[]> {
   });
 }
 
-const deltasOf = (events: any[]) => events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+const deltasOf = (events: any[]) =>
+  events
+    .filter((e) => e.type === 'response.output_text.delta')
+    .map((e) => e.delta)
+    .join('');
 
 /**
  * POST /v1/responses on both engines: billed as chat is (JSON and stream, OpenAI-compatible and
@@ -46,14 +50,19 @@ for (const engine of ENGINES) {
     after(() => h.stop());
 
     const post = (key: string, body: Record<string, unknown>, path = '/v1/responses', signal?: AbortSignal) =>
-      fetch(`${h.gw.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', ...body }), signal });
+      fetch(`${h.gw.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat-small', ...body }),
+        signal,
+      });
 
     const usageRows = (keyId: number) => usageRowsOf(h, keyId);
     const waitForRow = (keyId: number) => waitForUsageRow(h, keyId);
 
     const expectUntouched = (w: { account: any; keyId: number }) => expectNothingCharged(h, w, FUNDS);
 
-    test('JSON: a Response, billed from the provider\'s usage, one usage row', async () => {
+    test("JSON: a Response, billed from the provider's usage, one usage row", async () => {
       const w = await h.wallet(FUNDS);
       const res = await post(w.key, { input: 'hi' });
       assert.equal(res.status, 200);
@@ -63,13 +72,26 @@ for (const engine of ENGINES) {
       assert.equal(body.output[0].content[0].text, CONTENT);
       assert.equal(body.store, true, 'kept by default, as OpenAI does (test/protocols/responses-store.test.ts)');
       const [row] = await usageRows(w.keyId);
-      assert.deepEqual({ status: row!.status, p: Number(row!.prompt_tokens), c: Number(row!.completion_tokens), charged: Number(row!.charged_usdc) }, { status: 'ok', p: 10, c: 20, charged: CHARGE });
+      assert.deepEqual(
+        { status: row!.status, p: Number(row!.prompt_tokens), c: Number(row!.completion_tokens), charged: Number(row!.charged_usdc) },
+        { status: 'ok', p: 10, c: 20, charged: CHARGE },
+      );
     });
 
     test('the same conversation costs the same through /v1/chat/completions and /v1/responses', async () => {
       h.fake.behaviour = {}; // the fake bills the prompt it received
       const w = await h.wallet(FUNDS);
-      const chat = await post(w.key, { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'What is a toll gate?' }], max_tokens: 100 }, '/v1/chat/completions');
+      const chat = await post(
+        w.key,
+        {
+          messages: [
+            { role: 'system', content: 'Be brief.' },
+            { role: 'user', content: 'What is a toll gate?' },
+          ],
+          max_tokens: 100,
+        },
+        '/v1/chat/completions',
+      );
       const resp = await post(w.key, { instructions: 'Be brief.', input: 'What is a toll gate?', max_output_tokens: 100 });
       assert.deepEqual(h.fake.received[1]!.body.messages, h.fake.received[0]!.body.messages);
       assert.equal(resp.headers.get('x-tollgate-charged-usdc'), chat.headers.get('x-tollgate-charged-usdc'));
@@ -118,7 +140,10 @@ for (const engine of ENGINES) {
       const res = await post(w.key, { input: 'hi', stream: true });
       assert.equal(res.status, 200);
       const events = await readEvents(res);
-      assert.deepEqual(events.map((e) => e.type), ['response.created', 'response.in_progress', 'error', 'response.failed']);
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['response.created', 'response.in_progress', 'error', 'response.failed'],
+      );
       assert.match(events[2].message, /provider answered 500: injected failure 500; nothing was charged/);
       assert.equal(events[3].response.status, 'failed');
       await expectUntouched(w);
@@ -142,7 +167,7 @@ for (const engine of ENGINES) {
       await expectUntouched(w);
     });
 
-    test('stream: a client that disconnects is drained and billed the provider\'s full usage', async () => {
+    test("stream: a client that disconnects is drained and billed the provider's full usage", async () => {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { usage: USAGE, chunkDelayMs: 20 };
       const abort = new AbortController();
@@ -155,7 +180,7 @@ for (const engine of ENGINES) {
       assert.equal(Number(row.charged_usdc), CHARGE);
     });
 
-    test('no usage in the JSON answer: billed from counted tokens, marked estimated; the Response\'s usage is the billed one, with the charge', async () => {
+    test("no usage in the JSON answer: billed from counted tokens, marked estimated; the Response's usage is the billed one, with the charge", async () => {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { omitUsage: true, content: 'The quick brown fox jumps over the lazy dog.' };
       const res = await post(w.key, { input: 'Tell me about foxes, please.' });
@@ -165,7 +190,10 @@ for (const engine of ENGINES) {
       const prompt = countTokens('Tell me about foxes, please.') + 3 + 3;
       const completion = countTokens('The quick brown fox jumps over the lazy dog.');
       assert.deepEqual({ p: Number(row!.prompt_tokens), c: Number(row!.completion_tokens), est: Number(row!.estimated) }, { p: prompt, c: completion, est: 1 });
-      assert.deepEqual({ p: usage.input_tokens, c: usage.output_tokens, charged: usage.charged_usdc }, { p: prompt, c: completion, charged: Number(row!.charged_usdc) });
+      assert.deepEqual(
+        { p: usage.input_tokens, c: usage.output_tokens, charged: usage.charged_usdc },
+        { p: prompt, c: completion, charged: Number(row!.charged_usdc) },
+      );
       assert.equal(res.headers.get('x-tollgate-charged-usdc'), String(usage.charged_usdc));
     });
 
@@ -183,14 +211,25 @@ for (const engine of ENGINES) {
 
     test('Anthropic upstream, JSON: translated to Messages (instructions as system), answered as a Response', async () => {
       const w = await h.wallet(FUNDS);
-      const res = await post(w.key, { model: 'anth/claude-test', instructions: 'Be brief.', input: [{ role: 'developer', content: 'Answer in English.' }, { role: 'user', content: 'hi' }], max_output_tokens: 300 });
+      const res = await post(w.key, {
+        model: 'anth/claude-test',
+        instructions: 'Be brief.',
+        input: [
+          { role: 'developer', content: 'Answer in English.' },
+          { role: 'user', content: 'hi' },
+        ],
+        max_output_tokens: 300,
+      });
       assert.equal(res.status, 200);
       const body = await res.json();
       assert.equal(body.output[0].content[0].text, FAKE_ANTHROPIC_CONTENT);
       assert.equal(body.usage.input_tokens, 10);
       const sent = h.anthropic.received[0]!.body;
       assert.equal(sent.max_tokens, 300);
-      assert.deepEqual(sent.system, [{ type: 'text', text: 'Be brief.' }, { type: 'text', text: 'Answer in English.' }]);
+      assert.deepEqual(sent.system, [
+        { type: 'text', text: 'Be brief.' },
+        { type: 'text', text: 'Answer in English.' },
+      ]);
       assert.deepEqual(sent.messages, [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }]);
       assert.equal(Number((await usageRows(w.keyId))[0]!.charged_usdc), CHARGE);
     });

@@ -38,7 +38,11 @@ for (const engine of ENGINES) {
     after(() => h.stop());
 
     const post = (key: string, body: unknown) =>
-      fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify({ model: 'chat-small', ...(body as object) }) });
+      fetch(`${h.gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: typeof body === 'string' ? body : JSON.stringify({ model: 'chat-small', ...(body as object) }),
+      });
     const get = (key: string, id: string, method = 'GET') => fetch(`${h.gw.url}/v1/responses/${id}`, { method, headers: { authorization: `Bearer ${key}` } });
     const stored = async (key: string, body: Record<string, unknown> = {}) => {
       const res = await post(key, { input: 'hi', ...body });
@@ -56,11 +60,17 @@ for (const engine of ENGINES) {
       h.fake.received.length = 0;
       const item = first.output[0]!.id;
       const refs = 120;
-      const body = JSON.stringify({ model: 'chat-small', store: false, input: [{ role: 'user', content: 'x' }, ...Array.from({ length: refs }, () => ({ type: 'item_reference', id: item }))] });
+      const body = JSON.stringify({
+        model: 'chat-small',
+        store: false,
+        input: [{ role: 'user', content: 'x' }, ...Array.from({ length: refs }, () => ({ type: 'item_reference', id: item }))],
+      });
       const res = await post(w.key, body);
       const text = await res.text();
       const sent = h.fake.received.reduce((n, r) => n + Buffer.byteLength(JSON.stringify(r.body)), 0);
-      console.log(`[${engine}] request ${body.length} B -> upstream ${sent} B (${(sent / body.length).toFixed(0)}x), status ${res.status}: ${text.slice(0, 200)}`);
+      console.log(
+        `[${engine}] request ${body.length} B -> upstream ${sent} B (${(sent / body.length).toFixed(0)}x), status ${res.status}: ${text.slice(0, 200)}`,
+      );
       // Expected: the resolved request is held to the same byte bound as a request sent whole
       // (limits.chatBodyBytes), and refused before anything is reserved or sent.
       assert.ok(res.status === 400 || res.status === 413, `status ${res.status}`);
@@ -76,7 +86,11 @@ for (const engine of ENGINES) {
       const item = first.output[0]!.id;
       // The JSON parser allows 20,000 values: up to ~6,600 references a request. Each reference
       // is ~60 bytes and may name an item of up to maxBytesPerResponse (2 MiB by default).
-      const body = JSON.stringify({ model: 'chat-small', store: false, input: [{ role: 'user', content: 'x' }, ...Array.from({ length: 1_000 }, () => ({ type: 'item_reference', id: item }))] });
+      const body = JSON.stringify({
+        model: 'chat-small',
+        store: false,
+        input: [{ role: 'user', content: 'x' }, ...Array.from({ length: 1_000 }, () => ({ type: 'item_reference', id: item }))],
+      });
       const delay = monitorEventLoopDelay({ resolution: 10 });
       delay.enable();
       const t0 = performance.now();
@@ -85,7 +99,9 @@ for (const engine of ENGINES) {
       const ms = performance.now() - t0;
       delay.disable();
       const sent = h.fake.received.reduce((n, r) => n + Buffer.byteLength(JSON.stringify(r.body)), 0);
-      console.log(`[${engine}] 1,000 references: ${body.length} B request -> ${sent} B upstream, ${ms.toFixed(0)} ms, max event-loop delay ${(delay.max / 1e6).toFixed(0)} ms, status ${res.status}: ${text.slice(0, 120)}`);
+      console.log(
+        `[${engine}] 1,000 references: ${body.length} B request -> ${sent} B upstream, ${ms.toFixed(0)} ms, max event-loop delay ${(delay.max / 1e6).toFixed(0)} ms, status ${res.status}: ${text.slice(0, 120)}`,
+      );
       assert.ok(res.status === 400 || res.status === 413, `status ${res.status}`);
       assert.equal(h.fake.received.length, 0);
     });
@@ -109,7 +125,15 @@ for (const engine of ENGINES) {
         ['GET', await get(w.key, 'resp_%00abc')],
         ['DELETE', await get(w.key, 'resp_%00abc', 'DELETE')],
         ['previous_response_id', await post(w.key, { input: 'hi', previous_response_id: 'resp_\u0000abc' })],
-        ['item_reference', await post(w.key, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: 'msg_\u0000abc' }] })],
+        [
+          'item_reference',
+          await post(w.key, {
+            input: [
+              { role: 'user', content: 'hi' },
+              { type: 'item_reference', id: 'msg_\u0000abc' },
+            ],
+          }),
+        ],
       ] as const) {
         results.push(`${what}: ${res.status} ${(await res.text()).slice(0, 160)}`);
       }
@@ -120,9 +144,14 @@ for (const engine of ENGINES) {
 
     test("a restricted key (models and spend limit set by the owner) reads and deletes the conversations of the wallet's other keys", async () => {
       const w = await h.wallet(FUNDS);
-      const secret = await stored(w.key, { input: 'the owner\'s private conversation' });
+      const secret = await stored(w.key, { input: "the owner's private conversation" });
       // The owner hands a narrow key to a third party: one model it may not even use here, 1 cent of spend.
-      const narrow = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(w.account)), models: ['fake/thinker'], spend_limit_usdc: 10_000, label: 'contractor' });
+      const narrow = await call(h.gw.url, 'POST', '/v1/auth/keys', {
+        ...(await createKeyProof(w.account)),
+        models: ['fake/thinker'],
+        spend_limit_usdc: 10_000,
+        label: 'contractor',
+      });
       assert.equal(narrow.status, 201, narrow.text);
       const read = await get(narrow.body.key, secret.id);
       const readText = await read.text();
@@ -146,7 +175,18 @@ for (const engine of ENGINES) {
       for (const prev of [item, res.id.toUpperCase(), `${res.id} `, 'r'.repeat(200_000)]) {
         statuses.push(`previous_response_id ${prev.slice(0, 40)}: ${(await post(w.key, { input: 'hi', previous_response_id: prev })).status}`);
       }
-      statuses.push(`item_reference to a response id: ${(await post(w.key, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: res.id }] })).status}`);
+      statuses.push(
+        `item_reference to a response id: ${
+          (
+            await post(w.key, {
+              input: [
+                { role: 'user', content: 'hi' },
+                { type: 'item_reference', id: res.id },
+              ],
+            })
+          ).status
+        }`,
+      );
       console.log(`[${engine}] odd ids: ${statuses.join('; ')}`);
       for (const s of statuses) assert.match(s, /: (404|414)$/, s); // 414: a URL over the server's limit, whatever the id
       assert.equal(h.fake.received.length, 1, 'only the request that stored it reached the provider');
@@ -157,8 +197,21 @@ for (const engine of ENGINES) {
       const db = h.gw.services.storage.db;
       // The wallet already holds 995 of its 1,000 (rows as the keeper writes them).
       const now = Date.now() + skew;
-      const rows = Array.from({ length: 995 }, (_, i) => ({ id: `resp_full${String(i).padStart(28, '0')}${w.keyId}`, wallet: w.account.address.toLowerCase(), api_key_id: w.keyId, created_at: now, expires_at: now + 3600_000, bytes: 10, input_json: '[]', response_json: '{"output":[]}' }));
-      for (let i = 0; i < rows.length; i += 200) await db.insertInto('stored_responses').values(rows.slice(i, i + 200)).execute();
+      const rows = Array.from({ length: 995 }, (_, i) => ({
+        id: `resp_full${String(i).padStart(28, '0')}${w.keyId}`,
+        wallet: w.account.address.toLowerCase(),
+        api_key_id: w.keyId,
+        created_at: now,
+        expires_at: now + 3600_000,
+        bytes: 10,
+        input_json: '[]',
+        response_json: '{"output":[]}',
+      }));
+      for (let i = 0; i < rows.length; i += 200)
+        await db
+          .insertInto('stored_responses')
+          .values(rows.slice(i, i + 200))
+          .execute();
       const before = 995;
       h.fake.behaviour = { usage: USAGE, delayMs: 200 };
       const statuses = await Promise.all(Array.from({ length: 20 }, () => post(w.key, { input: 'hi' }).then((r) => r.headers.get('x-tollgate-store'))));
@@ -177,8 +230,21 @@ for (const engine of ENGINES) {
       const now = Date.now() + skew;
       // 1,200 rows written as the keeper writes them, already expired (a gateway storing more than
       // 500 responses a minute, the AI SDK's default, outgrows a job that frees 500 a minute).
-      const rows = Array.from({ length: 1_200 }, (_, i) => ({ id: `resp_prune${String(i).padStart(27, '0')}`, wallet: w.account.address.toLowerCase(), api_key_id: w.keyId, created_at: now - 7200_000, expires_at: now - 3600_000, bytes: 10, input_json: '[]', response_json: '{"output":[]}' }));
-      for (let i = 0; i < rows.length; i += 200) await db.insertInto('stored_responses').values(rows.slice(i, i + 200)).execute();
+      const rows = Array.from({ length: 1_200 }, (_, i) => ({
+        id: `resp_prune${String(i).padStart(27, '0')}`,
+        wallet: w.account.address.toLowerCase(),
+        api_key_id: w.keyId,
+        created_at: now - 7200_000,
+        expires_at: now - 3600_000,
+        bytes: 10,
+        input_json: '[]',
+        response_json: '{"output":[]}',
+      }));
+      for (let i = 0; i < rows.length; i += 200)
+        await db
+          .insertInto('stored_responses')
+          .values(rows.slice(i, i + 200))
+          .execute();
       const pruned = await pruneExpiredResponses(db, Date.now() + skew);
       const left = (await db.selectFrom('stored_responses').select('id').where('id', 'like', 'resp_prune%').execute()).length;
       console.log(`[${engine}] one pruning pass removed ${pruned}; ${left} expired rows left for later minutes`);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { pruneExpiredResponses } from '../../src/stored-responses/store.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
@@ -41,7 +41,11 @@ for (const engine of ENGINES) {
     after(() => h.stop());
 
     const post = (key: string, body: Record<string, unknown>) =>
-      fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', ...body }) });
+      fetch(`${h.gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat-small', ...body }),
+      });
     const get = (key: string, id: string, method = 'GET') => fetch(`${h.gw.url}/v1/responses/${id}`, { method, headers: { authorization: `Bearer ${key}` } });
     const stored = async (key: string, body: Record<string, unknown> = {}) => {
       const res = await post(key, { input: 'hi', ...body });
@@ -69,10 +73,26 @@ for (const engine of ENGINES) {
       const item = res.output[0]!.id;
       const missingItem = `msg_${'0'.repeat(32)}`;
       assert.equal(
-        await refusal(await post(other.key, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: item }] }), item),
-        await refusal(await post(other.key, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: missingItem }] }), missingItem),
+        await refusal(
+          await post(other.key, {
+            input: [
+              { role: 'user', content: 'hi' },
+              { type: 'item_reference', id: item },
+            ],
+          }),
+          item,
+        ),
+        await refusal(
+          await post(other.key, {
+            input: [
+              { role: 'user', content: 'hi' },
+              { type: 'item_reference', id: missingItem },
+            ],
+          }),
+          missingItem,
+        ),
       );
-      assert.equal(h.fake.received.length, 1, 'only the owner\'s request reached the provider');
+      assert.equal(h.fake.received.length, 1, "only the owner's request reached the provider");
       assert.deepEqual(await h.balance(other.account), { balance_usdc: FUNDS, locked_usdc: 0, available_usdc: FUNDS });
       // The owner's response is untouched by the other wallet's DELETE.
       assert.equal((await get(owner.key, res.id)).status, 200);
@@ -94,8 +114,24 @@ for (const engine of ENGINES) {
       const item = res.output[0]!.id;
       const missingItem = `msg_${'0'.repeat(32)}`;
       assert.equal(
-        await refusal(await post(other, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: item }] }), item),
-        await refusal(await post(other, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: missingItem }] }), missingItem),
+        await refusal(
+          await post(other, {
+            input: [
+              { role: 'user', content: 'hi' },
+              { type: 'item_reference', id: item },
+            ],
+          }),
+          item,
+        ),
+        await refusal(
+          await post(other, {
+            input: [
+              { role: 'user', content: 'hi' },
+              { type: 'item_reference', id: missingItem },
+            ],
+          }),
+          missingItem,
+        ),
       );
       assert.equal(h.fake.received.length, 1, 'only the request that stored it reached the provider');
       // The other key's DELETE removed nothing: the key that stored it reads and continues it.
@@ -103,7 +139,11 @@ for (const engine of ENGINES) {
       assert.equal(read.status, 200);
       assert.equal((await read.json()).id, res.id);
       assert.equal((await post(w.key, { input: 'and?', previous_response_id: res.id, store: false })).status, 200);
-      assert.deepEqual(h.fake.received[1]!.body.messages, [{ role: 'user', content: 'hi' }, { role: 'assistant', content: CONTENT }, { role: 'user', content: 'and?' }]);
+      assert.deepEqual(h.fake.received[1]!.body.messages, [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: CONTENT },
+        { role: 'user', content: 'and?' },
+      ]);
       // Rotation: the revoked key is a 401, and no other key of the wallet reaches what it stored.
       const revoked = await call(h.gw.url, 'DELETE', `/v1/auth/keys/${w.keyId}`, await siweProof(w.account));
       assert.equal(revoked.status, 200, revoked.text);
@@ -124,7 +164,10 @@ for (const engine of ENGINES) {
       // A refused request (402) has no response at all.
       const poor = await h.wallet(1);
       assert.equal((await post(poor.key, { input: 'hi' })).status, 402);
-      assert.equal((await h.gw.services.storage.db.selectFrom('stored_responses').select('id').where('api_key_id', 'in', [w.keyId, poor.keyId]).execute()).length, 0);
+      assert.equal(
+        (await h.gw.services.storage.db.selectFrom('stored_responses').select('id').where('api_key_id', 'in', [w.keyId, poor.keyId]).execute()).length,
+        0,
+      );
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS);
     });
 
@@ -141,12 +184,26 @@ for (const engine of ENGINES) {
       const continued = await post(w.key, { input: 'tiny', previous_response_id: first.id, store: false });
       assert.equal(continued.status, 402);
       const byReference = await continued.json();
-      const inline = await post(w.key, { input: [{ role: 'user', content: big }, { role: 'assistant', content: CONTENT }, { role: 'user', content: 'tiny' }], store: false });
+      const inline = await post(w.key, {
+        input: [
+          { role: 'user', content: big },
+          { role: 'assistant', content: CONTENT },
+          { role: 'user', content: 'tiny' },
+        ],
+        store: false,
+      });
       assert.equal(inline.status, 402);
       assert.equal(byReference.required_usdc, (await inline.json()).required_usdc, 'the same reservation as the conversation sent whole');
       assert.ok(byReference.required_usdc > 30_000 * 1.2, `reserved ${byReference.required_usdc}`);
 
-      const byItem = await post(w.key, { input: [{ role: 'user', content: big }, { type: 'item_reference', id: first.output[0]!.id }, { role: 'user', content: 'tiny' }], store: false });
+      const byItem = await post(w.key, {
+        input: [
+          { role: 'user', content: big },
+          { type: 'item_reference', id: first.output[0]!.id },
+          { role: 'user', content: 'tiny' },
+        ],
+        store: false,
+      });
       assert.equal(byItem.status, 402);
       assert.equal((await byItem.json()).required_usdc, byReference.required_usdc);
       assert.equal(h.fake.received.length, 2, 'the refused continuations never reached the provider');
@@ -220,28 +277,53 @@ for (const engine of ENGINES) {
       assert.equal(first.store, true);
       h.fake.behaviour = { usage: USAGE };
       const db = h.gw.services.storage.db;
-      const itemRow = await db.selectFrom('stored_response_items').select(['bytes', 'item_json']).where('id', '=', first.output[0]!.id).executeTakeFirstOrThrow();
+      const itemRow = await db
+        .selectFrom('stored_response_items')
+        .select(['bytes', 'item_json'])
+        .where('id', '=', first.output[0]!.id)
+        .executeTakeFirstOrThrow();
       assert.equal(Number(itemRow.bytes), Buffer.byteLength(itemRow.item_json));
       assert.deepEqual(JSON.parse(itemRow.item_json), first.output[0]);
       const row = await db.selectFrom('stored_responses').select(['bytes', 'input_json', 'response_json']).where('id', '=', first.id).executeTakeFirstOrThrow();
-      assert.equal(Number(row.bytes), Buffer.byteLength(row.input_json) + Buffer.byteLength(row.response_json) + Number(itemRow.bytes), 'the per-wallet bound counts the item copies');
+      assert.equal(
+        Number(row.bytes),
+        Buffer.byteLength(row.input_json) + Buffer.byteLength(row.response_json) + Number(itemRow.bytes),
+        'the per-wallet bound counts the item copies',
+      );
 
       const limit = 4 * 1024 * 1024; // limits.chatBodyBytes, the default
       const refs = Math.ceil(limit / Number(itemRow.bytes)) + 1;
-      const body = JSON.stringify({ model: 'chat-small', store: false, input: [{ role: 'user', content: 'x' }, ...Array.from({ length: refs }, () => ({ type: 'item_reference', id: first.output[0]!.id }))] });
+      const body = JSON.stringify({
+        model: 'chat-small',
+        store: false,
+        input: [{ role: 'user', content: 'x' }, ...Array.from({ length: refs }, () => ({ type: 'item_reference', id: first.output[0]!.id }))],
+      });
       const balance = await h.balance(w.account);
       h.fake.received.length = 0;
-      const over = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body });
+      const over = await fetch(`${h.gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body,
+      });
       assert.equal(over.status, 413);
       const refusalBody = await over.json();
       assert.equal(refusalBody.error, 'PAYLOAD_TOO_LARGE'); // the body-limit 413's code
       const expanded = Buffer.byteLength(body) + refs * Number(itemRow.bytes);
       assert.equal(refusalBody.expanded_bytes, expanded);
-      assert.match(refusalBody.message, new RegExp(`about ${expanded} bytes.*limit of ${limit} bytes \\(limits\\.chatBodyBytes\\).*fewer stored items, or start a new conversation`));
+      assert.match(
+        refusalBody.message,
+        new RegExp(`about ${expanded} bytes.*limit of ${limit} bytes \\(limits\\.chatBodyBytes\\).*fewer stored items, or start a new conversation`),
+      );
       assert.equal(h.fake.received.length, 0);
       assert.deepEqual(await h.balance(w.account), balance, 'nothing reserved');
       // Under the bound the references resolve and go on to the reservation (one reference: answered).
-      const one = await post(w.key, { store: false, input: [{ role: 'user', content: 'x' }, { type: 'item_reference', id: first.output[0]!.id }] });
+      const one = await post(w.key, {
+        store: false,
+        input: [
+          { role: 'user', content: 'x' },
+          { type: 'item_reference', id: first.output[0]!.id },
+        ],
+      });
       assert.equal(one.status, 200);
       assert.deepEqual(h.fake.received[0]!.body.messages[1], { role: 'assistant', content: 'word '.repeat(3_000) });
     });
@@ -250,7 +332,16 @@ for (const engine of ENGINES) {
       const db = h.gw.services.storage.db;
       const w = await h.wallet(FUNDS);
       const now = Date.now();
-      const rows = Array.from({ length: 250 }, (_, i) => ({ id: `resp_${String(i).padStart(32, 'e')}`, wallet: w.account.address.toLowerCase(), api_key_id: w.keyId, created_at: now - 7200_000, expires_at: now - 3600_000, bytes: 10, input_json: '[]', response_json: '{"output":[]}' }));
+      const rows = Array.from({ length: 250 }, (_, i) => ({
+        id: `resp_${String(i).padStart(32, 'e')}`,
+        wallet: w.account.address.toLowerCase(),
+        api_key_id: w.keyId,
+        created_at: now - 7200_000,
+        expires_at: now - 3600_000,
+        bytes: 10,
+        input_json: '[]',
+        response_json: '{"output":[]}',
+      }));
       await db.insertInto('stored_responses').values(rows).execute();
       assert.equal(await pruneExpiredResponses(db, now, { batch: 100, budgetMs: 0 }), 100, 'a spent budget: one batch');
       assert.equal(await pruneExpiredResponses(db, now, { batch: 100 }), 150, 'then batches until a short one');

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { StreamPump } from '../../src/chat/stream-pump.ts';
-import type { ChatPlan } from '../../src/chat/plan.ts';
+import { StreamPump } from '../../src/metered/stream-pump.ts';
+import type { ChatPlan } from '../../src/metered/plan/plan.ts';
 import { anthropicMessagesInbound } from '../../src/protocols/anthropic-messages/inbound.ts';
 import { anthropicNativeUpstream } from '../../src/protocols/anthropic-messages/native-upstream.ts';
 import { anthropicUpstream } from '../../src/protocols/anthropic-messages/upstream.ts';
@@ -25,7 +25,12 @@ import type { UpstreamTranslator } from '../../src/protocols/upstream.ts';
 const here = (path: string) => new URL(path, import.meta.url);
 const UPDATE = process.env.UPDATE_FIXTURES === '1';
 
-interface Upstream { name: string; translator: UpstreamTranslator; native: boolean; recordings: string[] }
+interface Upstream {
+  name: string;
+  translator: UpstreamTranslator;
+  native: boolean;
+  recordings: string[];
+}
 const UPSTREAMS: Upstream[] = [
   { name: 'openai', translator: openAIChatUpstream, native: false, recordings: ['openai-stream', 'openai-stream-tools'] },
   { name: 'anthropic', translator: anthropicUpstream, native: false, recordings: ['anthropic-stream', 'anthropic-stream-tools'] },
@@ -69,9 +74,7 @@ const RECORDED_CHARGE = { usdc: 1234, deferred: false };
 /** Ids the gateway generates and the clock are not part of the recording. */
 function placeholders(stream: string): string {
   const now = Math.floor(Date.now() / 1000);
-  return stream
-    .replace(/\b(resp|msg|fc)_[0-9a-f]{32}\b/g, '$1_<generated>')
-    .replace(/\b1\d{9}\b/g, (n) => (Math.abs(Number(n) - now) < 86_400 ? '<now>' : n));
+  return stream.replace(/\b(resp|msg|fc)_[0-9a-f]{32}\b/g, '$1_<generated>').replace(/\b1\d{9}\b/g, (n) => (Math.abs(Number(n) - now) < 86_400 ? '<now>' : n));
 }
 
 function compare(actual: string, recordedAs: string): void {

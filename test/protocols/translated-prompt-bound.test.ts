@@ -1,13 +1,27 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { planChat } from '../../src/chat/plan.ts';
+import { planChat } from '../../src/metered/plan/plan.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { buildCatalog } from '../../src/providers/catalog.ts';
 
-const config = parseConfig({
-  providers: { anth: { type: 'anthropic' } },
-  models: [{ provider: 'anth', name: 'claude', contextLength: 10_000_000, maxOutputTokens: 1000, promptCostPer1M: '1', completionCostPer1M: '1', inputs: ['text', 'file'], partTokenBounds: { file: 10 } }],
-}, {});
+const config = parseConfig(
+  {
+    providers: { anth: { type: 'anthropic' } },
+    models: [
+      {
+        provider: 'anth',
+        name: 'claude',
+        contextLength: 10_000_000,
+        maxOutputTokens: 1000,
+        promptCostPer1M: '1',
+        completionCostPer1M: '1',
+        inputs: ['text', 'file'],
+        partTokenBounds: { file: 10 },
+      },
+    ],
+  },
+  {},
+);
 const catalog = buildCatalog(config);
 
 /**

@@ -20,14 +20,21 @@ const fixture = (name: string) => readFileSync(new URL(`fixtures/${name}`, impor
 function decodeAll(decoder: StreamDecoder, sse: string, cut = Infinity): WireEvent[] {
   const events: WireEvent[] = [];
   let seen = 0;
-  const parser = createParser({ onEvent: (e) => { if (seen++ < cut) events.push(...decoder.decode(e.data)); } });
+  const parser = createParser({
+    onEvent: (e) => {
+      if (seen++ < cut) events.push(...decoder.decode(e.data));
+    },
+  });
   parser.feed(sse);
   return events;
 }
 
 /** The text of the content chunks, in order. */
 const contentOf = (events: WireEvent[]) =>
-  events.filter((e) => e.kind === 'chunk').map((e) => JSON.parse(e.data).choices?.[0]?.delta?.content ?? '').join('');
+  events
+    .filter((e) => e.kind === 'chunk')
+    .map((e) => JSON.parse(e.data).choices?.[0]?.delta?.content ?? '')
+    .join('');
 
 const usageEvents = (events: WireEvent[]) => events.filter((e): e is Extract<WireEvent, { kind: 'usage' }> => e.kind === 'usage');
 
@@ -37,7 +44,10 @@ describe('OpenAI-compatible upstream: a recorded stream', () => {
   const events = decodeAll(openAIChatUpstream.streamDecoder(), fixture('openai-stream.sse'));
 
   test('content chunks pass through as sent (text that merely mentions "usage" is content), then the usage chunk, then done', () => {
-    assert.deepEqual(events.map((e) => e.kind), ['chunk', 'chunk', 'chunk', 'chunk', 'usage', 'done']);
+    assert.deepEqual(
+      events.map((e) => e.kind),
+      ['chunk', 'chunk', 'chunk', 'chunk', 'usage', 'done'],
+    );
     assert.equal(contentOf(events), 'Hello, "usage": {world}.');
   });
 
@@ -51,7 +61,7 @@ describe('OpenAI-compatible upstream: a recorded stream', () => {
     assert.equal(openAIChatUpstream.streamDecoder().promptUsage(), null);
   });
 
-  test('an error event is the provider\'s error, not content', () => {
+  test("an error event is the provider's error, not content", () => {
     assert.deepEqual(openAIChatUpstream.streamDecoder().decode('{"error":{"message":"overloaded"}}'), [{ kind: 'error', providerMessage: 'overloaded' }]);
   });
 });
@@ -59,14 +69,20 @@ describe('OpenAI-compatible upstream: a recorded stream', () => {
 describe('Anthropic upstream: a recorded stream', () => {
   const sse = fixture('anthropic-stream.sse');
 
-  for (const [name, translator] of [['translated', anthropicUpstream], ['native', anthropicNativeUpstream]] as [string, UpstreamTranslator][]) {
+  for (const [name, translator] of [
+    ['translated', anthropicUpstream],
+    ['native', anthropicNativeUpstream],
+  ] as [string, UpstreamTranslator][]) {
     test(`${name}: the text, one usage event at message_stop with all three input terms, then done`, () => {
       const events = decodeAll(translator.streamDecoder(), sse);
       assert.equal(contentOf(events), 'Hello, world.');
       const usages = usageEvents(events);
       assert.equal(usages.length, 1);
       assert.equal(usages[0]!.usageOnly, true);
-      assert.deepEqual(usages[0]!.usage, { ...usage({ total: 2012, cacheRead: 1600, cacheWrite: 400 }, { total: 9, reasoning: 0 }), input: { total: 2012, cacheRead: 1600, cacheWrite: 400, cacheReadPrice: 'cacheRead' } });
+      assert.deepEqual(usages[0]!.usage, {
+        ...usage({ total: 2012, cacheRead: 1600, cacheWrite: 400 }, { total: 9, reasoning: 0 }),
+        input: { total: 2012, cacheRead: 1600, cacheWrite: 400, cacheReadPrice: 'cacheRead' },
+      });
       assert.equal(events.at(-1)!.kind, 'done');
     });
   }
@@ -74,7 +90,15 @@ describe('Anthropic upstream: a recorded stream', () => {
   test('native: every event but message_stop is relayed as the provider wrote it', () => {
     const events = decodeAll(anthropicNativeUpstream.streamDecoder(), sse);
     const relayed = events.filter((e) => e.kind === 'native').map((e) => e.event.split('\n')[0]);
-    assert.deepEqual(relayed, ['event: message_start', 'event: content_block_start', 'event: ping', 'event: content_block_delta', 'event: content_block_delta', 'event: content_block_stop', 'event: message_delta']);
+    assert.deepEqual(relayed, [
+      'event: message_start',
+      'event: content_block_start',
+      'event: ping',
+      'event: content_block_delta',
+      'event: content_block_delta',
+      'event: content_block_stop',
+      'event: message_delta',
+    ]);
   });
 
   test('a stream cut after message_start has its prompt side, exactly, and no usage event', () => {
@@ -87,7 +111,8 @@ describe('Anthropic upstream: a recorded stream', () => {
 
 describe('JSON answers: the internal completion and its neutral usage', () => {
   test('OpenAI: the answer is passed on untouched, its usage read', () => {
-    const text = '{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2}}';
+    const text =
+      '{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2}}';
     const answer = openAIChatUpstream.decodeAnswer(text);
     assert.ok(answer.ok);
     assert.equal(answer.text, text);
@@ -101,16 +126,21 @@ describe('JSON answers: the internal completion and its neutral usage', () => {
   });
 
   test('Anthropic: usage without output_tokens is null, not zero', () => {
-    const answer = anthropicUpstream.decodeAnswer('{"id":"m","type":"message","role":"assistant","model":"c","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3}}');
+    const answer = anthropicUpstream.decodeAnswer(
+      '{"id":"m","type":"message","role":"assistant","model":"c","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3}}',
+    );
     assert.ok(answer.ok);
     assert.equal(answer.usage, null);
     assert.equal(answer.parsed.choices[0]?.message?.content, 'hi');
   });
 
-  test('malformed answers: not the protocol\'s answer is a problem; text that is not JSON throws, as before', () => {
+  test("malformed answers: not the protocol's answer is a problem; text that is not JSON throws, as before", () => {
     assert.deepEqual(openAIChatUpstream.decodeAnswer('{"choices":{}}'), { ok: false, problem: 'the provider sent a response that is not a chat completion' });
     assert.deepEqual(openAIChatUpstream.decodeAnswer('[1]'), { ok: false, problem: 'the provider sent a response that is not a chat completion' });
-    assert.deepEqual(anthropicUpstream.decodeAnswer('{"type":"message","content":"hi"}'), { ok: false, problem: 'the provider sent a response that is not an Anthropic message' });
+    assert.deepEqual(anthropicUpstream.decodeAnswer('{"type":"message","content":"hi"}'), {
+      ok: false,
+      problem: 'the provider sent a response that is not an Anthropic message',
+    });
     assert.deepEqual(anthropicUpstream.decodeAnswer('null'), { ok: false, problem: 'the provider sent a response that is not an Anthropic message' });
     assert.throws(() => openAIChatUpstream.decodeAnswer('<html>'), SyntaxError);
     assert.throws(() => anthropicUpstream.decodeAnswer('<html>'), SyntaxError);
@@ -122,12 +152,21 @@ describe('readUsage: OpenAI usage objects, leniently', () => {
     assert.equal(readUsage(null), null);
     assert.equal(readUsage([]), null);
     assert.equal(readUsage({ total_tokens: 5 }), null);
-    assert.deepEqual(readUsage({ prompt_tokens: 10.7, completion_tokens: -3, prompt_tokens_details: 'x' }), usage({ total: 10, cacheRead: 0, cacheWrite: 0 }, { total: 0, reasoning: 0 }));
+    assert.deepEqual(
+      readUsage({ prompt_tokens: 10.7, completion_tokens: -3, prompt_tokens_details: 'x' }),
+      usage({ total: 10, cacheRead: 0, cacheWrite: 0 }, { total: 0, reasoning: 0 }),
+    );
   });
 
-  test('cache fields in Anthropic\'s names (a proxy in front of Claude) are the reads and writes, at the cache-read price', () => {
+  test("cache fields in Anthropic's names (a proxy in front of Claude) are the reads and writes, at the cache-read price", () => {
     assert.deepEqual(
-      readUsage({ prompt_tokens: 100, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 60 }, cache_read_input_tokens: 60, cache_creation_input_tokens: 30 })!.input,
+      readUsage({
+        prompt_tokens: 100,
+        completion_tokens: 1,
+        prompt_tokens_details: { cached_tokens: 60 },
+        cache_read_input_tokens: 60,
+        cache_creation_input_tokens: 30,
+      })!.input,
       { total: 100, cacheRead: 60, cacheWrite: 30, cacheReadPrice: 'cacheRead' },
     );
   });

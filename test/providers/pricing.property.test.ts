@@ -9,12 +9,27 @@ const price = fc.tuple(fc.integer({ min: 0, max: 200 }), fc.integer({ min: 0, ma
   text: frac === 0 ? String(whole) : `${whole}.${String(frac).padStart(6, '0').replace(/0+$/, '')}`,
   millionths: BigInt(whole) * 1_000_000n + BigInt(frac),
 }));
-const markup = fc.tuple(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 99 })).map(([w, f]) => ({ text: f ? `${w}.${String(f).padStart(2, '0')}` : String(w), hundredths: BigInt(w * 100 + f) }));
+const markup = fc
+  .tuple(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 99 }))
+  .map(([w, f]) => ({ text: f ? `${w}.${String(f).padStart(2, '0')}` : String(w), hundredths: BigInt(w * 100 + f) }));
 const tokens = fc.integer({ min: 0, max: 2_000_000 });
 
 function model(pp: string, cp: string, m: string, listed?: { pp: string; cp: string }) {
   return buildCatalog({
-    models: [{ provider: 'p', name: 'm', contextLength: 1_000_000, maxOutputTokens: 100_000, promptCostPer1M: pp, completionCostPer1M: cp, promptPricePer1M: listed?.pp, completionPricePer1M: listed?.cp, reasoningFamily: 'none', created: 0 }],
+    models: [
+      {
+        provider: 'p',
+        name: 'm',
+        contextLength: 1_000_000,
+        maxOutputTokens: 100_000,
+        promptCostPer1M: pp,
+        completionCostPer1M: cp,
+        promptPricePer1M: listed?.pp,
+        completionPricePer1M: listed?.cp,
+        reasoningFamily: 'none',
+        created: 0,
+      },
+    ],
     pricing: { markupPercent: m, listedPrices: 'billed' },
   }).models[0]!;
 }
@@ -65,12 +80,20 @@ describe('billing arithmetic (property tests)', () => {
 
   test('the reservation covers any usage within its bounds', () => {
     fc.assert(
-      fc.property(price, price, markup, fc.integer({ min: 1, max: 100_000 }), fc.integer({ min: 1, max: 4096 }), fc.integer({ min: 1, max: 16 }), (pp, cp, m, bound, maxTokens, n) => {
-        const mdl = model(pp.text, cp.text, m.text);
-        const reserved = reservationFor(mdl, bound, maxTokens, n);
-        const worst = priceRequest(mdl, { promptTokens: bound, completionTokens: n * maxTokens }).chargeUsdc;
-        assert.ok(reserved >= worst && reserved >= 1);
-      }),
+      fc.property(
+        price,
+        price,
+        markup,
+        fc.integer({ min: 1, max: 100_000 }),
+        fc.integer({ min: 1, max: 4096 }),
+        fc.integer({ min: 1, max: 16 }),
+        (pp, cp, m, bound, maxTokens, n) => {
+          const mdl = model(pp.text, cp.text, m.text);
+          const reserved = reservationFor(mdl, bound, maxTokens, n);
+          const worst = priceRequest(mdl, { promptTokens: bound, completionTokens: n * maxTokens }).chargeUsdc;
+          assert.ok(reserved >= worst && reserved >= 1);
+        },
+      ),
       { numRuns: 1000 },
     );
   });
@@ -79,7 +102,10 @@ describe('billing arithmetic (property tests)', () => {
     fc.assert(
       fc.property(price, price, markup, tokens, tokens, fc.integer({ min: 0, max: 1000 }), (pp, cp, m, p, c, more) => {
         const mdl = model(pp.text, cp.text, m.text);
-        assert.ok(priceRequest(mdl, { promptTokens: p + more, completionTokens: c }).chargeUsdc >= priceRequest(mdl, { promptTokens: p, completionTokens: c }).chargeUsdc);
+        assert.ok(
+          priceRequest(mdl, { promptTokens: p + more, completionTokens: c }).chargeUsdc >=
+            priceRequest(mdl, { promptTokens: p, completionTokens: c }).chargeUsdc,
+        );
       }),
       { numRuns: 500 },
     );
@@ -100,15 +126,32 @@ const counts = (s: Split, completionTokens: number) => ({
 });
 /** Costs (or listed prices) of the three cache parts; a missing one defaults to the prompt's. */
 type CachePrices = { cached?: { text: string }; write?: { text: string }; read?: { text: string } };
-const cachePrices = fc.record({ cached: fc.option(price, { nil: undefined }), write: fc.option(price, { nil: undefined }), read: fc.option(price, { nil: undefined }) });
+const cachePrices = fc.record({
+  cached: fc.option(price, { nil: undefined }),
+  write: fc.option(price, { nil: undefined }),
+  read: fc.option(price, { nil: undefined }),
+});
 
 function cacheModel(pp: string, cp: string, m: string, costs: CachePrices, listed: CachePrices = {}) {
   return buildCatalog({
-    models: [{
-      provider: 'p', name: 'm', contextLength: 1_000_000, maxOutputTokens: 100_000, promptCostPer1M: pp, completionCostPer1M: cp, reasoningFamily: 'none', created: 0,
-      cachedPromptCostPer1M: costs.cached?.text, cacheWriteCostPer1M: costs.write?.text, cacheReadCostPer1M: costs.read?.text,
-      cachedPromptPricePer1M: listed.cached?.text, cacheWritePricePer1M: listed.write?.text, cacheReadPricePer1M: listed.read?.text,
-    }],
+    models: [
+      {
+        provider: 'p',
+        name: 'm',
+        contextLength: 1_000_000,
+        maxOutputTokens: 100_000,
+        promptCostPer1M: pp,
+        completionCostPer1M: cp,
+        reasoningFamily: 'none',
+        created: 0,
+        cachedPromptCostPer1M: costs.cached?.text,
+        cacheWriteCostPer1M: costs.write?.text,
+        cacheReadCostPer1M: costs.read?.text,
+        cachedPromptPricePer1M: listed.cached?.text,
+        cacheWritePricePer1M: listed.write?.text,
+        cacheReadPricePer1M: listed.read?.text,
+      },
+    ],
     pricing: { markupPercent: m, listedPrices: 'billed' },
   }).models[0]!;
 }
@@ -119,7 +162,12 @@ describe('cached-token prices (property tests)', () => {
       fc.property(price, price, price, price, price, markup, split, tokens, (pp, cp, cached, write, read, m, s, c) => {
         const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest(cacheModel(pp.text, cp.text, m.text, { cached, write, read }), counts(s, c));
         // Independent arithmetic: every term in millionths of a micro-USDC, summed, one ceiling.
-        const millionths = BigInt(s.uncached) * pp.millionths + BigInt(s.cachedPrompt) * cached.millionths + BigInt(s.cacheWrite) * write.millionths + BigInt(s.cacheRead) * read.millionths + BigInt(c) * cp.millionths;
+        const millionths =
+          BigInt(s.uncached) * pp.millionths +
+          BigInt(s.cachedPrompt) * cached.millionths +
+          BigInt(s.cacheWrite) * write.millionths +
+          BigInt(s.cacheRead) * read.millionths +
+          BigInt(c) * cp.millionths;
         const ceilDiv = (num: bigint, den: bigint) => (num + den - 1n) / den;
         assert.equal(BigInt(chargeUsdc), ceilDiv(millionths * (10_000n + m.hundredths), 1_000_000n * 10_000n));
         assert.equal(BigInt(costUsdc), ceilDiv(millionths, 1_000_000n));
@@ -134,7 +182,9 @@ describe('cached-token prices (property tests)', () => {
       fc.property(price, price, cachePrices, price, price, price, markup, split, tokens, (pp, cp, costs, lcached, lwrite, lread, m, s, c) => {
         const mdl = cacheModel(pp.text, cp.text, m.text, costs, { cached: lcached, write: lwrite, read: lread });
         // Independent arithmetic in 1/10^10 micro-USDC: marked-up prompt and completion, listed cache parts as they are.
-        const exact = (BigInt(s.uncached) * pp.millionths + BigInt(c) * cp.millionths) * (10_000n + m.hundredths) + (BigInt(s.cachedPrompt) * lcached.millionths + BigInt(s.cacheWrite) * lwrite.millionths + BigInt(s.cacheRead) * lread.millionths) * 10_000n;
+        const exact =
+          (BigInt(s.uncached) * pp.millionths + BigInt(c) * cp.millionths) * (10_000n + m.hundredths) +
+          (BigInt(s.cachedPrompt) * lcached.millionths + BigInt(s.cacheWrite) * lwrite.millionths + BigInt(s.cacheRead) * lread.millionths) * 10_000n;
         const den = 1_000_000n * 10_000n;
         const charge = BigInt(priceRequest(mdl, counts(s, c)).chargeUsdc);
         assert.equal(charge, (exact + den - 1n) / den);
@@ -159,7 +209,16 @@ describe('cached-token prices (property tests)', () => {
   test('the reservation bounds the charge for every split of every prompt within the bound, a dearer cache write included', () => {
     fc.assert(
       fc.property(
-        price, price, cachePrices, cachePrices, markup, split, fc.integer({ min: 0, max: 200_000 }), fc.integer({ min: 1, max: 4096 }), fc.integer({ min: 1, max: 8 }), fc.integer({ min: 0, max: 32_768 }),
+        price,
+        price,
+        cachePrices,
+        cachePrices,
+        markup,
+        split,
+        fc.integer({ min: 0, max: 200_000 }),
+        fc.integer({ min: 1, max: 4096 }),
+        fc.integer({ min: 1, max: 8 }),
+        fc.integer({ min: 0, max: 32_768 }),
         (pp, cp, costs, listed, m, s, slack, maxTokens, n, c) => {
           const mdl = cacheModel(pp.text, cp.text, m.text, costs, listed);
           const usage = counts(s, Math.min(c, n * maxTokens));
@@ -176,12 +235,23 @@ describe('cached-token prices (property tests)', () => {
   test('the charge grows with every part: more prompt of any kind or more completion never costs less', () => {
     const part = fc.constantFrom('uncached', 'cachedPrompt', 'cacheWrite', 'cacheRead', 'completion');
     fc.assert(
-      fc.property(price, price, cachePrices, cachePrices, markup, split, tokens, part, fc.integer({ min: 0, max: 10_000 }), (pp, cp, costs, listed, m, s, c, which, more) => {
-        const mdl = cacheModel(pp.text, cp.text, m.text, costs, listed);
-        const before = priceRequest(mdl, counts(s, c));
-        const after = which === 'completion' ? priceRequest(mdl, counts(s, c + more)) : priceRequest(mdl, counts({ ...s, [which]: s[which] + more }, c));
-        assert.ok(after.chargeUsdc >= before.chargeUsdc && after.costUsdc >= before.costUsdc);
-      }),
+      fc.property(
+        price,
+        price,
+        cachePrices,
+        cachePrices,
+        markup,
+        split,
+        tokens,
+        part,
+        fc.integer({ min: 0, max: 10_000 }),
+        (pp, cp, costs, listed, m, s, c, which, more) => {
+          const mdl = cacheModel(pp.text, cp.text, m.text, costs, listed);
+          const before = priceRequest(mdl, counts(s, c));
+          const after = which === 'completion' ? priceRequest(mdl, counts(s, c + more)) : priceRequest(mdl, counts({ ...s, [which]: s[which] + more }, c));
+          assert.ok(after.chargeUsdc >= before.chargeUsdc && after.costUsdc >= before.costUsdc);
+        },
+      ),
       { numRuns: 1000 },
     );
   });

@@ -58,7 +58,10 @@ for (const [name, make] of backends) {
 
     exact('every window must allow; the tightest one is reported', async () => {
       const key = `two-${name}`;
-      const windows = [{ limit: 2, windowMs: 1000 }, { limit: 3, windowMs: 10_000 }];
+      const windows = [
+        { limit: 2, windowMs: 1000 },
+        { limit: 3, windowMs: 10_000 },
+      ];
       assert.equal((await limiter.hit(key, windows, T)).remaining, 1);
       assert.equal((await limiter.hit(key, windows, T + 1)).allowed, true);
       assert.equal((await limiter.hit(key, windows, T + 2)).allowed, false);
@@ -137,7 +140,10 @@ describe('sliding-window limiter (redis) in real time', () => {
   });
 
   test('every window must allow; the one that refuses is reported', async () => {
-    const windows = [{ limit: 2, windowMs: 1000 }, { limit: 3, windowMs: 60_000 }];
+    const windows = [
+      { limit: 2, windowMs: 1000 },
+      { limit: 3, windowMs: 60_000 },
+    ];
     assert.equal((await limiter.hit('two', windows)).allowed, true);
     assert.equal((await limiter.hit('two', windows)).allowed, true);
     const short = await limiter.hit('two', windows);

@@ -49,7 +49,7 @@ describe('the local fallback of the Redis limiter', () => {
     await limiter.close();
   });
 
-  test('an instance\'s share is the limit over the instance count, rounded down, never below 1', () => {
+  test("an instance's share is the limit over the instance count, rounded down, never below 1", () => {
     const share = (limit: number, instances: number) => shareOf([{ limit, windowMs: 1 }], instances)[0]!.limit;
     assert.deepEqual([share(60, 1), share(60, 2), share(7, 2), share(1, 4), share(10_000, 3)], [60, 30, 3, 1, 3333]);
   });

@@ -16,7 +16,11 @@ describe('Redis limiter: instances with skewed clocks share one correct window',
   const HOUR = 3_600_000;
   before(async () => {
     redis = await startRedis();
-    for (const [name, skew] of [['on time', 0], ['an hour ahead', HOUR], ['an hour behind', -HOUR]] as const) {
+    for (const [name, skew] of [
+      ['on time', 0],
+      ['an hour ahead', HOUR],
+      ['an hour behind', -HOUR],
+    ] as const) {
       instances.push({ name, limiter: redisLimiter(redis.url), clock: () => Date.now() + skew });
     }
   });

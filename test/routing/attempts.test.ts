@@ -8,17 +8,34 @@ const A: D = { id: 'a' };
 const B: D = { id: 'b' };
 const C: D = { id: 'c' };
 
-const fail = (action: 'retry' | 'next' | 'stop', extra: { status?: number; retryAfterMs?: number } = {}): AttemptOutcome<string, string> => ({ ok: false, action, error: `failed ${action}`, ...extra });
+const fail = (action: 'retry' | 'next' | 'stop', extra: { status?: number; retryAfterMs?: number } = {}): AttemptOutcome<string, string> => ({
+  ok: false,
+  action,
+  error: `failed ${action}`,
+  ...extra,
+});
 const ok = (value: string): AttemptOutcome<string, string> => ({ ok: true, value });
 
 /** A clock the test moves, sleeps that move it, and a board that never cools unless asked. */
 function harness(over: Partial<ChainOptions<D>> = {}) {
   let now = 0;
   const slept: number[] = [];
-  const cooldown = new CooldownBoard(() => ({ failures: 1000, windowMs: 60_000, cooldownMs: 30_000 }), () => now);
+  const cooldown = new CooldownBoard(
+    () => ({ failures: 1000, windowMs: 60_000, cooldownMs: 30_000 }),
+    () => now,
+  );
   const opts: ChainOptions<D> = {
-    retries: 0, backoffMs: 100, maxRetryAfterMs: 5000, deadline: 120_000, cooldown,
-    now: () => now, random: () => 0.5, sleep: async (ms) => { slept.push(ms); now += ms; },
+    retries: 0,
+    backoffMs: 100,
+    maxRetryAfterMs: 5000,
+    deadline: 120_000,
+    cooldown,
+    now: () => now,
+    random: () => 0.5,
+    sleep: async (ms) => {
+      slept.push(ms);
+      now += ms;
+    },
     ...over,
   };
   return { opts, slept, advance: (ms: number) => (now += ms), cooldown };
@@ -27,7 +44,13 @@ function harness(over: Partial<ChainOptions<D>> = {}) {
 /** An attempt function answering from a script per deployment, recording the calls. */
 function scripted(script: Record<string, AttemptOutcome<string, string>[]>) {
   const calls: string[] = [];
-  return { calls, attempt: async (d: D) => { calls.push(d.id); return script[d.id]!.shift() ?? fail('retry'); } };
+  return {
+    calls,
+    attempt: async (d: D) => {
+      calls.push(d.id);
+      return script[d.id]!.shift() ?? fail('retry');
+    },
+  };
 }
 
 describe('the attempt chain', () => {
@@ -80,9 +103,13 @@ describe('the attempt chain', () => {
     assert.deepEqual(s.calls, ['a', 'b']);
   });
 
-  test("Retry-After is honoured up to the cap; beyond it the next deployment is tried at once", async () => {
+  test('Retry-After is honoured up to the cap; beyond it the next deployment is tried at once', async () => {
     const { opts, slept } = harness({ retries: 1, maxRetryAfterMs: 2000 });
-    const s = scripted({ a: [fail('retry', { status: 429, retryAfterMs: 1500 }), fail('retry', { status: 429 })], b: [fail('retry', { status: 429, retryAfterMs: 10_000 })], c: [ok('c')] });
+    const s = scripted({
+      a: [fail('retry', { status: 429, retryAfterMs: 1500 }), fail('retry', { status: 429 })],
+      b: [fail('retry', { status: 429, retryAfterMs: 10_000 })],
+      c: [ok('c')],
+    });
     await runAttempts([A, B, C], s.attempt, opts);
     assert.deepEqual(s.calls, ['a', 'a', 'b', 'c']);
     assert.deepEqual(slept, [1500]);
@@ -91,14 +118,30 @@ describe('the attempt chain', () => {
   test('the deadline: no attempt starts after it, and no backoff waits past it', async () => {
     const { opts, advance } = harness({ retries: 5, deadline: 1000 });
     const calls: string[] = [];
-    const out = await runAttempts([A, B], async (d) => { calls.push(d.id); advance(600); return fail('retry'); }, opts);
+    const out = await runAttempts(
+      [A, B],
+      async (d) => {
+        calls.push(d.id);
+        advance(600);
+        return fail('retry');
+      },
+      opts,
+    );
     // a at 0 (to 600), a backoff of 50, a again at 650 (to 1250): past the deadline, b never starts.
     assert.deepEqual(calls, ['a', 'a']);
     assert.ok(!out.ok && out.ended === 'deadline');
     // A backoff that would end past the deadline is not waited: the next deployment is tried at once.
     const late = harness({ retries: 5, deadline: 1000 });
     const lateCalls: string[] = [];
-    await runAttempts([A, B], async (d) => { lateCalls.push(d.id); late.advance(d === A ? 960 : 10); return d === A ? fail('retry') : ok('b'); }, late.opts);
+    await runAttempts(
+      [A, B],
+      async (d) => {
+        lateCalls.push(d.id);
+        late.advance(d === A ? 960 : 10);
+        return d === A ? fail('retry') : ok('b');
+      },
+      late.opts,
+    );
     assert.deepEqual(lateCalls, ['a', 'b']);
     assert.deepEqual(late.slept, []);
   });
@@ -106,7 +149,14 @@ describe('the attempt chain', () => {
   test('cancelled (the client left): the chain ends before the next attempt', async () => {
     let gone = false;
     const { opts } = harness({ cancelled: () => gone });
-    const out = await runAttempts([A, B], async () => { gone = true; return fail('retry'); }, opts);
+    const out = await runAttempts(
+      [A, B],
+      async () => {
+        gone = true;
+        return fail('retry');
+      },
+      opts,
+    );
     assert.ok(!out.ok && out.ended === 'cancelled' && out.attempts === 1);
   });
 
@@ -127,7 +177,10 @@ describe('the attempt chain', () => {
 describe('cooldown', () => {
   const board = (failures = 2) => {
     let now = 0;
-    const b = new CooldownBoard(() => ({ failures, windowMs: 10_000, cooldownMs: 30_000 }), () => now);
+    const b = new CooldownBoard(
+      () => ({ failures, windowMs: 10_000, cooldownMs: 30_000 }),
+      () => now,
+    );
     return { b, advance: (ms: number) => (now += ms) };
   };
 
@@ -169,7 +222,7 @@ describe('cooldown', () => {
     assert.ok(cooldown);
   });
 
-  test('a stop failure (the request\'s fault) never counts toward a cooldown', async () => {
+  test("a stop failure (the request's fault) never counts toward a cooldown", async () => {
     const { opts } = harness();
     opts.cooldown = new CooldownBoard(() => ({ failures: 1, windowMs: 60_000, cooldownMs: 30_000 }), opts.now!);
     await runAttempts([A], async () => fail('stop', { status: 400 }), opts);
@@ -200,7 +253,10 @@ describe('cooldown', () => {
   test('the outcome counts the deployments really called: a deadline before the last one says so', async () => {
     const { opts, advance } = harness({ retries: 1 });
     const s = scripted({ a: [fail('retry'), fail('retry')], b: [ok('b')] });
-    const attempt = async (d: D) => { advance(70_000); return s.attempt(d); };
+    const attempt = async (d: D) => {
+      advance(70_000);
+      return s.attempt(d);
+    };
     const out = await runAttempts([A, B], attempt, opts);
     assert.ok(!out.ok);
     assert.deepEqual([out.ended, out.attempts, out.deploymentsTried], ['deadline', 2, 1]);

@@ -55,7 +55,6 @@ describe('attack: one caller decides cooldowns and fans out free generations (sq
       "another caller's short request, which the primary answers in 0.1 s, is sent to the fallback: one wallet's requests cooled the primary down for everyone (and can keep it so with 3 requests every 30 s)",
     );
   });
-
 });
 
 describe('attack: a request slower than the first-byte timeout fans out to every deployment, free (sqlite)', () => {
@@ -70,7 +69,10 @@ describe('attack: a request slower than the first-byte timeout fans out to every
     const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES, max_tokens: 4000 });
     assert.equal(res.status, 502);
     assert.equal(res.headers.get('x-should-retry'), 'false', 'the same request would time out again');
-    assert.match((await res.json()).message, /^every deployment of fake\/routed failed \(2 attempts\); the last: the provider timed out before answering \(.*set stream: true/);
+    assert.match(
+      (await res.json()).message,
+      /^every deployment of fake\/routed failed \(2 attempts\); the last: the provider timed out before answering \(.*set stream: true/,
+    );
     assert.equal((await h.balance(w.account)).balance_usdc, 10_000_000, 'the caller paid nothing');
     // Moving on after a timeout is what the fallbacks exist for (a stuck provider); the bound is one
     // generation per deployment, never a retry of the same one (docs/DECISIONS.md, "When to move on").
@@ -93,8 +95,15 @@ describe("attack: the client SDK's own retries multiply the unpaid generations (
     h.fake.behaviour = { usage: USAGE, delayMsFor: generates };
     h.backup.behaviour = { usage: USAGE, delayMsFor: generates };
     const client = new OpenAI({ apiKey: w.key, baseURL: `${h.gw.url}/v1` });
-    await assert.rejects(client.chat.completions.create({ model: 'fake/routed', messages: MESSAGES as any, max_tokens: 4000 }), (err: any) => err.status === 502);
-    assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 1], 'one generation per deployment, the SDK does not resend (before: 3 SDK tries × 2 deployments)');
+    await assert.rejects(
+      client.chat.completions.create({ model: 'fake/routed', messages: MESSAGES as any, max_tokens: 4000 }),
+      (err: any) => err.status === 502,
+    );
+    assert.deepEqual(
+      [h.fake.received.length, h.backup.received.length],
+      [1, 1],
+      'one generation per deployment, the SDK does not resend (before: 3 SDK tries × 2 deployments)',
+    );
     assert.equal((await h.balance(w.account)).balance_usdc, 10_000_000);
   });
 });
@@ -114,57 +123,68 @@ describe('attack: once one caller cooled the primary, a blip at the fallback is 
     h.backup.behaviour = { failStatus: 503 };
     const res = await postChat(h, victim.key, { model: 'fake/routed', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100 });
     const text = await res.text();
-    assert.equal(res.status, 200, `the victim got ${res.status} (${text.slice(0, 200)}); the primary, healthy for this request, was never tried (${h.fake.received.length - 3} calls)`);
+    assert.equal(
+      res.status,
+      200,
+      `the victim got ${res.status} (${text.slice(0, 200)}); the primary, healthy for this request, was never tried (${h.fake.received.length - 3} calls)`,
+    );
   });
 });
 
-for (const engine of ENGINES) describe(`attack: a cooling deployment is a last resort, not a refusal (${engine})`, () => {
-  const harness = routingSuite(engine, USAGE, { chat: { cooldown: { failures: 3, windowSeconds: 60, seconds: 30 } } });
-  let h: RoutingHarness;
-  beforeEach(() => (h = harness()));
+for (const engine of ENGINES)
+  describe(`attack: a cooling deployment is a last resort, not a refusal (${engine})`, () => {
+    const harness = routingSuite(engine, USAGE, { chat: { cooldown: { failures: 3, windowSeconds: 60, seconds: 30 } } });
+    let h: RoutingHarness;
+    beforeEach(() => (h = harness()));
 
-  /** Three 503s from the primary (each served by the fallback) cool it down: a real, unambiguous failure. */
-  async function coolThePrimary(key: string) {
-    h.fake.behaviour = { failStatus: 503 };
-    for (let i = 0; i < 3; i++) assert.equal((await postChat(h, key, { model: 'fake/routed', messages: MESSAGES })).status, 200);
-    assert.deepEqual(h.gw.services.chat.routing.cooldown.cooling().map((c) => c.deployment), ['fake/routed']);
-    h.fake.received.length = 0;
-    h.backup.received.length = 0;
-  }
-
-  test('the primary recovered while cooling: a 503 at the fallback is served by the primary, tried last', async () => {
-    const w = await h.wallet(10_000_000);
-    await coolThePrimary(w.key);
-    h.fake.behaviour = { usage: USAGE };
-    h.backup.behaviour = { failStatus: 503 };
-    const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES, stream: true });
-    assert.equal(res.status, 200);
-    assert.equal((await readServed(res)).deployment, 'fake/routed');
-    assert.deepEqual([h.backup.received.length, h.fake.received.length], [1, 1], 'the ready fallback first, then the cooling primary');
-  });
-
-  test('both fail: the 502 counts the two deployments really called, nothing charged', async () => {
-    const w = await h.wallet(10_000_000);
-    await coolThePrimary(w.key);
-    const before = (await h.balance(w.account)).balance_usdc;
-    h.backup.behaviour = { failStatus: 502 };
-    const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES });
-    assert.equal(res.status, 502);
-    assert.match((await res.json()).message, /^every deployment of fake\/routed failed \(2 attempts\); the last: the provider answered 503/);
-    assert.deepEqual([h.backup.received.length, h.fake.received.length], [1, 1]);
-    assert.equal((await h.balance(w.account)).balance_usdc, before);
-  });
-
-  test('a stream whose primary is truly stuck (no headers) still moves on, and counts toward its cooldown', async () => {
-    const w = await h.wallet(10_000_000);
-    h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
-    for (let i = 0; i < 3; i++) {
-      const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES, stream: true });
-      assert.equal((await readServed(res)).deployment, 'backup/routed-backup');
+    /** Three 503s from the primary (each served by the fallback) cool it down: a real, unambiguous failure. */
+    async function coolThePrimary(key: string) {
+      h.fake.behaviour = { failStatus: 503 };
+      for (let i = 0; i < 3; i++) assert.equal((await postChat(h, key, { model: 'fake/routed', messages: MESSAGES })).status, 200);
+      assert.deepEqual(
+        h.gw.services.chat.routing.cooldown.cooling().map((c) => c.deployment),
+        ['fake/routed'],
+      );
+      h.fake.received.length = 0;
+      h.backup.received.length = 0;
     }
-    assert.deepEqual(h.gw.services.chat.routing.cooldown.cooling().map((c) => c.deployment), ['fake/routed']);
+
+    test('the primary recovered while cooling: a 503 at the fallback is served by the primary, tried last', async () => {
+      const w = await h.wallet(10_000_000);
+      await coolThePrimary(w.key);
+      h.fake.behaviour = { usage: USAGE };
+      h.backup.behaviour = { failStatus: 503 };
+      const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES, stream: true });
+      assert.equal(res.status, 200);
+      assert.equal((await readServed(res)).deployment, 'fake/routed');
+      assert.deepEqual([h.backup.received.length, h.fake.received.length], [1, 1], 'the ready fallback first, then the cooling primary');
+    });
+
+    test('both fail: the 502 counts the two deployments really called, nothing charged', async () => {
+      const w = await h.wallet(10_000_000);
+      await coolThePrimary(w.key);
+      const before = (await h.balance(w.account)).balance_usdc;
+      h.backup.behaviour = { failStatus: 502 };
+      const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES });
+      assert.equal(res.status, 502);
+      assert.match((await res.json()).message, /^every deployment of fake\/routed failed \(2 attempts\); the last: the provider answered 503/);
+      assert.deepEqual([h.backup.received.length, h.fake.received.length], [1, 1]);
+      assert.equal((await h.balance(w.account)).balance_usdc, before);
+    });
+
+    test('a stream whose primary is truly stuck (no headers) still moves on, and counts toward its cooldown', async () => {
+      const w = await h.wallet(10_000_000);
+      h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
+      for (let i = 0; i < 3; i++) {
+        const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES, stream: true });
+        assert.equal((await readServed(res)).deployment, 'backup/routed-backup');
+      }
+      assert.deepEqual(
+        h.gw.services.chat.routing.cooldown.cooling().map((c) => c.deployment),
+        ['fake/routed'],
+      );
+    });
   });
-});
 
 /**
  * Provider refusals whose status reads as the deployment's trouble (429 busy, 402 out of credit,
@@ -178,8 +198,11 @@ const REQUEST_REFUSALS = [
     status: 429,
     body: {
       error: {
-        message: 'Request too large for gpt-4o in organization org-abc123 on tokens per min (TPM): Limit 30000, Requested 36278. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.',
-        type: 'tokens', param: null, code: 'rate_limit_exceeded',
+        message:
+          'Request too large for gpt-4o in organization org-abc123 on tokens per min (TPM): Limit 30000, Requested 36278. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.',
+        type: 'tokens',
+        param: null,
+        code: 'rate_limit_exceeded',
       },
     },
   },
@@ -187,7 +210,12 @@ const REQUEST_REFUSALS = [
     what: "OpenRouter's 402 fewer max_tokens",
     status: 402,
     body: {
-      error: { message: 'This request requires more credits, or fewer max_tokens. You requested up to 65536 tokens, but can only afford 3395. To increase, visit https://openrouter.ai/settings/credits and upgrade to a paid account', code: 402, metadata: { provider_name: null } },
+      error: {
+        message:
+          'This request requires more credits, or fewer max_tokens. You requested up to 65536 tokens, but can only afford 3395. To increase, visit https://openrouter.ai/settings/credits and upgrade to a paid account',
+        code: 402,
+        metadata: { provider_name: null },
+      },
       user_id: 'user_2abc',
     },
   },
@@ -204,80 +232,91 @@ const REQUEST_REFUSALS = [
   },
 ];
 
-for (const engine of ENGINES) describe(`attack: a caller cannot cool a deployment for others, or fan out, with requests the provider refuses (${engine})`, () => {
-  // One counted failure would cool the primary: the strictest setting shows any count.
-  const harness = routingSuite(engine, USAGE, { chat: { cooldown: { failures: 1, windowSeconds: 60, seconds: 30 } } });
-  let h: RoutingHarness;
-  beforeEach(() => (h = harness()));
-  const cooldown = () => h.gw.services.chat.routing.cooldown;
+for (const engine of ENGINES)
+  describe(`attack: a caller cannot cool a deployment for others, or fan out, with requests the provider refuses (${engine})`, () => {
+    // One counted failure would cool the primary: the strictest setting shows any count.
+    const harness = routingSuite(engine, USAGE, { chat: { cooldown: { failures: 1, windowSeconds: 60, seconds: 30 } } });
+    let h: RoutingHarness;
+    beforeEach(() => (h = harness()));
+    const cooldown = () => h.gw.services.chat.routing.cooldown;
 
-  for (const refusal of REQUEST_REFUSALS) {
-    test(`${refusal.what}: passed to the client, no fallback called, no cooldown; the next caller is served by the primary`, async () => {
-      const attacker = await h.wallet(10_000_000);
-      const victim = await h.wallet(10_000_000);
-      h.fake.behaviour = { failStatus: refusal.status, failBody: refusal.body, retryAfter: '20' };
-      const res = await postChat(h, attacker.key, { model: 'fake/routed', messages: MESSAGES, max_tokens: 4000 });
-      const body = await res.json();
-      assert.equal(res.status, 502, JSON.stringify(body));
-      assert.equal(body.message, `the provider answered ${refusal.status}: ${refusal.body.error.message}; nothing was charged`);
-      assert.equal(res.headers.get('x-should-retry'), 'false', 'the same request is refused again');
-      assert.equal(res.headers.get('retry-after'), null);
-      assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 0], 'no fallback was called');
-      assert.deepEqual(cooldown().cooling(), []);
-      assert.equal(cooldown().recentFailures('fake/routed'), 0);
-      assert.equal((await h.balance(attacker.account)).balance_usdc, 10_000_000);
+    for (const refusal of REQUEST_REFUSALS) {
+      test(`${refusal.what}: passed to the client, no fallback called, no cooldown; the next caller is served by the primary`, async () => {
+        const attacker = await h.wallet(10_000_000);
+        const victim = await h.wallet(10_000_000);
+        h.fake.behaviour = { failStatus: refusal.status, failBody: refusal.body, retryAfter: '20' };
+        const res = await postChat(h, attacker.key, { model: 'fake/routed', messages: MESSAGES, max_tokens: 4000 });
+        const body = await res.json();
+        assert.equal(res.status, 502, JSON.stringify(body));
+        assert.equal(body.message, `the provider answered ${refusal.status}: ${refusal.body.error.message}; nothing was charged`);
+        assert.equal(res.headers.get('x-should-retry'), 'false', 'the same request is refused again');
+        assert.equal(res.headers.get('retry-after'), null);
+        assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 0], 'no fallback was called');
+        assert.deepEqual(cooldown().cooling(), []);
+        assert.equal(cooldown().recentFailures('fake/routed'), 0);
+        assert.equal((await h.balance(attacker.account)).balance_usdc, 10_000_000);
 
-      h.fake.behaviour = { usage: USAGE };
-      const next = await postChat(h, victim.key, { model: 'fake/routed', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100 });
-      await next.text();
-      assert.equal(next.status, 200);
-      assert.equal(next.headers.get('x-tollgate-deployment'), 'fake/routed');
-    });
-  }
+        h.fake.behaviour = { usage: USAGE };
+        const next = await postChat(h, victim.key, { model: 'fake/routed', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100 });
+        await next.text();
+        assert.equal(next.status, 200);
+        assert.equal(next.headers.get('x-tollgate-deployment'), 'fake/routed');
+      });
+    }
 
-  test("an embeddings request OpenAI refuses as too large for the TPM: passed on, no fallback, no cooldown", async () => {
-    const w = await h.wallet(10_000_000);
-    h.fake.behaviour = { failStatus: 429, failBody: REQUEST_REFUSALS[0]!.body };
-    const res = await fetch(`${h.gw.url}/v1/embeddings`, {
-      method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'hello' }),
-    });
-    assert.equal(res.status, 502);
-    assert.match((await res.json()).message, /^the provider answered 429: Request too large for gpt-4o/);
-    assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 0]);
-    assert.equal(cooldown().recentFailures('fake/embed-routed'), 0);
-  });
-
-  test("Anthropic's 413 request_too_large ends the chain without a cooldown, as every refusal of the request does", async () => {
-    const w = await h.wallet(10_000_000);
-    h.anthropic.behaviour = { failStatus: 413 };
-    const res = await postChat(h, w.key, { model: 'anth/claude-routed', messages: MESSAGES });
-    assert.equal(res.status, 502);
-    await res.text();
-    assert.deepEqual([h.anthropic.received.length, h.fake.received.length], [1, 0]);
-    assert.equal(cooldown().recentFailures('anth/claude-primary'), 0);
-  });
-
-});
-
-for (const engine of ENGINES) describe(`a provider refusal that is the deployment's trouble keeps its class (${engine})`, () => {
-  // No cooldown starts here (1000 failures), so each test sees the primary ready and counts its own failure.
-  const harness = routingSuite(engine, USAGE);
-  let h: RoutingHarness;
-  beforeEach(() => (h = harness()));
-
-  for (const [what, status, message] of [
-    ["OpenAI's 429 Rate limit reached", 429, 'Rate limit reached for gpt-4o in organization org-abc123 on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. Please try again in 2s.'],
-    ["OpenRouter's 402 with nothing affordable", 402, 'This request requires more credits, or fewer max_tokens. You requested up to 4096 tokens, but can only afford 0. To increase, visit https://openrouter.ai/settings/credits'],
-  ] as const) {
-    test(`${what}: the fallback serves, and it counts toward the primary's cooldown`, async () => {
+    test('an embeddings request OpenAI refuses as too large for the TPM: passed on, no fallback, no cooldown', async () => {
       const w = await h.wallet(10_000_000);
-      const counted = h.gw.services.chat.routing.cooldown.recentFailures('fake/routed');
-      h.fake.behaviour = { failStatus: status, failBody: { error: { message, code: status } } };
-      const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES });
-      await res.text();
-      assert.equal(res.status, 200);
-      assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/routed-backup');
-      assert.equal(h.gw.services.chat.routing.cooldown.recentFailures('fake/routed'), counted + 1);
+      h.fake.behaviour = { failStatus: 429, failBody: REQUEST_REFUSALS[0]!.body };
+      const res = await fetch(`${h.gw.url}/v1/embeddings`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'fake/embed-routed', input: 'hello' }),
+      });
+      assert.equal(res.status, 502);
+      assert.match((await res.json()).message, /^the provider answered 429: Request too large for gpt-4o/);
+      assert.deepEqual([h.fake.received.length, h.backup.received.length], [1, 0]);
+      assert.equal(cooldown().recentFailures('fake/embed-routed'), 0);
     });
-  }
-});
+
+    test("Anthropic's 413 request_too_large ends the chain without a cooldown, as every refusal of the request does", async () => {
+      const w = await h.wallet(10_000_000);
+      h.anthropic.behaviour = { failStatus: 413 };
+      const res = await postChat(h, w.key, { model: 'anth/claude-routed', messages: MESSAGES });
+      assert.equal(res.status, 502);
+      await res.text();
+      assert.deepEqual([h.anthropic.received.length, h.fake.received.length], [1, 0]);
+      assert.equal(cooldown().recentFailures('anth/claude-primary'), 0);
+    });
+  });
+
+for (const engine of ENGINES)
+  describe(`a provider refusal that is the deployment's trouble keeps its class (${engine})`, () => {
+    // No cooldown starts here (1000 failures), so each test sees the primary ready and counts its own failure.
+    const harness = routingSuite(engine, USAGE);
+    let h: RoutingHarness;
+    beforeEach(() => (h = harness()));
+
+    for (const [what, status, message] of [
+      [
+        "OpenAI's 429 Rate limit reached",
+        429,
+        'Rate limit reached for gpt-4o in organization org-abc123 on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. Please try again in 2s.',
+      ],
+      [
+        "OpenRouter's 402 with nothing affordable",
+        402,
+        'This request requires more credits, or fewer max_tokens. You requested up to 4096 tokens, but can only afford 0. To increase, visit https://openrouter.ai/settings/credits',
+      ],
+    ] as const) {
+      test(`${what}: the fallback serves, and it counts toward the primary's cooldown`, async () => {
+        const w = await h.wallet(10_000_000);
+        const counted = h.gw.services.chat.routing.cooldown.recentFailures('fake/routed');
+        h.fake.behaviour = { failStatus: status, failBody: { error: { message, code: status } } };
+        const res = await postChat(h, w.key, { model: 'fake/routed', messages: MESSAGES });
+        await res.text();
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/routed-backup');
+        assert.equal(h.gw.services.chat.routing.cooldown.recentFailures('fake/routed'), counted + 1);
+      });
+    }
+  });

@@ -24,7 +24,9 @@ for (const engine of ENGINES) {
       test(`the primary answers ${failStatus}: the fallback serves the openai SDK's default (base64) request, billed once at the listed price`, async () => {
         const w = await h.wallet(FUNDS);
         h.fake.behaviour = { failStatus };
-        const { data, response } = await client(w.key).embeddings.create({ model: 'fake/embed-routed', input: ['one', 'two'] }).withResponse();
+        const { data, response } = await client(w.key)
+          .embeddings.create({ model: 'fake/embed-routed', input: ['one', 'two'] })
+          .withResponse();
         assert.equal(data.data.length, 2);
         assert.equal(data.data[0]!.embedding.length, 8, 'the base64 vectors decoded by the SDK');
         assert.equal(response.headers.get('x-tollgate-deployment'), 'backup/embed-backup');
@@ -33,7 +35,10 @@ for (const engine of ENGINES) {
         assert.equal(h.backup.received[0]!.body.model, 'embed-backup', "the fallback's own model name");
         assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE);
         const rows = await usageRowsOf(h, w.keyId);
-        assert.deepEqual(rows.map((r) => [r.status, Number(r.charged_usdc), Number(r.provider_cost_usdc), r.deployment]), [['ok', CHARGE, BACKUP_COST, 'backup/embed-backup']]);
+        assert.deepEqual(
+          rows.map((r) => [r.status, Number(r.charged_usdc), Number(r.provider_cost_usdc), r.deployment]),
+          [['ok', CHARGE, BACKUP_COST, 'backup/embed-backup']],
+        );
       });
     }
 
@@ -41,7 +46,11 @@ for (const engine of ENGINES) {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { failStatus: 502 };
       h.backup.behaviour = { failStatus: 503 };
-      const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }) });
+      const res = await fetch(`${h.gw.url}/v1/embeddings`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }),
+      });
       assert.equal(res.status, 502);
       assert.match((await res.json()).message, /every deployment of fake\/embed-routed failed \(2 attempts\); the last: the provider answered 503/);
       assert.equal(h.fake.received.length, 1);
@@ -63,7 +72,11 @@ for (const engine of ENGINES) {
       // after a 1.5 s answer arrived, and more so on a loaded machine.
       h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
       const failuresBefore = h.gw.services.chat.routing.cooldown.recentFailures('fake/embed-routed');
-      const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }) });
+      const res = await fetch(`${h.gw.url}/v1/embeddings`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }),
+      });
       assert.equal(res.status, 200);
       assert.equal(res.headers.get('x-tollgate-deployment'), 'backup/embed-backup');
       await res.json();
@@ -76,7 +89,11 @@ for (const engine of ENGINES) {
       const w = await h.wallet(FUNDS);
       h.fake.behaviour = { usage: USAGE, delayMs: 2500 };
       h.backup.behaviour = { usage: USAGE, delayMs: 2500 };
-      const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }) });
+      const res = await fetch(`${h.gw.url}/v1/embeddings`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'fake/embed-routed', input: 'x' }),
+      });
       assert.equal(res.status, 502);
       assert.equal(res.headers.get('x-should-retry'), 'false');
       assert.match((await res.json()).message, /the provider timed out before answering \(.*send fewer or shorter inputs per request\)/);

@@ -24,40 +24,45 @@ const ROUTER_USAGE = { prompt_tokens: 101_000, completion_tokens: 500 };
 const ROUTER_CACHE_NAMES = { cache_creation_input_tokens: 100_000, cache_read_input_tokens: 0 };
 const CACHED_PROMPT = [{ role: 'user', content: [{ type: 'text', text: 'a long document to cache', cache_control: { type: 'ephemeral' } }] }];
 
-for (const engine of ENGINES) describe(`attack: a fallback of another provider type is never sold below its cost (${engine})`, () => {
-  const harness = routingSuite(engine, ROUTER_USAGE, { models: MODELS });
-  let h: RoutingHarness;
-  beforeEach(() => (h = harness()));
+for (const engine of ENGINES)
+  describe(`attack: a fallback of another provider type is never sold below its cost (${engine})`, () => {
+    const harness = routingSuite(engine, ROUTER_USAGE, { models: MODELS });
+    let h: RoutingHarness;
+    beforeEach(() => (h = harness()));
 
-  test('the router fails, Anthropic serves and writes the cache: the charge covers its 1.25× cache writes', async () => {
-    const w = await h.wallet(10_000_000);
-    h.fake.behaviour = { failStatus: 503 };
-    h.anthropic.behaviour = { usage: ANTHROPIC_USAGE };
-    const res = await postChat(h, w.key, { model: 'fake/claude-via-router', messages: CACHED_PROMPT, max_tokens: 500 });
-    await res.text();
-    assert.equal(res.status, 200);
-    assert.equal(res.headers.get('x-tollgate-deployment'), 'anth/claude-at-anthropic');
-    // Anthropic's cost: 1,000 × 3 + 100,000 × 3.75 + 500 × 15. Billed: the prompt and completion at
-    // cost × 1.2, cache writes at the dearest deployment's (Anthropic's 3.75) × 1.2 = 4.5.
-    const cost = 1000 * 3 + 100_000 * 3.75 + 500 * 15;
-    const charge = 1000 * 3.6 + 100_000 * 4.5 + 500 * 18;
-    const [row] = await usageRowsOf(h, w.keyId);
-    assert.deepEqual([row!.deployment, Number(row!.provider_cost_usdc), Number(row!.charged_usdc)], ['anth/claude-at-anthropic', cost, charge]);
-    assert.equal(Number(res.headers.get('x-tollgate-charged-usdc')), charge);
-  });
+    test('the router fails, Anthropic serves and writes the cache: the charge covers its 1.25× cache writes', async () => {
+      const w = await h.wallet(10_000_000);
+      h.fake.behaviour = { failStatus: 503 };
+      h.anthropic.behaviour = { usage: ANTHROPIC_USAGE };
+      const res = await postChat(h, w.key, { model: 'fake/claude-via-router', messages: CACHED_PROMPT, max_tokens: 500 });
+      await res.text();
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('x-tollgate-deployment'), 'anth/claude-at-anthropic');
+      // Anthropic's cost: 1,000 × 3 + 100,000 × 3.75 + 500 × 15. Billed: the prompt and completion at
+      // cost × 1.2, cache writes at the dearest deployment's (Anthropic's 3.75) × 1.2 = 4.5.
+      const cost = 1000 * 3 + 100_000 * 3.75 + 500 * 15;
+      const charge = 1000 * 3.6 + 100_000 * 4.5 + 500 * 18;
+      const [row] = await usageRowsOf(h, w.keyId);
+      assert.deepEqual([row!.deployment, Number(row!.provider_cost_usdc), Number(row!.charged_usdc)], ['anth/claude-at-anthropic', cost, charge]);
+      assert.equal(Number(res.headers.get('x-tollgate-charged-usdc')), charge);
+    });
 
-  test('weighted deployments, no failure: every request is billed at least what its deployment cost', async () => {
-    const w = await h.wallet(100_000_000);
-    h.fake.behaviour = { usage: ROUTER_USAGE, usageExtra: ROUTER_CACHE_NAMES };
-    h.anthropic.behaviour = { usage: ANTHROPIC_USAGE };
-    for (let i = 0; i < 16; i++) {
-      const res = await postChat(h, w.key, { model: 'fake/claude-weighted', messages: CACHED_PROMPT, max_tokens: 500 });
-      assert.equal(res.status, 200, await res.text());
-    }
-    const rows = await usageRowsOf(h, w.keyId);
-    // Weights 1 and 1: each deployment serves about half (both serving is all but certain over 16 draws).
-    assert.deepEqual(new Set(rows.map((r) => r.deployment)), new Set(['fake/claude-weighted', 'anth/claude-weighted-anthropic']));
-    const losses = rows.filter((r) => Number(r.charged_usdc) < Number(r.provider_cost_usdc));
-    assert.deepEqual(losses.map((r) => [r.deployment, Number(r.charged_usdc), Number(r.provider_cost_usdc)]), [], 'requests sold below their cost');
+    test('weighted deployments, no failure: every request is billed at least what its deployment cost', async () => {
+      const w = await h.wallet(100_000_000);
+      h.fake.behaviour = { usage: ROUTER_USAGE, usageExtra: ROUTER_CACHE_NAMES };
+      h.anthropic.behaviour = { usage: ANTHROPIC_USAGE };
+      for (let i = 0; i < 16; i++) {
+        const res = await postChat(h, w.key, { model: 'fake/claude-weighted', messages: CACHED_PROMPT, max_tokens: 500 });
+        assert.equal(res.status, 200, await res.text());
+      }
+      const rows = await usageRowsOf(h, w.keyId);
+      // Weights 1 and 1: each deployment serves about half (both serving is all but certain over 16 draws).
+      assert.deepEqual(new Set(rows.map((r) => r.deployment)), new Set(['fake/claude-weighted', 'anth/claude-weighted-anthropic']));
+      const losses = rows.filter((r) => Number(r.charged_usdc) < Number(r.provider_cost_usdc));
+      assert.deepEqual(
+        losses.map((r) => [r.deployment, Number(r.charged_usdc), Number(r.provider_cost_usdc)]),
+        [],
+        'requests sold below their cost',
+      );
+    });
   });
-});

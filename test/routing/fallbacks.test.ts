@@ -50,7 +50,10 @@ for (const engine of ENGINES) {
       assert.equal((await h.balance(w.account)).balance_usdc, FUNDS - CHARGE, 'the listed price, once');
       const rows = await usageRowsOf(h, w.keyId);
       assert.equal(rows.length, 1);
-      assert.deepEqual([rows[0]!.status, Number(rows[0]!.charged_usdc), Number(rows[0]!.provider_cost_usdc), rows[0]!.deployment], ['ok', CHARGE, cost, deployment]);
+      assert.deepEqual(
+        [rows[0]!.status, Number(rows[0]!.charged_usdc), Number(rows[0]!.provider_cost_usdc), rows[0]!.deployment],
+        ['ok', CHARGE, cost, deployment],
+      );
     }
 
     for (const stream of [false, true]) {
@@ -192,7 +195,10 @@ for (const engine of ENGINES) {
       const w = await h.wallet(FUNDS);
       h.anthropic.behaviour = { failStatus: 529 };
       const client = new Anthropic({ baseURL: h.gw.url, apiKey: w.key, maxRetries: 0 });
-      await assert.rejects(client.messages.create({ model: 'anth/claude-routed', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }), (err: any) => err.status === 502);
+      await assert.rejects(
+        client.messages.create({ model: 'anth/claude-routed', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }),
+        (err: any) => err.status === 502,
+      );
       assert.equal(h.fake.received.length, 0);
       await expectNothingCharged(h, w, FUNDS);
     });
@@ -207,7 +213,7 @@ for (const engine of ENGINES) {
       await expectServedByBackup(w, 'anth/claude-fallback');
     });
 
-    test('revenue per deployment: the usage totals book each deployment\'s own cost', async () => {
+    test("revenue per deployment: the usage totals book each deployment's own cost", async () => {
       const w = await h.wallet(FUNDS);
       const ask = async () => (await post(w.key, { model: 'fake/routed', messages: MESSAGES })).text();
       await ask(); // the primary
@@ -219,7 +225,13 @@ for (const engine of ENGINES) {
       assert.equal(key.total_charged_usdc, 2 * CHARGE);
       assert.equal(key.total_platform_revenue_usd, (2 * CHARGE - PRIMARY_COST - BACKUP_COST) / 1_000_000);
       const rows = await usageRowsOf(h, w.keyId);
-      assert.deepEqual(rows.map((r) => [r.deployment, Number(r.provider_cost_usdc)]), [['fake/routed', PRIMARY_COST], ['backup/routed-backup', BACKUP_COST]]);
+      assert.deepEqual(
+        rows.map((r) => [r.deployment, Number(r.provider_cost_usdc)]),
+        [
+          ['fake/routed', PRIMARY_COST],
+          ['backup/routed-backup', BACKUP_COST],
+        ],
+      );
     });
 
     test('one warn line per failed attempt: deployment, status or error code, request id, what came next; never a key', async () => {
@@ -229,8 +241,19 @@ for (const engine of ENGINES) {
       const res = await post(w.key, { model: 'fake/routed', messages: MESSAGES });
       assert.equal(res.status, 502);
       const requestId = res.headers.get('x-request-id');
-      const lines = h.gw.logs().split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.requestId === requestId && String(l.msg).startsWith('provider call failed'));
-      assert.deepEqual(lines.map((l) => [l.level, l.deployment, l.provider, l.status, l.then]), [[40, 'fake/routed', 'fake', 503, 'retry'], [40, 'backup/routed-backup', 'backup', 429, 'retry']]);
+      const lines = h.gw
+        .logs()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.requestId === requestId && String(l.msg).startsWith('provider call failed'));
+      assert.deepEqual(
+        lines.map((l) => [l.level, l.deployment, l.provider, l.status, l.then]),
+        [
+          [40, 'fake/routed', 'fake', 503, 'retry'],
+          [40, 'backup/routed-backup', 'backup', 429, 'retry'],
+        ],
+      );
       assert.ok(!h.gw.logs().includes('sk-fake-provider-key'), 'the provider key never reaches the log');
       await expectNothingCharged(h, w, FUNDS);
     });
@@ -246,4 +269,3 @@ for (const engine of ENGINES) {
     });
   });
 }
-

@@ -7,13 +7,16 @@ import { parseRetryAfter, retryDelayMs } from '../../src/routing/backoff.ts';
 /** A seeded generator, so the shares are the same on every run. */
 function seeded(seed: number): () => number {
   let s = seed;
-  return () => ((s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  return () => (s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 }
 
 describe('deployment order and weights', () => {
   test('unweighted deployments keep their order', () => {
     const list = [{ id: 'a' }, { id: 'b' }, { id: 'c' }];
-    assert.deepEqual(orderByWeight(list).map((d) => d.id), ['a', 'b', 'c']);
+    assert.deepEqual(
+      orderByWeight(list).map((d) => d.id),
+      ['a', 'b', 'c'],
+    );
   });
 
   test('adjacent weighted deployments share the first place in proportion to their weights; the unweighted one stays last', () => {
@@ -44,8 +47,10 @@ describe('failure classification', () => {
   });
 
   test('transport errors before the first byte retry; our own abort stops', () => {
-    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET']) assert.equal(actionForTransportError({ code }, 'streamed'), 'retry', code);
-    for (const delivery of ['streamed', 'whole'] as const) assert.equal(actionForTransportError({ name: 'AbortError', code: 'UND_ERR_ABORTED' }, delivery), 'stop');
+    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET'])
+      assert.equal(actionForTransportError({ code }, 'streamed'), 'retry', code);
+    for (const delivery of ['streamed', 'whole'] as const)
+      assert.equal(actionForTransportError({ name: 'AbortError', code: 'UND_ERR_ABORTED' }, delivery), 'stop');
   });
 
   test("a first-byte timeout of an answer sent whole moves on without a retry and never cools (the request's size may be the cause); other transport errors still retry and cool", () => {
@@ -70,9 +75,21 @@ describe('retry delays', () => {
 
   test("the provider's Retry-After wins up to the cap; null beyond it; jitter otherwise", () => {
     const o = { baseMs: 200, maxRetryAfterMs: 5000 };
-    assert.equal(retryDelayMs(0, 3000, o, () => 0.9), 3000);
-    assert.equal(retryDelayMs(0, 6000, o, () => 0.9), null);
-    assert.equal(retryDelayMs(2, undefined, o, () => 0.25), 200);
-    assert.equal(retryDelayMs(0, undefined, o, () => 0), 0);
+    assert.equal(
+      retryDelayMs(0, 3000, o, () => 0.9),
+      3000,
+    );
+    assert.equal(
+      retryDelayMs(0, 6000, o, () => 0.9),
+      null,
+    );
+    assert.equal(
+      retryDelayMs(2, undefined, o, () => 0.25),
+      200,
+    );
+    assert.equal(
+      retryDelayMs(0, undefined, o, () => 0),
+      0,
+    );
   });
 });

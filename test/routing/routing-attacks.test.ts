@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { beforeEach, describe, test } from 'node:test';
-import { planChat } from '../../src/chat/plan.ts';
+import { planChat } from '../../src/metered/plan/plan.ts';
 import { reservationFor } from '../../src/providers/pricing.ts';
 import { ENGINES } from '../support/engines.ts';
 import { readServed } from '../support/sse.ts';
@@ -14,7 +14,9 @@ const FUNDS = 1_000_000;
 const USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240;
 const MESSAGES = [{ role: 'user', content: 'hi' }];
-const TOOLS = [{ type: 'function', function: { name: 'lookup', description: 'looks a word up', parameters: { type: 'object', properties: { word: { type: 'string' } } } } }];
+const TOOLS = [
+  { type: 'function', function: { name: 'lookup', description: 'looks a word up', parameters: { type: 'object', properties: { word: { type: 'string' } } } } },
+];
 
 for (const engine of ENGINES) {
   describe(`attack: deployments that fail or lie (${engine})`, () => {
@@ -103,7 +105,10 @@ for (const engine of ENGINES) {
             return { status: res.status, deployment, done: !stream || text.includes('[DONE]') };
           }),
         );
-        assert.deepEqual(results.filter((r) => r.status !== 200 || !r.done), []);
+        assert.deepEqual(
+          results.filter((r) => r.status !== 200 || !r.done),
+          [],
+        );
       } finally {
         clearInterval(flapping);
       }
@@ -162,7 +167,10 @@ describe('cooldown, recovery, /health and weights (sqlite)', () => {
     const health = await call(h.gw.url, 'GET', '/health');
     assert.equal(health.status, 200);
     assert.equal(health.body.status, 'ok');
-    assert.deepEqual(health.body.cooldowns.map((c: any) => c.deployment), ['fake/routed']);
+    assert.deepEqual(
+      health.body.cooldowns.map((c: any) => c.deployment),
+      ['fake/routed'],
+    );
     assert.match(await h.gw.services.metrics.registry.metrics(), /tollgate_deployment_cooldowns_total\{deployment="fake\/routed"\} 1/);
 
     h.fake.behaviour = { usage: USAGE };

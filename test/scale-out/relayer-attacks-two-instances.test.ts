@@ -37,18 +37,28 @@ describe('attack: the same payment sent to two processes sharing one relayer key
     for (const [i, p] of payers.entries()) if (method(i) === 'permit2') await h.chain.approvePermit2(p, h.chain.usdt);
     const header = async (p: FundedAccount, i: number) =>
       method(i) === 'eip3009'
-        ? v2Header(offers[0]!, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: p, to: h.payTo.address, value: 3n * USD }))
+        ? v2Header(
+            offers[0]!,
+            await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: p, to: h.payTo.address, value: 3n * USD }),
+          )
         : v2Header(offers[1]!, await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: p, to: h.payTo.address, amount: 3n * USD }));
     const headers = await Promise.all(payers.map((p, i) => header(p, i)));
-    const results = await Promise.all(headers.flatMap((hd) => [0, 1, 0, 1].map(async (g) => {
-      const r = await call(gateways[g]!.url, 'POST', '/v1/topup', { amount: 3 }, { 'payment-signature': hd });
-      return `${r.status} ${r.body?.error ?? r.body?.status ?? r.body?.credited_usdc}`;
-    })));
+    const results = await Promise.all(
+      headers.flatMap((hd) =>
+        [0, 1, 0, 1].map(async (g) => {
+          const r = await call(gateways[g]!.url, 'POST', '/v1/topup', { amount: 3 }, { 'payment-signature': hd });
+          return `${r.status} ${r.body?.error ?? r.body?.status ?? r.body?.credited_usdc}`;
+        }),
+      ),
+    );
     for (const r of results) assert.match(r, /^(200|202)/);
     await new Promise((r) => setTimeout(r, 6000));
     for (const [i, p] of payers.entries()) {
       const rows = await storage.db.selectFrom('payments').selectAll().where('payer', '=', p.address.toLowerCase()).execute();
-      assert.deepEqual(rows.map((r) => r.status), ['credited']);
+      assert.deepEqual(
+        rows.map((r) => r.status),
+        ['credited'],
+      );
       assert.equal(await h.chain.balanceOf(method(i) === 'eip3009' ? h.chain.usdc : h.chain.usdt, p.address), 7n * USD);
     }
     await assertLedgerAndChainAgree(storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 6);

@@ -36,17 +36,20 @@ describe('attack: the cross-instance relayer lock while the RPC hangs or its hol
     await h?.stop();
     await proxy?.close();
   });
-  const pay = async (p: FundedAccount) => v2Header(offer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: p, to: h.payTo.address, value: 3n * USD }));
+  const pay = async (p: FundedAccount) =>
+    v2Header(offer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: p, to: h.payTo.address, value: 3n * USD }));
 
   test('L1: sends hang; 4 payers, 2 on each instance: how long each waits', async () => {
     const payers = await h.payers(4, 10n);
     const headers = await Promise.all(payers.map(pay));
     state.hang = 4;
     const t0 = Date.now();
-    const results = await Promise.all(headers.map(async (hd, i) => {
-      const r = await call(gateways[i % 2]!.url, 'POST', '/v1/topup', { amount: 3 }, { 'payment-signature': hd });
-      return `instance ${i % 2}: ${r.status} ${r.body?.error} after ${Date.now() - t0} ms`;
-    }));
+    const results = await Promise.all(
+      headers.map(async (hd, i) => {
+        const r = await call(gateways[i % 2]!.url, 'POST', '/v1/topup', { amount: 3 }, { 'payment-signature': hd });
+        return `instance ${i % 2}: ${r.status} ${r.body?.error} after ${Date.now() - t0} ms`;
+      }),
+    );
     state.hang = 0;
     for (const r of results) assert.doesNotMatch(r, /: 402/);
   });
@@ -55,7 +58,10 @@ describe('attack: the cross-instance relayer lock while the RPC hangs or its hol
     const [p1, p2] = await h.payers(2, 10n);
     const [h1, h2] = [await pay(p1!), await pay(p2!)];
     state.hang = 1;
-    const a = call(gateways[0]!.url, 'POST', '/v1/topup', { amount: 3 }, { 'payment-signature': h1 }).catch((e: Error) => ({ status: 0, body: { error: e.message } }));
+    const a = call(gateways[0]!.url, 'POST', '/v1/topup', { amount: 3 }, { 'payment-signature': h1 }).catch((e: Error) => ({
+      status: 0,
+      body: { error: e.message },
+    }));
     // A's send is the hung one (the proxy took it): A holds the lock. Then it freezes.
     await until(() => state.hang === 0, "A's send hangs", 30_000);
     gateways[0]!.child.kill('SIGSTOP');
@@ -64,7 +70,12 @@ describe('attack: the cross-instance relayer lock while the RPC hangs or its hol
     const timer = setTimeout(() => ac.abort(), 45_000);
     let bResult: string;
     try {
-      const r = await fetch(`${gateways[1]!.url}/v1/topup`, { method: 'POST', headers: { 'content-type': 'application/json', 'payment-signature': h2 }, body: JSON.stringify({ amount: 3 }), signal: ac.signal });
+      const r = await fetch(`${gateways[1]!.url}/v1/topup`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'payment-signature': h2 },
+        body: JSON.stringify({ amount: 3 }),
+        signal: ac.signal,
+      });
       bResult = `${r.status} ${(await r.text()).slice(0, 200)} after ${Date.now() - t0} ms`;
     } catch (e) {
       bResult = `no answer after ${Date.now() - t0} ms (${(e as Error).name})`;

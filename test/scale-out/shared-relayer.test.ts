@@ -34,14 +34,21 @@ describe('two gateway processes sharing one relayer key on one PostgreSQL databa
     const payers = await h.payers(6, 10n);
     const results = await Promise.all(
       payers.map(async (p, i) => {
-        const res = await h.payingFetch(p)(`${gateways[i % 2]!.url}/v1/topup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amount: 1 }) });
+        const res = await h.payingFetch(p)(`${gateways[i % 2]!.url}/v1/topup`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ amount: 1 }),
+        });
         return { status: res.status, body: await res.text() };
       }),
     );
     for (const r of results) assert.equal(r.status, 200, r.body);
     for (const p of payers) {
       const rows = await storage.db.selectFrom('payments').selectAll().where('payer', '=', p.address.toLowerCase()).execute();
-      assert.deepEqual(rows.map((r) => r.status), ['credited']);
+      assert.deepEqual(
+        rows.map((r) => r.status),
+        ['credited'],
+      );
       assert.equal(await h.chain.balanceOf(h.chain.usdc, p.address), 9n * USD);
     }
     await assertLedgerAndChainAgree(storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 6);

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { MODELS } from '../support/chat-harness.ts';
@@ -64,7 +64,13 @@ describe('two gateway processes sharing PostgreSQL and Redis', () => {
     return { account, key: created.body.key as string, id: created.body.id as number };
   }
   const chat = (gw: GatewayProcess, key: string, body: Record<string, unknown> = {}) =>
-    call(gw.url, 'POST', '/v1/chat/completions', { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100, ...body }, { authorization: `Bearer ${key}` });
+    call(
+      gw.url,
+      'POST',
+      '/v1/chat/completions',
+      { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 100, ...body },
+      { authorization: `Bearer ${key}` },
+    );
 
   test('concurrent chats through both instances never spend more than the shared balance', async () => {
     fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 10 }, delayMs: 2_000 };

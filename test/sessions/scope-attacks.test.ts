@@ -148,7 +148,12 @@ function suite(engine: (typeof ENGINES)[number]) {
       test('legacy and old-dashboard statements cannot open a session, loosen or create', async () => {
         const owner = newAccount();
         const id = (await createKey(owner, { spend_limit_usdc: 1_000 })).id;
-        for (const statement of ['Sign in to the Tollgate dashboard for 30 minutes. This signature moves no money.', 'Manage my Tollgate API keys', 'Read my Tollgate usage', 'Read my Tollgate top-ups']) {
+        for (const statement of [
+          'Sign in to the Tollgate dashboard for 30 minutes. This signature moves no money.',
+          'Manage my Tollgate API keys',
+          'Read my Tollgate usage',
+          'Read my Tollgate top-ups',
+        ]) {
           assert.equal((await req('POST', '/v1/auth/session', await siweProof(owner, { statement }))).status, 403, statement);
           assert.equal((await req('POST', '/v1/auth/keys', await siweProof(owner, { statement }))).status, 403, statement);
           const p = await req('PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(owner, { statement })), spend_limit_usdc: 2_000 });
@@ -220,7 +225,7 @@ function suite(engine: (typeof ENGINES)[number]) {
         assert.equal((await limitsOf(id)).spend_limit_usdc, 1_000);
       });
 
-      test('another wallet\'s loosen proof beside my session only touches the signer\'s own keys', async () => {
+      test("another wallet's loosen proof beside my session only touches the signer's own keys", async () => {
         const victim = newAccount();
         const attacker = newAccount();
         const vid = (await createKey(victim, { spend_limit_usdc: 1_000 })).id;
@@ -236,7 +241,10 @@ function suite(engine: (typeof ENGINES)[number]) {
         assert.equal((await req('POST', '/v1/auth/keys', {}, bearer(key))).status, 401);
         assert.equal((await req('PATCH', `/v1/auth/keys/${id}`, { spend_limit_usdc: null }, bearer(key))).status, 401);
         assert.equal((await req('PATCH', `/v1/auth/keys/${id}`, { spend_limit_usdc: 1 }, bearer(key))).status, 401);
-        assert.equal((await req('PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(owner, { action: 'manage-keys' })), spend_limit_usdc: null }, bearer(key))).status, 403);
+        assert.equal(
+          (await req('PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(owner, { action: 'manage-keys' })), spend_limit_usdc: null }, bearer(key))).status,
+          403,
+        );
         assert.equal((await req('POST', '/v1/auth/keys', await siweProof(owner, { action: 'manage-keys' }), bearer(key))).status, 403);
         assert.equal((await req('POST', '/v1/auth/keys', {}, { 'x-api-key': key })).status, 401);
         assert.equal(await keyCount(owner), 1);
@@ -268,14 +276,26 @@ function suite(engine: (typeof ENGINES)[number]) {
           const res = await req('PATCH', `/v1/auth/keys/${id}`, { spend_limit_usdc: v }, headers);
           assert.equal(res.status, 403, `${v}: ${res.text}`);
         }
-        assert.deepEqual(await limitsOf(id), { spend_limit_usdc: 1_000, spend_limit_period: 'total', allowed_models: null, expires_at: null, revoked_at: null });
+        assert.deepEqual(await limitsOf(id), {
+          spend_limit_usdc: 1_000,
+          spend_limit_period: 'total',
+          allowed_models: null,
+          expires_at: null,
+          revoked_at: null,
+        });
       });
 
       test('period: total to day or month with a lower amount is 403; odd spellings 400; null on a day cap tightens to total', async () => {
         const owner = newAccount();
         const { headers } = await signIn(owner);
         const total = (await createKey(owner, { spend_limit_usdc: 1_000, spend_limit_period: 'total' })).id;
-        for (const change of [{ spend_limit_usdc: 10, spend_limit_period: 'day' }, { spend_limit_usdc: 999, spend_limit_period: 'month' }, { spend_limit_period: 'day' }, { spend_limit_usdc: null, spend_limit_period: null }, { spend_limit_usdc: null, spend_limit_period: 'total' }]) {
+        for (const change of [
+          { spend_limit_usdc: 10, spend_limit_period: 'day' },
+          { spend_limit_usdc: 999, spend_limit_period: 'month' },
+          { spend_limit_period: 'day' },
+          { spend_limit_usdc: null, spend_limit_period: null },
+          { spend_limit_usdc: null, spend_limit_period: 'total' },
+        ]) {
           const res = await req('PATCH', `/v1/auth/keys/${total}`, change, headers);
           assert.equal(res.status, 403, `${JSON.stringify(change)}: ${res.text}`);
         }
@@ -298,7 +318,18 @@ function suite(engine: (typeof ENGINES)[number]) {
         const id = (await createKey(owner, { models: ['fake/chat-small'] })).id;
         assert.equal((await req('PATCH', `/v1/auth/keys/${id}`, { models: [] }, headers)).status, 400);
         assert.equal((await req('PATCH', `/v1/auth/keys/${id}`, { models: null }, headers)).status, 403);
-        for (const m of [['FAKE/chat-small'], ['fake/Chat-Small'], ['fake/chat-small '], ['fake/*'], ['*'], ['shared-name'], 'fake/chat-small', [null], [''], ['fake/chat-small\u0000']]) {
+        for (const m of [
+          ['FAKE/chat-small'],
+          ['fake/Chat-Small'],
+          ['fake/chat-small '],
+          ['fake/*'],
+          ['*'],
+          ['shared-name'],
+          'fake/chat-small',
+          [null],
+          [''],
+          ['fake/chat-small\u0000'],
+        ]) {
           const res = await req('PATCH', `/v1/auth/keys/${id}`, { models: m }, headers);
           assert.equal(res.status, 400, `${JSON.stringify(m)}: ${res.text}`);
         }
@@ -318,7 +349,20 @@ function suite(engine: (typeof ENGINES)[number]) {
         const { headers } = await signIn(owner);
         const at = Date.parse('2031-06-15T12:00:00.000Z');
         const id = (await createKey(owner, { expires_at: new Date(at).toISOString() })).id;
-        for (const v of [at + DAY, Math.floor((at + DAY) / 1000), String(at + DAY), '2031-06-16', '2031-06-16T12:00', 'June 16 2031', '2031-06-16T12:00:00.000+25:00', '2031-13-01T00:00:00Z', true, {}, [], '']) {
+        for (const v of [
+          at + DAY,
+          Math.floor((at + DAY) / 1000),
+          String(at + DAY),
+          '2031-06-16',
+          '2031-06-16T12:00',
+          'June 16 2031',
+          '2031-06-16T12:00:00.000+25:00',
+          '2031-13-01T00:00:00Z',
+          true,
+          {},
+          [],
+          '',
+        ]) {
           const res = await req('PATCH', `/v1/auth/keys/${id}`, { expires_at: v }, headers);
           assert.ok(res.status === 400 || res.status === 403, `${JSON.stringify(v)}: ${res.text}`);
         }
@@ -346,7 +390,10 @@ function suite(engine: (typeof ENGINES)[number]) {
         const chat = await req('POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, bearer(key));
         assert.equal(chat.status, 401, chat.text);
         assert.equal((await req('PATCH', `/v1/auth/keys/${id}`, { expires_at: isoIn(DAY) }, headers)).status, 403);
-        assert.equal((await req('PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(owner, { action: 'manage-keys' })), expires_at: isoIn(DAY) })).status, 403);
+        assert.equal(
+          (await req('PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(owner, { action: 'manage-keys' })), expires_at: isoIn(DAY) })).status,
+          403,
+        );
         assert.equal((await req('PATCH', `/v1/auth/keys/${id}`, { expires_at: null }, headers)).status, 403);
         assert.ok((await limitsOf(id)).expires_at! < Date.now());
       });
@@ -356,7 +403,11 @@ function suite(engine: (typeof ENGINES)[number]) {
         const { headers } = await signIn(owner);
         const id = (await createKey(owner, { spend_limit_usdc: 1_000, models: ['fake/chat-small'] })).id;
         const raw = async (text: string) => {
-          const res = await fetch(`${h.gw.url}/v1/auth/keys/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/json', ...headers }, body: text });
+          const res = await fetch(`${h.gw.url}/v1/auth/keys/${id}`, {
+            method: 'PATCH',
+            headers: { 'content-type': 'application/json', ...headers },
+            body: text,
+          });
           const body = await res.text();
           seen.push(body);
           return { status: res.status, text: body };
@@ -373,7 +424,11 @@ function suite(engine: (typeof ENGINES)[number]) {
           const res = await raw(text);
           assert.ok(res.status === 400 || res.status === 403, `${text}: ${res.status} ${res.text}`);
         }
-        const ct = await fetch(`${h.gw.url}/v1/auth/keys/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: 'spend_limit_usdc=' });
+        const ct = await fetch(`${h.gw.url}/v1/auth/keys/${id}`, {
+          method: 'PATCH',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+          body: 'spend_limit_usdc=',
+        });
         assert.ok(ct.status >= 400 && ct.status < 500, String(ct.status));
         const l = await limitsOf(id);
         assert.equal(l.spend_limit_usdc, 1_000);
@@ -387,9 +442,16 @@ function suite(engine: (typeof ENGINES)[number]) {
         const id = (await createKey(owner, start)).id;
         const original = await limitsOf(id);
         const steps: Record<string, unknown>[] = [
-          { spend_limit_period: 'total' }, { spend_limit_usdc: 2_000, spend_limit_period: 'day' }, { spend_limit_period: 'month' },
-          { models: ['fake/thinker'] }, { models: ['fake/chat-small'] }, { models: ['fake/thinker', 'fake/chat-small'] },
-          { expires_at: isoIn(DAY) }, { expires_at: isoIn(2 * DAY) }, { spend_limit_usdc: 999 }, { spend_limit_usdc: 1_000 },
+          { spend_limit_period: 'total' },
+          { spend_limit_usdc: 2_000, spend_limit_period: 'day' },
+          { spend_limit_period: 'month' },
+          { models: ['fake/thinker'] },
+          { models: ['fake/chat-small'] },
+          { models: ['fake/thinker', 'fake/chat-small'] },
+          { expires_at: isoIn(DAY) },
+          { expires_at: isoIn(2 * DAY) },
+          { spend_limit_usdc: 999 },
+          { spend_limit_usdc: 1_000 },
         ];
         for (const s of steps) await req('PATCH', `/v1/auth/keys/${id}`, s, headers);
         const { revoked_at: _r, ...final } = await limitsOf(id);
@@ -399,7 +461,7 @@ function suite(engine: (typeof ENGINES)[number]) {
     });
 
     describe('sessions and wallets', () => {
-      test('a session of wallet A on wallet B\'s keys: 404 for PATCH and DELETE, B\'s keys not listed', async () => {
+      test("a session of wallet A on wallet B's keys: 404 for PATCH and DELETE, B's keys not listed", async () => {
         const a = newAccount();
         const b = newAccount();
         const { headers } = await signIn(a);
@@ -411,7 +473,13 @@ function suite(engine: (typeof ENGINES)[number]) {
         const list = await req('GET', '/v1/auth/keys', undefined, headers);
         assert.equal(list.status, 200);
         assert.deepEqual(list.body.data, []);
-        assert.deepEqual(await limitsOf(bid), { spend_limit_usdc: 1_000, spend_limit_period: 'total', allowed_models: null, expires_at: null, revoked_at: null });
+        assert.deepEqual(await limitsOf(bid), {
+          spend_limit_usdc: 1_000,
+          spend_limit_period: 'total',
+          allowed_models: null,
+          expires_at: null,
+          revoked_at: null,
+        });
       });
 
       test('after sign-out the session does nothing; a session never chats; a session cannot open another session', async () => {
@@ -432,14 +500,33 @@ function suite(engine: (typeof ENGINES)[number]) {
       test('concurrent session PATCHes (mixed tighten/loosen) never leave the key looser than it started', async () => {
         const owner = newAccount();
         const sessions = await Promise.all([signIn(owner), signIn(owner), signIn(owner)]);
-        const id = (await createKey(owner, { spend_limit_usdc: 1_000, spend_limit_period: 'month', models: ['fake/chat-small', 'fake/thinker'], expires_at: isoIn(3 * DAY) })).id;
+        const id = (
+          await createKey(owner, {
+            spend_limit_usdc: 1_000,
+            spend_limit_period: 'month',
+            models: ['fake/chat-small', 'fake/thinker'],
+            expires_at: isoIn(3 * DAY),
+          })
+        ).id;
         const { revoked_at: _o, ...orig } = await limitsOf(id);
         const menu: Record<string, unknown>[] = [
-          { spend_limit_usdc: 900 }, { spend_limit_usdc: 1_100 }, { spend_limit_period: 'total' }, { spend_limit_period: 'day' }, { spend_limit_usdc: 800, spend_limit_period: 'day' },
-          { models: ['fake/thinker'] }, { models: ['fake/chat-small'] }, { models: ['fake/chat-small', 'fake/thinker'] }, { models: ['fake/effort'] },
-          { expires_at: isoIn(DAY) }, { expires_at: isoIn(2 * DAY) }, { expires_at: isoIn(4 * DAY) }, { spend_limit_usdc: 1_000, spend_limit_period: 'month' },
+          { spend_limit_usdc: 900 },
+          { spend_limit_usdc: 1_100 },
+          { spend_limit_period: 'total' },
+          { spend_limit_period: 'day' },
+          { spend_limit_usdc: 800, spend_limit_period: 'day' },
+          { models: ['fake/thinker'] },
+          { models: ['fake/chat-small'] },
+          { models: ['fake/chat-small', 'fake/thinker'] },
+          { models: ['fake/effort'] },
+          { expires_at: isoIn(DAY) },
+          { expires_at: isoIn(2 * DAY) },
+          { expires_at: isoIn(4 * DAY) },
+          { spend_limit_usdc: 1_000, spend_limit_period: 'month' },
         ];
-        const results = await Promise.all(Array.from({ length: 60 }, (_, i) => req('PATCH', `/v1/auth/keys/${id}`, menu[(i * 7) % menu.length], sessions[i % 3]!.headers)));
+        const results = await Promise.all(
+          Array.from({ length: 60 }, (_, i) => req('PATCH', `/v1/auth/keys/${id}`, menu[(i * 7) % menu.length], sessions[i % 3]!.headers)),
+        );
         for (const r of results) assert.ok([200, 403, 409].includes(r.status), r.text);
         const { revoked_at: _r, ...final } = await limitsOf(id);
         assert.deepEqual(loosenedLimits(orig, final), [], JSON.stringify(final));
@@ -512,7 +599,12 @@ function suite(engine: (typeof ENGINES)[number]) {
         const { headers, token } = await signIn(owner);
         const r = await req('POST', '/v1/responses', { model: 'fake/chat-small', input: 'hi' }, headers);
         assert.equal(r.status, 401, r.text);
-        const m = await req('POST', '/v1/messages', { model: 'fake/chat-small', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, { 'x-api-key': token });
+        const m = await req(
+          'POST',
+          '/v1/messages',
+          { model: 'fake/chat-small', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] },
+          { 'x-api-key': token },
+        );
         assert.ok(m.status === 401 || m.status === 404, m.text);
       });
 

@@ -49,7 +49,11 @@ describe('attack: session scope across two instances on PostgreSQL', () => {
     return res.body.id as number;
   }
   async function limitsOf(id: number): Promise<KeyLimits> {
-    const row = await a.gw.services.storage.db.selectFrom('api_keys').select(['spend_limit_usdc', 'spend_limit_period', 'allowed_models', 'expires_at']).where('id', '=', id).executeTakeFirstOrThrow();
+    const row = await a.gw.services.storage.db
+      .selectFrom('api_keys')
+      .select(['spend_limit_usdc', 'spend_limit_period', 'allowed_models', 'expires_at'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
     return limitsFromColumns(row as never);
   }
   const keyCount = async (account: PrivateKeyAccount) =>
@@ -76,7 +80,11 @@ describe('attack: session scope across two instances on PostgreSQL', () => {
     assert.deepEqual(created.map((r) => r.status).sort(), [201, 401, 401, 401]);
     assert.equal(await keyCount(acct), 1);
     const id = created.find((r) => r.status === 201)!.body.id as number;
-    await call(a.gw.url, 'PATCH', `/v1/auth/keys/${id}`, { ...(await siweProof(acct, { action: 'manage-keys' })), spend_limit_usdc: 10, models: ['fake/chat-small'] });
+    await call(a.gw.url, 'PATCH', `/v1/auth/keys/${id}`, {
+      ...(await siweProof(acct, { action: 'manage-keys' })),
+      spend_limit_usdc: 10,
+      models: ['fake/chat-small'],
+    });
     const loosen = await siweProof(acct, { action: 'loosen-key' });
     const r = await Promise.all([
       call(a.gw.url, 'PATCH', `/v1/auth/keys/${id}`, { ...loosen, spend_limit_usdc: null }),
@@ -90,18 +98,36 @@ describe('attack: session scope across two instances on PostgreSQL', () => {
   test('many sessions on both instances PATCHing at once never leave the key looser than it started', async () => {
     const acct = newAccount();
     const sessions = [await signIn(a, acct), await signIn(b, acct), await signIn(a, acct), await signIn(b, acct)];
-    const id = await createKey(a, acct, { spend_limit_usdc: 1_000, spend_limit_period: 'month', models: ['fake/chat-small', 'fake/thinker'], expires_at: isoIn(3 * DAY) });
+    const id = await createKey(a, acct, {
+      spend_limit_usdc: 1_000,
+      spend_limit_period: 'month',
+      models: ['fake/chat-small', 'fake/thinker'],
+      expires_at: isoIn(3 * DAY),
+    });
     const orig = await limitsOf(id);
     const menu: Record<string, unknown>[] = [
-      { spend_limit_usdc: 900 }, { spend_limit_usdc: 1_100 }, { spend_limit_period: 'total' }, { spend_limit_period: 'day' }, { spend_limit_usdc: 800, spend_limit_period: 'day' },
-      { models: ['fake/thinker'] }, { models: ['fake/chat-small'] }, { models: ['fake/chat-small', 'fake/thinker'] }, { models: ['fake/effort'] },
-      { expires_at: isoIn(DAY) }, { expires_at: isoIn(2 * DAY) }, { expires_at: isoIn(4 * DAY) }, { spend_limit_usdc: 1_000, spend_limit_period: 'month' },
-      { spend_limit_usdc: 950, models: ['fake/thinker'] }, { spend_limit_usdc: 990, spend_limit_period: 'total', expires_at: isoIn(2.5 * DAY) },
+      { spend_limit_usdc: 900 },
+      { spend_limit_usdc: 1_100 },
+      { spend_limit_period: 'total' },
+      { spend_limit_period: 'day' },
+      { spend_limit_usdc: 800, spend_limit_period: 'day' },
+      { models: ['fake/thinker'] },
+      { models: ['fake/chat-small'] },
+      { models: ['fake/chat-small', 'fake/thinker'] },
+      { models: ['fake/effort'] },
+      { expires_at: isoIn(DAY) },
+      { expires_at: isoIn(2 * DAY) },
+      { expires_at: isoIn(4 * DAY) },
+      { spend_limit_usdc: 1_000, spend_limit_period: 'month' },
+      { spend_limit_usdc: 950, models: ['fake/thinker'] },
+      { spend_limit_usdc: 990, spend_limit_period: 'total', expires_at: isoIn(2.5 * DAY) },
     ];
     const statuses = new Map<number, number>();
     for (let round = 0; round < 3; round++) {
       const results = await Promise.all(
-        Array.from({ length: 40 }, (_, i) => call((i % 2 ? a : b).gw.url, 'PATCH', `/v1/auth/keys/${id}`, menu[(i * 7 + round * 3) % menu.length], sessions[i % 4]!)),
+        Array.from({ length: 40 }, (_, i) =>
+          call((i % 2 ? a : b).gw.url, 'PATCH', `/v1/auth/keys/${id}`, menu[(i * 7 + round * 3) % menu.length], sessions[i % 4]!),
+        ),
       );
       for (const r of results) {
         assert.ok([200, 403, 409].includes(r.status), r.text);
@@ -113,9 +139,21 @@ describe('attack: session scope across two instances on PostgreSQL', () => {
   });
 
   for (const [what, start, ownerSql, ownerParam, sessionChange] of [
-    ['model list', { models: ['fake/chat-small', 'fake/thinker'] }, 'UPDATE api_keys SET allowed_models = $2 WHERE id = $1', JSON.stringify(['fake/chat-small']), { models: ['fake/thinker'] }],
+    [
+      'model list',
+      { models: ['fake/chat-small', 'fake/thinker'] },
+      'UPDATE api_keys SET allowed_models = $2 WHERE id = $1',
+      JSON.stringify(['fake/chat-small']),
+      { models: ['fake/thinker'] },
+    ],
     ['expiry', { expires_at: isoIn(3 * DAY) }, 'UPDATE api_keys SET expires_at = $2 WHERE id = $1', String(Date.now() + DAY), { expires_at: isoIn(2 * DAY) }],
-    ['period', { spend_limit_usdc: 1_000, spend_limit_period: 'day' }, "UPDATE api_keys SET spend_limit_period = $2 WHERE id = $1", 'total', { spend_limit_period: 'month' }],
+    [
+      'period',
+      { spend_limit_usdc: 1_000, spend_limit_period: 'day' },
+      'UPDATE api_keys SET spend_limit_period = $2 WHERE id = $1',
+      'total',
+      { spend_limit_period: 'month' },
+    ],
   ] as const) {
     test(`a session's ${what} tightening decided on a stale read cannot land on the owner's tighter ${what}`, async () => {
       const acct = newAccount();
@@ -125,7 +163,10 @@ describe('attack: session scope across two instances on PostgreSQL', () => {
       await owner.query('BEGIN');
       await owner.query(ownerSql, [id, ownerParam]);
       const patch = call(b.gw.url, 'PATCH', `/v1/auth/keys/${id}`, sessionChange, session);
-      await until(async () => (await observer.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).rowCount! > 0, 'the session waiting on the row');
+      await until(
+        async () => (await observer.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).rowCount! > 0,
+        'the session waiting on the row',
+      );
       await owner.query('COMMIT');
       const res = await patch;
       const after = await limitsOf(id);

@@ -41,7 +41,13 @@ for (const engine of ENGINES) {
       const res = await call(h.gw.url, 'GET', `/v1/auth/keys?${proofQuery(await siweProof(account, { action: 'manage-keys' }))}`);
       assert.equal(res.status, 200, res.text);
       const k = res.body.data.find((row: { id: number }) => row.id === id);
-      return { spend_limit_usdc: k.spend_limit_usdc, spend_limit_period: k.spend_limit_period, models: k.models, expires_at: k.expires_at, revoked_at: k.revoked_at };
+      return {
+        spend_limit_usdc: k.spend_limit_usdc,
+        spend_limit_period: k.spend_limit_period,
+        models: k.models,
+        expires_at: k.expires_at,
+        revoked_at: k.revoked_at,
+      };
     }
     const keyCount = async (account: PrivateKeyAccount) =>
       (await h.gw.services.storage.db.selectFrom('api_keys').select('id').where('wallet', '=', account.address.toLowerCase()).execute()).length;
@@ -94,21 +100,47 @@ for (const engine of ENGINES) {
         const owner = newAccount();
         const session = await signIn(owner);
         const expiry = isoIn(2 * DAY);
-        const capped = await createKey(owner, { spend_limit_usdc: 1_000, spend_limit_period: 'day', models: ['fake/chat-small', 'fake/thinker'], expires_at: expiry });
+        const capped = await createKey(owner, {
+          spend_limit_usdc: 1_000,
+          spend_limit_period: 'day',
+          models: ['fake/chat-small', 'fake/thinker'],
+          expires_at: expiry,
+        });
         const open = await createKey(owner);
 
         const listed = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, session);
         assert.equal(listed.status, 200, listed.text);
-        assert.deepEqual(listed.body.data.map((k: { id: number }) => k.id), [capped, open]);
+        assert.deepEqual(
+          listed.body.data.map((k: { id: number }) => k.id),
+          [capped, open],
+        );
 
         const earlier = isoIn(DAY);
-        const tightened = await call(h.gw.url, 'PATCH', `/v1/auth/keys/${capped}`, { spend_limit_usdc: 500, spend_limit_period: 'total', models: ['fake/thinker'], expires_at: earlier }, session);
+        const tightened = await call(
+          h.gw.url,
+          'PATCH',
+          `/v1/auth/keys/${capped}`,
+          { spend_limit_usdc: 500, spend_limit_period: 'total', models: ['fake/thinker'], expires_at: earlier },
+          session,
+        );
         assert.equal(tightened.status, 200, tightened.text);
-        assert.deepEqual(await readKey(owner, capped), { spend_limit_usdc: 500, spend_limit_period: 'total', models: ['fake/thinker'], expires_at: new Date(Date.parse(earlier)).toISOString(), revoked_at: null });
+        assert.deepEqual(await readKey(owner, capped), {
+          spend_limit_usdc: 500,
+          spend_limit_period: 'total',
+          models: ['fake/thinker'],
+          expires_at: new Date(Date.parse(earlier)).toISOString(),
+          revoked_at: null,
+        });
         // The same values again change nothing, which is not a loosening.
         assert.equal((await call(h.gw.url, 'PATCH', `/v1/auth/keys/${capped}`, { spend_limit_usdc: 500 }, session)).status, 200);
 
-        const limited = await call(h.gw.url, 'PATCH', `/v1/auth/keys/${open}`, { spend_limit_usdc: 1, models: ['fake/chat-small'], expires_at: earlier }, session);
+        const limited = await call(
+          h.gw.url,
+          'PATCH',
+          `/v1/auth/keys/${open}`,
+          { spend_limit_usdc: 1, models: ['fake/chat-small'], expires_at: earlier },
+          session,
+        );
         assert.equal(limited.status, 200, limited.text);
         assert.equal((await readKey(owner, open)).spend_limit_usdc, 1);
 
@@ -138,9 +170,15 @@ for (const engine of ENGINES) {
         assert.equal((await call(h.gw.url, 'POST', '/v1/auth/session', proof)).status, 201);
       });
 
-      test("the old dashboard wording, the old CLI wording, another statement or none cannot create a key", async () => {
+      test('the old dashboard wording, the old CLI wording, another statement or none cannot create a key', async () => {
         const owner = newAccount();
-        for (const statement of ['Sign in to the Tollgate dashboard for 30 minutes. This signature moves no money.', 'Manage my Tollgate API keys', 'Read my Tollgate usage', 'Hello', undefined]) {
+        for (const statement of [
+          'Sign in to the Tollgate dashboard for 30 minutes. This signature moves no money.',
+          'Manage my Tollgate API keys',
+          'Read my Tollgate usage',
+          'Hello',
+          undefined,
+        ]) {
           const proof = statement === undefined ? await siweProof(owner, { statement: '' }) : await siweProof(owner, { statement });
           const res = await call(h.gw.url, 'POST', '/v1/auth/keys', proof);
           assert.equal(res.status, 403, `${statement}: ${res.text}`);
@@ -170,7 +208,8 @@ for (const engine of ENGINES) {
       test('a list-and-revoke proof can tighten but not loosen; a loosening proof can', async () => {
         const owner = newAccount();
         const id = await createKey(owner, { spend_limit_usdc: 1_000 });
-        const manage = (change: Record<string, unknown>) => siweProof(owner, { action: 'manage-keys' }).then((p) => call(h.gw.url, 'PATCH', `/v1/auth/keys/${id}`, { ...p, ...change }));
+        const manage = (change: Record<string, unknown>) =>
+          siweProof(owner, { action: 'manage-keys' }).then((p) => call(h.gw.url, 'PATCH', `/v1/auth/keys/${id}`, { ...p, ...change }));
         assert.equal((await manage({ spend_limit_usdc: 900 })).status, 200);
         assert.equal((await manage({ spend_limit_usdc: null })).status, 403);
         assert.equal((await readKey(owner, id)).spend_limit_usdc, 900);

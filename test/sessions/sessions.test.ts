@@ -39,7 +39,10 @@ for (const engine of ENGINES) {
       const created = await call(h.gw.url, 'POST', '/v1/auth/keys', { ...(await createKeyProof(account)), label: 'from the dashboard' }, bearer(token));
       assert.equal(created.status, 201, created.text);
       const listed = await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, bearer(token));
-      assert.deepEqual(listed.body.data.map((k: { label: string }) => k.label), ['from the dashboard']);
+      assert.deepEqual(
+        listed.body.data.map((k: { label: string }) => k.label),
+        ['from the dashboard'],
+      );
       for (const path of [`/v1/usage/${account.address}`, `/v1/usage/${account.address}/daily`, `/v1/topups/${account.address}`]) {
         assert.equal((await call(h.gw.url, 'GET', path, undefined, bearer(token))).status, 200, path);
       }
@@ -60,7 +63,13 @@ for (const engine of ENGINES) {
       const { key, account } = await h.wallet(1_000_000);
       const { token } = await openSession(account);
       const before = h.fake.received.length;
-      const res = await call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, bearer(token));
+      const res = await call(
+        h.gw.url,
+        'POST',
+        '/v1/chat/completions',
+        { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
+        bearer(token),
+      );
       assert.equal(res.status, 401);
       assert.match(res.body.message, /session cannot be used here/);
       assert.equal(h.fake.received.length, before);
@@ -77,10 +86,13 @@ for (const engine of ENGINES) {
       assert.equal((await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, bearer(key))).status, 401);
       assert.equal((await call(h.gw.url, 'DELETE', `/v1/auth/keys/${keyId}`, undefined, bearer(key))).status, 401);
       // The key was not revoked by its own holder, and no second key exists.
-      assert.equal((await call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, bearer(key))).status, 402);
+      assert.equal(
+        (await call(h.gw.url, 'POST', '/v1/chat/completions', { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }, bearer(key))).status,
+        402,
+      );
     });
 
-    test("a session of another wallet reading usage, daily usage or top-ups is 403", async () => {
+    test('a session of another wallet reading usage, daily usage or top-ups is 403', async () => {
       const victim = newAccount();
       const { token } = await openSession();
       for (const path of [`/v1/usage/${victim.address}`, `/v1/usage/${victim.address}/daily`, `/v1/topups/${victim.address}`]) {

@@ -39,26 +39,34 @@ for (const engine of ENGINES) {
     const createKey = (proof: { message: string; signature: string }) => call(gw.url, 'POST', '/v1/auth/keys', proof);
     const keysOf = (address: string) => gw.services.storage.db.selectFrom('api_keys').select('id').where('wallet', '=', address.toLowerCase()).execute();
 
-    test('ERC-6492: a wrapper that deploys the attacker\'s own wallet does not sign for the victim\'s counterfactual wallet', async () => {
+    test("ERC-6492: a wrapper that deploys the attacker's own wallet does not sign for the victim's counterfactual wallet", async () => {
       const [victimOwner, attacker] = [newAccount(), newAccount()];
       const victim = await chain.smartWallet(victimOwner.address, salt());
       const own = await chain.smartWallet(attacker.address, salt());
       const forged = await siweProof(
         { address: victim.address },
-        { chainId, signer: attacker, wrapSignature: (signature) => serializeErc6492Signature({ address: chain.walletFactory, data: own.deployCalldata, signature }) },
+        {
+          chainId,
+          signer: attacker,
+          wrapSignature: (signature) => serializeErc6492Signature({ address: chain.walletFactory, data: own.deployCalldata, signature }),
+        },
       );
       const res = await createKey(forged);
       assert.equal(res.status, 401, res.text);
       // The victim's own deployment calldata with the attacker's signature inside: refused too.
       const withVictimsCalldata = await siweProof(
         { address: victim.address },
-        { chainId, signer: attacker, wrapSignature: (signature) => serializeErc6492Signature({ address: chain.walletFactory, data: victim.deployCalldata, signature }) },
+        {
+          chainId,
+          signer: attacker,
+          wrapSignature: (signature) => serializeErc6492Signature({ address: chain.walletFactory, data: victim.deployCalldata, signature }),
+        },
       );
       assert.equal((await createKey(withVictimsCalldata)).status, 401);
       assert.equal((await keysOf(victim.address)).length, 0);
     });
 
-    test('ERC-6492 around the attacker\'s key signature does not sign for another key\'s address', async () => {
+    test("ERC-6492 around the attacker's key signature does not sign for another key's address", async () => {
       const [victim, attacker] = [newAccount(), newAccount()];
       const { deployCalldata } = await chain.smartWallet(attacker.address, salt());
       const wrap = (signature: Hex) => serializeErc6492Signature({ address: chain.walletFactory, data: deployCalldata, signature });

@@ -109,14 +109,17 @@ describe('contract-wallet identity across two chains', () => {
       const createKey = (proof: { message: string; signature: string }) => call(gw.url, 'POST', '/v1/auth/keys', proof);
       const listKeys = (proof: { message: string; signature: string }) => call(gw.url, 'GET', `/v1/auth/keys?${proofQuery(proof)}`);
       /** A SIWE message for `address` whose signature is junk: only a yes-to-anything contract accepts it. */
-      const junkProof = async (address: Address, chainId: number) => ({ ...(await siweProof({ address }, { chainId, signer: newAccount() })), signature: JUNK });
+      const junkProof = async (address: Address, chainId: number) => ({
+        ...(await siweProof({ address }, { chainId, signer: newAccount() })),
+        signature: JUNK,
+      });
       const assertRefused = (res: Awaited<ReturnType<typeof call>>, reason: RegExp) => {
         assert.equal(res.status, 401, res.text);
         assert.equal(res.body.error, 'UNAUTHORIZED');
         assert.match(res.body.message, reason);
       };
 
-      test('a yes-to-anything contract at the victim\'s address on another chain cannot create, list, revoke or read usage', async () => {
+      test("a yes-to-anything contract at the victim's address on another chain cannot create, list, revoke or read usage", async () => {
         const owner = await home.chain.newAccount();
         const victim = await home.chain.deploySmartWallet(owner.address, salt());
         const ownerProof = (chainId = HOME, action: SiweAction = 'manage-keys') => siweProof({ address: victim }, { chainId, signer: owner, action });
@@ -136,7 +139,10 @@ describe('contract-wallet identity across two chains', () => {
         // The owner is untouched: one key, still active, and it still works.
         const listed = await listKeys(await ownerProof());
         assert.equal(listed.status, 200, listed.text);
-        assert.deepEqual(listed.body.data.map((k: { id: number; revoked_at: string | null }) => [k.id, k.revoked_at]), [[created.body.id, null]]);
+        assert.deepEqual(
+          listed.body.data.map((k: { id: number; revoked_at: string | null }) => [k.id, k.revoked_at]),
+          [[created.body.id, null]],
+        );
         const usage = await call(gw.url, 'GET', `/v1/usage/${victim}`, undefined, { authorization: `Bearer ${created.body.key}` });
         assert.equal(usage.status, 200, usage.text);
         const revoked = await call(gw.url, 'DELETE', `/v1/auth/keys/${created.body.id}`, await ownerProof());
@@ -184,7 +190,16 @@ describe('contract-wallet identity across two chains', () => {
           offers = { [HOME]: accepts.find((a) => a.network === home.chain.network)!, [OTHER]: accepts.find((a) => a.network === other.chain.network)! };
         });
         const pay = async (c: { anvil: Anvil; chain: DevChain }, from: Address, signer: FundedAccount, wrapSignature?: (s: Hex) => Hex) => {
-          const payload = await signEip3009({ token: c.chain.usdc, chainId: c.anvil.chainId, domain: USDC_DOMAIN, from: { address: from }, signer, to: payTo, value: 5n * USD, wrapSignature });
+          const payload = await signEip3009({
+            token: c.chain.usdc,
+            chainId: c.anvil.chainId,
+            domain: USDC_DOMAIN,
+            from: { address: from },
+            signer,
+            to: payTo,
+            value: 5n * USD,
+            wrapSignature,
+          });
           return call(gw.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offers[c.anvil.chainId]!, payload) });
         };
         const credited = async (address: Address) => (await getBalance(gw.services.storage.db, address)).balance_usdc;
@@ -233,5 +248,4 @@ describe('contract-wallet identity across two chains', () => {
       });
     });
   }
-
 });

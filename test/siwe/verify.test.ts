@@ -133,14 +133,14 @@ describe('SIWE with a contract-wallet check and the RPC down', () => {
   });
   after(() => gw.stop());
 
-  test('a signature that is not the EOA\'s needs the RPC, and its outage is 503', async () => {
+  test("a signature that is not the EOA's needs the RPC, and its outage is 503", async () => {
     const res = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount(), { signer: newAccount() }));
     assert.equal(res.status, 503, res.text);
     assert.equal(res.body.error, 'SERVICE_UNAVAILABLE');
     assert.match(res.body.message, /RPC could not be reached/);
   });
 
-  test('a signature that is not the EOA\'s, with another chain id than the contract-wallet chain, is 401 without asking the RPC', async () => {
+  test("a signature that is not the EOA's, with another chain id than the contract-wallet chain, is 401 without asking the RPC", async () => {
     assert.equal(gw.config.siwe.contractWalletChainId, 8453, 'the only SIWE chain with an RPC');
     const res = await call(gw.url, 'POST', '/v1/auth/keys', await createKeyProof(newAccount(), { signer: newAccount(), chainId: 84532 }));
     assert.equal(res.status, 401, res.text);

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Kysely } from 'kysely';
 import { paymentStateProblems } from '../../src/ledger/payment-state-check.ts';
 import { RELEASED_DROPPED, RELEASED_UNSENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY } from '../../src/payments/payment-store.ts';
-import { REFUSED_UNSENT } from '../../src/payments/settle-payment.ts';
+import { REFUSED_UNSENT } from '../../src/payments/settle-topup.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateTo, migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
@@ -35,10 +35,25 @@ async function insertOldRows(db: Kysely<any>): Promise<void> {
     await db
       .insertInto('payments')
       .values({
-        id: r.id, network: 'eip155:84532', asset: '0xasset', payer, nonce: `0x${randomBytes(32).toString('hex')}`,
-        transfer_method: 'eip3009', pay_to: '0xpayto',
-        amount_atomic: '1000000', amount_usdc: 1_000_000, payload_digest: 'd', valid_before: 0, from_block: 1, status: r.status, upto_state: r.upto,
-        tx_hash: null, failure_reason: r.reason, created_at: now + i, updated_at: now, credited_at: r.status === 'credited' ? now : null,
+        id: r.id,
+        network: 'eip155:84532',
+        asset: '0xasset',
+        payer,
+        nonce: `0x${randomBytes(32).toString('hex')}`,
+        transfer_method: 'eip3009',
+        pay_to: '0xpayto',
+        amount_atomic: '1000000',
+        amount_usdc: 1_000_000,
+        payload_digest: 'd',
+        valid_before: 0,
+        from_block: 1,
+        status: r.status,
+        upto_state: r.upto,
+        tx_hash: null,
+        failure_reason: r.reason,
+        created_at: now + i,
+        updated_at: now,
+        credited_at: r.status === 'credited' ? now : null,
       })
       .execute();
   }
@@ -68,8 +83,20 @@ for (const engine of ENGINES) {
     });
 
     test('the columns refuse a state and a release kind the machine does not know', async () => {
-      await assert.rejects(s.db.updateTable('payments').set({ state: 'lost' as never }).where('id', '=', 'pending').execute());
-      await assert.rejects(s.db.updateTable('payments').set({ release_kind: 'bored' as never }).where('id', '=', 'released-unsent').execute());
+      await assert.rejects(
+        s.db
+          .updateTable('payments')
+          .set({ state: 'lost' as never })
+          .where('id', '=', 'pending')
+          .execute(),
+      );
+      await assert.rejects(
+        s.db
+          .updateTable('payments')
+          .set({ release_kind: 'bored' as never })
+          .where('id', '=', 'released-unsent')
+          .execute(),
+      );
     });
   });
 }

@@ -37,8 +37,10 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
 
   let n = 0;
   const id = () => `attack-${++n}-${randomBytes(4).toString('hex')}`;
-  const reserveOf = (storage: Storage, wallet: string, amountUsdc: number, requestId = id()) => reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc, leaseMs: 60_000 });
-  const reservationExists = async (requestId: string) => (await s.db.selectFrom('reservations').select('id').where('request_id', '=', requestId).execute()).length === 1;
+  const reserveOf = (storage: Storage, wallet: string, amountUsdc: number, requestId = id()) =>
+    reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc, leaseMs: 60_000 });
+  const reservationExists = async (requestId: string) =>
+    (await s.db.selectFrom('reservations').select('id').where('request_id', '=', requestId).execute()).length === 1;
 
   describe('attack: a one-statement unit refused before its statement is written (missing parameter) throws synchronously', () => {
     // The promise: "A one-statement unit whose values are refused before its statement is
@@ -58,7 +60,9 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
       const results = await Promise.allSettled([reserveOf(oneLane, w, 100, a), bad, reserveOf(oneLane, w, 300, c)]);
       // Every caller has been answered: no session may still hold the wallet's row (another
       // instance's batch, a top-up or the sweeper would wait on it).
-      const held = await sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`.execute(s.db);
+      const held = await sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`.execute(
+        s.db,
+      );
       const idleInTx = (held.rows[0] as { n: number }).n;
       // The next batch on the same lane (and, with one writer, the same pool connection).
       const later = await Promise.race([
@@ -67,9 +71,17 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
       ]);
       const told = results.map((r) => r.status);
       const inDb = [await reservationExists(a), await reservationExists(c)];
-      assert.deepEqual({ told, later, idleInTx }, { told: ['fulfilled', 'rejected', 'fulfilled'], later: 'true', idleInTx: 0 }, `reservations in the database for a and c: ${inDb}`);
+      assert.deepEqual(
+        { told, later, idleInTx },
+        { told: ['fulfilled', 'rejected', 'fulfilled'], later: 'true', idleInTx: 0 },
+        `reservations in the database for a and c: ${inDb}`,
+      );
       // Whatever the callers were told, the database must agree with it.
-      assert.deepEqual(inDb, [results[0]!.status === 'fulfilled', results[2]!.status === 'fulfilled'], 'a caller told "failed" whose reservation was committed by the next batch');
+      assert.deepEqual(
+        inDb,
+        [results[0]!.status === 'fulfilled', results[2]!.status === 'fulfilled'],
+        'a caller told "failed" whose reservation was committed by the next batch',
+      );
       await assertLedgerConsistent(s.db);
     });
   });
@@ -107,7 +119,7 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
       const [r] = await Promise.allSettled([unit, reserveOf(oneLane, w, 10)]);
       assert.equal(r!.status, 'rejected');
       // All or nothing: the caller was told it failed, so its +500 must not be in the wallet.
-      assert.equal(await lockedOf(w), 10, 'the failed unit\'s first statement was committed (500 locked with no reservation)');
+      assert.equal(await lockedOf(w), 10, "the failed unit's first statement was committed (500 locked with no reservation)");
       await assertLedgerConsistent(s.db);
     });
 
@@ -153,7 +165,8 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
       try {
         for (let round = 0; round < 5; round++) {
           const [w1, w2] = [await fundedWallet(setup.db, 1000), await fundedWallet(setup.db, 1000)].sort();
-          const limited = (st: Storage, w: string) => tryReserve(st, { wallet: w, apiKeyId: 1, requestId: id(), amountUsdc: 10, leaseMs: 60_000, keyHasLimit: true }).then((o) => o.ok);
+          const limited = (st: Storage, w: string) =>
+            tryReserve(st, { wallet: w, apiKeyId: 1, requestId: id(), amountUsdc: 10, leaseMs: 60_000, keyHasLimit: true }).then((o) => o.ok);
           const sent = await Promise.all([reserveOf(a, w2!, 10), limited(a, w1!), reserveOf(b, w1!, 10), limited(b, w2!)]);
           assert.ok(sent.every(Boolean));
           assert.equal((await getBalance(setup.db, w1!))?.locked_usdc, 20);
@@ -231,7 +244,9 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
         );
         // Another wallet's plain reserves share the batches: room for 9.
         const otherKey = await insertKey(setup.db, other, generateKey(randomBytes(32)), 'plain');
-        const plain = Array.from({ length: 40 }, (_, i) => reserve(i % 2 ? a : b, { wallet: other, apiKeyId: otherKey.id, requestId: id(), amountUsdc: 10, leaseMs: 60_000 }));
+        const plain = Array.from({ length: 40 }, (_, i) =>
+          reserve(i % 2 ? a : b, { wallet: other, apiKeyId: otherKey.id, requestId: id(), amountUsdc: 10, leaseMs: 60_000 }),
+        );
         const [outcomes, plainOk] = await Promise.all([Promise.all(sent), Promise.all(plain)]);
         assert.equal(outcomes.filter((o) => o.ok).length, 7);
         assert.equal(plainOk.filter(Boolean).length, 9);
@@ -254,11 +269,21 @@ describe('attack: PostgreSQL group commit (r9/pgbatch review)', () => {
       try {
         const w = await fundedWallet(setup.db, 700);
         const failing = () =>
-          (Math.random() < 0.5 ? a : b).writeUnit(async (tx) => {
-            await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 1 WHERE address = ?', [w]);
-            throw new Error('poison');
-          }, { wallet: w });
-        const sent = Array.from({ length: 600 }, (_, i) => (i % 30 === 0 ? failing().then(() => 'poison-ok', () => 'poison') : reserveOf(i % 2 ? a : b, w, 10)));
+          (Math.random() < 0.5 ? a : b).writeUnit(
+            async (tx) => {
+              await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 1 WHERE address = ?', [w]);
+              throw new Error('poison');
+            },
+            { wallet: w },
+          );
+        const sent = Array.from({ length: 600 }, (_, i) =>
+          i % 30 === 0
+            ? failing().then(
+                () => 'poison-ok',
+                () => 'poison',
+              )
+            : reserveOf(i % 2 ? a : b, w, 10),
+        );
         const out = await Promise.all(sent);
         assert.equal(out.filter((x) => x === true).length, 70);
         assert.ok(out.filter((x) => typeof x === 'string').every((x) => x === 'poison'));

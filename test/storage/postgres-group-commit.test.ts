@@ -46,13 +46,16 @@ describe('PostgreSQL group commit', () => {
   const ledgerOk = () => assertLedgerConsistent(s.db);
   let n = 0;
   const id = () => `pgbatch-${++n}-${randomBytes(4).toString('hex')}`;
-  const reserveOf = (storage: Storage, wallet: string, amountUsdc: number, requestId = id()) => reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc, leaseMs: 60_000 });
+  const reserveOf = (storage: Storage, wallet: string, amountUsdc: number, requestId = id()) =>
+    reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc, leaseMs: 60_000 });
 
   /** Waits until another session's statement is waiting for a row lock; returns its backend's pid. */
   async function blockedOnALock(): Promise<number> {
     let pid = 0;
     await until(async () => {
-      const { rows } = await outside.query("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()");
+      const { rows } = await outside.query(
+        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()",
+      );
       pid = rows[0]?.pid ?? 0;
       return pid !== 0;
     }, 'a batch waiting for a row lock');
@@ -70,7 +73,9 @@ describe('PostgreSQL group commit', () => {
       }
       await ledgerOk();
       // Settled all at once too, half of them charged: each wallet ends exactly 7 charges down.
-      const outcomes = await Promise.all(sent.flatMap((r, i) => (admitted[i] ? [finishReservation(s, r.requestId, i % 2 ? 3 : 0, usageRecord(r.requestId, r.w))] : [])));
+      const outcomes = await Promise.all(
+        sent.flatMap((r, i) => (admitted[i] ? [finishReservation(s, r.requestId, i % 2 ? 3 : 0, usageRecord(r.requestId, r.w))] : [])),
+      );
       assert.equal(outcomes.filter((o) => o.applied).length, 30 * 7);
       for (const w of wallets) {
         const charged = sent.filter((r, i) => r.w === w && admitted[i] && i % 2).length * 3;
@@ -128,8 +133,15 @@ describe('PostgreSQL group commit', () => {
       const w = await fundedWallet(s.db, 1000);
       // Warm: the lane's connection has prepared the reserve's statement.
       assert.equal(await reserveOf(oneLane, w, 1), true);
-      const unencodable = { toPostgres: () => { throw new Error('cannot encode this value'); } };
-      const poisoned = oneLane.writeUnit((tx) => tx.run('UPDATE wallets SET updated_at = ? WHERE address = ?', [unencodable, w]), { wallet: w, oneStatement: true });
+      const unencodable = {
+        toPostgres: () => {
+          throw new Error('cannot encode this value');
+        },
+      };
+      const poisoned = oneLane.writeUnit((tx) => tx.run('UPDATE wallets SET updated_at = ? WHERE address = ?', [unencodable, w]), {
+        wallet: w,
+        oneStatement: true,
+      });
       const beside = reserveOf(oneLane, w, 1);
       await assert.rejects(poisoned, /cannot encode this value/);
       // Its batch-mate may fail with it (the connection is dropped, not trusted again)…
@@ -137,7 +149,8 @@ describe('PostgreSQL group commit', () => {
       // …but every batch after it runs, the same statement with a good value too: before, pg's
       // notion of what this connection had prepared no longer matched the server's, and every
       // later use of that statement on the lane failed ("prepared statement … does not exist").
-      const touch = () => oneLane.writeUnit((tx) => tx.run('UPDATE wallets SET updated_at = ? WHERE address = ?', [Date.now(), w]), { wallet: w, oneStatement: true });
+      const touch = () =>
+        oneLane.writeUnit((tx) => tx.run('UPDATE wallets SET updated_at = ? WHERE address = ?', [Date.now(), w]), { wallet: w, oneStatement: true });
       for (let round = 0; round < 3; round++) assert.deepEqual(await Promise.all([touch(), reserveOf(oneLane, w, 1)]), [1, true]);
       await ledgerOk();
     });
@@ -155,7 +168,9 @@ describe('PostgreSQL group commit', () => {
       // Half the callers hold a stale cached key without its limit: they take the one-statement
       // path first, which must refuse and leave the decision to the limit check.
       const outcomes = await Promise.all(
-        Array.from({ length: 100 }, (_, i) => tryReserve(own, { wallet: w, apiKeyId: key.id, requestId: id(), amountUsdc: 10, leaseMs: 60_000, keyHasLimit: i % 2 === 0 })),
+        Array.from({ length: 100 }, (_, i) =>
+          tryReserve(own, { wallet: w, apiKeyId: key.id, requestId: id(), amountUsdc: 10, leaseMs: 60_000, keyHasLimit: i % 2 === 0 }),
+        ),
       );
       assert.equal(outcomes.filter((o) => o.ok).length, 7);
       assert.ok(outcomes.every((o) => o.ok || o.refused === 'key_limit'));
@@ -167,10 +182,13 @@ describe('PostgreSQL group commit', () => {
   describe('attack: a unit that fails inside a batch', () => {
     test('a unit that throws after writing fails alone; its batch-mates commit', async () => {
       const w = await fundedWallet(s.db, 1000);
-      const throwing = oneLane.writeUnit(async (tx) => {
-        await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 500 WHERE address = ?', [w]);
-        throw new Error('this unit fails after its write');
-      }, { wallet: w });
+      const throwing = oneLane.writeUnit(
+        async (tx) => {
+          await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 500 WHERE address = ?', [w]);
+          throw new Error('this unit fails after its write');
+        },
+        { wallet: w },
+      );
       const [a, bad, c] = await Promise.allSettled([reserveOf(oneLane, w, 100), throwing, reserveOf(oneLane, w, 300)]);
       assert.deepEqual([a.status, c.status], ['fulfilled', 'fulfilled']);
       assert.match(String((bad as PromiseRejectedResult).reason), /fails after its write/);
@@ -180,9 +198,12 @@ describe('PostgreSQL group commit', () => {
 
     test('a one-statement unit refused before its statement is sent fails alone while the others commit', async () => {
       const w = await fundedWallet(s.db, 1000);
-      const refused = oneLane.writeUnit(async () => {
-        throw new Error('no value for a parameter');
-      }, { wallet: w, oneStatement: true });
+      const refused = oneLane.writeUnit(
+        async () => {
+          throw new Error('no value for a parameter');
+        },
+        { wallet: w, oneStatement: true },
+      );
       const [a, bad, c] = await Promise.allSettled([reserveOf(oneLane, w, 100), refused, reserveOf(oneLane, w, 300)]);
       assert.deepEqual([a.status, bad.status, c.status], ['fulfilled', 'rejected', 'fulfilled']);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 400, available_usdc: 600 });
@@ -192,11 +213,14 @@ describe('PostgreSQL group commit', () => {
     test('a unit that catches its own failed statement is not told it committed', async () => {
       // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK and no error.
       const w = await fundedWallet(s.db, 1000);
-      const swallowing = oneLane.writeUnit(async (tx) => {
-        await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 5 WHERE address = ?', [w]);
-        await tx.run('UPDATE wallets SET locked_usdc = balance_usdc + 1 WHERE address = ?', [w]).catch(() => 0);
-        return 'committed?';
-      }, { wallet: w });
+      const swallowing = oneLane.writeUnit(
+        async (tx) => {
+          await tx.run('UPDATE wallets SET locked_usdc = locked_usdc + 5 WHERE address = ?', [w]);
+          await tx.run('UPDATE wallets SET locked_usdc = balance_usdc + 1 WHERE address = ?', [w]).catch(() => 0);
+          return 'committed?';
+        },
+        { wallet: w },
+      );
       const [a, bad] = await Promise.allSettled([reserveOf(oneLane, w, 100), swallowing]);
       assert.equal(a.status, 'fulfilled');
       assert.equal(bad.status, 'rejected');
@@ -223,7 +247,10 @@ describe('PostgreSQL group commit', () => {
         });
       const results = await batch;
       await outsideDone;
-      assert.deepEqual(results.map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason))), [true, true]);
+      assert.deepEqual(
+        results.map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason))),
+        [true, true],
+      );
       assert.deepEqual(await getBalance(s.db, w1), { balance_usdc: 1000, locked_usdc: 100, available_usdc: 900 });
       assert.deepEqual(await getBalance(s.db, w2), { balance_usdc: 1000, locked_usdc: 200, available_usdc: 800 });
       await ledgerOk();
@@ -297,7 +324,10 @@ describe('PostgreSQL group commit', () => {
       await outside.query('UPDATE wallets SET updated_at = updated_at WHERE address = $1', [w]);
       // One batch: a finish that goes through at once, then reserves that wait for the lock.
       const ids = Array.from({ length: 5 }, id);
-      const batch = Promise.allSettled([finishReservation(oneLane, pending, 20, usageRecord(pending, settled)), ...ids.map((requestId) => reserveOf(oneLane, w, 10, requestId))]);
+      const batch = Promise.allSettled([
+        finishReservation(oneLane, pending, 20, usageRecord(pending, settled)),
+        ...ids.map((requestId) => reserveOf(oneLane, w, 10, requestId)),
+      ]);
       const pid = await blockedOnALock();
       await outside.query('SELECT pg_terminate_backend($1)', [pid]);
       const results = await batch;
@@ -341,7 +371,10 @@ describe('PostgreSQL group commit', () => {
       } finally {
         pg.Client.prototype.query = query as typeof pg.Client.prototype.query;
       }
-      assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected']);
+      assert.deepEqual(
+        results.map((r) => r.status),
+        ['rejected', 'rejected'],
+      );
       assert.ok(results.every((r) => isDatabaseOutage((r as PromiseRejectedResult).reason)));
       // Both committed, once: the settle charged 20 and the new reservation holds 10.
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 980, locked_usdc: 10, available_usdc: 970 });
@@ -370,8 +403,8 @@ describe('PostgreSQL group commit', () => {
       // A destroyed connection's server session ends when PostgreSQL notices the closed socket, a moment later on a
       // loaded machine; a connection pooled inside its transaction would stay 'idle in transaction' for good.
       const idleInTransaction = async () =>
-        (await outside.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'"))
-          .rows[0].n as number;
+        (await outside.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'")).rows[0]
+          .n as number;
       await until(async () => (await idleInTransaction()) === 0, "no session left inside the failed batch's transaction", 10_000);
       assert.equal(await reserveOf(oneLane, w, 10), true);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 10, available_usdc: 990 });

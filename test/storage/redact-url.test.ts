@@ -5,7 +5,10 @@ import { redactDatabaseUrl } from '../../src/storage/redact-url.ts';
 describe('redactDatabaseUrl: database URLs in logs and messages', () => {
   test('hides the password in the user part and in password-like query parameters', () => {
     assert.equal(redactDatabaseUrl('postgres://tollgate:s3cr3t@db.internal:5432/tollgate'), 'postgres://tollgate:***@db.internal:5432/tollgate');
-    assert.equal(redactDatabaseUrl('postgresql://db/tollgate?user=t&password=s3cr3t&sslmode=require'), 'postgresql://db/tollgate?user=t&password=***&sslmode=require');
+    assert.equal(
+      redactDatabaseUrl('postgresql://db/tollgate?user=t&password=s3cr3t&sslmode=require'),
+      'postgresql://db/tollgate?user=t&password=***&sslmode=require',
+    );
   });
 
   test('leaves URLs without secrets as they are, and never prints an unparsable one', () => {

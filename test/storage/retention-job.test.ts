@@ -17,7 +17,15 @@ describe('retention job in a running gateway (sqlite)', () => {
       const s = gw.services.storage;
       await seedRequests(s, 120, 2, 'job');
       await runLedgerCheck(s.db, { full: false, now: later });
-      const left = async () => Number((await s.db.selectFrom('request_usage').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+      const left = async () =>
+        Number(
+          (
+            await s.db
+              .selectFrom('request_usage')
+              .select((eb) => eb.fn.countAll().as('n'))
+              .executeTakeFirstOrThrow()
+          ).n,
+        );
       await until(async () => (await left()) === 0, 'the usage rows removed by the job', 20_000);
       assert.equal(new Set(exportedIds(exportDir)).size, 120);
       assert.match(gw.logs(), /retention removed old rows/);

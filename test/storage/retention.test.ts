@@ -12,7 +12,14 @@ import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
 import { DAY, exportedIds, retentionConfig, seedRequests, usageApiView } from '../support/retention.ts';
 
 const count = async (s: Storage, table: 'request_usage' | 'reservations') =>
-  Number((await s.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+  Number(
+    (
+      await s.db
+        .selectFrom(table)
+        .select((eb) => eb.fn.countAll().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
 
 /** Runs passes until nothing is left to remove. */
 async function drain(s: Storage, config: ReturnType<typeof retentionConfig>, now: number, holder = 'a') {
@@ -36,27 +43,30 @@ for (const engine of ENGINES) {
     });
     after(() => s.close());
 
-    test('nothing leaves before a checkpoint covers it; then finished reservations and old usage rows leave, exported first, '
-      + 'and the usage API and both checks give the same figures', async () => {
-      const dir = join(tempDir(), 'archive');
-      const wallets = await seedRequests(s, 600, 3, 'a');
-      const usageBefore = await usageApiView(s, wallets);
-      const rows = await count(s, 'request_usage');
-      assert.deepEqual(await runRetentionPass(s, retentionConfig(dir), { now: later, holder: 'a' }), { ran: false, reservations: 0, usage: 0 });
-      assert.equal(await count(s, 'request_usage'), rows, 'no checkpoint, nothing removed');
+    test(
+      'nothing leaves before a checkpoint covers it; then finished reservations and old usage rows leave, exported first, ' +
+        'and the usage API and both checks give the same figures',
+      async () => {
+        const dir = join(tempDir(), 'archive');
+        const wallets = await seedRequests(s, 600, 3, 'a');
+        const usageBefore = await usageApiView(s, wallets);
+        const rows = await count(s, 'request_usage');
+        assert.deepEqual(await runRetentionPass(s, retentionConfig(dir), { now: later, holder: 'a' }), { ran: false, reservations: 0, usage: 0 });
+        assert.equal(await count(s, 'request_usage'), rows, 'no checkpoint, nothing removed');
 
-      assert.ok((await runLedgerCheck(s.db, { full: false, now: later })).stored);
-      const removed = await drain(s, retentionConfig(dir), later);
-      assert.equal(removed.usage, rows);
-      assert.equal(removed.reservations, 600);
-      assert.equal(await count(s, 'request_usage'), 0);
-      assert.equal(await count(s, 'reservations'), 3, 'the pending reservations stay');
-      assert.equal(new Set(exportedIds(dir)).size, rows, 'every removed usage row was exported');
+        assert.ok((await runLedgerCheck(s.db, { full: false, now: later })).stored);
+        const removed = await drain(s, retentionConfig(dir), later);
+        assert.equal(removed.usage, rows);
+        assert.equal(removed.reservations, 600);
+        assert.equal(await count(s, 'request_usage'), 0);
+        assert.equal(await count(s, 'reservations'), 3, 'the pending reservations stay');
+        assert.equal(new Set(exportedIds(dir)).size, rows, 'every removed usage row was exported');
 
-      assert.deepEqual(await usageApiView(s, wallets), usageBefore);
-      assert.deepEqual((await runLedgerCheck(s.db, { full: true })).problems, []);
-      assert.deepEqual((await runLedgerCheck(s.db, { full: false, now: later })).problems, []);
-    });
+        assert.deepEqual(await usageApiView(s, wallets), usageBefore);
+        assert.deepEqual((await runLedgerCheck(s.db, { full: true })).problems, []);
+        assert.deepEqual((await runLedgerCheck(s.db, { full: false, now: later })).problems, []);
+      },
+    );
 
     test('a crash between the export and the delete loses nothing: the next pass exports that batch again and deletes it once', async () => {
       const dir = join(tempDir(), 'archive');
@@ -65,7 +75,9 @@ for (const engine of ENGINES) {
       await runLedgerCheck(s.db, { full: false, now: later + DAY });
       const config = retentionConfig(dir, { usageDays: 9 });
       // Reservations first (no export), then the usage batch that "crashes".
-      const crash = () => { throw new Error('crash after export'); };
+      const crash = () => {
+        throw new Error('crash after export');
+      };
       await assert.rejects(runRetentionPass(s, config, { now: later + DAY, holder: 'a', afterExport: crash }), /crash after export/);
       const exportedBeforeCrash = exportedIds(dir);
       assert.equal(exportedBeforeCrash.length, 100);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { applyMovement } from '../../src/ledger/credits.ts';
+import { applyMovement } from '../../src/ledger/movements.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { reserve } from '../../src/ledger/operations/reserve.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
@@ -50,7 +50,9 @@ for (const engine of ENGINES) {
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 400, locked_usdc: 400, available_usdc: 0 });
       await ledgerOk();
 
-      const outcomes = await Promise.all(results.flatMap((ok, i) => (ok ? [finishReservation(s, `${w}-${i}`, i % 2 ? 7 : 0, usageRecord(`${w}-${i}`, w))] : [])));
+      const outcomes = await Promise.all(
+        results.flatMap((ok, i) => (ok ? [finishReservation(s, `${w}-${i}`, i % 2 ? 7 : 0, usageRecord(`${w}-${i}`, w))] : [])),
+      );
       assert.equal(outcomes.filter((o) => o.applied).length, 40);
       const charged = outcomes.reduce((sum, o) => sum + o.chargedUsdc, 0);
       assert.ok(charged > 0);
@@ -85,13 +87,16 @@ for (const engine of ENGINES) {
     test('units wait for a transaction already open on the connection instead of joining it', async () => {
       const w = await funded(1000);
       let reserved: Promise<boolean> | undefined;
-      await s.db.transaction().execute(async (trx) => {
-        await applyMovement(trx, { wallet: w, kind: 'adjustment', amountUsdc: 500 });
-        reserved = reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-wait`, amountUsdc: 1200, leaseMs: 60_000 });
-        // Give the unit every chance to run inside this transaction, if it wrongly could.
-        await new Promise((r) => setTimeout(r, 30));
-        throw new Error('roll this transaction back');
-      }).catch((err: Error) => assert.equal(err.message, 'roll this transaction back'));
+      await s.db
+        .transaction()
+        .execute(async (trx) => {
+          await applyMovement(trx, { wallet: w, kind: 'adjustment', amountUsdc: 500 });
+          reserved = reserve(s, { wallet: w, apiKeyId: 1, requestId: `${w}-wait`, amountUsdc: 1200, leaseMs: 60_000 });
+          // Give the unit every chance to run inside this transaction, if it wrongly could.
+          await new Promise((r) => setTimeout(r, 30));
+          throw new Error('roll this transaction back');
+        })
+        .catch((err: Error) => assert.equal(err.message, 'roll this transaction back'));
       assert.equal(await reserved, false, 'the rolled-back credit of 500 was never visible to the reservation');
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 0, available_usdc: 1000 });
       await ledgerOk();

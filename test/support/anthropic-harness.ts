@@ -6,7 +6,17 @@ import { MODELS, startChatHarness, type ChatHarness } from './chat-harness.ts';
 export const ANTHROPIC_KEY = 'sk-ant-test-provider-key';
 
 /** An Anthropic model priced like chat-small (1 and 2 micro-USDC a token, 20% markup). */
-export const CLAUDE = { provider: 'anth', name: 'claude-test', upstreamName: 'claude-upstream', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', inputs: ['text', 'image'], partTokenBounds: { image: 1600 } };
+export const CLAUDE = {
+  provider: 'anth',
+  name: 'claude-test',
+  upstreamName: 'claude-upstream',
+  contextLength: 100_000,
+  maxOutputTokens: 4096,
+  promptCostPer1M: '1',
+  completionCostPer1M: '2',
+  inputs: ['text', 'image'],
+  partTokenBounds: { image: 1600 },
+};
 
 export interface AnthropicHarness extends ChatHarness {
   anthropic: FakeAnthropic;
@@ -29,7 +39,10 @@ export async function startAnthropicHarness(
     {
       models: [...MODELS, CLAUDE],
       ...config,
-      providers: { anth: { type: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'ANTH_KEY', ...provider }, ...(config.providers as Record<string, unknown> | undefined) },
+      providers: {
+        anth: { type: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'ANTH_KEY', ...provider },
+        ...(config.providers as Record<string, unknown> | undefined),
+      },
     },
     { env: { ANTH_KEY: ANTHROPIC_KEY }, fakeBehaviourFor: script.openai },
   );

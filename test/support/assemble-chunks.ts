@@ -34,7 +34,13 @@ export function assembleChunks(chunks: ChatCompletionChunk[]): ChatCompletion {
   if (calls.length) message.tool_calls = calls;
   if (reasoning) message.reasoning_content = reasoning;
   if (thinkingBlocks.length) message.thinking_blocks = thinkingBlocks as never;
-  const out: ChatCompletion = { id: first.id, object: 'chat.completion', created: first.created, model: first.model, choices: [{ index: 0, message, logprobs: null, finish_reason: finish }] };
+  const out: ChatCompletion = {
+    id: first.id,
+    object: 'chat.completion',
+    created: first.created,
+    model: first.model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: finish }],
+  };
   if (usage) out.usage = usage;
   return out;
 }

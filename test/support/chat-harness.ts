@@ -2,7 +2,7 @@ import { after, afterEach, before, beforeEach } from 'node:test';
 import OpenAI from 'openai';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { getBalance } from '../../src/ledger/balances.ts';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { startFakeOpenAI, type FakeBehaviour, type FakeOpenAI } from '../../src/fake-providers/fake-openai.ts';
 import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
@@ -36,7 +36,13 @@ export async function startChatHarness(
   config: Record<string, unknown> = {},
   /** `fakeProvider`: keys merged into the `fake` provider's config (e.g. maxConnections). */
   /** `fakeBehaviourFor`: the fake provider's behaviour chosen per request (a scripted conversation). */
-  extra: { env?: NodeJS.ProcessEnv; databaseUrl?: string; fakeProvider?: Record<string, unknown>; now?: () => number; fakeBehaviourFor?: (body: any) => FakeBehaviour | undefined } = {},
+  extra: {
+    env?: NodeJS.ProcessEnv;
+    databaseUrl?: string;
+    fakeProvider?: Record<string, unknown>;
+    now?: () => number;
+    fakeBehaviourFor?: (body: any) => FakeBehaviour | undefined;
+  } = {},
 ): Promise<ChatHarness> {
   const fake = await startFakeOpenAI({ contextLengths: CONTEXT_LENGTHS, behaviourFor: extra.fakeBehaviourFor });
   const gw = await startTestGateway({

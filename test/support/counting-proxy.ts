@@ -18,6 +18,10 @@ export async function countingProxy(target: string): Promise<{ url: string; coun
   return {
     url: `http://127.0.0.1:${port}`,
     count: (path) => seen.filter((p) => p === path).length,
-    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

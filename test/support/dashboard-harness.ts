@@ -22,7 +22,10 @@ export interface DashboardHarness {
   browser: Browser;
   rpc: { up: boolean };
   /** A new page with a test wallet for `account`, the dashboard loaded; CSP violations are collected. */
-  open(account: FundedAccount, opts?: { startChainId?: number; width?: number; height?: number }): Promise<{ page: Page; wallet: TestWallet; problems: string[] }>;
+  open(
+    account: FundedAccount,
+    opts?: { startChainId?: number; width?: number; height?: number },
+  ): Promise<{ page: Page; wallet: TestWallet; problems: string[] }>;
   stop(): Promise<void>;
 }
 

@@ -9,10 +9,20 @@ import type { TopupHarness } from './topup-harness.ts';
  * one dropped it, ready to come back.
  */
 export async function resignRelayerTransaction(h: TopupHarness, hash: string): Promise<Hex> {
-  const tx = await h.anvil.rpc<{ nonce: string; to: Hex; input: Hex; gas: string; maxFeePerGas: string; maxPriorityFeePerGas: string }>('eth_getTransactionByHash', [hash]);
+  const tx = await h.anvil.rpc<{ nonce: string; to: Hex; input: Hex; gas: string; maxFeePerGas: string; maxPriorityFeePerGas: string }>(
+    'eth_getTransactionByHash',
+    [hash],
+  );
   const raw = await privateKeyToAccount(h.relayer.privateKey as Hex).signTransaction({
-    type: 'eip1559', chainId: h.anvil.chainId, nonce: Number(tx.nonce), to: tx.to, data: tx.input, gas: BigInt(tx.gas),
-    maxFeePerGas: BigInt(tx.maxFeePerGas), maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas), value: 0n,
+    type: 'eip1559',
+    chainId: h.anvil.chainId,
+    nonce: Number(tx.nonce),
+    to: tx.to,
+    data: tx.input,
+    gas: BigInt(tx.gas),
+    maxFeePerGas: BigInt(tx.maxFeePerGas),
+    maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas),
+    value: 0n,
   });
   assert.equal(keccak256(raw), hash, 'the very same transaction');
   return raw;

@@ -21,6 +21,10 @@ export async function egressTrap(): Promise<{ url: string; connects: string[]; c
   return {
     url: `http://127.0.0.1:${port}`,
     connects,
-    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

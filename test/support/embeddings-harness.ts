@@ -29,7 +29,12 @@ export const expectedVector = (input: string | number[], dimensions?: number) =>
  * The wallet was charged exactly `tokens` at the model's price, once: the balance moved by that much,
  * nothing is left locked, and the key has one usage row with the tokens and the charge.
  */
-export async function assertBilledOnce(h: ChatHarness, w: { account: Parameters<ChatHarness['balance']>[0]; keyId: number }, funds: number, tokens: number): Promise<void> {
+export async function assertBilledOnce(
+  h: ChatHarness,
+  w: { account: Parameters<ChatHarness['balance']>[0]; keyId: number },
+  funds: number,
+  tokens: number,
+): Promise<void> {
   const charged = tokens * MICRO_PER_TOKEN;
   assert.deepEqual(await h.balance(w.account), { balance_usdc: funds - charged, locked_usdc: 0, available_usdc: funds - charged });
   const rows = await usageRowsOf(h, w.keyId);

@@ -25,7 +25,11 @@ export const ERROR_CASES: ErrorCase[] = [
     async prepare(h) {
       // The wallet's one request this minute is spent (a 402: the limit counts before the balance).
       const { key } = await h.wallet(0);
-      await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] }) });
+      await fetch(`${h.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] }),
+      });
       return { key, model: 'chat-small' };
     },
   },

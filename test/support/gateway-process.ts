@@ -26,7 +26,12 @@ export function startGatewayProcess(config: Record<string, unknown>, env: NodeJS
 }
 
 /** Any long-running tollgate command that logs its URL when it is listening. */
-export async function startTollgateProcess(args: string[], config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<GatewayProcess> {
+export async function startTollgateProcess(
+  args: string[],
+  config: Record<string, unknown>,
+  env: NodeJS.ProcessEnv = {},
+  nodeArgs: string[] = [],
+): Promise<GatewayProcess> {
   // Its own folder, removed when the process is stopped: this helper also serves the benchmark,
   // which runs outside node:test and so cannot rely on the test files' cleanup hooks.
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-process-'));

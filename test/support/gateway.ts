@@ -70,7 +70,10 @@ export function mergeConfig(a: Record<string, unknown>, b: Record<string, unknow
   const out: Record<string, unknown> = { ...a };
   for (const [k, v] of Object.entries(b)) {
     const cur = out[k];
-    out[k] = cur && typeof cur === 'object' && !Array.isArray(cur) && v && typeof v === 'object' && !Array.isArray(v) ? mergeConfig(cur as Record<string, unknown>, v as Record<string, unknown>) : v;
+    out[k] =
+      cur && typeof cur === 'object' && !Array.isArray(cur) && v && typeof v === 'object' && !Array.isArray(v)
+        ? mergeConfig(cur as Record<string, unknown>, v as Record<string, unknown>)
+        : v;
   }
   return out;
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Kysely } from 'kysely';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import type { UsageRecord } from '../../src/ledger/reservations.ts';
 import type { Database } from '../../src/storage/schema.ts';
@@ -25,8 +25,19 @@ export async function fundedWallet(db: Kysely<Database>, amountUsdc: number): Pr
 /** The usage row a finish writes; the figures do not matter to the ledger tests. */
 export function usageRecord(requestId: string, wallet: string): UsageRecord {
   return {
-    requestId, apiKeyId: 1, wallet, model: 'p/m', provider: 'p', promptTokens: 10, completionTokens: 5, reasoningTokens: 0,
-    cachedTokens: 0, providerCostUsdc: 1, status: 'ok', latencyMs: 1, estimated: false,
+    requestId,
+    apiKeyId: 1,
+    wallet,
+    model: 'p/m',
+    provider: 'p',
+    promptTokens: 10,
+    completionTokens: 5,
+    reasoningTokens: 0,
+    cachedTokens: 0,
+    providerCostUsdc: 1,
+    status: 'ok',
+    latencyMs: 1,
+    estimated: false,
   };
 }
 

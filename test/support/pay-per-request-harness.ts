@@ -24,7 +24,10 @@ export interface PayPerRequestHarness extends TopupHarness {
   usdcPayment(payer: FundedAccount, value: bigint, over?: Partial<Eip3009Terms>): ReturnType<typeof signEip3009>;
 }
 
-export async function startPayPerRequestHarness(engine: Engine, opts: { config?: Record<string, unknown>; env?: NodeJS.ProcessEnv } = {}): Promise<PayPerRequestHarness> {
+export async function startPayPerRequestHarness(
+  engine: Engine,
+  opts: { config?: Record<string, unknown>; env?: NodeJS.ProcessEnv } = {},
+): Promise<PayPerRequestHarness> {
   const fake = await startFakeOpenAI({ contextLengths: contextLengthsOf(MODELS) });
   const config = mergeConfig(
     {
@@ -40,7 +43,13 @@ export async function startPayPerRequestHarness(engine: Engine, opts: { config?:
     ...h,
     fake,
     openai: (account, method) =>
-      new OpenAI({ baseURL: `${h.gw.url}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: h.payingFetch(account, method), maxRetries: 0 }),
+      new OpenAI({
+        baseURL: `${h.gw.url}/v1`,
+        apiKey: 'unused',
+        defaultHeaders: { Authorization: null },
+        fetch: h.payingFetch(account, method),
+        maxRetries: 0,
+      }),
     chat: (body, headers = {}) => call(h.gw.url, 'POST', '/v1/chat/completions', body, headers),
     usdcPayment: (payer, value, over = {}) =>
       signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, ...over }),

@@ -11,11 +11,32 @@ export async function recordedPayment(db: Kysely<Database>, payer = `0x${randomB
   await db
     .insertInto('payments')
     .values({
-      id, network: 'eip155:84532', asset: '0xasset', payer, nonce: `0x${randomBytes(32).toString('hex')}`, transfer_method: 'eip3009', pay_to: '0xpayto',
-      amount_atomic: '1000000', amount_usdc: 1_000_000, payload_digest: `0x${randomBytes(32).toString('hex')}`, terms_digest: null, token_decimals: 6,
-      onchain_amount_atomic: null, valid_before: 0, from_block: 1, ...stateColumns(INITIAL_STATE), tx_hash: null, failure_reason: null,
-      balance_after_usdc: null, locked_after_usdc: null, created_at: now, updated_at: now, credited_at: null, purpose: 'topup',
-      settle_amount_atomic: null, upto_payload: null,
+      id,
+      network: 'eip155:84532',
+      asset: '0xasset',
+      payer,
+      nonce: `0x${randomBytes(32).toString('hex')}`,
+      transfer_method: 'eip3009',
+      pay_to: '0xpayto',
+      amount_atomic: '1000000',
+      amount_usdc: 1_000_000,
+      payload_digest: `0x${randomBytes(32).toString('hex')}`,
+      terms_digest: null,
+      token_decimals: 6,
+      onchain_amount_atomic: null,
+      valid_before: 0,
+      from_block: 1,
+      ...stateColumns(INITIAL_STATE),
+      tx_hash: null,
+      failure_reason: null,
+      balance_after_usdc: null,
+      locked_after_usdc: null,
+      created_at: now,
+      updated_at: now,
+      credited_at: null,
+      purpose: 'topup',
+      settle_amount_atomic: null,
+      upto_payload: null,
     })
     .execute();
   return id;

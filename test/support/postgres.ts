@@ -49,8 +49,20 @@ export async function startPostgres(settings: Record<string, string> = {}): Prom
   const port = await freePort();
   const launch = async () => {
     const [cmd, args] = asPostgres(join(bin, 'postgres'), [
-      '-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1',
-      '-c', 'fsync=off', '-c', 'max_connections=300', '-c', 'shared_buffers=64MB',
+      '-D',
+      data,
+      '-p',
+      String(port),
+      '-k',
+      dir,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'fsync=off',
+      '-c',
+      'max_connections=300',
+      '-c',
+      'shared_buffers=64MB',
       ...Object.entries(settings).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     ]);
     const started: ChildProcess = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -31,8 +31,8 @@ export async function rawRequest(url: string, head: string): Promise<RawClient> 
       new Promise((resolve) => {
         const check = () => {
           const line = /^HTTP\/1\.1 \d{3}[^\r]*/.exec(text);
-          if (line) return resolve(line[0]), true;
-          if (closed) return resolve(null), true;
+          if (line) return (resolve(line[0]), true);
+          if (closed) return (resolve(null), true);
           return false;
         };
         if (check()) return;

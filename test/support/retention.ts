@@ -1,7 +1,7 @@
 import { gunzipSync } from 'node:zlib';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { adjustBalance } from '../../src/ledger/credits.ts';
+import { adjustBalance } from '../../src/ledger/movements.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { reserve } from '../../src/ledger/operations/reserve.ts';
 import type { RetentionConfig } from '../../src/config/schema.ts';
@@ -37,14 +37,24 @@ export async function usageApiView(s: Storage, wallets: string[], now = Date.now
 }
 
 export const retentionConfig = (exportDir: string, over: Partial<RetentionConfig> = {}): RetentionConfig => ({
-  enabled: true, usageDays: 3, reservationDays: 1, exportDir, batchRows: 100, everySeconds: 60, ...over,
+  enabled: true,
+  usageDays: 3,
+  reservationDays: 1,
+  exportDir,
+  batchRows: 100,
+  everySeconds: 60,
+  ...over,
 });
 
 /** Every exported row's id, with repeats, from all the export files in `dir`. */
 export function exportedIds(dir: string): number[] {
   const ids: number[] = [];
   for (const f of readdirSync(dir).filter((n) => n.endsWith('.jsonl.gz'))) {
-    for (const line of gunzipSync(readFileSync(join(dir, f))).toString().split('\n').filter(Boolean)) ids.push(JSON.parse(line).id);
+    for (const line of gunzipSync(readFileSync(join(dir, f)))
+      .toString()
+      .split('\n')
+      .filter(Boolean))
+      ids.push(JSON.parse(line).id);
   }
   return ids;
 }

@@ -15,13 +15,66 @@ export const CLOSED_PORT_URL = 'http://127.0.0.1:9/v1';
  * the backup costs us 0.5 and 1, the primary 1 and 2, so a request's revenue says who served.
  */
 export const ROUTED_MODELS = [
-  { provider: 'fake', name: 'routed', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'backup', upstreamName: 'routed-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
-  { provider: 'dead', name: 'refused', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'backup', upstreamName: 'refused-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
-  { provider: 'fake', name: 'to-claude', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'anth', upstreamName: 'claude-fallback', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
-  { ...CLAUDE, name: 'claude-routed', upstreamName: 'claude-primary', fallbacks: [{ provider: 'fake', upstreamName: 'gpt-fallback', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
-  { provider: 'nokey', name: 'keyless', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', fallbacks: [{ provider: 'backup', upstreamName: 'keyless-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }] },
-  { provider: 'fake', name: 'embed-routed', type: 'embedding', contextLength: 8192, promptCostPer1M: '1', fallbacks: [{ provider: 'backup', upstreamName: 'embed-backup', promptCostPer1M: '0.5' }] },
-  { provider: 'fake', name: 'weighted', contextLength: 100_000, maxOutputTokens: 4096, promptCostPer1M: '1', completionCostPer1M: '2', weight: 3, fallbacks: [{ provider: 'backup', upstreamName: 'weighted-backup', weight: 1 }] },
+  {
+    provider: 'fake',
+    name: 'routed',
+    contextLength: 100_000,
+    maxOutputTokens: 4096,
+    promptCostPer1M: '1',
+    completionCostPer1M: '2',
+    fallbacks: [{ provider: 'backup', upstreamName: 'routed-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }],
+  },
+  {
+    provider: 'dead',
+    name: 'refused',
+    contextLength: 100_000,
+    maxOutputTokens: 4096,
+    promptCostPer1M: '1',
+    completionCostPer1M: '2',
+    fallbacks: [{ provider: 'backup', upstreamName: 'refused-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }],
+  },
+  {
+    provider: 'fake',
+    name: 'to-claude',
+    contextLength: 100_000,
+    maxOutputTokens: 4096,
+    promptCostPer1M: '1',
+    completionCostPer1M: '2',
+    fallbacks: [{ provider: 'anth', upstreamName: 'claude-fallback', promptCostPer1M: '0.5', completionCostPer1M: '1' }],
+  },
+  {
+    ...CLAUDE,
+    name: 'claude-routed',
+    upstreamName: 'claude-primary',
+    fallbacks: [{ provider: 'fake', upstreamName: 'gpt-fallback', promptCostPer1M: '0.5', completionCostPer1M: '1' }],
+  },
+  {
+    provider: 'nokey',
+    name: 'keyless',
+    contextLength: 100_000,
+    maxOutputTokens: 4096,
+    promptCostPer1M: '1',
+    completionCostPer1M: '2',
+    fallbacks: [{ provider: 'backup', upstreamName: 'keyless-backup', promptCostPer1M: '0.5', completionCostPer1M: '1' }],
+  },
+  {
+    provider: 'fake',
+    name: 'embed-routed',
+    type: 'embedding',
+    contextLength: 8192,
+    promptCostPer1M: '1',
+    fallbacks: [{ provider: 'backup', upstreamName: 'embed-backup', promptCostPer1M: '0.5' }],
+  },
+  {
+    provider: 'fake',
+    name: 'weighted',
+    contextLength: 100_000,
+    maxOutputTokens: 4096,
+    promptCostPer1M: '1',
+    completionCostPer1M: '2',
+    weight: 3,
+    fallbacks: [{ provider: 'backup', upstreamName: 'weighted-backup', weight: 1 }],
+  },
 ];
 
 export interface RoutingHarness extends AnthropicHarness {
@@ -37,7 +90,11 @@ export async function startRoutingHarness(engine: Engine, config: Record<string,
         // High enough that only the cooldown tests (which lower it) see one.
         chat: { firstByteTimeoutSeconds: 1, cooldown: { failures: 1000 } },
         // `nokey` names a key variable nobody set: its deployments are passed over.
-        providers: { backup: { baseUrl: backup.url }, dead: { baseUrl: CLOSED_PORT_URL }, nokey: { baseUrl: CLOSED_PORT_URL, apiKeyEnv: 'TOLLGATE_TEST_UNSET_KEY' } },
+        providers: {
+          backup: { baseUrl: backup.url },
+          dead: { baseUrl: CLOSED_PORT_URL },
+          nokey: { baseUrl: CLOSED_PORT_URL, apiKeyEnv: 'TOLLGATE_TEST_UNSET_KEY' },
+        },
         models: [...MODELS, CLAUDE, ...ROUTED_MODELS],
       },
       config,
@@ -80,4 +137,9 @@ export function routingSuite(engine: Engine, usage: FakeBehaviour['usage'], conf
 
 /** A chat completion request with an API key, as sent by a client (`signal` to leave early). */
 export const postChat = (h: RoutingHarness, key: string, body: Record<string, unknown>, signal?: AbortSignal) =>
-  fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
+  fetch(`${h.gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal,
+  });

@@ -48,16 +48,26 @@ export async function jsonRpcProxy(target: string, hook: RpcHook, opts: { cut?: 
       const body = Buffer.concat(chunks);
       const upstream: Upstream = {
         forward: (b) =>
-          send(req, b, (r) => {
-            res.writeHead(r.statusCode ?? 502, r.headers);
-            r.pipe(res);
-          }, res),
+          send(
+            req,
+            b,
+            (r) => {
+              res.writeHead(r.statusCode ?? 502, r.headers);
+              r.pipe(res);
+            },
+            res,
+          ),
         forwardThen: (b, answer) =>
-          send(req, b, (r) => {
-            const got: Buffer[] = [];
-            r.on('data', (c: Buffer) => got.push(c));
-            r.on('end', () => answer(JSON.parse(Buffer.concat(got).toString())));
-          }, res),
+          send(
+            req,
+            b,
+            (r) => {
+              const got: Buffer[] = [];
+              r.on('data', (c: Buffer) => got.push(c));
+              r.on('end', () => answer(JSON.parse(Buffer.concat(got).toString())));
+            },
+            res,
+          ),
       };
       if (!hook(JSON.parse(body.toString()) as RpcCall, body, res, upstream)) upstream.forward(body);
     });

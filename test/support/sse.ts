@@ -7,7 +7,12 @@ import assert from 'node:assert/strict';
 export function sseBlocks(text: string): string[] {
   return text
     .split('\n\n')
-    .map((block) => block.split('\n').filter((line) => !line.startsWith(':')).join('\n'))
+    .map((block) =>
+      block
+        .split('\n')
+        .filter((line) => !line.startsWith(':'))
+        .join('\n'),
+    )
     .filter(Boolean);
 }
 
@@ -30,6 +35,11 @@ export async function readServed(res: Response): Promise<{ deployment: string | 
   const streamed = (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
   if (!streamed) return { deployment: res.headers.get('x-tollgate-deployment'), text, events: [] };
   assert.equal(res.headers.get('x-tollgate-deployment'), null, "a stream's headers leave before any deployment answered");
-  const events = sseBlocks(text).flatMap((block) => block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)));
+  const events = sseBlocks(text).flatMap((block) =>
+    block
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice(6)),
+  );
   return { deployment: streamedDeployment(text), text, events };
 }

@@ -21,9 +21,13 @@ export interface TestWallet {
   signedTexts: string[];
 }
 
-const ICON = 'data:image/svg+xml,%3Csvg xmlns=%22http://www.w3.org/2000/svg%22 viewBox=%220 0 24 24%22%3E%3Ccircle cx=%2212%22 cy=%2212%22 r=%2210%22 fill=%22%23059669%22/%3E%3C/svg%3E';
+const ICON =
+  'data:image/svg+xml,%3Csvg xmlns=%22http://www.w3.org/2000/svg%22 viewBox=%220 0 24 24%22%3E%3Ccircle cx=%2212%22 cy=%2212%22 r=%2210%22 fill=%22%23059669%22/%3E%3C/svg%3E';
 
-export async function injectTestWallet(page: Page, opts: { account: PrivateKeyAccount; anvil: Anvil; chain: DevChain; startChainId?: number; name?: string }): Promise<TestWallet> {
+export async function injectTestWallet(
+  page: Page,
+  opts: { account: PrivateKeyAccount; anvil: Anvil; chain: DevChain; startChainId?: number; name?: string },
+): Promise<TestWallet> {
   const { account, anvil, chain } = opts;
   const wallet: TestWallet = { address: account.address, chainId: opts.startChainId ?? anvil.chainId, rejectNext: new Set(), asked: [], signedTexts: [] };
   const client = createWalletClient({ account, chain: chain.chain, transport: http(anvil.rpcUrl) });
@@ -36,7 +40,12 @@ export async function injectTestWallet(page: Page, opts: { account: PrivateKeyAc
       if (wallet.rejectNext.delete(method)) return JSON.stringify({ error: { code: 4001, message: 'User rejected the request.' } });
       return JSON.stringify({ result: await answer(method, params) });
     } catch (err) {
-      return JSON.stringify({ error: { code: typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -32603, message: (err as Error).message.split('\n')[0] } });
+      return JSON.stringify({
+        error: {
+          code: typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -32603,
+          message: (err as Error).message.split('\n')[0],
+        },
+      });
     }
   });
 
@@ -59,7 +68,8 @@ export async function injectTestWallet(page: Page, opts: { account: PrivateKeyAc
       case 'eth_signTypedData_v4': {
         const typed = JSON.parse(params[1]);
         delete typed.types.EIP712Domain;
-        if (Number(typed.domain?.chainId) !== wallet.chainId) throw new Error(`the typed data is for chain ${typed.domain?.chainId}, the wallet is on ${wallet.chainId}`);
+        if (Number(typed.domain?.chainId) !== wallet.chainId)
+          throw new Error(`the typed data is for chain ${typed.domain?.chainId}, the wallet is on ${wallet.chainId}`);
         return account.signTypedData(typed);
       }
       case 'eth_sendTransaction': {

@@ -82,8 +82,7 @@ export async function startTopupHarness(engine: Engine, opts: TopupHarnessOption
   const gw = await startTestGateway({ engine, env, databaseUrl: opts.databaseUrl, config: mergeConfig(gatewayConfig, opts.config ?? {}) });
 
   const payingFetch = (account: FundedAccount, method: 'eip3009' | 'permit2' = 'eip3009') => {
-    const prefer = (_version: number, accepts: PaymentRequirements[]) =>
-      accepts.find((r) => r.extra?.assetTransferMethod === method) ?? accepts[0]!;
+    const prefer = (_version: number, accepts: PaymentRequirements[]) => accepts.find((r) => r.extra?.assetTransferMethod === method) ?? accepts[0]!;
     const client = new x402Client(prefer);
     registerExactEvmScheme(client, { signer: account });
     // Since 2.27 the client refuses more than $1, or tokens it does not know, unless told otherwise.
@@ -113,7 +112,11 @@ export async function startTopupHarness(engine: Engine, opts: TopupHarnessOption
     },
     payingFetch,
     topup: (account, usd, method) =>
-      payingFetch(account, method)(`${gw.url}/v1/topup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amount: usd }) }),
+      payingFetch(account, method)(`${gw.url}/v1/topup`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: usd }),
+      }),
     balance: async (address) => (await getBalance(gw.services.storage.db, address)).balance_usdc,
     post: (body, headers = {}) => call(gw.url, 'POST', '/v1/topup', body, headers),
     stop: () => gw.stop(),
@@ -129,6 +132,7 @@ export async function offerBook(h: TopupHarness, amountsUsd: number[]) {
   const offers: Record<number, PaymentRequirements[]> = {};
   for (const usd of amountsUsd) offers[usd] = (await h.post({ amount: usd })).body.accepts;
   const offer = (usd: number, method: 'eip3009' | 'permit2') => offers[usd]!.find((o) => o.extra?.assetTransferMethod === method)!;
-  const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => h.post({ amount: usd }, { 'payment-signature': v2Header(offer(usd, method), payload) });
+  const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) =>
+    h.post({ amount: usd }, { 'payment-signature': v2Header(offer(usd, method), payload) });
   return { offer, pay };
 }

@@ -48,7 +48,14 @@ export async function uptoPayer(h: PayPerRequestHarness): Promise<FundedAccount>
 /** The payer takes back Permit2's allowance (what an attacker does between the answer and the settle). */
 export async function revokePermit2(h: PayPerRequestHarness, payer: FundedAccount): Promise<void> {
   const wallet = h.chain.client(payer);
-  const hash = await wallet.writeContract({ address: h.chain.usdt, abi: erc20Abi, functionName: 'approve', args: [PERMIT2_ADDRESS, 0n], account: payer, chain: wallet.chain });
+  const hash = await wallet.writeContract({
+    address: h.chain.usdt,
+    abi: erc20Abi,
+    functionName: 'approve',
+    args: [PERMIT2_ADDRESS, 0n],
+    account: payer,
+    chain: wallet.chain,
+  });
   await wallet.waitForTransactionReceipt({ hash });
 }
 
@@ -56,16 +63,26 @@ export const uptoOffersOf = (accepts: PaymentRequirements[]) => accepts.filter((
 
 /** The payer's upto payments, oldest first. */
 export function uptoPayments(h: PayPerRequestHarness, payer: FundedAccount): Promise<PaymentRow[]> {
-  return h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).where('upto_state', 'is not', null).orderBy('created_at').execute();
+  return h.gw.services.storage.db
+    .selectFrom('payments')
+    .selectAll()
+    .where('payer', '=', payer.address.toLowerCase())
+    .where('upto_state', 'is not', null)
+    .orderBy('created_at')
+    .execute();
 }
 
 /** Waits until the payer's last upto payment has left holding/settling (its settle runs after the answer). */
 export async function settledUpto(h: PayPerRequestHarness, payer: FundedAccount): Promise<PaymentRow> {
   let last: PaymentRow | undefined;
-  await until(async () => {
-    last = (await uptoPayments(h, payer)).at(-1);
-    return last !== undefined && last.upto_state !== 'holding' && last.upto_state !== 'settling';
-  }, 'the upto payment leaves holding and settling', 20_000);
+  await until(
+    async () => {
+      last = (await uptoPayments(h, payer)).at(-1);
+      return last !== undefined && last.upto_state !== 'holding' && last.upto_state !== 'settling';
+    },
+    'the upto payment leaves holding and settling',
+    20_000,
+  );
   return last!;
 }
 
@@ -74,7 +91,12 @@ export async function holdBalance(h: PayPerRequestHarness, payer: FundedAccount)
 }
 
 /** A payment header the stock upto client signs for `body`'s 402 (its upto entry, or `over` it), for raw requests. */
-export async function signedUptoHeader(h: PayPerRequestHarness, payer: FundedAccount, body: unknown, over: Partial<PaymentRequirements> = {}): Promise<{ header: string; offer: PaymentRequirements }> {
+export async function signedUptoHeader(
+  h: PayPerRequestHarness,
+  payer: FundedAccount,
+  body: unknown,
+  over: Partial<PaymentRequirements> = {},
+): Promise<{ header: string; offer: PaymentRequirements }> {
   const asked = await h.chat(body);
   const offer = { ...uptoOffersOf(asked.body.accepts as PaymentRequirements[])[0]!, ...over };
   const signed = await uptoClient(h, payer).createPaymentPayload({ x402Version: 2, resource: asked.body.resource, accepts: [offer] });

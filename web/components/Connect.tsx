@@ -1,11 +1,24 @@
 import type { WalletChoice } from '../wallet.ts';
 
-export function Connect({ wallets, demo, busy, onPick }: { wallets: WalletChoice[]; demo: WalletChoice | null; busy: boolean; onPick: (w: WalletChoice) => void }) {
+export function Connect({
+  wallets,
+  demo,
+  busy,
+  onPick,
+}: {
+  wallets: WalletChoice[];
+  demo: WalletChoice | null;
+  busy: boolean;
+  onPick: (w: WalletChoice) => void;
+}) {
   const all = demo ? [...wallets, demo] : wallets;
   return (
     <section class="card" aria-labelledby="connect-title">
       <h2 id="connect-title">Connect a wallet</h2>
-      <p>Top up your Tollgate balance with stablecoins, create API keys and watch what they spend. You sign in once; nothing is paid without a signature you see in your wallet.</p>
+      <p>
+        Top up your Tollgate balance with stablecoins, create API keys and watch what they spend. You sign in once; nothing is paid without a signature you see
+        in your wallet.
+      </p>
       {wallets.length === 0 ? <p class="notice">No browser wallet was found. Install MetaMask, Rabby or Coinbase Wallet, then reload this page.</p> : null}
       {all.length === 0 ? null : (
         <ul class="wallets">
@@ -19,7 +32,11 @@ export function Connect({ wallets, demo, busy, onPick }: { wallets: WalletChoice
           ))}
         </ul>
       )}
-      {demo ? <p class="hint">The demo wallet is the throw-away key of <code>tollgate demo</code>, holding test USDC on its local chain.</p> : null}
+      {demo ? (
+        <p class="hint">
+          The demo wallet is the throw-away key of <code>tollgate demo</code>, holding test USDC on its local chain.
+        </p>
+      ) : null}
     </section>
   );
 }

@@ -38,7 +38,11 @@ export function CopyButton({ text, label }: { text: string; label: string }) {
       setCopied(false);
     }
   };
-  return <button type="button" onClick={copy} aria-label={label}>{copied ? 'Copied' : 'Copy'}</button>;
+  return (
+    <button type="button" onClick={copy} aria-label={label}>
+      {copied ? 'Copied' : 'Copy'}
+    </button>
+  );
 }
 
 export function Snippets({ baseUrl, secret, models }: { baseUrl: string; secret: string; models: string[] }) {
@@ -50,19 +54,28 @@ export function Snippets({ baseUrl, secret, models }: { baseUrl: string; secret:
       <div class="row wrap between">
         <div role="tablist" aria-label="Code examples" class="tabs">
           {Object.keys(all).map((name) => (
-            <button type="button" role="tab" key={name} aria-selected={tab === name} class={tab === name ? 'tab on' : 'tab'} onClick={() => setTab(name)}>{name}</button>
+            <button type="button" role="tab" key={name} aria-selected={tab === name} class={tab === name ? 'tab on' : 'tab'} onClick={() => setTab(name)}>
+              {name}
+            </button>
           ))}
         </div>
         {models.length > 1 ? (
-          <label class="inline">Model{' '}
+          <label class="inline">
+            Model{' '}
             <select value={model} onChange={(e) => setModel((e.target as HTMLSelectElement).value)}>
-              {models.map((m) => <option key={m} value={m}>{m}</option>)}
+              {models.map((m) => (
+                <option key={m} value={m}>
+                  {m}
+                </option>
+              ))}
             </select>
           </label>
         ) : null}
       </div>
       {/* biome-ignore lint/a11y/noNoninteractiveTabindex: the code panel scrolls sideways, so it takes focus to be scrolled by keyboard */}
-      <pre role="tabpanel" tabIndex={0}><code>{all[tab]}</code></pre>
+      <pre role="tabpanel" tabIndex={0}>
+        <code>{all[tab]}</code>
+      </pre>
       <CopyButton text={all[tab]!} label={`Copy the ${tab} example`} />
     </div>
   );

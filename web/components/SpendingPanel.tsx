@@ -27,35 +27,69 @@ export function SpendingPanel({ usage, daily, keys, topups, offers, explorers, c
       <section class="card" aria-labelledby="balance-title">
         <h2 id="balance-title">Balance</h2>
         <dl class="figures">
-          <div><dt>Balance</dt><dd data-testid="balance">{usage ? usd(usage.balance_usdc) : '—'}</dd></div>
-          <div><dt>Locked by running requests</dt><dd>{usage ? usd(usage.locked_usdc) : '—'}</dd></div>
-          <div><dt>Available</dt><dd data-testid="available">{usage ? usd(usage.available_usdc) : '—'}</dd></div>
+          <div>
+            <dt>Balance</dt>
+            <dd data-testid="balance">{usage ? usd(usage.balance_usdc) : '—'}</dd>
+          </div>
+          <div>
+            <dt>Locked by running requests</dt>
+            <dd>{usage ? usd(usage.locked_usdc) : '—'}</dd>
+          </div>
+          <div>
+            <dt>Available</dt>
+            <dd data-testid="available">{usage ? usd(usage.available_usdc) : '—'}</dd>
+          </div>
         </dl>
       </section>
       <section class="card wide" aria-labelledby="spend-title">
         <div class="row wrap between">
           <h2 id="spend-title">Last 30 days</h2>
           <div role="radiogroup" aria-label="What the chart shows" class="row">
-            <label class="choice"><input type="radio" name="measure" checked={measure === 'spend'} onChange={() => setMeasure('spend')} /> Spend</label>
-            <label class="choice"><input type="radio" name="measure" checked={measure === 'tokens'} onChange={() => setMeasure('tokens')} /> Tokens</label>
+            <label class="choice">
+              <input type="radio" name="measure" checked={measure === 'spend'} onChange={() => setMeasure('spend')} /> Spend
+            </label>
+            <label class="choice">
+              <input type="radio" name="measure" checked={measure === 'tokens'} onChange={() => setMeasure('tokens')} /> Tokens
+            </label>
           </div>
         </div>
-        <p data-testid="spend-summary">{usd(totalSpend)} spent over {totalRequests} {totalRequests === 1 ? 'request' : 'requests'}.</p>
-        {series.length ? <Chart days={days} series={series} legend={legend} unit={unit} /> : <p class="hint">No requests in the last 30 days. Create a key and make a request: it shows up here.</p>}
+        <p data-testid="spend-summary">
+          {usd(totalSpend)} spent over {totalRequests} {totalRequests === 1 ? 'request' : 'requests'}.
+        </p>
+        {series.length ? (
+          <Chart days={days} series={series} legend={legend} unit={unit} />
+        ) : (
+          <p class="hint">No requests in the last 30 days. Create a key and make a request: it shows up here.</p>
+        )}
       </section>
       <section class="card wide" aria-labelledby="history-title">
         <h2 id="history-title">Top-ups</h2>
-        {topups.length === 0 ? <p>No top-ups yet.</p> : (
+        {topups.length === 0 ? (
+          <p>No top-ups yet.</p>
+        ) : (
           <TableWrap label="Your top-ups">
             <table class="stack">
-              <thead><tr><th>Date</th><th>Amount</th><th>Token</th><th>Chain</th><th>Status</th><th>Transaction</th></tr></thead>
+              <thead>
+                <tr>
+                  <th>Date</th>
+                  <th>Amount</th>
+                  <th>Token</th>
+                  <th>Chain</th>
+                  <th>Status</th>
+                  <th>Transaction</th>
+                </tr>
+              </thead>
               <tbody>
                 {topups.map((t) => (
                   <tr key={t.id}>
                     <td data-label="Date">{shortDate(t.created_at)}</td>
                     <td data-label="Amount">{usd(t.amount_usdc)}</td>
-                    <td data-label="Token" data-testid="topup-token" title={`${t.asset} (${t.transfer_method === 'permit2' ? 'Permit2' : 'EIP-3009'})`}>{tokenOf(offers, t.network, t.asset)}</td>
-                    <td data-label="Chain" data-testid="topup-chain">{chainName(chainOf(t.network))}</td>
+                    <td data-label="Token" data-testid="topup-token" title={`${t.asset} (${t.transfer_method === 'permit2' ? 'Permit2' : 'EIP-3009'})`}>
+                      {tokenOf(offers, t.network, t.asset)}
+                    </td>
+                    <td data-label="Chain" data-testid="topup-chain">
+                      {chainName(chainOf(t.network))}
+                    </td>
                     <td data-label="Status">{t.status}</td>
                     <td data-label="Transaction">{t.transaction ? <TxLink hash={t.transaction} chainId={chainOf(t.network)} explorers={explorers} /> : '—'}</td>
                   </tr>

@@ -23,8 +23,14 @@ export function TableWrap({ label, children }: { label: string; children: Compon
   return (
     <>
       {/* biome-ignore lint/a11y/noNoninteractiveTabindex lint/a11y/useSemanticElements: a table wider than the screen scrolls, so it takes focus to be scrolled by keyboard */}
-      <div ref={box} class={wider ? 'table-wrap scrolls' : 'table-wrap'} tabIndex={0} role="region" aria-label={label}>{children}</div>
-      {wider ? <p class="hint scroll-cue" data-testid="scroll-cue">Scroll the table sideways to see every column →</p> : null}
+      <div ref={box} class={wider ? 'table-wrap scrolls' : 'table-wrap'} tabIndex={0} role="region" aria-label={label}>
+        {children}
+      </div>
+      {wider ? (
+        <p class="hint scroll-cue" data-testid="scroll-cue">
+          Scroll the table sideways to see every column →
+        </p>
+      ) : null}
     </>
   );
 }

@@ -35,7 +35,13 @@ export function TopupPanel({ provider, address, chainId, offers, minUsd, maxUsd,
   const [busy, setBusy] = useState(false);
   const offer = offers[offerIndex];
 
-  if (!offer) return <section class="card" aria-labelledby="topup-title"><h2 id="topup-title">Top up</h2><p class="notice">This gateway accepts no payments yet.</p></section>;
+  if (!offer)
+    return (
+      <section class="card" aria-labelledby="topup-title">
+        <h2 id="topup-title">Top up</h2>
+        <p class="notice">This gateway accepts no payments yet.</p>
+      </section>
+    );
   const wrongChain = chainId !== offer.chain_id;
 
   const finish = (result: TopupResult) => {
@@ -43,7 +49,9 @@ export function TopupPanel({ provider, address, chainId, offers, minUsd, maxUsd,
     if (result.kind === 'credited' || result.kind === 'pending') onCredited();
     if (result.kind === 'rejected') setError(rejectionText(result.reason, offer.name));
     if (result.kind === 'unavailable') {
-      setError('The chain or the payment service did not answer, so nothing was settled or credited. Try again in a minute: the same signed payment is sent again, so you cannot pay twice.');
+      setError(
+        'The chain or the payment service did not answer, so nothing was settled or credited. Try again in a minute: the same signed payment is sent again, so you cannot pay twice.',
+      );
       setRetry(() => result.retry);
     }
   };
@@ -75,33 +83,62 @@ export function TopupPanel({ provider, address, chainId, offers, minUsd, maxUsd,
       <h2 id="topup-title">Top up</h2>
       <form onSubmit={submit}>
         <label for="topup-amount">Amount in USD</label>
-        <input id="topup-amount" type="number" inputMode="decimal" min={minUsd} max={maxUsd} step="0.01" value={amount} onInput={(e) => setAmount((e.target as HTMLInputElement).value)} required />
+        <input
+          id="topup-amount"
+          type="number"
+          inputMode="decimal"
+          min={minUsd}
+          max={maxUsd}
+          step="0.01"
+          value={amount}
+          onInput={(e) => setAmount((e.target as HTMLInputElement).value)}
+          required
+        />
         <fieldset>
           <legend>Pay with</legend>
           {offers.map((o, i) => (
             <label class="choice" key={`${o.network}-${o.asset}`}>
               <input type="radio" name="offer" checked={i === offerIndex} onChange={() => setOfferIndex(i)} />
-              <span>{o.symbol} on {chainName(o.chain_id)} <small>({o.transfer_method === 'permit2' ? 'Permit2: one approval, then a signature' : 'a signature, no transaction'})</small></span>
+              <span>
+                {o.symbol} on {chainName(o.chain_id)}{' '}
+                <small>({o.transfer_method === 'permit2' ? 'Permit2: one approval, then a signature' : 'a signature, no transaction'})</small>
+              </span>
             </label>
           ))}
         </fieldset>
         {wrongChain ? (
           <p class="notice" role="alert">
             Your wallet is on {chainName(chainId)}; {offer.symbol} is paid on {chainName(offer.chain_id)}.{' '}
-            <button type="button" onClick={() => switchChain(provider, offer.chain_id).catch((err) => setError(walletErrorText(err)))}>Switch to {chainName(offer.chain_id)}</button>
+            <button type="button" onClick={() => switchChain(provider, offer.chain_id).catch((err) => setError(walletErrorText(err)))}>
+              Switch to {chainName(offer.chain_id)}
+            </button>
           </p>
         ) : null}
-        <button type="submit" class="primary" disabled={busy || wrongChain}>Top up ${amount || '0'}</button>
+        <button type="submit" class="primary" disabled={busy || wrongChain}>
+          Top up ${amount || '0'}
+        </button>
       </form>
       <div aria-live="polite" class="status" data-testid="topup-status">
         {state ? (
           <p data-phase={state.phase}>
             {state.phase === 'credited' ? `Credited ${usd(state.creditedUsdc)}. New balance ${usd(state.balanceUsdc)}.` : STATE_TEXT[state.phase]}{' '}
-            {'transaction' in state && state.transaction ? <>Transaction <TxLink hash={state.transaction} chainId={offer.chain_id} explorers={explorers} /></> : null}
+            {'transaction' in state && state.transaction ? (
+              <>
+                Transaction <TxLink hash={state.transaction} chainId={offer.chain_id} explorers={explorers} />
+              </>
+            ) : null}
           </p>
         ) : null}
-        {error ? <p class="error" role="alert">{error}</p> : null}
-        {retry ? <button type="button" disabled={busy} onClick={() => void run(retry)}>Try again</button> : null}
+        {error ? (
+          <p class="error" role="alert">
+            {error}
+          </p>
+        ) : null}
+        {retry ? (
+          <button type="button" disabled={busy} onClick={() => void run(retry)}>
+            Try again
+          </button>
+        ) : null}
       </div>
     </section>
   );

@@ -5,8 +5,12 @@ export function TxLink({ hash, chainId, explorers }: { hash: string; chainId: nu
   const href = explorerLink(explorers, chainId, hash);
   const text = `${hash.slice(0, 10)}…${hash.slice(-8)}`;
   return href ? (
-    <a class="mono" href={href} target="_blank" rel="noopener noreferrer" title={hash}>{text}</a>
+    <a class="mono" href={href} target="_blank" rel="noopener noreferrer" title={hash}>
+      {text}
+    </a>
   ) : (
-    <span class="mono" title={hash}>{text}</span>
+    <span class="mono" title={hash}>
+      {text}
+    </span>
   );
 }

@@ -27,7 +27,10 @@ async function lookUpKey(services: Services, header: string | undefined): Promis
   const key = bearerToken(header);
   if (!key) throw unauthorized('missing API key; send "Authorization: Bearer sk-…" (create a key with POST /v1/auth/keys)');
   // A dashboard session only manages keys and reads the wallet's data; it never spends.
-  if (key.startsWith('ses-')) throw unauthorized('a dashboard session cannot be used here; send an API key ("Authorization: Bearer sk-…", create one on the dashboard or with POST /v1/auth/keys)');
+  if (key.startsWith('ses-'))
+    throw unauthorized(
+      'a dashboard session cannot be used here; send an API key ("Authorization: Bearer sk-…", create one on the dashboard or with POST /v1/auth/keys)',
+    );
   // A token that cannot be one of our keys is refused without a database round trip.
   if (!KEY_PATTERN.test(key)) throw unauthorized('invalid or revoked API key');
   const hash = hashKey(services.keySecret, key);
@@ -38,7 +41,9 @@ async function lookUpKey(services: Services, header: string | undefined): Promis
     services.keyCache.remember(hash, row);
   }
   if (row.expires_at !== null && row.expires_at <= Date.now()) {
-    throw unauthorized(`this API key expired at ${toIso(row.expires_at)}; the wallet owner can extend it (PATCH /v1/auth/keys/${row.id} with expires_at) or create a new key`);
+    throw unauthorized(
+      `this API key expired at ${toIso(row.expires_at)}; the wallet owner can extend it (PATCH /v1/auth/keys/${row.id} with expires_at) or create a new key`,
+    );
   }
   touchLastUsed(services, row.id);
   return row;

@@ -39,9 +39,14 @@ export function requireSiwe(services: Services, request: FastifyRequest, proof: 
   const minutes = services.config.dashboard.sessionMinutes;
   return authFailureLimit(services).guard(request, async () => {
     if (proof.message === undefined || proof.signature === undefined) {
-      throw new ApiError(401, 'UNAUTHORIZED', `missing SIWE ${proof.message === undefined ? 'message' : 'signature'}; send message (a prepared SIWE message, see GET /v1/auth/siwe) and signature (the wallet's signature of it): ${signFor(operation, minutes)}`);
+      throw new ApiError(
+        401,
+        'UNAUTHORIZED',
+        `missing SIWE ${proof.message === undefined ? 'message' : 'signature'}; send message (a prepared SIWE message, see GET /v1/auth/siwe) and signature (the wallet's signature of it): ${signFor(operation, minutes)}`,
+      );
     }
-    const accepts = (statement: string | undefined) => (permittedBy(statement, minutes).includes(operation) ? null : `this SIWE proof was not signed for this action; ${signFor(operation, minutes)}`);
+    const accepts = (statement: string | undefined) =>
+      permittedBy(statement, minutes).includes(operation) ? null : `this SIWE proof was not signed for this action; ${signFor(operation, minutes)}`;
     const result = await services.siwe.verify(proof.message, proof.signature, accepts);
     if (result.ok) return { wallet: result.address, permits: permittedBy(result.statement, minutes) };
     throw new ApiError(result.status, CODES[result.status], result.reason);

@@ -37,7 +37,9 @@ export async function requireWalletOwner(services: Services, request: FastifyReq
     if (signer !== wallet) throw unauthorized('the SIWE proof is signed by another wallet');
     return wallet;
   }
-  throw unauthorized('send an API key of this wallet ("Authorization: Bearer sk-…"), a dashboard session ("Authorization: Bearer ses-…") or a SIWE proof (message and signature query parameters)');
+  throw unauthorized(
+    'send an API key of this wallet ("Authorization: Bearer sk-…"), a dashboard session ("Authorization: Bearer ses-…") or a SIWE proof (message and signature query parameters)',
+  );
 }
 
 /**
@@ -55,12 +57,18 @@ export async function requireKeyManager(services: Services, request: FastifyRequ
   if (session !== null) {
     const wallet = await requireSession(services, request, session);
     if (!SESSION_OPERATIONS.includes(operation)) {
-      throw new ApiError(403, 'FORBIDDEN', `a dashboard session cannot do this: ${signFor(operation, services.config.dashboard.sessionMinutes)}, and send it as message and signature`);
+      throw new ApiError(
+        403,
+        'FORBIDDEN',
+        `a dashboard session cannot do this: ${signFor(operation, services.config.dashboard.sessionMinutes)}, and send it as message and signature`,
+      );
     }
     return { wallet, permits: SESSION_OPERATIONS };
   }
   if (request.headers.authorization !== undefined) {
-    throw unauthorized('an API key cannot manage keys; sign in with the wallet: a SIWE proof (message and signature) or a dashboard session (POST /v1/auth/session)');
+    throw unauthorized(
+      'an API key cannot manage keys; sign in with the wallet: a SIWE proof (message and signature) or a dashboard session (POST /v1/auth/session)',
+    );
   }
   return requireSiwe(services, request, proof, operation);
 }

@@ -1,13 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { affordablePromptTokens, fitMaxTokens } from '../../chat/fit.ts';
-import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
-import type { ChatPlan } from '../../chat/plan.ts';
-import { runChat, type ChatExchange, type RunOutcome } from '../../chat/run.ts';
+import { affordablePromptTokens, fitMaxTokens } from '../../metered/fit.ts';
+import { planInbound, type PlanOptions } from '../../metered/plan/inbound.ts';
+import type { ChatPlan } from '../../metered/plan/plan.ts';
+import { runChat, type ChatExchange, type RunOutcome } from '../../metered/run.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import type { InboundTranslator } from '../../protocols/index.ts';
 import type { Services } from '../../services.ts';
-import { balanceRefusal, coverable, type RefusedReservation } from '../../chat/reservation-refusal.ts';
-import { tightenPromptBound } from '../../chat/token-bound/tighten.ts';
+import { balanceRefusal, coverable, type RefusedReservation } from '../../metered/reservation-refusal.ts';
+import { tightenPromptBound } from '../../metered/token-bound/tighten.ts';
 
 /** The header that asks for the balance fit on one request ("true"), or turns a model's default off ("false"). */
 export const FIT_HEADER = 'x-tollgate-fit-max-tokens';
@@ -23,13 +23,19 @@ type FitRequest = { inbound: InboundTranslator; body: unknown; exchange: () => C
 
 /**
  * A request whose reservation at the byte bound was refused. Where its deployments name their
- * tokenizer, the prompt bound is counted with it (src/chat/token-bound/) and the request reserved
+ * tokenizer, the prompt bound is counted with it (src/metered/token-bound/) and the request reserved
  * again at that lower amount; then, if asked, the balance fit lowers max_tokens; else the 402 says
  * what the request needs and what the balance covers.
  */
 export async function reserveWithinBalance(
-  services: Services, reply: FastifyReply, request: FastifyRequest, req: FitRequest, key: KeyRow,
-  first: ChatPlan, opts: PlanOptions, refused: RefusedReservation,
+  services: Services,
+  reply: FastifyReply,
+  request: FastifyRequest,
+  req: FitRequest,
+  key: KeyRow,
+  first: ChatPlan,
+  opts: PlanOptions,
+  refused: RefusedReservation,
 ): Promise<FastifyReply> {
   let plan = first;
   let outcome: RunOutcome = refused;
@@ -58,8 +64,13 @@ const FIT_ATTEMPTS = 3;
  * and the fit tries again with the smaller amount. `x-tollgate-max-tokens-fitted` says the value used.
  */
 export async function fitToBalance(
-  services: Services, reply: FastifyReply, req: FitRequest, key: KeyRow,
-  first: ChatPlan, opts: PlanOptions, refused: RefusedReservation,
+  services: Services,
+  reply: FastifyReply,
+  req: FitRequest,
+  key: KeyRow,
+  first: ChatPlan,
+  opts: PlanOptions,
+  refused: RefusedReservation,
 ): Promise<FastifyReply> {
   const floor = services.config.chat.fitMaxTokensFloor;
   let plan = first;

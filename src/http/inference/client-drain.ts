@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 
-import type { ClientDrain } from '../../chat/sink.ts';
+import type { ClientDrain } from '../../metered/sink.ts';
 
 /**
  * Waits until a streaming client has taken what is buffered for it. A client that stops reading

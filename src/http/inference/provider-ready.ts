@@ -13,13 +13,26 @@ import { ApiError } from '../../refusal.ts';
  * `x-should-retry: false` and names no Retry-After (an SDK would otherwise retry it, and Claude
  * Code ten times over minutes).
  */
-export function refuseUnconfiguredProvider(services: Services, request: FastifyRequest, plan: { model: CatalogModel; routes?: readonly { deployment: Deployment }[] }): void {
+export function refuseUnconfiguredProvider(
+  services: Services,
+  request: FastifyRequest,
+  plan: { model: CatalogModel; routes?: readonly { deployment: Deployment }[] },
+): void {
   const deployments = plan.routes?.map((r) => r.deployment) ?? plan.model.deployments;
   const missing = deployments.map((d) => ({ provider: d.provider, variable: missingKeyVariable(services.config, d.provider) }));
   if (missing.some((m) => !m.variable)) return;
   const { provider, variable: missingKey } = missing[0]!;
-  request.log.warn({ provider, model: plan.model.id, variable: missingKey }, `refused a request: provider ${provider} has no API key; set ${missingKey} and restart`);
-  throw new ApiError(503, 'PROVIDER_NOT_CONFIGURED', `model ${plan.model.id} is not available on this gateway right now; nothing was charged. Use another model from GET /v1/models, or ask the operator (quote request id ${request.id})`, {}, {
-    'x-should-retry': 'false',
-  });
+  request.log.warn(
+    { provider, model: plan.model.id, variable: missingKey },
+    `refused a request: provider ${provider} has no API key; set ${missingKey} and restart`,
+  );
+  throw new ApiError(
+    503,
+    'PROVIDER_NOT_CONFIGURED',
+    `model ${plan.model.id} is not available on this gateway right now; nothing was charged. Use another model from GET /v1/models, or ask the operator (quote request id ${request.id})`,
+    {},
+    {
+      'x-should-retry': 'false',
+    },
+  );
 }

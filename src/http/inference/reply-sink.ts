@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { InboundTranslator } from '../../protocols/inbound.ts';
-import type { ChatExchange } from '../../chat/run.ts';
-import type { ResponseSink } from '../../chat/sink.ts';
+import type { ChatExchange } from '../../metered/run.ts';
+import type { ResponseSink } from '../../metered/sink.ts';
 import { waitForClient } from './client-drain.ts';
 
 /**

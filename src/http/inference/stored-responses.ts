@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { AnswerKeeper } from '../../chat/sink.ts';
+import type { AnswerKeeper } from '../../metered/sink.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import type { Services } from '../../services.ts';
 import { responseKeeper } from '../../stored-responses/keeper.ts';
@@ -19,7 +19,10 @@ export async function prepareResponsesRequest(services: Services, request: Fasti
   if (!settings.enabled) return { body: request.body };
   const db = services.storage.db;
   const owner = { wallet: key.wallet, apiKeyId: key.id };
-  const resolved = await resolveStoredReferences(db, owner, request.body, services.now(), { bodyBytes: jsonBodyBytes(request), maxBytes: services.config.limits.chatBodyBytes });
+  const resolved = await resolveStoredReferences(db, owner, request.body, services.now(), {
+    bodyBytes: jsonBodyBytes(request),
+    maxBytes: services.config.limits.chatBodyBytes,
+  });
   const store = (request.body as { store?: unknown } | null)?.store !== false;
   if (!store) return { body: resolved.body };
   return {

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { INBOUND_TRANSLATORS, type InboundTranslator } from '../../protocols/index.ts';
-import { planInbound, type PlanOptions } from '../../chat/plan-inbound.ts';
-import { runChat } from '../../chat/run.ts';
-import { countMessageTokens } from '../../chat/count-tokens.ts';
-import { CountingBudget, SMALL_COUNT_BYTES } from '../../chat/counting-budget.ts';
+import { planInbound, type PlanOptions } from '../../metered/plan/inbound.ts';
+import { runChat } from '../../metered/run.ts';
+import { countMessageTokens } from '../../metered/count-tokens.ts';
+import { CountingBudget, SMALL_COUNT_BYTES } from '../../metered/counting-budget.ts';
 import { jsonBodyBytes } from '../json-body.ts';
 import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';

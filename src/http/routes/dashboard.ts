@@ -31,7 +31,12 @@ export function dashboardRoutes(app: FastifyInstance, services: Services, demoWa
     // chains it can pay with, and offers to switch the wallet to one of them.
     offers: services.topup
       ? config.topup.offers.map((o) => ({
-          chain_id: Number(o.network.split(':')[1]), network: o.network, asset: o.asset, transfer_method: o.transferMethod, name: o.name, decimals: o.decimals,
+          chain_id: Number(o.network.split(':')[1]),
+          network: o.network,
+          asset: o.asset,
+          transfer_method: o.transferMethod,
+          name: o.name,
+          decimals: o.decimals,
           symbol: tokenSymbol(o.name),
         }))
       : [],

@@ -5,7 +5,7 @@ import type { Services } from '../../services.ts';
 import { OPENAI_COMPATIBLE } from '../error-format.ts';
 import { authenticateSpender, spenderKey } from '../auth/inference-auth.ts';
 import { assertModelAllowed } from '../auth/key-checks.ts';
-import { reservationRefusal } from '../../chat/reservation-refusal.ts';
+import { reservationRefusal } from '../../metered/reservation-refusal.ts';
 import type { PaidRequest } from '../../payments/paid-request/paid-request.ts';
 import { refuseUnconfiguredProvider } from '../inference/provider-ready.ts';
 import { replySink } from '../inference/reply-sink.ts';

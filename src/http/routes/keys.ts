@@ -15,16 +15,21 @@ import { NO_LIMITS } from '../../keys/limits.ts';
 import { currentSpend } from '../../keys/current-spend.ts';
 import { keyView, limitsView } from '../key-view.ts';
 
-const limitFields = Object.fromEntries(LIMIT_FIELDS.map((f) => [f, z.unknown().optional()])) as Record<(typeof LIMIT_FIELDS)[number], z.ZodOptional<z.ZodUnknown>>;
+const limitFields = Object.fromEntries(LIMIT_FIELDS.map((f) => [f, z.unknown().optional()])) as Record<
+  (typeof LIMIT_FIELDS)[number],
+  z.ZodOptional<z.ZodUnknown>
+>;
 import { enforceRateLimit } from '../rate-limit.ts';
 
-const createBody = z.object({
-  ...siweProofFields,
-  label: z.string().max(100, 'must be at most 100 characters').optional(),
-  ref_code: z.string().regex(REF_CODE_PATTERN, 'is not a referral code (form ref-xxxxxxxxxx)').optional(),
-  redeem_code: z.string().regex(REDEEM_CODE_PATTERN, 'is not a redeem code (form rc-…)').optional(),
-  ...limitFields,
-}).strict(); // As PATCH: a misspelt limit field (spend_limit_usd, expires) must not create an unlimited key.
+const createBody = z
+  .object({
+    ...siweProofFields,
+    label: z.string().max(100, 'must be at most 100 characters').optional(),
+    ref_code: z.string().regex(REF_CODE_PATTERN, 'is not a referral code (form ref-xxxxxxxxxx)').optional(),
+    redeem_code: z.string().regex(REDEEM_CODE_PATTERN, 'is not a redeem code (form rc-…)').optional(),
+    ...limitFields,
+  })
+  .strict(); // As PATCH: a misspelt limit field (spend_limit_usd, expires) must not create an unlimited key.
 
 const proofOnly = z.object(siweProofFields);
 
@@ -83,9 +88,12 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     if (!outcome.ok) {
       if (outcome.reason === 'invalid') throw badRequest(outcome.message);
       if (outcome.reason === 'loosens') throw loosenRefused(services, outcome.fields);
-      if (outcome.reason === 'contended') throw new ApiError(409, 'CONFLICT', `API key ${id}'s limits changed while this change was decided; nothing was changed, send it again`);
+      if (outcome.reason === 'contended')
+        throw new ApiError(409, 'CONFLICT', `API key ${id}'s limits changed while this change was decided; nothing was changed, send it again`);
       // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
-      throw outcome.reason === 'not_found' ? notFound(`no API key ${id} belongs to this wallet`) : badRequest(`API key ${id} is revoked; create a new key instead`);
+      throw outcome.reason === 'not_found'
+        ? notFound(`no API key ${id} belongs to this wallet`)
+        : badRequest(`API key ${id} is revoked; create a new key instead`);
     }
     services.keyCache.forget(id);
     const row = (await listKeys(services.storage.db, wallet)).find((k) => k.id === id)!;
@@ -110,7 +118,13 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
  * client IP before the signature is checked (so junk proofs cost little), per wallet after.
  * Returns the wallet and what its credential permits (src/siwe/actions.ts).
  */
-async function authorizeKeyManagement(services: Services, request: FastifyRequest, reply: FastifyReply, proof: SiweProofInput, operation: Operation): Promise<SiweGrant> {
+async function authorizeKeyManagement(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  proof: SiweProofInput,
+  operation: Operation,
+): Promise<SiweGrant> {
   await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
   const grant = await requireKeyManager(services, request, proof, operation);
   await enforceRateLimit(services, reply, `keys:${grant.wallet}`, services.rateWindows.keys);
@@ -119,7 +133,11 @@ async function authorizeKeyManagement(services: Services, request: FastifyReques
 
 /** 403 for a change that loosens a key, sent with a session or a proof not signed for loosening. */
 function loosenRefused(services: Services, fields: string[]): ApiError {
-  return new ApiError(403, 'FORBIDDEN', `this change loosens ${fields.join(', ')}; the key is unchanged. ${capitalised(signFor('loosen-key', services.config.dashboard.sessionMinutes))}`);
+  return new ApiError(
+    403,
+    'FORBIDDEN',
+    `this change loosens ${fields.join(', ')}; the key is unchanged. ${capitalised(signFor('loosen-key', services.config.dashboard.sessionMinutes))}`,
+  );
 }
 
 const capitalised = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);

@@ -13,7 +13,8 @@ import { secretMatches } from '../auth/secret-compare.ts';
 export function metricsRoutes(app: FastifyInstance, services: Services, token?: string): void {
   app.get('/metrics', async (request, reply) => {
     if (token !== undefined) {
-      if (!secretMatches(bearerToken(request.headers.authorization), token)) throw unauthorized('send the metrics token: "Authorization: Bearer <the value of metrics.tokenEnv>"');
+      if (!secretMatches(bearerToken(request.headers.authorization), token))
+        throw unauthorized('send the metrics token: "Authorization: Bearer <the value of metrics.tokenEnv>"');
     }
     const { registry } = services.metrics;
     return reply.type(registry.contentType).send(await registry.metrics());
@@ -30,7 +31,9 @@ export async function startMetricsServer(services: Services): Promise<{ url: str
   } catch (err) {
     await app.close();
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    throw new StartupError(`the metrics port ${host}:${port} is in use (another instance?); give each instance its own metrics.port (or TOLLGATE_METRICS_PORT), or set metrics.enabled: false`);
+    throw new StartupError(
+      `the metrics port ${host}:${port} is in use (another instance?); give each instance its own metrics.port (or TOLLGATE_METRICS_PORT), or set metrics.enabled: false`,
+    );
   }
   const addr = app.server.address();
   const bound = typeof addr === 'object' && addr ? addr.port : port;

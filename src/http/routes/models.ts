@@ -10,7 +10,8 @@ export function modelRoutes(app: FastifyInstance, services: Services): void {
   // The catalog only changes with the configuration, so the bodies are built once.
   const entries = new Map(services.catalog.models.map((m) => [m.id, modelEntry(services.catalog, m)]));
   const body = { object: 'list', data: [...entries.values()] };
-  const limit = (request: FastifyRequest, reply: FastifyReply) => enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
+  const limit = (request: FastifyRequest, reply: FastifyReply) =>
+    enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
 
   app.get('/v1/models', OPENAI_COMPATIBLE, async (request, reply) => {
     await limit(request, reply);
@@ -25,7 +26,9 @@ export function modelRoutes(app: FastifyInstance, services: Services): void {
     const lookup = findModel(services.catalog, id);
     if ('found' in lookup) return entries.get(lookup.found.id);
     if ('ambiguous' in lookup) {
-      throw new ApiError(404, 'NOT_FOUND', `model "${id}" is offered by several providers; ask for one of ${lookup.ambiguous.join(', ')}`, { candidates: lookup.ambiguous });
+      throw new ApiError(404, 'NOT_FOUND', `model "${id}" is offered by several providers; ask for one of ${lookup.ambiguous.join(', ')}`, {
+        candidates: lookup.ambiguous,
+      });
     }
     throw notFound(`unknown model "${id.slice(0, 200)}"; GET /v1/models lists the available ones`);
   });

@@ -16,7 +16,13 @@ import { enforceRateLimit } from '../rate-limit.ts';
  */
 export function responseRoutes(app: FastifyInstance, services: Services): void {
   const config = { openaiCompatible: true };
-  const gone = (id: string) => new ApiError(404, 'NOT_FOUND', `no stored response with id ${JSON.stringify(id.slice(0, 80))} for this API key (it may never have been stored, been deleted, expired, or been stored with another key)`, { param: 'response_id' });
+  const gone = (id: string) =>
+    new ApiError(
+      404,
+      'NOT_FOUND',
+      `no stored response with id ${JSON.stringify(id.slice(0, 80))} for this API key (it may never have been stored, been deleted, expired, or been stored with another key)`,
+      { param: 'response_id' },
+    );
 
   app.get<{ Params: { id: string } }>('/v1/responses/:id', { config }, async (request, reply) => {
     const key = await requireApiKey(services, request);

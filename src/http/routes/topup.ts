@@ -32,7 +32,10 @@ export function topupRoutes(app: FastifyInstance, services: Services): void {
     const header = paymentHeader(request.headers);
     if (header === undefined) {
       return askForPayment(reply, {
-        resource, offers, code: 'PAYMENT_REQUIRED', v1Body: config.topup.x402v1Body,
+        resource,
+        offers,
+        code: 'PAYMENT_REQUIRED',
+        v1Body: config.topup.x402v1Body,
         message: `pay ${micro / 1e6} USD with one of accepts, sent as base64 in the PAYMENT-SIGNATURE (x402 v2) or X-Payment (v1) header`,
       });
     }

@@ -17,7 +17,8 @@ const HISTORY_LIMIT = 200;
  */
 function uptoView(p: PaymentRow) {
   if (p.upto_state === null) return {};
-  const charged = p.settle_amount_atomic === null || p.token_decimals === null ? null : Number(BigInt(p.settle_amount_atomic) / 10n ** BigInt(p.token_decimals - 6));
+  const charged =
+    p.settle_amount_atomic === null || p.token_decimals === null ? null : Number(BigInt(p.settle_amount_atomic) / 10n ** BigInt(p.token_decimals - 6));
   return { scheme: 'upto', status: p.upto_state, credited_usdc: 0, charged_usdc: charged, reason: p.upto_state === 'settled' ? null : p.failure_reason };
 }
 

@@ -65,7 +65,11 @@ const SHAPES: Record<string, RouteShape> = {
   },
   '/v1/messages': {
     properties: {
-      messages: { type: 'array', items: { ...MESSAGE, properties: { ...MESSAGE.properties, role: { type: 'string', enum: ['user', 'assistant'] } } }, minItems: 1 },
+      messages: {
+        type: 'array',
+        items: { ...MESSAGE, properties: { ...MESSAGE.properties, role: { type: 'string', enum: ['user', 'assistant'] } } },
+        minItems: 1,
+      },
       system: { type: 'string' },
       max_tokens: { type: 'integer', minimum: 1, description: 'the largest answer; the 402 price is the worst case this allows' },
       stream: STREAM,
@@ -84,7 +88,10 @@ const SHAPES: Record<string, RouteShape> = {
   },
   '/v1/embeddings': {
     properties: {
-      input: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 2048 }], description: 'the text (or texts) to embed; the 402 price is the worst case their size allows' },
+      input: {
+        oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 2048 }],
+        description: 'the text (or texts) to embed; the 402 price is the worst case their size allows',
+      },
       encoding_format: { type: 'string', enum: ['float', 'base64'] },
       dimensions: { type: 'integer', minimum: 1, maximum: MAX_DIMENSIONS, description: `at most ${MAX_VECTOR_VALUES} numbers in all: inputs × dimensions` },
     },

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { planInbound } from '../../chat/plan-inbound.ts';
-import { runChat } from '../../chat/run.ts';
+import { planInbound } from '../../metered/plan/inbound.ts';
+import { runChat } from '../../metered/run.ts';
 import type { PaidRequest } from '../../payments/paid-request/paid-request.ts';
 import { payPerRequest as decidePaidRequest } from '../../payments/paid-request/pay-per-request.ts';
 import type { InboundTranslator } from '../../protocols/inbound.ts';

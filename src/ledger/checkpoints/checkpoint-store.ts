@@ -5,7 +5,13 @@ import { DAY_MS } from '../days.ts';
 export type Checkpoint = LedgerCheckpointTable;
 
 export const USAGE_SUMS = [
-  'request_count', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cached_tokens', 'charged_usdc', 'provider_cost_usdc',
+  'request_count',
+  'prompt_tokens',
+  'completion_tokens',
+  'reasoning_tokens',
+  'cached_tokens',
+  'charged_usdc',
+  'provider_cost_usdc',
 ] as const;
 
 /**
@@ -57,7 +63,10 @@ export async function boundaries(db: Kysely<Database>, prev: Checkpoint | null, 
 export async function writeCheckpoint(db: Kysely<Database>, prev: Checkpoint | null, day: number, now: number): Promise<Checkpoint> {
   const b = await boundaries(db, prev, day);
   const entryRange = (q: Kysely<Database>) =>
-    q.selectFrom('ledger_entries').where('id', '>', prev?.last_entry_id ?? 0).where('id', '<=', b.last_entry_id);
+    q
+      .selectFrom('ledger_entries')
+      .where('id', '>', prev?.last_entry_id ?? 0)
+      .where('id', '<=', b.last_entry_id);
   const totals = await entryRange(db)
     .select([
       sql<number>`count(*)`.as('entries'),
@@ -65,7 +74,10 @@ export async function writeCheckpoint(db: Kysely<Database>, prev: Checkpoint | n
       sql<number>`coalesce(sum(case when amount_usdc < 0 then -amount_usdc else 0 end), 0)`.as('charges'),
     ])
     .executeTakeFirstOrThrow();
-  const wallets = await entryRange(db).select(['wallet', sql<number>`sum(amount_usdc)`.as('sum')]).groupBy('wallet').execute();
+  const wallets = await entryRange(db)
+    .select(['wallet', sql<number>`sum(amount_usdc)`.as('sum')])
+    .groupBy('wallet')
+    .execute();
   const usage = await db
     .selectFrom('request_usage')
     .where('id', '>', prev?.last_usage_id ?? 0)

@@ -57,10 +57,7 @@ export async function checkLedgerSince(db: Kysely<Database>, cp: Checkpoint): Pr
 async function walletProblems(db: Kysely<Database>, cp: Checkpoint, problems: string[]): Promise<{ sum: number; count: number }> {
   const wallets = await db.selectFrom('wallets').select(['address', 'balance_usdc', 'locked_usdc']).execute();
   const proven = await db.selectFrom('ledger_checkpoint_wallets').selectAll().execute();
-  const sumPerWallet = [
-    'wallet',
-    sql<number>`sum(amount_usdc)`.as('sum'),
-  ] as const;
+  const sumPerWallet = ['wallet', sql<number>`sum(amount_usdc)`.as('sum')] as const;
   const newer = await db.selectFrom('ledger_entries').where('id', '>', cp.last_entry_id).select(sumPerWallet).groupBy('wallet').execute();
   const pending = await db.selectFrom('reservations').where('status', '=', 'pending').select(sumPerWallet).groupBy('wallet').execute();
   const ledger = new Map<string, number>();

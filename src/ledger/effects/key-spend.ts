@@ -6,7 +6,7 @@ import { param, type Operands } from './statement.ts';
  * wallet's money. The rule that makes the limit exact under concurrency: every writer of a key's
  * buckets holds the row lock of the key's wallet (reserve locks the wallet first, finish and sweep
  * lock it with the reservation), so a read of a bucket made after taking that lock is current
- * (../key-limit.ts reads it). Order is always wallet, then buckets: no deadlock.
+ * (../key-spend-limit.ts reads it). Order is always wallet, then buckets: no deadlock.
  */
 
 /** A reservation's three buckets (`total`, its day, its month), as SQL values. */

@@ -2,8 +2,22 @@ import type { UsageRecord } from '../reservations.ts';
 import type { Operands, Rows } from './statement.ts';
 
 export type UsageRow = Operands<
-  | 'requestId' | 'apiKeyId' | 'wallet' | 'model' | 'provider' | 'deployment' | 'promptTokens' | 'completionTokens' | 'reasoningTokens' | 'cachedTokens'
-  | 'charged' | 'providerCost' | 'status' | 'latencyMs' | 'estimated' | 'at'
+  | 'requestId'
+  | 'apiKeyId'
+  | 'wallet'
+  | 'model'
+  | 'provider'
+  | 'deployment'
+  | 'promptTokens'
+  | 'completionTokens'
+  | 'reasoningTokens'
+  | 'cachedTokens'
+  | 'charged'
+  | 'providerCost'
+  | 'status'
+  | 'latencyMs'
+  | 'estimated'
+  | 'at'
 >;
 
 /**
@@ -15,8 +29,22 @@ export const usageRow = (rows: Rows, v: UsageRow): string =>
   (request_id, api_key_id, wallet, model, provider, deployment, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens,
    charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
   ${rows([
-    v.requestId, v.apiKeyId, v.wallet, v.model, v.provider, v.deployment, v.promptTokens, v.completionTokens, v.reasoningTokens, v.cachedTokens,
-    v.charged, v.providerCost, v.status, v.latencyMs, v.estimated, v.at,
+    v.requestId,
+    v.apiKeyId,
+    v.wallet,
+    v.model,
+    v.provider,
+    v.deployment,
+    v.promptTokens,
+    v.completionTokens,
+    v.reasoningTokens,
+    v.cachedTokens,
+    v.charged,
+    v.providerCost,
+    v.status,
+    v.latencyMs,
+    v.estimated,
+    v.at,
   ])}`;
 
 /** A request that charged nothing books no provider cost (the platform's revenue is charged − cost)... */

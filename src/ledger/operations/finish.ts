@@ -16,7 +16,8 @@ import { assertAmount, assertMoney, assertWalletFloor } from '../assert.ts';
  * is asked, out of what the wallet holds once this reservation's own lock is released (other
  * requests' locks stay), never below zero.
  */
-export const payable = (asked: number, balance: number, locked: number, reserved: number): number => Math.max(0, Math.min(asked, balance - (locked - reserved)));
+export const payable = (asked: number, balance: number, locked: number, reserved: number): number =>
+  Math.max(0, Math.min(asked, balance - (locked - reserved)));
 const payableSql = (asked: string) => `GREATEST(0, LEAST(${asked}::bigint, w.balance_usdc - (w.locked_usdc - r.amount_usdc)))`;
 
 // SQLite: the reservation and its wallet in one read. Group commit holds the only write lock, so
@@ -117,55 +118,58 @@ export async function finishReservation(
     });
     return row ? outcome(Number(row.charged), Number(row.balance_usdc)) : notApplied;
   }
-  return storage.writeUnit(async (tx) => {
-    const r = await tx.get<{ wallet: string; amount_usdc: number; api_key_id: number | null; created_at: number; balance_usdc: number; locked_usdc: number }>(
-      READ_PENDING,
-      [requestId],
-    );
-    if (!r) return notApplied;
-    const reserved = Number(r.amount_usdc);
-    const charged = payable(chargeUsdc, Number(r.balance_usdc), Number(r.locked_usdc), reserved);
-    // Preconditions: the reservation is part of its wallet's lock, and the charge leaves other requests' locks covered.
-    assertMoney(reserved >= 0 && reserved <= Number(r.locked_usdc), () => `request ${requestId}: reserved ${reserved} but its wallet locks ${r.locked_usdc}`);
-    const othersLocked = Number(r.locked_usdc) - reserved;
-    assertMoney(charged <= Number(r.balance_usdc) - othersLocked, () => `request ${requestId}: a charge of ${charged} reaches into other requests' locks`);
-    // One values object, written out, for every statement of the unit (each binds the names it
-    // uses): a spread copy per statement cost about a tenth of SQLite's reserve+settle throughput.
-    const v = {
-      requestId,
-      at: now,
-      day: usageDay(now),
-      wallet: r.wallet,
-      apiKeyId: usage.apiKeyId,
-      model: usage.model,
-      provider: usage.provider,
-      deployment: usage.deployment ?? null,
-      promptTokens: usage.promptTokens,
-      completionTokens: usage.completionTokens,
-      reasoningTokens: usage.reasoningTokens,
-      cachedTokens: usage.cachedTokens,
-      status: usage.status,
-      latencyMs: usage.latencyMs,
-      estimated: usage.estimated ? 1 : 0,
-      charged,
-      reserved,
-      released: reserved,
-      providerCost: bookedCost(charged, usage.providerCostUsdc),
-      amount: -charged,
-      note: usage.model,
-    };
-    // The reservation's closing status, not the usage row's (both operands are named `status`).
-    if ((await CLOSE.run(tx, { status: statusAfter(charged), charged, at: now, requestId })) !== 1) return notApplied;
-    const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, v);
-    if (charged > 0) await CHARGE_ENTRY.run(tx, v);
-    await USAGE_ROW.run(tx, v);
-    await ADD_TO_TOTALS.run(tx, v);
-    if (r.api_key_id !== null) {
-      // The bucket rows are the reservation's key's (its api_key_id), as the reserve counted them.
-      await FINISH_IN_BUCKETS.run(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
-    }
-    await ADD_TO_DAILY.run(tx, v);
-    assertWalletFloor(r.wallet, Number(after!.balance_usdc), othersLocked);
-    return outcome(charged, Number(after!.balance_usdc));
-  }, { wallet: usage.wallet });
+  return storage.writeUnit(
+    async (tx) => {
+      const r = await tx.get<{ wallet: string; amount_usdc: number; api_key_id: number | null; created_at: number; balance_usdc: number; locked_usdc: number }>(
+        READ_PENDING,
+        [requestId],
+      );
+      if (!r) return notApplied;
+      const reserved = Number(r.amount_usdc);
+      const charged = payable(chargeUsdc, Number(r.balance_usdc), Number(r.locked_usdc), reserved);
+      // Preconditions: the reservation is part of its wallet's lock, and the charge leaves other requests' locks covered.
+      assertMoney(reserved >= 0 && reserved <= Number(r.locked_usdc), () => `request ${requestId}: reserved ${reserved} but its wallet locks ${r.locked_usdc}`);
+      const othersLocked = Number(r.locked_usdc) - reserved;
+      assertMoney(charged <= Number(r.balance_usdc) - othersLocked, () => `request ${requestId}: a charge of ${charged} reaches into other requests' locks`);
+      // One values object, written out, for every statement of the unit (each binds the names it
+      // uses): a spread copy per statement cost about a tenth of SQLite's reserve+settle throughput.
+      const v = {
+        requestId,
+        at: now,
+        day: usageDay(now),
+        wallet: r.wallet,
+        apiKeyId: usage.apiKeyId,
+        model: usage.model,
+        provider: usage.provider,
+        deployment: usage.deployment ?? null,
+        promptTokens: usage.promptTokens,
+        completionTokens: usage.completionTokens,
+        reasoningTokens: usage.reasoningTokens,
+        cachedTokens: usage.cachedTokens,
+        status: usage.status,
+        latencyMs: usage.latencyMs,
+        estimated: usage.estimated ? 1 : 0,
+        charged,
+        reserved,
+        released: reserved,
+        providerCost: bookedCost(charged, usage.providerCostUsdc),
+        amount: -charged,
+        note: usage.model,
+      };
+      // The reservation's closing status, not the usage row's (both operands are named `status`).
+      if ((await CLOSE.run(tx, { status: statusAfter(charged), charged, at: now, requestId })) !== 1) return notApplied;
+      const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, v);
+      if (charged > 0) await CHARGE_ENTRY.run(tx, v);
+      await USAGE_ROW.run(tx, v);
+      await ADD_TO_TOTALS.run(tx, v);
+      if (r.api_key_id !== null) {
+        // The bucket rows are the reservation's key's (its api_key_id), as the reserve counted them.
+        await FINISH_IN_BUCKETS.run(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
+      }
+      await ADD_TO_DAILY.run(tx, v);
+      assertWalletFloor(r.wallet, Number(after!.balance_usdc), othersLocked);
+      return outcome(charged, Number(after!.balance_usdc));
+    },
+    { wallet: usage.wallet },
+  );
 }

@@ -5,7 +5,7 @@ import { bucketValues } from '../effects/key-spend.ts';
 import { closeReservation, statusAfter } from '../effects/reservation.ts';
 import { boundOperands, unitStatement, VALUES } from '../effects/statement.ts';
 import { bookedCost, usageFigures, usageRow } from '../effects/usage-row.ts';
-import { keyLimitCount, roomLeft } from '../key-limit.ts';
+import { keyLimitCount, roomLeft } from '../key-spend-limit.ts';
 import type { SettleOutcome, SettleRecord } from '../reservations.ts';
 import { assertAmount, assertMoney, assertWalletFloor } from '../assert.ts';
 import { ADD_TO_DAILY, ADD_TO_TOTALS, CHARGE_ENTRY, FINISH_IN_BUCKETS, RELEASE_AND_CHARGE } from './finish.ts';
@@ -58,46 +58,52 @@ async function holdsForIt(tx: UnitTx, wallet: string, reservation: Reservation):
  */
 export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, now: number): Promise<LateOutcome> {
   assertAmount(`request ${r.requestId}'s late charge`, r.chargeUsdc);
-  return storage.writeUnit(async (tx): Promise<LateOutcome> => {
-    const reservation = await tx.get<Reservation>(RESERVATION_STATUS, [r.requestId]);
-    if (!reservation) return { kind: 'unknown' };
-    const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
-    if (!wallet) return { kind: 'unknown' };
-    const free = (await holdsForIt(tx, r.wallet, reservation)) ? Number(wallet.balance_usdc) - Number(wallet.locked_usdc) : 0;
-    // The sweeper gave this request's room in its key's limit back, and other requests may have
-    // been admitted into it since: the late charge takes only what the limit still leaves in the
-    // period it was reserved in, as it takes only the wallet's free balance (the rest is a shortfall).
-    const count = reservation.api_key_id === null ? null : await keyLimitCount(tx, Number(reservation.api_key_id), Number(reservation.created_at));
-    const charged = Math.max(0, Math.min(r.chargeUsdc, free, count ? roomLeft(count) : Infinity));
-    // The one charge allowed above a reservation's release: still only out of the free balance.
-    const within = charged <= r.chargeUsdc && (charged === 0 || charged <= free);
-    assertMoney(within, () => `request ${r.requestId}: a late charge of ${charged} (asked ${r.chargeUsdc}, free ${free})`);
-    const v = {
-      ...usageFigures(r.usage),
-      requestId: r.requestId,
-      wallet: r.wallet,
-      charged,
-      providerCost: bookedCost(charged, r.usage.providerCostUsdc),
-      at: now,
-      day: usageDay(now),
-    };
-    if ((await CLAIM_USAGE.run(tx, v)) !== 1) return { kind: 'already_billed' };
-    // A reservation still pending here was finished by nobody yet: finishReservation would have
-    // settled it, so this only happens if it was reserved again under the same id; refuse.
-    if (reservation.status === 'pending') throw new Error(`request ${r.requestId}: reservation still pending during a late charge`);
-    // The sweeper already released the reservation's lock: only the charge is left to take.
-    const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, { ...v, released: 0 });
-    if (charged > 0) await CHARGE_ENTRY.run(tx, { ...v, amount: -charged, note: `${r.usage.model} (late)` });
-    await ADD_TO_TOTALS.run(tx, v);
-    // Likewise in the key's buckets; the charge is spend of the period the request was reserved
-    // in, like any settle.
-    if (reservation.api_key_id !== null) {
-      await FINISH_IN_BUCKETS.run(tx, { ...v, released: 0, apiKeyId: Number(reservation.api_key_id), ...bucketValues(Number(reservation.created_at)) });
-    }
-    await ADD_TO_DAILY.run(tx, v);
-    await RECORD_ON_RESERVATION.run(tx, { ...v, status: statusAfter(charged) });
-    assertWalletFloor(r.wallet, Number(after!.balance_usdc), Number(wallet.locked_usdc));
-    if (charged < r.chargeUsdc) await tx.run(RECORD_SHORTFALL, [r.requestId, r.wallet, r.chargeUsdc, charged, now]);
-    return { kind: 'late', outcome: { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) } };
-  }, { wallet: r.wallet });
+  return storage.writeUnit(
+    async (tx): Promise<LateOutcome> => {
+      const reservation = await tx.get<Reservation>(RESERVATION_STATUS, [r.requestId]);
+      if (!reservation) return { kind: 'unknown' };
+      const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
+      if (!wallet) return { kind: 'unknown' };
+      const free = (await holdsForIt(tx, r.wallet, reservation)) ? Number(wallet.balance_usdc) - Number(wallet.locked_usdc) : 0;
+      // The sweeper gave this request's room in its key's limit back, and other requests may have
+      // been admitted into it since: the late charge takes only what the limit still leaves in the
+      // period it was reserved in, as it takes only the wallet's free balance (the rest is a shortfall).
+      const count = reservation.api_key_id === null ? null : await keyLimitCount(tx, Number(reservation.api_key_id), Number(reservation.created_at));
+      const charged = Math.max(0, Math.min(r.chargeUsdc, free, count ? roomLeft(count) : Infinity));
+      // The one charge allowed above a reservation's release: still only out of the free balance.
+      const within = charged <= r.chargeUsdc && (charged === 0 || charged <= free);
+      assertMoney(within, () => `request ${r.requestId}: a late charge of ${charged} (asked ${r.chargeUsdc}, free ${free})`);
+      const v = {
+        ...usageFigures(r.usage),
+        requestId: r.requestId,
+        wallet: r.wallet,
+        charged,
+        providerCost: bookedCost(charged, r.usage.providerCostUsdc),
+        at: now,
+        day: usageDay(now),
+      };
+      if ((await CLAIM_USAGE.run(tx, v)) !== 1) return { kind: 'already_billed' };
+      // A reservation still pending here was finished by nobody yet: finishReservation would have
+      // settled it, so this only happens if it was reserved again under the same id; refuse.
+      if (reservation.status === 'pending') throw new Error(`request ${r.requestId}: reservation still pending during a late charge`);
+      // The sweeper already released the reservation's lock: only the charge is left to take.
+      const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, { ...v, released: 0 });
+      if (charged > 0) await CHARGE_ENTRY.run(tx, { ...v, amount: -charged, note: `${r.usage.model} (late)` });
+      await ADD_TO_TOTALS.run(tx, v);
+      // Likewise in the key's buckets; the charge is spend of the period the request was reserved
+      // in, like any settle.
+      if (reservation.api_key_id !== null) {
+        await FINISH_IN_BUCKETS.run(tx, { ...v, released: 0, apiKeyId: Number(reservation.api_key_id), ...bucketValues(Number(reservation.created_at)) });
+      }
+      await ADD_TO_DAILY.run(tx, v);
+      await RECORD_ON_RESERVATION.run(tx, { ...v, status: statusAfter(charged) });
+      assertWalletFloor(r.wallet, Number(after!.balance_usdc), Number(wallet.locked_usdc));
+      if (charged < r.chargeUsdc) await tx.run(RECORD_SHORTFALL, [r.requestId, r.wallet, r.chargeUsdc, charged, now]);
+      return {
+        kind: 'late',
+        outcome: { applied: true, chargedUsdc: charged, shortfallUsdc: r.chargeUsdc - charged, balanceUsdc: Number(after!.balance_usdc) },
+      };
+    },
+    { wallet: r.wallet },
+  );
 }

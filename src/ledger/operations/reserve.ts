@@ -3,7 +3,7 @@ import { BOUND_BUCKETS, bucketValues, countReservation } from '../effects/key-sp
 import { insertReservation } from '../effects/reservation.ts';
 import { boundOperands, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
 import { lockFunds, releaseAndCharge } from '../effects/wallet.ts';
-import { checkKeyLimit, type KeyLimitReached } from '../key-limit.ts';
+import { checkKeyLimit, type KeyLimitReached } from '../key-spend-limit.ts';
 import { assertAmount, assertMoney } from '../assert.ts';
 
 /** Reserve: the first phase (see ../reservations.ts). */
@@ -26,9 +26,7 @@ export type ReserveOutcome =
    * `keyLimited`: the key had a spend limit when this reservation was admitted under it, so its
    * charge must stay within the reservation (the limit admitted exactly that much).
    */
-  | { ok: true; keyLimited: boolean }
-  | { ok: false; refused: 'balance' }
-  | ({ ok: false; refused: 'key_limit' } & KeyLimitReached);
+  { ok: true; keyLimited: boolean } | { ok: false; refused: 'balance' } | ({ ok: false; refused: 'key_limit' } & KeyLimitReached);
 
 const LOCK_FUNDS = unitStatement(lockFunds(boundOperands()));
 const UNLOCK_FUNDS = unitStatement(releaseAndCharge(boundOperands()));
@@ -97,16 +95,19 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
     if (reserved === 1) return { ok: true, keyLimited: false };
     // Refused: the balance, or a limit set since the key was cached. The unit below tells which.
   }
-  return storage.writeUnit(async (tx): Promise<ReserveOutcome> => {
-    // The conditional UPDATE decides, and takes the wallet's row lock (see lockFunds).
-    if ((await LOCK_FUNDS.run(tx, v)) !== 1) return { ok: false, refused: 'balance' };
-    const limit = await checkKeyLimit(tx, r.apiKeyId, r.amountUsdc, now);
-    if (limit.refusal) {
-      await UNLOCK_FUNDS.run(tx, { released: r.amountUsdc, charged: 0, at: now, wallet: r.wallet });
-      return { ok: false, refused: 'key_limit', ...limit.refusal };
-    }
-    await COUNT_RESERVATION.run(tx, v);
-    await INSERT_RESERVATION.run(tx, v);
-    return { ok: true, keyLimited: limit.limited };
-  }, { wallet: r.wallet });
+  return storage.writeUnit(
+    async (tx): Promise<ReserveOutcome> => {
+      // The conditional UPDATE decides, and takes the wallet's row lock (see lockFunds).
+      if ((await LOCK_FUNDS.run(tx, v)) !== 1) return { ok: false, refused: 'balance' };
+      const limit = await checkKeyLimit(tx, r.apiKeyId, r.amountUsdc, now);
+      if (limit.refusal) {
+        await UNLOCK_FUNDS.run(tx, { released: r.amountUsdc, charged: 0, at: now, wallet: r.wallet });
+        return { ok: false, refused: 'key_limit', ...limit.refusal };
+      }
+      await COUNT_RESERVATION.run(tx, v);
+      await INSERT_RESERVATION.run(tx, v);
+      return { ok: true, keyLimited: limit.limited };
+    },
+    { wallet: r.wallet },
+  );
 }

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../storage/schema.ts';
-import { applyMovement } from '../credits.ts';
+import { applyMovement } from '../movements.ts';
 
 /**
  * The money of an x402 `upto` payment, as two ledger operations of their own:

@@ -33,7 +33,10 @@ export async function retireUsageBatch(storage: Pick<Storage, 'db'>, exportDir: 
     .limit(b.rows)
     .execute();
   if (rows.length === 0) return 0;
-  await exportUsageRows(exportDir, rows.map((r) => ({ ...r, id: Number(r.id) })));
+  await exportUsageRows(
+    exportDir,
+    rows.map((r) => ({ ...r, id: Number(r.id) })),
+  );
   await b.afterExport?.();
   const ids = rows.map((r) => r.id);
   return storage.db.transaction().execute(async (trx) => {

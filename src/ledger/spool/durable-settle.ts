@@ -86,7 +86,10 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
     // Not on disk yet (a non-streaming answer, or the early append failed): the last chance.
     if (!spooled) appendOrRefuse(record, opts.lateIfReleased);
     deferredHere.add(record.requestId);
-    logger.warn({ reqId: record.requestId, chargeUsdc: record.chargeUsdc }, 'the database did not answer; the settle is spooled and will be applied when it does');
+    logger.warn(
+      { reqId: record.requestId, chargeUsdc: record.chargeUsdc },
+      'the database did not answer; the settle is spooled and will be applied when it does',
+    );
     if (deps.failure() === 'crash') {
       logger.warn({ reqId: record.requestId }, 'test fail point reached: settle spooled, stopping here');
       return new Promise<never>(() => undefined);
@@ -137,7 +140,10 @@ export function createDurableSettler(deps: SettlerDeps): DurableSettler {
         );
         deps.onUnbilled(record);
       } else {
-        logger.error({ err, reqId: record.requestId }, 'the settle spool could not be written while the database did not answer; the answer is withheld, nothing charged');
+        logger.error(
+          { err, reqId: record.requestId },
+          'the settle spool could not be written while the database did not answer; the answer is withheld, nothing charged',
+        );
       }
       throw new DependencyUnavailable('database', { cause: err });
     }

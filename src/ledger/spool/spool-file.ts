@@ -1,4 +1,19 @@
-import { accessSync, closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { SettleRecord } from '../reservations.ts';
 
@@ -98,7 +113,10 @@ export class SettleSpool {
           // left for the next round, which reads the new lines too.
           if (statSync(s.file, { throwIfNoEntry: false })?.size !== s.size) continue;
           if (left.length) {
-            rewriteWithout(s.file, left.map((l) => l.text));
+            rewriteWithout(
+              s.file,
+              left.map((l) => l.text),
+            );
             continue;
           }
           unlinkSync(s.file);

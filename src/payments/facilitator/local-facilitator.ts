@@ -60,12 +60,18 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
     // The receipt wait polls every pollingInterval; viem's default for a chain without a block time is
     // 4 s, which a payer waits in full whenever the first look finds no receipt yet (measured: the
     // last of 20 concurrent top-ups waited 4.3 s on anvil instead of 0.7 s).
-    const client = createWalletClient({ account, chain, pollingInterval: RECEIPT_POLL_MS, transport: http(rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 0 }) }).extend(publicActions);
+    const client = createWalletClient({
+      account,
+      chain,
+      pollingInterval: RECEIPT_POLL_MS,
+      transport: http(rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 0 }),
+    }).extend(publicActions);
     const markRpcFailed = () => {
       const ctx = calls.getStore();
       if (ctx) ctx.rpcFailed = true;
     };
-    const reporting = <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+    const reporting =
+      <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
       async (...args: A): Promise<R> => {
         try {
           return await fn(...args);
@@ -79,7 +85,12 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
     // it in, with no lock around it): the chain's pending count, so a gap heals by itself.
     // `record`: the settlement's hash goes to the payment before it is broadcast (relayer-send.ts).
     const send = (tx: RelayerTx, record?: (hash: Hex) => Promise<void>): Promise<Hex> =>
-      serializedSend(key, async () => signAndSend(client, account, tx, await client.getTransactionCount({ address: account.address, blockTag: 'pending' }), record), opts.sendLock, opts.queue).catch((err: unknown) => {
+      serializedSend(
+        key,
+        async () => signAndSend(client, account, tx, await client.getTransactionCount({ address: account.address, blockTag: 'pending' }), record),
+        opts.sendLock,
+        opts.queue,
+      ).catch((err: unknown) => {
         const refusal = err instanceof RelayerCouldNotSend ? err.message : relayerRefusal(err);
         const ctx = calls.getStore();
         if (refusal && ctx) ctx.refusal = refusal;
@@ -116,7 +127,9 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
     replacers.set(network, async (hash) => {
       const tx = await client.getTransaction({ hash }).catch(() => null);
       const bumpsSoFar = tx ? (bumped.get(tx.nonce) ?? 0) : 0;
-      const replacement = await replaceWithHigherFee(client, account.address, hash, { ...(opts.bumps ?? DEFAULT_BUMPS), bumpsSoFar }, (r) => serializedSend(key, () => client.sendTransaction(r), opts.sendLock, opts.queue));
+      const replacement = await replaceWithHigherFee(client, account.address, hash, { ...(opts.bumps ?? DEFAULT_BUMPS), bumpsSoFar }, (r) =>
+        serializedSend(key, () => client.sendTransaction(r), opts.sendLock, opts.queue),
+      );
       if (replacement && tx) bumped.set(tx.nonce, bumpsSoFar + 1);
       return replacement;
     });
@@ -138,7 +151,8 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
         if (!result.isValid && rpcFailed) throw new FacilitatorUnavailable(`the RPC for ${requirements.network} did not answer`);
         return result;
       } catch (err) {
-        if (err instanceof FacilitatorUnavailable || isTransportError(err)) throw new FacilitatorUnavailable(`the RPC for ${requirements.network} did not answer`);
+        if (err instanceof FacilitatorUnavailable || isTransportError(err))
+          throw new FacilitatorUnavailable(`the RPC for ${requirements.network} did not answer`);
         throw err;
       }
     },

@@ -32,10 +32,18 @@ export function remoteFacilitator(url: string, timeoutMs: number, token?: string
         return await client.settle(payload, requirements);
       } catch (err) {
         if (err instanceof SettleError) {
-          return { success: false, errorReason: err.errorReason, errorMessage: err.errorMessage, payer: err.payer, transaction: err.transaction, network: err.network };
+          return {
+            success: false,
+            errorReason: err.errorReason,
+            errorMessage: err.errorMessage,
+            payer: err.payer,
+            transaction: err.transaction,
+            network: err.network,
+          };
         }
         if (neverReached(err)) throw new FacilitatorUnavailable(`the facilitator at ${where} ${describe(err)}`);
-        if (sentNothing(err)) throw new FacilitatorUnavailable(`the facilitator at ${where} could not send the settlement (its relayer or chain); nothing was sent`);
+        if (sentNothing(err))
+          throw new FacilitatorUnavailable(`the facilitator at ${where} could not send the settlement (its relayer or chain); nothing was sent`);
         throw new SettlementUnknown(`the facilitator at ${where} ${describe(err)}; the payment may still settle`);
       }
     },

@@ -1,4 +1,4 @@
-import type { BillOptions, BilledPlan } from '../../chat/bill.ts';
+import type { BillOptions, BilledPlan } from '../../metered/bill.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
 

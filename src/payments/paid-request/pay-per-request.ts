@@ -67,13 +67,20 @@ async function decide(deps: PaidRequestDeps, paidRequest: PaidRequest, sent: Pai
   if (sent.payment === undefined) {
     // A payment, when sent, is what the client chose; otherwise a signed SIWX message spends a balance.
     if (sent.siwx !== undefined) return spendWithSiwx(deps, paidRequest, sent.siwx, ask);
-    return ask('PAYMENT_REQUIRED', `pay ${price / 1e6} USD with one of accepts (x402: PAYMENT-SIGNATURE or X-Payment header) and send the same request again, or use an API key`);
+    return ask(
+      'PAYMENT_REQUIRED',
+      `pay ${price / 1e6} USD with one of accepts (x402: PAYMENT-SIGNATURE or X-Payment header) and send the same request again, or use an API key`,
+    );
   }
   const decoded = decodePaymentHeader(sent.payment);
   const paid = matchPaidPayment(decoded, offer, config);
   if (paid.kind === 'answers-no-offer') throw paymentMismatch(`the payment's amount answers no offer; pay one of accepts`);
   if (paid.kind === 'insufficient') {
-    return ask('PAYMENT_INSUFFICIENT', `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`, { paid_usdc: paid.paid });
+    return ask(
+      'PAYMENT_INSUFFICIENT',
+      `the payment is for ${paid.paid} micro-USDC but this request costs ${price}; nothing was settled. Sign a payment for one of accepts`,
+      { paid_usdc: paid.paid },
+    );
   }
   // Read before any settle (a bad id is a 400), claimed once the payer is known to have signed
   // (never for a payer a forged header merely names), before anything is recorded: a retry under
@@ -126,7 +133,11 @@ async function settleAndRun(
     case 'rejected':
       if (outcome.reason === TOPUP_PAYMENT) return refuseTopupPayment(matched.identity.payer, ask);
       if (mustNotPayAgain(outcome.reason)) return ask('PAYMENT_REJECTED', `${outcome.reason}; the request did not run`, { reason: outcome.reason });
-      return ask('PAYMENT_REJECTED', `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`, { reason: outcome.reason });
+      return ask(
+        'PAYMENT_REJECTED',
+        `the payment was rejected (${outcome.reason}); nothing was credited and the request did not run. Sign a new payment for one of accepts`,
+        { reason: outcome.reason },
+      );
     case 'pending':
       hold?.keepPending();
       return { kind: 'pending', transaction: outcome.payment.tx_hash };
@@ -150,7 +161,10 @@ function refusePaid(deps: PaidRequestDeps, payment: PaymentRow, replayed: boolea
     case 'topup-payment':
       return refuseTopupPayment(payment.payer, ask);
     case 'expired':
-      return ask('PAYMENT_EXPIRED', `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`);
+      return ask(
+        'PAYMENT_EXPIRED',
+        `this payment was credited to ${payment.payer}'s balance earlier and no longer pays for requests (a payment is good for ${maxTimeoutSeconds} s at most); sign a new payment for one of accepts, or spend the balance with an API key`,
+      );
     case 'runs':
       return undefined;
   }
@@ -164,7 +178,13 @@ function refuseTopupPayment(payer: string, ask: AskForPayment): PaidOutcome {
   );
 }
 
-async function runPaid(deps: PaidRequestDeps, { plan, run }: PaidRequest, payment: PaymentRow, ask: AskForPayment, hold: IdentifierHold | undefined): Promise<PaidOutcome> {
+async function runPaid(
+  deps: PaidRequestDeps,
+  { plan, run }: PaidRequest,
+  payment: PaymentRow,
+  ask: AskForPayment,
+  hold: IdentifierHold | undefined,
+): Promise<PaidOutcome> {
   const key = await payPerRequestKey(deps.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   deps.showReceipt(payment);

@@ -1,4 +1,4 @@
-import { reservationRefusal } from '../../chat/reservation-refusal.ts';
+import { reservationRefusal } from '../../metered/reservation-refusal.ts';
 import { getBalance } from '../../ledger/balances.ts';
 import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
 import type { PaidRequestDeps } from './deps.ts';
@@ -26,14 +26,20 @@ export async function spendWithSiwx(deps: PaidRequestDeps, paid: PaidRequest, he
   const verified = await deps.verifySiwx(header, paid.path);
   if (!verified.ok) {
     if (verified.status === 503) return { kind: 'siwx-unavailable', reason: verified.reason };
-    return ask('SIWX_REJECTED', `${verified.reason}; nothing was charged and the request did not run. Sign this 402's sign-in-with-x challenge, or pay one of accepts`);
+    return ask(
+      'SIWX_REJECTED',
+      `${verified.reason}; nothing was charged and the request did not run. Sign this 402's sign-in-with-x challenge, or pay one of accepts`,
+    );
   }
   const { wallet } = verified;
   // Counted once the signer is known: a forged header must not use up a wallet's window.
   await deps.countRequest(wallet);
   const balance = await getBalance(deps.db, wallet);
   if (balance.balance_usdc <= 0) {
-    return ask('PAYMENT_REQUIRED', `${wallet} has no balance at this gateway, so sign-in-with-x cannot pay for this request; pay one of accepts (what the request does not use stays as a balance that sign-in-with-x can spend later)`);
+    return ask(
+      'PAYMENT_REQUIRED',
+      `${wallet} has no balance at this gateway, so sign-in-with-x cannot pay for this request; pay one of accepts (what the request does not use stays as a balance that sign-in-with-x can spend later)`,
+    );
   }
   const key = await payPerRequestKey(deps.db, wallet);
   const ran = await paid.run(key, {});

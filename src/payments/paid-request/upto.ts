@@ -56,14 +56,19 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
     fromBlock = Number(await topup.clientFor(network)!.getBlockNumber());
     verified = await topup.facilitator.verify(matched.payload, matched.requirements);
   } catch (err) {
-    if (err instanceof FacilitatorUnavailable || isTransportError(err)) return { kind: 'facilitator-unavailable', reason: 'the payment facilitator or the chain is unavailable' };
+    if (err instanceof FacilitatorUnavailable || isTransportError(err))
+      return { kind: 'facilitator-unavailable', reason: 'the payment facilitator or the chain is unavailable' };
     throw err;
   }
   // Verified before anything is recorded: nothing moves until the settle, so an unverified upto
   // payment has nothing to be credited for, and a forged one records nothing.
   if (!verified.isValid) {
     const reason = verified.invalidReason ?? 'payment rejected by the facilitator';
-    return ask('PAYMENT_REJECTED', `the upto payment was rejected (${reason}); nothing was recorded and the request did not run. Sign a new payment for one of accepts`, { reason });
+    return ask(
+      'PAYMENT_REJECTED',
+      `the upto payment was rejected (${reason}); nothing was recorded and the request did not run. Sign a new payment for one of accepts`,
+      { reason },
+    );
   }
   // Only now, the payer known to have signed, may the answer say anything of the wallet's upto
   // state or its identifiers. The identifier first: a retry that signed a new authorization while
@@ -75,10 +80,14 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
   if (open) throw openUptoRefusal(open, uptoRefusalClock(deps));
   await deps.countRequest(payer);
 
-  // Log searches for this authorization start 5,000 blocks back, as for exact (settle-payment.ts).
+  // Log searches for this authorization start 5,000 blocks back, as for exact (settle-topup.ts).
   const opened = await openPayment(db, matched, Math.max(0, fromBlock - 5_000), deps.now());
   if (opened.kind !== 'claimed') {
-    return ask('PAYMENT_REJECTED', `this upto authorization is already recorded (payment ${opened.row.id}); an upto authorization pays for one request only. Sign a new payment for one of accepts`, { reason: 'upto_authorization_used' });
+    return ask(
+      'PAYMENT_REJECTED',
+      `this upto authorization is already recorded (payment ${opened.row.id}); an upto authorization pays for one request only. Sign a new payment for one of accepts`,
+      { reason: 'upto_authorization_used' },
+    );
   }
   const held = await holdMaximum(db, opened.row.id, matched.payload, deps.now());
   if (held.kind === 'busy') {
@@ -90,10 +99,13 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
   const settleDeps: UptoSettleDeps = { ...topup.upto, logger: deps.log };
   // The request must be over in time for its settle (admission.ts, uptoRunUntil): past that, its
   // client is cut, and a stream is drained and billed for what it produced, as for a client that left.
-  const cut = setTimeout(() => {
-    deps.log.warn({ payment: held.payment.id }, "upto request cut: its authorization's deadline leaves only the time to settle it");
-    deps.cutClient();
-  }, Math.min(MAX_TIMER_MS, Math.max(0, runUntil - deps.now())));
+  const cut = setTimeout(
+    () => {
+      deps.log.warn({ payment: held.payment.id }, "upto request cut: its authorization's deadline leaves only the time to settle it");
+      deps.cutClient();
+    },
+    Math.min(MAX_TIMER_MS, Math.max(0, runUntil - deps.now())),
+  );
   try {
     // In the try: a concurrent retry that ran first (the 409) leaves this hold to be settled for 0.
     await identifier?.start();
@@ -104,6 +116,8 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
     clearTimeout(cut);
     // After the answer (JSON sent, stream ended, or a failure voided): a settle that does not
     // finish here is finished by the reconciler from the row.
-    await settleUpto(settleDeps, held.payment.id).catch((err: unknown) => deps.log.warn({ payment: held.payment.id, err: (err as Error).message }, 'upto settle failed; the reconciler will retry'));
+    await settleUpto(settleDeps, held.payment.id).catch((err: unknown) =>
+      deps.log.warn({ payment: held.payment.id, err: (err as Error).message }, 'upto settle failed; the reconciler will retry'),
+    );
   }
 }

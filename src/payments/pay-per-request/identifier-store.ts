@@ -96,6 +96,9 @@ export async function releasePaymentIdentifier(db: Kysely<Database>, c: ClaimKey
 }
 
 export async function prunePaymentIdentifiers(db: Kysely<Database>, now = Date.now()): Promise<number> {
-  const result = await db.deleteFrom('payment_identifiers').where('created_at', '<', now - PAYMENT_IDENTIFIER_KEEP_MS).executeTakeFirst();
+  const result = await db
+    .deleteFrom('payment_identifiers')
+    .where('created_at', '<', now - PAYMENT_IDENTIFIER_KEEP_MS)
+    .executeTakeFirst();
   return Number(result.numDeletedRows ?? 0);
 }

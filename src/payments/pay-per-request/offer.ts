@@ -12,10 +12,16 @@ type PaymentConfig = Pick<Config, 'payPerRequest' | 'topup'>;
  * payPerRequest.upto the upto offers for its reservation itself (a maximum, not rounded up: the
  * charge is settled afterwards), or nothing when the price is above the largest payment taken.
  */
-export type RequestOffer = { kind: 'over-limit' } | { kind: 'offered'; price: number; maxUsdc: number; offers: Offer[]; uptoOffers: Offer[]; uptoMinChargeUsdc: number };
+export type RequestOffer =
+  | { kind: 'over-limit' }
+  | { kind: 'offered'; price: number; maxUsdc: number; offers: Offer[]; uptoOffers: Offer[]; uptoMinChargeUsdc: number };
 
 /** `uptoFacilitatorFor`: the address an upto witness binds per network (TopupService.uptoFacilitatorFor). */
-export function offerRequest(reservationUsdc: number, config: PaymentConfig, uptoFacilitatorFor: (network: string) => string | undefined = () => undefined): RequestOffer {
+export function offerRequest(
+  reservationUsdc: number,
+  config: PaymentConfig,
+  uptoFacilitatorFor: (network: string) => string | undefined = () => undefined,
+): RequestOffer {
   const minUsdc = usdToMicro(String(config.payPerRequest.minUsd));
   const price = pricePerRequest(reservationUsdc, minUsdc);
   const maxUsdc = usdToMicro(String(config.topup.maxUsd));
@@ -28,7 +34,8 @@ export function offerRequest(reservationUsdc: number, config: PaymentConfig, upt
 }
 
 /** A v2 payment for the upto scheme (v1 has no upto). */
-export const isUpto = (decoded: DecodedPayment) => decoded.envelope.x402Version === 2 && (decoded.envelope as { accepted: { scheme: string } }).accepted.scheme === 'upto';
+export const isUpto = (decoded: DecodedPayment) =>
+  decoded.envelope.x402Version === 2 && (decoded.envelope as { accepted: { scheme: string } }).accepted.scheme === 'upto';
 
 /** Whether a payment sent with a request pays for it: matched against an offer the server builds itself, or why not. */
 export type PaidPayment = { kind: 'answers-no-offer' } | { kind: 'insufficient'; paid: number } | { kind: 'matched'; matched: MatchedPayment };

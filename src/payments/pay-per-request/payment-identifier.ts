@@ -25,5 +25,7 @@ export function readPaymentIdentifier(envelope: { x402Version: number; extension
   return { kind: 'id', id };
 }
 
-export const bodyDigest = (body: unknown) => createHash('sha256').update(JSON.stringify(body) ?? '').digest('hex');
-
+export const bodyDigest = (body: unknown) =>
+  createHash('sha256')
+    .update(JSON.stringify(body) ?? '')
+    .digest('hex');

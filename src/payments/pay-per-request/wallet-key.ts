@@ -20,7 +20,16 @@ export async function payPerRequestKey(db: Kysely<Database>, wallet: string, now
   try {
     await db
       .insertInto('api_keys')
-      .values({ wallet, key_hash: pseudoHash(wallet), prefix: 'x402', last4: '', label: PAY_PER_REQUEST_LABEL, created_at: now, revoked_at: null, last_used_at: null })
+      .values({
+        wallet,
+        key_hash: pseudoHash(wallet),
+        prefix: 'x402',
+        last4: '',
+        label: PAY_PER_REQUEST_LABEL,
+        created_at: now,
+        revoked_at: null,
+        last_used_at: null,
+      })
       .execute();
   } catch (err) {
     // Two first paid requests of one wallet at once: the other one created it.

@@ -30,7 +30,11 @@ export function watchRelayerGas(
   for (const network of networks) {
     balance(network)
       .then((wei) => {
-        if (wei === 0n) logger.warn({ relayer, network }, 'the relayer has no native balance to pay gas: every payment on this network will be answered 503 until it is funded');
+        if (wei === 0n)
+          logger.warn(
+            { relayer, network },
+            'the relayer has no native balance to pay gas: every payment on this network will be answered 503 until it is funded',
+          );
       })
       .catch(() => undefined);
   }

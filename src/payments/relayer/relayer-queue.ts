@@ -43,7 +43,12 @@ export function sendKey(relayer: string, chainId: number): string {
   return `tollgate-relayer:${chainId}:${relayer.toLowerCase()}`;
 }
 
-export function serializedSend<R>(key: string, send: () => Promise<R>, acrossInstances?: CrossInstanceLock, bounds: QueueBounds = DEFAULT_QUEUE_BOUNDS): Promise<R> {
+export function serializedSend<R>(
+  key: string,
+  send: () => Promise<R>,
+  acrossInstances?: CrossInstanceLock,
+  bounds: QueueBounds = DEFAULT_QUEUE_BOUNDS,
+): Promise<R> {
   const waiting = queued.get(key) ?? 0;
   if (waiting >= bounds.maxQueued) return Promise.reject(new RelayerCouldNotSend(`${waiting} settlements are already waiting for the relayer`));
   queued.set(key, waiting + 1);

@@ -53,9 +53,10 @@ class UptoSchemeForCharge extends UptoEvmScheme {
     }
     const key = inner.signature;
     const remembered = (await this.pending.get(key)) as Hex | undefined;
-    const result = remembered && (await this.nodeKnows(remembered))
-      ? await receiptOf(this.relayer, remembered, payload.accepted.network, inner.permit2Authorization.from, BigInt(requirements.amount))
-      : await settleUptoCharge(this.relayer, payload, requirements, inner);
+    const result =
+      remembered && (await this.nodeKnows(remembered))
+        ? await receiptOf(this.relayer, remembered, payload.accepted.network, inner.permit2Authorization.from, BigInt(requirements.amount))
+        : await settleUptoCharge(this.relayer, payload, requirements, inner);
     if (result.errorReason === SETTLEMENT_PENDING && result.transaction) await this.pending.set(key, result.transaction);
     else await this.pending.delete(key);
     return result;

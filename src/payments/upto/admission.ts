@@ -62,7 +62,10 @@ export async function refuseIfUptoUnsettled(db: Kysely<Database>, payer: string,
 /** The payer's earlier upto payment is open: a second request of theirs is refused with what to do. */
 export function openUptoRefusal(open: PaymentRow, clock: RefusalClock = DEFAULT_CLOCK()): ApiError {
   if (open.upto_state === 'unsettled') {
-    const charge = open.settle_amount_atomic === null || open.token_decimals === null ? 'its charge' : `${microUsdcFor(BigInt(open.settle_amount_atomic), open.token_decimals)} micro-USDC`;
+    const charge =
+      open.settle_amount_atomic === null || open.token_decimals === null
+        ? 'its charge'
+        : `${microUsdcFor(BigInt(open.settle_amount_atomic), open.token_decimals)} micro-USDC`;
     return new ApiError(
       403,
       'UPTO_UNSETTLED',

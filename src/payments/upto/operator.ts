@@ -20,7 +20,8 @@ type RetryDeps = UptoSettleDeps & { now: () => number };
 async function uptoPayment(db: Kysely<Database>, id: string, states: string[]): Promise<PaymentRow | string> {
   const p = await db.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirst();
   if (!p) return `no payment ${id}`;
-  if (p.upto_state === null || !states.includes(p.upto_state)) return `payment ${id} is ${p.upto_state === null ? 'not an upto payment' : p.upto_state}, not ${states[0]}; nothing was changed`;
+  if (p.upto_state === null || !states.includes(p.upto_state))
+    return `payment ${id} is ${p.upto_state === null ? 'not an upto payment' : p.upto_state}, not ${states[0]}; nothing was changed`;
   return p;
 }
 
@@ -28,7 +29,8 @@ export async function retryUpto(deps: RetryDeps, id: string): Promise<OperatorOu
   const p = await uptoPayment(deps.db, id, ['unsettled', 'written_off']);
   if (typeof p === 'string') return { kind: 'refused', message: p };
   if (p.upto_state === 'written_off') return retryWrittenOff(deps, p);
-  if (!(await reopenUnsettled(deps.db, id, deps.now()))) return { kind: 'refused', message: `payment ${id} changed meanwhile; nothing was sent, look at it again` };
+  if (!(await reopenUnsettled(deps.db, id, deps.now())))
+    return { kind: 'refused', message: `payment ${id} changed meanwhile; nothing was sent, look at it again` };
   // Counted once, when it first became unsettled: a retry that fails again is not a second one.
   await finishSettling({ ...deps, countUnsettled: () => {} }, await findPayment(deps.db, id));
   return { kind: 'done', payment: await findPayment(deps.db, id) };
@@ -43,18 +45,31 @@ async function retryWrittenOff(deps: RetryDeps, p: PaymentRow): Promise<Operator
   const client = deps.clientFor(p.network);
   if (!client || p.settle_amount_atomic === null) return { kind: 'refused', message: `payment ${p.id}: no RPC for ${p.network}; nothing was changed` };
   const facts = { ...p, amount_atomic: p.settle_amount_atomic };
-  const outcome = await inspectOnChain(client, facts, { nowSeconds: Math.floor(deps.now() / 1000), isClaimed: (tx) => isClaimedByOther(deps.db, p.id, p.network, tx) });
+  const outcome = await inspectOnChain(client, facts, {
+    nowSeconds: Math.floor(deps.now() / 1000),
+    isClaimed: (tx) => isClaimedByOther(deps.db, p.id, p.network, tx),
+  });
   if (outcome.state === 'settled' && outcome.amountAtomic.toString() === p.settle_amount_atomic) {
-    if (!(await settleWrittenOff(deps.db, p.id, outcome.amountAtomic, outcome.txHash, deps.now()))) return { kind: 'refused', message: `payment ${p.id} changed meanwhile; look at it again` };
+    if (!(await settleWrittenOff(deps.db, p.id, outcome.amountAtomic, outcome.txHash, deps.now())))
+      return { kind: 'refused', message: `payment ${p.id} changed meanwhile; look at it again` };
     deps.logger.info({ payment: p.id, tx: outcome.txHash }, 'written-off upto payment found paid on chain: settled');
     return { kind: 'done', payment: await findPayment(deps.db, p.id) };
   }
   if (outcome.state === 'open') {
-    if (!(await reopenUnsettled(deps.db, p.id, deps.now(), 'written_off'))) return { kind: 'refused', message: `payment ${p.id} could not be reopened (changed meanwhile, or its payer has another open upto payment); nothing was sent` };
+    if (!(await reopenUnsettled(deps.db, p.id, deps.now(), 'written_off')))
+      return {
+        kind: 'refused',
+        message: `payment ${p.id} could not be reopened (changed meanwhile, or its payer has another open upto payment); nothing was sent`,
+      };
     await finishSettling({ ...deps, countUnsettled: () => {} }, await findPayment(deps.db, p.id));
     return { kind: 'done', payment: await findPayment(deps.db, p.id) };
   }
-  const shows = outcome.state === 'settled' ? `${outcome.amountAtomic} token units arrived (${outcome.txHash}), not the charge of ${p.settle_amount_atomic}` : outcome.state === 'void' ? outcome.reason : `its authorization is ${outcome.state}`;
+  const shows =
+    outcome.state === 'settled'
+      ? `${outcome.amountAtomic} token units arrived (${outcome.txHash}), not the charge of ${p.settle_amount_atomic}`
+      : outcome.state === 'void'
+        ? outcome.reason
+        : `its authorization is ${outcome.state}`;
   return { kind: 'refused', message: `written-off payment ${p.id}: the chain shows ${shows}; nothing was changed` };
 }
 

@@ -37,10 +37,14 @@ export interface UptoReconcileDeps extends UptoFinishDeps {
 export async function reconcileUpto(deps: UptoReconcileDeps): Promise<void> {
   const before = deps.now() - deps.staleMs;
   for (const p of await uptoPaymentsIn(deps.db, ['holding'], before)) {
-    await settleUpto(deps, p.id).catch((err: unknown) => deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not settle an upto payment; will retry'));
+    await settleUpto(deps, p.id).catch((err: unknown) =>
+      deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not settle an upto payment; will retry'),
+    );
   }
   for (const p of await uptoPaymentsIn(deps.db, ['settling'], before)) {
-    await finishSettling(deps, p).catch((err: unknown) => deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not read the chain for an upto payment; will retry'));
+    await finishSettling(deps, p).catch((err: unknown) =>
+      deps.logger.warn({ payment: p.id, err: (err as Error).message }, 'could not read the chain for an upto payment; will retry'),
+    );
   }
   const validPast = Math.floor(deps.now() / 1000) + UPTO_SETTLE_MARGIN_SECONDS;
   for (const p of await stillCollectable(deps.db, validPast, before)) {
@@ -70,7 +74,10 @@ export async function finishSettling(deps: UptoFinishDeps, p: PaymentRow): Promi
   }
   // The chain is searched for a transfer of the charge, not of the signed maximum.
   const facts = { ...p, amount_atomic: p.settle_amount_atomic };
-  const outcome = await inspectOnChain(client, facts, { nowSeconds: Math.floor(deps.now() / 1000), isClaimed: (tx) => isClaimedByOther(deps.db, p.id, p.network, tx) });
+  const outcome = await inspectOnChain(client, facts, {
+    nowSeconds: Math.floor(deps.now() / 1000),
+    isClaimed: (tx) => isClaimedByOther(deps.db, p.id, p.network, tx),
+  });
   switch (outcome.state) {
     case 'settled':
       if (outcome.amountAtomic.toString() === p.settle_amount_atomic) await closeSettled(deps.db, p.id, outcome.amountAtomic, outcome.txHash);
@@ -135,6 +142,9 @@ async function giveUpIfStuck(deps: UptoFinishDeps, p: PaymentRow): Promise<void>
   const reason = `its settle ${p.tx_hash ?? '(no hash recorded)'} was still not mined past the authorization's deadline`;
   if (await markUnsettled(deps.db, p.id, reason)) {
     deps.countUnsettled();
-    deps.logger.warn({ payment: p.id, payer: p.payer, tx: p.tx_hash }, 'upto settle stuck past its deadline: unsettled (tollgate admin upto retry or write-off)');
+    deps.logger.warn(
+      { payment: p.id, payer: p.payer, tx: p.tx_hash },
+      'upto settle stuck past its deadline: unsettled (tollgate admin upto retry or write-off)',
+    );
   }
 }

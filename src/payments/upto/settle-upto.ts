@@ -119,7 +119,10 @@ export async function recordArrival(deps: UptoSettleDeps, payment: PaymentRow, t
 async function unsettled(deps: UptoSettleDeps, payment: PaymentRow, reason: string): Promise<UptoSettleOutcome> {
   if (await markUnsettled(deps.db, payment.id, reason)) {
     deps.countUnsettled();
-    deps.logger.warn({ payment: payment.id, payer: payment.payer, reason }, 'upto payment unsettled after its answer was delivered: the payer is refused until it is retried or written off (tollgate admin upto)');
+    deps.logger.warn(
+      { payment: payment.id, payer: payment.payer, reason },
+      'upto payment unsettled after its answer was delivered: the payer is refused until it is retried or written off (tollgate admin upto)',
+    );
   }
   return 'unsettled';
 }

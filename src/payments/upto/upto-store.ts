@@ -71,7 +71,12 @@ export async function fixCharge(db: Kysely<Database>, id: string, now = Date.now
 
 /** The settling transaction's hash, recorded before it is broadcast (the facilitator's onBroadcast). */
 export async function recordUptoTx(db: Kysely<Database>, id: string, txHash: string, now = Date.now()): Promise<void> {
-  await db.updateTable('payments').set({ tx_hash: txHash.toLowerCase(), updated_at: now }).where('id', '=', id).where('state', 'in', ['settling', 'unsettled']).execute();
+  await db
+    .updateTable('payments')
+    .set({ tx_hash: txHash.toLowerCase(), updated_at: now })
+    .where('id', '=', id)
+    .where('state', 'in', ['settling', 'unsettled'])
+    .execute();
 }
 
 /** Thrown from the hash write before a broadcast when the send claim was lost: nothing is broadcast. */
@@ -134,7 +139,12 @@ export async function writeOff(db: Kysely<Database>, id: string, reason: string,
 
 /** The payer's open upto payment (holding, settling or unsettled), if any: at most one, by the index. */
 export function openUptoOf(db: Kysely<Database>, payer: string): Promise<PaymentRow | undefined> {
-  return db.selectFrom('payments').selectAll().where('payer', '=', payer.toLowerCase()).where('upto_state', 'in', ['holding', 'settling', 'unsettled']).executeTakeFirst();
+  return db
+    .selectFrom('payments')
+    .selectAll()
+    .where('payer', '=', payer.toLowerCase())
+    .where('upto_state', 'in', ['holding', 'settling', 'unsettled'])
+    .executeTakeFirst();
 }
 
 /** Upto payments in `states` last touched before `before` (ms), oldest first: the reconciler's work list. */

@@ -107,7 +107,8 @@ function readDocument(b: Json, where: string, out: CountableContent, nesting: nu
 /** A block's `source`, its string fields checked (they are written into a data: URL when the request is translated). */
 function source(b: Json, where: string): Json {
   const s = b.source;
-  if (typeof s !== 'object' || s === null || Array.isArray(s)) throw badRequest(`${where}.source must be an object such as {"type": "base64", "media_type": "…", "data": "…"}`, { param: `${where}.source` });
+  if (typeof s !== 'object' || s === null || Array.isArray(s))
+    throw badRequest(`${where}.source must be an object such as {"type": "base64", "media_type": "…", "data": "…"}`, { param: `${where}.source` });
   for (const field of ['type', 'media_type', 'data', 'url', 'file_id']) optionalStringAt(s, field, `${where}.source`);
   return s;
 }

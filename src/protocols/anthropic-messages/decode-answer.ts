@@ -2,26 +2,32 @@ import type { AnthropicResponse, ContentBlock } from './types.ts';
 import { finishReason } from './finish-reason.ts';
 import { reportedUsage, type TranslatedUsage } from './decode-usage.ts';
 
-export interface ToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
 
 export interface ChatCompletion {
   id: string;
   object: 'chat.completion';
   created: number;
   model: string;
-  choices: [{
-    index: 0;
-    message: {
-      role: 'assistant';
-      content: string | null;
-      refusal: null;
-      tool_calls?: ToolCall[];
-      reasoning_content?: string;
-      thinking_blocks?: ContentBlock[];
-    };
-    logprobs: null;
-    finish_reason: string | null;
-  }];
+  choices: [
+    {
+      index: 0;
+      message: {
+        role: 'assistant';
+        content: string | null;
+        refusal: null;
+        tool_calls?: ToolCall[];
+        reasoning_content?: string;
+        thinking_blocks?: ContentBlock[];
+      };
+      logprobs: null;
+      finish_reason: string | null;
+    },
+  ];
   usage?: TranslatedUsage;
 }
 
@@ -38,7 +44,8 @@ export function fromAnthropicResponse(msg: AnthropicResponse, created = Math.flo
   const thinkingBlocks: ContentBlock[] = [];
   for (const block of msg.content ?? []) {
     if (block.type === 'text') text += block.text;
-    else if (block.type === 'tool_use') toolCalls.push({ id: block.id, type: 'function', function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) } });
+    else if (block.type === 'tool_use')
+      toolCalls.push({ id: block.id, type: 'function', function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) } });
     else if (block.type === 'thinking' || block.type === 'redacted_thinking') {
       if (block.type === 'thinking') reasoning += block.thinking;
       thinkingBlocks.push(block);

@@ -39,7 +39,10 @@ export function decodeMessagesRequest(body: unknown, extraFields: ReadonlySet<st
 
   for (const [field, value] of Object.entries(b)) {
     switch (field) {
-      case 'model': case 'max_tokens': case 'messages': case 'system':
+      case 'model':
+      case 'max_tokens':
+      case 'messages':
+      case 'system':
         break;
       case 'stop_sequences':
         if (value !== undefined && value !== null) out.stop = value;
@@ -55,17 +58,23 @@ export function decodeMessagesRequest(body: unknown, extraFields: ReadonlySet<st
         if (typeof user === 'string' && user && user.length <= MAX_USER_LENGTH) out.user = user;
         break;
       }
-      case 'temperature': case 'top_p': case 'stream':
+      case 'temperature':
+      case 'top_p':
+      case 'stream':
         out[field] = value;
         break;
-      case 'thinking': case 'output_config':
+      case 'thinking':
+      case 'output_config':
         break;
       default: {
         // An operator's extension wins; then the field's policy: dropped fields are left out, and
         // anything else (top_k, an OpenAI-only field such as n, a field Anthropic does not have) is refused.
         if (extraFields.has(field)) out[field] = value;
         else if (fieldPolicy(field)?.translated !== 'drop') {
-          throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API fields listed in docs/api.md#forwarded-fields and the extensions its operator configured for this model's provider`, { param: field });
+          throw badRequest(
+            `Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API fields listed in docs/api.md#forwarded-fields and the extensions its operator configured for this model's provider`,
+            { param: field },
+          );
         }
       }
     }
@@ -90,7 +99,8 @@ function reasoning(b: Json, maxTokens: number, target: TranslationTarget | undef
     return { thinking: { type: 'enabled', budget_tokens: Math.max(1, Math.min(thinking.budget_tokens, maxTokens - 1)) } };
   }
   const level = typeof effort === 'string' && Object.hasOwn(EFFORT_AS_REASONING, effort) ? EFFORT_AS_REASONING[effort]! : 'medium';
-  if (target.reasoningFamily === 'thinking') return { thinking: { type: 'enabled', budget_tokens: Math.max(1, Math.min(ADAPTIVE_BUDGETS[level]!, maxTokens - 1)) } };
+  if (target.reasoningFamily === 'thinking')
+    return { thinking: { type: 'enabled', budget_tokens: Math.max(1, Math.min(ADAPTIVE_BUDGETS[level]!, maxTokens - 1)) } };
   return { reasoning_effort: level };
 }
 
@@ -127,10 +137,13 @@ function assistant(blocks: Json[], field: string): Json {
   const calls: Json[] = [];
   blocks.forEach((block, j) => {
     if (block.type === 'text') text += block.text;
-    else if (block.type === 'tool_use') calls.push({ id: block.id, type: 'function', function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) } });
+    else if (block.type === 'tool_use')
+      calls.push({ id: block.id, type: 'function', function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) } });
     // Signed thinking is Anthropic's to check; another provider cannot take it back.
     else if (block.type !== 'thinking' && block.type !== 'redacted_thinking') {
-      throw badRequest(`${field}.content[${j}] is a ${JSON.stringify(block.type)} block; assistant turns may hold text, tool_use and thinking blocks`, { param: `${field}.content[${j}]` });
+      throw badRequest(`${field}.content[${j}] is a ${JSON.stringify(block.type)} block; assistant turns may hold text, tool_use and thinking blocks`, {
+        param: `${field}.content[${j}]`,
+      });
     }
   });
   const message: Json = { role: 'assistant', content: text || null };
@@ -151,13 +164,19 @@ function userPart(block: Json, where: string): Json {
     case 'document': {
       const s = block.source ?? {};
       if (s.type === 'base64' && s.media_type === 'application/pdf') {
-        return { type: 'file', file: { file_data: `data:application/pdf;base64,${s.data}`, ...(typeof block.title === 'string' ? { filename: block.title } : {}) } };
+        return {
+          type: 'file',
+          file: { file_data: `data:application/pdf;base64,${s.data}`, ...(typeof block.title === 'string' ? { filename: block.title } : {}) },
+        };
       }
       if (s.type === 'text' && typeof s.data === 'string') return { type: 'text', text: s.data };
       throw badRequest(`${where} must be a base64 PDF or a text document for this model`, { param: `${where}.source` });
     }
     default:
-      throw badRequest(`${where} is a ${JSON.stringify(String(block.type).slice(0, 50))} block; user turns may hold text, image, document and tool_result blocks`, { param: where });
+      throw badRequest(
+        `${where} is a ${JSON.stringify(String(block.type).slice(0, 50))} block; user turns may hold text, image, document and tool_result blocks`,
+        { param: where },
+      );
   }
 }
 
@@ -189,9 +208,12 @@ function toolChoice(value: unknown): Json {
   const c = value as Json;
   const serial = c.disable_parallel_tool_use === true ? { parallel_tool_calls: false } : {};
   switch (c.type) {
-    case 'auto': return { tool_choice: 'auto', ...serial };
-    case 'any': return { tool_choice: 'required', ...serial };
-    case 'none': return { tool_choice: 'none' };
+    case 'auto':
+      return { tool_choice: 'auto', ...serial };
+    case 'any':
+      return { tool_choice: 'required', ...serial };
+    case 'none':
+      return { tool_choice: 'none' };
     case 'tool':
       if (typeof c.name === 'string') return { tool_choice: { type: 'function', function: { name: c.name } }, ...serial };
   }

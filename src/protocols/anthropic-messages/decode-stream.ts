@@ -2,7 +2,12 @@ import type { AnthropicUsage, ContentBlock } from './types.ts';
 import { finishReason } from './finish-reason.ts';
 import { reportedUsage, type TranslatedUsage } from './decode-usage.ts';
 
-export interface ChunkChoice { index: 0; delta: Record<string, unknown>; logprobs: null; finish_reason: string | null }
+export interface ChunkChoice {
+  index: 0;
+  delta: Record<string, unknown>;
+  logprobs: null;
+  finish_reason: string | null;
+}
 
 export interface ChatCompletionChunk {
   id: string;
@@ -18,11 +23,15 @@ export interface ChatCompletionChunk {
  * `overloaded_error` mid-stream), which the caller turns into the specification's error event and
  * which ends the stream unbilled.
  */
-export type StreamOutput =
-  | { kind: 'chunk'; chunk: ChatCompletionChunk }
-  | { kind: 'error'; errorType: string; message: string };
+export type StreamOutput = { kind: 'chunk'; chunk: ChatCompletionChunk } | { kind: 'error'; errorType: string; message: string };
 
-interface OpenBlock { type: string; toolIndex?: number; thinking: string; signature: string; data?: string }
+interface OpenBlock {
+  type: string;
+  toolIndex?: number;
+  thinking: string;
+  signature: string;
+  data?: string;
+}
 
 /**
  * Turns Anthropic's stream events into OpenAI chat.completion.chunk objects, one stream per

@@ -52,7 +52,12 @@ const whole = (v: number): number => Math.floor(v);
  */
 export function neutralUsage(t: TranslatedUsage): Usage {
   return {
-    input: { total: whole(t.prompt_tokens), cacheRead: whole(t.cache_read_input_tokens), cacheWrite: whole(t.cache_creation_input_tokens), cacheReadPrice: 'cacheRead' },
+    input: {
+      total: whole(t.prompt_tokens),
+      cacheRead: whole(t.cache_read_input_tokens),
+      cacheWrite: whole(t.cache_creation_input_tokens),
+      cacheReadPrice: 'cacheRead',
+    },
     output: { total: whole(t.completion_tokens), reasoning: 0 },
     estimated: false,
   };

@@ -3,7 +3,6 @@ import { spliceCharge, withCharge, type Charge } from '../charge.ts';
 import type { InternalCompletion, InternalToolCall, Usage } from '../internal.ts';
 import { anthropicUsage, stopReason } from './encode-usage.ts';
 
-
 /**
  * An internal chat.completion as an Anthropic message: reasoning first as a thinking block (with no
  * signature: it did not come from Anthropic), then the text, then one tool_use per tool call. The

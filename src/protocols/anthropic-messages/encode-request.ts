@@ -6,8 +6,23 @@ import { toolChoice, tools } from './tools.ts';
 
 /** Fields translated below, one by one. */
 const TRANSLATED = new Set([
-  'model', 'messages', 'max_tokens', 'max_completion_tokens', 'stop', 'temperature', 'top_p', 'tools', 'tool_choice',
-  'parallel_tool_calls', 'thinking', 'reasoning_effort', 'stream', 'user', 'safety_identifier', 'n', 'response_format',
+  'model',
+  'messages',
+  'max_tokens',
+  'max_completion_tokens',
+  'stop',
+  'temperature',
+  'top_p',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'thinking',
+  'reasoning_effort',
+  'stream',
+  'user',
+  'safety_identifier',
+  'n',
+  'response_format',
 ]);
 
 /**
@@ -40,14 +55,19 @@ export function toAnthropicRequest(body: Record<string, unknown>): Translated<An
   for (const [field, unsupported] of Object.entries(UNSUPPORTED)) {
     if (unsupported(body[field])) return refuse(field, `${field} is not supported by Anthropic models; remove it from the request`);
   }
-  if (body.n !== undefined && body.n !== null && body.n !== 1) return refuse('n', 'n above 1 is not supported by Anthropic models (they return one answer per request); send n: 1 and repeat the request');
+  if (body.n !== undefined && body.n !== null && body.n !== 1)
+    return refuse('n', 'n above 1 is not supported by Anthropic models (they return one answer per request); send n: 1 and repeat the request');
   const format = (body.response_format as { type?: unknown } | null | undefined)?.type;
   if (format !== undefined && format !== 'text') {
-    return refuse('response_format', `response_format ${JSON.stringify(format)} is not supported by Anthropic models; describe the JSON you want in the prompt, or use a tool whose input_schema is your schema`);
+    return refuse(
+      'response_format',
+      `response_format ${JSON.stringify(format)} is not supported by Anthropic models; describe the JSON you want in the prompt, or use a tool whose input_schema is your schema`,
+    );
   }
 
   const maxTokens = body.max_tokens ?? body.max_completion_tokens;
-  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) return refuse('max_tokens', 'max_tokens is required by Anthropic models and must be a positive whole number');
+  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1)
+    return refuse('max_tokens', 'max_tokens is required by Anthropic models and must be a positive whole number');
   if (typeof body.model !== 'string' || !body.model) return refuse('model', 'model must be a string');
   if (!Array.isArray(body.messages)) return refuse('messages', 'messages must be an array');
   if (typeof body.temperature === 'number' && body.temperature > 1) return refuse('temperature', 'temperature must be from 0 to 1 on Anthropic models');

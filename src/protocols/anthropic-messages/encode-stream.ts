@@ -78,7 +78,16 @@ export function translatingStreamEncoder(plan: EncodePlan): StreamEncoder {
   const start = (chunk: InternalChunk): string => {
     if (started) return '';
     started = true;
-    const message = { id: messageId(chunk.id), type: 'message', role: 'assistant', model: chunk.model ?? plan.model.upstreamName, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 } };
+    const message = {
+      id: messageId(chunk.id),
+      type: 'message',
+      role: 'assistant',
+      model: chunk.model ?? plan.model.upstreamName,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: 0, output_tokens: 0 },
+    };
     return sse({ type: 'message_start', message });
   };
   const close = (): string => {
@@ -114,7 +123,8 @@ export function translatingStreamEncoder(plan: EncodePlan): StreamEncoder {
           toolBlocks.set(toolIndex, open!.index);
         }
         const args = call.function?.arguments;
-        if (typeof args === 'string' && args) out += sse({ type: 'content_block_delta', index: toolBlocks.get(toolIndex)!, delta: { type: 'input_json_delta', partial_json: args } });
+        if (typeof args === 'string' && args)
+          out += sse({ type: 'content_block_delta', index: toolBlocks.get(toolIndex)!, delta: { type: 'input_json_delta', partial_json: args } });
       }
       if (choice?.finish_reason) finish = choice.finish_reason;
       return out;

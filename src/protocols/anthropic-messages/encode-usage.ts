@@ -17,9 +17,14 @@ export function anthropicUsage(u: Usage) {
 /** OpenAI's finish_reason as Anthropic's stop_reason. */
 export function stopReason(finish: unknown): string {
   switch (finish) {
-    case 'length': return 'max_tokens';
-    case 'tool_calls': case 'function_call': return 'tool_use';
-    case 'content_filter': return 'refusal';
-    default: return 'end_turn';
+    case 'length':
+      return 'max_tokens';
+    case 'tool_calls':
+    case 'function_call':
+      return 'tool_use';
+    case 'content_filter':
+      return 'refusal';
+    default:
+      return 'end_turn';
   }
 }

@@ -4,10 +4,21 @@
  * `billing_error`: a balance too low for the reservation is a billing problem, not a bad request.
  */
 const TYPES: Readonly<Record<number, string>> = {
-  400: 'invalid_request_error', 401: 'authentication_error', 402: 'billing_error', 403: 'permission_error',
-  404: 'not_found_error', 405: 'invalid_request_error', 409: 'invalid_request_error', 413: 'request_too_large',
-  415: 'invalid_request_error', 429: 'rate_limit_error', 500: 'api_error', 502: 'api_error', 503: 'overloaded_error',
-  504: 'timeout_error', 529: 'overloaded_error',
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  405: 'invalid_request_error',
+  409: 'invalid_request_error',
+  413: 'request_too_large',
+  415: 'invalid_request_error',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  502: 'api_error',
+  503: 'overloaded_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
 };
 
 export function anthropicErrorType(status: number): string {

@@ -11,11 +11,12 @@ import { nativeStreamEncoder, translatingStreamEncoder } from './encode-stream.t
  * POST /v1/messages: Anthropic's Messages API, for Claude Code and the Anthropic SDKs. The key comes
  * as `x-api-key` or `Authorization: Bearer`; errors are Anthropic's `{"type":"error","error":{…}}`.
  * A model served by an Anthropic provider gets the request natively (`native`, planned by
- * src/chat/native-plan.ts: no translation, answers and events relayed as sent); any other model
+ * src/metered/plan/native.ts: no translation, answers and events relayed as sent); any other model
  * gets it translated into chat completions and the answer translated back.
  */
 /** The usage inside an internal answer, for a caller that passed none (zeros when it has none either). */
-const reportedUsage = (parsed: InternalCompletion): Usage => readUsage(parsed?.usage) ?? { input: { total: 0, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated: true };
+const reportedUsage = (parsed: InternalCompletion): Usage =>
+  readUsage(parsed?.usage) ?? { input: { total: 0, cacheRead: 0, cacheWrite: 0 }, output: { total: 0, reasoning: 0 }, estimated: true };
 
 export const anthropicMessagesInbound: InboundTranslator = {
   path: '/v1/messages',

@@ -3,7 +3,10 @@ import { contentBlocks } from './content-parts.ts';
 import { refuse, type Translated } from '../translated.ts';
 
 /** The conversation in Anthropic's shape: system text apart, then strictly alternating turns. */
-export interface Conversation { system: TextBlock[]; messages: AnthropicMessage[] }
+export interface Conversation {
+  system: TextBlock[];
+  messages: AnthropicMessage[];
+}
 
 /**
  * OpenAI's message list as Anthropic's. System and developer messages become the top-level
@@ -50,7 +53,11 @@ export function conversation(messages: unknown[]): Translated<Conversation> {
     if (last?.role === role) last.content.push(...blocks.value);
     else turns.push({ role, content: blocks.value });
   }
-  if (turns.length === 0) return refuse('messages', 'messages needs at least one user or assistant message with content; Anthropic models answer a conversation, not a system prompt alone');
+  if (turns.length === 0)
+    return refuse(
+      'messages',
+      'messages needs at least one user or assistant message with content; Anthropic models answer a conversation, not a system prompt alone',
+    );
   // Anthropic wants a user turn's tool results before its text ("tool, user" merged into one turn).
   for (const turn of turns) if (turn.role === 'user') turn.content = toolResultsFirst(turn.content);
   return { ok: true, value: { system, messages: turns } };
@@ -82,7 +89,8 @@ function assistantBlocks(m: Record<string, any>, field: string): Translated<Cont
     const fn = call?.function;
     if (typeof call?.id !== 'string' || typeof fn?.name !== 'string') return refuse(where, `${where} needs a string id and function.name`);
     const input = toolInput(fn.arguments);
-    if (input === undefined) return refuse(`${where}.function.arguments`, `${where}.function.arguments must be a JSON object in a string; Anthropic takes tool inputs as objects`);
+    if (input === undefined)
+      return refuse(`${where}.function.arguments`, `${where}.function.arguments must be a JSON object in a string; Anthropic takes tool inputs as objects`);
     blocks.push({ type: 'tool_use', id: call.id, name: fn.name, input });
   }
   return { ok: true, value: blocks };
@@ -101,15 +109,24 @@ function toolInput(args: unknown): Record<string, unknown> | undefined {
 
 function thinkingBlocks(value: unknown, field: string): Translated<ContentBlock[]> {
   if (value === undefined || value === null) return { ok: true, value: [] };
-  const valid = Array.isArray(value) && value.every((b) =>
-    (b?.type === 'thinking' && typeof b.thinking === 'string' && typeof b.signature === 'string') ||
-    (b?.type === 'redacted_thinking' && typeof b.data === 'string'));
-  if (!valid) return refuse(field, `${field} must be the thinking blocks an earlier answer returned ({type: "thinking", thinking, signature} or {type: "redacted_thinking", data})`);
+  const valid =
+    Array.isArray(value) &&
+    value.every(
+      (b) =>
+        (b?.type === 'thinking' && typeof b.thinking === 'string' && typeof b.signature === 'string') ||
+        (b?.type === 'redacted_thinking' && typeof b.data === 'string'),
+    );
+  if (!valid)
+    return refuse(
+      field,
+      `${field} must be the thinking blocks an earlier answer returned ({type: "thinking", thinking, signature} or {type: "redacted_thinking", data})`,
+    );
   return { ok: true, value: (value as ContentBlock[]).map((b) => ({ ...b })) };
 }
 
 function toolResult(m: Record<string, any>, field: string): Translated<ContentBlock[]> {
-  if (typeof m.tool_call_id !== 'string' || !m.tool_call_id) return refuse(`${field}.tool_call_id`, `${field} is a tool result and needs the tool_call_id it answers`);
+  if (typeof m.tool_call_id !== 'string' || !m.tool_call_id)
+    return refuse(`${field}.tool_call_id`, `${field} is a tool result and needs the tool_call_id it answers`);
   if (typeof m.content === 'string') return { ok: true, value: [{ type: 'tool_result', tool_use_id: m.tool_call_id, content: m.content }] };
   const blocks = textOnly(m.content, `${field}.content`, 'a tool result sent to Anthropic');
   if (!blocks.ok) return blocks;

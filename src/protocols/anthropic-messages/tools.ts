@@ -20,7 +20,10 @@ export function tools(value: unknown): Translated<AnthropicTool[] | undefined> {
   for (const [i, tool] of value.entries()) {
     const fn = tool?.function;
     if (tool?.type !== 'function' || typeof fn?.name !== 'string') {
-      return refuse(`tools[${i}]`, `tools[${i}] must be {type: "function", function: {name, description, parameters}}; Anthropic models take function tools only`);
+      return refuse(
+        `tools[${i}]`,
+        `tools[${i}] must be {type: "function", function: {name, description, parameters}}; Anthropic models take function tools only`,
+      );
     }
     const t: AnthropicTool = { name: fn.name, input_schema: fn.parameters ?? { type: 'object', properties: {} } };
     if (typeof fn.description === 'string') t.description = fn.description;

@@ -4,19 +4,53 @@
  * (`[key: string]: unknown`) so a newer API version's additions pass through untouched.
  */
 
-export interface TextBlock { type: 'text'; text: string; cache_control?: unknown; [key: string]: unknown }
-export interface ImageBlock { type: 'image'; source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string } }
-export interface DocumentBlock { type: 'document'; source: { type: 'base64'; media_type: string; data: string } }
-export interface ToolUseBlock { type: 'tool_use'; id: string; name: string; input: unknown }
-export interface ToolResultBlock { type: 'tool_result'; tool_use_id: string; content: string | TextBlock[] }
-export interface ThinkingBlock { type: 'thinking'; thinking: string; signature: string }
-export interface RedactedThinkingBlock { type: 'redacted_thinking'; data: string }
+export interface TextBlock {
+  type: 'text';
+  text: string;
+  cache_control?: unknown;
+  [key: string]: unknown;
+}
+export interface ImageBlock {
+  type: 'image';
+  source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string };
+}
+export interface DocumentBlock {
+  type: 'document';
+  source: { type: 'base64'; media_type: string; data: string };
+}
+export interface ToolUseBlock {
+  type: 'tool_use';
+  id: string;
+  name: string;
+  input: unknown;
+}
+export interface ToolResultBlock {
+  type: 'tool_result';
+  tool_use_id: string;
+  content: string | TextBlock[];
+}
+export interface ThinkingBlock {
+  type: 'thinking';
+  thinking: string;
+  signature: string;
+}
+export interface RedactedThinkingBlock {
+  type: 'redacted_thinking';
+  data: string;
+}
 
 export type ContentBlock = TextBlock | ImageBlock | DocumentBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock;
 
-export interface AnthropicMessage { role: 'user' | 'assistant'; content: ContentBlock[] }
+export interface AnthropicMessage {
+  role: 'user' | 'assistant';
+  content: ContentBlock[];
+}
 
-export interface AnthropicTool { name: string; description?: string; input_schema: unknown }
+export interface AnthropicTool {
+  name: string;
+  description?: string;
+  input_schema: unknown;
+}
 
 export type AnthropicToolChoice =
   | { type: 'auto' | 'any'; disable_parallel_tool_use?: boolean }
@@ -60,4 +94,7 @@ export interface AnthropicResponse {
 }
 
 /** `{"type":"error","error":{"type","message"}}`: the body of every error status and of a stream's `error` event. */
-export interface AnthropicError { type: 'error'; error: { type: string; message: string } }
+export interface AnthropicError {
+  type: 'error';
+  error: { type: string; message: string };
+}

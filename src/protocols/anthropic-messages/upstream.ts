@@ -48,7 +48,8 @@ class AnthropicDecoder implements StreamDecoder {
     const events: WireEvent[] = [];
     for (const out of this.translator.pushData(data)) {
       if (out.kind === 'error') events.push({ kind: 'error', providerMessage: `${out.errorType}: ${out.message}` });
-      else if (out.chunk.usage) events.push({ kind: 'usage', data: JSON.stringify(out.chunk), usage: neutralUsage(out.chunk.usage), usageOnly: out.chunk.choices.length === 0 });
+      else if (out.chunk.usage)
+        events.push({ kind: 'usage', data: JSON.stringify(out.chunk), usage: neutralUsage(out.chunk.usage), usageOnly: out.chunk.choices.length === 0 });
       else events.push({ kind: 'chunk', data: JSON.stringify(out.chunk) });
     }
     // After message_stop's usage chunk: the answer is complete.

@@ -10,10 +10,32 @@ import { badRequest } from '../../refusal.ts';
 
 /** Fields that never carry prompt text: knobs, ids and limits. Everything else forwarded is input. */
 export const CONTROL_FIELDS: ReadonlySet<string> = new Set([
-  'model', 'max_tokens', 'max_completion_tokens', 'n', 'stream', 'stream_options',
-  'temperature', 'top_p', 'stop', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'logprobs', 'top_logprobs', 'seed',
-  'parallel_tool_calls', 'user', 'safety_identifier', 'prompt_cache_key', 'metadata', 'verbosity',
-  'reasoning_effort', 'thinking', 'service_tier', 'modalities', 'store',
+  'model',
+  'max_tokens',
+  'max_completion_tokens',
+  'n',
+  'stream',
+  'stream_options',
+  'temperature',
+  'top_p',
+  'stop',
+  'presence_penalty',
+  'frequency_penalty',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+  'seed',
+  'parallel_tool_calls',
+  'user',
+  'safety_identifier',
+  'prompt_cache_key',
+  'metadata',
+  'verbosity',
+  'reasoning_effort',
+  'thinking',
+  'service_tier',
+  'modalities',
+  'store',
 ]);
 
 /** Fields that providers bill as prompt tokens (the reservation and the estimate count them). */
@@ -47,7 +69,7 @@ function refusedValue(field: string, value: unknown): string | null {
   // Price-neutral, but it keeps the conversation on the operator's provider account for 30 days,
   // where no wallet can see or delete it: a retention choice the operator has not made.
   if (field === 'store' && value !== undefined && value !== null && value !== false) {
-    return 'store: true would keep this conversation on the operator\'s provider account; leave it out or send false';
+    return "store: true would keep this conversation on the operator's provider account; leave it out or send false";
   }
   return null;
 }

@@ -16,7 +16,8 @@ type Message = Record<string, unknown> & { role: string };
  * resolved before decoding (src/stored-responses/resolve.ts); one that reaches the decoder came
  * with no API key (pay-per-request) or to a gateway that stores nothing.
  */
-export const NO_STORE = 'stored responses are kept only for requests made with an API key on a gateway with responses.store enabled (a pay-per-request payment keeps nothing)';
+export const NO_STORE =
+  'stored responses are kept only for requests made with an API key on a gateway with responses.store enabled (a pay-per-request payment keeps nothing)';
 
 /** The chat message list for `instructions` (a system message first) and `input`. */
 export function inputMessages(input: unknown, instructions: unknown): Message[] {
@@ -37,7 +38,8 @@ export function inputMessages(input: unknown, instructions: unknown): Message[] 
 }
 
 function addItem(messages: Message[], item: unknown, where: string): void {
-  if (typeof item !== 'object' || item === null || Array.isArray(item)) throw badRequest(`${where} must be an object such as {"role": "user", "content": "…"}`, { param: where });
+  if (typeof item !== 'object' || item === null || Array.isArray(item))
+    throw badRequest(`${where} must be an object such as {"role": "user", "content": "…"}`, { param: where });
   const it = item as Record<string, unknown>;
   // A message may leave out its type (EasyInputMessage); every other item names one.
   const type = it.type ?? (it.role !== undefined ? 'message' : undefined);
@@ -45,7 +47,11 @@ function addItem(messages: Message[], item: unknown, where: string): void {
   if (type === 'message') {
     messages.push(messageOf(it, where));
   } else if (type === 'function_call') {
-    const call = { id: stringField(it, 'call_id', where), type: 'function', function: { name: stringField(it, 'name', where), arguments: stringField(it, 'arguments', where) } };
+    const call = {
+      id: stringField(it, 'call_id', where),
+      type: 'function',
+      function: { name: stringField(it, 'name', where), arguments: stringField(it, 'arguments', where) },
+    };
     // Chat carries the calls of one turn on the assistant message that precedes them.
     const last = messages.at(-1);
     if (last?.role === 'assistant') last.tool_calls = [...((last.tool_calls as unknown[] | undefined) ?? []), call];
@@ -53,7 +59,10 @@ function addItem(messages: Message[], item: unknown, where: string): void {
   } else if (type === 'function_call_output') {
     messages.push({ role: 'tool', tool_call_id: stringField(it, 'call_id', where), content: toolOutput(it.output, `${where}.output`) });
   } else if (type === 'item_reference') {
-    throw badRequest(`${where} is an item_reference, but ${NO_STORE}: send the item itself (with the Vercel AI SDK, set providerOptions.openai.store to false)`, { param: where });
+    throw badRequest(
+      `${where} is an item_reference, but ${NO_STORE}: send the item itself (with the Vercel AI SDK, set providerOptions.openai.store to false)`,
+      { param: where },
+    );
   } else {
     const named = typeof type === 'string' ? `a ${JSON.stringify(type.slice(0, 50))} item` : 'an item without a type';
     throw badRequest(`${where} is ${named}, which this gateway does not accept; send messages, function_call and function_call_output items`, { param: where });
@@ -72,7 +81,8 @@ function messageOf(it: Record<string, unknown>, where: string): Message {
   // An assistant turn is text in chat (output_text and refusal parts, as the model wrote them).
   if (role === 'assistant') {
     const nonText = parts.findIndex((p) => p.type !== 'text');
-    if (nonText >= 0) throw badRequest(`${where}.content[${nonText}]: an assistant message carries output_text parts only`, { param: `${where}.content[${nonText}]` });
+    if (nonText >= 0)
+      throw badRequest(`${where}.content[${nonText}]: an assistant message carries output_text parts only`, { param: `${where}.content[${nonText}]` });
     return { role, content: parts.map((p) => p.text).join('') };
   }
   return { role, content: parts };
@@ -103,7 +113,10 @@ function partOf(part: unknown, where: string): Record<string, unknown> {
 }
 
 const storedFile = (where: string) =>
-  badRequest(`${where} refers to a file stored by id or URL, which this gateway cannot fetch or price; send the data itself (image_url as a URL or data: URL, file_data as a data: URL)`, { param: where });
+  badRequest(
+    `${where} refers to a file stored by id or URL, which this gateway cannot fetch or price; send the data itself (image_url as a URL or data: URL, file_data as a data: URL)`,
+    { param: where },
+  );
 
 /** A tool's output: a string, or text parts (chat's tool messages carry text only). */
 function toolOutput(output: unknown, where: string): unknown {

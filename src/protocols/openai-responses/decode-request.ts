@@ -31,15 +31,44 @@ const STATEFUL: Record<string, string> = {
  * to act with them. (web_search is dropped instead: Codex offers it on every turn, dropped.ts.)
  */
 const BUILT_IN_TOOLS = new Set([
-  'file_search', 'computer_use_preview', 'computer_use',
-  'code_interpreter', 'image_generation', 'mcp', 'local_shell', 'shell', 'apply_patch', 'custom',
+  'file_search',
+  'computer_use_preview',
+  'computer_use',
+  'code_interpreter',
+  'image_generation',
+  'mcp',
+  'local_shell',
+  'shell',
+  'apply_patch',
+  'custom',
 ]);
 
 /** Responses fields translated below; anything else goes on to the chat allowlist (extensions an operator forwards). */
 const TRANSLATED = new Set([
-  'model', 'input', 'instructions', 'tools', 'tool_choice', 'max_output_tokens', 'temperature', 'top_p', 'parallel_tool_calls',
-  'text', 'reasoning', 'metadata', 'user', 'safety_identifier', 'prompt_cache_key', 'service_tier', 'stream', 'stream_options',
-  'store', 'include', 'truncation', 'max_tool_calls', ...DROPPED_FIELDS, ...Object.keys(STATEFUL),
+  'model',
+  'input',
+  'instructions',
+  'tools',
+  'tool_choice',
+  'max_output_tokens',
+  'temperature',
+  'top_p',
+  'parallel_tool_calls',
+  'text',
+  'reasoning',
+  'metadata',
+  'user',
+  'safety_identifier',
+  'prompt_cache_key',
+  'service_tier',
+  'stream',
+  'stream_options',
+  'store',
+  'include',
+  'truncation',
+  'max_tool_calls',
+  ...DROPPED_FIELDS,
+  ...Object.keys(STATEFUL),
 ]);
 
 /** Passed on under the same name when present. */
@@ -59,13 +88,18 @@ export function decodeResponsesRequest(body: unknown): Record<string, unknown> {
     if (TRANSLATED.has(field)) continue;
     // A chat-completions field is not a Responses one (OpenAI answers the same): `messages` or
     // `max_tokens` beside `input` would bypass the translation.
-    if (isStandardChatField(field)) throw badRequest(`Unrecognized request argument supplied: ${field}; this is a chat-completions field, see the Responses API reference for its equivalent`, { param: field });
+    if (isStandardChatField(field))
+      throw badRequest(
+        `Unrecognized request argument supplied: ${field}; this is a chat-completions field, see the Responses API reference for its equivalent`,
+        { param: field },
+      );
     out[field] = value;
   }
 
   if (present(b.max_output_tokens)) {
     const m = b.max_output_tokens;
-    if (typeof m !== 'number' || !Number.isInteger(m) || m < 1) throw badRequest('max_output_tokens must be a positive whole number', { param: 'max_output_tokens' });
+    if (typeof m !== 'number' || !Number.isInteger(m) || m < 1)
+      throw badRequest('max_output_tokens must be a positive whole number', { param: 'max_output_tokens' });
     out.max_tokens = m;
   }
   if (present(b.tools)) {
@@ -91,9 +125,12 @@ function refuseStateful(b: Record<string, unknown>): void {
     const named = (x: unknown) => (typeof x === 'string' ? x : JSON.stringify(x)).slice(0, 60);
     const names = refused.map(named).join(', ');
     const accepted = [...ACCEPTED_INCLUDES].join(', ');
-    throw badRequest(`include (${names}) asks for data this gateway does not return; leave include out (only ${accepted} is accepted, answered with no reasoning items)`, {
-      param: 'include',
-    });
+    throw badRequest(
+      `include (${names}) asks for data this gateway does not return; leave include out (only ${accepted} is accepted, answered with no reasoning items)`,
+      {
+        param: 'include',
+      },
+    );
   }
 }
 
@@ -101,12 +138,15 @@ function refuseStateful(b: Record<string, unknown>): void {
 function checkIgnorable(b: Record<string, unknown>): void {
   // store: read by the route, which keeps a keyed request's response unless it is false.
   if (present(b.store) && typeof b.store !== 'boolean') throw badRequest('store must be true or false', { param: 'store' });
-  if (present(b.metadata) && (typeof b.metadata !== 'object' || Array.isArray(b.metadata))) throw badRequest('metadata must be an object of string values', { param: 'metadata' });
+  if (present(b.metadata) && (typeof b.metadata !== 'object' || Array.isArray(b.metadata)))
+    throw badRequest('metadata must be an object of string values', { param: 'metadata' });
   if (present(b.client_metadata) && (typeof b.client_metadata !== 'object' || Array.isArray(b.client_metadata))) {
     throw badRequest('client_metadata must be an object of string values', { param: 'client_metadata' });
   }
   if (present(b.truncation) && b.truncation !== 'disabled') {
-    throw badRequest('truncation "auto" would drop input to fit the context window; this gateway sends the input as given: send "disabled" or leave it out', { param: 'truncation' });
+    throw badRequest('truncation "auto" would drop input to fit the context window; this gateway sends the input as given: send "disabled" or leave it out', {
+      param: 'truncation',
+    });
   }
   if (present(b.max_tool_calls) && (typeof b.max_tool_calls !== 'number' || !Number.isInteger(b.max_tool_calls) || b.max_tool_calls < 1)) {
     throw badRequest('max_tool_calls must be a positive whole number', { param: 'max_tool_calls' });
@@ -123,7 +163,10 @@ function functionTools(tools: unknown): unknown[] {
     if (tool.type !== 'function') {
       const type = typeof tool.type === 'string' ? tool.type.slice(0, 50) : '';
       if (BUILT_IN_TOOLS.has(type) || type.startsWith('computer_use')) {
-        throw badRequest(`${where} is OpenAI's built-in ${type} tool, a feature billed per use beyond tokens that this gateway does not offer; send function tools`, { param: where });
+        throw badRequest(
+          `${where} is OpenAI's built-in ${type} tool, a feature billed per use beyond tokens that this gateway does not offer; send function tools`,
+          { param: where },
+        );
       }
       throw badRequest(`${where} must be a function tool: {"type": "function", "name": "…", "parameters": {…}}`, { param: where });
     }
@@ -138,20 +181,24 @@ function toolChoice(choice: unknown): unknown {
   if (choice === 'auto' || choice === 'none' || choice === 'required') return choice;
   const c = (typeof choice === 'object' && choice !== null ? choice : {}) as Record<string, unknown>;
   if (c.type === 'function' && typeof c.name === 'string') return { type: 'function', function: { name: c.name } };
-  throw badRequest('tool_choice must be "auto", "none", "required" or {"type": "function", "name": "…"}; built-in tools are not offered', { param: 'tool_choice' });
+  throw badRequest('tool_choice must be "auto", "none", "required" or {"type": "function", "name": "…"}; built-in tools are not offered', {
+    param: 'tool_choice',
+  });
 }
 
 /** `text.format` as response_format, `text.verbosity` as verbosity. */
 function textOptions(text: unknown): Record<string, unknown> {
   if (!present(text)) return {};
-  if (typeof text !== 'object' || Array.isArray(text)) throw badRequest('text must be an object such as {"format": {"type": "json_object"}}', { param: 'text' });
+  if (typeof text !== 'object' || Array.isArray(text))
+    throw badRequest('text must be an object such as {"format": {"type": "json_object"}}', { param: 'text' });
   const t = text as Record<string, unknown>;
   const out: Record<string, unknown> = {};
   if (present(t.verbosity)) out.verbosity = t.verbosity;
   const f = (t.format ?? { type: 'text' }) as Record<string, unknown>;
   if (f.type === 'json_object') out.response_format = { type: 'json_object' };
   else if (f.type === 'json_schema') {
-    if (typeof f.name !== 'string' || typeof f.schema !== 'object' || f.schema === null) throw badRequest('text.format of type json_schema needs a name and a schema', { param: 'text.format' });
+    if (typeof f.name !== 'string' || typeof f.schema !== 'object' || f.schema === null)
+      throw badRequest('text.format of type json_schema needs a name and a schema', { param: 'text.format' });
     const schema: Record<string, unknown> = { name: f.name, schema: f.schema };
     for (const k of ['description', 'strict']) if (present(f[k])) schema[k] = f[k];
     out.response_format = { type: 'json_schema', json_schema: schema };
@@ -162,7 +209,8 @@ function textOptions(text: unknown): Record<string, unknown> {
 /** `reasoning.effort` as reasoning_effort (the plan checks it against the model and the config). */
 function reasoningOptions(reasoning: unknown): Record<string, unknown> {
   if (!present(reasoning)) return {};
-  if (typeof reasoning !== 'object' || Array.isArray(reasoning)) throw badRequest('reasoning must be an object such as {"effort": "low"}', { param: 'reasoning' });
+  if (typeof reasoning !== 'object' || Array.isArray(reasoning))
+    throw badRequest('reasoning must be an object such as {"effort": "low"}', { param: 'reasoning' });
   const effort = (reasoning as Record<string, unknown>).effort;
   // `summary` is accepted and has no effect: reasoning is billed as output but not returned as items.
   return present(effort) ? { reasoning_effort: effort } : {};
@@ -170,7 +218,10 @@ function reasoningOptions(reasoning: unknown): Record<string, unknown> {
 
 /** Internal fields the plan may name in a refusal, by the Responses field they came from. */
 const PARAM_NAMES: Record<string, string> = {
-  max_tokens: 'max_output_tokens', response_format: 'text.format', verbosity: 'text.verbosity', reasoning_effort: 'reasoning.effort',
+  max_tokens: 'max_output_tokens',
+  response_format: 'text.format',
+  verbosity: 'text.verbosity',
+  reasoning_effort: 'reasoning.effort',
 };
 
 /**

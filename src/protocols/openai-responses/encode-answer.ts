@@ -60,13 +60,26 @@ export function functionCallItem(id: string, callId: string, name: string, args:
  * not echoed back.
  */
 export function responseObject(r: {
-  id: string; createdAt: number; model: string; status: ResponseStatus | 'in_progress';
-  incompleteDetails?: { reason: string } | null; error?: { code: string; message: string } | null;
-  output: unknown[]; usage: Record<string, unknown> | null;
+  id: string;
+  createdAt: number;
+  model: string;
+  status: ResponseStatus | 'in_progress';
+  incompleteDetails?: { reason: string } | null;
+  error?: { code: string; message: string } | null;
+  output: unknown[];
+  usage: Record<string, unknown> | null;
 }) {
   return {
-    id: r.id, object: 'response', created_at: r.createdAt, status: r.status, error: r.error ?? null,
-    incomplete_details: r.incompleteDetails ?? null, model: r.model, output: r.output, store: false, usage: r.usage,
+    id: r.id,
+    object: 'response',
+    created_at: r.createdAt,
+    status: r.status,
+    error: r.error ?? null,
+    incomplete_details: r.incompleteDetails ?? null,
+    model: r.model,
+    output: r.output,
+    store: false,
+    usage: r.usage,
   };
 }
 
@@ -85,10 +98,17 @@ export function responseFromCompletion(parsed: InternalCompletion, charge?: Char
   const itemStatus = status === 'incomplete' ? 'incomplete' : 'completed';
   if (content.length) output.push(messageItem(newId('msg'), content, itemStatus));
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
-    output.push(functionCallItem(newId('fc'), String(call?.id ?? ''), String(call?.function?.name ?? ''), String(call?.function?.arguments ?? ''), 'completed'));
+    output.push(
+      functionCallItem(newId('fc'), String(call?.id ?? ''), String(call?.function?.name ?? ''), String(call?.function?.arguments ?? ''), 'completed'),
+    );
   }
   return responseObject({
-    id: newId('resp'), createdAt: typeof parsed?.created === 'number' ? parsed.created : nowSeconds(), model: String(parsed?.model ?? ''),
-    status, incompleteDetails: incomplete_details, output, usage: responsesUsage(parsed?.usage, charge, billed),
+    id: newId('resp'),
+    createdAt: typeof parsed?.created === 'number' ? parsed.created : nowSeconds(),
+    model: String(parsed?.model ?? ''),
+    status,
+    incompleteDetails: incomplete_details,
+    output,
+    usage: responsesUsage(parsed?.usage, charge, billed),
   });
 }

@@ -5,14 +5,33 @@ import type { Charge } from '../charge.ts';
 import type { InternalChunk, InternalToolCall, InternalUsage, Usage } from '../internal.ts';
 import { openAIUsageOf } from '../openai-chat/encode-usage.ts';
 import {
-  functionCallItem, messageItem, newId, nowSeconds, responseObject, responsesUsage, statusOf, textPart,
-  type ContentPart, type ResponseStatus,
+  functionCallItem,
+  messageItem,
+  newId,
+  nowSeconds,
+  responseObject,
+  responsesUsage,
+  statusOf,
+  textPart,
+  type ContentPart,
+  type ResponseStatus,
 } from './encode-answer.ts';
 
 /** The message item being written: its text or refusal grows delta by delta. */
-interface OpenMessage { index: number; id: string; kind: 'output_text' | 'refusal'; text: string }
+interface OpenMessage {
+  index: number;
+  id: string;
+  kind: 'output_text' | 'refusal';
+  text: string;
+}
 /** A function call being written, by its chat tool-call index. */
-interface OpenCall { index: number; id: string; callId: string; name: string; args: string }
+interface OpenCall {
+  index: number;
+  id: string;
+  callId: string;
+  name: string;
+  args: string;
+}
 
 /**
  * One streamed answer as OpenAI Responses events (`event:` and `data:` lines, each with its
@@ -64,9 +83,12 @@ export class ResponsesStreamEncoder implements StreamEncoder {
 
   failure(message: string): string {
     const error = { code: 'server_error', message };
-    return this.start() + this.closeAll()
-      + this.event('error', { code: 'upstream_error', message, param: null })
-      + this.event('response.failed', { response: this.snapshot('failed', null, error) });
+    return (
+      this.start() +
+      this.closeAll() +
+      this.event('error', { code: 'upstream_error', message, param: null }) +
+      this.event('response.failed', { response: this.snapshot('failed', null, error) })
+    );
   }
 
   /**
@@ -92,7 +114,12 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   /** `paid`: the billed usage and its charge, for the final Response only. */
-  private snapshot(status: ResponseStatus | 'in_progress', incompleteDetails: { reason: string } | null = null, error: { code: string; message: string } | null = null, paid: { billed?: Usage; charge?: Charge } = {}) {
+  private snapshot(
+    status: ResponseStatus | 'in_progress',
+    incompleteDetails: { reason: string } | null = null,
+    error: { code: string; message: string } | null = null,
+    paid: { billed?: Usage; charge?: Charge } = {},
+  ) {
     const usage = status === 'in_progress' ? null : responsesUsage(this.usage, paid.charge, paid.billed && openAIUsageOf(paid.billed));
     return responseObject({ id: this.id, createdAt: this.createdAt, model: this.model, status, incompleteDetails, error, output: [...this.output], usage });
   }
@@ -153,12 +180,11 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     const item = messageItem(m.id, [part], this.itemStatus());
     this.output.push(item);
     const where = { item_id: m.id, output_index: m.index, content_index: 0 };
-    const done = m.kind === 'output_text'
-      ? this.event('response.output_text.done', { ...where, text: m.text, logprobs: [] })
-      : this.event('response.refusal.done', { ...where, refusal: m.text });
-    return done
-      + this.event('response.content_part.done', { ...where, part })
-      + this.event('response.output_item.done', { output_index: m.index, item });
+    const done =
+      m.kind === 'output_text'
+        ? this.event('response.output_text.done', { ...where, text: m.text, logprobs: [] })
+        : this.event('response.refusal.done', { ...where, refusal: m.text });
+    return done + this.event('response.content_part.done', { ...where, part }) + this.event('response.output_item.done', { output_index: m.index, item });
   }
 
   private closeCalls(): string {

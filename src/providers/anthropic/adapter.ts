@@ -10,8 +10,23 @@ export interface AnthropicProviderConfig {
 }
 
 /** Anthropic's Messages API: POST {baseUrl}/v1/messages with x-api-key and anthropic-version. */
-export function anthropicProvider(name: string, config: AnthropicProviderConfig, apiKey: string | undefined, timeouts: AdapterTimeouts, connections: number): ProviderAdapter {
+export function anthropicProvider(
+  name: string,
+  config: AnthropicProviderConfig,
+  apiKey: string | undefined,
+  timeouts: AdapterTimeouts,
+  connections: number,
+): ProviderAdapter {
   const headers = anthropicHeaders({ apiKey, version: config.anthropicVersion, beta: config.anthropicBeta });
   // Anthropic has no documented caller request id; a custom header is ignored and harmless.
-  return postingAdapter({ name, upstream: anthropicUpstream, baseUrl: config.baseUrl, endpoint: '/v1/messages', headers, requestIdHeader: 'x-tollgate-request-id', timeouts, connections });
+  return postingAdapter({
+    name,
+    upstream: anthropicUpstream,
+    baseUrl: config.baseUrl,
+    endpoint: '/v1/messages',
+    headers,
+    requestIdHeader: 'x-tollgate-request-id',
+    timeouts,
+    connections,
+  });
 }

@@ -8,9 +8,7 @@ import type { Engine } from '../database.ts';
 export function foundation(engine: Engine) {
   // One identity column type per engine; everything else is portable.
   const withId = <T extends string>(t: CreateTableBuilder<T, never>) =>
-    engine === 'sqlite'
-      ? t.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement())
-      : t.addColumn('id', 'bigserial', (c) => c.primaryKey());
+    engine === 'sqlite' ? t.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement()) : t.addColumn('id', 'bigserial', (c) => c.primaryKey());
 
   return {
     async up(db: Kysely<any>): Promise<void> {

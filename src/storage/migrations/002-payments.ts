@@ -36,7 +36,13 @@ export function payments() {
         .addCheckConstraint('payments_amount_positive', sql`amount_usdc > 0`)
         .execute();
       await db.schema.createIndex('payments_authorization').on('payments').columns(['network', 'asset', 'payer', 'nonce']).unique().execute();
-      await db.schema.createIndex('payments_transaction').on('payments').columns(['network', 'tx_hash']).unique().where(sql.ref('tx_hash'), 'is not', null).execute();
+      await db.schema
+        .createIndex('payments_transaction')
+        .on('payments')
+        .columns(['network', 'tx_hash'])
+        .unique()
+        .where(sql.ref('tx_hash'), 'is not', null)
+        .execute();
       await db.schema.createIndex('payments_open').on('payments').columns(['status', 'updated_at']).execute();
       await db.schema.createIndex('payments_payer').on('payments').columns(['payer', 'created_at']).execute();
     },

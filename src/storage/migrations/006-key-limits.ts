@@ -29,7 +29,10 @@ export function keyLimits() {
 
       const rows = await keySpendAtUpgrade(db);
       for (let i = 0; i < rows.length; i += 500) {
-        await db.insertInto('key_spend').values(rows.slice(i, i + 500)).execute();
+        await db
+          .insertInto('key_spend')
+          .values(rows.slice(i, i + 500))
+          .execute();
       }
     },
   };

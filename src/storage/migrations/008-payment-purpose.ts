@@ -9,7 +9,10 @@ import type { Kysely } from 'kysely';
 export function paymentPurpose() {
   return {
     async up(db: Kysely<any>): Promise<void> {
-      await db.schema.alterTable('payments').addColumn('purpose', 'text', (c) => c.notNull().defaultTo('topup')).execute();
+      await db.schema
+        .alterTable('payments')
+        .addColumn('purpose', 'text', (c) => c.notNull().defaultTo('topup'))
+        .execute();
     },
   };
 }

@@ -26,7 +26,12 @@ export function paymentState() {
     async up(db: Kysely<any>): Promise<void> {
       await db.schema
         .alterTable('payments')
-        .addColumn('state', 'text', (c) => c.notNull().defaultTo('pending').check(sql`state in (${inList(STATES)})`))
+        .addColumn('state', 'text', (c) =>
+          c
+            .notNull()
+            .defaultTo('pending')
+            .check(sql`state in (${inList(STATES)})`),
+        )
         .execute();
       await db.schema
         .alterTable('payments')

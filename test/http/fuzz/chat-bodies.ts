@@ -24,7 +24,13 @@ const part = fc.oneof(
       {
         type: fc.oneof(fc.constantFrom(...PART_TYPES), junk),
         text: fc.oneof(text, junk),
-        image_url: fc.oneof(fc.record({ url: fc.constantFrom('https://example.com/a.png', 'data:image/png;base64,AAAA', ''), detail: fc.constantFrom('low', 'high', 'auto', 'x') }), junk),
+        image_url: fc.oneof(
+          fc.record({
+            url: fc.constantFrom('https://example.com/a.png', 'data:image/png;base64,AAAA', ''),
+            detail: fc.constantFrom('low', 'high', 'auto', 'x'),
+          }),
+          junk,
+        ),
         input_audio: fc.oneof(fc.record({ data: fc.base64String({ maxLength: 40 }), format: fc.constantFrom('wav', 'mp3') }), junk),
         file: fc.oneof(fc.record({ file_data: fc.base64String({ maxLength: 40 }), filename: text }), junk),
         refusal: text,
@@ -41,11 +47,17 @@ const message = fc.oneof(
     weight: 4,
     arbitrary: fc.record(
       {
-        role: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('user', 'system', 'assistant', 'tool', 'developer', 'function', ...PROTOTYPE_KEYS) }, { weight: 1, arbitrary: junk }),
+        role: fc.oneof(
+          { weight: 6, arbitrary: fc.constantFrom('user', 'system', 'assistant', 'tool', 'developer', 'function', ...PROTOTYPE_KEYS) },
+          { weight: 1, arbitrary: junk },
+        ),
         content: fc.oneof(text, fc.constant(null), fc.array(part, { maxLength: 4 }), junk),
         name: fc.oneof(text, junk),
         tool_call_id: fc.oneof(text, junk),
-        tool_calls: fc.oneof(fc.array(fc.record({ id: text, type: fc.constant('function'), function: fc.record({ name: text, arguments: text }) }), { maxLength: 2 }), junk),
+        tool_calls: fc.oneof(
+          fc.array(fc.record({ id: text, type: fc.constant('function'), function: fc.record({ name: text, arguments: text }) }), { maxLength: 2 }),
+          junk,
+        ),
       },
       { requiredKeys: ['role'] },
     ),

@@ -1,7 +1,7 @@
 import type { PaymentRequirements } from '@x402/core/types';
 import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
 import { startFakeOpenAI, type FakeOpenAI } from '../../../src/fake-providers/fake-openai.ts';
-import { adjustBalance } from '../../../src/ledger/credits.ts';
+import { adjustBalance } from '../../../src/ledger/movements.ts';
 import type { Engine } from '../../../src/storage/database.ts';
 import { contextLengthsOf, MODELS } from '../../support/chat-harness.ts';
 import { createKeyProof, newAccount, siweProof } from '../../support/siwe.ts';
@@ -37,7 +37,12 @@ export async function startFuzzGateway(engine: Engine): Promise<FuzzGateway> {
       config: {
         providers: { fake: { baseUrl: fake.url }, other: { baseUrl: fake.url } },
         models: MODELS,
-        rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 }, keys: { perMinute: 1_000_000 }, public: { perMinute: 1_000_000 }, authFailures: { perMinute: 1_000_000 } },
+        rateLimits: {
+          chat: { perMinute: 1_000_000, perDay: 10_000_000 },
+          keys: { perMinute: 1_000_000 },
+          public: { perMinute: 1_000_000 },
+          authFailures: { perMinute: 1_000_000 },
+        },
         keys: { maxActivePerWallet: 1_000 },
       },
     });

@@ -24,7 +24,24 @@ function mutatedSiweMessage(message: string): fc.Arbitrary<string> {
   const lines = message.split('\n');
   return fc.oneof(
     mutatedString(message),
-    fc.tuple(fc.nat({ max: lines.length - 1 }), fc.oneof(trickyString, fc.constantFrom('Chain ID: 1', 'Chain ID: 99999999999999999999', 'Nonce: 00000000', 'Expiration Time: 2000-01-01T00:00:00Z', 'Not Before: 2999-01-01T00:00:00Z', 'URI: http://evil.example', 'evil.example wants you to sign in with your Ethereum account:', 'Version: 2', 'Issued At: not a date')))
+    fc
+      .tuple(
+        fc.nat({ max: lines.length - 1 }),
+        fc.oneof(
+          trickyString,
+          fc.constantFrom(
+            'Chain ID: 1',
+            'Chain ID: 99999999999999999999',
+            'Nonce: 00000000',
+            'Expiration Time: 2000-01-01T00:00:00Z',
+            'Not Before: 2999-01-01T00:00:00Z',
+            'URI: http://evil.example',
+            'evil.example wants you to sign in with your Ethereum account:',
+            'Version: 2',
+            'Issued At: not a date',
+          ),
+        ),
+      )
       .map(([i, line]) => lines.map((l, j) => (j === i ? line : l)).join('\n')),
   );
 }
@@ -39,8 +56,12 @@ export function keyBodyText(proofs: SiweProofPair[]): fc.Arbitrary<{ body: strin
   return fc.nat({ max: proofs.length - 1 }).chain((i) => {
     const p = proofs[i]!;
     const fields: Record<string, fc.Arbitrary<Json>> = {
-      message: fc.oneof({ weight: 3, arbitrary: fc.constant(p.message) }, { weight: 3, arbitrary: mutatedSiweMessage(p.message) }, { weight: 1, arbitrary: junk }).map(value),
-      signature: fc.oneof({ weight: 3, arbitrary: fc.constant(p.signature) }, { weight: 3, arbitrary: mutatedString(p.signature) }, { weight: 1, arbitrary: junk }).map(value),
+      message: fc
+        .oneof({ weight: 3, arbitrary: fc.constant(p.message) }, { weight: 3, arbitrary: mutatedSiweMessage(p.message) }, { weight: 1, arbitrary: junk })
+        .map(value),
+      signature: fc
+        .oneof({ weight: 3, arbitrary: fc.constant(p.signature) }, { weight: 3, arbitrary: mutatedString(p.signature) }, { weight: 1, arbitrary: junk })
+        .map(value),
       label: fc.oneof({ weight: 3, arbitrary: fc.string({ maxLength: 110 }).map(value) }, { weight: 1, arbitrary: junkJson }),
       ref_code: fc.oneof(fc.constantFrom('ref-abcdefghij', 'ref-', 'rc-x').map(value), junkJson),
       redeem_code: fc.oneof(fc.constantFrom('rc-abc', 'rc-', 'ref-abcdefghij').map(value), junkJson),
@@ -59,7 +80,14 @@ export function keyQuery(proofs: SiweProofPair[]): fc.Arbitrary<string> {
     const m = encodeURIComponent(p.message);
     const s = encodeURIComponent(p.signature);
     const j = encodeText(junkText);
-    return [`message=${m}&signature=${s}`, `message=${m}`, `message=${m}&message=${m}&signature=${s}`, `signature=${s}&signature=${j}`, `message=${j}&signature=${s}`, `${j}`][how]!;
+    return [
+      `message=${m}&signature=${s}`,
+      `message=${m}`,
+      `message=${m}&message=${m}&signature=${s}`,
+      `signature=${s}&signature=${j}`,
+      `message=${j}&signature=${s}`,
+      `${j}`,
+    ][how]!;
   });
 }
 
@@ -108,11 +136,13 @@ function wellFormedOtherTerms(envelope: Record<string, unknown>): fc.Arbitrary<u
   const uint = fc.oneof(fc.constantFrom('0', '1000000', '999999', '1000001'), fc.bigInt({ min: 0n, max: 2n ** 64n }).map(String));
   const nonce = inner === 'authorization' ? hex(32) : fc.bigInt({ min: 0n, max: 2n ** 128n }).map(String);
   const term = inner === 'authorization' ? fc.constantFrom('value', 'validAfter', 'validBefore') : fc.constantFrom('deadline');
-  return fc.record({ nonce, terms: fc.array(fc.tuple(term, uint), { maxLength: 2 }), signature: fc.option(hex(65), { nil: undefined }) }).map(({ nonce: n, terms, signature }) => {
-    let out = setPath(envelope, ['payload', inner, 'nonce'], n);
-    for (const [name, v] of terms) out = setPath(out, ['payload', inner, name], v);
-    return signature === undefined ? out : setPath(out, ['payload', 'signature'], signature);
-  });
+  return fc
+    .record({ nonce, terms: fc.array(fc.tuple(term, uint), { maxLength: 2 }), signature: fc.option(hex(65), { nil: undefined }) })
+    .map(({ nonce: n, terms, signature }) => {
+      let out = setPath(envelope, ['payload', inner, 'nonce'], n);
+      for (const [name, v] of terms) out = setPath(out, ['payload', inner, name], v);
+      return signature === undefined ? out : setPath(out, ['payload', 'signature'], signature);
+    });
 }
 
 /** Payment header values: valid ones (replays), mutated ones, and things that are not payments. */
@@ -120,14 +150,29 @@ export function paymentHeaderValue(envelopes: Record<string, unknown>[]): fc.Arb
   const b64 = (v: unknown) => Buffer.from(JSON.stringify(v) ?? '').toString('base64');
   return fc.oneof(
     { weight: 1, arbitrary: fc.constantFrom(...envelopes).map(b64) },
-    { weight: 8, arbitrary: fc.constantFrom(...envelopes).chain(mutatedEnvelope).map(b64) },
+    {
+      weight: 8,
+      arbitrary: fc
+        .constantFrom(...envelopes)
+        .chain(mutatedEnvelope)
+        .map(b64),
+    },
     { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }).map(b64) },
     { weight: 1, arbitrary: fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b).toString('base64')) },
     {
       weight: 1,
-      arbitrary: fc.constantFrom(...envelopes).chain((e) =>
-        fc.constantFrom(Buffer.from(JSON.stringify(e)).toString('base64url'), ` ${b64(e)} `, `${b64(e)}===`, b64(e).slice(0, -7), JSON.stringify(e), `${b64(e)},${b64(e)}`),
-      ),
+      arbitrary: fc
+        .constantFrom(...envelopes)
+        .chain((e) =>
+          fc.constantFrom(
+            Buffer.from(JSON.stringify(e)).toString('base64url'),
+            ` ${b64(e)} `,
+            `${b64(e)}===`,
+            b64(e).slice(0, -7),
+            JSON.stringify(e),
+            `${b64(e)},${b64(e)}`,
+          ),
+        ),
     },
     { weight: 1, arbitrary: fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 200 }) },
   );
@@ -136,6 +181,11 @@ export function paymentHeaderValue(envelopes: Record<string, unknown>[]): fc.Arb
 /** The top-up body: `{amount}` mostly matching the signed payments (1 USD), and the rest. */
 export const topupBodyText: fc.Arbitrary<string> = fc.oneof(
   { weight: 8, arbitrary: fc.constant('{"amount":1}') },
-  { weight: 4, arbitrary: objectJson({ amount: fc.oneof(fc.constantFrom(1, 5, 0.000001, 0.0000001, 1.0000001, 0, -1, 1e9, 10_000, 10_001).map(value), junkJson) }).map(writeJson) },
+  {
+    weight: 4,
+    arbitrary: objectJson({ amount: fc.oneof(fc.constantFrom(1, 5, 0.000001, 0.0000001, 1.0000001, 0, -1, 1e9, 10_000, 10_001).map(value), junkJson) }).map(
+      writeJson,
+    ),
+  },
   { weight: 1, arbitrary: otherBodyText },
 );

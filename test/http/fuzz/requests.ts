@@ -39,7 +39,10 @@ export async function send(app: FastifyInstance, r: FuzzRequest, tally?: Tally):
 }
 
 export const describeTally = (tally: Tally) =>
-  [...tally.entries()].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(', ');
+  [...tally.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${k}: ${n}`)
+    .join(', ');
 
 export function checkAnswer(r: FuzzRequest, status: number, contentType: unknown, body: string): void {
   const what = `${r.method} ${r.url} -> ${status}: ${body.slice(0, 300)}`;
@@ -68,9 +71,22 @@ export const contentType: fc.Arbitrary<string | undefined> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.constantFrom(
-      undefined, 'application/json; charset=utf-8', 'APPLICATION/JSON', 'application/json; charset=latin1', 'application/json;;', 'text/plain',
-      'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/octet-stream', 'application/jsonx', '', '*/*',
-      'application/json, text/plain', 'application/vnd.api+json', 'application/json; boundary="', 'text/event-stream',
+      undefined,
+      'application/json; charset=utf-8',
+      'APPLICATION/JSON',
+      'application/json; charset=latin1',
+      'application/json;;',
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'application/octet-stream',
+      'application/jsonx',
+      '',
+      '*/*',
+      'application/json, text/plain',
+      'application/vnd.api+json',
+      'application/json; boundary="',
+      'text/event-stream',
     ),
   },
   { weight: 1, arbitrary: headerText },
@@ -86,7 +102,19 @@ export function authorization(valid: string, revoked: string): fc.Arbitrary<stri
       arbitrary: fc.oneof(
         fc.constant(undefined),
         fc.constant(`Bearer ${revoked}`),
-        fc.constantFrom(`bearer ${valid}`, `Bearer  ${valid}  `, `Bearer ${valid} extra`, `Basic ${valid}`, valid, `Bearer ${valid}x`, `Bearer ${valid.slice(0, -1)}`, `Bearer ${valid.toUpperCase()}`, 'Bearer', 'Bearer ', ''),
+        fc.constantFrom(
+          `bearer ${valid}`,
+          `Bearer  ${valid}  `,
+          `Bearer ${valid} extra`,
+          `Basic ${valid}`,
+          valid,
+          `Bearer ${valid}x`,
+          `Bearer ${valid.slice(0, -1)}`,
+          `Bearer ${valid.toUpperCase()}`,
+          'Bearer',
+          'Bearer ',
+          '',
+        ),
         keyLike.map((k) => `Bearer ${k}`),
         fc.tuple(fc.constantFrom('Basic', 'Digest', 'Token', 'Bearer', 'X402', 'Negotiate'), headerText).map(([s, v]) => `${s} ${v}`),
         headerText,

@@ -10,10 +10,48 @@ import fc from 'fast-check';
 export const PROTOTYPE_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__'];
 
 /** Number literals that are valid JSON but not a usable count: huge, negative, fractional, exponent forms. */
-const NUMBER_LITERALS = ['0', '-0', '-1', '1.5', '1e3', '1E400', '-1e400', '9007199254740993', '123456789012345678901234567890', '0.0000001', '4096', '4097', '16', '17'];
+const NUMBER_LITERALS = [
+  '0',
+  '-0',
+  '-1',
+  '1.5',
+  '1e3',
+  '1E400',
+  '-1e400',
+  '9007199254740993',
+  '123456789012345678901234567890',
+  '0.0000001',
+  '4096',
+  '4097',
+  '16',
+  '17',
+];
 
 /** Strings that look like numbers or special values to a careless parser. */
-const TRICKY_STRINGS = ['', ' ', 'NaN', 'Infinity', '-Infinity', 'null', 'true', '0x10', '1e309', '-1', '4096', 'undefined', '[object Object]', '\u0000', '\ud800', '😀', 'e\u0301', '\u202e', '<script>', "'; drop table wallets; --", '%s%n', '../../etc/passwd'];
+const TRICKY_STRINGS = [
+  '',
+  ' ',
+  'NaN',
+  'Infinity',
+  '-Infinity',
+  'null',
+  'true',
+  '0x10',
+  '1e309',
+  '-1',
+  '4096',
+  'undefined',
+  '[object Object]',
+  '\u0000',
+  '\ud800',
+  '😀',
+  'e\u0301',
+  '\u202e',
+  '<script>',
+  "'; drop table wallets; --",
+  '%s%n',
+  '../../etc/passwd',
+];
 
 export const trickyString = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom(...TRICKY_STRINGS, ...PROTOTYPE_KEYS) },
@@ -45,11 +83,7 @@ export const junk: fc.Arbitrary<unknown> = fc.oneof(
  * A JSON value written as text. `raw` pieces are inserted verbatim; `pairs` may repeat a key and
  * `__proto__` stays an ordinary key (as JSON.parse sees it, not as an object literal would).
  */
-export type Json =
-  | { raw: string }
-  | { value: unknown }
-  | { pairs: [string, Json][] }
-  | { items: Json[] };
+export type Json = { raw: string } | { value: unknown } | { pairs: [string, Json][] } | { items: Json[] };
 
 export function writeJson(j: Json): string {
   if ('raw' in j) return j.raw;
@@ -78,9 +112,18 @@ export function objectJson(fields: Record<string, fc.Arbitrary<Json>>, opts: { m
   return fc
     .record({
       // Shrinks towards absent fields, so a counterexample keeps only the fields that matter.
-      present: fc.array(fc.nat({ max: 99 }).map((n) => n >= 100 - presentPercent), { minLength: entries.length, maxLength: entries.length }),
+      present: fc.array(
+        fc.nat({ max: 99 }).map((n) => n >= 100 - presentPercent),
+        { minLength: entries.length, maxLength: entries.length },
+      ),
       values: fc.tuple(...entries.map(([, a]) => a)),
-      extra: rarely(fc.array(fc.tuple(fc.oneof(fc.constantFrom(...PROTOTYPE_KEYS), fc.string({ maxLength: 12 })), junkJson), { minLength: 1, maxLength: opts.maxUnknown ?? 2 }), []),
+      extra: rarely(
+        fc.array(fc.tuple(fc.oneof(fc.constantFrom(...PROTOTYPE_KEYS), fc.string({ maxLength: 12 })), junkJson), {
+          minLength: 1,
+          maxLength: opts.maxUnknown ?? 2,
+        }),
+        [],
+      ),
       duplicate: rarely(fc.nat({ max: entries.length - 1 }), null),
       duplicateValue: junkJson,
       shuffle: fc.boolean(),
@@ -99,13 +142,30 @@ export function objectJson(fields: Record<string, fc.Arbitrary<Json>>, opts: { m
 }
 
 /** `arb` one time in six, else `otherwise`. */
-const rarely = <T, U>(arb: fc.Arbitrary<T>, otherwise: U): fc.Arbitrary<T | U> => fc.oneof({ weight: 5, arbitrary: fc.constant(otherwise) }, { weight: 1, arbitrary: arb });
+const rarely = <T, U>(arb: fc.Arbitrary<T>, otherwise: U): fc.Arbitrary<T | U> =>
+  fc.oneof({ weight: 5, arbitrary: fc.constant(otherwise) }, { weight: 1, arbitrary: arb });
 
 /** Well-formed JSON that is not what the route wants, or text that is not JSON at all. */
 export const otherBodyText: fc.Arbitrary<string> = fc.oneof(
   fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v)),
   fc.string({ maxLength: 200 }),
-  fc.constantFrom('', '{', '{"model":', '{"a":1,}', '[1,2', 'nul', '\ufeff{}', '{"__proto__":{"x":1}}', '{"constructor":{"prototype":{"x":1}}}', '{"a":1}{"b":2}', '\u0000', '{"a":"\\ud800"}', '{"a":"\\u0000"}', '1e99999', '"just a string"'),
+  fc.constantFrom(
+    '',
+    '{',
+    '{"model":',
+    '{"a":1,}',
+    '[1,2',
+    'nul',
+    '\ufeff{}',
+    '{"__proto__":{"x":1}}',
+    '{"constructor":{"prototype":{"x":1}}}',
+    '{"a":1}{"b":2}',
+    '\u0000',
+    '{"a":"\\ud800"}',
+    '{"a":"\\u0000"}',
+    '1e99999',
+    '"just a string"',
+  ),
   fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b).toString('latin1')),
 );
 

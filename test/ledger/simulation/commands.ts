@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { adjustBalance } from '../../../src/ledger/credits.ts';
+import { adjustBalance } from '../../../src/ledger/movements.ts';
 import { sweepExpiredReservations } from '../../../src/ledger/operations/expire.ts';
 import { finishReservation } from '../../../src/ledger/operations/finish.ts';
 import { lateCharge } from '../../../src/ledger/operations/late-charge.ts';
@@ -60,26 +60,34 @@ function reserveStep(key: number, amountUsdc: number): Step {
 }
 
 function finishStep(which: number, asked: number, verb: string): Step {
-  return new Step(`${verb} reservation #${which} asking ${asked}`, async (m, w) => {
-    const r = choose(m, which);
-    const expected = model.finish(m, r, asked);
-    const got = await finishReservation(w.storage, r.requestId, asked, usageOf(w, m, r.requestId, r.key), m.now);
-    assert.deepEqual({ applied: got.applied, charged: got.chargedUsdc }, expected);
-    return `${r.requestId}: ${got.applied ? `charged ${got.chargedUsdc}` : 'already finished'}`;
-  }, (m) => m.reservations.length > 0);
+  return new Step(
+    `${verb} reservation #${which} asking ${asked}`,
+    async (m, w) => {
+      const r = choose(m, which);
+      const expected = model.finish(m, r, asked);
+      const got = await finishReservation(w.storage, r.requestId, asked, usageOf(w, m, r.requestId, r.key), m.now);
+      assert.deepEqual({ applied: got.applied, charged: got.chargedUsdc }, expected);
+      return `${r.requestId}: ${got.applied ? `charged ${got.chargedUsdc}` : 'already finished'}`;
+    },
+    (m) => m.reservations.length > 0,
+  );
 }
 
 function lateStep(which: number, asked: number): Step {
-  return new Step(`late charge of ${asked} on finished reservation #${which}`, async (m, w) => {
-    // An even choice picks among the swept ones (no usage row yet) when there are any: those a late charge bills.
-    const swept = finished(m).filter((r) => !r.billed);
-    const r = pick(which % 2 === 0 && swept.length > 0 ? swept : finished(m), which >> 1);
-    const expected = model.lateCharge(m, r, asked);
-    const bill = { requestId: r.requestId, wallet: w.wallets[m.keys[r.key]!.wallet]!, chargeUsdc: asked, usage: usageOf(w, m, r.requestId, r.key) };
-    const got = await lateCharge(w.storage, bill, m.now);
-    assert.deepEqual(got.kind === 'late' ? { kind: 'late', charged: got.outcome.chargedUsdc } : got, expected);
-    return `${r.requestId}: ${got.kind}`;
-  }, (m) => finished(m).length > 0);
+  return new Step(
+    `late charge of ${asked} on finished reservation #${which}`,
+    async (m, w) => {
+      // An even choice picks among the swept ones (no usage row yet) when there are any: those a late charge bills.
+      const swept = finished(m).filter((r) => !r.billed);
+      const r = pick(which % 2 === 0 && swept.length > 0 ? swept : finished(m), which >> 1);
+      const expected = model.lateCharge(m, r, asked);
+      const bill = { requestId: r.requestId, wallet: w.wallets[m.keys[r.key]!.wallet]!, chargeUsdc: asked, usage: usageOf(w, m, r.requestId, r.key) };
+      const got = await lateCharge(w.storage, bill, m.now);
+      assert.deepEqual(got.kind === 'late' ? { kind: 'late', charged: got.outcome.chargedUsdc } : got, expected);
+      return `${r.requestId}: ${got.kind}`;
+    },
+    (m) => finished(m).length > 0,
+  );
 }
 
 function sweepStep(advanceMs: number): Step {
@@ -94,7 +102,10 @@ function sweepStep(advanceMs: number): Step {
 function creditStep(wallet: number, amountUsdc: number): Step {
   return new Step(`adjust wallet ${wallet} by ${amountUsdc}`, async (m, w) => {
     const applied = model.adjust(m, wallet, amountUsdc);
-    const got = await adjustBalance(w.storage.db, { wallet: w.wallets[wallet]!, amountUsdc }).then(() => true, () => false);
+    const got = await adjustBalance(w.storage.db, { wallet: w.wallets[wallet]!, amountUsdc }).then(
+      () => true,
+      () => false,
+    );
     assert.equal(got, applied, `an adjustment of ${amountUsdc} ${applied ? 'refused' : 'applied'}`);
     return applied ? 'applied' : 'refused';
   });
@@ -115,11 +126,31 @@ function uptoHoldStep(max: number): Step {
     await w.storage.db
       .insertInto('payments')
       .values({
-        id, network: 'eip155:84532', asset: '0xusdc', payer: w.payer, nonce: id, transfer_method: 'permit2', pay_to: '0xgateway', amount_atomic: String(max),
-        amount_usdc: max, payload_digest: id, terms_digest: id, token_decimals: 6, onchain_amount_atomic: null, valid_before: m.now / 1000 + 300, from_block: 0,
-        status: 'pending', state: 'pending', tx_hash: null, failure_reason: null, balance_after_usdc: null, locked_after_usdc: null, created_at: m.now,
+        id,
+        network: 'eip155:84532',
+        asset: '0xusdc',
+        payer: w.payer,
+        nonce: id,
+        transfer_method: 'permit2',
+        pay_to: '0xgateway',
+        amount_atomic: String(max),
+        amount_usdc: max,
+        payload_digest: id,
+        terms_digest: id,
+        token_decimals: 6,
+        onchain_amount_atomic: null,
+        valid_before: m.now / 1000 + 300,
+        from_block: 0,
+        status: 'pending',
+        state: 'pending',
+        tx_hash: null,
+        failure_reason: null,
+        balance_after_usdc: null,
+        locked_after_usdc: null,
+        created_at: m.now,
         updated_at: m.now,
-        credited_at: null, purpose: 'chat',
+        credited_at: null,
+        purpose: 'chat',
       })
       .execute();
     const got = await holdMaximum(w.storage.db, id, { x402Version: 2 } as unknown as PaymentPayload, m.now);
@@ -134,23 +165,32 @@ function uptoHoldStep(max: number): Step {
   });
 }
 
-const uptoFixStep = () => new Step('upto fix (charge fixed and rest released)', async (m, w) => {
-  const expected = model.fixCharge(m);
-  assert.equal(await fixCharge(w.storage.db, m.upto!.paymentId, m.now), expected.outcome);
-  return expected.outcome === 'fixed' ? `charge ${expected.charge}` : expected.outcome;
-}, (m) => m.upto !== null);
+const uptoFixStep = () =>
+  new Step(
+    'upto fix (charge fixed and rest released)',
+    async (m, w) => {
+      const expected = model.fixCharge(m);
+      assert.equal(await fixCharge(w.storage.db, m.upto!.paymentId, m.now), expected.outcome);
+      return expected.outcome === 'fixed' ? `charge ${expected.charge}` : expected.outcome;
+    },
+    (m) => m.upto !== null,
+  );
 
 function uptoCloseStep(paid: boolean): Step {
-  return new Step(`upto payment ${paid ? 'settled on chain' : 'unsettled and written off'}`, async (m, w) => {
-    const { paymentId, charge } = m.upto!;
-    if (paid) await closeSettled(w.storage.db, paymentId, BigInt(charge), charge ? `0x${paymentId}` : null, m.now);
-    else {
-      assert.equal(await markUnsettled(w.storage.db, paymentId, 'simulated refusal', m.now), true);
-      assert.equal(await writeOff(w.storage.db, paymentId, 'simulation', m.now), true);
-    }
-    m.upto = null;
-    return paymentId;
-  }, (m) => m.upto?.state === 'settling');
+  return new Step(
+    `upto payment ${paid ? 'settled on chain' : 'unsettled and written off'}`,
+    async (m, w) => {
+      const { paymentId, charge } = m.upto!;
+      if (paid) await closeSettled(w.storage.db, paymentId, BigInt(charge), charge ? `0x${paymentId}` : null, m.now);
+      else {
+        assert.equal(await markUnsettled(w.storage.db, paymentId, 'simulated refusal', m.now), true);
+        assert.equal(await writeOff(w.storage.db, paymentId, 'simulation', m.now), true);
+      }
+      m.upto = null;
+      return paymentId;
+    },
+    (m) => m.upto?.state === 'settling',
+  );
 }
 
 /** A crash: the process dies with reservations in flight; the restarted gateway migrates and its sweeper runs at start. */
@@ -170,13 +210,33 @@ const charge = fc.integer({ min: 0, max: 4_000 });
 /** One arbitrary of weighted steps: reserves and finishes most often, so sequences build up open reservations to finish, sweep and crash on. */
 export const ledgerCommands = [
   fc.oneof(
-    weighted(5, fc.tuple(fc.integer({ min: 0, max: PLAIN_KEYS }), amount).map(([k, a]) => reserveStep(k, a))),
-    weighted(3, fc.tuple(fc.nat(), charge).map(([i, c]) => finishStep(i, c, 'settle'))),
-    weighted(1, fc.nat().map((i) => finishStep(i, 0, 'void'))),
-    weighted(2, fc.tuple(fc.nat(), charge).map(([i, c]) => lateStep(i, c))),
+    weighted(
+      5,
+      fc.tuple(fc.integer({ min: 0, max: PLAIN_KEYS }), amount).map(([k, a]) => reserveStep(k, a)),
+    ),
+    weighted(
+      3,
+      fc.tuple(fc.nat(), charge).map(([i, c]) => finishStep(i, c, 'settle')),
+    ),
+    weighted(
+      1,
+      fc.nat().map((i) => finishStep(i, 0, 'void')),
+    ),
+    weighted(
+      2,
+      fc.tuple(fc.nat(), charge).map(([i, c]) => lateStep(i, c)),
+    ),
     weighted(2, fc.integer({ min: 0, max: 2 * model.LEASE_MS }).map(sweepStep)),
     weighted(1, fc.integer({ min: 0, max: 6 * 3_600_000 }).map(sweepStep)),
-    weighted(2, fc.tuple(fc.integer({ min: 0, max: 1 }), fc.integer({ min: -3_000, max: 3_000 }).filter((a) => a !== 0)).map(([wl, a]) => creditStep(wl, a))),
+    weighted(
+      2,
+      fc
+        .tuple(
+          fc.integer({ min: 0, max: 1 }),
+          fc.integer({ min: -3_000, max: 3_000 }).filter((a) => a !== 0),
+        )
+        .map(([wl, a]) => creditStep(wl, a)),
+    ),
     weighted(
       1,
       fc

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { adjustBalance } from '../../../src/ledger/credits.ts';
+import { adjustBalance } from '../../../src/ledger/movements.ts';
 import { checkLedger } from '../../../src/ledger/invariants.ts';
 import type { UsageRecord } from '../../../src/ledger/reservations.ts';
 import { generateKey, insertKey } from '../../../src/keys/api-keys.ts';
@@ -74,8 +74,19 @@ export async function reopen(w: World): Promise<void> {
 
 export function usageOf(w: World, m: LedgerModel, requestId: string, key: number): UsageRecord {
   return {
-    requestId, apiKeyId: w.keys[key]!, wallet: w.wallets[m.keys[key]!.wallet]!, model: 'sim/model', provider: 'sim', promptTokens: 10, completionTokens: 5,
-    reasoningTokens: 0, cachedTokens: 0, providerCostUsdc: 1, status: 'ok', latencyMs: 1, estimated: false,
+    requestId,
+    apiKeyId: w.keys[key]!,
+    wallet: w.wallets[m.keys[key]!.wallet]!,
+    model: 'sim/model',
+    provider: 'sim',
+    promptTokens: 10,
+    completionTokens: 5,
+    reasoningTokens: 0,
+    cachedTokens: 0,
+    providerCostUsdc: 1,
+    status: 'ok',
+    latencyMs: 1,
+    estimated: false,
   };
 }
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
-import { adjustBalance } from '../../../src/ledger/credits.ts';
+import { adjustBalance } from '../../../src/ledger/movements.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { until } from '../../support/until.ts';
 import { USD } from '../../support/topup-harness.ts';
@@ -32,9 +32,13 @@ describe('pay-per-request attacks (sqlite)', () => {
   const pay = async (payer: FundedAccount, over: Partial<Eip3009Terms> = {}) => v2Header(offer, await h.usdcPayment(payer, BigInt(CENT), over));
   const db = () => h.gw.services.storage.db;
   const creditsOf = async (payer: FundedAccount) =>
-    (await db().selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', payer.address.toLowerCase()).where('kind', '=', 'topup').execute()).map((r) => Number(r.amount_usdc));
+    (await db().selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', payer.address.toLowerCase()).where('kind', '=', 'topup').execute()).map(
+      (r) => Number(r.amount_usdc),
+    );
   const chargedOf = async (payer: FundedAccount) =>
-    (await db().selectFrom('request_usage').select('charged_usdc').where('wallet', '=', payer.address.toLowerCase()).execute()).map((r) => Number(r.charged_usdc));
+    (await db().selectFrom('request_usage').select('charged_usdc').where('wallet', '=', payer.address.toLowerCase()).execute()).map((r) =>
+      Number(r.charged_usdc),
+    );
 
   test('replay: credits nothing more, runs no inference the balance cannot cover, and runs one it can', async () => {
     const payer = await h.payer(1n);
@@ -138,7 +142,11 @@ describe('pay-per-request attacks (sqlite)', () => {
     try {
       const res = await h.chat(BODY, { 'payment-signature': await pay(payer) });
       assert.equal(res.status, 200, res.text);
-      const reservation = (await db().selectFrom('reservations').select(['amount_usdc', 'charged_usdc']).where('wallet', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow());
+      const reservation = await db()
+        .selectFrom('reservations')
+        .select(['amount_usdc', 'charged_usdc'])
+        .where('wallet', '=', payer.address.toLowerCase())
+        .executeTakeFirstOrThrow();
       assert.equal(Number(res.headers.get('x-tollgate-charged-usdc')), Number(reservation.amount_usdc));
       assert.equal(Number(reservation.charged_usdc), Number(reservation.amount_usdc));
       assert.equal(await h.balance(payer.address), 5_000_000 + CENT - Number(reservation.amount_usdc));

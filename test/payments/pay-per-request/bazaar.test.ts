@@ -31,8 +31,16 @@ for (const engine of ENGINES) {
       await h.stop();
     });
 
-    async function bazaarOf(path: string, body: unknown = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 }): Promise<DiscoveryExtension> {
-      const res = await call(h.gw.url, 'POST', path, path === '/v1/responses' ? { model: 'fake/chat-small', input: 'hi' } : path === '/v1/embeddings' ? { model: EMBED_ID, input: 'hi' } : body);
+    async function bazaarOf(
+      path: string,
+      body: unknown = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 },
+    ): Promise<DiscoveryExtension> {
+      const res = await call(
+        h.gw.url,
+        'POST',
+        path,
+        path === '/v1/responses' ? { model: 'fake/chat-small', input: 'hi' } : path === '/v1/embeddings' ? { model: EMBED_ID, input: 'hi' } : body,
+      );
       assert.equal(res.status, 402, res.text);
       return decodePaymentRequiredHeader(res.headers.get('payment-required')!).extensions!.bazaar as DiscoveryExtension;
     }
@@ -58,7 +66,11 @@ for (const engine of ENGINES) {
       assert.deepEqual(body.required, ['model', 'messages']);
       for (const field of ['messages', 'max_tokens', 'stream']) assert.ok(body.properties[field], field);
       const model = body.properties.model;
-      assert.deepEqual(model.enum, h.gw.services.catalog.models.filter((m) => m.type === 'chat').map((m) => m.id), 'the chat models: an embedding model is listed on /v1/embeddings');
+      assert.deepEqual(
+        model.enum,
+        h.gw.services.catalog.models.filter((m) => m.type === 'chat').map((m) => m.id),
+        'the chat models: an embedding model is listed on /v1/embeddings',
+      );
       const embeddings = await bazaarOf('/v1/embeddings');
       assert.deepEqual((embeddings.schema as any).properties.input.properties.body.properties.model.enum, [EMBED_ID]);
       const listing = model.description.match(/GET (\S+\/v1\/models)/)![1];
@@ -81,14 +93,16 @@ for (const engine of ENGINES) {
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
-    test('attack: a client that echoes a poisoned bazaar entry in its payment: the facilitator gets the gateway\'s own', async () => {
+    test("attack: a client that echoes a poisoned bazaar entry in its payment: the facilitator gets the gateway's own", async () => {
       const payer = await h.payer(10n);
       const poisoning: typeof fetch = async (input, init) => {
         const request = new Request(input, init);
         const header = request.headers.get('payment-signature');
         if (header) {
           const payload = JSON.parse(Buffer.from(header, 'base64').toString());
-          payload.extensions = { bazaar: { info: { input: { type: 'http', method: 'POST', bodyType: 'json', body: { evil: true } } }, schema: { type: 'object' } } };
+          payload.extensions = {
+            bazaar: { info: { input: { type: 'http', method: 'POST', bodyType: 'json', body: { evil: true } } }, schema: { type: 'object' } },
+          };
           payload.resource = { url: 'https://evil.example/steal', description: 'free tokens', mimeType: 'application/json' };
           request.headers.set('payment-signature', Buffer.from(JSON.stringify(payload)).toString('base64'));
         }
@@ -98,7 +112,10 @@ for (const engine of ENGINES) {
       const { registerExactEvmScheme } = await import('@x402/evm/exact/client');
       const client = new x402Client();
       registerExactEvmScheme(client, { signer: payer });
-      client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
+      client.setSpendControls({
+        maxAmountPerPayment: '$1',
+        allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }],
+      });
       const res = await wrapFetchWithPayment(poisoning, client)(`${h.gw.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

@@ -28,7 +28,10 @@ for (const engine of ENGINES) {
       assert.equal(h.fake.received.length - calls, 5, 'the provider ran each request once');
       for (const p of payers) {
         const rows = await h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', p.address.toLowerCase()).execute();
-        assert.deepEqual(rows.map((r) => [r.status, r.purpose]), [['credited', 'chat']]);
+        assert.deepEqual(
+          rows.map((r) => [r.status, r.purpose]),
+          [['credited', 'chat']],
+        );
         assert.equal(await h.chain.balanceOf(h.chain.usdc, p.address), 10_000_000n - BigInt(rows[0]!.amount_atomic));
       }
       await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 5);

@@ -26,7 +26,11 @@ for (const engine of ENGINES) {
     });
 
     test('the offer names /v1/embeddings; embeddings.create pays it once and is billed the reported tokens', async () => {
-      const offer = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: EMBED_ID, input: 'hi' }) });
+      const offer = await fetch(`${h.gw.url}/v1/embeddings`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: EMBED_ID, input: 'hi' }),
+      });
       assert.equal(offer.status, 402);
       const offered = await offer.json();
       assert.match(offered.resource.url, /\/v1\/embeddings$/);
@@ -35,7 +39,10 @@ for (const engine of ENGINES) {
       const payer = await h.payer(10n);
       const input = ['paid for by the request itself', 'no API key'];
       const { data, response } = await h.openai(payer).embeddings.create({ model: EMBED_ID, input }).withResponse();
-      assert.deepEqual(data.data.map((d) => d.embedding), input.map((t) => expectedVector(t)));
+      assert.deepEqual(
+        data.data.map((d) => d.embedding),
+        input.map((t) => expectedVector(t)),
+      );
       assert.equal(decodePaymentResponseHeader(response.headers.get('payment-response')!).success, true);
       const charged = fakeTokensOf(input) * MICRO_PER_TOKEN;
       assert.equal(response.headers.get('x-tollgate-charged-usdc'), String(charged));
@@ -43,7 +50,10 @@ for (const engine of ENGINES) {
       const wallet = payer.address.toLowerCase();
       assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD - BigInt(CENT), 'paid once, on chain');
       const usage = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('wallet', '=', wallet).execute();
-      assert.deepEqual(usage.map((u) => [u.model, Number(u.prompt_tokens), Number(u.charged_usdc)]), [[EMBED_ID, fakeTokensOf(input), charged]]);
+      assert.deepEqual(
+        usage.map((u) => [u.model, Number(u.prompt_tokens), Number(u.charged_usdc)]),
+        [[EMBED_ID, fakeTokensOf(input), charged]],
+      );
       assert.equal(await h.balance(payer.address), CENT - charged, 'the unspent part stays in the balance');
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
@@ -68,8 +78,17 @@ for (const engine of ENGINES) {
           h.fake.behaviour = {};
         }
         const wallet = payer.address.toLowerCase();
-        const credits = await h.gw.services.storage.db.selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', wallet).where('kind', '=', 'topup').execute();
-        assert.deepEqual(credits.map((c) => Number(c.amount_usdc)), [CENT], 'credited once');
+        const credits = await h.gw.services.storage.db
+          .selectFrom('ledger_entries')
+          .select('amount_usdc')
+          .where('wallet', '=', wallet)
+          .where('kind', '=', 'topup')
+          .execute();
+        assert.deepEqual(
+          credits.map((c) => Number(c.amount_usdc)),
+          [CENT],
+          'credited once',
+        );
         assert.equal(await h.balance(payer.address), CENT - 2 * RESERVATION);
         assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), USD - BigInt(CENT), 'paid once on chain');
         await assertLedgerConsistent(h.gw.services.storage.db);
@@ -77,14 +96,17 @@ for (const engine of ENGINES) {
     });
 
     test('a bad input is a 400 before any offer, and a chat model is refused there too', async () => {
-      for (const body of [{ model: EMBED_ID, input: [] }, { model: 'fake/chat-small', input: 'hi' }]) {
+      for (const body of [
+        { model: EMBED_ID, input: [] },
+        { model: 'fake/chat-small', input: 'hi' },
+      ]) {
         const res = await fetch(`${h.gw.url}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
         assert.equal(res.status, 400);
         assert.equal(res.headers.get('payment-required'), null);
       }
     });
 
-    test('attack: a provider failure after the payment charges nothing of it; the credit stays in the payer\'s balance', async () => {
+    test("attack: a provider failure after the payment charges nothing of it; the credit stays in the payer's balance", async () => {
       h.fake.behaviour = { failStatus: 503 };
       try {
         const payer = await h.payer(10n);

@@ -45,10 +45,13 @@ describe('pay-per-request: the 402 offer and the failure matrix of top-ups (sqli
     assert.equal(res.body.resource.url, `${h.gw.config.server.publicUrl}/v1/chat/completions`);
     assert.ok(res.body.reserved_usdc > 0 && res.body.reserved_usdc < CENT);
     assert.equal(res.body.required_usdc, CENT);
-    assert.deepEqual(res.body.accepts.map((a: PaymentRequirements) => [a.amount, (a as any).maxAmountRequired, a.extra?.assetTransferMethod]), [
-      [String(CENT), String(CENT), 'eip3009'],
-      [String(CENT), String(CENT), 'permit2'],
-    ]);
+    assert.deepEqual(
+      res.body.accepts.map((a: PaymentRequirements) => [a.amount, (a as any).maxAmountRequired, a.extra?.assetTransferMethod]),
+      [
+        [String(CENT), String(CENT), 'eip3009'],
+        [String(CENT), String(CENT), 'permit2'],
+      ],
+    );
     const header = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
     assert.deepEqual(header.accepts, res.body.accepts);
     // A bigger request is offered at the next whole cent above its reservation.
@@ -59,7 +62,11 @@ describe('pay-per-request: the 402 offer and the failure matrix of top-ups (sqli
   });
 
   test('a streaming request gets the same plain JSON 402, before any event', async () => {
-    const res = await fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...BODY, stream: true }) });
+    const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...BODY, stream: true }),
+    });
     assert.equal(res.status, 402);
     assert.match(res.headers.get('content-type')!, /^application\/json/);
     assert.equal((await res.json()).error, 'PAYMENT_REQUIRED');
@@ -157,7 +164,10 @@ describe('pay-per-request: the 402 offer and the failure matrix of top-ups (sqli
     const payer = await h.payer(1n);
     const payload = await usdcPayment(payer);
     const header = v2Header(offer, payload);
-    const bodies = [(await h.chat(BODY, { 'payment-signature': header })).text, (await h.chat({ ...BODY, model: 'x/y' }, { 'payment-signature': header })).text];
+    const bodies = [
+      (await h.chat(BODY, { 'payment-signature': header })).text,
+      (await h.chat({ ...BODY, model: 'x/y' }, { 'payment-signature': header })).text,
+    ];
     const logs = h.gw.logs();
     for (const secret of [header.slice(0, 40), payload.signature.slice(2, 42), h.relayer.privateKey.slice(2)]) {
       assert.ok(!logs.includes(secret), 'a secret reached the logs');
@@ -196,7 +206,10 @@ describe('pay-per-request when it is off or the chain is down', () => {
       const payer = await h.payer(1n);
       const offer = await call(down.url, 'POST', '/v1/chat/completions', BODY);
       assert.equal(offer.status, 402, offer.text);
-      const header = v2Header(offer.body.accepts[0], await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: BigInt(CENT) }));
+      const header = v2Header(
+        offer.body.accepts[0],
+        await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: BigInt(CENT) }),
+      );
       for (const stream of [false, true]) {
         const res = await call(down.url, 'POST', '/v1/chat/completions', { ...BODY, stream }, { 'payment-signature': header });
         assert.equal(res.status, 503, res.text);

@@ -8,7 +8,7 @@ import { x402Client, wrapFetchWithPayment } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import type { Hex } from 'viem';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
-import { adjustBalance } from '../../../src/ledger/credits.ts';
+import { adjustBalance } from '../../../src/ledger/movements.ts';
 import { memoryLimiter } from '../../../src/ratelimit/memory.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
@@ -31,7 +31,8 @@ function payingWithId(h: PayPerRequestHarness, payer: FundedAccount, id: string)
     appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id);
   });
   const pay = wrapFetchWithPayment(fetch, client);
-  return (body: unknown = BODY) => pay(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return (body: unknown = BODY) =>
+    pay(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
 const post = (h: PayPerRequestHarness, headers: Record<string, string>, body: unknown = BODY) =>
   fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
@@ -137,7 +138,10 @@ for (const engine of ENGINES) {
       const required = decodePaymentRequiredHeader((await post(h, {}, NEAR_CENT)).headers.get('payment-required')!);
       const offer = required.accepts.find((a) => a.extra?.assetTransferMethod === 'eip3009') as PaymentRequirements;
       const payment = await h.usdcPayment(payer, BigInt(offer.amount));
-      const withId = (id: string) => Buffer.from(JSON.stringify({ x402Version: 2, accepted: offer, payload: payment, extensions: { 'payment-identifier': { info: { id } } } })).toString('base64');
+      const withId = (id: string) =>
+        Buffer.from(JSON.stringify({ x402Version: 2, accepted: offer, payload: payment, extensions: { 'payment-identifier': { info: { id } } } })).toString(
+          'base64',
+        );
       // A long answer leaves less of the cent than the reservation needs.
       h.fake.behaviour = { usage: { prompt_tokens: 10, completion_tokens: 2_000 } };
       const first = await post(h, { 'payment-signature': withId(generatePaymentId()) }, NEAR_CENT).finally(() => (h.fake.behaviour = {}));
@@ -148,7 +152,11 @@ for (const engine of ENGINES) {
       assert.equal(refused.status, 402, await refused.clone().text());
       assert.equal(((await refused.json()) as { error: string }).error, 'INSUFFICIENT_BALANCE');
       assert.equal(h.fake.received.length, calls, 'nothing ran');
-      assert.deepEqual((await claimsOf(h, payer.address)).filter((c) => c.id === id), [], 'the refused run left its identifier claimed');
+      assert.deepEqual(
+        (await claimsOf(h, payer.address)).filter((c) => c.id === id),
+        [],
+        'the refused run left its identifier claimed',
+      );
       // The payer's balance covers it now (topped up otherwise): the same payment under the same id runs.
       await adjustBalance(h.gw.services.storage.db, { wallet: payer.address.toLowerCase(), amountUsdc: Number(CENT), note: 'test funding' });
       const retry = await post(h, { 'payment-signature': withId(id) }, NEAR_CENT);

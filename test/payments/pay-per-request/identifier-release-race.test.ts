@@ -23,7 +23,8 @@ for (const engine of ENGINES) {
 
     const claim = (id: string, holder: string, paymentDigest = 'payment-1') =>
       claimPaymentIdentifier(storage.db, { payer: '0xpayer', id, bodyDigest: 'body', paymentDigest, holder, now: Date.now() });
-    const rowOf = (id: string) => storage.db.selectFrom('payment_identifiers').selectAll().where('payer', '=', '0xpayer').where('id', '=', id).executeTakeFirst();
+    const rowOf = (id: string) =>
+      storage.db.selectFrom('payment_identifiers').selectAll().where('payer', '=', '0xpayer').where('id', '=', id).executeTakeFirst();
 
     test("A's release after B took the claim over with the same payment leaves B's claim; a third payment is still a 409", async () => {
       assert.deepEqual(await claim('race', 'request-a'), { kind: 'claimed' });
@@ -52,7 +53,11 @@ for (const engine of ENGINES) {
       await claim('ran', 'request-a');
       await claim('ran', 'request-b');
       assert.equal(await startIdentifiedRun(storage.db, { payer: '0xpayer', id: 'ran', paymentDigest: 'payment-1', holder: 'request-b' }), true);
-      assert.equal(await startIdentifiedRun(storage.db, { payer: '0xpayer', id: 'ran', paymentDigest: 'payment-1', holder: 'request-a' }), false, 'one run per identifier');
+      assert.equal(
+        await startIdentifiedRun(storage.db, { payer: '0xpayer', id: 'ran', paymentDigest: 'payment-1', holder: 'request-a' }),
+        false,
+        'one run per identifier',
+      );
       await releasePaymentIdentifier(storage.db, { payer: '0xpayer', id: 'ran', holder: 'request-a' });
       assert.equal((await rowOf('ran'))?.request_id, 'request-b');
     });

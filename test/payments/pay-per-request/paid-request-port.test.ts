@@ -12,11 +12,18 @@ import type { TopupService } from '../../../src/payments/service.ts';
  * port method that touches money or the connection fails the test if called where it must not be.
  */
 const USDC = '0x' + '11'.repeat(20);
-const config = parseConfig({
-  chains: { '31337': { rpcUrl: 'http://127.0.0.1:1' } },
-  topup: { payTo: '0x' + '22'.repeat(20), maxUsd: 1, offers: [{ network: 'eip155:31337', asset: USDC, transferMethod: 'eip3009', name: 'USD Coin', version: '2', decimals: 6 }] },
-  payPerRequest: { enabled: true },
-}, { TOLLGATE_RELAYER_KEY: '0x' + '33'.repeat(32) });
+const config = parseConfig(
+  {
+    chains: { '31337': { rpcUrl: 'http://127.0.0.1:1' } },
+    topup: {
+      payTo: '0x' + '22'.repeat(20),
+      maxUsd: 1,
+      offers: [{ network: 'eip155:31337', asset: USDC, transferMethod: 'eip3009', name: 'USD Coin', version: '2', decimals: 6 }],
+    },
+    payPerRequest: { enabled: true },
+  },
+  { TOLLGATE_RELAYER_KEY: '0x' + '33'.repeat(32) },
+);
 
 const untouched = (what: string) => () => {
   throw new Error(`the workflow used ${what}`);
@@ -51,7 +58,7 @@ const request = (reservationUsdc: number): PaidRequest => ({
 });
 
 describe('the paid-request workflow behind its port', () => {
-  test('no payment and no sign-in-with-x: the pay outcome with this request\'s offer, nothing else touched', async () => {
+  test("no payment and no sign-in-with-x: the pay outcome with this request's offer, nothing else touched", async () => {
     const outcome = await payPerRequest(fakePort(), request(4_000), {});
     assert.equal(outcome.kind, 'pay');
     if (outcome.kind !== 'pay') return;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
-import { adjustBalance } from '../../../src/ledger/credits.ts';
+import { adjustBalance } from '../../../src/ledger/movements.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { call } from '../../support/gateway.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
@@ -40,9 +40,9 @@ for (const engine of ENGINES) {
     const db = () => h.gw.services.storage.db;
     const pay = async (payer: FundedAccount, over: Partial<Eip3009Terms> = {}) => v2Header(offer, await h.usdcPayment(payer, BigInt(CENT), over));
     const creditsOf = async (payer: FundedAccount) =>
-      (await db().selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', payer.address.toLowerCase()).where('kind', '=', 'topup').execute()).map((r) =>
-        Number(r.amount_usdc),
-      );
+      (
+        await db().selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', payer.address.toLowerCase()).where('kind', '=', 'topup').execute()
+      ).map((r) => Number(r.amount_usdc));
     const keyFor = async (account: FundedAccount) => {
       const res = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
       assert.equal(res.status, 201, res.text);
@@ -60,7 +60,7 @@ for (const engine of ENGINES) {
       }
     };
 
-    test('a forged payment naming someone else as payer does not use up that wallet\'s chat rate limit', async () => {
+    test("a forged payment naming someone else as payer does not use up that wallet's chat rate limit", async () => {
       const victim = await h.payer(1n);
       const attacker = await h.payer(1n);
       const victimKey = await keyFor(victim);
@@ -84,7 +84,7 @@ for (const engine of ENGINES) {
       await h.gw.assertLedger();
     });
 
-    test('a verified payment still counts against its wallet\'s limit, replays included, and a refused one is not settled and works later', async () => {
+    test("a verified payment still counts against its wallet's limit, replays included, and a refused one is not settled and works later", async () => {
       const payer = await h.payer(1n);
       const header = await pay(payer);
       // One fresh payment and its replays: PER_MINUTE requests run, the next is 429 before anything.
@@ -112,7 +112,11 @@ for (const engine of ENGINES) {
       // A hand-rolled client that signs for a day, not for the offer's maxTimeoutSeconds.
       const header = await pay(payer, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 86_400) });
       assert.equal((await h.chat(BODY, { 'payment-signature': header })).status, 200);
-      const payment = await db().selectFrom('payments').select(['id', 'credited_at']).where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
+      const payment = await db()
+        .selectFrom('payments')
+        .select(['id', 'credited_at'])
+        .where('payer', '=', payer.address.toLowerCase())
+        .executeTakeFirstOrThrow();
       // Within the window the replay runs (a client that lost the answer may retry).
       assert.equal((await h.chat(BODY, { 'payment-signature': header })).status, 200);
       // The header leaks; its thief comes back after the window (the credit is moved back in time).

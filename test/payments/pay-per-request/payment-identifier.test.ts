@@ -28,13 +28,16 @@ for (const engine of ENGINES) {
      */
     function payingWithId(payer: FundedAccount, id: string, sent: string[] = []) {
       const pay = payingWithIdentifier(exactUsdcClient(h, payer), id, sent);
-      return (body: unknown = BODY) => pay(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      return (body: unknown = BODY) =>
+        pay(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     }
     const post = (headers: Record<string, string>, body: unknown = BODY) =>
       fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
     const chainBalance = (p: FundedAccount) => h.chain.balanceOf(h.chain.usdc, p.address);
-    const paymentsOf = (p: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').select('id').where('payer', '=', p.address.toLowerCase()).execute();
-    const usageOf = (p: FundedAccount) => h.gw.services.storage.db.selectFrom('request_usage').select(['request_id', 'charged_usdc']).where('wallet', '=', p.address.toLowerCase()).execute();
+    const paymentsOf = (p: FundedAccount) =>
+      h.gw.services.storage.db.selectFrom('payments').select('id').where('payer', '=', p.address.toLowerCase()).execute();
+    const usageOf = (p: FundedAccount) =>
+      h.gw.services.storage.db.selectFrom('request_usage').select(['request_id', 'charged_usdc']).where('wallet', '=', p.address.toLowerCase()).execute();
 
     test('the 402 advertises payment-identifier (optional)', async () => {
       const res = await post({});
@@ -86,7 +89,7 @@ for (const engine of ENGINES) {
         assert.equal((await payingWithId(payer, id)()).status, 200);
         const other = await payingWithId(payer, id)({ ...BODY, messages: [{ role: 'user', content: 'something else' }] });
         assert.equal(other.status, 409);
-        assert.match((await other.text()), /for another request body/);
+        assert.match(await other.text(), /for another request body/);
         assert.equal(await chainBalance(payer), 10n * USD - CENT);
         assert.equal((await paymentsOf(payer)).length, 1);
       });
@@ -123,7 +126,10 @@ for (const engine of ENGINES) {
         const offer = decodePaymentRequiredHeader((await post({})).headers.get('payment-required')!);
         const client = new x402Client();
         registerExactEvmScheme(client, { signer: payer });
-        client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
+        client.setSpendControls({
+          maxAmountPerPayment: '$1',
+          allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }],
+        });
         appendPaymentIdentifierToExtensions(offer.extensions!, id);
         const payload = await client.createPaymentPayload(offer);
         const inner = payload.payload as { signature: string };
@@ -144,7 +150,10 @@ for (const engine of ENGINES) {
         const offer = decodePaymentRequiredHeader((await post({})).headers.get('payment-required')!);
         const client = new x402Client();
         registerExactEvmScheme(client, { signer: payer });
-        client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }] });
+        client.setSpendControls({
+          maxAmountPerPayment: '$1',
+          allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000000' }],
+        });
         const payload = await client.createPaymentPayload(offer);
         (payload.extensions as Record<string, { info: Record<string, unknown> }>)['payment-identifier']!.info.id = 'no spaces allowed here!';
         const bad = await post({ 'payment-signature': Buffer.from(JSON.stringify(payload)).toString('base64') });

@@ -46,9 +46,9 @@ for (const engine of ENGINES) {
     const db = () => h.gw.services.storage.db;
     const post = (path: string, body: unknown, headers: Record<string, string>) => call(h.gw.url, 'POST', path, body, headers);
     const creditsOf = async (payer: FundedAccount) =>
-      (await db().selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', payer.address.toLowerCase()).where('kind', '=', 'topup').execute()).map((r) =>
-        Number(r.amount_usdc),
-      );
+      (
+        await db().selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', payer.address.toLowerCase()).where('kind', '=', 'topup').execute()
+      ).map((r) => Number(r.amount_usdc));
     const rowsOf = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
     const keyFor = async (account: FundedAccount) => {
       const res = await call(h.gw.url, 'POST', '/v1/auth/keys', await createKeyProof(account));
@@ -74,7 +74,7 @@ for (const engine of ENGINES) {
       return { atBroadcast, release: () => release(), clear: () => ((topupService.beforeBroadcast = undefined), release()) };
     };
 
-    test('a leaked top-up header sent to chat (refused) does not use up the payer\'s chat rate-limit window', async () => {
+    test("a leaked top-up header sent to chat (refused) does not use up the payer's chat rate-limit window", async () => {
       const victim = await h.payer(2n);
       const dollar = dollarV2(await dollarPayload(victim));
       assert.equal((await h.post({ amount: 1 }, { 'payment-signature': dollar })).status, 200);
@@ -89,7 +89,7 @@ for (const engine of ENGINES) {
       await h.gw.assertLedger();
     });
 
-    test('an expired chat header (PAYMENT_EXPIRED, runs nothing) does not use up the payer\'s chat rate-limit window', async () => {
+    test("an expired chat header (PAYMENT_EXPIRED, runs nothing) does not use up the payer's chat rate-limit window", async () => {
       const victim = await h.payer(1n);
       const header = v2Header(offer, await h.usdcPayment(victim, BigInt(CENT)));
       assert.equal((await h.chat(BODY, { 'payment-signature': header })).status, 200);
@@ -116,7 +116,9 @@ for (const engine of ENGINES) {
         const payload = await dollarPayload(payer);
         assert.equal((await h.post({ amount: 1 }, { 'payment-signature': dollarV2(payload) })).status, 200);
         const calls = h.fake.received.length;
-        for (const headers of [{ 'payment-signature': dollarV2(payload) }, { 'x-payment': v1Header(h.chain.network, payload) }] as Array<Record<string, string>>) {
+        for (const headers of [{ 'payment-signature': dollarV2(payload) }, { 'x-payment': v1Header(h.chain.network, payload) }] as Array<
+          Record<string, string>
+        >) {
           const res = await post(route.path, route.body, headers);
           assert.equal(res.status, 402, `${Object.keys(headers)[0]}: ${res.text}`);
           assert.equal(res.body.reason, 'topup_payment', res.text);
@@ -164,7 +166,11 @@ for (const engine of ENGINES) {
       assert.equal((await h.post({ amount: 1 }, { 'payment-signature': dollarV2(payload) })).status, 200);
       const upper = {
         signature: `0x${payload.signature.slice(2).toUpperCase()}`,
-        authorization: { ...payload.authorization, nonce: `0x${payload.authorization.nonce.slice(2).toUpperCase()}`, from: payload.authorization.from.toLowerCase() },
+        authorization: {
+          ...payload.authorization,
+          nonce: `0x${payload.authorization.nonce.slice(2).toUpperCase()}`,
+          from: payload.authorization.from.toLowerCase(),
+        },
       };
       const calls = h.fake.received.length;
       for (const header of [
@@ -261,7 +267,11 @@ for (const engine of ENGINES) {
       await atBroadcast;
       const [row] = await rowsOf(payer);
       // Make the record look abandoned (older than the settle wait): the chat will release and reclaim it.
-      await db().updateTable('payments').set({ updated_at: Number(row!.updated_at) - 60_000 }).where('id', '=', row!.id).execute();
+      await db()
+        .updateTable('payments')
+        .set({ updated_at: Number(row!.updated_at) - 60_000 })
+        .where('id', '=', row!.id)
+        .execute();
       const calls = h.fake.received.length;
       const stolen = await h.chat(BODY, { 'payment-signature': dollar });
       hang?.();

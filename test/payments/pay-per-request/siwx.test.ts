@@ -39,7 +39,13 @@ for (const engine of ENGINES) {
     const post = (headers: Record<string, string> = {}, body: unknown = BODY) =>
       fetch(url(), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
     const siwxOpenai = (account: FundedAccount, inner: typeof fetch = fetch) =>
-      new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: wrapFetchWithSIWx(inner, account) as typeof fetch, maxRetries: 0 });
+      new OpenAI({
+        baseURL: `${origin}/v1`,
+        apiKey: 'unused',
+        defaultHeaders: { Authorization: null },
+        fetch: wrapFetchWithSIWx(inner, account) as typeof fetch,
+        maxRetries: 0,
+      });
 
     /** The sign-in-with-x challenge of a fresh 402. */
     async function challenge(body: unknown = BODY): Promise<{ ext: SIWxExtension; network: string }> {
@@ -70,8 +76,15 @@ for (const engine of ENGINES) {
       assert.equal(a.ext.info.uri, url());
       const home = h.gw.config.siwe.contractWalletChainId;
       assert.equal(home, h.anvil.chainId);
-      assert.deepEqual(a.ext.supportedChains.map((c) => c.chainId), [home, ...h.gw.config.siwe.chainIds.filter((id) => id !== home)].map((id) => `eip155:${id}`), 'the contract-wallet chain first');
-      assert.ok(a.ext.supportedChains.some((c) => c.chainId === a.network), 'the offers chain is one the client can sign for');
+      assert.deepEqual(
+        a.ext.supportedChains.map((c) => c.chainId),
+        [home, ...h.gw.config.siwe.chainIds.filter((id) => id !== home)].map((id) => `eip155:${id}`),
+        'the contract-wallet chain first',
+      );
+      assert.ok(
+        a.ext.supportedChains.some((c) => c.chainId === a.network),
+        'the offers chain is one the client can sign for',
+      );
       assert.equal(Date.parse(a.ext.info.expirationTime!) - Date.parse(a.ext.info.issuedAt), h.gw.config.siwe.windowSeconds * 1000);
     });
 
@@ -145,7 +158,11 @@ for (const engine of ENGINES) {
       });
       try {
         const header = await signed(payer);
-        const atOther = await fetch(`${other.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'sign-in-with-x': header }, body: JSON.stringify(BODY) });
+        const atOther = await fetch(`${other.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'sign-in-with-x': header },
+          body: JSON.stringify(BODY),
+        });
         assert.equal(atOther.status, 200, await atOther.clone().text());
         const replay = await post({ 'sign-in-with-x': header });
         assert.equal(replay.status, 402);
@@ -163,7 +180,15 @@ for (const engine of ENGINES) {
       const wallet = await h.chain.deploySmartWallet(owner.address, `0x${randomBytes(32).toString('hex')}`);
       await h.chain.mintUsdc(wallet, 10n * USD);
       const offer = (await h.post({ amount: 1 })).body.accepts[0];
-      const payment = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: { address: wallet }, signer: owner, to: h.payTo.address, value: USD });
+      const payment = await signEip3009({
+        token: h.chain.usdc,
+        chainId: h.anvil.chainId,
+        domain: USDC_DOMAIN,
+        from: { address: wallet },
+        signer: owner,
+        to: h.payTo.address,
+        value: USD,
+      });
       assert.equal((await h.post({ amount: 1 }, { 'payment-signature': v2Header(offer, payment) })).status, 200);
       // The wallet's own signer: the owner's key signs, the wallet's ERC-1271 says yes.
       return { wallet, signer: { address: wallet, signMessage: ({ message }: { message: string }) => owner.signMessage({ message }) } };
@@ -171,7 +196,11 @@ for (const engine of ENGINES) {
 
     test('a contract wallet (ERC-1271) spends its balance with SIWX on the contract-wallet chain', async () => {
       const { wallet, signer } = await contractWalletWithBalance();
-      const res = await wrapFetchWithSIWx(fetch, signer)(url(), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(BODY) });
+      const res = await wrapFetchWithSIWx(fetch, signer)(url(), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(BODY),
+      });
       assert.equal(res.status, 200, await res.clone().text());
       assert.equal(await h.balance(wallet), 1_000_000 - Number(res.headers.get('x-tollgate-charged-usdc')));
       await assertLedgerConsistent(h.gw.services.storage.db);
@@ -222,18 +251,37 @@ for (const engine of ENGINES) {
       });
 
       const refusals: Array<[string, (p: FundedAccount) => Promise<string>, RegExp]> = [
-        ['signed for another domain', (p) => signed(p, { domain: 'evil.example', uri: 'http://evil.example/v1/chat/completions' }, 'http://evil.example/v1/chat/completions'), /domain "evil.example" is not accepted/],
+        [
+          'signed for another domain',
+          (p) => signed(p, { domain: 'evil.example', uri: 'http://evil.example/v1/chat/completions' }, 'http://evil.example/v1/chat/completions'),
+          /domain "evil.example" is not accepted/,
+        ],
         ['signed for another route of this gateway', (p) => signed(p, { uri: `${origin}/v1/topup` }), /signed for \/v1\/topup/],
         [
           'expired (a challenge this gateway issued 10 minutes ago)',
           async (p) => {
-            const old = siwxChallenge({ publicUrl: origin, resourceUrl: url(), chainIds: h.gw.config.siwe.chainIds, windowSeconds: h.gw.config.siwe.windowSeconds, secret: h.gw.services.keySecret, now: Date.now() - 600_000 });
+            const old = siwxChallenge({
+              publicUrl: origin,
+              resourceUrl: url(),
+              chainIds: h.gw.config.siwe.chainIds,
+              windowSeconds: h.gw.config.siwe.windowSeconds,
+              secret: h.gw.services.keySecret,
+              now: Date.now() - 600_000,
+            });
             return encodeSIWxHeader(await createSIWxPayload({ ...old.info, chainId: `eip155:${h.anvil.chainId}`, type: 'eip191' }, p, url()));
           },
           /issued more than 300 s ago/,
         ],
-        ['a nonce the gateway never issued', (p) => signed(p, { nonce: 'a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90' }), /not issued by this gateway/],
-        ['its validity stretched by the client', (p) => signed(p, { expirationTime: new Date(Date.now() + 86_400_000).toISOString() }), /not issued by this gateway/],
+        [
+          'a nonce the gateway never issued',
+          (p) => signed(p, { nonce: 'a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90' }),
+          /not issued by this gateway/,
+        ],
+        [
+          'its validity stretched by the client',
+          (p) => signed(p, { expirationTime: new Date(Date.now() + 86_400_000).toISOString() }),
+          /not issued by this gateway/,
+        ],
         ['a chain the gateway does not accept', (p) => signed(p, { chainId: 'eip155:10' }), /chain id 10 is not accepted/],
         ['another statement', (p) => signed(p, { statement: 'Read my Tollgate usage and top-ups.' }), /must carry the statement/],
         [
@@ -273,7 +321,11 @@ for (const engine of ENGINES) {
       test('a wallet with no balance: the normal 402, nothing runs (the stock client gets the 402 back)', async () => {
         const stranger = await h.payer(10n);
         const calls = h.fake.received.length;
-        const res = await wrapFetchWithSIWx(fetch, stranger)(url(), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(BODY) });
+        const res = await wrapFetchWithSIWx(fetch, stranger)(url(), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(BODY),
+        });
         assert.equal(res.status, 402);
         const body = await res.json();
         assert.match(body.message, /has no balance at this gateway/);
@@ -287,7 +339,11 @@ for (const engine of ENGINES) {
         // About 25k prompt tokens and 4096 completion tokens reserve about 4 cents; the change is under 1.
         const big = { ...BODY, messages: [{ role: 'user', content: 'word '.repeat(20_000) }], max_tokens: 4096 };
         const calls = h.fake.received.length;
-        const res = await wrapFetchWithSIWx(fetch, payer)(url(), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(big) });
+        const res = await wrapFetchWithSIWx(fetch, payer)(url(), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(big),
+        });
         assert.equal(res.status, 402);
         const body = await res.json();
         assert.match(body.message, new RegExp(`available balance ${balance} micro-USDC cannot cover this request's reserved cost`));

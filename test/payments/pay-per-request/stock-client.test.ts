@@ -28,7 +28,10 @@ for (const engine of ENGINES) {
       const wallet = payer.address.toLowerCase();
       assert.equal(await h.chain.balanceOf(token, payer.address), 10n * USD - BigInt(CENT));
       const payments = await h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', wallet).execute();
-      assert.deepEqual(payments.map((p) => [p.status, Number(p.amount_usdc)]), [['credited', CENT]]);
+      assert.deepEqual(
+        payments.map((p) => [p.status, Number(p.amount_usdc)]),
+        [['credited', CENT]],
+      );
       const usage = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('wallet', '=', wallet).execute();
       assert.equal(usage.length, 1);
       assert.equal(Number(usage[0]!.charged_usdc), charged);
@@ -68,9 +71,13 @@ for (const engine of ENGINES) {
     test('USDT by Permit2, streamed completion: the stream runs as usual after the payment', async () => {
       const payer = await h.payer(10n);
       await h.chain.approvePermit2(payer, h.chain.usdt);
-      const stream = await h
-        .openai(payer, 'permit2')
-        .chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'stream please' }], max_tokens: 200, stream: true, stream_options: { include_usage: true } });
+      const stream = await h.openai(payer, 'permit2').chat.completions.create({
+        model: 'chat-small',
+        messages: [{ role: 'user', content: 'stream please' }],
+        max_tokens: 200,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
       let text = '';
       let usage: { prompt_tokens: number; completion_tokens: number; charged_usdc?: number } | undefined;
       for await (const chunk of stream) {
@@ -90,9 +97,18 @@ for (const engine of ENGINES) {
       const { registerExactEvmScheme } = await import('@x402/evm/exact/client');
       const client = new x402Client();
       registerExactEvmScheme(client, { signer: payer });
-      client.setSpendControls({ maxAmountPerPayment: '$0.001', allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000' }] });
+      client.setSpendControls({
+        maxAmountPerPayment: '$0.001',
+        allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '1000' }],
+      });
       const OpenAI = (await import('openai')).default;
-      const sdk = new OpenAI({ baseURL: `${h.gw.url}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: wrapFetchWithPayment(fetch, client) as typeof fetch, maxRetries: 0 });
+      const sdk = new OpenAI({
+        baseURL: `${h.gw.url}/v1`,
+        apiKey: 'unused',
+        defaultHeaders: { Authorization: null },
+        fetch: wrapFetchWithPayment(fetch, client) as typeof fetch,
+        maxRetries: 0,
+      });
       const calls = h.fake.received.length;
       await assert.rejects(sdk.chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }));
       assert.equal(h.fake.received.length, calls, 'the provider was called');
@@ -100,7 +116,11 @@ for (const engine of ENGINES) {
       assert.equal(await h.balance(payer.address), 0);
     });
     test('POST /v1/responses: the offer names the route; responses.create pays it and gets a Response, billed against the payer', async () => {
-      const offer = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/chat-small', input: 'hello', max_output_tokens: 100 }) });
+      const offer = await fetch(`${h.gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'fake/chat-small', input: 'hello', max_output_tokens: 100 }),
+      });
       assert.equal(offer.status, 402);
       assert.match((await offer.json()).resource.url, /\/v1\/responses$/);
 
@@ -115,8 +135,20 @@ for (const engine of ENGINES) {
     });
 
     test('attack: without an API key, previous_response_id and item_reference are a 400 before any offer: a payment never reads stored responses', async () => {
-      for (const extra of [{ previous_response_id: 'resp_1' }, { input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: 'msg_1' }] }]) {
-        const res = await fetch(`${h.gw.url}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'fake/chat-small', input: 'hello', ...extra }) });
+      for (const extra of [
+        { previous_response_id: 'resp_1' },
+        {
+          input: [
+            { role: 'user', content: 'hi' },
+            { type: 'item_reference', id: 'msg_1' },
+          ],
+        },
+      ]) {
+        const res = await fetch(`${h.gw.url}/v1/responses`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'fake/chat-small', input: 'hello', ...extra }),
+        });
         assert.equal(res.status, 400);
         assert.match((await res.json()).message, /kept only for requests made with an API key/);
       }

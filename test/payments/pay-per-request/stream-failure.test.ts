@@ -41,9 +41,15 @@ for (const engine of ENGINES) {
       }
       const wallet = payer.address.toLowerCase();
       const payments = await h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', wallet).execute();
-      assert.deepEqual(payments.map((p) => [p.status, Number(p.amount_usdc)]), [['credited', CENT]]);
+      assert.deepEqual(
+        payments.map((p) => [p.status, Number(p.amount_usdc)]),
+        [['credited', CENT]],
+      );
       const usage = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('wallet', '=', wallet).execute();
-      assert.deepEqual(usage.map((u) => [u.status, Number(u.charged_usdc)]), [['upstream_error', 0]]);
+      assert.deepEqual(
+        usage.map((u) => [u.status, Number(u.charged_usdc)]),
+        [['upstream_error', 0]],
+      );
       assert.equal(await h.balance(payer.address), CENT, 'the whole payment stays in the balance');
       await assertLedgerConsistent(h.gw.services.storage.db);
     });

@@ -37,24 +37,34 @@ for (const engine of ENGINES) {
       const wallet = payer.address.toLowerCase();
       assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD - BigInt(CENT));
       const payments = await h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', wallet).execute();
-      assert.deepEqual(payments.map((p) => [p.status, p.purpose, Number(p.amount_usdc)]), [['credited', 'chat', CENT]]);
+      assert.deepEqual(
+        payments.map((p) => [p.status, p.purpose, Number(p.amount_usdc)]),
+        [['credited', 'chat', CENT]],
+      );
       const usage = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('wallet', '=', wallet).execute();
-      assert.deepEqual(usage.map((u) => Number(u.charged_usdc)), [charged]);
+      assert.deepEqual(
+        usage.map((u) => Number(u.charged_usdc)),
+        [charged],
+      );
       assert.ok(charged > 0);
       assert.equal(await h.balance(payer.address), CENT - charged);
       await h.gw.assertLedger();
     }
 
     test('the 402 body is x402 v1 with resource = the route paid for; PAYMENT-REQUIRED stays v2', async () => {
-      for (const [path, body] of [['/v1/chat/completions', BODY], ['/v1/responses', { model: 'fake/chat-small', input: 'hello', max_output_tokens: 100 }]] as const) {
+      for (const [path, body] of [
+        ['/v1/chat/completions', BODY],
+        ['/v1/responses', { model: 'fake/chat-small', input: 'hello', max_output_tokens: 100 }],
+      ] as const) {
         const res = await fetch(`${h.gw.url}${path}`, { method: 'POST', headers: json, body: JSON.stringify(body) });
         assert.equal(res.status, 402);
         const offer = await res.json();
         assert.equal(offer.x402Version, 1);
         assert.equal(offer.required_usdc, CENT);
-        assert.deepEqual(offer.accepts.map((a: any) => [a.network, a.asset, a.maxAmountRequired, a.amount, a.resource, a.mimeType]), [
-          ['base-sepolia', h.chain.usdc, String(CENT), String(CENT), `http://gateway.test${path}`, 'application/json'],
-        ]);
+        assert.deepEqual(
+          offer.accepts.map((a: any) => [a.network, a.asset, a.maxAmountRequired, a.amount, a.resource, a.mimeType]),
+          [['base-sepolia', h.chain.usdc, String(CENT), String(CENT), `http://gateway.test${path}`, 'application/json']],
+        );
         assert.match(offer.accepts[0].description, /chat completion/);
         const v2 = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
         assert.equal(v2.x402Version, 2);
@@ -91,7 +101,13 @@ for (const engine of ENGINES) {
       const payer = await h.payer(10n);
       const client = await v1Fetch(payer);
       const calls = h.fake.received.length;
-      const sdk = new OpenAI({ baseURL: `${h.gw.url}/v1`, apiKey: 'unused', defaultHeaders: { Authorization: null }, fetch: client.fetch as typeof fetch, maxRetries: 0 });
+      const sdk = new OpenAI({
+        baseURL: `${h.gw.url}/v1`,
+        apiKey: 'unused',
+        defaultHeaders: { Authorization: null },
+        fetch: client.fetch as typeof fetch,
+        maxRetries: 0,
+      });
       await assert.rejects(sdk.chat.completions.create(BODY as never), { status: 415 });
       assert.equal(client.sent.length, 1, 'it signed and sent a payment');
       assert.equal(h.fake.received.length, calls);
@@ -102,7 +118,10 @@ for (const engine of ENGINES) {
 
     test('@x402/fetch 2.27 (with the openai SDK) on the same gateway pays from the v2 header', async () => {
       const payer = await h.payer(10n);
-      const { data, response } = await h.openai(payer).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 }).withResponse();
+      const { data, response } = await h
+        .openai(payer)
+        .chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 })
+        .withResponse();
       assert.match(data.choices[0]!.message.content!, /fake provider/);
       await paidOnceAndBilled(payer, Number(response.headers.get('x-tollgate-charged-usdc')));
     });
@@ -114,7 +133,10 @@ for (const engine of ENGINES) {
       const [r1, r2, r3] = await Promise.all([
         (await v1Fetch(a!)).fetch(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: json, body: JSON.stringify(BODY) }),
         withPaymentInterceptor(axios.create({ baseURL: h.gw.url }), axiosSigner as never).post('/v1/chat/completions', BODY),
-        h.openai(c!).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 }).withResponse(),
+        h
+          .openai(c!)
+          .chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 })
+          .withResponse(),
       ]);
       assert.deepEqual([r1.status, r2.status, r3.response.status], [200, 200, 200]);
       assert.equal(h.fake.received.length, calls + 3);
@@ -135,7 +157,8 @@ for (const engine of ENGINES) {
       await h?.gw.assertLedger();
       await h?.stop();
     });
-    const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
+    const rowsOf = (payer: FundedAccount) =>
+      h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
 
     test("x402-fetch's top-up payment, sent to chat (v1 and as v2): refused, the provider is not called, credited once as a top-up", async () => {
       const payer = await h.payer(10n);
@@ -145,14 +168,20 @@ for (const engine of ENGINES) {
       const calls = h.fake.received.length;
       const v1 = JSON.parse(Buffer.from(client.sent[0]!, 'base64').toString());
       const chatOffer = decodePaymentRequiredHeader((await h.chat(BODY)).headers.get('payment-required')!).accepts[0]!;
-      for (const header of [{ 'x-payment': client.sent[0]! } as Record<string, string>, { 'payment-signature': base64Json({ x402Version: 2, accepted: { ...chatOffer, amount: String(USD) }, payload: v1.payload }) }]) {
+      for (const header of [
+        { 'x-payment': client.sent[0]! } as Record<string, string>,
+        { 'payment-signature': base64Json({ x402Version: 2, accepted: { ...chatOffer, amount: String(USD) }, payload: v1.payload }) },
+      ]) {
         const res = await h.chat(BODY, header);
         assert.equal(res.status, 402, res.text);
         assert.equal(res.body.error, 'PAYMENT_REJECTED');
         assert.equal(res.body.x402Version, 1);
       }
       assert.equal(h.fake.received.length, calls);
-      assert.deepEqual((await rowsOf(payer)).map((p) => [p.purpose, Number(p.amount_usdc)]), [['topup', 1_000_000]]);
+      assert.deepEqual(
+        (await rowsOf(payer)).map((p) => [p.purpose, Number(p.amount_usdc)]),
+        [['topup', 1_000_000]],
+      );
       assert.equal(await h.balance(payer.address), 1_000_000);
     });
 
@@ -165,9 +194,16 @@ for (const engine of ENGINES) {
       const chatOffer = decodePaymentRequiredHeader((await h.chat(BODY)).headers.get('payment-required')!).accepts[0]!;
       await h.chat(BODY, { 'x-payment': client.sent[0]! });
       await h.chat(BODY, { 'payment-signature': base64Json({ x402Version: 2, accepted: chatOffer, payload: v1.payload }) });
-      assert.deepEqual((await rowsOf(payer)).map((p) => [p.status, Number(p.amount_usdc)]), [['credited', CENT]]);
+      assert.deepEqual(
+        (await rowsOf(payer)).map((p) => [p.status, Number(p.amount_usdc)]),
+        [['credited', CENT]],
+      );
       assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 10n * USD - BigInt(CENT));
-      const charged = await h.gw.services.storage.db.selectFrom('request_usage').select('charged_usdc').where('wallet', '=', payer.address.toLowerCase()).execute();
+      const charged = await h.gw.services.storage.db
+        .selectFrom('request_usage')
+        .select('charged_usdc')
+        .where('wallet', '=', payer.address.toLowerCase())
+        .execute();
       assert.equal(await h.balance(payer.address), CENT - charged.reduce((s, r) => s + Number(r.charged_usdc), 0));
       assert.ok((await h.balance(payer.address)) >= 0);
     });

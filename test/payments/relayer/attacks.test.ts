@@ -13,7 +13,6 @@ import { injectingProxy, type Inject } from '../../support/rpc-proxy.ts';
 import { until } from '../../support/until.ts';
 import { resignRelayerTransaction, topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 
-
 describe('attack: the relayer under lost answers, dropped and returning transactions, node refusals, gaps (sqlite)', () => {
   let h: TopupHarness;
   let proxy: Awaited<ReturnType<typeof injectingProxy>>;
@@ -33,9 +32,13 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     await h?.stop();
     await proxy?.close();
   });
-  const row = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
+  const row = (payer: FundedAccount) =>
+    h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
   const signedPayment = async (payer: FundedAccount) =>
-    v2Header(usdcOffer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }));
+    v2Header(
+      usdcOffer,
+      await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
+    );
 
   test('A1: a dropped settlement is released; the original tx comes back and is mined; the payer (told 202 "do not pay again") never retries', async () => {
     const payer = await h.payer(10n);
@@ -62,7 +65,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     assert.equal(await h.anvil.rpc('eth_sendRawTransaction', [raw]), sent);
     // Waited for until mined: on a loaded machine the receipt read at once can come before the block.
     let receipt: { status: string } | null = null;
-    await until(async () => (receipt = await h.anvil.rpc<{ status: string } | null>('eth_getTransactionReceipt', [sent])) !== null, 'the returned settlement mined');
+    await until(
+      async () => (receipt = await h.anvil.rpc<{ status: string } | null>('eth_getTransactionReceipt', [sent])) !== null,
+      'the returned settlement mined',
+    );
     assert.equal(receipt!.status, '0x1');
     for (let i = 0; i < 3; i++) {
       await new Promise((r) => setTimeout(r, 1000));
@@ -102,12 +108,21 @@ describe('attack: the relayer under lost answers, dropped and returning transact
         assert.equal(pending.status, 202, pending.text);
         await sleep(2500);
         // The bump and a block at the same moment.
-        await Promise.all([h.gw.services.topup!.reconcile(), (async () => { await sleep(5); await h.anvil.rpc('evm_mine'); })()]);
+        await Promise.all([
+          h.gw.services.topup!.reconcile(),
+          (async () => {
+            await sleep(5);
+            await h.anvil.rpc('evm_mine');
+          })(),
+        ]);
         await h.anvil.rpc('evm_mine');
       } finally {
         await h.anvil.rpc('evm_setAutomine', [true]);
       }
-      for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
+      for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) {
+        await sleep(500);
+        await h.gw.services.topup!.reconcile();
+      }
       const r = await row(payer);
       assert.equal(r.status, 'credited');
       assert.equal(await h.chain.balanceOf(token, payer.address), 5n * USD);
@@ -128,15 +143,22 @@ describe('attack: the relayer under lost answers, dropped and returning transact
       const stuck = await row(payer);
       const topup = h.gw.services.topup!;
       const deps = {
-        db: h.gw.services.storage.db, client: topup.clientFor(h.chain.network)!, logger: { info() {}, warn() {} },
-        now: Date.now, releaseAfterMs: 2000, replaceStuck: topup.facilitator.replaceStuck!.bind(topup.facilitator),
+        db: h.gw.services.storage.db,
+        client: topup.clientFor(h.chain.network)!,
+        logger: { info() {}, warn() {} },
+        now: Date.now,
+        releaseAfterMs: 2000,
+        replaceStuck: topup.facilitator.replaceStuck!.bind(topup.facilitator),
       };
       await Promise.all([reconcilePayment(deps, stuck), reconcilePayment(deps, stuck)]);
       await h.anvil.rpc('evm_mine');
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
     }
-    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) {
+      await sleep(500);
+      await h.gw.services.topup!.reconcile();
+    }
     const r = await row(payer);
     assert.equal(r.status, 'credited');
     assert.equal(await h.balance(payer.address), 5_000_000);
@@ -154,14 +176,27 @@ describe('attack: the relayer under lost answers, dropped and returning transact
       const header = await signedPayment(payer);
       topup.beforeBroadcast = async () => {
         const bal = await h.chain.balanceOf(h.chain.usdc, payer.address);
-        await h.chain.client(payer).writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [sink.address, bal], chain: h.chain.chain, account: payer });
+        await h.chain
+          .client(payer)
+          .writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [sink.address, bal], chain: h.chain.chain, account: payer });
         await sleep(200);
       };
       let res;
-      try { res = await h.post({ amount: 5 }, { 'payment-signature': header }); } finally { topup.beforeBroadcast = undefined; }
+      try {
+        res = await h.post({ amount: 5 }, { 'payment-signature': header });
+      } finally {
+        topup.beforeBroadcast = undefined;
+      }
       statuses.push(`${res.status} ${res.body?.error} ${res.body?.message ?? ''}`);
       // give the money back for the next round
-      await h.chain.client(sink).writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [payer.address, await h.chain.balanceOf(h.chain.usdc, sink.address)], chain: h.chain.chain, account: sink });
+      await h.chain.client(sink).writeContract({
+        address: h.chain.usdc,
+        abi: erc20Abi,
+        functionName: 'transfer',
+        args: [payer.address, await h.chain.balanceOf(h.chain.usdc, sink.address)],
+        chain: h.chain.chain,
+        account: sink,
+      });
     }
     for (const s of statuses) assert.match(s, /^402 /);
     assert.equal(await nonceOf(h.relayer.address), relayerNonce, 'no relayer transaction sent');
@@ -176,7 +211,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     const header = await signedPayment(payer);
     inject.swallow = 1;
     const first = await h.post({ amount: 5 }, { 'payment-signature': header });
-    for (let i = 0; i < 3; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 3; i++) {
+      await sleep(1000);
+      await h.gw.services.topup!.reconcile();
+    }
     const r1 = await row(payer);
     const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
     assert.notEqual(first.status, 402, 'never a rejection');
@@ -194,7 +232,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     assert.ok(first.status === 200 || first.status === 202, `${first.status} ${first.text}`);
     assert.doesNotMatch(first.text, /nothing was settled/);
     assert.ok((await row(payer)).tx_hash, 'the settlement is on record');
-    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) {
+      await sleep(1000);
+      await h.gw.services.topup!.reconcile();
+    }
     assert.equal((await row(payer)).status, 'credited');
     assert.equal(await h.balance(payer.address), 5_000_000);
     await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 1);
@@ -205,10 +246,12 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     const headers = await Promise.all(payers.map((p) => signedPayment(p)));
     inject.hang = 3;
     const t0 = Date.now();
-    const results = await Promise.all(headers.map(async (hd) => {
-      const r = await h.post({ amount: 5 }, { 'payment-signature': hd });
-      return `${r.status} ${r.body?.error} ${r.body?.message ?? ''} after ${Date.now() - t0} ms`;
-    }));
+    const results = await Promise.all(
+      headers.map(async (hd) => {
+        const r = await h.post({ amount: 5 }, { 'payment-signature': hd });
+        return `${r.status} ${r.body?.error} ${r.body?.message ?? ''} after ${Date.now() - t0} ms`;
+      }),
+    );
     inject.hang = 0;
     for (const [i, p] of payers.entries()) {
       const retry = await h.post({ amount: 5 }, { 'payment-signature': headers[i]! });
@@ -226,7 +269,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     // Another payer fills the gap (or not); then the reconciler runs.
     const other = await h.payer(10n);
     await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
-    for (let i = 0; i < 4 && (await row(payer)).status !== 'credited'; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 4 && (await row(payer)).status !== 'credited'; i++) {
+      await sleep(1000);
+      await h.gw.services.topup!.reconcile();
+    }
     const r1 = await row(payer);
     if (r1.status !== 'credited') {
       await h.post({ amount: 5 }, { 'payment-signature': header });
@@ -257,7 +303,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     // Fill the gap: the bumped transaction is mined with its inflated tip.
     const other = await h.payer(10n);
     await h.post({ amount: 5 }, { 'payment-signature': await signedPayment(other) });
-    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(500); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) {
+      await sleep(500);
+      await h.gw.services.topup!.reconcile();
+    }
     assert.ok(lastTip <= firstTip * 2n, `the tip grew ${Number(lastTip) / Number(firstTip)}x in 8 passes with no bound`);
   });
 
@@ -276,7 +325,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     await sleep(2500);
     await h.gw.services.topup!.reconcile();
     await sendBackMined(raw);
-    for (let i = 0; i < 2; i++) { await sleep(1000); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 2; i++) {
+      await sleep(1000);
+      await h.gw.services.topup!.reconcile();
+    }
     const retry = await h.post({ amount: 5 }, { 'payment-signature': header });
     assert.equal(retry.status, 200, retry.text);
     assert.equal(await h.balance(payer.address), 5_000_000);
@@ -326,7 +378,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
     }
-    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(800); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) {
+      await sleep(800);
+      await h.gw.services.topup!.reconcile();
+    }
     await h.post({ amount: 5 }, { 'payment-signature': header });
     const r = await row(payer);
     assert.equal(r.status, 'credited');
@@ -357,7 +412,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
     }
-    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(800); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) {
+      await sleep(800);
+      await h.gw.services.topup!.reconcile();
+    }
     const r = await row(payer);
     assert.equal(r.status, 'credited');
     assert.equal(await h.balance(payer.address), 5_000_000);
@@ -385,7 +443,10 @@ describe('attack: the relayer under lost answers, dropped and returning transact
     } finally {
       await h.anvil.rpc('evm_setAutomine', [true]);
     }
-    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) { await sleep(800); await h.gw.services.topup!.reconcile(); }
+    for (let i = 0; i < 3 && (await row(payer)).status !== 'credited'; i++) {
+      await sleep(800);
+      await h.gw.services.topup!.reconcile();
+    }
     await h.post({ amount: 5 }, { 'payment-signature': header });
     const r = await row(payer);
     assert.equal(r.status, 'credited');

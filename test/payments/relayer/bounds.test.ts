@@ -11,7 +11,17 @@ const gwei = 10n ** 9n;
 /** The node's copy of a stuck settlement (nonce 5, 2 gwei max fee, 1 gwei tip), the relayer's mined count, and the market. */
 function node(opts: { mined: number; market: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } }) {
   return {
-    getTransaction: async () => ({ blockNumber: null, from: relayer, to: relayer as Hex, input: '0x' as Hex, gas: 100_000n, nonce: 5, maxFeePerGas: 2n * gwei, maxPriorityFeePerGas: 1n * gwei, gasPrice: undefined }),
+    getTransaction: async () => ({
+      blockNumber: null,
+      from: relayer,
+      to: relayer as Hex,
+      input: '0x' as Hex,
+      gas: 100_000n,
+      nonce: 5,
+      maxFeePerGas: 2n * gwei,
+      maxPriorityFeePerGas: 1n * gwei,
+      gasPrice: undefined,
+    }),
     getTransactionCount: async () => opts.mined,
     estimateFeesPerGas: async () => opts.market,
   } as unknown as Parameters<typeof replaceWithHigherFee>[0];
@@ -64,7 +74,12 @@ describe('attack: an unbounded wait for the relayer', () => {
     // must come before the waiter's, and the waiter's no sooner than its deadline (timers never fire early).
     const settled: string[] = [];
     const t0 = performance.now();
-    const refusedAtOnce = assert.rejects(serializedSend(key, async () => 'third', undefined, bounds), RelayerCouldNotSend).then(() => settled.push('full queue'));
+    const refusedAtOnce = assert
+      .rejects(
+        serializedSend(key, async () => 'third', undefined, bounds),
+        RelayerCouldNotSend,
+      )
+      .then(() => settled.push('full queue'));
     const waiterGaveUp = assert.rejects(waiting, RelayerCouldNotSend).then(() => settled.push('waiter'));
     await Promise.all([refusedAtOnce, waiterGaveUp]);
     assert.deepEqual(settled, ['full queue', 'waiter'], 'a full queue answers before the waiter’s deadline');

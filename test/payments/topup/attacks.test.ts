@@ -30,8 +30,10 @@ for (const engine of ENGINES) {
     after(() => h?.stop());
 
     const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) => book.pay(usd, method, payload);
-    const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
-    const usdcPermit = (payer: FundedAccount, token: Address, amount = USD) => signPermit2({ token, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount });
+    const rowsOf = (payer: FundedAccount) =>
+      h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
+    const usdcPermit = (payer: FundedAccount, token: Address, amount = USD) =>
+      signPermit2({ token, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount });
     const usdc3009 = (payer: FundedAccount, nonce?: Hex) =>
       signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: USD, nonce });
 
@@ -46,7 +48,9 @@ for (const engine of ENGINES) {
     }
 
     async function settleViaProxy(payer: FundedAccount, p: Awaited<ReturnType<typeof signPermit2>>): Promise<Hex> {
-      const hash = await h.chain.client(payer).writeContract({ address: X402_EXACT_PERMIT2_PROXY, abi: x402ExactPermit2ProxyABI, functionName: 'settle', args: permit2SettleArgs(p) });
+      const hash = await h.chain
+        .client(payer)
+        .writeContract({ address: X402_EXACT_PERMIT2_PROXY, abi: x402ExactPermit2ProxyABI, functionName: 'settle', args: permit2SettleArgs(p) });
       assert.equal((await h.chain.client(payer).waitForTransactionReceipt({ hash })).status, 'success');
       return hash;
     }
@@ -65,7 +69,15 @@ for (const engine of ENGINES) {
 
       // Permit2 reads "0<nonce>" as the same uint256: it must find the row recorded for <nonce>. The
       // payer signs 10,000 USD under that nonce (a valid signature: the nonce is signed as a uint256).
-      const big = await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount: 10_000n * USD, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) });
+      const big = await signPermit2({
+        token: h.chain.usdt,
+        chainId: h.anvil.chainId,
+        from: payer,
+        to: h.payTo.address,
+        amount: 10_000n * USD,
+        nonce: BigInt(p.nonce),
+        deadline: BigInt(p.deadline),
+      });
       const padded = { signature: big.signature, permit2Authorization: { ...big.permit2Authorization, nonce: `0${p.nonce}` } };
       const attack = await pay(10_000, 'permit2', padded);
       assert.equal(attack.status, 402, attack.text);
@@ -139,10 +151,16 @@ for (const engine of ENGINES) {
     test('eip3009: one valid payment and eight other terms under its nonce, all at once: credited = what left the payer', async () => {
       const payer = await h.payer(10n);
       const valid = await usdc3009(payer);
-      const junk = Array.from({ length: 8 }, () => ({ signature: junkSignature(), authorization: { ...valid.authorization, value: (10_000n * USD).toString() } }));
+      const junk = Array.from({ length: 8 }, () => ({
+        signature: junkSignature(),
+        authorization: { ...valid.authorization, value: (10_000n * USD).toString() },
+      }));
       const results = await Promise.all([pay(1, 'eip3009', valid), ...junk.map((j) => pay(10_000, 'eip3009', j))]);
       for (const r of results) assert.ok([200, 402].includes(r.status), r.text);
-      assert.ok(results.slice(1).every((r) => r.status === 402), 'no junk payload succeeds');
+      assert.ok(
+        results.slice(1).every((r) => r.status === 402),
+        'no junk payload succeeds',
+      );
       assert.equal((await rowsOf(payer)).length, 1);
       const paid = await spent(payer, 10n * USD);
       assert.equal(await h.balance(payer.address), paid);
@@ -183,7 +201,12 @@ for (const engine of ENGINES) {
       // The payer burns both nonces (cheap: no tokens move) and pays 1 USDT once, not through the proxy.
       for (const p of permits) {
         const nonce = BigInt(p.permit2Authorization.nonce);
-        const hash = await wallet.writeContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'invalidateUnorderedNonces', args: [nonce >> 8n, 1n << (nonce & 0xffn)] });
+        const hash = await wallet.writeContract({
+          address: PERMIT2_ADDRESS,
+          abi: permit2Abi,
+          functionName: 'invalidateUnorderedNonces',
+          args: [nonce >> 8n, 1n << (nonce & 0xffn)],
+        });
         await wallet.waitForTransactionReceipt({ hash });
       }
       const hash = await wallet.writeContract({ address: h.chain.usdt, abi: erc20Abi, functionName: 'transfer', args: [h.payTo.address, USD] });
@@ -198,7 +221,10 @@ for (const engine of ENGINES) {
       // payment made outside the gateway (an invoice, a trade), never a top-up, even when it
       // moves exactly the recorded amount.
       assert.equal(await h.balance(payer.address), 0);
-      assert.deepEqual((await rowsOf(payer)).filter((r) => r.status === 'credited'), []);
+      assert.deepEqual(
+        (await rowsOf(payer)).filter((r) => r.status === 'credited'),
+        [],
+      );
       await moneyChecksHold();
     });
 

@@ -59,7 +59,12 @@ for (const engine of ENGINES) {
     test('a raw v1 X-Payment payload (network by name, no asset) is accepted', async () => {
       const payer = await h.payer(5n);
       const payload = await signEip3009({
-        token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 2n * USD,
+        token: h.chain.usdc,
+        chainId: h.anvil.chainId,
+        domain: USDC_DOMAIN,
+        from: payer,
+        to: h.payTo.address,
+        value: 2n * USD,
         validAfter: BigInt(Math.floor(Date.now() / 1000) - 600), // what v1 clients send
       });
       const res = await h.post({ amount: 2 }, { 'x-payment': v1Header('base-sepolia', payload) });
@@ -152,7 +157,11 @@ describe('the 402 offer', () => {
     assert.equal(preflight.headers.get('access-control-allow-origin'), '*');
     const allowed = preflight.headers.get('access-control-allow-headers')!.toLowerCase();
     for (const name of ['payment-signature', 'x-payment', 'access-control-expose-headers', 'authorization']) assert.ok(allowed.includes(name), name);
-    const res = await fetch(`${h.gw.url}/v1/topup`, { method: 'POST', headers: { origin: 'https://app.example', 'content-type': 'application/json' }, body: '{"amount": 1}' });
+    const res = await fetch(`${h.gw.url}/v1/topup`, {
+      method: 'POST',
+      headers: { origin: 'https://app.example', 'content-type': 'application/json' },
+      body: '{"amount": 1}',
+    });
     const exposed = res.headers.get('access-control-expose-headers')!.toLowerCase();
     for (const name of ['payment-required', 'payment-response', 'x-payment-response']) assert.ok(exposed.includes(name), name);
   });

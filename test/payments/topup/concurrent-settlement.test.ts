@@ -37,14 +37,19 @@ for (const engine of ENGINES) {
     const creditedRows = async (payer: FundedAccount) =>
       (await h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute()).map((p) => p.status);
     const signedPayment = async (payer: FundedAccount) =>
-      v2Header(usdcOffer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }));
+      v2Header(
+        usdcOffer,
+        await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
+      );
 
     test('6 wallets top up $1 at once by EIP-3009 with the stock client: all credited once', async () => {
       const payers = await h.payers(6, 10n);
-      const results = await Promise.all(payers.map(async (p) => {
-        const res = await h.topup(p, 1);
-        return { status: res.status, body: await res.text() };
-      }));
+      const results = await Promise.all(
+        payers.map(async (p) => {
+          const res = await h.topup(p, 1);
+          return { status: res.status, body: await res.text() };
+        }),
+      );
       for (const r of results) assert.equal(r.status, 200, r.body);
       for (const p of payers) {
         assert.equal(await h.balance(p.address), 1_000_000);
@@ -58,10 +63,12 @@ for (const engine of ENGINES) {
       const payers = await h.payers(6, 10n);
       const method = (i: number): 'eip3009' | 'permit2' => (i % 2 ? 'permit2' : 'eip3009');
       for (const [i, p] of payers.entries()) if (method(i) === 'permit2') await h.chain.approvePermit2(p, h.chain.usdt);
-      const results = await Promise.all(payers.map(async (p, i) => {
-        const res = await h.topup(p, 1, method(i));
-        return { status: res.status, body: await res.text() };
-      }));
+      const results = await Promise.all(
+        payers.map(async (p, i) => {
+          const res = await h.topup(p, 1, method(i));
+          return { status: res.status, body: await res.text() };
+        }),
+      );
       for (const r of results) assert.equal(r.status, 200, r.body);
       for (const [i, p] of payers.entries()) {
         assert.equal(await h.balance(p.address), 1_000_000);
@@ -101,7 +108,7 @@ for (const engine of ENGINES) {
       await agree(21);
     });
 
-    test("the relayer out of gas money is a 503, not a rejection; once refilled the same payment is credited", async () => {
+    test('the relayer out of gas money is a 503, not a rejection; once refilled the same payment is credited', async () => {
       const payer = await h.payer(10n);
       const header = await signedPayment(payer);
       const gas = await h.anvil.rpc('eth_getBalance', [h.relayer.address, 'latest']);

@@ -21,7 +21,8 @@ describe('contract wallets', () => {
   let owner: FundedAccount;
   const salt = () => `0x${randomBytes(32).toString('hex')}` as Hex;
   // Every proof here creates a key, so each is signed for that action.
-  const siwe = (wallet: Address, wrap?: (s: Hex) => Hex) => siweProof({ address: wallet }, { signer: owner, chainId: h.anvil.chainId, wrapSignature: wrap, action: 'create-key' });
+  const siwe = (wallet: Address, wrap?: (s: Hex) => Hex) =>
+    siweProof({ address: wallet }, { signer: owner, chainId: h.anvil.chainId, wrapSignature: wrap, action: 'create-key' });
   before(async () => {
     h = await startTopupHarness('sqlite', { config: { siwe: { chainIds: [84532] } } });
     offer = (await h.post({ amount: 5 })).body.accepts[0];
@@ -39,7 +40,15 @@ describe('contract wallets', () => {
   test('a deployed ERC-1271 wallet tops up with USDC and signs in with SIWE', async () => {
     const wallet = await h.chain.deploySmartWallet(owner.address, salt());
     await h.chain.mintUsdc(wallet, 10n * USD);
-    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: { address: wallet }, signer: owner, to: h.payTo.address, value: 5n * USD });
+    const payload = await signEip3009({
+      token: h.chain.usdc,
+      chainId: h.anvil.chainId,
+      domain: USDC_DOMAIN,
+      from: { address: wallet },
+      signer: owner,
+      to: h.payTo.address,
+      value: 5n * USD,
+    });
     const res = await h.post({ amount: 5 }, { 'payment-signature': v2Header(offer, payload) });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.wallet, wallet.toLowerCase());
@@ -61,7 +70,16 @@ describe('contract wallets', () => {
     const { address, wrap } = await undeployed();
     await h.chain.mintUsdc(address, 10n * USD);
     assert.equal((await call(h.gw.url, 'POST', '/v1/auth/keys', await siwe(address, wrap))).status, 401);
-    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: { address }, signer: owner, to: h.payTo.address, value: 5n * USD, wrapSignature: wrap });
+    const payload = await signEip3009({
+      token: h.chain.usdc,
+      chainId: h.anvil.chainId,
+      domain: USDC_DOMAIN,
+      from: { address },
+      signer: owner,
+      to: h.payTo.address,
+      value: 5n * USD,
+      wrapSignature: wrap,
+    });
     const res = await h.post({ amount: 5 }, { 'payment-signature': v2Header(offer, payload) });
     assert.equal(res.status, 402, res.text);
     assert.equal(res.body.error, 'PAYMENT_REJECTED');
@@ -85,7 +103,16 @@ describe('contract wallets', () => {
       await h.chain.mintUsdc(address, 10n * USD);
       const key = await call(allowing.url, 'POST', '/v1/auth/keys', await siwe(address, wrap));
       assert.equal(key.status, 201, key.text);
-      const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: { address }, signer: owner, to: h.payTo.address, value: 5n * USD, wrapSignature: wrap });
+      const payload = await signEip3009({
+        token: h.chain.usdc,
+        chainId: h.anvil.chainId,
+        domain: USDC_DOMAIN,
+        from: { address },
+        signer: owner,
+        to: h.payTo.address,
+        value: 5n * USD,
+        wrapSignature: wrap,
+      });
       const res = await call(allowing.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offer, payload) });
       assert.equal(res.status, 200, res.text);
       assert.notEqual(await h.chain.client(owner).getCode({ address }), undefined);
@@ -110,7 +137,7 @@ describe('contract wallets', () => {
     }
   });
 
-  test('a payment on a chain other than the contract-wallet chain needs the payer\'s code: an RPC outage there is 503, nothing recorded', async () => {
+  test("a payment on a chain other than the contract-wallet chain needs the payer's code: an RPC outage there is 503, nothing recorded", async () => {
     const payTo = h.payTo.address;
     const down = await startTestGateway({
       engine: 'sqlite',

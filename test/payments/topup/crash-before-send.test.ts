@@ -38,7 +38,14 @@ for (const engine of ENGINES) {
       processes.push(crashing);
       const payer = await h.payer();
       const offer = (await call(crashing.url, 'POST', '/v1/topup', { amount: 5 })).body.accepts[0];
-      const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD });
+      const payload = await signEip3009({
+        token: h.chain.usdc,
+        chainId: h.anvil.chainId,
+        domain: USDC_DOMAIN,
+        from: payer,
+        to: h.payTo.address,
+        value: 5n * USD,
+      });
       const header = v2Header(offer, payload);
 
       const request = call(crashing.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': header }).catch((err: Error) => err);
@@ -64,7 +71,10 @@ for (const engine of ENGINES) {
       assert.equal(rows[0]!.id, recorded.id, 'the recorded payment itself was settled');
       assert.equal(rows[0]!.status, 'credited');
       const entries = await storage.db.selectFrom('ledger_entries').selectAll().where('wallet', '=', payer.address.toLowerCase()).execute();
-      assert.deepEqual(entries.map((e) => Number(e.amount_usdc)), [5_000_000]);
+      assert.deepEqual(
+        entries.map((e) => Number(e.amount_usdc)),
+        [5_000_000],
+      );
       assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), 95n * USD);
       assert.deepEqual((await checkLedger(storage.db)).problems, []);
     });

@@ -41,23 +41,37 @@ for (const engine of ENGINES) {
       const offer = (await call(crashing.url, 'POST', '/v1/topup', { amount: 5 })).body.accepts[0];
       const payers = await h.payers(10, 10n);
       const headers = await Promise.all(
-        payers.map(async (p) => v2Header(offer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: p, to: h.payTo.address, value: 5n * USD }))),
+        payers.map(async (p) =>
+          v2Header(
+            offer,
+            await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: p, to: h.payTo.address, value: 5n * USD }),
+          ),
+        ),
       );
 
       await h.anvil.rpc('evm_setAutomine', [false]);
-      const inFlight = headers.map((header) => call(crashing.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': header }).catch((err: Error) => err));
+      const inFlight = headers.map((header) =>
+        call(crashing.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': header }).catch((err: Error) => err),
+      );
       // Kill once every payment is recorded and some (not necessarily all) settlements are sent.
       const rows = () => storage.db.selectFrom('payments').select(['status']).execute();
       // Ten verifications and sends at once: seconds on a loaded machine, so a generous wait.
-      await until(async () => {
-        const now = await rows();
-        return now.length === 10 && now.some((r) => r.status === 'submitted');
-      }, 'every payment recorded and one settlement sent', 30_000);
+      await until(
+        async () => {
+          const now = await rows();
+          return now.length === 10 && now.some((r) => r.status === 'submitted');
+        },
+        'every payment recorded and one settlement sent',
+        30_000,
+      );
       await crashing.kill();
       for (const r of await Promise.all(inFlight)) assert.ok(r instanceof Error, 'every request died with the gateway');
       const atKill = await rows();
       assert.equal(atKill.length, 10);
-      assert.ok(atKill.every((r) => r.status === 'pending' || r.status === 'submitted'), JSON.stringify(atKill));
+      assert.ok(
+        atKill.every((r) => r.status === 'pending' || r.status === 'submitted'),
+        JSON.stringify(atKill),
+      );
       await h.anvil.rpc('evm_setAutomine', [true]);
       await h.anvil.rpc('evm_mine');
 
@@ -71,9 +85,16 @@ for (const engine of ENGINES) {
       for (const p of payers) {
         const wallet = p.address.toLowerCase();
         const payments = await storage.db.selectFrom('payments').selectAll().where('payer', '=', wallet).execute();
-        assert.deepEqual(payments.map((x) => x.status), ['credited']);
+        assert.deepEqual(
+          payments.map((x) => x.status),
+          ['credited'],
+        );
         const entries = await storage.db.selectFrom('ledger_entries').selectAll().where('wallet', '=', wallet).execute();
-        assert.deepEqual(entries.map((e) => Number(e.amount_usdc)), [5_000_000], 'credited once');
+        assert.deepEqual(
+          entries.map((e) => Number(e.amount_usdc)),
+          [5_000_000],
+          'credited once',
+        );
         assert.equal(await h.chain.balanceOf(h.chain.usdc, p.address), 5n * USD, 'paid once on chain');
       }
       await assertLedgerAndChainAgree(storage.db, h.gw.services.topup!.clientFor(h.chain.network)!, 10);

@@ -43,7 +43,12 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
   test('undecodable payments are 400 INVALID_PAYMENT', async () => {
     const payer = await h.payer();
     await nothingMoves(payer, async () => {
-      for (const header of ['%%% not base64 %%%', Buffer.from('{"x402Version": 2,').toString('base64'), base64Json({ hello: 'world' }), base64Json({ x402Version: 2, accepted: usdcOffer, payload: { signature: '0x12' } })]) {
+      for (const header of [
+        '%%% not base64 %%%',
+        Buffer.from('{"x402Version": 2,').toString('base64'),
+        base64Json({ hello: 'world' }),
+        base64Json({ x402Version: 2, accepted: usdcOffer, payload: { signature: '0x12' } }),
+      ]) {
         const res = await h.post({ amount: 5 }, { 'payment-signature': header });
         assert.equal(res.status, 400, res.text);
         assert.equal(res.body.error, 'INVALID_PAYMENT');
@@ -204,14 +209,16 @@ describe('top-up failure matrix: status, code, and nothing credited', () => {
   });
 
   test('a top-up credit with no payment behind it fails the ledger check', async () => {
-    const { applyMovement } = await import('../../../src/ledger/credits.ts');
+    const { applyMovement } = await import('../../../src/ledger/movements.ts');
     const { checkLedger } = await import('../../../src/ledger/invariants.ts');
     const { startTestGateway: start } = await import('../../support/gateway.ts');
     const scratch = await start({ engine: 'sqlite' });
     try {
-      await scratch.services.storage.db.transaction().execute((trx) =>
-        applyMovement(trx, { wallet: '0x00000000000000000000000000000000000000aa', kind: 'topup', amountUsdc: 1, reference: 'payment:forged' }),
-      );
+      await scratch.services.storage.db
+        .transaction()
+        .execute((trx) =>
+          applyMovement(trx, { wallet: '0x00000000000000000000000000000000000000aa', kind: 'topup', amountUsdc: 1, reference: 'payment:forged' }),
+        );
       const result = await checkLedger(scratch.services.storage.db);
       assert.equal(result.ok, false);
       assert.match(result.problems.join('\n'), /no payment behind them/);
@@ -234,7 +241,14 @@ describe('top-ups when the chain or facilitator is down', () => {
       const payer = await h.payer();
       const offer = await call(down.url, 'POST', '/v1/topup', { amount: 5 });
       assert.equal(offer.status, 402);
-      const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD });
+      const payload = await signEip3009({
+        token: h.chain.usdc,
+        chainId: h.anvil.chainId,
+        domain: USDC_DOMAIN,
+        from: payer,
+        to: h.payTo.address,
+        value: 5n * USD,
+      });
       for (let i = 0; i < 3; i++) {
         const res = await call(down.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offer.body.accepts[0], payload) });
         assert.equal(res.status, 503, res.text);

@@ -30,7 +30,14 @@ describe('unknown outcomes and crashes are finished by the reconciler, exactly o
 
   const payment = async () => {
     const payer = await h.payer();
-    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD });
+    const payload = await signEip3009({
+      token: h.chain.usdc,
+      chainId: h.anvil.chainId,
+      domain: USDC_DOMAIN,
+      from: payer,
+      to: h.payTo.address,
+      value: 5n * USD,
+    });
     return { payer, header: v2Header(usdcOffer, payload) };
   };
 
@@ -95,10 +102,14 @@ describe('unknown outcomes and crashes are finished by the reconciler, exactly o
       let row;
       const sentId = submitted.id;
       // The restarted gateway's reconciler credits it: generous for a loaded machine.
-      await until(async () => {
-        row = await storage.db.selectFrom('payments').selectAll().where('id', '=', sentId).executeTakeFirstOrThrow();
-        return row.status === 'credited';
-      }, 'the restarted gateway credited it', 30_000);
+      await until(
+        async () => {
+          row = await storage.db.selectFrom('payments').selectAll().where('id', '=', sentId).executeTakeFirstOrThrow();
+          return row.status === 'credited';
+        },
+        'the restarted gateway credited it',
+        30_000,
+      );
       assert.equal(row!.status, 'credited');
       assert.equal(row!.tx_hash, submitted.tx_hash);
 

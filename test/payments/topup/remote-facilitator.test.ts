@@ -32,10 +32,14 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
       ],
       facilitator: { type: 'local' },
     };
-    facilitator = await startTollgateProcess(['facilitator', '--port', '0'], { chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } }, topup }, {
-      TOLLGATE_RELAYER_KEY: relayer.privateKey,
-      TOLLGATE_FACILITATOR_TOKEN: token,
-    });
+    facilitator = await startTollgateProcess(
+      ['facilitator', '--port', '0'],
+      { chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } }, topup },
+      {
+        TOLLGATE_RELAYER_KEY: relayer.privateKey,
+        TOLLGATE_FACILITATOR_TOKEN: token,
+      },
+    );
     h = await startTopupHarness('sqlite', {
       payTo,
       facilitator: { type: 'remote', url: facilitator.url, timeoutSeconds: 5, authTokenEnv: 'FACILITATOR_TOKEN' },
@@ -69,8 +73,25 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
     const offer = (await h.post({ amount: 5 })).body.accepts[0];
     const payer = await h.payer(10n);
     const elsewhere = await h.payer(0n);
-    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: elsewhere.address, value: 5n * USD });
-    const res = await call(facilitator.url, 'POST', '/settle', { x402Version: 2, paymentPayload: { x402Version: 2, accepted: { ...offer, payTo: elsewhere.address }, payload }, paymentRequirements: { ...offer, payTo: elsewhere.address } }, { authorization: `Bearer ${token}` });
+    const payload = await signEip3009({
+      token: h.chain.usdc,
+      chainId: h.anvil.chainId,
+      domain: USDC_DOMAIN,
+      from: payer,
+      to: elsewhere.address,
+      value: 5n * USD,
+    });
+    const res = await call(
+      facilitator.url,
+      'POST',
+      '/settle',
+      {
+        x402Version: 2,
+        paymentPayload: { x402Version: 2, accepted: { ...offer, payTo: elsewhere.address }, payload },
+        paymentRequirements: { ...offer, payTo: elsewhere.address },
+      },
+      { authorization: `Bearer ${token}` },
+    );
     assert.equal(res.status, 400);
     assert.equal(res.body.errorReason, 'pay_to_not_served');
     assert.equal(await h.chain.balanceOf(h.chain.usdc, elsewhere.address), 0n);
@@ -94,7 +115,11 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
     };
     const client = new x402Client().register('eip155:*', new UptoEvmScheme(payer));
     client.setSpendControls({ allowedAssets: [{ network: h.chain.network, asset: h.chain.usdt, maxAmountPerPayment: '10000000000' }] });
-    const paymentPayload = await client.createPaymentPayload({ x402Version: 2, resource: { url: 'http://resource.test/', description: 'metered', mimeType: 'application/json' }, accepts: [requirements] });
+    const paymentPayload = await client.createPaymentPayload({
+      x402Version: 2,
+      resource: { url: 'http://resource.test/', description: 'metered', mimeType: 'application/json' },
+      accepts: [requirements],
+    });
     return { payer, requirements, paymentPayload, upto };
   }
 
@@ -105,7 +130,13 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
     const verified = await call(facilitator.url, 'POST', '/verify', { x402Version: 2, paymentPayload, paymentRequirements: requirements }, auth());
     assert.equal(verified.body.isValid, true, JSON.stringify(verified.body));
     const before = await h.chain.balanceOf(h.chain.usdt, h.payTo.address);
-    const settled = await call(facilitator.url, 'POST', '/settle', { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '750000' } }, auth());
+    const settled = await call(
+      facilitator.url,
+      'POST',
+      '/settle',
+      { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '750000' } },
+      auth(),
+    );
     assert.equal(settled.body.success, true, JSON.stringify(settled.body));
     assert.equal((await h.chain.balanceOf(h.chain.usdt, h.payTo.address)) - before, 750_000n);
     assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - 750_000n);
@@ -114,7 +145,13 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
   describe('attack: amounts that are not whole numbers, and one payload settled twice at once', () => {
     test('/verify with an amount of "1.5" is refused with 400 invalid_amount naming the field (it was a 500)', async () => {
       const { requirements, paymentPayload } = await uptoPayment(2_000_000n);
-      const res = await call(facilitator.url, 'POST', '/verify', { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '1.5' } }, auth());
+      const res = await call(
+        facilitator.url,
+        'POST',
+        '/verify',
+        { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '1.5' } },
+        auth(),
+      );
       assert.equal(res.status, 400, res.text);
       assert.equal(res.body.isValid, false);
       assert.equal(res.body.invalidReason, 'invalid_amount');
@@ -125,7 +162,13 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
       const { payer, requirements, paymentPayload } = await uptoPayment(2_000_000n);
       const sentBefore = await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending']);
       for (const amount of [' ', '-1', '0x10', '1e6', '12abc']) {
-        const res = await call(facilitator.url, 'POST', '/settle', { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount } }, auth());
+        const res = await call(
+          facilitator.url,
+          'POST',
+          '/settle',
+          { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount } },
+          auth(),
+        );
         assert.equal(res.status, 400, `${JSON.stringify(amount)}: ${res.text}`);
         assert.equal(res.body.success, false);
         assert.equal(res.body.errorReason, 'invalid_amount');
@@ -139,28 +182,46 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
     const twice = {
       upto: async () => {
         const { payer, requirements, paymentPayload } = await uptoPayment(2_000_000n);
-        return { payer, token: h.chain.usdt, amount: 400_000n, body: { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '400000' } } };
+        return {
+          payer,
+          token: h.chain.usdt,
+          amount: 400_000n,
+          body: { x402Version: 2, paymentPayload, paymentRequirements: { ...requirements, amount: '400000' } },
+        };
       },
       'exact (EIP-3009)': async () => {
         const offer = (await h.post({ amount: 1 })).body.accepts[0];
         const payer = await h.payer(10n);
-        const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: BigInt(offer.amount) });
-        return { payer, token: h.chain.usdc, amount: BigInt(offer.amount), body: { x402Version: 2, paymentPayload: { x402Version: 2, accepted: offer, payload }, paymentRequirements: offer } };
+        const payload = await signEip3009({
+          token: h.chain.usdc,
+          chainId: h.anvil.chainId,
+          domain: USDC_DOMAIN,
+          from: payer,
+          to: h.payTo.address,
+          value: BigInt(offer.amount),
+        });
+        return {
+          payer,
+          token: h.chain.usdc,
+          amount: BigInt(offer.amount),
+          body: { x402Version: 2, paymentPayload: { x402Version: 2, accepted: offer, payload }, paymentRequirements: offer },
+        };
       },
     };
-    for (const [scheme, payment] of Object.entries(twice)) test(`${scheme}: the same /settle sent twice at once: both callers get the one settlement, and one transaction is sent`, async () => {
-      const { payer, token: asset, amount, body } = await payment();
-      const before = await h.chain.balanceOf(asset, h.payTo.address);
-      const sentBefore = Number(await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending']));
-      const [a, b] = await Promise.all([call(facilitator.url, 'POST', '/settle', body, auth()), call(facilitator.url, 'POST', '/settle', body, auth())]);
-      assert.equal(a.body.success, true, a.text);
-      assert.equal(b.body.success, true, b.text);
-      assert.equal(a.body.transaction, b.body.transaction, 'one transaction for both');
-      assert.equal(Number(await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending'])) - sentBefore, 1);
-      assert.equal((await h.chain.balanceOf(asset, h.payTo.address)) - before, amount);
-      assert.equal(await h.chain.balanceOf(asset, payer.address), 10n * USD - amount);
-      await h.gw.assertLedger();
-    });
+    for (const [scheme, payment] of Object.entries(twice))
+      test(`${scheme}: the same /settle sent twice at once: both callers get the one settlement, and one transaction is sent`, async () => {
+        const { payer, token: asset, amount, body } = await payment();
+        const before = await h.chain.balanceOf(asset, h.payTo.address);
+        const sentBefore = Number(await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending']));
+        const [a, b] = await Promise.all([call(facilitator.url, 'POST', '/settle', body, auth()), call(facilitator.url, 'POST', '/settle', body, auth())]);
+        assert.equal(a.body.success, true, a.text);
+        assert.equal(b.body.success, true, b.text);
+        assert.equal(a.body.transaction, b.body.transaction, 'one transaction for both');
+        assert.equal(Number(await h.anvil.rpc<string>('eth_getTransactionCount', [relayer.address, 'pending'])) - sentBefore, 1);
+        assert.equal((await h.chain.balanceOf(asset, h.payTo.address)) - before, amount);
+        assert.equal(await h.chain.balanceOf(asset, payer.address), 10n * USD - amount);
+        await h.gw.assertLedger();
+      });
   });
 
   test('6 wallets paying at once through the one facilitator are all credited', async () => {
@@ -174,7 +235,10 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
   test("the facilitator's relayer out of gas: 503 with Retry-After, and the same payment is credited once it is refilled", async () => {
     const offer = (await h.post({ amount: 5 })).body.accepts[0];
     const payer = await h.payer(10n);
-    const header = v2Header(offer, await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }));
+    const header = v2Header(
+      offer,
+      await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
+    );
     const gas = await h.anvil.rpc('eth_getBalance', [relayer.address, 'latest']);
     await h.anvil.rpc('anvil_setBalance', [relayer.address, '0x0']);
     let refused;
@@ -194,7 +258,14 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
   test('facilitator unreachable: 503 FACILITATOR_UNAVAILABLE and nothing credited', async () => {
     const offer = (await h.post({ amount: 5 })).body.accepts[0];
     const payer = await h.payer(10n);
-    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD });
+    const payload = await signEip3009({
+      token: h.chain.usdc,
+      chainId: h.anvil.chainId,
+      domain: USDC_DOMAIN,
+      from: payer,
+      to: h.payTo.address,
+      value: 5n * USD,
+    });
     await facilitator.stop();
     const res = await h.post({ amount: 5 }, { 'payment-signature': v2Header(offer, payload) });
     assert.equal(res.status, 503, res.text);

@@ -23,7 +23,7 @@ import { permit2SettleArgs, signEip3009, signPermit2, v1Header, v2Header } from 
  * reconciler never revisits a row failed for its signature: paid, never credited.
  *
  * Fixed: only a payload the payer signed records a row (signature-check.ts), and a conflict asks
- * the chain about the recorded payment (settle-payment.ts, settleConflict). Every test checks the
+ * the chain about the recorded payment (settle-topup.ts, settleConflict). Every test checks the
  * answer, the chain, the balance, the rows, and `ledger-check --chain`; the ledger invariants are
  * checked after each test.
  */
@@ -59,12 +59,20 @@ async function settleOnToken(h: TopupHarness, attacker: FundedAccount, p: Eip300
 /** The attacker puts the genuine permit on chain through the x402 Permit2 proxy (anyone may call it). */
 async function settleViaProxy(h: TopupHarness, attacker: FundedAccount, p: Permit2) {
   const wallet = h.chain.client(attacker);
-  const hash = await wallet.writeContract({ address: X402_EXACT_PERMIT2_PROXY, abi: x402ExactPermit2ProxyABI, functionName: 'settle', args: permit2SettleArgs(p), chain: wallet.chain, account: attacker });
+  const hash = await wallet.writeContract({
+    address: X402_EXACT_PERMIT2_PROXY,
+    abi: x402ExactPermit2ProxyABI,
+    functionName: 'settle',
+    args: permit2SettleArgs(p),
+    chain: wallet.chain,
+    account: attacker,
+  });
   assert.equal((await wallet.waitForTransactionReceipt({ hash })).status, 'success');
 }
 
 function harnessChecks(get: () => TopupHarness) {
-  const rowsOf = (payer: FundedAccount) => get().gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
+  const rowsOf = (payer: FundedAccount) =>
+    get().gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
   /** `ledger-check --chain`: every credit is what the chain moved, and no failed payment was paid. */
   async function chainAgrees() {
     const h = get();
@@ -81,8 +89,17 @@ function harnessChecks(get: () => TopupHarness) {
       rows.map((r) => [r.status, r.amount_atomic, r.onchain_amount_atomic]),
       [['credited', atomic.toString(), atomic.toString()]],
     );
-    const credits = await h.gw.services.storage.db.selectFrom('ledger_entries').select('amount_usdc').where('wallet', '=', payer.address.toLowerCase()).where('kind', '=', 'topup').execute();
-    assert.deepEqual(credits.map((c) => Number(c.amount_usdc)), [Number(atomic)], 'one credit, of what reached payTo');
+    const credits = await h.gw.services.storage.db
+      .selectFrom('ledger_entries')
+      .select('amount_usdc')
+      .where('wallet', '=', payer.address.toLowerCase())
+      .where('kind', '=', 'topup')
+      .execute();
+    assert.deepEqual(
+      credits.map((c) => Number(c.amount_usdc)),
+      [Number(atomic)],
+      'one credit, of what reached payTo',
+    );
     await chainAgrees();
   }
   return { rowsOf, chainAgrees, creditedOnce };
@@ -147,7 +164,11 @@ for (const engine of ENGINES) {
       const offer = await offerOf('eip3009');
       const p = await usdc3009(payer);
       const tampered = v2Header(offer, { ...p, signature: tamper(p.signature) });
-      const answers = await Promise.all([h.post({ amount: 1 }, { 'payment-signature': tampered }), h.post({ amount: 1 }, { 'x-payment': v1Header('base-sepolia', p) }), settleOnToken(h, attacker, p).catch(() => 'reverted')]);
+      const answers = await Promise.all([
+        h.post({ amount: 1 }, { 'payment-signature': tampered }),
+        h.post({ amount: 1 }, { 'x-payment': v1Header('base-sepolia', p) }),
+        settleOnToken(h, attacker, p).catch(() => 'reverted'),
+      ]);
       assert.equal(answers[0].status, 402, answers[0].text);
       assert.ok([200, 202].includes(answers[1].status), answers[1].text);
       const genuine = await h.post({ amount: 1 }, { 'payment-signature': v2Header(offer, p) });
@@ -214,7 +235,15 @@ for (const engine of ENGINES) {
       await settleOnToken(h, attacker, p);
       // The payer (or anyone they gave it to) signs 2 USD under the same nonce.
       const offers2 = buildOffers(h.gw.services.config.topup, 2_000_000);
-      const two = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 2n * USD, nonce: p.authorization.nonce as Hex });
+      const two = await signEip3009({
+        token: h.chain.usdc,
+        chainId: h.anvil.chainId,
+        domain: USDC_DOMAIN,
+        from: payer,
+        to: h.payTo.address,
+        value: 2n * USD,
+        nonce: p.authorization.nonce as Hex,
+      });
       assert.ok(offers2.length > 0);
       const other = await h.post({ amount: 2 }, { 'x-payment': v1Header('base-sepolia', two) });
       assert.equal(other.status, 402, other.text);
@@ -241,7 +270,9 @@ for (const engine of ENGINES) {
       const { createPublicClient, http } = await import('viem');
       const { signedByPayer } = await import('../../../src/payments/signature-check.ts');
       const methods: string[] = [];
-      const client = createPublicClient({ transport: http(h.anvil.rpcUrl, { onFetchRequest: async (req) => void methods.push(JSON.parse(await req.clone().text()).method) }) });
+      const client = createPublicClient({
+        transport: http(h.anvil.rpcUrl, { onFetchRequest: async (req) => void methods.push(JSON.parse(await req.clone().text()).method) }),
+      });
       const payer = await h.payer(0n);
       const offers = buildOffers(h.gw.services.config.topup, 1_000_000);
       const p = await usdc3009(payer);
@@ -252,7 +283,7 @@ for (const engine of ENGINES) {
       assert.deepEqual(methods, [], 'no RPC call for an EOA signature');
       const tampered = matchPayment(decodePaymentHeader(v1Header('base-sepolia', { ...p, signature: tamper(p.signature) })), offers);
       assert.equal(await signedByPayer(client as never, tampered), false);
-      assert.deepEqual(methods, ['eth_getCode'], 'a signature that is not the key\'s: the payer\'s code is read once');
+      assert.deepEqual(methods, ['eth_getCode'], "a signature that is not the key's: the payer's code is read once");
       const permit = await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount: USD });
       const matchedPermit = matchPayment(decodePaymentHeader(v1Header('base-sepolia', permit)), offers);
       assert.equal(await signedByPayer(client as never, matchedPermit), true);
@@ -279,7 +310,8 @@ for (const engine of ENGINES) {
         const res402 = await h.chat(CHAT);
         const offer = JSON.parse(Buffer.from(res402.headers.get('payment-required')!, 'base64').toString()).accepts[0] as PaymentRequirements;
         const p = await h.usdcPayment(payer, BigInt(CENT), { validAfter: nowS() - 600n });
-        const header = (payload: unknown): Record<string, string> => (version === 'v2' ? { 'payment-signature': v2Header(offer, payload) } : { 'x-payment': v1Header('base-sepolia', payload) });
+        const header = (payload: unknown): Record<string, string> =>
+          version === 'v2' ? { 'payment-signature': v2Header(offer, payload) } : { 'x-payment': v1Header('base-sepolia', payload) };
         const calls = h.fake.received.length;
         const first = await h.chat(CHAT, header({ ...p, signature: tamper(p.signature) }));
         assert.equal(first.status, 402, first.text);
@@ -291,7 +323,10 @@ for (const engine of ENGINES) {
         await h.gw.services.topup!.reconcile();
         assert.equal(await h.chain.balanceOf(h.chain.usdc, payer.address), USD - BigInt(CENT));
         const rows = await rowsOf(payer);
-        assert.deepEqual(rows.map((r) => [r.status, r.purpose, Number(r.amount_usdc)]), [['credited', 'chat', CENT]]);
+        assert.deepEqual(
+          rows.map((r) => [r.status, r.purpose, Number(r.amount_usdc)]),
+          [['credited', 'chat', CENT]],
+        );
         const usage = await h.gw.services.storage.db.selectFrom('request_usage').selectAll().where('wallet', '=', payer.address.toLowerCase()).execute();
         assert.equal(usage.length, 1);
         assert.equal(await h.balance(payer.address), CENT - Number(usage[0]!.charged_usdc));

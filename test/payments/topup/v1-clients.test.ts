@@ -126,15 +126,26 @@ describe('the x402 v1 402 body (topup.x402v1Body)', () => {
     const header = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
     assert.equal(header.x402Version, 2);
     assert.equal(header.resource.url, 'http://gateway.test/v1/topup');
-    assert.deepEqual(header.accepts.map((a) => [a.network, a.asset, a.amount, a.extra?.assetTransferMethod]), [
-      [h.chain.network, h.chain.usdc, '5250000', 'eip3009'],
-      [h.chain.network, h.chain.usdt, '5250000', 'permit2'],
-    ]);
+    assert.deepEqual(
+      header.accepts.map((a) => [a.network, a.asset, a.amount, a.extra?.assetTransferMethod]),
+      [
+        [h.chain.network, h.chain.usdc, '5250000', 'eip3009'],
+        [h.chain.network, h.chain.usdt, '5250000', 'permit2'],
+      ],
+    );
   });
 
   test('a rejected payment is answered with the v1 body too (the client reads it)', async () => {
     const payer = await h.payer(0n); // holds nothing: the transfer cannot be simulated
-    const payload = await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: USD, validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
+    const payload = await signEip3009({
+      token: h.chain.usdc,
+      chainId: h.anvil.chainId,
+      domain: USDC_DOMAIN,
+      from: payer,
+      to: h.payTo.address,
+      value: USD,
+      validAfter: BigInt(Math.floor(Date.now() / 1000) - 600),
+    });
     const res = await h.post({ amount: 1 }, { 'x-payment': v1Header('base-sepolia', payload) });
     assert.equal(res.status, 402, res.text);
     assert.equal(res.body.error, 'PAYMENT_REJECTED');
@@ -150,7 +161,9 @@ describe('the x402 v1 402 body (topup.x402v1Body)', () => {
       assert.equal(res.body.accepts[0].network, plain.chain.network);
       const payer = await plain.payer(5n);
       const client = await v1Fetch(payer, 5n * USD);
-      await assert.rejects(client.fetch(`${plain.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 1 }) }), { name: 'ZodError' });
+      await assert.rejects(client.fetch(`${plain.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 1 }) }), {
+        name: 'ZodError',
+      });
       assert.equal(client.sent.length, 0);
       assert.equal(await plain.chain.balanceOf(plain.chain.usdc, payer.address), 5n * USD);
     } finally {
@@ -170,9 +183,18 @@ for (const engine of ENGINES) {
       await h?.stop();
     });
 
-    const rowsOf = (payer: FundedAccount) => h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
+    const rowsOf = (payer: FundedAccount) =>
+      h.gw.services.storage.db.selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).execute();
     const v1Usdc = (payer: FundedAccount, value: bigint) =>
-      signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value, validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
+      signEip3009({
+        token: h.chain.usdc,
+        chainId: h.anvil.chainId,
+        domain: USDC_DOMAIN,
+        from: payer,
+        to: h.payTo.address,
+        value,
+        validAfter: BigInt(Math.floor(Date.now() / 1000) - 600),
+      });
 
     test('a v1 payment replayed as v2 (and the v2 form replayed as v1) is the same payment: credited once', async () => {
       const payer = await h.payer(10n);
@@ -222,7 +244,15 @@ for (const engine of ENGINES) {
 
     test('a v1 payment signed on another chain id but naming base-sepolia fails verification; nothing moves', async () => {
       const payer = await h.payer(5n);
-      const payload = await signEip3009({ token: h.chain.usdc, chainId: 8453, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: USD, validAfter: BigInt(Math.floor(Date.now() / 1000) - 600) });
+      const payload = await signEip3009({
+        token: h.chain.usdc,
+        chainId: 8453,
+        domain: USDC_DOMAIN,
+        from: payer,
+        to: h.payTo.address,
+        value: USD,
+        validAfter: BigInt(Math.floor(Date.now() / 1000) - 600),
+      });
       const res = await h.post({ amount: 1 }, { 'x-payment': v1Header('base-sepolia', payload) });
       assert.equal(res.status, 402, res.text);
       assert.equal(res.body.error, 'PAYMENT_REJECTED');
@@ -252,11 +282,22 @@ for (const engine of ENGINES) {
         if (res.status !== 402 || (init?.headers as Record<string, string> | undefined)?.['X-PAYMENT']) return res;
         const v2 = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
         const usdt = v2.accepts.find((a) => a.extra?.assetTransferMethod === 'permit2')!;
-        const forced = { ...usdt, network: 'base-sepolia', maxAmountRequired: usdt.amount, resource: v2.resource.url, description: 'x', mimeType: 'application/json' };
+        const forced = {
+          ...usdt,
+          network: 'base-sepolia',
+          maxAmountRequired: usdt.amount,
+          resource: v2.resource.url,
+          description: 'x',
+          mimeType: 'application/json',
+        };
         return new Response(JSON.stringify({ x402Version: 1, error: 'PAYMENT_REQUIRED', accepts: [forced] }), { status: 402, headers: res.headers });
       };
       const signer = await createSigner('base-sepolia', payer.privateKey);
-      const res = await wrapV1Fetch(rewriting, signer as never, 10n * USD)(`${h.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 1 }) });
+      const res = await wrapV1Fetch(
+        rewriting,
+        signer as never,
+        10n * USD,
+      )(`${h.gw.url}/v1/topup`, { method: 'POST', headers: json, body: JSON.stringify({ amount: 1 }) });
       assert.equal(res.status, 402, await res.clone().text());
       assert.equal((await res.json()).error, 'PAYMENT_REJECTED');
       assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD);

@@ -27,7 +27,10 @@ for (const engine of ENGINES) {
 
         const listed = await runTollgate(['admin', 'ledger-check', '--chain'], op.env);
         assert.equal(listed.code, 0, listed.stdout + listed.stderr);
-        assert.match(listed.stdout, new RegExp(`upto payment ${first.id} \\(wallet ${payer.address.toLowerCase()}\\): charged \\d+ micro-USDC, not settled on chain`));
+        assert.match(
+          listed.stdout,
+          new RegExp(`upto payment ${first.id} \\(wallet ${payer.address.toLowerCase()}\\): charged \\d+ micro-USDC, not settled on chain`),
+        );
 
         const still = await runTollgate(['admin', 'upto', 'retry', first.id], op.env);
         assert.equal(still.code, 1, still.stdout + still.stderr);

@@ -123,29 +123,26 @@ for (const engine of ENGINES) {
       await chainAgrees(h);
     });
 
-    test(
-      'given up as dropped in the last seconds before its deadline, then mined before the deadline: settled, and the payer not refused',
-      async () => {
-        const h = harness();
-        anvil = h.anvil;
-        const payer = await uptoPayer(h);
-        const { row, raw } = await droppedSettle(h, payer);
-        const deps = { ...h.gw.services.topup!.upto, logger: quiet, staleMs: 0 };
-        // A pass 5 s before the deadline: too late to send again (the 10 s margin), yet the dropped one may still land.
-        await reconcileUpto({ ...deps, now: () => (row.valid_before - 5) * 1000 });
-        assert.equal((await findPayment(h.gw.services.storage.db, row.id)).upto_state, 'settling', 'not given up before its deadline has passed');
-        // The dropped transaction comes back and is mined, before the deadline: the charge is paid.
-        await comesBackMined(h, raw);
-        assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - BigInt(row.settle_amount_atomic!), 'the charge arrived');
-        // The next passes, as time goes on: before the deadline, and after it.
-        await reconcileUpto({ ...deps, now: () => (row.valid_before - 2) * 1000 });
-        await reconcileUpto({ ...deps, now: () => (row.valid_before + 120) * 1000 });
-        const done = await findPayment(h.gw.services.storage.db, row.id);
-        assert.equal(done.upto_state, 'settled', `${done.upto_state}: ${done.failure_reason}`);
-        const next = await h.chat(UPTO_BODY, { 'payment-signature': (await signedUptoHeader(h, payer, UPTO_BODY)).header });
-        assert.notEqual(next.status, 403, next.text);
-        await chainAgrees(h);
-      },
-    );
+    test('given up as dropped in the last seconds before its deadline, then mined before the deadline: settled, and the payer not refused', async () => {
+      const h = harness();
+      anvil = h.anvil;
+      const payer = await uptoPayer(h);
+      const { row, raw } = await droppedSettle(h, payer);
+      const deps = { ...h.gw.services.topup!.upto, logger: quiet, staleMs: 0 };
+      // A pass 5 s before the deadline: too late to send again (the 10 s margin), yet the dropped one may still land.
+      await reconcileUpto({ ...deps, now: () => (row.valid_before - 5) * 1000 });
+      assert.equal((await findPayment(h.gw.services.storage.db, row.id)).upto_state, 'settling', 'not given up before its deadline has passed');
+      // The dropped transaction comes back and is mined, before the deadline: the charge is paid.
+      await comesBackMined(h, raw);
+      assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - BigInt(row.settle_amount_atomic!), 'the charge arrived');
+      // The next passes, as time goes on: before the deadline, and after it.
+      await reconcileUpto({ ...deps, now: () => (row.valid_before - 2) * 1000 });
+      await reconcileUpto({ ...deps, now: () => (row.valid_before + 120) * 1000 });
+      const done = await findPayment(h.gw.services.storage.db, row.id);
+      assert.equal(done.upto_state, 'settled', `${done.upto_state}: ${done.failure_reason}`);
+      const next = await h.chat(UPTO_BODY, { 'payment-signature': (await signedUptoHeader(h, payer, UPTO_BODY)).header });
+      assert.notEqual(next.status, 403, next.text);
+      await chainAgrees(h);
+    });
   });
 }

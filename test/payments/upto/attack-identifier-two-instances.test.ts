@@ -33,7 +33,8 @@ function sendWithId(h: PayPerRequestHarness, gatewayUrl: string, payer: FundedAc
     appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id);
   });
   const pay = wrapFetchWithPayment(fetch, client);
-  return (body: unknown = UPTO_BODY) => pay(`${gatewayUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return (body: unknown = UPTO_BODY) =>
+    pay(`${gatewayUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
 
 async function statusAndCode(res: Response) {
@@ -100,7 +101,12 @@ describe('attack: one payment identifier sent to two gateway instances (postgres
     try {
       first = sendWithId(h, h.gw.url, payer, id)();
       await until(async () => (await uptoPayments(h, payer)).some((p) => p.upto_state === 'holding'), 'the first request holds its maximum');
-      for (const [body, scheme] of [[{ ...UPTO_BODY, max_tokens: 300 }, 'upto'], [{ ...UPTO_BODY, model: 'fake/thinker' }, 'upto'], [UPTO_BODY, 'exact'], [UPTO_BODY, 'upto']] as const) {
+      for (const [body, scheme] of [
+        [{ ...UPTO_BODY, max_tokens: 300 }, 'upto'],
+        [{ ...UPTO_BODY, model: 'fake/thinker' }, 'upto'],
+        [UPTO_BODY, 'exact'],
+        [UPTO_BODY, 'upto'],
+      ] as const) {
         const retry = await statusAndCode(await sendWithId(h, b.url, payer, id, scheme)(body));
         assert.equal(retry.code, 'PAYMENT_IDENTIFIER_CONFLICT', `${scheme} ${JSON.stringify(body)}: ${retry.text.slice(0, 300)}`);
       }

@@ -91,8 +91,14 @@ for (const engine of ENGINES) {
         await until(async () => (await h.anvil.rpc('eth_getTransactionByHash', [settleHash])) !== null, 'the settle was broadcast', 20_000);
         // The front-run: a higher tip puts the revocation first in the block.
         const revoke = await wallet.writeContract({
-          address: h.chain.usdt, abi: erc20Abi, functionName: 'approve', args: [PERMIT2_ADDRESS, 0n], account: payer, chain: wallet.chain,
-          maxPriorityFeePerGas: parseGwei('50'), maxFeePerGas: parseGwei('200'),
+          address: h.chain.usdt,
+          abi: erc20Abi,
+          functionName: 'approve',
+          args: [PERMIT2_ADDRESS, 0n],
+          account: payer,
+          chain: wallet.chain,
+          maxPriorityFeePerGas: parseGwei('50'),
+          maxFeePerGas: parseGwei('200'),
         });
         await h.anvil.rpc('evm_mine', []);
         assert.equal((await wallet.waitForTransactionReceipt({ hash: revoke })).status, 'success');
@@ -107,7 +113,12 @@ for (const engine of ENGINES) {
       await until(async () => (await findPayment(db, rowId)).upto_state !== 'holding', 'the charge fixed', 10_000);
       await new Promise((resolve) => setTimeout(resolve, 2_500));
 
-      const age = () => db.updateTable('payments').set({ updated_at: Date.now() - 60_000 }).where('id', '=', rowId).execute();
+      const age = () =>
+        db
+          .updateTable('payments')
+          .set({ updated_at: Date.now() - 60_000 })
+          .where('id', '=', rowId)
+          .execute();
       await age();
       await h.gw.services.topup!.reconcile();
       const refused = await findPayment(db, rowId);

@@ -29,7 +29,8 @@ import { gethLikeRpc } from './upto-setup.ts';
 const quiet = { info() {}, warn() {} };
 const SETTLE_WAIT_SECONDS = 2;
 
-const relayerNonce = (h: PayPerRequestHarness, tag: 'latest' | 'pending' = 'latest') => h.anvil.rpc<string>('eth_getTransactionCount', [h.relayer.address, tag]).then(Number);
+const relayerNonce = (h: PayPerRequestHarness, tag: 'latest' | 'pending' = 'latest') =>
+  h.anvil.rpc<string>('eth_getTransactionCount', [h.relayer.address, tag]).then(Number);
 
 /** A facilitator of another instance on the same database and relayer key, its RPC geth-like, with the shared send lock. */
 async function instance(h: PayPerRequestHarness, engine: Engine) {
@@ -73,56 +74,57 @@ for (const engine of ENGINES) {
     let anvil: PayPerRequestHarness['anvil'] | undefined;
     after(async () => anvil?.rpc('evm_setAutomine', [true]));
 
-    test(
-      'the request path, held past the settle wait before its send, and a second instance finishing the row: one transaction',
-      async () => {
-        const h = harness();
-        anvil = h.anvil;
-        const payer = await uptoPayer(h);
-        const a = await instance(h, engine);
-        const b = await instance(h, engine);
-        const held = holdRequestPathSettle(h, a.facilitator);
-        const db = h.gw.services.storage.db;
-        const nonce = await relayerNonce(h);
-        let answered: Promise<unknown> | undefined;
-        try {
-          answered = uptoOpenAI(h, payer).chat.completions.create(UPTO_BODY);
-          await held.waiting;
-          const [row] = await uptoPayments(h, payer);
-          assert.equal(row!.upto_state, 'settling');
-          assert.equal(row!.tx_hash, null, 'the request path has not sent yet');
-          // Longer than the settle wait: B's reconciler takes the row as abandoned.
-          await new Promise((resolve) => setTimeout(resolve, (SETTLE_WAIT_SECONDS + 0.5) * 1000));
-          await h.anvil.rpc('evm_setAutomine', [false]);
-          await reconcileUpto({ ...h.gw.services.topup!.upto, facilitator: b.facilitator, logger: quiet, now: Date.now, staleMs: SETTLE_WAIT_SECONDS * 1000 });
-          assert.equal(await relayerNonce(h, 'pending'), nonce + 1, "B's reconciler sent the charge");
-          held.release();
-          await held.done;
-          await answered;
-          const sent = (await relayerNonce(h, 'pending')) - nonce;
-          await h.anvil.rpc('evm_mine', []);
-          await h.anvil.rpc('evm_setAutomine', [true]);
+    test('the request path, held past the settle wait before its send, and a second instance finishing the row: one transaction', async () => {
+      const h = harness();
+      anvil = h.anvil;
+      const payer = await uptoPayer(h);
+      const a = await instance(h, engine);
+      const b = await instance(h, engine);
+      const held = holdRequestPathSettle(h, a.facilitator);
+      const db = h.gw.services.storage.db;
+      const nonce = await relayerNonce(h);
+      let answered: Promise<unknown> | undefined;
+      try {
+        answered = uptoOpenAI(h, payer).chat.completions.create(UPTO_BODY);
+        await held.waiting;
+        const [row] = await uptoPayments(h, payer);
+        assert.equal(row!.upto_state, 'settling');
+        assert.equal(row!.tx_hash, null, 'the request path has not sent yet');
+        // Longer than the settle wait: B's reconciler takes the row as abandoned.
+        await new Promise((resolve) => setTimeout(resolve, (SETTLE_WAIT_SECONDS + 0.5) * 1000));
+        await h.anvil.rpc('evm_setAutomine', [false]);
+        await reconcileUpto({ ...h.gw.services.topup!.upto, facilitator: b.facilitator, logger: quiet, now: Date.now, staleMs: SETTLE_WAIT_SECONDS * 1000 });
+        assert.equal(await relayerNonce(h, 'pending'), nonce + 1, "B's reconciler sent the charge");
+        held.release();
+        await held.done;
+        await answered;
+        const sent = (await relayerNonce(h, 'pending')) - nonce;
+        await h.anvil.rpc('evm_mine', []);
+        await h.anvil.rpc('evm_setAutomine', [true]);
 
-          // Whatever was sent, the books must end right: settled once for the charge.
-          await db.updateTable('payments').set({ updated_at: Date.now() - 60_000 }).where('id', '=', row!.id).execute();
-          await h.gw.services.topup!.reconcile();
-          await until(async () => (await findPayment(db, row!.id)).upto_state === 'settled', 'settled', 10_000);
-          const done = await findPayment(db, row!.id);
-          assert.equal(done.onchain_amount_atomic, done.settle_amount_atomic);
-          assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - BigInt(done.settle_amount_atomic!), 'the charge, once');
-          await assertLedgerConsistent(db);
-          const audit = await auditCreditsOnChain(db, () => h.gw.services.topup!.clientFor(h.chain.network));
-          assert.deepEqual(audit.problems, [], 'ledger-check --chain');
-          assert.equal(sent, 1, `settle transactions the relayer sent for one authorization: ${sent}`);
-        } finally {
-          held.release();
-          held.restore();
-          await answered?.catch(() => undefined);
-          await h.anvil.rpc('evm_setAutomine', [true]);
-          await a.proxy.close();
-          await b.proxy.close();
-        }
-      },
-    );
+        // Whatever was sent, the books must end right: settled once for the charge.
+        await db
+          .updateTable('payments')
+          .set({ updated_at: Date.now() - 60_000 })
+          .where('id', '=', row!.id)
+          .execute();
+        await h.gw.services.topup!.reconcile();
+        await until(async () => (await findPayment(db, row!.id)).upto_state === 'settled', 'settled', 10_000);
+        const done = await findPayment(db, row!.id);
+        assert.equal(done.onchain_amount_atomic, done.settle_amount_atomic);
+        assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - BigInt(done.settle_amount_atomic!), 'the charge, once');
+        await assertLedgerConsistent(db);
+        const audit = await auditCreditsOnChain(db, () => h.gw.services.topup!.clientFor(h.chain.network));
+        assert.deepEqual(audit.problems, [], 'ledger-check --chain');
+        assert.equal(sent, 1, `settle transactions the relayer sent for one authorization: ${sent}`);
+      } finally {
+        held.release();
+        held.restore();
+        await answered?.catch(() => undefined);
+        await h.anvil.rpc('evm_setAutomine', [true]);
+        await a.proxy.close();
+        await b.proxy.close();
+      }
+    });
   });
 }

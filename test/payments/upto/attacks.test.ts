@@ -101,7 +101,15 @@ for (const engine of ENGINES) {
       const paidSoFar = await h.chain.balanceOf(h.chain.usdt, payer.address);
       const asked = await h.chat(BODY);
       const exact = (asked.body.accepts as PaymentRequirements[]).find((r) => r.scheme === 'exact' && r.asset.toLowerCase() === h.chain.usdt.toLowerCase())!;
-      const payload = await signPermit2({ token: h.chain.usdt, chainId: h.anvil.chainId, from: payer, to: h.payTo.address, amount: BigInt(exact.amount), nonce: BigInt(upto.nonce), deadline: BigInt(upto.valid_before) });
+      const payload = await signPermit2({
+        token: h.chain.usdt,
+        chainId: h.anvil.chainId,
+        from: payer,
+        to: h.payTo.address,
+        amount: BigInt(exact.amount),
+        nonce: BigInt(upto.nonce),
+        deadline: BigInt(upto.valid_before),
+      });
       const res = await h.chat(BODY, { 'payment-signature': v2Header(exact, payload) });
       assert.equal(res.status, 402, res.text);
       assert.equal(res.body.error, 'PAYMENT_REJECTED');

@@ -22,7 +22,11 @@ const BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, con
  * One upto JSON request by the stock clients with the gateway's upto settle replaced by `settle`
  * (given the real facilitator), waited for until that settle has stopped; returns the charge.
  */
-async function paidWithStop(h: PayPerRequestHarness, payer: FundedAccount, settle: (real: Facilitator, ...args: Parameters<Facilitator['settle']>) => ReturnType<Facilitator['settle']>): Promise<number> {
+async function paidWithStop(
+  h: PayPerRequestHarness,
+  payer: FundedAccount,
+  settle: (real: Facilitator, ...args: Parameters<Facilitator['settle']>) => ReturnType<Facilitator['settle']>,
+): Promise<number> {
   const upto = h.gw.services.topup!.upto;
   const real = upto.facilitator;
   let stopped!: () => void;
@@ -40,7 +44,11 @@ async function paidWithStop(h: PayPerRequestHarness, payer: FundedAccount, settl
 
 /** As if the process stopped a while ago: the reconciler takes over rows untouched for the settle wait. */
 async function afterRestart(h: PayPerRequestHarness, id: string) {
-  await h.gw.services.storage.db.updateTable('payments').set({ updated_at: Date.now() - 60_000 }).where('id', '=', id).execute();
+  await h.gw.services.storage.db
+    .updateTable('payments')
+    .set({ updated_at: Date.now() - 60_000 })
+    .where('id', '=', id)
+    .execute();
   await h.gw.services.topup!.reconcile();
 }
 

@@ -62,7 +62,11 @@ for (const engine of ENGINES) {
       const resentBefore = await resentMetric(h);
       const row = await settleThenDrop(h, payer);
       const nonce = await relayerNonce(h);
-      await h.gw.services.storage.db.updateTable('payments').set({ updated_at: Date.now() - 60_000 }).where('id', '=', row.id).execute();
+      await h.gw.services.storage.db
+        .updateTable('payments')
+        .set({ updated_at: Date.now() - 60_000 })
+        .where('id', '=', row.id)
+        .execute();
       await h.gw.services.topup!.reconcile();
       const done = await findPayment(h.gw.services.storage.db, row.id);
       assert.equal(done.upto_state, 'settled', `${done.upto_state}: ${done.failure_reason}`);
@@ -91,7 +95,10 @@ for (const engine of ENGINES) {
       assert.equal(counted, 1);
       assert.equal(await relayerNonce(h), nonce, 'nothing sent past the deadline');
       const ledger = await checkLedger(h.gw.services.storage.db);
-      assert.ok(ledger.findings.some((f) => f.includes(`upto payment ${row.id}`)), 'ledger-check lists it');
+      assert.ok(
+        ledger.findings.some((f) => f.includes(`upto payment ${row.id}`)),
+        'ledger-check lists it',
+      );
       const told = openUptoRefusal(given, { nowMs: pastDeadline(), retryEverySeconds: 30 });
       assert.equal(told.status, 403);
       assert.match(told.message, /expired at .* without being settled, so it can no longer move anything/);

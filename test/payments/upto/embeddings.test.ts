@@ -31,7 +31,10 @@ for (const engine of ENGINES) {
 
       const payer = await uptoPayer(h);
       const { data, response } = await uptoOpenAI(h, payer).embeddings.create({ model: EMBED_ID, input }).withResponse();
-      assert.deepEqual(data.data.map((d) => d.embedding), input.map((t) => expectedVector(t)));
+      assert.deepEqual(
+        data.data.map((d) => d.embedding),
+        input.map((t) => expectedVector(t)),
+      );
       const charged = Number(response.headers.get('x-tollgate-charged-usdc'));
       assert.equal(charged, Math.max(fakeTokensOf(input) * MICRO_PER_TOKEN, Math.min(CENT, reservation)));
 

@@ -29,7 +29,12 @@ async function setup() {
     const { signature, permit2Authorization: a } = payload.payload as { signature: Hex; permit2Authorization: UptoAuthorization };
     const permit = { permitted: { token: a.permitted.token, amount: BigInt(a.permitted.amount) }, nonce: BigInt(a.nonce), deadline: BigInt(a.deadline) };
     const witness = { to: a.witness.to, facilitator: a.witness.facilitator, validAfter: BigInt(a.witness.validAfter) };
-    return chain.client(from).simulateContract({ address: X402_UPTO_PERMIT2_PROXY, abi: x402UptoPermit2ProxyABI, functionName: 'settle', args: [permit, amount, a.from, witness, signature] });
+    return chain.client(from).simulateContract({
+      address: X402_UPTO_PERMIT2_PROXY,
+      abi: x402UptoPermit2ProxyABI,
+      functionName: 'settle',
+      args: [permit, amount, a.from, witness, signature],
+    });
   };
   const blockNumber = () => chain.client(relayer).getBlockNumber();
   return { ...s, callProxy, blockNumber };
@@ -39,7 +44,10 @@ describe('upto through the local facilitator', () => {
   test('the facilitator names itself in the requirements, verifies the maximum and settles exactly the charge', async () => {
     const s = await setup();
     const supported = await s.facilitator.supported();
-    assert.ok(supported.kinds.some((k) => k.scheme === 'upto' && k.network === s.chain.network), 'the local facilitator supports upto');
+    assert.ok(
+      supported.kinds.some((k) => k.scheme === 'upto' && k.network === s.chain.network),
+      'the local facilitator supports upto',
+    );
     const accepted = s.requirements(500_000n);
     const payload = await s.sign(s.payer, accepted);
     const verified = await s.facilitator.verify(payload, accepted);

@@ -55,7 +55,11 @@ for (const engine of ENGINES) {
       assert.equal(await h.chain.balanceOf(h.chain.usdt, payer.address), 10n * USD - charge, 'the charge was paid on chain');
 
       // The gateway's own reconciler (the timer, or a restart) runs: it should take the payment as settled.
-      await h.gw.services.storage.db.updateTable('payments').set({ updated_at: Date.now() - 60_000 }).where('id', '=', row.id).execute();
+      await h.gw.services.storage.db
+        .updateTable('payments')
+        .set({ updated_at: Date.now() - 60_000 })
+        .where('id', '=', row.id)
+        .execute();
       await h.gw.services.topup!.reconcile();
       const [after] = await h.gw.services.storage.db.selectFrom('payments').selectAll().where('id', '=', row.id).execute();
       assert.equal(after!.upto_state, 'settled', `a payment whose charge arrived is ${after!.upto_state} (${after!.failure_reason})`);
@@ -102,7 +106,10 @@ for (const engine of ENGINES) {
         assert.equal(closed!.upto_state, 'settled');
         assert.equal(closed!.onchain_amount_atomic, row.settle_amount_atomic);
         const again = await auditCreditsOnChain(h.gw.services.storage.db, () => h.gw.services.topup!.clientFor(h.chain.network));
-        assert.deepEqual(again.problems.filter((p) => p.includes(row.id)), []);
+        assert.deepEqual(
+          again.problems.filter((p) => p.includes(row.id)),
+          [],
+        );
         await assertLedgerConsistent(h.gw.services.storage.db);
       } finally {
         op.done();

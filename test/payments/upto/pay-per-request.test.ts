@@ -50,7 +50,10 @@ for (const engine of ENGINES) {
       assert.equal(upto[0]!.asset.toLowerCase(), h.chain.usdt.toLowerCase());
       assert.equal(upto[0]!.amount, String(asked.body.reserved_usdc), 'the maximum is the reservation, not rounded up');
       assert.equal((upto[0]!.extra as { facilitatorAddress: string }).facilitatorAddress, h.relayer.address);
-      assert.ok(accepts.some((r) => r.scheme === 'exact'), 'the exact entries are still offered');
+      assert.ok(
+        accepts.some((r) => r.scheme === 'exact'),
+        'the exact entries are still offered',
+      );
     });
 
     test('Responses and Messages offer upto too, and a Messages request pays with it', async () => {
@@ -138,7 +141,11 @@ for (const engine of ENGINES) {
       const { wrapFetchWithPayment } = await import('@x402/fetch');
       const { uptoClient } = await import('../../support/upto-pay-per-request.ts');
       const paying = wrapFetchWithPayment(recording, uptoClient(h, payer));
-      const first = await paying(`${h.gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(BODY) });
+      const first = await paying(`${h.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(BODY),
+      });
       assert.equal(first.status, 200, await first.clone().text());
       const charged = Number(first.headers.get('x-tollgate-charged-usdc'));
       await settledExactly(h, payer, charged);

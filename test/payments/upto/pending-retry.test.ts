@@ -31,58 +31,68 @@ describe('attack: upto settle retried after settlement_pending (stock resource s
     return proxy.url;
   };
 
-  for (const [label, rpcUrl] of [['anvil', undefined], ['a geth-like node', gethLike]] as const) test(`(${label}) the retry neither sends a second transaction nor reports failure for a payment that went through`, async () => {
-    const s = await uptoSetup({ confirmationTimeoutMs: 3_000, rpcUrl });
-    anvilRef = s.anvil;
-    const accepted = s.requirements(500_000n);
-    const payload = await s.sign(s.payer, accepted);
-    const charge: PaymentRequirements = { ...accepted, amount: '200000' };
-    const before = await s.nonces(s.relayer.address);
-    const payToBefore = await s.balance(s.payTo.address);
+  for (const [label, rpcUrl] of [
+    ['anvil', undefined],
+    ['a geth-like node', gethLike],
+  ] as const)
+    test(`(${label}) the retry neither sends a second transaction nor reports failure for a payment that went through`, async () => {
+      const s = await uptoSetup({ confirmationTimeoutMs: 3_000, rpcUrl });
+      anvilRef = s.anvil;
+      const accepted = s.requirements(500_000n);
+      const payload = await s.sign(s.payer, accepted);
+      const charge: PaymentRequirements = { ...accepted, amount: '200000' };
+      const before = await s.nonces(s.relayer.address);
+      const payToBefore = await s.balance(s.payTo.address);
 
-    const fromBlock = BigInt((await s.anvil.rpc('eth_blockNumber')) as string);
-    // A slow chain: nothing is mined until we say so.
-    await s.anvil.rpc('evm_setAutomine', [false]);
-    // The stock resource server's own settle-with-retry, pointed at Tollgate's facilitator. The first
-    // call's receipt wait times out with the transaction still in the pool; the block holding it comes
-    // 1 s into the retry (time enough for a retry that sends again to have sent), so the payment has
-    // gone through before the answer, and "success" is the true answer. (Mined only after the answer,
-    // no facilitator could truthfully say success.)
-    let calls = 0;
-    const client = {
-      settle: async (p: PaymentPayload, r: PaymentRequirements) => {
-        const answer = s.facilitator.settle(p, r);
-        if (++calls === 2) {
-          await new Promise((resolve) => setTimeout(resolve, 1_000));
-          await s.anvil.rpc('evm_mine');
+      const fromBlock = BigInt((await s.anvil.rpc('eth_blockNumber')) as string);
+      // A slow chain: nothing is mined until we say so.
+      await s.anvil.rpc('evm_setAutomine', [false]);
+      // The stock resource server's own settle-with-retry, pointed at Tollgate's facilitator. The first
+      // call's receipt wait times out with the transaction still in the pool; the block holding it comes
+      // 1 s into the retry (time enough for a retry that sends again to have sent), so the payment has
+      // gone through before the answer, and "success" is the true answer. (Mined only after the answer,
+      // no facilitator could truthfully say success.)
+      let calls = 0;
+      const client = {
+        settle: async (p: PaymentPayload, r: PaymentRequirements) => {
+          const answer = s.facilitator.settle(p, r);
+          if (++calls === 2) {
+            await new Promise((resolve) => setTimeout(resolve, 1_000));
+            await s.anvil.rpc('evm_mine');
+          }
+          return answer;
+        },
+      };
+      const settle = (
+        x402ResourceServer.prototype as unknown as {
+          settleWithPendingRetry(c: typeof client, p: PaymentPayload, r: PaymentRequirements): Promise<SettleResponse>;
         }
-        return answer;
-      },
-    };
-    const settle = (x402ResourceServer.prototype as unknown as {
-      settleWithPendingRetry(c: typeof client, p: PaymentPayload, r: PaymentRequirements): Promise<SettleResponse>;
-    }).settleWithPendingRetry;
-    const answer = await settle.call({}, client, payload, charge);
-    const sent = (await s.nonces(s.relayer.address)).pending - before.pending;
-    await s.anvil.rpc('evm_mine');
-    await s.anvil.rpc('evm_setAutomine', [true]);
+      ).settleWithPendingRetry;
+      const answer = await settle.call({}, client, payload, charge);
+      const sent = (await s.nonces(s.relayer.address)).pending - before.pending;
+      await s.anvil.rpc('evm_mine');
+      await s.anvil.rpc('evm_setAutomine', [true]);
 
-    // What happened on chain.
-    const relayerTxs: { hash: Hex; status: string }[] = [];
-    const toBlock = BigInt((await s.anvil.rpc('eth_blockNumber')) as string);
-    for (let b = fromBlock + 1n; b <= toBlock; b++) {
-      const block = (await s.anvil.rpc('eth_getBlockByNumber', [`0x${b.toString(16)}`, true])) as { transactions: { hash: Hex; from: string }[] };
-      for (const tx of block.transactions.filter((t) => t.from.toLowerCase() === s.relayer.address.toLowerCase())) {
-        const receipt = (await s.anvil.rpc('eth_getTransactionReceipt', [tx.hash])) as { status: string };
-        relayerTxs.push({ hash: tx.hash, status: receipt.status });
+      // What happened on chain.
+      const relayerTxs: { hash: Hex; status: string }[] = [];
+      const toBlock = BigInt((await s.anvil.rpc('eth_blockNumber')) as string);
+      for (let b = fromBlock + 1n; b <= toBlock; b++) {
+        const block = (await s.anvil.rpc('eth_getBlockByNumber', [`0x${b.toString(16)}`, true])) as { transactions: { hash: Hex; from: string }[] };
+        for (const tx of block.transactions.filter((t) => t.from.toLowerCase() === s.relayer.address.toLowerCase())) {
+          const receipt = (await s.anvil.rpc('eth_getTransactionReceipt', [tx.hash])) as { status: string };
+          relayerTxs.push({ hash: tx.hash, status: receipt.status });
+        }
       }
-    }
-    assert.equal((await s.balance(s.payTo.address)) - payToBefore, 200_000n, 'the charge arrived once');
-    assert.equal(await s.balance(s.payer.address), 10n * USD - 200_000n);
-    // The breaks:
-    assert.deepEqual(relayerTxs.map((t) => t.status), ['0x1'], `the relayer sent ${sent} transactions for one payment: ${JSON.stringify(relayerTxs)}`);
-    assert.equal(answer.success, true, `the resource server was told: ${JSON.stringify(answer)}`);
-  });
+      assert.equal((await s.balance(s.payTo.address)) - payToBefore, 200_000n, 'the charge arrived once');
+      assert.equal(await s.balance(s.payer.address), 10n * USD - 200_000n);
+      // The breaks:
+      assert.deepEqual(
+        relayerTxs.map((t) => t.status),
+        ['0x1'],
+        `the relayer sent ${sent} transactions for one payment: ${JSON.stringify(relayerTxs)}`,
+      );
+      assert.equal(answer.success, true, `the resource server was told: ${JSON.stringify(answer)}`);
+    });
 });
 
 /**
@@ -116,7 +126,13 @@ describe('attack: one upto authorization settled several times at once through t
     const fromBlock = BigInt((await s.anvil.rpc('eth_blockNumber')) as string);
     await s.anvil.rpc('evm_setAutomine', [false]);
     await s.anvil.rpc('evm_setIntervalMining', [2]);
-    const answers = await Promise.all([100_000n, 200_000n, 300_000n].map((amount) => s.facilitator.settle(payload, { ...accepted, amount: amount.toString() }).catch((e: Error) => ({ success: false, errorReason: e.message, transaction: '' }))));
+    const answers = await Promise.all(
+      [100_000n, 200_000n, 300_000n].map((amount) =>
+        s.facilitator
+          .settle(payload, { ...accepted, amount: amount.toString() })
+          .catch((e: Error) => ({ success: false, errorReason: e.message, transaction: '' })),
+      ),
+    );
     await s.anvil.rpc('evm_setIntervalMining', [0]);
     await s.anvil.rpc('evm_setAutomine', [true]);
     const toBlock = BigInt((await s.anvil.rpc('eth_blockNumber')) as string);

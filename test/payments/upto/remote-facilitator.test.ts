@@ -28,10 +28,14 @@ describe('pay-per-request upto through a remote facilitator', () => {
       offers: [{ network: chain.network, asset: chain.usdt, transferMethod: 'permit2', name: 'Tether USD', version: '1', decimals: 6 }],
       facilitator: { type: 'local' },
     };
-    facilitator = await startTollgateProcess(['facilitator', '--port', '0'], { chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } }, topup }, {
-      TOLLGATE_RELAYER_KEY: relayer.privateKey,
-      TOLLGATE_FACILITATOR_TOKEN: token,
-    });
+    facilitator = await startTollgateProcess(
+      ['facilitator', '--port', '0'],
+      { chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } }, topup },
+      {
+        TOLLGATE_RELAYER_KEY: relayer.privateKey,
+        TOLLGATE_FACILITATOR_TOKEN: token,
+      },
+    );
     h = await startPayPerRequestHarness('sqlite', {
       config: {
         topup: { payTo: payTo.address, facilitator: { type: 'remote', url: facilitator.url, timeoutSeconds: 5, authTokenEnv: 'FACILITATOR_TOKEN' } },

@@ -83,7 +83,10 @@ for (const engine of ENGINES) {
       assert.equal(row.upto_state, 'unsettled');
       assert.match(row.failure_reason!, /permit2_insufficient_balance/);
       const ledger = await checkLedger(h.gw.services.storage.db);
-      assert.ok(ledger.findings.some((f) => f.includes(`upto payment ${row.id}`)), 'ledger-check lists it');
+      assert.ok(
+        ledger.findings.some((f) => f.includes(`upto payment ${row.id}`)),
+        'ledger-check lists it',
+      );
 
       // The payer learns exactly what restores the wallet: the charge, the token, Permit2, the deadline.
       await send(h, sink, 'transfer', payer.address, 10n * USD);
@@ -97,7 +100,11 @@ for (const engine of ENGINES) {
       assert.match(refused.body.message, /settles it again by itself within about 3605 s/);
 
       // It was restored (the funds are back): the reconciler's next pass collects the charge and frees the wallet.
-      await h.gw.services.storage.db.updateTable('payments').set({ updated_at: Date.now() - 60_000 }).where('id', '=', row.id).execute();
+      await h.gw.services.storage.db
+        .updateTable('payments')
+        .set({ updated_at: Date.now() - 60_000 })
+        .where('id', '=', row.id)
+        .execute();
       await h.gw.services.topup!.reconcile();
       const collected = (await uptoPayments(h, payer)).at(-1)!;
       assert.equal(collected.upto_state, 'settled', collected.failure_reason ?? '');

@@ -43,7 +43,10 @@ for (const engine of ENGINES) {
       const viaExact = await h.chat(UPTO_BODY, { 'payment-signature': v2Header(exact, forgedExact) });
 
       await assertLedgerConsistent(h.gw.services.storage.db);
-      const leaks = [['upto', viaUpto], ['exact', viaExact]]
+      const leaks = [
+        ['upto', viaUpto],
+        ['exact', viaExact],
+      ]
         .filter(([, res]) => (res as typeof viaUpto).text.includes(row.id))
         .map(([label, res]) => `${label as string}: ${(res as typeof viaUpto).status} ${(res as typeof viaUpto).text.slice(0, 220)}`);
       assert.deepEqual(leaks, [], "headers the victim never signed were answered with the victim's upto payment");

@@ -27,7 +27,11 @@ for (const engine of ENGINES) {
       const text = await res.text();
       const credited = await h.balance(payer.address);
       await assertLedgerConsistent(h.gw.services.storage.db);
-      assert.equal(res.status, 403, `the unsettled wallet's top-up was answered ${res.status} and ${credited} micro-USDC credited to it, its upto debt ${row.settle_amount_atomic} still unsettled: ${text.slice(0, 200)}`);
+      assert.equal(
+        res.status,
+        403,
+        `the unsettled wallet's top-up was answered ${res.status} and ${credited} micro-USDC credited to it, its upto debt ${row.settle_amount_atomic} still unsettled: ${text.slice(0, 200)}`,
+      );
     });
   });
 }

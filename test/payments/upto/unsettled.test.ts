@@ -10,7 +10,16 @@ import { retryUpto, writeOffUpto } from '../../../src/payments/upto/operator.ts'
 import { USD } from '../../support/topup-harness.ts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import { holdBalance, settledUpto, signedUptoHeader, streamAndRevoke, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import {
+  holdBalance,
+  settledUpto,
+  signedUptoHeader,
+  streamAndRevoke,
+  uptoOpenAI,
+  uptoPayer,
+  uptoPayments,
+  uptoSuite,
+} from '../../support/upto-pay-per-request.ts';
 
 /**
  * An upto answer is delivered before it is paid. A payer who revokes Permit2 during the stream gets
@@ -27,7 +36,10 @@ async function unsettledMetric(h: PayPerRequestHarness): Promise<number> {
 
 /** The stock SDK sees 403 UPTO_UNSETTLED (openai-node keeps only the code of a spec-format body); a raw request reads the message. */
 async function refusedAsUnsettled(h: PayPerRequestHarness, payer: FundedAccount, call: Promise<unknown>, payment: string) {
-  const err = await call.then(() => assert.fail('the payment was taken'), (e: unknown) => e);
+  const err = await call.then(
+    () => assert.fail('the payment was taken'),
+    (e: unknown) => e,
+  );
   assert.ok(err instanceof APIError, String(err));
   assert.equal(err.status, 403);
   assert.equal(err.error, 'UPTO_UNSETTLED');
@@ -62,7 +74,10 @@ for (const engine of ENGINES) {
       assert.equal(await h.balance(payer.address), 0);
       const ledger = await checkLedger(h.gw.services.storage.db);
       assert.deepEqual(ledger.problems, []);
-      assert.ok(ledger.findings.some((f) => f.includes(`upto payment ${row.id}`) && f.includes('not settled on chain')), 'ledger-check lists it');
+      assert.ok(
+        ledger.findings.some((f) => f.includes(`upto payment ${row.id}`) && f.includes('not settled on chain')),
+        'ledger-check lists it',
+      );
       const audit = await auditCreditsOnChain(h.gw.services.storage.db, () => h.gw.services.topup!.clientFor(h.chain.network));
       assert.deepEqual(audit.problems, [], 'the chain agrees: nothing arrived for it');
 

@@ -16,7 +16,12 @@ export async function uptoSetup(opts: { confirmationTimeoutMs?: number; rpcUrl?:
   const { anvil, chain } = await devChain();
   const [relayer, payTo, payer] = [await chain.newAccount(), await chain.newAccount(), await chain.newAccount({ usdt: 10n * USD })];
   await chain.approvePermit2(payer, chain.usdt);
-  const facilitator = localFacilitator({ relayerKey: relayer.privateKey, rpcUrls: { [chain.network]: opts.rpcUrl ? await opts.rpcUrl(anvil.rpcUrl) : anvil.rpcUrl }, allowedFactories: [], confirmationTimeoutMs: opts.confirmationTimeoutMs ?? 10_000 });
+  const facilitator = localFacilitator({
+    relayerKey: relayer.privateKey,
+    rpcUrls: { [chain.network]: opts.rpcUrl ? await opts.rpcUrl(anvil.rpcUrl) : anvil.rpcUrl },
+    allowedFactories: [],
+    confirmationTimeoutMs: opts.confirmationTimeoutMs ?? 10_000,
+  });
   const requirements = (max: bigint, over: Partial<PaymentRequirements> = {}, facilitatorAddress: string = relayer.address): PaymentRequirements => ({
     scheme: 'upto',
     network: chain.network as PaymentRequirements['network'],
@@ -31,7 +36,11 @@ export async function uptoSetup(opts: { confirmationTimeoutMs?: number; rpcUrl?:
   const sign = async (account: FundedAccount, accepted: PaymentRequirements): Promise<PaymentPayload> => {
     const client = new x402Client().register('eip155:*', new UptoEvmScheme(account));
     client.setSpendControls({ allowedAssets: [{ network: chain.network, asset: chain.usdt, maxAmountPerPayment: '10000000000' }] });
-    return client.createPaymentPayload({ x402Version: 2, resource: { url: 'http://resource.test/', description: 'metered', mimeType: 'application/json' }, accepts: [accepted] });
+    return client.createPaymentPayload({
+      x402Version: 2,
+      resource: { url: 'http://resource.test/', description: 'metered', mimeType: 'application/json' },
+      accepts: [accepted],
+    });
   };
   const balance = (who: string) => chain.balanceOf(chain.usdt, who as `0x${string}`);
   const nonces = async (who: string) => ({
@@ -51,7 +60,9 @@ export function gethLikeRpc(anvilUrl: string) {
     // Like most hosted RPCs: no eth_fillTransaction, so viem estimates gas itself.
     if (call.method === 'eth_fillTransaction') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32601, message: 'the method eth_fillTransaction does not exist/is not available' } }));
+      res.end(
+        JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32601, message: 'the method eth_fillTransaction does not exist/is not available' } }),
+      );
       return true;
     }
     if (call.method !== 'eth_estimateGas' || (call.params?.length ?? 0) > 1) return false;

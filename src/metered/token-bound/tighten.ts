@@ -1,6 +1,6 @@
 import { reservationFor } from '../../providers/pricing.ts';
-import { largestBound, type DeploymentPlan } from '../deployment-plan.ts';
-import type { ChatPlan } from '../plan.ts';
+import { largestBound, type DeploymentPlan } from '../plan/deployment.ts';
+import type { ChatPlan } from '../plan/plan.ts';
 import { templateTokens } from '../prompt-bound.ts';
 import { boundedTokenCount } from './count-bounded.ts';
 

@@ -1,20 +1,20 @@
-import type { Config } from '../config/schema.ts';
-import type { CatalogModel } from '../providers/catalog.ts';
-import { anthropicNativeUpstream } from '../protocols/anthropic-messages/native-upstream.ts';
-import { cacheTtlProblem } from '../protocols/anthropic-messages/cache-control.ts';
-import { thinkingFor } from '../protocols/anthropic-messages/thinking.ts';
-import { reservationFor } from '../providers/pricing.ts';
-import { badRequest } from '../refusal.ts';
+import type { Config } from '../../config/schema.ts';
+import type { CatalogModel } from '../../providers/catalog.ts';
+import { anthropicNativeUpstream } from '../../protocols/anthropic-messages/native-upstream.ts';
+import { cacheTtlProblem } from '../../protocols/anthropic-messages/cache-control.ts';
+import { thinkingFor } from '../../protocols/anthropic-messages/thinking.ts';
+import { reservationFor } from '../../providers/pricing.ts';
+import { badRequest } from '../../refusal.ts';
 import type { ChatPlan } from './plan.ts';
-import { promptBound, type NonTextParts } from './prompt-bound.ts';
-import { largestBound, type DeploymentPlan, type SkippedDeployment } from './deployment-plan.ts';
-import { estimateBody } from '../protocols/anthropic-messages/estimate-body.ts';
-import { checkFieldValues, fieldPolicy, sortClientBetas } from '../protocols/anthropic-messages/field-policy.ts';
+import { promptBound, type NonTextParts } from '../prompt-bound.ts';
+import { largestBound, type DeploymentPlan, type SkippedDeployment } from './deployment.ts';
+import { estimateBody } from '../../protocols/anthropic-messages/estimate-body.ts';
+import { checkFieldValues, fieldPolicy, sortClientBetas } from '../../protocols/anthropic-messages/field-policy.ts';
 
 type Json = Record<string, any>;
 
 /** Re-exported for the tests that check the native bound; the upstream translator (src/protocols/anthropic-messages/tools.ts) owns it. */
-export { TOOL_SYSTEM_PROMPT_TOKENS } from '../protocols/anthropic-messages/tools.ts';
+export { TOOL_SYSTEM_PROMPT_TOKENS } from '../../protocols/anthropic-messages/tools.ts';
 
 /** Non-text blocks and the input kind a model must declare for each. */
 const PART_KINDS: Readonly<Record<string, 'image' | 'file'>> = { image: 'image', document: 'file' };
@@ -37,7 +37,10 @@ export interface NativeOptions {
 export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'chat'>, opts: NativeOptions = {}): ChatPlan {
   for (const field of Object.keys(b)) {
     if (fieldPolicy(field)?.native !== 'forward' && !model.extraFields.has(field)) {
-      throw badRequest(`Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API fields listed in docs/api.md#forwarded-fields and the extensions its operator configured`, { param: field });
+      throw badRequest(
+        `Unrecognized request argument supplied: ${field.slice(0, 100)}; this gateway forwards the Messages API fields listed in docs/api.md#forwarded-fields and the extensions its operator configured`,
+        { param: field },
+      );
     }
   }
   checkFieldValues(b);
@@ -83,10 +86,20 @@ export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'c
   }
   const promptUpperBound = largestBound(routes);
   return {
-    model, stream: b.stream === true, clientWantsUsage: false, maxTokens, n: 1, promptUpperBound, parts,
+    model,
+    stream: b.stream === true,
+    clientWantsUsage: false,
+    maxTokens,
+    n: 1,
+    promptUpperBound,
+    parts,
     reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, 1),
-    upstreamJson: routes[0]!.upstreamJson, routes, skipped,
-    upstreamBody: estimateBody(b), upstream: anthropicNativeUpstream, native: true,
+    upstreamJson: routes[0]!.upstreamJson,
+    routes,
+    skipped,
+    upstreamBody: estimateBody(b),
+    upstream: anthropicNativeUpstream,
+    native: true,
     upstreamHeaders: betas.forward.length ? { 'anthropic-beta': betas.forward.join(',') } : undefined,
     responseHeaders: {
       ...(maxTokens < requested ? { 'x-tollgate-max-tokens': String(maxTokens) } : {}),
@@ -105,7 +118,10 @@ function checkTools(tools: unknown): void {
   if (!Array.isArray(tools)) throw badRequest('tools must be an array of {name, description, input_schema}', { param: 'tools' });
   tools.forEach((t, i) => {
     if (typeof t?.name !== 'string' || (t.type !== undefined && t.type !== null && t.type !== 'custom')) {
-      throw badRequest(`tools[${i}] must be a custom tool {name, description, input_schema}; Anthropic's server and built-in tools (${String(t?.type).slice(0, 50)}) are billed beyond tokens and not offered here`, { param: `tools[${i}]` });
+      throw badRequest(
+        `tools[${i}] must be a custom tool {name, description, input_schema}; Anthropic's server and built-in tools (${String(t?.type).slice(0, 50)}) are billed beyond tokens and not offered here`,
+        { param: `tools[${i}]` },
+      );
     }
   });
 }
@@ -162,11 +178,16 @@ function measureBlocks(b: Json, model: CatalogModel): NonTextParts {
       const kind = typeof block?.type === 'string' && Object.hasOwn(PART_KINDS, block.type) ? PART_KINDS[block.type]! : undefined;
       if (!kind) return;
       const source = block.source?.type;
-      if (!SOURCES[block.type]!.has(source)) throw badRequest(`${where}.source.type must be one of ${[...SOURCES[block.type]!].join(', ')} on this gateway`, { param: `${where}.source` });
+      if (!SOURCES[block.type]!.has(source))
+        throw badRequest(`${where}.source.type must be one of ${[...SOURCES[block.type]!].join(', ')} on this gateway`, { param: `${where}.source` });
       // A text document is text, measured by its bytes like the rest.
       if (source === 'text') return;
       const bound = model.partTokenBounds[kind];
-      if (bound === undefined) throw badRequest(`${where} is ${kind === 'image' ? 'an image' : 'a document'} block; model ${model.id} does not accept ${kind === 'image' ? 'images' : 'files'}; send text only, or use a model whose inputs list ${kind}`, { param: where });
+      if (bound === undefined)
+        throw badRequest(
+          `${where} is ${kind === 'image' ? 'an image' : 'a document'} block; model ${model.id} does not accept ${kind === 'image' ? 'images' : 'files'}; send text only, or use a model whose inputs list ${kind}`,
+          { param: where },
+        );
       parts.tokens += bound;
       // Only the encoded payload is replaced by the bound: a document's title and context are
       // rendered into the prompt as text, so their bytes stay counted.

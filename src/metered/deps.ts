@@ -15,8 +15,17 @@ import { CooldownBoard } from '../routing/cooldown.ts';
 /** The metrics a chat request records: latency, first token, tokens, charges, over-reservations. */
 export type ChatMetrics = Pick<
   Metrics,
-  'chatLatency' | 'upstreamLatency' | 'timeToFirstToken' | 'tokens' | 'chargedUsdc' | 'overReservation' | 'overReservationUsdc'
-  | 'deploymentAttempts' | 'deploymentFailures' | 'deploymentFallbacks' | 'deploymentCooldowns'
+  | 'chatLatency'
+  | 'upstreamLatency'
+  | 'timeToFirstToken'
+  | 'tokens'
+  | 'chargedUsdc'
+  | 'overReservation'
+  | 'overReservationUsdc'
+  | 'deploymentAttempts'
+  | 'deploymentFailures'
+  | 'deploymentFallbacks'
+  | 'deploymentCooldowns'
 >;
 
 /** A chat request holding a reservation: its lease is renewed, and a shutdown can cut it short. */
@@ -108,8 +117,16 @@ export interface ChatDepsSources {
   readonly config: Pick<Config, 'providers' | 'secrets'> & {
     readonly chat: Pick<
       Config['chat'],
-      | 'reservationLeaseSeconds' | 'maxConcurrentDrains' | 'drainTimeoutSeconds' | 'idleTimeoutSeconds' | 'streamErrorsAsStatus'
-      | 'retries' | 'retryBackoffMs' | 'maxRetryAfterSeconds' | 'attemptDeadlineSeconds' | 'cooldown'
+      | 'reservationLeaseSeconds'
+      | 'maxConcurrentDrains'
+      | 'drainTimeoutSeconds'
+      | 'idleTimeoutSeconds'
+      | 'streamErrorsAsStatus'
+      | 'retries'
+      | 'retryBackoffMs'
+      | 'maxRetryAfterSeconds'
+      | 'attemptDeadlineSeconds'
+      | 'cooldown'
     >;
   };
 }

@@ -5,7 +5,7 @@ import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import { ApiError } from '../refusal.ts';
 import type { Database } from '../storage/schema.ts';
 import type { BilledPlan } from './bill.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 import { shortfallOf } from './shortfall.ts';
 
 /** A reservation the ledger refused: the wallet's available balance or the key's spend limit could not cover it. */
@@ -35,7 +35,14 @@ export async function reservationRefusal(
       'KEY_LIMIT_EXCEEDED',
       `this API key's ${PERIOD_WORDS[outcome.period]} spend limit of ${outcome.limitUsdc} micro-USDC is reached: ${outcome.spentUsdc} spent and ${outcome.lockedUsdc} reserved by requests in flight, ` +
         `and this request reserves ${required}; ${resets}. ${shrink[0]!.toUpperCase()}${shrink.slice(1)}, or ask the wallet owner to raise the limit (PATCH /v1/auth/keys/${key.id})`,
-      { limit_usdc: outcome.limitUsdc, spent_usdc: outcome.spentUsdc, reserved_usdc: outcome.lockedUsdc, required_usdc: required, period: outcome.period, resets_at: toIso(outcome.resetsAt) },
+      {
+        limit_usdc: outcome.limitUsdc,
+        spent_usdc: outcome.spentUsdc,
+        reserved_usdc: outcome.lockedUsdc,
+        required_usdc: required,
+        period: outcome.period,
+        resets_at: toIso(outcome.resetsAt),
+      },
     );
   }
   const balance = await getBalance(db, key.wallet);

@@ -44,7 +44,12 @@ export const roomLeft = (c: KeyLimitCount): number => Math.max(0, c.limitUsdc - 
  * Whether the key's limit leaves room for `amountUsdc` more in its current period, counting the
  * requests in flight: the refusal when it does not, `limited` saying whether the key has a limit.
  */
-export async function checkKeyLimit(tx: UnitTx, apiKeyId: number, amountUsdc: number, now: number): Promise<{ limited: boolean; refusal: KeyLimitReached | null }> {
+export async function checkKeyLimit(
+  tx: UnitTx,
+  apiKeyId: number,
+  amountUsdc: number,
+  now: number,
+): Promise<{ limited: boolean; refusal: KeyLimitReached | null }> {
   const count = await keyLimitCount(tx, apiKeyId, now);
   if (!count) return { limited: false, refusal: null };
   if (amountUsdc <= roomLeft(count)) return { limited: true, refusal: null };

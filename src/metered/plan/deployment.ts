@@ -1,8 +1,8 @@
-import type { CatalogModel, Deployment } from '../providers/catalog.ts';
-import { upstreamOf } from '../providers/registry.ts';
-import type { UpstreamTranslator } from '../protocols/upstream.ts';
-import { badRequest } from '../refusal.ts';
-import { promptBound, type NonTextParts } from './prompt-bound.ts';
+import type { CatalogModel, Deployment } from '../../providers/catalog.ts';
+import { upstreamOf } from '../../providers/registry.ts';
+import type { UpstreamTranslator } from '../../protocols/upstream.ts';
+import { badRequest } from '../../refusal.ts';
+import { promptBound, type NonTextParts } from '../prompt-bound.ts';
 
 /** The request as one deployment would get it: encoded by its provider type's translator, and bounded. */
 export interface DeploymentPlan {

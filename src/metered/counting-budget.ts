@@ -55,4 +55,10 @@ export class CountingBudget {
 }
 
 const busy = (why: string) =>
-  new ApiError(429, 'RATE_LIMITED', `count_tokens is busy: ${why}; retry in a moment, or count smaller requests`, { retry_after_ms: 1000 }, { 'retry-after': '1' });
+  new ApiError(
+    429,
+    'RATE_LIMITED',
+    `count_tokens is busy: ${why}; retry in a moment, or count smaller requests`,
+    { retry_after_ms: 1000 },
+    { 'retry-after': '1' },
+  );

@@ -3,10 +3,10 @@ import type { ApiError } from '../refusal.ts';
 import { runAttempts, type AttemptOutcome, type ChainOutcome } from '../routing/attempts.ts';
 import { statusFailure, transportFailure } from '../routing/classify.ts';
 import type { ChatDeps } from './deps.ts';
-import type { DeploymentPlan } from './deployment-plan.ts';
+import type { DeploymentPlan } from './plan/deployment.ts';
 import type { CatalogModel, Deployment } from '../providers/catalog.ts';
 import type { ProviderAdapter } from '../providers/adapter.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import type { ChatLog } from './sink.ts';
 import { describeTransportError, upstreamFailure, wholeAnswerTimeoutFailure } from './upstream-error.ts';
@@ -26,10 +26,23 @@ export type DeploymentAttempt<R, T> = (route: R, adapter: ProviderAdapter) => Pr
  * `signal` aborts the call in progress; `cancelled` (the client left) ends the chain.
  */
 export async function callDeployments(
-  deps: ChatDeps, log: ChatLog, plan: ChatPlan, requestId: string, opts: { signal?: AbortSignal; cancelled?: () => boolean } = {},
+  deps: ChatDeps,
+  log: ChatLog,
+  plan: ChatPlan,
+  requestId: string,
+  opts: { signal?: AbortSignal; cancelled?: () => boolean } = {},
 ): Promise<ChatChainOutcome> {
-  for (const s of plan.skipped) log.warn({ requestId, model: plan.model.id, deployment: s.deployment.id }, `skipped a deployment that cannot take this request: ${s.reason}`);
-  return routeThroughDeployments(deps, log, plan.model, plan.routes, requestId, (route, adapter) => callChat(adapter, plan, route, requestId, opts.signal), opts);
+  for (const s of plan.skipped)
+    log.warn({ requestId, model: plan.model.id, deployment: s.deployment.id }, `skipped a deployment that cannot take this request: ${s.reason}`);
+  return routeThroughDeployments(
+    deps,
+    log,
+    plan.model,
+    plan.routes,
+    requestId,
+    (route, adapter) => callChat(adapter, plan, route, requestId, opts.signal),
+    opts,
+  );
 }
 
 /**
@@ -38,7 +51,13 @@ export async function callDeployments(
  * key passed over (it would only earn a 401 the operator cannot see). `call` makes one call.
  */
 export async function routeThroughDeployments<R extends { deployment: Deployment }, T>(
-  deps: ChatDeps, log: ChatLog, model: CatalogModel, routes: readonly R[], requestId: string, call: DeploymentAttempt<R, T>, opts: { cancelled?: () => boolean } = {},
+  deps: ChatDeps,
+  log: ChatLog,
+  model: CatalogModel,
+  routes: readonly R[],
+  requestId: string,
+  call: DeploymentAttempt<R, T>,
+  opts: { cancelled?: () => boolean } = {},
 ): Promise<ChainResult<R, T>> {
   const settings = deps.routing.settings();
   const m = deps.metrics;
@@ -60,7 +79,13 @@ export async function routeThroughDeployments<R extends { deployment: Deployment
       attempt: (route) => m.deploymentAttempts.inc({ deployment: route.id }),
       failed: (route, failure, retry) => {
         m.deploymentFailures.inc({ deployment: route.id, reason: String(failure.status ?? failure.code ?? 'error') });
-        logProviderFailure(log, { model }, route.deployment, requestId, { status: failure.status, code: failure.code, retry, action: failure.action, detail: (failure.error as ApiError).message });
+        logProviderFailure(log, { model }, route.deployment, requestId, {
+          status: failure.status,
+          code: failure.code,
+          retry,
+          action: failure.action,
+          detail: (failure.error as ApiError).message,
+        });
       },
       fellBack: (from, to) => m.deploymentFallbacks.inc({ from: from.id, to: to.id }),
       cooledDown: (route) => {
@@ -75,7 +100,13 @@ export async function routeThroughDeployments<R extends { deployment: Deployment
 const LONG_ANSWER_ADVICE = 'an answer that is not streamed starts only once fully generated: for a long one, set stream: true or ask for fewer output tokens';
 
 /** One chat call to one deployment, its failure classified for the chain. */
-async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: DeploymentPlan, requestId: string, signal?: AbortSignal): Promise<AttemptOutcome<Dispatcher.ResponseData, ApiError>> {
+async function callChat(
+  adapter: ProviderAdapter,
+  plan: ChatPlan,
+  route: DeploymentPlan,
+  requestId: string,
+  signal?: AbortSignal,
+): Promise<AttemptOutcome<Dispatcher.ResponseData, ApiError>> {
   let res: Dispatcher.ResponseData;
   try {
     res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
@@ -93,7 +124,10 @@ async function callChat(adapter: ProviderAdapter, plan: ChatPlan, route: Deploym
  * The client's error when no deployment served: the last failure's, saying how many deployments
  * were really called (a deadline can end the chain before the last) and in how many attempts.
  */
-export function chainFailure(plan: { model: CatalogModel; routes: readonly unknown[] }, outcome: Extract<ChainResult<unknown, unknown>, { ok: false }>): ApiError {
+export function chainFailure(
+  plan: { model: CatalogModel; routes: readonly unknown[] },
+  outcome: Extract<ChainResult<unknown, unknown>, { ok: false }>,
+): ApiError {
   if (!outcome.last) return upstreamFailure('the client left before any provider was called');
   const last = outcome.last.error;
   const total = plan.routes.length;

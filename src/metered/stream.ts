@@ -1,7 +1,7 @@
 import type { RequestBill } from './bill.ts';
 import type { ChatDeps, DrainBudget } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { describeTransportError } from './upstream-error.ts';
 import { callDeployments, chainFailure } from './deployment-call.ts';
@@ -12,7 +12,7 @@ import { chargeOf } from '../protocols/charge.ts';
 /**
  * Streaming, in the spec's order (4.7 rules 3-4): 200 and the SSE headers go out before any
  * provider is called (with the protocol's opening events, when it has any), then the plan's
- * deployments are called in turn (src/chat/deployment-call.ts) until one answers 200. The headers
+ * deployments are called in turn (src/metered/deployment-call.ts) until one answers 200. The headers
  * commit to nothing: fallbacks, retries and cooldowns work as for a JSON request until the first
  * byte of the answer, and a request no deployment served ends with the protocol's error event,
  * nothing charged. The deployment that serves is named in the stream, by an SSE comment before its
@@ -30,7 +30,14 @@ import { chargeOf } from '../protocols/charge.ts';
  * chain). A client that stays connected but accepts no bytes for `chat.idleTimeoutSeconds` is cut
  * and treated as one that left.
  */
-export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, bill: RequestBill, keeper?: AnswerKeeper): Promise<void> {
+export async function streamChat(
+  deps: ChatDeps,
+  sink: ResponseSink,
+  inbound: InboundTranslator,
+  plan: ChatPlan,
+  bill: RequestBill,
+  keeper?: AnswerKeeper,
+): Promise<void> {
   const upstreamAbort = new AbortController();
   const client = watchClient(sink, deps.drains, upstreamAbort);
   const encoder = inbound.streamEncoder(plan);
@@ -38,7 +45,10 @@ export async function streamChat(deps: ChatDeps, sink: ResponseSink, inbound: In
     if (!text || client.gone || sink.destroyed) return;
     if (sink.write(text)) return;
     if ((await sink.waitForClient(deps.idleTimeoutMs)) !== 'stalled') return;
-    sink.log.warn({ idleTimeoutSeconds: deps.idleTimeoutMs / 1000 }, 'streaming client accepted no bytes; cutting it, the stream is drained and billed as if it had left');
+    sink.log.warn(
+      { idleTimeoutSeconds: deps.idleTimeoutMs / 1000 },
+      'streaming client accepted no bytes; cutting it, the stream is drained and billed as if it had left',
+    );
     sink.destroy(); // 'close' follows: the disconnected path drains and bills
   };
   let started = false;

@@ -6,7 +6,21 @@ import { isTransportError } from '../chain/rpc-errors.ts';
 import type { MatchedPayment } from './match.ts';
 import { RelayerCouldNotSend } from './relayer/broadcast-refusal.ts';
 import { amountPaidBy, isReceiptMissing, type ChainOutcome } from './onchain.ts';
-import { creditPayment, findPayment, isReleased, markFailed, markSubmitted, openPayment, reclaimFailed, releaseRefused, releaseUnavailable, TOPUP_PAYMENT, UNAVAILABLE_DURING_SETTLE, UNAVAILABLE_DURING_VERIFY, type PaymentRow } from './payment-store.ts';
+import {
+  creditPayment,
+  findPayment,
+  isReleased,
+  markFailed,
+  markSubmitted,
+  openPayment,
+  reclaimFailed,
+  releaseRefused,
+  releaseUnavailable,
+  TOPUP_PAYMENT,
+  UNAVAILABLE_DURING_SETTLE,
+  UNAVAILABLE_DURING_VERIFY,
+  type PaymentRow,
+} from './payment-store.ts';
 import { inspect, reconcilePayment } from './reconciler.ts';
 import { signedByPayer } from './signature-check.ts';
 
@@ -63,15 +77,19 @@ export const REFUSED_UNSENT = 'verified but not sent: the request was refused be
 const AUTHORIZATION_USED = /nonce_already_used|permit2_invalid_nonce/;
 
 /** The recorded payment under this nonce has paid nothing to payTo (unused and given up, or void): a new payment does not pay for it twice. */
-export const NONCE_TAKEN = 'this authorization nonce is already recorded for a different payment (other terms or signature), and the chain shows that payment has paid nothing to this gateway; sign a new payment';
+export const NONCE_TAKEN =
+  'this authorization nonce is already recorded for a different payment (other terms or signature), and the chain shows that payment has paid nothing to this gateway; sign a new payment';
 /** The recorded payment under this nonce was settled on chain: never "sign a new payment" (it did not fail). */
-export const NONCE_USED = 'this authorization nonce is already recorded for a different payment (other terms or signature), and the chain shows that payment settled; it is credited from the chain, once (see GET /v1/topups/:wallet); nothing more was credited. Do not pay again for it';
+export const NONCE_USED =
+  'this authorization nonce is already recorded for a different payment (other terms or signature), and the chain shows that payment settled; it is credited from the chain, once (see GET /v1/topups/:wallet); nothing more was credited. Do not pay again for it';
 /** The recorded payment under this nonce is being settled: it may still move the funds. */
-export const NONCE_SETTLING = 'this authorization nonce is already recorded for a different payment (other terms or signature), which is being settled; it is credited once it lands (see GET /v1/topups/:wallet); nothing more was credited. Do not pay again for it';
+export const NONCE_SETTLING =
+  'this authorization nonce is already recorded for a different payment (other terms or signature), which is being settled; it is credited once it lands (see GET /v1/topups/:wallet); nothing more was credited. Do not pay again for it';
 /** The recorded payment under this nonce is an x402 upto payment. */
 export const NONCE_OF_UPTO = 'this authorization nonce belongs to an x402 upto payment of this wallet; sign a new payment';
 /** The payload's signature is not the payer's: nothing is recorded (signature-check.ts). */
-export const NOT_SIGNED_BY_PAYER = 'invalid_exact_evm_signature: the signature is not the payer\'s (or not in the canonical form the token accepts); nothing was recorded';
+export const NOT_SIGNED_BY_PAYER =
+  "invalid_exact_evm_signature: the signature is not the payer's (or not in the canonical form the token accepts); nothing was recorded";
 
 export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<TopupOutcome> {
   let head: bigint;
@@ -178,7 +196,10 @@ async function settleConflict(deps: SettleDeps, m: MatchedPayment, row: PaymentR
   // payment under it must never be answered as that payment's credit (it credited a hold, not the payer).
   if (row.upto_state !== null) return { kind: 'rejected', reason: NONCE_OF_UPTO };
   const sameMoney =
-    row.amount_atomic === m.identity.amountAtomic && row.pay_to === m.identity.payTo && Number(row.valid_before) === m.identity.validBefore && row.transfer_method === m.identity.method;
+    row.amount_atomic === m.identity.amountAtomic &&
+    row.pay_to === m.identity.payTo &&
+    Number(row.valid_before) === m.identity.validBefore &&
+    row.transfer_method === m.identity.method;
   if (row.status === 'credited') return sameMoney ? credited(row, false) : { kind: 'rejected', reason: NONCE_USED };
   let outcome: ChainOutcome;
   try {
@@ -189,7 +210,11 @@ async function settleConflict(deps: SettleDeps, m: MatchedPayment, row: PaymentR
   switch (outcome.state) {
     case 'settled': {
       const now = await creditPayment(deps.db, row.id, outcome.txHash, outcome.amountAtomic, deps.now());
-      if (now.status === 'credited') deps.logger.warn({ payment: row.id, tx: outcome.txHash }, 'another payload arrived under the nonce of a payment settled on chain: that payment was credited from the chain');
+      if (now.status === 'credited')
+        deps.logger.warn(
+          { payment: row.id, tx: outcome.txHash },
+          'another payload arrived under the nonce of a payment settled on chain: that payment was credited from the chain',
+        );
       if (sameMoney && now.status === 'credited') return credited(now, false);
       // Credited, or refused because the chain's amount is not the recorded one (the row says why).
       return { kind: 'rejected', reason: now.status === 'failed' && now.failure_reason ? now.failure_reason : NONCE_USED };

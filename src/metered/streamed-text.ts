@@ -1,5 +1,5 @@
 import { parseJsonLoosely } from '../json.ts';
-import { generatedText } from './usage.ts';
+import { generatedText } from './usage-estimate.ts';
 
 /** Raw event text held before it is folded into plain text: a few KB per stream at most. */
 const FOLD_AT_CHARS = 16 * 1024;

@@ -4,20 +4,27 @@ import type { RequestBill } from './bill.ts';
 import type { ChatDeps } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { InternalCompletion, Usage } from '../protocols/internal.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 import type { AnswerKeeper, ResponseSink } from './sink.ts';
-import { estimateUsage, generatedText } from './usage.ts';
+import { estimateUsage, generatedText } from './usage-estimate.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import { callDeployments, chainFailure } from './deployment-call.ts';
 import { chargeOf } from '../protocols/charge.ts';
 
 /**
- * Non-streaming: call the plan's deployments in turn until one answers (src/chat/deployment-call.ts),
+ * Non-streaming: call the plan's deployments in turn until one answers (src/metered/deployment-call.ts),
  * decode its answer into the internal form, settle, answer in the client's protocol (for OpenAI in
  * and out: the provider's JSON as it was sent), naming the deployment that served.
  */
-export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: InboundTranslator, plan: ChatPlan, bill: RequestBill, keeper?: AnswerKeeper): Promise<void> {
+export async function completeChat(
+  deps: ChatDeps,
+  sink: ResponseSink,
+  inbound: InboundTranslator,
+  plan: ChatPlan,
+  bill: RequestBill,
+  keeper?: AnswerKeeper,
+): Promise<void> {
   // No abort on client disconnect: the provider bills us for the completion either way, so a call
   // under way is awaited and charged (a client gone only stops the chain from calling another
   // deployment). The adapter's first-byte and idle timeouts bound each wait, and the bill renews
@@ -41,7 +48,11 @@ export async function completeChat(deps: ChatDeps, sink: ResponseSink, inbound: 
     // the same request elsewhere could be billed again, so this is the client's 502, not a fallback.
     await bill.void('upstream_error');
     const failure = err instanceof ApiError ? err : upstreamFailure(describeTransportError(err));
-    logProviderFailure(sink.log, plan, route.deployment, bill.requestId, { status: res.statusCode, error: err instanceof ApiError ? undefined : err, detail: failure.message });
+    logProviderFailure(sink.log, plan, route.deployment, bill.requestId, {
+      status: res.statusCode,
+      error: err instanceof ApiError ? undefined : err,
+      detail: failure.message,
+    });
     throw failure;
   }
 

@@ -4,7 +4,7 @@ import { RequestBill, type BillOptions } from './bill.ts';
 import { completeChat } from './complete.ts';
 import type { ChatDeps } from './deps.ts';
 import type { InboundTranslator } from '../protocols/inbound.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { streamChat } from './stream.ts';
 
@@ -29,7 +29,11 @@ export interface ChatExchange {
 export async function runChat(deps: ChatDeps, exchange: ChatExchange, key: KeyRow, plan: ChatPlan, opts: BillOptions = {}): Promise<ReserveOutcome> {
   const { requestId, sink, inbound, keeper } = exchange;
   const reserved = await deps.reserve({
-    wallet: key.wallet, apiKeyId: key.id, requestId, amountUsdc: plan.reservationUsdc, keyHasLimit: key.spend_limit_usdc !== null,
+    wallet: key.wallet,
+    apiKeyId: key.id,
+    requestId,
+    amountUsdc: plan.reservationUsdc,
+    keyHasLimit: key.spend_limit_usdc !== null,
   });
   if (!reserved.ok) return reserved;
 

@@ -4,8 +4,7 @@ import type { StreamEncoder } from '../protocols/inbound.ts';
 import { redactCredentials } from './upstream-error.ts';
 import { StreamedText } from './streamed-text.ts';
 import type { Usage } from '../protocols/internal.ts';
-import { estimateUsage, type EstimateInput } from './usage.ts';
-
+import { estimateUsage, type EstimateInput } from './usage-estimate.ts';
 
 /**
  * The bytes side of a stream, apart from the socket, the bill and the timers (stream.ts), so it can

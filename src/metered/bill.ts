@@ -2,7 +2,7 @@ import type { KeyRow } from '../keys/api-keys.ts';
 import type { SettleOutcome, UsageRecord } from '../ledger/reservations.ts';
 import { priceRequest, tokenCounts } from '../providers/pricing.ts';
 import type { ChatDeps } from './deps.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 import type { Deployment } from '../providers/catalog.ts';
 import type { Usage } from '../protocols/internal.ts';
 
@@ -176,7 +176,9 @@ export class RequestBill {
   private async releaseWithheld(err: unknown, record: UsageRecord): Promise<never> {
     if (!this.plan.stream) {
       const nothing: UsageRecord = { ...record, ...NO_USAGE, providerCostUsdc: 0, status: 'unbilled' };
-      await this.deps.finish({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc: 0, usage: nothing }, { lateIfReleased: false }).catch(() => undefined);
+      await this.deps
+        .finish({ requestId: this.requestId, wallet: this.key.wallet, chargeUsdc: 0, usage: nothing }, { lateIfReleased: false })
+        .catch(() => undefined);
     }
     throw err;
   }

@@ -1,5 +1,5 @@
 import { reservationFor } from '../providers/pricing.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 
 /**
  * The largest max_tokens whose reservation, with the plan's own prompt bound, is at most

@@ -2,7 +2,7 @@ import { errorCode } from '../error-code.ts';
 import type { Deployment } from '../providers/catalog.ts';
 import type { FailureAction } from '../routing/classify.ts';
 import type { ChatLog } from './sink.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 
 export interface ProviderFailure {
   /** The provider's HTTP status, when it answered. */

@@ -1,8 +1,8 @@
-import type { Config } from '../config/schema.ts';
-import type { Catalog } from '../providers/catalog.ts';
-import { planNative } from './native-plan.ts';
+import type { Config } from '../../config/schema.ts';
+import type { Catalog } from '../../providers/catalog.ts';
+import { planNative } from './native.ts';
 import { planChat, resolveModel, type ChatPlan } from './plan.ts';
-import type { InboundTranslator } from '../protocols/inbound.ts';
+import type { InboundTranslator } from '../../protocols/inbound.ts';
 
 /** What planning reads of a request beyond its body. */
 export interface PlanOptions {

@@ -1,5 +1,5 @@
 import type { InternalMessage, Usage } from '../protocols/internal.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 import { CONTROL_FIELDS } from '../protocols/openai-chat/request-fields.ts';
 import { runInLane } from '../cpu-lane.ts';
 
@@ -21,7 +21,9 @@ function toolCallsText(calls: unknown): string {
 export function generatedText(m: unknown): string {
   const o = (m ?? {}) as InternalMessage;
   // Prompt messages may carry content as an array of text (or refusal) parts; deltas never do.
-  const content = Array.isArray(o.content) ? o.content.map((p: { text?: unknown; refusal?: unknown } | null) => str(p?.text) || str(p?.refusal)).join('') : str(o.content);
+  const content = Array.isArray(o.content)
+    ? o.content.map((p: { text?: unknown; refusal?: unknown } | null) => str(p?.text) || str(p?.refusal)).join('')
+    : str(o.content);
   const call = o.function_call ? `${str(o.function_call.name)}${str(o.function_call.arguments)}` : '';
   return `${str(o.reasoning_content)}${str(o.reasoning)}${content}${str(o.refusal)}${toolCallsText(o.tool_calls)}${call}`;
 }
@@ -50,7 +52,9 @@ const COUNTED_AT_ONCE = 2048;
 /** UTF-16 whitespace as the tokenizer's `\s` sees it (JavaScript's `\s`), without a regular expression per character. */
 function isSpace(c: number): boolean {
   if (c <= 127) return c === 32 || (c >= 9 && c <= 13);
-  return c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
+  return (
+    c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff
+  );
 }
 
 /**

@@ -1,11 +1,11 @@
-import type { Config } from '../config/schema.ts';
-import { findModel, type Catalog, type CatalogModel } from '../providers/catalog.ts';
-import { reservationFor } from '../providers/pricing.ts';
-import type { UpstreamTranslator } from '../protocols/upstream.ts';
-import { badRequest } from '../refusal.ts';
-import { checkForwardedFields } from '../protocols/openai-chat/request-fields.ts';
-import { measureParts, type NonTextParts } from './prompt-bound.ts';
-import { encodeForDeployments, largestBound, type DeploymentPlan, type SkippedDeployment } from './deployment-plan.ts';
+import type { Config } from '../../config/schema.ts';
+import { findModel, type Catalog, type CatalogModel } from '../../providers/catalog.ts';
+import { reservationFor } from '../../providers/pricing.ts';
+import type { UpstreamTranslator } from '../../protocols/upstream.ts';
+import { badRequest } from '../../refusal.ts';
+import { checkForwardedFields } from '../../protocols/openai-chat/request-fields.ts';
+import { measureParts, type NonTextParts } from '../prompt-bound.ts';
+import { encodeForDeployments, largestBound, type DeploymentPlan, type SkippedDeployment } from './deployment.ts';
 
 /** Everything decided about a chat request before any money moves or any byte goes upstream. */
 export interface ChatPlan {
@@ -57,7 +57,8 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const missing = ['model', 'messages'].filter((k) => b[k] === undefined || b[k] === null);
   if (missing.length) throw badRequest(`${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required`, { param: missing[0]! });
   if (typeof b.model !== 'string' || !b.model) throw badRequest('model must be a string such as "openai/gpt-4o-mini"', { param: 'model' });
-  if (!Array.isArray(b.messages) || b.messages.length === 0) throw badRequest('messages must be a non-empty array of {role, content} objects', { param: 'messages' });
+  if (!Array.isArray(b.messages) || b.messages.length === 0)
+    throw badRequest('messages must be a non-empty array of {role, content} objects', { param: 'messages' });
   b.messages.forEach((m, i) => {
     if (typeof m !== 'object' || m === null || typeof (m as { role?: unknown }).role !== 'string') {
       throw badRequest(`messages[${i}] must be an object with a string role`, { param: `messages[${i}]` });
@@ -96,9 +97,20 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
   const { routes, skipped } = encodeForDeployments(upstreamBody, model, parts);
   const promptUpperBound = largestBound(routes);
   return {
-    model, stream, clientWantsUsage, maxTokens, n, promptUpperBound, parts,
-    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n), upstreamBody,
-    upstreamJson: routes[0]!.upstreamJson, upstream: routes[0]!.upstream, routes, skipped, native: false,
+    model,
+    stream,
+    clientWantsUsage,
+    maxTokens,
+    n,
+    promptUpperBound,
+    parts,
+    reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n),
+    upstreamBody,
+    upstreamJson: routes[0]!.upstreamJson,
+    upstream: routes[0]!.upstream,
+    routes,
+    skipped,
+    native: false,
   };
 }
 
@@ -116,11 +128,15 @@ export function resolveModel(catalog: Catalog, requested: string, serving: Catal
   const lookup = findModel(catalog, requested);
   if ('found' in lookup) {
     const { type, id } = lookup.found;
-    if (type !== serving) throw badRequest(`model ${id} is ${type === 'embedding' ? 'an embedding' : 'a chat'} model; send it to ${ENDPOINT_OF[type]}`, { param: 'model' });
+    if (type !== serving)
+      throw badRequest(`model ${id} is ${type === 'embedding' ? 'an embedding' : 'a chat'} model; send it to ${ENDPOINT_OF[type]}`, { param: 'model' });
     return lookup.found;
   }
   if ('ambiguous' in lookup) {
-    throw badRequest(`model "${requested}" is offered by several providers; use one of ${lookup.ambiguous.join(', ')}`, { param: 'model', candidates: lookup.ambiguous });
+    throw badRequest(`model "${requested}" is offered by several providers; use one of ${lookup.ambiguous.join(', ')}`, {
+      param: 'model',
+      candidates: lookup.ambiguous,
+    });
   }
   throw badRequest(`unknown model "${requested.slice(0, 200)}"; GET /v1/models lists the available ones`, { param: 'model' });
 }
@@ -134,8 +150,10 @@ export function resolveMaxTokens(b: Record<string, unknown>, model: CatalogModel
     throw badRequest('max_tokens and max_completion_tokens disagree; send one of them', { param: 'max_tokens' });
   }
   if (given === undefined || given === null) return Math.min(fallback, model.maxOutputTokens);
-  if (typeof given !== 'number' || !Number.isInteger(given) || given < 1) throw badRequest('max_tokens must be a positive whole number', { param: maxTokensField(b) });
-  if (given > model.maxOutputTokens) throw badRequest(`max_tokens ${given} is above ${model.id}'s limit of ${model.maxOutputTokens}`, { param: maxTokensField(b) });
+  if (typeof given !== 'number' || !Number.isInteger(given) || given < 1)
+    throw badRequest('max_tokens must be a positive whole number', { param: maxTokensField(b) });
+  if (given > model.maxOutputTokens)
+    throw badRequest(`max_tokens ${given} is above ${model.id}'s limit of ${model.maxOutputTokens}`, { param: maxTokensField(b) });
   return given;
 }
 
@@ -148,7 +166,10 @@ function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>
   const hasThinking = b.thinking !== undefined;
   const hasEffort = b.reasoning_effort !== undefined;
   if (!hasThinking && !hasEffort) return;
-  if (mode === 'reject') throw badRequest('thinking and reasoning_effort are not accepted by this gateway; remove them from the request', { param: hasThinking ? 'thinking' : 'reasoning_effort' });
+  if (mode === 'reject')
+    throw badRequest('thinking and reasoning_effort are not accepted by this gateway; remove them from the request', {
+      param: hasThinking ? 'thinking' : 'reasoning_effort',
+    });
   if (hasEffort && (typeof b.reasoning_effort !== 'string' || !Object.hasOwn(EFFORT_BUDGETS, b.reasoning_effort))) {
     throw badRequest(`reasoning_effort must be one of ${Object.keys(EFFORT_BUDGETS).join(', ')}`, { param: 'reasoning_effort' });
   }

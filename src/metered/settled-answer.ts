@@ -16,7 +16,11 @@ export async function settleWholeAnswer(deps: Pick<ChatDeps, 'balance'>, sink: R
   // The reservation was finished by someone else meanwhile (the sweeper after a lost lease, or a
   // shutdown that ran out of grace): nothing could be charged, so the answer is not handed out free.
   if (!outcome.applied) {
-    throw new ApiError(503, 'SERVICE_UNAVAILABLE', `this request's reservation was released before the provider answered, so nothing was charged and the answer is withheld; retry, and quote request id ${bill.requestId} if it repeats`);
+    throw new ApiError(
+      503,
+      'SERVICE_UNAVAILABLE',
+      `this request's reservation was released before the provider answered, so nothing was charged and the answer is withheld; retry, and quote request id ${bill.requestId} if it repeats`,
+    );
   }
   sink.header('content-type', 'application/json; charset=utf-8');
   sink.header('x-tollgate-charged-usdc', outcome.chargedUsdc);

@@ -35,9 +35,14 @@ export function measureParts(messages: unknown[], model: CatalogModel): NonTextP
       if (TEXT_PARTS.has(type)) return;
       // hasOwn: a part typed "constructor" or "__proto__" is an unknown type, not Object's prototype.
       const known = Object.hasOwn(PART_KINDS, type) ? PART_KINDS[type] : undefined;
-      if (!known) throw badRequest(`${where} is a ${JSON.stringify(type.slice(0, 50))} part, which this gateway does not accept; send text parts`, { param: where });
+      if (!known)
+        throw badRequest(`${where} is a ${JSON.stringify(type.slice(0, 50))} part, which this gateway does not accept; send text parts`, { param: where });
       const bound = model.partTokenBounds[known.kind];
-      if (bound === undefined) throw badRequest(`${where} is ${known.named}; model ${model.id} does not accept ${known.noun}; send text only, or use a model whose inputs list ${known.kind}`, { param: where });
+      if (bound === undefined)
+        throw badRequest(
+          `${where} is ${known.named}; model ${model.id} does not accept ${known.noun}; send text only, or use a model whose inputs list ${known.kind}`,
+          { param: where },
+        );
       parts.tokens += bound;
       parts.bytes += Buffer.byteLength(JSON.stringify(part));
     });

@@ -3,8 +3,8 @@ import { countedBody } from '../protocols/anthropic-messages/estimate-body.ts';
 import { checkMessagesRequest } from '../protocols/anthropic-messages/request-checks.ts';
 import { fieldPolicy } from '../protocols/anthropic-messages/field-policy.ts';
 import { badRequest } from '../refusal.ts';
-import { resolveModel } from './plan.ts';
-import { countTokens } from './usage.ts';
+import { resolveModel } from './plan/plan.ts';
+import { countTokens } from './usage-estimate.ts';
 import type { CatalogModel } from '../providers/catalog.ts';
 
 type Json = Record<string, any>;
@@ -30,7 +30,11 @@ const PER_REQUEST = 3;
  * `allowed` (the key's model list) runs before the count. The text is counted in the CPU lane
  * (src/cpu-lane.ts), so a large body never holds the event loop.
  */
-export async function countMessageTokens(body: unknown, catalog: Catalog, allowed: (model: CatalogModel) => void = () => {}): Promise<{ model: CatalogModel; inputTokens: number }> {
+export async function countMessageTokens(
+  body: unknown,
+  catalog: Catalog,
+  allowed: (model: CatalogModel) => void = () => {},
+): Promise<{ model: CatalogModel; inputTokens: number }> {
   const b = checkMessagesRequest(body, false);
   const model = resolveModel(catalog, b.model);
   // The key's model list is checked before any text is counted: a key that may not use the model gets nothing counted.
@@ -38,7 +42,10 @@ export async function countMessageTokens(body: unknown, catalog: Catalog, allowe
   refuseUnknownFields(b, model);
   const { body: read, images, files } = countedBody(b);
   const messages = read.messages as Json[];
-  const text = [...messages.map((m) => m.content as string), ...['tools', 'tool_choice'].filter((f) => read[f] !== undefined).map((f) => JSON.stringify(read[f]))].join('\n');
+  const text = [
+    ...messages.map((m) => m.content as string),
+    ...['tools', 'tool_choice'].filter((f) => read[f] !== undefined).map((f) => JSON.stringify(read[f])),
+  ].join('\n');
   const parts = images * (model.partTokenBounds.image ?? 0) + files * (model.partTokenBounds.file ?? 0);
   const counted = (await countTokens(text)) + PER_MESSAGE * messages.length + PER_REQUEST;
   const margin = model.upstream === 'anthropic' ? CLAUDE_COUNT_MARGIN : 1;

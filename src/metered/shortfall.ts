@@ -1,6 +1,6 @@
 import { reservationFor } from '../providers/pricing.ts';
 import { fitMaxTokens } from './fit.ts';
-import type { ChatPlan } from './plan.ts';
+import type { ChatPlan } from './plan/plan.ts';
 
 /** What a refused chat request would need, said in its 402: the figures and the sentence that names them. */
 export interface Shortfall {
@@ -16,9 +16,10 @@ export interface Shortfall {
 export function shortfallOf(plan: Pick<ChatPlan, 'model' | 'promptUpperBound' | 'maxTokens' | 'n' | 'reservationUsdc'>, available: number): Shortfall {
   const affordable = fitMaxTokens(plan, available);
   const least = reservationFor(plan.model, plan.promptUpperBound, 1, plan.n);
-  const covers = affordable > 0
-    ? `the ${available} available covers max_tokens up to ${affordable}`
-    : `its prompt alone needs ${least} (at max_tokens 1), more than the ${available} available`;
+  const covers =
+    affordable > 0
+      ? `the ${available} available covers max_tokens up to ${affordable}`
+      : `its prompt alone needs ${least} (at max_tokens 1), more than the ${available} available`;
   return {
     text: `. It reserves ${plan.reservationUsdc} for up to ${plan.promptUpperBound} prompt tokens and max_tokens ${plan.maxTokens}: ${covers}`,
     fields: { prompt_tokens_bound: plan.promptUpperBound, max_tokens: plan.maxTokens, max_tokens_affordable: affordable, min_required_usdc: least },
