@@ -28,7 +28,7 @@ export function offerRequest(
   if (price > maxUsdc) return { kind: 'over-limit' };
   const uptoOffers = config.payPerRequest.upto ? buildUptoOffers(config.topup, reservationUsdc, uptoFacilitatorFor) : [];
   // An upto request that is charged anything pays at least what an exact payment does (its
-  // settle's gas is the relayer's), but never more than the maximum it signed: chat/bill.ts.
+  // settle's gas is the relayer's), but never more than the maximum it signed: metered/bill.ts.
   const uptoMinChargeUsdc = Math.min(minUsdc, reservationUsdc);
   return { kind: 'offered', price, maxUsdc, offers: buildOffers(config.topup, price), uptoOffers, uptoMinChargeUsdc };
 }
