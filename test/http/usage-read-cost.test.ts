@@ -195,8 +195,9 @@ for (const engine of ENGINES) {
     test('a swept reservation writes no usage row and leaves the totals alone', async () => {
       const wallet = await fundedWallet(storage.db, 1_000_000);
       const key = await insertKey(storage.db, wallet, 'crashed');
-      assert.ok(await reserve(storage, { wallet, apiKeyId: key, requestId: `${wallet}-lost`, amountUsdc: 1000, leaseMs: -1 }));
-      assert.ok((await sweepExpiredReservations(storage.db)) >= 1);
+      assert.ok(await reserve(storage, { wallet, apiKeyId: key, requestId: `${wallet}-lost`, amountUsdc: 1000, leaseMs: 1 }));
+      // The sweeper's clock a minute on: the one-millisecond lease has run out.
+      assert.ok((await sweepExpiredReservations(storage.db, Date.now() + 60_000)) >= 1);
       const [totals] = (await usageByKey(storage.db, wallet)) as [KeyUsage];
       assert.equal(totals.request_count, 0);
       await assertLedgerConsistent(storage.db);

@@ -145,7 +145,10 @@ async function play(db: Storage['db'], run: Run): Promise<void> {
       assert.equal(result.kind, 'conflict', 'other terms under a recorded nonce must be refused');
       return null;
     }
-    assert.equal(result.kind, beforeRow!.status === 'failed' ? 'claimed' : 'existing');
+    // A failed attempt is claimed again, unless the chain used its authorization for another amount: that
+    // payment stays failed with the amount named, never reopened.
+    const reopens = beforeRow!.status === 'failed' && beforeRow!.onchain_amount_atomic === null;
+    assert.equal(result.kind, reopens ? 'claimed' : 'existing');
     return (result as { row: PaymentRow }).row;
   };
 
