@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { Migrator, sql } from 'kysely';
+import { sql } from 'kysely';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { applyMovement } from '../../src/ledger/movements.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
@@ -11,20 +11,7 @@ import { uptoHoldWallet } from '../../src/ledger/operations/upto-hold.ts';
 import { applySettle } from '../../src/ledger/spool/apply-settle.ts';
 import { fixCharge, holdMaximum } from '../../src/payments/upto/upto-store.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { foundation } from '../../src/storage/migrations/001-foundation.ts';
-import { payments } from '../../src/storage/migrations/002-payments.ts';
-import { paymentTerms } from '../../src/storage/migrations/003-payment-terms.ts';
-import { usageTotals } from '../../src/storage/migrations/004-usage-totals.ts';
-import { settleShortfalls } from '../../src/storage/migrations/005-settle-shortfalls.ts';
-import { keyLimits } from '../../src/storage/migrations/006-key-limits.ts';
-import { dashboard } from '../../src/storage/migrations/007-dashboard.ts';
-import { paymentPurpose } from '../../src/storage/migrations/008-payment-purpose.ts';
-import { storedResponses } from '../../src/storage/migrations/009-stored-responses.ts';
-import { usageDeployment } from '../../src/storage/migrations/010-usage-deployment.ts';
-import { paymentIdentifiers } from '../../src/storage/migrations/011-payment-identifiers.ts';
-import { paymentIdentifierHolder } from '../../src/storage/migrations/012-payment-identifier-holder.ts';
-import { uptoPayments } from '../../src/storage/migrations/013-upto-payments.ts';
+import { migrateTo, migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { assertLedgerConsistent, newWallet, usageRecord } from '../support/ledger.ts';
 import { entriesOf, MAXIMUM, PAYLOAD, pendingUpto, spend } from '../support/upto-hold-fixtures.ts';
@@ -261,23 +248,7 @@ for (const engine of ENGINES) {
     test('every row kept exactly, ids continuing, indexes and append-only triggers back, older rows still pass ledger-check', async () => {
       const s = openStorage(await freshDatabaseUrl(engine));
       try {
-        const upTo013 = {
-          '001-foundation': foundation(engine),
-          '002-payments': payments(),
-          '003-payment-terms': paymentTerms(),
-          '004-usage-totals': usageTotals(),
-          '005-settle-shortfalls': settleShortfalls(),
-          '006-key-limits': keyLimits(),
-          '007-dashboard': dashboard(),
-          '008-payment-purpose': paymentPurpose(),
-          '009-stored-responses': storedResponses(),
-          '010-usage-deployment': usageDeployment(),
-          '011-payment-identifiers': paymentIdentifiers(),
-          '012-payment-identifier-holder': paymentIdentifierHolder(),
-          '013-upto-payments': uptoPayments(),
-        };
-        const migrated = await new Migrator({ db: s.db, provider: { getMigrations: async () => upTo013 } }).migrateToLatest();
-        assert.equal(migrated.error, undefined);
+        await migrateTo(s, '013-upto-payments');
         // Older-form upto rows: a fixed payment (topup hold, adjustment release) and one still holding.
         const fixed = await pendingUpto(s, undefined, true);
         await s.db.transaction().execute(async (trx) => {

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Kysely } from 'kysely';
 import { checkLedger } from '../../src/ledger/invariants.ts';
@@ -24,7 +23,7 @@ import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateTo, migrateToLatest } from '../../src/storage/migrate.ts';
 import type { Database, PaymentState } from '../../src/storage/schema.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
-import { randomTx, recordedPayment } from '../support/payment-rows.ts';
+import { insertPaymentBefore014, randomTx, recordedPayment } from '../support/payment-rows.ts';
 import { stateWritesIn } from './state-writers.test.ts';
 
 /**
@@ -207,30 +206,7 @@ for (const engine of ENGINES) {
       await migrateTo(s, '013-upto-payments');
       const db = s.db as Kysely<any>;
       for (const [i, r] of rows.entries()) {
-        await db
-          .insertInto('payments')
-          .values({
-            id: r.id,
-            network: 'eip155:84532',
-            asset: '0xasset',
-            payer: `0x${(i + 1).toString(16).padStart(40, '0')}`,
-            nonce: `0x${randomBytes(32).toString('hex')}`,
-            transfer_method: 'eip3009',
-            pay_to: '0xpayto',
-            amount_atomic: '1000000',
-            amount_usdc: 1_000_000,
-            payload_digest: 'd',
-            valid_before: 0,
-            from_block: 1,
-            status: r.status,
-            upto_state: r.upto,
-            tx_hash: null,
-            failure_reason: r.reason,
-            created_at: Date.now() + i,
-            updated_at: Date.now(),
-            credited_at: null,
-          })
-          .execute();
+        await insertPaymentBefore014(db, { ...r, payer: `0x${(i + 1).toString(16).padStart(40, '0')}`, createdAt: Date.now() + i });
       }
       await migrateToLatest(s);
     });

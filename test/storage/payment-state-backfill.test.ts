@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Kysely } from 'kysely';
 import { paymentStateProblems } from '../../src/ledger/payment-state-check.ts';
@@ -8,6 +7,7 @@ import { REFUSED_UNSENT } from '../../src/payments/settle-topup.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateTo, migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
+import { insertPaymentBefore014 } from '../support/payment-rows.ts';
 
 /** Rows as the columns before migration 014 held their state: [status, upto_state, failure_reason] and the state expected after. */
 const OLD_ROWS: { id: string; status: string; upto: string | null; reason: string | null; state: string; release: string | null }[] = [
@@ -32,30 +32,7 @@ async function insertOldRows(db: Kysely<any>): Promise<void> {
   for (const [i, r] of OLD_ROWS.entries()) {
     // One open upto payment per payer (migration 013's index): each row has a payer of its own.
     const payer = `0x${i.toString(16).padStart(40, '0')}`;
-    await db
-      .insertInto('payments')
-      .values({
-        id: r.id,
-        network: 'eip155:84532',
-        asset: '0xasset',
-        payer,
-        nonce: `0x${randomBytes(32).toString('hex')}`,
-        transfer_method: 'eip3009',
-        pay_to: '0xpayto',
-        amount_atomic: '1000000',
-        amount_usdc: 1_000_000,
-        payload_digest: 'd',
-        valid_before: 0,
-        from_block: 1,
-        status: r.status,
-        upto_state: r.upto,
-        tx_hash: null,
-        failure_reason: r.reason,
-        created_at: now + i,
-        updated_at: now,
-        credited_at: r.status === 'credited' ? now : null,
-      })
-      .execute();
+    await insertPaymentBefore014(db, { ...r, payer, createdAt: now + i, creditedAt: r.status === 'credited' ? now : null });
   }
 }
 
