@@ -7,6 +7,7 @@ import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } 
 import { MODELS } from '../support/chat-harness.ts';
 import { docBlock } from '../../scripts/doc-blocks.mjs';
 import { countingProxy } from '../support/counting-proxy.ts';
+import { GPT, GPT_BYTES, PRICES } from '../chat/small-wallet-models.ts';
 import { CHARGE_PER_CALL, FINAL_TEXT, FUNDS, OUTPUT_TOKENS, PROMPT_TOKENS, runAgent, TOOL_OUTPUT, toolRoundTrip } from './agent-run.ts';
 
 /**
@@ -15,7 +16,9 @@ import { CHARGE_PER_CALL, FINAL_TEXT, FUNDS, OUTPUT_TOKENS, PROMPT_TOKENS, runAg
  * gateway, with fake upstreams of both kinds behind it: its default model (mapped by the operator
  * to a deployment with `aliases`), an Anthropic model by id, and an OpenAI-compatible model by id,
  * each streaming, with a tool round trip (Claude Code runs the Bash tool itself), billed exactly;
- * and a bad key, which must fail fast instead of being retried ten times.
+ * a $0.05 wallet at $1/$2 per million (served where the deployment names its tokenizer, else the 402
+ * Claude Code shows names what would fit); and a bad key, which must fail fast instead of being
+ * retried ten times.
  *
  * The only environment Claude Code needs for the gateway is ANTHROPIC_BASE_URL and
  * ANTHROPIC_API_KEY (plus ANTHROPIC_MODEL to choose a model). HOME (a temporary directory),
@@ -36,6 +39,11 @@ const DEFAULT_MODEL = 'claude-opus-5-5';
 const OPUS_DEPLOYMENT = { ...CLAUDE, name: 'opus', upstreamName: 'claude-upstream-opus', maxOutputTokens: 128_000, aliases: [DEFAULT_MODEL] };
 
 const BASH_INPUT = { command: `echo ${TOOL_OUTPUT}`, description: 'Print a marker' };
+
+/** $0.05, on models listed at $1 and $2 per million tokens (1 and 2 micro-USDC a token, no markup). */
+const SMALL_WALLET = 50_000;
+const CLAUDE_SMALL = { ...CLAUDE, name: 'claude-small-wallet', ...PRICES };
+const SMALL_WALLET_CHARGE = PROMPT_TOKENS * 1 + OUTPUT_TOKENS * 2;
 
 interface ClaudeRun {
   code: number | null;
@@ -90,7 +98,12 @@ describe('Claude Code (the real binary, claude -p) against /v1/messages', {
 }, () => {
   let h: AnthropicHarness;
   before(async () => {
-    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, OPUS_DEPLOYMENT] }, {}, toolRoundTrip('Bash', BASH_INPUT));
+    h = await startAnthropicHarness(
+      'sqlite',
+      { models: [...MODELS, CLAUDE, OPUS_DEPLOYMENT, GPT, GPT_BYTES, CLAUDE_SMALL] },
+      {},
+      toolRoundTrip('Bash', BASH_INPUT),
+    );
   });
   beforeEach(() => resetProviders(h));
   afterEach(() => h.gw.assertLedger());
@@ -205,6 +218,47 @@ describe('Claude Code (the real binary, claude -p) against /v1/messages', {
     for (const maxTokens of sent) assert.ok(maxTokens >= h.gw.services.config.chat.fitMaxTokensFloor && maxTokens < 128_000, `fitted max_tokens ${maxTokens}`);
     const balance = await h.balance(w.account);
     assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: funds - 2 * CHARGE_PER_CALL, locked: 0 });
+  });
+
+  /** `claude -p` with the documented environment for `model` (docs/api.md), on a fresh $0.05 wallet. */
+  async function onSmallWallet(model: string) {
+    const w = await h.wallet(SMALL_WALLET);
+    const env = docEnv(docBlock('claude-code-openai-model'), { 'https://tollgate.example.com': h.gw.url, 'sk-...': w.key, 'openrouter/qwen3-coder': model });
+    return { w, run: await runClaude(env) };
+  }
+
+  /** Claude Code stopped on the gateway's 402 before any provider was called, and shows its message; the wallet is untouched. */
+  async function expectRefusedOnSmallWallet(run: ClaudeRun, w: { account: any; keyId: number }, message: RegExp) {
+    assert.equal(run.result.is_error, true, JSON.stringify(run.result).slice(0, 500));
+    assert.equal(run.result.api_error_status, 402);
+    assert.match(String(run.result.result), message, 'Claude Code shows what the 402 says');
+    assert.equal(h.fake.received.length + h.anthropic.received.length, 0);
+    assert.deepEqual(await usageRows(w.keyId), []);
+    const balance = await h.balance(w.account);
+    assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: SMALL_WALLET, locked: 0 });
+  }
+
+  test('a $0.05 wallet at $1/$2 per million, on a model whose deployment names its tokenizer (o200k): the tool round trip runs, each call billed exactly', async () => {
+    const { w, run } = await onSmallWallet('fake/gpt-small-wallet');
+    assert.equal(run.code, 0, `claude exited ${run.code}: ${JSON.stringify(run.result).slice(0, 500)} ${run.stderr.slice(0, 500)}`);
+    assert.equal(run.result.result, FINAL_TEXT);
+    assert.equal(h.fake.received.length, 2, 'one call for the tool use, one for the answer');
+    assert.deepEqual(
+      await usageRows(w.keyId),
+      [1, 2].map(() => ({ model: 'fake/gpt-small-wallet', charged: SMALL_WALLET_CHARGE, prompt: PROMPT_TOKENS, completion: OUTPUT_TOKENS })),
+    );
+    const balance = await h.balance(w.account);
+    assert.deepEqual({ balance: balance.balance_usdc, locked: balance.locked_usdc }, { balance: SMALL_WALLET - 2 * SMALL_WALLET_CHARGE, locked: 0 });
+  });
+
+  test("a $0.05 wallet on the same model without a tokenizer (the byte bound): Claude Code shows the 402's figures, the max_tokens the balance covers", async () => {
+    const { w, run } = await onSmallWallet('fake/gpt-no-tokenizer');
+    await expectRefusedOnSmallWallet(run, w, new RegExp(`max_tokens 4096: the ${SMALL_WALLET} available covers max_tokens up to \\d+`));
+  });
+
+  test("a $0.05 wallet on Claude (no public tokenizer: the byte bound): Claude Code shows the 402's smallest balance that runs the prompt", async () => {
+    const { w, run } = await onSmallWallet('anth/claude-small-wallet');
+    await expectRefusedOnSmallWallet(run, w, new RegExp(`its prompt alone needs \\d+ \\(at max_tokens 1\\), more than the ${SMALL_WALLET} available`));
   });
 
   test('a bad key fails fast: the 401 carries x-should-retry: false, so Claude Code does not retry it', async () => {

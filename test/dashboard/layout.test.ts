@@ -51,6 +51,18 @@ function layoutProblems(): string[] {
 }
 
 /**
+ * Painted pixels in the first two columns of the chart's canvas. uPlot draws the y axis's labels
+ * there, right-aligned against the plot: a label wider than the axis starts left of the canvas and
+ * is cut, so its ink reaches the edge; one that fits leaves a margin.
+ */
+function inkAtLeftEdge(canvas: HTMLCanvasElement): number {
+  const pixels = canvas.getContext('2d')?.getImageData(0, 0, 2, canvas.height).data ?? [];
+  let painted = 0;
+  for (let i = 3; i < pixels.length; i += 4) if (pixels[i]) painted++;
+  return painted;
+}
+
+/**
  * The signed-in page with two top-ups (USDC and USDT), two keys, one of which spent, and a new
  * key's secret and snippets open, checked at 1280, 768 and 360 px. The pictures go to the temp folder.
  */
@@ -95,7 +107,7 @@ describe('the dashboard layout at 1280, 768 and 360 px', { skip: noChromium }, (
   });
 
   for (const width of WIDTHS) {
-    test(`${width} px: nothing wider than its card, every table column reachable, chain and token named`, async () => {
+    test(`${width} px: nothing wider than its card, every table column reachable, the y axis's labels whole, chain and token named`, async () => {
       await page.setViewportSize({ width, height: 900 });
       // Two frames: the resize observers measure, then the page renders what they found.
       await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
@@ -115,6 +127,7 @@ describe('the dashboard layout at 1280, 768 and 360 px', { skip: noChromium }, (
       assert.match(legend, /laptop: \$0\.0\d+/);
       assert.match(legend, /a rather long label for a phone screen: no requests/);
       assert.doesNotMatch(legend, /Time|--|—/);
+      assert.equal(await page.locator('.chart canvas').evaluate(inkAtLeftEdge), 0, "a y-axis label is cut at the chart's left edge");
       // The new key's curl command is whole, not cut at the edge of its box.
       const snippet = page.locator('.snippets pre');
       assert.ok(await snippet.evaluate((el) => el.scrollWidth <= el.clientWidth), 'the snippet fits its box');

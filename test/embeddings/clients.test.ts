@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { embed, embedMany } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { OpenAIEmbeddings } from '@langchain/openai';
 import { ENGINES } from '../support/engines.ts';
 import { usageRowsOf } from '../support/usage-rows.ts';
@@ -98,6 +99,20 @@ for (const engine of ENGINES) {
         available_usdc: FUNDS - tokens * MICRO_PER_TOKEN,
       });
       await h.gw.assertLedger();
+    });
+
+    test("AI SDK embedMany through @ai-sdk/openai-compatible's embedding model (defaults)", async () => {
+      const w = await h.wallet(FUNDS);
+      const model = createOpenAICompatible({ name: 'tollgate', baseURL: `${h.gw.url}/v1`, apiKey: w.key }).embeddingModel(EMBED_ID);
+      const values = ['a gateway forwards requests', 'and bills each one'];
+      const many = await embedMany({ model, values, maxRetries: 0 });
+      assert.equal(h.fake.received.at(-1)!.body.encoding_format, 'base64');
+      assert.deepEqual(
+        many.embeddings,
+        values.map((v) => expectedVector(v)),
+      );
+      assert.equal(many.usage.tokens, fakeTokensOf(values));
+      await assertBilledOnce(h, w, FUNDS, fakeTokensOf(values));
     });
 
     test("LangChain's OpenAIEmbeddings: embedQuery and embedDocuments (defaults)", async () => {
