@@ -74,6 +74,10 @@ for (const engine of ENGINES) {
       { p: RESPONSES, model: 'fake/chat-small', deployment: 'fake/chat-small' },
       { p: MESSAGES, model: 'fake/chat-small', deployment: 'fake/chat-small' },
       { p: MESSAGES, model: 'anth/claude-test', deployment: 'anth/claude-upstream' },
+      // With fallbacks configured the headers still leave first: they commit to no deployment.
+      { p: CHAT, model: 'fake/routed', deployment: 'fake/routed' },
+      { p: RESPONSES, model: 'fake/routed', deployment: 'fake/routed' },
+      { p: MESSAGES, model: 'fake/routed', deployment: 'fake/routed' },
     ];
     for (const { p, model, deployment } of served) {
       const title = `${p.name} (${model}): the 200 and the SSE headers arrive while the provider has not answered`;
