@@ -57,6 +57,11 @@ describe('batch-settlement channels through the local facilitator', () => {
 
     // Requests charged 3,000 + 2,500 + 1,000; the latest voucher's ceiling is that plus the last request's 10,000.
     const charged = 6_500n;
+    // The next request's voucher payload, verified by the facilitator as the gateway does when its mirror is stale.
+    const next = { type: 'voucher', channelConfig: opened.config, voucher: await s.voucher(payer, opened.channelId, charged + 10_000n) };
+    const verified = await s.facilitator.verify({ x402Version: 2, accepted: opened.accepted, payload: next }, opened.accepted);
+    assert.equal(verified.isValid, true, verified.invalidReason);
+    assert.deepEqual(verified.extra, { channelId: opened.channelId, balance: DEPOSIT.toString(), totalClaimed: '0', withdrawRequestedAt: 0, refundNonce: '0' });
     const claimed = await s.claim([await s.claimRow(payer, opened.config, charged + 10_000n, charged)]);
     assert.equal(claimed.success, true, `${claimed.errorReason} ${claimed.errorMessage ?? ''}`);
     assert.equal((await s.channel(opened.config)).totalClaimed, charged);
