@@ -8,7 +8,7 @@ import { docBlock } from '../../scripts/doc-blocks.mjs';
 import { agentSuite, CHARGE_PER_CALL, FINAL_TEXT, FUNDS, runAgent, TOOL_OUTPUT, toolRoundTrip } from './agent-run.ts';
 
 /**
- * The real opencode (1.18.33: its linux-x64 binary, the package opencode-linux-x64 that the opencode-ai
+ * The real opencode (1.18.34: its linux-x64 binary, the package opencode-linux-x64 that the opencode-ai
  * launcher runs, pinned in test/package.json) as `opencode run`, configured with docs/clients.md's
  * provider block: an OpenAI-compatible model through @ai-sdk/openai-compatible and an Anthropic model
  * through @ai-sdk/anthropic, streaming, its bash tool run by opencode, every call billed exactly
