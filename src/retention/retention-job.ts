@@ -9,6 +9,7 @@ import type { Storage } from '../storage/database.ts';
 import { holdLease, releaseLease } from './job-lease.ts';
 import { retireReservationBatch } from '../ledger/retention/retire-reservations.ts';
 import { retireUsageBatch } from '../ledger/retention/retire-usage.ts';
+import { idsOlderThan } from '../ledger/retention/age-boundary.ts';
 
 /** A pass stops after this long even with rows left: the next tick goes on, and the gateway's own writes come first. */
 const PASS_BUDGET_MS = 2_000;
@@ -32,7 +33,8 @@ export interface RetentionPassOutcome {
 
 /**
  * One retention pass: batches of finished reservations, then of usage rows, each older than its
- * window and covered by the latest ledger-check checkpoint (nothing unproven leaves), until both
+ * window (read only below the ids that are, see idsOlderThan) and covered by the latest
+ * ledger-check checkpoint (nothing unproven leaves), until both
  * come back short or the budget is spent. The event loop is given back between batches.
  */
 export async function runRetentionPass(storage: Pick<Storage, 'db'>, config: RetentionConfig, o: RetentionPassOptions): Promise<RetentionPassOutcome> {
@@ -44,8 +46,20 @@ export async function runRetentionPass(storage: Pick<Storage, 'db'>, config: Ret
   if (!checkpoint) return outcome;
   outcome.ran = true;
   const started = Date.now();
-  const reservationBatch = { cutoff: o.now - config.reservationDays * DAY_MS, coveredId: checkpoint.last_reservation_id, rows: config.batchRows };
-  const usageBatch = { cutoff: o.now - config.usageDays * DAY_MS, coveredId: checkpoint.last_usage_id, rows: config.batchRows, afterExport: o.afterExport };
+  const usageCutoff = o.now - config.usageDays * DAY_MS;
+  const reservationCutoff = o.now - config.reservationDays * DAY_MS;
+  const reservationBatch = {
+    cutoff: reservationCutoff,
+    unbilledCutoff: usageCutoff,
+    coveredId: await idsOlderThan(storage.db, 'reservations', reservationCutoff, checkpoint.last_reservation_id),
+    rows: config.batchRows,
+  };
+  const usageBatch = {
+    cutoff: usageCutoff,
+    coveredId: await idsOlderThan(storage.db, 'request_usage', usageCutoff, checkpoint.last_usage_id),
+    rows: config.batchRows,
+    afterExport: o.afterExport,
+  };
   while (Date.now() - started < budgetMs) {
     const reservations = await retireReservationBatch(storage, reservationBatch);
     await nextTurn();

@@ -21,4 +21,11 @@ describe('retention configuration', () => {
   test('a reservation window longer than the usage window is refused, naming the key', () => {
     assert.throws(withFile('retention:\n  usageDays: 5\n  reservationDays: 6\n'), /retention\.reservationDays must not exceed retention\.usageDays/);
   });
+
+  test('attack: a window of 0 or below, or a fraction of a day, is refused naming the key', () => {
+    for (const bad of ['0', '-1', '0.5']) {
+      assert.throws(withFile(`retention:\n  enabled: true\n  usageDays: ${bad}\n`), /retention\.usageDays/);
+      assert.throws(withFile(`retention:\n  enabled: true\n  reservationDays: ${bad}\n`), /retention\.reservationDays/);
+    }
+  });
 });

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { PostgresAdapter, sql, type Kysely, type Transaction } from 'kysely';
 import type { Database, LedgerCheckpointTable } from '../../storage/schema.ts';
 import { DAY_MS } from '../days.ts';
 
@@ -34,15 +34,21 @@ export const lastClosedDay = (now: number): number => Math.floor((now - CLOSE_MA
 type Table = 'ledger_entries' | 'request_usage' | 'reservations';
 
 /**
- * The highest id of `table` that belongs before the end of the day: every row below the first one
- * created at or after `end`. Reads only rows after `after` (the previous checkpoint's boundary), in
- * id order, so the cost follows new activity.
+ * The highest id of `table` that belongs before the end of the day: the last row below the first
+ * one created at or after `end`. Reads only rows after `after` (the previous checkpoint's
+ * boundary), in id order, so the cost follows new activity.
+ *
+ * The last row seen, not "the first after, minus one": on PostgreSQL an id is handed out before
+ * its write commits, so the ids just below the first row of a new day can belong to writes still
+ * in flight (the first requests after a quiet night, racing the morning's check). A boundary there
+ * would cover rows its sums never saw. Every row below a committed row of the closed day took its
+ * id before that day ended, and has long committed once the day has closed (CLOSE_MARGIN_MS).
  */
 async function boundary(db: Kysely<Database>, table: Table, after: number, end: number): Promise<number> {
   const first = await sql<{ id: number | null }>`select min(id) as id from ${sql.table(table)} where id > ${after} and created_at >= ${end}`.execute(db);
   const firstAfter = first.rows[0]?.id;
-  if (firstAfter != null) return Number(firstAfter) - 1;
-  const last = await sql<{ id: number | null }>`select max(id) as id from ${sql.table(table)} where id > ${after}`.execute(db);
+  const below = firstAfter != null ? sql`and id < ${Number(firstAfter)}` : sql``;
+  const last = await sql<{ id: number | null }>`select max(id) as id from ${sql.table(table)} where id > ${after} ${below}`.execute(db);
   return last.rows[0]?.id != null ? Number(last.rows[0].id) : after;
 }
 
@@ -59,8 +65,14 @@ export async function boundaries(db: Kysely<Database>, prev: Checkpoint | null, 
 /**
  * Stores the checkpoint at the end of `day`: `prev`'s sums plus the rows between its boundaries
  * and the new ones. Called only after a check that passed, so what it freezes was proven.
+ *
+ * The per-wallet and per-key sums are kept once, for the latest checkpoint, and each new one adds
+ * to them: a second check that started from the same `prev` (two instances, an operator's hand
+ * beside the cron, clocks either side of a day's close) would add the same rows again. So the
+ * write re-reads the latest checkpoint under a lock and stores nothing (null) when it is no
+ * longer `prev`.
  */
-export async function writeCheckpoint(db: Kysely<Database>, prev: Checkpoint | null, day: number, now: number): Promise<Checkpoint> {
+export async function writeCheckpoint(db: Kysely<Database>, prev: Checkpoint | null, day: number, now: number): Promise<Checkpoint | null> {
   const b = await boundaries(db, prev, day);
   const entryRange = (q: Kysely<Database>) =>
     q
@@ -93,7 +105,11 @@ export async function writeCheckpoint(db: Kysely<Database>, prev: Checkpoint | n
     charges_usdc: (prev?.charges_usdc ?? 0) + Number(totals.charges),
     created_at: now,
   };
-  await db.transaction().execute(async (trx) => {
+  return db.transaction().execute(async (trx) => {
+    // PostgreSQL: writers of checkpoints queue here (the mode conflicts with itself, not with
+    // readers). SQLite: the transaction's first write waits for, or fails against, another writer.
+    if (trx.getExecutor().adapter instanceof PostgresAdapter) await sql`lock table ledger_checkpoints in share row exclusive mode`.execute(trx);
+    if ((await latestCheckpoint(trx))?.day !== prev?.day) return null;
     if (!prev) {
       // A first checkpoint (or one after the table was emptied by hand) starts its sums from nothing.
       await trx.deleteFrom('ledger_checkpoint_wallets').execute();
@@ -102,8 +118,8 @@ export async function writeCheckpoint(db: Kysely<Database>, prev: Checkpoint | n
     for (const w of wallets) await addWalletSum(trx, w.wallet, Number(w.sum));
     for (const u of usage) await addUsageSums(trx, u as unknown as Record<string, number>);
     await trx.insertInto('ledger_checkpoints').values(checkpoint).execute();
+    return checkpoint;
   });
-  return checkpoint;
 }
 
 async function addWalletSum(trx: Transaction<Database>, wallet: string, sum: number): Promise<void> {

@@ -7,7 +7,7 @@ import { checkLedgerSince } from './incremental-check.ts';
 export interface CheckpointedCheck extends LedgerCheck {
   /** The checkpoint the check started from (null: it checked everything). */
   from: Checkpoint | null;
-  /** The checkpoint this check stored (null: none, because it failed, `full` was asked, or no day closed since). */
+  /** The checkpoint this check stored (null: none, because it failed, `full` was asked, no day closed since, or another check stored one meanwhile). */
   stored: Checkpoint | null;
 }
 

@@ -1,7 +1,35 @@
-import { sql } from 'kysely';
+import { sql, type ExpressionBuilder } from 'kysely';
 import type { Storage } from '../../storage/database.ts';
+import type { Database } from '../../storage/schema.ts';
 import { usageDay } from '../days.ts';
 import type { RetentionBatch } from './retire-usage.ts';
+
+export interface ReservationBatch extends RetentionBatch {
+  /**
+   * A reservation the sweeper released has no usage row: its answer may still come back as a late
+   * charge (a settle spooled on an instance that was down), which bills it only while the
+   * reservation is there. Such a one stays until this cutoff, the usage window's.
+   */
+  unbilledCutoff: number;
+}
+
+/**
+ * Which finished reservations may leave: billed (a usage row exists, so a late charge would find
+ * it billed anyway), or unbilled and past the usage window. Never one made on an upto hold: the
+ * full ledger-check ties what left each hold to the charges of its own requests through them, and
+ * they are one per upto payment, whose row is kept for good anyway.
+ */
+const leavable =
+  (b: ReservationBatch) =>
+  ({ and, or, exists, selectFrom, eb }: ExpressionBuilder<Database, 'reservations'>) =>
+    and([
+      eb('reservations.status', '!=', 'pending'),
+      eb('reservations.upto_payment_id', 'is', null),
+      or([
+        eb('reservations.created_at', '<', b.unbilledCutoff),
+        exists(selectFrom('request_usage as u').select('u.id').whereRef('u.request_id', '=', 'reservations.request_id')),
+      ]),
+    ]);
 
 /**
  * One batch of finished reservations leaving the hot table. A finished reservation is no longer
@@ -10,13 +38,13 @@ import type { RetentionBatch } from './retire-usage.ts';
  * row's charge) is added to retired_key_spend in the same transaction as the delete, counting
  * only the rows this delete removed, so two runners never count one twice. Returns the rows deleted.
  */
-export async function retireReservationBatch(storage: Pick<Storage, 'db'>, b: RetentionBatch): Promise<number> {
+export async function retireReservationBatch(storage: Pick<Storage, 'db'>, b: ReservationBatch): Promise<number> {
   const candidates = await storage.db
     .selectFrom('reservations')
     .select('id')
     .where('id', '<=', b.coveredId)
-    .where('status', '!=', 'pending')
     .where('created_at', '<', b.cutoff)
+    .where(leavable(b))
     .orderBy('id')
     .limit(b.rows)
     .execute();
@@ -30,12 +58,7 @@ export async function retireReservationBatch(storage: Pick<Storage, 'db'>, b: Re
       .where('r.id', 'in', ids)
       .execute();
     const chargeOf = new Map(charged.map((c) => [Number(c.id), Number(c.charged_usdc)]));
-    const deleted = await trx
-      .deleteFrom('reservations')
-      .where('id', 'in', ids)
-      .where('status', '!=', 'pending')
-      .returning(['id', 'api_key_id', 'created_at'])
-      .execute();
+    const deleted = await trx.deleteFrom('reservations').where('id', 'in', ids).where(leavable(b)).returning(['id', 'api_key_id', 'created_at']).execute();
     const spent = new Map<string, { api_key_id: number; day: number; spent_usdc: number }>();
     for (const r of deleted) {
       const charge = chargeOf.get(Number(r.id)) ?? 0;

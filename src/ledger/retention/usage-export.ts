@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { open, rename, mkdir } from 'node:fs/promises';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
@@ -21,15 +21,21 @@ export async function exportUsageRows(dir: string, rows: readonly { id: number }
   const name = `request-usage-${String(first).padStart(12, '0')}-${String(last).padStart(12, '0')}.jsonl.gz`;
   const body = await gzipAsync(Buffer.from(rows.map((r) => JSON.stringify(r)).join('\n') + '\n'));
   const temporary = join(dir, `.${name}.${randomUUID()}.tmp`);
+  const final = join(dir, name);
   const file = await open(temporary, 'wx', 0o600);
   try {
-    await file.writeFile(body);
-    await file.sync();
-  } finally {
-    await file.close();
+    try {
+      await file.writeFile(body);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await rename(temporary, final);
+  } catch (err) {
+    // A disk that filled up would otherwise keep each failed pass's partial file, and fill up further.
+    await rm(temporary, { force: true });
+    throw err;
   }
-  const final = join(dir, name);
-  await rename(temporary, final);
   const folder = await open(dir, 'r');
   try {
     await folder.sync();
