@@ -15,7 +15,7 @@ import { startPostgres } from '../test/support/postgres.ts';
  * `node --cpu-prof`, loaded by the closed loop with JSON requests, then stopped with SIGTERM so
  * that V8 writes the profile, which is summarised by profile-summary.ts. On PostgreSQL the
  * database server's own CPU per request is reported beside it (the other side of every wait).
- * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--keep DIR]
+ * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--keep DIR] [--node-option=FLAG ...]
  */
 const { values } = parseArgs({
   options: {
@@ -24,6 +24,8 @@ const { values } = parseArgs({
     wallets: { type: 'string', default: '1' },
     connections: { type: 'string', default: '64' },
     keep: { type: 'string' },
+    // A flag for the gateway's node (repeatable), to compare runtime settings side by side: --node-option=--max-semi-space-size=64
+    'node-option': { type: 'string', multiple: true, default: [] },
   },
 });
 if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error('--engine must be sqlite or postgres');
@@ -133,7 +135,7 @@ await runScript('profile', async ({ dir, onStop }) => {
     databaseUrl,
     instances: 1,
     wallets,
-    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`],
+    nodeArgs: [...(values['node-option'] ?? []), '--cpu-prof', `--cpu-prof-dir=${profiles}`],
   });
   onStop(deployment.stop);
   const target = deployment.row(wallets);
