@@ -166,9 +166,13 @@ export class PostgresGroupCommit extends GroupCommit {
           ),
         );
       }
-      if (i >= batch.length && run.length > 0 && nothingAfter) commit = await this.pipelineCommit(client, sentFlags);
-      // The run's statements are written: one write for all of them (pg writes each query apart).
-      socket.uncork();
+      try {
+        // A microtask, no I/O: nothing else reaches the socket meanwhile, and the run stays corked.
+        if (i >= batch.length && run.length > 0 && nothingAfter) commit = await this.pipelineCommit(client, sentFlags);
+      } finally {
+        // The run's statements are written: one write for all of them (pg writes each query apart).
+        socket.uncork();
+      }
       await Promise.all(run);
       if (commit) break;
       if (err !== undefined || i >= batch.length) break;
