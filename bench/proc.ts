@@ -18,6 +18,20 @@ export function cpuMicrosOf(pids: number[]): number {
   return pids.reduce((sum, pid) => sum + cpuMicros(pid), 0);
 }
 
+/**
+ * Read and write system calls made so far by `pid` (all its threads: `syscr`, `syscw` of
+ * /proc/PID/io), or NaN when that file cannot be read (another user's process). Counts, unlike CPU
+ * time, do not swell when the machine is loaded, so they compare two trees on a busy machine.
+ */
+export function systemCalls(pid: number): { reads: number; writes: number } {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    return { reads: Number(io.match(/^syscr: (\d+)$/m)?.[1]), writes: Number(io.match(/^syscw: (\d+)$/m)?.[1]) };
+  } catch {
+    return { reads: NaN, writes: NaN };
+  }
+}
+
 /** Resident set size of `pid`, in bytes. */
 export function rssBytes(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { saturate } from './load/closed-loop.ts';
-import { cpuMicrosOf } from './proc.ts';
+import { cpuMicrosOf, systemCalls } from './proc.ts';
 import { summarise, summaryLines, type CpuProfile } from './profile-summary.ts';
 import { runScript } from './script.ts';
 import { startUpstream } from './targets.ts';
@@ -15,7 +15,7 @@ import { startPostgres } from '../test/support/postgres.ts';
  * `node --cpu-prof`, loaded by the closed loop with JSON requests, then stopped with SIGTERM so
  * that V8 writes the profile, which is summarised by profile-summary.ts. On PostgreSQL the
  * database server's own CPU per request is reported beside it (the other side of every wait).
- * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--keep DIR]
+ * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--keep DIR] [--node-option=FLAG ...]
  */
 const { values } = parseArgs({
   options: {
@@ -24,13 +24,15 @@ const { values } = parseArgs({
     wallets: { type: 'string', default: '1' },
     connections: { type: 'string', default: '64' },
     keep: { type: 'string' },
+    // A flag for the gateway's node (repeatable), to compare runtime settings side by side: --node-option=--max-semi-space-size=64
+    'node-option': { type: 'string', multiple: true, default: [] },
   },
 });
 if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error('--engine must be sqlite or postgres');
 const seconds = Number(values.seconds);
 const wallets = Number(values.wallets);
-/** CPU of a PostgreSQL server: the postmaster (found by its port) and every backend it forked. */
-function postgresCpuMicros(port: number): number {
+/** The processes of a PostgreSQL server: the postmaster (found by its port) and every backend it forked. */
+function postgresPids(port: number): number[] {
   const stats = readdirSync('/proc')
     .filter((d) => /^\d+$/.test(d))
     .flatMap((pid) => {
@@ -43,8 +45,38 @@ function postgresCpuMicros(port: number): number {
       }
     });
   const postmaster = stats.find((s) => s.cmdline.startsWith('/usr/lib/postgresql/') && s.cmdline.includes(`\0-p\0${port}\0`));
-  if (!postmaster) return NaN;
-  return cpuMicrosOf([postmaster.pid, ...stats.filter((s) => s.ppid === postmaster.pid).map((s) => s.pid)]);
+  if (!postmaster) return [];
+  return [postmaster.pid, ...stats.filter((s) => s.ppid === postmaster.pid).map((s) => s.pid)];
+}
+
+/** CPU of a PostgreSQL server, NaN when there is none. A backend that exits between the listing and the read counts nothing. */
+function postgresCpuMicros(port: number): number {
+  const pids = postgresPids(port);
+  if (!pids.length) return NaN;
+  return pids.reduce((sum, pid) => {
+    try {
+      return sum + cpuMicrosOf([pid]);
+    } catch {
+      return sum;
+    }
+  }, 0);
+}
+
+/** Read and write system calls of the processes, summed, by pid (a backend that exits drops out of the next count). */
+function callsByPid(pids: number[]): Map<number, { reads: number; writes: number }> {
+  return new Map(pids.map((pid) => [pid, systemCalls(pid)]));
+}
+
+/** Per request, the calls made between two counts, over the processes counted both times. */
+function callsPerRequest(before: ReturnType<typeof callsByPid>, after: ReturnType<typeof callsByPid>, requests: number): string {
+  let reads = 0;
+  let writes = 0;
+  for (const [pid, now] of after) {
+    const then = before.get(pid) ?? { reads: 0, writes: 0 };
+    reads += now.reads - then.reads;
+    writes += now.writes - then.writes;
+  }
+  return `${(reads / requests).toFixed(2)} reads, ${(writes / requests).toFixed(2)} writes`;
 }
 
 async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -103,7 +135,7 @@ await runScript('profile', async ({ dir, onStop }) => {
     databaseUrl,
     instances: 1,
     wallets,
-    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`],
+    nodeArgs: [...(values['node-option'] ?? []), '--cpu-prof', `--cpu-prof-dir=${profiles}`],
   });
   onStop(deployment.stop);
   const target = deployment.row(wallets);
@@ -111,11 +143,16 @@ await runScript('profile', async ({ dir, onStop }) => {
   await saturate(target, { model: 'bench-fast', stream: false, seconds: 2, connections }); // warm-up, in the profile too
   if (values.engine === 'postgres') await resetStatements(databaseUrl);
   const pgBefore = postgresCpuMicros(pgPort);
+  const gatewayPid = deployment.instances[0]!.child.pid!;
+  const gatewayCallsBefore = callsByPid([gatewayPid]);
+  const pgCallsBefore = callsByPid(postgresPids(pgPort));
   const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
   const window = { fromMicros: monotonicMicros(), toMicros: 0 };
   const load = await saturate(target, { model: 'bench-fast', stream: false, seconds, connections });
   window.toMicros = monotonicMicros();
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
+  const gatewayCalls = callsPerRequest(gatewayCallsBefore, callsByPid([gatewayPid]), load.completed);
+  const pgCalls = callsPerRequest(pgCallsBefore, callsByPid(postgresPids(pgPort)), load.completed);
   const statements = values.engine === 'postgres' ? await statementLines(databaseUrl, load.completed) : [];
   // SIGTERM: a graceful exit, on which V8 writes the .cpuprofile.
   await deployment.instances[0]!.stop();
@@ -128,6 +165,8 @@ await runScript('profile', async ({ dir, onStop }) => {
       `${values.engine}, ${wallets} wallet(s), ${connections} connections, ${seconds} s (only these samples: no start-up, no warm-up): ` +
         `${load.requestsPerSecond.toFixed(0)} req/s, gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request` +
         (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : ''),
+      `system calls per request (read and write families, /proc/PID/io): gateway ${gatewayCalls}` +
+        (Number.isFinite(pgPerRequest) ? `; PostgreSQL server ${pgCalls}` : ''),
       ...summaryLines(summarise(JSON.parse(readFileSync(join(profiles, file), 'utf8')) as CpuProfile, window)),
       ...statements,
       values.keep ? `\nprofile kept: ${join(profiles, file)}` : '',

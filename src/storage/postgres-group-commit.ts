@@ -122,9 +122,17 @@ export class PostgresGroupCommit extends GroupCommit {
    * answers before it. So BEGIN and the statements of a run of consecutive one-statement units go
    * out together, a round trip for the whole run. A unit that reads before it writes runs after the
    * run before it has answered, each statement awaited; then the next run. So the server executes
-   * the units in the batch's (wallet) order. COMMIT is sent once every unit has settled: a unit that
-   * fails after its statement was sent must roll the batch back (write-units.ts: all or nothing),
-   * so the batch costs one round trip more than pipelining COMMIT with the last run would.
+   * the units in the batch's (wallet) order.
+   *
+   * When a run ends the batch (the ledger's batches are one run: the one-statement reserve and
+   * finish), COMMIT goes out in the same write as the run: one round trip and one wake-up of the
+   * backend per batch instead of two. All or nothing still holds (write-units.ts): a statement the
+   * server refuses aborts the transaction, every statement after it is refused too, and the server
+   * answers the COMMIT with ROLLBACK, so nothing committed and each unit runs again alone. COMMIT is
+   * pipelined only when every unit of the run says nothing of it can fail once its statement ran
+   * (nothingAfterStatement), handed its statement to pg synchronously, and pg took it (see
+   * pipelineCommit); otherwise it is sent once every unit has settled, so that a unit failing after
+   * its statement still rolls the batch back.
    */
   private async attempt(client: PgModule.PoolClient, batch: Queued[]): Promise<BatchOutcome> {
     const values: unknown[] = new Array(batch.length);
@@ -137,12 +145,18 @@ export class PostgresGroupCommit extends GroupCommit {
     const begin = client.query('BEGIN');
     // Awaited below; without this, a rejection left pending while the units run would be unhandled.
     begin.catch(() => undefined);
+    /** COMMIT's answer, when it left with the last run. */
+    let commit: PipelinedCommit | undefined;
     for (let i = 0; i < batch.length && err === undefined; ) {
       const run: Promise<void>[] = [];
+      const sentFlags: { yes: boolean }[] = [];
+      let nothingAfter = true;
       if (i > 0) socket.cork();
       for (; i < batch.length && batch[i]!.oneStatement; i++) {
         const at = i;
         const sent = { yes: false };
+        sentFlags.push(sent);
+        nothingAfter &&= batch[at]!.nothingAfterStatement === true;
         run.push(
           call(batch[at]!.unit, this.oneStatement(sent)).then(
             (value) => void (values[at] = value),
@@ -152,9 +166,15 @@ export class PostgresGroupCommit extends GroupCommit {
           ),
         );
       }
-      // The run's statements are written: one write for all of them (pg writes each query apart).
-      socket.uncork();
+      try {
+        // A microtask, no I/O: nothing else reaches the socket meanwhile, and the run stays corked.
+        if (i >= batch.length && run.length > 0 && nothingAfter) commit = await this.pipelineCommit(client, sentFlags);
+      } finally {
+        // The run's statements are written: one write for all of them (pg writes each query apart).
+        socket.uncork();
+      }
       await Promise.all(run);
+      if (commit) break;
       if (err !== undefined || i >= batch.length) break;
       try {
         values[i] = await call(batch[i]!.unit, this.tx);
@@ -168,6 +188,7 @@ export class PostgresGroupCommit extends GroupCommit {
     } catch (e) {
       return this.unknown(e);
     }
+    if (commit) return this.settleCommit(commit, values, failedAlone, err);
     if (err !== undefined) {
       try {
         await client.query('ROLLBACK');
@@ -192,6 +213,41 @@ export class PostgresGroupCommit extends GroupCommit {
     if (done.command !== 'COMMIT')
       return { ok: false, err: new Error('the batch was rolled back at COMMIT: a unit caught the error of its own statement'), retryAlone: true };
     // Committed although some one-statement units failed: none of their statements was sent.
+    return { ok: true, values, failedAlone };
+  }
+
+  /**
+   * Sends COMMIT behind the last run's statements, still corked, when that is safe: every unit of
+   * the run has handed its statement to pg (a unit whose statement would come later must not land
+   * after the COMMIT), and pg failed none of them on our side. A value pg cannot encode fails its
+   * query synchronously, after pg has written part of it, and marks the connection broken (query)
+   * one microtask later, which the await below lets happen; COMMIT then stays unsent, as before.
+   */
+  private async pipelineCommit(client: PgModule.PoolClient, sentFlags: { yes: boolean }[]): Promise<PipelinedCommit | undefined> {
+    await undefined;
+    if (this.broken !== null || !sentFlags.every((sent) => sent.yes)) return undefined;
+    const answer = client.query('COMMIT');
+    // Awaited in settleCommit; without this, its rejection while the run is awaited would be unhandled.
+    answer.catch(() => undefined);
+    return { answer };
+  }
+
+  /**
+   * The outcome of a batch whose COMMIT left with its last run. A refused statement aborted the
+   * transaction, so the server answered ROLLBACK: nothing committed, and each unit may run again.
+   * A unit that failed while the server committed (one that broke its nothingAfterStatement word)
+   * cannot be undone: an unknown outcome, no rerun.
+   */
+  private async settleCommit(commit: PipelinedCommit, values: unknown[], failedAlone: Map<number, unknown>, err: unknown): Promise<BatchOutcome> {
+    let done: PgModule.QueryResult;
+    try {
+      done = await commit.answer;
+    } catch (e) {
+      return this.unknown(err ?? e);
+    }
+    if (done.command !== 'COMMIT')
+      return { ok: false, err: err ?? new Error('the batch was rolled back at COMMIT: one of its statements failed'), retryAlone: true };
+    if (err !== undefined) return this.unknown(err);
     return { ok: true, values, failedAlone };
   }
 
@@ -241,6 +297,11 @@ export class PostgresGroupCommit extends GroupCommit {
  */
 function socketOf(client: PgModule.PoolClient): ConnectionSocket {
   return (client as unknown as { connection: { stream: ConnectionSocket } }).connection.stream;
+}
+
+/** A COMMIT sent with the batch's last run; its answer is awaited once every unit has settled. */
+interface PipelinedCommit {
+  answer: Promise<PgModule.QueryResult>;
 }
 
 /** What this file does with a connection's socket: cork a run, and destroy it past the deadline. */

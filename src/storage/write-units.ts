@@ -32,6 +32,13 @@ export interface UnitOptions {
    * without waiting for the units before it in its batch. A second statement makes it fail.
    */
   oneStatement?: boolean;
+  /**
+   * With oneStatement: the unit's value is its statement's answer, and nothing of the unit can fail
+   * once the statement has run. PostgreSQL may then send COMMIT in the same write as the statement
+   * (postgres-group-commit.ts); a unit that could still throw must not say so, since a COMMIT already
+   * sent cannot be taken back.
+   */
+  nothingAfterStatement?: boolean;
 }
 
 /** Runs write units; each promise settles only once the unit is committed (or rolled back). */

@@ -99,7 +99,7 @@ describe('PostgreSQL group commit', () => {
   });
 
   describe('the wire', () => {
-    test('a run of one-statement units leaves in one write with its BEGIN, not a write per statement', async () => {
+    test('a batch of one-statement units leaves in one write: BEGIN, every statement and COMMIT, not a write per statement', async () => {
       const w = await fundedWallet(s.db, 1000);
       // Warm: the writer's connection is open and has prepared the reserve's statement.
       assert.equal(await reserveOf(oneLane, w, 1), true);
@@ -121,8 +121,8 @@ describe('PostgreSQL group commit', () => {
         Object.assign(proto, { _write: write, _writev: writev });
       }
       assert.equal(admitted.filter(Boolean).length, 20);
-      // One batch: BEGIN and the 20 statements in one write, then COMMIT (pg alone wrote 21 then 1).
-      assert.ok(writes <= 2, `the batch took ${writes} writes`);
+      // One batch: BEGIN, the 20 statements and COMMIT in one write (pg alone wrote 22).
+      assert.equal(writes, 1, `the batch took ${writes} writes`);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 21, available_usdc: 979 });
       await ledgerOk();
     });
@@ -207,6 +207,38 @@ describe('PostgreSQL group commit', () => {
       const [a, bad, c] = await Promise.allSettled([reserveOf(oneLane, w, 100), refused, reserveOf(oneLane, w, 300)]);
       assert.deepEqual([a.status, bad.status, c.status], ['fulfilled', 'rejected', 'fulfilled']);
       assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 400, available_usdc: 600 });
+      await ledgerOk();
+    });
+
+    test('a statement the server refuses in a batch whose COMMIT left with it: nothing commits with it, the others run again and commit', async () => {
+      const w = await fundedWallet(s.db, 1000);
+      // Warm, so the three statements below are one batch on a connection that has them prepared.
+      assert.equal(await reserveOf(oneLane, w, 1), true);
+      const sent: string[] = [];
+      const query = pg.Client.prototype.query as (...a: unknown[]) => Promise<unknown>;
+      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+        sent.push(typeof args[0] === 'string' ? args[0] : 'statement');
+        return query.apply(this, args);
+      } as typeof pg.Client.prototype.query;
+      let results: PromiseSettledResult<unknown>[];
+      try {
+        // Breaks the wallet's check (locked within the balance): the server refuses it.
+        const refused = oneLane.writeUnit((tx) => tx.run('UPDATE wallets SET locked_usdc = balance_usdc + 1 WHERE address = ?', [w]), {
+          wallet: w,
+          oneStatement: true,
+          nothingAfterStatement: true,
+        });
+        results = await Promise.allSettled([reserveOf(oneLane, w, 100), refused, reserveOf(oneLane, w, 300)]);
+      } finally {
+        pg.Client.prototype.query = query as typeof pg.Client.prototype.query;
+      }
+      // The first attempt sent COMMIT behind the three statements, before any of them answered.
+      assert.deepEqual(sent.slice(0, 5), ['BEGIN', 'statement', 'statement', 'statement', 'COMMIT']);
+      assert.deepEqual(
+        results.map((r) => r.status),
+        ['fulfilled', 'rejected', 'fulfilled'],
+      );
+      assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1000, locked_usdc: 401, available_usdc: 599 });
       await ledgerOk();
     });
 

@@ -115,6 +115,7 @@ export async function finishReservation(
     const row = await storage.writeUnit((tx) => tx.get<{ charged: number; balance_usdc: number }>(FINISH_IN_ONE_STATEMENT.sql, params), {
       wallet: usage.wallet,
       oneStatement: true,
+      nothingAfterStatement: true,
     });
     return row ? outcome(Number(row.charged), Number(row.balance_usdc)) : notApplied;
   }

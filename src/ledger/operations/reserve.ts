@@ -90,7 +90,11 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
     ...bucketValues(now),
   };
   if (storage.engine === 'postgres' && !r.keyHasLimit) {
-    const reserved = await storage.writeUnit((tx) => RESERVE_IN_ONE_STATEMENT.run(tx, v), { wallet: r.wallet, oneStatement: true });
+    const reserved = await storage.writeUnit((tx) => RESERVE_IN_ONE_STATEMENT.run(tx, v), {
+      wallet: r.wallet,
+      oneStatement: true,
+      nothingAfterStatement: true,
+    });
     // Only taken by a key with no limit (the statement checks it), so nothing caps its charge.
     if (reserved === 1) return { ok: true, keyLimited: false };
     // Refused: the balance, or a limit set since the key was cached. The unit below tells which.
