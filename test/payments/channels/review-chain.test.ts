@@ -75,9 +75,7 @@ describe('attack: claims (review)', () => {
     assert.equal(await s.contractHolds('usdc'), held - 70_000n);
   });
 
-  test('attack: a claim above the balance with a voucher signed at the uint128 maximum is refused; a total of 2^128 is refused, not thrown', {
-    todo: 'BREAK: a claim row past uint128 throws out of the facilitator (viem IntegerOutOfRangeError) instead of a claim_payload refusal',
-  }, async () => {
+  test('attack: a claim above the balance with a voucher signed at the uint128 maximum is refused; a total of 2^128 is refused, not thrown', async () => {
     const s = await channelSetup();
     const payer = await s.payer();
     const { config } = await s.openChannel(payer);
@@ -86,16 +84,22 @@ describe('attack: claims (review)', () => {
     await assert.rejects(s.simulate(s.payTo, 'claim', [contractRows([over])]), reverted('ClaimExceedsBalance'));
     const wrapped = { ...over, totalClaimed: (UINT128_MAX + 1n).toString() };
     const result = await s.claim([wrapped]);
-    assert.equal(result.success, false);
+    assert.equal(result.errorReason, 'invalid_batch_settlement_evm_claim_payload');
+    const notRows = await s.facilitator.settle(
+      { x402Version: 2, accepted: s.requirements(1n), payload: { type: 'claim', claims: { 0: over } } },
+      s.requirements(1n),
+    );
+    assert.equal(notRows.errorReason, 'invalid_batch_settlement_evm_claim_payload');
+    const refund = await s.refund(payer, config, 0n, UINT128_MAX + 1n);
+    assert.equal(refund.errorReason, 'invalid_batch_settlement_evm_refund_payload');
+    assert.equal((await s.channel(config)).refundNonce, 0n);
     assert.equal((await s.claim([await s.claimRow(payer, config, UINT128_MAX, DEPOSIT)])).success, true, 'the whole balance, within the ceiling');
     assert.equal((await s.channel(config)).totalClaimed, DEPOSIT);
   });
 });
 
 describe('attack: voucher signatures (review)', () => {
-  test('attack: a high-s copy of a voucher signature is refused by the facilitator as the contract refuses it', {
-    todo: 'BREAK: the facilitator verifies a high-s voucher the contract will not claim (the request is served, the claim batch reverts)',
-  }, async () => {
+  test('attack: a high-s copy of a voucher signature is refused by the facilitator as the contract refuses it', async () => {
     const s = await channelSetup();
     const payer = await s.payer();
     const { config, channelId } = await s.openChannel(payer);
@@ -112,9 +116,7 @@ describe('attack: voucher signatures (review)', () => {
     assert.equal(verdict.invalidReason, 'invalid_batch_settlement_evm_voucher_signature');
   });
 
-  test('attack: a voucher signature in a form the contract does not recover (64-byte compact, v of 0 or 1) is refused by the facilitator', {
-    todo: 'BREAK: the facilitator verifies a voucher with v = 0/1 that ecrecover (and so the contract) refuses',
-  }, async () => {
+  test('attack: a voucher signature in a form the contract does not recover (64-byte compact, v of 0 or 1) is refused by the facilitator', async () => {
     const s = await channelSetup();
     const payer = await s.payer();
     const { config, channelId } = await s.openChannel(payer);
