@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { BatchSettlementDepositPayload, ChannelConfig } from '@x402/evm';
 import { encodeAbiParameters, pad, parseSignature, serializeCompactSignature, signatureToCompactSignature, type Hex } from 'viem';
 import { BATCH_SETTLEMENT_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS } from '../../../src/devchain/deploy.ts';
-import { channelIdOf } from '../../../src/payments/channels/onchain-channel.ts';
+import { channelIdOf, readOnchainChannel } from '../../../src/payments/channels/onchain-channel.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { channelSetup, DEPOSIT } from './contract-setup.ts';
 
@@ -229,5 +229,19 @@ describe('attack: the facilitator asked outside its chain (review)', () => {
     assert.equal(outcome, false);
     assert.equal((await s.channel(config)).totalClaimed, 0n);
     assert.equal(channelIdOf(config, s.network) === channelIdOf(config, 'eip155:8453'), false, 'the channel id binds the chain');
+  });
+});
+
+describe('attack: a lagging RPC node (review)', () => {
+  test('attack: a channel read from a node behind the block of a claim just made is refused, not taken as the state', async () => {
+    const s = await channelSetup();
+    const payer = await s.payer();
+    const { config, channelId } = await s.openChannel(payer);
+    const claimed = await s.claim([await s.claimRow(payer, config, 40_000n)]);
+    const claimBlock = (await s.reader.getTransactionReceipt({ hash: claimed.transaction as Hex })).blockNumber;
+    // A load-balanced RPC whose next answer comes from a node one block behind the claim.
+    const lagging = { ...s.reader, getBlockNumber: async () => claimBlock - 1n, readContract: s.reader.readContract };
+    await assert.rejects(readOnchainChannel(lagging, channelId, undefined, claimBlock), /behind/);
+    assert.equal((await readOnchainChannel(s.reader, channelId, undefined, claimBlock)).totalClaimed, 40_000n);
   });
 });
