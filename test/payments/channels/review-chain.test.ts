@@ -140,28 +140,26 @@ describe('attack: voucher signatures (review)', () => {
     const payer = await s.payer();
     const { config, channelId } = await s.openChannel(payer);
     const accepted = s.requirements(10_000n);
-    const otherChain = await payer.signTypedData({
-      domain: { name: 'x402 Batch Settlement', version: '1', chainId: 1, verifyingContract: BATCH_SETTLEMENT_ADDRESS },
-      types: {
-        Voucher: [
-          { name: 'channelId', type: 'bytes32' },
-          { name: 'maxClaimableAmount', type: 'uint128' },
-        ],
-      },
-      primaryType: 'Voucher',
-      message: { channelId, maxClaimableAmount: 20_000n },
-    });
-    const otherContract = await payer.signTypedData({
-      domain: { name: 'x402 Batch Settlement', version: '1', chainId: s.chain.chain.id, verifyingContract: PERMIT2_DEPOSIT_COLLECTOR_ADDRESS },
-      types: {
-        Voucher: [
-          { name: 'channelId', type: 'bytes32' },
-          { name: 'maxClaimableAmount', type: 'uint128' },
-        ],
-      },
-      primaryType: 'Voucher',
-      message: { channelId, maxClaimableAmount: 20_000n },
-    });
+    /** The Voucher as the stock client signs it, under a domain with one field changed. */
+    const signUnder = (chainId: number, verifyingContract: Hex) =>
+      payer.signTypedData({
+        domain: { name: 'x402 Batch Settlement', version: '1', chainId, verifyingContract },
+        types: {
+          Voucher: [
+            { name: 'channelId', type: 'bytes32' },
+            { name: 'maxClaimableAmount', type: 'uint128' },
+          ],
+        },
+        primaryType: 'Voucher',
+        message: { channelId, maxClaimableAmount: 20_000n },
+      });
+    const otherChain = await signUnder(1, BATCH_SETTLEMENT_ADDRESS);
+    const otherContract = await signUnder(s.chain.chain.id, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS);
+    assert.equal(
+      await signUnder(s.chain.chain.id, BATCH_SETTLEMENT_ADDRESS),
+      (await s.voucher(payer, channelId, 20_000n)).signature,
+      'only the changed field differs',
+    );
     for (const signature of [otherChain, otherContract]) {
       const voucher = { channelId, maxClaimableAmount: '20000', signature };
       const verdict = await s.facilitator.verify({ x402Version: 2, accepted, payload: { type: 'voucher', channelConfig: config, voucher } }, accepted);
