@@ -114,6 +114,18 @@ describe('attack: voucher signatures (review)', () => {
     const verdict = await verify(malleated);
     assert.equal(verdict.isValid, false, 'a voucher the contract will not honour must not be accepted for a request');
     assert.equal(verdict.invalidReason, 'invalid_batch_settlement_evm_voucher_signature');
+
+    // The same in a deposit's first voucher and in a refund request's zero-charge voucher.
+    const deposit = await s.signDeposit(payer, accepted, pad('0x09', { size: 32 }));
+    const inner = deposit.payload as unknown as BatchSettlementDepositPayload;
+    inner.voucher.signature = highS(inner.voucher.signature as Hex);
+    assert.equal((await s.facilitator.verify(deposit, accepted)).invalidReason, 'invalid_batch_settlement_evm_voucher_signature');
+    const zero = await s.voucher(payer, channelId, 0n);
+    const refund = { type: 'refund', channelConfig: config, voucher: { ...zero, signature: highS(zero.signature as Hex) } };
+    assert.equal(
+      (await s.facilitator.verify({ x402Version: 2, accepted, payload: refund }, accepted)).invalidReason,
+      'invalid_batch_settlement_evm_voucher_signature',
+    );
   });
 
   test('attack: a voucher signature in a form the contract does not recover (64-byte compact, v of 0 or 1) is refused by the facilitator', async () => {
