@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BatchSettlementDepositPayload, ChannelConfig } from '@x402/evm';
 import { encodeAbiParameters, pad, parseSignature, serializeCompactSignature, signatureToCompactSignature, type Hex } from 'viem';
-import { BATCH_SETTLEMENT_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS } from '../../../src/devchain/deploy.ts';
+import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS } from '../../../src/devchain/deploy.ts';
 import { channelIdOf, readOnchainChannel } from '../../../src/payments/channels/onchain-channel.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { channelSetup, DEPOSIT } from './contract-setup.ts';
@@ -202,7 +202,7 @@ describe('attack: channel configs and deposits (review)', () => {
     }
   });
 
-  test('attack: a Permit2 deposit authorization moved to another channel of the same payer is refused; its own channel takes it once', async () => {
+  test('attack: a Permit2 deposit authorization moved to another channel, receiver or collector is refused; its own channel takes it once', async () => {
     const s = await channelSetup();
     const [payer, stranger] = [await s.payer(), await s.payer()];
     const payload = (await s.signDeposit(payer, s.requirements(USD / 100n, 'usdt'), pad('0x07', { size: 32 })))
@@ -215,6 +215,10 @@ describe('attack: channel configs and deposits (review)', () => {
     );
     const elsewhere = { ...payload.channelConfig, salt: pad('0x08', { size: 32 }) };
     await assert.rejects(s.simulate(stranger, 'deposit', [elsewhere, DEPOSIT, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, data]));
+    await assert.rejects(
+      s.simulate(stranger, 'deposit', [payload.channelConfig, DEPOSIT, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, data]),
+      'the other collector does not take a Permit2 authorization',
+    );
     const redirected = { ...payload.channelConfig, receiver: stranger.address };
     await assert.rejects(s.simulate(stranger, 'deposit', [redirected, DEPOSIT, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, data]));
     await s.send(stranger, 'deposit', [payload.channelConfig, DEPOSIT, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, data]);
