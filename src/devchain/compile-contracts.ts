@@ -20,6 +20,7 @@ export const CONTRACT_SOURCES = [
   'StandInBatchSettlementCollectors.sol',
   'StandInBatchSettlement.sol',
   'TestSmartWallet.sol',
+  'HostileToken.sol',
 ];
 export const ARTIFACTS_PATH = path.join(ROOT, 'src/devchain/artifacts.json');
 

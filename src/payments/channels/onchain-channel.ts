@@ -43,11 +43,15 @@ export function channelIdOf(config: ChannelConfig, network: string): Hex {
 /**
  * The channel's on-chain state, every field read at one block (a claim landing between the reads
  * would otherwise pair a new totalClaimed with an old balance). `blockNumber` pins it; default: the latest.
+ * `notBefore`: the block of a transaction the caller just saw land (a deposit, claim or refund); a
+ * node answering from before it (one behind a load balancer) would give the state without it, so
+ * that read throws instead of mirroring the old state as fresh.
  */
-export async function readOnchainChannel(client: Reader, channelId: Hex, blockNumber?: bigint): Promise<OnchainChannel> {
+export async function readOnchainChannel(client: Reader, channelId: Hex, blockNumber?: bigint, notBefore?: bigint): Promise<OnchainChannel> {
   // cacheTime 0: viem otherwise answers from a block number cached for its polling interval (4 s by
   // default), and the read would miss a claim or deposit that just landed.
   const at = blockNumber ?? (await client.getBlockNumber({ cacheTime: 0 }));
+  if (notBefore !== undefined && at < notBefore) throw new Error(`the RPC answered from block ${at}, behind block ${notBefore} the caller saw land`);
   const read = { address: batchSettlementAddress, abi: batchSettlementReads, blockNumber: at } as const;
   const [[balance, totalClaimed], [withdrawAmount, initiatedAt], refundNonce] = await Promise.all([
     client.readContract({ ...read, functionName: 'channels', args: [channelId] }),

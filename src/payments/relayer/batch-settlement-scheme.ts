@@ -1,17 +1,22 @@
 import type { x402Facilitator } from '@x402/core/facilitator';
-import type { FacilitatorContext, Network, PaymentPayload, PaymentRequirements, SettleResponse } from '@x402/core/types';
+import type { FacilitatorContext, Network, PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse } from '@x402/core/types';
 import {
   isBatchSettlementClaimPayload,
+  isBatchSettlementDepositPayload,
   isBatchSettlementEnrichedRefundPayload,
+  isBatchSettlementRefundPayload,
   isBatchSettlementSettlePayload,
+  isBatchSettlementVoucherPayload,
   type ChannelConfig,
   type FacilitatorEvmSigner,
 } from '@x402/evm';
 import { BatchSettlementEvmScheme } from '@x402/evm/batch-settlement/facilitator';
-import type { LocalAccount } from 'viem';
+import type { Hex, LocalAccount } from 'viem';
+import { amountOutOfRange, ecdsaRecoverableOnchain, recoveredByEcdsa } from './batch-settlement-payload-checks.ts';
 
 const RECEIVER_MISMATCH = 'invalid_batch_settlement_evm_receiver_mismatch';
 const TOKEN_MISMATCH = 'invalid_batch_settlement_evm_token_mismatch';
+const VOUCHER_SIGNATURE = 'invalid_batch_settlement_evm_voucher_signature';
 
 /**
  * @x402/evm's batch-settlement facilitator on `network`: deposits (EIP-3009 and Permit2 through the
@@ -30,8 +35,29 @@ const TOKEN_MISMATCH = 'invalid_batch_settlement_evm_token_mismatch';
  * itself (in-process) or, through `tollgate facilitator`, an instance holding its bearer token.
  */
 class BatchSettlementForPayTo extends BatchSettlementEvmScheme {
+  constructor(
+    private readonly chain: FacilitatorEvmSigner,
+    ...rest: ConstructorParameters<typeof BatchSettlementEvmScheme> extends [unknown, ...infer R] ? R : never
+  ) {
+    super(chain, ...rest);
+  }
+
+  /** The package's verify, plus: a voucher signature must be one the contract itself recovers (batch-settlement-payload-checks.ts). */
+  override async verify(payload: PaymentPayload, requirements: PaymentRequirements, context?: FacilitatorContext): Promise<VerifyResponse> {
+    const inner = payload.payload;
+    const carriesVoucher = isBatchSettlementDepositPayload(inner) || isBatchSettlementVoucherPayload(inner) || isBatchSettlementRefundPayload(inner);
+    if (carriesVoucher) {
+      const { channelConfig: config, voucher } = inner;
+      const codeAt = (address: Hex) => this.chain.getCode({ address });
+      if ((await recoveredByEcdsa(config, voucher.signature, codeAt)) && !ecdsaRecoverableOnchain(voucher.signature)) {
+        return { isValid: false, invalidReason: VOUCHER_SIGNATURE, payer: config.payer };
+      }
+    }
+    return super.verify(payload, requirements, context);
+  }
+
   override async settle(payload: PaymentPayload, requirements: PaymentRequirements, context?: FacilitatorContext): Promise<SettleResponse> {
-    const refusal = outsidePayTo(payload.payload, requirements);
+    const refusal = amountOutOfRange(payload.payload) ?? outsidePayTo(payload.payload, requirements);
     if (refusal) return { success: false, errorReason: refusal, transaction: '', network: requirements.network };
     return super.settle(payload, requirements, context);
   }
