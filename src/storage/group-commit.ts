@@ -40,6 +40,11 @@ export abstract class GroupCommit {
       this.schedule();
     });
 
+  /** How many queued units the next batch takes; the engine may take fewer than `maxUnits` (sqlite-group-commit.ts). */
+  protected batchLimit(): number {
+    return this.maxUnits;
+  }
+
   /** The order a batch's units run in; any order is theirs to take, since they were sent together. */
   protected order(batch: Queued[]): Queued[] {
     return batch;
@@ -56,7 +61,7 @@ export abstract class GroupCommit {
     this.busy = true;
     // setImmediate, not a microtask: requests that arrived in the same poll phase join the batch.
     setImmediate(() => {
-      const batch = this.order(this.queue.splice(0, this.maxUnits));
+      const batch = this.order(this.queue.splice(0, Math.min(this.maxUnits, this.batchLimit())));
       this.hold(() => this.flush(batch))
         // Holding the connection failed (the database is closing, or does not answer): nothing
         // ran. A promise already settled ignores the rejection.
