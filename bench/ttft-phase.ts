@@ -16,7 +16,8 @@ import { startTollgate, type TollgateDeployment } from './tollgate-target.ts';
  * the reference proxy and one or more Tollgate trees on one engine, interleaved: proxy, tree A,
  * tree B, then again, `--pairs` times, each phase after the benchmark's 2 s pause, each line with
  * the load average. An A/B on a shared machine: a single run is noise, alternating is not.
- * `--tree NAME=DIR` names a checkout to run (repeatable; default this one); `--probe` preloads
+ * `--tree NAME=DIR[@FLAGS]` names a checkout to run, with node flags if given (repeatable; default
+ * this one); `--probe` preloads
  * bench/gateway-probe.mjs and --cpu-prof into every gateway and prints what each saw in the phase.
  * Usage: node --import tsx bench/ttft-phase.ts --engine sqlite|postgres [--kind ttft|json] [--rate 1000]
  *          [--seconds 5] [--pairs 3] [--wallets 1] [--tree before=/tmp/before --tree after=.] [--probe]
@@ -37,10 +38,12 @@ if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error(
 if (values.kind !== 'ttft' && values.kind !== 'json') throw new Error('--kind must be ttft or json');
 const ROOT = join(import.meta.dirname, '..');
 const trees = (values.tree ?? ['this=.']).map((t) => {
-  const [name, dir] = t.includes('=') ? [t.slice(0, t.indexOf('=')), t.slice(t.indexOf('=') + 1)] : [t, t];
+  // NAME=DIR[@NODE FLAGS]: the flags (space-separated) go to that tree's node, as an operator's NODE_OPTIONS would.
+  const [spec, flags] = t.includes('@') ? [t.slice(0, t.indexOf('@')), t.slice(t.indexOf('@') + 1)] : [t, ''];
+  const [name, dir] = spec.includes('=') ? [spec.slice(0, spec.indexOf('=')), spec.slice(spec.indexOf('=') + 1)] : [spec, spec];
   const root = resolve(ROOT, dir!);
   if (!existsSync(join(root, 'bin', 'tollgate.mjs'))) throw new Error(`--tree ${t}: no bin/tollgate.mjs in ${root}`);
-  return { name: name!, root };
+  return { name: name!, root, nodeFlags: flags.split(' ').filter(Boolean) };
 });
 const stream = values.kind === 'ttft';
 const phase = { rate: Number(values.rate), seconds: Number(values.seconds), model: stream ? 'bench-paced' : 'bench-fast', stream };
@@ -95,7 +98,8 @@ await runScript('ttft-phase', async ({ dir, onStop }) => {
   const gateways: Array<{ name: string; deployment: TollgateDeployment; target: Target; probeFile: string; windows: Window[] }> = [];
   for (const tree of trees) {
     const probeFile = join(dir, `probe-${tree.name}.json`);
-    const nodeArgs = values.probe ? ['--import', join(ROOT, 'bench', 'gateway-probe.mjs'), '--cpu-prof', `--cpu-prof-dir=${join(profiles, tree.name)}`] : [];
+    const probe = values.probe ? ['--import', join(ROOT, 'bench', 'gateway-probe.mjs'), '--cpu-prof', `--cpu-prof-dir=${join(profiles, tree.name)}`] : [];
+    const nodeArgs = [...tree.nodeFlags, ...probe];
     const deployment = await startTollgate({
       upstreamUrl: upstream.url,
       databaseUrl: await database(tree.name),
