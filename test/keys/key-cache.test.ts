@@ -25,6 +25,17 @@ function reads() {
   };
 }
 
+/** A cache on a clock the test sets, holding key 7 (labelled 'old') as read at time 0. */
+async function holdingOldRow() {
+  const clock = { now: 0 };
+  const cache = new KeyCache(2000, () => clock.now);
+  const db = reads();
+  const first = cache.lookup('h', () => db.read());
+  db.answer(row(7, 'old'));
+  await first;
+  return { clock, cache, db };
+}
+
 describe('the API-key cache', () => {
   test('requests that miss while a read of their key is under way wait for that read: one read, not one per request', async () => {
     let now = 0;
@@ -40,33 +51,23 @@ describe('the API-key cache', () => {
   });
 
   test('past half its life an entry is still served at once, while one read in the background renews it', async () => {
-    let now = 0;
-    const cache = new KeyCache(2000, () => now);
-    const db = reads();
-    const first = cache.lookup('h', () => db.read());
-    db.answer(row(7, 'old'));
-    await first;
-    now = 1200;
+    const { clock, cache, db } = await holdingOldRow();
+    clock.now = 1200;
     // The background read is not answered yet: the requests are answered from the entry all the same.
     for (let i = 0; i < 20; i++) assert.equal((await cache.lookup('h', () => db.read()))?.label, 'old');
     assert.equal(db.count, 2, 'one background read for all of them');
     db.answer(row(7, 'new'));
     await new Promise((r) => setImmediate(r));
-    now = 2100; // past the old entry's end, within the renewed one's first half (read at 1200)
+    clock.now = 2100; // past the old entry's end, within the renewed one's first half (read at 1200)
     assert.equal((await cache.lookup('h', () => db.read()))?.label, 'new');
     assert.equal(db.count, 2);
   });
 
   test('never serves a row older than its TTL: past it, requests wait for the read under way', async () => {
-    let now = 0;
-    const cache = new KeyCache(2000, () => now);
-    const db = reads();
-    const first = cache.lookup('h', () => db.read());
-    db.answer(row(7, 'old'));
-    await first;
-    now = 1500;
+    const { clock, cache, db } = await holdingOldRow();
+    clock.now = 1500;
     await cache.lookup('h', () => db.read()); // starts the background read, which does not answer
-    now = 2000;
+    clock.now = 2000;
     let answered: KeyRow | undefined | 'no' = 'no';
     const late = cache.lookup('h', () => db.read()).then((r) => (answered = r));
     await new Promise((r) => setImmediate(r));
