@@ -55,9 +55,11 @@ const functionLabel = (frame: ProfileNode['callFrame']) =>
 
 /**
  * Self time: each sample's time goes to the frame on top of the stack when it was taken. With a
- * window, only the samples inside it count (the load, without the process's start-up and warm-up).
+ * window (or several: one process's phases), only the samples inside it count (the load, without
+ * the process's start-up and warm-up).
  */
-export function summarise(profile: CpuProfile, window?: Window): ProfileSummary {
+export function summarise(profile: CpuProfile, window?: Window | Window[]): ProfileSummary {
+  const windows = window === undefined ? undefined : Array.isArray(window) ? window : [window];
   const frames = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
   const byFunction = new Map<string, number>();
   const byModule = new Map<string, number>();
@@ -67,7 +69,7 @@ export function summarise(profile: CpuProfile, window?: Window): ProfileSummary 
   profile.samples.forEach((id, i) => {
     const micros = profile.timeDeltas[i] ?? 0;
     at += micros;
-    if (window && (at < window.fromMicros || at > window.toMicros)) return;
+    if (windows && !windows.some((w) => at >= w.fromMicros && at <= w.toMicros)) return;
     const frame = frames.get(id)!;
     totalMicros += micros;
     if (frame.functionName === '(idle)') idleMicros += micros;

@@ -1,5 +1,6 @@
 import type { Report } from './report.ts';
 import { describeCondition, rowName, type RowCondition } from './rows.ts';
+import { tailTargetChecks } from './tail-targets.ts';
 
 /** One performance target of the issue, with the condition it was measured under and its value. */
 export interface TargetCheck {
@@ -99,6 +100,7 @@ export function targetChecks(r: Report, all: Record<string, Record<string, numbe
         `the machine was ${fmt(many[busy]!)} of ${cores} cores busy at one instance's saturation, ${fmt(manyTwo[busy]!)} at two's`,
     });
   }
+  checks.push(...tailTargetChecks(r, all));
   return checks;
 }
 
@@ -106,7 +108,7 @@ export function targetChecks(r: Report, all: Record<string, Record<string, numbe
  * Why an open-loop figure is not the target's own: the generator fell short of its schedule in
  * that phase, for the row or for the baseline it is compared with.
  */
-function generatorCaveat(r: Report, rows: string[], phase: string): string | undefined {
+export function generatorCaveat(r: Report, rows: string[], phase: string): string | undefined {
   const short = rows.flatMap((row) => {
     const l = r.latency[row]?.[phase];
     if (l?.keptSchedule !== false) return [];

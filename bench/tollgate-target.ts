@@ -37,6 +37,10 @@ export async function startTollgate(o: {
   wallets: number;
   redisUrl?: string;
   nodeArgs?: string[];
+  /** Variables for the gateway processes beyond the key secret and Redis (a probe's output file). */
+  env?: Record<string, string>;
+  /** The checkout to run (an A/B runs another tree beside this one); this one by default. */
+  root?: string;
 }): Promise<TollgateDeployment> {
   const model = (id: string) => ({
     provider: 'bench',
@@ -59,10 +63,11 @@ export async function startTollgate(o: {
   });
   // One key secret for all instances: a key made on one must authenticate on the other.
   const env = {
+    ...o.env,
     TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex'),
     ...(o.redisUrl ? { TOLLGATE_REDIS_URL: o.redisUrl } : {}),
   };
-  const started = await Promise.allSettled(Array.from({ length: o.instances }, (_, i) => startGatewayProcess(config(i), env, o.nodeArgs)));
+  const started = await Promise.allSettled(Array.from({ length: o.instances }, (_, i) => startGatewayProcess(config(i), env, o.nodeArgs, o.root)));
   const instances = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const stop = async () => {
     await Promise.all(instances.map((g) => g.kill()));

@@ -13,6 +13,10 @@ export interface OpenLoop {
   /** Milliseconds from the scheduled send time to the full response (JSON) or first token (stream). */
   p50: number;
   p99: number;
+  /** The rest of the distribution from the schedule (absent in results from before 2026-11-29). */
+  p90?: number;
+  p999?: number;
+  max?: number;
   /** The same, counted from when the generator actually sent: a gap to p50/p99 is the generator's own lateness. */
   p50FromSend: number;
   p99FromSend: number;
@@ -30,6 +34,8 @@ export interface OpenLoop {
    * long it took (ms, from that time): whether the tail is one stall or spread over the phase.
    */
   slowest: Array<{ atMs: number; ms: number }>;
+  /** When the schedule started (atMs 0), in epoch milliseconds: lines the slowest up with a gateway's own record. */
+  startEpochMs?: number;
   /** The target's CPU over the phase (every instance summed), as a share of one core. */
   targetCpuShare: number;
   /** Cores the whole machine kept busy over the phase (everything on it, this benchmark or not). */
@@ -175,10 +181,14 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
     failed: Object.values(failures).reduce((sum, n) => sum + n, 0),
     failures,
     p50: percentile(lat, 50),
+    p90: percentile(lat, 90),
     p99: percentile(lat, 99),
+    p999: percentile(lat, 99.9),
+    max: lat.at(-1) ?? NaN,
     p50FromSend: percentile(latSend, 50),
     p99FromSend: percentile(latSend, 99),
     slowest,
+    startEpochMs: performance.timeOrigin + start,
     achievedRate,
     sendLagP50: percentile(lags, 50),
     sendLagP99,

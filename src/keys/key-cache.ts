@@ -5,32 +5,69 @@ import type { KeyRow } from './api-keys.ts';
  * chat hot path. A revocation on this instance removes the key at once; one on another instance
  * (or by the admin CLI) is honoured when the entry expires, so the TTL is capped at 5 s. Unknown and
  * revoked keys are never cached, so junk tokens cannot fill it.
+ *
+ * A busy key never makes its requests wait on the database: once its entry is past half its life,
+ * the request that notices starts one read in the background and is answered from the entry, which
+ * the read then replaces. And reads of one key never pile up: requests that find no entry while a
+ * read of that key is under way wait for that read. Without both, each expiry of a key sending
+ * 1,000 requests a second costs a read per request until the first answers (on PostgreSQL, a burst
+ * of reads queued on the pool for up to a second under load: bench/README.md, "Where the time to
+ * first token went at 1,000 streams/s"). Neither serves a row older than `ttlMs`.
  */
 export class KeyCache {
-  private readonly entries = new Map<string, { row: KeyRow; until: number }>();
+  private readonly entries = new Map<string, { row: KeyRow; until: number; refreshAt: number }>();
+  private readonly reading = new Map<string, Promise<KeyRow | undefined>>();
+  /** Moves on every `forget`: a read started before it must not put back what was forgotten. */
+  private epoch = 0;
 
   constructor(
     private readonly ttlMs: number,
     private readonly now: () => number = Date.now,
   ) {}
 
-  get(hash: string): KeyRow | undefined {
+  /** The active key with this hash, from the cache while its entry is fresh, else from `read`. */
+  lookup(hash: string, read: () => Promise<KeyRow | undefined>): Promise<KeyRow | undefined> {
+    // No cache asked for: every request reads, and sees the key as it is when it arrives.
+    if (this.ttlMs <= 0) return read();
     const entry = this.entries.get(hash);
-    if (!entry) return undefined;
-    if (entry.until <= this.now()) {
-      this.entries.delete(hash);
-      return undefined;
+    const now = this.now();
+    if (entry && entry.until > now) {
+      if (entry.refreshAt <= now) this.readOnce(hash, read).catch(() => undefined); // a failed refresh leaves the entry to expire
+      return Promise.resolve(entry.row);
     }
-    return entry.row;
-  }
-
-  remember(hash: string, row: KeyRow): void {
-    if (this.ttlMs <= 0) return;
-    if (this.entries.size >= 100_000) this.entries.clear();
-    this.entries.set(hash, { row, until: this.now() + this.ttlMs });
+    if (entry) this.entries.delete(hash);
+    return this.readOnce(hash, read);
   }
 
   forget(keyId: number): void {
+    this.epoch++;
+    // A read under way may have seen the key before its revocation: the next request reads again.
+    this.reading.clear();
     for (const [hash, entry] of this.entries) if (entry.row.id === keyId) this.entries.delete(hash);
+  }
+
+  /** One read of `hash` at a time: a caller that comes while one is under way waits for it. */
+  private readOnce(hash: string, read: () => Promise<KeyRow | undefined>): Promise<KeyRow | undefined> {
+    const under = this.reading.get(hash);
+    if (under) return under;
+    const epoch = this.epoch;
+    const startedAt = this.now();
+    const reading = read()
+      .then((row) => {
+        // Timed from the read's start: the row is as old as the moment it was read.
+        if (row && epoch === this.epoch) this.remember(hash, row, startedAt);
+        if (!row) this.entries.delete(hash);
+        return row;
+      })
+      .finally(() => {
+        if (this.reading.get(hash) === reading) this.reading.delete(hash);
+      });
+    this.reading.set(hash, reading);
+    return reading;
+  }
+
+  private remember(hash: string, row: KeyRow, readAt: number): void {
+    if (this.entries.size >= 100_000) this.entries.clear();
+    this.entries.set(hash, { row, until: readAt + this.ttlMs, refreshAt: readAt + this.ttlMs / 2 });
   }
 }

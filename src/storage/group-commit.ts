@@ -1,4 +1,11 @@
+import { channel } from 'node:diagnostics_channel';
 import type { UnitOptions, UnitRunner, WriteUnit } from './write-units.ts';
+
+/**
+ * Every batch as it finishes (its size, how long its oldest unit waited, how long it ran), for a
+ * profiler to subscribe to (bench/gateway-probe.mjs). Nothing is measured while nobody listens.
+ */
+const batches = channel('tollgate:group-commit');
 
 /**
  * Group commit, whatever the engine: units submitted in the same turn of the event loop are run
@@ -29,9 +36,14 @@ export abstract class GroupCommit {
 
   readonly submit: UnitRunner = <T>(unit: WriteUnit<T>, opts: UnitOptions = {}) =>
     new Promise<T>((resolve, reject) => {
-      this.queue.push({ unit, ...opts, resolve: resolve as (v: unknown) => void, reject });
+      this.queue.push({ unit, ...opts, resolve: resolve as (v: unknown) => void, reject, queuedAt: batches.hasSubscribers ? performance.now() : 0 });
       this.schedule();
     });
+
+  /** How many queued units the next batch takes; the engine may take fewer than `maxUnits` (sqlite-group-commit.ts). */
+  protected batchLimit(): number {
+    return this.maxUnits;
+  }
 
   /** The order a batch's units run in; any order is theirs to take, since they were sent together. */
   protected order(batch: Queued[]): Queued[] {
@@ -49,7 +61,7 @@ export abstract class GroupCommit {
     this.busy = true;
     // setImmediate, not a microtask: requests that arrived in the same poll phase join the batch.
     setImmediate(() => {
-      const batch = this.order(this.queue.splice(0, this.maxUnits));
+      const batch = this.order(this.queue.splice(0, Math.min(this.maxUnits, this.batchLimit())));
       this.hold(() => this.flush(batch))
         // Holding the connection failed (the database is closing, or does not answer): nothing
         // ran. A promise already settled ignores the rejection.
@@ -63,7 +75,12 @@ export abstract class GroupCommit {
 
   private async flush(batch: Queued[]): Promise<void> {
     if (!batch.length) return;
+    const started = performance.now();
     const together = await this.transaction(batch);
+    if (batches.hasSubscribers) {
+      const oldest = Math.min(...batch.map((q) => q.queuedAt || started));
+      batches.publish({ at: performance.timeOrigin + started, units: batch.length, waitedMs: started - oldest, ranMs: performance.now() - started });
+    }
     if (together.ok) {
       batch.forEach((q, i) => (together.failedAlone?.has(i) ? q.reject(together.failedAlone.get(i)) : q.resolve(together.values[i])));
       return;
@@ -88,6 +105,8 @@ export interface Queued extends UnitOptions {
   unit: WriteUnit<unknown>;
   resolve(value: unknown): void;
   reject(err: unknown): void;
+  /** performance.now() when it was submitted, while a profiler listens to the batches (else 0). */
+  queuedAt: number;
 }
 
 export type BatchOutcome =

@@ -102,7 +102,7 @@ describe('npm run bench report', () => {
 
   test('every target line names its engine, wallets, instances and load', () => {
     const lines = linesOf(report());
-    assert.equal(lines.length, 10, lines.join('\n'));
+    assert.equal(lines.length, 15, lines.join('\n'));
     assert.deepEqual(
       lines.map((l) => l.match(/^(MET   |MISSED) \[([^\]]+)\]/)?.[2]),
       [
@@ -116,6 +116,11 @@ describe('npm run bench report', () => {
         'PostgreSQL · 100 wallets · 1 instance · closed loop, 64 connections',
         'PostgreSQL · 100 wallets · 1 instance · open loop at 200 req/s',
         'PostgreSQL · 100 wallets · 2 instances against 1 · closed loop, 64 connections',
+        'SQLite · 1 wallet · 1 instance · open loop at 1,000 streams/s (paced upstream)',
+        'PostgreSQL · 1 wallet · 1 instance · open loop at 1,000 streams/s (paced upstream)',
+        'PostgreSQL · 1 wallet · 1 instance · open loop at 1,000 streams/s (paced upstream)',
+        'SQLite · 1 wallet · 1 instance · open loop at 1,000 req/s',
+        'PostgreSQL · 1 wallet · 1 instance · open loop at 1,000 req/s',
       ],
     );
   });
@@ -140,9 +145,23 @@ describe('npm run bench report', () => {
     assert.match(linesOf(report({ twoInstances: 4_000 })).find((l) => /2 instances against 1/.test(l))!, /^MISSED .*= 1\.14×/);
   });
 
+  test('the tail at 1,000 a second: time to first token and JSON p99 as ratios to the proxy in the same run', () => {
+    const lines = linesOf(report());
+    const find = (text: RegExp) => lines.find((l) => text.test(l)) ?? assert.fail(`no line matches ${text}:\n${lines.join('\n')}`);
+    // The proxy's TTFT at 1,000/s: p50 5.5 ms, p99 9 ms; its JSON p99 4 ms.
+    assert.match(find(/^\S+ +\[SQLite .*streams\/s.*\] time to first token p99/), /^MET .*p99 14\.0 ms = 1\.56× the minimal proxy's 9\.00 ms \(target ≤ 3×\)/);
+    assert.match(find(/^\S+ +\[PostgreSQL .*streams\/s.*\] time to first token p99/), /^MISSED .*p99 605 ms = 67\.22× the minimal proxy's 9\.00 ms/);
+    assert.match(
+      find(/\] time to first token p50/),
+      /^MET +\[PostgreSQL · 1 wallet · 1 instance · .*\] .*p50 8\.00 ms = 1\.45× the minimal proxy's 5\.50 ms \(target ≤ 2×\)/,
+    );
+    assert.match(find(/^\S+ +\[SQLite .*1,000 req\/s\] JSON p99/), /^MET .*JSON p99 9\.00 ms = 2\.25× the minimal proxy's 4\.00 ms \(target ≤ 3×\)/);
+    assert.match(find(/^\S+ +\[PostgreSQL · 1 wallet.*1,000 req\/s\] JSON p99/), /^MISSED .*JSON p99 600 ms = 150\.00×/);
+  });
+
   test('a quick run marks every target line as quick', () => {
     const lines = linesOf(report({ quick: true }));
-    assert.equal(lines.length, 10);
+    assert.equal(lines.length, 15);
     for (const line of lines) assert.match(line, /^(MET   |MISSED) \(quick run: short phases, indicative only\) \[/);
     for (const line of linesOf(report())) assert.doesNotMatch(line, /quick/);
   });

@@ -20,9 +20,17 @@ export interface GatewayProcess {
   stop(): Promise<void>;
 }
 
-/** `nodeArgs` go to node itself, before the script (the benchmark's profile passes --cpu-prof, which NODE_OPTIONS refuses). */
-export function startGatewayProcess(config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<GatewayProcess> {
-  return startTollgateProcess(['serve'], config, env, nodeArgs);
+/**
+ * `nodeArgs` go to node itself, before the script (the benchmark's profile passes --cpu-prof, which NODE_OPTIONS refuses).
+ * `cwd`: the checkout whose bin/tollgate.mjs runs (the benchmark's A/B runs another tree beside this one).
+ */
+export function startGatewayProcess(
+  config: Record<string, unknown>,
+  env: NodeJS.ProcessEnv = {},
+  nodeArgs: string[] = [],
+  cwd?: string,
+): Promise<GatewayProcess> {
+  return startTollgateProcess(['serve'], config, env, nodeArgs, cwd);
 }
 
 /** Any long-running tollgate command that logs its URL when it is listening. */
@@ -31,6 +39,7 @@ export async function startTollgateProcess(
   config: Record<string, unknown>,
   env: NodeJS.ProcessEnv = {},
   nodeArgs: string[] = [],
+  cwd?: string,
 ): Promise<GatewayProcess> {
   // Its own folder, removed when the process is stopped: this helper also serves the benchmark,
   // which runs outside node:test and so cannot rely on the test files' cleanup hooks.
@@ -38,6 +47,7 @@ export async function startTollgateProcess(
   const file = join(dir, 'tollgate.yaml');
   writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0, publicUrl: TEST_ORIGIN }, metrics: { port: 0 }, ...config }));
   const child = spawn(process.execPath, [...nodeArgs, 'bin/tollgate.mjs', '--config', file, ...args], {
+    cwd,
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -34,12 +34,8 @@ async function lookUpKey(services: Services, header: string | undefined): Promis
   // A token that cannot be one of our keys is refused without a database round trip.
   if (!KEY_PATTERN.test(key)) throw unauthorized('invalid or revoked API key');
   const hash = hashKey(services.keySecret, key);
-  let row = services.keyCache.get(hash);
-  if (!row) {
-    row = await findActiveKey(services.storage.db, hash);
-    if (!row) throw unauthorized('invalid or revoked API key');
-    services.keyCache.remember(hash, row);
-  }
+  const row = await services.keyCache.lookup(hash, () => findActiveKey(services.storage.db, hash));
+  if (!row) throw unauthorized('invalid or revoked API key');
   if (row.expires_at !== null && row.expires_at <= Date.now()) {
     throw unauthorized(
       `this API key expired at ${toIso(row.expires_at)}; the wallet owner can extend it (PATCH /v1/auth/keys/${row.id} with expires_at) or create a new key`,
