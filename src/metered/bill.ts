@@ -22,6 +22,11 @@ export interface BillOptions {
    * request charged nothing (voided, or priced at 0) stays at 0 and sends nothing.
    */
   minChargeUsdc?: number;
+  /**
+   * Told what the finish charged, once it applied and before a JSON answer is sent: an x402
+   * batch-settlement request's receipt header names its charge (payments/paid-request/batch-settlement.ts).
+   */
+  onBilled?(chargedUsdc: number): void;
 }
 
 /**
@@ -213,6 +218,7 @@ export class RequestBill {
     this.finished = finishing.then((outcome) => {
       this.record(outcome, usage, status, seconds);
       this.reportOverReservation(pricedUsdc, outcome);
+      this.opts.onBilled?.(outcome.applied ? outcome.chargedUsdc : 0);
       if (outcome.shortfallUsdc > 0) {
         this.deps.log.warn({ reqId: this.requestId, shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
       }
