@@ -17,6 +17,8 @@ export const CONTRACT_SOURCES = [
   'StandInPermit2ProxyBase.sol',
   'StandInExactPermit2Proxy.sol',
   'StandInUptoPermit2Proxy.sol',
+  'StandInBatchSettlementCollectors.sol',
+  'StandInBatchSettlement.sol',
   'TestSmartWallet.sol',
 ];
 export const ARTIFACTS_PATH = path.join(ROOT, 'src/devchain/artifacts.json');

@@ -13,7 +13,13 @@ import {
   type PrivateKeyAccount,
 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { PERMIT2_ADDRESS, x402ExactPermit2ProxyAddress, x402UptoPermit2ProxyAddress } from '@x402/evm';
+import {
+  BATCH_SETTLEMENT_ADDRESS,
+  ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+  PERMIT2_ADDRESS,
+  x402ExactPermit2ProxyAddress,
+  x402UptoPermit2ProxyAddress,
+} from '@x402/evm';
 import { evmChain } from '../chain/evm-chain.ts';
 import type { Anvil } from './anvil.ts';
 import artifacts from './artifacts.json' with { type: 'json' };
@@ -28,14 +34,21 @@ import permit2 from './permit2.json' with { type: 'json' };
  * - USDT: TetherLikeToken (contracts/), Tether's no-return-value transfer semantics;
  * - Multicall3 at its canonical address (the x402 facilitator's diagnostics call it);
  * - the x402 exact Permit2 proxy: a labelled STAND-IN (contracts/StandInExactPermit2Proxy.sol);
- * - the x402 upto Permit2 proxy: a labelled STAND-IN (contracts/StandInUptoPermit2Proxy.sol).
+ * - the x402 upto Permit2 proxy: a labelled STAND-IN (contracts/StandInUptoPermit2Proxy.sol);
+ * - x402BatchSettlement and its two deposit collectors: labelled STAND-INs (contracts/StandInBatchSettlement*.sol).
  */
 export {
   PERMIT2_ADDRESS,
   x402ExactPermit2ProxyAddress as X402_EXACT_PERMIT2_PROXY,
   x402UptoPermit2ProxyAddress as X402_UPTO_PERMIT2_PROXY,
 } from '@x402/evm';
+export { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS } from '@x402/evm';
 export const MULTICALL3_ADDRESS: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
+/**
+ * The Permit2 deposit collector of x402 batch-settlement: the canonical address the scheme's EVM spec
+ * lists and @x402/evm's client signs as the Permit2 spender, which the package does not export.
+ */
+export const PERMIT2_DEPOSIT_COLLECTOR_ADDRESS: Address = '0x4020425FAf3B746C082C2f942b4E5159887B0005';
 
 export const USDC_DOMAIN = { name: 'USD Coin', version: '2' } as const;
 export const USDT_DOMAIN = { name: 'Tether USD', version: '1' } as const;
@@ -142,6 +155,9 @@ export async function deployDevChain(anvil: Anvil): Promise<DevChain> {
   await setCode(PERMIT2_ADDRESS, permit2.runtimeCode as Hex);
   await setCode(x402ExactPermit2ProxyAddress, artifacts.StandInExactPermit2Proxy.deployedBytecode as Hex);
   await setCode(x402UptoPermit2ProxyAddress, artifacts.StandInUptoPermit2Proxy.deployedBytecode as Hex);
+  await setCode(BATCH_SETTLEMENT_ADDRESS, artifacts.StandInBatchSettlement.deployedBytecode as Hex);
+  await setCode(ERC3009_DEPOSIT_COLLECTOR_ADDRESS, artifacts.StandInErc3009DepositCollector.deployedBytecode as Hex);
+  await setCode(PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, artifacts.StandInPermit2DepositCollector.deployedBytecode as Hex);
 
   // USDC, set up the way Circle initialises FiatToken: the proxy admin may not call the token.
   const checker = hardhatArtifact('util/SignatureChecker.sol/SignatureChecker.json');

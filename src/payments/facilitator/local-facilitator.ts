@@ -9,6 +9,7 @@ import { relayerRefusal, RelayerCouldNotSend } from '../relayer/broadcast-refusa
 import { signAndSend, type RelayerTx } from '../relayer/relayer-send.ts';
 import { registerExactScheme } from '../relayer/exact-scheme.ts';
 import { registerUptoScheme } from '../relayer/upto-scheme.ts';
+import { registerBatchSettlementScheme } from '../relayer/batch-settlement-scheme.ts';
 import { replaceWithHigherFee } from '../relayer/fee-bump.ts';
 import { FacilitatorUnavailable, type Facilitator } from './facilitator.ts';
 import { chainIdOf } from '../match.ts';
@@ -16,6 +17,12 @@ import { sendKey, serializedSend, type CrossInstanceLock, type QueueBounds } fro
 
 export interface LocalFacilitatorOptions {
   relayerKey: Hex;
+  /**
+   * The batch-settlement `receiverAuthorizer`: signs the ClaimBatch and Refund authorizations of the
+   * gateway's channels. Default: the relayer's key (docs/DECISIONS.md, "batch-settlement: the stand-in
+   * contract and the receiverAuthorizer").
+   */
+  receiverAuthorizerKey?: Hex;
   /** CAIP-2 network → RPC URL. */
   rpcUrls: Record<string, string>;
   allowedFactories: string[];
@@ -46,10 +53,13 @@ const RECEIPT_POLL_MS = 500;
 
 /**
  * The built-in facilitator: @x402/core's x402Facilitator with @x402/evm's exact scheme (EIP-3009
- * and Permit2) and its upto scheme (Permit2, the amount chosen at settle time), one relayer key, one RPC per network. The relayer pays the gas of settlement.
+ * and Permit2), its upto scheme (Permit2, the amount chosen at settle time) and its batch-settlement
+ * scheme (channel deposits, claims, settles, refunds), one relayer key, one RPC per network. The
+ * relayer pays the gas of settlement.
  */
-export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & { relayer: string } {
+export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & { relayer: string; receiverAuthorizer: string } {
   const account = privateKeyToAccount(opts.relayerKey);
+  const receiverAuthorizer = opts.receiverAuthorizerKey ? privateKeyToAccount(opts.receiverAuthorizerKey) : account;
   const calls = new AsyncLocalStorage<CallContext>();
   const facilitator = new x402Facilitator();
   const replacers = new Map<string, (hash: Hex) => Promise<Hex | null>>();
@@ -121,6 +131,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
     );
     registerExactScheme(facilitator, signer, network, opts.allowedFactories);
     registerUptoScheme(facilitator, signer, network, (hash) => client.getTransaction({ hash }));
+    registerBatchSettlementScheme(facilitator, signer, network, receiverAuthorizer, opts.allowedFactories);
     // Replacements so far per nonce, in this process: the bump cap (fee-bump.ts). A restart starts
     // the count again, which the fee ceiling still bounds.
     const bumped = new Map<number, number>();
@@ -144,6 +155,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
   return {
     kind: 'local',
     relayer: account.address,
+    receiverAuthorizer: receiverAuthorizer.address,
     async verify(payload, requirements) {
       try {
         const { result, rpcFailed } = await withContext(undefined, () => facilitator.verify(payload, requirements));
