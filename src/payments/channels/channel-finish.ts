@@ -49,16 +49,18 @@ export type FinishOutcome =
  * state is the same whichever does it, and a request is committed once (the pending request is
  * cleared in the same transaction as its release). A charge of 0 (a failed request) leaves the
  * channel as it was, the voucher still unused: the client sends the same one again. The lease
- * stays with its holder (channel-store.ts dropLease gives it up).
+ * stays with its holder (channel-store.ts dropLease gives it up). `only`: finish that request and
+ * no other (a request committing itself must never finish the next one, which may not have
+ * reserved on the hold wallet yet).
  */
-export async function finishPending(db: Kysely<Database>, channelId: string, now: number): Promise<FinishOutcome> {
+export async function finishPending(db: Kysely<Database>, channelId: string, now: number, only?: string): Promise<FinishOutcome> {
   return db.transaction().execute(async (trx): Promise<FinishOutcome> => {
     const row = await trx
       .selectFrom('channels')
       .select(['pending_request', 'pending_max_usdc', 'pending_signature', 'charged_usdc'])
       .where('channel_id', '=', channelId)
       .executeTakeFirst();
-    if (!row || row.pending_request === null) return { kind: 'none' };
+    if (!row || row.pending_request === null || (only !== undefined && row.pending_request !== only)) return { kind: 'none' };
     const requestId = row.pending_request;
     const measured = await measureChannelHold(trx, channelId, now);
     if (measured.kind === 'running') return { kind: 'running', requestId };

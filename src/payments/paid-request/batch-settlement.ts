@@ -154,18 +154,33 @@ async function runOnChannel(
     );
   }, leaseMs / 3);
   renew.unref();
+  // Once the bill is final (before the answer's last bytes): the receipt names the charge, and the
+  // channel is committed and let go, so the client's next request finds it free.
+  const onBilled = async (charge: number) => {
+    deps.showChannelReceipt(receipt(charge));
+    await commit(deps, bound.channelId, owner).catch((err: unknown) =>
+      deps.log.warn({ channel: bound.channelId, err: (err as Error).message }, 'channel commit failed; retried after the answer'),
+    );
+  };
   try {
     const key = await payPerRequestKey(deps.db, channelHoldWallet(bound.channelId));
-    const ran = await call.paidRequest.run(key, { capAtReservation: true, onBilled: (charge) => deps.showChannelReceipt(receipt(charge)) });
+    const ran = await call.paidRequest.run(key, { capAtReservation: true, onBilled });
     if (!ran.ok) throw new Error("the channel's hold did not cover its own ceiling");
     return { kind: 'ran' };
   } finally {
     clearInterval(renew);
-    const finished = await finishPending(deps.db, bound.channelId, deps.now());
-    if (finished.kind === 'running') {
-      deps.log.warn({ channel: bound.channelId }, "channel request's charge not final yet (a spooled settle); the channel's next request commits it");
-    }
+    await commit(deps, bound.channelId, owner);
   }
+}
+
+/** Commits the channel's pending request (a no-op once committed) and gives up `owner`'s lease. */
+async function commit(deps: PaidRequestDeps, channelId: string, owner: string): Promise<void> {
+  const finished = await finishPending(deps.db, channelId, deps.now(), owner);
+  if (finished.kind === 'running') {
+    deps.log.warn({ channel: channelId }, "channel request's charge not final yet (a spooled settle); the channel's next request commits it");
+    return;
+  }
+  await dropLease(deps.db, channelId, owner, deps.now());
 }
 
 type Checked = { ok: true; snapshot: ChannelSnapshot; deposit?: { transaction: string; amount: string } } | { ok: false; reason: string };
