@@ -125,17 +125,20 @@ for (const engine of ENGINES) {
       assert.equal(answer.status, 402);
     });
 
-    test('two requests at once on one channel: one runs, the other gets the busy 402, and its voucher still works after', async () => {
+    test('two requests at once on one channel: one runs, the other gets the busy 402 with the channel state and runs nothing', async () => {
       const h = harness();
       const payer = await openedChannel(h);
       const v = await voucherHeader(h, payer, (ceiling, charged) => charged + ceiling);
+      const calls = h.fake.received.length;
       h.fake.behaviour = { delayMs: 500 };
       try {
         const [a, b] = await Promise.all([paid(h, v.header), paid(h, v.header)]);
-        const statuses = [a.status, b.status].sort();
-        assert.deepEqual(statuses, [200, 402]);
+        assert.deepEqual([a.status, b.status].sort(), [200, 402]);
         const refused = a.status === 402 ? a : b;
-        assert.match(errorOf(refused.headers) ?? '', /channel_busy|cumulative_amount_mismatch/);
+        assert.equal(errorOf(refused.headers), 'invalid_batch_settlement_evm_channel_busy');
+        assert.equal(h.fake.received.length, calls + 1, 'the provider ran one of them');
+        const busy = channelOffersOf(decodePaymentRequiredHeader(refused.headers.get('payment-required')!).accepts)[0]!;
+        assert.ok((busy.extra as { channelState?: unknown }).channelState, 'the busy 402 carries the channel state');
       } finally {
         h.fake.behaviour = {};
       }

@@ -85,6 +85,17 @@ for (const engine of ENGINES) {
       assert.equal(await h.chain.balanceOf(h.chain.usdc, account.address), 10n * USD - 1_000_000n, 'the deposit left the wallet; nothing else did');
       assert.equal(await h.balance(account.address), 0, 'nothing was credited to the payer: a channel is escrow, not a balance');
       await assertLedgerConsistent(h.gw.services.storage.db);
+
+      // The cooperative refund: what was charged is claimed, the rest goes back to the wallet.
+      const refunded = await payer.scheme.refund(`${h.gw.url}/v1/channels/refund`);
+      assert.equal(refunded.success, true);
+      const total = charges.reduce((a, b) => a + b, 0);
+      assert.equal(refunded.amount, String(1_000_000 - total));
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, account.address), 10n * USD - BigInt(total), 'the wallet paid exactly its charges');
+      const after = (await channelOf(h, account))!;
+      assert.equal(after.total_claimed_usdc, total, 'everything charged was claimed with the refund');
+      assert.equal(after.refunded_usdc, 1_000_000 - total);
+      await assertLedgerConsistent(h.gw.services.storage.db);
     });
   });
 }
