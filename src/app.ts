@@ -14,6 +14,7 @@ import { usageRoutes } from './http/routes/usage.ts';
 import { sessionRoutes } from './http/routes/sessions.ts';
 import { dashboardRoutes, type DemoWallet } from './http/routes/dashboard.ts';
 import { topupRoutes } from './http/routes/topup.ts';
+import { channelRefundRoutes } from './http/routes/channel-refund.ts';
 import { topupHistoryRoutes } from './http/routes/topups.ts';
 import cors from '@fastify/cors';
 import { docsRoutes } from './http/routes/docs.ts';
@@ -147,6 +148,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   embeddingsRoutes(app, services);
   responseRoutes(app, services);
   topupRoutes(app, services);
+  channelRefundRoutes(app, services);
   topupHistoryRoutes(app, services);
   docsRoutes(app, services);
   if (services.config.dashboard.enabled) dashboardRoutes(app, services, opts.demoWallet);

@@ -472,6 +472,32 @@ export const configSchema = z
         // Off by default: an upto answer is delivered before it is paid, so a payer who revokes
         // Permit2 meanwhile costs the operator up to one reservation (docs/operations.md).
         upto: z.boolean().default(false),
+        // x402 `batch-settlement` beside exact: the payer deposits into an on-chain channel once
+        // and signs a cumulative voucher per request; the gateway charges each request's actual
+        // cost and claims many requests in one transaction later (docs/api.md, "Paying per token
+        // with batch-settlement channels"). Off by default: served requests are claimed after the
+        // answer, so until a claim lands the payer's timed withdrawal is the operator's exposure.
+        batchSettlement: z
+          .object({
+            enabled: z.boolean().default(false),
+            // The channel's timed-withdrawal delay (the spec's bounds): the time the gateway has to
+            // claim what it served once a payer starts withdrawing.
+            withdrawDelaySeconds: z.number().int().min(900).max(2_592_000).default(86_400),
+            // The deposit the 402 asks for (extra.minDeposit); a smaller deposit is still taken.
+            minDepositUsd: usdAmount.default(1),
+            // The address that authorizes claims and refunds: the facilitator signs for it, so by
+            // default its own (the local facilitator's key, or what a remote one's /supported
+            // names); set it only for a remote facilitator that does not list it.
+            receiverAuthorizer: address.optional(),
+            // How long the mirrored on-chain state (balance, totalClaimed, a withdrawal) is fresh
+            // enough to check a voucher without asking the chain.
+            freshSeconds: positiveInt.default(30),
+            // A channel's request lease; renewed every third while its request runs, so only a
+            // dead instance's lease runs out.
+            leaseSeconds: positiveInt.default(30),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .prefault({}),

@@ -5,6 +5,7 @@ import { usageTotalsProblems } from './usage-totals-check.ts';
 import { keySpendProblems } from './key-spend-audit.ts';
 import { usageDailyProblems } from './usage-daily-check.ts';
 import { uptoProblems } from './upto-check.ts';
+import { channelProblems } from './channel-check.ts';
 import { paymentStateProblems } from './payment-state-check.ts';
 import { PAYMENT_STATES } from './payment-states.ts';
 
@@ -39,6 +40,7 @@ export interface LedgerCheck {
  *   credit without a payment behind it (see paymentProblems);
  * - the per-key and per-day usage totals equal the usage rows they add up;
  * - each upto payment held once and, once its charge is fixed, released once (see uptoProblems).
+ * - each batch-settlement channel's request holds and releases add up to its charged amount (see channelProblems).
  */
 export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const problems: string[] = [];
@@ -104,6 +106,8 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   problems.push(...(await paymentProblems(db)));
   const upto = await uptoProblems(db);
   problems.push(...upto.problems);
+  const channels = await channelProblems(db);
+  problems.push(...channels.problems);
   problems.push(...(await usageTotalsProblems(db)));
   problems.push(...(await keySpendProblems(db)));
   problems.push(...(await usageDailyProblems(db)));
@@ -111,7 +115,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const findings = (await findChargesAboveReservation(db)).map(
     (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,
   );
-  findings.push(...upto.findings);
+  findings.push(...upto.findings, ...channels.findings);
   const shortfalls = await db.selectFrom('settle_shortfalls').selectAll().orderBy('created_at', 'desc').limit(100).execute();
   for (const f of shortfalls) {
     findings.push(

@@ -22,6 +22,13 @@ export interface BillOptions {
    * request charged nothing (voided, or priced at 0) stays at 0 and sends nothing.
    */
   minChargeUsdc?: number;
+  /**
+   * Told what the finish charged, once it applied, and awaited before the answer's last bytes (a
+   * JSON body, a stream's final chunk): an x402 batch-settlement request names its charge in its
+   * receipt and commits its channel there (payments/paid-request/batch-settlement.ts), so the
+   * client's next request finds the channel free. It must not throw.
+   */
+  onBilled?(chargedUsdc: number): void | Promise<void>;
 }
 
 /**
@@ -210,9 +217,10 @@ export class RequestBill {
     const finishing = this.deps
       .finish(settled, { lateIfReleased: this.plan.stream })
       .catch((err) => (chargeUsdc > 0 ? this.releaseWithheld(err, record) : Promise.reject(err)));
-    this.finished = finishing.then((outcome) => {
+    this.finished = finishing.then(async (outcome) => {
       this.record(outcome, usage, status, seconds);
       this.reportOverReservation(pricedUsdc, outcome);
+      await this.opts.onBilled?.(outcome.applied ? outcome.chargedUsdc : 0);
       if (outcome.shortfallUsdc > 0) {
         this.deps.log.warn({ reqId: this.requestId, shortfall: outcome.shortfallUsdc }, 'charge exceeded the available balance; charged what was available');
       }

@@ -17,6 +17,7 @@ import { paymentState } from './migrations/014-payment-state.ts';
 import { uptoLedgerKinds } from './migrations/015-upto-ledger-kinds.ts';
 import { retention } from './migrations/016-retention.ts';
 import { reservationUptoPayment } from './migrations/017-reservation-upto-payment.ts';
+import { channels } from './migrations/018-channels.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -38,6 +39,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '015-upto-ledger-kinds': uptoLedgerKinds(storage.engine),
     '016-retention': retention(),
     '017-reservation-upto-payment': reservationUptoPayment(),
+    '018-channels': channels(storage.engine),
   };
 }
 

@@ -12,8 +12,9 @@ export interface WalletTable {
   updated_at: number;
 }
 
+/** `channel_hold` / `channel_release`: a batch-settlement request's ceiling held on its channel's hold wallet, and its unspent rest (ledger/operations/channel-hold.ts). */
 /** `upto_hold` / `upto_release`: an x402 upto payment's maximum held for its request, and its unspent rest (ledger/operations/upto-hold.ts). */
-export type LedgerKind = 'topup' | 'redeem' | 'referral_share' | 'adjustment' | 'charge' | 'upto_hold' | 'upto_release';
+export type LedgerKind = 'topup' | 'redeem' | 'referral_share' | 'adjustment' | 'charge' | 'upto_hold' | 'upto_release' | 'channel_hold' | 'channel_release';
 
 export interface LedgerEntryTable {
   id: Generated<number>;
@@ -338,4 +339,49 @@ export interface Database {
   retired_usage: RetiredUsageTable;
   retired_key_spend: RetiredKeySpendTable;
   job_leases: JobLeaseTable;
+  channels: ChannelTable;
+  channel_transfers: ChannelTransferTable;
+}
+
+/** An x402 batch-settlement channel (migration 018; src/payments/channels/channel-store.ts). Amounts in micro-USDC = token units. */
+export interface ChannelTable {
+  channel_id: string;
+  network: string;
+  payer: string;
+  payer_authorizer: string;
+  receiver: string;
+  receiver_authorizer: string;
+  token: string;
+  withdraw_delay: number;
+  salt: string;
+  charged_usdc: number;
+  baseline_usdc: number;
+  signed_max_usdc: number | null;
+  signature: string | null;
+  balance_usdc: number;
+  total_claimed_usdc: number;
+  withdraw_requested_at: number;
+  refund_nonce: string;
+  synced_at: number;
+  deposited_usdc: Generated<number>;
+  refunded_usdc: Generated<number>;
+  last_request_at: number | null;
+  lease_owner: string | null;
+  lease_until: number | null;
+  pending_request: string | null;
+  pending_max_usdc: number | null;
+  pending_signature: string | null;
+  pending_hold_usdc: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** One on-chain transfer made for a channel (deposit, refund, claim, settle), once per transaction. */
+export interface ChannelTransferTable {
+  id: Generated<number>;
+  channel_id: string;
+  kind: 'deposit' | 'refund' | 'claim' | 'settle';
+  amount_usdc: number;
+  tx_hash: string;
+  created_at: number;
 }

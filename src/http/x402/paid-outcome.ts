@@ -23,6 +23,8 @@ export function answerPaidOutcome(services: Services, reply: FastifyReply, outco
       const p = { resource: offer.resource, offers: offer.accepts, code: outcome.code, message: outcome.message, description: offer.description };
       return askForPayment(reply, { ...p, v1Body: services.config.topup.x402v1Body, extensions }, { ...offer.fields, ...outcome.fields });
     }
+    case 'refunded':
+      return reply.code(200).send({ refunded_usdc: outcome.refundedUsdc, channel_id: outcome.channelId, transaction: outcome.transaction });
     case 'invalid':
       throw badRequest(outcome.message);
     case 'facilitator-unavailable':

@@ -5,7 +5,7 @@ import { siwxConfigProblem, verifySiwxHeader } from '../../siwe/siwx.ts';
 import { authFailureLimit } from '../auth/auth-failure-limit.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 import { bazaarOf } from './extensions.ts';
-import { setReceipt, settleDepsOf } from './payment-wire.ts';
+import { setChannelReceipt, setReceipt, settleDepsOf } from './payment-wire.ts';
 
 /**
  * The paid-request workflow's port over one request (src/payments/paid-request/deps.ts): the
@@ -37,6 +37,13 @@ export function paidRequestPort(services: Services, request: FastifyRequest, rep
       if (payment) setReceipt(reply, payment);
       else reply.removeHeader('payment-response').removeHeader('x-payment-response');
     },
+    showChannelReceipt: (receipt) => {
+      // A stream's headers are out with its first byte: it keeps the receipt it started with.
+      if (reply.raw.headersSent) return;
+      if (receipt) setChannelReceipt(reply, receipt);
+      else reply.removeHeader('payment-response').removeHeader('x-payment-response');
+    },
+    stopsBeforeChannelCommit: () => services.failPoints.channelFailure === 'stop-before-commit',
     cutClient: () => reply.raw.destroy(),
   };
 }

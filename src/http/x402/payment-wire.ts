@@ -1,4 +1,5 @@
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
+import type { SettleResponse } from '@x402/core/types';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import type { Services } from '../../services.ts';
 import { ApiError } from '../../refusal.ts';
@@ -56,6 +57,12 @@ export function askForPayment(
 export function setReceipt(reply: FastifyReply, p: PaymentRow): FastifyReply {
   const receipt = encodePaymentResponseHeader({ success: true, transaction: p.tx_hash!, network: p.network as `${string}:${string}`, payer: p.payer });
   return reply.header('payment-response', receipt).header('x-payment-response', receipt);
+}
+
+/** Sets PAYMENT-RESPONSE (and X-PAYMENT-RESPONSE) to an x402 batch-settlement receipt: the charge and the channel's state. */
+export function setChannelReceipt(reply: FastifyReply, receipt: SettleResponse): FastifyReply {
+  const encoded = encodePaymentResponseHeader(receipt);
+  return reply.header('payment-response', encoded).header('x-payment-response', encoded);
 }
 
 /** What payments/settle-matched.ts needs, taken from the running gateway (top-ups are on: services.topup is set). */

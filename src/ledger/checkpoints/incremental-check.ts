@@ -4,6 +4,7 @@ import { DAY_MS } from '../days.ts';
 import { findChargesAboveReservation } from '../over-reservation.ts';
 import { paymentProblems, type LedgerCheck } from '../invariants.ts';
 import { uptoProblems } from '../upto-check.ts';
+import { channelProblems } from '../channel-check.ts';
 import { paymentStateProblems } from '../payment-state-check.ts';
 import { finishedReservationCharges, reservationChargeProblems } from '../reservation-charges.ts';
 import { USAGE_SUMS, type Checkpoint } from './checkpoint-store.ts';
@@ -43,13 +44,15 @@ export async function checkLedgerSince(db: Kysely<Database>, cp: Checkpoint): Pr
   problems.push(...(await paymentProblems(db)));
   const upto = await uptoProblems(db);
   problems.push(...upto.problems);
+  const channels = await channelProblems(db);
+  problems.push(...channels.problems);
   problems.push(...(await usageTotalsSince(db, cp)));
   problems.push(...(await newDaysProblems(db, cp)));
 
   const findings = (await findChargesAboveReservation(db, 100, cp.last_reservation_id)).map(
     (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,
   );
-  findings.push(...upto.findings);
+  findings.push(...upto.findings, ...channels.findings);
   const entries = cp.entries + Number(totals.entries);
   return { ok: problems.length === 0, wallets: balances.count, entries, creditsUsdc: credits, chargesUsdc: charges, problems, findings };
 }

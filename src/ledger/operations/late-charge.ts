@@ -9,6 +9,7 @@ import { keyLimitCount, roomLeft } from '../key-spend-limit.ts';
 import type { SettleOutcome, SettleRecord } from '../reservations.ts';
 import { assertAmount, assertMoney, assertWalletFloor } from '../assert.ts';
 import { ADD_TO_DAILY, ADD_TO_TOTALS, CHARGE_ENTRY, FINISH_IN_BUCKETS, RELEASE_AND_CHARGE } from './finish.ts';
+import { isChannelHoldWallet } from './channel-hold.ts';
 import { isUptoHoldWallet } from './upto-hold.ts';
 
 export type LateOutcome =
@@ -46,6 +47,9 @@ interface Reservation {
  * A reservation made before migration 017 names no payment: nothing is taken for it either.
  */
 async function holdsForIt(tx: UnitTx, wallet: string, reservation: Reservation): Promise<boolean> {
+  // A channel's hold wallet holds one request's ceiling at a time, and a swept request was finished
+  // for nothing (channel-hold.ts): what it holds now is a later request's, never this one's.
+  if (isChannelHoldWallet(wallet)) return false;
   if (!isUptoHoldWallet(wallet)) return true;
   if (reservation.upto_payment_id === null) return false;
   return (await tx.get(HOLDING_UPTO, [reservation.upto_payment_id])) !== undefined;

@@ -1,3 +1,4 @@
+import type { SettleResponse } from '@x402/core/types';
 import type { Kysely } from 'kysely';
 import type { Config } from '../../config/schema.ts';
 import type { SiwxResult } from '../../siwe/siwx.ts';
@@ -39,6 +40,14 @@ export interface PaidRequestDeps {
   bazaar(path: string): unknown;
   /** Sends the credited payment's receipt with the answer (set before the first byte), or takes it back (null). */
   showReceipt(payment: PaymentRow | null): void;
+  /**
+   * Sends an x402 batch-settlement receipt (PAYMENT-RESPONSE) with the answer, or takes it back
+   * (null). Called again once a JSON answer's charge is known; a stream's headers are out by then
+   * and keep the first one.
+   */
+  showChannelReceipt(receipt: SettleResponse | null): void;
+  /** TEST ONLY (src/fail-points.ts): a channel request stops for good after its answer, before its commit. */
+  stopsBeforeChannelCommit?(): boolean;
   /** Cuts the client's connection: an upto request whose deadline leaves only the time to settle it. */
   cutClient(): void;
 }

@@ -1,3 +1,4 @@
+import type { ChannelErrorCode } from '../channels/channel-types.ts';
 import type { Offer } from '../offers.ts';
 
 /**
@@ -25,6 +26,8 @@ export interface PaidOffer {
 export type PaidOutcome =
   /** The request ran: its answer (or its stream, or the cut of a client past its deadline) is written. */
   | { kind: 'ran' }
+  /** A batch-settlement cooperative refund was made (no request ran): its receipt is set. */
+  | { kind: 'refunded'; refundedUsdc: number; channelId: string; transaction: string }
   /** Pay (again): the 402 with the offer, `code` saying why, `fields` added to the body. */
   | { kind: 'pay'; offer: PaidOffer; code: PayCode; message: string; fields: Record<string, unknown> }
   /** The request or its payment's identifier is malformed: nothing was offered or settled. */
@@ -41,7 +44,10 @@ export type PaidOutcome =
 /** Answers a 402 for one paid request: its code, what to do, and fields added to the body. */
 export type AskForPayment = (code: PayCode, message: string, fields?: Record<string, unknown>) => PaidOutcome;
 
-/** Why a 402 asks again: the codes a stock x402 client (and docs/api.md) knows. */
+/**
+ * Why a 402 asks again: the codes a stock x402 client (and docs/api.md) knows, and the
+ * batch-settlement scheme's own (the stock client recovers from its cumulative-amount mismatch).
+ */
 export type PayCode =
   | 'PAYMENT_REQUIRED'
   | 'PAYMENT_INSUFFICIENT'
@@ -49,7 +55,8 @@ export type PayCode =
   | 'PAYMENT_EXPIRED'
   | 'INSUFFICIENT_BALANCE'
   | 'KEY_LIMIT_EXCEEDED'
-  | 'SIWX_REJECTED';
+  | 'SIWX_REJECTED'
+  | ChannelErrorCode;
 
 /**
  * Ends the workflow with `outcome` from deep inside it (a claim refused inside the settle's

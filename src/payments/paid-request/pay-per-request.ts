@@ -14,6 +14,9 @@ import { PaidRefusal, type AskForPayment, type PaidOffer, type PaidOutcome } fro
 import type { PaidRequest } from './paid-request.ts';
 import { spendWithSiwx } from './siwx-spend.ts';
 import { payWithUpto, uptoRefusalClock } from './upto.ts';
+import { payWithChannel } from './batch-settlement.ts';
+import { isChannelPayment, parseChannelEnvelope, peekEnvelope } from '../channels/channel-payload.ts';
+import { receiverAuthorizers } from '../channels/receiver-authorizer.ts';
 
 /** What the client sent instead of an API key: an x402 payment header, or a signed `sign-in-with-x` message. */
 export interface PaidCredentials {
@@ -42,20 +45,21 @@ export async function payPerRequest(deps: PaidRequestDeps, paidRequest: PaidRequ
 async function decide(deps: PaidRequestDeps, paidRequest: PaidRequest, sent: PaidCredentials): Promise<PaidOutcome> {
   const { config } = deps;
   const { plan } = paidRequest;
-  const offer = offerRequest(plan.reservationUsdc, config, deps.topup.uptoFacilitatorFor);
+  const channelAuthorizerFor = config.payPerRequest.batchSettlement.enabled ? await receiverAuthorizers(config, deps.topup.facilitator) : undefined;
+  const offer = offerRequest(plan.reservationUsdc, config, deps.topup.uptoFacilitatorFor, channelAuthorizerFor);
   if (offer.kind === 'over-limit') {
     const message =
       `this request may cost up to ${plan.reservationUsdc} micro-USDC, above the largest payment this gateway takes (${config.topup.maxUsd} USD); ` +
       `${paidRequest.shrink}, or top up and use an API key`;
     return { kind: 'invalid', message };
   }
-  const { price, offers, uptoOffers, uptoMinChargeUsdc } = offer;
+  const { price, offers, uptoOffers, uptoMinChargeUsdc, channelOffers } = offer;
   // With upto offered, the 402 states the least an upto request that produces anything is charged.
   const upto = uptoOffers.length > 0;
   const paidOffer: PaidOffer = {
     resource: `${config.server.publicUrl.replace(/\/$/, '')}${paidRequest.path}`,
     path: paidRequest.path,
-    accepts: [...offers, ...uptoOffers],
+    accepts: [...offers, ...uptoOffers, ...channelOffers],
     description: upto
       ? `${paidRequest.description}. Paid with upto: at most ${plan.reservationUsdc} micro-USDC, ` +
         `at least ${uptoMinChargeUsdc} when the request produces anything`
@@ -71,6 +75,13 @@ async function decide(deps: PaidRequestDeps, paidRequest: PaidRequest, sent: Pai
       'PAYMENT_REQUIRED',
       `pay ${price / 1e6} USD with one of accepts (x402: PAYMENT-SIGNATURE or X-Payment header) and send the same request again, or use an API key`,
     );
+  }
+  // A channel payment is told apart before the exact/upto decoder, which knows no channel payloads.
+  const envelope = peekEnvelope(sent.payment);
+  if (isChannelPayment(envelope)) {
+    if (channelOffers.length === 0)
+      throw paymentMismatch('scheme "batch-settlement" is not offered for this request; pay with an entry of the 402 response\'s accepts');
+    return payWithChannel(deps, { paidRequest, envelope: parseChannelEnvelope(envelope), channelOffers, paidOffer, ask });
   }
   const decoded = decodePaymentHeader(sent.payment);
   const paid = matchPaidPayment(decoded, offer, config);

@@ -3,6 +3,7 @@ import { usdToMicro } from '../../ledger/usd.ts';
 import type { DecodedPayment } from '../decode.ts';
 import { matchPayment, offerFor, type MatchedPayment } from '../match.ts';
 import { buildOffers, buildUptoOffers, type Offer } from '../offers.ts';
+import { buildChannelOffers } from '../channels/channel-offer.ts';
 import { paidUsdc, pricePerRequest } from './price.ts';
 
 type PaymentConfig = Pick<Config, 'payPerRequest' | 'topup'>;
@@ -10,17 +11,22 @@ type PaymentConfig = Pick<Config, 'payPerRequest' | 'topup'>;
 /**
  * What one chat request is offered: its price and the exact offers asking for it, and with
  * payPerRequest.upto the upto offers for its reservation itself (a maximum, not rounded up: the
- * charge is settled afterwards), or nothing when the price is above the largest payment taken.
+ * charge is settled afterwards), with payPerRequest.batchSettlement the channel offers for its
+ * reservation (a voucher's ceiling), or nothing when the price is above the largest payment taken.
  */
 export type RequestOffer =
   | { kind: 'over-limit' }
-  | { kind: 'offered'; price: number; maxUsdc: number; offers: Offer[]; uptoOffers: Offer[]; uptoMinChargeUsdc: number };
+  | { kind: 'offered'; price: number; maxUsdc: number; offers: Offer[]; uptoOffers: Offer[]; uptoMinChargeUsdc: number; channelOffers: Offer[] };
 
-/** `uptoFacilitatorFor`: the address an upto witness binds per network (TopupService.uptoFacilitatorFor). */
+/**
+ * `uptoFacilitatorFor`: the address an upto witness binds per network (TopupService.uptoFacilitatorFor);
+ * `channelAuthorizerFor`: a channel's receiver authorizer per network (channels/receiver-authorizer.ts).
+ */
 export function offerRequest(
   reservationUsdc: number,
   config: PaymentConfig,
   uptoFacilitatorFor: (network: string) => string | undefined = () => undefined,
+  channelAuthorizerFor: (network: string) => string | undefined = () => undefined,
 ): RequestOffer {
   const minUsdc = usdToMicro(String(config.payPerRequest.minUsd));
   const price = pricePerRequest(reservationUsdc, minUsdc);
@@ -30,7 +36,8 @@ export function offerRequest(
   // An upto request that is charged anything pays at least what an exact payment does (its
   // settle's gas is the relayer's), but never more than the maximum it signed: metered/bill.ts.
   const uptoMinChargeUsdc = Math.min(minUsdc, reservationUsdc);
-  return { kind: 'offered', price, maxUsdc, offers: buildOffers(config.topup, price), uptoOffers, uptoMinChargeUsdc };
+  const channelOffers = buildChannelOffers(config, reservationUsdc, channelAuthorizerFor);
+  return { kind: 'offered', price, maxUsdc, offers: buildOffers(config.topup, price), uptoOffers, uptoMinChargeUsdc, channelOffers };
 }
 
 /** A v2 payment for the upto scheme (v1 has no upto). */

@@ -4,8 +4,6 @@ import type { Engine } from '../database.ts';
 /** Every kind a ledger entry may have; `upto_hold` and `upto_release` are src/ledger/operations/upto-hold.ts. */
 export const LEDGER_KINDS = ['topup', 'redeem', 'referral_share', 'adjustment', 'charge', 'upto_hold', 'upto_release'] as const;
 
-const KIND_CHECK = `kind in (${LEDGER_KINDS.map((k) => `'${k}'`).join(', ')})`;
-
 /**
  * The ledger learns the two kinds of an x402 `upto` hold. Rows already written keep their kinds
  * (docs/DECISIONS.md, "Upto holds are ledger operations"): the ledger is append-only by trigger, and
@@ -16,14 +14,20 @@ const KIND_CHECK = `kind in (${LEDGER_KINDS.map((k) => `'${k}'`).join(', ')})`;
  * million entries on a shared 2-core machine, once, at start-up.
  */
 export function uptoLedgerKinds(engine: Engine) {
+  return ledgerKindsMigration(engine, LEDGER_KINDS);
+}
+
+/** A migration that lets the ledger hold exactly `kinds` (this file's way: in place on PostgreSQL, a rebuild on SQLite). */
+export function ledgerKindsMigration(engine: Engine, kinds: readonly string[]) {
+  const check = `kind in (${kinds.map((k) => `'${k}'`).join(', ')})`;
   return {
     async up(db: Kysely<any>): Promise<void> {
       if (engine === 'postgres') {
-        await sql.raw(`alter table ledger_entries drop constraint ledger_kind_known, add constraint ledger_kind_known check (${KIND_CHECK})`).execute(db);
+        await sql.raw(`alter table ledger_entries drop constraint ledger_kind_known, add constraint ledger_kind_known check (${check})`).execute(db);
         return;
       }
       await db.transaction().execute(async (trx) => {
-        for (const statement of SQLITE_REBUILD) await sql.raw(statement).execute(trx);
+        for (const statement of sqliteRebuild(check)) await sql.raw(statement).execute(trx);
       });
     },
   };
@@ -31,7 +35,7 @@ export function uptoLedgerKinds(engine: Engine) {
 
 const COLUMNS = 'id, wallet, kind, amount_usdc, reference, note, created_at';
 
-const SQLITE_REBUILD = [
+const sqliteRebuild = (kindCheck: string) => [
   `create table ledger_entries_next (
      id integer primary key autoincrement,
      wallet text not null references wallets (address),
@@ -40,7 +44,7 @@ const SQLITE_REBUILD = [
      reference text,
      note text,
      created_at bigint not null,
-     constraint ledger_kind_known check (${KIND_CHECK}))`,
+     constraint ledger_kind_known check (${kindCheck}))`,
   `insert into ledger_entries_next (${COLUMNS}) select ${COLUMNS} from ledger_entries order by id`,
   'drop table ledger_entries',
   'alter table ledger_entries_next rename to ledger_entries',

@@ -44,6 +44,7 @@ function fakePort(overrides: Partial<PaidRequestDeps> = {}): PaidRequestDeps {
     verifySiwx: untouched('the SIWX verifier'),
     bazaar: untouched('the bazaar entry'),
     showReceipt: untouched('the receipt'),
+    showChannelReceipt: untouched('the channel receipt'),
     cutClient: untouched('the connection'),
     ...overrides,
   };

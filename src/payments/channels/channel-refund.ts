@@ -1,0 +1,93 @@
+import type { SettleResponse } from '@x402/core/types';
+import { isTransportError } from '../../chain/rpc-errors.ts';
+import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
+import type { PaidRequestDeps } from '../paid-request/deps.ts';
+import type { PaidOutcome } from '../paid-request/outcome.ts';
+import { corrective, rejected, type ChannelAnswers } from './channel-answers.ts';
+import type { BoundChannelPayment } from './channel-binding.ts';
+import { settleWithFacilitator, verifyWithFacilitator } from './channel-facilitator.ts';
+import { channelStateOf } from './channel-offer.ts';
+import { dropLease, findChannel, mirrorChain, recordChannel, recordTransfer, takeLease, type ChannelRow } from './channel-store.ts';
+import { CHANNEL_ERRORS } from './channel-types.ts';
+
+/**
+ * A cooperative refund (the spec's "Cooperative refund flow"): the payer's zero-charge voucher
+ * (its maxClaimableAmount equal to what the channel has been charged) asks for the unclaimed rest
+ * of its escrow, or `amount` of it. Under the channel's lease, so no request is charged meanwhile:
+ * verified by the facilitator, completed with the refund nonce and a claim of everything charged
+ * (the refund voucher itself: the gateway keeps what it earned, the payer gets the rest), and
+ * settled by the facilitator, which signs as the receiver authorizer. No request runs.
+ */
+export async function refundChannel(deps: PaidRequestDeps, bound: BoundChannelPayment, ask: ChannelAnswers): Promise<PaidOutcome> {
+  const { db } = deps;
+  const owner = deps.requestId;
+  try {
+    let row = await findChannel(db, bound.channelId);
+    if (!row) {
+      const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
+      if (!verdict.ok) return refused(ask, verdict.reason);
+      row = await recordChannel(
+        db,
+        { channelId: bound.channelId, network: bound.network, config: bound.inner.channelConfig, snapshot: verdict.snapshot },
+        deps.now(),
+      );
+    }
+    const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
+    if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) {
+      return refused(ask, `${CHANNEL_ERRORS.busy}: a request on this channel is running; ask for the refund again when it has finished`);
+    }
+    try {
+      return await refundUnderLease(deps, bound, (await findChannel(db, bound.channelId))!, ask);
+    } finally {
+      await dropLease(db, bound.channelId, owner, deps.now());
+    }
+  } catch (err) {
+    if (err instanceof FacilitatorUnavailable || isTransportError(err))
+      return { kind: 'facilitator-unavailable', reason: 'the payment facilitator or the chain is unavailable' };
+    throw err;
+  }
+}
+
+async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, ask: ChannelAnswers): Promise<PaidOutcome> {
+  if (row.pending_request !== null) return refused(ask, `${CHANNEL_ERRORS.busy}: a request on this channel is not finished yet; ask again shortly`);
+  if (bound.maxClaimableUsdc !== row.charged_usdc) {
+    const message = `a refund's voucher must sign exactly what the channel has been charged (${row.charged_usdc}), not ${bound.maxClaimableUsdc}`;
+    return corrective(ask, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
+  }
+  const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
+  if (!verdict.ok) return refused(ask, verdict.reason);
+  const remainder = verdict.snapshot.balance - row.charged_usdc;
+  const asked = bound.inner.type === 'refund' && bound.inner.amount !== undefined ? Number(bound.inner.amount) : remainder;
+  if (remainder <= 0) return refused(ask, 'invalid_batch_settlement_evm_refund_no_balance: nothing of the channel is left to refund');
+  if (!Number.isSafeInteger(asked) || asked <= 0 || asked > remainder) {
+    return refused(ask, `invalid_batch_settlement_evm_refund_amount_invalid: at most ${remainder} of the channel can be refunded`);
+  }
+  const { voucher, channelConfig } = bound.inner;
+  const claims = [
+    {
+      voucher: { channel: channelConfig, maxClaimableAmount: voucher.maxClaimableAmount },
+      signature: voucher.signature,
+      totalClaimed: String(row.charged_usdc),
+    },
+  ];
+  const enriched = { ...bound.inner, amount: String(asked), refundNonce: verdict.snapshot.refundNonce, claims };
+  const settled = await settleWithFacilitator(deps.topup.facilitator, { ...bound.payload, payload: enriched }, bound.requirements, bound.channelId);
+  if (!settled.ok) return refused(ask, settled.reason);
+  const now = deps.now();
+  await mirrorChain(deps.db, bound.channelId, settled.snapshot, now);
+  const refunded = Number(settled.amount || asked);
+  await recordTransfer(deps.db, { channelId: bound.channelId, kind: 'refund', amountUsdc: refunded, txHash: settled.transaction }, now);
+  const after = (await findChannel(deps.db, bound.channelId))!;
+  const receipt: SettleResponse = {
+    success: true,
+    transaction: settled.transaction,
+    network: bound.network as SettleResponse['network'],
+    payer: channelConfig.payer,
+    amount: String(refunded),
+    extra: { channelState: channelStateOf(after) },
+  };
+  deps.showChannelReceipt(receipt);
+  return { kind: 'refunded', refundedUsdc: refunded, channelId: bound.channelId, transaction: settled.transaction };
+}
+
+const refused = (ask: ChannelAnswers, reason: string) => rejected(ask, reason, 'the refund was refused');

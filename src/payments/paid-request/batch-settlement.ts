@@ -1,0 +1,255 @@
+import type { PaymentPayload, SettleResponse } from '@x402/core/types';
+import { isTransportError } from '../../chain/rpc-errors.ts';
+import { channelHoldWallet } from '../../ledger/operations/channel-hold.ts';
+import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
+import type { Offer } from '../offers.ts';
+import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
+import { bindChannelPayment, type BoundChannelPayment } from '../channels/channel-binding.ts';
+import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channel-facilitator.ts';
+import { finishPending, startRequest } from '../channels/channel-finish.ts';
+import { busy, corrective, rejected } from '../channels/channel-answers.ts';
+import { refundChannel } from '../channels/channel-refund.ts';
+import {
+  dropLease,
+  findChannel,
+  mirrorChain,
+  recordChannel,
+  recordTransfer,
+  renewLease,
+  snapshotOf,
+  takeLease,
+  type ChannelRow,
+} from '../channels/channel-store.ts';
+import { CHANNEL_ERRORS, type ChannelSnapshot } from '../channels/channel-types.ts';
+import { verifiesLocally, voucherSigner } from '../channels/channel-voucher.ts';
+import type { PaidRequestDeps } from './deps.ts';
+import type { AskForPayment, PaidOffer, PaidOutcome } from './outcome.ts';
+import type { PaidRequest } from './paid-request.ts';
+
+/** What the pay-per-request entry hands the channel path: the request as planned, the payment's envelope, and the 402 it answers. */
+export interface ChannelCall {
+  paidRequest: PaidRequest;
+  envelope: PaymentPayload;
+  /** The request's batch-settlement entries (pay-per-request/offer.ts). */
+  channelOffers: Offer[];
+  paidOffer: PaidOffer;
+  ask: AskForPayment;
+}
+
+/** The facilitator or the chain did not answer: nothing changed, and the same payment, sent again, is taken. */
+const UNAVAILABLE: PaidOutcome = { kind: 'facilitator-unavailable', reason: 'the payment facilitator or the chain is unavailable' };
+
+const unavailable = (err: unknown): PaidOutcome => {
+  if (err instanceof FacilitatorUnavailable || isTransportError(err)) return UNAVAILABLE;
+  throw err;
+};
+
+/**
+ * A pay-per-request call paid through an x402 `batch-settlement` channel
+ * (payPerRequest.batchSettlement; the spec's "Server: State & Forwarding"). The payment is bound to
+ * the gateway's own offer (channel-binding.ts), the channel's lease is taken so that its requests
+ * run one at a time on every instance, and the voucher must add exactly this request's ceiling to
+ * what the channel has been charged (else the corrective 402 with the channel's state and its last
+ * signed voucher). A deposit is verified and made through the facilitator before the request
+ * runs; a voucher is checked here (EIP-712 recovery against the channel's payer authorizer) while
+ * the mirrored chain state is fresh, else by the facilitator, which refreshes it. The ceiling is
+ * held on the channel's hold wallet and the request runs against it like any pay-per-request
+ * call, charged its actual cost (the same bill as a keyed request, never above the ceiling); the
+ * channel is committed only once the answer is out, and a request charged nothing leaves the
+ * channel as it was, its voucher good for the next try.
+ */
+export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): Promise<PaidOutcome> {
+  const bound = bindChannelPayment(call.envelope, call.channelOffers);
+  if (bound.inner.type === 'refund') return refundChannel(deps, bound, call);
+  const { db } = deps;
+  const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
+  let row = await findChannel(db, bound.channelId);
+  let firstVerdict: ChannelSnapshot | undefined;
+  if (!row) {
+    // A channel first seen: the facilitator says it is genuine and what the chain holds, which is
+    // its baseline (never the client's voucher). Nothing is recorded for a payload it refuses.
+    let verdict;
+    try {
+      verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
+    } catch (err) {
+      return unavailable(err);
+    }
+    if (!verdict.ok) return rejected(call, verdict.reason);
+    firstVerdict = verdict.snapshot;
+    row = await recordChannel(
+      db,
+      { channelId: bound.channelId, network: bound.network, config: bound.inner.channelConfig, snapshot: verdict.snapshot },
+      deps.now(),
+    );
+  }
+  const owner = deps.requestId;
+  if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) return busy(call, bound, row);
+  try {
+    row = (await findChannel(db, bound.channelId))!;
+    if (row.pending_request !== null) {
+      // The lease ran out on a request whose instance died: finish it first, as it would have.
+      const left = await finishPending(db, bound.channelId, deps.now());
+      if (left.kind === 'running') return busy(call, bound, row);
+      row = (await findChannel(db, bound.channelId))!;
+    }
+    return await runOnChannel(deps, call, bound, row, firstVerdict);
+  } finally {
+    await dropLease(db, bound.channelId, owner, deps.now());
+  }
+}
+
+async function runOnChannel(
+  deps: PaidRequestDeps,
+  call: ChannelCall,
+  bound: BoundChannelPayment,
+  row: ChannelRow,
+  firstVerdict: ChannelSnapshot | undefined,
+): Promise<PaidOutcome> {
+  const expected = row.charged_usdc + bound.ceilingUsdc;
+  if (bound.maxClaimableUsdc !== expected) {
+    const message =
+      `the voucher's maxClaimableAmount is ${bound.maxClaimableUsdc}, but this channel has been charged ${row.charged_usdc} and this request's ceiling is ` +
+      `${bound.ceilingUsdc}: sign ${expected} (the channel's state and last signed voucher are in accepts[].extra)`;
+    return corrective(call, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
+  }
+  let checked: Checked;
+  try {
+    checked = bound.inner.type === 'deposit' ? await deposit(deps, bound, firstVerdict) : await voucher(deps, bound, row, firstVerdict);
+  } catch (err) {
+    return unavailable(err);
+  }
+  if (!checked.ok) return rejected(call, checked.reason);
+  const { snapshot } = checked;
+  if (bound.maxClaimableUsdc > snapshot.balance) {
+    const reason = `the voucher's ${bound.maxClaimableUsdc} is above the channel's balance of ${snapshot.balance}; deposit more into the channel`;
+    return rejected(call, reason);
+  }
+  if (bound.maxClaimableUsdc < snapshot.totalClaimed + bound.ceilingUsdc) {
+    return corrective(
+      call,
+      bound,
+      row,
+      CHANNEL_ERRORS.cumulativeMismatch,
+      `the voucher's ${bound.maxClaimableUsdc} is below what was claimed on chain plus this request's ceiling`,
+    );
+  }
+  await deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
+
+  const owner = deps.requestId;
+  const pending = {
+    requestId: deps.requestId,
+    maxClaimableUsdc: bound.maxClaimableUsdc,
+    signature: bound.inner.voucher.signature,
+    ceilingUsdc: bound.ceilingUsdc,
+  };
+  if (!(await startRequest(deps.db, bound.channelId, owner, pending, deps.now()))) return busy(call, bound, row);
+  const receipt = (charge?: number): SettleResponse =>
+    receiptOf(bound, snapshot, checked.deposit, charge === undefined ? undefined : { charge, charged: row.charged_usdc + charge });
+  deps.showChannelReceipt(receipt());
+  const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
+  // Renewed while the request runs (a long stream), so only a dead instance's lease runs out.
+  const renew = setInterval(() => {
+    renewLease(deps.db, bound.channelId, owner, deps.now(), leaseMs).catch((err: unknown) =>
+      deps.log.warn({ channel: bound.channelId, err: (err as Error).message }, 'channel lease renewal failed'),
+    );
+  }, leaseMs / 3);
+  renew.unref();
+  // Once the bill is final (before the answer's last bytes): the receipt names the charge, and the
+  // channel is committed and let go, so the client's next request finds it free.
+  const stopped = () => deps.stopsBeforeChannelCommit?.() === true;
+  const onBilled = async (charge: number) => {
+    deps.showChannelReceipt(receipt(charge));
+    if (stopped()) return;
+    await commit(deps, bound.channelId, owner).catch((err: unknown) =>
+      deps.log.warn({ channel: bound.channelId, err: (err as Error).message }, 'channel commit failed; retried after the answer'),
+    );
+  };
+  try {
+    const key = await payPerRequestKey(deps.db, channelHoldWallet(bound.channelId));
+    const ran = await call.paidRequest.run(key, { capAtReservation: true, onBilled });
+    if (!ran.ok) throw new Error("the channel's hold did not cover its own ceiling");
+    return { kind: 'ran' };
+  } finally {
+    clearInterval(renew);
+    if (!stopped()) await commit(deps, bound.channelId, owner);
+  }
+}
+
+/** Commits the channel's pending request (a no-op once committed) and gives up `owner`'s lease. */
+async function commit(deps: PaidRequestDeps, channelId: string, owner: string): Promise<void> {
+  const finished = await finishPending(deps.db, channelId, deps.now(), owner);
+  if (finished.kind === 'running') {
+    deps.log.warn({ channel: channelId }, "channel request's charge not final yet (a spooled settle); the channel's next request commits it");
+    return;
+  }
+  await dropLease(deps.db, channelId, owner, deps.now());
+}
+
+type Checked = { ok: true; snapshot: ChannelSnapshot; deposit?: { transaction: string; amount: string } } | { ok: false; reason: string };
+
+/** A deposit: verified, then made on chain through the facilitator, before the request runs. */
+async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstVerdict: ChannelSnapshot | undefined): Promise<Checked> {
+  const { facilitator } = deps.topup;
+  if (!firstVerdict) {
+    const verdict = await verifyWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId);
+    if (!verdict.ok) return verdict;
+  }
+  const settled = await settleWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId);
+  if (!settled.ok) return settled;
+  const now = deps.now();
+  await mirrorChain(deps.db, bound.channelId, settled.snapshot, now);
+  const amountUsdc = Number(bound.inner.type === 'deposit' ? bound.inner.deposit.amount : 0);
+  await recordTransfer(deps.db, { channelId: bound.channelId, kind: 'deposit', amountUsdc, txHash: settled.transaction }, now);
+  return { ok: true, snapshot: settled.snapshot, deposit: { transaction: settled.transaction, amount: String(amountUsdc) } };
+}
+
+/**
+ * A voucher: checked here when the channel commits to an EOA payer authorizer and the mirrored
+ * chain state is fresh with no withdrawal under way (the spec's fast path: one signature
+ * recovery); otherwise by the facilitator, whose answer refreshes the mirror.
+ */
+async function voucher(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, firstVerdict: ChannelSnapshot | undefined): Promise<Checked> {
+  if (firstVerdict) return { ok: true, snapshot: firstVerdict };
+  const { freshSeconds } = deps.config.payPerRequest.batchSettlement;
+  const fresh = deps.now() - row.synced_at <= freshSeconds * 1000 && row.withdraw_requested_at === 0;
+  if (fresh && verifiesLocally(bound.inner.channelConfig)) {
+    const { voucher: v } = bound.inner;
+    const signer = await voucherSigner(bound.channelId, BigInt(v.maxClaimableAmount), v.signature as `0x${string}`, bound.network);
+    if (signer !== bound.inner.channelConfig.payerAuthorizer.toLowerCase()) return { ok: false, reason: 'invalid_batch_settlement_evm_voucher_signature' };
+    return { ok: true, snapshot: snapshotOf(row) };
+  }
+  const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
+  if (!verdict.ok) return verdict;
+  await mirrorChain(deps.db, bound.channelId, verdict.snapshot, deps.now());
+  return verdict;
+}
+
+/**
+ * The PAYMENT-RESPONSE the stock client continues from: no transaction and no amount for a voucher
+ * (a deposit's own), `extra.chargedAmount` once the charge is known (a JSON answer; a stream's
+ * headers leave before it, and the client then learns its charge from the next corrective 402), and
+ * `extra.channelState` with the channel's charged amount after this request.
+ */
+function receiptOf(
+  bound: BoundChannelPayment,
+  snapshot: ChannelSnapshot,
+  deposited: { transaction: string; amount: string } | undefined,
+  billed: { charge: number; charged: number } | undefined,
+): SettleResponse {
+  const channelState = {
+    channelId: bound.channelId,
+    balance: String(snapshot.balance),
+    totalClaimed: String(snapshot.totalClaimed),
+    withdrawRequestedAt: snapshot.withdrawRequestedAt,
+    refundNonce: snapshot.refundNonce,
+    ...(billed ? { chargedCumulativeAmount: String(billed.charged) } : {}),
+  };
+  return {
+    success: true,
+    transaction: deposited?.transaction ?? '',
+    network: bound.network as SettleResponse['network'],
+    payer: bound.inner.channelConfig.payer,
+    amount: deposited?.amount ?? '',
+    extra: { ...(billed ? { chargedAmount: String(billed.charge) } : {}), channelState },
+  };
+}
