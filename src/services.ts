@@ -142,10 +142,24 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
     const channelClaims =
       config.payPerRequest.batchSettlement.enabled && topup
         ? await (async () => {
-            const { channelClaimJob, claimMetrics } = await import('./payments/channels/claims/claim-job.ts');
+            const [{ channelClaimJob, claimMetrics }, { CLAIM_LEASE }, { namedLease }] = await Promise.all([
+              import('./payments/channels/claims/claim-job.ts'),
+              import('./payments/channels/claims/claim-pass.ts'),
+              import('./retention/job-lease.ts'),
+            ]);
+            const lease = namedLease(storage.db, CLAIM_LEASE);
             const { facilitator, clientFor } = topup;
             const claimConfig = config.payPerRequest.batchSettlement;
-            return channelClaimJob({ db: storage.db, facilitator, clientFor, config: claimConfig, logger: opts.logger, now, metrics: claimMetrics(metrics) });
+            return channelClaimJob({
+              db: storage.db,
+              lease,
+              facilitator,
+              clientFor,
+              config: claimConfig,
+              logger: opts.logger,
+              now,
+              metrics: claimMetrics(metrics),
+            });
           })()
         : null;
     const leaseMs = config.chat.reservationLeaseSeconds * 1000;

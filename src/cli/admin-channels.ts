@@ -54,12 +54,13 @@ async function claimNow(s: WithStorageArgs[0], config: WithStorageArgs[1]): Prom
   const clientFor = (network: string) => (readers.has(chainIdOf(network)) ? readers.client(chainIdOf(network)) : undefined);
   const facilitator = createFacilitator(config, relayerLockFor(s.engine, s.db, config.topup.relayer.sendWaitSeconds * 1000));
   const logger = { info: () => {}, warn: (obj: object, msg: string) => process.stderr.write(`${msg} ${JSON.stringify(obj)}\n`) };
-  const deps = { db: s.db, facilitator, clientFor, config: config.payPerRequest.batchSettlement, logger, now: Date.now };
+  const { namedLease } = await import('../retention/job-lease.ts');
+  const lease = namedLease(s.db, CLAIM_LEASE);
+  const deps = { db: s.db, lease, facilitator, clientFor, config: config.payPerRequest.batchSettlement, logger, now: Date.now };
   const holder = `admin-cli-${randomUUID()}`;
   const outcome = await runClaimPass(deps, { holder, force: true });
   if (!outcome.ran) throw new UsageError("another instance's claimer holds the lease and claims every claimIntervalSeconds; try again after its pass");
-  const { releaseLease } = await import('../retention/job-lease.ts');
-  await releaseLease(s.db, CLAIM_LEASE, holder);
+  await lease.release(holder);
   for (const c of outcome.claims) process.stdout.write(`claimed ${c.channels.length} channels in ${c.transaction}\n`);
   for (const tx of outcome.settles) process.stdout.write(`settled to the receiver in ${tx}\n`);
   for (const f of outcome.failures) process.stdout.write(`failed: ${f}\n`);

@@ -3,7 +3,8 @@ import type { Abi, Hex, PublicClient } from 'viem';
 import artifacts from '../../../src/devchain/artifacts.json' with { type: 'json' };
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { configOf, findChannel, type ChannelRow } from '../../../src/payments/channels/channel-store.ts';
-import { runClaimPass, type ClaimDeps } from '../../../src/payments/channels/claims/claim-pass.ts';
+import { CLAIM_LEASE, runClaimPass, type ClaimDeps } from '../../../src/payments/channels/claims/claim-pass.ts';
+import { namedLease } from '../../../src/retention/job-lease.ts';
 import { batchSettlementAddress, readOnchainChannel } from '../../../src/payments/channels/onchain-channel.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { CHAT_BODY, channelOf, channelPayer } from './channel-harness.ts';
@@ -21,6 +22,7 @@ export function claimDeps(h: PayPerRequestHarness, over: Partial<ClaimDeps> = {}
   const topup = services.topup!;
   return {
     db: services.storage.db,
+    lease: namedLease(services.storage.db, CLAIM_LEASE),
     facilitator: topup.facilitator,
     clientFor: (network) => topup.clientFor(network),
     config: services.config.payPerRequest.batchSettlement,

@@ -1,8 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { BackgroundJob } from '../../../background-jobs.ts';
 import type { Metrics } from '../../../metrics/metrics.ts';
-import { releaseLease } from '../../../retention/job-lease.ts';
-import { CLAIM_LEASE, runClaimPass, type ClaimDeps, type ClaimMetrics } from './claim-pass.ts';
+import { runClaimPass, type ClaimDeps, type ClaimMetrics } from './claim-pass.ts';
 
 /** The claimer's counters in the gateway's metrics. */
 export function claimMetrics(m: Metrics): ClaimMetrics {
@@ -20,7 +18,14 @@ export function claimMetrics(m: Metrics): ClaimMetrics {
  * instance holding its lease (the others' passes return at once), never two passes at a time on
  * one instance; a clean stop waits for the pass under way and gives the lease up.
  */
-export function channelClaimJob(deps: ClaimDeps): BackgroundJob {
+/** A BackgroundJob (background-jobs.ts), by shape: that module imports the payment code. */
+export interface ClaimJob {
+  readonly name: string;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export function channelClaimJob(deps: ClaimDeps): ClaimJob {
   const holder = randomUUID();
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> | null = null;
@@ -38,7 +43,7 @@ export function channelClaimJob(deps: ClaimDeps): BackgroundJob {
     async stop() {
       clearInterval(timer);
       await running;
-      await releaseLease(deps.db, CLAIM_LEASE, holder).catch(() => undefined);
+      await deps.lease.release(holder).catch(() => undefined);
     },
   };
 }

@@ -2,7 +2,6 @@ import type { Kysely } from 'kysely';
 import type { PublicClient } from 'viem';
 import type { PayPerRequestConfig } from '../../../config/schema.ts';
 import { usdToMicro } from '../../../ledger/usd.ts';
-import { holdLease } from '../../../retention/job-lease.ts';
 import type { Database } from '../../../storage/schema.ts';
 import type { Facilitator } from '../../facilitator/facilitator.ts';
 import { listUnclaimed, markClaimed, mirrorChain, recordTransfer, type ChannelRow } from '../channel-store.ts';
@@ -22,8 +21,15 @@ export interface ClaimMetrics {
   withdrawalSeen(): void;
 }
 
+/** The claimer's lease (retention/job-lease.ts namedLease under CLAIM_LEASE): one instance's pass at a time. */
+export interface ClaimLease {
+  hold(holder: string, now: number, ttlMs: number): Promise<boolean>;
+  release(holder: string): Promise<void>;
+}
+
 export interface ClaimDeps {
   db: Kysely<Database>;
+  lease: ClaimLease;
   facilitator: Facilitator;
   clientFor(network: string): PublicClient | undefined;
   config: PayPerRequestConfig['batchSettlement'];
@@ -57,7 +63,7 @@ export interface ClaimPassOutcome {
 export async function runClaimPass(deps: ClaimDeps, o: { holder: string; force?: boolean }): Promise<ClaimPassOutcome> {
   const outcome: ClaimPassOutcome = { ran: false, claims: [], settles: [], recovered: [], failures: [] };
   const leaseMs = 3 * deps.config.claimIntervalSeconds * 1000;
-  if (!(await holdLease(deps.db, CLAIM_LEASE, o.holder, deps.now(), leaseMs))) return outcome;
+  if (!(await deps.lease.hold(o.holder, deps.now(), leaseMs))) return outcome;
   outcome.ran = true;
   const due = await dueClaims(deps, outcome, o.force ?? false);
   for (const batch of batches(due, deps.config.maxChannelsPerClaim)) await claimBatch(deps, batch, outcome);
