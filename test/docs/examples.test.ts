@@ -352,6 +352,7 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
   let v1: TestGateway | undefined;
   let own: TestGateway | undefined;
   let upto: TestGateway | undefined;
+  let channels: TestGateway | undefined;
   let payer: FundedAccount;
   let subs: Subs;
 
@@ -382,6 +383,8 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     await own?.stop();
     await upto?.assertLedger();
     await upto?.stop();
+    await channels?.assertLedger();
+    await channels?.stop();
     await h?.gw.assertLedger();
     await h?.stop();
     await fake?.close();
@@ -453,6 +456,33 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
     assert.equal(row?.upto_state, 'settled');
     assert.equal(row?.onchain_amount_atomic, String(charged));
     assert.equal(await h.chain.balanceOf(h.chain.usdt, agent.address), 5n * USD - BigInt(charged), 'the agent paid exactly the charge');
+  });
+
+  test('api.md: an agent pays per token through a batch-settlement channel with the stock client, and gets the rest back', async () => {
+    const relayer = await h.chain.newAccount();
+    channels = await startTestGateway({
+      engine: 'sqlite',
+      env: { ...h.env, TOLLGATE_RELAYER_KEY: relayer.privateKey, OPENAI_API_KEY: 'sk-provider' },
+      config: mergeConfig(h.gatewayConfig, {
+        providers: { openai: { baseUrl: fake.url } },
+        models: defaultModels,
+        payPerRequest: { enabled: true, batchSettlement: { enabled: true } },
+        rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 } },
+      }),
+    });
+    const channelSubs: Subs = [
+      ['https://gateway.example.com', channels.url],
+      [/eip155:8453'/g, `${h.chain.network}'`],
+      [/0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'/g, `${h.chain.usdc}'`],
+    ];
+    const agent = await h.chain.newAccount({ usdc: 5n * USD });
+    const out = ok(await ts(fill(docBlock('pay-per-request-channels'), channelSubs), { WALLET_KEY: agent.privateKey, RPC_URL: h.anvil.rpcUrl }));
+    const { charged, refunded } = JSON.parse(out.trim().split('\n').at(-1)!);
+    assert.ok(charged > 0);
+    assert.equal(Number(refunded), 1_000_000 - charged, 'the deposit less the charges came back');
+    assert.equal(await h.chain.balanceOf(h.chain.usdc, agent.address), 5n * USD - BigInt(charged), 'the agent paid exactly its charges');
+    const transfers = await channels.services.storage.db.selectFrom('channel_transfers').select('kind').execute();
+    assert.deepEqual(transfers.map((t) => t.kind).sort(), ['deposit', 'refund'], 'two transactions for the whole session');
   });
 
   test('api.md: the top-up history of the wallet that paid', async () => {

@@ -1,56 +1,18 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
-import type { PaymentRequirements } from '@x402/core/types';
-import { toClientEvmSigner } from '@x402/evm';
-import { computeChannelId, signVoucher } from '@x402/evm/batch-settlement/client';
+import { computeChannelId } from '@x402/evm/batch-settlement/client';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import { v2Header } from '../../support/x402-payloads.ts';
-import { CHAT_BODY, channelOf, channelOffersOf, channelPayer, channelSuite } from './channel-harness.ts';
+import { channelOf, channelOffersOf, channelSuite, openedChannel, paid, voucherHeader } from './channel-harness.ts';
 
 /**
  * Vouchers the stock client never sends, signed by hand for a channel the stock client opened: each
  * is refused with nothing run and nothing charged, the channel unchanged, ledger-check clean.
  */
-interface Signed {
-  header: string;
-  offer: PaymentRequirements;
-  channelId: `0x${string}`;
-  ceiling: number;
-}
-
-/** A voucher payload for `payer`'s channel (or `over` it) adding to `maxClaimable`, signed by `signer` (the payer by default). */
-async function voucherHeader(
-  h: PayPerRequestHarness,
-  payer: FundedAccount,
-  maxClaimable: (ceiling: number, charged: number) => number,
-  over: { signer?: FundedAccount | ReturnType<typeof privateKeyToAccount>; salt?: `0x${string}` } = {},
-): Promise<Signed> {
-  const asked = await h.chat(CHAT_BODY);
-  const offer = channelOffersOf(asked.body.accepts).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase())!;
-  const config = channelPayer(h, payer).scheme.buildChannelConfig(offer);
-  const channelId = computeChannelId(config, offer.network);
-  const signedFor = over.salt ? computeChannelId({ ...config, salt: over.salt }, offer.network) : channelId;
-  const charged = (await channelOf(h, payer))?.charged_usdc ?? 0;
-  const ceiling = Number(offer.amount);
-  const voucher = await signVoucher(toClientEvmSigner(over.signer ?? payer), signedFor, String(maxClaimable(ceiling, charged)), offer.network);
-  return { header: v2Header(offer, { type: 'voucher', channelConfig: config, voucher }), offer, channelId, ceiling };
-}
-
-/** A payer whose channel the stock client opened with a deposit and one request. */
-async function openedChannel(h: PayPerRequestHarness): Promise<FundedAccount> {
-  const account = await h.payer(10n);
-  const { data } = await channelPayer(h, account).openai.chat.completions.create(CHAT_BODY).withResponse();
-  assert.ok(data.choices[0]);
-  return account;
-}
-
-const paid = (h: PayPerRequestHarness, header: string) => h.chat(CHAT_BODY, { 'payment-signature': header });
-
 async function refusedWithNothingRun(h: PayPerRequestHarness, payer: FundedAccount, send: () => Promise<{ status: number; headers: Headers }>) {
   const before = await channelOf(h, payer);
   const calls = h.fake.received.length;

@@ -1,12 +1,16 @@
+import assert from 'node:assert/strict';
 import type { PaymentRequirements } from '@x402/core/types';
 import { toClientEvmSigner } from '@x402/evm';
-import { BatchSettlementEvmScheme } from '@x402/evm/batch-settlement/client';
+import { BatchSettlementEvmScheme, computeChannelId, signVoucher } from '@x402/evm/batch-settlement/client';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import OpenAI from 'openai';
+import type { privateKeyToAccount } from 'viem/accounts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { findChannel } from '../../../src/payments/channels/channel-store.ts';
 import type { Engine } from '../../../src/storage/database.ts';
+import { call } from '../../support/gateway.ts';
 import { payPerRequestSuite, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * Pay-per-request with x402 `batch-settlement` channels on (payPerRequest.batchSettlement), paid by
@@ -63,3 +67,39 @@ export async function channelCharges(h: PayPerRequestHarness, channelId: string)
 }
 
 export const CHAT_BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 100 };
+
+export interface Signed {
+  header: string;
+  offer: PaymentRequirements;
+  channelId: `0x${string}`;
+  ceiling: number;
+}
+
+/** A voucher payload for `payer`'s channel (or `over` it) adding to `maxClaimable`, signed by `signer` (the payer by default). */
+export async function voucherHeader(
+  h: PayPerRequestHarness,
+  payer: FundedAccount,
+  maxClaimable: (ceiling: number, charged: number) => number,
+  over: { signer?: FundedAccount | ReturnType<typeof privateKeyToAccount>; salt?: `0x${string}` } = {},
+): Promise<Signed> {
+  const asked = await h.chat(CHAT_BODY);
+  const offer = channelOffersOf(asked.body.accepts).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase())!;
+  const config = channelPayer(h, payer).scheme.buildChannelConfig(offer);
+  const channelId = computeChannelId(config, offer.network);
+  const signedFor = over.salt ? computeChannelId({ ...config, salt: over.salt }, offer.network) : channelId;
+  const charged = (await channelOf(h, payer))?.charged_usdc ?? 0;
+  const ceiling = Number(offer.amount);
+  const voucher = await signVoucher(toClientEvmSigner(over.signer ?? payer), signedFor, String(maxClaimable(ceiling, charged)), offer.network);
+  return { header: v2Header(offer, { type: 'voucher', channelConfig: config, voucher }), offer, channelId, ceiling };
+}
+
+/** A payer whose channel the stock client opened with a deposit and one request. */
+export async function openedChannel(h: PayPerRequestHarness): Promise<FundedAccount> {
+  const account = await h.payer(10n);
+  const { data } = await channelPayer(h, account).openai.chat.completions.create(CHAT_BODY).withResponse();
+  assert.ok(data.choices[0]);
+  return account;
+}
+
+export const paid = (h: PayPerRequestHarness, header: string, url = h.gw.url) =>
+  call(url, 'POST', '/v1/chat/completions', CHAT_BODY, { 'payment-signature': header });
