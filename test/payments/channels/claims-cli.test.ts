@@ -9,13 +9,13 @@ import { holdLease, releaseLease } from '../../../src/retention/job-lease.ts';
 import { runTollgate } from '../../support/cli.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
-import { CHANNEL_CONFIG, channelSuite } from './channel-harness.ts';
-import { assertClaimedAsCharged, servedChannel } from './claims-setup.ts';
+import { CHANNEL_CONFIG } from './channel-harness.ts';
+import { assertClaimedAsCharged, claimsSuite, servedChannel } from './claims-setup.ts';
 
 /** `tollgate admin channels [--claim]` as an operator runs it, against the database and chain of a running gateway. */
 for (const engine of ENGINES) {
   describe(`tollgate admin channels (${engine})`, () => {
-    const harness = channelSuite(engine);
+    const harness = claimsSuite(engine);
 
     test('lists a channel with its unclaimed charges; --claim refuses while another claimer holds the lease, then claims and settles', async () => {
       const h = harness();

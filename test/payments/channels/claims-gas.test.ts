@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
-import { channelSuite } from './channel-harness.ts';
-import { assertClaimedAsCharged, claimPass, gasOf, reader, servedChannel } from './claims-setup.ts';
+import { assertClaimedAsCharged, claimsSuite, claimPass, gasOf, reader, servedChannel } from './claims-setup.ts';
 
 const REQUESTS = Number(process.env.TOLLGATE_CHANNEL_GAS_REQUESTS ?? 1000);
 
@@ -12,7 +11,7 @@ const REQUESTS = Number(process.env.TOLLGATE_CHANNEL_GAS_REQUESTS ?? 1000);
  * by its nonce, and their gas. Gas is the chain's, the same on either engine: SQLite only.
  */
 describe('batch-settlement gas per session (sqlite)', () => {
-  const harness = channelSuite('sqlite');
+  const harness = claimsSuite('sqlite');
 
   test(`${REQUESTS} requests on one channel: three transactions (deposit, claim, settle)`, async () => {
     const h = harness();

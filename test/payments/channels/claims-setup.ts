@@ -7,7 +7,8 @@ import { CLAIM_LEASE, runClaimPass, type ClaimDeps } from '../../../src/payments
 import { namedLease } from '../../../src/retention/job-lease.ts';
 import { batchSettlementAddress, readOnchainChannel } from '../../../src/payments/channels/onchain-channel.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import { CHAT_BODY, channelOf, channelPayer } from './channel-harness.ts';
+import { CHANNEL_CONFIG, CHAT_BODY, channelOf, channelPayer, channelSuite } from './channel-harness.ts';
+import type { Engine } from '../../../src/storage/database.ts';
 
 /**
  * The background claimer driven by hand against a running gateway of the channel suite: its
@@ -15,6 +16,15 @@ import { CHAT_BODY, channelOf, channelPayer } from './channel-harness.ts';
  * waits claimIntervalSeconds, longer than any of these tests).
  */
 export const HOLDER = 'claims-test';
+
+/**
+ * The channel suite with the gateway's own claimer at its longest period (300 s), so that it never
+ * takes the lease from under a test's pass.
+ */
+export function claimsSuite(engine: Engine) {
+  const { payPerRequest } = CHANNEL_CONFIG;
+  return channelSuite(engine, { payPerRequest: { ...payPerRequest, batchSettlement: { ...payPerRequest.batchSettlement, claimIntervalSeconds: 300 } } });
+}
 const quiet = { info: () => {}, warn: () => {} };
 
 export function claimDeps(h: PayPerRequestHarness, over: Partial<ClaimDeps> = {}): ClaimDeps {

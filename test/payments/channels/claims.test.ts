@@ -8,8 +8,7 @@ import { readOnchainChannel } from '../../../src/payments/channels/onchain-chann
 import { releaseLease } from '../../../src/retention/job-lease.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
-import { channelSuite } from './channel-harness.ts';
-import { assertClaimedAsCharged, claimDeps, claimPass, gasOf, HOLDER, payerCalls, reader, servedChannel } from './claims-setup.ts';
+import { assertClaimedAsCharged, claimsSuite, claimDeps, claimPass, gasOf, HOLDER, payerCalls, reader, servedChannel } from './claims-setup.ts';
 
 /**
  * The background claimer (src/payments/channels/claims/) on real anvil with the stock client's
@@ -19,7 +18,7 @@ import { assertClaimedAsCharged, claimDeps, claimPass, gasOf, HOLDER, payerCalls
  */
 for (const engine of ENGINES) {
   describe(`batch-settlement channel claims (${engine})`, () => {
-    const harness = channelSuite(engine);
+    const harness = claimsSuite(engine);
 
     test('three channels after their requests: one claimWithSignature covers them all, one settle pays the receiver', async () => {
       const h = harness();
