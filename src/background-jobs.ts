@@ -82,6 +82,8 @@ export interface GatewayJobSources {
   logger: Logger;
   /** The retention job (src/retention/), when `retention.enabled`. */
   retention?: BackgroundJob | null;
+  /** The batch-settlement channel claimer (src/payments/channels/claims/), when payPerRequest.batchSettlement is on. */
+  channelClaims?: BackgroundJob | null;
 }
 
 /** The gateway's background jobs, in the order they start (they stop in reverse). */
@@ -130,6 +132,7 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
     }),
   );
   if (s.retention) jobs.push(s.retention);
+  if (s.channelClaims) jobs.push(s.channelClaims);
   // Stopped first: the stop waits for a pass under way, while the database is still open.
   if (s.topup) jobs.push(paymentReconciler(s.topup, logger));
   return jobs;

@@ -139,8 +139,31 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
             : undefined,
         })
       : null;
+    const channelClaims =
+      config.payPerRequest.batchSettlement.enabled && topup
+        ? await (async () => {
+            const [{ channelClaimJob, claimMetrics }, { CLAIM_LEASE }, { namedLease }] = await Promise.all([
+              import('./payments/channels/claims/claim-job.ts'),
+              import('./payments/channels/claims/claim-pass.ts'),
+              import('./retention/job-lease.ts'),
+            ]);
+            const lease = namedLease(storage.db, CLAIM_LEASE);
+            const { facilitator, clientFor } = topup;
+            const claimConfig = config.payPerRequest.batchSettlement;
+            return channelClaimJob({
+              db: storage.db,
+              lease,
+              facilitator,
+              clientFor,
+              config: claimConfig,
+              logger: opts.logger,
+              now,
+              metrics: claimMetrics(metrics),
+            });
+          })()
+        : null;
     const leaseMs = config.chat.reservationLeaseSeconds * 1000;
-    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs, now, topup, logger: opts.logger, retention }));
+    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs, now, topup, logger: opts.logger, retention, channelClaims }));
 
     const services: Omit<Services, 'chat'> = {
       config,

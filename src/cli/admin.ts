@@ -8,6 +8,7 @@ import { addLimitOptions, describeLimits, limitInputFrom, type LimitOptions } fr
 import { withStorage, type CommonOptions } from './context.ts';
 import { UsageError } from './usage-error.ts';
 import { registerAdminUpto } from './admin-upto.ts';
+import { registerAdminChannels } from './admin-channels.ts';
 
 /**
  * What the commands run, loaded when one runs: `tollgate --help` then needs neither Kysely and the
@@ -82,6 +83,7 @@ async function describeKey(s: Storage, id: number): Promise<string[]> {
 export function registerAdmin(program: Command, common: () => CommonOptions): void {
   const admin = program.command('admin').description('operator commands (direct database access)');
   registerAdminUpto(admin, common);
+  registerAdminChannels(admin, common);
 
   admin
     .command('redeem-codes')

@@ -495,6 +495,15 @@ export const configSchema = z
             // A channel's request lease; renewed every third while its request runs, so only a
             // dead instance's lease runs out.
             leaseSeconds: positiveInt.default(30),
+            // The background claims (src/payments/channels/claims/): a channel is claimed once its
+            // unclaimed charges reach claimThresholdUsd, or claimMaxAgeSeconds after its last claim
+            // (its first request), or at once while its payer's timed withdrawal runs. A pass every
+            // claimIntervalSeconds, at most 300 so that even the shortest withdrawal delay (900 s)
+            // sees three passes; up to maxChannelsPerClaim channels in one claimWithSignature.
+            claimThresholdUsd: usdAmount.default(1),
+            claimMaxAgeSeconds: positiveInt.default(3_600),
+            claimIntervalSeconds: positiveInt.max(300).default(60),
+            maxChannelsPerClaim: positiveInt.max(200).default(50),
           })
           .strict()
           .prefault({}),

@@ -25,6 +25,12 @@ export interface Metrics {
   uptoUnsettled: Counter<string>;
   uptoSettlesResent: Counter<string>;
   uptoSettlesStuck: Gauge<string>;
+  /** x402 batch-settlement channels' background claims (src/payments/channels/claims/). */
+  channelClaims: Counter<string>;
+  channelClaimedUsdc: Counter<string>;
+  channelClaimFailures: Counter<string>;
+  channelSettles: Counter<string>;
+  channelWithdrawalsSeen: Counter<string>;
   rateLimited: Counter<'scope'>;
   /** Calls to each deployment (src/routing/), retries included. */
   deploymentAttempts: Counter<'deployment'>;
@@ -51,6 +57,17 @@ export function createMetrics(db: Kysely<Database>): Metrics {
         this.set(await read());
       },
     });
+  // Read from the shared table: what payers' channels owe this gateway and no claim has taken yet (all instances).
+  gauge('tollgate_channel_unclaimed_usdc', 'Micro-USDC charged to batch-settlement channels and not yet claimed on chain', async () =>
+    Number(
+      (
+        await db
+          .selectFrom('channels')
+          .select((eb) => eb.fn.coalesce(eb.fn.sum<number>(eb('charged_usdc', '-', eb.ref('total_claimed_usdc'))), eb.lit(0)).as('n'))
+          .executeTakeFirst()
+      )?.n ?? 0,
+    ),
+  );
   gauge('tollgate_reservations_in_flight', 'Chat reservations pending (all instances)', async () =>
     Number(
       (
@@ -159,6 +176,24 @@ export function createMetrics(db: Kysely<Database>): Metrics {
     uptoSettlesStuck: new Gauge({
       name: 'tollgate_upto_settles_stuck',
       help: 'x402 upto payments settling for over 10 minutes, at the last reconciler pass (see tollgate admin ledger-check)',
+      registers,
+    }),
+    channelClaims: new Counter({
+      name: 'tollgate_channel_claims_total',
+      help: 'x402 batch-settlement claimWithSignature transactions sent by the background claimer (each covers many channels)',
+      registers,
+    }),
+    channelClaimedUsdc: new Counter({ name: 'tollgate_channel_claimed_usdc_total', help: 'Micro-USDC of channel charges claimed on chain', registers }),
+    // A failed claim is retried on the next pass; failures that persist while a payer withdraws lose what was served.
+    channelClaimFailures: new Counter({
+      name: 'tollgate_channel_claim_failures_total',
+      help: 'Channel claims or settles that failed (facilitator or chain unavailable, refused); retried on the next pass',
+      registers,
+    }),
+    channelSettles: new Counter({ name: 'tollgate_channel_settles_total', help: 'Settles sweeping claimed channel funds to the receiver', registers }),
+    channelWithdrawalsSeen: new Counter({
+      name: 'tollgate_channel_withdrawals_seen_total',
+      help: "Payers' timed channel withdrawals noticed on chain (their outstanding charges are claimed at once)",
       registers,
     }),
     rateLimited: new Counter({ name: 'tollgate_rate_limited_total', help: 'Requests refused by a rate limit', labelNames: ['scope'], registers }),

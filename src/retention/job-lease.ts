@@ -25,3 +25,14 @@ export async function holdLease(db: Kysely<Database>, name: string, holder: stri
 export async function releaseLease(db: Kysely<Database>, name: string, holder: string): Promise<void> {
   await db.updateTable('job_leases').set({ expires_at: 0 }).where('name', '=', name).where('holder', '=', holder).execute();
 }
+
+/** One named lease, for a job defined where this module cannot be imported (the payment jobs: src/payments/channels/claims/). */
+export interface NamedLease {
+  hold(holder: string, now: number, ttlMs: number): Promise<boolean>;
+  release(holder: string): Promise<void>;
+}
+
+export const namedLease = (db: Kysely<Database>, name: string): NamedLease => ({
+  hold: (holder, now, ttlMs) => holdLease(db, name, holder, now, ttlMs),
+  release: (holder) => releaseLease(db, name, holder),
+});

@@ -1,0 +1,209 @@
+import type { Kysely } from 'kysely';
+import type { PublicClient } from 'viem';
+import type { PayPerRequestConfig } from '../../../config/schema.ts';
+import { usdToMicro } from '../../../ledger/usd.ts';
+import type { Database } from '../../../storage/schema.ts';
+import type { Facilitator } from '../../facilitator/facilitator.ts';
+import { listUnclaimed, markClaimed, mirrorChain, recordTransfer, type ChannelRow } from '../channel-store.ts';
+import { readOnchainChannel, readOnchainReceiver, type OnchainChannel } from '../onchain-channel.ts';
+import { channelReceivers, settleTransferKey, unclaimedSince } from './claim-store.ts';
+import { sendClaim, sendSettle, type ClaimRow } from './claim-send.ts';
+
+export const CLAIM_LEASE = 'channel-claims';
+/** Channels looked at per pass, the most owed first; the rest wait for the next pass. */
+const CHANNELS_PER_PASS = 1000;
+
+export interface ClaimMetrics {
+  claims(): void;
+  claimed(usdc: number): void;
+  failed(): void;
+  settled(): void;
+  withdrawalSeen(): void;
+}
+
+/** The claimer's lease (retention/job-lease.ts namedLease under CLAIM_LEASE): one instance's pass at a time. */
+export interface ClaimLease {
+  hold(holder: string, now: number, ttlMs: number): Promise<boolean>;
+  release(holder: string): Promise<void>;
+}
+
+export interface ClaimDeps {
+  db: Kysely<Database>;
+  lease: ClaimLease;
+  facilitator: Facilitator;
+  clientFor(network: string): PublicClient | undefined;
+  config: PayPerRequestConfig['batchSettlement'];
+  logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+  now(): number;
+  metrics?: ClaimMetrics;
+  /** Test only: runs once a claim transaction landed, before the channels are marked claimed (a crash there). */
+  afterClaim?: (txHash: string) => void | Promise<void>;
+}
+
+export interface ClaimPassOutcome {
+  /** False when another instance holds the claimer's lease. */
+  ran: boolean;
+  /** The claim transactions sent, with the channels each covered. */
+  claims: Array<{ transaction: string; channels: string[] }>;
+  settles: string[];
+  /** Channels found claimed on chain already (a claim whose row update was lost), mirrored without a new claim. */
+  recovered: string[];
+  failures: string[];
+}
+
+/**
+ * One pass of the channel claimer, on the instance holding its lease: every channel with charges
+ * not yet claimed is read on chain (its mirror refreshed, so a payer's timed withdrawal is seen
+ * within a pass), and those due (unclaimed at least claimThresholdUsd, unclaimed since
+ * claimMaxAgeSeconds, or withdrawing; all with `force`) are claimed, up to maxChannelsPerClaim per
+ * claimWithSignature; then every receiver with claimed-but-unsettled funds is settled. A claim is
+ * cumulative: sent again after a crash it moves nothing, and a channel the chain shows claimed
+ * already is only mirrored. A failure leaves the rows as they were for the next pass.
+ */
+export async function runClaimPass(deps: ClaimDeps, o: { holder: string; force?: boolean }): Promise<ClaimPassOutcome> {
+  const outcome: ClaimPassOutcome = { ran: false, claims: [], settles: [], recovered: [], failures: [] };
+  const leaseMs = 3 * deps.config.claimIntervalSeconds * 1000;
+  if (!(await deps.lease.hold(o.holder, deps.now(), leaseMs))) return outcome;
+  outcome.ran = true;
+  const due = await dueClaims(deps, outcome, o.force ?? false);
+  for (const batch of batches(due, deps.config.maxChannelsPerClaim)) await claimBatch(deps, batch, outcome);
+  await settleReceivers(deps, outcome);
+  return outcome;
+}
+
+async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: boolean): Promise<ClaimRow[]> {
+  const owing = await listUnclaimed(deps.db, CHANNELS_PER_PASS);
+  const since = await unclaimedSince(
+    deps.db,
+    owing.map((r) => r.channel_id),
+  );
+  const threshold = usdToMicro(String(deps.config.claimThresholdUsd));
+  const oldest = deps.now() - deps.config.claimMaxAgeSeconds * 1000;
+  const due: ClaimRow[] = [];
+  for (const row of owing) {
+    const client = deps.clientFor(row.network);
+    if (!client) {
+      fail(deps, outcome, `channel ${row.channel_id}: no chain configured for ${row.network}`);
+      continue;
+    }
+    let chain: OnchainChannel;
+    try {
+      chain = await readOnchainChannel(client, row.channel_id as `0x${string}`);
+      await refreshMirror(deps, row, chain);
+    } catch (err) {
+      fail(deps, outcome, `channel ${row.channel_id}: its on-chain state could not be read (${(err as Error).message.split('\n')[0]})`);
+      continue;
+    }
+    // Never above the balance: after a withdrawal the contract refuses it, and the whole batch with it.
+    const claimable = Math.min(row.charged_usdc, Number(chain.balance));
+    const claimed = Number(chain.totalClaimed);
+    if (claimed >= claimable) {
+      if (claimed > row.total_claimed_usdc) outcome.recovered.push(row.channel_id);
+      continue;
+    }
+    const withdrawing = chain.withdrawRequestedAt > 0;
+    if (force || withdrawing || claimable - claimed >= threshold || (since.get(row.channel_id) ?? 0) <= oldest) {
+      due.push({ row, totalClaimed: claimable });
+    }
+  }
+  return due;
+}
+
+/** The mirror follows the chain; a withdrawal newly seen is logged with the time left to claim. */
+async function refreshMirror(deps: ClaimDeps, row: ChannelRow, chain: OnchainChannel): Promise<void> {
+  const snapshot = {
+    channelId: row.channel_id as `0x${string}`,
+    balance: Number(chain.balance),
+    totalClaimed: Number(chain.totalClaimed),
+    withdrawRequestedAt: chain.withdrawRequestedAt,
+    refundNonce: String(chain.refundNonce),
+  };
+  const same =
+    snapshot.balance === row.balance_usdc &&
+    snapshot.totalClaimed === row.total_claimed_usdc &&
+    snapshot.withdrawRequestedAt === row.withdraw_requested_at &&
+    snapshot.refundNonce === row.refund_nonce;
+  if (same) return;
+  await mirrorChain(deps.db, row.channel_id, snapshot, deps.now());
+  if (row.withdraw_requested_at === 0 && chain.withdrawRequestedAt > 0) {
+    deps.metrics?.withdrawalSeen();
+    const completesAt = new Date((chain.withdrawRequestedAt + row.withdraw_delay) * 1000).toISOString();
+    deps.logger.warn({ channel: row.channel_id, completesAt }, 'a payer started a timed withdrawal from its channel; its charges are claimed now');
+  }
+}
+
+/** Claim rows grouped by what one claimWithSignature may cover (one network, receiver, token, receiverAuthorizer), `max` at most. */
+function batches(due: ClaimRow[], max: number): ClaimRow[][] {
+  const groups = new Map<string, ClaimRow[]>();
+  for (const c of due) {
+    const key = [c.row.network, c.row.receiver, c.row.token, c.row.receiver_authorizer].join('|');
+    groups.set(key, [...(groups.get(key) ?? []), c]);
+  }
+  const out: ClaimRow[][] = [];
+  for (const rows of groups.values()) for (let i = 0; i < rows.length; i += max) out.push(rows.slice(i, i + max));
+  return out;
+}
+
+async function claimBatch(deps: ClaimDeps, batch: ClaimRow[], outcome: ClaimPassOutcome): Promise<void> {
+  const ids = batch.map((c) => c.row.channel_id);
+  let settled;
+  try {
+    settled = await sendClaim(deps.facilitator, batch);
+  } catch (err) {
+    fail(deps, outcome, `claim of ${ids.length} channels: ${(err as Error).message}`);
+    return;
+  }
+  if (!settled.success) {
+    fail(deps, outcome, `claim of ${ids.length} channels refused: ${settled.errorReason} ${settled.errorMessage ?? ''}`.trim());
+    // One channel the contract refuses (its payer's withdrawal completed meanwhile) would hold back
+    // every other: the halves are claimed apart, down to the one channel that fails alone.
+    if (batch.length > 1) {
+      const half = Math.ceil(batch.length / 2);
+      await claimBatch(deps, batch.slice(0, half), outcome);
+      await claimBatch(deps, batch.slice(half), outcome);
+    }
+    return;
+  }
+  await deps.afterClaim?.(settled.transaction);
+  const now = deps.now();
+  let claimedUsdc = 0;
+  for (const { row, totalClaimed } of batch) {
+    if (await markClaimed(deps.db, row.channel_id, totalClaimed, settled.transaction, now)) claimedUsdc += totalClaimed - row.total_claimed_usdc;
+    else
+      deps.logger.warn({ channel: row.channel_id, totalClaimed }, 'a landed claim was not recorded: the row moved meanwhile; the next pass mirrors the chain');
+  }
+  deps.metrics?.claims();
+  deps.metrics?.claimed(claimedUsdc);
+  outcome.claims.push({ transaction: settled.transaction, channels: ids });
+  deps.logger.info({ transaction: settled.transaction, channels: ids.length, claimedUsdc }, 'claimed batch-settlement channels');
+}
+
+/** Every receiver whose claims are not all paid out gets one settle (a settle that failed before is tried again here). */
+async function settleReceivers(deps: ClaimDeps, outcome: ClaimPassOutcome): Promise<void> {
+  for (const { network, receiver, token } of await channelReceivers(deps.db)) {
+    const client = deps.clientFor(network);
+    if (!client) continue;
+    try {
+      const totals = await readOnchainReceiver(client, receiver as `0x${string}`, token as `0x${string}`);
+      if (totals.totalClaimed <= totals.totalSettled) continue;
+      const settled = await sendSettle(deps.facilitator, network, receiver, token);
+      if (!settled.success) {
+        fail(deps, outcome, `settle to ${receiver}: ${settled.errorReason} ${settled.errorMessage ?? ''}`.trim());
+        continue;
+      }
+      const amountUsdc = Number(settled.amount || totals.totalClaimed - totals.totalSettled);
+      await recordTransfer(deps.db, { channelId: settleTransferKey(receiver, token), kind: 'settle', amountUsdc, txHash: settled.transaction }, deps.now());
+      deps.metrics?.settled();
+      outcome.settles.push(settled.transaction);
+      deps.logger.info({ transaction: settled.transaction, receiver, amountUsdc }, 'settled claimed channel funds to the receiver');
+    } catch (err) {
+      fail(deps, outcome, `settle to ${receiver}: ${(err as Error).message.split('\n')[0]}`);
+    }
+  }
+}
+
+function fail(deps: ClaimDeps, outcome: ClaimPassOutcome, message: string): void {
+  deps.metrics?.failed();
+  outcome.failures.push(message);
+  deps.logger.warn({ failure: message }, 'channel claim pass: retried on the next pass');
+}
