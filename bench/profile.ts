@@ -2,20 +2,26 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { redisCounts, type RedisCounts } from './redis-counts.ts';
 import { saturate } from './load/closed-loop.ts';
-import { cpuMicrosOf } from './proc.ts';
+import { cpuMicrosOf, postgresCpuMicros } from './proc.ts';
 import { summarise, summaryLines, type CpuProfile } from './profile-summary.ts';
 import { runScript } from './script.ts';
 import { startUpstream } from './targets.ts';
 import { startTollgate } from './tollgate-target.ts';
 import { startPostgres } from '../test/support/postgres.ts';
+import { startRedis } from '../test/support/redis.ts';
 
 /**
  * Where one engine's request path spends its CPU at saturation: one `tollgate serve` under
  * `node --cpu-prof`, loaded by the closed loop with JSON requests, then stopped with SIGTERM so
  * that V8 writes the profile, which is summarised by profile-summary.ts. On PostgreSQL the
  * database server's own CPU per request is reported beside it (the other side of every wait).
- * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--keep DIR]
+ * With `--instances N` (PostgreSQL), N instances on one database share their rate limits in Redis,
+ * as operators scale out; `--redis` puts one instance's limits in Redis too (what Redis alone adds).
+ * Redis's own commands and CPU per request are printed beside PostgreSQL's. `--plain`: no profiler
+ * (CPU per request as the benchmark measures it, without the sampling's own cost).
+ * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--instances 1] [--redis] [--plain] [--keep DIR]
  */
 const { values } = parseArgs({
   options: {
@@ -23,30 +29,18 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '10' },
     wallets: { type: 'string', default: '1' },
     connections: { type: 'string', default: '64' },
+    instances: { type: 'string', default: '1' },
+    redis: { type: 'boolean', default: false },
+    plain: { type: 'boolean', default: false },
     keep: { type: 'string' },
   },
 });
 if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error('--engine must be sqlite or postgres');
 const seconds = Number(values.seconds);
 const wallets = Number(values.wallets);
-/** CPU of a PostgreSQL server: the postmaster (found by its port) and every backend it forked. */
-function postgresCpuMicros(port: number): number {
-  const stats = readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .flatMap((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-        return [{ pid: Number(pid), ppid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]), cmdline }];
-      } catch {
-        return []; // exited while we looked
-      }
-    });
-  const postmaster = stats.find((s) => s.cmdline.startsWith('/usr/lib/postgresql/') && s.cmdline.includes(`\0-p\0${port}\0`));
-  if (!postmaster) return NaN;
-  return cpuMicrosOf([postmaster.pid, ...stats.filter((s) => s.ppid === postmaster.pid).map((s) => s.pid)]);
-}
-
+const instances = Number(values.instances);
+if (instances > 1 && values.engine !== 'postgres') throw new Error('--instances above 1 needs --engine postgres (SQLite has one writer process)');
+const withRedis = values.redis || instances > 1;
 async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -85,6 +79,18 @@ async function statementLines(url: string, requests: number): Promise<string[]> 
   ];
 }
 
+/** Redis's commands (INFO commandstats) and its server's CPU over the loaded window, per request. */
+function redisDeltaLines(before: RedisCounts, after: RedisCounts, requests: number): string[] {
+  const rows = Object.entries(after.calls)
+    .map(([command, calls]) => ({ command, calls: calls - (before.calls[command] ?? 0) }))
+    .filter((r) => r.calls > 0)
+    .sort((a, b) => b.calls - a.calls);
+  return [
+    `\nRedis over the same window: server CPU ${((after.cpuMicros - before.cpuMicros) / requests).toFixed(0)} µs per request; commands per request:`,
+    ...rows.map((r) => `  ${(r.calls / requests).toFixed(3).padStart(9)}  ${r.command}`),
+  ];
+}
+
 await runScript('profile', async ({ dir, onStop }) => {
   const profiles = values.keep ?? join(dir, 'profiles');
   const upstream = await startUpstream();
@@ -98,12 +104,19 @@ await runScript('profile', async ({ dir, onStop }) => {
     databaseUrl = await server.database();
     pgPort = server.port;
   }
+  let redisUrl: string | undefined;
+  if (withRedis) {
+    const redis = await startRedis();
+    onStop(redis.stop);
+    redisUrl = redis.url;
+  }
   const deployment = await startTollgate({
     upstreamUrl: upstream.url,
     databaseUrl,
-    instances: 1,
+    instances,
     wallets,
-    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profiles}`],
+    redisUrl,
+    nodeArgs: values.plain ? [] : ['--cpu-prof', `--cpu-prof-dir=${profiles}`],
   });
   onStop(deployment.stop);
   const target = deployment.row(wallets);
@@ -111,26 +124,39 @@ await runScript('profile', async ({ dir, onStop }) => {
   await saturate(target, { model: 'bench-fast', stream: false, seconds: 2, connections }); // warm-up, in the profile too
   if (values.engine === 'postgres') await resetStatements(databaseUrl);
   const pgBefore = postgresCpuMicros(pgPort);
+  const redisBefore: RedisCounts | null = redisUrl ? await redisCounts(redisUrl) : null;
+  const pids = target.pids;
+  const instanceBefore = pids.map((pid) => cpuMicrosOf([pid]));
   const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
   const window = { fromMicros: monotonicMicros(), toMicros: 0 };
   const load = await saturate(target, { model: 'bench-fast', stream: false, seconds, connections });
   window.toMicros = monotonicMicros();
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
+  const perInstance = pids.map((pid, i) => (cpuMicrosOf([pid]) - instanceBefore[i]!) / load.completed);
+  const redisLines = redisBefore ? redisDeltaLines(redisBefore, await redisCounts(redisUrl!), load.completed) : [];
   const statements = values.engine === 'postgres' ? await statementLines(databaseUrl, load.completed) : [];
+  const head =
+    `${values.engine}, ${wallets} wallet(s), ${instances} instance(s)${withRedis ? ', rate limits in Redis' : ''}, ${connections} connections, ${seconds} s` +
+    `${values.plain ? '' : ' (only these samples: no start-up, no warm-up)'}: ${load.requestsPerSecond.toFixed(0)} req/s, ` +
+    `gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request${instances > 1 ? ` (by instance: ${perInstance.map((c) => c.toFixed(0)).join(' + ')})` : ''}` +
+    (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : '') +
+    `, machine busy ${load.machineBusyCores.toFixed(2)} cores`;
+  if (values.plain) {
+    process.stdout.write([head, ...redisLines, ...statements].join('\n') + '\n');
+    return;
+  }
   // SIGTERM: a graceful exit, on which V8 writes the .cpuprofile.
-  await deployment.instances[0]!.stop();
+  await Promise.all(deployment.instances.map((g) => g.stop()));
   // One profile per thread (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile); thread 0 is the
   // main thread, the request path. On SQLite the WAL checkpointer's thread writes its own.
-  const file = readdirSync(profiles).find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f));
-  if (!file) throw new Error(`no main-thread .cpuprofile written in ${profiles}`);
-  process.stdout.write(
-    [
-      `${values.engine}, ${wallets} wallet(s), ${connections} connections, ${seconds} s (only these samples: no start-up, no warm-up): ` +
-        `${load.requestsPerSecond.toFixed(0)} req/s, gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request` +
-        (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : ''),
+  const summaries = pids.map((pid, i) => {
+    const file = readdirSync(profiles).find((f) => new RegExp(`\\.${pid}\\.0\\.\\d+\\.cpuprofile$`).test(f));
+    if (!file) throw new Error(`no main-thread .cpuprofile of instance ${i + 1} written in ${profiles}`);
+    return [
+      instances > 1 ? `\ninstance ${i + 1} of ${instances}:` : '',
       ...summaryLines(summarise(JSON.parse(readFileSync(join(profiles, file), 'utf8')) as CpuProfile, window)),
-      ...statements,
       values.keep ? `\nprofile kept: ${join(profiles, file)}` : '',
-    ].join('\n') + '\n',
-  );
+    ];
+  });
+  process.stdout.write([head, ...summaries.flat(), ...redisLines, ...statements].join('\n') + '\n');
 });
