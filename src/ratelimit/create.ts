@@ -27,7 +27,7 @@ export async function createLimiter(config: Config, logger: Logger, registry: Re
   if (!url) throw new Error(`rateLimits.backend is redis but ${rateLimits.redisUrlEnv} is not set; set it to redis://host:6379`);
   // ioredis is loaded only for the redis backend.
   const { redisLimiter } = await import('./redis.ts');
-  const shared = redisLimiter(url, { instances: rateLimits.instances });
+  const shared = redisLimiter(url);
   if (rateLimits.redisOutage === 'closed') {
     return { limiter: shared, probe: { name: 'redis', required: true, check: () => shared.probe() }, degraded: () => false };
   }
