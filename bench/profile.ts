@@ -2,20 +2,27 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { redisCounts, type RedisCounts } from './redis-counts.ts';
 import { saturate } from './load/closed-loop.ts';
-import { cpuMicrosOf, systemCalls } from './proc.ts';
+import { cpuMicrosOf, postgresCpuMicros, postgresPids, systemCalls } from './proc.ts';
 import { summarise, summaryLines, type CpuProfile } from './profile-summary.ts';
 import { runScript } from './script.ts';
 import { startUpstream } from './targets.ts';
 import { startTollgate } from './tollgate-target.ts';
 import { startPostgres } from '../test/support/postgres.ts';
+import { startRedis } from '../test/support/redis.ts';
 
 /**
  * Where one engine's request path spends its CPU at saturation: one `tollgate serve` under
  * `node --cpu-prof`, loaded by the closed loop with JSON requests, then stopped with SIGTERM so
  * that V8 writes the profile, which is summarised by profile-summary.ts. On PostgreSQL the
  * database server's own CPU per request is reported beside it (the other side of every wait).
- * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--keep DIR] [--node-option=FLAG ...]
+ * With `--instances N` (PostgreSQL), N instances on one database share their rate limits in Redis,
+ * as operators scale out; `--redis` puts one instance's limits in Redis too (what Redis alone adds).
+ * Redis's own commands and CPU per request are printed beside PostgreSQL's. `--plain`: no profiler
+ * (CPU per request as the benchmark measures it, without the sampling's own cost).
+ * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--instances 1] [--redis] [--plain] [--keep DIR]
+ *   [--node-option=FLAG ...]
  */
 const { values } = parseArgs({
   options: {
@@ -23,6 +30,9 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '10' },
     wallets: { type: 'string', default: '1' },
     connections: { type: 'string', default: '64' },
+    instances: { type: 'string', default: '1' },
+    redis: { type: 'boolean', default: false },
+    plain: { type: 'boolean', default: false },
     keep: { type: 'string' },
     // A flag for the gateway's node (repeatable), to compare runtime settings side by side: --node-option=--max-semi-space-size=64
     'node-option': { type: 'string', multiple: true, default: [] },
@@ -31,36 +41,9 @@ const { values } = parseArgs({
 if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error('--engine must be sqlite or postgres');
 const seconds = Number(values.seconds);
 const wallets = Number(values.wallets);
-/** The processes of a PostgreSQL server: the postmaster (found by its port) and every backend it forked. */
-function postgresPids(port: number): number[] {
-  const stats = readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .flatMap((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-        return [{ pid: Number(pid), ppid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]), cmdline }];
-      } catch {
-        return []; // exited while we looked
-      }
-    });
-  const postmaster = stats.find((s) => s.cmdline.startsWith('/usr/lib/postgresql/') && s.cmdline.includes(`\0-p\0${port}\0`));
-  if (!postmaster) return [];
-  return [postmaster.pid, ...stats.filter((s) => s.ppid === postmaster.pid).map((s) => s.pid)];
-}
-
-/** CPU of a PostgreSQL server, NaN when there is none. A backend that exits between the listing and the read counts nothing. */
-function postgresCpuMicros(port: number): number {
-  const pids = postgresPids(port);
-  if (!pids.length) return NaN;
-  return pids.reduce((sum, pid) => {
-    try {
-      return sum + cpuMicrosOf([pid]);
-    } catch {
-      return sum;
-    }
-  }, 0);
-}
+const instances = Number(values.instances);
+if (instances > 1 && values.engine !== 'postgres') throw new Error('--instances above 1 needs --engine postgres (SQLite has one writer process)');
+const withRedis = values.redis || instances > 1;
 
 /** Read and write system calls of the processes, summed, by pid (a backend that exits drops out of the next count). */
 function callsByPid(pids: number[]): Map<number, { reads: number; writes: number }> {
@@ -117,6 +100,18 @@ async function statementLines(url: string, requests: number): Promise<string[]> 
   ];
 }
 
+/** Redis's commands (INFO commandstats) and its server's CPU over the loaded window, per request. */
+function redisDeltaLines(before: RedisCounts, after: RedisCounts, requests: number): string[] {
+  const rows = Object.entries(after.calls)
+    .map(([command, calls]) => ({ command, calls: calls - (before.calls[command] ?? 0) }))
+    .filter((r) => r.calls > 0)
+    .sort((a, b) => b.calls - a.calls);
+  return [
+    `\nRedis over the same window: server CPU ${((after.cpuMicros - before.cpuMicros) / requests).toFixed(0)} µs per request; commands per request:`,
+    ...rows.map((r) => `  ${(r.calls / requests).toFixed(3).padStart(9)}  ${r.command}`),
+  ];
+}
+
 await runScript('profile', async ({ dir, onStop }) => {
   const profiles = values.keep ?? join(dir, 'profiles');
   const upstream = await startUpstream();
@@ -130,12 +125,19 @@ await runScript('profile', async ({ dir, onStop }) => {
     databaseUrl = await server.database();
     pgPort = server.port;
   }
+  let redisUrl: string | undefined;
+  if (withRedis) {
+    const redis = await startRedis();
+    onStop(redis.stop);
+    redisUrl = redis.url;
+  }
   const deployment = await startTollgate({
     upstreamUrl: upstream.url,
     databaseUrl,
-    instances: 1,
+    instances,
     wallets,
-    nodeArgs: [...(values['node-option'] ?? []), '--cpu-prof', `--cpu-prof-dir=${profiles}`],
+    redisUrl,
+    nodeArgs: [...(values['node-option'] ?? []), ...(values.plain ? [] : ['--cpu-prof', `--cpu-prof-dir=${profiles}`])],
   });
   onStop(deployment.stop);
   const target = deployment.row(wallets);
@@ -143,33 +145,47 @@ await runScript('profile', async ({ dir, onStop }) => {
   await saturate(target, { model: 'bench-fast', stream: false, seconds: 2, connections }); // warm-up, in the profile too
   if (values.engine === 'postgres') await resetStatements(databaseUrl);
   const pgBefore = postgresCpuMicros(pgPort);
-  const gatewayPid = deployment.instances[0]!.child.pid!;
-  const gatewayCallsBefore = callsByPid([gatewayPid]);
+  const redisBefore: RedisCounts | null = redisUrl ? await redisCounts(redisUrl) : null;
+  const pids = target.pids;
+  const instanceBefore = pids.map((pid) => cpuMicrosOf([pid]));
+  const gatewayCallsBefore = callsByPid(pids);
   const pgCallsBefore = callsByPid(postgresPids(pgPort));
   const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
   const window = { fromMicros: monotonicMicros(), toMicros: 0 };
   const load = await saturate(target, { model: 'bench-fast', stream: false, seconds, connections });
   window.toMicros = monotonicMicros();
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
-  const gatewayCalls = callsPerRequest(gatewayCallsBefore, callsByPid([gatewayPid]), load.completed);
+  const perInstance = pids.map((pid, i) => (cpuMicrosOf([pid]) - instanceBefore[i]!) / load.completed);
+  const redisLines = redisBefore ? redisDeltaLines(redisBefore, await redisCounts(redisUrl!), load.completed) : [];
+  const gatewayCalls = callsPerRequest(gatewayCallsBefore, callsByPid(pids), load.completed);
   const pgCalls = callsPerRequest(pgCallsBefore, callsByPid(postgresPids(pgPort)), load.completed);
   const statements = values.engine === 'postgres' ? await statementLines(databaseUrl, load.completed) : [];
+  const head =
+    `${values.engine}, ${wallets} wallet(s), ${instances} instance(s)${withRedis ? ', rate limits in Redis' : ''}, ${connections} connections, ${seconds} s` +
+    `${values.plain ? '' : ' (only these samples: no start-up, no warm-up)'}: ${load.requestsPerSecond.toFixed(0)} req/s, ` +
+    `gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request${instances > 1 ? ` (by instance: ${perInstance.map((c) => c.toFixed(0)).join(' + ')})` : ''}` +
+    (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : '') +
+    `, machine busy ${load.machineBusyCores.toFixed(2)} cores`;
+  // Counts, unlike CPU time, do not swell on a loaded machine: they compare two trees on a busy one.
+  const calls =
+    `system calls per request (read and write families, /proc/PID/io): gateway${instances > 1 ? 's summed' : ''} ${gatewayCalls}` +
+    (Number.isFinite(pgPerRequest) ? `; PostgreSQL server ${pgCalls}` : '');
+  if (values.plain) {
+    process.stdout.write([head, calls, ...redisLines, ...statements].join('\n') + '\n');
+    return;
+  }
   // SIGTERM: a graceful exit, on which V8 writes the .cpuprofile.
-  await deployment.instances[0]!.stop();
+  await Promise.all(deployment.instances.map((g) => g.stop()));
   // One profile per thread (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile); thread 0 is the
   // main thread, the request path. On SQLite the WAL checkpointer's thread writes its own.
-  const file = readdirSync(profiles).find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f));
-  if (!file) throw new Error(`no main-thread .cpuprofile written in ${profiles}`);
-  process.stdout.write(
-    [
-      `${values.engine}, ${wallets} wallet(s), ${connections} connections, ${seconds} s (only these samples: no start-up, no warm-up): ` +
-        `${load.requestsPerSecond.toFixed(0)} req/s, gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request` +
-        (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : ''),
-      `system calls per request (read and write families, /proc/PID/io): gateway ${gatewayCalls}` +
-        (Number.isFinite(pgPerRequest) ? `; PostgreSQL server ${pgCalls}` : ''),
+  const summaries = pids.map((pid, i) => {
+    const file = readdirSync(profiles).find((f) => new RegExp(`\\.${pid}\\.0\\.\\d+\\.cpuprofile$`).test(f));
+    if (!file) throw new Error(`no main-thread .cpuprofile of instance ${i + 1} written in ${profiles}`);
+    return [
+      instances > 1 ? `\ninstance ${i + 1} of ${instances}:` : '',
       ...summaryLines(summarise(JSON.parse(readFileSync(join(profiles, file), 'utf8')) as CpuProfile, window)),
-      ...statements,
       values.keep ? `\nprofile kept: ${join(profiles, file)}` : '',
-    ].join('\n') + '\n',
-  );
+    ];
+  });
+  process.stdout.write([head, calls, ...summaries.flat(), ...redisLines, ...statements].join('\n') + '\n');
 });

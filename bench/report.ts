@@ -3,6 +3,8 @@ import type { HeldStreams } from './load/held-streams.ts';
 import type { OpenLoop } from './load/open-loop.ts';
 import { payPerRequestLines, startupLines, type PayPerRequestLatency, type Startup } from './report-sections.ts';
 import type { RowCondition } from './rows.ts';
+import type { StorageCase } from './storage-case.ts';
+import { storageLines } from './storage-lines.ts';
 import { targetChecks, targetLines } from './target-checks.ts';
 
 export interface Report {
@@ -34,6 +36,8 @@ export interface Report {
   /** Absent in results from before start-up was measured. */
   startup?: Startup;
   payPerRequest?: PayPerRequestLatency;
+  /** Issue 38 §4 (bench/storage-case.ts); absent in results from before 2026-11-29. */
+  storage?: StorageCase;
   durationSeconds: number;
 }
 
@@ -56,6 +60,8 @@ export function figures(r: Report, target: string) {
     'saturation stream (streams/s)': median(sat.stream.map((s) => s.requestsPerSecond)),
     'failed requests at saturation': sat.json.concat(sat.stream).reduce((n, s) => n + s.failed, 0),
     'CPU per JSON request (µs)': cpuRequest,
+    // NaN (–) for a target without a server of its own, and in results from before 2026-11-29.
+    'database server CPU per JSON request (µs)': median(sat.json.map((s) => s.serverCpuMicrosPerRequest ?? NaN)),
     // Results from before 2026-11-27 have no machineBusyCores: NaN, printed as –.
     'machine busy at JSON saturation (cores)': median(sat.json.map((s) => s.machineBusyCores ?? NaN)),
     'CPU per stream (µs)': cpuStream,
@@ -190,6 +196,7 @@ export function reportText(r: Report): string {
   );
   if (r.startup) out.push('', ...startupLines(r.startup));
   if (r.payPerRequest) out.push('', ...payPerRequestLines(r.payPerRequest));
+  if (r.storage) out.push('', ...storageLines(r.storage));
   out.push('');
   out.push(...targetLines(r, targetChecks(r, all)));
   out.push(`\n(${r.durationSeconds.toFixed(0)} s in all)`);

@@ -10,6 +10,9 @@ import { ensureBenchPackages } from './packages.ts';
 import { reportText, type Report } from './report.ts';
 import { measureStartup } from './startup.ts';
 import { measurePayPerRequest } from './pay-per-request.ts';
+import { cpuMicros, postgresCpuMicros } from './proc.ts';
+import { redisCounts } from './redis-counts.ts';
+import { FULL_SIZES, measureStorage, QUICK_SIZES } from './storage-case.ts';
 import { runScript } from './script.ts';
 import type { Target } from './targets.ts';
 
@@ -80,8 +83,16 @@ await runScript('benchmark', async ({ dir, onStop }) => {
   const pgTwo = await deploy({ databaseUrl: await pg.database(), instances: 2, wallets: WALLETS, redisUrl: redis.url });
   // Every phase for SQLite and PostgreSQL with one wallet (the rows of earlier runs); JSON only for
   // the scale-out rows, which answer the operators' question (throughput, CPU, latency) in fewer minutes.
-  const tollgateRows = [sqlite.row(1), pgOne.row(1)];
-  const scaleOutRows = [pgOne.row(WALLETS), pgTwo.row(1), pgTwo.row(WALLETS)];
+  // The database server's CPU (and for two instances Redis's) is measured beside each PostgreSQL row's own.
+  const { pid: redisPid } = await redisCounts(redis.url);
+  const postgresCpu = () => postgresCpuMicros(pg.port);
+  const sharedCpu = () => postgresCpu() + cpuMicros(redisPid);
+  const tollgateRows = [sqlite.row(1), { ...pgOne.row(1), serverCpuMicros: postgresCpu }];
+  const scaleOutRows = [
+    { ...pgOne.row(WALLETS), serverCpuMicros: postgresCpu },
+    { ...pgTwo.row(1), serverCpuMicros: sharedCpu },
+    { ...pgTwo.row(WALLETS), serverCpuMicros: sharedCpu },
+  ];
   for (const row of [...tollgateRows, ...scaleOutRows]) targets.push(row);
   const scaleOutNames = new Set(scaleOutRows.map((t) => t.name));
   const full = targets.filter((t) => !scaleOutNames.has(t.name));
@@ -130,6 +141,7 @@ await runScript('benchmark', async ({ dir, onStop }) => {
   ledger.sqlite = await ledgerOpsPerSecond(`sqlite:${join(dir, 'ledger.db')}`, { seconds: SECONDS, concurrency: 16 });
   log('ledger reserve+settle on PostgreSQL');
   ledger.postgres = await ledgerOpsPerSecond(await pg.database(), { seconds: SECONDS, concurrency: 16 });
+  const storage = await measureStorage(dir, QUICK ? QUICK_SIZES : FULL_SIZES, log);
 
   const report: Report = {
     date: new Date().toISOString(),
@@ -161,6 +173,7 @@ await runScript('benchmark', async ({ dir, onStop }) => {
     ledger,
     startup,
     payPerRequest,
+    storage,
     durationSeconds: (Date.now() - started) / 1000,
   };
   const out = join(import.meta.dirname, 'results');

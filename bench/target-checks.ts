@@ -1,3 +1,4 @@
+import { costChecks } from './cost-checks.ts';
 import type { Report } from './report.ts';
 import { describeCondition, rowName, type RowCondition } from './rows.ts';
 import { tailTargetChecks } from './tail-targets.ts';
@@ -100,7 +101,7 @@ export function targetChecks(r: Report, all: Record<string, Record<string, numbe
         `the machine was ${fmt(many[busy]!)} of ${cores} cores busy at one instance's saturation, ${fmt(manyTwo[busy]!)} at two's`,
     });
   }
-  checks.push(...tailTargetChecks(r, all));
+  checks.push(...tailTargetChecks(r, all), ...costChecks(r, all));
   return checks;
 }
 

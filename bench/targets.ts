@@ -12,6 +12,8 @@ export interface TargetAddress {
   pids: number[];
   /** One set of request headers per wallet (its API key); the load generators take them in turn. */
   headerSets: Array<Record<string, string>>;
+  /** CPU so far (µs) of the servers the target's requests use beside its own processes (PostgreSQL, Redis), when it has any. */
+  serverCpuMicros?: () => number;
 }
 
 /** A target the harness started, and so stops. */

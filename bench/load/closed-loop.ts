@@ -15,6 +15,8 @@ export interface Saturation {
    * generator, the upstream, the database): near all of them, a second instance has none to use.
    */
   machineBusyCores: number;
+  /** The target's database server (and Redis) per completed request, when the target names one (serverCpuMicros). */
+  serverCpuMicrosPerRequest?: number;
 }
 
 /**
@@ -28,6 +30,7 @@ export async function saturate(target: Target, o: { model: string; stream: boole
   const requests = chatHeaderSets(target).map((headers) => ({ method: 'POST', headers, body }));
   let clients = 0;
   const cpuBefore = cpuMicrosOf(target.pids);
+  const serverBefore = target.serverCpuMicros?.() ?? NaN;
   const machineBefore = machineBusyMicros();
   const wallStart = performance.now();
   const result = await autocannon({
@@ -44,6 +47,7 @@ export async function saturate(target: Target, o: { model: string; stream: boole
     },
   });
   const cpu = cpuMicrosOf(target.pids) - cpuBefore;
+  const server = (target.serverCpuMicros?.() ?? NaN) - serverBefore;
   const machineBusyCores = (machineBusyMicros() - machineBefore) / ((performance.now() - wallStart) * 1000);
   const completed = result['2xx'];
   return {
@@ -52,5 +56,6 @@ export async function saturate(target: Target, o: { model: string; stream: boole
     failed: result.non2xx + result.errors + result.timeouts,
     cpuMicrosPerRequest: completed ? cpu / completed : NaN,
     machineBusyCores,
+    ...(target.serverCpuMicros && completed ? { serverCpuMicrosPerRequest: server / completed } : {}),
   };
 }

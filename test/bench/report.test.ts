@@ -5,16 +5,18 @@ import { keptSchedule, type OpenLoop } from '../../bench/load/open-loop.ts';
 import { nthRequest } from '../../bench/load/request.ts';
 import { figures, reportText, type Report } from '../../bench/report.ts';
 import { rowName, type RowCondition } from '../../bench/rows.ts';
+import { projectDay, type StorageCase } from '../../bench/storage-case.ts';
 import { targetChecks, targetLines } from '../../bench/target-checks.ts';
 
 // Only the arithmetic and the wording are tested here, on made-up measurements: the benchmark
 // itself measures, and timings stay out of npm test.
-const sat = (requestsPerSecond: number, cpuMicrosPerRequest: number): Saturation => ({
+const sat = (requestsPerSecond: number, cpuMicrosPerRequest: number, serverCpuMicrosPerRequest?: number): Saturation => ({
   requestsPerSecond,
   completed: requestsPerSecond * 5,
   failed: 0,
   cpuMicrosPerRequest,
   machineBusyCores: 1.9,
+  ...(serverCpuMicrosPerRequest === undefined ? {} : { serverCpuMicrosPerRequest }),
 });
 const open = (rate: number, p50: number, p99: number, short = false): OpenLoop => ({
   rate,
@@ -47,11 +49,24 @@ const PG_MANY: RowCondition = { engine: 'PostgreSQL', wallets: 100, instances: 1
 const PG_TWO: RowCondition = { engine: 'PostgreSQL', wallets: 1, instances: 2 };
 const PG_TWO_MANY: RowCondition = { engine: 'PostgreSQL', wallets: 100, instances: 2 };
 
-function report(o: { quick?: boolean; twoInstances?: number; shortAt1000?: boolean } = {}): Report {
+const checks = (ms: [number, number, number]): StorageCase['checks'] => [
+  { olderRequests: 100_000, newRequests: 10_000, ms: ms[0] },
+  { olderRequests: 1_000_000, newRequests: 10_000, ms: ms[1] },
+  { olderRequests: 1_000_000, newRequests: 30_000, ms: ms[2] },
+];
+const storageCase = (bytesPerRequest: number, ms: [number, number, number]): StorageCase => ({
+  engine: 'SQLite',
+  wallets: 100,
+  retained: { requests: 20_000, hotBytes: bytesPerRequest * 20_000, bytesPerRequest, tables: { ledger_entries: bytesPerRequest * 20_000 }, retentionMs: 900 },
+  checks: checks(ms),
+  projection: projectDay(checks(ms)),
+});
+
+function report(o: { quick?: boolean; twoInstances?: number; twoInstancesCpu?: number; shortAt1000?: boolean; storage?: StorageCase } = {}): Report {
   const rows = [SQLITE, PG, PG_MANY, PG_TWO, PG_TWO_MANY];
   const names = ['upstream direct', 'node:http+undici proxy', 'Portkey gateway', ...rows.map(rowName)];
   const full = (json: number, cpu: number) => ({ json: [sat(json, cpu)], stream: [sat(json / 2, cpu * 4)] });
-  const jsonOnly = (json: number, cpu: number) => ({ json: [sat(json, cpu)], stream: [] });
+  const jsonOnly = (json: number, cpu: number, server?: number) => ({ json: [sat(json, cpu, server)], stream: [] });
   const sqliteLatency = latencies(1.2, 9);
   if (o.shortAt1000) sqliteLatency['json@1000'] = open(1000, 35, 80, true);
   return {
@@ -68,10 +83,10 @@ function report(o: { quick?: boolean; twoInstances?: number; shortAt1000?: boole
       'node:http+undici proxy': full(10_000, 100),
       'Portkey gateway': full(700, 1700),
       [rowName(SQLITE)]: full(6_500, 150),
-      [rowName(PG)]: full(700, 800),
-      [rowName(PG_MANY)]: jsonOnly(3_500, 400),
+      [rowName(PG)]: { json: [sat(700, 800, 200)], stream: [sat(350, 3200, 800)] },
+      [rowName(PG_MANY)]: jsonOnly(3_500, 400, 150),
       [rowName(PG_TWO)]: jsonOnly(900, 900),
-      [rowName(PG_TWO_MANY)]: jsonOnly(o.twoInstances ?? 6_000, 450),
+      [rowName(PG_TWO_MANY)]: jsonOnly(o.twoInstances ?? 6_000, o.twoInstancesCpu ?? 450, 170),
     },
     latency: {
       'upstream direct': latencies(0.3, 2),
@@ -85,6 +100,7 @@ function report(o: { quick?: boolean; twoInstances?: number; shortAt1000?: boole
     },
     memory: {},
     ledger: { sqlite: 15_000, postgres: 1_500 },
+    ...(o.storage ? { storage: o.storage } : {}),
     durationSeconds: 300,
   };
 }
@@ -101,8 +117,8 @@ describe('npm run bench report', () => {
   });
 
   test('every target line names its engine, wallets, instances and load', () => {
-    const lines = linesOf(report());
-    assert.equal(lines.length, 15, lines.join('\n'));
+    const lines = linesOf(report({ storage: storageCase(245, [100, 110, 310]) }));
+    assert.equal(lines.length, 23, lines.join('\n'));
     assert.deepEqual(
       lines.map((l) => l.match(/^(MET   |MISSED) \[([^\]]+)\]/)?.[2]),
       [
@@ -121,8 +137,50 @@ describe('npm run bench report', () => {
         'PostgreSQL · 1 wallet · 1 instance · open loop at 1,000 streams/s (paced upstream)',
         'SQLite · 1 wallet · 1 instance · open loop at 1,000 req/s',
         'PostgreSQL · 1 wallet · 1 instance · open loop at 1,000 req/s',
+        'SQLite · 1 wallet · 1 instance · closed loop, 64 connections',
+        'SQLite · 1 wallet · 1 instance · closed loop, 64 connections',
+        'PostgreSQL · 1 wallet · 1 instance · closed loop, 64 connections',
+        'PostgreSQL · 1 wallet · 1 instance · closed loop, 64 connections',
+        'PostgreSQL · 100 wallets · 2 instances against 1 · closed loop, 64 connections',
+        'PostgreSQL · 100 wallets · 2 instances against 1 · open loop at 1,000 req/s, the same load for both',
+        "SQLite · 100 wallets · 1 instance (the ledger's own operations, no HTTP) · 20,000 requests retired after the retention window, then VACUUM",
+        "SQLite · 100 wallets · 1 instance (the ledger's own operations, no HTTP) · a day at 1,000 req/s (86.4 M requests) on 10 M older, projected from smaller sizes",
       ],
     );
+  });
+
+  test('the tail, CPU, two-instance and storage targets: each figure against its rule', () => {
+    const lines = linesOf(report({ storage: storageCase(245, [100, 110, 310]) }));
+    const find = (text: RegExp) => lines.find((l) => text.test(l)) ?? assert.fail(`no line matches ${text}:\n${lines.join('\n')}`);
+    // Time to first token and JSON p99 at 1,000/s against the proxy's (p99 9 ms TTFT, 4 ms JSON; p50 5.5 ms TTFT).
+    assert.match(
+      find(/^\S+ +\[SQLite [^\]]*streams\/s[^\]]*\] time to first token p99/),
+      /^MET .*p99 14\.0 ms = 1\.56× the minimal proxy's 9\.00 ms \(target ≤ 3×\)/,
+    );
+    assert.match(find(/PostgreSQL [^\]]*streams\/s[^\]]*\] time to first token p99/), /^MISSED .*p99 605 ms = 67\.22× the minimal proxy's 9\.00 ms/);
+    assert.match(find(/streams\/s[^\]]*\] time to first token p50/), /^MET .*p50 8\.00 ms = 1\.45× the minimal proxy's 5\.50 ms \(target ≤ 2×\)/);
+    assert.match(find(/\[SQLite [^\]]*1,000 req\/s\] JSON p99/), /^MET .*JSON p99 9\.00 ms = 2\.25×/);
+    assert.match(find(/\[PostgreSQL · 1 wallet[^\]]*1,000 req\/s\] JSON p99/), /^MISSED .*JSON p99 600 ms = 150\.00×/);
+    // CPU: PostgreSQL's counts its server's too (800 + 200 µs against the proxy's 100 and Portkey's 1,700).
+    assert.match(find(/CPU per JSON request, 150 µs/), /^MET .*= 1\.50× the minimal proxy's 100 µs \(target ≤ 2\.5×\)/);
+    assert.match(find(/gateway 800 \+ PostgreSQL server 200 = 1000 µs/), /^MISSED .*= 10\.00× the minimal proxy's/);
+    assert.match(find(/Portkey's 1700 µs = 11\.33× Tollgate's 150 µs/), /^MET .*\(target ≥ 5×\)/);
+    assert.match(find(/Portkey's 1700 µs = 1\.70× Tollgate's 1000 µs/), /^MISSED /);
+    // Two instances: 450 summed against one's 400 is 1.125×; 480 is 1.20×.
+    assert.match(
+      find(/summed over the 2 instances 450 µs/),
+      /^MET .*= 1\.13× one instance's 400 µs \(target ≤ 1\.15×\); .*PostgreSQL 150 µs for one instance, PostgreSQL and Redis 170 µs/,
+    );
+    const closedTwo = linesOf(report({ twoInstancesCpu: 480 })).find((l) => /closed loop, 64 connections\] CPU per JSON request summed/.test(l))!;
+    assert.match(closedTwo, /^MISSED .*480 µs = 1\.20×/);
+    // Storage: 245 bytes kept; the check 310 ms at 30,000 new + 10 ms per 1,000 new (10 s a million) over 86.37 M more.
+    assert.match(find(/bytes kept per request/), /^MET .*: 245 \(target ≤ 300\)/);
+    const day = find(/incremental ledger-check/);
+    assert.match(day, /^MISSED .*ledger-check 864 s \(target < 1 s\); 10\.0 s per million new requests, 0\.01 s per million older/);
+    assert.match(day, /rule: 310 ms measured at 0\.03 M new over 1 M older, \+ 10000 ms per million new × 86\.37 M \+ 11 ms per million older × 9 M/);
+    assert.match(linesOf(report({ storage: storageCase(301, [100, 110, 310]) })).find((l) => /bytes kept/.test(l))!, /^MISSED /);
+    // A check that did not grow with the new requests projects to what was measured.
+    assert.match(linesOf(report({ storage: storageCase(245, [100, 90, 80]) })).find((l) => /incremental/.test(l))!, /^MET .*ledger-check 0\.08 s/);
   });
 
   test('the new targets: PostgreSQL against the proxy, its p99, two instances against one, SQLite over the proxy', () => {
@@ -161,7 +219,7 @@ describe('npm run bench report', () => {
 
   test('a quick run marks every target line as quick', () => {
     const lines = linesOf(report({ quick: true }));
-    assert.equal(lines.length, 15);
+    assert.equal(lines.length, 21);
     for (const line of lines) assert.match(line, /^(MET   |MISSED) \(quick run: short phases, indicative only\) \[/);
     for (const line of linesOf(report())) assert.doesNotMatch(line, /quick/);
   });

@@ -1,0 +1,229 @@
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { generateKey, insertKey } from '../src/keys/api-keys.ts';
+import { lastClosedDay, writeCheckpoint } from '../src/ledger/checkpoints/checkpoint-store.ts';
+import { runLedgerCheck } from '../src/ledger/checkpoints/run-check.ts';
+import { DAY_MS } from '../src/ledger/days.ts';
+import { runRetentionPass } from '../src/retention/retention-job.ts';
+import { openStorage, type Storage } from '../src/storage/database.ts';
+import { migrateToLatest } from '../src/storage/migrate.ts';
+import { backfillUsageTotals } from '../src/storage/migrations/004-usage-totals.ts';
+import { keySpendAtUpgrade } from '../src/storage/migrations/006-key-limits.ts';
+import { backfillUsageDaily } from '../src/storage/migrations/007-dashboard.ts';
+import { fundPayers, type Payer, reserveAndFinish } from './ledger.ts';
+
+/**
+ * Issue 38 §4 as the benchmark measures it, on SQLite with 100 wallets (the engine of the issue's
+ * 1.2-million-request run):
+ * - bytes kept per request in the hot tables after the retention window: requests driven through
+ *   the ledger's own reserve and finish, checkpointed by ledger-check, retired by the retention
+ *   pass, then VACUUM; the hot tables' and their indexes' pages (dbstat) over the requests;
+ * - the incremental ledger-check: older history bulk-inserted as well-formed rows (a request's
+ *   charge entry, reservation and usage row, with the wallets' balances, usage totals, daily
+ *   totals and key spend made to agree) and checkpointed, then new requests through the ledger's
+ *   own operations, then `ledger-check` from that checkpoint, timed at two sizes of new activity
+ *   and over two sizes of history. A day at 1,000 req/s (86.4 M requests) on top of 10 M older is
+ *   projected from those by the rule in `projectDay` (bench/README.md says why it is not driven).
+ */
+export interface StorageCase {
+  engine: 'SQLite';
+  wallets: number;
+  retained: { requests: number; hotBytes: number; bytesPerRequest: number; tables: Record<string, number>; retentionMs: number };
+  /** Each incremental check: history (bulk-inserted, checkpointed) and new requests (driven) under it, median ms of 3. */
+  checks: Array<{ olderRequests: number; newRequests: number; ms: number }>;
+  projection: DayProjection;
+}
+
+export interface StorageSizes {
+  /** Requests driven and then retired, for the bytes kept per request. */
+  retained: number;
+  /** The two histories, bulk-inserted (the smaller shows what history itself costs the check). */
+  olderSmall: number;
+  olderLarge: number;
+  /** The two sizes of new activity over the larger history (their difference is the per-request slope). */
+  newSmall: number;
+  newLarge: number;
+}
+
+export const FULL_SIZES: StorageSizes = { retained: 20_000, olderSmall: 100_000, olderLarge: 1_000_000, newSmall: 10_000, newLarge: 30_000 };
+export const QUICK_SIZES: StorageSizes = { retained: 5_000, olderSmall: 10_000, olderLarge: 100_000, newSmall: 2_000, newLarge: 6_000 };
+
+const WALLETS = 100;
+/** The issue's day: 1,000 req/s for 24 hours, on top of 10 million older requests. */
+export const DAY_REQUESTS = 86_400_000;
+export const OLDER_REQUESTS = 10_000_000;
+
+export async function measureStorage(dir: string, sizes: StorageSizes, log: (text: string) => void): Promise<StorageCase> {
+  log(`storage: ${sizes.retained.toLocaleString('en-US')} requests through the ledger, checkpointed, retired, vacuumed`);
+  const retained = await withDatabase(join(dir, 'retained.db'), async (s) =>
+    measureRetained(s, await fundPayers(s, WALLETS, 'benchmark funding'), sizes.retained, join(dir, 'archive')),
+  );
+  const checks: StorageCase['checks'] = [];
+  for (const [older, news] of [
+    [sizes.olderSmall, [sizes.newSmall]],
+    [sizes.olderLarge, [sizes.newSmall, sizes.newLarge]],
+  ] as const) {
+    log(`ledger-check: ${older.toLocaleString('en-US')} older requests bulk-inserted and checkpointed, then ${news.join(' and ')} new ones`);
+    await withDatabase(join(dir, `history-${older}.db`), async (s) => {
+      const payers = await olderHistory(s, older);
+      let driven = 0;
+      for (const n of news) {
+        await drive(s, payers, n - driven);
+        driven = n;
+        checks.push({ olderRequests: older, newRequests: n, ms: await timeIncrementalCheck(s) });
+      }
+    });
+  }
+  return { engine: 'SQLite', wallets: WALLETS, retained, checks, projection: projectDay(checks) };
+}
+
+async function withDatabase<T>(file: string, work: (s: Storage) => Promise<T>): Promise<T> {
+  const s = openStorage(`sqlite:${file}`);
+  try {
+    await migrateToLatest(s);
+    return await work(s);
+  } finally {
+    await s.close();
+  }
+}
+
+/** `n` requests through the ledger's own reserve and finish, 32 in flight, the wallets in turn. */
+async function drive(s: Storage, payers: Payer[], n: number): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < n) await reserveAndFinish(s, payers[next++ % payers.length]!, 'openai/gpt-4o-mini');
+  };
+  await Promise.all(Array.from({ length: 32 }, worker));
+}
+
+/** The tables that grow with every request; each one's indexes are counted with it. */
+const HOT_TABLES = ['ledger_entries', 'request_usage', 'reservations'];
+
+/** Bytes of the pages each hot table and its indexes use (dbstat), and of the whole file. */
+export async function hotTableBytes(s: Storage): Promise<{ hot: number; tables: Record<string, number> }> {
+  const rows = await sql<{ tbl: string; bytes: number }>`
+    select m.tbl_name as tbl, sum(d.pgsize) as bytes from dbstat d join sqlite_master m on m.name = d.name
+    where m.tbl_name in (${sql.join(HOT_TABLES)}) group by m.tbl_name`.execute(s.db);
+  const tables = Object.fromEntries(rows.rows.map((r) => [r.tbl, Number(r.bytes)]));
+  return { hot: Object.values(tables).reduce((a, b) => a + b, 0), tables };
+}
+
+async function measureRetained(s: Storage, payers: Payer[], requests: number, exportDir: string): Promise<StorageCase['retained']> {
+  await drive(s, payers, requests);
+  // Everything driven is past the windows 100 days on; the check's checkpoint is what lets it leave.
+  const later = Date.now() + 100 * DAY_MS;
+  const check = await runLedgerCheck(s.db, { full: false, now: later });
+  if (!check.ok) throw new Error(`ledger check failed: ${check.problems.slice(0, 5).join('; ')}`);
+  const config = { enabled: true, usageDays: 90, reservationDays: 7, exportDir, batchRows: 500, everySeconds: 60 };
+  const started = performance.now();
+  for (;;) {
+    const pass = await runRetentionPass(s, config, { now: later, holder: 'bench', budgetMs: 60_000 });
+    if (!pass.ran) throw new Error('the retention pass did not run');
+    if (pass.usage === 0 && pass.reservations === 0) break;
+  }
+  const retentionMs = performance.now() - started;
+  await sql`vacuum`.execute(s.db);
+  const { hot, tables } = await hotTableBytes(s);
+  return { requests, hotBytes: hot, bytesPerRequest: hot / requests, tables, retentionMs };
+}
+
+/**
+ * `count` older requests as rows (no HTTP, no ledger operation: a million a few seconds), spread
+ * over the ten days before the last closed one, with what the ledger keeps beside them made to
+ * agree (balances, usage totals, daily totals, key spend), then a checkpoint at the end of the
+ * last closed day, as a daily `ledger-check` leaves it. The rows are the ones a request writes:
+ * its charge entry, its settled reservation and its usage row, ids 36 characters long like the
+ * gateway's. Returns the funded wallets with a key each.
+ */
+async function olderHistory(s: Storage, count: number): Promise<Payer[]> {
+  const now = Date.now();
+  const day = lastClosedDay(now);
+  const start = (day - 9) * DAY_MS;
+  const step = Math.max(1, Math.floor((10 * DAY_MS - 1) / (count + 1)));
+  await sql`create temp table bench_payers (n integer primary key, wallet text not null, key_id integer not null)`.execute(s.db);
+  const payers: Payer[] = [];
+  for (let i = 0; i < WALLETS; i++) {
+    const wallet = `0x${randomBytes(20).toString('hex')}`;
+    await s.db.insertInto('wallets').values({ address: wallet, balance_usdc: 0, locked_usdc: 0, created_at: start, updated_at: start }).execute();
+    const key = await insertKey(s.db, wallet, generateKey(randomBytes(32)), 'bench', undefined, start);
+    await sql`insert into bench_payers (n, wallet, key_id) values (${i}, ${wallet}, ${key.id})`.execute(s.db);
+    payers.push({ wallet, key });
+  }
+  await sql`insert into ledger_entries (wallet, kind, amount_usdc, reference, note, created_at)
+    select wallet, 'adjustment', 1000000000000, null, 'benchmark funding', ${start} from bench_payers order by n`.execute(s.db);
+  const id = (i: string) => sql`printf('00000000-0000-7000-8000-%012d', ${sql.raw(i)})`;
+  const CHUNK = 250_000;
+  for (let from = 0; from < count; from += CHUNK) {
+    const to = Math.min(count, from + CHUNK);
+    const rows = sql`with recursive n(i) as (select ${from} union all select i + 1 from n where i + 1 < ${to})
+      select n.i as i, p.wallet as wallet, p.key_id as key_id, ${start + step} + n.i * ${step} as at from n join bench_payers p on p.n = n.i % ${WALLETS}`;
+    await s.db.transaction().execute(async (trx) => {
+      await sql`insert into ledger_entries (wallet, kind, amount_usdc, reference, note, created_at)
+        select wallet, 'charge', -40, ${id('i')}, null, at from (${rows})`.execute(trx);
+      await sql`insert into reservations (wallet, api_key_id, request_id, amount_usdc, status, charged_usdc, lease_expires_at, created_at, finished_at)
+        select wallet, key_id, ${id('i')}, 100, 'settled', 40, at + 60000, at, at from (${rows})`.execute(trx);
+      await sql`insert into request_usage (request_id, api_key_id, wallet, model, provider, deployment, prompt_tokens, completion_tokens, reasoning_tokens,
+          cached_tokens, charged_usdc, provider_cost_usdc, status, latency_ms, estimated, created_at)
+        select ${id('i')}, key_id, wallet, 'openai/gpt-4o-mini', 'openai', 'openai', 10, 20, 0, 0, 40, 30, 'success', 1, 0, at from (${rows})`.execute(trx);
+    });
+  }
+  await s.db.transaction().execute(async (trx) => {
+    await sql`update wallets set balance_usdc = (select sum(amount_usdc) from ledger_entries e where e.wallet = wallets.address)`.execute(trx);
+    await backfillUsageTotals(trx);
+    await backfillUsageDaily(trx);
+    await trx.deleteFrom('key_spend').execute();
+    for (const row of await keySpendAtUpgrade(trx)) await trx.insertInto('key_spend').values(row).execute();
+  });
+  await writeCheckpoint(s.db, null, day, now);
+  // The history must pass the check it is the base of, or the timings below would time a failure.
+  const base = await runLedgerCheck(s.db, { full: false, now });
+  if (!base.ok) throw new Error(`the bulk-inserted history fails ledger-check: ${base.problems.slice(0, 5).join('; ')}`);
+  return payers;
+}
+
+/**
+ * `tollgate admin ledger-check` from the checkpoint (no new one is due: no day closed since), median
+ * of 3, in ms. The WAL is checkpointed first, as the gateway's checkpointer keeps it: the bulk
+ * insert leaves it hundreds of megabytes long, and reading through that would be timed instead.
+ */
+async function timeIncrementalCheck(s: Storage): Promise<number> {
+  await sql`pragma wal_checkpoint(truncate)`.execute(s.db);
+  const times: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now();
+    const check = await runLedgerCheck(s.db, { full: false });
+    times.push(performance.now() - started);
+    if (!check.ok) throw new Error(`ledger check failed: ${check.problems.slice(0, 5).join('; ')}`);
+    if (!check.from || check.stored) throw new Error('the timed check was not the incremental one (no checkpoint, or it stored a new one)');
+  }
+  return times.sort((a, b) => a - b)[1]!;
+}
+
+export interface DayProjection {
+  /** ms per million new requests: the slope between the two sizes of new activity over the larger history. */
+  perMillionNewMs: number;
+  /** ms per million older requests: the same new activity over the larger history against the smaller. */
+  perMillionOlderMs: number;
+  /** The check after a day at 1,000 req/s on 10 M older, by the rule below. */
+  dayMs: number;
+  rule: string;
+}
+
+/**
+ * The rule: the check's time is linear in the new requests since the checkpoint and in the older
+ * history under it (each term measured; a term measured below zero, which is noise, counts as zero):
+ * t(day) = t(large history, large new) + slope_new × (86.4 M − large new) + slope_older × (10 M − large history).
+ */
+export function projectDay(checks: StorageCase['checks']): DayProjection {
+  const [small, large, larger] = checks as [StorageCase['checks'][0], StorageCase['checks'][0], StorageCase['checks'][0]];
+  const perNew = Math.max(0, (larger.ms - large.ms) / (larger.newRequests - large.newRequests));
+  const perOlder = Math.max(0, (large.ms - small.ms) / (large.olderRequests - small.olderRequests));
+  const dayMs = larger.ms + perNew * (DAY_REQUESTS - larger.newRequests) + perOlder * (OLDER_REQUESTS - larger.olderRequests);
+  const m = (n: number) => `${(n / 1e6).toLocaleString('en-US', { maximumFractionDigits: 2 })} M`;
+  const rule =
+    `${larger.ms.toFixed(0)} ms measured at ${m(larger.newRequests)} new over ${m(larger.olderRequests)} older, ` +
+    `+ ${(perNew * 1e6).toFixed(0)} ms per million new × ${m(DAY_REQUESTS - larger.newRequests)} ` +
+    `+ ${(perOlder * 1e6).toFixed(0)} ms per million older × ${m(OLDER_REQUESTS - larger.olderRequests)}`;
+  return { perMillionNewMs: perNew * 1e6, perMillionOlderMs: perOlder * 1e6, dayMs, rule };
+}

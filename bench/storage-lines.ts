@@ -1,0 +1,21 @@
+import type { StorageCase } from './storage-case.ts';
+
+const n = (x: number) => x.toLocaleString('en-US');
+const kb = (bytes: number) => `${(bytes / 1024).toFixed(0)} KB`;
+
+/** The storage case as the report prints it, before the target lines that judge it. */
+export function storageLines(c: StorageCase): string[] {
+  const r = c.retained;
+  const tables = Object.entries(r.tables)
+    .map(([name, bytes]) => `${name} ${kb(bytes)}`)
+    .join(', ');
+  return [
+    `Storage (${c.engine}, ${n(c.wallets)} wallets, the ledger's own reserve and finish, no HTTP): ${n(r.requests)} requests, checkpointed by ledger-check, ` +
+      `retired by the retention pass after their window, then VACUUM: ${r.bytesPerRequest.toFixed(0)} bytes per request left in the hot tables ` +
+      `and their indexes (${tables}); the retention took ${(r.retentionMs / 1000).toFixed(1)} s.`,
+    'Incremental ledger-check (older history bulk-inserted as well-formed rows and checkpointed, not driven; new requests driven through the ledger; median of 3):',
+    ...c.checks.map((k) => `  ${n(k.olderRequests).padStart(11)} older, ${n(k.newRequests).padStart(7)} new: ${k.ms.toFixed(0)} ms`),
+    `  per million new requests ${(c.projection.perMillionNewMs / 1000).toFixed(2)} s; per million older ${(c.projection.perMillionOlderMs / 1000).toFixed(3)} s; ` +
+      `a day at 1,000 req/s on 10 M older, projected: ${(c.projection.dayMs / 1000).toFixed(1)} s = ${c.projection.rule}`,
+  ];
+}
