@@ -99,7 +99,8 @@ export async function channelAgent(stack: DemoStack, print: Printer, exactTx: st
   const exactGas = await gasOf(reader, exactTx!);
   s.ok(
     [
-      `the agent paid ${microToUsd(charged)} USDC on chain = charged; payTo received it; deposited $${microToUsd(DEPOSIT_USDC)} = claimed $${microToUsd(after.total_claimed_usdc)} + refunded $${microToUsd(after.refunded_usdc)}`,
+      `the agent paid ${microToUsd(charged)} USDC on chain = charged; payTo received it`,
+      `deposited $${microToUsd(DEPOSIT_USDC)} = claimed $${microToUsd(after.total_claimed_usdc)} + refunded $${microToUsd(after.refunded_usdc)}`,
       'ledger check and its on-chain audit clean',
       `gas: deposit ${gas[0]} + claim ${gas[1]} + settle ${gas[2]} + refund ${gas[3]} = ${sessionGas} for ${REQUESTS} requests (the agent sent none)`,
       `exact: ${exactGas} a request (a transferWithAuthorization, as the top-up's) = ${exactGas * BigInt(REQUESTS)} for ${REQUESTS}`,

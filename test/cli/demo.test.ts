@@ -46,7 +46,8 @@ function assertChannelAgent(stdout: string): void {
   assert.match(
     stdout,
     new RegExp(
-      `the agent paid ${usd(charged)} USDC on chain = charged; payTo received it; deposited \\$1\\.000000 = claimed \\$${usd(charged)} \\+ refunded \\$${usd(1_000_000 - charged)}`,
+      `the agent paid ${usd(charged)} USDC on chain = charged; payTo received it\n {4}` +
+        `deposited \\$1\\.000000 = claimed \\$${usd(charged)} \\+ refunded \\$${usd(1_000_000 - charged)}\n`,
     ),
   );
   assert.match(stdout, /ledger check and its on-chain audit clean/);
