@@ -1,6 +1,7 @@
 import { createPrinter } from './printer.ts';
 import { startDemoStack, Teardown } from './stack.ts';
-import { DemoStepFailed, walkThrough } from './walkthrough.ts';
+import { DemoStepFailed } from './demo-step.ts';
+import { walkThrough } from './walkthrough.ts';
 
 export interface DemoOptions {
   /** Leave everything running afterwards, and print what is needed to use it. */

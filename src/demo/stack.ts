@@ -25,6 +25,7 @@ export interface DemoStack {
 }
 
 export const DEMO_MODEL = 'demo-chat';
+export const DEMO_EMBEDDING_MODEL = 'demo-embed';
 export const DEMO_BLOCK_SECONDS = 1;
 
 export type StepReporter = (label: string) => { ok(detail?: string): void };
@@ -59,7 +60,7 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
     teardown.add(() => anvil.stop());
     s.ok(anvil.rpcUrl);
 
-    s = step('deploy USDC (Circle FiatTokenV2_2), Permit2 and USDT');
+    s = step('deploy USDC (Circle FiatTokenV2_2), Permit2, USDT and the x402 batch-settlement contract (a labelled stand-in)');
     const chain = await deployDevChain(anvil);
     const [wallet, payTo, relayer] = [await chain.newAccount({ usdc: 100_000_000n }), await chain.newAccount(), await chain.newAccount()];
     s.ok(`USDC at ${chain.usdc}; test wallet ${wallet.address} holds 100 USDC`);
@@ -85,13 +86,20 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
         metrics: { port: 0 }, // beside a gateway already running on this host
         database: { url: `sqlite:${join(dir, 'tollgate.db')}` },
         providers: { demo: { baseUrl: provider.url } },
-        models: [{ provider: 'demo', name: DEMO_MODEL, contextLength: 128_000, maxOutputTokens: 4096, promptCostPer1M: '0.15', completionCostPer1M: '0.6' }],
+        models: [
+          { provider: 'demo', name: DEMO_MODEL, contextLength: 128_000, maxOutputTokens: 4096, promptCostPer1M: '0.15', completionCostPer1M: '0.6' },
+          { provider: 'demo', name: DEMO_EMBEDDING_MODEL, type: 'embedding', contextLength: 8191, promptCostPer1M: '0.02' },
+        ],
         chains: { [String(anvil.chainId)]: { rpcUrl: anvil.rpcUrl } },
         topup: {
           payTo: payTo.address,
           offers: [{ network: chain.network, asset: chain.usdc, transferMethod: 'eip3009', ...USDC_DOMAIN, decimals: 6 }],
           facilitator: { type: 'local' },
         },
+        // Keyless requests may pay per request, also through a batch-settlement channel (the channel
+        // agent). Its claimer waits its longest period, so the one claim the demo shows is the pass it
+        // forces, as `tollgate admin channels --claim` does.
+        payPerRequest: { enabled: true, batchSettlement: { enabled: true, withdrawDelaySeconds: 900, minDepositUsd: 1, claimIntervalSeconds: 300 } },
         logging: { level: 'info' },
       },
       { TOLLGATE_RELAYER_KEY: relayer.privateKey },

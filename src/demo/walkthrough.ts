@@ -5,12 +5,11 @@ import { microToUsd } from '../ledger/usd.ts';
 import { GatewayClient } from '../gateway-client/gateway-client.ts';
 import { topUp } from '../gateway-client/topup-client.ts';
 import type { Printer } from './printer.ts';
+import { channelAgent } from './channel-agent.ts';
+import { expect } from './demo-step.ts';
 import { DEMO_MODEL, type DemoStack } from './stack.ts';
 
 const TOPUP_USD = 5;
-
-/** Thrown when a step does not give the result the demo expects. */
-export class DemoStepFailed extends Error {}
 
 /**
  * The scripted client: every step uses the public HTTP API the way a user would (the wallet client,
@@ -19,9 +18,6 @@ export class DemoStepFailed extends Error {}
 export async function walkThrough(stack: DemoStack, print: Printer): Promise<{ client: GatewayClient }> {
   const base = stack.gateway.url;
   const client = new GatewayClient(base, stack.wallet);
-  const expect = (ok: boolean, problem: string) => {
-    if (!ok) throw new DemoStepFailed(problem);
-  };
 
   print.title('The walk-through');
   let s = print.step('GET /v1/models: what can be called, at what price');
@@ -108,6 +104,8 @@ export async function walkThrough(stack: DemoStack, print: Printer): Promise<{ c
     `invariants hold; payTo received ${microToUsd(Number(received))} USDC on chain = credited $${microToUsd(paid.credited_usdc)} = balance $${microToUsd(after.balance_usdc)} + charged $${microToUsd(charged)}`,
   );
 
+  // The top-up was one transferWithAuthorization: the transaction `exact` sends for every paid request.
+  await channelAgent(stack, print, paid.transaction);
   return { client };
 }
 

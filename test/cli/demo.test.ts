@@ -22,6 +22,41 @@ const urlsIn = (output: string) => ({
   provider: output.match(/^ {4}fake provider {4}(http:\/\/127\.0\.0\.1:\d+)/m)?.[1],
 });
 
+/**
+ * The channel agent's story as printed: one deposit, twenty requests each charged, the charges
+ * claimed to the micro-USDC, the rest refunded, the agent's on-chain payment equal to the charges,
+ * the ledger check and its on-chain audit clean, and fewer gas than `exact` would have spent.
+ */
+function assertChannelAgent(stdout: string): void {
+  const tx = '0x[0-9a-f]{64}';
+  assert.match(stdout, new RegExp(`deposit \\$1\\.000000 in ${tx}; charged \\d+ micro-USDC`));
+  const served = stdout.match(/10 chat, 5 stream, 5 embedding; charged \(micro-USDC\) ([\d ]+) = (\d+) in all, no transaction/);
+  assert.ok(served, 'the session line is printed');
+  const charges = served[1]!.trim().split(' ').map(Number);
+  const charged = Number(served[2]);
+  assert.equal(charges.length, 20);
+  assert.ok(charges.every((c) => c > 0));
+  assert.equal(
+    charges.reduce((a, b) => a + b, 0),
+    charged,
+  );
+  assert.match(stdout, new RegExp(`claimed ${charged} micro-USDC in ${tx}\n {4}settled to the receiver in ${tx}\n`));
+  const usd = (micro: number) => (micro / 1e6).toFixed(6).replace('.', '\\.');
+  assert.match(stdout, new RegExp(`refunded \\$${usd(1_000_000 - charged)} in ${tx}\n`));
+  assert.match(
+    stdout,
+    new RegExp(
+      `the agent paid ${usd(charged)} USDC on chain = charged; payTo received it\n {4}` +
+        `deposited \\$1\\.000000 = claimed \\$${usd(charged)} \\+ refunded \\$${usd(1_000_000 - charged)}\n`,
+    ),
+  );
+  assert.match(stdout, /ledger check and its on-chain audit clean/);
+  const gas = stdout.match(/= (\d+) for 20 requests \(the agent sent none\)\n {4}exact: (\d+) a request .* = (\d+) for 20/);
+  assert.ok(gas, 'the gas lines are printed');
+  assert.equal(Number(gas[2]) * 20, Number(gas[3]));
+  assert.ok(Number(gas[1]) < Number(gas[3]) / 3, `a channel session (${gas[1]} gas) costs a fraction of 20 exact settlements (${gas[3]})`);
+}
+
 describe('tollgate demo', () => {
   test('runs the whole story offline, every step green, ends with the ledger check, and stops everything', async () => {
     const res = await runTollgate(['demo']);
@@ -39,6 +74,11 @@ describe('tollgate demo', () => {
       'GET /v1/usage/:wallet',
       'DELETE /v1/auth/keys/:id: revoke the key, then try it again',
       'ledger check',
+      'POST /v1/chat/completions with no key: a new wallet (10.000000 USDC) deposits into a channel',
+      '19 more requests (chat, streamed chat, embeddings): one signed voucher each',
+      'claim and settle now',
+      'GET /v1/channels/refund',
+      'channel check',
     ];
     const lines = res.stdout.split('\n');
     for (const step of steps) {
@@ -50,6 +90,7 @@ describe('tollgate demo', () => {
     assert.match(res.stdout, /credited \$5\.000000; balance \$5\.000000/);
     assert.match(res.stdout, /refused as expected: 401 UNAUTHORIZED\n/);
     assert.match(res.stdout, /invariants hold; payTo received 5\.000000 USDC on chain = credited \$5\.000000 = balance \$4\.\d{6} \+ charged \$0\.\d{6}/);
+    assertChannelAgent(res.stdout);
     assert.match(res.stdout, /Demo finished in \d+\.\ds/);
     assert.match(res.stdout, /stopped the chain, the provider and the gateway/);
     assert.ok(!/FAILED/.test(res.stdout));
