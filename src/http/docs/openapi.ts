@@ -239,6 +239,28 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           },
         },
       },
+      '/v1/channels/refund': {
+        get: {
+          summary:
+            "x402 batch-settlement (payPerRequest.batchSettlement): a payer's cooperative refund of its channel's unspent escrow, " +
+            'as the stock @x402/evm client asks for it (a GET for the 402, then the same GET with the refund payload)',
+          security: [{}, { x402: [] }],
+          responses: {
+            200: ok('refunded on chain', {
+              type: 'object',
+              properties: { refunded_usdc: integer, channel_id: { type: 'string' }, transaction: { type: 'string' } },
+            }),
+            400: error('undecodable or malformed refund payload (INVALID_PAYMENT), or a payload for another channel or offer'),
+            402: ok(
+              'the refund offer, or a refund refused: a stale voucher (the channel state to sign against), the channel busy, nothing left to refund, or an amount above what is left',
+              ref('PaymentRequired'),
+            ),
+            404: error('NOT_FOUND: this gateway offers no batch-settlement channels'),
+            429: error('RATE_LIMITED'),
+            503: error('FACILITATOR_UNAVAILABLE'),
+          },
+        },
+      },
       '/v1/topups/{wallet}': {
         get: {
           summary: "a wallet's credited and pending top-ups",
