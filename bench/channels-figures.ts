@@ -18,31 +18,32 @@ export interface ChannelBenchOptions {
 
 export const CHANNEL_BENCH_USAGE = 'usage: node --import tsx bench/channels.ts [--requests N] [--clients N] [--channels N] [--per-client N]';
 
+/**
+ * Each option's default and largest value. At most 200 channels: the claimer puts at most 200
+ * channels in one claimWithSignature (payPerRequest.batchSettlement.maxChannelsPerClaim), and the
+ * gas rows count one claim.
+ */
+const SIZES = { requests: [30, 10_000], clients: [10, 200], channels: [100, 200], 'per-client': [10, 1000] } as const;
+type SizeName = keyof typeof SIZES;
+
 /** Reads the command line of CHANNEL_BENCH_USAGE; throws BenchUsageError for a bad value. */
 export function parseChannelBenchOptions(argv: string[]): ChannelBenchOptions {
-  let values;
+  const names = Object.keys(SIZES) as SizeName[];
+  const options = Object.fromEntries(names.map((name) => [name, { type: 'string' as const, default: String(SIZES[name][0]) }]));
+  let values: Record<string, string | boolean | undefined>;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        requests: { type: 'string', default: '30' },
-        clients: { type: 'string', default: '10' },
-        channels: { type: 'string', default: '100' },
-        'per-client': { type: 'string', default: '10' },
-      },
-    }));
+    values = parseArgs({ args: argv, options }).values;
   } catch (err) {
     throw new BenchUsageError((err as Error).message);
   }
-  const count = (name: 'requests' | 'clients' | 'channels' | 'per-client', max: number) => {
-    const raw = values[name];
-    const n = Number(raw);
-    if (!/^\d+$/.test(raw) || n < 1 || n > max) throw new BenchUsageError(`--${name} must be a whole number from 1 to ${max}, got "${raw}"`);
-    return n;
+  const size = (name: SizeName) => {
+    const raw = String(values[name]);
+    const max = SIZES[name][1];
+    if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > max)
+      throw new BenchUsageError(`--${name} must be a whole number from 1 to ${max}, got "${raw}"`);
+    return Number(raw);
   };
-  // At most 200 channels: the claimer puts at most 200 channels in one claimWithSignature
-  // (payPerRequest.batchSettlement.maxChannelsPerClaim), and the gas row assumes one claim.
-  return { requests: count('requests', 10_000), clients: count('clients', 200), channels: count('channels', 200), perClient: count('per-client', 1000) };
+  return { requests: size('requests'), clients: size('clients'), channels: size('channels'), perClient: size('per-client') };
 }
 
 /** Requests answered 200 in a span of wall time. */

@@ -47,8 +47,8 @@ function payer(client: x402Client): Pay {
   const paying = wrapFetchWithPayment(fetch, client);
   return async ({ url, body }) => {
     const res = await paying(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-    await res.arrayBuffer();
-    if (res.status !== 200) throw new Error(`a paid request was answered ${res.status}`);
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`a paid request was answered ${res.status}: ${text.slice(0, 300)}`);
     return res;
   };
 }
@@ -122,9 +122,10 @@ async function claimSession(b: PayingBench, payers: FundedAccount[], requests: n
   };
 }
 
+/** Payers with 1,000 USDC: exact pays at least payPerRequest.minUsd ($0.01) a request, so 10 USDC ran out within a 1,000-request run. */
 const funded = async (b: PayingBench, n: number) => {
   const accounts: FundedAccount[] = [];
-  for (let i = 0; i < n; i++) accounts.push(await b.chain.newAccount({ usdc: 10n * USDC }));
+  for (let i = 0; i < n; i++) accounts.push(await b.chain.newAccount({ usdc: 1000n * USDC }));
   return accounts;
 };
 
