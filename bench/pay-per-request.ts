@@ -11,14 +11,14 @@ import { Writable } from 'node:stream';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { startAnvil } from '../src/devchain/anvil.ts';
-import { deployDevChain } from '../src/devchain/deploy.ts';
+import { deployDevChain, type DevChain, type FundedAccount } from '../src/devchain/deploy.ts';
 import { payingGatewayConfig } from './paying-gateway.ts';
 import { payPerRequestLines, type PayPerRequestLatency } from './report-sections.ts';
 import { startFakeOpenAI } from '../src/fake-providers/fake-openai.ts';
 import { createLogger } from '../src/http/logger.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
 import { adjustBalance } from '../src/ledger/movements.ts';
-import { startServer } from '../src/main.ts';
+import { startServer, type RunningServer } from '../src/main.ts';
 import { join } from 'node:path';
 
 /** Medians and p90s (ms) of each leg, over `requests` sequential requests after 3 warm-up ones. */
@@ -26,7 +26,20 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const p90 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.9)]!;
 const stats = (xs: number[]) => ({ median: median(xs), p90: p90(xs) });
 
-export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerRequestLatency> {
+/** What a paying benchmark runs against: one in-process gateway on SQLite, anvil with USDC, the instant fake upstream. */
+export interface PayingBench {
+  chain: DevChain;
+  gw: RunningServer;
+  /** The chat completions URL and a short JSON request body for it. */
+  url: string;
+  body: string;
+}
+
+/**
+ * Starts a PayingBench with pay-per-request on (`payPerRequest` adds to it, e.g. batch settlement),
+ * runs `measure` against it, and stops everything whatever happens.
+ */
+export async function withPayingBench<T>(dir: string, payPerRequest: Record<string, unknown>, measure: (b: PayingBench) => Promise<T>): Promise<T> {
   const anvil = await startAnvil();
   const fake = await startFakeOpenAI({ record: false });
   try {
@@ -41,7 +54,7 @@ export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerR
       extra: {
         providers: { fake: { baseUrl: fake.url } },
         models: [{ provider: 'fake', name: 'bench-fast', contextLength: 8000, promptCostPer1M: '1', completionCostPer1M: '2' }],
-        payPerRequest: { enabled: true },
+        payPerRequest: { enabled: true, ...payPerRequest },
         rateLimits: { chat: { perMinute: 1_000_000, perDay: 10_000_000 } },
       },
     });
@@ -49,43 +62,7 @@ export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerR
     try {
       const url = `${gw.url}/v1/chat/completions`;
       const body = JSON.stringify({ model: 'fake/bench-fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 });
-      const wallet = (await chain.newAccount()).address.toLowerCase();
-      await adjustBalance(gw.services.storage.db, { wallet, amountUsdc: 1_000_000 });
-      const issued = generateKey(gw.services.keySecret);
-      await insertKey(gw.services.storage.db, wallet, issued, 'bench');
-
-      const keyed: number[] = [];
-      const offer: number[] = [];
-      const paid: number[] = [];
-      const payer = await chain.newAccount({ usdc: 100n * 1_000_000n });
-      const client = new x402Client();
-      registerExactEvmScheme(client, { signer: payer });
-      client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: chain.network, asset: chain.usdc, maxAmountPerPayment: '1000000' }] });
-      // Times each leg the stock client sends: the unpaid request (402) and the paid retry.
-      let legs: number[] = [];
-      const timed: typeof fetch = async (input, init) => {
-        const t = performance.now();
-        const res = await fetch(input, init);
-        await res.clone().arrayBuffer();
-        legs.push(performance.now() - t);
-        return res;
-      };
-      const paying = wrapFetchWithPayment(timed, client);
-      for (let i = 0; i < N + 3; i++) {
-        const t = performance.now();
-        const k = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${issued.key}` }, body });
-        await k.arrayBuffer();
-        const keyedMs = performance.now() - t;
-        legs = [];
-        const p = await paying(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-        await p.arrayBuffer();
-        if (k.status !== 200 || p.status !== 200 || legs.length !== 2) throw new Error(`unexpected answers ${k.status} ${p.status} (${legs.length} legs)`);
-        if (i < 3) continue; // warm-up
-        keyed.push(keyedMs);
-        offer.push(legs[0]!);
-        paid.push(legs[1]!);
-      }
-      return { requests: N, keyed: stats(keyed), offer: stats(offer), paid: stats(paid) };
+      return await measure({ chain, gw, url, body });
     } finally {
       await gw.stop();
     }
@@ -93,6 +70,53 @@ export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerR
     await fake.close();
     await anvil.stop();
   }
+}
+
+/** The stock client paying `exact` from `payer`'s USDC, at most $1 a request. */
+export function exactClient(chain: DevChain, payer: FundedAccount): x402Client {
+  const client = new x402Client();
+  registerExactEvmScheme(client, { signer: payer });
+  client.setSpendControls({ maxAmountPerPayment: '$1', allowedAssets: [{ network: chain.network, asset: chain.usdc, maxAmountPerPayment: '1000000' }] });
+  return client;
+}
+
+export async function measurePayPerRequest(dir: string, N = 30): Promise<PayPerRequestLatency> {
+  return withPayingBench(dir, {}, async ({ chain, gw, url, body }) => {
+    const wallet = (await chain.newAccount()).address.toLowerCase();
+    await adjustBalance(gw.services.storage.db, { wallet, amountUsdc: 1_000_000 });
+    const issued = generateKey(gw.services.keySecret);
+    await insertKey(gw.services.storage.db, wallet, issued, 'bench');
+
+    const keyed: number[] = [];
+    const offer: number[] = [];
+    const paid: number[] = [];
+    const client = exactClient(chain, await chain.newAccount({ usdc: 100n * 1_000_000n }));
+    // Times each leg the stock client sends: the unpaid request (402) and the paid retry.
+    let legs: number[] = [];
+    const timed: typeof fetch = async (input, init) => {
+      const t = performance.now();
+      const res = await fetch(input, init);
+      await res.clone().arrayBuffer();
+      legs.push(performance.now() - t);
+      return res;
+    };
+    const paying = wrapFetchWithPayment(timed, client);
+    for (let i = 0; i < N + 3; i++) {
+      const t = performance.now();
+      const k = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${issued.key}` }, body });
+      await k.arrayBuffer();
+      const keyedMs = performance.now() - t;
+      legs = [];
+      const p = await paying(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      await p.arrayBuffer();
+      if (k.status !== 200 || p.status !== 200 || legs.length !== 2) throw new Error(`unexpected answers ${k.status} ${p.status} (${legs.length} legs)`);
+      if (i < 3) continue; // warm-up
+      keyed.push(keyedMs);
+      offer.push(legs[0]!);
+      paid.push(legs[1]!);
+    }
+    return { requests: N, keyed: stats(keyed), offer: stats(offer), paid: stats(paid) };
+  });
 }
 
 // `node --import tsx bench/pay-per-request.ts [--requests N]`: only this section.
