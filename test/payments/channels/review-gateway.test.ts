@@ -231,6 +231,10 @@ for (const engine of ENGINES) {
       const client = new x402Client(
         (_v, accepts) => accepts.find((r) => r.scheme === 'batch-settlement' && r.asset.toLowerCase() === h.chain.usdc.toLowerCase())!,
       ).register('eip155:*', scheme);
+      client.setSpendControls({
+        maxAmountPerPayment: '$100',
+        allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '100000000' }],
+      });
       const paying = wrapFetchWithPayment(fetch, client) as typeof fetch;
       for (let i = 0; i < 3; i++) {
         const res = await paying(`${h.gw.url}/v1/chat/completions`, {
