@@ -351,6 +351,43 @@ for (const engine of ENGINES) {
       assert.equal((await channelOf(h, victim))!.charged_usdc, before.charged_usdc);
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
+
+    test("a request arriving after a running stream's lease ran out gets busy and then lets the channel go: the next request is served", {
+      todo: 'BREAK: the busy request keeps the lease it took over (dropLease needs no pending request), so the channel refuses everyone for leaseSeconds',
+    }, async () => {
+      const h = harness();
+      const account = await h.payer(10n);
+      const payer = channelPayer(h, account);
+      await payer.openai.chat.completions.create(CHAT_BODY);
+      const row = (await channelOf(h, account))!;
+      const db = h.gw.services.storage.db;
+      h.fake.behaviour = { content: Array.from({ length: 20 }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 50 };
+      try {
+        const stream = await payer.openai.chat.completions.create({ ...CHAT_BODY, stream: true });
+        let chunks = 0;
+        let late: Awaited<ReturnType<typeof paid>> | undefined;
+        for await (const _ of stream) {
+          if (++chunks !== 3) continue;
+          // The running stream's instance missed its renewals (a pause longer than the lease).
+          await db.updateTable('channels').set({ lease_until: 1 }).where('channel_id', '=', row.channel_id).execute();
+          const v = await voucherHeader(h, account, (ceiling, charged) => charged + ceiling);
+          late = await paid(h, v.header);
+        }
+        assert.equal(late?.status, 402, 'the late request found the stream still running');
+      } finally {
+        h.fake.behaviour = {};
+      }
+      const held = (await channelOf(h, account))!;
+      const next = await payer.openai.chat.completions
+        .create(CHAT_BODY)
+        .withResponse()
+        .then(
+          () => 'served',
+          (err: Error) => err.message,
+        );
+      await assertLedgerConsistent(db);
+      assert.equal(next, 'served', `the channel stays held by ${held.lease_owner} until ${held.lease_until} (pending ${held.pending_request})`);
+    });
   });
 }
 
