@@ -62,6 +62,35 @@ async function bodyWithCeiling(h: PayPerRequestHarness, target: number) {
   throw new Error(`no chat body has a ceiling of ${target}`);
 }
 
+interface ProbeExtra {
+  voucherState?: { signedMaxClaimable: string; signature: `0x${string}` };
+  channelState: { chargedCumulativeAmount: string };
+}
+
+/** A victim's channel opened by the stock client, then probed by a stranger with a voucher of its own key: the 402 it gets. */
+async function strangersProbe(h: PayPerRequestHarness) {
+  const victim = await openedChannel(h);
+  const offer = await usdcEntry(h, CHAT_BODY);
+  const config = strangersConfig(victim, offer);
+  const channelId = computeChannelId(config, offer.network);
+  const probe = await signVoucher(toClientEvmSigner(privateKeyToAccount(generatePrivateKey())), channelId, '1', offer.network);
+  const answer = await call(h.gw.url, 'POST', '/v1/chat/completions', CHAT_BODY, {
+    'payment-signature': v2Header(offer, { type: 'voucher', channelConfig: config, voucher: probe }),
+  });
+  const extra = channelOffersOf(decodePaymentRequiredHeader(answer.headers.get('payment-required')!).accepts)[0]!.extra as unknown as ProbeExtra;
+  return { victim, config, channelId, answer, extra };
+}
+
+/** A victim's channel and the refund endpoint's USDC entry, with the channel as anyone can name it. */
+async function refundTarget(h: PayPerRequestHarness) {
+  const victim = await openedChannel(h);
+  const probe = await call(h.gw.url, 'GET', '/v1/channels/refund');
+  assert.equal(probe.status, 402, probe.text);
+  const offer = channelOffersOf(probe.body.accepts).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase())!;
+  const config = strangersConfig(victim, offer);
+  return { victim, offer, config, channelId: computeChannelId(config, offer.network) };
+}
+
 for (const engine of ENGINES) {
   describe(`attack: a fresh review of batch-settlement channels (${engine})`, () => {
     const harness = channelSuite(engine);
@@ -69,37 +98,16 @@ for (const engine of ENGINES) {
     test("a stranger's probe (a voucher signed by some other key) gets no corrective 402 with the payer's last voucher signature", {
       todo: 'BREAK: the corrective 402 hands anyone who can name the channel (payer address + default zero salt) its last signed voucher',
     }, async () => {
-      const h = harness();
-      const victim = await openedChannel(h);
-      const offer = await usdcEntry(h, CHAT_BODY);
-      const config = strangersConfig(victim, offer);
-      const channelId = computeChannelId(config, offer.network);
-      const stranger = privateKeyToAccount(generatePrivateKey());
-      const voucher = await signVoucher(toClientEvmSigner(stranger), channelId, '1', offer.network);
-      const answer = await call(h.gw.url, 'POST', '/v1/chat/completions', CHAT_BODY, {
-        'payment-signature': v2Header(offer, { type: 'voucher', channelConfig: config, voucher }),
-      });
+      const { answer, extra } = await strangersProbe(harness());
       assert.equal(answer.status, 402);
-      const entry = channelOffersOf(decodePaymentRequiredHeader(answer.headers.get('payment-required')!).accepts)[0]!;
-      assert.equal((entry.extra as { voucherState?: unknown }).voucherState, undefined, "the payer's signature went to a stranger");
+      assert.equal(extra.voucherState, undefined, "the payer's signature went to a stranger");
     });
 
     test("the payer's last voucher, taken from a corrective 402 by a stranger, does not buy the stranger a request billed to the payer's channel", {
       todo: "BREAK: a stranger replays the leaked voucher with a request whose ceiling is the last request's unspent part; it runs on the payer's channel",
     }, async () => {
       const h = harness();
-      const victim = await openedChannel(h);
-      const offer = await usdcEntry(h, CHAT_BODY);
-      const config = strangersConfig(victim, offer);
-      const channelId = computeChannelId(config, offer.network);
-      const probe = await signVoucher(toClientEvmSigner(privateKeyToAccount(generatePrivateKey())), channelId, '1', offer.network);
-      const answer = await call(h.gw.url, 'POST', '/v1/chat/completions', CHAT_BODY, {
-        'payment-signature': v2Header(offer, { type: 'voucher', channelConfig: config, voucher: probe }),
-      });
-      const extra = channelOffersOf(decodePaymentRequiredHeader(answer.headers.get('payment-required')!).accepts)[0]!.extra as {
-        voucherState?: { signedMaxClaimable: string; signature: `0x${string}` };
-        channelState: { chargedCumulativeAmount: string };
-      };
+      const { victim, config, channelId, extra } = await strangersProbe(h);
       if (!extra.voucherState) return; // nothing leaked: nothing to replay
       const before = (await channelOf(h, victim))!;
       const gap = Number(extra.voucherState.signedMaxClaimable) - Number(extra.channelState.chargedCumulativeAmount);
@@ -122,12 +130,7 @@ for (const engine of ENGINES) {
       todo: 'BREAK: the refund voucher binds no nonce or amount, and the gateway keeps no record of refunds asked: each replay refunds again, gas on the gateway',
     }, async () => {
       const h = harness();
-      const victim = await openedChannel(h);
-      const probe = await call(h.gw.url, 'GET', '/v1/channels/refund');
-      assert.equal(probe.status, 402, probe.text);
-      const offer = channelOffersOf(probe.body.accepts).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase())!;
-      const config = strangersConfig(victim, offer);
-      const channelId = computeChannelId(config, offer.network);
+      const { victim, offer, config, channelId } = await refundTarget(h);
       const charged = (await channelOf(h, victim))!.charged_usdc;
       const voucher = await signVoucher(toClientEvmSigner(victim), channelId, String(charged), offer.network);
       const header = v2Header(offer, { type: 'refund', channelConfig: config, voucher, amount: '100000' });
@@ -146,11 +149,7 @@ for (const engine of ENGINES) {
 
     test("a refund payload signed by a stranger for the payer's channel is refused, nothing moved", async () => {
       const h = harness();
-      const victim = await openedChannel(h);
-      const probe = await call(h.gw.url, 'GET', '/v1/channels/refund');
-      const offer = channelOffersOf(probe.body.accepts).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase())!;
-      const config = strangersConfig(victim, offer);
-      const channelId = computeChannelId(config, offer.network);
+      const { victim, offer, config, channelId } = await refundTarget(h);
       const before = (await channelOf(h, victim))!;
       const voucher = await signVoucher(toClientEvmSigner(privateKeyToAccount(generatePrivateKey())), channelId, String(before.charged_usdc), offer.network);
       const answer = await call(h.gw.url, 'GET', '/v1/channels/refund', undefined, {
@@ -261,12 +260,8 @@ for (const engine of ENGINES) {
 
     test('a refund racing a running request: the refund is refused as busy, the request is served and charged, then the refund goes through', async () => {
       const h = harness();
-      const victim = await openedChannel(h);
+      const { victim, offer, config, channelId } = await refundTarget(h);
       const v = await voucherHeader(h, victim, (ceiling, charged) => charged + ceiling);
-      const probe = await call(h.gw.url, 'GET', '/v1/channels/refund');
-      const offer = channelOffersOf(probe.body.accepts).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase())!;
-      const config = strangersConfig(victim, offer);
-      const channelId = computeChannelId(config, offer.network);
       const before = (await channelOf(h, victim))!;
       const refundAt = async () => {
         const charged = (await channelOf(h, victim))!.charged_usdc;
