@@ -9,6 +9,9 @@
  * right after its settle is spooled, so a test can kill -9 the process there.
  * `TOLLGATE_TEST_RETENTION_FAILURE=after-export`: a retention batch stops after its export file is
  * written and before its rows are deleted, as a crash there would leave it.
+ * `TOLLGATE_TEST_CHANNEL_FAILURE=stop-before-commit`: a batch-settlement request answers and then
+ * stops for good before its channel is committed (no commit, no lease renewal or release), as a
+ * crash between the answer and the commit would leave it.
  */
 export type SettleFailure = 'outage' | 'crash' | null;
 
@@ -16,11 +19,12 @@ export interface FailPoints {
   hangBeforeBroadcast: boolean;
   settleFailure: SettleFailure;
   retentionFailure: 'after-export' | null;
+  channelFailure: 'stop-before-commit' | null;
 }
 
 /** All off: what every gateway runs with unless a test asks otherwise. A new object each time, since tests change it. */
 export function noFailPoints(): FailPoints {
-  return { hangBeforeBroadcast: false, settleFailure: null, retentionFailure: null };
+  return { hangBeforeBroadcast: false, settleFailure: null, retentionFailure: null, channelFailure: null };
 }
 
 export function failPointsFromEnv(env: NodeJS.ProcessEnv): FailPoints {
@@ -29,5 +33,6 @@ export function failPointsFromEnv(env: NodeJS.ProcessEnv): FailPoints {
     hangBeforeBroadcast: env.TOLLGATE_TEST_HANG_BEFORE_BROADCAST === '1',
     settleFailure: settle === 'outage' || settle === 'crash' ? settle : null,
     retentionFailure: env.TOLLGATE_TEST_RETENTION_FAILURE === 'after-export' ? 'after-export' : null,
+    channelFailure: env.TOLLGATE_TEST_CHANNEL_FAILURE === 'stop-before-commit' ? 'stop-before-commit' : null,
   };
 }

@@ -43,6 +43,7 @@ export function paidRequestPort(services: Services, request: FastifyRequest, rep
       if (receipt) setChannelReceipt(reply, receipt);
       else reply.removeHeader('payment-response').removeHeader('x-payment-response');
     },
+    stopsBeforeChannelCommit: () => services.failPoints.channelFailure === 'stop-before-commit',
     cutClient: () => reply.raw.destroy(),
   };
 }

@@ -156,8 +156,10 @@ async function runOnChannel(
   renew.unref();
   // Once the bill is final (before the answer's last bytes): the receipt names the charge, and the
   // channel is committed and let go, so the client's next request finds it free.
+  const stopped = () => deps.stopsBeforeChannelCommit?.() === true;
   const onBilled = async (charge: number) => {
     deps.showChannelReceipt(receipt(charge));
+    if (stopped()) return;
     await commit(deps, bound.channelId, owner).catch((err: unknown) =>
       deps.log.warn({ channel: bound.channelId, err: (err as Error).message }, 'channel commit failed; retried after the answer'),
     );
@@ -169,7 +171,7 @@ async function runOnChannel(
     return { kind: 'ran' };
   } finally {
     clearInterval(renew);
-    await commit(deps, bound.channelId, owner);
+    if (!stopped()) await commit(deps, bound.channelId, owner);
   }
 }
 

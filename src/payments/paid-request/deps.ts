@@ -46,6 +46,8 @@ export interface PaidRequestDeps {
    * and keep the first one.
    */
   showChannelReceipt(receipt: SettleResponse | null): void;
+  /** TEST ONLY (src/fail-points.ts): a channel request stops for good after its answer, before its commit. */
+  stopsBeforeChannelCommit?(): boolean;
   /** Cuts the client's connection: an upto request whose deadline leaves only the time to settle it. */
   cutClient(): void;
 }
