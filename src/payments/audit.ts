@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { auditChannelsOnChain } from './channels/channel-audit.ts';
 import type { Hex, PublicClient } from 'viem';
 import type { Database } from '../storage/schema.ts';
 import { amountPaidBy, inspectOnChain } from './onchain.ts';
@@ -16,7 +17,8 @@ export interface ChainAudit {
  * credited payment's settling transaction is read again, and the amount its Transfer log moved from
  * the payer to payTo for this authorization must be the on-chain amount the payment recorded (and
  * so, by the column checks, its credit). No failed or released payment's authorization paid payTo
- * (see auditFailedOnChain), and each upto state agrees with what arrived (auditUptoOnChain).
+ * (see auditFailedOnChain), each upto state agrees with what arrived (auditUptoOnChain), and each
+ * batch-settlement channel's mirror agrees with the contract (channels/channel-audit.ts).
  */
 export async function auditCreditsOnChain(db: Kysely<Database>, clientFor: (network: string) => PublicClient | undefined): Promise<ChainAudit> {
   const audit: ChainAudit = { checked: 0, skipped: 0, problems: [] };
@@ -38,6 +40,10 @@ export async function auditCreditsOnChain(db: Kysely<Database>, clientFor: (netw
   }
   await auditFailedOnChain(db, clientFor, audit);
   await auditUptoOnChain(db, clientFor, audit);
+  const channels = await auditChannelsOnChain(db, clientFor);
+  audit.checked += channels.checked;
+  audit.skipped += channels.skipped;
+  audit.problems.push(...channels.problems);
   return audit;
 }
 

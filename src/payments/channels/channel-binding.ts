@@ -3,7 +3,7 @@ import { paymentMismatch } from '../match.ts';
 import type { Offer } from '../offers.ts';
 import { parseChannelPayload, type ChannelPayload } from './channel-payload.ts';
 import { CHANNEL_ERRORS } from './channel-types.ts';
-import { channelIdOf } from './channel-voucher.ts';
+import { channelIdOf } from './onchain-channel.ts';
 
 /** A batch-settlement payment checked against the gateway's own offer: every term from the server's side, nothing from the echo. */
 export interface BoundChannelPayment {
@@ -53,7 +53,12 @@ export function bindChannelPayment(envelope: PaymentPayload, offers: Offer[]): B
   if (!same(c.token, requirements.asset)) throw paymentMismatch(`the channel's token is ${c.token}, not ${requirements.asset}`);
   if (c.withdrawDelay !== extra.withdrawDelay)
     throw paymentMismatch(`the channel's withdrawDelay is ${c.withdrawDelay}, not ${extra.withdrawDelay} as the offer says`);
-  const channelId = channelIdOf(c, requirements.network);
+  // Lower-case addresses hash the same and never fail a checksum: a mis-cased address is the payer's typo, not a 500.
+  const lower = (a: string) => a.toLowerCase() as `0x${string}`;
+  const { payer, payerAuthorizer, receiver, receiverAuthorizer, token, salt } = c;
+  const hashed = { payer, payerAuthorizer, receiver, receiverAuthorizer, token, salt: lower(salt), withdrawDelay: c.withdrawDelay };
+  for (const k of ['payer', 'payerAuthorizer', 'receiver', 'receiverAuthorizer', 'token'] as const) hashed[k] = lower(hashed[k]);
+  const channelId = lower(channelIdOf(hashed, requirements.network));
   if (!same(channelId, inner.voucher.channelId)) {
     throw paymentMismatch(`${CHANNEL_ERRORS.channelIdMismatch}: the voucher names channel ${inner.voucher.channelId}, but its config hashes to ${channelId}`);
   }

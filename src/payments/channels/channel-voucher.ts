@@ -1,16 +1,7 @@
 import { BATCH_SETTLEMENT_ADDRESS, BATCH_SETTLEMENT_DOMAIN, voucherTypes } from '@x402/evm';
-import { computeChannelId } from '@x402/evm/batch-settlement/client';
-import { getAddress, recoverTypedDataAddress, zeroAddress } from 'viem';
+import { recoverTypedDataAddress, zeroAddress } from 'viem';
 import { chainIdOf } from '../match.ts';
 import type { ChannelConfig } from './channel-types.ts';
-
-/**
- * The channel id a config hashes to on `network` (the EIP-712 hash under the batch-settlement
- * domain, bound to the chain and the contract): a payload whose voucher names another id is
- * refused before anything else reads it.
- */
-export const channelIdOf = (config: ChannelConfig, network: string): `0x${string}` =>
-  computeChannelId({ ...config, payer: getAddress(config.payer), payerAuthorizer: getAddress(config.payerAuthorizer) }, network).toLowerCase() as `0x${string}`;
 
 /** Who signed a voucher for `maxClaimable` on `channelId` (EIP-712 recovery), or null for a signature that recovers to nobody. */
 export async function voucherSigner(channelId: `0x${string}`, maxClaimable: bigint, signature: `0x${string}`, network: string): Promise<string | null> {

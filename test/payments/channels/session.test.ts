@@ -4,7 +4,9 @@ import { decodePaymentResponseHeader } from '@x402/core/http';
 import { MODELS } from '../../support/chat-harness.ts';
 import { EMBEDDING_MODEL, EMBED_ID } from '../../support/embeddings-harness.ts';
 import { ENGINES } from '../../support/engines.ts';
-import { assertLedgerConsistent } from '../../support/ledger.ts';
+import type { PublicClient } from 'viem';
+import { auditCreditsOnChain } from '../../../src/payments/audit.ts';
+import { assertLedgerAndChainAgree, assertLedgerConsistent } from '../../support/ledger.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { CHAT_BODY, channelCharges, channelOf, channelOffersOf, channelPayer, channelSuite } from './channel-harness.ts';
 
@@ -95,7 +97,17 @@ for (const engine of ENGINES) {
       const after = (await channelOf(h, account))!;
       assert.equal(after.total_claimed_usdc, total, 'everything charged was claimed with the refund');
       assert.equal(after.refunded_usdc, 1_000_000 - total);
-      await assertLedgerConsistent(h.gw.services.storage.db);
+      // ledger-check --chain: the mirror of the channel is what the contract holds.
+      await assertLedgerAndChainAgree(h.gw.services.storage.db, h.chain.client(account) as unknown as PublicClient, 1);
+      const db = h.gw.services.storage.db;
+      await db
+        .updateTable('channels')
+        .set({ total_claimed_usdc: total - 1 })
+        .where('channel_id', '=', after.channel_id)
+        .execute();
+      const audit = await auditCreditsOnChain(db, () => h.chain.client(account) as unknown as PublicClient);
+      assert.deepEqual(audit.problems, [`channel ${after.channel_id}: ${total} claimed on chain, ${total - 1} mirrored`], 'a mirror that differs is named');
+      await db.updateTable('channels').set({ total_claimed_usdc: total }).where('channel_id', '=', after.channel_id).execute();
     });
   });
 }
