@@ -52,7 +52,7 @@ async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPaymen
   if (row.pending_request !== null) return refused(ask, `${CHANNEL_ERRORS.busy}: a request on this channel is not finished yet; ask again shortly`);
   if (bound.maxClaimableUsdc !== row.charged_usdc) {
     const message = `a refund's voucher must sign exactly what the channel has been charged (${row.charged_usdc}), not ${bound.maxClaimableUsdc}`;
-    return corrective(ask, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
+    return corrective(ask, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
   }
   const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
   if (!verdict.ok) return refused(ask, verdict.reason);

@@ -32,6 +32,7 @@ export const CHANNEL_ERRORS = {
   authorizerMismatch: 'invalid_batch_settlement_evm_authorizer_address_mismatch',
   belowMinDeposit: 'invalid_batch_settlement_evm_deposit_below_min_deposit',
   notFound: 'invalid_batch_settlement_evm_channel_not_found',
+  voucherSignature: 'invalid_batch_settlement_evm_voucher_signature',
 } as const;
 
 export type ChannelErrorCode = (typeof CHANNEL_ERRORS)[keyof typeof CHANNEL_ERRORS];

@@ -83,13 +83,13 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
     );
   }
   const owner = deps.requestId;
-  if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) return busy(call, bound, row);
+  if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) return busy(call, deps.topup.facilitator, bound, row);
   try {
     row = (await findChannel(db, bound.channelId))!;
     if (row.pending_request !== null) {
       // The lease ran out on a request whose instance died: finish it first, as it would have.
       const left = await finishPending(db, bound.channelId, deps.now());
-      if (left.kind === 'running') return busy(call, bound, row);
+      if (left.kind === 'running') return busy(call, deps.topup.facilitator, bound, row);
       row = (await findChannel(db, bound.channelId))!;
     }
     return await runOnChannel(deps, call, bound, row, firstVerdict);
@@ -110,7 +110,7 @@ async function runOnChannel(
     const message =
       `the voucher's maxClaimableAmount is ${bound.maxClaimableUsdc}, but this channel has been charged ${row.charged_usdc} and this request's ceiling is ` +
       `${bound.ceilingUsdc}: sign ${expected} (the channel's state and last signed voucher are in accepts[].extra)`;
-    return corrective(call, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
+    return corrective(call, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
   }
   let checked: Checked;
   try {
@@ -127,6 +127,7 @@ async function runOnChannel(
   if (bound.maxClaimableUsdc < snapshot.totalClaimed + bound.ceilingUsdc) {
     return corrective(
       call,
+      deps.topup.facilitator,
       bound,
       row,
       CHANNEL_ERRORS.cumulativeMismatch,
@@ -142,7 +143,7 @@ async function runOnChannel(
     signature: bound.inner.voucher.signature,
     ceilingUsdc: bound.ceilingUsdc,
   };
-  if (!(await startRequest(deps.db, bound.channelId, owner, pending, deps.now()))) return busy(call, bound, row);
+  if (!(await startRequest(deps.db, bound.channelId, owner, pending, deps.now()))) return busy(call, deps.topup.facilitator, bound, row);
   const receipt = (charge?: number): SettleResponse =>
     receiptOf(bound, snapshot, checked.deposit, charge === undefined ? undefined : { charge, charged: row.charged_usdc + charge });
   deps.showChannelReceipt(receipt());
@@ -215,7 +216,7 @@ async function voucher(deps: PaidRequestDeps, bound: BoundChannelPayment, row: C
   if (fresh && verifiesLocally(bound.inner.channelConfig)) {
     const { voucher: v } = bound.inner;
     const signer = await voucherSigner(bound.channelId, BigInt(v.maxClaimableAmount), v.signature as `0x${string}`, bound.network);
-    if (signer !== bound.inner.channelConfig.payerAuthorizer.toLowerCase()) return { ok: false, reason: 'invalid_batch_settlement_evm_voucher_signature' };
+    if (signer !== bound.inner.channelConfig.payerAuthorizer.toLowerCase()) return { ok: false, reason: CHANNEL_ERRORS.voucherSignature };
     return { ok: true, snapshot: snapshotOf(row) };
   }
   const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
