@@ -136,6 +136,22 @@ export async function renewLease(db: Kysely<Database>, channelId: string, owner:
   return Number(renewed.numUpdatedRows) === 1;
 }
 
+/**
+ * Gives `owner`'s lease (taken over from an expired one) back to `requestId`, the channel's pending
+ * request, found still running: its instance lives (it missed its renewals in a pause), and a
+ * request's lease owner is its request id, so it renews it again and gives it up when it commits.
+ * Kept by the taker, the lease would refuse every request on the channel until it ran out.
+ */
+export async function handLeaseBack(db: Kysely<Database>, channelId: string, owner: string, requestId: string, now: number, leaseMs: number): Promise<void> {
+  await db
+    .updateTable('channels')
+    .set({ lease_owner: requestId, lease_until: now + leaseMs, updated_at: now })
+    .where('channel_id', '=', channelId.toLowerCase())
+    .where('lease_owner', '=', owner)
+    .where('pending_request', '=', requestId)
+    .execute();
+}
+
 /** Gives up `owner`'s lease when no request of it is pending (a refused or failed request). */
 export async function dropLease(db: Kysely<Database>, channelId: string, owner: string, now: number): Promise<void> {
   await db

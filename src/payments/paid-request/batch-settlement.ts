@@ -12,6 +12,7 @@ import { refundChannel } from '../channels/channel-refund.ts';
 import {
   dropLease,
   findChannel,
+  handLeaseBack,
   mirrorChain,
   recordChannel,
   recordTransfer,
@@ -87,9 +88,13 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
   try {
     row = (await findChannel(db, bound.channelId))!;
     if (row.pending_request !== null) {
-      // The lease ran out on a request whose instance died: finish it first, as it would have.
+      // The lease ran out on a request whose instance died: finish it first, as it would have. One
+      // still running lives (its instance paused past its renewals): it gets its lease back.
       const left = await finishPending(db, bound.channelId, deps.now());
-      if (left.kind === 'running') return busy(call, deps.topup.facilitator, bound, row);
+      if (left.kind === 'running') {
+        await handLeaseBack(db, bound.channelId, owner, left.requestId, deps.now(), leaseMs);
+        return busy(call, deps.topup.facilitator, bound, row);
+      }
       row = (await findChannel(db, bound.channelId))!;
     }
     return await runOnChannel(deps, call, bound, row, firstVerdict);
