@@ -8,6 +8,7 @@ import { bindChannelPayment, type BoundChannelPayment } from '../channels/channe
 import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channel-facilitator.ts';
 import { finishPending, startRequest } from '../channels/channel-finish.ts';
 import { busy, corrective, rejected } from '../channels/channel-answers.ts';
+import { depositBelowMinimum } from '../channels/channel-offer.ts';
 import { refundChannel } from '../channels/channel-refund.ts';
 import {
   dropLease,
@@ -62,6 +63,8 @@ const unavailable = (err: unknown): PaidOutcome => {
 export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): Promise<PaidOutcome> {
   const bound = bindChannelPayment(call.envelope, call.channelOffers);
   if (bound.inner.type === 'refund') return refundChannel(deps, bound, call);
+  const belowMinimum = depositBelowMinimum(bound);
+  if (belowMinimum) return rejected(call, belowMinimum);
   const { db } = deps;
   const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
   let row = await findChannel(db, bound.channelId);

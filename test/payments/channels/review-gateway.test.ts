@@ -215,9 +215,7 @@ for (const engine of ENGINES) {
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
-    test("deposits of one request's top-up each (the stock client's depositStrategy): the relayer pays a deposit transaction per request", {
-      todo: 'BREAK: a deposit below extra.minDeposit (and below payPerRequest.minUsd) is taken, so every request costs the gateway a deposit transaction',
-    }, async () => {
+    test("a deposit of only one request's top-up (the stock client's depositStrategy) is refused below extra.minDeposit: no deposit transaction", async () => {
       const h = harness();
       const account = await h.payer(10n);
       const scheme = new BatchSettlementEvmScheme(toClientEvmSigner(account, h.chain.client(account)), {
@@ -231,27 +229,26 @@ for (const engine of ENGINES) {
         allowedAssets: [{ network: h.chain.network, asset: h.chain.usdc, maxAmountPerPayment: '100000000' }],
       });
       const paying = wrapFetchWithPayment(fetch, client) as typeof fetch;
-      for (let i = 0; i < 3; i++) {
-        const res = await paying(`${h.gw.url}/v1/chat/completions`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ ...CHAT_BODY, messages: [{ role: 'user', content: `turn ${i}` }] }),
-        });
-        assert.equal(res.status, 200, await res.text());
-      }
-      const row = (await channelOf(h, account))!;
-      const deposits = await h.gw.services.storage.db
-        .selectFrom('channel_transfers')
-        .select(['amount_usdc'])
-        .where('channel_id', '=', row.channel_id)
-        .where('kind', '=', 'deposit')
-        .execute();
-      await assertLedgerConsistent(h.gw.services.storage.db);
-      assert.equal(
-        deposits.length,
-        1,
-        `${deposits.length} gas-paid deposits (${deposits.map((d) => d.amount_usdc).join(', ')} micro-USDC) for 3 requests charged ${row.charged_usdc} in all`,
+      const minDeposit = Number((await usdcEntry(h, CHAT_BODY)).extra?.minDeposit);
+      const calls = h.fake.received.length;
+      const res = await paying(`${h.gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(CHAT_BODY),
+      });
+      const text = await res.text();
+      assert.equal(res.status, 402, `a deposit below minDeposit ${minDeposit} was taken: ${text.slice(0, 300)}`);
+      assert.match(text, /invalid_batch_settlement_evm_deposit_below_min_deposit/);
+      assert.match(text, new RegExp(`minimum of ${minDeposit}`));
+      assert.equal(h.fake.received.length, calls, 'nothing ran');
+      const deposits = await h.gw.services.storage.db.selectFrom('channel_transfers').select(['amount_usdc']).where('kind', '=', 'deposit').execute();
+      const row = await channelOf(h, account);
+      assert.equal(row, undefined, 'the refused deposit recorded no channel');
+      assert.ok(
+        deposits.every((d) => Number(d.amount_usdc) >= minDeposit),
+        `a deposit below ${minDeposit} was made: ${JSON.stringify(deposits)}`,
       );
+      await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
     test('a refund racing a running request: the refund is refused as busy, the request is served and charged, then the refund goes through', async () => {
