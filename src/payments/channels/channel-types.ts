@@ -33,6 +33,8 @@ export const CHANNEL_ERRORS = {
   belowMinDeposit: 'invalid_batch_settlement_evm_deposit_below_min_deposit',
   notFound: 'invalid_batch_settlement_evm_channel_not_found',
   voucherSignature: 'invalid_batch_settlement_evm_voucher_signature',
+  /** The gateway's own: the spec has no code for a channel under a timed withdrawal. */
+  withdrawing: 'invalid_batch_settlement_evm_channel_withdrawing',
   /** The gateway's own: the spec has no code for a refund payload sent again. */
   refundReplayed: 'invalid_batch_settlement_evm_refund_replayed',
 } as const;

@@ -128,6 +128,8 @@ async function runOnChannel(
   }
   if (!checked.ok) return rejected(call, checked.reason);
   const { snapshot } = checked;
+  const closing = closingChannel(snapshot);
+  if (closing) return rejected(call, closing);
   if (bound.maxClaimableUsdc > snapshot.balance) {
     const reason = `the voucher's ${bound.maxClaimableUsdc} is above the channel's balance of ${snapshot.balance}; deposit more into the channel`;
     return rejected(call, reason);
@@ -199,10 +201,15 @@ type Checked = { ok: true; snapshot: ChannelSnapshot; deposit?: { transaction: s
 /** A deposit: verified, then made on chain through the facilitator, before the request runs. */
 async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstVerdict: ChannelSnapshot | undefined): Promise<Checked> {
   const { facilitator } = deps.topup;
-  if (!firstVerdict) {
+  let verified = firstVerdict;
+  if (!verified) {
     const verdict = await verifyWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId);
     if (!verdict.ok) return verdict;
+    verified = verdict.snapshot;
   }
+  // Refused before the deposit is made: the payer's money stays in its wallet.
+  const closing = closingChannel(verified);
+  if (closing) return { ok: false, reason: closing };
   const settled = await settleWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId);
   if (!settled.ok) return settled;
   const now = deps.now();
@@ -210,6 +217,23 @@ async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstV
   const amountUsdc = Number(bound.inner.type === 'deposit' ? bound.inner.deposit.amount : 0);
   await recordTransfer(deps.db, { channelId: bound.channelId, kind: 'deposit', amountUsdc, txHash: settled.transaction }, now);
   return { ok: true, snapshot: settled.snapshot, deposit: { transaction: settled.transaction, amount: String(amountUsdc) } };
+}
+
+/**
+ * Why a channel whose payer started a timed withdrawal takes no new charge, or null. The payer can
+ * finalize it once withdrawDelay has passed, taking everything not claimed by then: a request
+ * served meanwhile is a charge the background claimer must land first, and one served near the
+ * deadline may never be claimed. The snapshot is the facilitator's (a mirror showing a withdrawal
+ * is never fresh: channel vouchers are then verified by the facilitator), so a withdrawal the
+ * cooperative refund cancelled, or one finalized, lets the channel be paid on again.
+ */
+function closingChannel(snapshot: ChannelSnapshot): string | null {
+  if (snapshot.withdrawRequestedAt === 0) return null;
+  const at = new Date(snapshot.withdrawRequestedAt * 1000).toISOString();
+  return (
+    `${CHANNEL_ERRORS.withdrawing}: this channel is closing (its payer started a timed withdrawal at ${at}) and takes no new charges; ` +
+    'pay on a new channel (another salt), or cancel the withdrawal with a cooperative refund (GET /v1/channels/refund)'
+  );
 }
 
 /**
