@@ -43,6 +43,9 @@ export function createFacilitator(config: Config, sendLock?: CrossInstanceLock):
   for (const o of config.topup.offers) rpcUrls[o.network] = config.chains[String(chainIdOf(o.network))]!.rpcUrl;
   return localFacilitator({
     relayerKey: config.secrets.relayerKey as Hex,
+    // With channels offered, the in-process facilitator signs their claims and refunds with the
+    // relayer's key: the gateway asks it only for its own channels' refunds (channel-refund.ts).
+    receiverAuthorizerKey: config.payPerRequest.batchSettlement.enabled ? (config.secrets.relayerKey as Hex) : undefined,
     rpcUrls,
     allowedFactories: f.allowedFactories,
     confirmationTimeoutMs: config.topup.settleWaitSeconds * 1000,

@@ -19,7 +19,10 @@ export interface LocalFacilitatorOptions {
   relayerKey: Hex;
   /**
    * The batch-settlement `receiverAuthorizer`: signs the ClaimBatch and Refund authorizations of the
-   * gateway's channels. Default: the relayer's key (docs/DECISIONS.md, "batch-settlement: the stand-in
+   * gateway's channels, and is advertised in /supported. The gateway passes its key (by default the
+   * relayer's) when it offers batch-settlement. Without it nothing is signed or advertised: the spec
+   * forbids advertising a receiverAuthorizer without authenticating who asks for refunds, and
+   * `tollgate facilitator` may run with no token (docs/DECISIONS.md, "batch-settlement: the stand-in
    * contract and the receiverAuthorizer").
    */
   receiverAuthorizerKey?: Hex;
@@ -57,9 +60,9 @@ const RECEIPT_POLL_MS = 500;
  * scheme (channel deposits, claims, settles, refunds), one relayer key, one RPC per network. The
  * relayer pays the gas of settlement.
  */
-export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & { relayer: string; receiverAuthorizer: string } {
+export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & { relayer: string; receiverAuthorizer?: string } {
   const account = privateKeyToAccount(opts.relayerKey);
-  const receiverAuthorizer = opts.receiverAuthorizerKey ? privateKeyToAccount(opts.receiverAuthorizerKey) : account;
+  const receiverAuthorizer = opts.receiverAuthorizerKey ? privateKeyToAccount(opts.receiverAuthorizerKey) : undefined;
   const calls = new AsyncLocalStorage<CallContext>();
   const facilitator = new x402Facilitator();
   const replacers = new Map<string, (hash: Hex) => Promise<Hex | null>>();
@@ -155,7 +158,7 @@ export function localFacilitator(opts: LocalFacilitatorOptions): Facilitator & {
   return {
     kind: 'local',
     relayer: account.address,
-    receiverAuthorizer: receiverAuthorizer.address,
+    receiverAuthorizer: receiverAuthorizer?.address,
     async verify(payload, requirements) {
       try {
         const { result, rpcFailed } = await withContext(undefined, () => facilitator.verify(payload, requirements));

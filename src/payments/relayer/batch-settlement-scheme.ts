@@ -18,9 +18,10 @@ const TOKEN_MISMATCH = 'invalid_batch_settlement_evm_token_mismatch';
  * canonical collectors), claims of many channels in one `claimWithSignature`, `settle`, and the
  * cooperative refund, all sent by the relayer (its send lock, its receipt waits).
  *
- * `receiverAuthorizer` is the key that signs ClaimBatch and Refund authorizations the resource
- * server leaves out; the facilitator advertises its address in /supported (`extra.receiverAuthorizer`)
- * and the gateway puts it in its 402. Because that key signs for whoever asks, claims, settles and
+ * `receiverAuthorizer`, when given, is the key that signs ClaimBatch and Refund authorizations the
+ * resource server leaves out; the facilitator advertises its address in /supported
+ * (`extra.receiverAuthorizer`) and the gateway puts it in its 402. Without it the scheme signs nothing
+ * and a claim or refund must carry the server's own signatures. Because that key signs for whoever asks, claims, settles and
  * refunds are accepted here only for channels paying `requirements.payTo` in `requirements.asset`:
  * the package checks the channel against the requirements at deposit and voucher verify only, and
  * `tollgate facilitator` admits only its own payTo (src/http/facilitator-server.ts), so a caller
@@ -59,7 +60,7 @@ export function registerBatchSettlementScheme(
   facilitator: x402Facilitator,
   signer: FacilitatorEvmSigner,
   network: string,
-  receiverAuthorizer: LocalAccount,
+  receiverAuthorizer: LocalAccount | undefined,
   allowedFactories: string[],
 ): void {
   facilitator.register(network as Network, new BatchSettlementForPayTo(signer, receiverAuthorizer, { eip6492AllowedFactories: allowedFactories }));

@@ -5,6 +5,7 @@ import { encodeAbiParameters, pad, type Abi, type Hex } from 'viem';
 import artifacts from '../../../src/devchain/artifacts.json' with { type: 'json' };
 import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS } from '../../../src/devchain/deploy.ts';
 import { channelIdOf } from '../../../src/payments/channels/onchain-channel.ts';
+import { localFacilitator } from '../../../src/payments/facilitator/local-facilitator.ts';
 import { USD } from '../../support/topup-harness.ts';
 import { channelSetup, DEPOSIT } from './contract-setup.ts';
 
@@ -174,6 +175,35 @@ describe('attack: the facilitator signs only for its own receiver', () => {
       foreign,
     );
     assert.equal(settle.errorReason, 'invalid_batch_settlement_evm_receiver_mismatch');
+    assert.deepEqual(await s.channel(config), { balance: DEPOSIT, totalClaimed: 0n, withdrawRequestedAt: 0, withdrawAmount: 0n, refundNonce: 0n });
+  });
+});
+
+describe('attack: a facilitator with no receiverAuthorizer key', () => {
+  test('attack: given no key (as `tollgate facilitator` is unless the gateway passes one) it advertises none and signs no claim or refund', async () => {
+    const s = await channelSetup();
+    const payer = await s.payer();
+    const { config } = await s.openChannel(payer);
+    const bare = localFacilitator({
+      relayerKey: s.relayer.privateKey,
+      rpcUrls: { [s.network]: s.anvil.rpcUrl },
+      allowedFactories: [],
+      confirmationTimeoutMs: 10_000,
+    });
+    assert.equal(bare.receiverAuthorizer, undefined);
+    const { kinds } = await bare.supported();
+    const kind = (kinds as Array<{ scheme: string; extra?: Record<string, unknown> }>).find((k) => k.scheme === 'batch-settlement');
+    assert.ok(kind, 'deposits and signed claims still go through it');
+    assert.equal(kind.extra?.receiverAuthorizer, undefined, 'no receiverAuthorizer is advertised');
+    const accepted = s.requirements(1n);
+    const claim = await bare.settle({ x402Version: 2, accepted, payload: { type: 'claim', claims: [await s.claimRow(payer, config, 10_000n)] } }, accepted);
+    assert.equal(claim.errorReason, 'invalid_batch_settlement_evm_authorizer_not_configured');
+    const voucher = await s.voucher(payer, channelIdOf(config, s.network), 0n);
+    const refund = await bare.settle(
+      { x402Version: 2, accepted, payload: { type: 'refund', channelConfig: config, voucher, amount: DEPOSIT.toString(), refundNonce: '0', claims: [] } },
+      accepted,
+    );
+    assert.equal(refund.errorReason, 'invalid_batch_settlement_evm_authorizer_not_configured');
     assert.deepEqual(await s.channel(config), { balance: DEPOSIT, totalClaimed: 0n, withdrawRequestedAt: 0, withdrawAmount: 0n, refundNonce: 0n });
   });
 });

@@ -18,6 +18,10 @@ describe('cooperative refund through the local facilitator', () => {
     const payer = await s.payer();
     const { config } = await s.openChannel(payer);
     const charged = 7_000n;
+    // The payer's refund request (a zero-charge voucher at the charged total) passes the facilitator's verify first.
+    const request = { type: 'refund', channelConfig: config, voucher: await s.voucher(payer, channelIdOf(config, s.network), charged) };
+    const accepted = s.requirements(USD / 100n);
+    assert.equal((await s.facilitator.verify({ x402Version: 2, accepted, payload: request }, accepted)).isValid, true);
     const claims = [await s.claimRow(payer, config, charged)];
     const refunded = await s.refund(payer, config, charged, DEPOSIT, claims);
     assert.equal(refunded.success, true, `${refunded.errorReason} ${refunded.errorMessage ?? ''}`);

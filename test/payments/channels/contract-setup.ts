@@ -26,12 +26,15 @@ export async function channelSetup() {
   const { anvil, chain } = await devChain();
   const [relayer, payTo] = [await chain.newAccount(), await chain.newAccount()];
   const network = chain.network as PaymentRequirements['network'];
+  // The gateway's choice when it offers batch-settlement: the relayer's key signs as receiverAuthorizer.
   const facilitator = localFacilitator({
     relayerKey: relayer.privateKey,
+    receiverAuthorizerKey: relayer.privateKey,
     rpcUrls: { [network]: anvil.rpcUrl },
     allowedFactories: [],
     confirmationTimeoutMs: 10_000,
   });
+  const receiverAuthorizer = relayer.address;
   const reader = createPublicClient({ chain: chain.chain, transport: http(anvil.rpcUrl) }) as PublicClient;
   const assetOf = (token: Token) => (token === 'usdc' ? chain.usdc : chain.usdt);
 
@@ -44,7 +47,7 @@ export async function channelSetup() {
     payTo: payTo.address,
     maxTimeoutSeconds: 300,
     extra: {
-      receiverAuthorizer: facilitator.receiverAuthorizer,
+      receiverAuthorizer,
       withdrawDelay: WITHDRAW_DELAY,
       minDeposit: DEPOSIT.toString(),
       ...(token === 'usdc' ? USDC_DOMAIN : { ...USDT_DOMAIN, assetTransferMethod: 'permit2' }),
