@@ -372,6 +372,7 @@ export interface ChannelTable {
   pending_max_usdc: number | null;
   pending_signature: string | null;
   pending_hold_usdc: number | null;
+  last_refund_signature: string | null;
   created_at: number;
   updated_at: number;
 }

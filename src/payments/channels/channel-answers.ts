@@ -1,8 +1,10 @@
+import type { Facilitator } from '../facilitator/facilitator.ts';
 import type { PaidOffer, PaidOutcome, AskForPayment } from '../paid-request/outcome.ts';
 import type { BoundChannelPayment } from './channel-binding.ts';
 import { correctiveOffer } from './channel-offer.ts';
 import type { ChannelRow } from './channel-store.ts';
 import { CHANNEL_ERRORS, type ChannelErrorCode } from './channel-types.ts';
+import { signedByPayer } from './payer-proof.ts';
 
 /** The 402s the channel path answers with, besides a run: its request's offer, with the channel's state where the spec asks for it. */
 export interface ChannelAnswers {
@@ -17,16 +19,33 @@ export function rejected(a: ChannelAnswers, reason: string, what = 'the batch-se
 /**
  * The corrective 402 (spec, "Corrective 402"): the entry the payment answered carries the channel's
  * state and its latest signed voucher, so the stock client checks that signature against its own
- * key, adopts the server's charged amount and signs again.
+ * key, adopts the server's charged amount and signs again. Only for a payload the channel's payer
+ * signed (payer-proof.ts): anyone else learns nothing of the channel and is refused plainly.
  */
-export function corrective(a: ChannelAnswers, bound: BoundChannelPayment, row: ChannelRow, code: ChannelErrorCode, message: string): PaidOutcome {
+export async function corrective(
+  a: ChannelAnswers,
+  facilitator: Facilitator,
+  bound: BoundChannelPayment,
+  row: ChannelRow,
+  code: ChannelErrorCode,
+  message: string,
+): Promise<PaidOutcome> {
+  if (!(await signedByPayer(facilitator, bound))) return notThePayers(a, code);
   const accepts = a.paidOffer.accepts.map((o) => (o === bound.offer ? correctiveOffer(o, row) : o));
   const fields = { channel_id: bound.channelId, charged_cumulative_usdc: row.charged_usdc };
   return { kind: 'pay', offer: { ...a.paidOffer, accepts }, code, message, fields };
 }
 
-/** Another request holds the channel: the spec's busy answer, with the channel's state, to try again shortly. */
-export function busy(a: ChannelAnswers, bound: BoundChannelPayment, row: ChannelRow): PaidOutcome {
+/** Another request holds the channel: the spec's busy answer, with the channel's state (to its payer), to try again shortly. */
+export function busy(a: ChannelAnswers, facilitator: Facilitator, bound: BoundChannelPayment, row: ChannelRow): Promise<PaidOutcome> {
   const message = 'another request on this channel is running; requests on one channel run one at a time: send this one again when it has finished';
-  return corrective(a, bound, row, CHANNEL_ERRORS.busy, message);
+  return corrective(a, facilitator, bound, row, CHANNEL_ERRORS.busy, message);
+}
+
+function notThePayers(a: ChannelAnswers, code: ChannelErrorCode): PaidOutcome {
+  if (code === CHANNEL_ERRORS.busy) {
+    const message = 'another request on this channel is running; send this one again when it has finished';
+    return { kind: 'pay', offer: a.paidOffer, code, message, fields: {} };
+  }
+  return rejected(a, `${CHANNEL_ERRORS.voucherSignature}: the voucher is not signed by the channel's payer authorizer`);
 }

@@ -2,8 +2,10 @@ import type { PaymentRequirements } from '@x402/core/types';
 import type { Config } from '../../config/schema.ts';
 import { usdToMicro } from '../../ledger/usd.ts';
 import { buildOffers, type Offer } from '../offers.ts';
+import type { BoundChannelPayment } from './channel-binding.ts';
 import type { ChannelRow } from './channel-store.ts';
 import { snapshotOf } from './channel-store.ts';
+import { CHANNEL_ERRORS } from './channel-types.ts';
 
 /** The scheme name x402 gives channels. */
 export const BATCH_SETTLEMENT = 'batch-settlement';
@@ -61,4 +63,18 @@ export function correctiveOffer(offer: Offer, row: ChannelRow): Offer {
   const voucherState = row.signature === null ? {} : { voucherState: { signedMaxClaimable: String(row.signed_max_usdc), signature: row.signature } };
   const extra = { ...(offer.requirements.extra as Record<string, unknown>), channelState: channelStateOf(row), ...voucherState };
   return { ...offer, requirements: { ...offer.requirements, extra } as PaymentRequirements & { maxAmountRequired: string } };
+}
+
+/**
+ * Why a deposit is refused for being below the offer's `extra.minDeposit`, or null. Every deposit is
+ * a transaction the gateway's facilitator pays gas for: a client depositing only each request's
+ * ceiling would cost one per request, which channels exist to avoid (the spec lets a server refuse
+ * deposits below its announced minimum). The stock client's default deposit is never below it.
+ */
+export function depositBelowMinimum(bound: BoundChannelPayment): string | null {
+  if (bound.inner.type !== 'deposit') return null;
+  const minDeposit = Number((bound.requirements.extra as { minDeposit: string }).minDeposit);
+  const amount = Number(bound.inner.deposit.amount);
+  if (amount >= minDeposit) return null;
+  return `${CHANNEL_ERRORS.belowMinDeposit}: the deposit of ${amount} is below this gateway's minimum of ${minDeposit} (accepts[].extra.minDeposit); deposit at least that`;
 }

@@ -7,7 +7,17 @@ import { corrective, rejected, type ChannelAnswers } from './channel-answers.ts'
 import type { BoundChannelPayment } from './channel-binding.ts';
 import { settleWithFacilitator, verifyWithFacilitator } from './channel-facilitator.ts';
 import { channelStateOf } from './channel-offer.ts';
-import { dropLease, findChannel, mirrorChain, recordChannel, recordTransfer, takeLease, type ChannelRow } from './channel-store.ts';
+import {
+  dropLease,
+  findChannel,
+  markRefundVoucher,
+  mirrorChain,
+  recordChannel,
+  recordTransfer,
+  takeLease,
+  unmarkRefundVoucher,
+  type ChannelRow,
+} from './channel-store.ts';
 import { CHANNEL_ERRORS } from './channel-types.ts';
 
 /**
@@ -52,7 +62,7 @@ async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPaymen
   if (row.pending_request !== null) return refused(ask, `${CHANNEL_ERRORS.busy}: a request on this channel is not finished yet; ask again shortly`);
   if (bound.maxClaimableUsdc !== row.charged_usdc) {
     const message = `a refund's voucher must sign exactly what the channel has been charged (${row.charged_usdc}), not ${bound.maxClaimableUsdc}`;
-    return corrective(ask, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
+    return corrective(ask, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
   }
   const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
   if (!verdict.ok) return refused(ask, verdict.reason);
@@ -70,9 +80,22 @@ async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPaymen
       totalClaimed: String(row.charged_usdc),
     },
   ];
+  // Marked before the refund is settled, so a crash between the two refuses a replay rather than refunding twice.
+  if (!(await markRefundVoucher(deps.db, bound.channelId, voucher.signature, deps.now()))) {
+    const message = 'this refund voucher was used for a refund already (a refund is asked once per charged amount); ask again after the next request';
+    return refused(ask, `${CHANNEL_ERRORS.refundReplayed}: ${message}`);
+  }
   const enriched = { ...bound.inner, amount: String(asked), refundNonce: verdict.snapshot.refundNonce, claims };
-  const settled = await settleWithFacilitator(deps.topup.facilitator, { ...bound.payload, payload: enriched }, bound.requirements, bound.channelId);
-  if (!settled.ok) return refused(ask, settled.reason);
+  const settled = await settleWithFacilitator(deps.topup.facilitator, { ...bound.payload, payload: enriched }, bound.requirements, bound.channelId).catch(
+    async (err: unknown) => {
+      await unmarkRefundVoucher(deps.db, bound.channelId, voucher.signature, deps.now());
+      throw err;
+    },
+  );
+  if (!settled.ok) {
+    await unmarkRefundVoucher(deps.db, bound.channelId, voucher.signature, deps.now());
+    return refused(ask, settled.reason);
+  }
   const now = deps.now();
   await mirrorChain(deps.db, bound.channelId, settled.snapshot, now);
   const refunded = Number(settled.amount || asked);

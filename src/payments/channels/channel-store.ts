@@ -99,6 +99,7 @@ export async function recordChannel(
       pending_max_usdc: null,
       pending_signature: null,
       pending_hold_usdc: null,
+      last_refund_signature: null,
       created_at: now,
       updated_at: now,
     })
@@ -136,6 +137,22 @@ export async function renewLease(db: Kysely<Database>, channelId: string, owner:
   return Number(renewed.numUpdatedRows) === 1;
 }
 
+/**
+ * Gives `owner`'s lease (taken over from an expired one) back to `requestId`, the channel's pending
+ * request, found still running: its instance lives (it missed its renewals in a pause), and a
+ * request's lease owner is its request id, so it renews it again and gives it up when it commits.
+ * Kept by the taker, the lease would refuse every request on the channel until it ran out.
+ */
+export async function handLeaseBack(db: Kysely<Database>, channelId: string, owner: string, requestId: string, now: number, leaseMs: number): Promise<void> {
+  await db
+    .updateTable('channels')
+    .set({ lease_owner: requestId, lease_until: now + leaseMs, updated_at: now })
+    .where('channel_id', '=', channelId.toLowerCase())
+    .where('lease_owner', '=', owner)
+    .where('pending_request', '=', requestId)
+    .execute();
+}
+
 /** Gives up `owner`'s lease when no request of it is pending (a refused or failed request). */
 export async function dropLease(db: Kysely<Database>, channelId: string, owner: string, now: number): Promise<void> {
   await db
@@ -144,6 +161,33 @@ export async function dropLease(db: Kysely<Database>, channelId: string, owner: 
     .where('channel_id', '=', channelId.toLowerCase())
     .where('lease_owner', '=', owner)
     .where('pending_request', 'is', null)
+    .execute();
+}
+
+/**
+ * Marks `signature` as the channel's last refund voucher; false when it already is (a replay). A
+ * refund voucher signs exactly what the channel has been charged and carries no nonce or amount the
+ * contract checks, and its ECDSA signature is deterministic: the same signature is the same refund
+ * asked again.
+ */
+export async function markRefundVoucher(db: Kysely<Database>, channelId: string, signature: string, now: number): Promise<boolean> {
+  const sig = signature.toLowerCase();
+  const marked = await db
+    .updateTable('channels')
+    .set({ last_refund_signature: sig, updated_at: now })
+    .where('channel_id', '=', channelId.toLowerCase())
+    .where((eb) => eb.or([eb('last_refund_signature', 'is', null), eb('last_refund_signature', '<>', sig)]))
+    .executeTakeFirst();
+  return Number(marked.numUpdatedRows) === 1;
+}
+
+/** Un-marks `signature` after a refund that did not happen (the facilitator refused it), so the payer may ask again. */
+export async function unmarkRefundVoucher(db: Kysely<Database>, channelId: string, signature: string, now: number): Promise<void> {
+  await db
+    .updateTable('channels')
+    .set({ last_refund_signature: null, updated_at: now })
+    .where('channel_id', '=', channelId.toLowerCase())
+    .where('last_refund_signature', '=', signature.toLowerCase())
     .execute();
 }
 

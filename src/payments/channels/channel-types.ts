@@ -32,6 +32,11 @@ export const CHANNEL_ERRORS = {
   authorizerMismatch: 'invalid_batch_settlement_evm_authorizer_address_mismatch',
   belowMinDeposit: 'invalid_batch_settlement_evm_deposit_below_min_deposit',
   notFound: 'invalid_batch_settlement_evm_channel_not_found',
+  voucherSignature: 'invalid_batch_settlement_evm_voucher_signature',
+  /** The gateway's own: the spec has no code for a channel under a timed withdrawal. */
+  withdrawing: 'invalid_batch_settlement_evm_channel_withdrawing',
+  /** The gateway's own: the spec has no code for a refund payload sent again. */
+  refundReplayed: 'invalid_batch_settlement_evm_refund_replayed',
 } as const;
 
 export type ChannelErrorCode = (typeof CHANNEL_ERRORS)[keyof typeof CHANNEL_ERRORS];

@@ -8,10 +8,12 @@ import { bindChannelPayment, type BoundChannelPayment } from '../channels/channe
 import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channel-facilitator.ts';
 import { finishPending, startRequest } from '../channels/channel-finish.ts';
 import { busy, corrective, rejected } from '../channels/channel-answers.ts';
+import { depositBelowMinimum } from '../channels/channel-offer.ts';
 import { refundChannel } from '../channels/channel-refund.ts';
 import {
   dropLease,
   findChannel,
+  handLeaseBack,
   mirrorChain,
   recordChannel,
   recordTransfer,
@@ -61,6 +63,8 @@ const unavailable = (err: unknown): PaidOutcome => {
 export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): Promise<PaidOutcome> {
   const bound = bindChannelPayment(call.envelope, call.channelOffers);
   if (bound.inner.type === 'refund') return refundChannel(deps, bound, call);
+  const belowMinimum = depositBelowMinimum(bound);
+  if (belowMinimum) return rejected(call, belowMinimum);
   const { db } = deps;
   const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
   let row = await findChannel(db, bound.channelId);
@@ -83,13 +87,17 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
     );
   }
   const owner = deps.requestId;
-  if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) return busy(call, bound, row);
+  if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) return busy(call, deps.topup.facilitator, bound, row);
   try {
     row = (await findChannel(db, bound.channelId))!;
     if (row.pending_request !== null) {
-      // The lease ran out on a request whose instance died: finish it first, as it would have.
+      // The lease ran out on a request whose instance died: finish it first, as it would have. One
+      // still running lives (its instance paused past its renewals): it gets its lease back.
       const left = await finishPending(db, bound.channelId, deps.now());
-      if (left.kind === 'running') return busy(call, bound, row);
+      if (left.kind === 'running') {
+        await handLeaseBack(db, bound.channelId, owner, left.requestId, deps.now(), leaseMs);
+        return busy(call, deps.topup.facilitator, bound, row);
+      }
       row = (await findChannel(db, bound.channelId))!;
     }
     return await runOnChannel(deps, call, bound, row, firstVerdict);
@@ -110,7 +118,7 @@ async function runOnChannel(
     const message =
       `the voucher's maxClaimableAmount is ${bound.maxClaimableUsdc}, but this channel has been charged ${row.charged_usdc} and this request's ceiling is ` +
       `${bound.ceilingUsdc}: sign ${expected} (the channel's state and last signed voucher are in accepts[].extra)`;
-    return corrective(call, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
+    return corrective(call, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
   }
   let checked: Checked;
   try {
@@ -120,6 +128,8 @@ async function runOnChannel(
   }
   if (!checked.ok) return rejected(call, checked.reason);
   const { snapshot } = checked;
+  const closing = closingChannel(snapshot);
+  if (closing) return rejected(call, closing);
   if (bound.maxClaimableUsdc > snapshot.balance) {
     const reason = `the voucher's ${bound.maxClaimableUsdc} is above the channel's balance of ${snapshot.balance}; deposit more into the channel`;
     return rejected(call, reason);
@@ -127,6 +137,7 @@ async function runOnChannel(
   if (bound.maxClaimableUsdc < snapshot.totalClaimed + bound.ceilingUsdc) {
     return corrective(
       call,
+      deps.topup.facilitator,
       bound,
       row,
       CHANNEL_ERRORS.cumulativeMismatch,
@@ -142,7 +153,7 @@ async function runOnChannel(
     signature: bound.inner.voucher.signature,
     ceilingUsdc: bound.ceilingUsdc,
   };
-  if (!(await startRequest(deps.db, bound.channelId, owner, pending, deps.now()))) return busy(call, bound, row);
+  if (!(await startRequest(deps.db, bound.channelId, owner, pending, deps.now()))) return busy(call, deps.topup.facilitator, bound, row);
   const receipt = (charge?: number): SettleResponse =>
     receiptOf(bound, snapshot, checked.deposit, charge === undefined ? undefined : { charge, charged: row.charged_usdc + charge });
   deps.showChannelReceipt(receipt());
@@ -190,10 +201,15 @@ type Checked = { ok: true; snapshot: ChannelSnapshot; deposit?: { transaction: s
 /** A deposit: verified, then made on chain through the facilitator, before the request runs. */
 async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstVerdict: ChannelSnapshot | undefined): Promise<Checked> {
   const { facilitator } = deps.topup;
-  if (!firstVerdict) {
+  let verified = firstVerdict;
+  if (!verified) {
     const verdict = await verifyWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId);
     if (!verdict.ok) return verdict;
+    verified = verdict.snapshot;
   }
+  // Refused before the deposit is made: the payer's money stays in its wallet.
+  const closing = closingChannel(verified);
+  if (closing) return { ok: false, reason: closing };
   const settled = await settleWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId);
   if (!settled.ok) return settled;
   const now = deps.now();
@@ -201,6 +217,23 @@ async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstV
   const amountUsdc = Number(bound.inner.type === 'deposit' ? bound.inner.deposit.amount : 0);
   await recordTransfer(deps.db, { channelId: bound.channelId, kind: 'deposit', amountUsdc, txHash: settled.transaction }, now);
   return { ok: true, snapshot: settled.snapshot, deposit: { transaction: settled.transaction, amount: String(amountUsdc) } };
+}
+
+/**
+ * Why a channel whose payer started a timed withdrawal takes no new charge, or null. The payer can
+ * finalize it once withdrawDelay has passed, taking everything not claimed by then: a request
+ * served meanwhile is a charge the background claimer must land first, and one served near the
+ * deadline may never be claimed. The snapshot is the facilitator's (a mirror showing a withdrawal
+ * is never fresh: channel vouchers are then verified by the facilitator), so a withdrawal the
+ * cooperative refund cancelled, or one finalized, lets the channel be paid on again.
+ */
+function closingChannel(snapshot: ChannelSnapshot): string | null {
+  if (snapshot.withdrawRequestedAt === 0) return null;
+  const at = new Date(snapshot.withdrawRequestedAt * 1000).toISOString();
+  return (
+    `${CHANNEL_ERRORS.withdrawing}: this channel is closing (its payer started a timed withdrawal at ${at}) and takes no new charges; ` +
+    'pay on a new channel (another salt), or cancel the withdrawal with a cooperative refund (GET /v1/channels/refund)'
+  );
 }
 
 /**
@@ -215,7 +248,7 @@ async function voucher(deps: PaidRequestDeps, bound: BoundChannelPayment, row: C
   if (fresh && verifiesLocally(bound.inner.channelConfig)) {
     const { voucher: v } = bound.inner;
     const signer = await voucherSigner(bound.channelId, BigInt(v.maxClaimableAmount), v.signature as `0x${string}`, bound.network);
-    if (signer !== bound.inner.channelConfig.payerAuthorizer.toLowerCase()) return { ok: false, reason: 'invalid_batch_settlement_evm_voucher_signature' };
+    if (signer !== bound.inner.channelConfig.payerAuthorizer.toLowerCase()) return { ok: false, reason: CHANNEL_ERRORS.voucherSignature };
     return { ok: true, snapshot: snapshotOf(row) };
   }
   const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);

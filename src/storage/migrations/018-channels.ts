@@ -19,6 +19,8 @@ export const CHANNEL_LEDGER_KINDS = [...LEDGER_KINDS, 'channel_hold', 'channel_r
  *   (`pending_*`): taken by compare-and-set on this row, so requests on one channel run one at a
  *   time across every instance sharing the database;
  * - `deposited_usdc`/`refunded_usdc`: what went in and came back through this gateway.
+ * - `last_refund_signature`: the voucher signature of the last cooperative refund, so a replayed
+ *   refund payload is refused (channel-refund.ts);
  * `channel_transfers` records each on-chain transfer the gateway had made for a channel (deposit,
  * refund, and the background claims and settles), once per transaction hash.
  */
@@ -55,6 +57,7 @@ export function channels(engine: Engine) {
         .addColumn('pending_max_usdc', 'bigint')
         .addColumn('pending_signature', 'text')
         .addColumn('pending_hold_usdc', 'bigint')
+        .addColumn('last_refund_signature', 'text')
         .addColumn('created_at', 'bigint', (c) => c.notNull())
         .addColumn('updated_at', 'bigint', (c) => c.notNull())
         .execute();
