@@ -30,6 +30,8 @@ export interface ReservationModel {
   charged: number;
   /** A usage row exists: a finish wrote it (a settle or a void), or a late charge did. The sweeper writes none. */
   billed: boolean;
+  /** On the hold wallet: the upto payment holding when it was reserved (the reserve records it), else null. */
+  uptoPaymentId: string | null;
 }
 
 export interface UptoModel {
@@ -84,7 +86,18 @@ export function reserve(m: LedgerModel, key: number, requestId: string, amount: 
   if (amount > roomLeft(m, key, m.now)) return { ok: false, refused: 'key_limit' };
   w.locked += amount;
   moveBuckets(m, key, m.now, 0, amount);
-  m.reservations.push({ requestId, key, amount, createdAt: m.now, leaseExpiresAt: m.now + LEASE_MS, status: 'pending', charged: 0, billed: false });
+  const onHold = m.keys[key]!.wallet === m.wallets.length - 1 && m.upto?.state === 'holding';
+  m.reservations.push({
+    requestId,
+    key,
+    amount,
+    createdAt: m.now,
+    leaseExpiresAt: m.now + LEASE_MS,
+    status: 'pending',
+    charged: 0,
+    billed: false,
+    uptoPaymentId: onHold ? m.upto!.paymentId : null,
+  });
   return { ok: true, keyLimited: m.keys[key]!.limit !== null };
 }
 
@@ -117,8 +130,14 @@ export function sweep(m: LedgerModel): number {
 /** A produced answer billed after the sweeper released it: out of the free balance and the key's room in its period. */
 export function lateCharge(m: LedgerModel, r: ReservationModel, asked: number): { kind: 'late'; charged: number } | { kind: 'already_billed' } {
   if (r.billed) return { kind: 'already_billed' };
-  const w = m.wallets[m.keys[r.key]!.wallet]!;
-  const charged = Math.max(0, Math.min(asked, w.balance - w.locked, roomLeft(m, r.key, r.createdAt)));
+  const wallet = m.keys[r.key]!.wallet;
+  const w = m.wallets[wallet]!;
+  // On the hold wallet the money is there for this request only while the payment it reserved on
+  // still holds: after that the wallet holds a later payment's maximum (late-charge.ts, holdsForIt).
+  const isHold = wallet === m.wallets.length - 1;
+  const holdsForIt = !isHold || (r.uptoPaymentId !== null && m.upto?.paymentId === r.uptoPaymentId && m.upto.state === 'holding');
+  const free = holdsForIt ? w.balance - w.locked : 0;
+  const charged = Math.max(0, Math.min(asked, free, roomLeft(m, r.key, r.createdAt)));
   w.balance -= charged;
   moveBuckets(m, r.key, r.createdAt, charged, 0);
   Object.assign(r, { status: charged > 0 ? 'settled' : 'voided', charged, billed: true });
