@@ -8,6 +8,7 @@ import { listUnclaimed, markClaimed, mirrorChain, recordTransfer, type ChannelRo
 import { readOnchainChannel, readOnchainReceiver, type OnchainChannel } from '../onchain-channel.ts';
 import { channelReceivers, settleTransferKey, unclaimedSince } from './claim-store.ts';
 import { sendClaim, sendSettle, type ClaimRow } from './claim-send.ts';
+import { recordRecoveredClaim } from './claim-recovery.ts';
 
 export const CLAIM_LEASE = 'channel-claims';
 /** Channels looked at per pass, the most owed first; the rest wait for the next pass. */
@@ -46,7 +47,11 @@ export interface ClaimPassOutcome {
   /** The claim transactions sent, with the channels each covered. */
   claims: Array<{ transaction: string; channels: string[] }>;
   settles: string[];
-  /** Channels found claimed on chain already (a claim whose row update was lost), mirrored without a new claim. */
+  /**
+   * Channels claimed further on chain than their rows said (a claim whose row update was lost): the
+   * claim is recorded (row and transfer history, claim-recovery.ts) and not sent again; a channel
+   * charged more since is then claimed for the rest only.
+   */
   recovered: string[];
   failures: string[];
 }
@@ -89,6 +94,8 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
     let chain: OnchainChannel;
     try {
       chain = await readOnchainChannel(client, row.channel_id as `0x${string}`);
+      // Before the mirror takes the chain's totalClaimed: the row's older one is what shows a claim was lost.
+      if (chain.totalClaimed > BigInt(row.total_claimed_usdc)) await recoverClaim(deps, client, row, chain.totalClaimed, outcome);
       await refreshMirror(deps, row, chain);
     } catch (err) {
       fail(deps, outcome, `channel ${row.channel_id}: its on-chain state could not be read (${(err as Error).message.split('\n')[0]})`);
@@ -97,16 +104,23 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
     // Never above the balance: after a withdrawal the contract refuses it, and the whole batch with it.
     const claimable = Math.min(row.charged_usdc, Number(chain.balance));
     const claimed = Number(chain.totalClaimed);
-    if (claimed >= claimable) {
-      if (claimed > row.total_claimed_usdc) outcome.recovered.push(row.channel_id);
-      continue;
-    }
+    if (claimed >= claimable) continue;
     const withdrawing = chain.withdrawRequestedAt > 0;
     if (force || withdrawing || claimable - claimed >= threshold || (since.get(row.channel_id) ?? 0) <= oldest) {
       due.push({ row, totalClaimed: claimable });
     }
   }
   return due;
+}
+
+/** A claim that landed while its row update was lost: recorded now, in the row and the transfer history, and not sent again. */
+async function recoverClaim(deps: ClaimDeps, client: PublicClient, row: ChannelRow, totalClaimed: bigint, outcome: ClaimPassOutcome): Promise<void> {
+  const recovered = await recordRecoveredClaim(deps.db, client, row, totalClaimed, deps.now());
+  if (!recovered) return;
+  outcome.recovered.push(row.channel_id);
+  deps.metrics?.claimed(recovered.claimedUsdc);
+  const facts = { channel: row.channel_id, totalClaimed: String(totalClaimed), transaction: recovered.txHash, searchFailure: recovered.searchFailure };
+  deps.logger.warn(facts, 'a claim found landed on chain but not recorded (a crash after it was sent) is recorded now; it is not claimed again');
 }
 
 /** The mirror follows the chain; a withdrawal newly seen is logged with the time left to claim. */
