@@ -22,7 +22,7 @@ export type LateOutcome =
 // Takes the wallet's row lock first (PostgreSQL; SQLite's group commit holds the only write lock)
 // and reads the balance under it, so the charge computed below cannot race another finish.
 const LOCK_WALLET = 'UPDATE wallets SET updated_at = ? WHERE address = ? RETURNING balance_usdc, locked_usdc';
-const RESERVATION = 'SELECT status, api_key_id, created_at, upto_payment_id FROM reservations WHERE request_id = ?';
+const RESERVATION = 'SELECT wallet, status, api_key_id, created_at, upto_payment_id FROM reservations WHERE request_id = ?';
 // Then the reservation's, in the same order as a finish (wallet, then reservation and buckets).
 // Retention deletes a swept reservation once it is past the usage window (retire-reservations.ts)
 // without the wallet's lock: a row read unlocked could be deleted before this unit commits, and the
@@ -40,6 +40,7 @@ const RECORD_ON_RESERVATION = unitStatement(closeReservation(boundOperands(), { 
 const RECORD_SHORTFALL = 'INSERT INTO settle_shortfalls (request_id, wallet, requested_usdc, charged_usdc, created_at) VALUES (?, ?, ?, ?, ?)';
 
 interface Reservation {
+  wallet: string;
   status: string;
   api_key_id: number | null;
   created_at: number;
@@ -75,7 +76,9 @@ export async function lateCharge(storage: Pick<Storage, 'writeUnit' | 'engine'>,
       const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
       if (!wallet) return { kind: 'unknown' };
       const reservation = await tx.get<Reservation>(lockReservation, [r.requestId]);
-      if (!reservation) return { kind: 'unknown' };
+      // Only the wallet the request reserved on pays for it: a payer's own wallet, its upto hold and
+      // its channels' holds are apart, and a record naming another (a bug) finds nothing to bill.
+      if (!reservation || reservation.wallet !== r.wallet) return { kind: 'unknown' };
       const free = (await holdsForIt(tx, r.wallet, reservation)) ? Number(wallet.balance_usdc) - Number(wallet.locked_usdc) : 0;
       // The sweeper gave this request's room in its key's limit back, and other requests may have
       // been admitted into it since: the late charge takes only what the limit still leaves in the
