@@ -120,9 +120,12 @@ async function runOnChannel(
       `${bound.ceilingUsdc}: sign ${expected} (the channel's state and last signed voucher are in accepts[].extra)`;
     return corrective(call, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
   }
+  // The wallet's window (the one its API keys share) is counted once the payer is known to have
+  // signed, and before any money moves: a deposit over the limit is refused before it is made.
+  const countRequest = () => deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
   let checked: Checked;
   try {
-    checked = bound.inner.type === 'deposit' ? await deposit(deps, bound, firstVerdict) : await voucher(deps, bound, row, firstVerdict);
+    checked = bound.inner.type === 'deposit' ? await deposit(deps, bound, firstVerdict, countRequest) : await voucher(deps, bound, row, firstVerdict);
   } catch (err) {
     return unavailable(err);
   }
@@ -144,8 +147,7 @@ async function runOnChannel(
       `the voucher's ${bound.maxClaimableUsdc} is below what was claimed on chain plus this request's ceiling`,
     );
   }
-  await deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
-
+  if (bound.inner.type !== 'deposit') await countRequest();
   const owner = deps.requestId;
   const pending = {
     requestId: deps.requestId,
@@ -199,7 +201,12 @@ async function commit(deps: PaidRequestDeps, channelId: string, owner: string): 
 type Checked = { ok: true; snapshot: ChannelSnapshot; deposit?: { transaction: string; amount: string } } | { ok: false; reason: string };
 
 /** A deposit: verified, then made on chain through the facilitator, before the request runs. */
-async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstVerdict: ChannelSnapshot | undefined): Promise<Checked> {
+async function deposit(
+  deps: PaidRequestDeps,
+  bound: BoundChannelPayment,
+  firstVerdict: ChannelSnapshot | undefined,
+  countRequest: () => Promise<void>,
+): Promise<Checked> {
   const { facilitator } = deps.topup;
   let verified = firstVerdict;
   if (!verified) {
@@ -210,6 +217,7 @@ async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstV
   // Refused before the deposit is made: the payer's money stays in its wallet.
   const closing = closingChannel(verified);
   if (closing) return { ok: false, reason: closing };
+  await countRequest();
   const settled = await settleWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId);
   if (!settled.ok) return settled;
   const now = deps.now();
