@@ -9,6 +9,7 @@ import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channe
 import { finishPending, startRequest } from '../channels/channel-finish.ts';
 import { busy, corrective, rejected } from '../channels/channel-answers.ts';
 import { depositBelowMinimum } from '../channels/channel-offer.ts';
+import { asVoucher, landedDeposit } from '../channels/deposit-landed.ts';
 import { refundChannel } from '../channels/channel-refund.ts';
 import {
   dropLease,
@@ -109,10 +110,11 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
 async function runOnChannel(
   deps: PaidRequestDeps,
   call: ChannelCall,
-  bound: BoundChannelPayment,
-  row: ChannelRow,
+  boundPayment: BoundChannelPayment,
+  channelRow: ChannelRow,
   firstVerdict: ChannelSnapshot | undefined,
 ): Promise<PaidOutcome> {
+  let [bound, row] = [boundPayment, channelRow];
   const expected = row.charged_usdc + bound.ceilingUsdc;
   if (bound.maxClaimableUsdc !== expected) {
     const message =
@@ -125,6 +127,7 @@ async function runOnChannel(
   const countRequest = () => deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
   let checked: Checked;
   try {
+    if (!firstVerdict) [bound, row] = await depositSentAgain(deps, bound, row);
     checked = bound.inner.type === 'deposit' ? await deposit(deps, bound, firstVerdict, countRequest) : await voucher(deps, bound, row, firstVerdict);
   } catch (err) {
     return unavailable(err);
@@ -186,6 +189,21 @@ async function runOnChannel(
     clearInterval(renew);
     if (!stopped()) await commit(deps, bound.channelId, owner);
   }
+}
+
+/**
+ * A deposit payload whose deposit is in the channel already (sent again after its request failed
+ * upstream, or relayed to the contract by someone else) is its voucher: the payment and the row to
+ * go on with, the chain's state mirrored. The facilitator would refuse it as a failed simulation,
+ * though its voucher still pays for a request as the spec's voucher payload would.
+ */
+async function depositSentAgain(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow): Promise<[BoundChannelPayment, ChannelRow]> {
+  const client = deps.topup.clientFor(bound.network);
+  if (bound.inner.type !== 'deposit' || !client) return [bound, row];
+  const landed = await landedDeposit(client, bound.channelId, bound.inner);
+  if (!landed) return [bound, row];
+  await mirrorChain(deps.db, bound.channelId, landed, deps.now());
+  return [asVoucher(bound), (await findChannel(deps.db, bound.channelId))!];
 }
 
 /** Commits the channel's pending request (a no-op once committed) and gives up `owner`'s lease. */
