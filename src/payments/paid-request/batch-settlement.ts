@@ -3,6 +3,7 @@ import { isTransportError } from '../../chain/rpc-errors.ts';
 import { channelHoldWallet } from '../../ledger/operations/channel-hold.ts';
 import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
 import type { Offer } from '../offers.ts';
+import { readPaymentIdentifier } from '../pay-per-request/payment-identifier.ts';
 import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
 import { bindChannelPayment, type BoundChannelPayment } from '../channels/channel-binding.ts';
 import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channel-facilitator.ts';
@@ -48,6 +49,17 @@ const unavailable = (err: unknown): PaidOutcome => {
 };
 
 /**
+ * Why a channel payment carrying x402 `payment-identifier` is refused before anything is verified or
+ * moved. The 402 advertises the identifier (a retry under it is never paid or run twice), but a
+ * channel cannot keep that promise: a voucher sent again gets the corrective 402, which the stock
+ * client answers by signing the next voucher, so the retry would run and be charged again. Refused
+ * plainly rather than taken with the id ignored; the stock client sends none unless asked to.
+ */
+const IDENTIFIER_NOT_TAKEN =
+  'extensions["payment-identifier"] is not taken with a batch-settlement payment: a channel request retried is a new request, run and charged again. ' +
+  'Send the channel payment without the identifier, or pay with an exact entry to have retries under it answered 409';
+
+/**
  * A pay-per-request call paid through an x402 `batch-settlement` channel
  * (payPerRequest.batchSettlement; the spec's "Server: State & Forwarding"). The payment is bound to
  * the gateway's own offer (channel-binding.ts), the channel's lease is taken so that its requests
@@ -62,6 +74,7 @@ const unavailable = (err: unknown): PaidOutcome => {
  * channel as it was, its voucher good for the next try.
  */
 export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): Promise<PaidOutcome> {
+  if (readPaymentIdentifier(call.envelope).kind !== 'none') return { kind: 'invalid', message: IDENTIFIER_NOT_TAKEN };
   const bound = bindChannelPayment(call.envelope, call.channelOffers);
   if (bound.inner.type === 'refund') return refundChannel(deps, bound, call);
   const belowMinimum = depositBelowMinimum(bound);

@@ -36,11 +36,7 @@ for (const engine of ENGINES) {
   describe(`attack: batch-settlement channels and payment-identifier (${engine})`, () => {
     const harness = channelSuite(engine);
 
-    const todo =
-      'BREAK: a channel payment with a payment-identifier is served with the id ignored, though the 402 promises a retry under it is never run twice';
-    test("the stock channel client adding a payment-identifier (the package's helper) is refused before its deposit: nothing moved; without it the channel opens", {
-      todo,
-    }, async () => {
+    test("the stock channel client adding a payment-identifier (the package's helper) is refused before its deposit: nothing moved; without it the channel opens", async () => {
       const h = harness();
       const account = await h.payer(10n);
       const calls = h.fake.received.length;
@@ -54,9 +50,7 @@ for (const engine of ENGINES) {
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
-    test("an exact payment's identifier reused on a channel voucher is refused; the exact request's identifier still answers its retry, and the voucher without it is served", {
-      todo,
-    }, async () => {
+    test("an exact payment's identifier reused on a channel voucher is refused; the exact request's identifier still answers its retry, and the voucher without it is served", async () => {
       const h = harness();
       const payer = await openedChannel(h);
       const id = generatePaymentId();
