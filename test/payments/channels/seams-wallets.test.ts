@@ -10,7 +10,8 @@ import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { USD } from '../../support/topup-harness.ts';
-import { CHAT_BODY } from './channel-harness.ts';
+import { v2Header } from '../../support/x402-payloads.ts';
+import { CHAT_BODY, paid } from './channel-harness.ts';
 import { assertClaimedAsCharged, claimPass, claimsSuite, reader } from './claims-setup.ts';
 
 /**
@@ -106,6 +107,38 @@ for (const engine of ENGINES) {
       await h.chain.approvePermit2(account, h.chain.usdt);
       const row = await servedAndClaimed(h, account.address, stockClient(h, account, h.chain.usdt));
       assert.equal(row.token, h.chain.usdt.toLowerCase());
+    });
+
+    test('a Permit2 deposit sent again after its request failed upstream is served on its voucher: its Permit2 nonce is used, one deposit', async () => {
+      const h = harness();
+      const account = await h.payer(10n);
+      await h.chain.approvePermit2(account, h.chain.usdt);
+      const asked = await h.chat(CHAT_BODY);
+      const offer = (asked.body.accepts as PaymentRequirements[]).find(
+        (o) => o.scheme === 'batch-settlement' && o.asset.toLowerCase() === h.chain.usdt.toLowerCase(),
+      )!;
+      const scheme = new BatchSettlementEvmScheme(toClientEvmSigner(account, reader(h)));
+      const { payload } = await scheme.createPaymentPayload(2, offer);
+      assert.ok((payload as { deposit?: { authorization?: { permit2Authorization?: unknown } } }).deposit?.authorization?.permit2Authorization);
+      const header = v2Header(offer, payload);
+      h.fake.behaviour = { failStatus: 500 };
+      try {
+        assert.ok((await paid(h, header)).status >= 500);
+      } finally {
+        h.fake.behaviour = {};
+      }
+      const retried = await paid(h, header);
+      assert.equal(retried.status, 200, retried.body.message);
+      const [row] = await channelsOf(h, account.address);
+      const deposits = await h.gw.services.storage.db
+        .selectFrom('channel_transfers')
+        .select('id')
+        .where('channel_id', '=', row!.channel_id)
+        .where('kind', '=', 'deposit')
+        .execute();
+      assert.equal(deposits.length, 1, 'one deposit');
+      assert.equal(await h.chain.balanceOf(h.chain.usdt, account.address), 9n * USD, 'the payer paid one deposit');
+      await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
     test('a Permit2 deposit from a wallet that never approved Permit2 is a clear 402: nothing moved, nothing served', async () => {
