@@ -93,7 +93,7 @@ for (const engine of ENGINES) {
       await depositedOnce(h, deposit.voucher.channelId, deposit.deposit.amount);
     });
 
-    test('a deposit authorization moved onto another channel of the same payer is refused with nothing deposited; its own channel then takes it once', async () => {
+    test('a deposit authorization moved onto another channel is refused, nothing deposited; its own channel takes it once', async () => {
       const h = harness();
       const account = await h.payer(10n);
       const { offer, deposit, header } = await depositPayload(h, account);

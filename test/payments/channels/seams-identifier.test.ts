@@ -36,7 +36,7 @@ for (const engine of ENGINES) {
   describe(`attack: batch-settlement channels and payment-identifier (${engine})`, () => {
     const harness = channelSuite(engine);
 
-    test("the stock channel client adding a payment-identifier (the package's helper) is refused before its deposit: nothing moved; without it the channel opens", async () => {
+    test('the stock channel client adding a payment-identifier is refused before its deposit; without it the channel opens', async () => {
       const h = harness();
       const account = await h.payer(10n);
       const calls = h.fake.received.length;
@@ -50,7 +50,7 @@ for (const engine of ENGINES) {
       await assertLedgerConsistent(h.gw.services.storage.db);
     });
 
-    test("an exact payment's identifier reused on a channel voucher is refused; the exact request's identifier still answers its retry, and the voucher without it is served", async () => {
+    test("an exact payment's identifier reused on a channel voucher is refused; the exact identifier still answers 409", async () => {
       const h = harness();
       const payer = await openedChannel(h);
       const id = generatePaymentId();

@@ -96,7 +96,7 @@ for (const engine of ENGINES) {
       });
     });
 
-    test('a deposit sent again after its request failed, while the chain is unreachable: 503; once it answers, served on its voucher with one deposit', async () => {
+    test('a deposit sent again while the chain is unreachable: 503; once it answers, served on its voucher, one deposit', async () => {
       const { account, header } = await depositHeader();
       h.fake.behaviour = { failStatus: 500 };
       try {

@@ -53,7 +53,7 @@ for (const engine of ENGINES) {
   describe(`attack: a channel's terms changed mid-way, a lying provider, a dearer fallback (${engine})`, () => {
     const harness = channelSuite(engine, SUITE);
 
-    test("a voucher signed for a larger request's ceiling, sent with a smaller request, runs nothing: the ceiling is the server's, never the echo", async () => {
+    test("a voucher for a larger request's ceiling, sent with a smaller request, runs nothing: the ceiling is the server's", async () => {
       const h = harness();
       const payer = await openedChannel(h);
       const big = { ...CHAT_BODY, max_tokens: 2000 };
@@ -164,7 +164,7 @@ for (const engine of ENGINES) {
   describe(`attack: a stream outlasting its channel lease (${engine})`, () => {
     const harness = channelSuite(engine, { payPerRequest: { ...CHANNEL_CONFIG.payPerRequest, batchSettlement: { ...batchSettlement, leaseSeconds: 1 } } });
 
-    test('a slow stream keeps its channel past several lease lengths (renewed as it runs): a request meanwhile is told busy; afterwards the stock client pays on', async () => {
+    test('a slow stream keeps its channel past several lease lengths (renewed); a request meanwhile is busy; then served', async () => {
       const h = harness();
       const account = await h.payer(10n);
       const payer = channelPayer(h, account);
