@@ -10,6 +10,7 @@ import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channe
 import { finishPending, startRequest } from '../channels/channel-finish.ts';
 import { busy, corrective, rejected } from '../channels/channel-answers.ts';
 import { depositBelowMinimum } from '../channels/channel-offer.ts';
+import { withContractWalletHint } from '../channels/contract-wallet-hint.ts';
 import { asVoucher, landedDeposit } from '../channels/deposit-landed.ts';
 import { refundChannel } from '../channels/channel-refund.ts';
 import {
@@ -92,7 +93,7 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
     } catch (err) {
       return unavailable(err);
     }
-    if (!verdict.ok) return rejected(call, verdict.reason);
+    if (!verdict.ok) return rejected(call, await withContractWalletHint(deps.topup.clientFor(bound.network), bound.inner.channelConfig, verdict.reason));
     firstVerdict = verdict.snapshot;
     row = await recordChannel(
       db,

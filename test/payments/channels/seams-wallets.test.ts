@@ -79,7 +79,11 @@ for (const engine of ENGINES) {
       const answer = await stockClient(h, wallet.signer, h.chain.usdc)();
       assert.equal(answer.status, 402, answer.text.slice(0, 400));
       // The contract recovers a payerAuthorizer's vouchers by ECDSA only: a contract address never signs one.
-      assert.equal(JSON.parse(answer.text).reason, 'invalid_batch_settlement_evm_voucher_signature');
+      const { reason } = JSON.parse(answer.text) as { reason: string };
+      assert.match(reason, /^invalid_batch_settlement_evm_voucher_signature/);
+      // The refusal says what to do: the owner key as payerAuthorizer, or a zero one for ERC-1271.
+      assert.match(reason, /contract wallet/);
+      assert.match(reason, /voucherSigner/);
       assert.equal(h.fake.received.length, calls, 'nothing ran');
       assert.equal(await h.chain.balanceOf(h.chain.usdc, wallet.address), 10n * USD, "the wallet's tokens did not move");
       await assertLedgerConsistent(h.gw.services.storage.db);
