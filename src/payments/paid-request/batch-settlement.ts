@@ -3,12 +3,15 @@ import { isTransportError } from '../../chain/rpc-errors.ts';
 import { channelHoldWallet } from '../../ledger/operations/channel-hold.ts';
 import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
 import type { Offer } from '../offers.ts';
+import { readPaymentIdentifier } from '../pay-per-request/payment-identifier.ts';
 import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
 import { bindChannelPayment, type BoundChannelPayment } from '../channels/channel-binding.ts';
 import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channel-facilitator.ts';
 import { finishPending, startRequest } from '../channels/channel-finish.ts';
 import { busy, corrective, rejected } from '../channels/channel-answers.ts';
 import { depositBelowMinimum } from '../channels/channel-offer.ts';
+import { withContractWalletHint } from '../channels/contract-wallet-hint.ts';
+import { asVoucher, landedDeposit } from '../channels/deposit-landed.ts';
 import { refundChannel } from '../channels/channel-refund.ts';
 import {
   dropLease,
@@ -47,6 +50,17 @@ const unavailable = (err: unknown): PaidOutcome => {
 };
 
 /**
+ * Why a channel payment carrying x402 `payment-identifier` is refused before anything is verified or
+ * moved. The 402 advertises the identifier (a retry under it is never paid or run twice), but a
+ * channel cannot keep that promise: a voucher sent again gets the corrective 402, which the stock
+ * client answers by signing the next voucher, so the retry would run and be charged again. Refused
+ * plainly rather than taken with the id ignored; the stock client sends none unless asked to.
+ */
+const IDENTIFIER_NOT_TAKEN =
+  'extensions["payment-identifier"] is not taken with a batch-settlement payment: a channel request retried is a new request, run and charged again. ' +
+  'Send the channel payment without the identifier, or pay with an exact entry to have retries under it answered 409';
+
+/**
  * A pay-per-request call paid through an x402 `batch-settlement` channel
  * (payPerRequest.batchSettlement; the spec's "Server: State & Forwarding"). The payment is bound to
  * the gateway's own offer (channel-binding.ts), the channel's lease is taken so that its requests
@@ -61,6 +75,7 @@ const unavailable = (err: unknown): PaidOutcome => {
  * channel as it was, its voucher good for the next try.
  */
 export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): Promise<PaidOutcome> {
+  if (readPaymentIdentifier(call.envelope).kind !== 'none') return { kind: 'invalid', message: IDENTIFIER_NOT_TAKEN };
   const bound = bindChannelPayment(call.envelope, call.channelOffers);
   if (bound.inner.type === 'refund') return refundChannel(deps, bound, call);
   const belowMinimum = depositBelowMinimum(bound);
@@ -78,7 +93,7 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
     } catch (err) {
       return unavailable(err);
     }
-    if (!verdict.ok) return rejected(call, verdict.reason);
+    if (!verdict.ok) return rejected(call, await withContractWalletHint(deps.topup.clientFor(bound.network), bound.inner.channelConfig, verdict.reason));
     firstVerdict = verdict.snapshot;
     row = await recordChannel(
       db,
@@ -109,10 +124,11 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
 async function runOnChannel(
   deps: PaidRequestDeps,
   call: ChannelCall,
-  bound: BoundChannelPayment,
-  row: ChannelRow,
+  boundPayment: BoundChannelPayment,
+  channelRow: ChannelRow,
   firstVerdict: ChannelSnapshot | undefined,
 ): Promise<PaidOutcome> {
+  let [bound, row] = [boundPayment, channelRow];
   const expected = row.charged_usdc + bound.ceilingUsdc;
   if (bound.maxClaimableUsdc !== expected) {
     const message =
@@ -120,9 +136,13 @@ async function runOnChannel(
       `${bound.ceilingUsdc}: sign ${expected} (the channel's state and last signed voucher are in accepts[].extra)`;
     return corrective(call, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
   }
+  // The wallet's window (the one its API keys share) is counted once the payer is known to have
+  // signed, and before any money moves: a deposit over the limit is refused before it is made.
+  const countRequest = () => deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
   let checked: Checked;
   try {
-    checked = bound.inner.type === 'deposit' ? await deposit(deps, bound, firstVerdict) : await voucher(deps, bound, row, firstVerdict);
+    if (!firstVerdict) [bound, row] = await depositSentAgain(deps, bound, row);
+    checked = bound.inner.type === 'deposit' ? await deposit(deps, bound, firstVerdict, countRequest) : await voucher(deps, bound, row, firstVerdict);
   } catch (err) {
     return unavailable(err);
   }
@@ -144,8 +164,7 @@ async function runOnChannel(
       `the voucher's ${bound.maxClaimableUsdc} is below what was claimed on chain plus this request's ceiling`,
     );
   }
-  await deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
-
+  if (bound.inner.type !== 'deposit') await countRequest();
   const owner = deps.requestId;
   const pending = {
     requestId: deps.requestId,
@@ -186,6 +205,21 @@ async function runOnChannel(
   }
 }
 
+/**
+ * A deposit payload whose deposit is in the channel already (sent again after its request failed
+ * upstream, or relayed to the contract by someone else) is its voucher: the payment and the row to
+ * go on with, the chain's state mirrored. The facilitator would refuse it as a failed simulation,
+ * though its voucher still pays for a request as the spec's voucher payload would.
+ */
+async function depositSentAgain(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow): Promise<[BoundChannelPayment, ChannelRow]> {
+  const client = deps.topup.clientFor(bound.network);
+  if (bound.inner.type !== 'deposit' || !client) return [bound, row];
+  const landed = await landedDeposit(client, bound.channelId, bound.inner);
+  if (!landed) return [bound, row];
+  await mirrorChain(deps.db, bound.channelId, landed, deps.now());
+  return [asVoucher(bound), (await findChannel(deps.db, bound.channelId))!];
+}
+
 /** Commits the channel's pending request (a no-op once committed) and gives up `owner`'s lease. */
 async function commit(deps: PaidRequestDeps, channelId: string, owner: string): Promise<void> {
   const finished = await finishPending(deps.db, channelId, deps.now(), owner);
@@ -199,7 +233,12 @@ async function commit(deps: PaidRequestDeps, channelId: string, owner: string): 
 type Checked = { ok: true; snapshot: ChannelSnapshot; deposit?: { transaction: string; amount: string } } | { ok: false; reason: string };
 
 /** A deposit: verified, then made on chain through the facilitator, before the request runs. */
-async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstVerdict: ChannelSnapshot | undefined): Promise<Checked> {
+async function deposit(
+  deps: PaidRequestDeps,
+  bound: BoundChannelPayment,
+  firstVerdict: ChannelSnapshot | undefined,
+  countRequest: () => Promise<void>,
+): Promise<Checked> {
   const { facilitator } = deps.topup;
   let verified = firstVerdict;
   if (!verified) {
@@ -210,6 +249,7 @@ async function deposit(deps: PaidRequestDeps, bound: BoundChannelPayment, firstV
   // Refused before the deposit is made: the payer's money stays in its wallet.
   const closing = closingChannel(verified);
   if (closing) return { ok: false, reason: closing };
+  await countRequest();
   const settled = await settleWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId);
   if (!settled.ok) return settled;
   const now = deps.now();
