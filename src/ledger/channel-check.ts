@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
+import { strayHoldWalletEntries, type HoldWallets } from './hold-wallet-check.ts';
 
 /**
  * The x402 batch-settlement channels against the ledger (docs/DECISIONS.md, "Batch-settlement
@@ -86,43 +87,16 @@ export async function channelProblems(db: Kysely<Database>, now = Date.now()): P
     if (charged > balance)
       findings.push(`channel ${id}: charged ${charged} but the channel holds ${balance}: ${charged - balance} micro-USDC served can no longer be claimed`);
   }
-  problems.push(...(await strayChannelEntries(db)));
+  problems.push(...(await strayHoldWalletEntries(db, CHANNEL_HOLDS)));
   return { problems, findings };
 }
 
-/** Hold and release entries outside any channel's hold wallet, and money into a channel hold wallet other than by a hold. */
-async function strayChannelEntries(db: Kysely<Database>): Promise<string[]> {
-  const problems: string[] = [];
-  const stray = await db
-    .selectFrom('ledger_entries as e')
-    .select(sql<number>`count(*)`.as('n'))
-    .where('e.kind', 'in', ['channel_hold', 'channel_release'])
-    .where(({ not, exists, selectFrom }) =>
-      not(
-        exists(
-          selectFrom('channels as c')
-            .select('c.channel_id')
-            .whereRef(sql`c.channel_id || ${sql.lit('#channel')}`, '=', 'e.wallet'),
-        ),
-      ),
-    )
-    .executeTakeFirstOrThrow();
-  if (Number(stray.n) > 0) problems.push(`${stray.n} channel hold or release entries belong to no channel's hold wallet`);
-  const credited = await db
-    .selectFrom('ledger_entries as e')
-    .select(sql<number>`count(*)`.as('n'))
-    .where('e.wallet', 'like', '%#channel')
-    .where('e.amount_usdc', '>', 0)
-    .where('e.kind', '<>', 'channel_hold')
-    .executeTakeFirstOrThrow();
-  if (Number(credited.n) > 0) problems.push(`${credited.n} credits entered a channel hold wallet other than by a hold`);
-  const debited = await db
-    .selectFrom('ledger_entries as e')
-    .select(sql<number>`count(*)`.as('n'))
-    .where('e.wallet', 'like', '%#channel')
-    .where('e.amount_usdc', '<', 0)
-    .where('e.kind', 'not in', ['charge', 'channel_release'])
-    .executeTakeFirstOrThrow();
-  if (Number(debited.n) > 0) problems.push(`${debited.n} debits left a channel hold wallet other than by a request's charge or a release`);
-  return problems;
-}
+/** Hold and release entries outside any channel's hold wallet, and money into or out of one other than by its requests. */
+const CHANNEL_HOLDS: HoldWallets = {
+  suffix: '#channel',
+  kinds: ['channel_hold', 'channel_release'],
+  owned: sql<boolean>`exists (select 1 from channels c where ${WALLET} = e.wallet)`,
+  credit: sql<boolean>`e.kind = 'channel_hold'`,
+  debit: sql<boolean>`e.kind in ('charge', 'channel_release')`,
+  names: { entries: 'channel hold or release', ownerWallet: "channel's hold wallet", holdWallet: 'a channel hold wallet' },
+};

@@ -1,5 +1,6 @@
-import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
+import { strayHoldWalletEntries, type HoldWallets } from './hold-wallet-check.ts';
 
 /**
  * The x402 `upto` payments against the ledger: each is held once (its maximum credited to the
@@ -111,50 +112,20 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
     }
     if (p.upto_state === 'written_off') findings.push(`upto payment ${p.id} (wallet ${p.payer}): ${charge} micro-USDC written off (${p.failure_reason})`);
   }
-  problems.push(...(await strayHoldEntries(db)));
+  problems.push(...(await strayHoldWalletEntries(db, UPTO_HOLDS)));
   return { problems, findings };
 }
 
 /**
  * Entries of the hold's own kinds that belong to no upto payment's hold wallet, and money that
- * entered a hold wallet other than by a hold: either would be money no upto payment accounts for.
+ * entered a hold wallet other than by a hold (either form) or left it other than by a request's
+ * charge or a release (either form): either would be money no upto payment accounts for.
  */
-async function strayHoldEntries(db: Kysely<Database>): Promise<string[]> {
-  const stray = await db
-    .selectFrom('ledger_entries as e')
-    .select(sql<number>`count(*)`.as('n'))
-    .where('e.kind', 'in', ['upto_hold', 'upto_release'])
-    .where(({ not, exists, selectFrom }) =>
-      not(
-        exists(
-          selectFrom('payments as p')
-            .select('p.id')
-            .where('p.upto_state', 'is not', null)
-            .whereRef(sql`${sql.lit('payment:')} || p.id`, '=', 'e.reference')
-            .whereRef(HOLD_WALLET, '=', 'e.wallet'),
-        ),
-      ),
-    )
-    .executeTakeFirstOrThrow();
-  const credited = await holdWalletEntries(db, '>', sql<boolean>`e.kind not in ('upto_hold', 'topup')`);
-  // What may take money out of a hold wallet: a request's charge and the release (either form).
-  const released = sql<boolean>`e.kind = 'upto_release' or (e.kind = 'adjustment' and e.reference like ${sql.lit('upto-release:%')})`;
-  const debited = await holdWalletEntries(db, '<', sql<boolean>`not (e.kind = 'charge' or ${released})`);
-  const problems: string[] = [];
-  if (debited > 0) problems.push(`${debited} debits left an upto hold wallet other than by a request's charge or a release`);
-  if (Number(stray.n) > 0) problems.push(`${stray.n} upto hold or release entries belong to no upto payment's hold wallet`);
-  if (credited > 0) problems.push(`${credited} credits entered an upto hold wallet other than by a hold`);
-  return problems;
-}
-
-/** How many entries moved money into (`>`) or out of (`<`) an upto hold wallet, of those `which` selects. */
-async function holdWalletEntries(db: Kysely<Database>, direction: '>' | '<', which: RawBuilder<boolean>): Promise<number> {
-  const row = await db
-    .selectFrom('ledger_entries as e')
-    .select(sql<number>`count(*)`.as('n'))
-    .where('e.wallet', 'like', '%#upto')
-    .where('e.amount_usdc', direction, 0)
-    .where(which)
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
-}
+const UPTO_HOLDS: HoldWallets = {
+  suffix: '#upto',
+  kinds: ['upto_hold', 'upto_release'],
+  owned: sql<boolean>`exists (select 1 from payments p where p.upto_state is not null and ${sql.lit('payment:')} || p.id = e.reference and ${HOLD_WALLET} = e.wallet)`,
+  credit: sql<boolean>`e.kind in ('upto_hold', 'topup')`,
+  debit: sql<boolean>`e.kind = 'charge' or e.kind = 'upto_release' or (e.kind = 'adjustment' and e.reference like ${sql.lit('upto-release:%')})`,
+  names: { entries: 'upto hold or release', ownerWallet: "upto payment's hold wallet", holdWallet: 'an upto hold wallet' },
+};

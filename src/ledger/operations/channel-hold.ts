@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../storage/schema.ts';
 import { applyMovement } from '../movements.ts';
+import { lockedHoldWallet } from './locked-hold-wallet.ts';
 
 /**
  * The money of one request paid through an x402 `batch-settlement` channel, as two ledger
@@ -48,16 +49,8 @@ async function channelRow(trx: Kysely<Database>, channelId: string): Promise<Pen
   return { pending_request: row.pending_request, pending_hold_usdc: row.pending_hold_usdc === null ? null : Number(row.pending_hold_usdc) };
 }
 
-/** The hold wallet's balance, its row locked for the rest of the transaction (PostgreSQL; SQLite's writer excludes every other). */
-async function lockedHold(trx: Kysely<Database>, channelId: string, now: number): Promise<{ balance: number; locked: number }> {
-  const row = await trx
-    .updateTable('wallets')
-    .set({ updated_at: now })
-    .where('address', '=', channelHoldWallet(channelId))
-    .returning(['balance_usdc', 'locked_usdc'])
-    .executeTakeFirst();
-  return { balance: Number(row?.balance_usdc ?? 0), locked: Number(row?.locked_usdc ?? 0) };
-}
+/** The channel's hold wallet, locked (see lockedHoldWallet). */
+const lockedHold = (trx: Kysely<Database>, channelId: string, now: number) => lockedHoldWallet(trx, channelHoldWallet(channelId), now);
 
 /** Credits `ceilingUsdc` for request `requestId` to the channel's hold wallet. The channel row must already name it pending, in this transaction. */
 export async function holdChannelRequest(trx: Kysely<Database>, channelId: string, requestId: string, ceilingUsdc: number, now: number): Promise<void> {

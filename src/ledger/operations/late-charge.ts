@@ -22,7 +22,14 @@ export type LateOutcome =
 // Takes the wallet's row lock first (PostgreSQL; SQLite's group commit holds the only write lock)
 // and reads the balance under it, so the charge computed below cannot race another finish.
 const LOCK_WALLET = 'UPDATE wallets SET updated_at = ? WHERE address = ? RETURNING balance_usdc, locked_usdc';
-const RESERVATION_STATUS = 'SELECT status, api_key_id, created_at, upto_payment_id FROM reservations WHERE request_id = ?';
+const RESERVATION = 'SELECT wallet, status, api_key_id, created_at, upto_payment_id FROM reservations WHERE request_id = ?';
+// Then the reservation's, in the same order as a finish (wallet, then reservation and buckets).
+// Retention deletes a swept reservation once it is past the usage window (retire-reservations.ts)
+// without the wallet's lock: a row read unlocked could be deleted before this unit commits, and the
+// charge would be billed against a reservation no longer there, its key's spend never carried into
+// retired_key_spend. Locked, a delete that came first leaves nothing to find (the request is past
+// its window, not billed), and one that comes after waits for this unit's commit.
+const LOCK_RESERVATION = { sqlite: RESERVATION, postgres: `${RESERVATION} FOR UPDATE` };
 // Read under the wallet lock: a fix of the payment's charge takes the same lock before its release.
 const HOLDING_UPTO = "SELECT id FROM payments WHERE id = ? AND upto_state = 'holding'";
 // The claim: the first usage row for this request wins; a second apply inserts nothing.
@@ -33,6 +40,7 @@ const RECORD_ON_RESERVATION = unitStatement(closeReservation(boundOperands(), { 
 const RECORD_SHORTFALL = 'INSERT INTO settle_shortfalls (request_id, wallet, requested_usdc, charged_usdc, created_at) VALUES (?, ?, ?, ?, ?)';
 
 interface Reservation {
+  wallet: string;
   status: string;
   api_key_id: number | null;
   created_at: number;
@@ -60,14 +68,17 @@ async function holdsForIt(tx: UnitTx, wallet: string, reservation: Reservation):
  * the wallet's free balance (balance minus what other requests have locked) and the room left in
  * its key's spend limit, with any shortfall recorded. The usage row is the exactly-once claim.
  */
-export async function lateCharge(storage: Pick<Storage, 'writeUnit'>, r: SettleRecord, now: number): Promise<LateOutcome> {
+export async function lateCharge(storage: Pick<Storage, 'writeUnit' | 'engine'>, r: SettleRecord, now: number): Promise<LateOutcome> {
   assertAmount(`request ${r.requestId}'s late charge`, r.chargeUsdc);
+  const lockReservation = LOCK_RESERVATION[storage.engine];
   return storage.writeUnit(
     async (tx): Promise<LateOutcome> => {
-      const reservation = await tx.get<Reservation>(RESERVATION_STATUS, [r.requestId]);
-      if (!reservation) return { kind: 'unknown' };
       const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
       if (!wallet) return { kind: 'unknown' };
+      const reservation = await tx.get<Reservation>(lockReservation, [r.requestId]);
+      // Only the wallet the request reserved on pays for it: a payer's own wallet, its upto hold and
+      // its channels' holds are apart, and a record naming another (a bug) finds nothing to bill.
+      if (!reservation || reservation.wallet !== r.wallet) return { kind: 'unknown' };
       const free = (await holdsForIt(tx, r.wallet, reservation)) ? Number(wallet.balance_usdc) - Number(wallet.locked_usdc) : 0;
       // The sweeper gave this request's room in its key's limit back, and other requests may have
       // been admitted into it since: the late charge takes only what the limit still leaves in the

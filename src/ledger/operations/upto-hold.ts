@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../storage/schema.ts';
 import { applyMovement } from '../movements.ts';
+import { lockedHoldWallet } from './locked-hold-wallet.ts';
 
 /**
  * The money of an x402 `upto` payment, as two ledger operations of their own:
@@ -50,19 +51,8 @@ async function heldPayment(trx: Kysely<Database>, id: string): Promise<HeldPayme
   return { ...p, amount_usdc: Number(p.amount_usdc) };
 }
 
-/**
- * The hold wallet's balance, its row locked for the rest of the transaction (PostgreSQL; SQLite's
- * writer already excludes every other), so nothing spends it between this read and the release.
- */
-async function lockedHold(trx: Kysely<Database>, payer: string, now: number): Promise<{ balance: number; locked: number }> {
-  const row = await trx
-    .updateTable('wallets')
-    .set({ updated_at: now })
-    .where('address', '=', uptoHoldWallet(payer))
-    .returning(['balance_usdc', 'locked_usdc'])
-    .executeTakeFirst();
-  return { balance: Number(row?.balance_usdc ?? 0), locked: Number(row?.locked_usdc ?? 0) };
-}
+/** The payer's hold wallet, locked (see lockedHoldWallet). */
+const lockedHold = (trx: Kysely<Database>, payer: string, now: number) => lockedHoldWallet(trx, uptoHoldWallet(payer), now);
 
 /** Credits payment `id`'s maximum to its payer's hold wallet. Its row must already say `credited`/`holding` in this transaction. */
 export async function holdUpto(trx: Kysely<Database>, id: string, note: string, now: number): Promise<void> {

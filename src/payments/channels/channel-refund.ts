@@ -5,7 +5,9 @@ import type { PaidRequestDeps } from '../paid-request/deps.ts';
 import type { PaidOutcome } from '../paid-request/outcome.ts';
 import { corrective, rejected, type ChannelAnswers } from './channel-answers.ts';
 import type { BoundChannelPayment } from './channel-binding.ts';
-import { settleWithFacilitator, verifyWithFacilitator } from './channel-facilitator.ts';
+import { snapshotIn, verifyWithFacilitator } from './channel-facilitator.ts';
+import { holdForRefund, refundInFlight, settleRefundInFlight } from './refund-in-flight.ts';
+import { SETTLEMENT_PENDING } from '../relayer/upto-charge-settle.ts';
 import { channelStateOf } from './channel-offer.ts';
 import {
   dropLease,
@@ -42,12 +44,17 @@ export async function refundChannel(deps: PaidRequestDeps, bound: BoundChannelPa
         deps.now(),
       );
     }
+    const inFlight = refundInFlight(row);
+    if (inFlight) {
+      const answered = await answerInFlight(deps, bound, row, inFlight);
+      if (answered) return answered;
+    }
     const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
     if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) {
       return refused(ask, `${CHANNEL_ERRORS.busy}: a request on this channel is running; ask for the refund again when it has finished`);
     }
     try {
-      return await refundUnderLease(deps, bound, (await findChannel(db, bound.channelId))!, ask);
+      return await refundUnderLease(deps, bound, (await findChannel(db, bound.channelId))!, ask, owner);
     } finally {
       await dropLease(db, bound.channelId, owner, deps.now());
     }
@@ -58,7 +65,7 @@ export async function refundChannel(deps: PaidRequestDeps, bound: BoundChannelPa
   }
 }
 
-async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, ask: ChannelAnswers): Promise<PaidOutcome> {
+async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, ask: ChannelAnswers, owner: string): Promise<PaidOutcome> {
   if (row.pending_request !== null) return refused(ask, `${CHANNEL_ERRORS.busy}: a request on this channel is not finished yet; ask again shortly`);
   if (bound.maxClaimableUsdc !== row.charged_usdc) {
     const message = `a refund's voucher must sign exactly what the channel has been charged (${row.charged_usdc}), not ${bound.maxClaimableUsdc}`;
@@ -86,31 +93,59 @@ async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPaymen
     return refused(ask, `${CHANNEL_ERRORS.refundReplayed}: ${message}`);
   }
   const enriched = { ...bound.inner, amount: String(asked), refundNonce: verdict.snapshot.refundNonce, claims };
-  const settled = await settleWithFacilitator(deps.topup.facilitator, { ...bound.payload, payload: enriched }, bound.requirements, bound.channelId).catch(
-    async (err: unknown) => {
-      await unmarkRefundVoucher(deps.db, bound.channelId, voucher.signature, deps.now());
-      throw err;
-    },
-  );
-  if (!settled.ok) {
-    await unmarkRefundVoucher(deps.db, bound.channelId, voucher.signature, deps.now());
-    return refused(ask, settled.reason);
+  const unmark = () => unmarkRefundVoucher(deps.db, bound.channelId, voucher.signature, deps.now());
+  const answer = await deps.topup.facilitator.settle({ ...bound.payload, payload: enriched }, bound.requirements).catch(async (err: unknown) => {
+    await unmark();
+    throw err;
+  });
+  if (!answer.success && answer.errorReason === SETTLEMENT_PENDING && answer.transaction) {
+    // Sent, not confirmed: the voucher stays spent and the channel stays held until the receipt is read.
+    if (await holdForRefund(deps.db, bound.channelId, owner, answer.transaction, deps.now())) return { kind: 'pending', transaction: answer.transaction };
+  }
+  const snapshot = answer.success ? snapshotIn((answer.extra as { channelState?: unknown } | undefined)?.channelState, bound.channelId) : null;
+  if (!answer.success || !snapshot) {
+    await unmark();
+    return refused(
+      ask,
+      answer.success ? "the facilitator's settle answer carries no channel state" : (answer.errorReason ?? 'the facilitator did not settle it'),
+    );
   }
   const now = deps.now();
-  await mirrorChain(deps.db, bound.channelId, settled.snapshot, now);
-  const refunded = Number(settled.amount || asked);
-  await recordTransfer(deps.db, { channelId: bound.channelId, kind: 'refund', amountUsdc: refunded, txHash: settled.transaction }, now);
+  await mirrorChain(deps.db, bound.channelId, snapshot, now);
+  const refunded = Number(answer.amount || asked);
+  await recordTransfer(deps.db, { channelId: bound.channelId, kind: 'refund', amountUsdc: refunded, txHash: answer.transaction }, now);
+  return refundedAnswer(deps, bound, refunded, answer.transaction);
+}
+
+/** The 200 of a refund made: its receipt, with the channel's state after it. */
+async function refundedAnswer(deps: PaidRequestDeps, bound: BoundChannelPayment, refunded: number, transaction: string): Promise<PaidOutcome> {
   const after = (await findChannel(deps.db, bound.channelId))!;
   const receipt: SettleResponse = {
     success: true,
-    transaction: settled.transaction,
+    transaction,
     network: bound.network as SettleResponse['network'],
-    payer: channelConfig.payer,
+    payer: bound.inner.channelConfig.payer,
     amount: String(refunded),
     extra: { channelState: channelStateOf(after) },
   };
   deps.showChannelReceipt(receipt);
-  return { kind: 'refunded', refundedUsdc: refunded, channelId: bound.channelId, transaction: settled.transaction };
+  return { kind: 'refunded', refundedUsdc: refunded, channelId: bound.channelId, transaction };
+}
+
+/**
+ * A refund asked while the channel is held for an earlier one not yet confirmed (refund-in-flight.ts):
+ * its receipt is read first. Still unmined: the same pending answer, with its transaction. Mined:
+ * the row caught up, and the payer who asked it again gets its receipt. Reverted, or its hold run
+ * out with nothing mined: null, and this refund is handled as a new one.
+ */
+async function answerInFlight(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, tx: `0x${string}`): Promise<PaidOutcome | null> {
+  const client = deps.topup.clientFor(row.network);
+  if (!client) return null;
+  const fate = await settleRefundInFlight(deps.db, client, row, tx, deps.now());
+  if (fate.kind === 'pending') return row.lease_until !== null && row.lease_until >= deps.now() ? { kind: 'pending', transaction: tx } : null;
+  if (fate.kind === 'failed') return null;
+  const sameVoucher = row.last_refund_signature === bound.inner.voucher.signature.toLowerCase();
+  return sameVoucher ? refundedAnswer(deps, bound, fate.refundedUsdc, tx) : null;
 }
 
 const refused = (ask: ChannelAnswers, reason: string) => rejected(ask, reason, 'the refund was refused');

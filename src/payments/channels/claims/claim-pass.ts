@@ -6,8 +6,10 @@ import type { Database } from '../../../storage/schema.ts';
 import type { Facilitator } from '../../facilitator/facilitator.ts';
 import { listUnclaimed, markClaimed, mirrorChain, recordTransfer, type ChannelRow } from '../channel-store.ts';
 import { readOnchainChannel, readOnchainReceiver, type OnchainChannel } from '../onchain-channel.ts';
-import { channelReceivers, settleTransferKey, unclaimedSince } from './claim-store.ts';
+import { channelReceivers, channelsHeldForRefunds, settleTransferKey, unclaimedSince } from './claim-store.ts';
 import { sendClaim, sendSettle, type ClaimRow } from './claim-send.ts';
+import { recordRecoveredClaim } from './claim-recovery.ts';
+import { refundInFlight, settleRefundInFlight, snapshotFromChain } from '../refund-in-flight.ts';
 
 export const CLAIM_LEASE = 'channel-claims';
 /** Channels looked at per pass, the most owed first; the rest wait for the next pass. */
@@ -46,9 +48,15 @@ export interface ClaimPassOutcome {
   /** The claim transactions sent, with the channels each covered. */
   claims: Array<{ transaction: string; channels: string[] }>;
   settles: string[];
-  /** Channels found claimed on chain already (a claim whose row update was lost), mirrored without a new claim. */
+  /**
+   * Channels claimed further on chain than their rows said (a claim whose row update was lost): the
+   * claim is recorded (row and transfer history, claim-recovery.ts) and not sent again; a channel
+   * charged more since is then claimed for the rest only.
+   */
   recovered: string[];
   failures: string[];
+  /** Refunds sent earlier without a confirmation, now mined (`landed`) or reverted: their channels given back. */
+  refunds: Array<{ channel: string; transaction: string; landed: boolean }>;
 }
 
 /**
@@ -61,10 +69,11 @@ export interface ClaimPassOutcome {
  * already is only mirrored. A failure leaves the rows as they were for the next pass.
  */
 export async function runClaimPass(deps: ClaimDeps, o: { holder: string; force?: boolean }): Promise<ClaimPassOutcome> {
-  const outcome: ClaimPassOutcome = { ran: false, claims: [], settles: [], recovered: [], failures: [] };
+  const outcome: ClaimPassOutcome = { ran: false, claims: [], settles: [], recovered: [], failures: [], refunds: [] };
   const leaseMs = 3 * deps.config.claimIntervalSeconds * 1000;
   if (!(await deps.lease.hold(o.holder, deps.now(), leaseMs))) return outcome;
   outcome.ran = true;
+  await settleRefunds(deps, outcome);
   const due = await dueClaims(deps, outcome, o.force ?? false);
   for (const batch of batches(due, deps.config.maxChannelsPerClaim)) await claimBatch(deps, batch, outcome);
   await settleReceivers(deps, outcome);
@@ -89,6 +98,8 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
     let chain: OnchainChannel;
     try {
       chain = await readOnchainChannel(client, row.channel_id as `0x${string}`);
+      // Before the mirror takes the chain's totalClaimed: the row's older one is what shows a claim was lost.
+      if (chain.totalClaimed > BigInt(row.total_claimed_usdc)) await recoverClaim(deps, client, row, chain.totalClaimed, outcome);
       await refreshMirror(deps, row, chain);
     } catch (err) {
       fail(deps, outcome, `channel ${row.channel_id}: its on-chain state could not be read (${(err as Error).message.split('\n')[0]})`);
@@ -97,10 +108,7 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
     // Never above the balance: after a withdrawal the contract refuses it, and the whole batch with it.
     const claimable = Math.min(row.charged_usdc, Number(chain.balance));
     const claimed = Number(chain.totalClaimed);
-    if (claimed >= claimable) {
-      if (claimed > row.total_claimed_usdc) outcome.recovered.push(row.channel_id);
-      continue;
-    }
+    if (claimed >= claimable) continue;
     const withdrawing = chain.withdrawRequestedAt > 0;
     if (force || withdrawing || claimable - claimed >= threshold || (since.get(row.channel_id) ?? 0) <= oldest) {
       due.push({ row, totalClaimed: claimable });
@@ -109,15 +117,38 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
   return due;
 }
 
+/**
+ * Cooperative refunds sent but not confirmed when the payer was answered: each channel's row is
+ * brought up to its refund's receipt and given back (refund-in-flight.ts), whether or not the payer
+ * asks again; first, so that the claims below read the mirror the refund left.
+ */
+async function settleRefunds(deps: ClaimDeps, outcome: ClaimPassOutcome): Promise<void> {
+  for (const row of await channelsHeldForRefunds(deps.db)) {
+    const tx = refundInFlight(row);
+    const client = deps.clientFor(row.network);
+    if (!tx || !client) continue;
+    try {
+      const fate = await settleRefundInFlight(deps.db, client, row, tx, deps.now());
+      if (fate.kind !== 'pending') outcome.refunds.push({ channel: row.channel_id, transaction: tx, landed: fate.kind === 'landed' });
+    } catch (err) {
+      fail(deps, outcome, `channel ${row.channel_id}: the receipt of its refund ${tx} could not be read (${(err as Error).message.split('\n')[0]})`);
+    }
+  }
+}
+
+/** A claim that landed while its row update was lost: recorded now, in the row and the transfer history, and not sent again. */
+async function recoverClaim(deps: ClaimDeps, client: PublicClient, row: ChannelRow, totalClaimed: bigint, outcome: ClaimPassOutcome): Promise<void> {
+  const recovered = await recordRecoveredClaim(deps.db, client, row, totalClaimed, deps.now());
+  if (!recovered) return;
+  outcome.recovered.push(row.channel_id);
+  deps.metrics?.claimed(recovered.claimedUsdc);
+  const facts = { channel: row.channel_id, totalClaimed: String(totalClaimed), transaction: recovered.txHash, searchFailure: recovered.searchFailure };
+  deps.logger.warn(facts, 'a claim found landed on chain but not recorded (a crash after it was sent) is recorded now; it is not claimed again');
+}
+
 /** The mirror follows the chain; a withdrawal newly seen is logged with the time left to claim. */
 async function refreshMirror(deps: ClaimDeps, row: ChannelRow, chain: OnchainChannel): Promise<void> {
-  const snapshot = {
-    channelId: row.channel_id as `0x${string}`,
-    balance: Number(chain.balance),
-    totalClaimed: Number(chain.totalClaimed),
-    withdrawRequestedAt: chain.withdrawRequestedAt,
-    refundNonce: String(chain.refundNonce),
-  };
+  const snapshot = snapshotFromChain(row.channel_id, chain);
   const same =
     snapshot.balance === row.balance_usdc &&
     snapshot.totalClaimed === row.total_claimed_usdc &&

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../../storage/schema.ts';
+import { findChannel, type ChannelRow } from '../channel-store.ts';
 
 /**
  * The background claimer's reads of the channel table (beside channel-store.ts, whose listUnclaimed,
@@ -31,6 +32,17 @@ export async function unclaimedSince(db: Kysely<Database>, channelIds: string[])
     for (const r of rows) since.set(r.channel_id, Number(r.last_claim ?? r.created_at));
   }
   return since;
+}
+
+/** Channels held for a cooperative refund whose receipt was not seen yet (refund-in-flight.ts). */
+export async function channelsHeldForRefunds(db: Kysely<Database>, limit = 100): Promise<ChannelRow[]> {
+  const rows = await db.selectFrom('channels').select('channel_id').where('lease_owner', 'like', 'refund-tx:%').orderBy('lease_until').limit(limit).execute();
+  const held: ChannelRow[] = [];
+  for (const r of rows) {
+    const row = await findChannel(db, r.channel_id);
+    if (row) held.push(row);
+  }
+  return held;
 }
 
 /** The receivers and tokens channels pay (one per token for a gateway with one payTo): what a settle sweeps. */
