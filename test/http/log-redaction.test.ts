@@ -37,4 +37,20 @@ describe('attack: credential headers in a log line', () => {
     }
     assert.equal(line.headers['content-type'], 'application/json');
   });
+
+  test('a request logged under req keeps none of its headers (its serializer is the only guard there: no redaction path under req)', () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const req = { method: 'POST', url: '/v1/chat/completions?siwe=0xsecret-query', ip: '127.0.0.1', headers: SECRETS };
+    createLogger('info', sink).info({ req, res: { statusCode: 200 } }, 'request completed');
+    const text = lines.join('');
+    for (const [name, value] of Object.entries(SECRETS)) assert.ok(!text.includes(value), `${name}'s value was logged`);
+    assert.ok(!text.includes('0xsecret-query'), 'a query value was logged');
+    assert.deepEqual(JSON.parse(text).req, { method: 'POST', url: '/v1/chat/completions?siwe=[redacted]', remoteAddress: '127.0.0.1' });
+  });
 });
