@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { redisCounts, type RedisCounts } from './redis-counts.ts';
 import { saturate } from './load/closed-loop.ts';
-import { cpuMicrosOf, postgresCpuMicros, postgresPids, systemCalls } from './proc.ts';
+import { cpuMicrosOf, postgresCpuMicros, postgresPids, rssBytes, systemCalls } from './proc.ts';
 import { heapSummaryLines, type HeapFile } from './profile-heap.ts';
 import { summarise, summaryLines, type CpuProfile } from './profile-summary.ts';
 import { runScript } from './script.ts';
@@ -177,6 +177,8 @@ await runScript('profile', async ({ dir, onStop }) => {
   if (values.heap) heapSampling();
   const load = await saturate(target, { model: 'bench-fast', stream: false, seconds, connections });
   window.toMicros = monotonicMicros();
+  // Resident memory right after the load: what a larger young generation (--node-option=--max-semi-space-size) costs.
+  const rssMB = pids.map((pid) => (rssBytes(pid) / 1024 / 1024).toFixed(0));
   if (values.heap) heapSampling();
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
   const perInstance = pids.map((pid, i) => (cpuMicrosOf([pid]) - instanceBefore[i]!) / load.completed);
@@ -189,7 +191,7 @@ await runScript('profile', async ({ dir, onStop }) => {
     `${values.plain ? '' : ' (only these samples: no start-up, no warm-up)'}: ${load.requestsPerSecond.toFixed(0)} req/s, ` +
     `gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request${instances > 1 ? ` (by instance: ${perInstance.map((c) => c.toFixed(0)).join(' + ')})` : ''}` +
     (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : '') +
-    `, machine busy ${load.machineBusyCores.toFixed(2)} cores`;
+    `, machine busy ${load.machineBusyCores.toFixed(2)} cores, gateway RSS ${rssMB.join(' + ')} MB`;
   // Counts, unlike CPU time, do not swell on a loaded machine: they compare two trees on a busy one.
   const calls =
     `system calls per request (read and write families, /proc/PID/io): gateway${instances > 1 ? 's summed' : ''} ${gatewayCalls}` +

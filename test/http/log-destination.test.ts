@@ -9,7 +9,10 @@ const ROOT = new URL('../../', import.meta.url);
 describe('log lines to standard output', () => {
   test('the lines of one turn of the event loop reach the writer as one write, in order', async () => {
     const writes: string[] = [];
-    const out = batchedStdout(() => ({ write: (text: string) => void writes.push(text) || true, flush: () => undefined }));
+    const out = batchedStdout(() => ({
+      write: (text: string) => writes.push(text) > 0,
+      flush: () => undefined,
+    }));
     for (let i = 0; i < 100; i++) out.write(`line ${i}\n`);
     assert.equal(writes.length, 0, 'handed over at the end of the turn, not line by line');
     await nextTurn();
