@@ -48,7 +48,7 @@ export function moduleOf(frame: ProfileNode['callFrame']): string {
   return url.replace(/^file:\/\//, '');
 }
 
-const functionLabel = (frame: ProfileNode['callFrame']) =>
+export const functionLabel = (frame: ProfileNode['callFrame']) =>
   frame.url
     ? `${frame.functionName || '(anonymous)'} ${frame.url.replace(/^.*\/(node_modules|src|dist)\//, '$1/').replace(/^file:\/\//, '')}:${frame.lineNumber + 1}`
     : frame.functionName || '(native)';

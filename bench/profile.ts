@@ -1,10 +1,13 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { redisCounts, type RedisCounts } from './redis-counts.ts';
 import { saturate } from './load/closed-loop.ts';
-import { cpuMicrosOf, postgresCpuMicros, postgresPids, systemCalls } from './proc.ts';
+import { cpuMicrosOf, postgresCpuMicros, postgresPids, rssBytes, systemCalls } from './proc.ts';
+import { heapSummaryLines, type HeapFile } from './profile-heap.ts';
 import { summarise, summaryLines, type CpuProfile } from './profile-summary.ts';
 import { runScript } from './script.ts';
 import { startUpstream } from './targets.ts';
@@ -20,8 +23,10 @@ import { startRedis } from '../test/support/redis.ts';
  * With `--instances N` (PostgreSQL), N instances on one database share their rate limits in Redis,
  * as operators scale out; `--redis` puts one instance's limits in Redis too (what Redis alone adds).
  * Redis's own commands and CPU per request are printed beside PostgreSQL's. `--plain`: no profiler
- * (CPU per request as the benchmark measures it, without the sampling's own cost).
- * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--instances 1] [--redis] [--plain] [--keep DIR]
+ * (CPU per request as the benchmark measures it, without the sampling's own cost). `--heap`: no CPU
+ * profiler either, but V8's sampling heap profiler over the loaded window (profile-heap-sampler.mjs):
+ * bytes allocated per request by call site, and the collections they cost (profile-heap.ts).
+ * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--instances 1] [--redis] [--plain|--heap] [--keep DIR]
  *   [--node-option=FLAG ...]
  */
 const { values } = parseArgs({
@@ -33,6 +38,7 @@ const { values } = parseArgs({
     instances: { type: 'string', default: '1' },
     redis: { type: 'boolean', default: false },
     plain: { type: 'boolean', default: false },
+    heap: { type: 'boolean', default: false },
     keep: { type: 'string' },
     // A flag for the gateway's node (repeatable), to compare runtime settings side by side: --node-option=--max-semi-space-size=64
     'node-option': { type: 'string', multiple: true, default: [] },
@@ -112,8 +118,22 @@ function redisDeltaLines(before: RedisCounts, after: RedisCounts, requests: numb
   ];
 }
 
+/** The sampler writes its profile when the second signal reaches it: wait for it (a large profile takes a moment). */
+async function heapFile(path: string): Promise<HeapFile> {
+  for (let waited = 0; !existsSync(path); waited += 100) {
+    if (waited > 30_000) throw new Error(`no heap profile written at ${path}`);
+    await sleep(100);
+  }
+  const file = JSON.parse(readFileSync(path, 'utf8')) as HeapFile & { error?: string };
+  if (file.error) throw new Error(`the heap sampler failed: ${file.error}`);
+  return file;
+}
+
 await runScript('profile', async ({ dir, onStop }) => {
   const profiles = values.keep ?? join(dir, 'profiles');
+  mkdirSync(profiles, { recursive: true });
+  const sampler = fileURLToPath(new URL('./profile-heap-sampler.mjs', import.meta.url));
+  const profilerArgs = values.plain ? [] : values.heap ? [`--import=${sampler}`] : ['--cpu-prof', `--cpu-prof-dir=${profiles}`];
   const upstream = await startUpstream();
   onStop(upstream.stop);
   let databaseUrl = `sqlite:${join(dir, 'tollgate.db')}`;
@@ -137,7 +157,8 @@ await runScript('profile', async ({ dir, onStop }) => {
     instances,
     wallets,
     redisUrl,
-    nodeArgs: [...(values['node-option'] ?? []), ...(values.plain ? [] : ['--cpu-prof', `--cpu-prof-dir=${profiles}`])],
+    nodeArgs: [...(values['node-option'] ?? []), ...profilerArgs],
+    env: values.heap ? { TOLLGATE_HEAP_PROFILE_DIR: profiles } : {},
   });
   onStop(deployment.stop);
   const target = deployment.row(wallets);
@@ -152,8 +173,13 @@ await runScript('profile', async ({ dir, onStop }) => {
   const pgCallsBefore = callsByPid(postgresPids(pgPort));
   const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
   const window = { fromMicros: monotonicMicros(), toMicros: 0 };
+  const heapSampling = (): void => void pids.forEach((pid) => process.kill(pid, 'SIGUSR2')); // starts, then stops and writes
+  if (values.heap) heapSampling();
   const load = await saturate(target, { model: 'bench-fast', stream: false, seconds, connections });
   window.toMicros = monotonicMicros();
+  // Resident memory right after the load: what a larger young generation (--node-option=--max-semi-space-size) costs.
+  const rssMB = pids.map((pid) => (rssBytes(pid) / 1024 / 1024).toFixed(0));
+  if (values.heap) heapSampling();
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
   const perInstance = pids.map((pid, i) => (cpuMicrosOf([pid]) - instanceBefore[i]!) / load.completed);
   const redisLines = redisBefore ? redisDeltaLines(redisBefore, await redisCounts(redisUrl!), load.completed) : [];
@@ -165,13 +191,20 @@ await runScript('profile', async ({ dir, onStop }) => {
     `${values.plain ? '' : ' (only these samples: no start-up, no warm-up)'}: ${load.requestsPerSecond.toFixed(0)} req/s, ` +
     `gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request${instances > 1 ? ` (by instance: ${perInstance.map((c) => c.toFixed(0)).join(' + ')})` : ''}` +
     (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : '') +
-    `, machine busy ${load.machineBusyCores.toFixed(2)} cores`;
+    `, machine busy ${load.machineBusyCores.toFixed(2)} cores, gateway RSS ${rssMB.join(' + ')} MB`;
   // Counts, unlike CPU time, do not swell on a loaded machine: they compare two trees on a busy one.
   const calls =
     `system calls per request (read and write families, /proc/PID/io): gateway${instances > 1 ? 's summed' : ''} ${gatewayCalls}` +
     (Number.isFinite(pgPerRequest) ? `; PostgreSQL server ${pgCalls}` : '');
   if (values.plain) {
     process.stdout.write([head, calls, ...redisLines, ...statements].join('\n') + '\n');
+    return;
+  }
+  if (values.heap) {
+    const heaps = await Promise.all(pids.map((pid) => heapFile(join(profiles, `${pid}.heapprofile.json`))));
+    // Each instance's bytes over the requests of all: summed, they read as the deployment's per request.
+    const lines = heaps.flatMap((h, i) => [instances > 1 ? `\ninstance ${i + 1} of ${instances}:` : '', ...heapSummaryLines(h, load.completed)]);
+    process.stdout.write([head, calls, ...lines, ...redisLines, ...statements].join('\n') + '\n');
     return;
   }
   // SIGTERM: a graceful exit, on which V8 writes the .cpuprofile.

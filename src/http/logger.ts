@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
+import { batchedStdout } from './log-destination.ts';
 import { refusalOf } from './refusal-log.ts';
 
 /**
@@ -15,7 +16,10 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       redact: {
         // Every header that carries a credential: a key (authorization, x-api-key as the Anthropic
         // SDK sends it), a payment (x-payment, payment-signature) or a signed sign-in-with-x proof.
-        paths: CREDENTIAL_HEADERS.flatMap((h) => [`req.headers["${h}"]`, `headers["${h}"]`]),
+        // Only under `headers`: a `req` goes through its serializer first, which keeps no header at
+        // all, so a path under `req` could never match and would only cost every request's log line
+        // a clone and a second serialisation of its `req`.
+        paths: CREDENTIAL_HEADERS.map((h) => `headers["${h}"]`),
         censor: '[redacted]',
       },
       serializers: {
@@ -26,9 +30,8 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       },
     },
     // Asynchronous writes to stdout: under load, the lines logged while one write is in flight go
-    // out together in the next, instead of one write system call per line. pino flushes what is
-    // left when the process exits.
-    destination ?? pino.destination({ dest: 1, sync: false }),
+    // out together in the next, instead of one write system call per line (log-destination.ts).
+    destination ?? batchedStdout(),
   );
 }
 

@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { ApiError } from '../refusal.ts';
-import { runAttempts, type AttemptOutcome, type ChainOutcome } from '../routing/attempts.ts';
+import { runAttempts, type AttemptFailure, type AttemptOutcome, type ChainObserver, type ChainOutcome } from '../routing/attempts.ts';
 import { statusFailure, transportFailure } from '../routing/classify.ts';
 import type { ChatDeps } from './deps.ts';
 import type { DeploymentPlan } from './plan/deployment.ts';
@@ -60,7 +60,6 @@ export async function routeThroughDeployments<R extends { deployment: Deployment
   opts: { cancelled?: () => boolean } = {},
 ): Promise<ChainResult<R, T>> {
   const settings = deps.routing.settings();
-  const m = deps.metrics;
   const routed: Routed<R>[] = routes.map((r) => ({ ...r, id: r.deployment.id, ...(r.deployment.weight ? { weight: r.deployment.weight } : {}) }));
   const attempt = async (route: Routed<R>): Promise<AttemptOutcome<T, ApiError>> => {
     const { provider } = route.deployment;
@@ -75,25 +74,48 @@ export async function routeThroughDeployments<R extends { deployment: Deployment
     deadline: performance.now() + settings.deadlineMs,
     cooldown: deps.routing.cooldown,
     cancelled: opts.cancelled,
-    observer: {
-      attempt: (route) => m.deploymentAttempts.inc({ deployment: route.id }),
-      failed: (route, failure, retry) => {
-        m.deploymentFailures.inc({ deployment: route.id, reason: String(failure.status ?? failure.code ?? 'error') });
-        logProviderFailure(log, { model }, route.deployment, requestId, {
-          status: failure.status,
-          code: failure.code,
-          retry,
-          action: failure.action,
-          detail: (failure.error as ApiError).message,
-        });
-      },
-      fellBack: (from, to) => m.deploymentFallbacks.inc({ from: from.id, to: to.id }),
-      cooledDown: (route) => {
-        m.deploymentCooldowns.inc({ deployment: route.id });
-        log.warn({ deployment: route.id, requestId }, `deployment ${route.id} failed repeatedly; tried after the others for chat.cooldown.seconds`);
-      },
-    },
+    observer: new AttemptReport<R>(deps.metrics, log, model, requestId),
   });
+}
+
+/**
+ * What the chain reports for one request: a metric per attempt, failure, fallback and cooldown, and
+ * a warn line per failed attempt. A class, so a request builds one object, not one closure per event.
+ */
+class AttemptReport<R extends { deployment: Deployment }> implements ChainObserver<Routed<R>> {
+  constructor(
+    private readonly m: ChatDeps['metrics'],
+    private readonly log: ChatLog,
+    private readonly model: CatalogModel,
+    private readonly requestId: string,
+  ) {}
+
+  attempt(route: Routed<R>): void {
+    this.m.deploymentAttempts.inc({ deployment: route.id });
+  }
+
+  failed(route: Routed<R>, failure: AttemptFailure<unknown>, retry: number): void {
+    this.m.deploymentFailures.inc({ deployment: route.id, reason: String(failure.status ?? failure.code ?? 'error') });
+    logProviderFailure(this.log, { model: this.model }, route.deployment, this.requestId, {
+      status: failure.status,
+      code: failure.code,
+      retry,
+      action: failure.action,
+      detail: (failure.error as ApiError).message,
+    });
+  }
+
+  fellBack(from: Routed<R>, to: Routed<R>): void {
+    this.m.deploymentFallbacks.inc({ from: from.id, to: to.id });
+  }
+
+  cooledDown(route: Routed<R>): void {
+    this.m.deploymentCooldowns.inc({ deployment: route.id });
+    this.log.warn(
+      { deployment: route.id, requestId: this.requestId },
+      `deployment ${route.id} failed repeatedly; tried after the others for chat.cooldown.seconds`,
+    );
+  }
 }
 
 /** What a client whose non-streamed answer timed out can do (every protocol spells streaming `stream: true`). */

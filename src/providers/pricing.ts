@@ -1,6 +1,6 @@
 import type { Usage } from '../protocols/internal.ts';
 import type { CatalogModel } from './catalog.ts';
-import { add, ceil, fromInt, max, mul, ZERO, type Fraction } from './decimal.ts';
+import { max, type Fraction } from './decimal.ts';
 import type { TokenPrices } from './token-prices.ts';
 
 /**
@@ -59,17 +59,47 @@ function promptParts(t: TokenCounts): { uncached: number; cachedPrompt: number; 
   return { uncached: t.promptTokens - cached, cachedPrompt, cacheWrite, cacheRead, fits: true };
 }
 
+/** A price list over one denominator (the least common one of its parts): each part's numerator scaled to it. */
+type OnOneDenominator = { den: bigint } & Record<keyof TokenPrices, bigint>;
+
+const gcd = (a: bigint, b: bigint): bigint => (b === 0n ? a : gcd(b, a % b));
+
+/** Price lists are built once per model at start-up, so each is brought to one denominator once, not per request. */
+const onOneDenominator = new WeakMap<TokenPrices, OnOneDenominator>();
+
+function overOneDenominator(prices: TokenPrices): OnOneDenominator {
+  const known = onOneDenominator.get(prices);
+  if (known) return known;
+  const fractions = [prices.prompt, prices.completion, prices.cachedPrompt, prices.cacheWrite, prices.cacheRead];
+  const den = fractions.reduce((l, f) => (l * f.den) / gcd(l, f.den), 1n);
+  const scaled = (f: Fraction) => f.num * (den / f.den);
+  const result: OnOneDenominator = {
+    den,
+    prompt: scaled(prices.prompt),
+    completion: scaled(prices.completion),
+    cachedPrompt: scaled(prices.cachedPrompt),
+    cacheWrite: scaled(prices.cacheWrite),
+    cacheRead: scaled(prices.cacheRead),
+  };
+  onOneDenominator.set(prices, result);
+  return result;
+}
+
+/**
+ * The exact rational cost, rounded up once to a whole micro-USDC (the only rounding in billing):
+ * Σ tokens × num/den over the parts, summed as integers over the list's common denominator, which is
+ * the same number as summing the fractions, without a fraction built per part and request.
+ */
 function exactCost(prices: TokenPrices, t: TokenCounts): bigint {
   const p = promptParts(t);
-  const terms: [number, Fraction][] = [
-    [p.uncached, prices.prompt],
-    [p.cachedPrompt, prices.cachedPrompt],
-    [p.cacheWrite, prices.cacheWrite],
-    [p.cacheRead, prices.cacheRead],
-    [t.completionTokens, prices.completion],
-  ];
-  // The only rounding in billing: the exact rational cost, rounded up once to a whole micro-USDC.
-  return ceil(terms.reduce((sum, [tokens, price]) => add(sum, mul(fromInt(tokens), price)), ZERO));
+  const one = overOneDenominator(prices);
+  let sum = 0n;
+  if (p.uncached) sum += BigInt(p.uncached) * one.prompt;
+  if (p.cachedPrompt) sum += BigInt(p.cachedPrompt) * one.cachedPrompt;
+  if (p.cacheWrite) sum += BigInt(p.cacheWrite) * one.cacheWrite;
+  if (p.cacheRead) sum += BigInt(p.cacheRead) * one.cacheRead;
+  if (t.completionTokens) sum += BigInt(t.completionTokens) * one.completion;
+  return (sum + one.den - 1n) / one.den;
 }
 
 /** What the wallet is charged and what the provider costs us, in micro-USDC. */
@@ -90,6 +120,18 @@ function dearestPromptPrice(p: TokenPrices): Fraction {
   return [p.cachedPrompt, p.cacheWrite, p.cacheRead].reduce(max, p.prompt);
 }
 
+const boundsOf = new WeakMap<TokenPrices, TokenPrices>();
+
+/** The billed list with its prompt at the dearest prompt-side price, made once per list. */
+function reservationPrices(billed: TokenPrices): TokenPrices {
+  let bound = boundsOf.get(billed);
+  if (!bound) {
+    bound = { ...billed, prompt: dearestPromptPrice(billed) };
+    boundsOf.set(billed, bound);
+  }
+  return bound;
+}
+
 /**
  * The amount locked before the provider is called: the billed price of an upper bound of the
  * prompt (each token at the dearest prompt-side price) plus every choice using all its output
@@ -97,7 +139,6 @@ function dearestPromptPrice(p: TokenPrices): Fraction {
  * bookkeeping.
  */
 export function reservationFor(model: CatalogModel, promptUpperBound: number, maxTokens: number, n: number): number {
-  const bound: TokenPrices = { ...model.billed, prompt: dearestPromptPrice(model.billed) };
-  const amount = Number(exactCost(bound, { promptTokens: promptUpperBound, completionTokens: n * maxTokens }));
+  const amount = Number(exactCost(reservationPrices(model.billed), { promptTokens: promptUpperBound, completionTokens: n * maxTokens }));
   return Math.max(1, amount);
 }

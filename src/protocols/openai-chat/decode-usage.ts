@@ -1,5 +1,5 @@
 import type { Usage } from '../internal.ts';
-import { openAIUsageSchema } from './schemas.ts';
+import { openAIUsageFields } from './schemas.ts';
 
 /** A reported count as whole tokens: a negative or fractional count never bills below zero or in parts. */
 const count = (v: number | undefined): number => (v !== undefined && v >= 0 ? Math.floor(v) : 0);
@@ -12,9 +12,8 @@ const count = (v: number | undefined): number => (v !== undefined && v >= 0 ? Ma
  * the writes. Reasoning and cached tokens are parts of the totals, never added.
  */
 export function readUsage(u: unknown): Usage | null {
-  const parsed = openAIUsageSchema.safeParse(u);
-  if (!parsed.success) return null;
-  const o = parsed.data;
+  const o = openAIUsageFields(u);
+  if (!o) return null;
   if (o.prompt_tokens === undefined && o.completion_tokens === undefined) return null;
   const anthropicNames = o.cache_creation_input_tokens !== undefined || o.cache_read_input_tokens !== undefined;
   return {

@@ -2,7 +2,7 @@ import { parseJsonLoosely } from '../../json.ts';
 import { USAGE_OBJECT, type StreamDecoder, type UpstreamTranslator, type WireEvent } from '../upstream.ts';
 import type { InternalCompletion } from '../internal.ts';
 import { readUsage } from './decode-usage.ts';
-import { openAICompletionSchema } from './schemas.ts';
+import { isOpenAICompletion } from './schemas.ts';
 
 const DONE: WireEvent[] = [{ kind: 'done' }];
 
@@ -17,7 +17,7 @@ export const openAIChatUpstream: UpstreamTranslator = {
   decodeAnswer(text) {
     // Text that is not JSON throws, as a broken answer always has (the caller words the failure).
     const raw: unknown = JSON.parse(text);
-    if (!openAICompletionSchema.safeParse(raw).success) return { ok: false, problem: 'the provider sent a response that is not a chat completion' };
+    if (!isOpenAICompletion(raw)) return { ok: false, problem: 'the provider sent a response that is not a chat completion' };
     // The provider's own object, not the schema's copy: it is handed on as it came. Its choices'
     // contents are read defensively (every leaf of InternalCompletion is unknown).
     const parsed = raw as InternalCompletion;
