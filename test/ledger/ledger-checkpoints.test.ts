@@ -39,15 +39,15 @@ for (const engine of ENGINES) {
 
       await seedRequests(s, 120, 2, 'b');
       const incremental = await runLedgerCheck(s.db, { full: false, now: later });
-      assert.equal(incremental.from?.day, first.stored.day, 'it started from the checkpoint');
-      assert.equal(incremental.stored, null, 'no new day closed');
+      assert.equal(incremental.from?.at, first.stored.at, 'it started from the checkpoint');
+      assert.equal(incremental.stored?.at, later + 1, 'it stored the next, after the one it started from though its clock did not move');
       const full = await runLedgerCheck(s.db, { full: true, now: later });
       assert.equal(full.from, null);
       assert.deepEqual(totals(incremental), totals(full));
       assert.deepEqual(totals(full), totals(await checkLedger(s.db)));
 
       const nextDay = await runLedgerCheck(s.db, { full: false, now: later + DAY });
-      assert.ok(nextDay.stored && nextDay.stored.day === first.stored.day + 1);
+      assert.ok(nextDay.stored && nextDay.stored.at === later + DAY);
       assert.equal(nextDay.stored.entries, full.entries, 'the advanced checkpoint equals the full count');
       assert.equal(nextDay.stored.charges_usdc, full.chargesUsdc);
     });

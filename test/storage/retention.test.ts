@@ -110,7 +110,7 @@ for (const engine of ENGINES) {
         const before2 = await usageApiView(s, wallets);
         await runLedgerCheck(s.db, { full: false, now: later + 3 * DAY });
         await drain(s, { ...config, usageDays: 99 }, later + 3 * DAY, a.ran ? 'one' : 'two');
-        const cp = (await s.db.selectFrom('ledger_checkpoints').select('last_usage_id').orderBy('day', 'desc').executeTakeFirstOrThrow()).last_usage_id;
+        const cp = (await s.db.selectFrom('ledger_checkpoints').select('last_usage_id').orderBy('at', 'desc').executeTakeFirstOrThrow()).last_usage_id;
         const batch = { cutoff: later + 3 * DAY, coveredId: Number(cp), rows: 150 };
         for (let i = 0; i < 3; i++) await Promise.all([retireUsageBatch(s, dir, batch), retireUsageBatch(other, dir, batch)]);
         assert.equal(await count(s, 'request_usage'), 0);

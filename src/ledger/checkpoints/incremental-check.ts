@@ -15,9 +15,10 @@ import { USAGE_SUMS, type Checkpoint } from './checkpoint-store.ts';
  * read. Checked in full as before: each wallet's balance against its checkpointed ledger sum plus
  * its newer entries, locked against pending reservations, credits − charges against the sum of
  * balances, the per-key usage totals, payments and upto payments (a table of top-ups, not of
- * requests). Checked for new rows only: charge-once per reservation, redeem codes redeemed after
- * the checkpoint, orphan entries, and usage_daily for the days after it. `--full` checks the rest:
- * the older rows, and key_spend (its month and total buckets span any number of days).
+ * requests). Checked for new rows only: charge-once per reservation, redeem codes redeemed since
+ * the checkpoint's first open day, orphan entries, and usage_daily for its open days (the cells it
+ * stored plus the rows after it) and the days after. `--full` checks the rest: the older rows, and
+ * key_spend (its month and total buckets span any number of days).
  */
 export async function checkLedgerSince(db: Kysely<Database>, cp: Checkpoint): Promise<LedgerCheck> {
   const problems: string[] = [];
@@ -108,7 +109,7 @@ async function newRedeemProblems(db: Kysely<Database>, cp: Checkpoint): Promise<
       'c.id',
       sql<number>`(select count(*) from ledger_entries e where e.kind = 'redeem' and e.reference = ${sql.lit('redeem:')} || cast(c.id as text))`.as('n'),
     ])
-    .where('c.redeemed_at', '>=', (cp.day + 1) * DAY_MS)
+    .where('c.redeemed_at', '>=', cp.cells_from * DAY_MS)
     .execute();
   return rows.filter((c) => Number(c.n) !== 1).map((c) => `redeem code #${c.id}: ${c.n} credits, expected 1`);
 }
@@ -140,26 +141,28 @@ async function usageTotalsSince(db: Kysely<Database>, cp: Checkpoint): Promise<s
   return problems;
 }
 
-/** usage_daily for the days after the checkpoint's, against the rows after it. */
+/** usage_daily from the checkpoint's first open day: its stored cells plus the rows after it. */
 async function newDaysProblems(db: Kysely<Database>, cp: Checkpoint): Promise<string[]> {
-  const end = (cp.day + 1) * DAY_MS;
+  const day = sql<number>`created_at / ${sql.lit(DAY_MS)}`;
   const rows = await db
     .selectFrom('request_usage')
     .where('id', '>', cp.last_usage_id)
-    .where('created_at', '>=', end)
-    .select([
-      'wallet',
-      'api_key_id',
-      sql<number>`created_at / ${sql.lit(DAY_MS)}`.as('day'),
-      sql<number>`count(*)`.as('request_count'),
-      sql<number>`sum(charged_usdc)`.as('charged_usdc'),
-    ])
-    .groupBy(['wallet', 'api_key_id', sql`created_at / ${sql.lit(DAY_MS)}`])
+    .where('created_at', '>=', cp.cells_from * DAY_MS)
+    .select(['wallet', 'api_key_id', day.as('day'), sql<number>`count(*)`.as('request_count'), sql<number>`sum(charged_usdc)`.as('charged_usdc')])
+    .groupBy(['wallet', 'api_key_id', day])
     .execute();
-  const daily = await db.selectFrom('usage_daily').where('day', '>', cp.day).select(['wallet', 'api_key_id', 'day', 'request_count', 'charged_usdc']).execute();
+  const proven = await db.selectFrom('ledger_checkpoint_days').selectAll().execute();
+  const daily = await db
+    .selectFrom('usage_daily')
+    .where('day', '>=', cp.cells_from)
+    .select(['wallet', 'api_key_id', 'day', 'request_count', 'charged_usdc'])
+    .execute();
   const cells = new Map<string, [number, number]>();
   const cellOf = (r: { wallet: string; api_key_id: unknown; day: unknown }) => `wallet ${r.wallet}, day ${Number(r.day)}, api key #${Number(r.api_key_id)}`;
-  for (const r of rows) cells.set(cellOf(r), [Number(r.request_count), Number(r.charged_usdc)]);
+  for (const r of [...proven, ...rows]) {
+    const [count, charged] = cells.get(cellOf(r)) ?? [0, 0];
+    cells.set(cellOf(r), [count + Number(r.request_count), charged + Number(r.charged_usdc)]);
+  }
   const problems: string[] = [];
   for (const d of daily) {
     const id = cellOf(d);
