@@ -388,6 +388,11 @@ export const configSchema = z
         // directory slot; see docs/api.md "Billing during database outages"). Default: a spool folder
         // next to the SQLite file, or ./data/spool for PostgreSQL.
         spoolDir: z.string().min(1).optional(),
+        // The ledger-check checkpoint job (docs/operations.md, "Ledger-check checkpoints"): one
+        // instance checks what came after the latest checkpoint every this many seconds and, when it
+        // passes, stores the next, so an operator's `tollgate admin ledger-check` reads one short
+        // period. 0: off (the operator's check still stores checkpoints).
+        checkpointEverySeconds: z.number().int().min(0).max(86_400).default(60),
       })
       .strict()
       .prefault({}),

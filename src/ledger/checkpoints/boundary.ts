@@ -48,8 +48,9 @@ export async function readBoundary(db: Kysely<Database>, now: () => number, wait
 }
 
 async function waitForOpenTransactions(db: Kysely<Database>, waitMs: number): Promise<void> {
-  const open = await sql<{ vxid: string }>`select virtualxid as vxid from pg_locks
-    where locktype = 'virtualxid' and granted and pid <> pg_backend_pid()`.execute(db);
+  // Only this database's sessions: the server may hold others, whose transactions write no row here.
+  const open = await sql<{ vxid: string }>`select l.virtualxid as vxid from pg_locks l join pg_stat_activity a on a.pid = l.pid
+    where l.locktype = 'virtualxid' and l.granted and l.pid <> pg_backend_pid() and a.datname = current_database()`.execute(db);
   const vxids = open.rows.map((r) => r.vxid);
   const deadline = Date.now() + waitMs;
   while (vxids.length > 0) {
