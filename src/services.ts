@@ -180,7 +180,9 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
           })()
         : null;
     const leaseMs = config.chat.reservationLeaseSeconds * 1000;
-    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs, now, topup, logger: opts.logger, retention, ledgerCheckpoints, channelClaims }));
+    jobs = await startJobs(
+      gatewayJobs({ storage, settler, spool, inflight, leaseMs, now, topup, logger: opts.logger, retention, ledgerCheckpoints, channelClaims }),
+    );
 
     const services: Omit<Services, 'chat'> = {
       config,

@@ -28,9 +28,7 @@ export interface CheckpointPassOptions {
   beforeStore?: () => void | Promise<void>;
 }
 
-export type CheckpointPassOutcome =
-  | { ran: false; why: 'lease' | 'no first checkpoint' }
-  | { ran: true; check: CheckpointedCheck };
+export type CheckpointPassOutcome = { ran: false; why: 'lease' | 'no first checkpoint' } | { ran: true; check: CheckpointedCheck };
 
 /** One pass: on the instance holding the lease, ledger-check from the latest checkpoint, storing the next when it passes. */
 export async function runCheckpointPass(storage: Pick<Storage, 'db'>, o: CheckpointPassOptions): Promise<CheckpointPassOutcome> {

@@ -161,7 +161,10 @@ for (const engine of ENGINES) {
       try {
         // Its first write is the insert: it draws its id before it has a transaction id of its own.
         await inFlight.query('BEGIN');
-        const held = await inFlight.query("INSERT INTO ledger_entries (wallet, kind, amount_usdc, created_at) VALUES ($1, 'adjustment', 5, $2) RETURNING id", [w1, at + 2]);
+        const held = await inFlight.query("INSERT INTO ledger_entries (wallet, kind, amount_usdc, created_at) VALUES ($1, 'adjustment', 5, $2) RETURNING id", [
+          w1,
+          at + 2,
+        ]);
         await inFlight.query('UPDATE wallets SET balance_usdc = balance_usdc + 5 WHERE address = $1', [w1]);
         await credit(s, w2, 7, at + 3);
         let done = false;

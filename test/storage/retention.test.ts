@@ -10,6 +10,7 @@ import { retireUsageBatch } from '../../src/ledger/retention/retire-usage.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
+import { databaseOutage } from '../support/database-outage.ts';
 import { DAY, exportedIds, retentionConfig, seedRequests, usageApiView } from '../support/retention.ts';
 
 const count = async (s: Storage, table: 'request_usage' | 'reservations') =>
@@ -154,32 +155,4 @@ for (const engine of ENGINES) {
       assert.ok(histogram.max / 1e6 < 200, `event loop held ${histogram.max / 1e6} ms`);
     });
   });
-}
-
-/**
- * The database stops answering on demand: on PostgreSQL the connection is cut (a TCP relay closed
- * under the storage); on SQLite another connection holds the write lock past the busy timeout.
- */
-async function databaseOutage(s: Storage, url: string): Promise<{ storage: Storage; start: () => Promise<void>; end: () => Promise<void> }> {
-  if (s.engine === 'postgres') {
-    const { tcpRelay } = await import('../support/tcp-relay.ts');
-    const target = new URL(url);
-    const relay = await tcpRelay(Number(target.port));
-    await relay.open();
-    target.port = String(relay.port);
-    const storage = openStorage(target.toString());
-    return { storage, start: () => relay.close(), end: () => storage.close().catch(() => undefined) };
-  }
-  const { default: Libsql } = await import('libsql');
-  const holder = new Libsql(url.slice('sqlite:'.length));
-  return {
-    storage: s,
-    start: async () => {
-      holder.exec('BEGIN IMMEDIATE');
-    },
-    end: async () => {
-      holder.exec('ROLLBACK');
-      holder.close();
-    },
-  };
 }

@@ -38,9 +38,11 @@ export class InFlightTimeout extends Error {}
 export async function readBoundary(db: Kysely<Database>, now: () => number, waitMs = IN_FLIGHT_WAIT_MS): Promise<Boundary> {
   const at = now();
   const max = (table: string) => sql<number>`(select coalesce(max(id), 0) from ${sql.table(table)})`;
-  const ids = await sql<{ e: number; u: number; r: number }>`select ${max('ledger_entries')} as e, ${max('request_usage')} as u, ${max('reservations')} as r`.execute(
-    db,
-  );
+  const ids = await sql<{
+    e: number;
+    u: number;
+    r: number;
+  }>`select ${max('ledger_entries')} as e, ${max('request_usage')} as u, ${max('reservations')} as r`.execute(db);
   const row = ids.rows[0];
   const boundary = { at, last_entry_id: Number(row?.e ?? 0), last_usage_id: Number(row?.u ?? 0), last_reservation_id: Number(row?.r ?? 0) };
   if (db.getExecutor().adapter instanceof PostgresAdapter) await waitForOpenTransactions(db, waitMs);

@@ -63,7 +63,10 @@ export async function checkpointSums(db: Kysely<Database>, prev: Checkpoint | nu
       sql<number>`coalesce(sum(case when amount_usdc < 0 then -amount_usdc else 0 end), 0)`.as('charges'),
     ])
     .executeTakeFirstOrThrow();
-  const wallets = await entryRange.select(['wallet', sql<number>`sum(amount_usdc)`.as('sum')]).groupBy('wallet').execute();
+  const wallets = await entryRange
+    .select(['wallet', sql<number>`sum(amount_usdc)`.as('sum')])
+    .groupBy('wallet')
+    .execute();
   const usage = await usageRange(db, prev, b)
     .select(['api_key_id', sql<number>`count(*)`.as('request_count'), ...USAGE_SUMS.slice(1).map((c) => sql<number>`sum(${sql.ref(c)})`.as(c))])
     .groupBy('api_key_id')
@@ -90,7 +93,13 @@ export async function checkpointSums(db: Kysely<Database>, prev: Checkpoint | nu
     checkpoint,
     wallets: wallets.map((w) => ({ wallet: w.wallet, sum: Number(w.sum) })),
     usage: usage as unknown as Array<Record<string, number>>,
-    cells: cells.map((c) => ({ ...c, api_key_id: Number(c.api_key_id), day: Number(c.day), request_count: Number(c.request_count), charged_usdc: Number(c.charged_usdc) })),
+    cells: cells.map((c) => ({
+      ...c,
+      api_key_id: Number(c.api_key_id),
+      day: Number(c.day),
+      request_count: Number(c.request_count),
+      charged_usdc: Number(c.charged_usdc),
+    })),
   };
 }
 
@@ -123,7 +132,10 @@ export async function storeCheckpoint(db: Kysely<Database>, prev: Checkpoint | n
     await trx.deleteFrom('ledger_checkpoint_days').where('day', '<', s.checkpoint.cells_from).execute();
     for (const c of s.cells) await addDayCell(trx, c);
     await trx.insertInto('ledger_checkpoints').values(s.checkpoint).execute();
-    await trx.deleteFrom('ledger_checkpoints').where('at', '<', s.checkpoint.at - KEEP_CHECKPOINTS_MS).execute();
+    await trx
+      .deleteFrom('ledger_checkpoints')
+      .where('at', '<', s.checkpoint.at - KEEP_CHECKPOINTS_MS)
+      .execute();
     return s.checkpoint;
   });
 }
