@@ -33,7 +33,8 @@ const OWN_CHARGE = sql`e.kind = 'charge' and e.wallet = ${HOLD_WALLET} and e.ref
  */
 export const UPTO_SETTLE_STUCK_MS = 10 * 60_000;
 
-export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Promise<{ problems: string[]; findings: string[] }> {
+/** `afterEntryId`: the incremental check's checkpoint; the per-entry rules of the hold wallets are checked on the entries after it only. */
+export async function uptoProblems(db: Kysely<Database>, now = Date.now(), afterEntryId = 0): Promise<{ problems: string[]; findings: string[] }> {
   const problems: string[] = [];
   const findings: string[] = [];
   const rows = await db
@@ -111,7 +112,7 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
     }
     if (p.upto_state === 'written_off') findings.push(`upto payment ${p.id} (wallet ${p.payer}): ${charge} micro-USDC written off (${p.failure_reason})`);
   }
-  problems.push(...(await strayHoldEntries(db)));
+  problems.push(...(await strayHoldEntries(db, afterEntryId)));
   return { problems, findings };
 }
 
@@ -119,7 +120,7 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
  * Entries of the hold's own kinds that belong to no upto payment's hold wallet, and money that
  * entered a hold wallet other than by a hold: either would be money no upto payment accounts for.
  */
-async function strayHoldEntries(db: Kysely<Database>): Promise<string[]> {
+async function strayHoldEntries(db: Kysely<Database>, afterEntryId: number): Promise<string[]> {
   const stray = await db
     .selectFrom('ledger_entries as e')
     .select(sql<number>`count(*)`.as('n'))
@@ -136,10 +137,10 @@ async function strayHoldEntries(db: Kysely<Database>): Promise<string[]> {
       ),
     )
     .executeTakeFirstOrThrow();
-  const credited = await holdWalletEntries(db, '>', sql<boolean>`e.kind not in ('upto_hold', 'topup')`);
+  const credited = await holdWalletEntries(db, afterEntryId, '>', sql<boolean>`e.kind not in ('upto_hold', 'topup')`);
   // What may take money out of a hold wallet: a request's charge and the release (either form).
   const released = sql<boolean>`e.kind = 'upto_release' or (e.kind = 'adjustment' and e.reference like ${sql.lit('upto-release:%')})`;
-  const debited = await holdWalletEntries(db, '<', sql<boolean>`not (e.kind = 'charge' or ${released})`);
+  const debited = await holdWalletEntries(db, afterEntryId, '<', sql<boolean>`not (e.kind = 'charge' or ${released})`);
   const problems: string[] = [];
   if (debited > 0) problems.push(`${debited} debits left an upto hold wallet other than by a request's charge or a release`);
   if (Number(stray.n) > 0) problems.push(`${stray.n} upto hold or release entries belong to no upto payment's hold wallet`);
@@ -148,10 +149,12 @@ async function strayHoldEntries(db: Kysely<Database>): Promise<string[]> {
 }
 
 /** How many entries moved money into (`>`) or out of (`<`) an upto hold wallet, of those `which` selects. */
-async function holdWalletEntries(db: Kysely<Database>, direction: '>' | '<', which: RawBuilder<boolean>): Promise<number> {
+async function holdWalletEntries(db: Kysely<Database>, afterEntryId: number, direction: '>' | '<', which: RawBuilder<boolean>): Promise<number> {
+  // A pattern on the wallet matches no index: without an id range this reads every entry ever made.
   const row = await db
     .selectFrom('ledger_entries as e')
     .select(sql<number>`count(*)`.as('n'))
+    .where('e.id', '>', afterEntryId)
     .where('e.wallet', 'like', '%#upto')
     .where('e.amount_usdc', direction, 0)
     .where(which)

@@ -2,18 +2,13 @@ import { PostgresAdapter, sql, type Kysely, type Transaction } from 'kysely';
 import type { Database, LedgerCheckpointTable } from '../../storage/schema.ts';
 import { DAY_MS, usageDay } from '../days.ts';
 import type { Boundary } from './boundary.ts';
+import { sumsPerWallet, usageSumsPerKey } from './range-sums.ts';
 
 export type Checkpoint = LedgerCheckpointTable;
 
-export const USAGE_SUMS = [
-  'request_count',
-  'prompt_tokens',
-  'completion_tokens',
-  'reasoning_tokens',
-  'cached_tokens',
-  'charged_usdc',
-  'provider_cost_usdc',
-] as const;
+import { USAGE_SUMS } from './usage-sums.ts';
+
+export { USAGE_SUMS };
 
 /**
  * A checkpoint keeps the usage_daily cells of the days a row after it may still count towards:
@@ -63,14 +58,8 @@ export async function checkpointSums(db: Kysely<Database>, prev: Checkpoint | nu
       sql<number>`coalesce(sum(case when amount_usdc < 0 then -amount_usdc else 0 end), 0)`.as('charges'),
     ])
     .executeTakeFirstOrThrow();
-  const wallets = await entryRange
-    .select(['wallet', sql<number>`sum(amount_usdc)`.as('sum')])
-    .groupBy('wallet')
-    .execute();
-  const usage = await usageRange(db, prev, b)
-    .select(['api_key_id', sql<number>`count(*)`.as('request_count'), ...USAGE_SUMS.slice(1).map((c) => sql<number>`sum(${sql.ref(c)})`.as(c))])
-    .groupBy('api_key_id')
-    .execute();
+  const wallets = await sumsPerWallet(entryRange).execute();
+  const usage = await usageSumsPerKey(usageRange(db, prev, b)).execute();
   const from = cellsFrom(prev, b.at);
   const day = sql<number>`created_at / ${sql.lit(DAY_MS)}`;
   const cells = await usageRange(db, prev, b)
