@@ -117,7 +117,7 @@ async function withDatabase<T>(file: string, work: (s: Storage) => Promise<T>): 
 }
 
 /** `n` requests through the ledger's own reserve and finish, 32 in flight, the wallets in turn. */
-export async function drive(s: Storage, payers: Payer[], n: number): Promise<void> {
+async function drive(s: Storage, payers: Payer[], n: number): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < n) await reserveAndFinish(s, payers[next++ % payers.length]!, 'openai/gpt-4o-mini');
@@ -163,7 +163,7 @@ async function measureRetained(s: Storage, payers: Payer[], requests: number, ex
  * its charge entry, its settled reservation and its usage row, ids 36 characters long like the
  * gateway's. Returns the funded wallets with a key each.
  */
-export async function olderHistory(s: Storage, count: number): Promise<Payer[]> {
+async function olderHistory(s: Storage, count: number): Promise<Payer[]> {
   const now = Date.now();
   const start = (Math.floor(now / DAY_MS) - 10) * DAY_MS;
   const step = Math.max(1, Math.floor((10 * DAY_MS - 1) / (count + 1)));

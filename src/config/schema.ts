@@ -539,7 +539,7 @@ export const configSchema = z
     // Retention (docs/operations.md, "Retention"): per-request detail leaves the hot tables once a
     // ledger-check checkpoint has proven it and it is older than its window; money records
     // (ledger_entries, payments) are never removed. Off by default: removing data is the operator's
-    // choice, and it needs a daily `tollgate admin ledger-check` to checkpoint what it may remove.
+    // choice, and it needs ledger-check checkpoints (the gateway's job, ledger.checkpointEverySeconds) to know what it may remove.
     retention: z
       .object({
         enabled: z.boolean().default(false),
