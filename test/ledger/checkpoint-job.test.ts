@@ -11,18 +11,10 @@ import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { startTestGateway } from '../support/gateway.ts';
 import { databaseOutage } from '../support/database-outage.ts';
-import { seedRequests, tamperEntry } from '../support/retention.ts';
+import { checkTotals as totals, seedRequests, tamperEntry } from '../support/retention.ts';
 import { until } from '../support/until.ts';
 
 const PERIOD = 60_000;
-const totals = (c: { ok: boolean; wallets: number; entries: number; creditsUsdc: number; chargesUsdc: number; problems: string[] }) => ({
-  ok: c.ok,
-  wallets: c.wallets,
-  entries: c.entries,
-  creditsUsdc: c.creditsUsdc,
-  chargesUsdc: c.chargesUsdc,
-  problems: c.problems,
-});
 
 /** Everything a checkpoint consists of: its rows and the sums kept for the latest one. */
 async function checkpointState(s: Storage) {

@@ -6,16 +6,7 @@ import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { sql } from 'kysely';
 import { migrateTo, migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
-import { DAY, seedRequests, tamperEntry } from '../support/retention.ts';
-
-const totals = (c: { ok: boolean; wallets: number; entries: number; creditsUsdc: number; chargesUsdc: number; problems: string[] }) => ({
-  ok: c.ok,
-  wallets: c.wallets,
-  entries: c.entries,
-  creditsUsdc: c.creditsUsdc,
-  chargesUsdc: c.chargesUsdc,
-  problems: c.problems,
-});
+import { checkTotals as totals, DAY, seedRequests, tamperEntry } from '../support/retention.ts';
 
 for (const engine of ENGINES) {
   describe(`ledger-check checkpoints (${engine})`, () => {
