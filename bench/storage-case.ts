@@ -2,10 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
-import { lastClosedDay, writeCheckpoint } from '../src/ledger/checkpoints/checkpoint-store.ts';
+import { writeCheckpoint } from '../src/ledger/checkpoints/checkpoint-store.ts';
+import { readBoundary } from '../src/ledger/checkpoints/boundary.ts';
 import { runLedgerCheck } from '../src/ledger/checkpoints/run-check.ts';
 import { DAY_MS } from '../src/ledger/days.ts';
 import { runRetentionPass } from '../src/retention/retention-job.ts';
+import { runCheckpointPass } from '../src/retention/checkpoint-job.ts';
 import { openStorage, type Storage } from '../src/storage/database.ts';
 import { migrateToLatest } from '../src/storage/migrate.ts';
 import { backfillUsageTotals } from '../src/storage/migrations/004-usage-totals.ts';
@@ -19,38 +21,52 @@ import { fundPayers, type Payer, reserveAndFinish } from './ledger.ts';
  * - bytes kept per request in the hot tables after the retention window: requests driven through
  *   the ledger's own reserve and finish, checkpointed by ledger-check, retired by the retention
  *   pass, then VACUUM; the hot tables' and their indexes' pages (dbstat) over the requests;
- * - the incremental ledger-check: older history bulk-inserted as well-formed rows (a request's
- *   charge entry, reservation and usage row, with the wallets' balances, usage totals, daily
- *   totals and key spend made to agree) and checkpointed, then new requests through the ledger's
- *   own operations, then `ledger-check` from that checkpoint, timed at two sizes of new activity
- *   and over two sizes of history. A day at 1,000 req/s (86.4 M requests) on top of 10 M older is
- *   projected from those by the rule in `projectDay` (bench/README.md says why it is not driven).
+ * - the operator's ledger-check with the gateway's checkpoint job on: older history bulk-inserted
+ *   as well-formed rows (a request's charge entry, reservation and usage row, with the wallets'
+ *   balances, usage totals, daily totals and key spend made to agree) and checkpointed; then a
+ *   period's requests (ledger.checkpointEverySeconds × 1,000) through the ledger's own operations
+ *   and one pass of the job, timed with its CPU; then the tail an operator's check can find after
+ *   the latest checkpoint at 1,000 req/s, (period + the pass's own duration) × 1,000 requests, and
+ *   the operator's check over it, timed, over two sizes of history. A day at 1,000 req/s on top of
+ *   10 M older puts 96.4 M requests under the latest checkpoint: projected by the rule in
+ *   `projectDay` (bench/README.md says why it is not driven).
  */
 export interface StorageCase {
   engine: 'SQLite';
   wallets: number;
   retained: { requests: number; hotBytes: number; bytesPerRequest: number; tables: Record<string, number>; retentionMs: number };
-  /** Each incremental check: history (bulk-inserted, checkpointed) and new requests (driven) under it, median ms of 3. */
+  /** The operator's check over the tail after the job's checkpoint, at each history size, median ms of 3. */
   checks: Array<{ olderRequests: number; newRequests: number; ms: number }>;
+  /** The job's pass over one period's requests, on the larger history. */
+  job: JobPass;
   projection: DayProjection;
+}
+
+export interface JobPass {
+  periodSeconds: number;
+  /** Requests the pass checked and checkpointed: one period at 1,000 req/s. */
+  requests: number;
+  ms: number;
+  cpuMs: number;
+  cpuPerRequestUs: number;
 }
 
 export interface StorageSizes {
   /** Requests driven and then retired, for the bytes kept per request. */
   retained: number;
-  /** The two histories, bulk-inserted (the smaller shows what history itself costs the check). */
+  /** The two histories, bulk-inserted (their difference is what history costs the check). */
   olderSmall: number;
   olderLarge: number;
-  /** The two sizes of new activity over the larger history (their difference is the per-request slope). */
-  newSmall: number;
-  newLarge: number;
+  /** The job's period in seconds: a period's requests at 1,000 req/s are driven before the pass. */
+  periodSeconds: number;
 }
 
-export const FULL_SIZES: StorageSizes = { retained: 20_000, olderSmall: 100_000, olderLarge: 1_000_000, newSmall: 10_000, newLarge: 30_000 };
-export const QUICK_SIZES: StorageSizes = { retained: 5_000, olderSmall: 10_000, olderLarge: 100_000, newSmall: 2_000, newLarge: 6_000 };
+export const FULL_SIZES: StorageSizes = { retained: 20_000, olderSmall: 100_000, olderLarge: 1_000_000, periodSeconds: 60 };
+export const QUICK_SIZES: StorageSizes = { retained: 5_000, olderSmall: 10_000, olderLarge: 100_000, periodSeconds: 60 };
 
 const WALLETS = 100;
 /** The issue's day: 1,000 req/s for 24 hours, on top of 10 million older requests. */
+export const RATE = 1_000;
 export const DAY_REQUESTS = 86_400_000;
 export const OLDER_REQUESTS = 10_000_000;
 
@@ -60,22 +76,34 @@ export async function measureStorage(dir: string, sizes: StorageSizes, log: (tex
     measureRetained(s, await fundPayers(s, WALLETS, 'benchmark funding'), sizes.retained, join(dir, 'archive')),
   );
   const checks: StorageCase['checks'] = [];
-  for (const [older, news] of [
-    [sizes.olderSmall, [sizes.newSmall]],
-    [sizes.olderLarge, [sizes.newSmall, sizes.newLarge]],
-  ] as const) {
-    log(`ledger-check: ${older.toLocaleString('en-US')} older requests bulk-inserted and checkpointed, then ${news.join(' and ')} new ones`);
+  let job: JobPass | null = null;
+  for (const older of [sizes.olderSmall, sizes.olderLarge]) {
+    log(`ledger-check: ${older.toLocaleString('en-US')} older requests bulk-inserted and checkpointed, a period's requests, the job's pass, the tail`);
     await withDatabase(join(dir, `history-${older}.db`), async (s) => {
       const payers = await olderHistory(s, older);
-      let driven = 0;
-      for (const n of news) {
-        await drive(s, payers, n - driven);
-        driven = n;
-        checks.push({ olderRequests: older, newRequests: n, ms: await timeIncrementalCheck(s) });
-      }
+      const period = sizes.periodSeconds * RATE;
+      await drive(s, payers, period);
+      job = await timeJobPass(s, sizes.periodSeconds, period);
+      const tail = Math.round((sizes.periodSeconds * 1000 + job.ms) * (RATE / 1000));
+      await drive(s, payers, tail);
+      checks.push({ olderRequests: older + period, newRequests: tail, ms: await timeIncrementalCheck(s) });
     });
   }
-  return { engine: 'SQLite', wallets: WALLETS, retained, checks, projection: projectDay(checks) };
+  if (!job) throw new Error('no job pass measured');
+  return { engine: 'SQLite', wallets: WALLETS, retained, checks, job, projection: projectDay(checks) };
+}
+
+/** One pass of the gateway's checkpoint job over a period's requests: wall time and the process's CPU time. */
+async function timeJobPass(s: Storage, periodSeconds: number, requests: number): Promise<JobPass> {
+  await sql`pragma wal_checkpoint(truncate)`.execute(s.db);
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  const pass = await runCheckpointPass(s, { now: Date.now(), holder: 'bench', periodMs: periodSeconds * 1000 });
+  const ms = performance.now() - started;
+  const used = process.cpuUsage(cpu);
+  if (!pass.ran || !pass.check.ok || !pass.check.stored) throw new Error('the job pass did not store a checkpoint');
+  const cpuMs = (used.user + used.system) / 1000;
+  return { periodSeconds, requests, ms, cpuMs, cpuPerRequestUs: (cpuMs * 1000) / requests };
 }
 
 async function withDatabase<T>(file: string, work: (s: Storage) => Promise<T>): Promise<T> {
@@ -130,16 +158,14 @@ async function measureRetained(s: Storage, payers: Payer[], requests: number, ex
 
 /**
  * `count` older requests as rows (no HTTP, no ledger operation: a million a few seconds), spread
- * over the ten days before the last closed one, with what the ledger keeps beside them made to
- * agree (balances, usage totals, daily totals, key spend), then a checkpoint at the end of the
- * last closed day, as a daily `ledger-check` leaves it. The rows are the ones a request writes:
+ * over the ten days before today, with what the ledger keeps beside them made to agree (balances,
+ * usage totals, daily totals, key spend), then a checkpoint over them, as the job leaves it. The rows are the ones a request writes:
  * its charge entry, its settled reservation and its usage row, ids 36 characters long like the
  * gateway's. Returns the funded wallets with a key each.
  */
 async function olderHistory(s: Storage, count: number): Promise<Payer[]> {
   const now = Date.now();
-  const day = lastClosedDay(now);
-  const start = (day - 9) * DAY_MS;
+  const start = (Math.floor(now / DAY_MS) - 10) * DAY_MS;
   const step = Math.max(1, Math.floor((10 * DAY_MS - 1) / (count + 1)));
   await sql`create temp table bench_payers (n integer primary key, wallet text not null, key_id integer not null)`.execute(s.db);
   const payers: Payer[] = [];
@@ -175,16 +201,16 @@ async function olderHistory(s: Storage, count: number): Promise<Payer[]> {
     await trx.deleteFrom('key_spend').execute();
     for (const row of await keySpendAtUpgrade(trx)) await trx.insertInto('key_spend').values(row).execute();
   });
-  await writeCheckpoint(s.db, null, day, now);
+  await writeCheckpoint(s.db, null, await readBoundary(s.db, () => now), now);
   // The history must pass the check it is the base of, or the timings below would time a failure.
-  const base = await runLedgerCheck(s.db, { full: false, now });
+  const base = await runLedgerCheck(s.db, { full: false, now: now + 1 });
   if (!base.ok) throw new Error(`the bulk-inserted history fails ledger-check: ${base.problems.slice(0, 5).join('; ')}`);
   return payers;
 }
 
 /**
- * `tollgate admin ledger-check` from the checkpoint (no new one is due: no day closed since), median
- * of 3, in ms. The WAL is checkpointed first, as the gateway's checkpointer keeps it: the bulk
+ * `tollgate admin ledger-check` from the job's checkpoint (checking only: the three runs read the
+ * same tail), median of 3, in ms. The WAL is checkpointed first, as the gateway's checkpointer keeps it: the bulk
  * insert leaves it hundreds of megabytes long, and reading through that would be timed instead.
  */
 async function timeIncrementalCheck(s: Storage): Promise<number> {
@@ -192,38 +218,37 @@ async function timeIncrementalCheck(s: Storage): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < 3; i++) {
     const started = performance.now();
-    const check = await runLedgerCheck(s.db, { full: false });
+    const check = await runLedgerCheck(s.db, { full: false, store: false });
     times.push(performance.now() - started);
     if (!check.ok) throw new Error(`ledger check failed: ${check.problems.slice(0, 5).join('; ')}`);
-    if (!check.from || check.stored) throw new Error('the timed check was not the incremental one (no checkpoint, or it stored a new one)');
+    if (!check.from) throw new Error('the timed check was not the incremental one (no checkpoint)');
   }
   return times.sort((a, b) => a - b)[1]!;
 }
 
 export interface DayProjection {
-  /** ms per million new requests: the slope between the two sizes of new activity over the larger history. */
-  perMillionNewMs: number;
-  /** ms per million older requests: the same new activity over the larger history against the smaller. */
+  /** ms per million older requests: the same tail over the larger history against the smaller. */
   perMillionOlderMs: number;
-  /** The check after a day at 1,000 req/s on 10 M older, by the rule below. */
+  /** Requests under the latest checkpoint after the day: the day's and the 10 M older, less the tail. */
+  olderAtDay: number;
+  /** The operator's check after a day at 1,000 req/s on 10 M older, by the rule below. */
   dayMs: number;
   rule: string;
 }
 
 /**
- * The rule: the check's time is linear in the new requests since the checkpoint and in the older
- * history under it (each term measured; a term measured below zero, which is noise, counts as zero):
- * t(day) = t(large history, large new) + slope_new × (86.4 M − large new) + slope_older × (10 M − large history).
+ * The rule: the operator's check reads the tail after the job's latest checkpoint, measured at its
+ * real size, and a term linear in the history under it (measured; below zero, noise, counts as zero):
+ * t(day) = t(tail, larger history) + slope_older × (86.4 M + 10 M − tail − larger history).
  */
 export function projectDay(checks: StorageCase['checks']): DayProjection {
-  const [small, large, larger] = checks as [StorageCase['checks'][0], StorageCase['checks'][0], StorageCase['checks'][0]];
-  const perNew = Math.max(0, (larger.ms - large.ms) / (larger.newRequests - large.newRequests));
+  const [small, large] = checks as [StorageCase['checks'][0], StorageCase['checks'][0]];
   const perOlder = Math.max(0, (large.ms - small.ms) / (large.olderRequests - small.olderRequests));
-  const dayMs = larger.ms + perNew * (DAY_REQUESTS - larger.newRequests) + perOlder * (OLDER_REQUESTS - larger.olderRequests);
+  const olderAtDay = DAY_REQUESTS + OLDER_REQUESTS - large.newRequests;
+  const dayMs = large.ms + perOlder * (olderAtDay - large.olderRequests);
   const m = (n: number) => `${(n / 1e6).toLocaleString('en-US', { maximumFractionDigits: 2 })} M`;
   const rule =
-    `${larger.ms.toFixed(0)} ms measured at ${m(larger.newRequests)} new over ${m(larger.olderRequests)} older, ` +
-    `+ ${(perNew * 1e6).toFixed(0)} ms per million new × ${m(DAY_REQUESTS - larger.newRequests)} ` +
-    `+ ${(perOlder * 1e6).toFixed(0)} ms per million older × ${m(OLDER_REQUESTS - larger.olderRequests)}`;
-  return { perMillionNewMs: perNew * 1e6, perMillionOlderMs: perOlder * 1e6, dayMs, rule };
+    `${large.ms.toFixed(0)} ms measured over the tail of ${large.newRequests.toLocaleString('en-US')} new on ${m(large.olderRequests)} older, ` +
+    `+ ${(perOlder * 1e6).toFixed(1)} ms per million older × ${m(olderAtDay - large.olderRequests)}`;
+  return { perMillionOlderMs: perOlder * 1e6, olderAtDay, dayMs, rule };
 }

@@ -13,9 +13,11 @@ export function storageLines(c: StorageCase): string[] {
     `Storage (${c.engine}, ${n(c.wallets)} wallets, the ledger's own reserve and finish, no HTTP): ${n(r.requests)} requests, checkpointed by ledger-check, ` +
       `retired by the retention pass after their window, then VACUUM: ${r.bytesPerRequest.toFixed(0)} bytes per request left in the hot tables ` +
       `and their indexes (${tables}); the retention took ${(r.retentionMs / 1000).toFixed(1)} s.`,
-    'Incremental ledger-check (older history bulk-inserted as well-formed rows and checkpointed, not driven; new requests driven through the ledger; median of 3):',
+    `The operator's ledger-check with the checkpoint job on (older history bulk-inserted as well-formed rows and checkpointed, not driven; ` +
+      `new requests driven through the ledger; median of 3). The job's pass over one period (${n(c.job.requests)} requests, ${c.job.periodSeconds} s at 1,000 req/s): ` +
+      `${c.job.ms.toFixed(0)} ms, ${c.job.cpuMs.toFixed(0)} ms CPU = ${c.job.cpuPerRequestUs.toFixed(1)} µs per request. The tail after its checkpoint:`,
     ...c.checks.map((k) => `  ${n(k.olderRequests).padStart(11)} older, ${n(k.newRequests).padStart(7)} new: ${k.ms.toFixed(0)} ms`),
-    `  per million new requests ${(c.projection.perMillionNewMs / 1000).toFixed(2)} s; per million older ${(c.projection.perMillionOlderMs / 1000).toFixed(3)} s; ` +
-      `a day at 1,000 req/s on 10 M older, projected: ${(c.projection.dayMs / 1000).toFixed(1)} s = ${c.projection.rule}`,
+    `  per million older ${(c.projection.perMillionOlderMs / 1000).toFixed(3)} s; after a day at 1,000 req/s on 10 M older, projected: ` +
+      `${(c.projection.dayMs / 1000).toFixed(2)} s = ${c.projection.rule}`,
   ];
 }

@@ -1,6 +1,6 @@
 /*
  * The storage case of `npm run bench` (bench/storage-case.ts) on its own, at sizes of your choice:
- * node --import tsx bench/storage-retention.ts [--quick] [--retained N] [--older-small N] [--older-large N] [--new-small N] [--new-large N]
+ * node --import tsx bench/storage-retention.ts [--quick] [--retained N] [--older-small N] [--older-large N] [--period-seconds N]
  * e.g. --older-large 10000000 for the issue's 10 million older requests (about 8 GB of SQLite file).
  */
 import { parseArgs } from 'node:util';
@@ -14,8 +14,7 @@ const { values } = parseArgs({
     retained: { type: 'string' },
     'older-small': { type: 'string' },
     'older-large': { type: 'string' },
-    'new-small': { type: 'string' },
-    'new-large': { type: 'string' },
+    'period-seconds': { type: 'string' },
   },
 });
 const base = values.quick ? QUICK_SIZES : FULL_SIZES;
@@ -24,8 +23,7 @@ const sizes: StorageSizes = {
   retained: size(values.retained, base.retained),
   olderSmall: size(values['older-small'], base.olderSmall),
   olderLarge: size(values['older-large'], base.olderLarge),
-  newSmall: size(values['new-small'], base.newSmall),
-  newLarge: size(values['new-large'], base.newLarge),
+  periodSeconds: size(values['period-seconds'], base.periodSeconds),
 };
 await runScript('storage', async ({ dir }) => {
   const started = Date.now();

@@ -82,6 +82,8 @@ export interface GatewayJobSources {
   logger: Logger;
   /** The retention job (src/retention/), when `retention.enabled`. */
   retention?: BackgroundJob | null;
+  /** The ledger-check checkpoint job (src/retention/checkpoint-job.ts), unless `ledger.checkpointEverySeconds` is 0. */
+  ledgerCheckpoints?: BackgroundJob | null;
   /** The batch-settlement channel claimer (src/payments/channels/claims/), when payPerRequest.batchSettlement is on. */
   channelClaims?: BackgroundJob | null;
 }
@@ -131,6 +133,7 @@ export function gatewayJobs(s: GatewayJobSources): BackgroundJob[] {
       }
     }),
   );
+  if (s.ledgerCheckpoints) jobs.push(s.ledgerCheckpoints);
   if (s.retention) jobs.push(s.retention);
   if (s.channelClaims) jobs.push(s.channelClaims);
   // Stopped first: the stop waits for a pass under way, while the database is still open.

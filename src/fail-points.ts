@@ -9,6 +9,8 @@
  * right after its settle is spooled, so a test can kill -9 the process there.
  * `TOLLGATE_TEST_RETENTION_FAILURE=after-export`: a retention batch stops after its export file is
  * written and before its rows are deleted, as a crash there would leave it.
+ * `TOLLGATE_TEST_CHECKPOINT_FAILURE=before-store`: a pass of the ledger-check checkpoint job stops
+ * after its check passed and before its checkpoint is stored, as a crash there would leave it.
  * `TOLLGATE_TEST_CHANNEL_FAILURE=stop-before-commit`: a batch-settlement request answers and then
  * stops for good before its channel is committed (no commit, no lease renewal or release), as a
  * crash between the answer and the commit would leave it.
@@ -20,6 +22,7 @@ export interface FailPoints {
   settleFailure: SettleFailure;
   retentionFailure: 'after-export' | null;
   channelFailure: 'stop-before-commit' | null;
+  checkpointFailure?: 'before-store' | null;
 }
 
 /** All off: what every gateway runs with unless a test asks otherwise. A new object each time, since tests change it. */
@@ -34,5 +37,6 @@ export function failPointsFromEnv(env: NodeJS.ProcessEnv): FailPoints {
     settleFailure: settle === 'outage' || settle === 'crash' ? settle : null,
     retentionFailure: env.TOLLGATE_TEST_RETENTION_FAILURE === 'after-export' ? 'after-export' : null,
     channelFailure: env.TOLLGATE_TEST_CHANNEL_FAILURE === 'stop-before-commit' ? 'stop-before-commit' : null,
+    checkpointFailure: env.TOLLGATE_TEST_CHECKPOINT_FAILURE === 'before-store' ? 'before-store' : null,
   };
 }

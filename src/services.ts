@@ -139,6 +139,23 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
             : undefined,
         })
       : null;
+    const ledgerCheckpoints =
+      config.ledger.checkpointEverySeconds > 0
+        ? (await import('./retention/checkpoint-job.ts')).checkpointJob(storage, {
+            periodSeconds: config.ledger.checkpointEverySeconds,
+            now,
+            logger: opts.logger,
+            failures: metrics.ledgerCheckFailures,
+            // SQLite: the check's read transaction on a connection of its own, so the ledger's writes never wait for it.
+            reader: storage.engine === 'sqlite' && !config.database.url.includes(':memory:') ? openStorage(config.database.url) : null,
+            beforeStore:
+              failPoints.checkpointFailure === 'before-store'
+                ? () => {
+                    throw new Error('TEST HOOK: checkpoint pass stopped before its store');
+                  }
+                : undefined,
+          })
+        : null;
     const channelClaims =
       config.payPerRequest.batchSettlement.enabled && topup
         ? await (async () => {
@@ -163,7 +180,9 @@ export async function createServices(config: Config, opts: ServiceOptions): Prom
           })()
         : null;
     const leaseMs = config.chat.reservationLeaseSeconds * 1000;
-    jobs = await startJobs(gatewayJobs({ storage, settler, spool, inflight, leaseMs, now, topup, logger: opts.logger, retention, channelClaims }));
+    jobs = await startJobs(
+      gatewayJobs({ storage, settler, spool, inflight, leaseMs, now, topup, logger: opts.logger, retention, ledgerCheckpoints, channelClaims }),
+    );
 
     const services: Omit<Services, 'chat'> = {
       config,

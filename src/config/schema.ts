@@ -388,6 +388,11 @@ export const configSchema = z
         // directory slot; see docs/api.md "Billing during database outages"). Default: a spool folder
         // next to the SQLite file, or ./data/spool for PostgreSQL.
         spoolDir: z.string().min(1).optional(),
+        // The ledger-check checkpoint job (docs/operations.md, "Ledger-check checkpoints"): one
+        // instance checks what came after the latest checkpoint every this many seconds and, when it
+        // passes, stores the next, so an operator's `tollgate admin ledger-check` reads one short
+        // period. 0: off (the operator's check still stores checkpoints).
+        checkpointEverySeconds: z.number().int().min(0).max(86_400).default(60),
       })
       .strict()
       .prefault({}),
@@ -534,7 +539,7 @@ export const configSchema = z
     // Retention (docs/operations.md, "Retention"): per-request detail leaves the hot tables once a
     // ledger-check checkpoint has proven it and it is older than its window; money records
     // (ledger_entries, payments) are never removed. Off by default: removing data is the operator's
-    // choice, and it needs a daily `tollgate admin ledger-check` to checkpoint what it may remove.
+    // choice, and it needs ledger-check checkpoints (the gateway's job, ledger.checkpointEverySeconds) to know what it may remove.
     retention: z
       .object({
         enabled: z.boolean().default(false),

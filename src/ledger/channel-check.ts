@@ -23,7 +23,8 @@ import { strayHoldWalletEntries, type HoldWallets } from './hold-wallet-check.ts
 const WALLET = sql`c.channel_id || ${sql.lit('#channel')}`;
 const OF_CHANNEL = sql`e.wallet = ${WALLET}`;
 
-export async function channelProblems(db: Kysely<Database>, now = Date.now()): Promise<{ problems: string[]; findings: string[] }> {
+/** `afterEntryId`: the incremental check's checkpoint; the per-entry rules of the hold wallets are checked on the entries after it only. */
+export async function channelProblems(db: Kysely<Database>, now = Date.now(), afterEntryId = 0): Promise<{ problems: string[]; findings: string[] }> {
   const problems: string[] = [];
   const findings: string[] = [];
   const rows = await db
@@ -87,7 +88,7 @@ export async function channelProblems(db: Kysely<Database>, now = Date.now()): P
     if (charged > balance)
       findings.push(`channel ${id}: charged ${charged} but the channel holds ${balance}: ${charged - balance} micro-USDC served can no longer be claimed`);
   }
-  problems.push(...(await strayHoldWalletEntries(db, CHANNEL_HOLDS)));
+  problems.push(...(await strayHoldWalletEntries(db, CHANNEL_HOLDS, afterEntryId)));
   return { problems, findings };
 }
 

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
 
 export interface ChargeAboveReservation {
@@ -19,7 +19,9 @@ export async function findChargesAboveReservation(db: Kysely<Database>, limit = 
     .selectFrom('reservations')
     .select(['request_id', 'wallet', 'amount_usdc', 'charged_usdc'])
     .where('id', '>', afterId)
-    .where('status', '=', 'settled')
+    // `status || ''`: on the bare column SQLite walks every settled reservation by its status index
+    // and filters the id afterwards; the incremental check wants the id range after its checkpoint.
+    .where(sql`status || ''`, '=', 'settled')
     .whereRef('charged_usdc', '>', 'amount_usdc')
     .orderBy('id', 'desc')
     .limit(limit)

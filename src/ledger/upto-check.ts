@@ -34,7 +34,8 @@ const OWN_CHARGE = sql`e.kind = 'charge' and e.wallet = ${HOLD_WALLET} and e.ref
  */
 export const UPTO_SETTLE_STUCK_MS = 10 * 60_000;
 
-export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Promise<{ problems: string[]; findings: string[] }> {
+/** `afterEntryId`: the incremental check's checkpoint; the per-entry rules of the hold wallets are checked on the entries after it only. */
+export async function uptoProblems(db: Kysely<Database>, now = Date.now(), afterEntryId = 0): Promise<{ problems: string[]; findings: string[] }> {
   const problems: string[] = [];
   const findings: string[] = [];
   const rows = await db
@@ -112,7 +113,7 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now()): Prom
     }
     if (p.upto_state === 'written_off') findings.push(`upto payment ${p.id} (wallet ${p.payer}): ${charge} micro-USDC written off (${p.failure_reason})`);
   }
-  problems.push(...(await strayHoldWalletEntries(db, UPTO_HOLDS)));
+  problems.push(...(await strayHoldWalletEntries(db, UPTO_HOLDS, afterEntryId)));
   return { problems, findings };
 }
 

@@ -40,6 +40,8 @@ export interface Metrics {
   deploymentFallbacks: Counter<'from' | 'to'>;
   /** Times a deployment entered its cooldown. */
   deploymentCooldowns: Counter<'deployment'>;
+  /** Passes of the ledger-check checkpoint job that stored nothing: `problems` (the ledger fails a check) or `error` (it could not run). */
+  ledgerCheckFailures: Counter<'reason'>;
 }
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -58,6 +60,11 @@ export function createMetrics(db: Kysely<Database>): Metrics {
       },
     });
   // Read from the shared table: what payers' channels owe this gateway and no claim has taken yet (all instances).
+  // Read from the shared table on every instance: alert when it grows past a few periods (docs/operations.md, "Ledger-check checkpoints").
+  gauge('tollgate_ledger_checkpoint_age_seconds', 'Seconds since the boundary of the latest passing ledger-check checkpoint (-1: none yet)', async () => {
+    const latest = await db.selectFrom('ledger_checkpoints').select('at').orderBy('at', 'desc').limit(1).executeTakeFirst();
+    return latest ? (Date.now() - Number(latest.at)) / 1000 : -1;
+  });
   gauge('tollgate_channel_unclaimed_usdc', 'Micro-USDC charged to batch-settlement channels and not yet claimed on chain', async () =>
     Number(
       (
@@ -219,6 +226,12 @@ export function createMetrics(db: Kysely<Database>): Metrics {
       name: 'tollgate_deployment_cooldowns_total',
       help: 'Times a deployment was put in cooldown after repeated failures',
       labelNames: ['deployment'],
+      registers,
+    }),
+    ledgerCheckFailures: new Counter({
+      name: 'tollgate_ledger_check_failures_total',
+      help: 'Ledger-check checkpoint passes that stored nothing: reason=problems (an invariant failed: look at the error log) or error (it could not run)',
+      labelNames: ['reason'],
       registers,
     }),
   };

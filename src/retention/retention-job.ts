@@ -91,7 +91,9 @@ export function retentionJob(storage: Pick<Storage, 'db'>, config: RetentionConf
         if (o.reservations || o.usage) deps.logger.info(removed, 'retention removed old rows');
         if (!o.ran && !warnedNoCheckpoint) {
           warnedNoCheckpoint = true;
-          deps.logger.info('retention waits for a ledger-check checkpoint (or another instance runs it): run tollgate admin ledger-check daily');
+          deps.logger.info(
+            'retention waits for a ledger-check checkpoint (or another instance runs it): the checkpoint job takes them, or run tollgate admin ledger-check',
+          );
         }
       })
       .catch((err) => deps.logger.warn({ err }, 'retention pass failed; the next pass retries (an exported batch is exported again, dedupe by id)'))

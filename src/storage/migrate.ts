@@ -18,6 +18,7 @@ import { uptoLedgerKinds } from './migrations/015-upto-ledger-kinds.ts';
 import { retention } from './migrations/016-retention.ts';
 import { reservationUptoPayment } from './migrations/017-reservation-upto-payment.ts';
 import { channels } from './migrations/018-channels.ts';
+import { checkpointPeriods } from './migrations/019-checkpoint-periods.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -40,6 +41,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '016-retention': retention(),
     '017-reservation-upto-payment': reservationUptoPayment(),
     '018-channels': channels(storage.engine),
+    '019-checkpoint-periods': checkpointPeriods(),
   };
 }
 

@@ -271,9 +271,11 @@ export interface StoredResponseItemTable {
 
 type UsageSums = Pick<UsageTotalsTable, Exclude<keyof UsageTotalsTable, 'api_key_id'>>;
 
-/** Migration 016: the ledger proven up to the end of UTC day `day` (src/ledger/checkpoints/). */
+/** Migrations 016 and 019: the ledger proven up to the id boundaries read at `at` (src/ledger/checkpoints/). */
 export interface LedgerCheckpointTable {
-  day: number;
+  at: number;
+  /** The first UTC day whose usage_daily cells ledger_checkpoint_days holds. */
+  cells_from: number;
   last_entry_id: number;
   last_usage_id: number;
   last_reservation_id: number;
@@ -290,6 +292,14 @@ export interface LedgerCheckpointWalletTable {
 }
 export interface LedgerCheckpointUsageTable extends UsageSums {
   api_key_id: number;
+}
+/** Migration 019: the latest checkpoint's usage_daily cells of its open days (requests and charge per wallet, key and UTC day). */
+export interface LedgerCheckpointDayTable {
+  wallet: string;
+  api_key_id: number;
+  day: number;
+  request_count: number;
+  charged_usdc: number;
 }
 
 /** Migration 016: request_usage rows removed by retention, summed per wallet, UTC day and key. */
@@ -336,6 +346,7 @@ export interface Database {
   ledger_checkpoints: LedgerCheckpointTable;
   ledger_checkpoint_wallets: LedgerCheckpointWalletTable;
   ledger_checkpoint_usage: LedgerCheckpointUsageTable;
+  ledger_checkpoint_days: LedgerCheckpointDayTable;
   retired_usage: RetiredUsageTable;
   retired_key_spend: RetiredKeySpendTable;
   job_leases: JobLeaseTable;

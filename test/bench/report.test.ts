@@ -49,16 +49,16 @@ const PG_MANY: RowCondition = { engine: 'PostgreSQL', wallets: 100, instances: 1
 const PG_TWO: RowCondition = { engine: 'PostgreSQL', wallets: 1, instances: 2 };
 const PG_TWO_MANY: RowCondition = { engine: 'PostgreSQL', wallets: 100, instances: 2 };
 
-const checks = (ms: [number, number, number]): StorageCase['checks'] => [
-  { olderRequests: 100_000, newRequests: 10_000, ms: ms[0] },
-  { olderRequests: 1_000_000, newRequests: 10_000, ms: ms[1] },
-  { olderRequests: 1_000_000, newRequests: 30_000, ms: ms[2] },
+const checks = (ms: [number, number]): StorageCase['checks'] => [
+  { olderRequests: 160_000, newRequests: 61_000, ms: ms[0] },
+  { olderRequests: 1_060_000, newRequests: 61_000, ms: ms[1] },
 ];
-const storageCase = (bytesPerRequest: number, ms: [number, number, number]): StorageCase => ({
+const storageCase = (bytesPerRequest: number, ms: [number, number]): StorageCase => ({
   engine: 'SQLite',
   wallets: 100,
   retained: { requests: 20_000, hotBytes: bytesPerRequest * 20_000, bytesPerRequest, tables: { ledger_entries: bytesPerRequest * 20_000 }, retentionMs: 900 },
   checks: checks(ms),
+  job: { periodSeconds: 60, requests: 60_000, ms: 1_000, cpuMs: 900, cpuPerRequestUs: 15 },
   projection: projectDay(checks(ms)),
 });
 
@@ -117,7 +117,7 @@ describe('npm run bench report', () => {
   });
 
   test('every target line names its engine, wallets, instances and load', () => {
-    const lines = linesOf(report({ storage: storageCase(245, [100, 110, 310]) }));
+    const lines = linesOf(report({ storage: storageCase(245, [100, 109]) }));
     assert.equal(lines.length, 23, lines.join('\n'));
     assert.deepEqual(
       lines.map((l) => l.match(/^(MET   |MISSED) \[([^\]]+)\]/)?.[2]),
@@ -144,13 +144,13 @@ describe('npm run bench report', () => {
         'PostgreSQL · 100 wallets · 2 instances against 1 · closed loop, 64 connections',
         'PostgreSQL · 100 wallets · 2 instances against 1 · open loop at 1,000 req/s, the same load for both',
         "SQLite · 100 wallets · 1 instance (the ledger's own operations, no HTTP) · 20,000 requests retired after the retention window, then VACUUM",
-        "SQLite · 100 wallets · 1 instance (the ledger's own operations, no HTTP) · a day at 1,000 req/s (86.4 M requests) on 10 M older, projected from smaller sizes",
+        "SQLite · 100 wallets · 1 instance (the ledger's own operations, no HTTP) · checkpoint job every 60 s · a day at 1,000 req/s (86.4 M requests) on 10 M older: the tail after the job's checkpoint measured, 96.3 M under it projected",
       ],
     );
   });
 
   test('the tail, CPU, two-instance and storage targets: each figure against its rule', () => {
-    const lines = linesOf(report({ storage: storageCase(245, [100, 110, 310]) }));
+    const lines = linesOf(report({ storage: storageCase(245, [100, 109]) }));
     const find = (text: RegExp) => lines.find((l) => text.test(l)) ?? assert.fail(`no line matches ${text}:\n${lines.join('\n')}`);
     // Time to first token and JSON p99 at 1,000/s against the proxy's (p99 9 ms TTFT, 4 ms JSON; p50 5.5 ms TTFT).
     assert.match(
@@ -173,14 +173,14 @@ describe('npm run bench report', () => {
     );
     const closedTwo = linesOf(report({ twoInstancesCpu: 480 })).find((l) => /closed loop, 64 connections\] CPU per JSON request summed/.test(l))!;
     assert.match(closedTwo, /^MISSED .*480 µs = 1\.20×/);
-    // Storage: 245 bytes kept; the check 310 ms at 30,000 new + 10 ms per 1,000 new (10 s a million) over 86.37 M more.
+    // Storage: 245 bytes kept; the check 109 ms over the tail + 10 ms per million older over the 95.28 M more under the checkpoint.
     assert.match(find(/bytes kept per request/), /^MET .*: 245 \(target ≤ 300\)/);
     const day = find(/incremental ledger-check/);
-    assert.match(day, /^MISSED .*ledger-check 864 s \(target < 1 s\); 10\.0 s per million new requests, 0\.01 s per million older/);
-    assert.match(day, /rule: 310 ms measured at 0\.03 M new over 1 M older, \+ 10000 ms per million new × 86\.37 M \+ 11 ms per million older × 9 M/);
-    assert.match(linesOf(report({ storage: storageCase(301, [100, 110, 310]) })).find((l) => /bytes kept/.test(l))!, /^MISSED /);
-    // A check that did not grow with the new requests projects to what was measured.
-    assert.match(linesOf(report({ storage: storageCase(245, [100, 90, 80]) })).find((l) => /incremental/.test(l))!, /^MET .*ledger-check 0\.08 s/);
+    assert.match(day, /^MISSED .*ledger-check 1\.06 s \(target < 1 s\); 0\.01 s per million older; the job's pass 1\.00 s, 15\.0 µs CPU per request it checks/);
+    assert.match(day, /rule: 109 ms measured over the tail of 61,000 new on 1\.06 M older, \+ 10\.0 ms per million older × 95\.28 M/);
+    assert.match(linesOf(report({ storage: storageCase(301, [100, 109]) })).find((l) => /bytes kept/.test(l))!, /^MISSED /);
+    // A check that did not grow with the history projects to what was measured over the tail.
+    assert.match(linesOf(report({ storage: storageCase(245, [100, 90]) })).find((l) => /incremental/.test(l))!, /^MET .*ledger-check 0\.09 s/);
   });
 
   test('the new targets: PostgreSQL against the proxy, its p99, two instances against one, SQLite over the proxy', () => {

@@ -279,6 +279,7 @@ for (const engine of ENGINES) {
           '016-retention',
           '017-reservation-upto-payment',
           '018-channels',
+          '019-checkpoint-periods',
         ]);
         assert.deepEqual(await s.db.selectFrom('ledger_entries').select(columns).orderBy('id').execute(), before);
         await assertLedgerConsistent(s.db);

@@ -10,6 +10,7 @@ import { retireUsageBatch } from '../../src/ledger/retention/retire-usage.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl, tempDir } from '../support/engines.ts';
+import { databaseOutage } from '../support/database-outage.ts';
 import { DAY, exportedIds, retentionConfig, seedRequests, usageApiView } from '../support/retention.ts';
 
 const count = async (s: Storage, table: 'request_usage' | 'reservations') =>
@@ -110,7 +111,7 @@ for (const engine of ENGINES) {
         const before2 = await usageApiView(s, wallets);
         await runLedgerCheck(s.db, { full: false, now: later + 3 * DAY });
         await drain(s, { ...config, usageDays: 99 }, later + 3 * DAY, a.ran ? 'one' : 'two');
-        const cp = (await s.db.selectFrom('ledger_checkpoints').select('last_usage_id').orderBy('day', 'desc').executeTakeFirstOrThrow()).last_usage_id;
+        const cp = (await s.db.selectFrom('ledger_checkpoints').select('last_usage_id').orderBy('at', 'desc').executeTakeFirstOrThrow()).last_usage_id;
         const batch = { cutoff: later + 3 * DAY, coveredId: Number(cp), rows: 150 };
         for (let i = 0; i < 3; i++) await Promise.all([retireUsageBatch(s, dir, batch), retireUsageBatch(other, dir, batch)]);
         assert.equal(await count(s, 'request_usage'), 0);
@@ -154,32 +155,4 @@ for (const engine of ENGINES) {
       assert.ok(histogram.max / 1e6 < 200, `event loop held ${histogram.max / 1e6} ms`);
     });
   });
-}
-
-/**
- * The database stops answering on demand: on PostgreSQL the connection is cut (a TCP relay closed
- * under the storage); on SQLite another connection holds the write lock past the busy timeout.
- */
-async function databaseOutage(s: Storage, url: string): Promise<{ storage: Storage; start: () => Promise<void>; end: () => Promise<void> }> {
-  if (s.engine === 'postgres') {
-    const { tcpRelay } = await import('../support/tcp-relay.ts');
-    const target = new URL(url);
-    const relay = await tcpRelay(Number(target.port));
-    await relay.open();
-    target.port = String(relay.port);
-    const storage = openStorage(target.toString());
-    return { storage, start: () => relay.close(), end: () => storage.close().catch(() => undefined) };
-  }
-  const { default: Libsql } = await import('libsql');
-  const holder = new Libsql(url.slice('sqlite:'.length));
-  return {
-    storage: s,
-    start: async () => {
-      holder.exec('BEGIN IMMEDIATE');
-    },
-    end: async () => {
-      holder.exec('ROLLBACK');
-      holder.close();
-    },
-  };
 }

@@ -31,6 +31,16 @@ export async function seedRequests(s: Storage, requests: number, wallets = 4, ta
   return ws;
 }
 
+/** What two ledger-checks must agree on: the totals and the problems, not where each started. */
+export const checkTotals = (c: { ok: boolean; wallets: number; entries: number; creditsUsdc: number; chargesUsdc: number; problems: string[] }) => ({
+  ok: c.ok,
+  wallets: c.wallets,
+  entries: c.entries,
+  creditsUsdc: c.creditsUsdc,
+  chargesUsdc: c.chargesUsdc,
+  problems: c.problems,
+});
+
 /** What the usage API serves a wallet: per-key totals and the last 30 days. */
 export async function usageApiView(s: Storage, wallets: string[], now = Date.now()) {
   return Promise.all(wallets.map(async (w) => ({ keys: await usageByKey(s.db, w), daily: (await dailyUsage(s.db, w, 30, now)).rows })));

@@ -6,8 +6,9 @@ import { paymentProblems, type LedgerCheck } from '../invariants.ts';
 import { uptoProblems } from '../upto-check.ts';
 import { channelProblems } from '../channel-check.ts';
 import { paymentStateProblems } from '../payment-state-check.ts';
-import { finishedReservationCharges, reservationChargeProblems } from '../reservation-charges.ts';
+import { reservationChargeProblems } from '../reservation-charges.ts';
 import { USAGE_SUMS, type Checkpoint } from './checkpoint-store.ts';
+import { sumsPerWallet, usageSumsPerKey } from './range-sums.ts';
 
 /**
  * The invariants of checkLedger, from a checkpoint: the rows at or below its boundaries are
@@ -15,9 +16,10 @@ import { USAGE_SUMS, type Checkpoint } from './checkpoint-store.ts';
  * read. Checked in full as before: each wallet's balance against its checkpointed ledger sum plus
  * its newer entries, locked against pending reservations, credits − charges against the sum of
  * balances, the per-key usage totals, payments and upto payments (a table of top-ups, not of
- * requests). Checked for new rows only: charge-once per reservation, redeem codes redeemed after
- * the checkpoint, orphan entries, and usage_daily for the days after it. `--full` checks the rest:
- * the older rows, and key_spend (its month and total buckets span any number of days).
+ * requests). Checked for new rows only: charge-once per reservation, redeem codes redeemed since
+ * the checkpoint's first open day, orphan entries, and usage_daily for its open days (the cells it
+ * stored plus the rows after it) and the days after. `--full` checks the rest: the older rows, and
+ * key_spend (its month and total buckets span any number of days).
  */
 export async function checkLedgerSince(db: Kysely<Database>, cp: Checkpoint): Promise<LedgerCheck> {
   const problems: string[] = [];
@@ -42,9 +44,9 @@ export async function checkLedgerSince(db: Kysely<Database>, cp: Checkpoint): Pr
   problems.push(...(await newRedeemProblems(db, cp)));
   problems.push(...(await paymentStateProblems(db)));
   problems.push(...(await paymentProblems(db)));
-  const upto = await uptoProblems(db);
+  const upto = await uptoProblems(db, Date.now(), cp.last_entry_id);
   problems.push(...upto.problems);
-  const channels = await channelProblems(db);
+  const channels = await channelProblems(db, Date.now(), cp.last_entry_id);
   problems.push(...channels.problems);
   problems.push(...(await usageTotalsSince(db, cp)));
   problems.push(...(await newDaysProblems(db, cp)));
@@ -61,7 +63,7 @@ async function walletProblems(db: Kysely<Database>, cp: Checkpoint, problems: st
   const wallets = await db.selectFrom('wallets').select(['address', 'balance_usdc', 'locked_usdc']).execute();
   const proven = await db.selectFrom('ledger_checkpoint_wallets').selectAll().execute();
   const sumPerWallet = ['wallet', sql<number>`sum(amount_usdc)`.as('sum')] as const;
-  const newer = await db.selectFrom('ledger_entries').where('id', '>', cp.last_entry_id).select(sumPerWallet).groupBy('wallet').execute();
+  const newer = await sumsPerWallet(db.selectFrom('ledger_entries').where('id', '>', cp.last_entry_id)).execute();
   const pending = await db.selectFrom('reservations').where('status', '=', 'pending').select(sumPerWallet).groupBy('wallet').execute();
   const ledger = new Map<string, number>();
   const sums = [...proven.map((p) => ({ wallet: p.wallet, sum: p.ledger_usdc })), ...newer];
@@ -90,11 +92,29 @@ async function walletProblems(db: Kysely<Database>, cp: Checkpoint, problems: st
 export const chargedAfter = (db: Kysely<Database>, lastEntryId: number) =>
   db.selectFrom('ledger_entries').select('reference').where('id', '>', lastEntryId).where(sql`kind || ''`, '=', 'charge');
 
+/**
+ * Finished reservations with their charge entries counted and summed, by one join on the entries'
+ * (kind, reference) index: one seek per reservation where checkLedger's two subqueries make two,
+ * which was the largest cost per new request (bench/README.md).
+ */
+export const finishedWithCharges = (db: Kysely<Database>) =>
+  db
+    .selectFrom('reservations as r')
+    .leftJoin('ledger_entries as e', (j) => j.on('e.kind', '=', 'charge').onRef('e.reference', '=', 'r.request_id'))
+    .select([
+      'r.request_id',
+      'r.charged_usdc',
+      sql<number>`count(e.id)`.as('charge_entries'),
+      sql<number>`coalesce(-sum(e.amount_usdc), 0)`.as('charged_by_ledger'),
+    ])
+    .where('r.status', '!=', 'pending')
+    .groupBy('r.id');
+
 /** Reservations created after the checkpoint, or charged by an entry after it: each charged once, by what it records. */
 async function newReservationProblems(db: Kysely<Database>, cp: Checkpoint): Promise<string[]> {
   // Two range reads rather than one OR, which neither engine answers from the indexes.
-  const created = await finishedReservationCharges(db).where('r.id', '>', cp.last_reservation_id).execute();
-  const charged = await finishedReservationCharges(db)
+  const created = await finishedWithCharges(db).where('r.id', '>', cp.last_reservation_id).execute();
+  const charged = await finishedWithCharges(db)
     .where('r.id', '<=', cp.last_reservation_id)
     .where('r.request_id', 'in', chargedAfter(db, cp.last_entry_id))
     .execute();
@@ -108,7 +128,7 @@ async function newRedeemProblems(db: Kysely<Database>, cp: Checkpoint): Promise<
       'c.id',
       sql<number>`(select count(*) from ledger_entries e where e.kind = 'redeem' and e.reference = ${sql.lit('redeem:')} || cast(c.id as text))`.as('n'),
     ])
-    .where('c.redeemed_at', '>=', (cp.day + 1) * DAY_MS)
+    .where('c.redeemed_at', '>=', cp.cells_from * DAY_MS)
     .execute();
   return rows.filter((c) => Number(c.n) !== 1).map((c) => `redeem code #${c.id}: ${c.n} credits, expected 1`);
 }
@@ -116,12 +136,7 @@ async function newRedeemProblems(db: Kysely<Database>, cp: Checkpoint): Promise<
 /** usage_totals per key against the checkpoint's usage sums plus the rows after it. */
 async function usageTotalsSince(db: Kysely<Database>, cp: Checkpoint): Promise<string[]> {
   const proven = await db.selectFrom('ledger_checkpoint_usage').selectAll().execute();
-  const newer = await db
-    .selectFrom('request_usage')
-    .where('id', '>', cp.last_usage_id)
-    .select(['api_key_id', sql<number>`count(*)`.as('request_count'), ...USAGE_SUMS.slice(1).map((c) => sql<number>`sum(${sql.ref(c)})`.as(c))])
-    .groupBy('api_key_id')
-    .execute();
+  const newer = await usageSumsPerKey(db.selectFrom('request_usage').where('id', '>', cp.last_usage_id)).execute();
   const kept = await db.selectFrom('usage_totals').selectAll().execute();
   const expected = new Map<number, Record<string, number>>();
   for (const r of [...proven, ...newer] as unknown as Record<string, number>[]) {
@@ -140,26 +155,28 @@ async function usageTotalsSince(db: Kysely<Database>, cp: Checkpoint): Promise<s
   return problems;
 }
 
-/** usage_daily for the days after the checkpoint's, against the rows after it. */
+/** usage_daily from the checkpoint's first open day: its stored cells plus the rows after it. */
 async function newDaysProblems(db: Kysely<Database>, cp: Checkpoint): Promise<string[]> {
-  const end = (cp.day + 1) * DAY_MS;
+  const day = sql<number>`created_at / ${sql.lit(DAY_MS)}`;
   const rows = await db
     .selectFrom('request_usage')
     .where('id', '>', cp.last_usage_id)
-    .where('created_at', '>=', end)
-    .select([
-      'wallet',
-      'api_key_id',
-      sql<number>`created_at / ${sql.lit(DAY_MS)}`.as('day'),
-      sql<number>`count(*)`.as('request_count'),
-      sql<number>`sum(charged_usdc)`.as('charged_usdc'),
-    ])
-    .groupBy(['wallet', 'api_key_id', sql`created_at / ${sql.lit(DAY_MS)}`])
+    .where('created_at', '>=', cp.cells_from * DAY_MS)
+    .select(['wallet', 'api_key_id', day.as('day'), sql<number>`count(*)`.as('request_count'), sql<number>`sum(charged_usdc)`.as('charged_usdc')])
+    .groupBy(['wallet', 'api_key_id', day])
     .execute();
-  const daily = await db.selectFrom('usage_daily').where('day', '>', cp.day).select(['wallet', 'api_key_id', 'day', 'request_count', 'charged_usdc']).execute();
+  const proven = await db.selectFrom('ledger_checkpoint_days').selectAll().execute();
+  const daily = await db
+    .selectFrom('usage_daily')
+    .where('day', '>=', cp.cells_from)
+    .select(['wallet', 'api_key_id', 'day', 'request_count', 'charged_usdc'])
+    .execute();
   const cells = new Map<string, [number, number]>();
   const cellOf = (r: { wallet: string; api_key_id: unknown; day: unknown }) => `wallet ${r.wallet}, day ${Number(r.day)}, api key #${Number(r.api_key_id)}`;
-  for (const r of rows) cells.set(cellOf(r), [Number(r.request_count), Number(r.charged_usdc)]);
+  for (const r of [...proven, ...rows]) {
+    const [count, charged] = cells.get(cellOf(r)) ?? [0, 0];
+    cells.set(cellOf(r), [count + Number(r.request_count), charged + Number(r.charged_usdc)]);
+  }
   const problems: string[] = [];
   for (const d of daily) {
     const id = cellOf(d);

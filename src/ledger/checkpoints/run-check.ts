@@ -1,37 +1,63 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../storage/schema.ts';
 import { checkLedger, type LedgerCheck } from '../invariants.ts';
-import { lastClosedDay, latestCheckpoint, writeCheckpoint, type Checkpoint } from './checkpoint-store.ts';
+import { readBoundary } from './boundary.ts';
+import { checkpointSums, latestCheckpoint, storeCheckpoint, type Checkpoint, type CheckpointSums } from './checkpoint-store.ts';
 import { checkLedgerSince } from './incremental-check.ts';
+import { inSnapshot } from './snapshot.ts';
 
 export interface CheckpointedCheck extends LedgerCheck {
   /** The checkpoint the check started from (null: it checked everything). */
   from: Checkpoint | null;
-  /** The checkpoint this check stored (null: none, because it failed, `full` was asked, no day closed since, or another check stored one meanwhile). */
+  /** The checkpoint this check stored (null: none, because it failed, `full` was asked, or another check stored one meanwhile). */
   stored: Checkpoint | null;
 }
 
-/**
- * `tollgate admin ledger-check`: from the latest checkpoint (everything, before the first), and,
- * when that passes and a UTC day has closed since, a new checkpoint at that day's end, so the next
- * check reads only what came after. `full` checks everything and stores nothing: a check that
- * trusts no earlier one.
- */
-export async function runLedgerCheck(db: Kysely<Database>, opts: { full: boolean; now?: number }): Promise<CheckpointedCheck> {
-  const now = opts.now ?? Date.now();
-  if (opts.full) return { ...(await checkLedger(db)), from: null, stored: null };
-  const from = await latestCheckpoint(db);
-  const result = from ? await checkLedgerSince(db, from) : await checkLedger(db);
-  const day = lastClosedDay(now);
-  const due = result.ok && (from === null || day > from.day);
-  const stored = due ? await writeCheckpoint(db, from, day, now) : null;
-  return { ...result, from, stored };
+export interface LedgerCheckOptions {
+  full: boolean;
+  /** The moment of the check (tests move it); the checkpoint's boundary is read at it, or just after the latest checkpoint's. */
+  now?: number;
+  /**
+   * Where the check reads, in one snapshot: by default `db`. The gateway's own job on SQLite passes
+   * a second connection to the file, so its read transaction never holds the connection the
+   * ledger's writes use.
+   */
+  readDb?: Kysely<Database>;
+  /** Test only (src/fail-points.ts): runs after the check passed, before its checkpoint is stored. */
+  beforeStore?: () => void | Promise<void>;
+  /** false: check only, store no checkpoint (the bench times the same check three times over one checkpoint). */
+  store?: boolean;
 }
 
-const dayOf = (cp: Checkpoint) => new Date(cp.day * 86_400_000).toISOString().slice(0, 10);
+/**
+ * `tollgate admin ledger-check` and the gateway's checkpoint job: from the latest checkpoint
+ * (everything, before the first) and, when that passes, a new checkpoint at the boundary read
+ * before the check (readBoundary), so the next check reads only what came after. The check and the
+ * checkpoint's sums read one snapshot, which holds every row at or below the boundary and the
+ * writes of the live gateway only as whole write units. `full` checks everything and stores
+ * nothing: a check that trusts no earlier one.
+ */
+export async function runLedgerCheck(db: Kysely<Database>, opts: LedgerCheckOptions): Promise<CheckpointedCheck> {
+  const readDb = opts.readDb ?? db;
+  if (opts.full) return { ...(await inSnapshot(readDb, checkLedger)), from: null, stored: null };
+  const from = await latestCheckpoint(db);
+  // Checkpoints follow each other in time even when a clock steps back: the latest is the one read.
+  const now = () => Math.max(opts.now ?? Date.now(), (from?.at ?? 0) + 1);
+  const boundary = await readBoundary(db, now);
+  const { result, sums } = await inSnapshot(readDb, async (snap) => {
+    const result = from ? await checkLedgerSince(snap, from) : await checkLedger(snap);
+    const sums: CheckpointSums | null = result.ok && opts.store !== false ? await checkpointSums(snap, from, boundary, now()) : null;
+    return { result, sums };
+  });
+  if (!sums) return { ...result, from, stored: null };
+  await opts.beforeStore?.();
+  return { ...result, from, stored: await storeCheckpoint(db, from, sums) };
+}
+
+const timeOf = (cp: Checkpoint) => new Date(cp.at).toISOString().replace('.000Z', 'Z');
 
 /** One line for the operator: what the check trusted and what it stored. */
 export function describeCheckpoints(c: CheckpointedCheck): string {
-  const from = c.from ? `checked what came after the checkpoint at the end of ${dayOf(c.from)} (--full checks all history)` : 'checked all history';
-  return c.stored ? `${from}; stored a checkpoint at the end of ${dayOf(c.stored)}` : from;
+  const from = c.from ? `checked what came after the checkpoint at ${timeOf(c.from)} (--full checks all history)` : 'checked all history';
+  return c.stored ? `${from}; stored a checkpoint at ${timeOf(c.stored)}` : from;
 }

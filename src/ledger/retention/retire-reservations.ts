@@ -51,17 +51,30 @@ export async function retireReservationBatch(storage: Pick<Storage, 'db'>, b: Re
   if (candidates.length === 0) return 0;
   const ids = candidates.map((r) => r.id);
   return storage.db.transaction().execute(async (trx) => {
-    const charged = await trx
-      .selectFrom('reservations as r')
-      .innerJoin('request_usage as u', 'u.request_id', 'r.request_id')
-      .select(['r.id', 'u.charged_usdc'])
-      .where('r.id', 'in', ids)
+    // The charges are read after the delete, not before: on PostgreSQL the delete waits for a late
+    // charge that holds one of these rows (late-charge.ts locks its swept reservation), and a charge
+    // read before that wait would miss the usage row the late charge commits, leaving its key spend
+    // out of retired_key_spend.
+    const deleted = await trx
+      .deleteFrom('reservations')
+      .where('id', 'in', ids)
+      .where(leavable(b))
+      .returning(['id', 'request_id', 'api_key_id', 'created_at'])
       .execute();
-    const chargeOf = new Map(charged.map((c) => [Number(c.id), Number(c.charged_usdc)]));
-    const deleted = await trx.deleteFrom('reservations').where('id', 'in', ids).where(leavable(b)).returning(['id', 'api_key_id', 'created_at']).execute();
+    if (deleted.length === 0) return 0;
+    const charged = await trx
+      .selectFrom('request_usage')
+      .select(['request_id', 'charged_usdc'])
+      .where(
+        'request_id',
+        'in',
+        deleted.map((r) => r.request_id),
+      )
+      .execute();
+    const chargeOf = new Map(charged.map((c) => [c.request_id, Number(c.charged_usdc)]));
     const spent = new Map<string, { api_key_id: number; day: number; spent_usdc: number }>();
     for (const r of deleted) {
-      const charge = chargeOf.get(Number(r.id)) ?? 0;
+      const charge = chargeOf.get(r.request_id) ?? 0;
       if (r.api_key_id === null || charge === 0) continue;
       const cell = { api_key_id: Number(r.api_key_id), day: usageDay(Number(r.created_at)), spent_usdc: 0 };
       const id = `${cell.api_key_id} ${cell.day}`;
