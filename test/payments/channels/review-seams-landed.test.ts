@@ -1,60 +1,22 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { PaymentRequirements } from '@x402/core/types';
 import { toClientEvmSigner } from '@x402/evm';
 import { signVoucher } from '@x402/evm/batch-settlement/client';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { readOnchainChannel } from '../../../src/payments/channels/onchain-channel.ts';
 import { ENGINES } from '../../support/engines.ts';
-import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { call } from '../../support/gateway.ts';
 import { v2Header } from '../../support/x402-payloads.ts';
-import { CHAT_BODY, channelOf, channelOffersOf, channelPayer, channelSuite, paid, voucherHeader } from './channel-harness.ts';
+import { channelOf, channelOffersOf, channelSuite, paid, voucherHeader } from './channel-harness.ts';
 import { payerCalls, reader } from './claims-setup.ts';
+import { landedButUnserved, mirroredOnce } from './review-seams-setup.ts';
 
 /**
  * A deposit payload whose deposit landed (its request failed upstream), sent again once the
  * channel has changed under it, with its amount inflated, or racing the next voucher: the payload
  * is only ever its voucher against the channel the contract holds, and no deposit is invented.
  */
-
-interface Deposit {
-  type: 'deposit';
-  channelConfig: Record<string, unknown>;
-  voucher: { channelId: `0x${string}`; maxClaimableAmount: string; signature: `0x${string}` };
-  deposit: { amount: string; authorization: unknown };
-}
-
-/** The stock client's first payment on a new channel, sent once while the provider fails: its deposit landed, nothing charged. */
-async function landedButUnserved(h: PayPerRequestHarness) {
-  const account = await h.payer(10n);
-  const asked = await h.chat(CHAT_BODY);
-  const offer = channelOffersOf(asked.body.accepts).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase()) as PaymentRequirements;
-  const deposit = (await channelPayer(h, account).scheme.createPaymentPayload(2, offer)).payload as unknown as Deposit;
-  const header = v2Header(offer, deposit);
-  h.fake.behaviour = { failStatus: 500 };
-  try {
-    assert.ok((await paid(h, header)).status >= 500);
-  } finally {
-    h.fake.behaviour = {};
-  }
-  const row = (await channelOf(h, account))!;
-  assert.equal(row.charged_usdc, 0);
-  return { account, offer, deposit, header, row, channelId: deposit.voucher.channelId };
-}
-
-/** One deposit recorded, the contract's balance mirrored, charged within it, and the ledger consistent. */
-async function mirroredOnce(h: PayPerRequestHarness, channelId: `0x${string}`) {
-  const db = h.gw.services.storage.db;
-  const deposits = await db.selectFrom('channel_transfers').select('amount_usdc').where('channel_id', '=', channelId).where('kind', '=', 'deposit').execute();
-  assert.equal(deposits.length, 1, 'one deposit recorded');
-  const chain = await readOnchainChannel(reader(h), channelId);
-  const row = (await db.selectFrom('channels').select(['balance_usdc', 'charged_usdc']).where('channel_id', '=', channelId).executeTakeFirst())!;
-  assert.equal(Number(row.balance_usdc), Number(chain.balance), 'the mirror equals the chain');
-  assert.ok(Number(row.charged_usdc) <= Number(chain.balance), 'charged within what the channel holds');
-  await assertLedgerConsistent(db);
-}
 
 const refundHeader = async (h: PayPerRequestHarness, account: FundedAccount, config: Record<string, unknown>, channelId: `0x${string}`) => {
   const probe = await call(h.gw.url, 'GET', '/v1/channels/refund');

@@ -4,26 +4,18 @@ import type { PaymentRequirements } from '@x402/core/types';
 import { toClientEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme, signVoucher } from '@x402/evm/batch-settlement/client';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
-import { readOnchainChannel } from '../../../src/payments/channels/onchain-channel.ts';
 import { ENGINES } from '../../support/engines.ts';
-import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { v2Header } from '../../support/x402-payloads.ts';
 import { CHAT_BODY, paid } from './channel-harness.ts';
 import { claimsSuite, reader } from './claims-setup.ts';
+import { type DepositPayload, mirroredOnce } from './review-seams-setup.ts';
 
 /**
  * The landed-deposit check (deposit-landed.ts) on a Permit2 token: a deposit payload whose token
  * authorization reads as used is taken as its voucher. Attacked with an authorization of another
  * channel, and with an EIP-3009 authorization on a token that has no EIP-3009.
  */
-
-interface Deposit {
-  type: 'deposit';
-  channelConfig: Record<string, unknown>;
-  voucher: { channelId: `0x${string}`; maxClaimableAmount: string; signature: `0x${string}` };
-  deposit: { amount: string; authorization: Record<string, unknown> };
-}
 
 async function usdtOffer(h: PayPerRequestHarness): Promise<PaymentRequirements> {
   const asked = await h.chat(CHAT_BODY);
@@ -34,7 +26,7 @@ async function usdtOffer(h: PayPerRequestHarness): Promise<PaymentRequirements> 
 async function openedUsdtChannel(h: PayPerRequestHarness, account: FundedAccount, salt?: `0x${string}`) {
   const offer = await usdtOffer(h);
   const scheme = new BatchSettlementEvmScheme(toClientEvmSigner(account, reader(h)), salt ? { salt } : {});
-  const deposit = (await scheme.createPaymentPayload(2, offer)).payload as unknown as Deposit;
+  const deposit = (await scheme.createPaymentPayload(2, offer)).payload as unknown as DepositPayload;
   assert.ok(deposit.deposit.authorization.permit2Authorization, 'a Permit2 deposit');
   const served = await paid(h, v2Header(offer, deposit));
   assert.equal(served.status, 200, served.text.slice(0, 300));
@@ -46,7 +38,7 @@ async function withAuthorization(
   h: PayPerRequestHarness,
   account: FundedAccount,
   offer: PaymentRequirements,
-  own: Deposit,
+  own: DepositPayload,
   authorization: Record<string, unknown>,
 ) {
   const channelId = own.voucher.channelId;
@@ -54,19 +46,6 @@ async function withAuthorization(
   const next = String(Number(row.charged_usdc) + Number(offer.amount));
   const voucher = await signVoucher(toClientEvmSigner(account), channelId, next, offer.network);
   return v2Header(offer, { ...own, voucher, deposit: { ...own.deposit, authorization } });
-}
-
-/** The channel holds on chain what the gateway mirrors, one deposit is recorded, and the ledger is consistent. */
-async function oneDepositMirrored(h: PayPerRequestHarness, channelId: `0x${string}`) {
-  const db = h.gw.services.storage.db;
-  const deposits = await db.selectFrom('channel_transfers').select('amount_usdc').where('channel_id', '=', channelId).where('kind', '=', 'deposit').execute();
-  assert.equal(deposits.length, 1, 'one deposit recorded');
-  const chain = await readOnchainChannel(reader(h), channelId);
-  assert.equal(chain.balance, BigInt(deposits[0]!.amount_usdc), 'the contract holds that one deposit');
-  const row = (await db.selectFrom('channels').select(['balance_usdc', 'charged_usdc']).where('channel_id', '=', channelId).executeTakeFirst())!;
-  assert.equal(Number(row.balance_usdc), Number(chain.balance), 'the mirror equals the chain');
-  assert.ok(Number(row.charged_usdc) <= Number(chain.balance), 'charged within what the channel holds');
-  await assertLedgerConsistent(db);
 }
 
 const OTHER_SALT = `0x${'42'.repeat(32)}` as const;
@@ -83,8 +62,8 @@ for (const engine of ENGINES) {
       const b = await openedUsdtChannel(h, account, OTHER_SALT);
       const answer = await paid(h, await withAuthorization(h, account, b.offer, b.deposit, a.deposit.deposit.authorization));
       assert.ok(answer.status < 500, answer.text.slice(0, 300));
-      await oneDepositMirrored(h, a.deposit.voucher.channelId);
-      await oneDepositMirrored(h, b.deposit.voucher.channelId);
+      await mirroredOnce(h, a.deposit.voucher.channelId);
+      await mirroredOnce(h, b.deposit.voucher.channelId);
     });
 
     test("another channel's used Permit2 authorization is refused as not this channel's deposit (its witness names the other channel)", {
@@ -99,7 +78,7 @@ for (const engine of ENGINES) {
       const answer = await paid(h, await withAuthorization(h, account, b.offer, b.deposit, a.deposit.deposit.authorization));
       assert.equal(answer.status, 402, `taken as channel B's landed deposit: ${answer.status} ${answer.text.slice(0, 200)}`);
       assert.equal(h.fake.received.length, calls, 'nothing ran');
-      await oneDepositMirrored(h, b.deposit.voucher.channelId);
+      await mirroredOnce(h, b.deposit.voucher.channelId);
     });
 
     test('an EIP-3009 authorization on a deposit payload of a Permit2-only token is a clear 4xx, never a 500; nothing moved', {
@@ -114,7 +93,7 @@ for (const engine of ENGINES) {
       const answer = await paid(h, await withAuthorization(h, account, offer, deposit, { erc3009Authorization }));
       assert.ok(answer.status >= 400 && answer.status < 500, `${answer.status} ${answer.text.slice(0, 300)}`);
       assert.equal(h.fake.received.length, calls, 'nothing ran');
-      await oneDepositMirrored(h, deposit.voucher.channelId);
+      await mirroredOnce(h, deposit.voucher.channelId);
     });
   });
 }
