@@ -50,17 +50,24 @@ async function withAuthorization(
 
 const OTHER_SALT = `0x${'42'.repeat(32)}` as const;
 
+/** A payer's two USDT channels, A and B, each opened by its own Permit2 deposit; then B's deposit payload sent with A's used authorization. */
+async function crossChannel(h: PayPerRequestHarness) {
+  const account = await h.payer(10n);
+  await h.chain.approvePermit2(account, h.chain.usdt);
+  const a = await openedUsdtChannel(h, account);
+  const b = await openedUsdtChannel(h, account, OTHER_SALT);
+  const calls = h.fake.received.length;
+  const answer = await paid(h, await withAuthorization(h, account, b.offer, b.deposit, a.deposit.deposit.authorization));
+  return { a, b, answer, calls };
+}
+
 for (const engine of ENGINES) {
   describe(`attack: the landed-deposit check on Permit2 deposits (${engine})`, () => {
     const harness = claimsSuite(engine);
 
     test("another channel's used Permit2 authorization on a channel's deposit payload: no deposit invented, the mirror is the chain's", async () => {
       const h = harness();
-      const account = await h.payer(10n);
-      await h.chain.approvePermit2(account, h.chain.usdt);
-      const a = await openedUsdtChannel(h, account);
-      const b = await openedUsdtChannel(h, account, OTHER_SALT);
-      const answer = await paid(h, await withAuthorization(h, account, b.offer, b.deposit, a.deposit.deposit.authorization));
+      const { a, b, answer } = await crossChannel(h);
       assert.ok(answer.status < 500, answer.text.slice(0, 300));
       await mirroredOnce(h, a.deposit.voucher.channelId);
       await mirroredOnce(h, b.deposit.voucher.channelId);
@@ -70,12 +77,7 @@ for (const engine of ENGINES) {
       todo: "BREAK: deposit-landed.ts reads any used Permit2 nonce of any `from` as this channel's deposit landed (witness.channelId, from, token unchecked)",
     }, async () => {
       const h = harness();
-      const account = await h.payer(10n);
-      await h.chain.approvePermit2(account, h.chain.usdt);
-      const a = await openedUsdtChannel(h, account);
-      const b = await openedUsdtChannel(h, account, OTHER_SALT);
-      const calls = h.fake.received.length;
-      const answer = await paid(h, await withAuthorization(h, account, b.offer, b.deposit, a.deposit.deposit.authorization));
+      const { b, answer, calls } = await crossChannel(h);
       assert.equal(answer.status, 402, `taken as channel B's landed deposit: ${answer.status} ${answer.text.slice(0, 200)}`);
       assert.equal(h.fake.received.length, calls, 'nothing ran');
       await mirroredOnce(h, b.deposit.voucher.channelId);
