@@ -9,6 +9,7 @@ import { probeLines, type ProbeWindow } from './probe-report.ts';
 import { summarise, summaryLines, type CpuProfile, type Window } from './profile-summary.ts';
 import { runScript } from './script.ts';
 import { referenceProxy, startUpstream, type Target } from './targets.ts';
+import { ledgerStatementStats, type LedgerStatementStats } from './pg-statement-stats.ts';
 import { startTollgate, type TollgateDeployment } from './tollgate-target.ts';
 
 /**
@@ -19,8 +20,10 @@ import { startTollgate, type TollgateDeployment } from './tollgate-target.ts';
  * `--tree NAME=DIR[@FLAGS]` names a checkout to run, with node flags if given (repeatable; default
  * this one); `--probe` preloads
  * bench/gateway-probe.mjs and --cpu-prof into every gateway and prints what each saw in the phase.
+ * `--pg-stats` (PostgreSQL): the server's own time for the ledger's statements in each gateway's
+ * phase (pg_stat_statements), beside the batches the probe saw.
  * Usage: node --import tsx bench/ttft-phase.ts --engine sqlite|postgres [--kind ttft|json] [--rate 1000]
- *          [--seconds 5] [--pairs 3] [--wallets 1] [--tree before=/tmp/before --tree after=.] [--probe]
+ *          [--seconds 5] [--pairs 3] [--wallets 1] [--tree before=/tmp/before --tree after=.] [--probe] [--pg-stats]
  */
 const { values } = parseArgs({
   options: {
@@ -32,6 +35,7 @@ const { values } = parseArgs({
     wallets: { type: 'string', default: '1' },
     tree: { type: 'string', multiple: true },
     probe: { type: 'boolean', default: false },
+    'pg-stats': { type: 'boolean', default: false },
   },
 });
 if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error('--engine must be sqlite or postgres');
@@ -90,19 +94,23 @@ await runScript('ttft-phase', async ({ dir, onStop }) => {
   let database = (name: string) => Promise.resolve(`sqlite:${join(dir, `${name}.db`)}`);
   if (values.engine === 'postgres') {
     const { startPostgres } = await import('../test/support/postgres.ts');
-    const server = await startPostgres();
+    const server = await startPostgres(values['pg-stats'] ? { shared_preload_libraries: 'pg_stat_statements' } : {});
     onStop(server.stop);
     database = () => server.database();
   }
   const profiles = join(dir, 'profiles');
-  const gateways: Array<{ name: string; deployment: TollgateDeployment; target: Target; probeFile: string; windows: Window[] }> = [];
+  const gateways: Array<{ name: string; deployment: TollgateDeployment; target: Target; probeFile: string; windows: Window[]; stats?: LedgerStatementStats }> =
+    [];
   for (const tree of trees) {
+    const databaseUrl = await database(tree.name);
+    const stats = values['pg-stats'] && values.engine === 'postgres' ? await ledgerStatementStats(databaseUrl) : undefined;
+    if (stats) onStop(stats.close);
     const probeFile = join(dir, `probe-${tree.name}.json`);
     const probe = values.probe ? ['--import', join(ROOT, 'bench', 'gateway-probe.mjs'), '--cpu-prof', `--cpu-prof-dir=${join(profiles, tree.name)}`] : [];
     const nodeArgs = [...tree.nodeFlags, ...probe];
     const deployment = await startTollgate({
       upstreamUrl: upstream.url,
-      databaseUrl: await database(tree.name),
+      databaseUrl,
       instances: 1,
       wallets,
       nodeArgs,
@@ -111,7 +119,7 @@ await runScript('ttft-phase', async ({ dir, onStop }) => {
     });
     onStop(deployment.stop);
     const row = deployment.row(wallets);
-    gateways.push({ name: tree.name, deployment, target: { ...row, name: `${row.name} (${tree.name})` }, probeFile, windows: [] });
+    gateways.push({ name: tree.name, deployment, target: { ...row, name: `${row.name} (${tree.name})` }, probeFile, windows: [], stats });
   }
   for (const t of [proxy, ...gateways.map((g) => g.target)]) await saturate(t, { model: 'bench-fast', stream: false, seconds: 1, connections: 64 });
 
@@ -127,7 +135,9 @@ await runScript('ttft-phase', async ({ dir, onStop }) => {
       if (values.probe && pid) process.kill(pid, 'SIGUSR2'); // opens the probe's window
       const from = Number(process.hrtime.bigint() / 1000n);
       const load = loadavg()[0]!;
+      await t.gateway?.stats?.reset();
       const result = await openLoopInOwnProcess(t.target, phase);
+      const serverLines = (await t.gateway?.stats?.read()) ?? [];
       let probe: ProbeWindow | undefined;
       if (values.probe && t.gateway && pid) {
         t.gateway.windows.push({ fromMicros: from, toMicros: Number(process.hrtime.bigint() / 1000n) });
@@ -141,6 +151,7 @@ await runScript('ttft-phase', async ({ dir, onStop }) => {
       results.push({ pair, name: t.name, load, result, probe });
       process.stdout.write(`${line(pair, t.name, result, t.gateway ? proxyPhase : undefined, load)}\n${slowestInTime(result)}\n`);
       if (probe) process.stdout.write(`${probeLines(probe, result.startEpochMs ?? probe.from).join('\n')}\n`);
+      for (const l of serverLines) process.stdout.write(`    ${l}\n`);
     }
   }
   process.stdout.write('\nmedians over the pairs (p50 / p99, ms; ratios to the proxy):\n');

@@ -21,17 +21,28 @@ const batches = channel('tollgate:group-commit');
  * When the engine cannot say (a PostgreSQL connection lost at COMMIT) every caller gets the error
  * and nothing runs again: rerunning a unit that may have committed would apply it twice.
  *
- * One batch at a time per instance of this class: the next one is formed from what queued while
- * the last ran, so under load batches grow by themselves and no two of them wait on each other.
+ * One batch at a time per instance of this class by default: the next one is formed from what
+ * queued while the last ran, so under load batches grow by themselves and no two of them wait on
+ * each other. An engine that can queue a transaction behind another on the same connection
+ * (PostgreSQL's pipeline) may let up to `maxInFlight` batches run at once: when a full batch
+ * (maxUnits) is queued, it is formed as soon as the one before it has written its last statement
+ * (its `sent`), not once it is answered, so under a backlog the server always has the next
+ * transaction waiting while the answers of the last are read.
  */
 export abstract class GroupCommit {
   private queue: Queued[] = [];
-  /** A batch is scheduled or running. */
-  private busy = false;
+  /** The next batch is scheduled (a setImmediate is pending). */
+  private scheduled = false;
+  /** Batches formed and not yet answered. */
+  private inFlight = 0;
+  /** The last batch formed has not written all its statements yet: the next one would land inside its transaction. */
+  private writing = false;
 
   constructor(
     /** Units one transaction takes at most, so one commit never holds its locks (or the process) long. */
     private readonly maxUnits: number,
+    /** Batches at once (see above); 1: the next batch waits for the last one's answer. */
+    private readonly maxInFlight = 1,
   ) {}
 
   readonly submit: UnitRunner = <T>(unit: WriteUnit<T>, opts: UnitOptions = {}) =>
@@ -53,30 +64,49 @@ export abstract class GroupCommit {
   /** Runs `work` with the batch's connection held, so nothing else uses it meanwhile. */
   protected abstract hold(work: () => Promise<void>): Promise<void>;
 
-  /** Runs the units in one transaction: all of them commit, or (on any error) none does. */
-  protected abstract transaction(units: Queued[]): Promise<BatchOutcome>;
+  /**
+   * Runs the units in one transaction: all of them commit, or (on any error) none does. `sent`, if
+   * called, says that every statement of it (COMMIT included) is written, so the next batch may go
+   * out behind it (with maxInFlight > 1); it is called for the batch anyway once it is answered.
+   */
+  protected abstract transaction(units: Queued[], sent: () => void): Promise<BatchOutcome>;
 
   private schedule(): void {
-    if (this.busy) return;
-    this.busy = true;
+    if (this.scheduled || this.writing || this.inFlight >= this.maxInFlight) return;
+    // Behind a batch in flight, only a full one: a transaction costs the process a write and a read
+    // of its own, so below a backlog of maxUnits the queue waits and its batch grows (measured: tiny
+    // pipelined transactions at saturation cost a third more CPU per request, docs/DECISIONS.md).
+    if (this.inFlight > 0 && this.queue.length < this.maxUnits) return;
+    this.scheduled = true;
     // setImmediate, not a microtask: requests that arrived in the same poll phase join the batch.
     setImmediate(() => {
+      this.scheduled = false;
       const batch = this.order(this.queue.splice(0, Math.min(this.maxUnits, this.batchLimit())));
-      this.hold(() => this.flush(batch))
+      this.inFlight++;
+      this.writing = true;
+      let written = false;
+      const sent = () => {
+        if (written) return;
+        written = true;
+        this.writing = false;
+        if (this.queue.length) this.schedule();
+      };
+      this.hold(() => this.flush(batch, sent))
         // Holding the connection failed (the database is closing, or does not answer): nothing
         // ran. A promise already settled ignores the rejection.
         .catch((err) => batch.forEach((q) => q.reject(err)))
         .finally(() => {
-          this.busy = false;
+          this.inFlight--;
+          sent();
           if (this.queue.length) this.schedule();
         });
     });
   }
 
-  private async flush(batch: Queued[]): Promise<void> {
+  private async flush(batch: Queued[], sent: () => void): Promise<void> {
     if (!batch.length) return;
     const started = performance.now();
-    const together = await this.transaction(batch);
+    const together = await this.transaction(batch, sent);
     if (batches.hasSubscribers) {
       const oldest = Math.min(...batch.map((q) => q.queuedAt || started));
       batches.publish({ at: performance.timeOrigin + started, units: batch.length, waitedMs: started - oldest, ranMs: performance.now() - started });
@@ -91,8 +121,9 @@ export abstract class GroupCommit {
     }
     // One unit failed and the whole batch was rolled back: run each again in its own transaction,
     // so that only the failing one fails.
+    sent();
     for (const q of batch) {
-      const alone = await this.transaction([q]);
+      const alone = await this.transaction([q], () => undefined);
       if (alone.ok && !alone.failedAlone?.size) q.resolve(alone.values[0]);
       else if (alone.ok) q.reject(alone.failedAlone!.get(0));
       else q.reject(alone.err);

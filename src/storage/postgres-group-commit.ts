@@ -6,22 +6,33 @@ import type { UnitTx, WriteUnit } from './write-units.ts';
 /**
  * Units one PostgreSQL transaction takes at most. A batch holds its wallets' row locks until its
  * COMMIT, so this bounds how long a writer outside the batch (a top-up, the sweeper) can wait for
- * one: 256 one-statement units are 70-120 ms of server work here.
+ * one, and how long the first unit of a backlog waits for its answer: 64 one-statement units of
+ * one wallet are about 4 ms of server work on a quiet machine (reserve 30-40 µs, finish 60-100 µs,
+ * the same at 1 or 256 units a transaction: docs/DECISIONS.md, "PostgreSQL's one-wallet queue").
  */
-const MAX_UNITS_PER_COMMIT = 256;
+export const MAX_UNITS_PER_COMMIT = 64;
+
+/**
+ * Transactions a lane has on its connection at once (see hold and transaction): the next one is
+ * written behind the last one's COMMIT instead of after its answer, so a backlog of one wallet goes
+ * out as several transactions back to back and the backend never waits for the gateway to read an
+ * answer before it starts the next. Together they hold as many units as one batch of 256 did.
+ */
+export const COMMITS_IN_FLIGHT = 4;
 
 /** Statement texts given a name at most (the ledger's units have a few dozen). */
 const MAX_PREPARED = 500;
 
 /**
  * How long one transaction of a batch (BEGIN to COMMIT's answer) may take before its connection is
- * destroyed. A lane runs one batch at a time on one connection, so a connection that goes silent
+ * destroyed. A lane runs its transactions on one connection, so a connection that goes silent
  * (half-open TCP: a NAT or failover dropping the flow with no RST) would otherwise stall every
- * wallet of the lane for ever. 10 s is about 100 times an honest batch of 256 units on a loaded
- * machine (70-120 ms of server work, plus a round trip per unit that reads before it writes), and
- * ten times the server's deadlock_timeout (a lock cycle with a writer outside the batches is broken
- * after 1 s): an honest batch that reaches it is waiting on a row some other session holds far
- * longer than any ledger writer does, and failing it (an outage to its callers) is what we want.
+ * wallet of the lane for ever. 10 s is about 100 times the 256 units an honest transaction waits
+ * for at most (its own and the ones in flight before it) on a loaded machine (70-120 ms of server
+ * work, plus a round trip per unit that reads before it writes), and ten times the server's
+ * deadlock_timeout (a lock cycle with a writer outside the batches is broken after 1 s): an
+ * honest batch that reaches it is waiting on a row some other session holds far longer than any
+ * ledger writer does, and failing it (an outage to its callers) is what we want.
  */
 export const BATCH_DEADLINE_MS = 10_000;
 
@@ -36,9 +47,9 @@ export const BATCH_DEADLINE_MS = 10_000;
  * context switch per handover on the server; here the batch takes the lock once and its units run
  * back to back on one backend.
  *
- * One batch at a time per lane (postgres-lanes.ts), so this process's batches never wait on each
- * other's row locks. Another instance's batches may lock the same wallets: each batch sorts its
- * units by wallet (`order`) and the server runs their statements in exactly that order (a run of
+ * One connection per lane (postgres-lanes.ts), its transactions run one after another by its
+ * backend, so this process's batches never wait on each other's row locks. Another instance's
+ * batches may lock the same wallets: each batch sorts its units by wallet (`order`) and the server runs their statements in exactly that order (a run of
  * one-statement units is pipelined, but a unit that reads before it writes starts only after the
  * run before it answered), so every batch takes its wallets' locks in ascending order and two
  * batches cannot close a cycle. Writers outside the batches (top-ups, admin credits, the sweeper)
@@ -55,11 +66,18 @@ export class PostgresGroupCommit extends GroupCommit {
    * or null: the pool must then drop it, and no further transaction of this hold may use it.
    */
   private broken: unknown = null;
+  /** The batches in flight on `client` (see hold); `connected`: its pool.connect; `dropped`: it went back to the pool. */
+  private holders = 0;
+  private connected: Promise<void> = Promise.resolve();
+  private dropped: Promise<void> = Promise.resolve();
+  private onDropped: () => void = () => undefined;
+  /** A transaction still writing its statements: the next one's BEGIN waits for it (see attempt). */
+  private unsent: Promise<void> | null = null;
   private readonly tx: UnitTx;
 
   /** `pool`: connections in pipeline mode (see attempt), used by nothing else. */
   constructor(private readonly pool: PgModule.Pool) {
-    super(MAX_UNITS_PER_COMMIT);
+    super(MAX_UNITS_PER_COMMIT, COMMITS_IN_FLIGHT);
     this.tx = {
       run: async (sql, params) => (await this.query(sql, params)).rowCount ?? 0,
       get: async <T>(sql: string, params: unknown[]) => (await this.query(sql, params)).rows[0] as T | undefined,
@@ -76,10 +94,28 @@ export class PostgresGroupCommit extends GroupCommit {
     return batch.sort((a, b) => ((a.wallet ?? '') < (b.wallet ?? '') ? -1 : (a.wallet ?? '') > (b.wallet ?? '') ? 1 : 0));
   }
 
+  /**
+   * The batches in flight share one connection: each is pipelined behind the one before it. A new
+   * batch takes a connection from the pool only when none is held; one that broke serves no new
+   * batch, which waits until the batches still on it have ended and it is dropped.
+   */
   protected async hold(work: () => Promise<void>): Promise<void> {
-    const client = await this.pool.connect();
-    this.client = client;
-    this.broken = null;
+    while (this.holders > 0 && this.broken !== null) await this.dropped;
+    this.holders++;
+    if (this.holders === 1) {
+      this.dropped = new Promise((resolve) => (this.onDropped = resolve));
+      this.connected = this.pool.connect().then((client) => {
+        this.client = client;
+        this.broken = null;
+      });
+    }
+    try {
+      await this.connected;
+    } catch (err) {
+      if (--this.holders === 0) this.onDropped();
+      throw err;
+    }
+    const client = this.client!;
     try {
       await work();
     } catch (err) {
@@ -88,9 +124,12 @@ export class PostgresGroupCommit extends GroupCommit {
       this.broken ??= err;
       throw err;
     } finally {
-      this.client = null;
-      // release(true) destroys the client instead of handing a dead connection to the next caller.
-      client.release(this.broken !== null);
+      if (--this.holders === 0) {
+        this.client = null;
+        // release(true) destroys the client instead of handing a dead connection to the next caller.
+        client.release(this.broken !== null);
+        this.onDropped();
+      }
     }
   }
 
@@ -99,7 +138,27 @@ export class PostgresGroupCommit extends GroupCommit {
    * still pending on it, and the attempt ends as an unknown outcome (no rerun, an outage to every
    * caller: a COMMIT may have been sent). The lane's next batch takes a fresh connection (hold).
    */
-  protected async transaction(batch: Queued[]): Promise<BatchOutcome> {
+  protected async transaction(batch: Queued[], sent: () => void): Promise<BatchOutcome> {
+    // The transactions before this one on the connection have written every statement (so this
+    // BEGIN cannot land inside one of them): a rerun alone may follow a batch sent after its own.
+    while (this.unsent !== null) await this.unsent;
+    let written!: () => void;
+    const mine = new Promise<void>((resolve) => (written = resolve));
+    this.unsent = mine;
+    const release = () => {
+      if (this.unsent !== mine) return;
+      this.unsent = null;
+      written();
+      sent();
+    };
+    try {
+      return await this.underDeadline(batch, release);
+    } finally {
+      release();
+    }
+  }
+
+  private async underDeadline(batch: Queued[], sent: () => void): Promise<BatchOutcome> {
     if (this.broken !== null) return { ok: false, err: this.broken, retryAlone: false };
     const client = this.client!;
     const deadline = setTimeout(() => {
@@ -109,7 +168,7 @@ export class PostgresGroupCommit extends GroupCommit {
       socketOf(client).destroy();
     }, BATCH_DEADLINE_MS);
     try {
-      const outcome = await this.attempt(client, batch);
+      const outcome = await this.attempt(client, batch, sent);
       // Past the deadline every caller hears the deadline, not the connection error it caused.
       return this.broken !== null ? { ok: false, err: this.broken, retryAlone: false } : outcome;
     } finally {
@@ -134,7 +193,7 @@ export class PostgresGroupCommit extends GroupCommit {
    * pipelineCommit); otherwise it is sent once every unit has settled, so that a unit failing after
    * its statement still rolls the batch back.
    */
-  private async attempt(client: PgModule.PoolClient, batch: Queued[]): Promise<BatchOutcome> {
+  private async attempt(client: PgModule.PoolClient, batch: Queued[], sent: () => void): Promise<BatchOutcome> {
     const values: unknown[] = new Array(batch.length);
     const failedAlone = new Map<number, unknown>();
     /** The first error of a unit that may have changed something: the batch must roll back. */
@@ -173,6 +232,8 @@ export class PostgresGroupCommit extends GroupCommit {
         // The run's statements are written: one write for all of them (pg writes each query apart).
         socket.uncork();
       }
+      // COMMIT is written: the lane's next transaction may go out behind it.
+      if (commit) sent();
       await Promise.all(run);
       if (commit) break;
       if (err !== undefined || i >= batch.length) break;
@@ -191,7 +252,9 @@ export class PostgresGroupCommit extends GroupCommit {
     if (commit) return this.settleCommit(commit, values, failedAlone, err);
     if (err !== undefined) {
       try {
-        await client.query('ROLLBACK');
+        const rollback = client.query('ROLLBACK');
+        sent();
+        await rollback;
       } catch {
         // The connection is gone with the transaction: nothing committed, but it cannot run the
         // units again either; each caller hears the first error (an outage, for the settler).
@@ -201,7 +264,9 @@ export class PostgresGroupCommit extends GroupCommit {
     }
     let done: PgModule.QueryResult;
     try {
-      done = await client.query('COMMIT');
+      const answer = client.query('COMMIT');
+      sent();
+      done = await answer;
     } catch (e) {
       // The COMMIT may or may not have been applied (a connection lost after the server took it):
       // running any unit again could apply it twice, so every caller gets the error instead (the

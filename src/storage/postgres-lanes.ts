@@ -3,11 +3,11 @@ import { PostgresGroupCommit } from './postgres-group-commit.ts';
 import type { UnitRunner } from './write-units.ts';
 
 /**
- * Several PostgreSQL group commits side by side ("lanes"), each running one batch at a time on its
- * own pool connection, and each wallet always in the same lane (by a hash of its address). So the
- * server works on as many batches at once as there are lanes, and yet no two batches ever hold or
- * wait for the same wallet's row lock: they cannot deadlock with each other, and one hot wallet
- * never makes another lane wait. Everything else a ledger unit writes belongs to one wallet too
+ * Several PostgreSQL group commits side by side ("lanes"), each running its batches one after
+ * another on its own pool connection (pipelined: postgres-group-commit.ts), and each wallet always
+ * in the same lane (by a hash of its address). So the server works on as many batches at once as
+ * there are lanes, and yet no two batches ever hold or wait for the same wallet's row lock: they
+ * cannot deadlock with each other, and one hot wallet never makes another lane wait. Everything else a ledger unit writes belongs to one wallet too
  * (its keys' spend and totals, its reservations, its days), so lanes share no locked row.
  */
 export function postgresLanes(pool: PgModule.Pool, lanes: number): UnitRunner {
