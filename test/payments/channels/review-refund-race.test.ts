@@ -36,5 +36,40 @@ for (const engine of ENGINES) {
       );
       await assertRefundRecordedOnce(h, r);
     });
+
+    test('an instance that crashed after recording the mined refund but before giving the channel back: the next pass records nothing twice', async () => {
+      const h = harness();
+      const r = await pendingRefund(h);
+      await r.mine();
+      const db = h.gw.services.storage.db;
+      const held = (await findChannel(db, r.before.channel_id))!;
+      assert.equal((await settleRefundInFlight(db, reader(h), held, r.transaction as Hex, Date.now())).kind, 'landed');
+      // The crash: its lease drop never ran, so the channel is still held for the refund.
+      await db
+        .updateTable('channels')
+        .set({ lease_owner: held.lease_owner, lease_until: held.lease_until })
+        .where('channel_id', '=', held.channel_id)
+        .execute();
+      const pass = await claimPass(h, {}, true);
+      assert.deepEqual(
+        pass.refunds.map((f) => f.landed),
+        [true],
+      );
+      await assertRefundRecordedOnce(h, r);
+    });
+
+    test('a claim pass that runs while the refund is unmined, then both mine: the refund is recorded once and the books equal the chain', async () => {
+      const h = harness();
+      const r = await pendingRefund(h);
+      const racing = claimPass(h, {}, true);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await r.mine();
+      const during = await racing;
+      const next = await claimPass(h, {}, true);
+      assert.ok(during.refunds.length + next.refunds.length >= 1, 'a pass finished the refund');
+      const after = (await findChannel(h.gw.services.storage.db, r.before.channel_id))!;
+      assert.equal(after.lease_owner, null, 'the channel is given back');
+      await assertRefundRecordedOnce(h, r);
+    });
   });
 }
