@@ -1,16 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, describe, test } from 'node:test';
-import pg from 'pg';
+import { describe, test } from 'node:test';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { reserve } from '../../src/ledger/operations/reserve.ts';
 import { applySettle } from '../../src/ledger/spool/apply-settle.ts';
-import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { freshDatabaseUrl } from '../support/engines.ts';
-import { fundedWallet, usageRecord } from '../support/ledger.ts';
-import { until } from '../support/until.ts';
+import { usageRecord } from '../support/ledger.ts';
+import { lockedPostgresSuite } from '../support/locked-postgres.ts';
 
 /**
  * The late charge locks its wallet, then its swept reservation; a finish locks its reservation with
@@ -19,22 +15,10 @@ import { until } from '../support/until.ts';
  * cycle left unbroken, no error out to a caller) and the ledger must add up.
  */
 describe('attack: a late charge, a finish and the sweeper on one wallet at once (postgres)', () => {
-  const opened: Storage[] = [];
-  const outsiders: pg.Client[] = [];
-  after(async () => {
-    for (const c of outsiders) await c.end();
-    for (const s of opened) await s.close();
-  });
+  const lockedPostgres = lockedPostgresSuite();
 
   test('all three complete once the wallet is free: the finish bills, the late charge bills, the sweeper releases', async () => {
-    const url = await freshDatabaseUrl('postgres');
-    const s = openStorage(url);
-    opened.push(s);
-    await migrateToLatest(s);
-    const outside = new pg.Client({ connectionString: url });
-    await outside.connect();
-    outsiders.push(outside);
-    const wallet = await fundedWallet(s.db, 10_000);
+    const { s, outside, wallet, waitingOnLocks } = await lockedPostgres();
     const t0 = Date.now();
     const [finishing, swept, expiring] = [randomUUID(), randomUUID(), randomUUID()];
     assert.equal(await reserve(s, { wallet, apiKeyId: 1, requestId: swept, amountUsdc: 500, leaseMs: 1 }, t0), true);
@@ -48,12 +32,7 @@ describe('attack: a late charge, a finish and the sweeper on one wallet at once 
     const settle = (requestId: string) => applySettle(s, { requestId, wallet, chargeUsdc: 300, usage: usageRecord(requestId, wallet) }, now);
     const all = Promise.allSettled([settle(finishing), settle(swept), sweepExpiredReservations(s.db, now)]);
     try {
-      await until(async () => {
-        const { rows } = await outside.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()",
-        );
-        return rows[0].n >= 2;
-      }, 'the writers waiting for the wallet');
+      await waitingOnLocks(2);
     } finally {
       await outside.query('COMMIT');
     }

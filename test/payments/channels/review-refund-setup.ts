@@ -14,7 +14,8 @@ import { channelOf, channelOffersOf, channelPayer, openedChannel } from './chann
 /** A review's refund left unconfirmed: anvil's mining paused past the gateway's receipt wait (2 s in these suites). */
 export const SHORT_WAIT = { topup: { settleWaitSeconds: 2 } };
 
-async function signedRefund(h: PayPerRequestHarness, payer: FundedAccount): Promise<string> {
+/** A refund payload for `payer`'s stock-client channel, its voucher signing what the channel has been charged now. */
+export async function signedRefund(h: PayPerRequestHarness, payer: FundedAccount): Promise<string> {
   const probe = await call(h.gw.url, 'GET', '/v1/channels/refund');
   assert.equal(probe.status, 402, probe.text);
   const offer = channelOffersOf(probe.body.accepts as PaymentRequirements[]).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase())!;
