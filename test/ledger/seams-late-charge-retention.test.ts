@@ -1,20 +1,18 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
-import pg from 'pg';
+import { describe, test } from 'node:test';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { runLedgerCheck } from '../../src/ledger/checkpoints/run-check.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { reserve } from '../../src/ledger/operations/reserve.ts';
 import { applySettle } from '../../src/ledger/spool/apply-settle.ts';
 import { runRetentionPass, type RetentionPassOutcome } from '../../src/retention/retention-job.ts';
-import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { freshDatabaseUrl, tempDir } from '../support/engines.ts';
-import { fundedWallet, usageRecord } from '../support/ledger.ts';
+import type { Storage } from '../../src/storage/database.ts';
+import { tempDir } from '../support/engines.ts';
+import { usageRecord } from '../support/ledger.ts';
 import { DAY, retentionConfig } from '../support/retention.ts';
-import { until } from '../support/until.ts';
+import { lockedPostgresSuite } from '../support/locked-postgres.ts';
 
 /**
  * A late charge (a spooled settle replayed after the sweeper released its reservation) racing the
@@ -25,22 +23,10 @@ import { until } from '../support/until.ts';
  * `retired_key_spend` when the reservation leaves), or not billed at all: ledger-check stays clean.
  */
 describe('attack: a late charge racing the retention of its swept reservation (postgres)', () => {
-  const opened: Storage[] = [];
-  const outsiders: pg.Client[] = [];
-  after(async () => {
-    for (const c of outsiders) await c.end();
-    for (const s of opened) await s.close();
-  });
+  const lockedPostgres = lockedPostgresSuite();
 
   async function sweptRequest() {
-    const url = await freshDatabaseUrl('postgres');
-    const s = openStorage(url);
-    opened.push(s);
-    await migrateToLatest(s);
-    const outside = new pg.Client({ connectionString: url });
-    await outside.connect();
-    outsiders.push(outside);
-    const wallet = await fundedWallet(s.db, 10_000);
+    const { s, outside, wallet, waitingOnLocks } = await lockedPostgres();
     const t0 = Date.now();
     // Its answer was delivered and its settle spooled on an instance that then stayed down; the
     // sweeper released the reservation. The spool comes back after the usage window.
@@ -51,14 +37,6 @@ describe('attack: a late charge racing the retention of its swept reservation (p
     assert.ok((await runLedgerCheck(s.db, { full: false, now: later })).stored, 'a checkpoint covers it: retention may remove it');
     const replay = () => applySettle(s, { requestId, wallet, chargeUsdc: 300, usage: usageRecord(requestId, wallet) }, later);
     const retention = () => runRetentionPass(s, retentionConfig(join(tempDir(), 'archive'), { reservationDays: 1, usageDays: 3 }), { now: later, holder: 'a' });
-    /** Waits until `n` other sessions wait for a row lock. */
-    const waitingOnLocks = (n: number) =>
-      until(async () => {
-        const { rows } = await outside.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()",
-        );
-        return rows[0].n >= n;
-      }, `${n} sessions waiting for a row lock`);
     return { s, outside, wallet, requestId, replay, retention, waitingOnLocks };
   }
 

@@ -1,18 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { PaymentRequirements } from '@x402/core/types';
-import { toClientEvmSigner } from '@x402/evm';
-import { computeChannelId, signVoucher } from '@x402/evm/batch-settlement/client';
 import type { PublicClient } from 'viem';
-import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { auditChannelsOnChain } from '../../../src/payments/channels/channel-audit.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { call } from '../../support/gateway.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import { v2Header } from '../../support/x402-payloads.ts';
-import { CHANNEL_CONFIG, channelOf, channelOffersOf, channelPayer, channelSuite, openedChannel, paid, voucherHeader } from './channel-harness.ts';
+import { CHANNEL_CONFIG, channelOf, channelSuite, openedChannel, paid, voucherHeader } from './channel-harness.ts';
 import { claimPass } from './claims-setup.ts';
+import { signedRefund } from './review-refund-setup.ts';
 
 /**
  * A cooperative refund sent by the facilitator whose receipt it stopped waiting for (anvil's mining
@@ -21,17 +17,6 @@ import { claimPass } from './claims-setup.ts';
  * charged against escrow the refund pays back), and the row catches up once it is mined, through
  * the payer's retry or the next claim pass. Refunded once, on chain and in the books.
  */
-
-/** A refund payload for `payer`'s stock-client channel, its voucher signing what the channel has been charged now. */
-async function refundHeader(h: PayPerRequestHarness, payer: FundedAccount): Promise<string> {
-  const probe = await call(h.gw.url, 'GET', '/v1/channels/refund');
-  assert.equal(probe.status, 402, probe.text);
-  const offer = channelOffersOf(probe.body.accepts as PaymentRequirements[]).find((o) => o.asset.toLowerCase() === h.chain.usdc.toLowerCase())!;
-  const config = channelPayer(h, payer).scheme.buildChannelConfig(offer);
-  const charged = (await channelOf(h, payer))!.charged_usdc;
-  const voucher = await signVoucher(toClientEvmSigner(payer), computeChannelId(config, offer.network), String(charged), offer.network);
-  return v2Header(offer, { type: 'refund', channelConfig: config, voucher });
-}
 
 const audited = (h: PayPerRequestHarness) =>
   auditChannelsOnChain(h.gw.services.storage.db, () => h.gw.services.topup!.clientFor(h.chain.network) as PublicClient);
@@ -42,7 +27,7 @@ async function refundLeftPending(h: PayPerRequestHarness) {
   const payer = await openedChannel(h);
   const before = (await channelOf(h, payer))!;
   const payerUsdc = await h.chain.balanceOf(h.chain.usdc, payer.address);
-  const header = await refundHeader(h, payer);
+  const header = await signedRefund(h, payer);
   await h.anvil.rpc('evm_setAutomine', [false]);
   const first = await refundAt(h, header);
   return { payer, before, payerUsdc, header, first, mine: () => h.anvil.rpc('evm_setAutomine', [true]).then(() => h.anvil.rpc('evm_mine', [])) };
