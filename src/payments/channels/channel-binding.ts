@@ -24,6 +24,22 @@ export interface BoundChannelPayment {
 const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
 /**
+ * A deposit's token authorization must be the kind the offer's token is deposited by
+ * (extra.assetTransferMethod): the other kind names a function the token may not have, and no
+ * collector would take it.
+ */
+function checkAuthorizationKind(inner: Extract<ChannelPayload, { type: 'deposit' }>, offer: Offer): void {
+  const kind = inner.deposit.authorization.erc3009Authorization ? 'eip3009' : 'permit2';
+  const wanted = offer.config.transferMethod;
+  if (kind === wanted) return;
+  const field = wanted === 'eip3009' ? 'erc3009Authorization' : 'permit2Authorization';
+  throw paymentMismatch(
+    `payload.deposit.authorization is a ${kind} authorization, but ${offer.requirements.asset} is deposited by ${wanted} ` +
+      `(the offer's extra.assetTransferMethod): sign the deposit with a ${field}`,
+  );
+}
+
+/**
  * Binds a batch-settlement payment to one of `offers` (the request's channel entries): the channel
  * config must name this gateway's receiver, receiver authorizer, token and withdrawal delay, and
  * hash to the channel id its voucher signs (the facilitator checks the same; the gateway checks it
@@ -51,6 +67,7 @@ export function bindChannelPayment(envelope: PaymentPayload, offers: Offer[]): B
     );
   }
   if (!same(c.token, requirements.asset)) throw paymentMismatch(`the channel's token is ${c.token}, not ${requirements.asset}`);
+  if (inner.type === 'deposit') checkAuthorizationKind(inner, offer);
   if (c.withdrawDelay !== extra.withdrawDelay)
     throw paymentMismatch(`the channel's withdrawDelay is ${c.withdrawDelay}, not ${extra.withdrawDelay} as the offer says`);
   // Lower-case addresses hash the same and never fail a checksum: a mis-cased address is the payer's typo, not a 500.

@@ -1,5 +1,6 @@
 import { PERMIT2_ADDRESS } from '@x402/evm';
 import { encodeAbiParameters, keccak256, parseAbi, type Address, type Hex, type PublicClient } from 'viem';
+import { isTransportError } from '../../chain/rpc-errors.ts';
 import type { BoundChannelPayment } from './channel-binding.ts';
 import type { ChannelPayload } from './channel-payload.ts';
 import type { ChannelSnapshot } from './channel-types.ts';
@@ -21,7 +22,7 @@ export async function landedDeposit(
   channelId: Hex,
   deposit: Deposit,
 ): Promise<ChannelSnapshot | null> {
-  if (!(await authorizationUsed(client, channelId, deposit))) return null;
+  if (!(await authorizationUsed(client, channelId, deposit).catch(notLandedUnlessOutage))) return null;
   const c = await readOnchainChannel(client, channelId);
   return {
     channelId,
@@ -31,6 +32,17 @@ export async function landedDeposit(
     refundNonce: String(c.refundNonce),
   };
 }
+
+/**
+ * A read the chain refused (a token without the function, a revert) says nothing landed: the
+ * facilitator then judges the payload and answers why. An RPC that is not answering stays an outage.
+ */
+function notLandedUnlessOutage(err: unknown): false {
+  if (isTransportError(err)) throw err;
+  return false;
+}
+
+const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
 /**
  * Whether this deposit's token authorization has already been used on chain. Both collectors bind
@@ -48,7 +60,11 @@ async function authorizationUsed(client: Pick<PublicClient, 'readContract'>, cha
     const token = deposit.channelConfig.token as Address;
     return client.readContract({ address: token, abi, functionName: 'authorizationState', args: [deposit.channelConfig.payer as Address, nonce] });
   }
-  const { from, nonce } = authorization.permit2Authorization;
+  const { from, nonce, witness, permitted } = authorization.permit2Authorization;
+  // Permit2 nonces are the owner's, not the channel's: only an authorization naming this channel,
+  // its payer and its token can be this channel's deposit. Another one, used, is someone else's.
+  const { payer, token } = deposit.channelConfig;
+  if (!same(witness.channelId, channelId) || !same(from, payer) || !same(permitted.token, token)) return false;
   const n = BigInt(nonce);
   const word = await client.readContract({ address: PERMIT2_ADDRESS, abi, functionName: 'nonceBitmap', args: [from as Address, n >> 8n] });
   return ((word >> (n & 0xffn)) & 1n) === 1n;

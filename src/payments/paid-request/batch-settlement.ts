@@ -82,24 +82,19 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
   if (belowMinimum) return rejected(call, belowMinimum);
   const { db } = deps;
   const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
+  const countRequest = () => deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
   let row = await findChannel(db, bound.channelId);
-  let firstVerdict: ChannelSnapshot | undefined;
+  let first: FirstSeen = { bound, counted: false };
   if (!row) {
-    // A channel first seen: the facilitator says it is genuine and what the chain holds, which is
-    // its baseline (never the client's voucher). Nothing is recorded for a payload it refuses.
-    let verdict;
+    let seen: FirstSeen & { row: ChannelRow };
     try {
-      verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
+      const found = await firstSeen(deps, bound, countRequest);
+      if (!found.ok) return rejected(call, found.reason);
+      seen = found;
     } catch (err) {
       return unavailable(err);
     }
-    if (!verdict.ok) return rejected(call, await withContractWalletHint(deps.topup.clientFor(bound.network), bound.inner.channelConfig, verdict.reason));
-    firstVerdict = verdict.snapshot;
-    row = await recordChannel(
-      db,
-      { channelId: bound.channelId, network: bound.network, config: bound.inner.channelConfig, snapshot: verdict.snapshot },
-      deps.now(),
-    );
+    [first, row] = [seen, seen.row];
   }
   const owner = deps.requestId;
   if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) return busy(call, deps.topup.facilitator, bound, row);
@@ -115,20 +110,58 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
       }
       row = (await findChannel(db, bound.channelId))!;
     }
-    return await runOnChannel(deps, call, bound, row, firstVerdict);
+    return await runOnChannel(deps, call, row, first, countRequest);
   } finally {
     await dropLease(db, bound.channelId, owner, deps.now());
   }
 }
 
+/**
+ * How a channel's payment goes on after its first sight: the payment (a landed deposit's payload
+ * becomes its voucher), the facilitator's verdict when it verified it, and whether the payer's
+ * window was counted already (before the channel's row was recorded).
+ */
+interface FirstSeen {
+  bound: BoundChannelPayment;
+  verdict?: ChannelSnapshot;
+  counted: boolean;
+}
+
+/**
+ * A channel first seen. A deposit payload whose deposit is on chain already (relayed to the
+ * contract by anyone who saw it) is its voucher, the baseline the contract's: the facilitator
+ * would refuse it as a failed simulation. Else the facilitator says the channel is genuine and
+ * what the chain holds, which is its baseline (never the client's voucher); nothing is recorded for
+ * a payload it refuses, nor for a payer over its window (counted before the row is recorded, so
+ * fresh salts leave no row each), and a row is kept only for a channel the chain holds money in
+ * or the facilitator vouched for.
+ */
+async function firstSeen(
+  deps: PaidRequestDeps,
+  bound: BoundChannelPayment,
+  countRequest: () => Promise<void>,
+): Promise<(FirstSeen & { ok: true; row: ChannelRow }) | { ok: false; reason: string }> {
+  const record = (snapshot: ChannelSnapshot) =>
+    recordChannel(deps.db, { channelId: bound.channelId, network: bound.network, config: bound.inner.channelConfig, snapshot }, deps.now());
+  const client = deps.topup.clientFor(bound.network);
+  const landed = bound.inner.type === 'deposit' && client ? await landedDeposit(client, bound.channelId, bound.inner) : null;
+  // An empty channel holds no deposit to go on from; the facilitator judges the payload instead.
+  if (landed && landed.balance > 0) return { ok: true, bound: asVoucher(bound), counted: false, row: await record(landed) };
+  const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
+  if (!verdict.ok) return { ok: false, reason: await withContractWalletHint(client, bound.inner.channelConfig, verdict.reason) };
+  await countRequest();
+  return { ok: true, bound, verdict: verdict.snapshot, counted: true, row: await record(verdict.snapshot) };
+}
+
 async function runOnChannel(
   deps: PaidRequestDeps,
   call: ChannelCall,
-  boundPayment: BoundChannelPayment,
   channelRow: ChannelRow,
-  firstVerdict: ChannelSnapshot | undefined,
+  first: FirstSeen,
+  countRequest: () => Promise<void>,
 ): Promise<PaidOutcome> {
-  let [bound, row] = [boundPayment, channelRow];
+  let [bound, row] = [first.bound, channelRow];
+  const firstVerdict = first.verdict;
   const expected = row.charged_usdc + bound.ceilingUsdc;
   if (bound.maxClaimableUsdc !== expected) {
     const message =
@@ -138,11 +171,12 @@ async function runOnChannel(
   }
   // The wallet's window (the one its API keys share) is counted once the payer is known to have
   // signed, and before any money moves: a deposit over the limit is refused before it is made.
-  const countRequest = () => deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
+  // A channel first seen through the facilitator had it counted before its row was recorded.
+  const count = first.counted ? async () => {} : countRequest;
   let checked: Checked;
   try {
     if (!firstVerdict) [bound, row] = await depositSentAgain(deps, bound, row);
-    checked = bound.inner.type === 'deposit' ? await deposit(deps, bound, firstVerdict, countRequest) : await voucher(deps, bound, row, firstVerdict);
+    checked = bound.inner.type === 'deposit' ? await deposit(deps, bound, firstVerdict, count) : await voucher(deps, bound, row, firstVerdict);
   } catch (err) {
     return unavailable(err);
   }
@@ -164,7 +198,7 @@ async function runOnChannel(
       `the voucher's ${bound.maxClaimableUsdc} is below what was claimed on chain plus this request's ceiling`,
     );
   }
-  if (bound.inner.type !== 'deposit') await countRequest();
+  if (bound.inner.type !== 'deposit') await count();
   const owner = deps.requestId;
   const pending = {
     requestId: deps.requestId,

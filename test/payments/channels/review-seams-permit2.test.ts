@@ -3,7 +3,12 @@ import { describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { toClientEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme, signVoucher } from '@x402/evm/batch-settlement/client';
+import { createPublicClient, http } from 'viem';
+import { isTransportError } from '../../../src/chain/rpc-errors.ts';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
+import { freePort } from '../../../src/devchain/ports.ts';
+import type { ChannelPayload } from '../../../src/payments/channels/channel-payload.ts';
+import { landedDeposit } from '../../../src/payments/channels/deposit-landed.ts';
 import { ENGINES } from '../../support/engines.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { v2Header } from '../../support/x402-payloads.ts';
@@ -73,9 +78,7 @@ for (const engine of ENGINES) {
       await mirroredOnce(h, b.deposit.voucher.channelId);
     });
 
-    test("another channel's used Permit2 authorization is refused as not this channel's deposit (its witness names the other channel)", {
-      todo: "BREAK: deposit-landed.ts reads any used Permit2 nonce of any `from` as this channel's deposit landed (witness.channelId, from, token unchecked)",
-    }, async () => {
+    test("another channel's used Permit2 authorization is refused as not this channel's deposit (its witness names the other channel)", async () => {
       const h = harness();
       const { b, answer, calls } = await crossChannel(h);
       assert.equal(answer.status, 402, `taken as channel B's landed deposit: ${answer.status} ${answer.text.slice(0, 200)}`);
@@ -83,9 +86,7 @@ for (const engine of ENGINES) {
       await mirroredOnce(h, b.deposit.voucher.channelId);
     });
 
-    test('an EIP-3009 authorization on a deposit payload of a Permit2-only token is a clear 4xx, never a 500; nothing moved', {
-      todo: 'BREAK: deposit-landed.ts calls authorizationState on a token without it; the revert escapes as a 500',
-    }, async () => {
+    test('an EIP-3009 authorization on a deposit payload of a Permit2-only token is a clear 4xx, never a 500; nothing moved', async () => {
       const h = harness();
       const account = await h.payer(10n);
       await h.chain.approvePermit2(account, h.chain.usdt);
@@ -96,6 +97,22 @@ for (const engine of ENGINES) {
       assert.ok(answer.status >= 400 && answer.status < 500, `${answer.status} ${answer.text.slice(0, 300)}`);
       assert.equal(h.fake.received.length, calls, 'nothing ran');
       await mirroredOnce(h, deposit.voucher.channelId);
+    });
+
+    test('a landed read the token refuses (no authorizationState) is "not landed"; a chain that does not answer stays an outage', async () => {
+      const h = harness();
+      const account = await h.payer(10n);
+      await h.chain.approvePermit2(account, h.chain.usdt);
+      const { deposit } = await openedUsdtChannel(h, account);
+      const erc3009Authorization = { validAfter: '0', validBefore: '99999999999', salt: `0x${'11'.repeat(32)}`, signature: `0x${'ab'.repeat(65)}` };
+      const payload = { ...deposit, deposit: { ...deposit.deposit, authorization: { erc3009Authorization } } } as unknown as Extract<
+        ChannelPayload,
+        { type: 'deposit' }
+      >;
+      const channelId = deposit.voucher.channelId;
+      assert.equal(await landedDeposit(reader(h), channelId, payload), null);
+      const down = createPublicClient({ transport: http(`http://127.0.0.1:${await freePort()}`, { retryCount: 0 }) });
+      await assert.rejects(landedDeposit(down, channelId, payload), isTransportError);
     });
   });
 }
