@@ -100,7 +100,8 @@ async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPaymen
   });
   if (!answer.success && answer.errorReason === SETTLEMENT_PENDING && answer.transaction) {
     // Sent, not confirmed: the voucher stays spent and the channel stays held until the receipt is read.
-    if (await holdForRefund(deps.db, bound.channelId, owner, answer.transaction, deps.now())) return { kind: 'pending', transaction: answer.transaction };
+    if (await holdForRefund(deps.db, bound.channelId, owner, answer.transaction, verdict.snapshot.refundNonce, deps.now()))
+      return { kind: 'pending', transaction: answer.transaction };
   }
   const snapshot = answer.success ? snapshotIn((answer.extra as { channelState?: unknown } | undefined)?.channelState, bound.channelId) : null;
   if (!answer.success || !snapshot) {

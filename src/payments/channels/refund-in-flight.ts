@@ -29,10 +29,17 @@ const OWNER_PREFIX = REFUND_LEASE_PREFIX;
  */
 export const REFUND_IN_FLIGHT_MS = 15 * 60_000;
 
+// The owner is `refund-tx:<hash>:<refund nonce the transaction spends>`: the nonce tells a dropped refund from one that
+// landed (refundDropped). The mirror's refund nonce cannot: a claim pass refreshes it meanwhile.
+const HASH_CHARS = 66;
+
 /** The hash of the refund the channel is held for, if any. */
 export function refundInFlight(row: Pick<ChannelRow, 'lease_owner'>): Hex | null {
-  return row.lease_owner?.startsWith(OWNER_PREFIX) ? (row.lease_owner.slice(OWNER_PREFIX.length) as Hex) : null;
+  return row.lease_owner?.startsWith(OWNER_PREFIX) ? (row.lease_owner.slice(OWNER_PREFIX.length, OWNER_PREFIX.length + HASH_CHARS) as Hex) : null;
 }
+
+/** The refund nonce the held refund's transaction spends; null for a hold written without it. */
+const nonceSpent = (owner: string): string | null => owner.slice(OWNER_PREFIX.length + HASH_CHARS + 1) || null;
 
 /** The row's mirrored fields as the chain holds them. */
 export const snapshotFromChain = (channelId: string, chain: OnchainChannel): ChannelSnapshot => ({
@@ -43,11 +50,14 @@ export const snapshotFromChain = (channelId: string, chain: OnchainChannel): Cha
   refundNonce: String(chain.refundNonce),
 });
 
-/** The refund's lease (`owner`) becomes the unconfirmed transaction's, for REFUND_IN_FLIGHT_MS. False if the lease was lost. */
-export async function holdForRefund(db: Kysely<Database>, channelId: string, owner: string, tx: string, now: number): Promise<boolean> {
+/**
+ * The refund's lease (`owner`) becomes the unconfirmed transaction's (`tx`, spending the channel's
+ * `refundNonce`); after REFUND_IN_FLIGHT_MS it is looked at as maybe dropped. False if the lease was lost.
+ */
+export async function holdForRefund(db: Kysely<Database>, channelId: string, owner: string, tx: string, refundNonce: string, now: number): Promise<boolean> {
   const held = await db
     .updateTable('channels')
-    .set({ lease_owner: `${OWNER_PREFIX}${tx.toLowerCase()}`, lease_until: now + REFUND_IN_FLIGHT_MS, updated_at: now })
+    .set({ lease_owner: `${OWNER_PREFIX}${tx.toLowerCase()}:${refundNonce}`, lease_until: now + REFUND_IN_FLIGHT_MS, updated_at: now })
     .where('channel_id', '=', channelId.toLowerCase())
     .where('lease_owner', '=', owner)
     .where('pending_request', 'is', null)
@@ -89,10 +99,10 @@ export async function settleRefundInFlight(db: Kysely<Database>, client: PublicC
     if (err.name === 'TransactionReceiptNotFoundError') return null;
     throw err;
   });
-  const owner = `${OWNER_PREFIX}${tx.toLowerCase()}`;
+  const owner = row.lease_owner ?? `${OWNER_PREFIX}${tx.toLowerCase()}`;
   if (!receipt) {
     if (row.lease_until !== null && row.lease_until >= now) return { kind: 'pending' };
-    const dropped = await refundDropped(client, row, tx);
+    const dropped = await refundDropped(client, row, tx, nonceSpent(owner));
     if (dropped !== true) return { kind: 'pending', unresolved: dropped || undefined };
     await releaseRefund(db, row, owner, now);
     return { kind: 'dropped' };
@@ -118,12 +128,12 @@ async function releaseRefund(db: Kysely<Database>, row: ChannelRow, owner: strin
 /**
  * True when the unmined refund `tx` can no longer land: the node does not know it, or its sender's
  * confirmed nonce is past it (another transaction took its nonce), and the channel's refund nonce
- * on chain is still the one mirrored before it was sent. Re-sending it is then safe: the contract's
+ * on chain is still the one it spends (no refund landed since it was sent). Re-sending it is then safe: the contract's
  * refund nonce lets only one refund land. False while it waits in the mempool; a reason (string)
  * when it is gone yet a refund landed on the channel (a replacement under another hash): the
  * channel stays held for an operator rather than be charged against escrow paid back.
  */
-async function refundDropped(client: PublicClient, row: ChannelRow, tx: Hex): Promise<boolean | string> {
+async function refundDropped(client: PublicClient, row: ChannelRow, tx: Hex, spends: string | null): Promise<boolean | string> {
   const sent = await client.getTransaction({ hash: tx }).catch((err: Error) => {
     if (err.name === 'TransactionNotFoundError') return null;
     throw err;
@@ -134,6 +144,7 @@ async function refundDropped(client: PublicClient, row: ChannelRow, tx: Hex): Pr
     if (confirmed <= sent.nonce) return false;
   }
   const chain = await readOnchainChannel(client, row.channel_id as Hex);
-  if (String(chain.refundNonce) === row.refund_nonce) return true;
-  return `its refund ${tx} is gone from the node, yet the channel's refund nonce moved from ${row.refund_nonce} to ${chain.refundNonce}: a refund landed under another transaction`;
+  if (spends !== null && String(chain.refundNonce) === spends) return true;
+  const why = spends === null ? 'the refund nonce it spends is not known' : `the channel's refund nonce on chain is ${chain.refundNonce}, not ${spends}`;
+  return `its refund ${tx} is gone from the node, yet ${why}: a refund may have landed under another transaction`;
 }
