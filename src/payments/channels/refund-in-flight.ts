@@ -11,8 +11,8 @@ import type { ChannelSnapshot } from './channel-types.ts';
  * the channel takes nothing else: a request served meanwhile would be charged against escrow the
  * refund is about to pay back (the refund pays out balance − totalClaimed, so such a charge could
  * never be claimed), and a second refund is pointless (the contract's refund nonce lets one of the
- * two land). The refund keeps the channel's lease under the owner `refund-tx:<hash>`, which is also
- * where its hash is kept: the payer's retry, and every claim pass, read that transaction's receipt
+ * two land). The refund keeps the channel's lease under the owner `refund-tx:<hash>:<nonce>`, which
+ * is also where its hash is kept: the payer's retry, and every claim pass, read that transaction's receipt
  * and bring the row up to it (the refund's transfer, the mirror), then give the channel back.
  * No request takes that lease over however old it is (channel-store.ts takeLease): only the
  * refund's fate frees it (mined, reverted, or dropped by the node).
@@ -82,8 +82,8 @@ function refundedIn(receipt: TransactionReceipt, channelId: string): number | nu
 
 /**
  * What became of the held refund. `pending`: not mined yet, the channel stays held; `unresolved`
- * names why an operator should look (its transaction is gone yet a refund landed on the channel:
- * a replacement the gateway does not know the hash of). `dropped`: the node lost it, nothing landed.
+ * names why an operator should look (its transaction is gone, yet a refund may have landed on the
+ * channel: the refund nonce moved, as under a replacement whose hash the gateway does not know, or is not known). `dropped`: the node lost it, nothing landed.
  */
 export type RefundFate = { kind: 'pending'; unresolved?: string } | { kind: 'landed'; refundedUsdc: number } | { kind: 'failed' } | { kind: 'dropped' };
 
