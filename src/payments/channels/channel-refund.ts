@@ -100,7 +100,8 @@ async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPaymen
   });
   if (!answer.success && answer.errorReason === SETTLEMENT_PENDING && answer.transaction) {
     // Sent, not confirmed: the voucher stays spent and the channel stays held until the receipt is read.
-    if (await holdForRefund(deps.db, bound.channelId, owner, answer.transaction, deps.now())) return { kind: 'pending', transaction: answer.transaction };
+    if (await holdForRefund(deps.db, bound.channelId, owner, answer.transaction, verdict.snapshot.refundNonce, deps.now()))
+      return { kind: 'pending', transaction: answer.transaction };
   }
   const snapshot = answer.success ? snapshotIn((answer.extra as { channelState?: unknown } | undefined)?.channelState, bound.channelId) : null;
   if (!answer.success || !snapshot) {
@@ -134,16 +135,16 @@ async function refundedAnswer(deps: PaidRequestDeps, bound: BoundChannelPayment,
 
 /**
  * A refund asked while the channel is held for an earlier one not yet confirmed (refund-in-flight.ts):
- * its receipt is read first. Still unmined: the same pending answer, with its transaction. Mined:
- * the row caught up, and the payer who asked it again gets its receipt. Reverted, or its hold run
- * out with nothing mined: null, and this refund is handled as a new one.
+ * its receipt is read first. Still unmined, however long ago it was sent: the same pending answer,
+ * with its transaction (it can still land). Mined: the row caught up, and the payer who asked it
+ * again gets its receipt. Reverted, or dropped by the node: null, and this refund is handled as a new one.
  */
 async function answerInFlight(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, tx: `0x${string}`): Promise<PaidOutcome | null> {
   const client = deps.topup.clientFor(row.network);
   if (!client) return null;
   const fate = await settleRefundInFlight(deps.db, client, row, tx, deps.now());
-  if (fate.kind === 'pending') return row.lease_until !== null && row.lease_until >= deps.now() ? { kind: 'pending', transaction: tx } : null;
-  if (fate.kind === 'failed') return null;
+  if (fate.kind === 'pending') return { kind: 'pending', transaction: tx };
+  if (fate.kind !== 'landed') return null;
   const sameVoucher = row.last_refund_signature === bound.inner.voucher.signature.toLowerCase();
   return sameVoucher ? refundedAnswer(deps, bound, fate.refundedUsdc, tx) : null;
 }

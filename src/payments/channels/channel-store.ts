@@ -110,10 +110,13 @@ export async function recordChannel(
   return row;
 }
 
+/** The lease owner prefix of a channel held for a cooperative refund in flight (`refund-tx:<hash>`, refund-in-flight.ts). */
+export const REFUND_LEASE_PREFIX = 'refund-tx:';
+
 /**
  * The channel's lease for `owner` until `now + leaseMs`: taken by compare-and-set, so of the
  * requests (on any instance) that try at once exactly one gets it. False while another owner's
- * lease runs. An expired lease is taken over: its owner died or lost the database, and the caller
+ * lease runs. An expired lease (a request's) is taken over: its owner died or lost the database, and the caller
  * finishes the request it left pending (channel-finish.ts) before running its own.
  */
 export async function takeLease(db: Kysely<Database>, channelId: string, owner: string, now: number, leaseMs: number): Promise<boolean> {
@@ -121,7 +124,9 @@ export async function takeLease(db: Kysely<Database>, channelId: string, owner: 
     .updateTable('channels')
     .set({ lease_owner: owner, lease_until: now + leaseMs, updated_at: now })
     .where('channel_id', '=', channelId.toLowerCase())
-    .where((eb) => eb.or([eb('lease_owner', 'is', null), eb('lease_until', '<', now)]))
+    // A refund's lease (refund-in-flight.ts) is never taken by time: its transaction can still be mined
+    // however late, and only reading its fate gives the channel back.
+    .where((eb) => eb.or([eb('lease_owner', 'is', null), eb.and([eb('lease_until', '<', now), eb('lease_owner', 'not like', `${REFUND_LEASE_PREFIX}%`)])]))
     .executeTakeFirst();
   return Number(taken.numUpdatedRows) === 1;
 }

@@ -22,10 +22,9 @@ for (const engine of ENGINES) {
   describe(`attack: a refund mined after its hold ran out (${engine})`, () => {
     const harness = channelSuite(engine, SHORT_WAIT);
 
-    // The retry takes the expired lease (takeLease), is refused as a replayed voucher (402) and drops the lease: `refund-tx:<hash>`,
-    // the only place the hash was kept, is gone, so no claim pass ever reads the receipt; the mined refund is never recorded.
-    const lostHash = 'BREAK: a refund mined after its hold ran out is never recorded (refunded_usdc 0, no transfer)';
-    test('the payer asks again after the hold ran out, then the refund mines: the next claim pass records it once', { todo: lostHash }, async () => {
+    // A retry must not take the expired `refund-tx:<hash>` lease (the only place the hash is kept) and drop it: no claim pass would
+    // then read the receipt, and the mined refund would never be recorded (refunded_usdc 0, no transfer).
+    test('the payer asks again after the hold ran out, then the refund mines: the next claim pass records it once', async () => {
       const h = harness();
       const r = await pendingRefund(h);
       try {
@@ -40,11 +39,9 @@ for (const engine of ENGINES) {
       await assertRefundRecordedOnce(h, r);
     });
 
-    // The request is served (200) against escrow the refund then pays back: its charge can never be claimed, and the refund is lost as above.
-    const servedMeanwhile = 'BREAK: a request is served after the hold ran out while the refund can still mine; the refund is then never recorded';
-    test('a request served on the channel after the hold ran out, then the refund mines: the refund is still recorded once', {
-      todo: servedMeanwhile,
-    }, async () => {
+    // A request served (200) here would be charged against escrow the refund then pays back: its charge could never be claimed,
+    // and the refund would be lost as above.
+    test('a request served on the channel after the hold ran out, then the refund mines: the refund is still recorded once', async () => {
       const h = harness();
       const r = await pendingRefund(h);
       let served = 0;
@@ -57,14 +54,14 @@ for (const engine of ENGINES) {
       }
       const pass = await claimPass(h, {}, true);
       assert.ok(served > 0);
+      assert.notEqual(served, 200, 'no request is served on escrow a refund in flight may still pay back');
       assert.deepEqual(pass.failures, []);
       await assertRefundRecordedOnce(h, r);
     });
 
-    // The dropped refund never mines, yet its voucher stays marked spent (last_refund_signature): the same refund asked again is
-    // refused as a replay (402) for as long as nothing more is charged, since a refund voucher's signature is deterministic.
-    const droppedVoucher = 'BREAK: a refund whose transaction was dropped keeps its voucher spent: the payer cannot ask the refund again';
-    test('the refund transaction dropped from the mempool: after the hold the payer asks again and is refunded once', { todo: droppedVoucher }, async () => {
+    // The dropped refund never mines: its voucher must not stay marked spent (last_refund_signature), or the same refund asked again
+    // is refused as a replay (402) for as long as nothing more is charged, since a refund voucher's signature is deterministic.
+    test('the refund transaction dropped from the mempool: after the hold the payer asks again and is refunded once', async () => {
       const h = harness();
       const r = await pendingRefund(h);
       try {

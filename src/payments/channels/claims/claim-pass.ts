@@ -55,7 +55,7 @@ export interface ClaimPassOutcome {
    */
   recovered: string[];
   failures: string[];
-  /** Refunds sent earlier without a confirmation, now mined (`landed`) or reverted: their channels given back. */
+  /** Refunds sent earlier without a confirmation, now mined (`landed`), reverted or dropped by the node: their channels given back. */
   refunds: Array<{ channel: string; transaction: string; landed: boolean }>;
 }
 
@@ -130,6 +130,7 @@ async function settleRefunds(deps: ClaimDeps, outcome: ClaimPassOutcome): Promis
     try {
       const fate = await settleRefundInFlight(deps.db, client, row, tx, deps.now());
       if (fate.kind !== 'pending') outcome.refunds.push({ channel: row.channel_id, transaction: tx, landed: fate.kind === 'landed' });
+      else if (fate.unresolved) fail(deps, outcome, `channel ${row.channel_id}: ${fate.unresolved}; it stays held until an operator records it`);
     } catch (err) {
       fail(deps, outcome, `channel ${row.channel_id}: the receipt of its refund ${tx} could not be read (${(err as Error).message.split('\n')[0]})`);
     }
