@@ -267,8 +267,8 @@ function createProviders(config: Config): Map<string, ProviderAdapter> {
 /**
  * The checkpoint job's period: as configured, else 60 s on PostgreSQL (the check's queries run in
  * the database server; the gateway only awaits them) and off on SQLite, whose synchronous calls
- * would run a whole pass on the serving instance's event loop (measured: the SQLite time-to-first-
- * token p99 at 1,000 streams/s went from 132 to 194 ms with a pass a minute; docs/DECISIONS.md).
+ * would run a whole pass on the serving instance's event loop (308 ms for a minute at 1,000 req/s,
+ * measured; docs/DECISIONS.md).
  */
 export function checkpointEverySeconds(configured: number | undefined, engine: 'sqlite' | 'postgres'): number {
   return configured ?? (engine === 'postgres' ? 60 : 0);
