@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { BackgroundJob } from '../background-jobs.ts';
@@ -6,7 +5,8 @@ import { latestCheckpoint } from '../ledger/checkpoints/checkpoint-store.ts';
 import { runLedgerCheck, type CheckpointedCheck } from '../ledger/checkpoints/run-check.ts';
 import type { Storage } from '../storage/database.ts';
 import type { Database } from '../storage/schema.ts';
-import { holdLease, releaseLease } from './job-lease.ts';
+import { holdLease } from './job-lease.ts';
+import { leasedJob } from './leased-job.ts';
 
 const LEASE = 'ledger-checkpoints';
 /**
@@ -62,9 +62,6 @@ export interface CheckpointJobDeps {
  * (tollgate_ledger_checkpoint_age_seconds) are what an operator alerts on.
  */
 export function checkpointJob(storage: Pick<Storage, 'db'>, deps: CheckpointJobDeps): BackgroundJob {
-  const holder = randomUUID();
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<unknown> | null = null;
   let toldToWait = false;
   const periodMs = deps.periodSeconds * 1000;
   const report = (o: CheckpointPassOutcome) => {
@@ -80,26 +77,17 @@ export function checkpointJob(storage: Pick<Storage, 'db'>, deps: CheckpointJobD
       'ledger check failed: no checkpoint stored; run tollgate admin ledger-check --full and look at these',
     );
   };
-  const pass = () => {
-    running ??= runCheckpointPass(storage, { now: deps.now(), holder, periodMs, readDb: deps.reader?.db, beforeStore: deps.beforeStore })
-      .then(report)
-      .catch((err) => {
-        deps.failures.inc({ reason: 'error' });
-        deps.logger.warn({ err }, 'ledger checkpoint pass could not run; the next pass tries again');
-      })
-      .finally(() => (running = null));
-  };
-  return {
+  return leasedJob(storage.db, {
     name: 'ledger checkpoints',
-    start() {
-      timer = setInterval(pass, periodMs);
-      timer.unref();
-    },
-    async stop() {
-      clearInterval(timer);
-      await running;
-      await releaseLease(storage.db, LEASE, holder).catch(() => undefined);
-      await deps.reader?.close();
-    },
-  };
+    lease: LEASE,
+    everyMs: periodMs,
+    pass: (holder) =>
+      runCheckpointPass(storage, { now: deps.now(), holder, periodMs, readDb: deps.reader?.db, beforeStore: deps.beforeStore })
+        .then(report)
+        .catch((err) => {
+          deps.failures.inc({ reason: 'error' });
+          deps.logger.warn({ err }, 'ledger checkpoint pass could not run; the next pass tries again');
+        }),
+    close: async () => deps.reader?.close(),
+  });
 }

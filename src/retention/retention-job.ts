@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { BackgroundJob } from '../background-jobs.ts';
@@ -6,7 +5,8 @@ import type { RetentionConfig } from '../config/schema.ts';
 import { DAY_MS } from '../ledger/days.ts';
 import { latestCheckpoint } from '../ledger/checkpoints/checkpoint-store.ts';
 import type { Storage } from '../storage/database.ts';
-import { holdLease, releaseLease } from './job-lease.ts';
+import { holdLease } from './job-lease.ts';
+import { leasedJob } from './leased-job.ts';
 import { retireReservationBatch } from '../ledger/retention/retire-reservations.ts';
 import { retireUsageBatch } from '../ledger/retention/retire-usage.ts';
 import { idsOlderThan } from '../ledger/retention/age-boundary.ts';
@@ -80,12 +80,9 @@ export interface RetentionJobDeps {
 }
 
 export function retentionJob(storage: Pick<Storage, 'db'>, config: RetentionConfig, deps: RetentionJobDeps): BackgroundJob {
-  const holder = randomUUID();
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<unknown> | null = null;
   let warnedNoCheckpoint = false;
-  const pass = () => {
-    running ??= runRetentionPass(storage, config, { now: deps.now(), holder, afterExport: deps.afterExport })
+  const pass = (holder: string) =>
+    runRetentionPass(storage, config, { now: deps.now(), holder, afterExport: deps.afterExport })
       .then((o) => {
         const removed = { reservations: o.reservations, usage: o.usage, exportDir: config.exportDir };
         if (o.reservations || o.usage) deps.logger.info(removed, 'retention removed old rows');
@@ -96,19 +93,6 @@ export function retentionJob(storage: Pick<Storage, 'db'>, config: RetentionConf
           );
         }
       })
-      .catch((err) => deps.logger.warn({ err }, 'retention pass failed; the next pass retries (an exported batch is exported again, dedupe by id)'))
-      .finally(() => (running = null));
-  };
-  return {
-    name: 'retention',
-    start() {
-      timer = setInterval(pass, config.everySeconds * 1000);
-      timer.unref();
-    },
-    async stop() {
-      clearInterval(timer);
-      await running;
-      await releaseLease(storage.db, LEASE, holder).catch(() => undefined);
-    },
-  };
+      .catch((err) => deps.logger.warn({ err }, 'retention pass failed; the next pass retries (an exported batch is exported again, dedupe by id)'));
+  return leasedJob(storage.db, { name: 'retention', lease: LEASE, everyMs: config.everySeconds * 1000, pass });
 }
