@@ -10,6 +10,8 @@ import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
 import { MAXIMUM, pendingUpto, spend } from '../support/upto-hold-fixtures.ts';
 
 const DAY = 86_400_000;
+/** When the incremental checks run: every row written now belongs to a closed day. */
+const later = Date.now() + 2 * DAY;
 const STRAY_DEBIT = "1 debits left an upto hold wallet other than by a request's charge or a release";
 
 /**
@@ -26,8 +28,6 @@ for (const engine of ENGINES) {
       await migrateToLatest(s);
     });
     after(() => s.close());
-    // Checks run "later": every row written now belongs to a closed day.
-    const later = Date.now() + 2 * DAY;
 
     /** An upto payment held the older way (a `topup` to its hold wallet), still holding: no own-hold rule reads its wallet. */
     async function olderFormHolding(): Promise<{ id: string; payer: string }> {
