@@ -14,6 +14,7 @@ import { PostgresGroupCommit } from '../../src/storage/postgres-group-commit.ts'
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { CommitOutcomeUnknown, NotCommitted } from '../../src/storage/commit-outcome.ts';
 import { isDatabaseOutage } from '../../src/storage/database-outage.ts';
+import { unavailableDependency } from '../../src/http/errors.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { createDurableSettler } from '../../src/ledger/spool/durable-settle.ts';
 import { SettleSpool } from '../../src/ledger/spool/spool-file.ts';
@@ -438,8 +439,10 @@ describe('attack: PostgreSQL pipelined group commit (r13/pgreview)', () => {
         [],
       );
       assert.ok(kinds.includes('unknown'), 'the transactions on the wire are unknown');
+      // The settler retries and spools what isDatabaseOutage says; the HTTP layer answers 503 for the database (a
+      // failed reserve: the provider is never called).
       assert.ok(
-        errors.every((e) => isDatabaseOutage(e)),
+        errors.every((e) => isDatabaseOutage(e) && unavailableDependency(e) === 'database'),
         'an outage to the HTTP layer (503, no provider call) and to the settler (retry, spool)',
       );
     }
