@@ -118,6 +118,15 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now(), after
 }
 
 /**
+ * An older-form release (`adjustment`, `upto-release:<id>`) counts as one only when it names an upto
+ * payment and left that payment's hold wallet: the reference is free text, so one naming no payment
+ * would take money out of a hold that no payment's sums (released, released_elsewhere) ever read.
+ * The id is cut from the reference so the lookup is by the payments' primary key.
+ */
+const OLDER_RELEASE_OF_ITS_PAYMENT = sql`e.reference like ${sql.lit('upto-release:%')} and exists (select 1 from payments p
+  where p.id = substr(e.reference, ${sql.lit('upto-release:'.length + 1)}) and p.upto_state is not null and ${HOLD_WALLET} = e.wallet)`;
+
+/**
  * Entries of the hold's own kinds that belong to no upto payment's hold wallet, and money that
  * entered a hold wallet other than by a hold (either form) or left it other than by a request's
  * charge or a release (either form): either would be money no upto payment accounts for.
@@ -127,6 +136,6 @@ const UPTO_HOLDS: HoldWallets = {
   kinds: ['upto_hold', 'upto_release'],
   owned: sql<boolean>`exists (select 1 from payments p where p.upto_state is not null and ${sql.lit('payment:')} || p.id = e.reference and ${HOLD_WALLET} = e.wallet)`,
   credit: sql<boolean>`e.kind in ('upto_hold', 'topup')`,
-  debit: sql<boolean>`e.kind = 'charge' or e.kind = 'upto_release' or (e.kind = 'adjustment' and e.reference like ${sql.lit('upto-release:%')})`,
+  debit: sql<boolean>`e.kind = 'charge' or e.kind = 'upto_release' or (e.kind = 'adjustment' and ${OLDER_RELEASE_OF_ITS_PAYMENT})`,
   names: { entries: 'upto hold or release', ownerWallet: "upto payment's hold wallet", holdWallet: 'an upto hold wallet' },
 };

@@ -19,7 +19,8 @@ const batches = channel('tollgate:group-commit');
  * the failing one fails. A savepoint around every unit would give the same on the fast path at a
  * price (measured on both engines: DECISIONS.md), paid by every unit for a failure that is rare.
  * When the engine cannot say (a PostgreSQL connection lost at COMMIT) every caller gets the error
- * and nothing runs again: rerunning a unit that may have committed would apply it twice.
+ * (CommitOutcomeUnknown, commit-outcome.ts) and nothing runs again: rerunning a unit that may have
+ * committed would apply it twice.
  *
  * One batch at a time per instance of this class by default: the next one is formed from what
  * queued while the last ran, so under load batches grow by themselves and no two of them wait on

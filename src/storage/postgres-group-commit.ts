@@ -1,5 +1,7 @@
 import type { Socket } from 'node:net';
 import type PgModule from 'pg';
+import { CommitOutcomeUnknown, NotCommitted } from './commit-outcome.ts';
+import { isDatabaseOutage } from './database-outage.ts';
 import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
 import type { UnitTx, WriteUnit } from './write-units.ts';
 
@@ -158,19 +160,29 @@ export class PostgresGroupCommit extends GroupCommit {
     }
   }
 
+  /**
+   * A transaction that finds the connection broken before it wrote anything fails as not committed,
+   * with no rerun: the connection serves no new statement (hold), and the contract of a broken
+   * connection is that its transactions fail rather than wait for the next one (their callers
+   * retry: a settle's retry and spool, a client's request after its 503).
+   */
   private async underDeadline(batch: Queued[], sent: () => void): Promise<BatchOutcome> {
-    if (this.broken !== null) return { ok: false, err: this.broken, retryAlone: false };
+    if (this.broken !== null) return { ok: false, err: notSent(this.broken), retryAlone: false };
     const client = this.client!;
     const deadline = setTimeout(() => {
-      this.broken = Object.assign(new Error(`the ledger's PostgreSQL batch had no answer within ${BATCH_DEADLINE_MS} ms; whether it committed is unknown`), {
-        code: 'ETIMEDOUT',
-      });
+      this.broken = new CommitOutcomeUnknown(`the ledger's PostgreSQL batch had no answer within ${BATCH_DEADLINE_MS} ms`, { code: 'ETIMEDOUT' });
       socketOf(client).destroy();
     }, BATCH_DEADLINE_MS);
     try {
       const outcome = await this.attempt(client, batch, sent);
+      // Read again: the attempt's awaits may have broken it.
+      const broken: unknown = this.broken;
       // Past the deadline every caller hears the deadline, not the connection error it caused.
-      return this.broken !== null ? { ok: false, err: this.broken, retryAlone: false } : outcome;
+      if (broken instanceof CommitOutcomeUnknown) return { ok: false, err: broken, retryAlone: false };
+      // Broken by another transaction on the connection (or by pg on our side): an answered COMMIT is
+      // the truth, an unknown outcome stays one, and a rollback cannot be rerun on this connection.
+      if (broken !== null && !outcome.ok && outcome.retryAlone) return { ok: false, err: rolledBackOnBroken(broken), retryAlone: false };
+      return outcome;
     } finally {
       clearTimeout(deadline);
     }
@@ -247,7 +259,7 @@ export class PostgresGroupCommit extends GroupCommit {
     try {
       await begin;
     } catch (e) {
-      return this.unknown(e);
+      return this.unknown(LOST_IN_FLIGHT, e);
     }
     if (commit) return this.settleCommit(commit, values, failedAlone, err);
     if (err !== undefined) {
@@ -255,10 +267,15 @@ export class PostgresGroupCommit extends GroupCommit {
         const rollback = client.query('ROLLBACK');
         sent();
         await rollback;
-      } catch {
-        // The connection is gone with the transaction: nothing committed, but it cannot run the
-        // units again either; each caller hears the first error (an outage, for the settler).
-        return this.unknown(err);
+      } catch (e) {
+        // The connection is gone with the transaction, whose COMMIT was never sent: nothing
+        // committed, but it cannot run the units again either (an outage, for the settler).
+        this.broken ??= e;
+        return {
+          ok: false,
+          err: new NotCommitted("the ledger's PostgreSQL connection was lost before this transaction's COMMIT", { cause: e }),
+          retryAlone: false,
+        };
       }
       return { ok: false, err, retryAlone: true };
     }
@@ -271,7 +288,7 @@ export class PostgresGroupCommit extends GroupCommit {
       // The COMMIT may or may not have been applied (a connection lost after the server took it):
       // running any unit again could apply it twice, so every caller gets the error instead (the
       // settler's retry finds a committed settle by its usage row).
-      return this.unknown(e);
+      return this.unknown(LOST_IN_FLIGHT, e);
     }
     // A transaction a failed statement aborted answers COMMIT with ROLLBACK and no error: nothing
     // committed (a unit caught the error of its own statement).
@@ -308,18 +325,22 @@ export class PostgresGroupCommit extends GroupCommit {
     try {
       done = await commit.answer;
     } catch (e) {
-      return this.unknown(err ?? e);
+      return this.unknown(LOST_IN_FLIGHT, err ?? e);
     }
     if (done.command !== 'COMMIT')
       return { ok: false, err: err ?? new Error('the batch was rolled back at COMMIT: one of its statements failed'), retryAlone: true };
-    if (err !== undefined) return this.unknown(err);
+    if (err !== undefined) return this.unknown("a unit of the ledger's PostgreSQL batch failed after its statement, sent with the COMMIT", err);
     return { ok: true, values, failedAlone };
   }
 
-  /** The outcome cannot be known (the connection failed): no rerun, and the connection is dropped. */
-  private unknown(err: unknown): BatchOutcome {
-    this.broken ??= err;
-    return { ok: false, err, retryAlone: false };
+  /**
+   * The outcome cannot be known (the connection failed with a COMMIT on the wire, or a unit failed
+   * after its COMMIT was sent): no rerun, and the connection is dropped. Every caller hears that it
+   * is unknown, with what happened as the cause (which says whether it is an outage).
+   */
+  private unknown(what: string, cause: unknown): BatchOutcome {
+    this.broken ??= cause;
+    return { ok: false, err: cause instanceof CommitOutcomeUnknown ? cause : new CommitOutcomeUnknown(what, { cause }), retryAlone: false };
   }
 
   /**
@@ -339,7 +360,8 @@ export class PostgresGroupCommit extends GroupCommit {
   }
 
   private query(sql: string, params: unknown[]): Promise<PgModule.QueryResult> {
-    return this.client!.query({ ...prepared(sql), values: params }).catch((err: unknown) => {
+    const client = this.client!;
+    return client.query({ ...onThisConnection(client, prepared(sql)), values: params }).catch((err: unknown) => {
       // An error the server did not send (it has no severity): pg failed on our side, such as a
       // parameter it cannot encode, after it had already sent the statement's Parse. pg then takes
       // the statement for prepared on this connection while the server has discarded it, so every
@@ -361,7 +383,57 @@ export class PostgresGroupCommit extends GroupCommit {
  * each query does not flush early.
  */
 function socketOf(client: PgModule.PoolClient): ConnectionSocket {
-  return (client as unknown as { connection: { stream: ConnectionSocket } }).connection.stream;
+  return connectionOf(client).stream;
+}
+
+/**
+ * pg's connection: its socket, and the statement names it has sent a Parse for (`submitted`, until
+ * the server answers it) and the ones the server has created (`parsed`).
+ */
+function connectionOf(client: PgModule.PoolClient): {
+  stream: ConnectionSocket;
+  parsedStatements: Record<string, string>;
+  submittedNamedStatements: Record<string, string>;
+} {
+  return (client as unknown as { connection: ReturnType<typeof connectionOf> }).connection;
+}
+
+/**
+ * A named statement whose Parse is still unanswered goes out unnamed (parsed again by the server)
+ * instead of as a Bind to that name. pg would send the Bind, counting on the Parse; but a Parse in
+ * a transaction that a statement before it aborted is refused (25P02), and a Bind written behind
+ * it, in the next pipelined transaction, then names a statement the server never created (26000):
+ * that transaction rolled back and its units ran again one by one (measured: 126 statements
+ * refused for one failing unit ahead of a text's first use, and once a second Parse of the name,
+ * 42P05). So a name is used only once the server has created it, and is parsed by one statement
+ * at a time; the price is a plan per use of a text during its first transaction on a connection.
+ */
+function onThisConnection(client: PgModule.PoolClient, statement: { name?: string; text: string }): { name?: string; text: string } {
+  if (statement.name === undefined) return statement;
+  const { parsedStatements, submittedNamedStatements } = connectionOf(client);
+  const unanswered = parsedStatements[statement.name] === undefined && submittedNamedStatements[statement.name] !== undefined;
+  return unanswered ? { text: statement.text } : statement;
+}
+
+/**
+ * What every unit of a transaction on the wire hears when its connection is lost: up to
+ * COMMITS_IN_FLIGHT transactions of MAX_UNITS_PER_COMMIT units each may have committed.
+ */
+const LOST_IN_FLIGHT = "the ledger's PostgreSQL connection was lost with this transaction on the wire";
+
+/** A transaction that found its connection broken before it wrote its BEGIN. */
+function notSent(cause: unknown): NotCommitted {
+  return new NotCommitted("the ledger's PostgreSQL connection failed before this transaction was sent", { cause });
+}
+
+/**
+ * A transaction rolled back on a connection that then broke: nothing committed, and its units cannot
+ * run again on it. A lost connection is told as such; pg's own failure on our side (a value it
+ * cannot encode) reaches the callers as it is, since it is the unit's to fix, not an outage.
+ */
+function rolledBackOnBroken(broken: unknown): unknown {
+  if (!isDatabaseOutage(broken)) return broken;
+  return new NotCommitted("the ledger's PostgreSQL batch rolled back on a connection that then broke", { cause: broken });
 }
 
 /** A COMMIT sent with the batch's last run; its answer is awaited once every unit has settled. */

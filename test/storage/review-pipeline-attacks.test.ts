@@ -5,14 +5,22 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { after, before, describe, test } from 'node:test';
 import type PgModule from 'pg';
 import { sql } from 'kysely';
+import pino from 'pino';
 import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { reserve, tryReserve } from '../../src/ledger/operations/reserve.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { PostgresGroupCommit } from '../../src/storage/postgres-group-commit.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
+import { CommitOutcomeUnknown, NotCommitted } from '../../src/storage/commit-outcome.ts';
+import { isDatabaseOutage } from '../../src/storage/database-outage.ts';
+import { unavailableDependency } from '../../src/http/errors.ts';
+import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
+import { createDurableSettler } from '../../src/ledger/spool/durable-settle.ts';
+import { SettleSpool } from '../../src/ledger/spool/spool-file.ts';
+import { tempDir } from '../support/engines.ts';
 import { freshDatabaseUrl } from '../support/engines.ts';
-import { assertLedgerConsistent, fundedWallet } from '../support/ledger.ts';
+import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
 
 const pg = createRequire(import.meta.url)('pg') as typeof PgModule;
 
@@ -46,12 +54,12 @@ describe('attack: PostgreSQL pipelined group commit (r13/pgreview)', () => {
   }
 
   /** Reserves, each recorded with what its caller was told. */
-  function reserveAll(storage: Storage, wallets: string[], count: number, amount = 10): Promise<Outcome[]> {
+  function reserveAll(storage: Storage, wallets: string[], count: number, amount = 10, leaseMs = 60_000): Promise<Outcome[]> {
     return Promise.all(
       Array.from({ length: count }, (_, i) => {
         const wallet = wallets[i % wallets.length]!;
         const requestId = id();
-        return reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc: amount, leaseMs: 60_000 }).then(
+        return reserve(storage, { wallet, apiKeyId: 1, requestId, amountUsdc: amount, leaseMs }).then(
           (ok) => ({ requestId, wallet, amount, ok }),
           (err: Error) => ({ requestId, wallet, amount, ok: false, err }),
         );
@@ -280,7 +288,7 @@ describe('attack: PostgreSQL pipelined group commit (r13/pgreview)', () => {
         // committed: locked funds equal the reservations exactly (checked below).
         await assertToldMatchesDatabase(
           outcomes.filter((o) => o.amount === 10),
-          (o) => o.err?.message === 'Connection terminated unexpectedly',
+          (o) => o.err instanceof CommitOutcomeUnknown,
         );
         assert.equal(await reserve(lane.storage, { wallet: w, apiKeyId: 1, requestId: id(), amountUsdc: 1, leaseMs: 60_000 }), true);
       } finally {
@@ -399,6 +407,110 @@ describe('attack: PostgreSQL pipelined group commit (r13/pgreview)', () => {
         await assertToldMatchesDatabase(outcomes);
       } finally {
         await lanes.close();
+      }
+    });
+  });
+
+  describe('attack: the lane connection lost with up to COMMITS_IN_FLIGHT transactions on the wire', () => {
+    /** Destroys the lane's socket right after its `nth` COMMIT is written: the transactions before and behind it are in flight. */
+    async function cutAfterCommit(lane: ReturnType<typeof ownLane>, nth: number): Promise<() => boolean> {
+      while (lane.clients.length === 0) await new Promise((r) => setImmediate(r));
+      const socket = socketOf(lane.clients[0]!);
+      const write = socket.write.bind(socket);
+      let commits = 0;
+      let cut = false;
+      socket.write = (chunk: Buffer, ...rest: unknown[]) => {
+        const written = write(chunk, ...rest);
+        if (!cut && (Buffer.isBuffer(chunk) ? chunk.toString('latin1') : String(chunk)).includes('COMMIT\0') && ++commits === nth) {
+          cut = true;
+          process.nextTick(() => socket.destroy());
+        }
+        return written;
+      };
+      return () => cut;
+    }
+
+    /** Each error a caller of the lane heard: an unknown outcome or a clearly not-committed one, and an outage either way. */
+    function assertToldUnknownOrNotCommitted(errors: unknown[]) {
+      assert.ok(errors.length > 0, 'the cut reached callers');
+      const kinds = errors.map((e) => (e instanceof CommitOutcomeUnknown ? 'unknown' : e instanceof NotCommitted ? 'not committed' : String(e)));
+      assert.deepEqual(
+        kinds.filter((k) => k !== 'unknown' && k !== 'not committed'),
+        [],
+      );
+      assert.ok(kinds.includes('unknown'), 'the transactions on the wire are unknown');
+      // The settler retries and spools what isDatabaseOutage says; the HTTP layer answers 503 for the database (a
+      // failed reserve: the provider is never called).
+      assert.ok(
+        errors.every((e) => isDatabaseOutage(e) && unavailableDependency(e) === 'database'),
+        'an outage to the HTTP layer (503, no provider call) and to the settler (retry, spool)',
+      );
+    }
+
+    test('reserves: each caller hears an unknown or a not-committed outcome; once the leases run out the sweeper frees every lock', async () => {
+      const lane = ownLane();
+      try {
+        const w = await fundedWallet(s.db, 1_000_000);
+        const pending = reserveAll(lane.storage, [w], 400, 10, 1_000);
+        const cut = await cutAfterCommit(lane, 2);
+        const outcomes = await pending;
+        assert.ok(cut(), 'the connection was cut');
+        const rejected = outcomes.filter((o) => !o.ok);
+        assertToldUnknownOrNotCommitted(rejected.map((o) => o.err));
+        await assertToldMatchesDatabase(outcomes, (o) => o.err instanceof CommitOutcomeUnknown);
+        // Whatever committed unseen is locked until its lease runs out; then the sweeper voids it, and nothing moved.
+        // The sweeper takes 500 a pass, of every wallet in this database.
+        while ((await sweepExpiredReservations(s.db, Date.now() + 5_000)) > 0);
+        assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1_000_000, locked_usdc: 0, available_usdc: 1_000_000 });
+        await assertLedgerConsistent(s.db);
+      } finally {
+        await lane.pool.end().catch(() => undefined);
+      }
+    });
+
+    test('settles through the durable settler: the unknown ones are retried and spooled, each request charged exactly once', async () => {
+      const lane = ownLane();
+      const errors: unknown[] = [];
+      const storage: Storage = {
+        ...lane.storage,
+        writeUnit: (unit, opts) =>
+          lane.storage.writeUnit(unit, opts).catch((err: unknown) => {
+            errors.push(err);
+            throw err;
+          }),
+      };
+      try {
+        const w = await fundedWallet(s.db, 1_000_000);
+        const reserved = await reserveAll(lane.storage, [w], 300);
+        assert.ok(reserved.every((o) => o.ok));
+        const settler = createDurableSettler({
+          storage,
+          spool: SettleSpool.open(tempDir(), 'pglane'),
+          logger: pino({ level: 'silent' }),
+          failure: () => null,
+          onApplied: () => undefined,
+          onUnbilled: () => undefined,
+        });
+        const settles = Promise.all(
+          reserved.map((o) =>
+            settler.settle({ requestId: o.requestId, wallet: w, chargeUsdc: 7, usage: usageRecord(o.requestId, w) }, { lateIfReleased: true }),
+          ),
+        );
+        const cut = await cutAfterCommit(lane, 2);
+        const outcomes = await settles;
+        assert.ok(cut(), 'the connection was cut');
+        assertToldUnknownOrNotCommitted(errors);
+        assert.deepEqual(
+          outcomes.filter((o) => !o.applied || o.chargedUsdc !== 7),
+          [],
+        );
+        await settler.replay();
+        const usage = await s.db.selectFrom('request_usage').select(sql<number>`count(*)`.as('n')).where('wallet', '=', w).executeTakeFirstOrThrow();
+        assert.equal(Number(usage.n), 300, 'one usage row a request');
+        assert.deepEqual(await getBalance(s.db, w), { balance_usdc: 1_000_000 - 300 * 7, locked_usdc: 0, available_usdc: 1_000_000 - 300 * 7 });
+        await assertLedgerConsistent(s.db);
+      } finally {
+        await lane.pool.end().catch(() => undefined);
       }
     });
   });
