@@ -68,6 +68,13 @@ function callsPerRequest(before: ReturnType<typeof callsByPid>, after: ReturnTyp
   return `${(reads / requests).toFixed(2)} reads, ${(writes / requests).toFixed(2)} writes`;
 }
 
+/** The main thread's voluntary context switches: each is its event loop going to sleep in epoll_wait, so one wake-up after. */
+function wakeUps(pids: number[]): number {
+  let sum = 0;
+  for (const pid of pids) sum += Number(readFileSync(`/proc/${pid}/task/${pid}/status`, 'utf8').match(/^voluntary_ctxt_switches:\s+(\d+)$/m)?.[1]);
+  return sum;
+}
+
 async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -107,13 +114,13 @@ async function statementLines(url: string, requests: number): Promise<string[]> 
 }
 
 /** Redis's commands (INFO commandstats) and its server's CPU over the loaded window, per request. */
-function redisDeltaLines(before: RedisCounts, after: RedisCounts, requests: number): string[] {
+function redisDeltaLines(before: RedisCounts, after: RedisCounts, requests: number, calls: string): string[] {
   const rows = Object.entries(after.calls)
     .map(([command, calls]) => ({ command, calls: calls - (before.calls[command] ?? 0) }))
     .filter((r) => r.calls > 0)
     .sort((a, b) => b.calls - a.calls);
   return [
-    `\nRedis over the same window: server CPU ${((after.cpuMicros - before.cpuMicros) / requests).toFixed(0)} µs per request; commands per request:`,
+    `\nRedis over the same window: server CPU ${((after.cpuMicros - before.cpuMicros) / requests).toFixed(0)} µs per request; system calls per request ${calls}; commands per request:`,
     ...rows.map((r) => `  ${(r.calls / requests).toFixed(3).padStart(9)}  ${r.command}`),
   ];
 }
@@ -167,9 +174,12 @@ await runScript('profile', async ({ dir, onStop }) => {
   if (values.engine === 'postgres') await resetStatements(databaseUrl);
   const pgBefore = postgresCpuMicros(pgPort);
   const redisBefore: RedisCounts | null = redisUrl ? await redisCounts(redisUrl) : null;
+  // Redis's reads count the writes that reached it in separate events: how many hits each socket write carried.
+  const redisCallsBefore = callsByPid(redisBefore ? [redisBefore.pid] : []);
   const pids = target.pids;
   const instanceBefore = pids.map((pid) => cpuMicrosOf([pid]));
   const gatewayCallsBefore = callsByPid(pids);
+  const wakeUpsBefore = wakeUps(pids);
   const pgCallsBefore = callsByPid(postgresPids(pgPort));
   const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
   const window = { fromMicros: monotonicMicros(), toMicros: 0 };
@@ -182,8 +192,10 @@ await runScript('profile', async ({ dir, onStop }) => {
   if (values.heap) heapSampling();
   const pgPerRequest = (postgresCpuMicros(pgPort) - pgBefore) / load.completed;
   const perInstance = pids.map((pid, i) => (cpuMicrosOf([pid]) - instanceBefore[i]!) / load.completed);
-  const redisLines = redisBefore ? redisDeltaLines(redisBefore, await redisCounts(redisUrl!), load.completed) : [];
+  const redisCalls = callsPerRequest(redisCallsBefore, callsByPid(redisBefore ? [redisBefore.pid] : []), load.completed);
+  const redisLines = redisBefore ? redisDeltaLines(redisBefore, await redisCounts(redisUrl!), load.completed, redisCalls) : [];
   const gatewayCalls = callsPerRequest(gatewayCallsBefore, callsByPid(pids), load.completed);
+  const gatewayWakeUps = (wakeUps(pids) - wakeUpsBefore) / load.completed;
   const pgCalls = callsPerRequest(pgCallsBefore, callsByPid(postgresPids(pgPort)), load.completed);
   const statements = values.engine === 'postgres' ? await statementLines(databaseUrl, load.completed) : [];
   const head =
@@ -195,6 +207,7 @@ await runScript('profile', async ({ dir, onStop }) => {
   // Counts, unlike CPU time, do not swell on a loaded machine: they compare two trees on a busy one.
   const calls =
     `system calls per request (read and write families, /proc/PID/io): gateway${instances > 1 ? 's summed' : ''} ${gatewayCalls}` +
+    ` (event-loop wake-ups ${gatewayWakeUps.toFixed(2)})` +
     (Number.isFinite(pgPerRequest) ? `; PostgreSQL server ${pgCalls}` : '');
   if (values.plain) {
     process.stdout.write([head, calls, ...redisLines, ...statements].join('\n') + '\n');
