@@ -98,6 +98,48 @@ describe('the checkpoint pass in a worker thread (sqlite)', () => {
     assert.deepEqual(checkTotals(operator), checkTotals(await checkLedger(s.db)), 'the checkpoint the worker stored agrees with a check of all history');
   });
 
+  test("a writer beside the store (the gateway's, committing every 50 ms) makes the store wait for the lock, not fail", async () => {
+    await seedRequests(s, 60, 2, 'beside');
+    const { default: Libsql } = await import('libsql');
+    const writer = new Libsql(url.slice('sqlite:'.length));
+    writer.exec('PRAGMA busy_timeout = 5000');
+    const bump = writer.prepare(
+      "insert into job_leases (name, holder, expires_at) values ('test-writer', 'w', 1) on conflict (name) do update set expires_at = expires_at + 1",
+    );
+    let passing = true;
+    let commits = 0;
+    // From when the lease is held (this thread's writes would wait for the writer this thread runs): a read before the
+    // store's first write would pin a snapshot that each of these commits makes stale.
+    const write = async () => {
+      while (passing) {
+        writer.exec('BEGIN IMMEDIATE');
+        bump.run();
+        await new Promise((r) => setTimeout(r, 40));
+        writer.exec('COMMIT');
+        commits++;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    let writing: Promise<void> | undefined;
+    const check = inWorker();
+    try {
+      const pass = await runCheckpointPass(s, {
+        now: tick(),
+        holder: 'a',
+        periodMs: PERIOD,
+        check: (now) => {
+          writing = write();
+          return check(now);
+        },
+      }).finally(() => (passing = false));
+      assert.ok(pass.ran && pass.check.ok && pass.check.stored, 'stored while the writer kept committing');
+    } finally {
+      await writing;
+      writer.close();
+    }
+    assert.ok(commits > 0);
+  });
+
   test('a crash of the worker inside the store stores nothing and leaves no lock; the next pass stores the checkpoint, counting each row once', async () => {
     await seedRequests(s, 100, 2, 'crash');
     const before = await checkpointState(s);
