@@ -11,8 +11,8 @@ export interface LeasedJobSpec {
   everyMs: number;
   /** One pass, as `holder`; it handles its own errors (a rejection would reach stop()). */
   pass: (holder: string) => Promise<unknown>;
-  /** Run at stop, after the last pass and the lease's release. */
-  close?: () => Promise<void>;
+  /** Run at stop before waiting for the pass in flight: ends it rather than wait for its whole length. */
+  interrupt?: () => Promise<void>;
 }
 
 /**
@@ -35,9 +35,9 @@ export function leasedJob(db: Kysely<Database>, spec: LeasedJobSpec): Background
     },
     async stop() {
       clearInterval(timer);
+      await spec.interrupt?.();
       await running;
       await releaseLease(db, spec.lease, holder).catch(() => undefined);
-      await spec.close?.();
     },
   };
 }

@@ -97,18 +97,35 @@ const KEEP_CHECKPOINTS_MS = 30 * DAY_MS;
 
 /**
  * Stores a checkpoint after `prev`, in one transaction: nothing half-written survives a crash.
- * Called only after a check that passed.
+ * Called only after a check that passed, with its sums already read (checkpointSums), so the
+ * transaction holds the write lock only for these few upserts: on SQLite the ledger's own writes
+ * wait for it.
  *
  * The per-wallet, per-key and per-day sums are kept once, for the latest checkpoint, and each new
  * one adds to them: a second check that started from the same `prev` (the gateway's job and an
  * operator's hand, two instances) would add the same rows again. So the write re-reads the latest
  * checkpoint under a lock and stores nothing (null) when it is no longer `prev`.
+ * `beforeCommit` (test only) runs inside the transaction, after the sums were added.
  */
-export async function storeCheckpoint(db: Kysely<Database>, prev: Checkpoint | null, s: CheckpointSums): Promise<Checkpoint | null> {
+export async function storeCheckpoint(
+  db: Kysely<Database>,
+  prev: Checkpoint | null,
+  s: CheckpointSums,
+  beforeCommit?: () => void | Promise<void>,
+): Promise<Checkpoint | null> {
   return db.transaction().execute(async (trx) => {
-    // PostgreSQL: writers of checkpoints queue here (the mode conflicts with itself, not with
-    // readers). SQLite: the transaction's first write waits for, or fails against, another writer.
+    // The first statement takes the lock writers of checkpoints queue on, before anything is read.
+    // PostgreSQL: a table lock whose mode conflicts with itself, not with readers. SQLite: a write
+    // (the pruning of old checkpoints), which waits for the write lock (busy_timeout) and reads from
+    // a fresh snapshot once it has it. A read first would pin an older snapshot, and on a connection
+    // beside the gateway's writer (the checkpoint worker's) the first write after it would fail at
+    // once whenever that writer had committed since (SQLITE_BUSY_SNAPSHOT), pass after pass.
     if (trx.getExecutor().adapter instanceof PostgresAdapter) await sql`lock table ledger_checkpoints in share row exclusive mode`.execute(trx);
+    // Never `prev` itself: after a month with no checkpoint it is older than the window, and still the one this one adds to.
+    await trx
+      .deleteFrom('ledger_checkpoints')
+      .where('at', '<', Math.min(s.checkpoint.at - KEEP_CHECKPOINTS_MS, prev?.at ?? Number.POSITIVE_INFINITY))
+      .execute();
     if ((await latestCheckpoint(trx))?.at !== prev?.at) return null;
     if (!prev) {
       // A first checkpoint (or one after the table was emptied by hand) starts its sums from nothing.
@@ -120,11 +137,8 @@ export async function storeCheckpoint(db: Kysely<Database>, prev: Checkpoint | n
     for (const u of s.usage) await addUsageSums(trx, u);
     await trx.deleteFrom('ledger_checkpoint_days').where('day', '<', s.checkpoint.cells_from).execute();
     for (const c of s.cells) await addDayCell(trx, c);
+    await beforeCommit?.();
     await trx.insertInto('ledger_checkpoints').values(s.checkpoint).execute();
-    await trx
-      .deleteFrom('ledger_checkpoints')
-      .where('at', '<', s.checkpoint.at - KEEP_CHECKPOINTS_MS)
-      .execute();
     return s.checkpoint;
   });
 }

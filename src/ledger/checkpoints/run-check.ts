@@ -17,14 +17,10 @@ export interface LedgerCheckOptions {
   full: boolean;
   /** The moment of the check (tests move it); the checkpoint's boundary is read at it, or just after the latest checkpoint's. */
   now?: number;
-  /**
-   * Where the check reads, in one snapshot: by default `db`. The gateway's own job on SQLite passes
-   * a second connection to the file, so its read transaction never holds the connection the
-   * ledger's writes use.
-   */
-  readDb?: Kysely<Database>;
   /** Test only (src/fail-points.ts): runs after the check passed, before its checkpoint is stored. */
   beforeStore?: () => void | Promise<void>;
+  /** Test only: runs inside the store's transaction, after the sums were added and before the checkpoint row and the commit. */
+  beforeCommit?: () => void | Promise<void>;
   /** false: check only, store no checkpoint (the bench times the same check three times over one checkpoint). */
   store?: boolean;
 }
@@ -38,20 +34,19 @@ export interface LedgerCheckOptions {
  * nothing: a check that trusts no earlier one.
  */
 export async function runLedgerCheck(db: Kysely<Database>, opts: LedgerCheckOptions): Promise<CheckpointedCheck> {
-  const readDb = opts.readDb ?? db;
-  if (opts.full) return { ...(await inSnapshot(readDb, checkLedger)), from: null, stored: null };
+  if (opts.full) return { ...(await inSnapshot(db, checkLedger)), from: null, stored: null };
   const from = await latestCheckpoint(db);
   // Checkpoints follow each other in time even when a clock steps back: the latest is the one read.
   const now = () => Math.max(opts.now ?? Date.now(), (from?.at ?? 0) + 1);
   const boundary = await readBoundary(db, now);
-  const { result, sums } = await inSnapshot(readDb, async (snap) => {
+  const { result, sums } = await inSnapshot(db, async (snap) => {
     const result = from ? await checkLedgerSince(snap, from) : await checkLedger(snap);
     const sums: CheckpointSums | null = result.ok && opts.store !== false ? await checkpointSums(snap, from, boundary, now()) : null;
     return { result, sums };
   });
   if (!sums) return { ...result, from, stored: null };
   await opts.beforeStore?.();
-  return { ...result, from, stored: await storeCheckpoint(db, from, sums) };
+  return { ...result, from, stored: await storeCheckpoint(db, from, sums, opts.beforeCommit) };
 }
 
 const timeOf = (cp: Checkpoint) => new Date(cp.at).toISOString().replace('.000Z', 'Z');
