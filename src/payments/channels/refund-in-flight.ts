@@ -2,8 +2,7 @@ import type { Kysely } from 'kysely';
 import { hexToBigInt, keccak256, sliceHex, toHex, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import type { Database } from '../../storage/schema.ts';
 import { REFUND_LEASE_PREFIX, dropLease, mirrorChain, recordTransfer, unmarkRefundVoucher, type ChannelRow } from './channel-store.ts';
-import { batchSettlementAddress, readOnchainChannel, type OnchainChannel } from './onchain-channel.ts';
-import type { ChannelSnapshot } from './channel-types.ts';
+import { batchSettlementAddress, readOnchainChannel, snapshotFromChain } from './onchain-channel.ts';
 
 /**
  * A cooperative refund whose transaction was sent but whose receipt the facilitator stopped
@@ -40,15 +39,6 @@ export function refundInFlight(row: Pick<ChannelRow, 'lease_owner'>): Hex | null
 
 /** The refund nonce the held refund's transaction spends; null for a hold written without it. */
 const nonceSpent = (owner: string): string | null => owner.slice(OWNER_PREFIX.length + HASH_CHARS + 1) || null;
-
-/** The row's mirrored fields as the chain holds them. */
-export const snapshotFromChain = (channelId: string, chain: OnchainChannel): ChannelSnapshot => ({
-  channelId: channelId as Hex,
-  balance: Number(chain.balance),
-  totalClaimed: Number(chain.totalClaimed),
-  withdrawRequestedAt: chain.withdrawRequestedAt,
-  refundNonce: String(chain.refundNonce),
-});
 
 /**
  * The refund's lease (`owner`) becomes the unconfirmed transaction's (`tx`, spending the channel's

@@ -5,11 +5,11 @@ import { usdToMicro } from '../../../ledger/usd.ts';
 import type { Database } from '../../../storage/schema.ts';
 import type { Facilitator } from '../../facilitator/facilitator.ts';
 import { listUnclaimed, markClaimed, mirrorChain, recordTransfer, type ChannelRow } from '../channel-store.ts';
-import { readOnchainChannel, readOnchainReceiver, type OnchainChannel } from '../onchain-channel.ts';
+import { readOnchainChannel, readOnchainReceiver, snapshotFromChain, type OnchainChannel } from '../onchain-channel.ts';
 import { channelReceivers, channelsHeldForRefunds, settleTransferKey, unclaimedSince } from './claim-store.ts';
 import { sendClaim, sendSettle, type ClaimRow } from './claim-send.ts';
 import { recordRecoveredClaim } from './claim-recovery.ts';
-import { refundInFlight, settleRefundInFlight, snapshotFromChain } from '../refund-in-flight.ts';
+import { refundInFlight, settleRefundInFlight } from '../refund-in-flight.ts';
 
 export const CLAIM_LEASE = 'channel-claims';
 /** Channels looked at per pass, the most owed first; the rest wait for the next pass. */
