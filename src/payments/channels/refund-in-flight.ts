@@ -32,6 +32,9 @@ export const REFUND_IN_FLIGHT_MS = 15 * 60_000;
 // landed (refundDropped). The mirror's refund nonce cannot: a claim pass refreshes it meanwhile.
 const HASH_CHARS = 66;
 
+/** Whether the channel is held for a refund whose fate is not read yet. */
+export const heldForRefund = (row: Pick<ChannelRow, 'lease_owner'>): boolean => row.lease_owner?.startsWith(OWNER_PREFIX) ?? false;
+
 /** The hash of the refund the channel is held for, if any. */
 export function refundInFlight(row: Pick<ChannelRow, 'lease_owner'>): Hex | null {
   return row.lease_owner?.startsWith(OWNER_PREFIX) ? (row.lease_owner.slice(OWNER_PREFIX.length, OWNER_PREFIX.length + HASH_CHARS) as Hex) : null;

@@ -9,7 +9,7 @@ import { readOnchainChannel, readOnchainReceiver, snapshotFromChain, type Onchai
 import { channelReceivers, channelsHeldForRefunds, settleTransferKey, unclaimedSince } from './claim-store.ts';
 import { sendClaim, sendSettle, type ClaimRow } from './claim-send.ts';
 import { recordRecoveredClaim } from './claim-recovery.ts';
-import { refundInFlight, settleRefundInFlight } from '../refund-in-flight.ts';
+import { heldForRefund, refundInFlight, settleRefundInFlight } from '../refund-in-flight.ts';
 
 export const CLAIM_LEASE = 'channel-claims';
 /** Channels looked at per pass, the most owed first; the rest wait for the next pass. */
@@ -110,6 +110,10 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
     const claimed = Number(chain.totalClaimed);
     if (claimed >= claimable) continue;
     const withdrawing = chain.withdrawRequestedAt > 0;
+    // A refund in flight carries the claim of everything charged (no request runs while it holds the
+    // channel): a claim beside it is gas spent for nothing, racing it on chain. A timed withdrawal
+    // under way overrides that: its completion is the charges' deadline, whatever the refund's fate.
+    if (heldForRefund(row) && !withdrawing) continue;
     if (force || withdrawing || claimable - claimed >= threshold || (since.get(row.channel_id) ?? 0) <= oldest) {
       due.push({ row, totalClaimed: claimable });
     }
