@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ENGINES } from '../../support/engines.ts';
 import { channelOf, channelSuite } from './channel-harness.ts';
-import { assertClaimedAsCharged, claimPass } from './claims-setup.ts';
+import { assertClaimedAsCharged, claimPass, payerCalls, reader, servedChannel } from './claims-setup.ts';
+import { readOnchainChannel } from '../../../src/payments/channels/onchain-channel.ts';
+import type { Hex } from 'viem';
 import { assertBooksEqualChain, expireHold, pooled } from './followup-setup.ts';
 import { SHORT_WAIT, pendingRefund } from './review-refund-setup.ts';
 
@@ -40,6 +42,31 @@ for (const engine of ENGINES) {
       } finally {
         await r.mine();
       }
+    });
+
+    test("a timed withdrawal under way overrides the hold: its completion is the charges' deadline, so they are claimed", async () => {
+      const h = harness();
+      const { account, row } = await servedChannel(h);
+      const db = h.gw.services.storage.db;
+      // Held for a refund not mined yet (its hash unknown to the node, its nonce unmoved, its window running).
+      const hold = `refund-tx:0x${'ab'.repeat(32)}:${row.refund_nonce}`;
+      await db
+        .updateTable('channels')
+        .set({ lease_owner: hold, lease_until: Date.now() + 600_000 })
+        .where('channel_id', '=', row.channel_id)
+        .execute();
+      assert.deepEqual((await claimPass(h, {}, true)).claims, [], 'held, no withdrawal: not claimed');
+      const chain = await readOnchainChannel(reader(h), row.channel_id as Hex);
+      await payerCalls(h, account, row, 'initiateWithdraw', [chain.balance - chain.totalClaimed]);
+      const pass = await claimPass(h);
+      assert.deepEqual(
+        pass.claims.map((c) => c.channels),
+        [[row.channel_id]],
+        pass.failures.join('\n'),
+      );
+      await assertClaimedAsCharged(h, [row.channel_id]);
+      await db.updateTable('channels').set({ lease_owner: null, lease_until: null }).where('channel_id', '=', row.channel_id).execute();
+      await assertBooksEqualChain(h);
     });
   });
 }
