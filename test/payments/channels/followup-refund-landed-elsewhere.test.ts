@@ -19,6 +19,16 @@ async function assertRecordedOnce(h: PayPerRequestHarness, r: PendingRefund, tra
   await assertBooksEqualChain(h);
 }
 
+/** A refund left pending, then replaced on the node at a higher fee and mined: it landed under `replacement`. */
+async function replacedRefund(h: PayPerRequestHarness): Promise<{ r: PendingRefund; replacement: string }> {
+  const r = await pendingRefund(h);
+  try {
+    return { r, replacement: await replaceWithHigherFee(h, r.transaction) };
+  } finally {
+    await r.mine();
+  }
+}
+
 /**
  * A refund held as `refund-tx:<hash>:<nonce>` whose transaction the node replaced (re-broadcast at
  * another fee): the refund landed under a hash the gateway never saw. The contract's refund nonce,
@@ -31,13 +41,7 @@ for (const engine of ENGINES) {
 
     test('the claim pass records it once from the Refunded event and gives the channel back; a second pass records nothing', async () => {
       const h = harness();
-      const r = await pendingRefund(h);
-      let replacement = '';
-      try {
-        replacement = await replaceWithHigherFee(h, r.transaction);
-      } finally {
-        await r.mine();
-      }
+      const { r, replacement } = await replacedRefund(h);
       const pass = await claimPass(h, {}, true);
       assert.deepEqual(pass.refunds, [{ channel: r.before.channel_id, transaction: replacement, landed: true }], pass.failures.join('\n'));
       await assertRecordedOnce(h, r, replacement);
@@ -50,13 +54,7 @@ for (const engine of ENGINES) {
 
     test("the payer's retry finds it: 200 with the replacement's transaction, recorded once", async () => {
       const h = harness();
-      const r = await pendingRefund(h);
-      let replacement = '';
-      try {
-        replacement = await replaceWithHigherFee(h, r.transaction);
-      } finally {
-        await r.mine();
-      }
+      const { r, replacement } = await replacedRefund(h);
       const retry = await askRefund(h, r.header);
       assert.equal(retry.status, 200, retry.text);
       assert.equal(retry.body.transaction, replacement);
@@ -66,12 +64,7 @@ for (const engine of ENGINES) {
 
     test('the event cannot be found (the RPC refuses the log search): recorded as recovered, from the balance the chain lost', async () => {
       const h = harness();
-      const r = await pendingRefund(h);
-      try {
-        await replaceWithHigherFee(h, r.transaction);
-      } finally {
-        await r.mine();
-      }
+      const { r } = await replacedRefund(h);
       const client = reader(h);
       const noLogs = new Proxy(client, {
         get: (target, key, receiver) =>
