@@ -7,7 +7,8 @@ import { recordRefundLanded } from './refund-landed-elsewhere.ts';
 
 /**
  * A cooperative refund whose transaction was sent but whose receipt the facilitator stopped
- * waiting for (`settlement_pending`): it may still be mined, or never be. Until its fate is known
+ * waiting for (`settlement_pending`), or that a facilitator threw while sending (its hash then
+ * unknown): it may still be mined, or never be. Until its fate is known
  * the channel takes nothing else: a request served meanwhile would be charged against escrow the
  * refund is about to pay back (the refund pays out balance − totalClaimed, so such a charge could
  * never be claimed), and a second refund is pointless (the contract's refund nonce lets one of the
@@ -15,7 +16,8 @@ import { recordRefundLanded } from './refund-landed-elsewhere.ts';
  * is also where its hash is kept: the payer's retry, and every claim pass, read that transaction's receipt
  * and bring the row up to it (the refund's transfer, the mirror), then give the channel back.
  * No request takes that lease over however old it is (channel-store.ts takeLease): only the
- * refund's fate frees it (mined, reverted, or dropped by the node).
+ * refund's fate frees it (mined, reverted, dropped by the node, or found on chain under another
+ * transaction by the refund nonce it spends).
  */
 const OWNER_PREFIX = REFUND_LEASE_PREFIX;
 
@@ -124,12 +126,14 @@ export async function settleRefundInFlight(db: Kysely<Database>, client: PublicC
   }
   if (row.lease_until !== null && row.lease_until >= now) return { kind: 'pending' };
   if (!tx) {
-    const unresolved = `its refund's transaction is not known (the facilitator failed while sending it) and no refund spending nonce ${spends} landed: it may still`;
+    const unresolved =
+      `its refund's transaction is not known (the facilitator failed while sending it) ` + `and no refund spending nonce ${spends} landed: it may still`;
     return { kind: 'pending', unresolved };
   }
   if (!(await refundGone(client, tx))) return { kind: 'pending' };
   if (spends === null) {
-    const unresolved = `its refund ${tx} is gone from the node, yet the refund nonce it spends is not known: a refund may have landed under another transaction`;
+    const unresolved =
+      `its refund ${tx} is gone from the node, yet the refund nonce it spends is not known: ` + 'a refund may have landed under another transaction';
     return { kind: 'pending', unresolved };
   }
   await releaseRefund(db, row, owner, now);
