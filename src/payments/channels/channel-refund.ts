@@ -46,7 +46,7 @@ export async function refundChannel(deps: PaidRequestDeps, bound: BoundChannelPa
     }
     const inFlight = refundInFlight(row);
     if (inFlight) {
-      const answered = await answerInFlight(deps, bound, row, inFlight);
+      const answered = await answerInFlight(deps, bound, row, inFlight.tx);
       if (answered) return answered;
     }
     const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
@@ -94,10 +94,17 @@ async function refundUnderLease(deps: PaidRequestDeps, bound: BoundChannelPaymen
   }
   const enriched = { ...bound.inner, amount: String(asked), refundNonce: verdict.snapshot.refundNonce, claims };
   const unmark = () => unmarkRefundVoucher(deps.db, bound.channelId, voucher.signature, deps.now());
-  const answer = await deps.topup.facilitator.settle({ ...bound.payload, payload: enriched }, bound.requirements).catch(async (err: unknown) => {
+  let answer: SettleResponse;
+  try {
+    answer = await deps.topup.facilitator.settle({ ...bound.payload, payload: enriched }, bound.requirements);
+  } catch (err) {
+    // Thrown, not answered: the refund may be on its way to the chain or not, and nothing here can
+    // tell. Freed, the channel could serve requests on escrow about to be paid back; "refused" could
+    // be false. It stays held, its hash unknown, until the chain's refund nonce says a refund landed.
+    if (await holdForRefund(deps.db, bound.channelId, owner, null, verdict.snapshot.refundNonce, deps.now())) return { kind: 'pending', transaction: null };
     await unmark();
     throw err;
-  });
+  }
   if (!answer.success && answer.errorReason === SETTLEMENT_PENDING && answer.transaction) {
     // Sent, not confirmed: the voucher stays spent and the channel stays held until the receipt is read.
     if (await holdForRefund(deps.db, bound.channelId, owner, answer.transaction, verdict.snapshot.refundNonce, deps.now()))
@@ -139,14 +146,14 @@ async function refundedAnswer(deps: PaidRequestDeps, bound: BoundChannelPayment,
  * with its transaction (it can still land). Mined: the row caught up, and the payer who asked it
  * again gets its receipt. Reverted, or dropped by the node: null, and this refund is handled as a new one.
  */
-async function answerInFlight(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, tx: `0x${string}`): Promise<PaidOutcome | null> {
+async function answerInFlight(deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, tx: `0x${string}` | null): Promise<PaidOutcome | null> {
   const client = deps.topup.clientFor(row.network);
   if (!client) return null;
   const fate = await settleRefundInFlight(deps.db, client, row, tx, deps.now());
   if (fate.kind === 'pending') return { kind: 'pending', transaction: tx };
   if (fate.kind !== 'landed') return null;
   const sameVoucher = row.last_refund_signature === bound.inner.voucher.signature.toLowerCase();
-  return sameVoucher ? refundedAnswer(deps, bound, fate.refundedUsdc, tx) : null;
+  return sameVoucher ? refundedAnswer(deps, bound, fate.refundedUsdc, fate.transaction) : null;
 }
 
 const refused = (ask: ChannelAnswers, reason: string) => rejected(ask, reason, 'the refund was refused');

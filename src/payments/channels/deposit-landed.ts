@@ -4,7 +4,7 @@ import { isTransportError } from '../../chain/rpc-errors.ts';
 import type { BoundChannelPayment } from './channel-binding.ts';
 import type { ChannelPayload } from './channel-payload.ts';
 import type { ChannelSnapshot } from './channel-types.ts';
-import { readOnchainChannel } from './onchain-channel.ts';
+import { readOnchainChannel, snapshotFromChain } from './onchain-channel.ts';
 
 type Deposit = Extract<ChannelPayload, { type: 'deposit' }>;
 
@@ -23,14 +23,7 @@ export async function landedDeposit(
   deposit: Deposit,
 ): Promise<ChannelSnapshot | null> {
   if (!(await authorizationUsed(client, channelId, deposit).catch(notLandedUnlessOutage))) return null;
-  const c = await readOnchainChannel(client, channelId);
-  return {
-    channelId,
-    balance: Number(c.balance),
-    totalClaimed: Number(c.totalClaimed),
-    withdrawRequestedAt: c.withdrawRequestedAt,
-    refundNonce: String(c.refundNonce),
-  };
+  return snapshotFromChain(channelId, await readOnchainChannel(client, channelId));
 }
 
 /**

@@ -1,6 +1,7 @@
 import { BATCH_SETTLEMENT_ADDRESS, type ChannelConfig } from '@x402/evm';
 import { computeChannelId } from '@x402/evm/batch-settlement/client';
 import { getAddress, parseAbi, type Address, type Hex, type PublicClient } from 'viem';
+import type { ChannelSnapshot } from './channel-types.ts';
 
 /**
  * A batch-settlement channel as x402BatchSettlement holds it (contracts/StandInBatchSettlement.sol on
@@ -60,6 +61,15 @@ export async function readOnchainChannel(client: Reader, channelId: Hex, blockNu
   ]);
   return { balance, totalClaimed, withdrawRequestedAt: initiatedAt, withdrawAmount, refundNonce };
 }
+
+/** The channel's state as the gateway's row mirrors it (and as the spec's `channelState` reports it). */
+export const snapshotFromChain = (channelId: string, chain: OnchainChannel): ChannelSnapshot => ({
+  channelId: channelId as Hex,
+  balance: Number(chain.balance),
+  totalClaimed: Number(chain.totalClaimed),
+  withdrawRequestedAt: chain.withdrawRequestedAt,
+  refundNonce: String(chain.refundNonce),
+});
 
 /** What `receiver` has claimed in `token` over all its channels, and how much of it `settle` has paid out. */
 export async function readOnchainReceiver(client: Reader, receiver: Address, token: Address, blockNumber?: bigint): Promise<OnchainReceiver> {

@@ -2,12 +2,13 @@ import type { Kysely } from 'kysely';
 import { hexToBigInt, keccak256, sliceHex, toHex, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import type { Database } from '../../storage/schema.ts';
 import { REFUND_LEASE_PREFIX, dropLease, mirrorChain, recordTransfer, unmarkRefundVoucher, type ChannelRow } from './channel-store.ts';
-import { batchSettlementAddress, readOnchainChannel, type OnchainChannel } from './onchain-channel.ts';
-import type { ChannelSnapshot } from './channel-types.ts';
+import { batchSettlementAddress, readOnchainChannel, snapshotFromChain } from './onchain-channel.ts';
+import { recordRefundLanded } from './refund-landed-elsewhere.ts';
 
 /**
  * A cooperative refund whose transaction was sent but whose receipt the facilitator stopped
- * waiting for (`settlement_pending`): it may still be mined, or never be. Until its fate is known
+ * waiting for (`settlement_pending`), or that a facilitator threw while sending (its hash then
+ * unknown): it may still be mined, or never be. Until its fate is known
  * the channel takes nothing else: a request served meanwhile would be charged against escrow the
  * refund is about to pay back (the refund pays out balance − totalClaimed, so such a charge could
  * never be claimed), and a second refund is pointless (the contract's refund nonce lets one of the
@@ -15,7 +16,8 @@ import type { ChannelSnapshot } from './channel-types.ts';
  * is also where its hash is kept: the payer's retry, and every claim pass, read that transaction's receipt
  * and bring the row up to it (the refund's transfer, the mirror), then give the channel back.
  * No request takes that lease over however old it is (channel-store.ts takeLease): only the
- * refund's fate frees it (mined, reverted, or dropped by the node).
+ * refund's fate frees it (mined, reverted, dropped by the node, or found on chain under another
+ * transaction by the refund nonce it spends).
  */
 const OWNER_PREFIX = REFUND_LEASE_PREFIX;
 
@@ -30,34 +32,37 @@ const OWNER_PREFIX = REFUND_LEASE_PREFIX;
 export const REFUND_IN_FLIGHT_MS = 15 * 60_000;
 
 // The owner is `refund-tx:<hash>:<refund nonce the transaction spends>`: the nonce tells a dropped refund from one that
-// landed (refundDropped). The mirror's refund nonce cannot: a claim pass refreshes it meanwhile.
-const HASH_CHARS = 66;
+// landed. The mirror's refund nonce cannot: a claim pass refreshes it meanwhile. The hash is `unknown` when the
+// facilitator threw while sending the refund: it may have been broadcast or not, and only the chain can say which.
+const UNKNOWN_HASH = 'unknown';
 
-/** The hash of the refund the channel is held for, if any. */
-export function refundInFlight(row: Pick<ChannelRow, 'lease_owner'>): Hex | null {
-  return row.lease_owner?.startsWith(OWNER_PREFIX) ? (row.lease_owner.slice(OWNER_PREFIX.length, OWNER_PREFIX.length + HASH_CHARS) as Hex) : null;
+/** Whether the channel is held for a refund whose fate is not read yet. */
+export const heldForRefund = (row: Pick<ChannelRow, 'lease_owner'>): boolean => row.lease_owner?.startsWith(OWNER_PREFIX) ?? false;
+
+/** The refund the channel is held for, if any: its hash (null when not known) and the refund nonce it spends (null for a hold written without it). */
+export function refundInFlight(row: Pick<ChannelRow, 'lease_owner'>): { tx: Hex | null; spends: string | null } | null {
+  if (!row.lease_owner || !heldForRefund(row)) return null;
+  const [tx = '', spends = ''] = row.lease_owner.slice(OWNER_PREFIX.length).split(':');
+  return { tx: tx === UNKNOWN_HASH ? null : (tx as Hex), spends: spends || null };
 }
-
-/** The refund nonce the held refund's transaction spends; null for a hold written without it. */
-const nonceSpent = (owner: string): string | null => owner.slice(OWNER_PREFIX.length + HASH_CHARS + 1) || null;
-
-/** The row's mirrored fields as the chain holds them. */
-export const snapshotFromChain = (channelId: string, chain: OnchainChannel): ChannelSnapshot => ({
-  channelId: channelId as Hex,
-  balance: Number(chain.balance),
-  totalClaimed: Number(chain.totalClaimed),
-  withdrawRequestedAt: chain.withdrawRequestedAt,
-  refundNonce: String(chain.refundNonce),
-});
 
 /**
  * The refund's lease (`owner`) becomes the unconfirmed transaction's (`tx`, spending the channel's
- * `refundNonce`); after REFUND_IN_FLIGHT_MS it is looked at as maybe dropped. False if the lease was lost.
+ * `refundNonce`; null when the facilitator threw while sending it); after REFUND_IN_FLIGHT_MS it is looked at as maybe dropped.
+ * False if the lease was lost.
  */
-export async function holdForRefund(db: Kysely<Database>, channelId: string, owner: string, tx: string, refundNonce: string, now: number): Promise<boolean> {
+export async function holdForRefund(
+  db: Kysely<Database>,
+  channelId: string,
+  owner: string,
+  tx: string | null,
+  refundNonce: string,
+  now: number,
+): Promise<boolean> {
+  const hash = tx?.toLowerCase() ?? UNKNOWN_HASH;
   const held = await db
     .updateTable('channels')
-    .set({ lease_owner: `${OWNER_PREFIX}${tx.toLowerCase()}:${refundNonce}`, lease_until: now + REFUND_IN_FLIGHT_MS, updated_at: now })
+    .set({ lease_owner: `${OWNER_PREFIX}${hash}:${refundNonce}`, lease_until: now + REFUND_IN_FLIGHT_MS, updated_at: now })
     .where('channel_id', '=', channelId.toLowerCase())
     .where('lease_owner', '=', owner)
     .where('pending_request', 'is', null)
@@ -81,42 +86,82 @@ function refundedIn(receipt: TransactionReceipt, channelId: string): number | nu
 }
 
 /**
- * What became of the held refund. `pending`: not mined yet, the channel stays held; `unresolved`
- * names why an operator should look (its transaction is gone, yet a refund may have landed on the
- * channel: the refund nonce moved, as under a replacement whose hash the gateway does not know, or is not known). `dropped`: the node lost it, nothing landed.
+ * What became of the held refund. `pending`: not known to have landed, the channel stays held; `unresolved`
+ * names why an operator should look (its transaction is gone, yet the gateway cannot tell whether a refund
+ * landed: the nonce it spends, or its hash, is not known). `landed`: under `transaction` (its own, or the
+ * one the chain names for its nonce); `searchFailure` when that one was not found. `dropped`: the node lost
+ * it, nothing landed.
  */
-export type RefundFate = { kind: 'pending'; unresolved?: string } | { kind: 'landed'; refundedUsdc: number } | { kind: 'failed' } | { kind: 'dropped' };
+export type RefundFate =
+  | { kind: 'pending'; unresolved?: string }
+  | { kind: 'landed'; refundedUsdc: number; transaction: string; searchFailure?: string }
+  | { kind: 'failed' }
+  | { kind: 'dropped' };
 
 /**
- * Reads the held refund's receipt and acts on it: mined, the mirror is refreshed from the chain's
- * latest block (which includes the refund: the read refuses a node behind the receipt's block) and
- * the refund recorded once (its amount from its Refunded event; nothing when the refund paid 0);
- * reverted, or dropped (refundDropped), the refund voucher is released so the payer may ask again.
- * In those three cases the channel is given back. Not mined and not dropped: nothing changes.
+ * Reads the held refund's fate and acts on it. Mined: the mirror is refreshed from the chain's latest
+ * block (which includes it: the read refuses a node behind the receipt's block) and the refund recorded
+ * once (its amount from its Refunded event; nothing when it paid 0). Not mined, or reverted, or its hash
+ * not known, while the contract's refund nonce is past the one it spends: a refund spending that nonce
+ * landed under another transaction, recorded from the chain (refund-landed-elsewhere.ts). Reverted with
+ * the nonce unmoved, or dropped (refundGone): the refund voucher is released so the payer may ask again.
+ * In those cases the channel is given back; otherwise nothing changes.
  */
-export async function settleRefundInFlight(db: Kysely<Database>, client: PublicClient, row: ChannelRow, tx: Hex, now: number): Promise<RefundFate> {
-  const receipt = await client.getTransactionReceipt({ hash: tx }).catch((err: Error) => {
-    if (err.name === 'TransactionReceiptNotFoundError') return null;
-    throw err;
-  });
-  const owner = row.lease_owner ?? `${OWNER_PREFIX}${tx.toLowerCase()}`;
-  if (!receipt) {
-    if (row.lease_until !== null && row.lease_until >= now) return { kind: 'pending' };
-    const dropped = await refundDropped(client, row, tx, nonceSpent(owner));
-    if (dropped !== true) return { kind: 'pending', unresolved: dropped || undefined };
-    await releaseRefund(db, row, owner, now);
-    return { kind: 'dropped' };
+export async function settleRefundInFlight(db: Kysely<Database>, client: PublicClient, row: ChannelRow, tx: Hex | null, now: number): Promise<RefundFate> {
+  const owner = row.lease_owner ?? `${OWNER_PREFIX}${tx?.toLowerCase() ?? UNKNOWN_HASH}`;
+  const spends = refundInFlight({ lease_owner: owner })?.spends ?? null;
+  const receipt = tx ? await receiptOf(client, tx) : null;
+  if (receipt?.status === 'success' && tx) return landedWithReceipt(db, client, row, owner, tx, receipt, now);
+  if (spends !== null) {
+    const chain = await readOnchainChannel(client, row.channel_id as Hex, undefined, receipt?.blockNumber);
+    if (chain.refundNonce > BigInt(spends)) {
+      const landed = await recordRefundLanded(db, client, row, BigInt(spends), chain, now);
+      await dropLease(db, row.channel_id, owner, now);
+      return { kind: 'landed', ...landed };
+    }
   }
-  if (receipt.status !== 'success') {
+  if (receipt) {
     await releaseRefund(db, row, owner, now);
     return { kind: 'failed' };
   }
+  if (row.lease_until !== null && row.lease_until >= now) return { kind: 'pending' };
+  if (!tx) {
+    const unresolved =
+      `its refund's transaction is not known (the facilitator failed while sending it) ` + `and no refund spending nonce ${spends} landed: it may still`;
+    return { kind: 'pending', unresolved };
+  }
+  if (!(await refundGone(client, tx))) return { kind: 'pending' };
+  if (spends === null) {
+    const unresolved =
+      `its refund ${tx} is gone from the node, yet the refund nonce it spends is not known: ` + 'a refund may have landed under another transaction';
+    return { kind: 'pending', unresolved };
+  }
+  await releaseRefund(db, row, owner, now);
+  return { kind: 'dropped' };
+}
+
+async function receiptOf(client: PublicClient, tx: Hex): Promise<TransactionReceipt | null> {
+  return client.getTransactionReceipt({ hash: tx }).catch((err: Error) => {
+    if (err.name === 'TransactionReceiptNotFoundError') return null;
+    throw err;
+  });
+}
+
+async function landedWithReceipt(
+  db: Kysely<Database>,
+  client: PublicClient,
+  row: ChannelRow,
+  owner: string,
+  tx: Hex,
+  receipt: TransactionReceipt,
+  now: number,
+): Promise<RefundFate> {
   const chain = await readOnchainChannel(client, row.channel_id as Hex, undefined, receipt.blockNumber);
   await mirrorChain(db, row.channel_id, snapshotFromChain(row.channel_id, chain), now);
   const refundedUsdc = refundedIn(receipt, row.channel_id) ?? 0;
   if (refundedUsdc > 0) await recordTransfer(db, { channelId: row.channel_id, kind: 'refund', amountUsdc: refundedUsdc, txHash: tx }, now);
   await dropLease(db, row.channel_id, owner, now);
-  return { kind: 'landed', refundedUsdc };
+  return { kind: 'landed', refundedUsdc, transaction: tx };
 }
 
 /** A refund that did not land: its voucher may be asked again, and the channel is given back. */
@@ -126,25 +171,18 @@ async function releaseRefund(db: Kysely<Database>, row: ChannelRow, owner: strin
 }
 
 /**
- * True when the unmined refund `tx` can no longer land: the node does not know it, or its sender's
- * confirmed nonce is past it (another transaction took its nonce), and the channel's refund nonce
- * on chain is still the one it spends (no refund landed since it was sent). Re-sending it is then safe: the contract's
- * refund nonce lets only one refund land. False while it waits in the mempool; a reason (string)
- * when it is gone yet a refund landed on the channel (a replacement under another hash): the
- * channel stays held for an operator rather than be charged against escrow paid back.
+ * True when the unmined refund `tx` can no longer be mined: the node does not know it, or its sender's
+ * confirmed nonce is past it (another transaction took its nonce). With the channel's refund nonce
+ * unmoved (the caller's check), re-sending it is then safe: the contract's refund nonce lets only one
+ * refund land. False while it waits in the mempool.
  */
-async function refundDropped(client: PublicClient, row: ChannelRow, tx: Hex, spends: string | null): Promise<boolean | string> {
+async function refundGone(client: PublicClient, tx: Hex): Promise<boolean> {
   const sent = await client.getTransaction({ hash: tx }).catch((err: Error) => {
     if (err.name === 'TransactionNotFoundError') return null;
     throw err;
   });
-  if (sent) {
-    if (sent.blockNumber !== null) return false;
-    const confirmed = await client.getTransactionCount({ address: sent.from, blockTag: 'latest' });
-    if (confirmed <= sent.nonce) return false;
-  }
-  const chain = await readOnchainChannel(client, row.channel_id as Hex);
-  if (spends !== null && String(chain.refundNonce) === spends) return true;
-  const why = spends === null ? 'the refund nonce it spends is not known' : `the channel's refund nonce on chain is ${chain.refundNonce}, not ${spends}`;
-  return `its refund ${tx} is gone from the node, yet ${why}: a refund may have landed under another transaction`;
+  if (!sent) return true;
+  if (sent.blockNumber !== null) return false;
+  const confirmed = await client.getTransactionCount({ address: sent.from, blockTag: 'latest' });
+  return confirmed > sent.nonce;
 }

@@ -5,11 +5,11 @@ import { usdToMicro } from '../../../ledger/usd.ts';
 import type { Database } from '../../../storage/schema.ts';
 import type { Facilitator } from '../../facilitator/facilitator.ts';
 import { listUnclaimed, markClaimed, mirrorChain, recordTransfer, type ChannelRow } from '../channel-store.ts';
-import { readOnchainChannel, readOnchainReceiver, type OnchainChannel } from '../onchain-channel.ts';
+import { readOnchainChannel, readOnchainReceiver, snapshotFromChain, type OnchainChannel } from '../onchain-channel.ts';
 import { channelReceivers, channelsHeldForRefunds, settleTransferKey, unclaimedSince } from './claim-store.ts';
 import { sendClaim, sendSettle, type ClaimRow } from './claim-send.ts';
 import { recordRecoveredClaim } from './claim-recovery.ts';
-import { refundInFlight, settleRefundInFlight, snapshotFromChain } from '../refund-in-flight.ts';
+import { heldForRefund, refundInFlight, settleRefundInFlight, type RefundFate } from '../refund-in-flight.ts';
 
 export const CLAIM_LEASE = 'channel-claims';
 /** Channels looked at per pass, the most owed first; the rest wait for the next pass. */
@@ -110,6 +110,10 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
     const claimed = Number(chain.totalClaimed);
     if (claimed >= claimable) continue;
     const withdrawing = chain.withdrawRequestedAt > 0;
+    // A refund in flight carries the claim of everything charged (no request runs while it holds the
+    // channel): a claim beside it is gas spent for nothing, racing it on chain. A timed withdrawal
+    // under way overrides that: its completion is the charges' deadline, whatever the refund's fate.
+    if (heldForRefund(row) && !withdrawing) continue;
     if (force || withdrawing || claimable - claimed >= threshold || (since.get(row.channel_id) ?? 0) <= oldest) {
       due.push({ row, totalClaimed: claimable });
     }
@@ -124,17 +128,27 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
  */
 async function settleRefunds(deps: ClaimDeps, outcome: ClaimPassOutcome): Promise<void> {
   for (const row of await channelsHeldForRefunds(deps.db)) {
-    const tx = refundInFlight(row);
+    const held = refundInFlight(row);
     const client = deps.clientFor(row.network);
-    if (!tx || !client) continue;
+    if (!held || !client) continue;
+    const tx = held.tx ?? 'of unknown hash';
     try {
-      const fate = await settleRefundInFlight(deps.db, client, row, tx, deps.now());
-      if (fate.kind !== 'pending') outcome.refunds.push({ channel: row.channel_id, transaction: tx, landed: fate.kind === 'landed' });
+      const fate = await settleRefundInFlight(deps.db, client, row, held.tx, deps.now());
+      if (fate.kind === 'landed') {
+        outcome.refunds.push({ channel: row.channel_id, transaction: fate.transaction, landed: true });
+        if (fate.transaction !== held.tx) refundFoundOnChain(deps, row, held.tx, fate);
+      } else if (fate.kind !== 'pending') outcome.refunds.push({ channel: row.channel_id, transaction: tx, landed: false });
       else if (fate.unresolved) fail(deps, outcome, `channel ${row.channel_id}: ${fate.unresolved}; it stays held until an operator records it`);
     } catch (err) {
-      fail(deps, outcome, `channel ${row.channel_id}: the receipt of its refund ${tx} could not be read (${(err as Error).message.split('\n')[0]})`);
+      fail(deps, outcome, `channel ${row.channel_id}: the fate of its refund ${tx} could not be read (${(err as Error).message.split('\n')[0]})`);
     }
   }
+}
+
+/** A held refund found landed under a transaction the gateway did not hold: said, with the search failure if its event was not found. */
+function refundFoundOnChain(deps: ClaimDeps, row: ChannelRow, held: string | null, fate: Extract<RefundFate, { kind: 'landed' }>): void {
+  const facts = { channel: row.channel_id, held, transaction: fate.transaction, refundedUsdc: fate.refundedUsdc, searchFailure: fate.searchFailure };
+  deps.logger.warn(facts, 'a refund held for its confirmation landed under another transaction (the chain says so); recorded from the chain');
 }
 
 /** A claim that landed while its row update was lost: recorded now, in the row and the transfer history, and not sent again. */

@@ -1,8 +1,9 @@
 import type { Kysely } from 'kysely';
-import { parseAbiItem, type Hex, type PublicClient } from 'viem';
+import { parseAbiItem, type Hex } from 'viem';
 import type { Database } from '../../../storage/schema.ts';
 import { findChannel, markClaimed, type ChannelRow } from '../channel-store.ts';
 import { batchSettlementAddress } from '../onchain-channel.ts';
+import { searchBackwards, type LogReader } from '../channel-logs.ts';
 
 /**
  * A claim that landed on chain while its row was not updated (a crash between the two, or a
@@ -15,28 +16,15 @@ import { batchSettlementAddress } from '../onchain-channel.ts';
 // x402BatchSettlement's event (the reference contract's signature; the stand-in emits the same).
 const claimedEvent = parseAbiItem('event Claimed(bytes32 indexed channelId, address indexed sender, uint128 claimAmount, uint128 newTotalClaimed)');
 
-// A lost claim is found within a pass or two of its crash, or when the instance is back: about a day
-// of Base's 2 s blocks is searched, newest first, in ranges most RPC providers serve in one eth_getLogs.
-const LOOKBACK_BLOCKS = 50_000n;
-const BLOCKS_PER_QUERY = 2_000n;
-
 /** The transaction hash recorded for a recovered claim whose transaction was not found. */
 export const recoveredClaimMarker = (totalClaimed: bigint) => `recovered:${totalClaimed}`;
 
-type LogReader = Pick<PublicClient, 'getLogs' | 'getBlockNumber'>;
-
 /** The transaction whose Claimed event brought `channelId`'s totalClaimed to `totalClaimed`, searched back from the newest block; null if none. */
-export async function findClaimTransaction(client: LogReader, channelId: Hex, totalClaimed: bigint): Promise<Hex | null> {
-  const latest = await client.getBlockNumber({ cacheTime: 0 });
-  const oldest = latest > LOOKBACK_BLOCKS ? latest - LOOKBACK_BLOCKS : 0n;
-  for (let toBlock = latest; toBlock >= oldest; toBlock -= BLOCKS_PER_QUERY) {
-    const fromBlock = toBlock - BLOCKS_PER_QUERY + 1n > oldest ? toBlock - BLOCKS_PER_QUERY + 1n : oldest;
+export function findClaimTransaction(client: LogReader, channelId: Hex, totalClaimed: bigint): Promise<Hex | null> {
+  return searchBackwards(client, async (fromBlock, toBlock) => {
     const logs = await client.getLogs({ address: batchSettlementAddress, event: claimedEvent, args: { channelId }, fromBlock, toBlock });
-    const landed = [...logs].reverse().find((l) => l.args.newTotalClaimed === totalClaimed && l.transactionHash);
-    if (landed?.transactionHash) return landed.transactionHash;
-    if (fromBlock === oldest) break;
-  }
-  return null;
+    return [...logs].reverse().find((l) => l.args.newTotalClaimed === totalClaimed && l.transactionHash)?.transactionHash ?? null;
+  });
 }
 
 export interface RecoveredClaim {

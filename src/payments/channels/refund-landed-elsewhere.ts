@@ -1,0 +1,81 @@
+import type { Kysely } from 'kysely';
+import { parseAbiItem, type Hex } from 'viem';
+import type { Database } from '../../storage/schema.ts';
+import { searchBackwards, type LogReader } from './channel-logs.ts';
+import { mirrorChain, recordTransfer, type ChannelRow } from './channel-store.ts';
+import { batchSettlementAddress, snapshotFromChain, type OnchainChannel } from './onchain-channel.ts';
+
+/**
+ * A held refund (refund-in-flight.ts) that landed under a transaction the gateway does not hold:
+ * its transaction was replaced on the node (re-broadcast at another fee), or the facilitator threw
+ * after broadcasting it and never named it. The chain says it landed: the contract takes each
+ * refund nonce once, in order, so a refund nonce past the one the hold spends means a refund
+ * spending it is in. The chain also says which and how much: the contract's Refunded event for the
+ * channel and that nonce. The refund is recorded from those figures alone, never from a
+ * facilitator's or a payer's word, under the event's transaction (the receipt path's key, so a
+ * refund found both ways is recorded once).
+ */
+
+// The stand-in's event names the nonce; the reference contract's does not, and is taken only when
+// exactly one refund landed since the hold (its newest Refunded for the channel is then this one).
+const refundedWithNonce = parseAbiItem('event Refunded(bytes32 indexed channelId, address indexed payer, uint128 amount, uint256 nonce)');
+const refundedReference = parseAbiItem('event Refunded(bytes32 indexed channelId, address indexed payer, uint128 amount)');
+
+/** The transfer key of a refund whose event was not found: per channel and nonce, so it is recorded once. */
+export const recoveredRefundMarker = (nonce: bigint) => `recovered:refund:${nonce}`;
+
+interface RefundEvent {
+  transaction: Hex;
+  amount: bigint;
+}
+
+/** The Refunded event of `channelId` spending `nonce`; null if none is found in the lookback window. */
+export function findRefundEvent(client: LogReader, channelId: Hex, nonce: bigint, nonceNow: bigint): Promise<RefundEvent | null> {
+  const onlyOneSince = nonceNow === nonce + 1n;
+  return searchBackwards(client, async (fromBlock, toBlock) => {
+    const range = { address: batchSettlementAddress, args: { channelId }, fromBlock, toBlock } as const;
+    const named = (await client.getLogs({ ...range, event: refundedWithNonce })).find((l) => l.args.nonce === nonce && l.transactionHash);
+    if (named?.transactionHash) return { transaction: named.transactionHash, amount: named.args.amount ?? 0n };
+    if (!onlyOneSince) return null;
+    const newest = (await client.getLogs({ ...range, event: refundedReference })).filter((l) => l.transactionHash).at(-1);
+    return newest?.transactionHash ? { transaction: newest.transactionHash, amount: newest.args.amount ?? 0n } : null;
+  });
+}
+
+export interface RefundLandedElsewhere {
+  refundedUsdc: number;
+  /** The event's transaction, or recoveredRefundMarker when it was not found. */
+  transaction: string;
+  /** Why the event was not found, when it was not. */
+  searchFailure?: string;
+}
+
+/**
+ * Records the refund spending `nonce` that `chain` (the channel's state, its refund nonce past
+ * `nonce`) shows landed, and mirrors the chain. Its amount is the event's; without the event, what
+ * the chain's balance fell below the mirror (the refund, unless the payer's timed withdrawal also
+ * completed meanwhile: the pass names the search failure so an operator can check).
+ */
+export async function recordRefundLanded(
+  db: Kysely<Database>,
+  client: LogReader,
+  row: ChannelRow,
+  nonce: bigint,
+  chain: OnchainChannel,
+  now: number,
+): Promise<RefundLandedElsewhere> {
+  let found: RefundEvent | null = null;
+  let searchFailure: string | undefined;
+  try {
+    found = await findRefundEvent(client, row.channel_id as Hex, nonce, chain.refundNonce);
+    if (!found) searchFailure = `no Refunded event for nonce ${nonce} in the blocks searched`;
+  } catch (err) {
+    // An RPC that refuses the log search must not keep the refund out of the history for good.
+    searchFailure = (err as Error).message.split('\n')[0];
+  }
+  const refundedUsdc = found ? Number(found.amount) : Math.max(0, row.balance_usdc - Number(chain.balance));
+  const transaction = found ? found.transaction.toLowerCase() : recoveredRefundMarker(nonce);
+  await mirrorChain(db, row.channel_id, snapshotFromChain(row.channel_id, chain), now);
+  if (refundedUsdc > 0) await recordTransfer(db, { channelId: row.channel_id, kind: 'refund', amountUsdc: refundedUsdc, txHash: transaction }, now);
+  return { refundedUsdc, transaction, ...(searchFailure ? { searchFailure } : {}) };
+}
