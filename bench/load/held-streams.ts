@@ -15,6 +15,8 @@ export interface HeldStreams {
   /** The median sample. */
   rssLoadedBytes: number;
   bytesPerStream: number;
+  /** What `whileHeld` returned, called once every stream was open and RSS sampled, before any stream ended. */
+  held?: unknown;
 }
 
 const SAMPLES = 9;
@@ -33,12 +35,17 @@ function median(values: number[]): number {
  * stream opened lands on the garbage of the opening burst (2,000 requests in about a second) or
  * just after a collection of it, by chance; it swung from 19 to 48 KB per stream between runs.
  */
-export async function holdStreams(target: Target, count: number, maxWaitMs = 30_000): Promise<HeldStreams> {
+export async function holdStreams(
+  target: Target,
+  count: number,
+  o: { maxWaitMs?: number; whileHeld?: () => Promise<unknown>; body?: string } = {},
+): Promise<HeldStreams> {
+  const maxWaitMs = o.maxWaitMs ?? 30_000;
   // Memory is a one-instance, one-wallet measure: the first of each.
   const url = chatUrls(target)[0]!;
   const pid = target.pids[0]!;
   const pool = new Pool(url.origin, { connections: count, headersTimeout: 60_000, bodyTimeout: 60_000 });
-  const body = chatBody('bench-slow', true);
+  const body = o.body ?? chatBody('bench-slow', true);
   const headers = chatHeaderSets(target)[0]!;
   const rssIdleBytes = rssBytes(pid);
   let open = 0;
@@ -68,8 +75,9 @@ export async function holdStreams(target: Target, count: number, maxWaitMs = 30_
     rssSamplesBytes.push(rssBytes(pid));
   }
   const rssLoadedBytes = median(rssSamplesBytes);
+  const held = await o.whileHeld?.();
   await Promise.race([Promise.all(streams), sleep(60_000)]);
   await pool.destroy();
   const bytesPerStream = openAtSample ? (rssLoadedBytes - rssIdleBytes) / openAtSample : NaN;
-  return { wanted: count, open: openAtSample, rssIdleBytes, rssSamplesBytes, rssAtOpenBytes: rssSamplesBytes[0]!, rssLoadedBytes, bytesPerStream };
+  return { wanted: count, open: openAtSample, rssIdleBytes, rssSamplesBytes, rssAtOpenBytes: rssSamplesBytes[0]!, rssLoadedBytes, bytesPerStream, held };
 }
