@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { heapDiffLines, readHeapSnapshot } from './heap-diff.ts';
+import { heapProbe, type ProbedMemory } from './heap-probe-client.ts';
 import { chatBody } from './load/request.ts';
 import { ensureBenchPackages } from './packages.ts';
 import { runScript } from './script.ts';
@@ -36,18 +37,7 @@ const { values } = parseArgs({
 });
 if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error('--engine must be sqlite or postgres');
 const sizes = values.sizes.split(',').map(Number);
-const ROOT = join(import.meta.dirname, '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export interface GatewayMemory {
-  rss: number;
-  heapUsed: number;
-  heapTotal: number;
-  external: number;
-  arrayBuffers: number;
-  mallocedMemory: number;
-  handles: number;
-}
 
 await runScript('held-memory', async ({ dir, onStop }) => {
   ensureBenchPackages((text) => process.stderr.write(`${text}\n`));
@@ -62,15 +52,15 @@ await runScript('held-memory', async ({ dir, onStop }) => {
     onStop(server.stop);
     databaseUrl = await server.database();
   }
-  const out = join(dir, 'probe');
+  const memoryProbe = heapProbe(dir, 'gateway');
   if (values['keep-snapshots']) mkdirSync(values['keep-snapshots'], { recursive: true });
   const deployment = await startTollgate({
     upstreamUrl: upstream.url,
     databaseUrl,
     instances: 1,
     wallets: 1,
-    nodeArgs: ['--import', join(ROOT, 'bench', 'heap-probe.mjs')],
-    env: { TOLLGATE_HEAP_PROBE_OUT: out },
+    nodeArgs: memoryProbe.nodeArgs,
+    env: memoryProbe.env,
   });
   onStop(deployment.stop);
   const target: Target = deployment.row(1);
@@ -78,16 +68,7 @@ await runScript('held-memory', async ({ dir, onStop }) => {
   const body = chatBody('bench-slow', true, Number(values['prompt-kb']) * 1024);
   await saturate(target, { model: 'bench-fast', stream: false, seconds: 1, connections: 64 });
 
-  /** The gateway's memory after a forced full collection; with `snapshot`, a heap snapshot's path too. */
-  const probe = async (snapshot = false): Promise<GatewayMemory & { snapshotFile?: string }> => {
-    rmSync(`${out}.json`, { force: true });
-    rmSync(`${out}.heapsnapshot`, { force: true });
-    if (snapshot) writeFileSync(`${out}.cmd`, 'snapshot');
-    process.kill(pid, 'SIGUSR2');
-    for (let i = 0; i < 1200 && !existsSync(`${out}.json`); i++) await sleep(50);
-    const memory = JSON.parse(readFileSync(`${out}.json`, 'utf8')) as GatewayMemory;
-    return snapshot ? { ...memory, snapshotFile: `${out}.heapsnapshot` } : memory;
-  };
+  const probe = (snapshot = false) => memoryProbe.measure(pid, { snapshot });
 
   const kb = (bytes: number) => (bytes / 1024).toFixed(1).padStart(7);
   const fields = ['rss', 'heapUsed', 'external', 'arrayBuffers'] as const;
@@ -95,7 +76,7 @@ await runScript('held-memory', async ({ dir, onStop }) => {
     `held streams on ${values.engine}, prompt ${values['prompt-kb']} KB: KB per stream over the idle figure (both after a forced full collection, but rssSampled)\n`,
   );
   process.stdout.write(`run      N  open  rssSampled     rss  heapUsed  external  arrayBuf   idle heap MB\n`);
-  const rows: Array<{ run: number; n: number; perStream: Record<string, number>; held: GatewayMemory; idle: GatewayMemory }> = [];
+  const rows: Array<{ run: number; n: number; perStream: Record<string, number>; held: ProbedMemory; idle: ProbedMemory }> = [];
   let snapshots: { idle: string; held: string; n: number } | undefined;
   const runs = Number(values.runs);
   for (let run = 1; run <= runs; run++) {
@@ -105,7 +86,7 @@ await runScript('held-memory', async ({ dir, onStop }) => {
       const idleSnapshot = wantSnapshot ? join(values['keep-snapshots'] ?? dir, 'idle.heapsnapshot') : undefined;
       if (idleSnapshot) writeFileSync(idleSnapshot, readFileSync(idle.snapshotFile!));
       const result = await holdStreams(target, n, { whileHeld: () => probe(wantSnapshot), body });
-      const held = result.held as GatewayMemory & { snapshotFile?: string };
+      const held = result.held as ProbedMemory;
       if (wantSnapshot) {
         const heldSnapshot = join(values['keep-snapshots'] ?? dir, 'held.heapsnapshot');
         renameSync(held.snapshotFile!, heldSnapshot);

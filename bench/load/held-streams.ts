@@ -17,6 +17,27 @@ export interface HeldStreams {
   bytesPerStream: number;
   /** What `whileHeld` returned, called once every stream was open and RSS sampled, before any stream ended. */
   held?: unknown;
+  /**
+   * For a target that can be probed (probeMemory): V8's heap used plus the memory outside it that
+   * V8 knows of (external: buffers), after a forced full collection, idle and with every stream
+   * held. The RSS samples are then taken after that collection too, without the opening burst's garbage.
+   */
+  heapIdleBytes?: number;
+  heapLoadedBytes?: number;
+  /** The same phase with fewer streams, run just before (the benchmark's slope between two sizes). */
+  smaller?: HeldStreams;
+}
+
+/**
+ * Bytes per held stream: between the two sizes when the phase ran at two (what one more stream
+ * costs), else over the idle figure. `heap`: heap used plus external after a forced collection.
+ */
+export function perHeldStream(h: HeldStreams, what: 'rss' | 'heap'): number {
+  const loaded = (x: HeldStreams) => (what === 'rss' ? x.rssLoadedBytes : (x.heapLoadedBytes ?? NaN));
+  const idle = what === 'rss' ? h.rssIdleBytes : (h.heapIdleBytes ?? NaN);
+  const s = h.smaller;
+  if (s && h.open > s.open) return (loaded(h) - loaded(s)) / (h.open - s.open);
+  return h.open ? (loaded(h) - idle) / h.open : NaN;
 }
 
 const SAMPLES = 9;
@@ -47,6 +68,11 @@ export async function holdStreams(
   const pool = new Pool(url.origin, { connections: count, headersTimeout: 60_000, bodyTimeout: 60_000 });
   const body = o.body ?? chatBody('bench-slow', true);
   const headers = chatHeaderSets(target)[0]!;
+  const collected = async () => {
+    const m = await target.probeMemory?.();
+    return m && m.heapUsed + m.external;
+  };
+  const heapIdleBytes = await collected();
   const rssIdleBytes = rssBytes(pid);
   let open = 0;
   let allOpen: () => void = () => undefined;
@@ -68,6 +94,7 @@ export async function holdStreams(
   });
   await Promise.race([everyoneOpen, sleep(maxWaitMs)]);
   const openAtSample = open;
+  const heapLoadedBytes = await collected();
   const rssSamplesBytes: number[] = [];
   // The streams last about 11 s from the first token, so all are still open at the last sample.
   for (let i = 0; i < SAMPLES; i++) {
@@ -79,5 +106,16 @@ export async function holdStreams(
   await Promise.race([Promise.all(streams), sleep(60_000)]);
   await pool.destroy();
   const bytesPerStream = openAtSample ? (rssLoadedBytes - rssIdleBytes) / openAtSample : NaN;
-  return { wanted: count, open: openAtSample, rssIdleBytes, rssSamplesBytes, rssAtOpenBytes: rssSamplesBytes[0]!, rssLoadedBytes, bytesPerStream, held };
+  return {
+    wanted: count,
+    open: openAtSample,
+    rssIdleBytes,
+    rssSamplesBytes,
+    rssAtOpenBytes: rssSamplesBytes[0]!,
+    rssLoadedBytes,
+    bytesPerStream,
+    held,
+    heapIdleBytes,
+    heapLoadedBytes,
+  };
 }
