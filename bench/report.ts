@@ -1,5 +1,5 @@
 import type { Saturation } from './load/closed-loop.ts';
-import type { HeldStreams } from './load/held-streams.ts';
+import { perHeldStream, type HeldStreams } from './load/held-streams.ts';
 import type { OpenLoop } from './load/open-loop.ts';
 import { payPerRequestLines, startupLines, type PayPerRequestLatency, type Startup } from './report-sections.ts';
 import type { RowCondition } from './rows.ts';
@@ -81,7 +81,12 @@ export function figures(r: Report, target: string) {
         [`machine busy @${rate}/s JSON (cores)`, lat(`json@${rate}`)?.machineBusyCores ?? NaN],
       ]),
     ),
-    'RSS per open stream (KB)': mem ? mem.bytesPerStream / 1024 : NaN,
+    // Between the phase's two sizes (results from before 2026-11-29: over the idle figure, one size).
+    'RSS per open stream (KB)': mem ? perHeldStream(mem, 'rss') / 1024 : NaN,
+    // V8's heap and the buffers it knows of, after a forced collection: the steady figure (– for a target that cannot be probed).
+    'heap + external per open stream (KB)': mem ? perHeldStream(mem, 'heap') / 1024 : NaN,
+    // One size over its idle figure, as the RSS line was before 2026-11-29 (for comparison).
+    'RSS per open stream, one size (KB)': mem ? mem.bytesPerStream / 1024 : NaN,
     // The single sample taken as the last stream opened, as reported before the median (for comparison).
     'RSS per open stream, first sample (KB)': mem?.rssAtOpenBytes !== undefined ? (mem.rssAtOpenBytes - mem.rssIdleBytes) / mem.open / 1024 : NaN,
     'streams open at the sample': mem ? mem.open : NaN,

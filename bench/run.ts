@@ -9,12 +9,14 @@ import type { OpenLoop } from './load/open-loop.ts';
 import { ensureBenchPackages } from './packages.ts';
 import { reportText, type Report } from './report.ts';
 import { measureStartup } from './startup.ts';
+import { heapProbe, type HeapProbe } from './heap-probe-client.ts';
 import { measurePayPerRequest } from './pay-per-request.ts';
 import { cpuMicros, postgresCpuMicros } from './proc.ts';
 import { redisCounts } from './redis-counts.ts';
 import { FULL_SIZES, measureStorage, QUICK_SIZES } from './storage-case.ts';
 import { runScript } from './script.ts';
 import type { Target } from './targets.ts';
+import type { TollgateDeployment } from './tollgate-target.ts';
 
 /**
  * `npm run bench`: every target side by side in one run, phases alternating between targets, all
@@ -70,16 +72,21 @@ await runScript('benchmark', async ({ dir, onStop }) => {
     targets.push(target);
     return target;
   };
-  const deploy = async (o: { databaseUrl: string; instances: number; wallets: number; redisUrl?: string }) => {
-    const deployment = await startTollgate({ upstreamUrl: upstream.url, ...o });
+  // The one-instance deployments and the proxy can be asked for their memory after a forced
+  // collection (the held-stream phase); the probe only listens for a signal until then.
+  const probeOf = (name: string) => heapProbe(dir, name);
+  const deploy = async (o: { databaseUrl: string; instances: number; wallets: number; redisUrl?: string; probe?: HeapProbe }) => {
+    const deployment = await startTollgate({ upstreamUrl: upstream.url, ...o, nodeArgs: o.probe?.nodeArgs, env: o.probe?.env });
     onStop(deployment.stop);
     return deployment;
   };
-  const reference = await add(referenceProxy(upstream.url));
+  const reference = await add(referenceProxy(upstream.url, probeOf('proxy')));
   await add(portkey(upstream.url));
-  const sqlite = await deploy({ databaseUrl: `sqlite:${join(dir, 'tollgate.db')}`, instances: 1, wallets: 1 });
+  const sqliteProbe = probeOf('sqlite');
+  const sqlite = await deploy({ databaseUrl: `sqlite:${join(dir, 'tollgate.db')}`, instances: 1, wallets: 1, probe: sqliteProbe });
   log(`funding ${WALLETS} wallets with a key each, on one PostgreSQL instance and on two`);
-  const pgOne = await deploy({ databaseUrl: await pg.database(), instances: 1, wallets: WALLETS });
+  const pgOneProbe = probeOf('pg-one');
+  const pgOne = await deploy({ databaseUrl: await pg.database(), instances: 1, wallets: WALLETS, probe: pgOneProbe });
   const pgTwo = await deploy({ databaseUrl: await pg.database(), instances: 2, wallets: WALLETS, redisUrl: redis.url });
   // Every phase for SQLite and PostgreSQL with one wallet (the rows of earlier runs); JSON only for
   // the scale-out rows, which answer the operators' question (throughput, CPU, latency) in fewer minutes.
@@ -87,7 +94,11 @@ await runScript('benchmark', async ({ dir, onStop }) => {
   const { pid: redisPid } = await redisCounts(redis.url);
   const postgresCpu = () => postgresCpuMicros(pg.port);
   const sharedCpu = () => postgresCpu() + cpuMicros(redisPid);
-  const tollgateRows = [sqlite.row(1), { ...pgOne.row(1), serverCpuMicros: postgresCpu }];
+  const probed = (d: TollgateDeployment, probe: HeapProbe) => () => probe.measure(d.instances[0]!.child.pid!);
+  const tollgateRows = [
+    { ...sqlite.row(1), probeMemory: probed(sqlite, sqliteProbe) },
+    { ...pgOne.row(1), serverCpuMicros: postgresCpu, probeMemory: probed(pgOne, pgOneProbe) },
+  ];
   const scaleOutRows = [
     { ...pgOne.row(WALLETS), serverCpuMicros: postgresCpu },
     { ...pgTwo.row(1), serverCpuMicros: sharedCpu },
@@ -102,10 +113,14 @@ await runScript('benchmark', async ({ dir, onStop }) => {
 
   // Memory first, while each heap is still small: later phases leave garbage whose collection
   // would shrink the resident size under the measurement.
+  // At two sizes: the difference per stream between them is what one more held stream costs,
+  // without the fixed costs of a burst (pools, compiled code, the allocator's first pages).
   const memory: Record<string, HeldStreams> = {};
+  const fewer = Math.max(1, Math.round(STREAMS / 4));
   for (const t of full.slice(1)) {
-    log(`${STREAMS} concurrent slow streams: ${t.name}`);
-    memory[t.name] = await holdStreams(t, STREAMS);
+    log(`${fewer} then ${STREAMS} concurrent slow streams: ${t.name}`);
+    const smaller = await holdStreams(t, fewer);
+    memory[t.name] = { ...(await holdStreams(t, STREAMS)), smaller };
   }
 
   const saturation: Record<string, { json: Saturation[]; stream: Saturation[] }> = {};

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { stopChild, track, waitForOutput } from '../src/devchain/processes.ts';
 import { freePort } from '../src/devchain/ports.ts';
+import type { HeapProbe, ProbedMemory } from './heap-probe-client.ts';
 
 /** One thing the benchmark sends requests to: its instances, their processes, the keys to send. */
 export interface TargetAddress {
@@ -14,6 +15,8 @@ export interface TargetAddress {
   headerSets: Array<Record<string, string>>;
   /** CPU so far (µs) of the servers the target's requests use beside its own processes (PostgreSQL, Redis), when it has any. */
   serverCpuMicros?: () => number;
+  /** The first process's memory after a forced full collection, when it was started with bench/heap-probe.mjs. */
+  probeMemory?: () => Promise<ProbedMemory>;
 }
 
 /** A target the harness started, and so stops. */
@@ -52,9 +55,12 @@ export function directTarget(upstream: { url: string; pid: number }): Target {
   };
 }
 
-export async function referenceProxy(upstreamUrl: string): Promise<Target> {
-  const { child, match } = await launch('reference proxy', ['--import', 'tsx', 'bench/reference-proxy.ts', upstreamUrl], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/);
+/** With `probe`, started so that its memory can be measured after a forced collection (as Tollgate's is). */
+export async function referenceProxy(upstreamUrl: string, probe?: HeapProbe): Promise<Target> {
+  const args = [...(probe?.nodeArgs ?? []), '--import', 'tsx', 'bench/reference-proxy.ts', upstreamUrl];
+  const { child, match } = await launch('reference proxy', args, /"url":"(http:\/\/127\.0\.0\.1:\d+)"/, probe?.env);
   return {
+    ...(probe && { probeMemory: () => probe.measure(child.pid!) }),
     name: 'node:http+undici proxy',
     baseUrls: [`${match[1]}/v1`],
     pids: [child.pid!],

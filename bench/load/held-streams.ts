@@ -15,6 +15,29 @@ export interface HeldStreams {
   /** The median sample. */
   rssLoadedBytes: number;
   bytesPerStream: number;
+  /** What `whileHeld` returned, called once every stream was open and RSS sampled, before any stream ended. */
+  held?: unknown;
+  /**
+   * For a target that can be probed (probeMemory): V8's heap used plus the memory outside it that
+   * V8 knows of (external: buffers), after a forced full collection, idle and with every stream
+   * held. The RSS samples are then taken after that collection too, without the opening burst's garbage.
+   */
+  heapIdleBytes?: number;
+  heapLoadedBytes?: number;
+  /** The same phase with fewer streams, run just before (the benchmark's slope between two sizes). */
+  smaller?: HeldStreams;
+}
+
+/**
+ * Bytes per held stream: between the two sizes when the phase ran at two (what one more stream
+ * costs), else over the idle figure. `heap`: heap used plus external after a forced collection.
+ */
+export function perHeldStream(h: HeldStreams, what: 'rss' | 'heap'): number {
+  const loaded = (x: HeldStreams) => (what === 'rss' ? x.rssLoadedBytes : (x.heapLoadedBytes ?? NaN));
+  const idle = what === 'rss' ? h.rssIdleBytes : (h.heapIdleBytes ?? NaN);
+  const s = h.smaller;
+  if (s && h.open > s.open) return (loaded(h) - loaded(s)) / (h.open - s.open);
+  return h.open ? (loaded(h) - idle) / h.open : NaN;
 }
 
 const SAMPLES = 9;
@@ -33,13 +56,23 @@ function median(values: number[]): number {
  * stream opened lands on the garbage of the opening burst (2,000 requests in about a second) or
  * just after a collection of it, by chance; it swung from 19 to 48 KB per stream between runs.
  */
-export async function holdStreams(target: Target, count: number, maxWaitMs = 30_000): Promise<HeldStreams> {
+export async function holdStreams(
+  target: Target,
+  count: number,
+  o: { maxWaitMs?: number; whileHeld?: () => Promise<unknown>; body?: string } = {},
+): Promise<HeldStreams> {
+  const maxWaitMs = o.maxWaitMs ?? 30_000;
   // Memory is a one-instance, one-wallet measure: the first of each.
   const url = chatUrls(target)[0]!;
   const pid = target.pids[0]!;
   const pool = new Pool(url.origin, { connections: count, headersTimeout: 60_000, bodyTimeout: 60_000 });
-  const body = chatBody('bench-slow', true);
+  const body = o.body ?? chatBody('bench-slow', true);
   const headers = chatHeaderSets(target)[0]!;
+  const collected = async () => {
+    const m = await target.probeMemory?.();
+    return m && m.heapUsed + m.external;
+  };
+  const heapIdleBytes = await collected();
   const rssIdleBytes = rssBytes(pid);
   let open = 0;
   let allOpen: () => void = () => undefined;
@@ -61,6 +94,7 @@ export async function holdStreams(target: Target, count: number, maxWaitMs = 30_
   });
   await Promise.race([everyoneOpen, sleep(maxWaitMs)]);
   const openAtSample = open;
+  const heapLoadedBytes = await collected();
   const rssSamplesBytes: number[] = [];
   // The streams last about 11 s from the first token, so all are still open at the last sample.
   for (let i = 0; i < SAMPLES; i++) {
@@ -68,8 +102,20 @@ export async function holdStreams(target: Target, count: number, maxWaitMs = 30_
     rssSamplesBytes.push(rssBytes(pid));
   }
   const rssLoadedBytes = median(rssSamplesBytes);
+  const held = await o.whileHeld?.();
   await Promise.race([Promise.all(streams), sleep(60_000)]);
   await pool.destroy();
   const bytesPerStream = openAtSample ? (rssLoadedBytes - rssIdleBytes) / openAtSample : NaN;
-  return { wanted: count, open: openAtSample, rssIdleBytes, rssSamplesBytes, rssAtOpenBytes: rssSamplesBytes[0]!, rssLoadedBytes, bytesPerStream };
+  return {
+    wanted: count,
+    open: openAtSample,
+    rssIdleBytes,
+    rssSamplesBytes,
+    rssAtOpenBytes: rssSamplesBytes[0]!,
+    rssLoadedBytes,
+    bytesPerStream,
+    held,
+    heapIdleBytes,
+    heapLoadedBytes,
+  };
 }

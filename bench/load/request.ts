@@ -1,10 +1,12 @@
 import type { TargetAddress } from '../targets.ts';
 
 /** The chat body every target gets; `stream` asks for the usage chunk too, as Tollgate always does. */
-export function chatBody(model: string, stream: boolean): string {
+/** With `promptBytes`, a conversation of about that size before the question, as an agent's prompt is. */
+export function chatBody(model: string, stream: boolean, promptBytes = 0): string {
+  const earlier = promptBytes > 0 ? [{ role: 'system', content: 'Context line. '.repeat(Math.ceil(promptBytes / 14)).slice(0, promptBytes) }] : [];
   return JSON.stringify({
     model,
-    messages: [{ role: 'user', content: 'Say twenty words.' }],
+    messages: [...earlier, { role: 'user', content: 'Say twenty words.' }],
     max_tokens: 64,
     ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
   });

@@ -131,7 +131,7 @@ async function callChat(
 ): Promise<AttemptOutcome<Dispatcher.ResponseData, ApiError>> {
   let res: Dispatcher.ResponseData;
   try {
-    res = await adapter.chat(route.upstreamJson, requestId, signal, plan.upstreamHeaders);
+    res = await adapter.chat(route.upstreamBytes, requestId, signal, plan.upstreamHeaders);
   } catch (err) {
     const error = (!plan.stream && wholeAnswerTimeoutFailure(err, LONG_ANSWER_ADVICE)) || upstreamFailure(describeTransportError(err));
     return transportFailure(err, plan.stream ? 'streamed' : 'whole', error);

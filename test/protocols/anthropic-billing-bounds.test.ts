@@ -57,7 +57,7 @@ describe('chat completions and responses to an Anthropic provider: the bound cov
     const without = planChat({ model: 'anth/claude', max_tokens: 10, messages: HI }, catalog, config);
     const withTool = planChat({ model: 'anth/claude', max_tokens: 10, messages: HI, tools: [TOOL] }, catalog, config);
     assert.ok(withTool.promptUpperBound - without.promptUpperBound >= TOOL_SYSTEM_PROMPT_TOKENS, `${withTool.promptUpperBound} - ${without.promptUpperBound}`);
-    assert.ok(withTool.promptUpperBound >= ANTHROPIC_TOOL_PROMPT + fakeInputTokens(JSON.parse(withTool.upstreamJson), 0));
+    assert.ok(withTool.promptUpperBound >= ANTHROPIC_TOOL_PROMPT + fakeInputTokens(JSON.parse(withTool.upstreamBytes.toString()), 0));
   });
 
   test('/v1/responses with a function tool to an Anthropic model reserves the tool system prompt too', () => {
@@ -105,7 +105,7 @@ describe('chat completions to an Anthropic provider: one-hour cache writes are r
       catalog,
       config,
     );
-    assert.match(p.upstreamJson, /"cache_control":\{"type":"ephemeral"\}/);
+    assert.match(p.upstreamBytes.toString(), /"cache_control":\{"type":"ephemeral"\}/);
   });
 });
 
@@ -160,7 +160,7 @@ for (const engine of ENGINES) {
       const body = { model: 'anth/claude-test', max_tokens: 16, messages: HI, tools: [TOOL] };
       const plan = planChat(body, h.gw.services.catalog, h.gw.services.config);
       // What Anthropic bills: the request as rendered plus its hidden tool system prompt.
-      const inputTokens = fakeInputTokens(JSON.parse(plan.upstreamJson), 0) + ANTHROPIC_TOOL_PROMPT;
+      const inputTokens = fakeInputTokens(JSON.parse(plan.upstreamBytes.toString()), 0) + ANTHROPIC_TOOL_PROMPT;
       resetProviders(h, { usage: { input_tokens: inputTokens } });
       const w = await h.wallet(1_000_000);
       const res = await call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${w.key}` });

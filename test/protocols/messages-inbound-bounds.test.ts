@@ -62,15 +62,15 @@ for (const engine of ENGINES) {
       });
       assert.equal(p.native, false);
       // The client's JSON holds the quotes escaped once (40 KB); the arguments string escapes them twice (80 KB).
-      assert.ok(Buffer.byteLength(p.upstreamJson) > 80_000);
-      assert.ok(p.promptUpperBound >= Buffer.byteLength(p.upstreamJson), `${p.promptUpperBound} < ${Buffer.byteLength(p.upstreamJson)}`);
+      assert.ok(p.upstreamBytes.length > 80_000);
+      assert.ok(p.promptUpperBound >= p.upstreamBytes.length, `${p.promptUpperBound} < ${p.upstreamBytes.length}`);
     });
 
     test('native: the bound covers every byte sent, cache_control and system blocks included', () => {
       const big = 'x'.repeat(30_000);
       const p = plan({ model: NATIVE, max_tokens: 10, system: [{ type: 'text', text: big, cache_control: { type: 'ephemeral' } }], messages: HI });
       assert.equal(p.native, true);
-      assert.ok(p.promptUpperBound >= Buffer.byteLength(p.upstreamJson));
+      assert.ok(p.promptUpperBound >= p.upstreamBytes.length);
     });
 
     test("native: only a document's encoded data is replaced by its bound; its title and context are text Anthropic bills", () => {
@@ -124,11 +124,11 @@ for (const engine of ENGINES) {
       // Above the model's limit it is lowered to it, not refused (clients choose it for Claude's window).
       const high = plan({ model: NATIVE, max_tokens: 100_000, thinking: { type: 'enabled', budget_tokens: 31_999 }, messages: HI });
       assert.equal(high.maxTokens, CLAUDE.maxOutputTokens);
-      assert.equal(JSON.parse(high.upstreamJson).max_tokens, CLAUDE.maxOutputTokens);
-      assert.deepEqual(JSON.parse(high.upstreamJson).thinking, { type: 'enabled', budget_tokens: CLAUDE.maxOutputTokens - 1 });
+      assert.equal(JSON.parse(high.upstreamBytes.toString()).max_tokens, CLAUDE.maxOutputTokens);
+      assert.deepEqual(JSON.parse(high.upstreamBytes.toString()).thinking, { type: 'enabled', budget_tokens: CLAUDE.maxOutputTokens - 1 });
       assert.equal(high.responseHeaders?.['x-tollgate-max-tokens'], String(CLAUDE.maxOutputTokens));
       const p = plan({ model: NATIVE, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: HI });
-      assert.equal(JSON.parse(p.upstreamJson).max_tokens, 2000);
+      assert.equal(JSON.parse(p.upstreamBytes.toString()).max_tokens, 2000);
       assert.equal(p.maxTokens, 2000);
     });
 

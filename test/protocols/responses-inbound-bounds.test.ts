@@ -95,7 +95,7 @@ describe('the prompt bound counts every part of a Responses request', () => {
       if (upstream === 'Anthropic' && where === 'a text.format schema') continue;
       test(`${where} (${upstream} upstream): sent, and counted in the reservation`, () => {
         const p = plan(body, cfg);
-        assert.ok(p.upstreamJson.includes(BIG), 'the text reaches the provider');
+        assert.ok(p.upstreamBytes.toString().includes(BIG), 'the text reaches the provider');
         assert.ok(p.promptUpperBound >= BIG.length, `bound ${p.promptUpperBound} covers the ${BIG.length} bytes`);
         // 1 micro-USDC a prompt token: the reservation holds at least the text's price.
         assert.ok(p.reservationUsdc >= BIG.length, `reservation ${p.reservationUsdc}`);
@@ -108,7 +108,7 @@ describe('max_output_tokens bounds the output', () => {
   test("it is sent as the provider's limit and reserved at the completion price", () => {
     const small = plan({ input: 'hi', max_output_tokens: 10 });
     const large = plan({ input: 'hi', max_output_tokens: 4000 });
-    assert.equal(JSON.parse(small.upstreamJson).max_tokens, 10);
+    assert.equal(JSON.parse(small.upstreamBytes.toString()).max_tokens, 10);
     assert.equal(large.maxTokens, 4000);
     // 2 micro-USDC a completion token before the markup, which only adds.
     assert.ok(large.reservationUsdc - small.reservationUsdc >= 3990 * 2, `${large.reservationUsdc} - ${small.reservationUsdc}`);
@@ -116,7 +116,7 @@ describe('max_output_tokens bounds the output', () => {
 
   test('left out, the configured default still goes upstream: the output is never unbounded', () => {
     const p = plan({ input: 'hi' });
-    assert.equal(JSON.parse(p.upstreamJson).max_tokens, config.chat.defaultMaxTokens);
+    assert.equal(JSON.parse(p.upstreamBytes.toString()).max_tokens, config.chat.defaultMaxTokens);
   });
 
   test("above the model's limit, or not a positive whole number: 400", () => {

@@ -33,6 +33,6 @@ test('the prompt bound covers every byte of text sent to Anthropic, whatever the
   const text = 'x'.repeat(200_000);
   const pdf = { type: 'file', file: { filename: 'f'.repeat(500_000), file_data: 'data:application/pdf;base64,JVBERi0=' } };
   const plan = planChat({ model: 'anth/claude', max_tokens: 10, messages: [{ role: 'user', content: [pdf, { type: 'text', text }] }] }, catalog, config);
-  assert.ok(!plan.upstreamJson.includes('fffff'), 'the filename is not sent');
+  assert.ok(!plan.upstreamBytes.toString().includes('fffff'), 'the filename is not sent');
   assert.ok(plan.promptUpperBound >= text.length, `bound ${plan.promptUpperBound} covers the ${text.length} text bytes sent`);
 });

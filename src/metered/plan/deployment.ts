@@ -7,8 +7,12 @@ import { promptBound, type NonTextParts } from '../prompt-bound.ts';
 /** The request as one deployment would get it: encoded by its provider type's translator, and bounded. */
 export interface DeploymentPlan {
   deployment: Deployment;
-  /** What is sent to this deployment, byte for byte. */
-  upstreamJson: string;
+  /**
+   * What is sent to this deployment, byte for byte: its JSON as UTF-8. Kept as bytes, not as a string:
+   * the plan lives as long as the request, and the HTTP client keeps the body it sends until the answer
+   * ends, so bytes are held once for a whole stream, where a string would be held beside the client's copy.
+   */
+  upstreamBytes: Buffer;
   /** Decodes this deployment's answer and events. */
   upstream: UpstreamTranslator;
   /** The prompt tokens this deployment can bill for these bytes (its own encoding, its hidden prompts). */
@@ -53,7 +57,7 @@ export function encodeForDeployments(upstreamBody: Record<string, unknown>, mode
     // context window, which the provider's own additions count against too.
     const hidden = upstream.hiddenPromptTokens?.(encoded.value) ?? 0;
     const promptUpperBound = Math.min(promptBound(upstreamBody, upstreamJson, model, sentParts) + hidden, model.contextLength);
-    routes.push({ deployment, upstreamJson, upstream, promptUpperBound });
+    routes.push({ deployment, upstreamBytes: Buffer.from(upstreamJson), upstream, promptUpperBound });
   }
   if (!routes.length) throw badRequest(firstRefusal!.message, { param: firstRefusal!.field });
   return { routes, skipped };

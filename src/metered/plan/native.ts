@@ -82,7 +82,7 @@ export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'c
     const upstreamJson = JSON.stringify(forDeployment);
     const toolPrompt = anthropicNativeUpstream.hiddenPromptTokens?.(forDeployment) ?? 0;
     const promptUpperBound = Math.min(promptBound(counted, upstreamJson, model, parts) + toolPrompt, model.contextLength);
-    routes.push({ deployment, upstreamJson, upstream: anthropicNativeUpstream, promptUpperBound });
+    routes.push({ deployment, upstreamBytes: Buffer.from(upstreamJson), upstream: anthropicNativeUpstream, promptUpperBound });
   }
   const promptUpperBound = largestBound(routes);
   return {
@@ -94,7 +94,7 @@ export function planNative(b: Json, model: CatalogModel, config: Pick<Config, 'c
     promptUpperBound,
     parts,
     reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, 1),
-    upstreamJson: routes[0]!.upstreamJson,
+    upstreamBytes: routes[0]!.upstreamBytes,
     routes,
     skipped,
     upstreamBody: estimateBody(b),

@@ -22,19 +22,19 @@ export interface ChatPlan {
   reservationUsdc: number;
   /** The request in the internal form (OpenAI chat completions) after the plan's rewrites; the estimate reads it. */
   upstreamBody: Record<string, unknown>;
-  /** `upstreamBody` encoded in the provider's wire format and serialised: what is sent, byte for byte. */
-  upstreamJson: string;
+  /** `upstreamBody` encoded in the provider's wire format and serialised (UTF-8): what is sent, byte for byte. */
+  upstreamBytes: Buffer;
   /** Decodes the provider's answer and events (the provider type's upstream translator, or a native pass-through's). */
   upstream: UpstreamTranslator;
   /**
    * The request for each deployment that can take it, in the model's order (the first is what
-   * `upstreamJson` and `upstream` describe); `promptUpperBound` is the largest of their bounds.
+   * `upstreamBytes` and `upstream` describe); `promptUpperBound` is the largest of their bounds.
    */
   routes: DeploymentPlan[];
   /** The deployments that cannot take this request, logged when it runs. */
   skipped: SkippedDeployment[];
   /**
-   * The client speaks the provider's own protocol and `upstreamJson` is its request, allowlisted
+   * The client speaks the provider's own protocol and `upstreamBytes` is its request, allowlisted
    * but untranslated: answers and events go back as the provider sent them.
    */
   native: boolean;
@@ -106,7 +106,7 @@ export function planChat(body: unknown, catalog: Catalog, config: Pick<Config, '
     parts,
     reservationUsdc: reservationFor(model, promptUpperBound, maxTokens, n),
     upstreamBody,
-    upstreamJson: routes[0]!.upstreamJson,
+    upstreamBytes: routes[0]!.upstreamBytes,
     upstream: routes[0]!.upstream,
     routes,
     skipped,

@@ -41,9 +41,11 @@ export async function tightenPromptBound(plan: ChatPlan, affordableTokens = Infi
 async function tokenizerBound(route: DeploymentPlan, plan: ChatPlan, stopAbove: number): Promise<number> {
   const family = route.deployment.tokenizer;
   if (!family || route.deployment.upstream !== 'openai-compatible') return Infinity;
-  const tokens = await boundedTokenCount(route.upstreamJson, family, stopAbove);
+  // Text again only here, for a request the byte bound could not reserve; the plan keeps the bytes.
+  const upstreamJson = route.upstreamBytes.toString();
+  const tokens = await boundedTokenCount(upstreamJson, family, stopAbove);
   if (tokens === null) return Infinity;
-  return tokens + escapeMargin(route.upstreamJson) + templateTokens(plan.upstreamBody) + plan.parts.tokens;
+  return tokens + escapeMargin(upstreamJson) + templateTokens(plan.upstreamBody) + plan.parts.tokens;
 }
 
 /**
