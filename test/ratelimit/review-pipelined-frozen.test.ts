@@ -1,29 +1,17 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { freePort } from '../../src/devchain/ports.ts';
 import { redisLimiter, type RedisLimiter } from '../../src/ratelimit/redis.ts';
 import { withLocalFallback } from '../../src/ratelimit/local-fallback.ts';
-import { stopChild, track, waitForOutput } from '../support/children.ts';
+import { stopChild } from '../support/children.ts';
 import { tcpRelay } from '../support/tcp-relay.ts';
 import { until } from '../support/until.ts';
+import { launchRedis } from './review-pipelined-support.ts';
 
 const PREFIX = 'tollgate:rl:';
 const WINDOW = (limit: number) => [{ limit, windowMs: 60_000 }];
-
-/** A redis-server whose process the test holds, to freeze it (SIGSTOP: connections accepted, nothing answered) and kill it. */
-async function launch(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.on('error', () => undefined);
-  track(child);
-  await waitForOutput(child, /Ready to accept connections/, 'redis-server');
-  child.stdout?.resume();
-  child.stderr?.resume();
-  return child;
-}
 
 /** The timers alive in this process: every hit's deadline and command timer must be gone once it is decided. */
 const activeTimers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
@@ -56,7 +44,7 @@ describe('attack: a frozen or killed Redis under a pipeline of thousands of hits
   const url = () => `redis://127.0.0.1:${port}`;
   before(async () => {
     port = await freePort();
-    child = await launch(port);
+    child = await launchRedis(port);
     limiter = redisLimiter(`redis://127.0.0.1:${port}`);
     admin = new Redis(`redis://127.0.0.1:${port}`, { maxRetriesPerRequest: 1 });
     admin.on('error', () => undefined);
@@ -126,7 +114,7 @@ describe('attack: a frozen or killed Redis under a pipeline of thousands of hits
     await stopChild(child, 'SIGKILL');
     const outcomes = await inFlight;
     assert.deepEqual(new Set(outcomes.map((o) => o.outcome)), new Set(['outage']));
-    child = await launch(port);
+    child = await launchRedis(port);
     await until(() => answers(limiter, 'back'), 'the limiter reconnected', 15_000);
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(await admin.zcard(`${PREFIX}killed`), 0, 'hits refused before the restart would count against the fresh window');
