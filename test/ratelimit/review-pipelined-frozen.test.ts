@@ -63,15 +63,15 @@ describe('attack: a frozen or killed Redis under a pipeline of thousands of hits
     child.kill('SIGSTOP');
     // The first wave is written at once; the later ones queue behind it (one pipeline in flight at a time).
     const waves: Promise<Outcome[]>[] = [];
-    for (const delayMs of [0, 150, 550]) {
+    for (const delayMs of [0, 50, 550]) {
       await new Promise((r) => setTimeout(r, delayMs));
       waves.push(Promise.all(Array.from({ length: 1_000 }, () => timedHit(limiter, 'frozen', 5))));
     }
     const outcomes = (await Promise.all(waves)).flat();
     const slowest = Math.max(...outcomes.map((o) => o.tookMs));
     assert.deepEqual(new Set(outcomes.map((o) => o.outcome)), new Set(['outage']));
-    // A generous bound on "at most the 1 s command timeout": behind the first wave's second, the second wave would wait 1.85 s.
-    assert.ok(slowest < 1_500, `a hit waited ${slowest} ms`);
+    // A generous bound on "at most the 1 s command timeout": behind the first wave's second, the second wave would wait 1.95 s.
+    assert.ok(slowest < 1_600, `a hit waited ${slowest} ms`);
 
     child.kill('SIGCONT');
     await until(() => answers(limiter, 'thawed'), 'Redis answers again', 15_000);
@@ -89,12 +89,12 @@ describe('attack: a frozen or killed Redis under a pipeline of thousands of hits
       await Promise.all(instances.map((l) => l.hit('warm', WINDOW(10))));
       child.kill('SIGSTOP');
       const waves: Promise<Outcome[]>[] = [];
-      for (const delayMs of [0, 150]) {
+      for (const delayMs of [0, 50]) {
         await new Promise((r) => setTimeout(r, delayMs));
         waves.push(Promise.all(instances.flatMap((l) => Array.from({ length: 500 }, () => timedHit(l, 'local', 10)))));
       }
       const outcomes = (await Promise.all(waves)).flat();
-      assert.ok(Math.max(...outcomes.map((o) => o.tookMs)) < 1_500);
+      assert.ok(Math.max(...outcomes.map((o) => o.tookMs)) < 1_600);
       assert.equal(outcomes.filter((o) => o.outcome === 'allowed').length, 10, 'each instance its share of 5');
       assert.deepEqual(new Set(outcomes.map((o) => o.outcome)), new Set(['allowed', 'denied']));
       assert.ok(instances.every((l) => l.degraded()));
