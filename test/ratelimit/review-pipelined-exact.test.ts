@@ -1,22 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
-import type { RateDecision, RateWindow } from '../../src/ratelimit/limiter.ts';
+import type { RateWindow } from '../../src/ratelimit/limiter.ts';
 import { redisLimiter, type RedisLimiter } from '../../src/ratelimit/redis.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
+import { outcomeOf, type Outcome } from './review-pipelined-support.ts';
 
 const PREFIX = 'tollgate:rl:';
 const MINUTE = (limit: number): RateWindow[] => [{ limit, windowMs: 60_000 }];
-
-type Outcome = 'allowed' | 'denied' | 'outage' | 'bug';
-
-/** What came of one hit: a decision, an outage (local share or 503), or an error that stays a 500. */
-function outcomeOf(pending: Promise<RateDecision>): Promise<Outcome> {
-  return pending.then(
-    (d) => (d.allowed ? 'allowed' : 'denied'),
-    (err: Error) => (err.name === 'DependencyUnavailable' ? 'outage' : 'bug'),
-  );
-}
 
 const count = (outcomes: Outcome[], which: Outcome) => outcomes.filter((o) => o === which).length;
 

@@ -4,25 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
-import type { RateDecision } from '../../src/ratelimit/limiter.ts';
 import { redisLimiter, type RedisLimiter } from '../../src/ratelimit/redis.ts';
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '../../src/devchain/ports.ts';
 import { stopChild } from '../support/children.ts';
 import { until } from '../support/until.ts';
-import { launchRedis } from './review-pipelined-support.ts';
+import { launchRedis, outcomeOf, type Outcome } from './review-pipelined-support.ts';
 
 const PREFIX = 'tollgate:rl:';
 const LIMIT = 10_000;
-
-type Outcome = 'allowed' | 'denied' | 'outage' | 'bug';
-
-function outcomeOf(pending: Promise<RateDecision>): Promise<Outcome> {
-  return pending.then(
-    (d) => (d.allowed ? 'allowed' : 'denied'),
-    (err: Error) => (err.name === 'DependencyUnavailable' ? 'outage' : 'bug'),
-  );
-}
 
 /**
  * Redis starts refusing writes (MISCONF: its last snapshot failed) while pipelines of hits are in

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { RateDecision } from '../../src/ratelimit/limiter.ts';
 import { track, waitForOutput } from '../support/children.ts';
 
 /**
@@ -15,4 +16,14 @@ export async function launchRedis(port: number, args: string[] = []): Promise<Ch
   child.stdout?.resume();
   child.stderr?.resume();
   return child;
+}
+
+export type Outcome = 'allowed' | 'denied' | 'outage' | 'bug';
+
+/** What came of one hit: a decision, an outage (the local share or a 503), or an error that stays a 500. */
+export function outcomeOf(pending: Promise<RateDecision>): Promise<Outcome> {
+  return pending.then(
+    (d) => (d.allowed ? 'allowed' : 'denied'),
+    (err: Error) => (err.name === 'DependencyUnavailable' ? 'outage' : 'bug'),
+  );
 }
