@@ -152,6 +152,9 @@ export function redisLimiter(url: string, prefix = 'tollgate:rl:'): RedisLimiter
     commandTimeout: COMMAND_TIMEOUT_MS,
     connectTimeout: CONNECT_TIMEOUT_MS,
     enableAutoPipelining: true,
+    // A hit in flight when the connection drops may have run already (its reply lost): sent again on the
+    // new connection it would count twice. Its own deadline decides it instead, as an outage.
+    autoResendUnfulfilledCommands: false,
   });
   // Connection errors surface on the commands that need Redis; the event itself must not crash us.
   redis.on('error', () => undefined);
