@@ -19,7 +19,9 @@ export interface RateDecision {
 /**
  * Counts a hit against every window of `key`, atomically, and refuses it (recording nothing) when
  * any window is full. Refused hits do not count, so a client that keeps retrying is let in as soon as
- * the window allows.
+ * the window allows. The one exception is a shared limiter's outage: a hit that timed out on a frozen
+ * Redis may still be run by Redis once it resumes and take a slot though its request was decided
+ * without it (redis.ts); it only ever over-counts, within the window.
  */
 export interface RateLimiter {
   /**
