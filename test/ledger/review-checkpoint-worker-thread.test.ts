@@ -14,6 +14,7 @@ import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { checkTotals, seedRequests, tamperEntry } from '../support/retention.ts';
 import { freshSqliteUrl } from '../support/sqlite-engine.ts';
+import { startTestGateway } from '../support/gateway.ts';
 import { until } from '../support/until.ts';
 
 const PERIOD = 60_000;
@@ -124,5 +125,20 @@ describe('attack: the checkpoint worker (sqlite)', () => {
     const operator = await runLedgerCheck(s.db, { full: false, now: tick() });
     assert.deepEqual(operator.problems, []);
     assert.deepEqual(checkTotals(operator), checkTotals(await checkLedger(s.db)), 'each row counted once');
+  });
+});
+
+describe('attack: the checkpoint job on an in-memory SQLite database', () => {
+  test('no worker (its own connection would open another, empty database): the pass runs on the loop and stores checkpoints', async () => {
+    const gw = await startTestGateway({ engine: 'sqlite', databaseUrl: 'sqlite::memory:', config: { ledger: { checkpointEverySeconds: 1 } } });
+    try {
+      await seedRequests(gw.services.storage, 20, 1, 'memory');
+      const stored = async () => (await gw.services.storage.db.selectFrom('ledger_checkpoints').select('at').execute()).length >= 2;
+      await until(stored, 'two checkpoints stored in the in-memory database', 20_000);
+      assert.doesNotMatch(gw.logs(), /could not run|ledger check failed/, gw.logs());
+      await gw.assertLedger();
+    } finally {
+      await gw.stop();
+    }
   });
 });
