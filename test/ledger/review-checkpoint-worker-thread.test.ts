@@ -12,19 +12,12 @@ import { checkpointThread } from '../../src/retention/checkpoint-thread.ts';
 import { releaseLease } from '../../src/retention/job-lease.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { checkTotals, seedRequests, tamperEntry } from '../support/retention.ts';
+import { checkpointState, checkTotals, seedRequests, tamperEntry } from '../support/retention.ts';
 import { freshSqliteUrl } from '../support/sqlite-engine.ts';
 import { startTestGateway } from '../support/gateway.ts';
 import { until } from '../support/until.ts';
 
 const PERIOD = 60_000;
-
-/** Everything a checkpoint consists of: its rows and the sums kept for the latest one. */
-async function checkpointState(s: Storage) {
-  const all = async (table: string) =>
-    (await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(s.db)).rows.map((r) => JSON.stringify(r)).sort();
-  return Promise.all(['ledger_checkpoints', 'ledger_checkpoint_wallets', 'ledger_checkpoint_usage', 'ledger_checkpoint_days'].map(all));
-}
 
 describe('attack: the checkpoint worker (sqlite)', () => {
   let s: Storage;
@@ -41,6 +34,25 @@ describe('attack: the checkpoint worker (sqlite)', () => {
     await releaseLease(s.db, 'ledger-checkpoints', 'a');
   });
   after(() => s.close());
+  /** The gateway's job with its worker on `workerDatabaseUrl`, run until a pass is counted as failed: what it logged and counted. */
+  const untilAFailedPass = async (workerDatabaseUrl: string) => {
+    const logs: string[] = [];
+    const counted: string[] = [];
+    const job = checkpointJob(s, {
+      periodSeconds: 1,
+      now: tick,
+      logger: pino(new Writable({ write: (chunk, _enc, done) => done(void logs.push(chunk.toString())) })),
+      failures: { inc: ({ reason }) => void counted.push(reason) },
+      workerDatabaseUrl,
+    });
+    job.start();
+    try {
+      await until(async () => counted.length >= 1, 'a failed pass counted', 20_000);
+    } finally {
+      await job.stop();
+    }
+    return { logs: logs.join(''), counted };
+  };
 
   test("an entry forged in the period is found by the worker's pass: counted and logged as problems, nothing stored", async () => {
     const [w] = await seedRequests(s, 30, 1, 'forged');
@@ -49,49 +61,21 @@ describe('attack: the checkpoint worker (sqlite)', () => {
     assert.ok(Number(entry.id) > Number(latest?.last_entry_id), 'the entry is in the period the next pass checks');
     await tamperEntry(s, Number(entry.id), 7);
     const before = await checkpointState(s);
-    const logs: string[] = [];
-    const counted: string[] = [];
-    const job = checkpointJob(s, {
-      periodSeconds: 1,
-      now: tick,
-      logger: pino(new Writable({ write: (chunk, _enc, done) => done(void logs.push(chunk.toString())) })),
-      failures: { inc: ({ reason }) => void counted.push(reason) },
-      workerDatabaseUrl: url,
-    });
-    job.start();
-    try {
-      await until(async () => counted.length >= 1, 'a failed pass counted', 20_000);
-    } finally {
-      await job.stop();
-    }
+    const { logs, counted } = await untilAFailedPass(url);
     assert.deepEqual([...new Set(counted)], ['problems'], 'a check that ran and failed, not a worker that could not run');
-    assert.match(logs.join(''), /ledger check failed: no checkpoint stored/);
-    assert.match(logs.join(''), new RegExp(`wallet ${w}: balance`), 'the log names the wallet whose entries were changed');
+    assert.match(logs, /ledger check failed: no checkpoint stored/);
+    assert.match(logs, new RegExp(`wallet ${w}: balance`), 'the log names the wallet whose entries were changed');
     assert.deepEqual(await checkpointState(s), before, 'no checkpoint over the forged entry');
     await tamperEntry(s, Number(entry.id), -7);
   });
 
   test("a SQLite error in the worker reaches the operator's log with its message (libsql's errors are not Errors a thread passes on whole)", async () => {
-    const logs: string[] = [];
-    const counted: string[] = [];
     // A file without the ledger's tables: the worker's first query fails as a corrupt or foreign file's would.
-    const job = checkpointJob(s, {
-      periodSeconds: 1,
-      now: tick,
-      logger: pino(new Writable({ write: (chunk, _enc, done) => done(void logs.push(chunk.toString())) })),
-      failures: { inc: ({ reason }) => void counted.push(reason) },
-      workerDatabaseUrl: freshSqliteUrl(),
-    });
-    job.start();
-    try {
-      await until(async () => counted.length >= 1, 'a failed pass counted', 20_000);
-    } finally {
-      await job.stop();
-    }
+    const { logs, counted } = await untilAFailedPass(freshSqliteUrl());
     assert.deepEqual([...new Set(counted)], ['error']);
-    assert.match(logs.join(''), /could not run/);
-    assert.match(logs.join(''), /no such table: ledger_checkpoints/, logs.join(''));
-    assert.match(logs.join(''), /"code":"SQLITE_ERROR"/, 'and its code');
+    assert.match(logs, /could not run/);
+    assert.match(logs, /no such table: ledger_checkpoints/, logs);
+    assert.match(logs, /"code":"SQLITE_ERROR"/, 'and its code');
   });
 
   test('a pass terminated inside the store (deadline, stop) stores nothing and leaves no lock: writes go on, the next pass stores once', async () => {
