@@ -14,9 +14,21 @@ async function main(input: CheckpointWorkerInput): Promise<void> {
   const storage = openStorage(input.databaseUrl);
   try {
     parentPort?.postMessage(await checkSinceLatestCheckpoint(storage.db, { now: input.now, ...failPointHooks(input.failPoint) }));
+  } catch (err) {
+    throw passableError(err);
   } finally {
     await storage.close();
   }
+}
+
+/**
+ * The error as the gateway's log should show it. A thread passes on a native Error whole, but libsql's SqliteError only
+ * inherits from Error's prototype: it would arrive as its code alone, without the message that says what failed.
+ */
+function passableError(err: unknown): unknown {
+  if (!(err instanceof Error) || Object.prototype.toString.call(err) === '[object Error]') return err;
+  const code = (err as { code?: unknown }).code;
+  return Object.assign(new Error(err.message), { name: err.name, stack: err.stack, ...(code === undefined ? {} : { code }) });
 }
 
 if (parentPort && workerData?.input) await main(workerData.input as CheckpointWorkerInput);

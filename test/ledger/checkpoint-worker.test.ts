@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
-import { sql } from 'kysely';
 import pino from 'pino';
 import { runLedgerCheck } from '../../src/ledger/checkpoints/run-check.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
@@ -14,7 +13,7 @@ import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { bulkRequests } from '../support/bulk-requests.ts';
 import { threadCpuMs, watchTurns } from '../support/loop-hold.ts';
-import { checkTotals, seedRequests } from '../support/retention.ts';
+import { checkpointState, checkTotals, seedRequests } from '../support/retention.ts';
 import { freshSqliteUrl } from '../support/sqlite-engine.ts';
 import { until } from '../support/until.ts';
 
@@ -50,13 +49,6 @@ async function loopDuring<T>(work: () => Promise<T>): Promise<{ result: T; longe
     turns.stop();
     delay.disable();
   }
-}
-
-/** Everything a checkpoint consists of: its rows and the sums kept for the latest one. */
-async function checkpointState(s: Storage) {
-  const all = async (table: string) =>
-    (await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(s.db)).rows.map((r) => JSON.stringify(r)).sort();
-  return Promise.all(['ledger_checkpoints', 'ledger_checkpoint_wallets', 'ledger_checkpoint_usage', 'ledger_checkpoint_days'].map(all));
 }
 
 describe('the checkpoint pass in a worker thread (sqlite)', () => {

@@ -76,3 +76,11 @@ export async function tamperEntry(s: Storage, id: number, delta: number): Promis
   else await sql`drop trigger if exists ledger_entries_append_only on ledger_entries`.execute(s.db);
   await sql`update ledger_entries set amount_usdc = amount_usdc + ${delta} where id = ${id}`.execute(s.db);
 }
+
+/** Everything a checkpoint consists of: its rows and the sums kept for the latest one, each table's rows as sorted JSON. */
+export async function checkpointState(s: Storage): Promise<string[][]> {
+  const { sql } = await import('kysely');
+  const all = async (table: string) =>
+    (await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(s.db)).rows.map((r) => JSON.stringify(r)).sort();
+  return Promise.all(['ledger_checkpoints', 'ledger_checkpoint_wallets', 'ledger_checkpoint_usage', 'ledger_checkpoint_days'].map(all));
+}

@@ -39,12 +39,17 @@ export async function runLedgerCheck(db: Kysely<Database>, opts: LedgerCheckOpti
   // Checkpoints follow each other in time even when a clock steps back: the latest is the one read.
   const now = () => Math.max(opts.now ?? Date.now(), (from?.at ?? 0) + 1);
   const boundary = await readBoundary(db, now);
-  const { result, sums } = await inSnapshot(db, async (snap) => {
-    const result = from ? await checkLedgerSince(snap, from) : await checkLedger(snap);
-    const sums: CheckpointSums | null = result.ok && opts.store !== false ? await checkpointSums(snap, from, boundary, now()) : null;
-    return { result, sums };
+  const { result, sums, checkedFrom } = await inSnapshot(db, async (snap) => {
+    // The per-wallet sums kept are the latest checkpoint's. Another check (an operator's beside the job) may have stored
+    // one since `from` was read: then the snapshot's sums are that one's, and the check starts from it and stores nothing.
+    const seen = await latestCheckpoint(snap);
+    const checkedFrom = seen?.at === from?.at ? from : seen;
+    const result = checkedFrom ? await checkLedgerSince(snap, checkedFrom) : await checkLedger(snap);
+    const storing = result.ok && opts.store !== false && checkedFrom === from;
+    const sums: CheckpointSums | null = storing ? await checkpointSums(snap, from, boundary, now()) : null;
+    return { result, sums, checkedFrom };
   });
-  if (!sums) return { ...result, from, stored: null };
+  if (!sums) return { ...result, from: checkedFrom, stored: null };
   await opts.beforeStore?.();
   return { ...result, from, stored: await storeCheckpoint(db, from, sums, opts.beforeCommit) };
 }
