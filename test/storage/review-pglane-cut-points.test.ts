@@ -1,9 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { type AddressInfo, connect, createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import type PgModule from 'pg';
 import { sql } from 'kysely';
 import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
@@ -12,11 +9,9 @@ import { reserve } from '../../src/ledger/operations/reserve.ts';
 import { CommitOutcomeUnknown, NotCommitted } from '../../src/storage/commit-outcome.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { PostgresGroupCommit } from '../../src/storage/postgres-group-commit.ts';
+import { laneCutProxy } from '../support/cut-lane-proxy.ts';
 import { freshDatabaseUrl } from '../support/engines.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
-
-const pg = createRequire(import.meta.url)('pg') as typeof PgModule;
 
 /** Where the server's answers are cut, in bytes: inside the start-up, then across the first batches' answers. */
 /** The pool's connect cut in the start-up: nothing of the batch was written; the driver's error reaches callers as it is. */
@@ -56,50 +51,7 @@ describe('attack: the pipelined lane cut at each point of its answers, with ever
   let n = 0;
   const id = () => `cut-${++n}-${randomBytes(4).toString('hex')}`;
 
-  /**
-   * A lane on its own pool whose first connection runs through a loopback proxy that forwards every byte the
-   * lane writes but only the first `answerBytes` of the server's answers: then the lane's side is destroyed (the
-   * lane hears a lost connection) while the server's side is closed gently, so the server runs and commits
-   * everything the lane wrote before the cut. What committed unanswered is exactly what an unknown outcome is for.
-   */
-  async function cutLane(answerBytes: number) {
-    const upstream = new URL(url);
-    const state = { cut: false, connections: 0 };
-    const proxy = createServer((lane) => {
-      const server = connect(Number(upstream.port), upstream.hostname);
-      lane.on('error', () => undefined);
-      server.on('error', () => undefined);
-      lane.pipe(server);
-      if (++state.connections > 1) return void server.pipe(lane);
-      let answered = 0;
-      server.on('data', (chunk: Buffer) => {
-        if (state.cut) return;
-        if (answered + chunk.length < answerBytes) {
-          answered += chunk.length;
-          lane.write(chunk);
-          return;
-        }
-        state.cut = true;
-        lane.write(chunk.subarray(0, answerBytes - answered));
-        lane.destroy();
-        lane.unpipe(server);
-        server.end();
-      });
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    const proxied = new URL(url);
-    proxied.port = String((proxy.address() as AddressInfo).port);
-    const pool = new pg.Pool({ connectionString: proxied.toString(), max: 1, pipeline: true } as PgModule.PoolConfig);
-    pool.on('error', () => undefined);
-    pool.on('connect', (client) => client.on('error', () => undefined));
-    const lane = new PostgresGroupCommit(pool);
-    const storage: Storage = { db: s.db, engine: 'postgres', writeUnit: lane.submit, close: () => pool.end() };
-    const close = async () => {
-      await pool.end().catch(() => undefined);
-      proxy.close();
-    };
-    return { storage, state, close };
-  }
+  const cutLane = (answerBytes: number) => laneCutProxy(url, s.db, { answerBytes });
 
   const mark = (tx: { run(sql: string, p: unknown[]): Promise<number> }, markId: string) => tx.run('insert into cut_marks (id) values (?)', [markId]);
 
