@@ -2,15 +2,12 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { reserve } from '../../src/ledger/operations/reserve.ts';
 import { CommitOutcomeUnknown, NotCommitted } from '../../src/storage/commit-outcome.ts';
-import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { laneCutProxy } from '../support/cut-lane-proxy.ts';
-import { freshDatabaseUrl } from '../support/engines.ts';
+import type { Storage } from '../../src/storage/database.ts';
+import { laneCutProxy, ledgerWithUnlimitedKey } from '../support/cut-lane-proxy.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
 
 /** Where the server's answers are cut, in bytes: inside the start-up, then across the first batches' answers. */
@@ -29,7 +26,7 @@ const toldOf = (e: unknown): Told =>
   e instanceof CommitOutcomeUnknown ? 'unknown' : e instanceof NotCommitted ? 'not committed' : e instanceof Error ? e.message : String(e);
 
 /**
- * The lane's connection cut after its k-th write, for every k over a backlog that mixes every kind of unit
+ * The lane's connection cut at each point of the server's answers, over a backlog that mixes every kind of unit
  * the lane runs: one-statement reserves and finishes (COMMIT pipelined with them), one-statement units whose
  * COMMIT waits for their answers, units that read before they write (a run of their own), and units that
  * throw after their statement (the batch rolls back, its units run again alone). What each caller was told
@@ -40,10 +37,7 @@ describe('attack: the pipelined lane cut at each point of its answers, with ever
   let url: string;
   let s: Storage;
   before(async () => {
-    url = await freshDatabaseUrl('postgres');
-    s = openStorage(url);
-    await migrateToLatest(s);
-    await insertKey(s.db, await fundedWallet(s.db, 1), generateKey(randomBytes(32)), 'key 1, unlimited');
+    ({ url, s } = await ledgerWithUnlimitedKey());
     await sql`create table cut_marks (id text primary key)`.execute(s.db);
   });
   after(() => s.close());

@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { COMMITS_IN_FLIGHT, MAX_UNITS_PER_COMMIT, PostgresGroupCommit } from '../../src/storage/postgres-group-commit.ts';
 import { freshDatabaseUrl } from '../support/engines.ts';
+import { recordRefusals } from '../support/pg-refusals.ts';
 
 const pg = createRequire(import.meta.url)('pg') as typeof PgModule;
 
@@ -30,15 +31,7 @@ describe('attack: a new statement text used by two lanes at once, each behind an
   test('three rounds of two lanes: only the failing units fail, each other commits once, nothing refused but them', async () => {
     const pool = new pg.Pool({ connectionString: url, max: 2, pipeline: true } as PgModule.PoolConfig);
     pool.on('error', () => undefined);
-    const refused: string[] = [];
-    pool.on('connect', (client) => {
-      const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
-      (client as unknown as { query: typeof query }).query = (...args: unknown[]) => {
-        const answer = query(...args);
-        answer.catch((e: { code?: string }) => refused.push(e.code ?? 'none'));
-        return answer;
-      };
-    });
+    const refused = recordRefusals(pool);
     const lanes = [new PostgresGroupCommit(pool), new PostgresGroupCommit(pool)];
     const one = { oneStatement: true, nothingAfterStatement: true };
     const perLane = MAX_UNITS_PER_COMMIT * COMMITS_IN_FLIGHT;

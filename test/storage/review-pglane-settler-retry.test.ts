@@ -3,17 +3,15 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { sql } from 'kysely';
-import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import { getBalance } from '../../src/ledger/balances.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { reserve } from '../../src/ledger/operations/reserve.ts';
 import { createDurableSettler } from '../../src/ledger/spool/durable-settle.ts';
 import { SettleSpool } from '../../src/ledger/spool/spool-file.ts';
 import { CommitOutcomeUnknown } from '../../src/storage/commit-outcome.ts';
-import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { laneCutProxy } from '../support/cut-lane-proxy.ts';
-import { freshDatabaseUrl, tempDir } from '../support/engines.ts';
+import type { Storage } from '../../src/storage/database.ts';
+import { laneCutProxy, ledgerWithUnlimitedKey } from '../support/cut-lane-proxy.ts';
+import { tempDir } from '../support/engines.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
 
 const CHARGE = 7;
@@ -36,10 +34,7 @@ describe('attack: the settler retries settles whose first attempt committed unse
   let url: string;
   let s: Storage;
   before(async () => {
-    url = await freshDatabaseUrl('postgres');
-    s = openStorage(url);
-    await migrateToLatest(s);
-    await insertKey(s.db, await fundedWallet(s.db, 1), generateKey(randomBytes(32)), 'key 1, unlimited');
+    ({ url, s } = await ledgerWithUnlimitedKey());
   });
   after(() => s.close());
 

@@ -1,10 +1,15 @@
 import { createRequire } from 'node:module';
 import { type AddressInfo, connect, createServer } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import type PgModule from 'pg';
-import type { Storage } from '../../src/storage/database.ts';
+import { openStorage, type Storage } from '../../src/storage/database.ts';
+import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { PostgresGroupCommit } from '../../src/storage/postgres-group-commit.ts';
 import type { Database } from '../../src/storage/schema.ts';
+import { freshDatabaseUrl } from './engines.ts';
+import { fundedWallet } from './ledger.ts';
 
 const pg = createRequire(import.meta.url)('pg') as typeof PgModule;
 
@@ -63,4 +68,13 @@ export async function laneCutProxy(url: string, db: Kysely<Database>, at: { answ
     proxy.close();
   };
   return { storage, state, close };
+}
+
+/** A fresh, migrated PostgreSQL ledger whose API key 1 has no spend limit (the lane-cut tests' reserves name it). */
+export async function ledgerWithUnlimitedKey(): Promise<{ url: string; s: Storage }> {
+  const url = await freshDatabaseUrl('postgres');
+  const s = openStorage(url);
+  await migrateToLatest(s);
+  await insertKey(s.db, await fundedWallet(s.db, 1), generateKey(randomBytes(32)), 'key 1, unlimited');
+  return { url, s };
 }
