@@ -121,10 +121,12 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now(), after
  * An older-form release (`adjustment`, `upto-release:<id>`) counts as one only when it names an upto
  * payment and left that payment's hold wallet: the reference is free text, so one naming no payment
  * would take money out of a hold that no payment's sums (released, released_elsewhere) ever read.
- * The id is cut from the reference so the lookup is by the payments' primary key.
+ * The id is cut from the reference so the lookup is by the payments' primary key; the reference is
+ * then compared whole, by the very rule those sums read (OLDER_RELEASE), not by a pattern: SQLite's
+ * `like` ignores case, and `UPTO-RELEASE:<id>` would pass here while no payment counts it.
  */
-const OLDER_RELEASE_OF_ITS_PAYMENT = sql`e.reference like ${sql.lit('upto-release:%')} and exists (select 1 from payments p
-  where p.id = substr(e.reference, ${sql.lit('upto-release:'.length + 1)}) and p.upto_state is not null and ${HOLD_WALLET} = e.wallet)`;
+const OLDER_RELEASE_OF_ITS_PAYMENT = sql`exists (select 1 from payments p where p.id = substr(e.reference, ${sql.lit('upto-release:'.length + 1)})
+  and ${OLDER_RELEASE} and p.upto_state is not null and ${HOLD_WALLET} = e.wallet)`;
 
 /**
  * Entries of the hold's own kinds that belong to no upto payment's hold wallet, and money that

@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { COMMITS_IN_FLIGHT, MAX_UNITS_PER_COMMIT, PostgresGroupCommit } from '../../src/storage/postgres-group-commit.ts';
 import { freshDatabaseUrl } from '../support/engines.ts';
+import { recordRefusals } from '../support/pg-refusals.ts';
 
 const pg = createRequire(import.meta.url)('pg') as typeof PgModule;
 
@@ -31,15 +32,7 @@ describe('attack: a named statement whose first Parse lands in an aborted pipeli
     const pool = new pg.Pool({ connectionString: url, max: 1, pipeline: true } as PgModule.PoolConfig);
     pool.on('error', () => undefined);
     /** SQLSTATEs the server answered the lane's statements with. */
-    const refused: string[] = [];
-    pool.on('connect', (client) => {
-      const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
-      (client as unknown as { query: typeof query }).query = (...args: unknown[]) => {
-        const answer = query(...args);
-        answer.catch((e: { code?: string }) => refused.push(e.code ?? 'none'));
-        return answer;
-      };
-    });
+    const refused = recordRefusals(pool);
     const lane = new PostgresGroupCommit(pool);
     try {
       // A text no connection of this process has prepared: its first Parse is the one in the aborted transaction.
