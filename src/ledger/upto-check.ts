@@ -121,7 +121,8 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now(), after
  * An older-form release (`adjustment`, `upto-release:<id>`) counts as one only when it names an upto
  * payment and left that payment's hold wallet: the reference is free text, so one naming no payment
  * would take money out of a hold that no payment's sums (released, released_elsewhere) ever read.
- * The id is cut from the reference so the lookup is by the payments' primary key; the reference is
+ * The id is cut from the reference so the planner can look the payment up by its key (PostgreSQL
+ * chose one hashed scan of the upto payments per check instead: 0.5 ms for 600 entries); the reference is
  * then compared whole, by the very rule those sums read (OLDER_RELEASE), not by a pattern: SQLite's
  * `like` ignores case, and `UPTO-RELEASE:<id>` would pass here while no payment counts it.
  */
