@@ -3,7 +3,7 @@ import { usageDay } from '../days.ts';
 import { chargeEntry } from '../effects/charge-entry.ts';
 import { BOUND_BUCKETS, bucketsOfColumn, bucketValues, finishInBuckets } from '../effects/key-spend.ts';
 import { closeReservation, statusAfter, statusAfterSql } from '../effects/reservation.ts';
-import { boundOperands, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
+import { boundOperands, counterStatement, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
 import { addToDaily } from '../effects/usage-daily.ts';
 import { bookedCost, bookedCostSql, usageFigures, usageRow } from '../effects/usage-row.ts';
 import { addToTotals } from '../effects/usage-totals.ts';
@@ -34,6 +34,12 @@ export const USAGE_ROW = unitStatement(usageRow(VALUES, boundOperands()));
 export const ADD_TO_TOTALS = unitStatement(addToTotals(VALUES, boundOperands()));
 export const FINISH_IN_BUCKETS = unitStatement(finishInBuckets(boundOperands(), BOUND_BUCKETS));
 export const ADD_TO_DAILY = unitStatement(addToDaily(VALUES, boundOperands()));
+// The same three as counters, for the finish's unit on SQLite: a batch's finishes on one key add to
+// its buckets, totals and day once (batch-counters.ts); each still counts one usage row per finish.
+const totalsSums = ['requests', 'promptTokens', 'completionTokens', 'reasoningTokens', 'cachedTokens', 'charged', 'providerCost'];
+const COUNT_IN_TOTALS = counterStatement(addToTotals(VALUES, boundOperands(), param('requests')), totalsSums);
+const COUNT_FINISH_IN_BUCKETS = counterStatement(finishInBuckets(boundOperands(), BOUND_BUCKETS), ['charged', 'released']);
+const COUNT_IN_DAILY = counterStatement(addToDaily(VALUES, boundOperands(), param('requests')), ['requests', 'promptTokens', 'completionTokens', 'charged']);
 
 // PostgreSQL does the whole finish in one statement, for the same reason as the reserve: one round
 // trip of its group-commit batch instead of seven. `pending` locks the reservation and its
@@ -156,18 +162,19 @@ export async function finishReservation(
         providerCost: bookedCost(charged, usage.providerCostUsdc),
         amount: -charged,
         note: usage.model,
+        requests: 1,
       };
       // The reservation's closing status, not the usage row's (both operands are named `status`).
       if ((await CLOSE.run(tx, { status: statusAfter(charged), charged, at: now, requestId })) !== 1) return notApplied;
       const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, v);
       if (charged > 0) await CHARGE_ENTRY.run(tx, v);
       await USAGE_ROW.run(tx, v);
-      await ADD_TO_TOTALS.run(tx, v);
+      await COUNT_IN_TOTALS.add(tx, v);
       if (r.api_key_id !== null) {
         // The bucket rows are the reservation's key's (its api_key_id), as the reserve counted them.
-        await FINISH_IN_BUCKETS.run(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
+        await COUNT_FINISH_IN_BUCKETS.add(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
       }
-      await ADD_TO_DAILY.run(tx, v);
+      await COUNT_IN_DAILY.add(tx, v);
       assertWalletFloor(r.wallet, Number(after!.balance_usdc), othersLocked);
       return outcome(charged, Number(after!.balance_usdc));
     },

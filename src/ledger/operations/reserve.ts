@@ -1,7 +1,7 @@
 import type { Storage } from '../../storage/database.ts';
 import { BOUND_BUCKETS, bucketValues, countReservation } from '../effects/key-spend.ts';
 import { insertReservation } from '../effects/reservation.ts';
-import { boundOperands, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
+import { boundOperands, counterStatement, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
 import { lockFunds, releaseAndCharge } from '../effects/wallet.ts';
 import { checkKeyLimit, type KeyLimitReached } from '../key-spend-limit.ts';
 import { assertAmount, assertMoney } from '../assert.ts';
@@ -30,7 +30,8 @@ export type ReserveOutcome =
 
 const LOCK_FUNDS = unitStatement(lockFunds(boundOperands()));
 const UNLOCK_FUNDS = unitStatement(releaseAndCharge(boundOperands()));
-const COUNT_RESERVATION = unitStatement(countReservation(boundOperands(), BOUND_BUCKETS));
+// A counter: a batch of reserves on one key counts them in its buckets once (batch-counters.ts).
+const COUNT_RESERVATION = counterStatement(countReservation(boundOperands(), BOUND_BUCKETS), ['amount']);
 const INSERT_RESERVATION = unitStatement(insertReservation(VALUES, boundOperands()));
 
 // PostgreSQL does it all in one statement (data-modifying CTEs): one round trip of its group-commit
@@ -108,7 +109,7 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
         await UNLOCK_FUNDS.run(tx, { released: r.amountUsdc, charged: 0, at: now, wallet: r.wallet });
         return { ok: false, refused: 'key_limit', ...limit.refusal };
       }
-      await COUNT_RESERVATION.run(tx, v);
+      await COUNT_RESERVATION.add(tx, v);
       await INSERT_RESERVATION.run(tx, v);
       return { ok: true, keyLimited: limit.limited };
     },
