@@ -1,11 +1,6 @@
 /** Runs one statement now, on the batch's connection. */
 export type RunNow = (sql: string, params: unknown[]) => unknown;
 
-interface Addition {
-  sql: string;
-  params: unknown[];
-}
-
 /**
  * A group-commit batch's counter statements (UnitTx.addToCounters), added up per row and written
  * once per batch: a batch of 64 reserve-and-finish units on one key writes its spend buckets, its
@@ -25,39 +20,38 @@ interface Addition {
  * not change any row.
  */
 export class BatchCounters {
-  /** Waiting additions: by table, then by statement and row (the statement with its parameters other than the sums). */
-  private readonly waiting = new Map<string, Map<string, Addition>>();
+  /** Waiting additions, by statement (its table, then its rows: the parameters other than the sums, as a key). */
+  private readonly waiting = new Map<string, { table: string; rows: Map<string, unknown[]> }>();
   private readonly tables = new Map<string, string>();
 
   add(sql: string, params: unknown[], sumAt: readonly number[]): void {
-    const table = this.tableOf(sql);
-    let rows = this.waiting.get(table);
-    if (rows === undefined) {
-      rows = new Map();
-      this.waiting.set(table, rows);
+    let statement = this.waiting.get(sql);
+    if (statement === undefined) {
+      statement = { table: this.tableOf(sql), rows: new Map() };
+      this.waiting.set(sql, statement);
     }
-    const row = rowKey(sql, params, sumAt);
-    const earlier = rows.get(row);
+    const row = rowKey(params, sumAt);
+    const earlier = statement.rows.get(row);
     if (earlier === undefined) {
-      rows.set(row, { sql, params });
+      statement.rows.set(row, params);
       return;
     }
-    for (const i of sumAt) earlier.params[i] = Number(earlier.params[i]) + Number(params[i]);
+    for (const i of sumAt) earlier[i] = Number(earlier[i]) + Number(params[i]);
   }
 
   /** Before any other statement: writes the additions waiting on a table it names. */
   before(sql: string, run: RunNow): void {
     if (this.waiting.size === 0) return;
-    for (const [table, rows] of this.waiting) {
+    for (const [counter, { table, rows }] of this.waiting) {
       if (!sql.includes(table)) continue;
-      this.waiting.delete(table);
-      for (const a of rows.values()) run(a.sql, a.params);
+      this.waiting.delete(counter);
+      for (const params of rows.values()) run(counter, params);
     }
   }
 
   /** Before COMMIT: writes every addition waiting. */
   writeAll(run: RunNow): void {
-    for (const rows of this.waiting.values()) for (const a of rows.values()) run(a.sql, a.params);
+    for (const [counter, { rows }] of this.waiting) for (const params of rows.values()) run(counter, params);
     this.waiting.clear();
   }
 
@@ -78,8 +72,8 @@ export class BatchCounters {
 }
 
 // The parameters are ids, bucket names, wallets and days, none of which holds a NUL.
-function rowKey(sql: string, params: unknown[], sumAt: readonly number[]): string {
-  let key = sql;
-  for (let i = 0; i < params.length; i++) if (!sumAt.includes(i)) key += `\u0000${String(params[i])}`;
+function rowKey(params: unknown[], sumAt: readonly number[]): string {
+  let key = '';
+  for (let i = 0; i < params.length; i++) if (!sumAt.includes(i)) key += `${String(params[i])}\u0000`;
   return key;
 }
