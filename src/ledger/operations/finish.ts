@@ -29,11 +29,11 @@ const CLOSE_PENDING = unitStatement(
   `${closeReservation(
     { status: statusAfterSql(sqliteCharge), charged: sqliteCharge, at: param('at'), requestId: param('requestId') },
     { whileStatus: 'pending', from: ' FROM wallets w', joined: 'w.address = reservations.wallet' },
-  )} RETURNING wallet, amount_usdc, api_key_id, created_at, charged_usdc`,
+  )} RETURNING wallet, amount_usdc, api_key_id, created_at, charged_usdc, (SELECT locked_usdc FROM wallets WHERE address = reservations.wallet) AS wallet_locked`,
 );
 // A finish's write-unit statements. The late charge and the sweeper write the same ones (exported
 // for them), so a column or an aggregate changed here changes in every finish.
-export const RELEASE_AND_CHARGE = unitStatement(`${releaseAndCharge(boundOperands())} RETURNING balance_usdc, locked_usdc`);
+export const RELEASE_AND_CHARGE = unitStatement(`${releaseAndCharge(boundOperands())} RETURNING balance_usdc`);
 export const CHARGE_ENTRY = unitStatement(chargeEntry(VALUES, boundOperands()));
 export const USAGE_ROW = unitStatement(usageRow(VALUES, boundOperands()));
 export const ADD_TO_TOTALS = unitStatement(addToTotals(VALUES, boundOperands()));
@@ -132,7 +132,14 @@ export async function finishReservation(
   }
   return storage.writeUnit(
     async (tx) => {
-      const r = await CLOSE_PENDING.get<{ wallet: string; amount_usdc: number; api_key_id: number | null; created_at: number; charged_usdc: number }>(tx, {
+      const r = await CLOSE_PENDING.get<{
+        wallet: string;
+        amount_usdc: number;
+        api_key_id: number | null;
+        created_at: number;
+        charged_usdc: number;
+        wallet_locked: number;
+      }>(tx, {
         asked: chargeUsdc,
         at: now,
         requestId,
@@ -140,6 +147,9 @@ export async function finishReservation(
       if (!r) return notApplied;
       const reserved = Number(r.amount_usdc);
       const charged = Number(r.charged_usdc);
+      // Precondition: the reservation is part of its wallet's lock (the rest is other requests').
+      assertMoney(reserved <= Number(r.wallet_locked), () => `request ${requestId}: reserved ${reserved} but its wallet locks ${r.wallet_locked}`);
+      const othersLocked = Number(r.wallet_locked) - reserved;
       // One values object, written out, for every statement of the unit (each binds the names it
       // uses): a spread copy per statement cost about a tenth of SQLite's reserve+settle throughput.
       const v = {
@@ -166,7 +176,7 @@ export async function finishReservation(
         note: usage.model,
         requests: 1,
       };
-      const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number; locked_usdc: number }>(tx, v);
+      const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, v);
       if (charged > 0) await CHARGE_ENTRY.run(tx, v);
       await USAGE_ROW.run(tx, v);
       await COUNT_IN_TOTALS.add(tx, v);
@@ -175,9 +185,8 @@ export async function finishReservation(
         await COUNT_FINISH_IN_BUCKETS.add(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
       }
       await COUNT_IN_DAILY.add(tx, v);
-      // The reservation was part of its wallet's lock, and the charge left the other requests' locks
-      // (all that is locked now) covered.
-      assertWalletFloor(r.wallet, Number(after!.balance_usdc), Number(after!.locked_usdc));
+      // The charge left the other requests' locks covered.
+      assertWalletFloor(r.wallet, Number(after!.balance_usdc), othersLocked);
       return outcome(charged, Number(after!.balance_usdc));
     },
     { wallet: usage.wallet },
