@@ -68,7 +68,7 @@ export async function reserveAndFinish(storage: Storage, { wallet, key }: Payer,
  */
 export async function measureLedger(
   databaseUrl: string,
-  o: { seconds: number; concurrency: number; wallets?: number; ledgerWriters?: number; calls?: () => number },
+  o: { seconds: number; concurrency: number; wallets?: number; ledgerWriters?: number; calls?: () => number; lockstep?: boolean },
 ): Promise<LedgerRun> {
   // Opened as `tollgate serve` opens it (checkpoints in a worker thread on SQLite).
   const storage = openStorage(databaseUrl, { poolSize: o.concurrency, backgroundCheckpoints: true, ledgerWriters: o.ledgerWriters });
@@ -83,10 +83,19 @@ export async function measureLedger(
         done++;
       }
     };
+    // In lockstep: every pair's reserve sent in one turn, then (once all are answered) every finish,
+    // so each batch holds `concurrency` units whatever the machine's speed: CPU per pair at a fixed
+    // batch size, which a loaded machine moves much less than free-running batches.
+    const lockstep = async () => {
+      while (Date.now() < deadline) {
+        await Promise.all(Array.from({ length: o.concurrency }, (_, n) => reserveAndFinish(storage, payers[n % payers.length]!, 'bench')));
+        done += o.concurrency;
+      }
+    };
     const started = Date.now();
     const callsBefore = o.calls?.() ?? 0;
     const cpu = process.cpuUsage();
-    await Promise.all(Array.from({ length: o.concurrency }, (_, n) => worker(n)));
+    await (o.lockstep ? lockstep() : Promise.all(Array.from({ length: o.concurrency }, (_, n) => worker(n))));
     const used = process.cpuUsage(cpu);
     const run: LedgerRun = { pairsPerSecond: done / ((Date.now() - started) / 1000), cpuMicrosPerPair: (used.user + used.system) / Math.max(1, done) };
     if (o.calls) run.callsPerPair = (o.calls() - callsBefore) / Math.max(1, done);
@@ -125,8 +134,8 @@ function countSqliteCalls(): () => number {
   return () => calls;
 }
 
-// Usage: node --import tsx bench/ledger.ts [--seconds 8] [--concurrency 32] [--wallets 1] [--count]
-// (SQLite in a scratch directory; --count: SQLite calls per pair, at the wrappers' own small cost).
+// Usage: node --import tsx bench/ledger.ts [--seconds 8] [--concurrency 32] [--wallets 1] [--count] [--lockstep]
+// (SQLite in a scratch directory; --count: SQLite calls per pair, at the wrappers' own small cost; --lockstep: see above).
 if (process.argv[1] && import.meta.filename === process.argv[1]) {
   const { values } = parseArgs({
     options: {
@@ -134,11 +143,12 @@ if (process.argv[1] && import.meta.filename === process.argv[1]) {
       concurrency: { type: 'string', default: '32' },
       wallets: { type: 'string', default: '1' },
       count: { type: 'boolean' },
+      lockstep: { type: 'boolean' },
     },
   });
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-ledger-'));
   const calls = values.count ? countSqliteCalls() : null;
-  const o = { seconds: Number(values.seconds), concurrency: Number(values.concurrency), wallets: Number(values.wallets) };
+  const o = { seconds: Number(values.seconds), concurrency: Number(values.concurrency), wallets: Number(values.wallets), lockstep: values.lockstep };
   const run = await measureLedger(`sqlite:${join(dir, 'ledger.db')}`, { ...o, calls: calls ?? undefined });
   console.log(JSON.stringify({ ...o, ...run }));
   rmSync(dir, { recursive: true, force: true });
