@@ -23,6 +23,8 @@ export class BatchCounters {
   /** Waiting additions, by statement (its table, then its rows: the parameters other than the sums, as a key). */
   private readonly waiting = new Map<string, { table: string; rows: Map<string, unknown[]> }>();
   private readonly tables = new Map<string, string>();
+  /** Each statement's text in lower case, made once per text (a unit's texts are constants). */
+  private readonly lowered = new Map<string, string>();
 
   add(sql: string, params: unknown[], sumAt: readonly number[]): void {
     let statement = this.waiting.get(sql);
@@ -39,11 +41,12 @@ export class BatchCounters {
     for (const i of sumAt) earlier[i] = Number(earlier[i]) + Number(params[i]);
   }
 
-  /** Before any other statement: writes the additions waiting on a table it names. */
+  /** Before any other statement: writes the additions waiting on a table it names, in any letter case (SQL names are case-insensitive). */
   before(sql: string, run: RunNow): void {
     if (this.waiting.size === 0) return;
+    const named = this.lowerCased(sql);
     for (const [counter, { table, rows }] of this.waiting) {
-      if (!sql.includes(table)) continue;
+      if (!named.includes(table)) continue;
       this.waiting.delete(counter);
       for (const params of rows.values()) run(counter, params);
     }
@@ -63,11 +66,21 @@ export class BatchCounters {
   private tableOf(sql: string): string {
     let table = this.tables.get(sql);
     if (table === undefined) {
-      table = /^\s*(?:INSERT\s+INTO|UPDATE)\s+(\w+)/i.exec(sql)?.[1];
+      table = /^\s*(?:INSERT\s+INTO|UPDATE)\s+(\w+)/i.exec(sql)?.[1]?.toLowerCase();
       if (table === undefined) throw new Error(`a counter statement must be an INSERT or an UPDATE: ${sql.slice(0, 60)}`);
       this.tables.set(sql, table);
     }
     return table;
+  }
+
+  private lowerCased(sql: string): string {
+    let lower = this.lowered.get(sql);
+    if (lower === undefined) {
+      lower = sql.toLowerCase();
+      // Bounded as the statement cache is (database.ts): a text with inlined values must not grow it for good.
+      if (this.lowered.size < 500) this.lowered.set(sql, lower);
+    }
+    return lower;
   }
 }
 
