@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
+import { runLedgerCheck } from '../../src/ledger/checkpoints/run-check.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { tryReserve } from '../../src/ledger/operations/reserve.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
@@ -148,6 +149,9 @@ for (const engine of ENGINES) {
         for (const b of await bucketsOf(apiKeyId)) assert.deepEqual(b, [Number(rows.charged), 0], `buckets of key ${apiKeyId}`);
       }
       await assertLedgerConsistent(s.db);
+      // What `tollgate admin ledger-check --full` runs.
+      const full = await runLedgerCheck(s.db, { full: true });
+      assert.deepEqual([full.ok, full.problems], [true, []]);
     });
   });
 }
