@@ -23,8 +23,8 @@ export class BatchCounters {
   /** Waiting additions, by statement (its table, then its rows: the parameters other than the sums, as a key). */
   private readonly waiting = new Map<string, { table: string; rows: Map<string, unknown[]> }>();
   private readonly tables = new Map<string, string>();
-  /** Each statement's text in lower case, made once per text (a unit's texts are constants). */
-  private readonly lowered = new Map<string, string>();
+  /** Whether a statement's text names a counter table, found once per text and table (a unit's texts are constants). */
+  private readonly named = new Map<string, Map<string, boolean>>();
 
   add(sql: string, params: unknown[], sumAt: readonly number[]): void {
     let statement = this.waiting.get(sql);
@@ -44,9 +44,8 @@ export class BatchCounters {
   /** Before any other statement: writes the additions waiting on a table it names, in any letter case (SQL names are case-insensitive). */
   before(sql: string, run: RunNow): void {
     if (this.waiting.size === 0) return;
-    const named = this.lowerCased(sql);
     for (const [counter, { table, rows }] of this.waiting) {
-      if (!named.includes(table)) continue;
+      if (!this.names(sql, table)) continue;
       this.waiting.delete(counter);
       for (const params of rows.values()) run(counter, params);
     }
@@ -73,14 +72,20 @@ export class BatchCounters {
     return table;
   }
 
-  private lowerCased(sql: string): string {
-    let lower = this.lowered.get(sql);
-    if (lower === undefined) {
-      lower = sql.toLowerCase();
+  // A search of the text at every statement was the counters' main cost on batches with nothing to add up (bench/README.md).
+  private names(sql: string, table: string): boolean {
+    let tables = this.named.get(sql);
+    if (tables === undefined) {
+      tables = new Map();
       // Bounded as the statement cache is (database.ts): a text with inlined values must not grow it for good.
-      if (this.lowered.size < 500) this.lowered.set(sql, lower);
+      if (this.named.size < 500) this.named.set(sql, tables);
     }
-    return lower;
+    let names = tables.get(table);
+    if (names === undefined) {
+      names = sql.toLowerCase().includes(table);
+      tables.set(table, names);
+    }
+    return names;
   }
 }
 
