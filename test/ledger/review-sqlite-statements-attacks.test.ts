@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import { sweepExpiredReservations } from '../../src/ledger/operations/expire.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { lateCharge } from '../../src/ledger/operations/late-charge.ts';
 import { tryReserve } from '../../src/ledger/operations/reserve.ts';
-import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
+import type { Storage } from '../../src/storage/database.ts';
+import { ENGINES } from '../support/engines.ts';
+import { keyWithDailyLimit, migratedStorage } from '../support/counters-suite.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
 
 /**
@@ -21,18 +19,11 @@ import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/le
 for (const engine of ENGINES) {
   describe(`attack: fewer SQLite statements per request (${engine})`, () => {
     let s: Storage;
-    before(async () => {
-      s = openStorage(await freshDatabaseUrl(engine));
-      await migrateToLatest(s);
+    migratedStorage(engine, (opened) => {
+      s = opened;
     });
-    after(() => s.close());
 
-    const newKey = async (wallet: string, limitUsdc: number | null) => {
-      const key = await insertKey(s.db, wallet, generateKey(randomBytes(32)), 'review');
-      if (limitUsdc !== null)
-        await s.db.updateTable('api_keys').set({ spend_limit_usdc: limitUsdc, spend_limit_period: 'day' }).where('id', '=', key.id).execute();
-      return key.id;
-    };
+    const newKey = (wallet: string, limitUsdc: number | null) => keyWithDailyLimit(s.db, wallet, limitUsdc);
     const reserveOne = async (wallet: string, apiKeyId: number, requestId: string, amountUsdc: number, now = Date.now()) =>
       assert.ok((await tryReserve(s, { wallet, apiKeyId, requestId, amountUsdc, leaseMs: 1_000, keyHasLimit: true }, now)).ok, requestId);
     const usageOf = (wallet: string, apiKeyId: number, requestId: string) => ({ ...usageRecord(requestId, wallet), apiKeyId });

@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { generateKey, insertKey } from '../../src/keys/api-keys.ts';
 import { runLedgerCheck } from '../../src/ledger/checkpoints/run-check.ts';
 import { finishReservation } from '../../src/ledger/operations/finish.ts';
 import { tryReserve } from '../../src/ledger/operations/reserve.ts';
-import { openStorage, type Storage } from '../../src/storage/database.ts';
-import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { ENGINES, freshDatabaseUrl } from '../support/engines.ts';
+import type { Storage } from '../../src/storage/database.ts';
+import { ENGINES } from '../support/engines.ts';
+import { keyWithDailyLimit, migratedStorage, setDailyLimit } from '../support/counters-suite.ts';
 import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/ledger.ts';
 
 /**
@@ -19,19 +17,12 @@ import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/le
 for (const engine of ENGINES) {
   describe(`attack: batch counters and the key limit (${engine})`, () => {
     let s: Storage;
-    before(async () => {
-      s = openStorage(await freshDatabaseUrl(engine));
-      await migrateToLatest(s);
+    migratedStorage(engine, (opened) => {
+      s = opened;
     });
-    after(() => s.close());
 
-    const newKey = async (wallet: string, limitUsdc: number | null) => {
-      const key = await insertKey(s.db, wallet, generateKey(randomBytes(32)), 'review');
-      if (limitUsdc !== null) await setLimit(key.id, limitUsdc);
-      return key.id;
-    };
-    const setLimit = (apiKeyId: number, limitUsdc: number) =>
-      s.db.updateTable('api_keys').set({ spend_limit_usdc: limitUsdc, spend_limit_period: 'day' }).where('id', '=', apiKeyId).execute();
+    const newKey = (wallet: string, limitUsdc: number | null) => keyWithDailyLimit(s.db, wallet, limitUsdc);
+    const setLimit = (apiKeyId: number, limitUsdc: number) => setDailyLimit(s.db, apiKeyId, limitUsdc);
     const reserveOne = (wallet: string, apiKeyId: number, requestId: string, amountUsdc: number, keyHasLimit = true) =>
       tryReserve(s, { wallet, apiKeyId, requestId, amountUsdc, leaseMs: 60_000, keyHasLimit });
     const finishOne = (wallet: string, apiKeyId: number, requestId: string, chargeUsdc: number) =>
