@@ -47,7 +47,8 @@ for (const engine of ENGINES) {
       if (engine === 'sqlite') {
         await sql
           .raw(
-            `CREATE TRIGGER review_full BEFORE INSERT ON usage_totals WHEN NEW.api_key_id = ${doomed} BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`,
+            `CREATE TRIGGER review_full BEFORE INSERT ON usage_totals WHEN NEW.api_key_id = ${doomed}
+             BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`,
           )
           .execute(s.db);
       } else {
