@@ -12,12 +12,10 @@ import { until } from '../support/until.ts';
  * to wait read the key as it was before the wait: a limit the dashboard set and confirmed during
  * that wait must still apply to it, as it did when the limit was read after the lock.
  */
-const TODO = "BREAK: the lock's RETURNING reads api_keys as of the statement's start, so the reserve skips the limit read and is admitted";
-
 describe('attack: a spend limit set while a reserve waits for its wallet lock (postgres)', () => {
   const setup = lockedPostgresSuite();
 
-  test('the limit confirmed during the wait applies to the reserve that waited', { todo: TODO }, async () => {
+  test('the limit confirmed during the wait applies to the reserve that waited', async () => {
     const { s, outside, wallet } = await setup();
     const apiKeyId = await keyWithDailyLimit(s.db, wallet, null);
     // The cached key says it has a limit (or the one-statement reserve was refused): the unit path.

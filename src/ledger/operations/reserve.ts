@@ -28,8 +28,8 @@ export type ReserveOutcome =
    */
   { ok: true; keyLimited: boolean } | { ok: false; refused: 'balance' } | ({ ok: false; refused: 'key_limit' } & KeyLimitReached);
 
-// The lock returns whether the key has a spend limit: a key without one (most keys) needs no read
-// of its own; a key with one has its limit and its bucket read by checkKeyLimit, after the lock.
+// The lock returns whether the key has a spend limit: on SQLite a key without one (most keys) needs
+// no read of its own; a key with one has its limit and its bucket read by checkKeyLimit, after the lock.
 const LOCK_FUNDS = unitStatement(
   `${lockFunds(boundOperands())} RETURNING (SELECT spend_limit_usdc FROM api_keys WHERE id = ${param('apiKeyId')}) AS key_limit`,
 );
@@ -111,7 +111,10 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
       // The conditional UPDATE decides, and takes the wallet's row lock (see lockFunds).
       const locked = await LOCK_FUNDS.get<{ key_limit: unknown }>(tx, v);
       if (!locked) return { ok: false, refused: 'balance' };
-      const limit = locked.key_limit === null ? NO_LIMIT : await checkKeyLimit(tx, r.apiKeyId, r.amountUsdc, now);
+      // On PostgreSQL the RETURNING read the key as of the statement's start, which may precede its wait for the
+      // wallet's lock (a limit confirmed meanwhile would be missed): only SQLite's one writer may trust it.
+      const noLimit = locked.key_limit === null && storage.engine === 'sqlite';
+      const limit = noLimit ? NO_LIMIT : await checkKeyLimit(tx, r.apiKeyId, r.amountUsdc, now);
       if (limit.refusal) {
         await UNLOCK_FUNDS.run(tx, { released: r.amountUsdc, charged: 0, at: now, wallet: r.wallet });
         return { ok: false, refused: 'key_limit', ...limit.refusal };
