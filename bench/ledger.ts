@@ -1,4 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import Libsql from 'libsql';
 import { newRequestId } from '../src/http/request-id.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
 import { adjustBalance } from '../src/ledger/movements.ts';
@@ -12,6 +17,8 @@ export interface LedgerRun {
   pairsPerSecond: number;
   /** This process's CPU (user + system) per pair, in µs: the gateway's share of a pair's cost. */
   cpuMicrosPerPair: number;
+  /** With a call counter: the database calls per pair (see countSqliteCalls). */
+  callsPerPair?: number;
 }
 
 /** A funded wallet and its key, as the benchmark's ledger cases drive them. */
@@ -61,7 +68,7 @@ export async function reserveAndFinish(storage: Storage, { wallet, key }: Payer,
  */
 export async function measureLedger(
   databaseUrl: string,
-  o: { seconds: number; concurrency: number; wallets?: number; ledgerWriters?: number },
+  o: { seconds: number; concurrency: number; wallets?: number; ledgerWriters?: number; calls?: () => number; lockstep?: boolean },
 ): Promise<LedgerRun> {
   // Opened as `tollgate serve` opens it (checkpoints in a worker thread on SQLite).
   const storage = openStorage(databaseUrl, { poolSize: o.concurrency, backgroundCheckpoints: true, ledgerWriters: o.ledgerWriters });
@@ -76,11 +83,23 @@ export async function measureLedger(
         done++;
       }
     };
+    // In lockstep: every pair's reserve sent in one turn, then (once all are answered) every finish,
+    // so each batch holds `concurrency` units whatever the machine's speed: CPU per pair at a fixed
+    // batch size, which a loaded machine moves much less than free-running batches.
+    const lockstep = async () => {
+      while (Date.now() < deadline) {
+        await Promise.all(Array.from({ length: o.concurrency }, (_, n) => reserveAndFinish(storage, payers[n % payers.length]!, 'bench')));
+        done += o.concurrency;
+      }
+    };
     const started = Date.now();
+    const callsBefore = o.calls?.() ?? 0;
     const cpu = process.cpuUsage();
-    await Promise.all(Array.from({ length: o.concurrency }, (_, n) => worker(n)));
+    await (o.lockstep ? lockstep() : Promise.all(Array.from({ length: o.concurrency }, (_, n) => worker(n))));
     const used = process.cpuUsage(cpu);
-    return { pairsPerSecond: done / ((Date.now() - started) / 1000), cpuMicrosPerPair: (used.user + used.system) / Math.max(1, done) };
+    const run: LedgerRun = { pairsPerSecond: done / ((Date.now() - started) / 1000), cpuMicrosPerPair: (used.user + used.system) / Math.max(1, done) };
+    if (o.calls) run.callsPerPair = (o.calls() - callsBefore) / Math.max(1, done);
+    return run;
   } finally {
     await storage.close();
   }
@@ -89,4 +108,48 @@ export async function measureLedger(
 /** measureLedger's pairs per second alone (what `npm run bench` reports). */
 export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: number; concurrency: number; wallets?: number }): Promise<number> {
   return (await measureLedger(databaseUrl, o)).pairsPerSecond;
+}
+
+/**
+ * Counts libsql's calls into SQLite (a statement's run or get, exec for BEGIN and COMMIT) while it
+ * is on, by wrapping them on their prototypes: a count per pair that a loaded machine cannot blur.
+ */
+function countSqliteCalls(): () => number {
+  const probe = new Libsql(':memory:');
+  const statement = Object.getPrototypeOf(probe.prepare('SELECT 1')) as Record<'run' | 'get', (...a: unknown[]) => unknown>;
+  const database = Object.getPrototypeOf(probe) as Record<'exec', (...a: unknown[]) => unknown>;
+  probe.close();
+  let calls = 0;
+  for (const [proto, name] of [
+    [statement, 'run'],
+    [statement, 'get'],
+    [database, 'exec'],
+  ] as const) {
+    const inner = (proto as Record<string, (...a: unknown[]) => unknown>)[name]!;
+    (proto as Record<string, unknown>)[name] = function (this: unknown, ...a: unknown[]) {
+      calls++;
+      return inner.apply(this, a);
+    };
+  }
+  return () => calls;
+}
+
+// Usage: node --import tsx bench/ledger.ts [--seconds 8] [--concurrency 32] [--wallets 1] [--count] [--lockstep]
+// (SQLite in a scratch directory; --count: SQLite calls per pair, at the wrappers' own small cost; --lockstep: see above).
+if (process.argv[1] && import.meta.filename === process.argv[1]) {
+  const { values } = parseArgs({
+    options: {
+      seconds: { type: 'string', default: '8' },
+      concurrency: { type: 'string', default: '32' },
+      wallets: { type: 'string', default: '1' },
+      count: { type: 'boolean' },
+      lockstep: { type: 'boolean' },
+    },
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-ledger-'));
+  const calls = values.count ? countSqliteCalls() : null;
+  const o = { seconds: Number(values.seconds), concurrency: Number(values.concurrency), wallets: Number(values.wallets), lockstep: values.lockstep };
+  const run = await measureLedger(`sqlite:${join(dir, 'ledger.db')}`, { ...o, calls: calls ?? undefined });
+  console.log(JSON.stringify({ ...o, ...run }));
+  rmSync(dir, { recursive: true, force: true });
 }

@@ -1,4 +1,5 @@
 import type Libsql from 'libsql';
+import { BatchCounters } from './batch-counters.ts';
 import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
 import { LoopBudget } from './loop-budget.ts';
 import type { UnitTx } from './write-units.ts';
@@ -21,7 +22,8 @@ const MIN_UNITS_PER_COMMIT = 16;
  * batch is always run again unit by unit.
  *
  * What it saves: one BEGIN/COMMIT and one WAL append of each touched page per batch instead of per
- * unit, and Kysely's transaction machinery (mutex, promise chains, query building) per unit.
+ * unit, Kysely's transaction machinery (mutex, promise chains, query building) per unit, and the
+ * counter statements' repeats: those on the same rows are added up and written once per batch.
  *
  * The batch holds Kysely's single SQLite connection (`hold`) while it runs, so no Kysely query
  * ever interleaves with it.
@@ -29,6 +31,10 @@ const MIN_UNITS_PER_COMMIT = 16;
 export class SqliteGroupCommit extends GroupCommit {
   private readonly tx: UnitTx;
   private readonly budget = new LoopBudget(LOOP_BUDGET_MS, MIN_UNITS_PER_COMMIT, MAX_UNITS_PER_COMMIT);
+  /** The batch's counter statements, added up and written before its COMMIT (batch-counters.ts). */
+  private readonly counters = new BatchCounters();
+  // `prepare` is the caching one installed by openSqlite: each text is compiled once.
+  private readonly runNow = (sql: string, params: unknown[]): number => this.sqlite.prepare(sql).run(params).changes;
 
   constructor(
     private readonly sqlite: Libsql.Database,
@@ -37,11 +43,17 @@ export class SqliteGroupCommit extends GroupCommit {
     private readonly resetStuckStatements: () => void = () => undefined,
   ) {
     super(MAX_UNITS_PER_COMMIT);
-    // `prepare` is the caching one installed by openSqlite: each text is compiled once.
     this.tx = {
-      run: (sql, params) => Promise.resolve(this.sqlite.prepare(sql).run(params).changes),
-      // get(), not all(): libsql's all() walks an iterator built per call.
-      get: <T>(sql: string, params: unknown[]) => Promise.resolve(this.sqlite.prepare(sql).get(params) as T | undefined),
+      run: (sql, params) => {
+        this.counters.before(sql, this.runNow);
+        return Promise.resolve(this.runNow(sql, params));
+      },
+      get: <T>(sql: string, params: unknown[]) => {
+        this.counters.before(sql, this.runNow);
+        // get(), not all(): libsql's all() walks an iterator built per call.
+        return Promise.resolve(this.sqlite.prepare(sql).get(params) as T | undefined);
+      },
+      addToCounters: (sql, params, sumAt) => this.counters.add(sql, params, sumAt),
     };
   }
 
@@ -60,11 +72,14 @@ export class SqliteGroupCommit extends GroupCommit {
     try {
       this.resetStuckStatements();
       this.exec('BEGIN IMMEDIATE');
+      this.counters.discard();
       for (const { unit } of units) values.push(await unit(this.tx));
+      this.counters.writeAll(this.runNow);
       this.exec('COMMIT');
       this.budget.ran(units.length, performance.now() - started);
       return { ok: true, values };
     } catch (err) {
+      this.counters.discard();
       if (this.sqlite.inTransaction) this.exec('ROLLBACK');
       return { ok: false, err, retryAlone: true };
     }

@@ -11,6 +11,14 @@ export interface UnitTx {
   run(sql: string, params: unknown[]): Promise<number>;
   /** Runs a query (or a statement with RETURNING) that yields at most one row; returns it. */
   get<T>(sql: string, params: unknown[]): Promise<T | undefined>;
+  /**
+   * Runs a counter statement: one that only adds the parameters at `sumAt` to the rows its other
+   * parameters name, and whose rows exist or are created by it (an upsert), so that any number of
+   * them on the same rows commute. An engine may write it later in the same transaction, before
+   * COMMIT and before any statement that reads or writes its table, adding up the ones on the
+   * same rows (SQLite's group commit: batch-counters.ts). Optional: without it, it runs at once.
+   */
+  addToCounters?(sql: string, params: unknown[], sumAt: readonly number[]): void;
 }
 
 /**

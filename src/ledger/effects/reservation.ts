@@ -25,11 +25,12 @@ export type Closing = Operands<'status' | 'charged' | 'at' | 'requestId'>;
  * Closes a reservation with what it charged. `whileStatus` is the state it must still be in: in a
  * unit this is the exactly-once guard (a second finish changes no row). The finish statement
  * passes none: the row it locked FOR UPDATE as `pending` is its guard, and `from` reads its values.
+ * `joined`: the condition that joins `from`'s table to the reservation (SQLite's UPDATE … FROM).
  */
-export const closeReservation = (v: Closing, opts: { whileStatus?: 'pending' | 'voided'; from?: string } = {}): string =>
+export const closeReservation = (v: Closing, opts: { whileStatus?: 'pending' | 'voided'; from?: string; joined?: string } = {}): string =>
   `UPDATE reservations SET status = ${v.status}, charged_usdc = ${v.charged}, finished_at = ${v.at}${opts.from ?? ''} WHERE request_id = ${v.requestId}${
     opts.whileStatus ? ` AND status = '${opts.whileStatus}'` : ''
-  }`;
+  }${opts.joined ? ` AND ${opts.joined}` : ''}`;
 
 /** A finish that charged nothing is a void: the status it leaves, decided in a unit... */
 export const statusAfter = (charged: number): 'settled' | 'voided' => (charged > 0 ? 'settled' : 'voided');

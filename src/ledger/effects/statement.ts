@@ -91,6 +91,28 @@ export function unitStatement(text: string): Statement {
   return compiled(sql, names);
 }
 
+/** A counter statement of a write unit (see UnitTx.addToCounters): it only adds its `sums` operands to the rows its other operands name. */
+export interface CounterStatement extends Statement {
+  /** Runs it, or lets the engine add it up with the same rows' other additions before the unit commits. */
+  add(tx: UnitTx, values: Readonly<Record<string, unknown>>): Promise<void>;
+}
+
+/** A write unit's counter statement: `sums` name the operands it adds (every other one names its rows). */
+export function counterStatement(text: string, sums: readonly string[]): CounterStatement {
+  const statement = unitStatement(text);
+  const names = [...text.matchAll(MARKER)].map((m) => m[1]!);
+  const sumAt = names.flatMap((name, i) => (sums.includes(name) ? [i] : []));
+  if (sums.some((name) => !names.includes(name))) throw new Error(`counter statement: a sum is not one of its operands (${sums.join(', ')})`);
+  return {
+    ...statement,
+    add: async (tx, values) => {
+      const params = statement.params(values);
+      if (tx.addToCounters) tx.addToCounters(statement.sql, params, sumAt);
+      else await tx.run(statement.sql, params);
+    },
+  };
+}
+
 /** A single PostgreSQL statement: `$n` placeholders, the same number wherever a name repeats. */
 export function postgresStatement(text: string): Statement {
   const names: string[] = [];

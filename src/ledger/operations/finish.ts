@@ -2,8 +2,8 @@ import type { Storage } from '../../storage/database.ts';
 import { usageDay } from '../days.ts';
 import { chargeEntry } from '../effects/charge-entry.ts';
 import { BOUND_BUCKETS, bucketsOfColumn, bucketValues, finishInBuckets } from '../effects/key-spend.ts';
-import { closeReservation, statusAfter, statusAfterSql } from '../effects/reservation.ts';
-import { boundOperands, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
+import { closeReservation, statusAfterSql } from '../effects/reservation.ts';
+import { boundOperands, counterStatement, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
 import { addToDaily } from '../effects/usage-daily.ts';
 import { bookedCost, bookedCostSql, usageFigures, usageRow } from '../effects/usage-row.ts';
 import { addToTotals } from '../effects/usage-totals.ts';
@@ -13,27 +13,38 @@ import { assertAmount, assertMoney, assertWalletFloor } from '../assert.ts';
 
 /**
  * Settle and void: the second phase (see ../reservations.ts). What a finish may charge: up to what
- * is asked, out of what the wallet holds once this reservation's own lock is released (other
- * requests' locks stay), never below zero.
+ * is asked, out of what the wallet `w` holds once this reservation's own lock is released (other
+ * requests' locks stay), never below zero; in PostgreSQL's finish statement (reservation `r`) and
+ * in SQLite's closing UPDATE (the reservation is the table written).
  */
-export const payable = (asked: number, balance: number, locked: number, reserved: number): number =>
-  Math.max(0, Math.min(asked, balance - (locked - reserved)));
 const payableSql = (asked: string) => `GREATEST(0, LEAST(${asked}::bigint, w.balance_usdc - (w.locked_usdc - r.amount_usdc)))`;
+const payableSqlite = (asked: string) => `max(0, min(${asked}, w.balance_usdc - (w.locked_usdc - reservations.amount_usdc)))`;
 
-// SQLite: the reservation and its wallet in one read. Group commit holds the only write lock, so
-// nothing can change either row before this unit commits.
-const READ_PENDING = `SELECT r.wallet, r.amount_usdc, r.api_key_id, r.created_at, w.balance_usdc, w.locked_usdc
-  FROM reservations r JOIN wallets w ON w.address = r.wallet
-  WHERE r.request_id = ? AND r.status = 'pending'`;
+// SQLite: the reservation is closed with its charge, computed from its wallet's row, in one
+// statement that returns what the rest of the unit writes (one call into libsql instead of a read
+// and an update). Group commit holds the only write lock, so nothing changes either row before
+// this unit commits; `status = 'pending'` is the exactly-once guard.
+const sqliteCharge = payableSqlite(param('asked'));
+const CLOSE_PENDING = unitStatement(
+  `${closeReservation(
+    { status: statusAfterSql(sqliteCharge), charged: sqliteCharge, at: param('at'), requestId: param('requestId') },
+    { whileStatus: 'pending', from: ' FROM wallets w', joined: 'w.address = reservations.wallet' },
+  )} RETURNING wallet, amount_usdc, api_key_id, created_at, charged_usdc, (SELECT locked_usdc FROM wallets WHERE address = reservations.wallet) AS wallet_locked`,
+);
 // A finish's write-unit statements. The late charge and the sweeper write the same ones (exported
 // for them), so a column or an aggregate changed here changes in every finish.
-const CLOSE = unitStatement(closeReservation(boundOperands(), { whileStatus: 'pending' }));
 export const RELEASE_AND_CHARGE = unitStatement(`${releaseAndCharge(boundOperands())} RETURNING balance_usdc`);
 export const CHARGE_ENTRY = unitStatement(chargeEntry(VALUES, boundOperands()));
 export const USAGE_ROW = unitStatement(usageRow(VALUES, boundOperands()));
 export const ADD_TO_TOTALS = unitStatement(addToTotals(VALUES, boundOperands()));
 export const FINISH_IN_BUCKETS = unitStatement(finishInBuckets(boundOperands(), BOUND_BUCKETS));
 export const ADD_TO_DAILY = unitStatement(addToDaily(VALUES, boundOperands()));
+// The same three as counters, for the finish's unit on SQLite: a batch's finishes on one key add to
+// its buckets, totals and day once (batch-counters.ts); each still counts one usage row per finish.
+const totalsSums = ['requests', 'promptTokens', 'completionTokens', 'reasoningTokens', 'cachedTokens', 'charged', 'providerCost'];
+const COUNT_IN_TOTALS = counterStatement(addToTotals(VALUES, boundOperands(), param('requests')), totalsSums);
+const COUNT_FINISH_IN_BUCKETS = counterStatement(finishInBuckets(boundOperands(), BOUND_BUCKETS), ['charged', 'released']);
+const COUNT_IN_DAILY = counterStatement(addToDaily(VALUES, boundOperands(), param('requests')), ['requests', 'promptTokens', 'completionTokens', 'charged']);
 
 // PostgreSQL does the whole finish in one statement, for the same reason as the reserve: one round
 // trip of its group-commit batch instead of seven. `pending` locks the reservation and its
@@ -121,17 +132,24 @@ export async function finishReservation(
   }
   return storage.writeUnit(
     async (tx) => {
-      const r = await tx.get<{ wallet: string; amount_usdc: number; api_key_id: number | null; created_at: number; balance_usdc: number; locked_usdc: number }>(
-        READ_PENDING,
-        [requestId],
-      );
+      const r = await CLOSE_PENDING.get<{
+        wallet: string;
+        amount_usdc: number;
+        api_key_id: number | null;
+        created_at: number;
+        charged_usdc: number;
+        wallet_locked: number;
+      }>(tx, {
+        asked: chargeUsdc,
+        at: now,
+        requestId,
+      });
       if (!r) return notApplied;
       const reserved = Number(r.amount_usdc);
-      const charged = payable(chargeUsdc, Number(r.balance_usdc), Number(r.locked_usdc), reserved);
-      // Preconditions: the reservation is part of its wallet's lock, and the charge leaves other requests' locks covered.
-      assertMoney(reserved >= 0 && reserved <= Number(r.locked_usdc), () => `request ${requestId}: reserved ${reserved} but its wallet locks ${r.locked_usdc}`);
-      const othersLocked = Number(r.locked_usdc) - reserved;
-      assertMoney(charged <= Number(r.balance_usdc) - othersLocked, () => `request ${requestId}: a charge of ${charged} reaches into other requests' locks`);
+      const charged = Number(r.charged_usdc);
+      // Precondition: the reservation is part of its wallet's lock (the rest is other requests').
+      assertMoney(reserved <= Number(r.wallet_locked), () => `request ${requestId}: reserved ${reserved} but its wallet locks ${r.wallet_locked}`);
+      const othersLocked = Number(r.wallet_locked) - reserved;
       // One values object, written out, for every statement of the unit (each binds the names it
       // uses): a spread copy per statement cost about a tenth of SQLite's reserve+settle throughput.
       const v = {
@@ -156,18 +174,18 @@ export async function finishReservation(
         providerCost: bookedCost(charged, usage.providerCostUsdc),
         amount: -charged,
         note: usage.model,
+        requests: 1,
       };
-      // The reservation's closing status, not the usage row's (both operands are named `status`).
-      if ((await CLOSE.run(tx, { status: statusAfter(charged), charged, at: now, requestId })) !== 1) return notApplied;
       const after = await RELEASE_AND_CHARGE.get<{ balance_usdc: number }>(tx, v);
       if (charged > 0) await CHARGE_ENTRY.run(tx, v);
       await USAGE_ROW.run(tx, v);
-      await ADD_TO_TOTALS.run(tx, v);
+      await COUNT_IN_TOTALS.add(tx, v);
       if (r.api_key_id !== null) {
         // The bucket rows are the reservation's key's (its api_key_id), as the reserve counted them.
-        await FINISH_IN_BUCKETS.run(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
+        await COUNT_FINISH_IN_BUCKETS.add(tx, { charged, released: reserved, apiKeyId: Number(r.api_key_id), ...bucketValues(Number(r.created_at)) });
       }
-      await ADD_TO_DAILY.run(tx, v);
+      await COUNT_IN_DAILY.add(tx, v);
+      // The charge left the other requests' locks covered.
       assertWalletFloor(r.wallet, Number(after!.balance_usdc), othersLocked);
       return outcome(charged, Number(after!.balance_usdc));
     },

@@ -1,7 +1,7 @@
 import type { Storage } from '../../storage/database.ts';
 import { BOUND_BUCKETS, bucketValues, countReservation } from '../effects/key-spend.ts';
 import { insertReservation } from '../effects/reservation.ts';
-import { boundOperands, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
+import { boundOperands, counterStatement, param, postgresStatement, selectFrom, unitStatement, VALUES } from '../effects/statement.ts';
 import { lockFunds, releaseAndCharge } from '../effects/wallet.ts';
 import { checkKeyLimit, type KeyLimitReached } from '../key-spend-limit.ts';
 import { assertAmount, assertMoney } from '../assert.ts';
@@ -28,9 +28,14 @@ export type ReserveOutcome =
    */
   { ok: true; keyLimited: boolean } | { ok: false; refused: 'balance' } | ({ ok: false; refused: 'key_limit' } & KeyLimitReached);
 
-const LOCK_FUNDS = unitStatement(lockFunds(boundOperands()));
+// The lock returns whether the key has a spend limit: on SQLite a key without one (most keys) needs
+// no read of its own; a key with one has its limit and its bucket read by checkKeyLimit, after the lock.
+const LOCK_FUNDS = unitStatement(
+  `${lockFunds(boundOperands())} RETURNING (SELECT spend_limit_usdc FROM api_keys WHERE id = ${param('apiKeyId')}) AS key_limit`,
+);
 const UNLOCK_FUNDS = unitStatement(releaseAndCharge(boundOperands()));
-const COUNT_RESERVATION = unitStatement(countReservation(boundOperands(), BOUND_BUCKETS));
+// A counter: a batch of reserves on one key counts them in its buckets once (batch-counters.ts).
+const COUNT_RESERVATION = counterStatement(countReservation(boundOperands(), BOUND_BUCKETS), ['amount']);
 const INSERT_RESERVATION = unitStatement(insertReservation(VALUES, boundOperands()));
 
 // PostgreSQL does it all in one statement (data-modifying CTEs): one round trip of its group-commit
@@ -60,6 +65,8 @@ const RESERVE_IN_ONE_STATEMENT = postgresStatement(`WITH locked AS (
     leaseExpiresAt: param('leaseExpiresAt'),
     at: param('at'),
   })}`);
+
+const NO_LIMIT = { limited: false, refusal: null } as const;
 
 /**
  * True when the wallet's available balance covered the amount and it is now locked. The promise
@@ -102,13 +109,17 @@ export async function tryReserve(storage: Pick<Storage, 'writeUnit' | 'engine' |
   return storage.writeUnit(
     async (tx): Promise<ReserveOutcome> => {
       // The conditional UPDATE decides, and takes the wallet's row lock (see lockFunds).
-      if ((await LOCK_FUNDS.run(tx, v)) !== 1) return { ok: false, refused: 'balance' };
-      const limit = await checkKeyLimit(tx, r.apiKeyId, r.amountUsdc, now);
+      const locked = await LOCK_FUNDS.get<{ key_limit: unknown }>(tx, v);
+      if (!locked) return { ok: false, refused: 'balance' };
+      // On PostgreSQL the RETURNING read the key as of the statement's start, which may precede its wait for the
+      // wallet's lock (a limit confirmed meanwhile would be missed): only SQLite's one writer may trust it.
+      const noLimit = locked.key_limit === null && storage.engine === 'sqlite';
+      const limit = noLimit ? NO_LIMIT : await checkKeyLimit(tx, r.apiKeyId, r.amountUsdc, now);
       if (limit.refusal) {
         await UNLOCK_FUNDS.run(tx, { released: r.amountUsdc, charged: 0, at: now, wallet: r.wallet });
         return { ok: false, refused: 'key_limit', ...limit.refusal };
       }
-      await COUNT_RESERVATION.run(tx, v);
+      await COUNT_RESERVATION.add(tx, v);
       await INSERT_RESERVATION.run(tx, v);
       return { ok: true, keyLimited: limit.limited };
     },
