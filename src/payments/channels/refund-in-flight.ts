@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { hexToBigInt, keccak256, sliceHex, toHex, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import type { Database } from '../../storage/schema.ts';
-import { REFUND_LEASE_PREFIX, dropLease, mirrorChain, recordTransfer, unmarkRefundVoucher, type ChannelRow } from './channel-store.ts';
+import { REFUND_LEASE_PREFIX, dropLease, resolveRefundHold, unmarkRefundVoucher, type ChannelRow } from './channel-store.ts';
 import { batchSettlementAddress, readOnchainChannel, snapshotFromChain } from './onchain-channel.ts';
 import { recordRefundLanded } from './refund-landed-elsewhere.ts';
 
@@ -115,8 +115,7 @@ export async function settleRefundInFlight(db: Kysely<Database>, client: PublicC
   if (spends !== null) {
     const chain = await readOnchainChannel(client, row.channel_id as Hex, undefined, receipt?.blockNumber);
     if (chain.refundNonce > BigInt(spends)) {
-      const landed = await recordRefundLanded(db, client, row, BigInt(spends), chain, now);
-      await dropLease(db, row.channel_id, owner, now);
+      const landed = await recordRefundLanded(db, client, row, owner, BigInt(spends), chain, now);
       return { kind: 'landed', ...landed };
     }
   }
@@ -157,10 +156,8 @@ async function landedWithReceipt(
   now: number,
 ): Promise<RefundFate> {
   const chain = await readOnchainChannel(client, row.channel_id as Hex, undefined, receipt.blockNumber);
-  await mirrorChain(db, row.channel_id, snapshotFromChain(row.channel_id, chain), now);
   const refundedUsdc = refundedIn(receipt, row.channel_id) ?? 0;
-  if (refundedUsdc > 0) await recordTransfer(db, { channelId: row.channel_id, kind: 'refund', amountUsdc: refundedUsdc, txHash: tx }, now);
-  await dropLease(db, row.channel_id, owner, now);
+  await resolveRefundHold(db, row.channel_id, owner, snapshotFromChain(row.channel_id, chain), { amountUsdc: refundedUsdc, txHash: tx }, now);
   return { kind: 'landed', refundedUsdc, transaction: tx };
 }
 

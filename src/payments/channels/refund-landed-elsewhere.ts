@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { parseAbiItem, type Hex } from 'viem';
 import type { Database } from '../../storage/schema.ts';
 import { searchBackwards, type LogReader } from './channel-logs.ts';
-import { mirrorChain, recordTransfer, type ChannelRow } from './channel-store.ts';
+import { resolveRefundHold, type ChannelRow } from './channel-store.ts';
 import { batchSettlementAddress, snapshotFromChain, type OnchainChannel } from './onchain-channel.ts';
 
 /**
@@ -52,7 +52,7 @@ export interface RefundLandedElsewhere {
 
 /**
  * Records the refund spending `nonce` that `chain` (the channel's state, its refund nonce past
- * `nonce`) shows landed, and mirrors the chain. Its amount is the event's; without the event, what
+ * `nonce`) shows landed, mirrors the chain and gives back `owner`'s hold (once: resolveRefundHold). Its amount is the event's; without the event, what
  * the chain's balance fell below the mirror (the refund, unless the payer's timed withdrawal also
  * completed meanwhile: the pass names the search failure so an operator can check).
  */
@@ -60,6 +60,7 @@ export async function recordRefundLanded(
   db: Kysely<Database>,
   client: LogReader,
   row: ChannelRow,
+  owner: string,
   nonce: bigint,
   chain: OnchainChannel,
   now: number,
@@ -75,7 +76,6 @@ export async function recordRefundLanded(
   }
   const refundedUsdc = found ? Number(found.amount) : Math.max(0, row.balance_usdc - Number(chain.balance));
   const transaction = found ? found.transaction.toLowerCase() : recoveredRefundMarker(nonce);
-  await mirrorChain(db, row.channel_id, snapshotFromChain(row.channel_id, chain), now);
-  if (refundedUsdc > 0) await recordTransfer(db, { channelId: row.channel_id, kind: 'refund', amountUsdc: refundedUsdc, txHash: transaction }, now);
+  await resolveRefundHold(db, row.channel_id, owner, snapshotFromChain(row.channel_id, chain), { amountUsdc: refundedUsdc, txHash: transaction }, now);
   return { refundedUsdc, transaction, ...(searchFailure ? { searchFailure } : {}) };
 }

@@ -63,9 +63,7 @@ for (const engine of ENGINES) {
   describe(`attack: two resolvers of one held refund, and a mirror refreshed under the hold (${engine})`, () => {
     const harness = channelSuite(engine, SHORT_WAIT);
 
-    test("the payer's retry and the claim pass resolve the same hold at once, one finding the event and one not: recorded once", {
-      todo: 'BREAK: recorded twice (the event hash and recovered:refund:<nonce>), the hold not checked when recording',
-    }, async () => {
+    test("the payer's retry and the claim pass resolve the same hold at once, one finding the event and one not: recorded once", async () => {
       const h = harness();
       const r = await landedUnknownRefund(h);
       const db = h.gw.services.storage.db;
@@ -79,9 +77,7 @@ for (const engine of ENGINES) {
       await assertRefundedOnce(h, r);
     });
 
-    test('the same race, one after the other on the row both read: the later one records nothing', {
-      todo: 'BREAK: the later resolver records it again under another key',
-    }, async () => {
+    test('the same race, one after the other on the row both read: the later one records nothing', async () => {
       const h = harness();
       const r = await landedUnknownRefund(h);
       const db = h.gw.services.storage.db;
@@ -90,9 +86,7 @@ for (const engine of ENGINES) {
       await assertRefundedOnce(h, r);
     });
 
-    test("a pass whose refund read failed still refreshed the held channel's mirror: the next pass, without logs, records the refund in full", {
-      todo: "BREAK: the claim loop mirrors a held channel's post-refund balance, so the fallback finds the balance fell by 0 and records nothing",
-    }, async () => {
+    test("a pass whose refund read failed still refreshed the held channel's mirror: the next pass, without logs, records the refund in full", async () => {
       const h = harness();
       const r = await landedUnknownRefund(h);
       // settleRefunds' three reads fail; the claim loop's read of the same channel succeeds.

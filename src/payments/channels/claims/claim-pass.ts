@@ -98,6 +98,9 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
     let chain: OnchainChannel;
     try {
       chain = await readOnchainChannel(client, row.channel_id as `0x${string}`);
+      // A held channel's mirror is its refund's to move (settleRefunds): refreshed here, it would take the
+      // balance after a refund not recorded yet, and the refund's recovery, measuring the balance it lost, find 0.
+      if (heldForRefund(row) && chain.withdrawRequestedAt === 0) continue;
       // Before the mirror takes the chain's totalClaimed: the row's older one is what shows a claim was lost.
       if (chain.totalClaimed > BigInt(row.total_claimed_usdc)) await recoverClaim(deps, client, row, chain.totalClaimed, outcome);
       await refreshMirror(deps, row, chain);
