@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { type Abi, encodeAbiParameters, type Hex, type PublicClient } from 'viem';
+import artifacts from '../../../src/devchain/artifacts.json' with { type: 'json' };
+import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { findChannel } from '../../../src/payments/channels/channel-store.ts';
+import { readOnchainChannel } from '../../../src/payments/channels/onchain-channel.ts';
+import { ENGINES } from '../../support/engines.ts';
+import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { v2Header } from '../../support/x402-payloads.ts';
+import { channelPayer, channelSuite, openedChannel, paid } from './channel-harness.ts';
+import { claimPass, reader } from './claims-setup.ts';
+import { assertBooksEqualChain, facilitatorThrowsOnRefund } from './followup-setup.ts';
+import { SHORT_WAIT, askRefund, refundsOf, signedRefund } from './review-refund-setup.ts';
+import { type DepositPayload, usdcChannelOffer } from './review-seams-setup.ts';
+
+const withoutLogs = (client: PublicClient): PublicClient =>
+  new Proxy(client, {
+    get: (target, key, receiver) =>
+      key === 'getLogs' ? () => Promise.reject(new Error('eth_getLogs is not served here')) : Reflect.get(target, key, receiver),
+  });
+
+/** `account`'s channel refunded by a facilitator that broadcast the refund and threw: held as refund-tx:unknown, the refund landed. */
+async function heldUnknown(h: PayPerRequestHarness, account: FundedAccount) {
+  const before = (await findChannel(h.gw.services.storage.db, (await channelIdOf(h, account)) as string))!;
+  const payerUsdc = await h.chain.balanceOf(h.chain.usdc, account.address);
+  const restore = facilitatorThrowsOnRefund(h, 'after');
+  try {
+    const first = await askRefund(h, await signedRefund(h, account));
+    assert.equal(first.status, 503, first.text);
+  } finally {
+    restore();
+  }
+  return { before, payerUsdc, owed: before.balance_usdc - before.charged_usdc };
+}
+
+async function channelIdOf(h: PayPerRequestHarness, account: FundedAccount): Promise<Hex> {
+  const row = await h.gw.services.storage.db
+    .selectFrom('channels')
+    .select('channel_id')
+    .where('payer', '=', account.address.toLowerCase())
+    .executeTakeFirstOrThrow();
+  return row.channel_id as Hex;
+}
+
+/** The stock client's deposit payload for `account`'s channel (a fresh client knows no channel yet, so it deposits). */
+async function depositPayload(h: PayPerRequestHarness, account: FundedAccount) {
+  const offer = await usdcChannelOffer(h);
+  const deposit = (await channelPayer(h, account).scheme.createPaymentPayload(2, offer)).payload as unknown as DepositPayload;
+  assert.equal(deposit.type, 'deposit');
+  return { offer, deposit };
+}
+
+/** Anyone relays `deposit` to the contract (its EIP-3009 authorization names the collector, not the sender). */
+async function relayDeposit(h: PayPerRequestHarness, deposit: DepositPayload): Promise<void> {
+  const auth = deposit.deposit.authorization.erc3009Authorization as { validAfter: string; validBefore: string; salt: string; signature: Hex };
+  const collectorData = encodeAbiParameters(
+    [{ type: 'uint256' }, { type: 'uint256' }, { type: 'uint256' }, { type: 'bytes' }],
+    [BigInt(auth.validAfter), BigInt(auth.validBefore), BigInt(auth.salt), auth.signature],
+  );
+  const relay = h.chain.client(await h.payer(0n));
+  const hash = await relay.writeContract({
+    address: BATCH_SETTLEMENT_ADDRESS,
+    abi: artifacts.StandInBatchSettlement.abi as Abi,
+    functionName: 'deposit',
+    args: [deposit.channelConfig, BigInt(deposit.deposit.amount), ERC3009_DEPOSIT_COLLECTOR_ADDRESS, collectorData],
+  });
+  assert.equal((await relay.waitForTransactionReceipt({ hash })).status, 'success');
+}
+
+for (const engine of ENGINES) {
+  describe(`attack: a channel held for a refund of unknown hash, and the payer's money moving meanwhile (${engine})`, () => {
+    const harness = channelSuite(engine, SHORT_WAIT);
+
+    test('a deposit payload sent to the gateway while held is not served and its deposit not sent; the refund is then recorded once', async () => {
+      const h = harness();
+      const account = await openedChannel(h);
+      const r = await heldUnknown(h, account);
+      const { offer, deposit } = await depositPayload(h, account);
+      assert.equal(deposit.voucher.channelId, r.before.channel_id, 'the same channel');
+      const calls = h.fake.received.length;
+      const chainBefore = await readOnchainChannel(reader(h), r.before.channel_id as Hex);
+      const answer = await paid(h, v2Header(offer, deposit));
+      assert.notEqual(answer.status, 200, answer.text);
+      assert.ok(answer.status < 500, `a clear answer, not a failure: ${answer.status} ${answer.text.slice(0, 300)}`);
+      assert.equal(h.fake.received.length, calls, 'nothing ran on escrow the refund paid back');
+      assert.equal((await readOnchainChannel(reader(h), r.before.channel_id as Hex)).balance, chainBefore.balance, 'no deposit was sent');
+      const pass = await claimPass(h, {}, true);
+      assert.equal(pass.refunds.length, 1, pass.failures.join('\n'));
+      assert.deepEqual(
+        (await refundsOf(h, r.before.channel_id)).map(([amount]) => amount),
+        [r.owed],
+      );
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, account.address), r.payerUsdc + BigInt(r.owed), 'the refund paid, no deposit taken');
+      await assertBooksEqualChain(h);
+    });
+
+    test('a top-up relayed on chain after the refund landed, the event not found: the refund is recorded for what it paid, not the balance difference', {
+      todo: 'BREAK: the fallback takes mirror − chain balance, which the top-up shrinks (to 0 here): the refund is under-recorded',
+    }, async () => {
+      const h = harness();
+      const account = await openedChannel(h);
+      const r = await heldUnknown(h, account);
+      const { deposit } = await depositPayload(h, account);
+      await relayDeposit(h, deposit);
+      const pass = await claimPass(h, { clientFor: () => withoutLogs(reader(h)) }, true);
+      assert.equal(pass.refunds.length, 1, pass.failures.join('\n'));
+      assert.equal(await h.chain.balanceOf(h.chain.usdc, account.address), r.payerUsdc + BigInt(r.owed) - BigInt(deposit.deposit.amount));
+      assert.deepEqual(
+        (await refundsOf(h, r.before.channel_id)).map(([amount]) => amount),
+        [r.owed],
+        'the refund is in the books for what the payer received',
+      );
+      await assertBooksEqualChain(h);
+    });
+  });
+}
