@@ -10,7 +10,7 @@ import type { PayPerRequestHarness } from '../../support/pay-per-request-harness
 import { v2Header } from '../../support/x402-payloads.ts';
 import { channelPayer, channelSuite, openedChannel, paid } from './channel-harness.ts';
 import { claimPass, reader } from './claims-setup.ts';
-import { assertBooksEqualChain, facilitatorThrowsOnRefund } from './followup-setup.ts';
+import { assertBooksEqualChain, expireHold, facilitatorThrowsOnRefund } from './followup-setup.ts';
 import { SHORT_WAIT, askRefund, refundsOf, signedRefund } from './review-refund-setup.ts';
 import { type DepositPayload, usdcChannelOffer } from './review-seams-setup.ts';
 
@@ -72,12 +72,14 @@ for (const engine of ENGINES) {
   describe(`attack: a channel held for a refund of unknown hash, and the payer's money moving meanwhile (${engine})`, () => {
     const harness = channelSuite(engine, SHORT_WAIT);
 
-    test('a deposit payload sent to the gateway while held is not served and its deposit not sent; the refund is then recorded once', async () => {
+    test('a deposit payload sent to the gateway while held, past its window, is not served and its deposit not sent; the refund is then recorded once', async () => {
       const h = harness();
       const account = await openedChannel(h);
       const r = await heldUnknown(h, account);
       const { offer, deposit } = await depositPayload(h, account);
       assert.equal(deposit.voucher.channelId, r.before.channel_id, 'the same channel');
+      // Its 15 minutes passed too: a refund's hold is never released by time.
+      await expireHold(h, r.before.channel_id);
       const calls = h.fake.received.length;
       const chainBefore = await readOnchainChannel(reader(h), r.before.channel_id as Hex);
       const answer = await paid(h, v2Header(offer, deposit));
