@@ -72,7 +72,7 @@ for (const engine of ENGINES) {
   describe(`attack: a channel held for a refund of unknown hash, and the payer's money moving meanwhile (${engine})`, () => {
     const harness = channelSuite(engine, SHORT_WAIT);
 
-    test('a deposit payload sent to the gateway while held, past its window, is not served and its deposit not sent; the refund is then recorded once', async () => {
+    test('a deposit payload sent while held, past its window: not served, its deposit not sent; the refund then recorded once', async () => {
       const h = harness();
       const account = await openedChannel(h);
       const r = await heldUnknown(h, account);

@@ -22,7 +22,7 @@ for (const engine of ENGINES) {
   describe(`attack: a Refunded event that is not the held refund's (${engine})`, () => {
     const harness = channelSuite(engine, SHORT_WAIT);
 
-    test("a forged event from another contract and another channel's real refund, both newer, spending the same nonce: the held refund's own is recorded", async () => {
+    test("a forged event from another contract, another channel's refund, both newer on the same nonce: the held refund's own is recorded", async () => {
       const h = harness();
       const victim = await openedChannel(h);
       const before = (await channelOf(h, victim))!;
