@@ -86,15 +86,15 @@ function refundedIn(receipt: TransactionReceipt, channelId: string): number | nu
 }
 
 /**
- * What became of the held refund. `pending`: not known to have landed, the channel stays held; `unresolved`
- * names why an operator should look (its transaction is gone, yet the gateway cannot tell whether a refund
- * landed: the nonce it spends, or its hash, is not known). `landed`: under `transaction` (its own, or the
- * one the chain names for its nonce); `searchFailure` when that one was not found. `dropped`: the node lost
- * it, nothing landed.
+ * What became of the held refund. `pending`: not booked, the channel stays held; `unresolved` names why an
+ * operator should look (its transaction is gone, yet the gateway cannot tell whether a refund landed: the
+ * nonce it spends, or its hash, is not known); `unbooked` when the chain shows it landed but its Refunded
+ * event, the only source of its amount, was not found (the next search books it). `landed`: booked under
+ * `transaction` (its own, or the one the chain names for its nonce). `dropped`: the node lost it, nothing landed.
  */
 export type RefundFate =
-  | { kind: 'pending'; unresolved?: string }
-  | { kind: 'landed'; refundedUsdc: number; transaction: string; searchFailure?: string }
+  | { kind: 'pending'; unresolved?: string; unbooked?: { nonce: string; searchFailure: string } }
+  | { kind: 'landed'; refundedUsdc: number; transaction: string }
   | { kind: 'failed' }
   | { kind: 'dropped' };
 
@@ -103,7 +103,8 @@ export type RefundFate =
  * block (which includes it: the read refuses a node behind the receipt's block) and the refund recorded
  * once (its amount from its Refunded event; nothing when it paid 0). Not mined, or reverted, or its hash
  * not known, while the contract's refund nonce is past the one it spends: a refund spending that nonce
- * landed under another transaction, recorded from the chain (refund-landed-elsewhere.ts). Reverted with
+ * landed under another transaction, recorded from its Refunded event (refund-landed-elsewhere.ts; held
+ * while that event is not found). Reverted with
  * the nonce unmoved, or dropped (refundGone): the refund voucher is released so the payer may ask again.
  * In those cases the channel is given back; otherwise nothing changes.
  */
@@ -116,7 +117,8 @@ export async function settleRefundInFlight(db: Kysely<Database>, client: PublicC
     const chain = await readOnchainChannel(client, row.channel_id as Hex, undefined, receipt?.blockNumber);
     if (chain.refundNonce > BigInt(spends)) {
       const landed = await recordRefundLanded(db, client, row, owner, BigInt(spends), chain, now);
-      return { kind: 'landed', ...landed };
+      if (!landed.booked) return { kind: 'pending', unbooked: { nonce: String(spends), searchFailure: landed.searchFailure } };
+      return { kind: 'landed', refundedUsdc: landed.refundedUsdc, transaction: landed.transaction };
     }
   }
   if (receipt) {

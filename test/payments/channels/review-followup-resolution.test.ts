@@ -7,15 +7,8 @@ import { ENGINES } from '../../support/engines.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { channelSuite } from './channel-harness.ts';
 import { claimPass, reader, servedChannel } from './claims-setup.ts';
-import { assertBooksEqualChain, facilitatorThrowsOnRefund } from './followup-setup.ts';
-import { SHORT_WAIT, askRefund, refundsOf, signedRefund } from './review-refund-setup.ts';
-
-/** A reader whose log search the RPC refuses (a provider without eth_getLogs, or one failing it now). */
-const withoutLogs = (client: PublicClient): PublicClient =>
-  new Proxy(client, {
-    get: (target, key, receiver) =>
-      key === 'getLogs' ? () => Promise.reject(new Error('eth_getLogs is not served here')) : Reflect.get(target, key, receiver),
-  });
+import { assertBooksEqualChain, assertHeldUnbooked, refundThrownAfterBroadcast, withoutLogs } from './followup-setup.ts';
+import { SHORT_WAIT, refundsOf } from './review-refund-setup.ts';
 
 /** A reader whose first `n` contract reads fail (an RPC outage that ends within the pass). */
 function failingFirstReads(client: PublicClient, n: number): PublicClient {
@@ -34,14 +27,7 @@ function failingFirstReads(client: PublicClient, n: number): PublicClient {
 async function landedUnknownRefund(h: PayPerRequestHarness) {
   const { account, row: before } = await servedChannel(h);
   const payerUsdc = await h.chain.balanceOf(h.chain.usdc, account.address);
-  const header = await signedRefund(h, account);
-  const restore = facilitatorThrowsOnRefund(h, 'after');
-  try {
-    const first = await askRefund(h, header);
-    assert.equal(first.status, 503, first.text);
-  } finally {
-    restore();
-  }
+  await refundThrownAfterBroadcast(h, account);
   const held = (await findChannel(h.gw.services.storage.db, before.channel_id))!;
   assert.equal(held.lease_owner, `refund-tx:unknown:${before.refund_nonce}`);
   return { account, before, held, payerUsdc, owed: before.balance_usdc - before.charged_usdc };
@@ -63,30 +49,38 @@ for (const engine of ENGINES) {
   describe(`attack: two resolvers of one held refund, and a mirror refreshed under the hold (${engine})`, () => {
     const harness = channelSuite(engine, SHORT_WAIT);
 
-    test("the payer's retry and the claim pass resolve the same hold at once, one finding the event and one not: recorded once", async () => {
-      const h = harness();
-      const r = await landedUnknownRefund(h);
-      const db = h.gw.services.storage.db;
-      // Both read the row while it was held; one's log search failed (its fallback key), the other's found the event (its hash).
-      const [a, b] = await Promise.all([
-        settleRefundInFlight(db, withoutLogs(reader(h)), r.held, null, Date.now()),
-        settleRefundInFlight(db, reader(h), r.held, null, Date.now()),
-      ]);
-      assert.equal(a.kind, 'landed');
-      assert.equal(b.kind, 'landed');
-      await assertRefundedOnce(h, r);
-    });
+    // The payer's retry and a claim pass read the row while held and resolve it at once: both finding the event, or one
+    // whose log search fails (it writes nothing) beside one finding it.
+    for (const [name, firstLogs, kinds] of [
+      ['both finding the event', true, ['landed', 'landed']],
+      ['one finding the event and one whose log search fails', false, ['pending', 'landed']],
+    ] as const) {
+      test(`two resolvers of the same hold at once, ${name}: recorded once`, async () => {
+        const h = harness();
+        const r = await landedUnknownRefund(h);
+        const db = h.gw.services.storage.db;
+        const first = firstLogs ? reader(h) : withoutLogs(reader(h));
+        const fates = await Promise.all([first, reader(h)].map((client) => settleRefundInFlight(db, client, r.held, null, Date.now())));
+        assert.deepEqual(
+          fates.map((f) => f.kind),
+          kinds,
+        );
+        await assertRefundedOnce(h, r);
+      });
+    }
 
-    test('the same race, one after the other on the row both read: the later one records nothing', async () => {
+    test('one after the other on the row both read, the first without its event: held and unbooked, then recorded once', async () => {
       const h = harness();
       const r = await landedUnknownRefund(h);
       const db = h.gw.services.storage.db;
-      await settleRefundInFlight(db, withoutLogs(reader(h)), r.held, null, Date.now());
+      const first = await settleRefundInFlight(db, withoutLogs(reader(h)), r.held, null, Date.now());
+      assert.deepEqual(first, { kind: 'pending', unbooked: { nonce: String(r.before.refund_nonce), searchFailure: 'eth_getLogs is not served here' } });
+      await assertHeldUnbooked(h, r.before.channel_id);
       await settleRefundInFlight(db, reader(h), r.held, null, Date.now());
       await assertRefundedOnce(h, r);
     });
 
-    test("a pass whose refund read failed still refreshed the held channel's mirror: the next pass, without logs, records the refund in full", async () => {
+    test('a pass whose refund read failed, then one without logs: held, nothing booked; the next pass with logs records the refund in full', async () => {
       const h = harness();
       const r = await landedUnknownRefund(h);
       // settleRefunds' three reads fail; the claim loop's read of the same channel succeeds.
@@ -95,7 +89,11 @@ for (const engine of ENGINES) {
       assert.deepEqual(first.refunds, []);
       assert.equal(first.failures.filter((f) => f.includes('could not be read')).length, 1, first.failures.join('\n'));
       const second = await claimPass(h, { clientFor: () => withoutLogs(reader(h)) }, true);
-      assert.equal(second.refunds.length, 1, second.failures.join('\n'));
+      assert.deepEqual(second.refunds, [], second.failures.join('\n'));
+      assert.equal(second.unresolved.length, 1);
+      await assertHeldUnbooked(h, r.before.channel_id);
+      const third = await claimPass(h, {}, true);
+      assert.equal(third.refunds.length, 1, third.failures.join('\n'));
       await assertRefundedOnce(h, r);
     });
   });
