@@ -64,6 +64,9 @@ async function claimNow(s: WithStorageArgs[0], config: WithStorageArgs[1]): Prom
   for (const c of outcome.claims) process.stdout.write(`claimed ${c.channels.length} channels in ${c.transaction}\n`);
   for (const tx of outcome.settles) process.stdout.write(`settled to the receiver in ${tx}\n`);
   for (const f of outcome.failures) process.stdout.write(`failed: ${f}\n`);
-  if (outcome.claims.length === 0 && outcome.failures.length === 0) process.stdout.write('nothing to claim\n');
-  if (outcome.failures.length > 0) process.exitCode = 1;
+  for (const u of outcome.unresolved)
+    process.stdout.write(`unresolved: channel ${u.channel}: its refund nonce ${u.nonce} landed, its event not found (${u.searchFailure})\n`);
+  const problems = outcome.failures.length + outcome.unresolved.length;
+  if (outcome.claims.length === 0 && problems === 0) process.stdout.write('nothing to claim\n');
+  if (problems > 0) process.exitCode = 1;
 }

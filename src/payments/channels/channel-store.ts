@@ -222,21 +222,57 @@ export async function recordTransfer(
   t: { channelId: string; kind: ChannelTransferTable['kind']; amountUsdc: number; txHash: string },
   now: number,
 ): Promise<boolean> {
+  return db.transaction().execute((trx) => insertTransfer(trx, t, now));
+}
+
+async function insertTransfer(
+  trx: Kysely<Database>,
+  t: { channelId: string; kind: ChannelTransferTable['kind']; amountUsdc: number; txHash: string },
+  now: number,
+): Promise<boolean> {
+  const inserted = await trx
+    .insertInto('channel_transfers')
+    .values({ channel_id: t.channelId.toLowerCase(), kind: t.kind, amount_usdc: t.amountUsdc, tx_hash: t.txHash.toLowerCase(), created_at: now })
+    .onConflict((oc) => oc.columns(['kind', 'tx_hash', 'channel_id']).doNothing())
+    .executeTakeFirst();
+  if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1) return false;
+  const column = t.kind === 'deposit' ? 'deposited_usdc' : t.kind === 'refund' ? 'refunded_usdc' : null;
+  if (column) {
+    await trx
+      .updateTable('channels')
+      .set((eb) => ({ [column]: eb(column, '+', t.amountUsdc), updated_at: now }))
+      .where('channel_id', '=', t.channelId.toLowerCase())
+      .execute();
+  }
+  return true;
+}
+
+/**
+ * A held refund found landed: `owner`'s hold dropped, the mirror set to the chain's state after it and
+ * the refund recorded, in one transaction. Only the resolver that still finds the hold records it: two
+ * that read the row held (the payer's retry, a claim pass) may both find it. Rows written before every
+ * refund was booked from its event may carry `recovered:refund:<nonce>` as their key; read like any
+ * other. False when the hold was gone (resolved already).
+ */
+export async function resolveRefundHold(
+  db: Kysely<Database>,
+  channelId: string,
+  owner: string,
+  snapshot: ChannelSnapshot,
+  refund: { amountUsdc: number; txHash: string },
+  now: number,
+): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
-    const inserted = await trx
-      .insertInto('channel_transfers')
-      .values({ channel_id: t.channelId.toLowerCase(), kind: t.kind, amount_usdc: t.amountUsdc, tx_hash: t.txHash.toLowerCase(), created_at: now })
-      .onConflict((oc) => oc.columns(['kind', 'tx_hash', 'channel_id']).doNothing())
+    const freed = await trx
+      .updateTable('channels')
+      .set({ lease_owner: null, lease_until: null, updated_at: now })
+      .where('channel_id', '=', channelId.toLowerCase())
+      .where('lease_owner', '=', owner)
+      .where('pending_request', 'is', null)
       .executeTakeFirst();
-    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1) return false;
-    const column = t.kind === 'deposit' ? 'deposited_usdc' : t.kind === 'refund' ? 'refunded_usdc' : null;
-    if (column) {
-      await trx
-        .updateTable('channels')
-        .set((eb) => ({ [column]: eb(column, '+', t.amountUsdc), updated_at: now }))
-        .where('channel_id', '=', t.channelId.toLowerCase())
-        .execute();
-    }
+    if (Number(freed.numUpdatedRows) !== 1) return false;
+    await mirrorChain(trx, channelId, snapshot, now);
+    if (refund.amountUsdc > 0) await insertTransfer(trx, { channelId, kind: 'refund', ...refund }, now);
     return true;
   });
 }

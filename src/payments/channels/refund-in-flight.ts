@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { hexToBigInt, keccak256, sliceHex, toHex, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import type { Database } from '../../storage/schema.ts';
-import { REFUND_LEASE_PREFIX, dropLease, mirrorChain, recordTransfer, unmarkRefundVoucher, type ChannelRow } from './channel-store.ts';
+import { REFUND_LEASE_PREFIX, dropLease, resolveRefundHold, unmarkRefundVoucher, type ChannelRow } from './channel-store.ts';
 import { batchSettlementAddress, readOnchainChannel, snapshotFromChain } from './onchain-channel.ts';
 import { recordRefundLanded } from './refund-landed-elsewhere.ts';
 
@@ -86,15 +86,15 @@ function refundedIn(receipt: TransactionReceipt, channelId: string): number | nu
 }
 
 /**
- * What became of the held refund. `pending`: not known to have landed, the channel stays held; `unresolved`
- * names why an operator should look (its transaction is gone, yet the gateway cannot tell whether a refund
- * landed: the nonce it spends, or its hash, is not known). `landed`: under `transaction` (its own, or the
- * one the chain names for its nonce); `searchFailure` when that one was not found. `dropped`: the node lost
- * it, nothing landed.
+ * What became of the held refund. `pending`: not booked, the channel stays held; `unresolved` names why an
+ * operator should look (its transaction is gone, yet the gateway cannot tell whether a refund landed: the
+ * nonce it spends, or its hash, is not known); `unbooked` when the chain shows it landed but its Refunded
+ * event, the only source of its amount, was not found (the next search books it). `landed`: booked under
+ * `transaction` (its own, or the one the chain names for its nonce). `dropped`: the node lost it, nothing landed.
  */
 export type RefundFate =
-  | { kind: 'pending'; unresolved?: string }
-  | { kind: 'landed'; refundedUsdc: number; transaction: string; searchFailure?: string }
+  | { kind: 'pending'; unresolved?: string; unbooked?: { nonce: string; searchFailure: string } }
+  | { kind: 'landed'; refundedUsdc: number; transaction: string }
   | { kind: 'failed' }
   | { kind: 'dropped' };
 
@@ -103,7 +103,8 @@ export type RefundFate =
  * block (which includes it: the read refuses a node behind the receipt's block) and the refund recorded
  * once (its amount from its Refunded event; nothing when it paid 0). Not mined, or reverted, or its hash
  * not known, while the contract's refund nonce is past the one it spends: a refund spending that nonce
- * landed under another transaction, recorded from the chain (refund-landed-elsewhere.ts). Reverted with
+ * landed under another transaction, recorded from its Refunded event (refund-landed-elsewhere.ts; held
+ * while that event is not found). Reverted with
  * the nonce unmoved, or dropped (refundGone): the refund voucher is released so the payer may ask again.
  * In those cases the channel is given back; otherwise nothing changes.
  */
@@ -115,9 +116,9 @@ export async function settleRefundInFlight(db: Kysely<Database>, client: PublicC
   if (spends !== null) {
     const chain = await readOnchainChannel(client, row.channel_id as Hex, undefined, receipt?.blockNumber);
     if (chain.refundNonce > BigInt(spends)) {
-      const landed = await recordRefundLanded(db, client, row, BigInt(spends), chain, now);
-      await dropLease(db, row.channel_id, owner, now);
-      return { kind: 'landed', ...landed };
+      const landed = await recordRefundLanded(db, client, row, owner, BigInt(spends), chain, now);
+      if (!landed.booked) return { kind: 'pending', unbooked: { nonce: String(spends), searchFailure: landed.searchFailure } };
+      return { kind: 'landed', refundedUsdc: landed.refundedUsdc, transaction: landed.transaction };
     }
   }
   if (receipt) {
@@ -157,10 +158,8 @@ async function landedWithReceipt(
   now: number,
 ): Promise<RefundFate> {
   const chain = await readOnchainChannel(client, row.channel_id as Hex, undefined, receipt.blockNumber);
-  await mirrorChain(db, row.channel_id, snapshotFromChain(row.channel_id, chain), now);
   const refundedUsdc = refundedIn(receipt, row.channel_id) ?? 0;
-  if (refundedUsdc > 0) await recordTransfer(db, { channelId: row.channel_id, kind: 'refund', amountUsdc: refundedUsdc, txHash: tx }, now);
-  await dropLease(db, row.channel_id, owner, now);
+  await resolveRefundHold(db, row.channel_id, owner, snapshotFromChain(row.channel_id, chain), { amountUsdc: refundedUsdc, txHash: tx }, now);
   return { kind: 'landed', refundedUsdc, transaction: tx };
 }
 

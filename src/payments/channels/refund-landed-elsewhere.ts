@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { parseAbiItem, type Hex } from 'viem';
 import type { Database } from '../../storage/schema.ts';
 import { searchBackwards, type LogReader } from './channel-logs.ts';
-import { mirrorChain, recordTransfer, type ChannelRow } from './channel-store.ts';
+import { resolveRefundHold, type ChannelRow } from './channel-store.ts';
 import { batchSettlementAddress, snapshotFromChain, type OnchainChannel } from './onchain-channel.ts';
 
 /**
@@ -12,17 +12,14 @@ import { batchSettlementAddress, snapshotFromChain, type OnchainChannel } from '
  * refund nonce once, in order, so a refund nonce past the one the hold spends means a refund
  * spending it is in. The chain also says which and how much: the contract's Refunded event for the
  * channel and that nonce. The refund is recorded from those figures alone, never from a
- * facilitator's or a payer's word, under the event's transaction (the receipt path's key, so a
- * refund found both ways is recorded once).
+ * facilitator's or a payer's word nor from a balance difference, under the event's transaction (the
+ * receipt path's key, so a refund found both ways is recorded once).
  */
 
 // The stand-in's event names the nonce; the reference contract's does not, and is taken only when
 // exactly one refund landed since the hold (its newest Refunded for the channel is then this one).
 const refundedWithNonce = parseAbiItem('event Refunded(bytes32 indexed channelId, address indexed payer, uint128 amount, uint256 nonce)');
 const refundedReference = parseAbiItem('event Refunded(bytes32 indexed channelId, address indexed payer, uint128 amount)');
-
-/** The transfer key of a refund whose event was not found: per channel and nonce, so it is recorded once. */
-export const recoveredRefundMarker = (nonce: bigint) => `recovered:refund:${nonce}`;
 
 interface RefundEvent {
   transaction: Hex;
@@ -42,40 +39,36 @@ export function findRefundEvent(client: LogReader, channelId: Hex, nonce: bigint
   });
 }
 
-export interface RefundLandedElsewhere {
-  refundedUsdc: number;
-  /** The event's transaction, or recoveredRefundMarker when it was not found. */
-  transaction: string;
-  /** Why the event was not found, when it was not. */
-  searchFailure?: string;
-}
+/**
+ * Booked: the event's amount under its transaction. Not booked: why the event was not found. The
+ * refund is in, but only its event says how much it paid (the chain's balance does not: a deposit
+ * landing since moves it too), so the channel stays held and the next search books it.
+ */
+export type RefundLandedElsewhere = { booked: true; refundedUsdc: number; transaction: string } | { booked: false; searchFailure: string };
 
 /**
  * Records the refund spending `nonce` that `chain` (the channel's state, its refund nonce past
- * `nonce`) shows landed, and mirrors the chain. Its amount is the event's; without the event, what
- * the chain's balance fell below the mirror (the refund, unless the payer's timed withdrawal also
- * completed meanwhile: the pass names the search failure so an operator can check).
+ * `nonce`) shows landed, from its Refunded event: mirrors the chain and gives back `owner`'s hold
+ * (once: resolveRefundHold). Without the event nothing is written and the hold stays.
  */
 export async function recordRefundLanded(
   db: Kysely<Database>,
   client: LogReader,
   row: ChannelRow,
+  owner: string,
   nonce: bigint,
   chain: OnchainChannel,
   now: number,
 ): Promise<RefundLandedElsewhere> {
-  let found: RefundEvent | null = null;
-  let searchFailure: string | undefined;
+  let found: RefundEvent | null;
   try {
     found = await findRefundEvent(client, row.channel_id as Hex, nonce, chain.refundNonce);
-    if (!found) searchFailure = `no Refunded event for nonce ${nonce} in the blocks searched`;
   } catch (err) {
-    // An RPC that refuses the log search must not keep the refund out of the history for good.
-    searchFailure = (err as Error).message.split('\n')[0];
+    // An RPC that refuses the log search: the next search (a pass, the payer's retry) may be served.
+    return { booked: false, searchFailure: (err as Error).message.split('\n')[0] ?? 'the log search failed' };
   }
-  const refundedUsdc = found ? Number(found.amount) : Math.max(0, row.balance_usdc - Number(chain.balance));
-  const transaction = found ? found.transaction.toLowerCase() : recoveredRefundMarker(nonce);
-  await mirrorChain(db, row.channel_id, snapshotFromChain(row.channel_id, chain), now);
-  if (refundedUsdc > 0) await recordTransfer(db, { channelId: row.channel_id, kind: 'refund', amountUsdc: refundedUsdc, txHash: transaction }, now);
-  return { refundedUsdc, transaction, ...(searchFailure ? { searchFailure } : {}) };
+  if (!found) return { booked: false, searchFailure: `no Refunded event for nonce ${nonce} in the blocks searched` };
+  const refund = { amountUsdc: Number(found.amount), txHash: found.transaction.toLowerCase() };
+  await resolveRefundHold(db, row.channel_id, owner, snapshotFromChain(row.channel_id, chain), refund, now);
+  return { booked: true, refundedUsdc: refund.amountUsdc, transaction: refund.txHash };
 }

@@ -4,7 +4,9 @@ import { FacilitatorUnavailable } from '../../../src/payments/facilitator/facili
 import { auditChannelsOnChain } from '../../../src/payments/channels/channel-audit.ts';
 import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
-import { reader } from './claims-setup.ts';
+import { claimPass, reader } from './claims-setup.ts';
+import type { FundedAccount } from '../../../src/devchain/deploy.ts';
+import { askRefund, refundsOf, signedRefund } from './review-refund-setup.ts';
 
 /** The transactions waiting in anvil's pool (mining paused): what the gateway broadcast meanwhile. */
 export async function pooled(h: PayPerRequestHarness): Promise<number> {
@@ -61,4 +63,71 @@ export function facilitatorThrowsOnRefund(h: PayPerRequestHarness, when: 'before
   return () => {
     f.settle = realSettle;
   };
+}
+
+/** A reader whose log search the RPC refuses (a provider without eth_getLogs, or one failing it now). */
+export const withoutLogs = (client: PublicClient): PublicClient =>
+  new Proxy(client, {
+    get: (target, key, receiver) =>
+      key === 'getLogs' ? () => Promise.reject(new Error('eth_getLogs is not served here')) : Reflect.get(target, key, receiver),
+  });
+
+/**
+ * The gateway's chain reader refuses eth_getLogs until the returned function restores it: the payer's
+ * retry and a claim pass (claimDeps reads through the same reader) find no event.
+ */
+export function logSearchRefused(h: PayPerRequestHarness): () => void {
+  const topup = h.gw.services.topup!;
+  const clientFor = topup.clientFor;
+  topup.clientFor = (network) => {
+    const client = clientFor(network);
+    return client && withoutLogs(client);
+  };
+  return () => {
+    topup.clientFor = clientFor;
+  };
+}
+
+/** The channel stays held for its refund and nothing of it is booked: the refund is in, its amount not yet known. */
+export async function assertHeldUnbooked(h: PayPerRequestHarness, channelId: string): Promise<void> {
+  const row = await h.gw.services.storage.db.selectFrom('channels').selectAll().where('channel_id', '=', channelId).executeTakeFirstOrThrow();
+  assert.equal(row.lease_owner?.startsWith('refund-tx:'), true, `still held for its refund: ${row.lease_owner}`);
+  assert.equal(Number(row.refunded_usdc), 0, 'refunded_usdc counts nothing');
+  assert.deepEqual(await refundsOf(h, channelId), [], 'no refund transfer booked from a guess');
+}
+
+/** `account` asks its refund from a facilitator that broadcasts it and then throws: 503, held as refund-tx:unknown, the refund landed. */
+export async function refundThrownAfterBroadcast(h: PayPerRequestHarness, account: FundedAccount): Promise<string> {
+  const header = await signedRefund(h, account);
+  const restore = facilitatorThrowsOnRefund(h, 'after');
+  try {
+    const first = await askRefund(h, header);
+    assert.equal(first.status, 503, first.text);
+  } finally {
+    restore();
+  }
+  return header;
+}
+
+/**
+ * With the RPC refusing log searches, a held refund the chain shows landed: the claim pass books nothing and reports
+ * `channelId` unresolved at `nonce`, the payer's retry (`header`) is answered 503 PAYMENT_PENDING, the channel stays held.
+ */
+export async function assertUnbookedWithoutLogs(h: PayPerRequestHarness, channelId: string, nonce: string, header: string): Promise<void> {
+  const restore = logSearchRefused(h);
+  try {
+    const pass = await claimPass(h, {}, true);
+    assert.deepEqual(pass.refunds, [], pass.failures.join('\n'));
+    assert.deepEqual(
+      pass.unresolved.map((u) => [u.channel, u.nonce]),
+      [[channelId, nonce]],
+      'the pass reports the refund it could not book',
+    );
+    const retry = await askRefund(h, header);
+    assert.equal(retry.status, 503, retry.text);
+    assert.equal(retry.body.error, 'PAYMENT_PENDING');
+    await assertHeldUnbooked(h, channelId);
+  } finally {
+    restore();
+  }
 }

@@ -57,6 +57,11 @@ export interface ClaimPassOutcome {
   failures: string[];
   /** Refunds sent earlier without a confirmation, now mined (`landed`), reverted or dropped by the node: their channels given back. */
   refunds: Array<{ channel: string; transaction: string; landed: boolean }>;
+  /**
+   * Held refunds the chain shows landed (its refund nonce past `nonce`) whose Refunded event was not found:
+   * nothing booked, their channels still held; the next pass whose log search works books them.
+   */
+  unresolved: Array<{ channel: string; nonce: string; searchFailure: string }>;
 }
 
 /**
@@ -69,7 +74,7 @@ export interface ClaimPassOutcome {
  * already is only mirrored. A failure leaves the rows as they were for the next pass.
  */
 export async function runClaimPass(deps: ClaimDeps, o: { holder: string; force?: boolean }): Promise<ClaimPassOutcome> {
-  const outcome: ClaimPassOutcome = { ran: false, claims: [], settles: [], recovered: [], failures: [], refunds: [] };
+  const outcome: ClaimPassOutcome = { ran: false, claims: [], settles: [], recovered: [], failures: [], refunds: [], unresolved: [] };
   const leaseMs = 3 * deps.config.claimIntervalSeconds * 1000;
   if (!(await deps.lease.hold(o.holder, deps.now(), leaseMs))) return outcome;
   outcome.ran = true;
@@ -98,6 +103,9 @@ async function dueClaims(deps: ClaimDeps, outcome: ClaimPassOutcome, force: bool
     let chain: OnchainChannel;
     try {
       chain = await readOnchainChannel(client, row.channel_id as `0x${string}`);
+      // A held channel's mirror is its refund's to move (settleRefunds): refreshed here, it would take the
+      // balance after a refund not recorded yet, and the refund's recovery, measuring the balance it lost, find 0.
+      if (heldForRefund(row) && chain.withdrawRequestedAt === 0) continue;
       // Before the mirror takes the chain's totalClaimed: the row's older one is what shows a claim was lost.
       if (chain.totalClaimed > BigInt(row.total_claimed_usdc)) await recoverClaim(deps, client, row, chain.totalClaimed, outcome);
       await refreshMirror(deps, row, chain);
@@ -138,6 +146,7 @@ async function settleRefunds(deps: ClaimDeps, outcome: ClaimPassOutcome): Promis
         outcome.refunds.push({ channel: row.channel_id, transaction: fate.transaction, landed: true });
         if (fate.transaction !== held.tx) refundFoundOnChain(deps, row, held.tx, fate);
       } else if (fate.kind !== 'pending') outcome.refunds.push({ channel: row.channel_id, transaction: tx, landed: false });
+      else if (fate.unbooked) refundLandedUnbooked(deps, row, fate.unbooked, outcome);
       else if (fate.unresolved) fail(deps, outcome, `channel ${row.channel_id}: ${fate.unresolved}; it stays held until an operator records it`);
     } catch (err) {
       fail(deps, outcome, `channel ${row.channel_id}: the fate of its refund ${tx} could not be read (${(err as Error).message.split('\n')[0]})`);
@@ -145,10 +154,24 @@ async function settleRefunds(deps: ClaimDeps, outcome: ClaimPassOutcome): Promis
   }
 }
 
-/** A held refund found landed under a transaction the gateway did not hold: said, with the search failure if its event was not found. */
+/** A held refund found landed under a transaction the gateway did not hold: said, with what its event booked. */
 function refundFoundOnChain(deps: ClaimDeps, row: ChannelRow, held: string | null, fate: Extract<RefundFate, { kind: 'landed' }>): void {
-  const facts = { channel: row.channel_id, held, transaction: fate.transaction, refundedUsdc: fate.refundedUsdc, searchFailure: fate.searchFailure };
+  const facts = { channel: row.channel_id, held, transaction: fate.transaction, refundedUsdc: fate.refundedUsdc };
   deps.logger.warn(facts, 'a refund held for its confirmation landed under another transaction (the chain says so); recorded from the chain');
+}
+
+/**
+ * A held refund the chain shows landed, its event not found: money is never booked from a guess (a
+ * balance difference is moved by deposits too), so the channel stays held and each pass says so until
+ * its log search works (an RPC that refuses eth_getLogs needs replacing).
+ */
+function refundLandedUnbooked(deps: ClaimDeps, row: ChannelRow, unbooked: { nonce: string; searchFailure: string }, outcome: ClaimPassOutcome): void {
+  outcome.unresolved.push({ channel: row.channel_id, ...unbooked });
+  const facts = { channel: row.channel_id, nonce: unbooked.nonce, searchFailure: unbooked.searchFailure };
+  deps.logger.warn(
+    facts,
+    'a held refund landed on chain but its Refunded event was not found: nothing booked, the channel stays held; searched again next pass',
+  );
 }
 
 /** A claim that landed while its row update was lost: recorded now, in the row and the transfer history, and not sent again. */
