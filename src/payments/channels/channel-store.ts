@@ -250,9 +250,8 @@ async function insertTransfer(
 /**
  * A held refund found landed: `owner`'s hold dropped, the mirror set to the chain's state after it and
  * the refund recorded, in one transaction. Only the resolver that still finds the hold records it: two
- * that read the row held (the payer's retry, a claim pass) may both find it. Rows written before every
- * refund was booked from its event may carry `recovered:refund:<nonce>` as their key; read like any
- * other. False when the hold was gone (resolved already).
+ * that read the row held (the payer's retry, a claim pass) may both find it. False when the hold was
+ * gone (resolved already).
  */
 export async function resolveRefundHold(
   db: Kysely<Database>,
