@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp, type AppOptions } from './app.ts';
 import type { Config } from './config/schema.ts';
+import { addAcceptWatchers, type AcceptWatchers } from './http/accept-watchers.ts';
 import { createLogger } from './http/logger.ts';
 import { createServices, type Services } from './services.ts';
 import { failPointsFromEnv, type FailPoints } from './fail-points.ts';
@@ -31,12 +32,19 @@ export async function startServer(
   const logger = opts.logger ?? createLogger(config.logging.level);
   const services = await createServices(config, { logger, now: opts.now, failPoints: opts.failPoints });
   const app = await buildApp(services, { demoWallet: opts.demoWallet });
+  let acceptWatchers: AcceptWatchers | undefined;
+  // Before the server stops accepting: the copies of its socket stop too (see accept-watchers.ts).
+  app.addHook('preClose', (done) => {
+    acceptWatchers?.close();
+    done();
+  });
   try {
     await app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {
     await services.close();
     throw err;
   }
+  acceptWatchers = await addAcceptWatchers(app.server, config.server.acceptCopies, logger);
   let metricsServer: Awaited<ReturnType<typeof startMetricsServer>> | null = null;
   // With a token, /metrics is on the API port (app.ts); without one, only on its own port.
   if (config.metrics.enabled && config.metrics.tokenEnv === undefined) {

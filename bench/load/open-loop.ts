@@ -1,3 +1,4 @@
+import { subscribe } from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { cpuMicrosOf, machineBusyMicros } from '../proc.ts';
@@ -33,7 +34,7 @@ export interface OpenLoop {
    * The slowest 1% of the phase, each as when it was scheduled (ms from the phase's start) and how
    * long it took (ms, from that time): whether the tail is one stall or spread over the phase.
    */
-  slowest: Array<{ atMs: number; ms: number }>;
+  slowest: Array<{ atMs: number; ms: number; sendLagMs: number; onSocketMs: number; newSocket: boolean; headersMs: number }>;
   /** When the schedule started (atMs 0), in epoch milliseconds: lines the slowest up with a gateway's own record. */
   startEpochMs?: number;
   /** The target's CPU over the phase (every instance summed), as a share of one core. */
@@ -100,6 +101,29 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   const headerSets = chatHeaderSets(target);
   const fromSchedule: number[] = [];
   const scheduledAt: number[] = [];
+  // Per request, from its scheduled send: when the generator sent it and when the response's headers
+  // arrived (for a stream, the SSE headers the gateway writes before its upstream call), so the
+  // slowest 1% can be split into the generator's lateness, the wait for headers, and the rest.
+  const sendLagOf: number[] = [];
+  const headersAt: number[] = [];
+  // When undici wrote each request's headers to a socket, and whether that socket was new: a request
+  // the pool had to open a connection for waits for the connect (undici's own channels, by request).
+  const indexOfRequest = new WeakMap<object, number>();
+  const onSocketAt = new Map<number, { at: number; newSocket: boolean }>();
+  const socketsSeen = new WeakSet<object>();
+  let creating = -1;
+  subscribe('undici:request:create', (m) => {
+    if (creating >= 0) indexOfRequest.set((m as { request: object }).request, creating);
+  });
+  subscribe('undici:client:sendHeaders', (m) => {
+    const { request, socket } = m as { request: object; socket: object };
+    const i = indexOfRequest.get(request);
+    const newSocket = !socketsSeen.has(socket);
+    socketsSeen.add(socket);
+    if (i !== undefined) onSocketAt.set(i, { at: performance.now(), newSocket });
+  });
+  const scheduledOf: number[] = [];
+  const indexOf: number[] = [];
   const fromSend: number[] = [];
   const sendLags: number[] = [];
   const failures: Record<string, number> = {};
@@ -117,7 +141,11 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
     sendLags.push(sent - scheduled);
     const { instance, wallet } = nthRequest(i, urls.length, headerSets.length);
     try {
-      const res = await pools[instance]!.request({ method: 'POST', path: urls[instance]!.pathname, headers: headerSets[wallet]!, body });
+      creating = i;
+      const pending = pools[instance]!.request({ method: 'POST', path: urls[instance]!.pathname, headers: headerSets[wallet]!, body });
+      creating = -1;
+      const res = await pending;
+      const headersArrived = performance.now();
       if (res.statusCode !== 200) {
         fail(String(res.statusCode));
         await res.body.dump();
@@ -132,6 +160,10 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
       fromSchedule.push(end - scheduled);
       scheduledAt.push(scheduled);
       fromSend.push(end - sent);
+      sendLagOf.push(sent - scheduled);
+      headersAt.push(headersArrived - scheduled);
+      indexOf.push(i);
+      scheduledOf.push(scheduled);
     } catch (err) {
       fail((err as { code?: string }).code ?? (err as Error).name);
     }
@@ -169,7 +201,11 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   const sort = (xs: number[]) => [...xs].sort((a, b) => a - b);
   const [lat, latSend, lags] = [sort(fromSchedule), sort(fromSend), sort(sendLags)];
   const slowest = fromSchedule
-    .map((ms, n) => ({ atMs: scheduledAt[n]! - start, ms }))
+    .map((ms, n) => {
+      const onSocket = onSocketAt.get(indexOf[n]!);
+      const onSocketMs = onSocket ? onSocket.at - scheduledOf[n]! : Number.NaN;
+      return { atMs: scheduledAt[n]! - start, ms, sendLagMs: sendLagOf[n]!, onSocketMs, newSocket: onSocket?.newSocket ?? false, headersMs: headersAt[n]! };
+    })
     .sort((a, b) => b.ms - a.ms)
     .slice(0, Math.ceil(fromSchedule.length / 100));
   // The rate over the sending span: n requests span n − 1 intervals.

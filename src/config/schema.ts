@@ -292,6 +292,10 @@ export const configSchema = z
         // After an early answer (401, 429, 413) to a request whose body is still arriving, the rest
         // is read and thrown away for this long at most, so the client can read the answer.
         lingerSeconds: positiveSeconds.default(5),
+        // Extra descriptors of the API's listening socket, each accepting one new connection per
+        // event-loop turn (Node 20 accepts one per turn per descriptor): a burst of new client
+        // connections on a busy gateway is taken in 1 + N times fewer turns. 0: one descriptor.
+        acceptCopies: z.number().int().min(0).max(64).default(8),
       })
       .refine((s) => s.headersTimeoutSeconds <= s.requestTimeoutSeconds, {
         message: 'headersTimeoutSeconds must not exceed requestTimeoutSeconds',
