@@ -37,7 +37,7 @@ export function tailTargetChecks(r: Report, all: Record<string, Record<string, n
   const requests = `open loop at ${rate} req/s`;
   for (const c of engines) {
     const ttft = ratioCheck(c, `TTFT p99 @${top}/s (ms)`, 3, 'time to first token p99', streams, `ttft@${top}`);
-    if (ttft) checks.push(ttft);
+    if (ttft) checks.push({ ...ttft, text: ttft.text + newConnectionShare(r.latency[rowName(c)]?.[`ttft@${top}`]) });
   }
   const pgP50 = ratioCheck(engines[1]!, `TTFT p50 @${top}/s (ms)`, 2, 'time to first token p50', streams, `ttft@${top}`);
   if (pgP50) checks.push(pgP50);
@@ -46,4 +46,15 @@ export function tailTargetChecks(r: Report, all: Record<string, Record<string, n
     if (json) checks.push(json);
   }
   return checks;
+}
+
+/**
+ * How many of a phase's slowest 1% the generator sent on a connection it had just opened: a tail
+ * made of new connections waits in the accept queue, before the gateway sees the request
+ * (bench/README.md, "New connections wait for the loop"). Empty for results recorded without it.
+ */
+function newConnectionShare(phase: Report['latency'][string][string] | undefined): string {
+  const slowest = phase?.slowest ?? [];
+  if (slowest.length === 0 || slowest[0]!.newSocket === undefined) return '';
+  return `; its slowest 1%: ${slowest.filter((s) => s.newSocket).length} of ${slowest.length} on a new connection`;
 }

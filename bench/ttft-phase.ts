@@ -80,7 +80,8 @@ function slowestInTime(l: OpenLoop): string {
   for (const s of l.slowest) bySecond.set(Math.floor(s.atMs / 1000), (bySecond.get(Math.floor(s.atMs / 1000)) ?? 0) + 1);
   const clusters = [...bySecond].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}s:${n}`);
   const ms = l.slowest.map((s) => s.ms).sort((a, b) => a - b);
-  const mean = (f: (s: OpenLoop['slowest'][number]) => number) => fmt(l.slowest.reduce((sum, s) => sum + f(s), 0) / l.slowest.length);
+  type Slow = Required<OpenLoop['slowest'][number]>;
+  const mean = (f: (s: Slow) => number) => fmt(l.slowest.reduce((sum, s) => sum + f(s as Slow), 0) / l.slowest.length);
   return (
     `    slowest 1% (${l.slowest.length}, ${fmt(ms[0])}–${fmt(ms.at(-1))} ms) by scheduled second: ${clusters.join(' ')}\n` +
     `      their mean ms, seen by the generator: sent late ${mean((s) => s.sendLagMs)}, sent to on a socket ${mean((s) => s.onSocketMs - s.sendLagMs)} (${l.slowest.filter((s) => s.newSocket).length} on a new connection), on a socket to response headers ${mean((s) => s.headersMs - s.onSocketMs)}, headers to first token ${mean((s) => s.ms - s.headersMs)}`

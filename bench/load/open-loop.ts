@@ -34,7 +34,16 @@ export interface OpenLoop {
    * The slowest 1% of the phase, each as when it was scheduled (ms from the phase's start) and how
    * long it took (ms, from that time): whether the tail is one stall or spread over the phase.
    */
-  slowest: Array<{ atMs: number; ms: number; sendLagMs: number; onSocketMs: number; newSocket: boolean; headersMs: number }>;
+  slowest: Array<{
+    atMs: number;
+    ms: number;
+    /** The rest: ms from the schedule to the send, to undici writing it on a socket, to the response's headers; and
+     * whether that socket was new (absent in results from before 2026-11-29's afternoon). */
+    sendLagMs?: number;
+    onSocketMs?: number;
+    newSocket?: boolean;
+    headersMs?: number;
+  }>;
   /** When the schedule started (atMs 0), in epoch milliseconds: lines the slowest up with a gateway's own record. */
   startEpochMs?: number;
   /** The target's CPU over the phase (every instance summed), as a share of one core. */

@@ -149,6 +149,21 @@ describe('npm run bench report', () => {
     );
   });
 
+  test('the TTFT p99 line says how many of the slowest 1% came on a new connection, when the run recorded it', () => {
+    const r = report();
+    const phase = r.latency[rowName(PG)]!['ttft@1000']!;
+    phase.slowest = [
+      { atMs: 1_010, ms: 1_900, sendLagMs: 1, onSocketMs: 2, newSocket: true, headersMs: 1_880 },
+      { atMs: 1_020, ms: 1_700, sendLagMs: 1, onSocketMs: 2, newSocket: true, headersMs: 1_690 },
+      { atMs: 3_500, ms: 600, sendLagMs: 1, onSocketMs: 2, newSocket: false, headersMs: 40 },
+    ];
+    const lines = linesOf(r);
+    const line = lines.find((l) => /PostgreSQL [^\]]*streams\/s[^\]]*\] time to first token p99/.test(l)) ?? assert.fail(lines.join('\n'));
+    assert.match(line, /; its slowest 1%: 2 of 3 on a new connection$/);
+    const sqlite = lines.find((l) => /\[SQLite [^\]]*streams\/s[^\]]*\] time to first token p99/.test(l)) ?? assert.fail(lines.join('\n'));
+    assert.doesNotMatch(sqlite, /new connection/, 'a phase without the record says nothing');
+  });
+
   test('the tail, CPU, two-instance and storage targets: each figure against its rule', () => {
     const lines = linesOf(report({ storage: storageCase(245, [100, 109]) }));
     const find = (text: RegExp) => lines.find((l) => text.test(l)) ?? assert.fail(`no line matches ${text}:\n${lines.join('\n')}`);
