@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { describe, test } from 'node:test';
+import pino from 'pino';
+import { addAcceptWatchers } from '../../src/http/accept-watchers.ts';
+import { startTestGateway } from '../support/gateway.ts';
+import { until } from '../support/until.ts';
+
+const WATCHERS = new URL('../../src/http/accept-watchers.ts', import.meta.url).pathname;
+
+function captureLogger() {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  return { logger: pino(sink), lines };
+}
+
+/** True once `pid` has exited (a zombie no one reaped counts as exited: it holds no descriptor). */
+function exited(pid: number): boolean {
+  try {
+    return /^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
+function holdsSocket(pid: number): boolean {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).some((fd) => readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:'));
+  } catch {
+    return false;
+  }
+}
+
+/** Whether a new listening socket can be bound on the port (nothing else holds it). */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createNetServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
+describe('attack: the helper that copies the listening socket, and the port over a restart', () => {
+  test('a helper that exits without sending a copy: the warning the operator is told to look for is logged', {
+    todo: 'BREAK: a helper that exits without sending any copy leaves the gateway on one descriptor with no warning',
+  }, async () => {
+    const server = createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { logger, lines } = captureLogger();
+    try {
+      // A binary that runs and exits at once, like a node that cannot run the helper's script.
+      const watchers = await addAcceptWatchers(server, 8, logger, { execPath: '/bin/true' });
+      assert.equal(watchers.count, 0);
+      assert.match(lines.join(''), /could not copy the API listening socket/);
+    } finally {
+      server.close();
+    }
+  });
+
+  test('kill -9 during start-up, with the helper holding a copy: the helper leaves and the port is free', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'review-accept-'));
+    // The gateway's side, frozen for good as soon as it has adopted its first copy (the moment a
+    // kill -9 is most likely to leave the helper with a copy of the socket).
+    const script = join(dir, 'frozen-start.mts');
+    writeFileSync(
+      script,
+      `import { createServer } from 'node:http';
+      import { Server } from 'node:net';
+      import { addAcceptWatchers } from ${JSON.stringify(WATCHERS)};
+      const server = createServer((_q, r) => r.end('ok'));
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const listen = Server.prototype.listen;
+      Server.prototype.listen = function (...args) {
+        const result = listen.apply(this, args);
+        if (typeof args[0] === 'object') {
+          process.stdout.write('copy ' + server.address().port + '\\n');
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+        }
+        return result;
+      };
+      void addAcceptWatchers(server, 8, { warn() {} });`,
+    );
+    const gateway = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'], cwd: process.cwd() });
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        let out = '';
+        gateway.stdout.on('data', (b: Buffer) => {
+          out += b.toString();
+          const m = /copy (\d+)/.exec(out);
+          if (m) resolve(Number(m[1]));
+        });
+        gateway.once('exit', () => reject(new Error(`the gateway side exited early: ${out}`)));
+      });
+      const helpers = readFileSync(`/proc/${gateway.pid}/task/${gateway.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+      assert.equal(helpers.length, 1, 'the helper is running');
+      const helper = helpers[0]!;
+      assert.ok(holdsSocket(helper), 'the helper holds a copy of the listening socket');
+      gateway.kill('SIGKILL');
+      await until(() => exited(helper), 'the helper exited after the gateway was killed', 5_000);
+      assert.equal(await bindable(port), true, `port ${port} is free`);
+    } finally {
+      gateway.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('stop, then a new gateway on the same port at once, with a child process of the first still running', async () => {
+    const first = await startTestGateway({ engine: 'sqlite' });
+    const port = Number(new URL(first.url).port);
+    // Spawned after the copies exist: had it inherited one, it would hold the port for 30 s.
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    let second: Awaited<ReturnType<typeof startTestGateway>> | undefined;
+    try {
+      await Promise.all(Array.from({ length: 32 }, () => fetch(`${first.url}/health`).then((r) => r.text())));
+      await first.stop();
+      second = await startTestGateway({ engine: 'sqlite', config: { server: { port } } });
+      const res = await fetch(`${second.url}/health`);
+      assert.equal(res.status, 200);
+    } finally {
+      child.kill('SIGKILL');
+      await first.stop();
+      await second?.stop();
+    }
+  });
+});
