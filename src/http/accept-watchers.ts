@@ -97,9 +97,12 @@ export async function addAcceptWatchers(
         clearTimeout(timer);
         reject(err);
       });
-      helper.once('exit', () => {
+      helper.once('exit', (code, signal) => {
         clearTimeout(timer);
-        resolve();
+        // A helper that could not run (a node that refuses `-e`, a crash) exits having sent fewer
+        // copies: the operator is told, as when it cannot start.
+        if (copies.length < count) reject(new Error(`the helper exited (${signal ?? `code ${code}`}) after sending ${copies.length} of ${count} copies`));
+        else resolve();
       });
       helper.send({ copies: count }, handle as Parameters<typeof helper.send>[1]);
     });
