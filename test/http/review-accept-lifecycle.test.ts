@@ -94,6 +94,43 @@ describe('attack: the helper that copies the listening socket, and the port over
     }
   });
 
+  test('a helper that hangs: given up on after its timeout (start-up delayed at most that), killed, and the server serves', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'review-accept-'));
+    const script = join(dir, 'hangs.sh');
+    writeFileSync(script, '#!/bin/sh\nexec sleep 60\n', { mode: 0o755 });
+    const server = createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const { logger, lines } = captureLogger();
+    try {
+      const started = Date.now();
+      const watchers = await addAcceptWatchers(server, 8, logger, { execPath: script });
+      const waited = Date.now() - started;
+      assert.equal(watchers.count, 0);
+      // The documented bound (5 s), generously: a start-up never waits on the helper for long.
+      assert.ok(waited < 8_000, `waited ${waited} ms for a hung helper`);
+      assert.match(lines.join(''), /did not answer within 5000 ms.*could not copy the API listening socket/);
+      const res = await fetch(`http://127.0.0.1:${port}/`);
+      assert.equal(await res.text(), 'ok');
+    } finally {
+      server.close();
+      server.closeAllConnections();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a port already in use: the second gateway fails to start, the first keeps serving', async () => {
+    const first = await startTestGateway({ engine: 'sqlite' });
+    try {
+      const port = Number(new URL(first.url).port);
+      await assert.rejects(startTestGateway({ engine: 'sqlite', config: { server: { port } } }), /EADDRINUSE/);
+      const answers = await Promise.all(Array.from({ length: 32 }, () => fetch(`${first.url}/health`).then((r) => r.status)));
+      assert.deepEqual(new Set(answers), new Set([200]));
+    } finally {
+      await first.stop();
+    }
+  });
+
   test('kill -9 during start-up, with the helper holding a copy: the helper leaves and the port is free', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'review-accept-'));
     // The gateway's side, frozen for good as soon as it has adopted its first copy (the moment a
