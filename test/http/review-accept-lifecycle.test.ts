@@ -5,25 +5,13 @@ import { createServer } from 'node:http';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
-import pino from 'pino';
 import { addAcceptWatchers } from '../../src/http/accept-watchers.ts';
+import { captureLogger } from '../support/capture-logger.ts';
 import { startTestGateway } from '../support/gateway.ts';
 import { until } from '../support/until.ts';
 
 const WATCHERS = new URL('../../src/http/accept-watchers.ts', import.meta.url).pathname;
-
-function captureLogger() {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  return { logger: pino(sink), lines };
-}
 
 /** True once `pid` has exited (a zombie no one reaped counts as exited: it holds no descriptor). */
 function exited(pid: number): boolean {
