@@ -86,21 +86,33 @@ export async function addAcceptWatchers(
   try {
     await new Promise<void>((resolve, reject) => {
       const helper = spawn(opts.execPath ?? process.execPath, ['-e', HELPER_SOURCE], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'], env: {} });
+      let waiting = true;
       const timer = setTimeout(() => {
         helper.kill('SIGKILL');
-        reject(new Error(`the helper did not answer within ${HELPER_TIMEOUT_MS} ms`));
+        done(new Error(`the helper did not answer within ${HELPER_TIMEOUT_MS} ms`));
       }, HELPER_TIMEOUT_MS);
+      const done = (err?: Error) => {
+        waiting = false;
+        clearTimeout(timer);
+        // Nothing more is taken once the wait is over: a copy adopted after it would be watched by a
+        // net.Server that close() never reaches, holding the port after the stop. (A helper that never
+        // started, no pid, has no channel to close.)
+        if (helper.connected && helper.pid !== undefined) helper.disconnect();
+        if (err) reject(err);
+        else resolve();
+      };
       helper.on('message', (_m, raw) => {
-        if (raw) adopt(raw);
+        if (raw && waiting) adopt(raw);
+        else (raw as { close?: () => void } | undefined)?.close?.();
       });
-      helper.once('error', (err) => {
-        clearTimeout(timer);
-        reject(err);
-      });
-      helper.once('exit', () => {
-        clearTimeout(timer);
-        resolve();
-      });
+      helper.once('error', (err) => done(err));
+      // A helper that could not run (a node that refuses `-e`, a crash) exits having sent fewer
+      // copies: the operator is told, as when it cannot start.
+      helper.once('exit', (code, signal) =>
+        done(
+          copies.length < count ? new Error(`the helper exited (${signal ?? `code ${code}`}) after sending ${copies.length} of ${count} copies`) : undefined,
+        ),
+      );
       helper.send({ copies: count }, handle as Parameters<typeof helper.send>[1]);
     });
   } catch (err) {

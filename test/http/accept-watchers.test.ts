@@ -2,24 +2,12 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
-import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
-import pino from 'pino';
 import { addAcceptWatchers } from '../../src/http/accept-watchers.ts';
+import { captureLogger } from '../support/capture-logger.ts';
 import { startTestGateway } from '../support/gateway.ts';
 
 const BURST = 64;
-
-function captureLogger() {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  return { logger: pino(sink), lines };
-}
 
 async function listening(): Promise<{ server: Server; port: number }> {
   const server = createServer((_req, res) => res.end('ok'));
