@@ -66,10 +66,17 @@ export async function addAcceptWatchers(
   if (count <= 0 || !handle) return none;
   const copies: NetServer[] = [];
   let accepted = 0;
-  // The options net.Server applies to each socket it accepts (kept as fields; http.Server's
-  // defaults: no Nagle delay, no TCP keep-alive), so a socket accepted by a copy is the same.
-  const options = server as unknown as { noDelay?: boolean; keepAlive?: boolean; keepAliveInitialDelay?: number };
-  const socketOptions = { noDelay: options.noDelay ?? true, keepAlive: options.keepAlive ?? false, keepAliveInitialDelay: options.keepAliveInitialDelay ?? 0 };
+  // The options net.Server applies to each socket it accepts, kept as fields (http.Server's: half-open
+  // allowed, no Nagle delay, no TCP keep-alive; the keep-alive delay is kept in seconds, given in
+  // milliseconds), so a socket accepted by a copy is the same as one the server accepts itself.
+  const fields = server as unknown as { allowHalfOpen?: boolean; highWaterMark?: number; noDelay?: boolean; keepAlive?: boolean; keepAliveInitialDelay?: number };
+  const socketOptions = {
+    allowHalfOpen: fields.allowHalfOpen ?? true,
+    highWaterMark: fields.highWaterMark,
+    noDelay: fields.noDelay ?? true,
+    keepAlive: fields.keepAlive ?? false,
+    keepAliveInitialDelay: (fields.keepAliveInitialDelay ?? 0) * 1000,
+  };
   const adopt = (raw: unknown) => {
     const copy = createServer(socketOptions);
     copy.on('connection', (socket) => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
 import { addAcceptWatchers } from '../../src/http/accept-watchers.ts';
 import { captureLogger } from '../support/capture-logger.ts';
@@ -40,13 +40,20 @@ async function turnsToAcceptBurst(server: Server, port: number, count: number): 
 }
 
 describe('accept watchers: more than one new connection per event-loop turn', () => {
-  /** A server with `copies` copies of its listening socket: the turns it takes to accept a queued burst. */
-  async function burstTurns(copies: number): Promise<number> {
+  /**
+   * A server with `copies` copies of its listening socket: the turns it takes to accept a queued
+   * burst, and the distinct settings of the sockets it was handed (half-open, buffer sizes).
+   */
+  async function burstTurns(copies: number): Promise<{ turns: number; socketSettings: Set<string> }> {
     const { server, port } = await listening();
     const watchers = await addAcceptWatchers(server, copies, captureLogger().logger);
+    const socketSettings = new Set<string>();
+    server.on('connection', (s: Socket) => socketSettings.add(JSON.stringify([s.allowHalfOpen, s.readableHighWaterMark, s.writableHighWaterMark])));
     try {
       assert.equal(watchers.count, copies);
-      return await turnsToAcceptBurst(server, port, BURST);
+      const turns = await turnsToAcceptBurst(server, port, BURST);
+      if (copies > 0) assert.ok(watchers.accepted > 0, 'the copies accepted some of the burst');
+      return { turns, socketSettings };
     } finally {
       watchers.close();
       server.close();
@@ -55,14 +62,21 @@ describe('accept watchers: more than one new connection per event-loop turn', ()
   }
 
   test('the runtime accepts one connection per turn on one descriptor (why the copies exist)', async () => {
-    const turns = await burstTurns(0);
+    const { turns } = await burstTurns(0);
     // If a future Node accepts a queue in one turn again, this fails and the copies can go.
     assert.ok(turns >= BURST * 0.75, `${BURST} queued connections were accepted in ${turns} turns`);
   });
 
   test('with 8 copies of the listening socket, a burst is taken in about a ninth of the turns', async () => {
-    const turns = await burstTurns(8);
+    const { turns } = await burstTurns(8);
     assert.ok(turns <= BURST / 9 + 6, `${BURST} queued connections were accepted in ${turns} turns`);
+  });
+
+  test('a socket a copy accepted has the settings of one the server accepted itself', async () => {
+    const own = await burstTurns(0);
+    const withCopies = await burstTurns(8);
+    assert.equal(own.socketSettings.size, 1);
+    assert.deepEqual([...withCopies.socketSettings], [...own.socketSettings]);
   });
 
   test('after close, neither the socket nor any copy accepts: the port refuses connections', async () => {
