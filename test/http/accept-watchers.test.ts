@@ -42,13 +42,16 @@ async function turnsToAcceptBurst(server: Server, port: number, count: number): 
 describe('accept watchers: more than one new connection per event-loop turn', () => {
   /**
    * A server with `copies` copies of its listening socket: the turns it takes to accept a queued
-   * burst, and the distinct settings of the sockets it was handed (half-open, buffer sizes).
+   * burst, and the distinct settings of the sockets it was handed (half-open, buffer sizes, the
+   * client's address that per-IP limits key on).
    */
   async function burstTurns(copies: number): Promise<{ turns: number; socketSettings: Set<string> }> {
     const { server, port } = await listening();
     const watchers = await addAcceptWatchers(server, copies, captureLogger().logger);
     const socketSettings = new Set<string>();
-    server.on('connection', (s: Socket) => socketSettings.add(JSON.stringify([s.allowHalfOpen, s.readableHighWaterMark, s.writableHighWaterMark])));
+    server.on('connection', (s: Socket) =>
+      socketSettings.add(JSON.stringify([s.allowHalfOpen, s.readableHighWaterMark, s.writableHighWaterMark, s.remoteAddress])),
+    );
     try {
       assert.equal(watchers.count, copies);
       const turns = await turnsToAcceptBurst(server, port, BURST);
@@ -72,7 +75,7 @@ describe('accept watchers: more than one new connection per event-loop turn', ()
     assert.ok(turns <= BURST / 9 + 6, `${BURST} queued connections were accepted in ${turns} turns`);
   });
 
-  test('a socket a copy accepted has the settings of one the server accepted itself', async () => {
+  test('a socket a copy accepted has the settings and the client address of one the server accepted itself', async () => {
     const own = await burstTurns(0);
     const withCopies = await burstTurns(8);
     assert.equal(own.socketSettings.size, 1);
