@@ -69,7 +69,13 @@ export async function addAcceptWatchers(
   // The options net.Server applies to each socket it accepts, kept as fields (http.Server's: half-open
   // allowed, no Nagle delay, no TCP keep-alive; the keep-alive delay is kept in seconds, given in
   // milliseconds), so a socket accepted by a copy is the same as one the server accepts itself.
-  const fields = server as unknown as { allowHalfOpen?: boolean; highWaterMark?: number; noDelay?: boolean; keepAlive?: boolean; keepAliveInitialDelay?: number };
+  const fields = server as unknown as {
+    allowHalfOpen?: boolean;
+    highWaterMark?: number;
+    noDelay?: boolean;
+    keepAlive?: boolean;
+    keepAliveInitialDelay?: number;
+  };
   const socketOptions = {
     allowHalfOpen: fields.allowHalfOpen ?? true,
     highWaterMark: fields.highWaterMark,
