@@ -1,4 +1,4 @@
-import { subscribe } from 'node:diagnostics_channel';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { cpuMicrosOf, machineBusyMicros } from '../proc.ts';
@@ -121,16 +121,18 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   const onSocketAt = new Map<number, { at: number; newSocket: boolean }>();
   const socketsSeen = new WeakSet<object>();
   let creating = -1;
-  subscribe('undici:request:create', (m) => {
+  const onCreate = (m: unknown) => {
     if (creating >= 0) indexOfRequest.set((m as { request: object }).request, creating);
-  });
-  subscribe('undici:client:sendHeaders', (m) => {
+  };
+  const onSendHeaders = (m: unknown) => {
     const { request, socket } = m as { request: object; socket: object };
     const i = indexOfRequest.get(request);
     const newSocket = !socketsSeen.has(socket);
     socketsSeen.add(socket);
     if (i !== undefined) onSocketAt.set(i, { at: performance.now(), newSocket });
-  });
+  };
+  subscribe('undici:request:create', onCreate);
+  subscribe('undici:client:sendHeaders', onSendHeaders);
   const scheduledOf: number[] = [];
   const indexOf: number[] = [];
   const fromSend: number[] = [];
@@ -201,6 +203,8 @@ export async function openLoop(target: TargetAddress, o: { rate: number; seconds
   const start = wallStart + 20;
   await onSchedule(start, interval, total, (i, scheduled) => inflight.push(fire(i, scheduled)));
   await Promise.all(inflight);
+  unsubscribe('undici:request:create', onCreate);
+  unsubscribe('undici:client:sendHeaders', onSendHeaders);
   const cpu = process.cpuUsage(cpuBefore);
   const wallMicros = (performance.now() - wallStart) * 1000;
   const generatorCpuShare = (cpu.user + cpu.system) / wallMicros;

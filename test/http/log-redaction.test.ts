@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
+import { capturedLines } from '../support/capture-logger.ts';
 import { describe, test } from 'node:test';
 import { createLogger } from '../../src/http/logger.ts';
 
@@ -19,21 +19,9 @@ const SECRETS = {
   cookie: 'session=secret-cookie-value',
 };
 
-/** A destination that keeps what the logger writes. */
-function captured(): { lines: string[]; sink: Writable } {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  return { lines, sink };
-}
-
 describe('attack: credential headers in a log line', () => {
   test('every credential header is redacted, other headers are kept', () => {
-    const { lines, sink } = captured();
+    const { lines, sink } = capturedLines();
     createLogger('info', sink).info({ headers: { ...SECRETS, 'content-type': 'application/json' } }, 'headers');
     const text = lines.join('');
     const line = JSON.parse(text);
@@ -45,7 +33,7 @@ describe('attack: credential headers in a log line', () => {
   });
 
   test('a request logged under req keeps none of its headers (its serializer is the only guard there: no redaction path under req)', () => {
-    const { lines, sink } = captured();
+    const { lines, sink } = capturedLines();
     const req = { method: 'POST', url: '/v1/chat/completions?siwe=0xsecret-query', ip: '127.0.0.1', headers: SECRETS };
     createLogger('info', sink).info({ req, res: { statusCode: 200 } }, 'request completed');
     const text = lines.join('');

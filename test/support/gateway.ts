@@ -1,10 +1,10 @@
-import { Writable } from 'node:stream';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config } from '../../src/config/schema.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
 import { startServer, type RunningServer } from '../../src/main.ts';
 import type { Engine } from '../../src/storage/database.ts';
+import { capturedLines } from './capture-logger.ts';
 import { freshDatabaseUrl } from './engines.ts';
 import { TEST_ORIGIN } from './origin.ts';
 import { parseJsonLoosely } from '../../src/json.ts';
@@ -47,13 +47,7 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
     ),
     opts.env ?? {},
   );
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
+  const { lines, sink } = capturedLines();
   const server = await startServer(config, { logger: createLogger('info', sink), now: opts.now });
   return {
     ...server,
