@@ -120,6 +120,10 @@ describe('configuration', () => {
       [{ server: { corsOrigins: ['not a url'] } }, /server\.corsOrigins\.0/],
       [{ server: { corsOrigins: [] } }, /server\.corsOrigins/],
       [{ server: { shutdownGraceSeconds: 0 } }, /server\.shutdownGraceSeconds/],
+      [{ server: { acceptCopies: -1 } }, /server\.acceptCopies/],
+      [{ server: { acceptCopies: 65 } }, /server\.acceptCopies/],
+      [{ server: { acceptCopies: 2.5 } }, /server\.acceptCopies/],
+      [{ server: { acceptCopies: 'many' } }, /server\.acceptCopies/],
       [{ keys: { lookupCacheSeconds: 10 } }, /keys\.lookupCacheSeconds: must be at most 5/],
     ];
     for (const [raw, pattern, e] of cases) {
