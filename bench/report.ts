@@ -6,6 +6,7 @@ import type { RowCondition } from './rows.ts';
 import type { StorageCase } from './storage-case.ts';
 import { storageLines } from './storage-lines.ts';
 import { targetChecks, targetLines } from './target-checks.ts';
+import { median } from './median.ts';
 
 export interface Report {
   date: string;
@@ -40,13 +41,6 @@ export interface Report {
   storage?: StorageCase;
   durationSeconds: number;
 }
-
-const median = (xs: number[]) => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /** The headline figures of one target, derived from the raw measurements. */
 export function figures(r: Report, target: string) {

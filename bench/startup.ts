@@ -4,6 +4,7 @@ import { promisify } from 'node:util';
 import { startGatewayProcess } from '../test/support/gateway-process.ts';
 import { rssBytes } from './proc.ts';
 import { startupLines, type Startup } from './report-sections.ts';
+import { median } from './median.ts';
 
 /**
  * How fast the shipped command starts and how much an idle gateway holds, as an operator meets
@@ -13,12 +14,6 @@ import { startupLines, type Startup } from './report-sections.ts';
 const execFileAsync = promisify(execFile);
 const BIN = join(import.meta.dirname, '..', 'bin', 'tollgate.mjs');
 const IDLE_MS = 2000;
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 async function helpOnce(): Promise<number> {
   const t0 = performance.now();

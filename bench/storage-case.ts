@@ -14,6 +14,7 @@ import { backfillUsageTotals } from '../src/storage/migrations/004-usage-totals.
 import { keySpendAtUpgrade } from '../src/storage/migrations/006-key-limits.ts';
 import { backfillUsageDaily } from '../src/storage/migrations/007-dashboard.ts';
 import { fundPayers, type Payer, reserveAndFinish } from './ledger.ts';
+import { median } from './median.ts';
 
 /**
  * Issue 38 §4 as the benchmark measures it, on SQLite with 100 wallets (the engine of the issue's
@@ -27,16 +28,17 @@ import { fundPayers, type Payer, reserveAndFinish } from './ledger.ts';
  *   period's requests (ledger.checkpointEverySeconds × 1,000) through the ledger's own operations
  *   and one pass of the job, timed with its CPU; then the tail an operator's check can find after
  *   the latest checkpoint at 1,000 req/s, (period + the pass's own duration) × 1,000 requests, and
- *   the operator's check over it, timed, over two sizes of history. A day at 1,000 req/s on top of
- *   10 M older puts 96.4 M requests under the latest checkpoint: projected by the rule in
- *   `projectDay` (bench/README.md says why it is not driven).
+ *   the operator's check over it, timed over three sizes of history, the sizes in turn, five rounds
+ *   (so drift on the machine falls on every size alike). A day at 1,000 req/s on top of 10 M older
+ *   puts 96.4 M requests under the latest checkpoint: projected by the rule in `projectDay`
+ *   (bench/README.md says why it is not driven).
  */
 export interface StorageCase {
   engine: 'SQLite';
   wallets: number;
   retained: { requests: number; hotBytes: number; bytesPerRequest: number; tables: Record<string, number>; retentionMs: number };
-  /** The operator's check over the tail after the job's checkpoint, at each history size, median ms of 3. */
-  checks: Array<{ olderRequests: number; newRequests: number; ms: number }>;
+  /** The operator's check over the tail after the job's checkpoint, at each history size (smallest first): the median ms of its runs. */
+  checks: Array<{ olderRequests: number; newRequests: number; ms: number; runs?: number[] }>;
   /** The job's pass over one period's requests, on the larger history. */
   job: JobPass;
   projection: DayProjection;
@@ -54,15 +56,20 @@ export interface JobPass {
 export interface StorageSizes {
   /** Requests driven and then retired, for the bytes kept per request. */
   retained: number;
-  /** The two histories, bulk-inserted (their difference is what history costs the check). */
-  olderSmall: number;
-  olderLarge: number;
+  /**
+   * The histories, bulk-inserted, smallest first: how the check's time moves with them is what
+   * history costs it. Three, not two: two medians 31 ms apart decided the projection on their own
+   * (bench/README.md "The incremental ledger-check's slope").
+   */
+  older: number[];
   /** The job's period in seconds: a period's requests at 1,000 req/s are driven before the pass. */
   periodSeconds: number;
 }
 
-export const FULL_SIZES: StorageSizes = { retained: 20_000, olderSmall: 100_000, olderLarge: 1_000_000, periodSeconds: 60 };
-export const QUICK_SIZES: StorageSizes = { retained: 5_000, olderSmall: 10_000, olderLarge: 100_000, periodSeconds: 60 };
+export const FULL_SIZES: StorageSizes = { retained: 20_000, older: [100_000, 400_000, 1_000_000], periodSeconds: 60 };
+export const QUICK_SIZES: StorageSizes = { retained: 5_000, older: [10_000, 40_000, 100_000], periodSeconds: 60 };
+/** Timed rounds of the operator's check; each round times every history once. */
+const CHECK_ROUNDS = 5;
 
 const WALLETS = 100;
 /** The issue's day: 1,000 req/s for 24 hours, on top of 10 million older requests. */
@@ -75,22 +82,28 @@ export async function measureStorage(dir: string, sizes: StorageSizes, log: (tex
   const retained = await withDatabase(join(dir, 'retained.db'), async (s) =>
     measureRetained(s, await fundPayers(s, WALLETS, 'benchmark funding'), sizes.retained, join(dir, 'archive')),
   );
-  const checks: StorageCase['checks'] = [];
+  const histories: Array<{ storage: Storage; olderRequests: number; newRequests: number }> = [];
   let job: JobPass | null = null;
-  for (const older of [sizes.olderSmall, sizes.olderLarge]) {
-    log(`ledger-check: ${older.toLocaleString('en-US')} older requests bulk-inserted and checkpointed, a period's requests, the job's pass, the tail`);
-    await withDatabase(join(dir, `history-${older}.db`), async (s) => {
+  try {
+    for (const older of [...sizes.older].sort((a, b) => a - b)) {
+      log(`ledger-check: ${older.toLocaleString('en-US')} older requests bulk-inserted and checkpointed, a period's requests, the job's pass, the tail`);
+      const s = await openMigrated(join(dir, `history-${older}.db`));
+      histories.push({ storage: s, olderRequests: older, newRequests: 0 });
       const payers = await olderHistory(s, older);
       const period = sizes.periodSeconds * RATE;
       await drive(s, payers, period);
       job = await timeJobPass(s, sizes.periodSeconds, period);
       const tail = Math.round((sizes.periodSeconds * 1000 + job.ms) * (RATE / 1000));
       await drive(s, payers, tail);
-      checks.push({ olderRequests: older + period, newRequests: tail, ms: await timeIncrementalCheck(s) });
-    });
+      histories[histories.length - 1] = { storage: s, olderRequests: older + period, newRequests: tail };
+    }
+    if (!job) throw new Error('no job pass measured');
+    log(`ledger-check: the operator's check over each history's tail, ${CHECK_ROUNDS} rounds, the histories in turn`);
+    const checks = await timeIncrementalChecks(histories);
+    return { engine: 'SQLite', wallets: WALLETS, retained, checks, job, projection: projectDay(checks) };
+  } finally {
+    for (const h of histories) await h.storage.close();
   }
-  if (!job) throw new Error('no job pass measured');
-  return { engine: 'SQLite', wallets: WALLETS, retained, checks, job, projection: projectDay(checks) };
 }
 
 /** One pass of the gateway's checkpoint job over a period's requests: wall time and the process's CPU time. */
@@ -107,12 +120,22 @@ async function timeJobPass(s: Storage, periodSeconds: number, requests: number):
 }
 
 async function withDatabase<T>(file: string, work: (s: Storage) => Promise<T>): Promise<T> {
-  const s = openStorage(`sqlite:${file}`);
+  const s = await openMigrated(file);
   try {
-    await migrateToLatest(s);
     return await work(s);
   } finally {
     await s.close();
+  }
+}
+
+async function openMigrated(file: string): Promise<Storage> {
+  const s = openStorage(`sqlite:${file}`);
+  try {
+    await migrateToLatest(s);
+    return s;
+  } catch (error) {
+    await s.close();
+    throw error;
   }
 }
 
@@ -209,21 +232,25 @@ async function olderHistory(s: Storage, count: number): Promise<Payer[]> {
 }
 
 /**
- * `tollgate admin ledger-check` from the job's checkpoint (checking only: the three runs read the
- * same tail), median of 3, in ms. The WAL is checkpointed first, as the gateway's checkpointer keeps it: the bulk
- * insert leaves it hundreds of megabytes long, and reading through that would be timed instead.
+ * `tollgate admin ledger-check` from the job's checkpoint (checking only: every run reads the same
+ * tail), each history once per round, in turn, CHECK_ROUNDS rounds; the median per history, in ms.
+ * Interleaved so that a slow minute of the machine lands on every history, not on one of them. The
+ * WAL is checkpointed first, as the gateway's checkpointer keeps it: the bulk insert leaves it
+ * hundreds of megabytes long, and reading through that would be timed instead.
  */
-async function timeIncrementalCheck(s: Storage): Promise<number> {
-  await sql`pragma wal_checkpoint(truncate)`.execute(s.db);
-  const times: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const started = performance.now();
-    const check = await runLedgerCheck(s.db, { full: false, store: false });
-    times.push(performance.now() - started);
-    if (!check.ok) throw new Error(`ledger check failed: ${check.problems.slice(0, 5).join('; ')}`);
-    if (!check.from) throw new Error('the timed check was not the incremental one (no checkpoint)');
+async function timeIncrementalChecks(histories: Array<{ storage: Storage; olderRequests: number; newRequests: number }>): Promise<StorageCase['checks']> {
+  for (const h of histories) await sql`pragma wal_checkpoint(truncate)`.execute(h.storage.db);
+  const runs = histories.map((): number[] => []);
+  for (let round = 0; round < CHECK_ROUNDS; round++) {
+    for (const [i, h] of histories.entries()) {
+      const started = performance.now();
+      const check = await runLedgerCheck(h.storage.db, { full: false, store: false });
+      runs[i]!.push(performance.now() - started);
+      if (!check.ok) throw new Error(`ledger check failed: ${check.problems.slice(0, 5).join('; ')}`);
+      if (!check.from) throw new Error('the timed check was not the incremental one (no checkpoint)');
+    }
   }
-  return times.sort((a, b) => a - b)[1]!;
+  return histories.map((h, i) => ({ olderRequests: h.olderRequests, newRequests: h.newRequests, ms: median(runs[i]!), runs: runs[i]! }));
 }
 
 export interface DayProjection {
@@ -238,17 +265,32 @@ export interface DayProjection {
 
 /**
  * The rule: the operator's check reads the tail after the job's latest checkpoint, measured at its
- * real size, and a term linear in the history under it (measured; below zero, noise, counts as zero):
- * t(day) = t(tail, larger history) + slope_older × (86.4 M + 10 M − tail − larger history).
+ * real size, and a term linear in the history under it:
+ * t(day) = t(tail, largest history) + slope_older × (86.4 M + 10 M − tail − largest history).
+ * The slope is the least-squares line through every history's median, each first scaled to the
+ * largest history's tail (the tails differ by the job pass's time, about 1%, and the check's time
+ * follows its tail); below zero, noise, it counts as zero. Linear is the pessimistic shape: an
+ * index seek grows with the logarithm of the history, not with it.
  */
 export function projectDay(checks: StorageCase['checks']): DayProjection {
-  const [small, large] = checks as [StorageCase['checks'][0], StorageCase['checks'][0]];
-  const perOlder = Math.max(0, (large.ms - small.ms) / (large.olderRequests - small.olderRequests));
+  if (checks.length < 2) throw new Error('the projection needs the check timed over at least two histories');
+  const large = checks[checks.length - 1]!;
+  const points = checks.map((c) => ({ x: c.olderRequests, y: (c.ms * large.newRequests) / c.newRequests }));
+  const perOlder = Math.max(0, leastSquaresSlope(points));
   const olderAtDay = DAY_REQUESTS + OLDER_REQUESTS - large.newRequests;
   const dayMs = large.ms + perOlder * (olderAtDay - large.olderRequests);
   const m = (n: number) => `${(n / 1e6).toLocaleString('en-US', { maximumFractionDigits: 2 })} M`;
   const rule =
     `${large.ms.toFixed(0)} ms measured over the tail of ${large.newRequests.toLocaleString('en-US')} new on ${m(large.olderRequests)} older, ` +
-    `+ ${(perOlder * 1e6).toFixed(1)} ms per million older × ${m(olderAtDay - large.olderRequests)}`;
+    `+ ${(perOlder * 1e6).toFixed(1)} ms per million older × ${m(olderAtDay - large.olderRequests)} ` +
+    `(the slope through ${checks.length} histories: ${checks.map((c) => `${c.ms.toFixed(0)} ms on ${m(c.olderRequests)}`).join(', ')})`;
   return { perMillionOlderMs: perOlder * 1e6, olderAtDay, dayMs, rule };
+}
+
+function leastSquaresSlope(points: Array<{ x: number; y: number }>): number {
+  const meanX = points.reduce((a, p) => a + p.x, 0) / points.length;
+  const meanY = points.reduce((a, p) => a + p.y, 0) / points.length;
+  const covariance = points.reduce((a, p) => a + (p.x - meanX) * (p.y - meanY), 0);
+  const variance = points.reduce((a, p) => a + (p.x - meanX) ** 2, 0);
+  return variance === 0 ? 0 : covariance / variance;
 }

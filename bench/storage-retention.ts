@@ -1,7 +1,7 @@
 /*
  * The storage case of `npm run bench` (bench/storage-case.ts) on its own, at sizes of your choice:
- * node --import tsx bench/storage-retention.ts [--quick] [--retained N] [--older-small N] [--older-large N] [--period-seconds N]
- * e.g. --older-large 10000000 for the issue's 10 million older requests (about 8 GB of SQLite file).
+ * node --import tsx bench/storage-retention.ts [--quick] [--retained N] [--older N,N,…] [--period-seconds N]
+ * e.g. --older 100000,10000000 for the issue's 10 million older requests (about 8 GB of SQLite file).
  */
 import { parseArgs } from 'node:util';
 import { FULL_SIZES, measureStorage, QUICK_SIZES, type StorageSizes } from './storage-case.ts';
@@ -12,8 +12,7 @@ const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     retained: { type: 'string' },
-    'older-small': { type: 'string' },
-    'older-large': { type: 'string' },
+    older: { type: 'string' },
     'period-seconds': { type: 'string' },
   },
 });
@@ -21,10 +20,12 @@ const base = values.quick ? QUICK_SIZES : FULL_SIZES;
 const size = (v: string | undefined, fallback: number) => (v === undefined ? fallback : Number(v));
 const sizes: StorageSizes = {
   retained: size(values.retained, base.retained),
-  olderSmall: size(values['older-small'], base.olderSmall),
-  olderLarge: size(values['older-large'], base.olderLarge),
+  older: values.older === undefined ? base.older : values.older.split(',').map(Number),
   periodSeconds: size(values['period-seconds'], base.periodSeconds),
 };
+if (sizes.older.length < 2 || sizes.older.some((n) => !Number.isInteger(n) || n < 1000)) {
+  throw new Error('--older wants at least two history sizes, whole numbers of requests of at least 1,000, e.g. --older 100000,400000,1000000');
+}
 await runScript('storage', async ({ dir }) => {
   const started = Date.now();
   const result = await measureStorage(dir, sizes, (text) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)}s] ${text}\n`));

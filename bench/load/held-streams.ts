@@ -2,6 +2,7 @@ import { Pool } from 'undici';
 import { rssBytes } from '../proc.ts';
 import type { Target } from '../targets.ts';
 import { chatBody, chatHeaderSets, chatUrls } from './request.ts';
+import { median } from '../median.ts';
 
 export interface HeldStreams {
   wanted: number;
@@ -43,11 +44,6 @@ export function perHeldStream(h: HeldStreams, what: 'rss' | 'heap'): number {
 const SAMPLES = 9;
 const SAMPLE_EVERY_MS = 500;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
 
 /**
  * Opens `count` slow streams at once (a chunk every 500 ms, about 11 s each) and waits until every
