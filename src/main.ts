@@ -22,6 +22,11 @@ export interface RunningServer {
    * the database.
    */
   stop(opts?: { graceMs?: number }): Promise<void>;
+  /**
+   * Connections accepted so far on the copies of the listening socket (`server.acceptCopies`,
+   * src/http/accept-watchers.ts) rather than on the server's own descriptor: 0 when none were made.
+   */
+  acceptedByCopies(): number;
 }
 
 /** Builds the services and the app, and listens. Used by `tollgate serve` and by tests. */
@@ -65,6 +70,7 @@ export async function startServer(
     services,
     url: `http://${host}:${port}`,
     metricsUrl: metricsServer?.url ?? null,
+    acceptedByCopies: () => acceptWatchers?.accepted ?? 0,
     stop(opts = {}) {
       stopping ??= (async () => {
         const graceMs = opts.graceMs ?? config.server.shutdownGraceSeconds * 1000;
