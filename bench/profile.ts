@@ -26,7 +26,7 @@ import { startRedis } from '../test/support/redis.ts';
  * (CPU per request as the benchmark measures it, without the sampling's own cost). `--heap`: no CPU
  * profiler either, but V8's sampling heap profiler over the loaded window (profile-heap-sampler.mjs):
  * bytes allocated per request by call site, and the collections they cost (profile-heap.ts).
- * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--instances 1] [--redis] [--plain|--heap] [--keep DIR]
+ * Usage: node --import tsx bench/profile.ts --engine sqlite|postgres [--seconds 10] [--wallets 1] [--instances 1] [--redis] [--stream] [--plain|--heap] [--keep DIR]
  *   [--node-option=FLAG ...]
  */
 const { values } = parseArgs({
@@ -40,6 +40,8 @@ const { values } = parseArgs({
     plain: { type: 'boolean', default: false },
     heap: { type: 'boolean', default: false },
     keep: { type: 'string' },
+    // Streamed answers (the upstream's 24 events back to back) instead of JSON: CPU per stream.
+    stream: { type: 'boolean', default: false },
     // A flag for the gateway's node (repeatable), to compare runtime settings side by side: --node-option=--max-semi-space-size=64
     'node-option': { type: 'string', multiple: true, default: [] },
   },
@@ -170,7 +172,8 @@ await runScript('profile', async ({ dir, onStop }) => {
   onStop(deployment.stop);
   const target = deployment.row(wallets);
   const connections = Number(values.connections);
-  await saturate(target, { model: 'bench-fast', stream: false, seconds: 2, connections }); // warm-up, in the profile too
+  const stream = values.stream;
+  await saturate(target, { model: 'bench-fast', stream, seconds: 2, connections }); // warm-up, in the profile too
   if (values.engine === 'postgres') await resetStatements(databaseUrl);
   const pgBefore = postgresCpuMicros(pgPort);
   const redisBefore: RedisCounts | null = redisUrl ? await redisCounts(redisUrl) : null;
@@ -185,7 +188,7 @@ await runScript('profile', async ({ dir, onStop }) => {
   const window = { fromMicros: monotonicMicros(), toMicros: 0 };
   const heapSampling = (): void => void pids.forEach((pid) => process.kill(pid, 'SIGUSR2')); // starts, then stops and writes
   if (values.heap) heapSampling();
-  const load = await saturate(target, { model: 'bench-fast', stream: false, seconds, connections });
+  const load = await saturate(target, { model: 'bench-fast', stream, seconds, connections });
   window.toMicros = monotonicMicros();
   // Resident memory right after the load: what a larger young generation (--node-option=--max-semi-space-size) costs.
   const rssMB = pids.map((pid) => (rssBytes(pid) / 1024 / 1024).toFixed(0));
@@ -199,7 +202,7 @@ await runScript('profile', async ({ dir, onStop }) => {
   const pgCalls = callsPerRequest(pgCallsBefore, callsByPid(postgresPids(pgPort)), load.completed);
   const statements = values.engine === 'postgres' ? await statementLines(databaseUrl, load.completed) : [];
   const head =
-    `${values.engine}, ${wallets} wallet(s), ${instances} instance(s)${withRedis ? ', rate limits in Redis' : ''}, ${connections} connections, ${seconds} s` +
+    `${values.engine}, ${stream ? 'streams' : 'JSON'}, ${wallets} wallet(s), ${instances} instance(s)${withRedis ? ', rate limits in Redis' : ''}, ${connections} connections, ${seconds} s` +
     `${values.plain ? '' : ' (only these samples: no start-up, no warm-up)'}: ${load.requestsPerSecond.toFixed(0)} req/s, ` +
     `gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request${instances > 1 ? ` (by instance: ${perInstance.map((c) => c.toFixed(0)).join(' + ')})` : ''}` +
     (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : '') +
