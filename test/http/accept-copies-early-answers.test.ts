@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Agent } from 'undici';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { pacedBody } from '../support/paced-body.ts';
 
 // Early answers (a 401 before the body is read, a 413 for a body over the route's limit) reach a
 // client still sending only because the gateway reads and discards the rest of the body before
@@ -9,23 +10,7 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 // of the listening socket (src/http/accept-watchers.ts), so the same must hold on those: a socket a
 // copy accepted that closed early would reset, and the client would report a connection error
 // instead of its answer. Each case opens its connections at once, so the copies take part (checked),
-// and paces every body so the answer always comes mid-body.
-
-const PIECE = 256 * 1024;
-
-/** A body of `size` bytes sent in 256 KiB pieces 5 ms apart, as a slow uploader sends it. */
-function pacedBody(size: number): ReadableStream<Uint8Array> {
-  const piece = new Uint8Array(PIECE).fill(0x61);
-  let sent = 0;
-  return new ReadableStream({
-    async pull(controller) {
-      if (sent >= size) return controller.close();
-      await new Promise((r) => setTimeout(r, 5));
-      controller.enqueue(piece);
-      sent += PIECE;
-    },
-  });
-}
+// and paces every body (256 KiB pieces 5 ms apart) so the answer always comes mid-body.
 
 describe('early answers on connections the accept copies took', () => {
   let h: ChatHarness;

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { APIConnectionError, APIError } from 'openai';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { pacedBody } from '../support/paced-body.ts';
 import { rawRequest } from '../support/raw-http.ts';
 
 // A 413 sent with the socket closed while the client is still sending makes the kernel reset the
@@ -52,20 +53,10 @@ describe('oversized bodies: the client reads its 413', () => {
     // Sent in paced 256 KiB pieces, so the answer always comes mid-body. This is the case that
     // lost the 413 (3 of 5 tries ended in EPIPE on the old code, on this machine).
     for (let i = 0; i < 5; i++) {
-      const piece = new Uint8Array(256 * 1024).fill(0x61);
-      let sent = 0;
-      const body = new ReadableStream({
-        async pull(controller) {
-          if (sent >= ELEVEN_MIB) return controller.close();
-          await new Promise((r) => setTimeout(r, 5));
-          controller.enqueue(piece);
-          sent += piece.length;
-        },
-      });
       const init = {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'content-length': String(ELEVEN_MIB) },
-        body,
+        body: pacedBody(ELEVEN_MIB),
         duplex: 'half',
       };
       const res = await fetch(`${h.gw.url}/v1/chat/completions`, init as RequestInit).catch((err: Error & { cause?: { code?: string } }) =>
