@@ -39,7 +39,7 @@ export interface StorageCase {
   retained: { requests: number; hotBytes: number; bytesPerRequest: number; tables: Record<string, number>; retentionMs: number };
   /** The operator's check over the tail after the job's checkpoint, at each history size (smallest first): the median ms of its runs. */
   checks: Array<{ olderRequests: number; newRequests: number; ms: number; runs?: number[] }>;
-  /** The job's pass over one period's requests, on the larger history. */
+  /** The job's pass over one period's requests, on the largest history. */
   job: JobPass;
   projection: DayProjection;
 }
