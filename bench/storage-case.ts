@@ -82,28 +82,36 @@ export async function measureStorage(dir: string, sizes: StorageSizes, log: (tex
   const retained = await withDatabase(join(dir, 'retained.db'), async (s) =>
     measureRetained(s, await fundPayers(s, WALLETS, 'benchmark funding'), sizes.retained, join(dir, 'archive')),
   );
-  const histories: Array<{ storage: Storage; olderRequests: number; newRequests: number }> = [];
+  const opened: Storage[] = [];
+  const histories: History[] = [];
   let job: JobPass | null = null;
   try {
     for (const older of [...sizes.older].sort((a, b) => a - b)) {
       log(`ledger-check: ${older.toLocaleString('en-US')} older requests bulk-inserted and checkpointed, a period's requests, the job's pass, the tail`);
       const s = await openMigrated(join(dir, `history-${older}.db`));
-      histories.push({ storage: s, olderRequests: older, newRequests: 0 });
+      opened.push(s);
       const payers = await olderHistory(s, older);
       const period = sizes.periodSeconds * RATE;
       await drive(s, payers, period);
       job = await timeJobPass(s, sizes.periodSeconds, period);
       const tail = Math.round((sizes.periodSeconds * 1000 + job.ms) * (RATE / 1000));
       await drive(s, payers, tail);
-      histories[histories.length - 1] = { storage: s, olderRequests: older + period, newRequests: tail };
+      histories.push({ storage: s, olderRequests: older + period, newRequests: tail });
     }
     if (!job) throw new Error('no job pass measured');
     log(`ledger-check: the operator's check over each history's tail, ${CHECK_ROUNDS} rounds, the histories in turn`);
     const checks = await timeIncrementalChecks(histories);
     return { engine: 'SQLite', wallets: WALLETS, retained, checks, job, projection: projectDay(checks) };
   } finally {
-    for (const h of histories) await h.storage.close();
+    for (const s of opened) await s.close();
   }
+}
+
+/** One history's database, with the requests under the job's checkpoint and the tail after it. */
+interface History {
+  storage: Storage;
+  olderRequests: number;
+  newRequests: number;
 }
 
 /** One pass of the gateway's checkpoint job over a period's requests: wall time and the process's CPU time. */
@@ -238,7 +246,7 @@ async function olderHistory(s: Storage, count: number): Promise<Payer[]> {
  * WAL is checkpointed first, as the gateway's checkpointer keeps it: the bulk insert leaves it
  * hundreds of megabytes long, and reading through that would be timed instead.
  */
-async function timeIncrementalChecks(histories: Array<{ storage: Storage; olderRequests: number; newRequests: number }>): Promise<StorageCase['checks']> {
+async function timeIncrementalChecks(histories: History[]): Promise<StorageCase['checks']> {
   for (const h of histories) await sql`pragma wal_checkpoint(truncate)`.execute(h.storage.db);
   const runs = histories.map((): number[] => []);
   for (let round = 0; round < CHECK_ROUNDS; round++) {

@@ -6,15 +6,9 @@ import { describe, test } from 'node:test';
 import { addAcceptWatchers } from '../../src/http/accept-watchers.ts';
 import { captureLogger } from '../support/capture-logger.ts';
 import { startTestGateway } from '../support/gateway.ts';
+import { okServer } from '../support/ok-server.ts';
 
 const BURST = 64;
-
-async function listening(): Promise<{ server: Server; port: number }> {
-  const server = createServer((_req, res) => res.end('ok'));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  return { server, port: typeof address === 'object' && address ? address.port : 0 };
-}
 
 /**
  * Holds this process's event loop (a synchronous child run) while another process opens `count`
@@ -46,7 +40,7 @@ describe('accept watchers: more than one new connection per event-loop turn', ()
    * client's address that per-IP limits key on).
    */
   async function burstTurns(copies: number): Promise<{ turns: number; socketSettings: Set<string> }> {
-    const { server, port } = await listening();
+    const { server, port } = await okServer();
     const watchers = await addAcceptWatchers(server, copies, captureLogger().logger);
     const socketSettings = new Set<string>();
     server.on('connection', (s: Socket) =>
@@ -83,7 +77,7 @@ describe('accept watchers: more than one new connection per event-loop turn', ()
   });
 
   test('after close, neither the socket nor any copy accepts: the port refuses connections', async () => {
-    const { server, port } = await listening();
+    const { server, port } = await okServer();
     const { logger } = captureLogger();
     const watchers = await addAcceptWatchers(server, 4, logger);
     watchers.close();
@@ -148,7 +142,7 @@ describe('accept watchers: more than one new connection per event-loop turn', ()
   });
 
   test('0 copies: nothing is started, the server keeps its one descriptor', async () => {
-    const { server } = await listening();
+    const { server } = await okServer();
     const { logger, lines } = captureLogger();
     try {
       const watchers = await addAcceptWatchers(server, 0, logger);
@@ -160,7 +154,7 @@ describe('accept watchers: more than one new connection per event-loop turn', ()
   });
 
   test('a helper that cannot start: a warning, no copies, the server still serves', async () => {
-    const { server, port } = await listening();
+    const { server, port } = await okServer();
     const { logger, lines } = captureLogger();
     try {
       const watchers = await addAcceptWatchers(server, 8, logger, { execPath: '/nonexistent/node' });

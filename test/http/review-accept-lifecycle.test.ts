@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { addAcceptWatchers } from '../../src/http/accept-watchers.ts';
 import { captureLogger } from '../support/capture-logger.ts';
 import { startTestGateway } from '../support/gateway.ts';
+import { okServer } from '../support/ok-server.ts';
 import { until } from '../support/until.ts';
 
 const WATCHERS = new URL('../../src/http/accept-watchers.ts', import.meta.url).pathname;
@@ -41,8 +41,7 @@ function bindable(port: number): Promise<boolean> {
 
 describe('attack: the helper that copies the listening socket, and the port over a restart', () => {
   test('a helper that exits without sending a copy: the warning the operator is told to look for is logged', async () => {
-    const server = createServer((_req, res) => res.end('ok'));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { server } = await okServer();
     const { logger, lines } = captureLogger();
     try {
       // A binary that runs and exits at once, like a node that cannot run the helper's script.
@@ -66,9 +65,7 @@ describe('attack: the helper that copies the listening socket, and the port over
     ].join(' ');
     const script = join(dir, 'leaves-a-sender.sh');
     writeFileSync(script, `#!/bin/sh\n'${process.execPath}' -e '${late}' &\nexit 0\n`, { mode: 0o755 });
-    const server = createServer((_req, res) => res.end('ok'));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { server, port } = await okServer();
     const { logger } = captureLogger();
     try {
       const watchers = await addAcceptWatchers(server, 4, logger, { execPath: script });
@@ -86,9 +83,7 @@ describe('attack: the helper that copies the listening socket, and the port over
     const dir = mkdtempSync(join(tmpdir(), 'review-accept-'));
     const script = join(dir, 'hangs.sh');
     writeFileSync(script, '#!/bin/sh\nexec sleep 60\n', { mode: 0o755 });
-    const server = createServer((_req, res) => res.end('ok'));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { server, port } = await okServer();
     const { logger, lines } = captureLogger();
     try {
       const started = Date.now();
