@@ -68,6 +68,19 @@ export interface StorageSizes {
 
 export const FULL_SIZES: StorageSizes = { retained: 20_000, older: [100_000, 400_000, 1_000_000], periodSeconds: 60 };
 export const QUICK_SIZES: StorageSizes = { retained: 5_000, older: [10_000, 40_000, 100_000], periodSeconds: 60 };
+/**
+ * `--older 100000,400000,1000000` (bench/storage-retention.ts): the history sizes, refused unless
+ * there are at least two (a line needs two points) and each is a whole number of requests of at
+ * least 1,000.
+ */
+export function parseHistorySizes(text: string): number[] {
+  const sizes = text.split(',').map((part) => (part.trim() === '' ? Number.NaN : Number(part)));
+  if (sizes.length < 2 || sizes.some((n) => !Number.isInteger(n) || n < 1000)) {
+    throw new Error(`--older ${text}: give at least two history sizes, whole numbers of requests of at least 1,000, e.g. --older 100000,400000,1000000`);
+  }
+  return sizes;
+}
+
 /** Timed rounds of the operator's check; each round times every history once. */
 const CHECK_ROUNDS = 5;
 

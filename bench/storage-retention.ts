@@ -4,7 +4,7 @@
  * e.g. --older 100000,10000000 for the issue's 10 million older requests (about 8 GB of SQLite file).
  */
 import { parseArgs } from 'node:util';
-import { FULL_SIZES, measureStorage, QUICK_SIZES, type StorageSizes } from './storage-case.ts';
+import { FULL_SIZES, measureStorage, parseHistorySizes, QUICK_SIZES, type StorageSizes } from './storage-case.ts';
 import { runScript } from './script.ts';
 import { storageLines } from './storage-lines.ts';
 
@@ -20,12 +20,9 @@ const base = values.quick ? QUICK_SIZES : FULL_SIZES;
 const size = (v: string | undefined, fallback: number) => (v === undefined ? fallback : Number(v));
 const sizes: StorageSizes = {
   retained: size(values.retained, base.retained),
-  older: values.older === undefined ? base.older : values.older.split(',').map(Number),
+  older: values.older === undefined ? base.older : parseHistorySizes(values.older),
   periodSeconds: size(values['period-seconds'], base.periodSeconds),
 };
-if (sizes.older.length < 2 || sizes.older.some((n) => !Number.isInteger(n) || n < 1000)) {
-  throw new Error('--older wants at least two history sizes, whole numbers of requests of at least 1,000, e.g. --older 100000,400000,1000000');
-}
 await runScript('storage', async ({ dir }) => {
   const started = Date.now();
   const result = await measureStorage(dir, sizes, (text) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)}s] ${text}\n`));

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { median } from '../../bench/median.ts';
-import { projectDay } from '../../bench/storage-case.ts';
+import { parseHistorySizes, projectDay } from '../../bench/storage-case.ts';
 
 // The incremental ledger-check's projection (bench/storage-case.ts), on made-up timings: the bench
 // measures, npm test checks the arithmetic the MET / MISSED line stands on.
@@ -35,6 +35,13 @@ describe('the incremental ledger-check projection', () => {
 
   test('one history cannot make a line', () => {
     assert.throws(() => projectDay([at(1_060_000, 250)]), /at least two histories/);
+  });
+
+  test('--older: the history sizes given, or a refusal that says what it wants', () => {
+    assert.deepEqual(parseHistorySizes('100000,1000000,10000000'), [100_000, 1_000_000, 10_000_000]);
+    for (const bad of ['1000000', '100000,', 'a,b', '100000,500', '100000,1.5e5.5', '100000,-2000', '100000,2500.5', '']) {
+      assert.throws(() => parseHistorySizes(bad), /at least two history sizes, whole numbers of requests of at least 1,000/, bad);
+    }
   });
 
   test('the median of an even count is the mean of the middle two, non-finite values left out', () => {
