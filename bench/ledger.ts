@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import Libsql from 'libsql';
+import Sqlite from 'better-sqlite3';
 import { newRequestId } from '../src/http/request-id.ts';
 import { generateKey, insertKey } from '../src/keys/api-keys.ts';
 import { adjustBalance } from '../src/ledger/movements.ts';
@@ -111,11 +111,11 @@ export async function ledgerOpsPerSecond(databaseUrl: string, o: { seconds: numb
 }
 
 /**
- * Counts libsql's calls into SQLite (a statement's run or get, exec for BEGIN and COMMIT) while it
+ * Counts the driver's calls into SQLite (a statement's run or get, exec for BEGIN and COMMIT) while it
  * is on, by wrapping them on their prototypes: a count per pair that a loaded machine cannot blur.
  */
 function countSqliteCalls(): () => number {
-  const probe = new Libsql(':memory:');
+  const probe = new Sqlite(':memory:');
   const statement = Object.getPrototypeOf(probe.prepare('SELECT 1')) as Record<'run' | 'get', (...a: unknown[]) => unknown>;
   const database = Object.getPrototypeOf(probe) as Record<'exec', (...a: unknown[]) => unknown>;
   probe.close();

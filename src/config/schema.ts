@@ -396,7 +396,7 @@ export const configSchema = z
         // instance checks what came after the latest checkpoint every this many seconds and, when it
         // passes, stores the next, so an operator's `tollgate admin ledger-check` reads one short
         // period. 0: off (the operator's check still stores checkpoints). Unset: 60 on PostgreSQL,
-        // off on SQLite; set there, each pass runs in a worker thread, since libsql's calls are synchronous
+        // off on SQLite; set there, each pass runs in a worker thread, since SQLite's calls are synchronous
         // and would hold the serving event loop (src/retention/checkpoint-thread.ts; checkpointEverySeconds in services.ts).
         checkpointEverySeconds: z.number().int().min(0).max(86_400).optional(),
       })

@@ -17,7 +17,7 @@ export interface CheckpointThread {
 }
 
 /**
- * The checkpoint pass of a SQLite gateway off its event loop. libsql's calls are synchronous, so a
+ * The checkpoint pass of a SQLite gateway off its event loop. SQLite's calls are synchronous, so a
  * pass on the serving thread held every request for its whole length (308 ms for a minute at
  * 1,000 req/s); in a worker thread with its own connection to the file (WAL: its reads never block
  * the writer) the loop only starts the pass and receives the outcome.

@@ -22,8 +22,8 @@ async function main(input: CheckpointWorkerInput): Promise<void> {
 }
 
 /**
- * The error as the gateway's log should show it. A thread passes on a native Error whole, but libsql's SqliteError only
- * inherits from Error's prototype: it would arrive as its code alone, without the message that says what failed.
+ * The error as the gateway's log should show it. A thread passes on a native Error whole, but the SQLite driver's errors
+ * (SqliteError) are not native Errors: it would arrive as its code alone, without the message that says what failed.
  */
 function passableError(err: unknown): unknown {
   if (!(err instanceof Error) || Object.prototype.toString.call(err) === '[object Error]') return err;

@@ -2,9 +2,9 @@
 // on its own connection, so that the event loop does not stall on that copy and its fsync.
 // Plain JavaScript on purpose: worker threads do not inherit the tsx loader.
 import { parentPort, workerData } from 'node:worker_threads';
-import Libsql from 'libsql';
+import Sqlite from 'better-sqlite3';
 
-const db = new Libsql(workerData.file);
+const db = new Sqlite(workerData.file);
 db.exec('PRAGMA busy_timeout = 1000');
 // PASSIVE never waits for the writer or for readers: it copies what it can and returns.
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');

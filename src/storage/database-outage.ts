@@ -1,5 +1,5 @@
 /**
- * Which errors of the database drivers (node-postgres, libsql, Kysely) mean the database did not
+ * Which errors of the database drivers (node-postgres, better-sqlite3, Kysely) mean the database did not
  * answer. Kept beside the storage code rather than in src/outage.ts because it knows SQLSTATEs and
  * driver messages: the shared outage vocabulary stays free of any one dependency's details.
  */

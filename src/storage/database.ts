@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
-import Libsql from 'libsql';
+import Sqlite from 'better-sqlite3';
 import type PgModule from 'pg';
 import type { Database } from './schema.ts';
 import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
@@ -80,9 +80,9 @@ function openSqlite(path: string, backgroundCheckpoints: boolean): Storage {
           },
         };
   if (backgroundCheckpoints) checkpoints?.start();
-  const resetStuckStatements = cachePreparedStatements(sqlite);
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite as never }) });
-  const groupCommit = new SqliteGroupCommit(sqlite, (work) => db.connection().execute(work), resetStuckStatements);
+  cachePreparedStatements(sqlite);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const groupCommit = new SqliteGroupCommit(sqlite, (work) => db.connection().execute(work));
   const close = async () => {
     await checkpoints?.stop();
     await db.destroy();
@@ -91,9 +91,9 @@ function openSqlite(path: string, backgroundCheckpoints: boolean): Storage {
 }
 
 /** Opens the file, or says in one line why it cannot be (a folder in its place, no permission). */
-function openSqliteFile(file: string): Libsql.Database {
+function openSqliteFile(file: string): Sqlite.Database {
   try {
-    const sqlite = new Libsql(file);
+    const sqlite = new Sqlite(file);
     // The first statement is where an unreadable or non-database file shows up.
     sqlite.exec('PRAGMA journal_mode = WAL');
     return sqlite;
@@ -109,96 +109,22 @@ function openSqliteFile(file: string): Libsql.Database {
  * Kysely prepares every query it runs, and preparing costs more than running for the ledger's
  * short statements. Our queries are parameterised, so their SQL text repeats: keep the compiled
  * statement per text. Safe because Kysely runs one query at a time on this connection, and SQLite
- * re-prepares a cached statement by itself after a schema change.
- *
- * libsql does not reset a statement whose step failed with SQLITE_BUSY (another process held the
- * write lock beyond busy_timeout): it stays "in progress", and while it does every COMMIT on this
- * connection fails with "cannot commit transaction - SQL statements in progress", so the gateway
- * would stay broken after the lock is released. Its API has no reset; only running the statement
- * again resets it. So a statement that failed that way is remembered with its parameters, and
- * before the next statement is prepared outside a transaction (and before each group commit) it
- * is run again inside a transaction that is rolled back: reset, with no effect on the data (see
- * unstick). Returns that reset, for the group commit.
+ * re-prepares a cached statement by itself after a schema change. A statement whose step failed
+ * (SQLITE_BUSY from a lock another process held) is reset by better-sqlite3 before it throws, so a
+ * cached one never stays "in progress" and blocks later COMMITs (test/outages/sqlite-busy.test.ts).
  */
-function cachePreparedStatements(sqlite: Libsql.Database): () => void {
+function cachePreparedStatements(sqlite: Sqlite.Database): void {
   const prepare = sqlite.prepare.bind(sqlite);
   const cache = new Map<string, ReturnType<typeof prepare>>();
-  const stuck = new Map<ReturnType<typeof prepare>, unknown[]>();
-  let unsticking = false;
-  const resetStuck = () => {
-    // Inside a transaction SQLite refuses the savepoint while a statement is in progress.
-    if (!stuck.size || unsticking || sqlite.inTransaction) return;
-    unsticking = true;
-    try {
-      unstick(sqlite, stuck);
-    } finally {
-      unsticking = false;
-    }
-  };
   sqlite.prepare = ((source: string) => {
-    resetStuck();
     let statement = cache.get(source);
     if (!statement) {
-      statement = rememberBusyFailures(prepare(source), source, stuck);
+      statement = prepare(source);
       // Ad-hoc SQL (admin queries with inlined values) must not grow the cache without bound.
       if (cache.size < 500) cache.set(source, statement);
     }
     return statement;
   }) as typeof sqlite.prepare;
-  return resetStuck;
-}
-
-type Statement = ReturnType<Libsql.Database['prepare']>;
-
-// Only data statements are run again: re-running a failed COMMIT or BEGIN inside a savepoint would
-// end or nest the caller's transaction. (The group commit sends its BEGIN, COMMIT and ROLLBACK
-// through exec, which finalizes what it runs, so a BEGIN IMMEDIATE refused with SQLITE_BUSY is
-// never left behind.)
-const DATA_STATEMENT = /^\s*(insert|update|delete|replace|with|select)\b/i;
-
-function rememberBusyFailures(statement: Statement, source: string, stuck: Map<Statement, unknown[]>): Statement {
-  if (!DATA_STATEMENT.test(source)) return statement;
-  for (const method of ['run', 'get', 'all', 'iterate'] as const) {
-    const original = (statement[method] as (...args: unknown[]) => unknown).bind(statement);
-    (statement as unknown as Record<string, unknown>)[method] = (...params: unknown[]) => {
-      try {
-        return original(...params);
-      } catch (err) {
-        if (/^SQLITE_(BUSY|LOCKED)/.test(String((err as { code?: unknown }).code))) stuck.set(statement, params);
-        throw err;
-      }
-    };
-  }
-  return statement;
-}
-
-/**
- * Runs each stuck statement again inside a transaction that is then rolled back, which resets it.
- * It waits for no lock (busy_timeout 0 meanwhile): while another process still holds the write
- * lock the statement stays stuck and is tried again before the next statement.
- */
-function unstick(sqlite: Libsql.Database, stuck: Map<Statement, unknown[]>): void {
-  sqlite.exec('PRAGMA busy_timeout = 0');
-  try {
-    sqlite.exec('BEGIN IMMEDIATE');
-  } catch {
-    sqlite.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    return;
-  }
-  try {
-    for (const [statement, params] of stuck) {
-      try {
-        (statement.run as (...args: unknown[]) => unknown)(...params);
-        stuck.delete(statement);
-      } catch (err) {
-        // Any error other than BUSY resets the statement too (the step ran and failed).
-        if (!/^SQLITE_(BUSY|LOCKED)/.test(String((err as { code?: unknown }).code))) stuck.delete(statement);
-      }
-    }
-  } finally {
-    sqlite.exec('ROLLBACK');
-    sqlite.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
-  }
 }
 
 // pg returns BIGINT (int8) and NUMERIC as strings to protect precision. Our money and times are far

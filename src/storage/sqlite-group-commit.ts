@@ -1,4 +1,4 @@
-import type Libsql from 'libsql';
+import type Sqlite from 'better-sqlite3';
 import { BatchCounters } from './batch-counters.ts';
 import { GroupCommit, type BatchOutcome, type Queued } from './group-commit.ts';
 import { LoopBudget } from './loop-budget.ts';
@@ -37,10 +37,8 @@ export class SqliteGroupCommit extends GroupCommit {
   private readonly runNow = (sql: string, params: unknown[]): number => this.sqlite.prepare(sql).run(params).changes;
 
   constructor(
-    private readonly sqlite: Libsql.Database,
+    private readonly sqlite: Sqlite.Database,
     private readonly holdConnection: (work: () => Promise<void>) => Promise<void>,
-    /** Resets statements libsql left in progress after SQLITE_BUSY (see database.ts), which would fail the COMMIT. */
-    private readonly resetStuckStatements: () => void = () => undefined,
   ) {
     super(MAX_UNITS_PER_COMMIT);
     this.tx = {
@@ -50,7 +48,7 @@ export class SqliteGroupCommit extends GroupCommit {
       },
       get: <T>(sql: string, params: unknown[]) => {
         this.counters.before(sql, this.runNow);
-        // get(), not all(): libsql's all() walks an iterator built per call.
+        // get(), not all(): a unit's reads want one row, and all() builds an array for it.
         return Promise.resolve(this.sqlite.prepare(sql).get(params) as T | undefined);
       },
       addToCounters: (sql, params, sumAt) => this.counters.add(sql, params, sumAt),
@@ -70,7 +68,6 @@ export class SqliteGroupCommit extends GroupCommit {
     const values: unknown[] = [];
     const started = performance.now();
     try {
-      this.resetStuckStatements();
       this.exec('BEGIN IMMEDIATE');
       this.counters.discard();
       for (const { unit } of units) values.push(await unit(this.tx));
@@ -85,11 +82,7 @@ export class SqliteGroupCommit extends GroupCommit {
     }
   }
 
-  /**
-   * Not through the statement cache: libsql leaves a cached statement refused with SQLITE_BUSY
-   * "in progress" (a BEGIN IMMEDIATE meeting another process's lock), and an unfinished statement
-   * makes every later COMMIT on the connection fail. exec finalizes what it runs.
-   */
+  /** BEGIN, COMMIT and ROLLBACK: once per batch, so not worth a cached statement each. */
   private exec(sql: string): void {
     this.sqlite.exec(sql);
   }

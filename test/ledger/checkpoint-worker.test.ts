@@ -22,7 +22,7 @@ const PERIOD = 60_000;
 const LARGE_PERIOD = 60_000;
 /**
  * The rule: a checkpoint pass never holds the SQLite gateway's event loop for more than a slice of
- * a request's budget. On the loop, libsql's synchronous calls ran a whole pass in one turn (about
+ * a request's budget. On the loop, SQLite's synchronous calls ran a whole pass in one turn (about
  * 5 µs a request of the period: 300 ms for this one).
  */
 const LOOP_BOUND_MS = 50;
@@ -92,8 +92,8 @@ describe('the checkpoint pass in a worker thread (sqlite)', () => {
 
   test("a writer beside the store (the gateway's, committing every 50 ms) makes the store wait for the lock, not fail", async () => {
     await seedRequests(s, 60, 2, 'beside');
-    const { default: Libsql } = await import('libsql');
-    const writer = new Libsql(url.slice('sqlite:'.length));
+    const { default: Sqlite } = await import('better-sqlite3');
+    const writer = new Sqlite(url.slice('sqlite:'.length));
     writer.exec('PRAGMA busy_timeout = 5000');
     const bump = writer.prepare(
       "insert into job_leases (name, holder, expires_at) values ('test-writer', 'w', 1) on conflict (name) do update set expires_at = expires_at + 1",

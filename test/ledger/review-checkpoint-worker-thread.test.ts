@@ -69,7 +69,7 @@ describe('attack: the checkpoint worker (sqlite)', () => {
     await tamperEntry(s, Number(entry.id), -7);
   });
 
-  test("a SQLite error in the worker reaches the operator's log with its message (libsql's errors are not Errors a thread passes on whole)", async () => {
+  test("a SQLite error in the worker reaches the operator's log with its message (the SQLite driver's errors are not Errors a thread passes on whole)", async () => {
     // A file without the ledger's tables: the worker's first query fails as a corrupt or foreign file's would.
     const { logs, counted } = await untilAFailedPass(freshSqliteUrl());
     assert.deepEqual([...new Set(counted)], ['error']);

@@ -12,8 +12,8 @@ import { assertLedgerConsistent, fundedWallet, usageRecord } from '../support/le
 
 /**
  * Attacks on SQLite's fewer-statements finish and reserve: the counters' flush failing at COMMIT, the
- * sweeper's statements (run through Kysely) next to the units' (libsql answers a get on a cached
- * statement last run by all() with that run's bindings), and a late charge's limit read in a batch
+ * sweeper's statements (run through Kysely) next to the units' (libsql, the former driver, answered
+ * a get on a cached statement last run by all() with that run's bindings), and a late charge's limit read in a batch
  * whose finishes' spend is still waiting. Each test's units are sent in one turn of the event loop.
  */
 for (const engine of ENGINES) {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import Libsql from 'libsql';
+import Sqlite from 'better-sqlite3';
 import { call } from '../support/gateway.ts';
 import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { newAccount, createKeyProof } from '../support/siwe.ts';
@@ -9,9 +9,9 @@ import { assertOutageAnswer, chatBody } from './support.ts';
 /**
  * SQLite's outage is a write lock another process (an admin command, a backup) holds beyond
  * busy_timeout: the request is refused with 503 and Retry-After, not 500, and nothing is reserved.
- * libsql leaves a statement that failed with SQLITE_BUSY "in progress", and while one is, every
- * later COMMIT on the connection fails; src/storage/database.ts resets such statements, and the
- * second test shows the gateway writes again once the lock is released.
+ * A statement that failed with SQLITE_BUSY must not stay "in progress": while one is, every later
+ * COMMIT on the connection fails (libsql, the former driver, left them so); the second test shows
+ * the gateway writes again once the lock is released.
  */
 describe('SQLite write lock held elsewhere', () => {
   let h: ChatHarness;
@@ -23,7 +23,7 @@ describe('SQLite write lock held elsewhere', () => {
   test('a chat that cannot take the write lock within busy_timeout gets 503, and nothing stays reserved', async () => {
     const w = await h.wallet(1_000_000);
     const auth = { authorization: `Bearer ${w.key}` };
-    const other = new Libsql(h.gw.config.database.url.slice('sqlite:'.length));
+    const other = new Sqlite(h.gw.config.database.url.slice('sqlite:'.length));
     other.exec('BEGIN IMMEDIATE');
     try {
       assertOutageAnswer(await call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, auth), 'database', 'chat while the lock is held');
@@ -39,7 +39,7 @@ describe('SQLite write lock held elsewhere', () => {
   test('writes that failed on the held lock do not break later commits: once it is released, chats and key creation succeed', async () => {
     const w = await h.wallet(1_000_000);
     const auth = { authorization: `Bearer ${w.key}` };
-    const other = new Libsql(h.gw.config.database.url.slice('sqlite:'.length));
+    const other = new Sqlite(h.gw.config.database.url.slice('sqlite:'.length));
     other.exec('BEGIN IMMEDIATE');
     try {
       // Key creation writes through Kysely (a deferred transaction, so its INSERT is what meets

@@ -206,8 +206,8 @@ for (const engine of ENGINES) {
  * usage row each, 100 wallets), and a checkpoint covering them: a large table, built in seconds.
  */
 async function largeSqliteTables(file: string, rows: number, ageDays: number): Promise<void> {
-  const { default: Libsql } = await import('libsql');
-  const raw = new Libsql(file);
+  const { default: Sqlite } = await import('better-sqlite3');
+  const raw = new Sqlite(file);
   const start = Date.now() - ageDays * DAY;
   const wallet = raw.prepare('INSERT INTO wallets (address, balance_usdc, locked_usdc, created_at, updated_at) VALUES (?, 0, 0, 0, 0)');
   const reservation = raw.prepare(
@@ -233,13 +233,13 @@ async function largeSqliteTables(file: string, rows: number, ageDays: number): P
 }
 
 /**
- * The longest any one SQLite statement ran while `work` did: libsql steps a statement on the
+ * The longest any one SQLite statement ran while `work` did: the driver steps a statement on the
  * calling thread, so that is how long the event loop and the connection the group commit waits
  * for were both held.
  */
 async function longestStatement(work: () => Promise<unknown>): Promise<number> {
-  const { default: Libsql } = await import('libsql');
-  const probe = new Libsql(':memory:');
+  const { default: Sqlite } = await import('better-sqlite3');
+  const probe = new Sqlite(':memory:');
   const statement = Object.getPrototypeOf(probe.prepare('select 1')) as Record<string, (...a: unknown[]) => unknown>;
   probe.close();
   const originals = Object.fromEntries(['all', 'get', 'run', 'iterate'].map((m) => [m, statement[m]!]));

@@ -14,8 +14,8 @@ export async function databaseOutage(s: Storage, url: string): Promise<{ storage
     const storage = openStorage(target.toString());
     return { storage, start: () => relay.close(), end: () => storage.close().catch(() => undefined) };
   }
-  const { default: Libsql } = await import('libsql');
-  const holder = new Libsql(url.slice('sqlite:'.length));
+  const { default: Sqlite } = await import('better-sqlite3');
+  const holder = new Sqlite(url.slice('sqlite:'.length));
   return {
     storage: s,
     start: async () => {

@@ -21,7 +21,7 @@ const payableSql = (asked: string) => `GREATEST(0, LEAST(${asked}::bigint, w.bal
 const payableSqlite = (asked: string) => `max(0, min(${asked}, w.balance_usdc - (w.locked_usdc - reservations.amount_usdc)))`;
 
 // SQLite: the reservation is closed with its charge, computed from its wallet's row, in one
-// statement that returns what the rest of the unit writes (one call into libsql instead of a read
+// statement that returns what the rest of the unit writes (one call into SQLite instead of a read
 // and an update). Group commit holds the only write lock, so nothing changes either row before
 // this unit commits; `status = 'pending'` is the exactly-once guard.
 const sqliteCharge = payableSqlite(param('asked'));
