@@ -203,7 +203,7 @@ await runScript('profile', async ({ dir, onStop }) => {
   const statements = values.engine === 'postgres' ? await statementLines(databaseUrl, load.completed) : [];
   const head =
     `${values.engine}, ${stream ? 'streams' : 'JSON'}, ${wallets} wallet(s), ${instances} instance(s)${withRedis ? ', rate limits in Redis' : ''}, ${connections} connections, ${seconds} s` +
-    `${values.plain ? '' : ' (only these samples: no start-up, no warm-up)'}: ${load.requestsPerSecond.toFixed(0)} req/s, ` +
+    `${values.plain ? '' : ' (only these samples: no start-up, no warm-up)'}: ${load.requestsPerSecond.toFixed(0)} req/s${load.failed ? ` (and ${load.failed} FAILED: not counted, their CPU is)` : ''}, ` +
     `gateway CPU ${load.cpuMicrosPerRequest.toFixed(0)} µs per request${instances > 1 ? ` (by instance: ${perInstance.map((c) => c.toFixed(0)).join(' + ')})` : ''}` +
     (Number.isFinite(pgPerRequest) ? `, PostgreSQL server CPU ${pgPerRequest.toFixed(0)} µs per request` : '') +
     `, machine busy ${load.machineBusyCores.toFixed(2)} cores, gateway RSS ${rssMB.join(' + ')} MB`;
