@@ -98,11 +98,21 @@ function openSqliteFile(file: string): Sqlite.Database {
     sqlite.exec('PRAGMA journal_mode = WAL');
     return sqlite;
   } catch (err) {
-    const e = err as { code?: string; message?: string };
-    throw new StartupError(
-      `database.url: cannot open the SQLite file ${file} (${e.code ?? e.message ?? 'error'}); check that it is a database file Tollgate may write, in a writable folder`,
-    );
+    throw new StartupError(sqliteOpenProblem(file, err));
   }
+}
+
+/**
+ * Why the SQLite file could not be opened, in one line. better-sqlite3's native binary comes from its
+ * install script and is built for one Node.js version: an install that skipped the script, or a Node
+ * upgraded under it, fails the same `new Sqlite(file)`, and the file is not what to check then.
+ */
+export function sqliteOpenProblem(file: string, err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  if (e?.code === 'ERR_DLOPEN_FAILED' || /Could not locate the bindings file|NODE_MODULE_VERSION/.test(String(e?.message))) {
+    return `database.url: the SQLite driver (better-sqlite3) has no native binary for this Node.js ${process.version} (its install script did not run, or Node.js changed since); run "npm rebuild better-sqlite3" where Tollgate is installed`;
+  }
+  return `database.url: cannot open the SQLite file ${file} (${e?.code ?? e?.message ?? 'error'}); check that it is a database file Tollgate may write, in a writable folder`;
 }
 
 /**

@@ -3,6 +3,7 @@ import { cpSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { sqliteOpenProblem } from '../../src/storage/database.ts';
 import { tempDir } from '../support/sqlite-engine.ts';
 
 /**
@@ -23,7 +24,19 @@ test('better-sqlite3 installed without its install script imports, but cannot op
   cpSync(join(ROOT, 'node_modules/better-sqlite3/lib'), join(modules, 'better-sqlite3/lib'), { recursive: true });
   for (const dep of ['bindings', 'file-uri-to-path']) cpSync(join(ROOT, 'node_modules', dep), join(modules, dep), { recursive: true });
   const Sqlite = createRequire(join(dir, 'index.js'))('better-sqlite3') as new (file: string) => unknown;
-  assert.throws(() => new Sqlite(':memory:'), /Could not locate the bindings file/);
+  let failure: unknown;
+  assert.throws(() => {
+    try {
+      new Sqlite(':memory:');
+    } catch (err) {
+      failure = err;
+      throw err;
+    }
+  }, /Could not locate the bindings file/);
+  // What the operator is told at start: the driver and how to build it, not to check the database file.
+  const told = sqliteOpenProblem('/srv/tollgate/tollgate.db', failure);
+  assert.match(told, /better-sqlite3.*npm rebuild better-sqlite3/);
+  assert.doesNotMatch(told, /database file|\n/);
   const manifest = JSON.parse(readFileSync(join(ROOT, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { scripts: { install?: string } };
   assert.match(manifest.scripts.install ?? '', /prebuild-install|node-gyp/, 'the binary comes from the install script');
 });
