@@ -69,6 +69,13 @@ export class SqliteGroupCommit extends GroupCommit {
     const started = performance.now();
     try {
       this.exec('BEGIN IMMEDIATE');
+    } catch (err) {
+      // The write lock is held elsewhere (SQLITE_BUSY after busy_timeout) and nothing ran: every
+      // unit gets that error now. Run alone, each would wait the whole busy_timeout again, on the
+      // event loop, which a batch of N units would hold for N more timeouts.
+      return { ok: false, err, retryAlone: false };
+    }
+    try {
       this.counters.discard();
       for (const { unit } of units) values.push(await unit(this.tx));
       this.counters.writeAll(this.runNow);
