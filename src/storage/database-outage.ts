@@ -14,7 +14,13 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE
  * too_many_connections, and class 08 (connection exceptions). SQLite's BUSY/LOCKED are the same
  * for the embedded engine: another writer held the lock beyond busy_timeout.
  */
-const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', 'SQLITE_BUSY', 'SQLITE_LOCKED']);
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/**
+ * SQLite's BUSY and LOCKED with their extended codes: SQLITE_BUSY_SNAPSHOT (a transaction that read
+ * first, then found the file written since), SQLITE_BUSY_RECOVERY (another connection recovering the
+ * WAL) and the like are the same "not now".
+ */
+const SQLITE_NOT_NOW = /^SQLITE_(?:BUSY|LOCKED)(?:_[A-Z]+)?$/;
 
 /**
  * node-postgres and Kysely report some outages only in the message: a connection the server
@@ -34,7 +40,7 @@ export function isDatabaseOutage(err: unknown): boolean {
   if (taggedDependency(err) !== null) return false;
   return someErrorInChain(err, (e) => {
     const code = typeof e.code === 'string' ? e.code : '';
-    if (NETWORK_CODES.has(code) || UNAVAILABLE_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+    if (NETWORK_CODES.has(code) || UNAVAILABLE_STATES.has(code) || SQLITE_NOT_NOW.test(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
     return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message);
   });
 }

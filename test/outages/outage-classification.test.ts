@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import Sqlite from 'better-sqlite3';
 import { unavailableDependency } from '../../src/http/errors.ts';
 import { HttpRequestError } from 'viem';
 import { DependencyUnavailable } from '../../src/outage.ts';
 import { redisLimiter, type RedisLimiter } from '../../src/ratelimit/redis.ts';
 import { isDatabaseOutage } from '../../src/storage/database-outage.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
+import { tempDir } from '../support/sqlite-engine.ts';
 
 /** A refused socket: the same code whichever server refused it. */
 const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED', syscall: 'connect' });
@@ -25,6 +28,30 @@ describe('a 503 names the dependency that is really down', () => {
   test('an untagged refused socket (what pg raises) is still the database', () => {
     assert.equal(unavailableDependency(refused()), 'database');
     assert.equal(isDatabaseOutage(refused()), true);
+  });
+
+  test("SQLite's BUSY_SNAPSHOT (a read-first transaction that finds the file written since) is an outage, not a failure", () => {
+    const file = join(tempDir(), 'snapshot.db');
+    const first = new Sqlite(file);
+    first.exec('PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1)');
+    const second = new Sqlite(file);
+    first.exec('BEGIN');
+    first.prepare('SELECT count(*) FROM t').get();
+    second.exec('INSERT INTO t VALUES (2)');
+    let refusal: unknown;
+    try {
+      first.exec('INSERT INTO t VALUES (3)');
+    } catch (err) {
+      refusal = err;
+    } finally {
+      first.exec('ROLLBACK');
+      first.close();
+      second.close();
+    }
+    assert.equal((refusal as { code?: string })?.code, 'SQLITE_BUSY_SNAPSHOT');
+    assert.equal(isDatabaseOutage(refusal), true);
+    assert.equal(unavailableDependency(refusal), 'database');
+    assert.equal(isDatabaseOutage(Object.assign(new Error('constraint'), { code: 'SQLITE_CONSTRAINT_UNIQUE' })), false);
   });
 });
 
