@@ -104,7 +104,7 @@ function openSqliteFile(file: string): Sqlite.Database {
 
 /**
  * Why the SQLite file could not be opened, in one line. better-sqlite3's native binary comes from its
- * install script and is built for one Node.js version: an install that skipped the script, or a Node
+ * install script and is built for one version of Node: an install that skipped the script, or a Node
  * upgraded under it, fails the same `new Sqlite(file)`, and the file is not what to check then.
  */
 export function sqliteOpenProblem(file: string, err: unknown): string {
