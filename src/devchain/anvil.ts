@@ -1,5 +1,8 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { stopChild, track, waitForOutput } from './processes.ts';
 
 /**
@@ -11,6 +14,8 @@ export interface Anvil {
   chainId: number;
   /** Raw JSON-RPC, for anvil_* and evm_* cheat codes. */
   rpc<T = unknown>(method: string, params?: unknown[]): Promise<T>;
+  /** The folder anvil writes old blocks' states to; removed by `stop()`, and when the process exits. */
+  stateFolder: string;
   stop(): Promise<void>;
 }
 
@@ -38,11 +43,22 @@ export function anvilBinary(): string {
 export async function startAnvil(opts: { chainId?: number; blockTimeSeconds?: number } = {}): Promise<Anvil> {
   const chainId = opts.chainId ?? DEV_CHAIN_ID;
   const mining = opts.blockTimeSeconds ? ['--block-time', String(opts.blockTimeSeconds), '--mixed-mining'] : [];
-  const child = spawn(anvilBinary(), ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId), ...mining], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+  // anvil writes the states of older blocks to disk (hundreds of MB for a test file's chain, gigabytes for a whole
+  // suite) under ~/.foundry/anvil/tmp by default and never removes them, not even when it exits on SIGTERM. Its own
+  // folder, removed when it stops, keeps full history (an old block's balance can still be read) without the leak.
+  const stateFolder = mkdtempSync(join(tmpdir(), 'tollgate-anvil-'));
+  const removeStateFolder = () => rmSync(stateFolder, { recursive: true, force: true, maxRetries: 5 });
+  const args = ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId), '--cache-path', stateFolder];
+  const child = spawn(anvilBinary(), [...args, ...mining], { stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child, 'SIGKILL', removeStateFolder);
+  const stop = async () => {
+    await stopChild(child);
+    removeStateFolder();
+  };
+  const match = await waitForOutput(child, /Listening on 127\.0\.0\.1:(\d+)/, 'anvil').catch(async (err) => {
+    await stop();
+    throw err;
   });
-  track(child);
-  const match = await waitForOutput(child, /Listening on 127\.0\.0\.1:(\d+)/, 'anvil');
   // Keep draining its output so a chatty anvil never blocks on a full pipe.
   child.stdout?.resume();
   child.stderr?.resume();
@@ -61,6 +77,7 @@ export async function startAnvil(opts: { chainId?: number; blockTimeSeconds?: nu
       if (body.error) throw new Error(`${method}: ${body.error.message}`);
       return body.result as T;
     },
-    stop: () => stopChild(child),
+    stateFolder,
+    stop,
   };
 }

@@ -4,16 +4,23 @@ import type { ChildProcess } from 'node:child_process';
  * Every server a test or the demo starts is registered here so that it dies with the test process, even when a
  * test throws before its own cleanup runs.
  */
-const live = new Set<ChildProcess>();
+const live = new Map<ChildProcess, { killSignal: NodeJS.Signals; afterKill?: () => void }>();
 let hooked = false;
 
-export function track(child: ChildProcess, killSignal: NodeJS.Signals = 'SIGKILL'): void {
-  live.add(child);
+/**
+ * `afterKill` runs, synchronously, when the test process exits with the child still alive: for what the child leaves
+ * on disk that only its owner knows to remove (anvil's state folder).
+ */
+export function track(child: ChildProcess, killSignal: NodeJS.Signals = 'SIGKILL', afterKill?: () => void): void {
+  live.set(child, { killSignal, afterKill });
   child.once('exit', () => live.delete(child));
   if (!hooked) {
     hooked = true;
     process.once('exit', () => {
-      for (const c of live) c.kill(killSignal);
+      for (const [c, how] of live) {
+        c.kill(how.killSignal);
+        how.afterKill?.();
+      }
     });
   }
 }

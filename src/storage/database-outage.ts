@@ -11,8 +11,8 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE
 /**
  * PostgreSQL SQLSTATEs that mean "not now" rather than "wrong query": 57P01 admin_shutdown (a
  * restart), 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up or recovering), 53300
- * too_many_connections, and class 08 (connection exceptions). SQLite's BUSY/LOCKED are the same
- * for the embedded engine: another writer held the lock beyond busy_timeout.
+ * too_many_connections, and class 08 (connection exceptions, matched by pattern below). SQLite's
+ * counterparts are in SQLITE_NOT_NOW.
  */
 const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
 /**

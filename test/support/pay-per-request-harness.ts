@@ -38,7 +38,12 @@ export async function startPayPerRequestHarness(
     },
     opts.config ?? {},
   );
-  const h = await startTopupHarness(engine, { config, env: opts.env });
+  // A gateway that fails to start (a port taken) must not leave the fake listening: the file would then never exit
+  // and sit until the runner's timeout with its other tests cancelled.
+  const h = await startTopupHarness(engine, { config, env: opts.env }).catch(async (err) => {
+    await fake.close();
+    throw err;
+  });
   return {
     ...h,
     fake,
