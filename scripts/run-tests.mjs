@@ -5,6 +5,9 @@
 //   npm run test:unit         only the unit tier: files that start no database server, Redis, chain,
 //                             browser or tollgate process (SQLite files are in; scripts/test-tiers.mjs decides)
 import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { buildIfStale } from './build.mjs';
 import { allTestFiles, unitTestFiles } from './test-tiers.mjs';
 
@@ -23,6 +26,15 @@ await buildIfStale();
 // command, on both engines) takes about 70 s alone and went past 120 s in CI beside the crash test.
 // The ledger simulation (test/ledger/simulation.test.ts) runs a fixed seed in the unit tier and
 // longer sequences from a random seed in the full suite.
-const env = { ...process.env, TOLLGATE_SIMULATION: process.env.TOLLGATE_SIMULATION ?? (unit ? 'fixed' : 'random') };
+// Every temporary folder of the run (databases, PostgreSQL's data, chains' states, browsers' profiles) is made in one
+// folder, removed when the run ends: a test file stopped at its timeout never runs its own clean-up, and what it left
+// (tens of MB a file) would otherwise stay in the system's temporary folder for good. Readable by all: PostgreSQL runs
+// as its own user when the tests run as root, and must reach its data folder inside.
+const runTemp = mkdtempSync(join(tmpdir(), 'tollgate-tests-'));
+chmodSync(runTemp, 0o755);
+const env = { ...process.env, TMPDIR: runTemp, TOLLGATE_SIMULATION: process.env.TOLLGATE_SIMULATION ?? (unit ? 'fixed' : 'random') };
 const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...files], { stdio: 'inherit', env });
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+child.on('exit', (code, signal) => {
+  rmSync(runTemp, { recursive: true, force: true, maxRetries: 3 });
+  process.exit(code ?? (signal ? 1 : 0));
+});
