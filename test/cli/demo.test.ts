@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
 import { track, waitForOutput } from '../../src/devchain/processes.ts';
 import { BIN, runTollgate } from '../support/cli.ts';
@@ -59,8 +60,13 @@ function assertChannelAgent(stdout: string): void {
 
 describe('tollgate demo', () => {
   test('runs the whole story offline, every step green, ends with the ledger check, and stops everything', async () => {
-    const res = await runTollgate(['demo']);
+    // A temporary folder of its own, to see that the demo leaves nothing behind in it (anvil's states included).
+    const temp = mkdtempSync(join(tmpdir(), 'tollgate-demo-temp-'));
+    const res = await runTollgate(['demo'], { TMPDIR: temp });
+    const left = readdirSync(temp);
+    rmSync(temp, { recursive: true, force: true });
     assert.equal(res.code, 0, res.stdout + res.stderr);
+    assert.deepEqual(left, [], 'the demo removed everything it put in the temporary folder');
     const steps = [
       'local chain: anvil',
       'deploy USDC',
