@@ -33,8 +33,17 @@ await buildIfStale();
 const runTemp = mkdtempSync(join(tmpdir(), 'tollgate-tests-'));
 chmodSync(runTemp, 0o755);
 const env = { ...process.env, TMPDIR: runTemp, TOLLGATE_SIMULATION: process.env.TOLLGATE_SIMULATION ?? (unit ? 'fixed' : 'random') };
-const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...files], { stdio: 'inherit', env });
+// Each test file's process exits on SIGINT and SIGTERM (exit-on-signal.mjs), so the servers it started are stopped by
+// their exit hooks: the runner stops a file at its timeout with SIGTERM.
+const preload = ['--import', 'tsx', '--import', new URL('../test/support/exit-on-signal.mjs', import.meta.url).href];
+const child = spawn(process.execPath, [...preload, '--test', '--test-concurrency=2', '--test-timeout=300000', ...files], { stdio: 'inherit', env });
+// Ctrl-C or a CI's stop: passed on to the test runner, whose exit (below) removes the run's folder.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
 child.on('exit', (code, signal) => {
-  rmSync(runTemp, { recursive: true, force: true, maxRetries: 3 });
+  try {
+    rmSync(runTemp, { recursive: true, force: true, maxRetries: 3 });
+  } catch (err) {
+    process.stderr.write(`could not remove the run's temporary folder ${runTemp}: ${err.message}\n`);
+  }
   process.exit(code ?? (signal ? 1 : 0));
 });

@@ -51,6 +51,14 @@ export async function startAnvil(opts: { chainId?: number; blockTimeSeconds?: nu
   const args = ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId), '--cache-path', stateFolder];
   const child = spawn(anvilBinary(), [...args, ...mining], { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child, 'SIGKILL', removeStateFolder);
+  // A chain that dies on its own, with nobody to call stop(), takes its folder with it as well.
+  child.once('exit', () => {
+    try {
+      removeStateFolder();
+    } catch {
+      // stop(), if it comes, tries again and reports.
+    }
+  });
   const stop = async () => {
     await stopChild(child);
     removeStateFolder();

@@ -17,9 +17,15 @@ export function track(child: ChildProcess, killSignal: NodeJS.Signals = 'SIGKILL
   if (!hooked) {
     hooked = true;
     process.once('exit', () => {
-      for (const [c, how] of live) {
-        c.kill(how.killSignal);
-        how.afterKill?.();
+      // Every child is signalled before any clean-up runs, so a clean-up that throws leaves no server running.
+      const running = [...live];
+      for (const [c, how] of running) c.kill(how.killSignal);
+      for (const [, how] of running) {
+        try {
+          how.afterKill?.();
+        } catch {
+          // The process is exiting: what could not be removed stays, and the others are still tried.
+        }
       }
     });
   }

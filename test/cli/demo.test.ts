@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { track, waitForOutput } from '../../src/devchain/processes.ts';
 import { BIN, runTollgate } from '../support/cli.ts';
 
@@ -60,7 +61,7 @@ function assertChannelAgent(stdout: string): void {
 
 describe('tollgate demo', () => {
   test('runs the whole story offline, every step green, ends with the ledger check, and stops everything', async () => {
-    // A temporary folder of its own, to see that the demo leaves nothing behind in it (anvil's states included).
+    // A temporary folder of its own, to see that the demo leaves nothing behind in it (its chain's folder included).
     const temp = mkdtempSync(join(tmpdir(), 'tollgate-demo-temp-'));
     const res = await runTollgate(['demo'], { TMPDIR: temp });
     const left = readdirSync(temp);
@@ -107,7 +108,8 @@ describe('tollgate demo', () => {
   });
 
   test('--keep leaves a usable stack with the wallet key and an API key; Ctrl-C stops all of it and removes its folder', async () => {
-    const child = spawn(process.execPath, [BIN, 'demo', '--keep'], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const temp = mkdtempSync(join(tmpdir(), 'tollgate-demo-temp-'));
+    const child = spawn(process.execPath, [BIN, 'demo', '--keep'], { env: { PATH: process.env.PATH, TMPDIR: temp }, stdio: ['ignore', 'pipe', 'pipe'] });
     track(child);
     let output = '';
     child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
@@ -140,14 +142,29 @@ describe('tollgate demo', () => {
       };
       assert.ok(usage.balance_usdc > 4_900_000 && usage.balance_usdc < 5_000_000);
 
+      // The demo's folder and its chain's are in the temporary folder while it runs...
+      assert.deepEqual(
+        readdirSync(temp)
+          .map((f) => f.replace(/-\w{6}$/, ''))
+          .sort(),
+        ['tollgate-anvil', 'tollgate-demo'],
+      );
       child.kill('SIGINT');
       assert.equal(await exited, 130);
+      // ...and Ctrl-C removed both.
+      assert.deepEqual(readdirSync(temp), []);
       for (const url of [urls.gateway!, urls.chain!, urls.provider!]) assert.ok(await refuses(url), `${url} was stopped`);
       assert.ok(folder && !existsSync(folder), `Ctrl-C removed the temporary folder ${folder}`);
     } finally {
+      // Even when an assertion above failed: Ctrl-C first, so the demo stops its chain itself, then SIGKILL.
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGINT');
+        await Promise.race([exited, sleep(10_000)]);
+      }
       child.kill('SIGKILL');
-      // Even when an assertion above failed, this test leaves nothing in the temporary folder.
+      // And this test leaves nothing in the temporary folder.
       if (folder) rmSync(folder, { recursive: true, force: true });
+      rmSync(temp, { recursive: true, force: true });
     }
   });
 

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startAnvil } from '../../src/devchain/anvil.ts';
 
 const ACCOUNT = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266'; // anvil's first prefunded account
@@ -23,22 +24,49 @@ test('a stopped chain leaves no state on disk, and keeps full history while it r
   assert.equal(existsSync(anvil.stateFolder), false, 'stop() removed the state folder');
 });
 
-test('a process that exits with its chain still running removes the chain and its folder', async () => {
-  const script = `
-    import { startAnvil } from './src/devchain/anvil.ts';
-    const anvil = await startAnvil();
-    await anvil.rpc('anvil_mine', ['0x400']);
-    console.log(anvil.stateFolder);
-    process.exit(0);
-  `;
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  child.stdout.on('data', (b: Buffer) => {
-    out += b.toString();
+/** Whether `pid` is a live process: absent, or a zombie nobody reaped yet, is not. */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\S+ \(.*\) [ZX]/.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+async function settlesFalse(check: () => boolean, ms: number): Promise<boolean> {
+  for (const until = Date.now() + ms; Date.now() < until; await sleep(50)) if (!check()) return true;
+  return !check();
+}
+
+for (const [how, ending] of [
+  ['exits', 'process.exit(0);'],
+  // The test runner stops a file past its timeout with SIGTERM; test/support/exit-on-signal.mjs makes that an exit.
+  ['is stopped with SIGTERM', "await import('./test/support/exit-on-signal.mjs'); process.kill(process.pid, 'SIGTERM'); await new Promise(() => {});"],
+] as const) {
+  test(`a process that ${how} with its chain still running stops the chain and removes its folder`, async () => {
+    const script = `
+      import { startAnvil } from './src/devchain/anvil.ts';
+      const anvil = await startAnvil();
+      await anvil.rpc('anvil_mine', ['0x400']);
+      const pid = (await import('node:child_process')).execFileSync('pgrep', ['-f', anvil.stateFolder]).toString().trim();
+      console.log(JSON.stringify({ folder: anvil.stateFolder, pid: Number(pid) }));
+      ${ending}
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, NODE_TEST_CONTEXT: 'child' },
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+    });
+    // 'close', not 'exit': every line it printed has been read.
+    await new Promise((r) => child.once('close', r));
+    const { folder, pid } = JSON.parse(out.trim()) as { folder: string; pid: number };
+    assert.match(folder, /tollgate-anvil-/);
+    assert.ok(pid > 0, 'the chain was found running before the exit');
+    assert.ok(await settlesFalse(() => alive(pid), 3_000), `the chain (pid ${pid}) was stopped`);
+    assert.equal(existsSync(folder), false, `the exiting process removed ${folder}`);
   });
-  const code = await new Promise((r) => child.once('exit', r));
-  assert.equal(code, 0);
-  const folder = out.trim();
-  assert.match(folder, /tollgate-anvil-/);
-  assert.equal(existsSync(folder), false, `the exiting process removed ${folder}`);
-});
+}

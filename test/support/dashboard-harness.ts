@@ -37,6 +37,11 @@ export async function startDashboardHarness(engine: Engine, config: Record<strin
   const fake = await startFakeOpenAI();
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
+  // What started before a step that fails is stopped: a listener left open keeps the file from ever exiting.
+  const stopServers = async () => {
+    await fake.close();
+    await new Promise((r) => proxy.server.close(r));
+  };
   const h = await startTopupHarness(engine, {
     config: {
       server: { port, publicUrl },
@@ -46,8 +51,15 @@ export async function startDashboardHarness(engine: Engine, config: Record<strin
       rateLimits: { chat: { perMinute: 100_000, perDay: 1_000_000 } },
       ...config,
     },
+  }).catch(async (err) => {
+    await stopServers();
+    throw err;
   });
-  const browser = await launchBrowser();
+  const browser = await launchBrowser().catch(async (err) => {
+    await h.stop();
+    await stopServers();
+    throw err;
+  });
   return {
     h,
     fake,
@@ -69,8 +81,7 @@ export async function startDashboardHarness(engine: Engine, config: Record<strin
     async stop() {
       await browser.close();
       await h.stop();
-      await fake.close();
-      await new Promise((r) => proxy.server.close(r));
+      await stopServers();
     },
   };
 }

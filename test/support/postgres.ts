@@ -53,8 +53,10 @@ export async function startPostgres(settings: Record<string, string> = {}): Prom
       data,
       '-p',
       String(port),
-      '-k',
-      dir,
+      // No Unix socket: everything connects over TCP to 127.0.0.1, and a socket path under a long TMPDIR (npm test
+      // nests one folder per run in it) can pass the 107 bytes such a path may have.
+      '-c',
+      'unix_socket_directories=',
       '-c',
       'listen_addresses=127.0.0.1',
       '-c',
