@@ -27,6 +27,8 @@ export interface DemoStack {
 export const DEMO_MODEL = 'demo-chat';
 export const DEMO_EMBEDDING_MODEL = 'demo-embed';
 export const DEMO_BLOCK_SECONDS = 1;
+/** Old blocks' states the demo's chain keeps on disk: about 17 minutes of blocks, at most a few hundred MB. */
+const DEMO_STATES_KEPT = 1_000;
 
 export type StepReporter = (label: string) => { ok(detail?: string): void };
 
@@ -55,8 +57,9 @@ export async function startDemoStack(step: StepReporter, teardown: Teardown, opt
   teardown.add(async () => rmSync(dir, { recursive: true, force: true }));
   try {
     let s = step('local chain: anvil');
-    // Blocks every second even when idle, as on a live chain (see startAnvil).
-    const anvil = await startAnvil({ blockTimeSeconds: DEMO_BLOCK_SECONDS });
+    // Blocks every second even when idle, as on a live chain (see startAnvil); the last DEMO_STATES_KEPT blocks' states
+    // kept, so a stack left running (--keep) does not fill its temporary folder (anvil writes about 80-300 KB a block).
+    const anvil = await startAnvil({ blockTimeSeconds: DEMO_BLOCK_SECONDS, persistedStates: DEMO_STATES_KEPT });
     teardown.add(() => anvil.stop());
     s.ok(anvil.rpcUrl);
 

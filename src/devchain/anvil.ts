@@ -40,16 +40,19 @@ export function anvilBinary(): string {
  * Without it an idle chain's latest block grows old, and a payment signed with validAfter a few
  * minutes back (the Python x402 client and x402-fetch use now - 600) fails simulation against it.
  */
-export async function startAnvil(opts: { chainId?: number; blockTimeSeconds?: number } = {}): Promise<Anvil> {
+export async function startAnvil(opts: { chainId?: number; blockTimeSeconds?: number; persistedStates?: number } = {}): Promise<Anvil> {
   const chainId = opts.chainId ?? DEV_CHAIN_ID;
   const mining = opts.blockTimeSeconds ? ['--block-time', String(opts.blockTimeSeconds), '--mixed-mining'] : [];
+  // A chain that runs for hours (`tollgate demo --keep` mines a block a second) keeps at most this many old states on
+  // disk; older blocks' state can no longer be read. Unbounded by default: a test's chain is short-lived.
+  const history = opts.persistedStates === undefined ? [] : ['--max-persisted-states', String(opts.persistedStates)];
   // anvil writes the states of older blocks to disk (hundreds of MB for a test file's chain, gigabytes for a whole
   // suite) under ~/.foundry/anvil/tmp by default and never removes them, not even when it exits on SIGTERM. Its own
   // folder, removed when it stops, keeps full history (an old block's balance can still be read) without the leak.
   const stateFolder = mkdtempSync(join(tmpdir(), 'tollgate-anvil-'));
   const removeStateFolder = () => rmSync(stateFolder, { recursive: true, force: true, maxRetries: 5 });
   const args = ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId), '--cache-path', stateFolder];
-  const child = spawn(anvilBinary(), [...args, ...mining], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(anvilBinary(), [...args, ...mining, ...history], { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child, 'SIGKILL', removeStateFolder);
   // A chain that dies on its own, with nobody to call stop(), takes its folder with it as well.
   child.once('exit', () => {

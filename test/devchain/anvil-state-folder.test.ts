@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startAnvil } from '../../src/devchain/anvil.ts';
@@ -22,6 +23,17 @@ test('a stopped chain leaves no state on disk, and keeps full history while it r
   assert.ok(BigInt(atBlockOne) > 0n, 'an old block still answers: the history is kept, only in our folder');
   await anvil.stop();
   assert.equal(existsSync(anvil.stateFolder), false, 'stop() removed the state folder');
+});
+
+test('a chain told to keep N old states keeps at most N on disk (the demo left running for hours)', async (t) => {
+  const anvil = await startAnvil({ persistedStates: 100 });
+  t.after(() => anvil.stop());
+  await anvil.rpc('anvil_mine', ['0x800']);
+  // One file per persisted state, in one folder per chain under the folder it was given.
+  const states = readdirSync(anvil.stateFolder).flatMap((d) => readdirSync(join(anvil.stateFolder, d)));
+  assert.ok(states.length > 0 && states.length <= 100, `${states.length} states kept on disk after 2,048 blocks`);
+  const latest = await anvil.rpc<string>('eth_blockNumber');
+  assert.ok(BigInt(await anvil.rpc<string>('eth_getBalance', [ACCOUNT, latest])) > 0n, 'the latest block still answers');
 });
 
 /** Whether `pid` is a live process: absent, or a zombie nobody reaped yet, is not. */
