@@ -54,18 +54,16 @@ export async function startAnvil(opts: { chainId?: number; blockTimeSeconds?: nu
   const args = ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId), '--cache-path', stateFolder];
   const child = spawn(anvilBinary(), [...args, ...mining, ...history], { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child, 'SIGKILL', removeStateFolder);
-  // A chain that dies on its own, with nobody to call stop(), takes its folder with it as well.
+  // However the chain ends (stop(), or on its own), its folder goes with it; this listener runs before stopChild's.
+  // When the whole process exits no event runs: track's afterKill above removes it then.
   child.once('exit', () => {
     try {
       removeStateFolder();
     } catch {
-      // stop(), if it comes, tries again and reports.
+      // Left for the system's temporary-folder clean-up (npm test removes its run's folder).
     }
   });
-  const stop = async () => {
-    await stopChild(child);
-    removeStateFolder();
-  };
+  const stop = () => stopChild(child);
   const match = await waitForOutput(child, /Listening on 127\.0\.0\.1:(\d+)/, 'anvil').catch(async (err) => {
     await stop();
     throw err;

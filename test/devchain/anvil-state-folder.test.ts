@@ -3,8 +3,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startAnvil } from '../../src/devchain/anvil.ts';
+import { until } from '../support/until.ts';
 
 const ACCOUNT = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266'; // anvil's first prefunded account
 
@@ -46,11 +46,6 @@ function alive(pid: number): boolean {
   }
 }
 
-async function settlesFalse(check: () => boolean, ms: number): Promise<boolean> {
-  for (const until = Date.now() + ms; Date.now() < until; await sleep(50)) if (!check()) return true;
-  return !check();
-}
-
 for (const [how, ending] of [
   ['exits', 'process.exit(0);'],
   // The test runner stops a file past its timeout with SIGTERM; test/support/exit-on-signal.mjs makes that an exit.
@@ -78,7 +73,7 @@ for (const [how, ending] of [
     const { folder, pid } = JSON.parse(out.trim()) as { folder: string; pid: number };
     assert.match(folder, /tollgate-anvil-/);
     assert.ok(pid > 0, 'the chain was found running before the exit');
-    assert.ok(await settlesFalse(() => alive(pid), 3_000), `the chain (pid ${pid}) was stopped`);
+    await until(() => !alive(pid), `the chain (pid ${pid}) was stopped`, 3_000);
     assert.equal(existsSync(folder), false, `the exiting process removed ${folder}`);
   });
 }
