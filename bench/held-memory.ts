@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { heapDiffLines, readHeapSnapshot } from './heap-diff.ts';
+import { heapOwnerLines, heapOwners } from './heap-owners.ts';
 import { heapProbe, type ProbedMemory } from './heap-probe-client.ts';
 import { chatBody } from './load/request.ts';
 import { ensureBenchPackages } from './packages.ts';
@@ -18,7 +19,8 @@ import { startTollgate } from './tollgate-target.ts';
  * slope between the two sizes, which leaves out what a burst of opening costs once (pools, JIT,
  * the allocator's free lists). `--snapshot`: a heap snapshot idle and with the larger size held,
  * diffed by constructor (`--detail`: plain objects by their properties, closures by their source line,
- * strings by their text), per stream; `--keep-snapshots DIR` copies both there for bench/heap-diff.ts.
+ * strings by their text), per stream, then by what holds it (bench/heap-owners.ts: the head of each new
+ * subtree of the dominator tree); `--keep-snapshots DIR` copies both there for bench/heap-diff.ts and heap-owners.ts.
  * `--prompt-kb N`: each request carries a prompt of N KB (an agent's is tens of KB), to show what scales with it.
  * Usage: node --import tsx bench/held-memory.ts [--engine sqlite|postgres] [--sizes 500,2000] [--runs 3] [--prompt-kb 0]
  *          [--snapshot [--detail] [--keep-snapshots DIR]] [--top 30]
@@ -120,5 +122,9 @@ await runScript('held-memory', async ({ dir, onStop }) => {
       Number(values.top),
     );
     process.stdout.write(`${lines.join('\n')}\n`);
+    process.stdout.write(`\nthe same, per stream, by what holds it (bench/heap-owners.ts: the head of each new subtree of the dominator tree):\n`);
+    const read = (file: string) => JSON.parse(readFileSync(file, 'utf8'));
+    const owners = heapOwners(read(snapshots.idle), read(snapshots.held), snapshots.n);
+    process.stdout.write(`${heapOwnerLines(owners, Number(values.top)).join('\n')}\n`);
   }
 });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { DEFAULT_GATEWAY_URL, GATEWAY_URL_ENV, walletEnv } from '../config/wallet-env.ts';
+import { DEFAULT_GATEWAY_URL, GATEWAY_URL_ENV, SIWE_DOMAIN_ENV, walletEnv } from '../config/wallet-env.ts';
 import { microToUsd } from '../ledger/usd.ts';
 import type { GatewayClient } from '../gateway-client/gateway-client.ts';
 import type { TransferMethod } from '../gateway-client/topup-client.ts';
@@ -9,6 +9,7 @@ import { topupProgress } from '../terminal/progress.ts';
 
 interface WalletOptions {
   gateway?: string;
+  siweDomain?: string;
   json?: boolean;
 }
 
@@ -21,6 +22,7 @@ export function registerWallet(program: Command): void {
     .command('wallet')
     .description('fund a balance and manage API keys as a wallet owner (private key from $TOLLGATE_WALLET_KEY)')
     .option('--gateway <url>', `gateway base URL (default: $${GATEWAY_URL_ENV}, then ${DEFAULT_GATEWAY_URL})`)
+    .option('--siwe-domain <domain>', `the gateway's SIWE domain, when its URL here is not its public one (default: $${SIWE_DOMAIN_ENV}, then the URL's host)`)
     .option('--json', 'print machine-readable JSON');
   const opts = () => wallet.opts<WalletOptions>();
   const run = (fn: (client: GatewayClient, o: WalletOptions) => Promise<void>) => async () => {
@@ -183,7 +185,7 @@ async function clientFrom(o: WalletOptions): Promise<GatewayClient> {
     throw new UsageError(`--gateway must be a URL such as http://localhost:8080, got "${url}"`);
   }
   const [{ GatewayClient }, { privateKeyToAccount }] = await Promise.all([import('../gateway-client/gateway-client.ts'), import('viem/accounts')]);
-  return new GatewayClient(url, privateKeyToAccount(env.privateKey));
+  return new GatewayClient(url, privateKeyToAccount(env.privateKey), { siweDomain: o.siweDomain ?? env.siweDomain });
 }
 
 function print(o: WalletOptions, json: unknown, text: string): void {

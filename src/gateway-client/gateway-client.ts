@@ -2,6 +2,7 @@ import { createSiweMessage, generateSiweNonce } from 'viem/siwe';
 import type { LocalAccount } from 'viem';
 import { parseJsonLoosely } from '../json.ts';
 import { ACTIONS, type SiweAction } from '../siwe/actions.ts';
+import { SIWE_DOMAIN_ENV } from '../config/wallet-env.ts';
 
 /**
  * The wallet side of Tollgate's public HTTP API: what a developer or an agent holding a private key
@@ -11,7 +12,18 @@ import { ACTIONS, type SiweAction } from '../siwe/actions.ts';
 export interface SiweParams {
   domain: string;
   uri: string;
+  /** Every domain and uri the gateway accepts (the first of each is `domain` and `uri`). */
+  domains?: string[];
+  uris?: string[];
   chain_ids: number[];
+}
+
+export interface GatewayClientOptions {
+  /**
+   * The SIWE domain to sign for when the gateway is reached by another name than its own (behind a
+   * proxy, in a container): by default only the host of the base URL is signed for.
+   */
+  siweDomain?: string;
 }
 
 export interface CreatedKey {
@@ -96,6 +108,7 @@ export class GatewayClient {
   constructor(
     baseUrl: string,
     readonly account: LocalAccount,
+    private readonly options: GatewayClientOptions = {},
   ) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
   }
@@ -105,9 +118,10 @@ export class GatewayClient {
   }
 
   /**
-   * A fresh single-use SIWE proof for this gateway, with the domain and uri it announces, signed for
-   * one action: its statement says what the proof allows, and the gateway accepts it for that alone.
-   * (The sign-in statement names the gateway's session length; the CLI never opens a session.)
+   * A fresh single-use SIWE proof for this gateway, signed for one action: its statement says what
+   * the proof allows, and the gateway accepts it for that alone. (The sign-in statement names the
+   * gateway's session length; the CLI never opens a session.) Signed only for the domain this client
+   * was pointed at (signingTarget), never for whatever domain the server announces.
    */
   async proof(action: Exclude<SiweAction, 'sign-in'>): Promise<{ message: string; signature: string }> {
     const statement = ACTIONS[action].statement(0);
@@ -117,11 +131,12 @@ export class GatewayClient {
       throw err;
     });
     const params = await this.siwe;
+    const { domain, uri } = signingTarget(this.baseUrl, params, this.options.siweDomain);
     const message = createSiweMessage({
-      domain: params.domain,
+      domain,
       address: this.account.address,
       statement,
-      uri: params.uri,
+      uri,
       version: '1',
       chainId: params.chain_ids[0] ?? 1,
       nonce: generateSiweNonce(),
@@ -141,9 +156,21 @@ export class GatewayClient {
     });
   }
 
-  /** Signed for loosening, which also covers tightening: the CLI does not read the key first to tell. */
+  /**
+   * Signed for managing keys, which allows tightening only; when the gateway answers that the change
+   * loosens the key (it decides against the key's current limits), signed again for loosening. So a
+   * proof that can lift a key's limits is only ever made for a change that lifts them.
+   */
   async updateKey(id: number, limits: KeyLimitFields): Promise<KeyInfo> {
-    return this.request('PATCH', `/v1/auth/keys/${id}`, { ...(await this.proof('loosen-key')), ...limits });
+    const patch = async (action: 'manage-keys' | 'loosen-key') =>
+      this.request<KeyInfo>('PATCH', `/v1/auth/keys/${id}`, { ...(await this.proof(action)), ...limits });
+    try {
+      return await patch('manage-keys');
+    } catch (err) {
+      const loosens = err instanceof GatewayError && err.status === 403 ? (err.body as { loosens?: unknown } | null)?.loosens : undefined;
+      if (!Array.isArray(loosens) || !loosens.length) throw err;
+      return patch('loosen-key');
+    }
   }
 
   async listKeys(): Promise<KeyInfo[]> {
@@ -186,6 +213,34 @@ export class GatewayClient {
       );
     }
   }
+}
+
+/**
+ * The domain and uri a proof is signed for. SIWE binds a proof to the domain it names, so that a
+ * proof made for one site is refused by another; a client that signed for whatever domain the server
+ * at its URL announces would let that server (a mistyped or phished URL, anyone on the path of a
+ * plain-http one) collect proofs for another gateway and relay them there. So the domain is the
+ * base URL's host, or the one the user named (`--siwe-domain`, TOLLGATE_SIWE_DOMAIN), and it must be
+ * among the domains the gateway accepts; the uri is the gateway's accepted uri on that host.
+ */
+export function signingTarget(baseUrl: string, params: SiweParams, siweDomain?: string): { domain: string; uri: string } {
+  const url = new URL(baseUrl);
+  const domain = siweDomain ?? url.host;
+  const accepted = params.domains?.length ? params.domains : [params.domain];
+  if (!accepted.includes(domain)) {
+    const advice = siweDomain
+      ? `check the domain you named (--siwe-domain, ${SIWE_DOMAIN_ENV})`
+      : `if ${url.origin} is that gateway reached by another name (behind a proxy, in a container), pass --siwe-domain ${accepted[0]} (or set ${SIWE_DOMAIN_ENV}); otherwise check the URL`;
+    throw new GatewayError(
+      0,
+      'SIWE_DOMAIN_MISMATCH',
+      `the gateway at ${url.origin} asks for proofs signed for ${accepted.join(' or ')}, not for ${domain}; nothing was signed, because a proof for another domain would be accepted there: ${advice}`,
+      null,
+    );
+  }
+  const uris = params.uris?.length ? params.uris : [params.uri];
+  const uri = uris.find((u) => new URL(u).host === domain) ?? params.uri;
+  return { domain, uri };
 }
 
 /** The JSON body of a 2xx answer, or the gateway's error as a GatewayError. */

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { TEST_ORIGIN } from '../support/origin.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,7 +56,8 @@ describe('the first hour: from npm start to a first paid chat', () => {
   });
 
   const admin = (...args: string[]) => runTollgate(['--config', adminConfig, 'admin', ...args]);
-  const wallet = (key: string, ...args: string[]) => runTollgate(['wallet', '--gateway', gateway!.url, ...args], { TOLLGATE_WALLET_KEY: key });
+  const wallet = (key: string, ...args: string[]) =>
+    runTollgate(['wallet', '--gateway', gateway!.url, ...args], { TOLLGATE_WALLET_KEY: key, TOLLGATE_SIWE_DOMAIN: new URL(TEST_ORIGIN).host });
   const chat = (key: string) =>
     fetch(`${gateway!.url}/v1/chat/completions`, {
       method: 'POST',

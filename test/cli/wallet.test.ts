@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { TEST_ORIGIN } from '../support/origin.ts';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -59,7 +60,8 @@ describe('tollgate wallet (against a gateway on a real chain)', () => {
   });
 
   async function wallet(args: string[], key: string | null = payer.privateKey, extraEnv: NodeJS.ProcessEnv = {}) {
-    const env: NodeJS.ProcessEnv = { ...extraEnv };
+    // The test gateway's public URL (its SIWE domain) is not the 127.0.0.1 address the CLI reaches it by.
+    const env: NodeJS.ProcessEnv = { TOLLGATE_SIWE_DOMAIN: new URL(TEST_ORIGIN).host, ...extraEnv };
     if (key !== null) env.TOLLGATE_WALLET_KEY = key;
     const res = await runTollgate(['wallet', '--gateway', h.gw.url, ...args], env);
     outputs.push(res);

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { TEST_ORIGIN } from '../support/origin.ts';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
@@ -163,7 +164,24 @@ describe('key limits from the command line', () => {
     const privateKey = generatePrivateKey();
     const env = { TOLLGATE_WALLET_KEY: privateKey };
     const created = await runTollgate(
-      ['wallet', '--gateway', h.gw.url, '--json', 'keys', 'create', '--label', 'agent', '--limit-usd', '2.5', '--period', 'month', '--models', 'chat-small'],
+      [
+        'wallet',
+        '--gateway',
+        h.gw.url,
+        '--siwe-domain',
+        new URL(TEST_ORIGIN).host,
+        '--json',
+        'keys',
+        'create',
+        '--label',
+        'agent',
+        '--limit-usd',
+        '2.5',
+        '--period',
+        'month',
+        '--models',
+        'chat-small',
+      ],
       env,
     );
     assert.equal(created.code, 0, created.stderr);
@@ -172,12 +190,30 @@ describe('key limits from the command line', () => {
     assert.equal(key.spend_limit_period, 'month');
     assert.deepEqual(key.models, ['fake/chat-small']);
     const updated = await runTollgate(
-      ['wallet', '--gateway', h.gw.url, 'keys', 'update', String(key.id), '--limit-usd', 'none', '--models', 'all', '--expires', '2097-03-04T05:06:07Z'],
+      [
+        'wallet',
+        '--gateway',
+        h.gw.url,
+        '--siwe-domain',
+        new URL(TEST_ORIGIN).host,
+        'keys',
+        'update',
+        String(key.id),
+        '--limit-usd',
+        'none',
+        '--models',
+        'all',
+        '--expires',
+        '2097-03-04T05:06:07Z',
+      ],
       env,
     );
     assert.equal(updated.code, 0, updated.stderr);
     assert.match(updated.stdout, /^updated key \d+\nlimit      none\nmodels     all\nexpires    2097-03-04T05:06:07\.000Z\nspent      \$0\.000000 in total\n$/);
-    const bad = await runTollgate(['wallet', '--gateway', h.gw.url, 'keys', 'update', String(key.id), '--models', 'ghost'], env);
+    const bad = await runTollgate(
+      ['wallet', '--gateway', h.gw.url, '--siwe-domain', new URL(TEST_ORIGIN).host, 'keys', 'update', String(key.id), '--models', 'ghost'],
+      env,
+    );
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /VALIDATION_ERROR: models: unknown model "ghost"/);
     const row = await h.gw.services.storage.db.selectFrom('api_keys').select(['wallet', 'expires_at']).where('id', '=', key.id).executeTakeFirstOrThrow();

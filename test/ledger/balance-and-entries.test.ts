@@ -5,7 +5,7 @@ import { ensureWallet, getBalance } from '../../src/ledger/balances.ts';
 import { adjustBalance, applyMovement } from '../../src/ledger/movements.ts';
 import { isBalanceConstraintError, isUniqueViolation } from '../../src/storage/constraint-errors.ts';
 import { checkLedger } from '../../src/ledger/invariants.ts';
-import { consumeNonce, pruneNonces } from '../../src/siwe/nonce-store.ts';
+import { consumeNonce, NONCE_PRUNE_MARGIN_MS, pruneNonces } from '../../src/siwe/nonce-store.ts';
 import { resolveKeySecret } from '../../src/keys/hmac-secret.ts';
 import { openStorage, type Storage } from '../../src/storage/database.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
@@ -132,8 +132,11 @@ for (const engine of ENGINES) {
       const results = await Promise.all(Array.from({ length: 20 }, () => consumeNonce(storage.db, W, 'abcdefgh1234', Date.now() + 60_000)));
       assert.equal(results.filter(Boolean).length, 1);
       assert.equal(await consumeNonce(storage.db, V, 'abcdefgh1234', Date.now() + 60_000), true, 'nonces are per address');
-      await consumeNonce(storage.db, W, 'expiredexpired', Date.now() - 1);
+      await consumeNonce(storage.db, W, 'expiredexpired', Date.now() - NONCE_PRUNE_MARGIN_MS - 1);
+      await consumeNonce(storage.db, W, 'justexpiredjust', Date.now() - 1);
       assert.ok((await pruneNonces(storage.db)) >= 1);
+      assert.equal(await consumeNonce(storage.db, W, 'expiredexpired', Date.now() + 60_000), true, 'a nonce past its margin is gone');
+      assert.equal(await consumeNonce(storage.db, W, 'justexpiredjust', Date.now() + 60_000), false, 'a nonce just past its expiry is kept for other instances\' clocks');
       assert.equal(await consumeNonce(storage.db, W, 'abcdefgh1234', Date.now() + 60_000), false, 'pruning keeps live nonces');
     });
 

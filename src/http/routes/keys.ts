@@ -137,6 +137,8 @@ function loosenRefused(services: Services, fields: string[]): ApiError {
     403,
     'FORBIDDEN',
     `this change loosens ${fields.join(', ')}; the key is unchanged. ${capitalised(signFor('loosen-key', services.config.dashboard.sessionMinutes))}`,
+    // Which limits it loosens, for a client that signs for loosening only when a change needs it.
+    { loosens: fields },
   );
 }
 
