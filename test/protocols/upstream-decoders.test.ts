@@ -148,13 +148,19 @@ describe('JSON answers: the internal completion and its neutral usage', () => {
 });
 
 describe('readUsage: OpenAI usage objects, leniently', () => {
-  test('counts that are not whole non-negative numbers read as zero; a usage with neither count is none', () => {
+  test('a usage lacking either main count, or with one negative, is none (the gateway estimates); fractions are floored, odd details read as zero', () => {
     assert.equal(readUsage(null), null);
     assert.equal(readUsage([]), null);
     assert.equal(readUsage({ total_tokens: 5 }), null);
+    // One count missing, null, not a number or negative: read as zero, it settled a delivered answer for its prompt alone.
+    assert.equal(readUsage({ prompt_tokens: 10 }), null);
+    assert.equal(readUsage({ prompt_tokens: 10, completion_tokens: null }), null);
+    assert.equal(readUsage({ prompt_tokens: 10, completion_tokens: '400' }), null);
+    assert.equal(readUsage({ completion_tokens: 400 }), null);
+    assert.equal(readUsage({ prompt_tokens: 10.7, completion_tokens: -3 }), null);
     assert.deepEqual(
-      readUsage({ prompt_tokens: 10.7, completion_tokens: -3, prompt_tokens_details: 'x' }),
-      usage({ total: 10, cacheRead: 0, cacheWrite: 0 }, { total: 0, reasoning: 0 }),
+      readUsage({ prompt_tokens: 10.7, completion_tokens: 3.9, prompt_tokens_details: 'x', completion_tokens_details: { reasoning_tokens: -1 } }),
+      usage({ total: 10, cacheRead: 0, cacheWrite: 0 }, { total: 3, reasoning: 0 }),
     );
   });
 

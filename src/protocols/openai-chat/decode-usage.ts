@@ -4,9 +4,13 @@ import { openAIUsageFields } from './schemas.ts';
 /** A reported count as whole tokens: a negative or fractional count never bills below zero or in parts. */
 const count = (v: number | undefined): number => (v !== undefined && v >= 0 ? Math.floor(v) : 0);
 
+/** A main count the bill can use: a number of tokens, not negative. */
+const usable = (v: number | undefined): boolean => v !== undefined && v >= 0;
+
 /**
- * OpenAI's usage object as the neutral Usage; null when it is not an object or holds neither
- * count (the gateway estimates instead). Cached reads are `prompt_tokens_details.cached_tokens`,
+ * OpenAI's usage object as the neutral Usage; null when it is not an object or lacks either count,
+ * or has one that is negative (the gateway estimates instead, as for Anthropic's usage: a missing
+ * completion count read as zero settled a delivered answer for its prompt alone). Cached reads are `prompt_tokens_details.cached_tokens`,
  * unless the provider reports them in Anthropic's names: then those are the reads (also copied
  * into `cached_tokens` for OpenAI clients, so never counted twice) and `cache_creation_input_tokens`
  * the writes. Reasoning and cached tokens are parts of the totals, never added.
@@ -14,7 +18,7 @@ const count = (v: number | undefined): number => (v !== undefined && v >= 0 ? Ma
 export function readUsage(u: unknown): Usage | null {
   const o = openAIUsageFields(u);
   if (!o) return null;
-  if (o.prompt_tokens === undefined && o.completion_tokens === undefined) return null;
+  if (!usable(o.prompt_tokens) || !usable(o.completion_tokens)) return null;
   const anthropicNames = o.cache_creation_input_tokens !== undefined || o.cache_read_input_tokens !== undefined;
   return {
     input: {
