@@ -27,7 +27,9 @@ import {
 } from '../channels/channel-store.ts';
 import { CHANNEL_ERRORS, type ChannelSnapshot } from '../channels/channel-types.ts';
 import { verifiesLocally, voucherSigner } from '../channels/channel-voucher.ts';
+import { refuseIfUptoUnsettled } from '../upto/admission.ts';
 import type { PaidRequestDeps } from './deps.ts';
+import { uptoRefusalClock } from './upto.ts';
 import type { AskForPayment, PaidOffer, PaidOutcome } from './outcome.ts';
 import type { PaidRequest } from './paid-request.ts';
 
@@ -82,7 +84,14 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
   if (belowMinimum) return rejected(call, belowMinimum);
   const { db } = deps;
   const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
-  const countRequest = () => deps.countRequest(bound.inner.channelConfig.payer.toLowerCase());
+  const payer = bound.inner.channelConfig.payer.toLowerCase();
+  // Called once the payer is known to have signed and before any money moves (below): the wallet's
+  // window is counted, and a wallet whose upto payment could not be settled pays nothing more here
+  // either, as on the exact and top-up paths (refunds stay open: they move the payer's own money).
+  const countRequest = async () => {
+    await refuseIfUptoUnsettled(db, payer, uptoRefusalClock(deps));
+    await deps.countRequest(payer);
+  };
   let row = await findChannel(db, bound.channelId);
   let first: FirstSeen = { bound, counted: false };
   if (!row) {
