@@ -102,11 +102,21 @@ function exactCost(prices: TokenPrices, t: TokenCounts): bigint {
   return (sum + one.den - 1n) / one.den;
 }
 
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * A cost as a number of micro-USDC, at most the largest safe integer (9 billion USD): usage a
+ * provider over-reports past it (a sentinel, a unit mix-up) is above any balance either way, and the
+ * bill charges what the balance allowed, as for any charge above the reservation. Unclamped, the
+ * ledger refused the unsafe amount and a delivered stream was left to the sweeper, charged nothing.
+ */
+const safeAmount = (v: bigint): number => Number(v > MAX_SAFE ? MAX_SAFE : v);
+
 /** What the wallet is charged and what the provider costs us, in micro-USDC. */
 export function priceRequest(model: Pick<CatalogModel, 'billed' | 'cost'>, t: TokenCounts): PricedRequest {
   return {
-    chargeUsdc: Number(exactCost(model.billed, t)),
-    costUsdc: Number(exactCost(model.cost, t)),
+    chargeUsdc: safeAmount(exactCost(model.billed, t)),
+    costUsdc: safeAmount(exactCost(model.cost, t)),
     cachedPartsIgnored: !promptParts(t).fits,
   };
 }
