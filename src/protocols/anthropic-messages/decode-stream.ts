@@ -28,6 +28,8 @@ export type StreamOutput = { kind: 'chunk'; chunk: ChatCompletionChunk } | { kin
 interface OpenBlock {
   type: string;
   toolIndex?: number;
+  /** A tool_use block's input as its start carried it, until a delta sends arguments (then undefined). */
+  unsentInput?: unknown;
   thinking: string;
   signature: string;
   data?: string;
@@ -119,6 +121,7 @@ export class AnthropicStreamTranslator {
     this.blocks.set(index, open);
     if (block.type === 'tool_use') {
       open.toolIndex = this.toolCount++;
+      open.unsentInput = block.input ?? {};
       return [this.chunk({ tool_calls: [{ index: open.toolIndex, id: block.id, type: 'function', function: { name: block.name, arguments: '' } }] })];
     }
     if (block.type === 'redacted_thinking') open.data = String(block.data ?? '');
@@ -138,6 +141,7 @@ export class AnthropicStreamTranslator {
         return d.text ? [this.chunk({ content: d.text })] : [];
       case 'input_json_delta':
         if (open?.toolIndex === undefined || !d.partial_json) return [];
+        open.unsentInput = undefined;
         return [this.chunk({ tool_calls: [{ index: open.toolIndex, function: { arguments: d.partial_json } }] })];
       case 'thinking_delta':
         if (open) open.thinking += d.thinking ?? '';
@@ -150,10 +154,18 @@ export class AnthropicStreamTranslator {
     }
   }
 
-  /** A finished thinking block goes out whole, signature included, as the JSON answer carries it. */
+  /**
+   * A finished thinking block goes out whole, signature included, as the JSON answer carries it. A
+   * tool call that streamed no arguments (Anthropic sends a tool without parameters as one empty
+   * `input_json_delta`) gets its start's input, `{}` at least, as the JSON answer does: OpenAI clients
+   * parse `arguments`, and "" is not JSON.
+   */
   private stopBlock(index: number): StreamOutput[] {
     const open = this.blocks.get(index);
     this.blocks.delete(index);
+    if (open?.toolIndex !== undefined && open.unsentInput !== undefined) {
+      return [this.chunk({ tool_calls: [{ index: open.toolIndex, function: { arguments: JSON.stringify(open.unsentInput) } }] })];
+    }
     let block: ContentBlock | undefined;
     if (open?.type === 'thinking') block = { type: 'thinking', thinking: open.thinking, signature: open.signature };
     if (open?.type === 'redacted_thinking') block = { type: 'redacted_thinking', data: open.data ?? '' };
