@@ -41,13 +41,15 @@ export async function callEmbeddings(
   plan: EmbeddingsPlan,
   requestId: string,
   upstreamName = plan.model.upstreamName,
+  signal?: AbortSignal,
 ): Promise<EmbeddingsCall> {
   if (!adapter.embeddings) return { ok: false, failure: { error: upstreamFailure(`provider ${adapter.name} serves no embeddings`) } };
   let status: number | undefined;
   let headers: EmbeddingsCallFailure['headers'];
   try {
-    // No abort on client disconnect, as for chat: the provider bills the call either way, so it is awaited and charged.
-    const res = await adapter.embeddings(JSON.stringify({ model: upstreamName, ...plan.upstreamBody }), requestId);
+    // No abort on client disconnect, as for chat: the provider bills the call either way, so it is
+    // awaited and charged. Only a cut aborts it (src/metered/run.ts, RunOptions).
+    const res = await adapter.embeddings(JSON.stringify({ model: upstreamName, ...plan.upstreamBody }), requestId, signal);
     status = res.statusCode;
     headers = res.headers;
     const succeeded = status >= 200 && status < 300;
@@ -82,8 +84,9 @@ export async function embeddingsAttempt(
   plan: EmbeddingsPlan,
   requestId: string,
   deployment: Deployment,
+  signal?: AbortSignal,
 ): Promise<AttemptOutcome<EmbeddingsAnswer, ApiError>> {
-  const called = await callEmbeddings(adapter, plan, requestId, deployment.upstreamName);
+  const called = await callEmbeddings(adapter, plan, requestId, deployment.upstreamName, signal);
   if (called.ok) return { ok: true, value: called.answer };
   const { error, status, headers, transportError, body } = called.failure;
   if (status === undefined && transportError === undefined) return { ok: false, action: 'next', error };

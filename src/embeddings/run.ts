@@ -1,7 +1,8 @@
 import type { KeyRow } from '../keys/api-keys.ts';
 import type { ReserveOutcome } from '../ledger/operations/reserve.ts';
 import type { Usage } from '../protocols/internal.ts';
-import { RequestBill, type BillOptions } from '../metered/bill.ts';
+import { RequestBill } from '../metered/bill.ts';
+import type { RunOptions } from '../metered/run.ts';
 import type { ChatDeps } from '../metered/deps.ts';
 import { chainFailure, routeThroughDeployments } from '../metered/deployment-call.ts';
 import { settleWholeAnswer } from '../metered/settled-answer.ts';
@@ -27,7 +28,7 @@ export async function runEmbeddings(
   requestId: string,
   key: KeyRow,
   plan: EmbeddingsPlan,
-  opts: BillOptions = {},
+  opts: RunOptions = {},
 ): Promise<ReserveOutcome> {
   const reserved = await deps.reserve({
     wallet: key.wallet,
@@ -50,7 +51,7 @@ export async function runEmbeddings(
       plan.model,
       routes,
       requestId,
-      (route, adapter) => embeddingsAttempt(adapter, plan, requestId, route.deployment),
+      (route, adapter) => embeddingsAttempt(adapter, plan, requestId, route.deployment, opts.cut),
       {
         cancelled: () => sink.destroyed,
       },

@@ -24,12 +24,14 @@ export async function completeChat(
   plan: ChatPlan,
   bill: RequestBill,
   keeper?: AnswerKeeper,
+  cut?: AbortSignal,
 ): Promise<void> {
   // No abort on client disconnect: the provider bills us for the completion either way, so a call
   // under way is awaited and charged (a client gone only stops the chain from calling another
   // deployment). The adapter's first-byte and idle timeouts bound each wait, and the bill renews
-  // the reservation's lease meanwhile, so a slow provider cannot outlast it.
-  const chain = await callDeployments(deps, sink.log, plan, bill.requestId, { cancelled: () => sink.destroyed });
+  // the reservation's lease meanwhile, so a slow provider cannot outlast it. Only a cut (run.ts,
+  // RunOptions) aborts it: the answer is then voided, as one that failed.
+  const chain = await callDeployments(deps, sink.log, plan, bill.requestId, { signal: cut, cancelled: () => sink.destroyed });
   if (!chain.ok) {
     await bill.void('upstream_error');
     throw chainFailure(plan, chain);

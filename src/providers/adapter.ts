@@ -21,7 +21,7 @@ export interface ProviderAdapter {
    * POSTs an OpenAI embeddings request (already serialised) to the provider's `/embeddings`;
    * absent for a provider type that serves no embeddings (Anthropic). Resolves on any HTTP status.
    */
-  embeddings?(body: string, requestId: string): Promise<Dispatcher.ResponseData>;
+  embeddings?(body: string, requestId: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData>;
   close(): Promise<void>;
   /** Drops every connection at once, cutting requests still streaming (shutdown after the grace). */
   destroy(): Promise<void>;

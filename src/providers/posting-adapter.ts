@@ -44,8 +44,8 @@ export function postingAdapter(o: PostingAdapterOptions): ProviderAdapter {
       pool.request({ method: 'POST', path, headers: { ...withRequestHeaders(o.headers, headers), [o.requestIdHeader]: requestId }, body, signal }),
     // The same pool and headers as chat: one provider, one set of connections and credentials.
     ...(o.embeddingsEndpoint && {
-      embeddings: (body: string, requestId: string) =>
-        pool.request({ method: 'POST', path: under(o.embeddingsEndpoint!), headers: { ...o.headers, [o.requestIdHeader]: requestId }, body }),
+      embeddings: (body: string, requestId: string, signal?: AbortSignal) =>
+        pool.request({ method: 'POST', path: under(o.embeddingsEndpoint!), headers: { ...o.headers, [o.requestIdHeader]: requestId }, body, signal }),
     }),
     close: () => pool.close(),
     destroy: () => pool.destroy(),

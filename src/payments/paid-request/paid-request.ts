@@ -1,4 +1,5 @@
-import type { BillOptions, BilledPlan } from '../../metered/bill.ts';
+import type { BilledPlan } from '../../metered/bill.ts';
+import type { RunOptions } from '../../metered/run.ts';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
 
@@ -12,5 +13,5 @@ export interface PaidRequest {
   path: string;
   description: string;
   shrink: string;
-  run(key: KeyRow, opts: BillOptions): Promise<ReserveOutcome>;
+  run(key: KeyRow, opts: RunOptions): Promise<ReserveOutcome>;
 }

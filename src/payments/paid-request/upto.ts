@@ -98,10 +98,14 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
   const key = await payPerRequestKey(db, uptoHoldWallet(payer));
   const settleDeps: UptoSettleDeps = { ...topup.upto, logger: deps.log };
   // The request must be over in time for its settle (admission.ts, uptoRunUntil): past that, its
-  // client is cut, and a stream is drained and billed for what it produced, as for a client that left.
+  // client is cut, and a stream is drained and billed for what it produced, as for a client that left;
+  // a non-streamed call still under way is aborted and voided (its answer could be neither delivered
+  // nor settled before the deadline: awaited, it was charged undelivered and its settle came too late).
+  const cutNow = new AbortController();
   const cut = setTimeout(
     () => {
       deps.log.warn({ payment: held.payment.id }, "upto request cut: its authorization's deadline leaves only the time to settle it");
+      cutNow.abort();
       deps.cutClient();
     },
     Math.min(MAX_TIMER_MS, Math.max(0, runUntil - deps.now())),
@@ -109,7 +113,7 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
   try {
     // In the try: a concurrent retry that ran first (the 409) leaves this hold to be settled for 0.
     await identifier?.start();
-    const ran = await paidRequest.run(key, { capAtReservation: true, minChargeUsdc });
+    const ran = await paidRequest.run(key, { capAtReservation: true, minChargeUsdc, cut: cutNow.signal });
     if (!ran.ok) throw new Error('the upto hold did not cover its own reservation');
     return { kind: 'ran' };
   } finally {
