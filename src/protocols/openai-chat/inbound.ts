@@ -21,10 +21,15 @@ export const openAIChatInbound: InboundTranslator = {
   streamEncoder: (plan) => {
     // The provider's usage-only chunk is held until the settle, then written with the charge.
     let heldUsage: string | null = null;
+    // The last chunk as sent, for the id, model and time of a usage chunk the gateway writes itself.
+    let lastChunk: string | null = null;
     return {
       chunk(data, usageOnly) {
         // A content chunk may carry usage too (some providers): it must not state a charge either.
-        if (!usageOnly) return `data: ${mayNameACharge(data) ? chunkWithCharge(data, undefined) : data}\n\n`;
+        if (!usageOnly) {
+          lastChunk = data;
+          return `data: ${mayNameACharge(data) ? chunkWithCharge(data, undefined) : data}\n\n`;
+        }
         // A second usage-only chunk (rare): the earlier one goes out as the provider wrote it, without a charge.
         const earlier = heldUsage !== null && plan.clientWantsUsage ? `data: ${chunkWithCharge(heldUsage, undefined)}\n\n` : '';
         heldUsage = data;
@@ -32,9 +37,13 @@ export const openAIChatInbound: InboundTranslator = {
       },
       // The event clients already parse for a provider failure (docs/api.md "Streaming").
       failure: (message) => `data: ${JSON.stringify({ error: { message, type: 'upstream_error' } })}\n\n${DONE}`,
-      end(_usage, _answer, charge) {
-        const usageChunk = heldUsage !== null && plan.clientWantsUsage ? `data: ${chunkWithCharge(heldUsage, charge)}\n\n` : '';
-        return usageChunk + DONE;
+      end(billed, _answer, charge) {
+        if (!plan.clientWantsUsage) return DONE;
+        if (heldUsage !== null) return `data: ${chunkWithCharge(heldUsage, charge)}\n\n${DONE}`;
+        // No usage-only chunk from the provider (it reported none and the bill was estimated, or it
+        // put its usage on a content chunk): the client asked for one, and it is where the charge is
+        // read, so the gateway writes it from the billed usage.
+        return billed ? `data: ${usageChunkOf(lastChunk, billed, charge)}\n\n${DONE}` : DONE;
       },
     };
   },
@@ -51,6 +60,19 @@ function answerWithCharge(internalJson: string, parsed: InternalCompletion, bill
   if (spliced !== null) return spliced;
   const usage: InternalUsage | Record<string, unknown> = parsed?.usage ?? (billed ? openAIUsageOf(billed) : {});
   return JSON.stringify({ ...parsed, usage: withCharge(usage, charge) });
+}
+
+/** A usage-only chunk for the billed usage, with the id, model and time of the stream's last chunk. */
+function usageChunkOf(lastChunk: string | null, billed: Usage, charge: Charge | undefined): string {
+  const last = (parseJsonLoosely(lastChunk ?? '') ?? {}) as { id?: unknown; created?: unknown; model?: unknown };
+  return JSON.stringify({
+    id: last.id ?? '',
+    object: 'chat.completion.chunk',
+    created: last.created ?? Math.floor(Date.now() / 1000),
+    model: last.model ?? '',
+    choices: [],
+    usage: withCharge(openAIUsageOf(billed), charge),
+  });
 }
 
 /** The provider's usage-only chunk with the charge (and without any charge fields of its own). */
