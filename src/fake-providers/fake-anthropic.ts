@@ -75,6 +75,18 @@ function refusal(opts: FakeAnthropicOptions, req: IncomingMessage, body: any): [
   if (typeof body.model !== 'string') return [400, 'model: Field required'];
   if (!Number.isInteger(body.max_tokens) || body.max_tokens < 1) return [400, 'max_tokens: Field required'];
   if (!Array.isArray(body.messages) || body.messages.length === 0) return [400, 'messages: at least one message is required'];
+  if (body.thinking?.type === 'enabled') {
+    // Extended thinking in a tool loop: the assistant turn that called the tools must carry the signed
+    // thinking that preceded its calls (Anthropic's own wording below).
+    const lastAssistant = [...body.messages].reverse().find((m: any) => m?.role === 'assistant');
+    const blocks: any[] = Array.isArray(lastAssistant?.content) ? lastAssistant.content : [];
+    if (blocks.some((b) => b?.type === 'tool_use') && !['thinking', 'redacted_thinking'].includes(blocks[0]?.type)) {
+      return [
+        400,
+        'messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`.',
+      ];
+    }
+  }
   return null;
 }
 

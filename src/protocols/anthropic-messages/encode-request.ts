@@ -90,7 +90,7 @@ export function toAnthropicRequest(body: Record<string, unknown>): Translated<An
   if (typeof body.top_p === 'number') out.top_p = body.top_p;
   if (toolList.value) out.tools = toolList.value;
   if (choice.value) out.tool_choice = choice.value;
-  if (thinking.value !== undefined) out.thinking = thinking.value;
+  if (thinking.value !== undefined && !(isEnabled(thinking.value) && toolTurnWithoutThinking(out.messages))) out.thinking = thinking.value;
   const user = body.user ?? body.safety_identifier;
   if (typeof user === 'string' && user) out.metadata = { user_id: user };
   if (body.stream === true) out.stream = true;
@@ -98,6 +98,23 @@ export function toAnthropicRequest(body: Record<string, unknown>): Translated<An
     if (!TRANSLATED.has(field) && !DROPPED.has(field) && !Object.hasOwn(UNSUPPORTED, field)) out[field] = value;
   }
   return { ok: true, value: out };
+}
+
+const isEnabled = (thinking: unknown) => (thinking as { type?: unknown } | null)?.type === 'enabled';
+
+/**
+ * Whether the last assistant turn called tools without the signed thinking that preceded the calls.
+ * Anthropic refuses such a turn while thinking is enabled ("a final assistant message must start with a
+ * thinking block … To avoid this requirement, disable thinking"), and a client of another protocol
+ * cannot always send it back: the Responses API has no place for it, and chat-completions clients
+ * drop `thinking_blocks`. So thinking is left off for that request (the tool loop's continuation); the
+ * next turn, which starts with a user message, thinks again.
+ */
+function toolTurnWithoutThinking(messages: AnthropicRequest['messages']): boolean {
+  let last: AnthropicRequest['messages'][number] | undefined;
+  for (let i = messages.length - 1; i >= 0 && !last; i--) if (messages[i]!.role === 'assistant') last = messages[i];
+  const blocks = Array.isArray(last?.content) ? (last.content as Array<{ type?: unknown }>) : [];
+  return blocks.some((b) => b.type === 'tool_use') && blocks[0]?.type !== 'thinking' && blocks[0]?.type !== 'redacted_thinking';
 }
 
 function stopSequences(stop: unknown): Translated<string[] | undefined> {
