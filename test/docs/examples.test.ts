@@ -16,6 +16,7 @@ import { getBalance } from '../../src/ledger/balances.ts';
 import type { FundedAccount } from '../../src/devchain/deploy.ts';
 import { freshDatabaseUrl } from '../support/engines.ts';
 import { call, mergeConfig, startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { TEST_ORIGIN } from '../support/origin.ts';
 import { siweProof } from '../support/siwe.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
 
@@ -499,7 +500,9 @@ describe('doc blocks that pay with x402, on anvil with USDC and USDT', () => {
       ) + 1;
     const block = fill(docBlock('ops-wallet-cli'), [
       ['TOLLGATE_WALLET_KEY=0x…', `TOLLGATE_WALLET_KEY=${owner.privateKey}`],
-      ['https://llm.example.com', h.gw.url],
+      // The harness's gateway is reached at 127.0.0.1 but announces its public URL's domain; a user's
+      // TOLLGATE_URL is the public URL, so the CLI signs for its host. Here the domain is named.
+      ['export TOLLGATE_URL=https://llm.example.com', `export TOLLGATE_URL=${h.gw.url} TOLLGATE_SIWE_DOMAIN=${new URL(TEST_ORIGIN).host}`],
       ['--redeem-code rc-…', `--redeem-code ${code}`],
       ['keys revoke 3', `keys revoke ${nextKey}`],
     ]);

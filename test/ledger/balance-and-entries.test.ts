@@ -136,7 +136,11 @@ for (const engine of ENGINES) {
       await consumeNonce(storage.db, W, 'justexpiredjust', Date.now() - 1);
       assert.ok((await pruneNonces(storage.db)) >= 1);
       assert.equal(await consumeNonce(storage.db, W, 'expiredexpired', Date.now() + 60_000), true, 'a nonce past its margin is gone');
-      assert.equal(await consumeNonce(storage.db, W, 'justexpiredjust', Date.now() + 60_000), false, 'a nonce just past its expiry is kept for other instances\' clocks');
+      assert.equal(
+        await consumeNonce(storage.db, W, 'justexpiredjust', Date.now() + 60_000),
+        false,
+        "a nonce just past its expiry is kept for other instances' clocks",
+      );
       assert.equal(await consumeNonce(storage.db, W, 'abcdefgh1234', Date.now() + 60_000), false, 'pruning keeps live nonces');
     });
 

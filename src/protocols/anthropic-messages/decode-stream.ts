@@ -1,4 +1,5 @@
 import type { AnthropicUsage, ContentBlock } from './types.ts';
+import { TextBuilder } from '../text-builder.ts';
 import { finishReason } from './finish-reason.ts';
 import { reportedUsage, type TranslatedUsage } from './decode-usage.ts';
 
@@ -30,8 +31,8 @@ interface OpenBlock {
   toolIndex?: number;
   /** A tool_use block's input as its start carried it, until a delta sends arguments (then undefined). */
   unsentInput?: unknown;
-  thinking: string;
-  signature: string;
+  thinking: TextBuilder;
+  signature: TextBuilder;
   data?: string;
 }
 
@@ -117,7 +118,7 @@ export class AnthropicStreamTranslator {
   }
 
   private startBlock(index: number, block: Record<string, any>): StreamOutput[] {
-    const open: OpenBlock = { type: String(block.type), thinking: '', signature: '' };
+    const open: OpenBlock = { type: String(block.type), thinking: new TextBuilder(), signature: new TextBuilder() };
     this.blocks.set(index, open);
     if (block.type === 'tool_use') {
       open.toolIndex = this.toolCount++;
@@ -128,7 +129,7 @@ export class AnthropicStreamTranslator {
     // Blocks normally start empty and fill through deltas; a start that carries text is relayed too.
     if (block.type === 'text' && block.text) return [this.chunk({ content: block.text })];
     if (block.type === 'thinking' && block.thinking) {
-      open.thinking = block.thinking;
+      open.thinking.append(block.thinking);
       return [this.chunk({ reasoning_content: block.thinking })];
     }
     return [];
@@ -144,10 +145,10 @@ export class AnthropicStreamTranslator {
         open.unsentInput = undefined;
         return [this.chunk({ tool_calls: [{ index: open.toolIndex, function: { arguments: d.partial_json } }] })];
       case 'thinking_delta':
-        if (open) open.thinking += d.thinking ?? '';
+        if (open) open.thinking.append(d.thinking ?? '');
         return d.thinking ? [this.chunk({ reasoning_content: d.thinking })] : [];
       case 'signature_delta':
-        if (open) open.signature += d.signature ?? '';
+        if (open) open.signature.append(d.signature ?? '');
         return [];
       default:
         return [];
@@ -167,7 +168,7 @@ export class AnthropicStreamTranslator {
       return [this.chunk({ tool_calls: [{ index: open.toolIndex, function: { arguments: JSON.stringify(open.unsentInput) } }] })];
     }
     let block: ContentBlock | undefined;
-    if (open?.type === 'thinking') block = { type: 'thinking', thinking: open.thinking, signature: open.signature };
+    if (open?.type === 'thinking') block = { type: 'thinking', thinking: open.thinking.toString(), signature: open.signature.toString() };
     if (open?.type === 'redacted_thinking') block = { type: 'redacted_thinking', data: open.data ?? '' };
     return block ? [this.chunk({ thinking_blocks: [block] })] : [];
   }

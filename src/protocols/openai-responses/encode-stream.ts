@@ -1,4 +1,5 @@
 import { parseJsonLoosely } from '../../json.ts';
+import { TextBuilder } from '../text-builder.ts';
 import type { EncodePlan } from '../inbound.ts';
 import type { StreamEncoder } from '../inbound.ts';
 import type { Charge } from '../charge.ts';
@@ -22,7 +23,7 @@ interface OpenMessage {
   index: number;
   id: string;
   kind: 'output_text' | 'refusal';
-  text: string;
+  text: TextBuilder;
 }
 /** A function call being written, by its chat tool-call index. */
 interface OpenCall {
@@ -30,7 +31,7 @@ interface OpenCall {
   id: string;
   callId: string;
   name: string;
-  args: string;
+  args: TextBuilder;
 }
 
 /**
@@ -137,13 +138,13 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     if (this.calls.size) out += this.closeCalls();
     if (this.message && this.message.kind !== kind) out += this.closeMessage();
     if (!this.message) {
-      const m: OpenMessage = { index: this.nextIndex++, id: newId('msg'), kind, text: '' };
+      const m: OpenMessage = { index: this.nextIndex++, id: newId('msg'), kind, text: new TextBuilder() };
       this.message = m;
       out += this.event('response.output_item.added', { output_index: m.index, item: messageItem(m.id, [], 'in_progress') });
       out += this.event('response.content_part.added', { item_id: m.id, output_index: m.index, content_index: 0, part: this.part(kind, '') });
     }
     const m = this.message;
-    m.text += text;
+    m.text.append(text);
     const type = kind === 'output_text' ? 'response.output_text.delta' : 'response.refusal.delta';
     return out + this.event(type, { item_id: m.id, output_index: m.index, content_index: 0, delta: text, ...(kind === 'output_text' ? { logprobs: [] } : {}) });
   }
@@ -154,13 +155,13 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     let call = this.calls.get(index);
     if (!call) {
       if (this.message) out += this.closeMessage();
-      call = { index: this.nextIndex++, id: newId('fc'), callId: String(t?.id ?? ''), name: String(t?.function?.name ?? ''), args: '' };
+      call = { index: this.nextIndex++, id: newId('fc'), callId: String(t?.id ?? ''), name: String(t?.function?.name ?? ''), args: new TextBuilder() };
       this.calls.set(index, call);
       out += this.event('response.output_item.added', { output_index: call.index, item: functionCallItem(call.id, call.callId, call.name, '', 'in_progress') });
     }
     const args = t?.function?.arguments;
     if (typeof args !== 'string' || args === '') return out;
-    call.args += args;
+    call.args.append(args);
     return out + this.event('response.function_call_arguments.delta', { item_id: call.id, output_index: call.index, delta: args });
   }
 
@@ -176,23 +177,25 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     const m = this.message;
     if (!m) return '';
     this.message = null;
-    const part = this.part(m.kind, m.text);
+    const text = m.text.toString();
+    const part = this.part(m.kind, text);
     const item = messageItem(m.id, [part], this.itemStatus());
     this.output.push(item);
     const where = { item_id: m.id, output_index: m.index, content_index: 0 };
     const done =
       m.kind === 'output_text'
-        ? this.event('response.output_text.done', { ...where, text: m.text, logprobs: [] })
-        : this.event('response.refusal.done', { ...where, refusal: m.text });
+        ? this.event('response.output_text.done', { ...where, text, logprobs: [] })
+        : this.event('response.refusal.done', { ...where, refusal: text });
     return done + this.event('response.content_part.done', { ...where, part }) + this.event('response.output_item.done', { output_index: m.index, item });
   }
 
   private closeCalls(): string {
     let out = '';
     for (const call of [...this.calls.values()].sort((a, b) => a.index - b.index)) {
-      const item = functionCallItem(call.id, call.callId, call.name, call.args, 'completed');
+      const args = call.args.toString();
+      const item = functionCallItem(call.id, call.callId, call.name, args, 'completed');
       this.output.push(item);
-      out += this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name, arguments: call.args });
+      out += this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name, arguments: args });
       out += this.event('response.output_item.done', { output_index: call.index, item });
     }
     this.calls.clear();
