@@ -7,6 +7,7 @@ import { GatewayClient } from '../src/gateway-client/gateway-client.ts';
 import { adjustBalance } from '../src/ledger/movements.ts';
 import { openStorage } from '../src/storage/database.ts';
 import { startGatewayProcess, type GatewayProcess } from '../test/support/gateway-process.ts';
+import { TEST_ORIGIN } from '../test/support/origin.ts';
 import { rowName, type RowCondition } from './rows.ts';
 import { MODELS, type Target } from './targets.ts';
 
@@ -114,7 +115,8 @@ async function fundWalletsWithKeys(gatewayUrl: string, databaseUrl: string, coun
   let next = 0;
   const worker = async () => {
     for (let i = next++; i < count; i = next++) {
-      const key = await new GatewayClient(gatewayUrl, wallets[i]!).createKey('bench');
+      // The gateway is reached at 127.0.0.1 and announces its public URL's domain (gateway-process.ts).
+      const key = await new GatewayClient(gatewayUrl, wallets[i]!, { siweDomain: new URL(TEST_ORIGIN).host }).createKey('bench');
       headers[i] = { authorization: `Bearer ${key.key}` };
     }
   };
