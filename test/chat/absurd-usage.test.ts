@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { priceRequest } from '../../src/providers/pricing.ts';
-import { readSse, startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { clientSuite, readSse } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
-import { assertLedgerConsistent } from '../support/ledger.ts';
 
 /*
  * A provider that over-reports usage past 2^53 micro-USDC (a sentinel, a unit mix-up) was charged
@@ -13,23 +12,18 @@ import { assertLedgerConsistent } from '../support/ledger.ts';
  * (a key without a spend limit), as for any charge above the reservation.
  */
 describe('attack: a provider over-reporting usage beyond a safe integer', () => {
-  let h: ChatHarness;
-  before(async () => {
-    h = await startChatHarness('sqlite');
-  });
-  after(async () => {
-    await assertLedgerConsistent(h.gw.services.storage.db);
-    await h?.stop();
-  });
+  // The ledger is checked after each test (clientSuite).
+  const harness = clientSuite({});
 
   test('the price of any usage is a safe integer', () => {
-    const model = h.gw.services.catalog.models.find((m) => m.id === 'fake/chat-small')!;
+    const model = harness().gw.services.catalog.models.find((m) => m.id === 'fake/chat-small')!;
     const priced = priceRequest(model, { promptTokens: 1e16, completionTokens: 1e300 });
     assert.equal(priced.chargeUsdc, Number.MAX_SAFE_INTEGER);
     assert.equal(priced.costUsdc, Number.MAX_SAFE_INTEGER);
   });
 
   test('stream: the delivered answer is charged what the balance allowed, and the stream ends normally', async () => {
+    const h = harness();
     h.fake.behaviour = { usage: { prompt_tokens: 1e16, completion_tokens: 50 } };
     const w = await h.wallet(1_000_000);
     const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
@@ -46,6 +40,7 @@ describe('attack: a provider over-reporting usage beyond a safe integer', () => 
   });
 
   test('JSON: the answer is charged what the balance allowed', async () => {
+    const h = harness();
     h.fake.behaviour = { usage: { prompt_tokens: 1e16, completion_tokens: 50 } };
     const w = await h.wallet(1_000_000);
     const res = await call(

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { readSse, startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { describe, test } from 'node:test';
+import { clientSuite, readSse } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
-import { assertLedgerConsistent } from '../support/ledger.ts';
 
 /*
  * An OpenAI-compatible provider whose usage carries the prompt count only (completion_tokens left
@@ -19,14 +18,8 @@ const PROMPT_ONLY_CHARGE = 120;
 const A_FREE_ANSWER = PROMPT_ONLY_CHARGE + 200 * 2.4;
 
 describe('attack: an OpenAI-compatible usage without completion_tokens bills the delivered answer for nothing', () => {
-  let h: ChatHarness;
-  before(async () => {
-    h = await startChatHarness('sqlite');
-  });
-  after(async () => {
-    await assertLedgerConsistent(h.gw.services.storage.db);
-    await h?.stop();
-  });
+  // The ledger is checked after each test (clientSuite).
+  const harness = clientSuite({});
 
   for (const [what, missing] of [
     ['left out', { completion_tokens: undefined }],
@@ -35,6 +28,7 @@ describe('attack: an OpenAI-compatible usage without completion_tokens bills the
     ['negative', { completion_tokens: -1 }],
   ] as const) {
     test(`JSON answer, completion_tokens ${what}: the completion is estimated and charged`, async () => {
+      const h = harness();
       h.fake.behaviour = { content, usage: { prompt_tokens: 100, completion_tokens: WORDS }, usageExtra: { ...missing } };
       const w = await h.wallet(1_000_000);
       const res = await call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, { authorization: `Bearer ${w.key}` });
@@ -43,11 +37,11 @@ describe('attack: an OpenAI-compatible usage without completion_tokens bills the
       const charged = Number(res.headers.get('x-tollgate-charged-usdc'));
       assert.ok(charged > A_FREE_ANSWER, `charged ${charged}: the ${WORDS}-word completion was billed as 0 tokens`);
       assert.equal(res.headers.get('x-tollgate-usage-estimated'), 'true');
-      await assertLedgerConsistent(h.gw.services.storage.db);
     });
   }
 
   test('stream, a usage chunk without completion_tokens: the streamed completion is estimated and charged', async () => {
+    const h = harness();
     h.fake.behaviour = { content, usage: { prompt_tokens: 100, completion_tokens: WORDS }, usageExtra: { completion_tokens: undefined } };
     const w = await h.wallet(1_000_000);
     const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
@@ -62,6 +56,7 @@ describe('attack: an OpenAI-compatible usage without completion_tokens bills the
   });
 
   test('control: a usage with both counts is billed as reported', async () => {
+    const h = harness();
     h.fake.behaviour = { content, usage: { prompt_tokens: 100, completion_tokens: WORDS } };
     const w = await h.wallet(1_000_000);
     const res = await call(h.gw.url, 'POST', '/v1/chat/completions', chatBody, { authorization: `Bearer ${w.key}` });

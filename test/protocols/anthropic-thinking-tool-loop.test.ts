@@ -26,6 +26,9 @@ describe('reasoning effort with tools on an Anthropic model: the tool loop goes 
       body: JSON.stringify(body),
     });
   const tools = [{ type: 'function', name: 'get_time', parameters: { type: 'object', properties: {} } }];
+  /** One Responses turn with reasoning effort and the tool, as Codex sends every turn. */
+  const turn = (key: string, fields: Record<string, unknown>) =>
+    post(key, '/v1/responses', { model: 'anth/claude-test', max_output_tokens: 2000, reasoning: { effort: 'low' }, tools, ...fields });
 
   test('Responses, by previous_response_id: the continuation is answered, sent without thinking; a new user turn thinks again', async () => {
     resetProviders(h, { reasoning: 'I should call the tool.', toolCalls: [{ name: 'get_time', input: { tz: 'UTC' } }] });
@@ -44,27 +47,13 @@ describe('reasoning effort with tools on an Anthropic model: the tool loop goes 
     assert.ok(call, JSON.stringify(r1.output));
 
     resetProviders(h, { content: 'It is noon.' });
-    const second = await post(w.key, '/v1/responses', {
-      model: 'anth/claude-test',
-      max_output_tokens: 2000,
-      reasoning: { effort: 'low' },
-      tools,
-      previous_response_id: r1.id,
-      input: [{ type: 'function_call_output', call_id: call.call_id, output: '12:00' }],
-    });
+    const second = await turn(w.key, { previous_response_id: r1.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: '12:00' }] });
     const r2 = await second.json();
     assert.equal(second.status, 200, JSON.stringify(r2));
     assert.equal(h.anthropic.received[0]!.body.thinking, undefined, 'the continuation is sent without thinking');
 
     resetProviders(h, { content: 'Bye.' });
-    const third = await post(w.key, '/v1/responses', {
-      model: 'anth/claude-test',
-      max_output_tokens: 2000,
-      reasoning: { effort: 'low' },
-      tools,
-      previous_response_id: r2.id,
-      input: 'thanks',
-    });
+    const third = await turn(w.key, { previous_response_id: r2.id, input: 'thanks' });
     assert.equal(third.status, 200, await third.text());
     assert.equal(h.anthropic.received[0]!.body.thinking?.type, 'enabled', 'a turn that starts with the user thinks again');
   });
