@@ -31,6 +31,8 @@ export interface FakeBehaviour extends Pick<EmbeddingsBehaviour, 'nativeDimensio
   delayMsFor?: (body: any) => number;
   /** Wait between stream chunks. */
   chunkDelayMs?: number;
+  /** An answer that is not streamed is sent in four pieces, this long apart (a provider trickling its body). */
+  answerPieceDelayMs?: number;
   /** Fail with this HTTP status and an OpenAI error body. */
   failStatus?: number;
   /** With failStatus: a Retry-After header (OpenAI sends one with 429). */
@@ -203,7 +205,15 @@ async function respond(
     const payload: Record<string, unknown> = { id, object: 'chat.completion', created, model, choices, service_tier: 'default', system_fingerprint: 'fp_fake' };
     if (!b.omitUsage) payload.usage = usage;
     const text = JSON.stringify(payload);
-    res.writeHead(200, { 'content-type': 'application/json' }).end(b.rewriteAnswer ? b.rewriteAnswer(text) : text);
+    const answer = b.rewriteAnswer ? b.rewriteAnswer(text) : text;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    if (!b.answerPieceDelayMs) return void res.end(answer);
+    const piece = Math.ceil(answer.length / 4);
+    for (let at = 0; at < answer.length && !res.destroyed; at += piece) {
+      if (at) await sleep(b.answerPieceDelayMs);
+      res.write(answer.slice(at, at + piece));
+    }
+    res.end();
     return;
   }
 

@@ -226,11 +226,22 @@ export class GatewayClient {
 export function signingTarget(baseUrl: string, params: SiweParams, siweDomain?: string): { domain: string; uri: string } {
   const url = new URL(baseUrl);
   const domain = siweDomain ?? url.host;
-  const accepted = params.domains?.length ? params.domains : [params.domain];
+  const accepted = announced(params.domains, params.domain);
+  const uris = announced(params.uris, params.uri);
+  if (!accepted || !uris) {
+    throw new GatewayError(
+      0,
+      'SIWE_DOMAIN_MISMATCH',
+      `the server at ${url.origin} does not say which SIWE domain it accepts (GET /v1/auth/siwe); nothing was signed: check the URL`,
+      null,
+    );
+  }
   if (!accepted.includes(domain)) {
+    // The announced domain is not offered as a flag to copy: a server that asks for another gateway's
+    // proofs wants exactly that.
     const advice = siweDomain
       ? `check the domain you named (--siwe-domain, ${SIWE_DOMAIN_ENV})`
-      : `if ${url.origin} is that gateway reached by another name (behind a proxy, in a container), pass --siwe-domain ${accepted[0]} (or set ${SIWE_DOMAIN_ENV}); otherwise check the URL`;
+      : `if ${url.origin} is your gateway reached by another name than its public one (behind a proxy, in a container), pass its public domain as --siwe-domain (or ${SIWE_DOMAIN_ENV}); otherwise check the URL`;
     throw new GatewayError(
       0,
       'SIWE_DOMAIN_MISMATCH',
@@ -238,10 +249,23 @@ export function signingTarget(baseUrl: string, params: SiweParams, siweDomain?: 
       null,
     );
   }
-  const uris = params.uris?.length ? params.uris : [params.uri];
-  const uri = uris.find((u) => new URL(u).host === domain) ?? params.uri;
+  const uri = uris.find((u) => hostOf(u) === domain) ?? uris[0]!;
   return { domain, uri };
 }
+
+/** A list the gateway announces: its strings, or the single value when it sends no list; null when malformed. */
+function announced(list: unknown, single: unknown): string[] | null {
+  if (list === undefined || (Array.isArray(list) && list.length === 0)) return typeof single === 'string' && single ? [single] : null;
+  return Array.isArray(list) && list.every((v) => typeof v === 'string' && v) ? list : null;
+}
+
+const hostOf = (uri: string): string | null => {
+  try {
+    return new URL(uri).host;
+  } catch {
+    return null;
+  }
+};
 
 /** The JSON body of a 2xx answer, or the gateway's error as a GatewayError. */
 export async function readJson<T>(res: Response): Promise<T> {

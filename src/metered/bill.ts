@@ -1,4 +1,5 @@
 import type { KeyRow } from '../keys/api-keys.ts';
+import { boundedUsage, MAX_REPORTED_TOKENS } from './bounded-usage.ts';
 import type { SettleOutcome, UsageRecord } from '../ledger/reservations.ts';
 import { priceRequest, tokenCounts } from '../providers/pricing.ts';
 import type { ChatDeps } from './deps.ts';
@@ -87,7 +88,14 @@ export class RequestBill {
     this.served = deployment;
   }
 
-  settle(usage: Usage, status = 'ok'): Promise<SettleOutcome> {
+  settle(reported: Usage, status = 'ok'): Promise<SettleOutcome> {
+    const { usage, clamped } = boundedUsage(reported);
+    if (clamped) {
+      this.deps.log.error(
+        { reqId: this.requestId, model: this.plan.model.id, input: reported.input, output: reported.output },
+        `the provider reported more than ${MAX_REPORTED_TOKENS} tokens on one side; billed that many`,
+      );
+    }
     // The one place usage is priced: each cached part of the prompt at its own price.
     const counts = tokenCounts(usage);
     const { chargeUsdc, costUsdc, cachedPartsIgnored } = priceRequest({ billed: this.plan.model.billed, cost: (this.served ?? this.plan.model).cost }, counts);

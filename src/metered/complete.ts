@@ -6,7 +6,7 @@ import type { InboundTranslator } from '../protocols/inbound.ts';
 import type { InternalCompletion, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan/plan.ts';
 import type { AnswerKeeper, ResponseSink } from './sink.ts';
-import { estimateUsage, generatedText } from './usage-estimate.ts';
+import { billedUsage, generatedText } from './usage-estimate.ts';
 import { describeTransportError, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import { callDeployments, chainFailure } from './deployment-call.ts';
@@ -58,7 +58,7 @@ export async function completeChat(
     throw failure;
   }
 
-  const usage = answer.usage ?? (await estimateUsage(plan, completionTextOf(answer.parsed)));
+  const usage = await billedUsage(plan, answer.usage, () => completionTextOf(answer.parsed));
   sink.header('x-tollgate-deployment', route.deployment.id);
   const outcome = await settleWholeAnswer(deps, sink, bill, usage);
   let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage, chargeOf(outcome));

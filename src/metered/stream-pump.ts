@@ -4,7 +4,7 @@ import type { StreamEncoder } from '../protocols/inbound.ts';
 import { redactCredentials } from './upstream-error.ts';
 import { StreamedText } from './streamed-text.ts';
 import type { Usage } from '../protocols/internal.ts';
-import { estimateUsage, type EstimateInput } from './usage-estimate.ts';
+import { billedUsage, type EstimateInput } from './usage-estimate.ts';
 
 /**
  * The bytes side of a stream, apart from the socket, the bill and the timers (stream.ts), so it can
@@ -19,6 +19,8 @@ export class StreamPump {
   usage: Usage | null = null;
   /** The provider said the answer is complete. */
   sawDone = false;
+  /** The provider sent a usage object, usable or not (it reached the end of its answer). */
+  private usageReported = false;
   /** Why the stream failed, in words for the client's error event; null while it has not. */
   error: string | null = null;
   private readonly streamed = new StreamedText();
@@ -46,7 +48,10 @@ export class StreamPump {
             this.error = `the provider reported an error${e.providerMessage ? `: ${redactCredentials(e.providerMessage).slice(0, 300)}` : ''}`;
             return;
           } else if (e.kind === 'usage') {
-            if (e.usage) this.usage = e.usage;
+            // The newest report is the bill's: one it cannot use (a count missing) leaves the stream
+            // to be estimated, rather than an earlier chunk's partial figures.
+            this.usage = e.usage;
+            this.usageReported = true;
             this.pending.push(this.encoder.chunk(e.data, e.usageOnly));
           } else {
             onContent();
@@ -69,7 +74,7 @@ export class StreamPump {
 
   /** The provider's body ended: a stream with no end marker and no usage was cut short upstream. */
   ended(): void {
-    if (!this.error && !this.sawDone && !this.usage) this.error = 'the provider ended the stream early';
+    if (!this.error && !this.sawDone && !this.usageReported) this.error = 'the provider ended the stream early';
   }
 
   /**
@@ -78,12 +83,6 @@ export class StreamPump {
    * prompt side early (Anthropic's message_start) has it billed exactly.
    */
   async produced(): Promise<Usage> {
-    return this.usage ?? withPromptSide(await estimateUsage(this.plan, this.streamed.text()), this.decoder.promptUsage());
+    return billedUsage(this.plan, this.usage, () => this.streamed.text(), this.decoder.promptUsage());
   }
-}
-
-/** The estimate with the prompt side the provider reported (exact), when it reported one. */
-function withPromptSide(estimate: Usage, reported: Usage | null): Usage {
-  if (!reported) return estimate;
-  return { ...estimate, input: reported.input };
 }

@@ -155,3 +155,19 @@ export async function estimateUsage(plan: EstimateInput, completionText: string)
     estimated: true,
   };
 }
+
+/**
+ * The usage a delivered answer is billed at: the provider's report, unless it made none, or reports
+ * no output beside text it delivered (a proxy with counting off, or a lie: any text is a token at
+ * least, and a zero settled the answer for its prompt alone). Then the output is counted from the
+ * text, and the prompt side is kept as reported (`reported`, else `promptReported`: Anthropic's
+ * `message_start`) when it was. `text` is read only when needed (a stream folds its events for it).
+ */
+export async function billedUsage(plan: EstimateInput, reported: Usage | null, text: () => string, promptReported: Usage | null = null): Promise<Usage> {
+  if (reported && reported.output.total > 0) return reported;
+  const delivered = text();
+  if (reported && delivered === '') return reported;
+  const estimate = await estimateUsage(plan, delivered);
+  const promptSide = reported ?? promptReported;
+  return promptSide ? { ...estimate, input: promptSide.input } : estimate;
+}

@@ -77,7 +77,8 @@ describe('attack: a hostile gateway URL collects proofs the wallet CLI signs for
     );
     assert.ok(err instanceof GatewayError && err.code === 'SIWE_DOMAIN_MISMATCH', String(err));
     assert.match(err.message, new RegExp(`asks for proofs signed for ${GATEWAY_DOMAIN}, not for 127\\.0\\.0\\.1:\\d+; nothing was signed`));
-    assert.match(err.message, new RegExp(`pass --siwe-domain ${GATEWAY_DOMAIN} \\(or set TOLLGATE_SIWE_DOMAIN\\)`), 'it says what to do');
+    assert.match(err.message, /pass its public domain as --siwe-domain \(or TOLLGATE_SIWE_DOMAIN\); otherwise check the URL$/, 'it says what to do');
+    assert.doesNotMatch(err.message, new RegExp(`--siwe-domain ${GATEWAY_DOMAIN}`), 'the announced domain is not offered as a flag to copy');
     assert.deepEqual(victim.signed, [], 'no message was signed');
     assert.deepEqual(await keysOf(victim.account.address), before, 'no key on the real gateway');
     assert.deepEqual(stolen, []);
@@ -142,6 +143,16 @@ describe('the domain a proof is signed for', () => {
   test('a URL by another name is refused unless the user names the domain', () => {
     assert.throws(() => signingTarget('http://10.0.0.5:8080', params), /not for 10\.0\.0\.5:8080/);
     assert.deepEqual(signingTarget('http://10.0.0.5:8080', params, 'llm.example.com'), { domain: 'llm.example.com', uri: 'https://llm.example.com' });
+  });
+  test('lists of the wrong shape are refused as such, never matched by substring nor a crash', () => {
+    const base = { domain: 'llm.example.com', uri: 'https://llm.example.com', chain_ids: [1] };
+    for (const odd of [{ domains: 'notllm.example.com' }, { uris: 'https://llm.example.com' }, { domains: [1] }, { domain: undefined, domains: undefined }]) {
+      assert.throws(
+        () => signingTarget('https://llm.example.com', { ...base, ...odd } as never),
+        (e: unknown) => e instanceof GatewayError && e.code === 'SIWE_DOMAIN_MISMATCH',
+        JSON.stringify(odd),
+      );
+    }
   });
   test('a gateway that announces only its first domain (older gateways) is matched against it', () => {
     const older = { domain: 'llm.example.com', uri: 'https://llm.example.com', chain_ids: [1] };

@@ -21,7 +21,7 @@ export interface PaidRequestDeps {
   /** The one settle path of every paid endpoint (payments/settle-matched.ts). */
   readonly settle: SettleMatchedDeps;
   readonly config: Pick<Config, 'payPerRequest' | 'topup'> & {
-    readonly chat: Pick<Config['chat'], 'drainTimeoutSeconds'>;
+    readonly chat: Pick<Config['chat'], 'drainTimeoutSeconds' | 'firstByteTimeoutSeconds'>;
     readonly server: Pick<Config['server'], 'publicUrl'>;
   };
   now(): number;

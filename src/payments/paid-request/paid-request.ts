@@ -9,7 +9,7 @@ import type { ReserveOutcome } from '../../ledger/operations/reserve.ts';
  * (for the over-limit 400), and how it runs once paid, billed against the payer's wallet.
  */
 export interface PaidRequest {
-  plan: Pick<BilledPlan, 'model' | 'reservationUsdc'>;
+  plan: Pick<BilledPlan, 'model' | 'reservationUsdc' | 'stream'>;
   path: string;
   description: string;
   shrink: string;

@@ -3,7 +3,7 @@ import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
 import type { MatchedPayment } from '../match.ts';
 import { openPayment } from '../payment-store.ts';
 import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
-import { openUptoRefusal, uptoDeadlineProblem, uptoRunUntil, type RefusalClock } from '../upto/admission.ts';
+import { openUptoRefusal, uptoDeadlineProblem, uptoMinRunSeconds, uptoRunUntil, type RefusalClock } from '../upto/admission.ts';
 import { settleUpto, type UptoSettleDeps } from '../upto/settle-upto.ts';
 import { holdMaximum, openUptoOf, uptoHoldWallet } from '../upto/upto-store.ts';
 import type { PaidRequestDeps } from './deps.ts';
@@ -46,7 +46,8 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
   const { topup, db } = deps;
   const { payer, network, validBefore } = matched.identity;
   const runUntil = uptoRunUntil(validBefore, deps.config.topup.settleWaitSeconds, deps.config.chat.drainTimeoutSeconds);
-  const late = uptoDeadlineProblem(runUntil, deps.now(), validBefore);
+  const minRun = uptoMinRunSeconds(paidRequest.plan.stream, deps.config.chat.firstByteTimeoutSeconds);
+  const late = uptoDeadlineProblem(runUntil, deps.now(), validBefore, minRun);
   if (late) return ask('PAYMENT_EXPIRED', late);
   await topup.admitPayer(matched);
 

@@ -29,15 +29,26 @@ export function uptoRunUntil(validBefore: number, settleWaitSeconds: number, dra
 }
 
 /**
- * A deadline that leaves the request less than UPTO_RUN_SECONDS before it would be cut is refused
- * before anything is recorded. The stock client signs `now + maxTimeoutSeconds` (the offer's,
- * topup.maxTimeoutSeconds, 300 s by default), far beyond.
+ * A deadline that leaves the request less than `minRunSeconds` (UPTO_RUN_SECONDS, or more: below)
+ * before it would be cut is refused before anything is recorded. The stock client signs `now +
+ * maxTimeoutSeconds` (the offer's, topup.maxTimeoutSeconds, 300 s by default), far beyond.
  */
-export function uptoDeadlineProblem(runUntil: number, nowMs: number, validBefore: number): string | null {
+export function uptoDeadlineProblem(runUntil: number, nowMs: number, validBefore: number, minRunSeconds = UPTO_RUN_SECONDS): string | null {
   const left = Math.floor((runUntil - nowMs) / 1000);
-  if (left >= UPTO_RUN_SECONDS) return null;
-  const needed = UPTO_RUN_SECONDS + Math.floor(validBefore - runUntil / 1000);
+  if (left >= minRunSeconds) return null;
+  const needed = minRunSeconds + Math.floor(validBefore - runUntil / 1000);
   return `this upto authorization's deadline is ${validBefore - Math.floor(nowMs / 1000)} s away; the request and its settle need at least ${needed} s. Sign the upto entry of a new 402 (the stock client signs its maxTimeoutSeconds ahead)`;
+}
+
+/**
+ * How long an upto request must be able to run before its cut. An answer that is not streamed
+ * cannot be drained: a cut aborts it, the operator's provider having done the work for nothing. So
+ * it must have room for the whole answer, the first-byte timeout (`chat.firstByteTimeoutSeconds`,
+ * which bounds a whole answer's wait): admitted with less, a payer could sign short deadlines and
+ * have long answers generated and cut, again and again, at no cost to itself.
+ */
+export function uptoMinRunSeconds(stream: boolean, firstByteTimeoutSeconds: number): number {
+  return stream ? UPTO_RUN_SECONDS : Math.max(UPTO_RUN_SECONDS, firstByteTimeoutSeconds);
 }
 
 /** When the refusal is said and how often the reconciler retries (topup.reconcileIntervalSeconds): what-restores.ts. */

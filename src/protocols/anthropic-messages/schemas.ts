@@ -12,12 +12,13 @@ import { z } from 'zod';
 const optionalCount = z.number().nullish().catch(undefined);
 
 /**
- * A usage object the bill can use: both sides counted. One without them is not refused: the caller
- * estimates instead (reading a missing count as zero would settle a delivered answer for nothing).
+ * A usage object the bill can use: both sides counted, neither negative. One without them is not
+ * refused: the caller estimates instead (reading a missing or negative count as zero would settle a
+ * delivered answer for nothing).
  */
 export const anthropicUsageSchema = z.looseObject({
-  input_tokens: z.number(),
-  output_tokens: z.number(),
+  input_tokens: z.number().nonnegative(),
+  output_tokens: z.number().nonnegative(),
   cache_creation_input_tokens: optionalCount,
   cache_read_input_tokens: optionalCount,
 });
