@@ -13,8 +13,11 @@ const bounded = (n: number) => Math.min(n, MAX_REPORTED_TOKENS);
 
 /** The usage with every count at most MAX_REPORTED_TOKENS; `clamped` says whether one was above. */
 export function boundedUsage(u: Usage): { usage: Usage; clamped: boolean } {
-  const counts = [u.input.total, u.input.cacheRead, u.input.cacheWrite, u.output.total, u.output.reasoning];
-  if (counts.every((n) => n <= MAX_REPORTED_TOKENS)) return { usage: u, clamped: false };
+  const { input, output } = u;
+  const within = (n: number) => n <= MAX_REPORTED_TOKENS;
+  if (within(input.total) && within(input.cacheRead) && within(input.cacheWrite) && within(output.total) && within(output.reasoning)) {
+    return { usage: u, clamped: false };
+  }
   return {
     usage: {
       ...u,
