@@ -1,5 +1,6 @@
 import type { Config } from './config/schema.ts';
 import { siwxConfigProblem } from './siwe/siwx.ts';
+import { UPTO_SETTLE_MARGIN_SECONDS } from './payments/upto/admission.ts';
 
 /**
  * Configurations that start but cannot do what they look like they do, each said once at start-up
@@ -14,7 +15,28 @@ export interface StartupWarning {
 }
 
 export function startupWarnings(config: Config): StartupWarning[] {
-  return [...catalogWarnings(config), ...siwxWarnings(config)];
+  return [...catalogWarnings(config), ...siwxWarnings(config), ...uptoWarnings(config)];
+}
+
+/**
+ * An upto request answered whole is admitted only with room for its whole answer before the cut that
+ * leaves time for its settle (src/payments/upto/admission.ts): with a first-byte timeout longer than
+ * that room, every such request the stock client signs is refused, and signing again cannot help.
+ */
+function uptoWarnings(config: Config): StartupWarning[] {
+  if (!config.payPerRequest.enabled || !config.payPerRequest.upto) return [];
+  const room = config.topup.maxTimeoutSeconds - config.topup.settleWaitSeconds - config.chat.drainTimeoutSeconds - UPTO_SETTLE_MARGIN_SECONDS;
+  if (room >= config.chat.firstByteTimeoutSeconds) return [];
+  return [
+    {
+      settings: ['topup.maxTimeoutSeconds', 'chat.firstByteTimeoutSeconds', 'topup.settleWaitSeconds', 'chat.drainTimeoutSeconds'],
+      message:
+        `upto requests that are not streamed will all be refused (402 PAYMENT_EXPIRED): an upto authorization leaves them ${room} s to run ` +
+        `(topup.maxTimeoutSeconds − topup.settleWaitSeconds − chat.drainTimeoutSeconds − ${UPTO_SETTLE_MARGIN_SECONDS} s), less than the ` +
+        `${config.chat.firstByteTimeoutSeconds} s a whole answer may take (chat.firstByteTimeoutSeconds). Raise topup.maxTimeoutSeconds to at least ` +
+        `${config.chat.firstByteTimeoutSeconds + config.topup.maxTimeoutSeconds - room} or lower chat.firstByteTimeoutSeconds; streamed upto requests are not affected`,
+    },
+  ];
 }
 
 /**

@@ -65,7 +65,8 @@ export async function runEmbeddings(
     sink.header('x-tollgate-deployment', chain.target.deployment.id);
     if ('oversize' in chain.value) throw await chargeOversize(bill, plan, chain.value.oversize);
     const answer = chain.value.vectors;
-    const reported = answer.promptTokens;
+    // A count of 0 beside delivered vectors is no count (every input is a token at least): estimated.
+    const reported = answer.promptTokens ? answer.promptTokens : null;
     const usage = promptUsage(reported ?? (await estimatePromptTokens(plan)), reported === null);
     const outcome = await settleWholeAnswer(deps, sink, bill, usage);
     const body = await renderEmbeddings(answer, plan.encodingFormat, plan.model.upstreamName, usage.input.total, chargeOf(outcome));

@@ -228,7 +228,7 @@ export function signingTarget(baseUrl: string, params: SiweParams, siweDomain?: 
   const domain = siweDomain ?? url.host;
   const accepted = announced(params.domains, params.domain);
   const uris = announced(params.uris, params.uri);
-  if (!accepted || !uris) {
+  if (!accepted || !uris || uris.some((u) => !/^https?:$/.test(protocolOf(u) ?? ''))) {
     throw new GatewayError(
       0,
       'SIWE_DOMAIN_MISMATCH',
@@ -259,13 +259,15 @@ function announced(list: unknown, single: unknown): string[] | null {
   return Array.isArray(list) && list.every((v) => typeof v === 'string' && v) ? list : null;
 }
 
-const hostOf = (uri: string): string | null => {
+const parsed = (uri: string): URL | null => {
   try {
-    return new URL(uri).host;
+    return new URL(uri);
   } catch {
     return null;
   }
 };
+const hostOf = (uri: string) => parsed(uri)?.host ?? null;
+const protocolOf = (uri: string) => parsed(uri)?.protocol ?? null;
 
 /** The JSON body of a 2xx answer, or the gateway's error as a GatewayError. */
 export async function readJson<T>(res: Response): Promise<T> {

@@ -19,8 +19,8 @@ export class StreamPump {
   usage: Usage | null = null;
   /** The provider said the answer is complete. */
   sawDone = false;
-  /** The provider sent a usage object, usable or not (it reached the end of its answer). */
-  private usageReported = false;
+  /** The provider ended its answer: a usage-only chunk, or a finish_reason beside its usage. */
+  private sawEnd = false;
   /** Why the stream failed, in words for the client's error event; null while it has not. */
   error: string | null = null;
   private readonly streamed = new StreamedText();
@@ -51,7 +51,12 @@ export class StreamPump {
             // The newest report is the bill's: one it cannot use (a count missing) leaves the stream
             // to be estimated, rather than an earlier chunk's partial figures.
             this.usage = e.usage;
-            this.usageReported = true;
+            if (e.ends) this.sawEnd = true;
+            // A chunk with choices is content too (vLLM puts a usage on every chunk): counted for the estimate.
+            if (!e.usageOnly) {
+              onContent();
+              this.streamed.add(e.data);
+            }
             this.pending.push(this.encoder.chunk(e.data, e.usageOnly));
           } else {
             onContent();
@@ -72,9 +77,12 @@ export class StreamPump {
     return out;
   }
 
-  /** The provider's body ended: a stream with no end marker and no usage was cut short upstream. */
+  /**
+   * The provider's body ended: a stream with no end marker, no usage-only chunk and no finish beside
+   * its usage was cut short upstream (a usage on a content chunk, as vLLM sends on every one, is no end).
+   */
   ended(): void {
-    if (!this.error && !this.sawDone && !this.usageReported) this.error = 'the provider ended the stream early';
+    if (!this.error && !this.sawDone && !this.sawEnd) this.error = 'the provider ended the stream early';
   }
 
   /**

@@ -161,13 +161,14 @@ export async function estimateUsage(plan: EstimateInput, completionText: string)
  * no output beside text it delivered (a proxy with counting off, or a lie: any text is a token at
  * least, and a zero settled the answer for its prompt alone). Then the output is counted from the
  * text, and the prompt side is kept as reported (`reported`, else `promptReported`: Anthropic's
- * `message_start`) when it was. `text` is read only when needed (a stream folds its events for it).
+ * `message_start`) when it was, and was not 0. `text` is read only when needed (a stream folds its events for it).
  */
 export async function billedUsage(plan: EstimateInput, reported: Usage | null, text: () => string, promptReported: Usage | null = null): Promise<Usage> {
   if (reported && reported.output.total > 0) return reported;
   const delivered = text();
   if (reported && delivered === '') return reported;
   const estimate = await estimateUsage(plan, delivered);
-  const promptSide = reported ?? promptReported;
+  // A prompt reported as 0 tokens is no count either (a request has a prompt): the estimate's stands.
+  const promptSide = [reported, promptReported].find((u) => u && u.input.total > 0);
   return promptSide ? { ...estimate, input: promptSide.input } : estimate;
 }

@@ -55,10 +55,12 @@ export type WireEvent =
   | { kind: 'chunk'; data: string }
   /**
    * An internal chunk that carries the provider's usage object (its last, as a rule): that usage in
-   * neutral terms (null when it holds no counts), and whether the chunk has no choices (OpenAI's
-   * usage-only chunk, which reaches only a client that asked for it). It is not content.
+   * neutral terms (null when it holds no counts), whether the chunk has no choices (OpenAI's
+   * usage-only chunk, which reaches only a client that asked for it; any content it has otherwise is
+   * content), and whether it ends the answer (usage-only, or a choice's finish_reason): a usage on
+   * every chunk (vLLM's continuous usage) says nothing of the end.
    */
-  | { kind: 'usage'; data: string; usage: Usage | null; usageOnly: boolean }
+  | { kind: 'usage'; data: string; usage: Usage | null; usageOnly: boolean; ends: boolean }
   /**
    * A provider event as it came (`event:`/`data:` lines), for a client that speaks the provider's
    * own protocol (a native plan); the chunks decoded from it still drive the bill.

@@ -57,4 +57,26 @@ describe('start-up warnings', () => {
     assert.deepEqual(warningsOf({}), [], 'the built-in catalog and the default SIWE rules warn of nothing');
     assert.deepEqual(warningsOf({ siwe: { domains: ['api.example.com', 'dashboard.example.com'], uris: ['https://api.example.com/'] } }), []);
   });
+
+  test('upto with a first-byte timeout longer than an authorization leaves a whole answer is reported, with the value that fixes it', () => {
+    // Pay-per-request needs top-up offers to parse; the rule reads only these settings.
+    const warningsWith = (o: { upto?: boolean; firstByte?: number; maxTimeout?: number }) => {
+      const config = parseConfig({ server: { publicUrl: 'https://api.example.com' } });
+      return startupWarnings({
+        ...config,
+        payPerRequest: { ...config.payPerRequest, enabled: true, upto: o.upto ?? true },
+        chat: { ...config.chat, firstByteTimeoutSeconds: o.firstByte ?? config.chat.firstByteTimeoutSeconds },
+        topup: { ...config.topup, maxTimeoutSeconds: o.maxTimeout ?? config.topup.maxTimeoutSeconds },
+      });
+    };
+    assert.deepEqual(warningsWith({}), [], 'the defaults leave 140 s against 60');
+    const long = warningsWith({ firstByte: 180 });
+    assert.deepEqual(
+      long.map((w) => w.settings),
+      [['topup.maxTimeoutSeconds', 'chat.firstByteTimeoutSeconds', 'topup.settleWaitSeconds', 'chat.drainTimeoutSeconds']],
+    );
+    assert.match(long[0]!.message, /leaves them 140 s to run .* less than the 180 s .* Raise topup\.maxTimeoutSeconds to at least 340/);
+    assert.deepEqual(warningsWith({ firstByte: 180, maxTimeout: 340 }), []);
+    assert.deepEqual(warningsWith({ firstByte: 180, upto: false }), [], 'no upto, no warning');
+  });
 });

@@ -49,7 +49,14 @@ class AnthropicDecoder implements StreamDecoder {
     for (const out of this.translator.pushData(data)) {
       if (out.kind === 'error') events.push({ kind: 'error', providerMessage: `${out.errorType}: ${out.message}` });
       else if (out.chunk.usage)
-        events.push({ kind: 'usage', data: JSON.stringify(out.chunk), usage: neutralUsage(out.chunk.usage), usageOnly: out.chunk.choices.length === 0 });
+        // Anthropic reports its usage once, in message_stop's chunk: the end of the answer.
+        events.push({
+          kind: 'usage',
+          data: JSON.stringify(out.chunk),
+          usage: neutralUsage(out.chunk.usage),
+          usageOnly: out.chunk.choices.length === 0,
+          ends: true,
+        });
       else events.push({ kind: 'chunk', data: JSON.stringify(out.chunk) });
     }
     // After message_stop's usage chunk: the answer is complete.

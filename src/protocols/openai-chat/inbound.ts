@@ -39,7 +39,10 @@ export const openAIChatInbound: InboundTranslator = {
       failure: (message) => `data: ${JSON.stringify({ error: { message, type: 'upstream_error' } })}\n\n${DONE}`,
       end(billed, _answer, charge) {
         if (!plan.clientWantsUsage) return DONE;
-        if (heldUsage !== null) return `data: ${chunkWithCharge(heldUsage, charge)}\n\n${DONE}`;
+        // The provider's usage-only chunk, unless the bill was estimated (its figures could not be
+        // billed from): then the billed usage, in that chunk's id and model.
+        if (heldUsage !== null && !billed?.estimated) return `data: ${chunkWithCharge(heldUsage, charge)}\n\n${DONE}`;
+        if (heldUsage !== null) lastChunk = heldUsage;
         // No usage-only chunk from the provider (it reported none and the bill was estimated, or it
         // put its usage on a content chunk): the client asked for one, and it is where the charge is
         // read, so the gateway writes it from the billed usage.
@@ -56,6 +59,8 @@ export const openAIChatInbound: InboundTranslator = {
  */
 function answerWithCharge(internalJson: string, parsed: InternalCompletion, billed: Usage | undefined, charge: Charge | undefined): string {
   if (!charge) return internalJson;
+  // An estimated bill is shown as billed, not with the provider's figures it could not be billed from.
+  if (billed?.estimated && parsed?.usage) return JSON.stringify({ ...parsed, usage: withCharge(openAIUsageOf(billed), charge) });
   const spliced = parsed?.usage && typeof parsed.usage === 'object' ? spliceCharge(internalJson, charge) : null;
   if (spliced !== null) return spliced;
   const usage: InternalUsage | Record<string, unknown> = parsed?.usage ?? (billed ? openAIUsageOf(billed) : {});

@@ -39,7 +39,10 @@ const decoder: StreamDecoder = {
     }
     if (USAGE_OBJECT.test(data)) {
       const chunk = parseJsonLoosely(data);
-      return [{ kind: 'usage', data, usage: readUsage(chunk?.usage), usageOnly: Array.isArray(chunk?.choices) && chunk.choices.length === 0 }];
+      const choices: unknown[] = Array.isArray(chunk?.choices) ? chunk.choices : [];
+      const usageOnly = Array.isArray(chunk?.choices) && choices.length === 0;
+      const ends = usageOnly || choices.some((c) => (c as { finish_reason?: unknown } | null)?.finish_reason != null);
+      return [{ kind: 'usage', data, usage: readUsage(chunk?.usage), usageOnly, ends }];
     }
     return [{ kind: 'chunk', data }];
   },

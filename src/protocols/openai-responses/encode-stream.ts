@@ -121,7 +121,9 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     error: { code: string; message: string } | null = null,
     paid: { billed?: Usage; charge?: Charge } = {},
   ) {
-    const usage = status === 'in_progress' ? null : responsesUsage(this.usage, paid.charge, paid.billed && openAIUsageOf(paid.billed));
+    // An estimated bill is shown as billed, not with the provider's figures it could not be billed from.
+    const shown = paid.billed?.estimated ? openAIUsageOf(paid.billed) : this.usage;
+    const usage = status === 'in_progress' ? null : responsesUsage(shown, paid.charge, paid.billed && openAIUsageOf(paid.billed));
     return responseObject({ id: this.id, createdAt: this.createdAt, model: this.model, status, incompleteDetails, error, output: [...this.output], usage });
   }
 

@@ -18,6 +18,8 @@ export const responsesInbound: InboundTranslator = {
   clientParam: responsesParam,
   decodeRequest: decodeResponsesRequest,
   decodedHeaders: droppedHeaders,
-  encodeAnswer: (_internalJson, parsed, _plan, usage, charge) => JSON.stringify(responseFromCompletion(parsed, charge, usage && openAIUsageOf(usage))),
+  // An estimated bill is shown as billed: the provider's own figures are what could not be billed from.
+  encodeAnswer: (_internalJson, parsed, _plan, usage, charge) =>
+    JSON.stringify(responseFromCompletion(usage?.estimated ? { ...parsed, usage: openAIUsageOf(usage) } : parsed, charge, usage && openAIUsageOf(usage))),
   streamEncoder: (plan) => new ResponsesStreamEncoder(plan),
 };
