@@ -6,8 +6,9 @@ import { startChatHarness, readSse, type ChatHarness } from '../support/chat-har
 /*
  * attack: an OpenAI-compatible provider that puts a prompt-only usage ({prompt_tokens} and no
  * completion_tokens: unusable) on its first chunk, then ends its body cleanly mid-answer: no
- * finish_reason, no final usage, no [DONE]. Before it was "the provider ended the stream
- * early" (error event, nothing charged); now the stream is billed as complete and ends with [DONE].
+ * finish_reason, no final usage, no [DONE]. That is "the provider ended the stream early" (error
+ * event, nothing charged); a change that counted any usage object as the end billed it as complete
+ * and ended it with [DONE] (caught by a review before it landed).
  */
 let h: ChatHarness;
 let provider: Server;

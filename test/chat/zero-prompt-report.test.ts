@@ -4,9 +4,9 @@ import { clientSuite, readSse } from '../support/chat-harness.ts';
 import { call } from '../support/gateway.ts';
 
 /*
- * attack: billedUsage estimates the output of a report with 0 output beside delivered
- * text (a proxy with counting off) but keeps its prompt side "as reported". The same proxy reports
- * prompt_tokens 0 too: the prompt, however long, is then billed 0. Compare with no usage at all.
+ * attack: billedUsage estimates the output of a report with 0 output beside delivered text (a
+ * proxy with counting off) and kept its prompt side "as reported". The same proxy reports
+ * prompt_tokens 0 too: the prompt, however long, was billed 0. Compared with no usage at all.
  */
 const PROMPT = 'context '.repeat(5000);
 const content = 'lorem '.repeat(50).trimEnd();

@@ -5,9 +5,8 @@ import { call } from '../support/gateway.ts';
 import { EMBED_ID, startEmbeddingsHarness } from '../support/embeddings-harness.ts';
 
 /*
- * attack: a chat report of 0 output beside delivered text as no report ("any text is a
- * token at least, and a zero settled the answer for its prompt alone"). Embeddings keep the old rule:
- * a provider (a proxy with counting off) reporting prompt_tokens 0 beside delivered vectors is billed 0.
+ * attack: a provider (a proxy with counting off) reporting prompt_tokens 0 beside delivered vectors was
+ * billed 0. Like a chat report of 0 output beside delivered text, it is no count: estimated.
  */
 let h: ChatHarness;
 before(async () => {
