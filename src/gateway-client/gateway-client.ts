@@ -228,7 +228,8 @@ export function signingTarget(baseUrl: string, params: SiweParams, siweDomain?: 
   const domain = siweDomain ?? url.host;
   const accepted = announced(params.domains, params.domain);
   const uris = announced(params.uris, params.uri);
-  if (!accepted || !uris || uris.some((u) => !/^https?:$/.test(protocolOf(u) ?? ''))) {
+  const hosts = uris?.map(httpHost);
+  if (!accepted || !uris || !hosts || hosts.includes(null)) {
     throw new GatewayError(
       0,
       'SIWE_DOMAIN_MISMATCH',
@@ -249,7 +250,7 @@ export function signingTarget(baseUrl: string, params: SiweParams, siweDomain?: 
       null,
     );
   }
-  const uri = uris.find((u) => hostOf(u) === domain) ?? uris[0]!;
+  const uri = uris[hosts.indexOf(domain)] ?? uris[0]!;
   return { domain, uri };
 }
 
@@ -259,15 +260,15 @@ function announced(list: unknown, single: unknown): string[] | null {
   return Array.isArray(list) && list.every((v) => typeof v === 'string' && v) ? list : null;
 }
 
-const parsed = (uri: string): URL | null => {
+/** The host of an http(s) URL; null for anything else. */
+function httpHost(uri: string): string | null {
   try {
-    return new URL(uri);
+    const url = new URL(uri);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.host : null;
   } catch {
     return null;
   }
-};
-const hostOf = (uri: string) => parsed(uri)?.host ?? null;
-const protocolOf = (uri: string) => parsed(uri)?.protocol ?? null;
+}
 
 /** The JSON body of a 2xx answer, or the gateway's error as a GatewayError. */
 export async function readJson<T>(res: Response): Promise<T> {

@@ -58,9 +58,7 @@ export async function completeChat(
     throw failure;
   }
 
-  // Most answers carry a usable report with output: no estimate, no await.
-  const reported = answer.usage;
-  const usage = reported && reported.output.total > 0 ? reported : await billedUsage(plan, reported, () => completionTextOf(answer.parsed));
+  const usage = await billedUsage(plan, answer.usage, () => completionTextOf(answer.parsed));
   sink.header('x-tollgate-deployment', route.deployment.id);
   const outcome = await settleWholeAnswer(deps, sink, bill, usage);
   let body = inbound.encodeAnswer(answer.text, answer.parsed, plan, usage, chargeOf(outcome));

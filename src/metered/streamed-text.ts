@@ -9,8 +9,8 @@ const FOLD_AT_CHARS = 16 * 1024;
  * The generated text of a streamed answer, kept in case the provider reports no usage and the
  * tokens have to be counted. Events are stored as they arrive (no JSON parsing per event on the
  * hot path) and folded into their text once they pass FOLD_AT_CHARS, so a long stream holds its
- * words, not every event's JSON (about 40 times larger), kept flat (TextBuilder: one piece per
- * delta, added with `+=`, cost about five times the text).
+ * words, not every event's JSON (about 40 times larger); the words are kept flat (TextBuilder),
+ * since a string grown with `+=` one delta at a time holds about five times its text.
  */
 export class StreamedText {
   private events: string[] = [];

@@ -13,3 +13,11 @@ export function openAIUsageOf(u: Usage) {
     completion_tokens_details: { reasoning_tokens: u.output.reasoning },
   };
 }
+
+/**
+ * The usage an answer shows beside its charge: the provider's own, unless the bill was estimated
+ * (the provider's figures were what could not be billed from): then the billed usage.
+ */
+export function shownUsage<T>(provider: T, billed: Usage | undefined): T | ReturnType<typeof openAIUsageOf> {
+  return billed?.estimated ? openAIUsageOf(billed) : provider;
+}

@@ -2,7 +2,7 @@ import { parseJsonLoosely } from '../../json.ts';
 import { mayNameACharge, namesACharge, spliceCharge, withCharge, type Charge } from '../charge.ts';
 import type { InboundTranslator } from '../inbound.ts';
 import type { InternalCompletion, InternalUsage, Usage } from '../internal.ts';
-import { openAIUsageOf } from './encode-usage.ts';
+import { openAIUsageOf, shownUsage } from './encode-usage.ts';
 
 const DONE = 'data: [DONE]\n\n';
 
@@ -59,8 +59,7 @@ export const openAIChatInbound: InboundTranslator = {
  */
 function answerWithCharge(internalJson: string, parsed: InternalCompletion, billed: Usage | undefined, charge: Charge | undefined): string {
   if (!charge) return internalJson;
-  // An estimated bill is shown as billed, not with the provider's figures it could not be billed from.
-  if (billed?.estimated && parsed?.usage) return JSON.stringify({ ...parsed, usage: withCharge(openAIUsageOf(billed), charge) });
+  if (billed?.estimated && parsed?.usage) return JSON.stringify({ ...parsed, usage: withCharge(shownUsage(parsed.usage, billed), charge) });
   const spliced = parsed?.usage && typeof parsed.usage === 'object' ? spliceCharge(internalJson, charge) : null;
   if (spliced !== null) return spliced;
   const usage: InternalUsage | Record<string, unknown> = parsed?.usage ?? (billed ? openAIUsageOf(billed) : {});

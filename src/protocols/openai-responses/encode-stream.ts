@@ -4,7 +4,7 @@ import type { EncodePlan } from '../inbound.ts';
 import type { StreamEncoder } from '../inbound.ts';
 import type { Charge } from '../charge.ts';
 import type { InternalChunk, InternalToolCall, InternalUsage, Usage } from '../internal.ts';
-import { openAIUsageOf } from '../openai-chat/encode-usage.ts';
+import { openAIUsageOf, shownUsage } from '../openai-chat/encode-usage.ts';
 import {
   functionCallItem,
   messageItem,
@@ -121,9 +121,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     error: { code: string; message: string } | null = null,
     paid: { billed?: Usage; charge?: Charge } = {},
   ) {
-    // An estimated bill is shown as billed, not with the provider's figures it could not be billed from.
-    const shown = paid.billed?.estimated ? openAIUsageOf(paid.billed) : this.usage;
-    const usage = status === 'in_progress' ? null : responsesUsage(shown, paid.charge, paid.billed && openAIUsageOf(paid.billed));
+    const usage = status === 'in_progress' ? null : responsesUsage(shownUsage(this.usage, paid.billed), paid.charge, paid.billed && openAIUsageOf(paid.billed));
     return responseObject({ id: this.id, createdAt: this.createdAt, model: this.model, status, incompleteDetails, error, output: [...this.output], usage });
   }
 

@@ -1,7 +1,7 @@
 import type { InboundTranslator } from '../inbound.ts';
 import { decodeResponsesRequest, responsesParam } from './decode-request.ts';
 import { droppedHeaders } from './dropped.ts';
-import { openAIUsageOf } from '../openai-chat/encode-usage.ts';
+import { openAIUsageOf, shownUsage } from '../openai-chat/encode-usage.ts';
 import { responseFromCompletion } from './encode-answer.ts';
 import { ResponsesStreamEncoder } from './encode-stream.ts';
 
@@ -18,8 +18,7 @@ export const responsesInbound: InboundTranslator = {
   clientParam: responsesParam,
   decodeRequest: decodeResponsesRequest,
   decodedHeaders: droppedHeaders,
-  // An estimated bill is shown as billed: the provider's own figures are what could not be billed from.
   encodeAnswer: (_internalJson, parsed, _plan, usage, charge) =>
-    JSON.stringify(responseFromCompletion(usage?.estimated ? { ...parsed, usage: openAIUsageOf(usage) } : parsed, charge, usage && openAIUsageOf(usage))),
+    JSON.stringify(responseFromCompletion({ ...parsed, usage: shownUsage(parsed?.usage, usage) }, charge, usage && openAIUsageOf(usage))),
   streamEncoder: (plan) => new ResponsesStreamEncoder(plan),
 };
