@@ -15,7 +15,10 @@ describe('a stream that asked for include_usage, with no usage-only chunk from t
   before(async () => {
     h = await startAnthropicHarness('sqlite');
   });
-  after(() => h.stop());
+  after(async () => {
+    await h.gw.assertLedger();
+    await h.stop();
+  });
 
   const stream = async (key: string) => {
     const res = await fetch(`${h.gw.url}/v1/chat/completions`, {

@@ -16,7 +16,10 @@ describe('a no-argument Anthropic tool call, streamed to OpenAI-protocol clients
   before(async () => {
     h = await startAnthropicHarness('sqlite');
   });
-  after(() => h.stop());
+  after(async () => {
+    await h.gw.assertLedger();
+    await h.stop();
+  });
 
   const behave = () =>
     resetProviders(h, {

@@ -17,7 +17,10 @@ describe('reasoning effort with tools on an Anthropic model: the tool loop goes 
   before(async () => {
     h = await startAnthropicHarness('sqlite');
   });
-  after(() => h.stop());
+  after(async () => {
+    await h.gw.assertLedger();
+    await h.stop();
+  });
 
   const post = (key: string, path: string, body: unknown) =>
     fetch(`${h.gw.url}${path}`, {
