@@ -14,13 +14,19 @@ import { paymentHeader, siwxHeader } from './payment-wire.ts';
 
 /** A chat request of `inbound`'s protocol, paid for. */
 export function paidChat(services: Services, request: FastifyRequest, reply: FastifyReply, inbound: InboundTranslator): PaidRequest {
-  const plan = planInbound(inbound, request.body, services.catalog, services.config);
+  // Planned as a keyed request is (src/http/routes/chat.ts): a native Messages request's betas are
+  // sorted (price-neutral ones forwarded, priced ones a 400 before any offer or settle), and the
+  // plan's headers (betas not forwarded, a lowered max_tokens) go out with the answer.
+  const plan = planInbound(inbound, request.body, services.catalog, services.config, { betas: request.headers['anthropic-beta'] });
   return {
     plan,
     path: inbound.path,
     description: 'One Tollgate chat completion; what it does not use stays in your wallet balance',
     shrink: 'lower max_tokens or n',
-    run: (key, opts) => runChat(services.chat, exchangeOf(request, reply, inbound), key, plan, opts),
+    run: (key, opts) => {
+      void reply.headers(plan.responseHeaders ?? {});
+      return runChat(services.chat, exchangeOf(request, reply, inbound), key, plan, opts);
+    },
   };
 }
 
