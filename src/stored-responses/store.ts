@@ -187,6 +187,21 @@ export async function deleteResponse(db: Kysely<Database>, owner: Owner, id: str
   });
 }
 
+/**
+ * Deletes every response a key stored (and their items' copies), once the key is revoked: nothing can
+ * read, continue or delete them any more (ownership is the key), so kept until they expired they only
+ * filled the wallet's maxStoredPerWallet / maxBytesPerWallet, and no other key of the wallet could
+ * make room. Returns how many went; a second call finds none.
+ */
+export async function deleteKeyResponses(db: Kysely<Database>, owner: Owner): Promise<number> {
+  return db.transaction().execute(async (tx) => {
+    const ofKey = tx.selectFrom('stored_responses').select('id').where('api_key_id', '=', owner.apiKeyId).where('wallet', '=', owner.wallet);
+    await tx.deleteFrom('stored_response_items').where('response_id', 'in', ofKey).execute();
+    const result = await tx.deleteFrom('stored_responses').where('api_key_id', '=', owner.apiKeyId).where('wallet', '=', owner.wallet).executeTakeFirst();
+    return Number(result.numDeletedRows ?? 0);
+  });
+}
+
 export interface PruneOptions {
   /** Responses removed a transaction. */
   batch?: number;

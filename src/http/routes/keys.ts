@@ -20,6 +20,7 @@ const limitFields = Object.fromEntries(LIMIT_FIELDS.map((f) => [f, z.unknown().o
   z.ZodOptional<z.ZodUnknown>
 >;
 import { enforceRateLimit } from '../rate-limit.ts';
+import { deleteKeyResponses } from '../../stored-responses/store.ts';
 
 const createBody = z
   .object({
@@ -109,6 +110,9 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     // Another wallet's key answers exactly like a missing one, so ids reveal nothing.
     if (outcome === 'not_found') throw notFound(`no API key ${id} belongs to this wallet`);
     services.keyCache.forget(id);
+    // What the key stored is unreachable from now on (a response is its key's alone): it goes, so it
+    // no longer fills the wallet's store. Also on a repeated revoke, which finishes one cut short.
+    await deleteKeyResponses(services.storage.db, { wallet, apiKeyId: id });
     return { revoked: true };
   });
 }
