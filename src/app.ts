@@ -120,7 +120,36 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(cors, {
     origin: services.config.server.corsOrigins.includes('*') ? '*' : services.config.server.corsOrigins,
     methods: ['GET', 'POST', 'PATCH', 'DELETE'],
-    allowedHeaders: ['content-type', 'authorization', 'payment-signature', 'x-payment', 'sign-in-with-x', 'access-control-expose-headers'].join(', '),
+    // Besides the x402 ones, what the stock SDKs send from a browser on every request (openai-node's
+    // and @anthropic-ai/sdk's x-stainless-* platform headers; Anthropic's key, version and browser
+    // opt-in) and the headers the chat routes read: a header missing here fails the preflight, and
+    // the browser never sends the request at all. No credential is a cookie, so naming more is safe.
+    allowedHeaders: [
+      'content-type',
+      'authorization',
+      'payment-signature',
+      'x-payment',
+      'sign-in-with-x',
+      'access-control-expose-headers',
+      'x-api-key',
+      'anthropic-version',
+      'anthropic-beta',
+      'anthropic-dangerous-direct-browser-access',
+      'x-tollgate-fit-max-tokens',
+      'openai-organization',
+      'openai-project',
+      'x-stainless-arch',
+      'x-stainless-lang',
+      'x-stainless-os',
+      'x-stainless-package-version',
+      'x-stainless-retry-count',
+      'x-stainless-runtime',
+      'x-stainless-runtime-version',
+      'x-stainless-timeout',
+      'x-stainless-helper-method',
+      'x-stainless-poll-helper',
+      'x-stainless-custom-poll-interval',
+    ].join(', '),
     exposedHeaders: [
       'payment-required',
       'payment-response',
