@@ -26,10 +26,13 @@ export function paidRequestPort(services: Services, request: FastifyRequest, rep
     body: request.body,
     countRequest: (wallet) => enforceRateLimit(services, reply, `chat:${wallet}`, services.rateWindows.chat),
     siwxOffered: !siwxConfigProblem(config.server.publicUrl, config.siwe),
+    // The challenge names the route as clients reach it, under server.publicUrl (a gateway published
+    // under a path, behind a proxy that strips it, sees only /v1/…): the signed uri's path is checked
+    // against that, the path of the 402's resource URL.
     verifySiwx: (header, path) =>
       authFailureLimit(services).check(
         request,
-        () => verifySiwxHeader(header, path, { siwe: services.siwe, secret: services.keySecret }),
+        () => verifySiwxHeader(header, publishedPath(config.server.publicUrl, path), { siwe: services.siwe, secret: services.keySecret }),
         (result) => !result.ok && result.status === 401,
       ),
     bazaar: (path) => bazaarOf(services, path),
@@ -46,4 +49,9 @@ export function paidRequestPort(services: Services, request: FastifyRequest, rep
     stopsBeforeChannelCommit: () => services.failPoints.channelFailure === 'stop-before-commit',
     cutClient: () => reply.raw.destroy(),
   };
+}
+
+/** The path of `route` under the public URL, as the 402's resource URL has it (pay-per-request.ts: publicUrl without its trailing slash, then the route). */
+export function publishedPath(publicUrl: string, route: string): string {
+  return new URL(`${publicUrl.replace(/\/$/, '')}${route}`).pathname;
 }
