@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { PaymentRequirements } from '@x402/core/types';
+import { createPublicClient, decodeFunctionData, http, parseAbi, serializeSignature, type Hex } from 'viem';
+import { adjustBalance } from '../../../src/ledger/movements.ts';
+import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
+import { v2Header } from '../../support/x402-payloads.ts';
+
+/**
+ * An exact pay-per-request payment is settled with transferWithAuthorization, whose calldata holds
+ * the whole authorization and its signature: once the settle is in the mempool or mined, anyone
+ * watching the chain can rebuild the payment header (the `accepted` half is the gateway's public
+ * offer for that amount). The gateway lets a "replay" (a request that did not open the payment)
+ * run a further request on the payer's balance for topup.maxTimeoutSeconds (300 s by default) after
+ * the credit. So every payer of a pay-per-request call hands every chain observer a 5-minute
+ * credential to the wallet's whole balance (top-ups included), one request per replay at up to the
+ * payment's amount, as often as the wallet's chat window allows. A payment pays for the one request
+ * it was made for: sent again after that request ran, it must run nothing.
+ *
+ * (The existing "replay: ... runs one it can" test in attacks.test.ts asserts the opposite for a
+ * header the payer's own client resends; the fix, described in the report, changes that rule: a
+ * resend of a payment whose request already ran is answered, not run again, as payment-identifier
+ * answers it.)
+ */
+const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
+const ATTACKER_BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: "the attacker's own question" }], max_tokens: 50 };
+const SAVINGS = 5_000_000; // the payer's balance from earlier top-ups
+
+const TOKEN_ABI = parseAbi([
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
+]);
+
+describe('attack: an exact payment rebuilt from its settle transaction spends the payer\'s balance (sqlite)', () => {
+  let h: PayPerRequestHarness;
+  before(async () => {
+    h = await startPayPerRequestHarness('sqlite');
+  });
+  after(async () => {
+    await h.gw.assertLedger();
+    await h.stop();
+  });
+
+  /** What an observer reads off the chain: the last transferWithAuthorization sent to the USDC contract. */
+  async function authorizationFromChain() {
+    const chain = createPublicClient({ transport: http(h.anvil.rpcUrl) });
+    const head = await chain.getBlockNumber();
+    for (let n = head; n >= 0n && n > head - 20n; n--) {
+      const block = await chain.getBlock({ blockNumber: n, includeTransactions: true });
+      for (const tx of [...block.transactions].reverse()) {
+        if (tx.to?.toLowerCase() !== h.chain.usdc.toLowerCase()) continue;
+        let call;
+        try {
+          call = decodeFunctionData({ abi: TOKEN_ABI, data: tx.input });
+        } catch {
+          continue;
+        }
+        if (call.functionName !== 'transferWithAuthorization') continue;
+        const a = call.args as readonly unknown[];
+        const signature = a.length === 7 ? (a[6] as Hex) : serializeSignature({ v: BigInt(a[6] as number), r: a[7] as Hex, s: a[8] as Hex });
+        const [from, to, value, validAfter, validBefore, nonce] = a as [string, string, bigint, bigint, bigint, Hex];
+        return {
+          signature,
+          authorization: { from, to, value: value.toString(), validAfter: validAfter.toString(), validBefore: validBefore.toString(), nonce },
+        };
+      }
+    }
+    throw new Error('no transferWithAuthorization on chain');
+  }
+
+  test('a chain observer runs its own request on the payer\'s balance with the header rebuilt from calldata', async () => {
+    const payer = await h.payer(1n);
+    await adjustBalance(h.gw.services.storage.db, { wallet: payer.address.toLowerCase(), amountUsdc: SAVINGS, note: 'earlier top-ups' });
+    // The payer's own paid request, with the stock client: settled, credited, run.
+    await h.openai(payer).chat.completions.create(BODY as never);
+    const left = await h.balance(payer.address);
+    const calls = h.fake.received.length;
+
+    // The observer: the settle's calldata and the gateway's public offer for that amount.
+    const seen = await authorizationFromChain();
+    assert.equal(seen.authorization.from.toLowerCase(), payer.address.toLowerCase());
+    const offer = (await h.chat(ATTACKER_BODY)).body.accepts[0] as PaymentRequirements;
+    const header = v2Header({ ...offer, amount: seen.authorization.value }, seen);
+
+    const stolen = await h.chat(ATTACKER_BODY, { 'payment-signature': header });
+    assert.notEqual(stolen.status, 200, `the observer's request ran on the payer's balance (charged ${stolen.headers.get('x-tollgate-charged-usdc')} µ)`);
+    assert.equal(h.fake.received.length, calls, 'the observer reached the provider');
+    assert.equal(await h.balance(payer.address), left, "the payer's balance paid for the observer's request");
+  });
+});
