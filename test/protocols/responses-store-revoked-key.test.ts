@@ -17,7 +17,7 @@ const CHARGE = 60; // 10 × 1.2 + 20 × 2.4
  * one remedy, left every other key of the wallet unable to store a response for the rest of the
  * TTL, with nothing the owner could delete to make room.
  */
-describe('attack: a revoked key\'s unreachable responses keep filling the wallet\'s store (sqlite)', () => {
+describe("attack: a revoked key's unreachable responses keep filling the wallet's store (sqlite)", () => {
   let h: ChatHarness;
   before(async () => {
     h = await startChatHarness('sqlite', {
@@ -69,11 +69,7 @@ describe('attack: a revoked key\'s unreachable responses keep filling the wallet
     // So they must not hold the wallet's room: the owner's key stores again.
     const after = await post(ownerKey, {});
     assert.equal(after.status, 200);
-    assert.equal(
-      after.headers.get('x-tollgate-store'),
-      'stored',
-      "the wallet's store stays full of responses nobody can reach or delete until they expire",
-    );
+    assert.equal(after.headers.get('x-tollgate-store'), 'stored', "the wallet's store stays full of responses nobody can reach or delete until they expire");
     const kept = (await after.json()) as { id: string; store: boolean };
     assert.equal(kept.store, true);
     assert.equal((await byKey(ownerKey, kept.id, 'GET')).status, 200);

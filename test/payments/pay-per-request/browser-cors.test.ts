@@ -44,14 +44,21 @@ describe('pay-per-request × browsers: the preflight allows what the stock SDKs 
 
   test('openai-node on /v1/chat/completions and /v1/responses, keyless with an x402 payment', async () => {
     const openai = (fetch: typeof globalThis.fetch) =>
-      new OpenAI({ baseURL: 'https://gateway.example/v1', apiKey: 'unused', fetch, maxRetries: 0, dangerouslyAllowBrowser: true, defaultHeaders: { Authorization: null } });
+      new OpenAI({
+        baseURL: 'https://gateway.example/v1',
+        apiKey: 'unused',
+        fetch,
+        maxRetries: 0,
+        dangerouslyAllowBrowser: true,
+        defaultHeaders: { Authorization: null },
+      });
     const chat = await sentHeaders((f) => openai(f).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }));
     const responses = await sentHeaders((f) => openai(f).responses.create({ model: 'fake/chat-small', input: 'hi' }));
     assert.deepEqual(await preflight('/v1/chat/completions', [...chat, 'payment-signature']), [], 'headers the browser may not send to chat completions');
     assert.deepEqual(await preflight('/v1/responses', [...responses, 'payment-signature']), [], 'headers the browser may not send to Responses');
   });
 
-  test('@anthropic-ai/sdk on /v1/messages, with its key in x-api-key and Claude Code\'s anthropic-beta', async () => {
+  test("@anthropic-ai/sdk on /v1/messages, with its key in x-api-key and Claude Code's anthropic-beta", async () => {
     const sent = await sentHeaders((fetch) =>
       new Anthropic({ baseURL: 'https://gateway.example', apiKey: 'sk-unused', fetch, maxRetries: 0, dangerouslyAllowBrowser: true }).messages.create({
         model: 'fake/chat-small',

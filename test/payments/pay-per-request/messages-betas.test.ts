@@ -28,7 +28,7 @@ const MODEL = `${CLAUDE.provider}/${CLAUDE.name}`;
 const BODY = { model: MODEL, max_tokens: 8000, messages: [{ role: 'user', content: 'hello' }] };
 const BETAS = 'interleaved-thinking-2025-05-14,not-a-reviewed-beta-2099-01-01';
 
-describe('pay-per-request × native Messages: the client\'s anthropic-beta and the plan\'s headers (sqlite)', () => {
+describe("pay-per-request × native Messages: the client's anthropic-beta and the plan's headers (sqlite)", () => {
   let h: PayPerRequestHarness;
   let anthropic: FakeAnthropic;
   before(async () => {

@@ -31,7 +31,7 @@ const TOKEN_ABI = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
 ]);
 
-describe('attack: an exact payment rebuilt from its settle transaction spends the payer\'s balance (sqlite)', () => {
+describe("attack: an exact payment rebuilt from its settle transaction spends the payer's balance (sqlite)", () => {
   let h: PayPerRequestHarness;
   before(async () => {
     h = await startPayPerRequestHarness('sqlite');
@@ -68,7 +68,7 @@ describe('attack: an exact payment rebuilt from its settle transaction spends th
     throw new Error('no transferWithAuthorization on chain');
   }
 
-  test('a chain observer runs its own request on the payer\'s balance with the header rebuilt from calldata', async () => {
+  test("a chain observer runs its own request on the payer's balance with the header rebuilt from calldata", async () => {
     const payer = await h.payer(1n);
     await adjustBalance(h.gw.services.storage.db, { wallet: payer.address.toLowerCase(), amountUsdc: SAVINGS, note: 'earlier top-ups' });
     // The payer's own paid request, with the stock client: settled, credited, run.

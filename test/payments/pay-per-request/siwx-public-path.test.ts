@@ -52,7 +52,11 @@ describe('sign-in-with-x behind a path-prefixed server.publicUrl (sqlite)', () =
     const payload = await createSIWxPayload({ ...ext.info, chainId: required.accepts[0]!.network, type: 'eip191' }, payer, ext.info.uri);
     const res = await post({ 'sign-in-with-x': encodeSIWxHeader(payload) });
     const text = await res.text();
-    assert.equal(res.status, 200, `a challenge this gateway issued was refused: ${res.status === 200 ? '' : (JSON.parse(text) as { message?: string }).message}`);
+    assert.equal(
+      res.status,
+      200,
+      `a challenge this gateway issued was refused: ${res.status === 200 ? '' : (JSON.parse(text) as { message?: string }).message}`,
+    );
     assert.ok((await h.balance(payer.address)) < before, 'billed to the balance');
   });
 
@@ -63,7 +67,11 @@ describe('sign-in-with-x behind a path-prefixed server.publicUrl (sqlite)', () =
     const required = decodePaymentRequiredHeader(offered.headers.get('payment-required')!);
     const ext = required.extensions!['sign-in-with-x'] as SIWxExtension;
     const other = `${origin}${PREFIX}/v1/embeddings`;
-    const payload = await createSIWxPayload({ ...ext.info, uri: other, resources: [other], chainId: required.accepts[0]!.network, type: 'eip191' }, payer, other);
+    const payload = await createSIWxPayload(
+      { ...ext.info, uri: other, resources: [other], chainId: required.accepts[0]!.network, type: 'eip191' },
+      payer,
+      other,
+    );
     const res = await post({ 'sign-in-with-x': encodeSIWxHeader(payload) });
     assert.equal(res.status, 402);
     assert.equal((await res.json()).error, 'SIWX_REJECTED');
