@@ -34,6 +34,8 @@ export interface MatchedPayment {
   digest: string;
   /** What the payment is taken for, recorded with it when it is first seen (default `topup`). */
   purpose?: PaymentPurpose;
+  /** A chat payment's request (pay-per-request/request-digest.ts), recorded with it when it is first seen. */
+  requestDigest?: string;
 }
 
 const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();

@@ -71,6 +71,7 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
         updated_at: now,
         credited_at: null,
         purpose: m.purpose ?? 'topup',
+        request_digest: m.requestDigest ?? null,
       })
       .execute();
     return { kind: 'claimed', row: await findPayment(db, id) };

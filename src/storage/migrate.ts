@@ -19,6 +19,7 @@ import { retention } from './migrations/016-retention.ts';
 import { reservationUptoPayment } from './migrations/017-reservation-upto-payment.ts';
 import { channels } from './migrations/018-channels.ts';
 import { checkpointPeriods } from './migrations/019-checkpoint-periods.ts';
+import { paymentRequestDigest } from './migrations/020-payment-request-digest.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -42,6 +43,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '017-reservation-upto-payment': reservationUptoPayment(),
     '018-channels': channels(storage.engine),
     '019-checkpoint-periods': checkpointPeriods(),
+    '020-payment-request-digest': paymentRequestDigest(),
   };
 }
 

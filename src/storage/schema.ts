@@ -236,6 +236,8 @@ export interface PaymentTable {
   state: PaymentState;
   /** Migration 014: set exactly when state is `released`; failure_reason is only the human text. */
   release_kind: ReleaseKind | null;
+  /** Migration 020: SHA-256 of the route and body an exact chat payment was first sent with; the only request it runs. */
+  request_digest: string | null;
 }
 
 export type UptoState = 'holding' | 'settling' | 'settled' | 'unsettled' | 'written_off';

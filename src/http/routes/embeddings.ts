@@ -7,6 +7,7 @@ import { authenticateSpender, spenderKey } from '../auth/inference-auth.ts';
 import { assertModelAllowed } from '../auth/key-checks.ts';
 import { reservationRefusal } from '../../metered/reservation-refusal.ts';
 import type { PaidRequest } from '../../payments/paid-request/paid-request.ts';
+import { requestDigest } from '../../payments/pay-per-request/request-digest.ts';
 import { refuseUnconfiguredProvider } from '../inference/provider-ready.ts';
 import { replySink } from '../inference/reply-sink.ts';
 
@@ -40,6 +41,7 @@ function paidEmbeddings(services: Services, request: FastifyRequest, reply: Fast
     path: '/v1/embeddings',
     description: 'One Tollgate embeddings request; what it does not use stays in your wallet balance',
     shrink: SHRINK,
+    requestDigest: requestDigest('/v1/embeddings', request.body),
     run: (key, opts) => runEmbeddings(services.chat, replySink(reply), request.id, key, plan, opts),
   };
 }

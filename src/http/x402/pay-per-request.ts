@@ -3,6 +3,7 @@ import { planInbound } from '../../metered/plan/inbound.ts';
 import { runChat } from '../../metered/run.ts';
 import type { PaidRequest } from '../../payments/paid-request/paid-request.ts';
 import { payPerRequest as decidePaidRequest } from '../../payments/paid-request/pay-per-request.ts';
+import { requestDigest } from '../../payments/pay-per-request/request-digest.ts';
 import type { InboundTranslator } from '../../protocols/inbound.ts';
 import { ApiError } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
@@ -23,6 +24,7 @@ export function paidChat(services: Services, request: FastifyRequest, reply: Fas
     path: inbound.path,
     description: 'One Tollgate chat completion; what it does not use stays in your wallet balance',
     shrink: 'lower max_tokens or n',
+    requestDigest: requestDigest(inbound.path, request.body),
     run: (key, opts) => {
       void reply.headers(plan.responseHeaders ?? {});
       return runChat(services.chat, exchangeOf(request, reply, inbound), key, plan, opts);

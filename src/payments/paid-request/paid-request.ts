@@ -13,5 +13,7 @@ export interface PaidRequest {
   path: string;
   description: string;
   shrink: string;
+  /** The route and body an exact payment sent with this request is bound to (pay-per-request/request-digest.ts). */
+  requestDigest: string;
   run(key: KeyRow, opts: RunOptions): Promise<ReserveOutcome>;
 }

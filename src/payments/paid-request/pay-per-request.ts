@@ -105,7 +105,11 @@ async function decide(deps: PaidRequestDeps, paidRequest: PaidRequest, sent: Pai
     // spec, "Facilitator Behavior"): the route's resource and this gateway's own bazaar entry. The
     // client's echo of the extensions is never forwarded: a client could have changed it to poison the listing.
     const resource = { url: paidOffer.resource, description: paidRequest.description, mimeType: 'application/json' };
-    const matched = { ...paid.matched, payload: { ...paid.matched.payload, resource, extensions: { bazaar: deps.bazaar(paidRequest.path) } } };
+    const matched = {
+      ...paid.matched,
+      payload: { ...paid.matched.payload, resource, extensions: { bazaar: deps.bazaar(paidRequest.path) } },
+      requestDigest: paidRequest.requestDigest,
+    };
     return await settleAndRun(deps, paidRequest, matched, ask, hold);
   } finally {
     // Every path that does not run the request frees the identifier, a throw included.
@@ -155,7 +159,7 @@ async function settleAndRun(
     case 'credited': {
       // Refusals first: a header that runs nothing (a top-up's, or a replay past its window) must
       // not use up the payer's chat window either (a leaked header would otherwise 429 their keys).
-      const refused = refusePaid(deps, outcome.payment, !outcome.opened, ask);
+      const refused = refusePaid(deps, outcome.payment, !outcome.opened, matched.requestDigest!, ask);
       if (refused) return refused;
       if (!counted) await countRequest();
       await hold?.start();
@@ -165,12 +169,18 @@ async function settleAndRun(
 }
 
 /** Answers a credited payment that may not run this request (payments/pay-per-request/may-run.ts); undefined when it may. */
-function refusePaid(deps: PaidRequestDeps, payment: PaymentRow, replayed: boolean, ask: AskForPayment): PaidOutcome | undefined {
+function refusePaid(deps: PaidRequestDeps, payment: PaymentRow, replayed: boolean, requestDigest: string, ask: AskForPayment): PaidOutcome | undefined {
   const { maxTimeoutSeconds } = deps.config.topup;
-  const verdict = mayRunPaid(payment, replayed, maxTimeoutSeconds);
+  const verdict = mayRunPaid(payment, replayed, requestDigest, maxTimeoutSeconds);
   switch (verdict.kind) {
     case 'topup-payment':
       return refuseTopupPayment(payment.payer, ask);
+    case 'other-request':
+      return ask(
+        'PAYMENT_REJECTED',
+        `this payment was first sent with another request (another body or route) and pays for that request only; nothing more was credited and this request did not run. Sign a new payment for one of accepts`,
+        { reason: OTHER_REQUEST },
+      );
     case 'expired':
       return ask(
         'PAYMENT_EXPIRED',
@@ -180,6 +190,9 @@ function refusePaid(deps: PaidRequestDeps, payment: PaymentRow, replayed: boolea
       return undefined;
   }
 }
+
+/** The refusal's reason when a payment is sent with a request other than the one it was first sent with. */
+export const OTHER_REQUEST = 'payment_for_another_request';
 
 function refuseTopupPayment(payer: string, ask: AskForPayment): PaidOutcome {
   return ask(

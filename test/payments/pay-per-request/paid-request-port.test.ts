@@ -55,6 +55,7 @@ const request = (reservationUsdc: number): PaidRequest => ({
   path: '/v1/chat/completions',
   description: 'One chat completion',
   shrink: 'lower max_tokens',
+  requestDigest: 'a'.repeat(64),
   run: untouched('the run'),
 });
 

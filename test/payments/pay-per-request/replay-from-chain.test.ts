@@ -12,15 +12,12 @@ import { v2Header } from '../../support/x402-payloads.ts';
  * watching the chain can rebuild the payment header (the `accepted` half is the gateway's public
  * offer for that amount). The gateway lets a "replay" (a request that did not open the payment)
  * run a further request on the payer's balance for topup.maxTimeoutSeconds (300 s by default) after
- * the credit. So every payer of a pay-per-request call hands every chain observer a 5-minute
+ * the credit. So every payer of a pay-per-request call handed every chain observer a 5-minute
  * credential to the wallet's whole balance (top-ups included), one request per replay at up to the
- * payment's amount, as often as the wallet's chat window allows. A payment pays for the one request
- * it was made for: sent again after that request ran, it must run nothing.
- *
- * (The existing "replay: ... runs one it can" test in attacks.test.ts asserts the opposite for a
- * header the payer's own client resends; the fix, described in the report, changes that rule: a
- * resend of a payment whose request already ran is answered, not run again, as payment-identifier
- * answers it.)
+ * payment's amount, as often as the wallet's chat window allows. Now a payment runs only the request
+ * it was first sent with (its route and body, which never reach the chain: request-digest.ts); the
+ * payer's own client sending that request again still runs it ("replay: ... runs one it can" in
+ * attacks.test.ts).
  */
 const BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hello' }], max_tokens: 100 };
 const ATTACKER_BODY = { model: 'fake/chat-small', messages: [{ role: 'user', content: "the attacker's own question" }], max_tokens: 50 };
@@ -84,7 +81,17 @@ describe("attack: an exact payment rebuilt from its settle transaction spends th
 
     const stolen = await h.chat(ATTACKER_BODY, { 'payment-signature': header });
     assert.notEqual(stolen.status, 200, `the observer's request ran on the payer's balance (charged ${stolen.headers.get('x-tollgate-charged-usdc')} µ)`);
+    assert.equal(stolen.status, 402, stolen.text);
+    assert.equal(stolen.body.error, 'PAYMENT_REJECTED');
+    assert.equal(stolen.body.reason, 'payment_for_another_request');
     assert.equal(h.fake.received.length, calls, 'the observer reached the provider');
     assert.equal(await h.balance(payer.address), left, "the payer's balance paid for the observer's request");
+
+    // The same header with the payer's own body (which the observer does not know) is the payer's
+    // resend: it runs, charged to the balance as before, and credits nothing more.
+    const resent = await h.chat(BODY, { 'payment-signature': header });
+    assert.equal(resent.status, 200, resent.text);
+    assert.equal(h.fake.received.length, calls + 1);
+    assert.equal(await h.balance(payer.address), left - Number(resent.headers.get('x-tollgate-charged-usdc')));
   });
 });

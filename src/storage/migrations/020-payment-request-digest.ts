@@ -1,0 +1,14 @@
+import type { Kysely } from 'kysely';
+
+/**
+ * `payments.request_digest`: the request an exact pay-per-request payment was first sent with
+ * (src/payments/pay-per-request/request-digest.ts); null for top-ups and for payments recorded
+ * before this migration, which therefore run no request when sent again.
+ */
+export function paymentRequestDigest() {
+  return {
+    async up(db: Kysely<any>): Promise<void> {
+      await db.schema.alterTable('payments').addColumn('request_digest', 'text').execute();
+    },
+  };
+}
