@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { createPublicClient, decodeFunctionData, http, parseAbi, serializeSignature, type Hex } from 'viem';
 import { adjustBalance } from '../../../src/ledger/movements.ts';
+import { FacilitatorUnavailable } from '../../../src/payments/facilitator/facilitator.ts';
 import { startPayPerRequestHarness, type PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { v2Header } from '../../support/x402-payloads.ts';
 
@@ -93,5 +94,34 @@ describe("attack: an exact payment rebuilt from its settle transaction spends th
     assert.equal(resent.status, 200, resent.text);
     assert.equal(h.fake.received.length, calls + 1);
     assert.equal(await h.balance(payer.address), left - Number(resent.headers.get('x-tollgate-charged-usdc')));
+  });
+
+  test('a failed payment reclaimed with another body credits the payer and runs nothing; the first body still runs', async () => {
+    const payer = await h.payer(1n);
+    const offer = (await h.chat(BODY)).body.accepts[0] as PaymentRequirements;
+    const header = v2Header(offer, await h.usdcPayment(payer, BigInt(offer.amount)));
+    const f = h.gw.services.topup!.facilitator as { verify: (...a: unknown[]) => Promise<unknown> };
+    const realVerify = f.verify;
+    f.verify = async () => {
+      throw new FacilitatorUnavailable('facilitator down (test)');
+    };
+    try {
+      assert.equal((await h.chat(BODY, { 'payment-signature': header })).status, 503);
+    } finally {
+      f.verify = realVerify;
+    }
+    const calls = h.fake.received.length;
+    // Another body reclaims the failed row (failed -> pending), so this request opens it: settled and
+    // credited to the payer, whose money it is, but the observer's prompt does not run.
+    const other = await h.chat(ATTACKER_BODY, { 'payment-signature': header });
+    assert.equal(other.status, 402, other.text);
+    assert.equal(other.body.reason, 'payment_for_another_request');
+    assert.equal(h.fake.received.length, calls);
+    assert.equal(await h.balance(payer.address), Number(offer.amount));
+    // The payer's own request, sent again: it runs on what was credited.
+    const own = await h.chat(BODY, { 'payment-signature': header });
+    assert.equal(own.status, 200, own.text);
+    assert.equal(h.fake.received.length, calls + 1);
+    await h.gw.assertLedger();
   });
 });
