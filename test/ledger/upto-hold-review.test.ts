@@ -280,6 +280,7 @@ for (const engine of ENGINES) {
           '017-reservation-upto-payment',
           '018-channels',
           '019-checkpoint-periods',
+          '020-payment-request-digest',
         ]);
         assert.deepEqual(await s.db.selectFrom('ledger_entries').select(columns).orderBy('id').execute(), before);
         await assertLedgerConsistent(s.db);
