@@ -31,11 +31,8 @@ const decoder: StreamDecoder = {
   decode(data) {
     if (data === '[DONE]') return DONE;
     if (data.includes('"error"')) {
-      const o = parseJsonLoosely(data);
-      if (o && typeof o === 'object' && 'error' in o && !('choices' in o)) {
-        const message: unknown = o.error?.message;
-        return [{ kind: 'error', providerMessage: typeof message === 'string' ? message : undefined }];
-      }
+      const failure = inBandError(parseJsonLoosely(data));
+      if (failure) return [failure];
     }
     if (USAGE_OBJECT.test(data)) {
       const chunk = parseJsonLoosely(data);
@@ -48,3 +45,22 @@ const decoder: StreamDecoder = {
   },
   promptUsage: () => null,
 };
+
+/**
+ * A provider's failure reported inside its 200 stream, in each shape OpenAI-compatible upstreams
+ * use: `{"error": {...}}` alone (OpenAI, SGLang, current vLLM), an `error` object beside `choices`
+ * (OpenRouter's mid-stream error chunk, with `finish_reason: "error"`; aggregators relaying a
+ * provider's capacity error beside `choices: []`), or vLLM's flat `{"object": "error", "message"}`.
+ * Those that carry `choices` are still failures: relayed as content, the `[DONE]` that follows
+ * them made a cut answer complete, and it was billed. An `"error": null` is no failure.
+ */
+function inBandError(o: unknown): WireEvent | null {
+  if (!o || typeof o !== 'object' || Array.isArray(o)) return null;
+  const chunk = o as { error?: unknown; object?: unknown; message?: unknown };
+  if (chunk.error !== undefined && chunk.error !== null && chunk.error !== false) {
+    const message = typeof chunk.error === 'string' ? chunk.error : (chunk.error as { message?: unknown }).message;
+    return { kind: 'error', providerMessage: typeof message === 'string' ? message : undefined };
+  }
+  if (chunk.object === 'error') return { kind: 'error', providerMessage: typeof chunk.message === 'string' ? chunk.message : undefined };
+  return null;
+}
