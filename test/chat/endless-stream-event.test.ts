@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { readSse, startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
+import { expectNothingCharged, usageRowsOf } from '../support/usage-rows.ts';
+import { until } from '../support/until.ts';
+
+/*
+ * A provider whose stream starts, then sends one event that never ends: a `data:` line with no line
+ * break, 64 KiB at a time (a broken proxy, a provider looping on one token, a hostile endpoint).
+ * The stream's idle timeout never fires (bytes keep coming), and no event completes, so nothing
+ * reaches the client. The defect: the gateway's SSE parser (src/metered/stream-pump.ts) buffered
+ * the unfinished event without a bound, so the gateway read, and held in memory, everything the
+ * provider sent (128 MiB here, before the provider gave up; without that cap, until the process ran
+ * out of memory, taking every other request with it). Every other size is bounded
+ * (docs: attack checklist, "stream idle"); one event of the provider's must be too.
+ */
+const FUNDS = 1_000_000;
+/** The most the provider sends before it ends the connection itself (the test's own safety net). */
+const PROVIDER_CAP = 128 * 1024 * 1024;
+const PIECE = Buffer.alloc(64 * 1024, 'a');
+
+describe('a provider streaming one event that never ends', () => {
+  let h: ChatHarness;
+  let provider: Server;
+  let sent = 0;
+  let hungUpAt: number | null = null;
+
+  before(async () => {
+    provider = createServer((req, res) => {
+      req.resume();
+      req.on('end', async () => {
+        sent = 0;
+        hungUpAt = null;
+        res.on('close', () => {
+          if (!res.writableFinished) hungUpAt = sent;
+        });
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n');
+        res.write('data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"content":"');
+        while (!res.destroyed && sent < PROVIDER_CAP) {
+          sent += PIECE.length;
+          if (!res.write(PIECE)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+        }
+        if (!res.destroyed) res.end();
+      });
+    });
+    provider.listen(0, '127.0.0.1');
+    await once(provider, 'listening');
+    const url = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/v1`;
+    h = await startChatHarness('sqlite', { providers: { fake: { baseUrl: url } } });
+  });
+  afterEach(() => h.gw.assertLedger());
+  after(async () => {
+    await h.stop();
+    provider.closeAllConnections();
+    provider.close();
+  });
+
+  test("the gateway stops reading at a bound, ends the client's stream with the error event, charges nothing", async () => {
+    const w = await h.wallet(FUNDS);
+    const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    assert.equal(res.status, 200);
+    const events = await readSse(res);
+    assert.equal(events.at(-1), '[DONE]');
+    assert.equal(JSON.parse(events.at(-2)!).error?.type, 'upstream_error', events.at(-2));
+    await until(async () => (await usageRowsOf(h, w.keyId)).length === 1, 'the request closed');
+    await expectNothingCharged(h, w, FUNDS);
+    // The provider learns of the hang-up once the closed connection reaches it (or not at all, when it sent everything).
+    await until(() => hungUpAt !== null || sent >= PROVIDER_CAP, 'the provider hung up on or done', 10_000).catch(() => undefined);
+    assert.ok(
+      hungUpAt !== null && hungUpAt < PROVIDER_CAP / 2,
+      `the gateway hung up on the provider before reading half of its ${PROVIDER_CAP} bytes (it read ${sent} bytes of one unfinished event)`,
+    );
+  });
+});
