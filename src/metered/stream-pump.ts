@@ -7,6 +7,13 @@ import type { Usage } from '../protocols/internal.ts';
 import { billedUsage, type EstimateInput } from './usage-estimate.ts';
 
 /**
+ * The most characters one provider event may hold (its unfinished lines and data). Providers stream
+ * a token or a few per event; even one that sends a whole long answer as a single event (128k
+ * tokens of escaped text) stays far below it.
+ */
+export const MAX_EVENT_CHARS = 16 * 1024 * 1024;
+
+/**
  * The bytes side of a stream, apart from the socket, the bill and the timers (stream.ts), so it can
  * be tested by feeding it provider bytes: it parses the provider's SSE, decodes each event with the
  * provider's upstream translator, encodes it in the client's protocol, and keeps what the bill needs (the usage
@@ -36,6 +43,12 @@ export class StreamPump {
     onContent: () => void = () => undefined,
   ) {
     this.parser = createParser({
+      // One event held whole until its blank line: bounded, so a provider that never ends one (bytes
+      // keep coming, so no idle timeout fires) fails the stream instead of filling the memory.
+      maxBufferSize: MAX_EVENT_CHARS,
+      onError: (err) => {
+        if (err.type === 'max-buffer-size-exceeded') this.error ??= `the provider sent an event over ${MAX_EVENT_CHARS} characters`;
+      },
       onEvent: (event) => {
         for (const e of this.decoder.decode(event.data)) {
           if (e.kind === 'native') {
