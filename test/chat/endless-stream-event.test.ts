@@ -80,3 +80,63 @@ describe('a provider streaming one event that never ends', () => {
     );
   });
 });
+
+describe('a provider answering a JSON request with a body that never ends', () => {
+  /*
+   * The same provider for a request that is not streamed: 200, application/json, then the answer's
+   * text without end. The defect: the whole body was read with no bound (src/metered/complete.ts,
+   * `res.body.text()`), so the gateway held everything the provider sent before it could even fail
+   * to parse it (embeddings bound theirs: src/embeddings/limits.ts).
+   */
+  let h: ChatHarness;
+  let provider: Server;
+  let sent = 0;
+  let hungUpAt: number | null = null;
+
+  before(async () => {
+    provider = createServer((req, res) => {
+      req.resume();
+      req.on('end', async () => {
+        sent = 0;
+        hungUpAt = null;
+        res.on('close', () => {
+          if (!res.writableFinished) hungUpAt = sent;
+        });
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"id":"chatcmpl-endless","object":"chat.completion","created":1,"model":"chat-small","choices":[{"index":0,"message":{"role":"assistant","content":"');
+        while (!res.destroyed && sent < PROVIDER_CAP) {
+          sent += PIECE.length;
+          if (!res.write(PIECE)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+        }
+        if (!res.destroyed) res.end();
+      });
+    });
+    provider.listen(0, '127.0.0.1');
+    await once(provider, 'listening');
+    const url = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/v1`;
+    h = await startChatHarness('sqlite', { providers: { fake: { baseUrl: url } } });
+  });
+  afterEach(() => h.gw.assertLedger());
+  after(async () => {
+    await h.stop();
+    provider.closeAllConnections();
+    provider.close();
+  });
+
+  test('the gateway stops reading at a bound and answers 502, nothing charged', async () => {
+    const w = await h.wallet(FUNDS);
+    const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    assert.equal(res.status, 502, await res.clone().text());
+    await res.text();
+    await expectNothingCharged(h, w, FUNDS);
+    await until(() => hungUpAt !== null || sent >= PROVIDER_CAP, 'the provider hung up on or done', 10_000).catch(() => undefined);
+    assert.ok(
+      hungUpAt !== null && hungUpAt < PROVIDER_CAP / 2,
+      `the gateway hung up on the provider before reading half of its ${PROVIDER_CAP} bytes (it read ${sent} bytes of one unfinished answer)`,
+    );
+  });
+});
