@@ -27,7 +27,18 @@ export function readUsage(u: unknown): Usage | null {
       cacheWrite: anthropicNames ? count(o.cache_creation_input_tokens) : 0,
       ...(anthropicNames ? { cacheReadPrice: 'cacheRead' as const } : {}),
     },
-    output: { total: count(o.completion_tokens), reasoning: count(o.completion_tokens_details?.reasoning_tokens) },
+    output: outputOf(o.prompt_tokens!, o.completion_tokens!, count(o.completion_tokens_details?.reasoning_tokens), o.total_tokens),
     estimated: false,
   };
+}
+
+/**
+ * The output as billed. OpenAI counts reasoning inside `completion_tokens` (total = prompt +
+ * completion). xAI reports it beside them: `completion_tokens` is the visible text and the total is
+ * prompt + completion + reasoning, every part of it billed as output. The total tells the two apart,
+ * so the reasoning is added only when the provider's own total says it is outside the completion.
+ */
+function outputOf(prompt: number, completion: number, reasoning: number, total: number | undefined): Usage['output'] {
+  const beside = reasoning > 0 && total !== undefined && total !== prompt + completion && total === prompt + completion + reasoning;
+  return { total: count(beside ? completion + reasoning : completion), reasoning };
 }

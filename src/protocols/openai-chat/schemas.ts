@@ -31,6 +31,7 @@ export interface OpenAIUsageFields {
   completion_tokens_details?: { reasoning_tokens?: number } | null;
   cache_creation_input_tokens?: number;
   cache_read_input_tokens?: number;
+  total_tokens?: number;
 }
 
 export function openAIUsageFields(u: unknown): OpenAIUsageFields | undefined {
@@ -42,6 +43,7 @@ export function openAIUsageFields(u: unknown): OpenAIUsageFields | undefined {
     completion_tokens_details: details(u.completion_tokens_details, 'reasoning_tokens'),
     cache_creation_input_tokens: count(u.cache_creation_input_tokens),
     cache_read_input_tokens: count(u.cache_read_input_tokens),
+    total_tokens: count(u.total_tokens),
   };
 }
 
