@@ -13,7 +13,8 @@ const usable = (v: number | undefined): boolean => v !== undefined && v >= 0;
  * completion count read as zero settled a delivered answer for its prompt alone). Cached reads are `prompt_tokens_details.cached_tokens`,
  * unless the provider reports them in Anthropic's names: then those are the reads (also copied
  * into `cached_tokens` for OpenAI clients, so never counted twice) and `cache_creation_input_tokens`
- * the writes. Reasoning and cached tokens are parts of the totals, never added.
+ * the writes; otherwise the writes are `prompt_tokens_details.cache_write_tokens` (OpenRouter).
+ * Reasoning and cached tokens are parts of the totals, never added.
  */
 export function readUsage(u: unknown): Usage | null {
   const o = openAIUsageFields(u);
@@ -24,7 +25,8 @@ export function readUsage(u: unknown): Usage | null {
     input: {
       total: count(o.prompt_tokens),
       cacheRead: count(anthropicNames ? o.cache_read_input_tokens : o.prompt_tokens_details?.cached_tokens),
-      cacheWrite: anthropicNames ? count(o.cache_creation_input_tokens) : 0,
+      // A router in front of Claude (OpenRouter) reports the writes in OpenAI's details, beside the reads.
+      cacheWrite: count(anthropicNames ? o.cache_creation_input_tokens : o.prompt_tokens_details?.cache_write_tokens),
       ...(anthropicNames ? { cacheReadPrice: 'cacheRead' as const } : {}),
     },
     output: outputOf(o.prompt_tokens!, o.completion_tokens!, count(o.completion_tokens_details?.reasoning_tokens), o.total_tokens),

@@ -14,9 +14,9 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 
 /** One of the `details` objects of OpenAI's usage: null as null, an object's count read, anything else absent. */
-function details(v: unknown, field: string): { [field: string]: number | undefined } | null | undefined {
+function details(v: unknown, ...fields: string[]): { [field: string]: number | undefined } | null | undefined {
   if (v === null) return null;
-  return isObject(v) ? { [field]: count(v[field]) } : undefined;
+  return isObject(v) ? Object.fromEntries(fields.map((field) => [field, count(v[field])])) : undefined;
 }
 
 /**
@@ -27,7 +27,8 @@ function details(v: unknown, field: string): { [field: string]: number | undefin
 export interface OpenAIUsageFields {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number } | null;
+  /** `cache_write_tokens`: the writes an OpenAI-compatible router in front of Claude reports beside the reads (OpenRouter). */
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
   cache_creation_input_tokens?: number;
   cache_read_input_tokens?: number;
@@ -39,7 +40,7 @@ export function openAIUsageFields(u: unknown): OpenAIUsageFields | undefined {
   return {
     prompt_tokens: count(u.prompt_tokens),
     completion_tokens: count(u.completion_tokens),
-    prompt_tokens_details: details(u.prompt_tokens_details, 'cached_tokens'),
+    prompt_tokens_details: details(u.prompt_tokens_details, 'cached_tokens', 'cache_write_tokens'),
     completion_tokens_details: details(u.completion_tokens_details, 'reasoning_tokens'),
     cache_creation_input_tokens: count(u.cache_creation_input_tokens),
     cache_read_input_tokens: count(u.cache_read_input_tokens),
