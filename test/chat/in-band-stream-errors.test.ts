@@ -64,3 +64,41 @@ describe('a provider error reported in band mid-stream, then [DONE]', () => {
     });
   }
 });
+
+describe("a non-streamed 200 answer that carries the provider's error", () => {
+  /*
+   * The same failure in a whole answer: OpenRouter answers 200 once a model started, and a failure
+   * after that comes in the body, as an `error` object beside the partial choice (finish_reason
+   * "error"). The defect: any JSON with a `choices` array was a completion, so the cut answer was
+   * delivered as the answer and billed; the spec's "provider fails (non-streaming): HTTP 502, no
+   * charge" did not hold.
+   */
+  let h: ChatHarness;
+  before(async () => {
+    h = await startChatHarness('sqlite');
+  });
+  afterEach(() => h.gw.assertLedger());
+  after(() => h.stop());
+
+  test('the client gets a 502 and nothing is charged', async () => {
+    const w = await h.wallet(FUNDS);
+    h.fake.behaviour = {
+      rewriteAnswer: (json) => {
+        const answer = JSON.parse(json);
+        answer.error = { code: 502, message: 'Provider disconnected unexpectedly', metadata: { error_type: 'provider_unavailable' } };
+        answer.choices[0].finish_reason = 'error';
+        answer.choices[0].message.content = 'Hello from';
+        return JSON.stringify(answer);
+      },
+    };
+    const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    const text = await res.text();
+    assert.equal(res.status, 502, text);
+    assert.match(text, /Provider disconnected unexpectedly/);
+    await expectNothingCharged(h, w, FUNDS);
+  });
+});
