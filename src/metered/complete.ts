@@ -7,7 +7,7 @@ import type { InternalCompletion, Usage } from '../protocols/internal.ts';
 import type { ChatPlan } from './plan/plan.ts';
 import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { billedUsage, generatedText } from './usage-estimate.ts';
-import { describeTransportError, upstreamFailure } from './upstream-error.ts';
+import { describeTransportError, redactCredentials, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
 import { callDeployments, chainFailure } from './deployment-call.ts';
 import { chargeOf } from '../protocols/charge.ts';
@@ -43,7 +43,8 @@ export async function completeChat(
   try {
     const text = await res.body.text();
     const decoded = route.upstream.decodeAnswer(text);
-    if (!decoded.ok) throw upstreamFailure(decoded.problem);
+    // A problem may quote the provider's own words (its error message): credentials cut out.
+    if (!decoded.ok) throw upstreamFailure(redactCredentials(decoded.problem));
     answer = decoded;
   } catch (err) {
     // The deployment answered 2xx and then broke off or sent nonsense: it may have billed us, and
