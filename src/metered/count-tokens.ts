@@ -25,8 +25,8 @@ const PER_REQUEST = 3;
  * reserved or billed. The count is the o200k tokenizer's over every block of the request
  * (countable-blocks.ts: text, thinking, redacted thinking, tool inputs and results, search results,
  * documents, blocks of other types as their JSON) and the tool definitions, with each image or
- * non-text document at the model's declared bound; for an Anthropic model it is raised by
- * CLAUDE_COUNT_MARGIN. It is an estimate, and the answer says so in `x-tollgate-usage-estimated: true`.
+ * non-text document at the model's declared bound; for a model any of whose deployments is on
+ * Anthropic it is raised by CLAUDE_COUNT_MARGIN. It is an estimate, and the answer says so in `x-tollgate-usage-estimated: true`.
  * `allowed` (the key's model list) runs before the count. The text is counted in the CPU lane
  * (src/cpu-lane.ts), so a large body never holds the event loop.
  */
@@ -48,7 +48,8 @@ export async function countMessageTokens(
   ].join('\n');
   const parts = images * (model.partTokenBounds.image ?? 0) + files * (model.partTokenBounds.file ?? 0);
   const counted = (await countTokens(text)) + PER_MESSAGE * messages.length + PER_REQUEST;
-  const margin = model.upstream === 'anthropic' ? CLAUDE_COUNT_MARGIN : 1;
+  // Any deployment may serve the request (a fallback, a weighted draw): one on Anthropic counts with Claude's margin.
+  const margin = model.deployments.some((d) => d.upstream === 'anthropic') ? CLAUDE_COUNT_MARGIN : 1;
   return { model, inputTokens: Math.ceil(counted * margin) + parts };
 }
 
