@@ -80,19 +80,28 @@ export async function streamChat(
 
     let upstreamError: string | null = null;
     let transportError: unknown;
+    // Once the provider said the answer is complete ([DONE], Anthropic's message_stop), the rest of
+    // its body is waited for only briefly (its end usually follows at once, and reading it keeps the
+    // connection for the next request); a provider that holds the response open, or drops it, after
+    // that point cannot turn the delivered answer into a failure.
+    let afterDone: NodeJS.Timeout | undefined;
     try {
       for await (const piece of res.body) {
         const out = pump.feed(piece as Buffer);
         if (out) await send(out);
         if (pump.error) break;
+        if (pump.sawDone && !afterDone) afterDone = setTimeout(() => res.body.destroy(), AFTER_DONE_MS);
       }
       pump.ended();
       upstreamError = pump.error;
     } catch (err) {
-      if (!(client.gone && upstreamAbort.signal.aborted)) {
+      if (pump.sawDone && !pump.error) pump.ended();
+      else if (!(client.gone && upstreamAbort.signal.aborted)) {
         upstreamError = describeTransportError(err);
         transportError = err;
       }
+    } finally {
+      clearTimeout(afterDone);
     }
 
     if (upstreamError && !(client.gone && upstreamAbort.signal.aborted)) {
@@ -125,6 +134,9 @@ export async function streamChat(
     if (started && !sink.destroyed) sink.end();
   }
 }
+
+/** How long the rest of a provider's body is read after it said the answer is complete. */
+const AFTER_DONE_MS = 1000;
 
 /** The header that names the serving deployment on a JSON answer (and on a stream under `chat.streamErrorsAsStatus`). */
 const DEPLOYMENT_HEADER = 'x-tollgate-deployment';
