@@ -38,8 +38,12 @@ describe('a provider streaming one event that never ends', () => {
           if (!res.writableFinished) hungUpAt = sent;
         });
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write('data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n');
-        res.write('data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"content":"');
+        res.write(
+          'data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
+        );
+        res.write(
+          'data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"content":"',
+        );
         while (!res.destroyed && sent < PROVIDER_CAP) {
           sent += PIECE.length;
           if (!res.write(PIECE)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
@@ -103,7 +107,9 @@ describe('a provider answering a JSON request with a body that never ends', () =
           if (!res.writableFinished) hungUpAt = sent;
         });
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.write('{"id":"chatcmpl-endless","object":"chat.completion","created":1,"model":"chat-small","choices":[{"index":0,"message":{"role":"assistant","content":"');
+        res.write(
+          '{"id":"chatcmpl-endless","object":"chat.completion","created":1,"model":"chat-small","choices":[{"index":0,"message":{"role":"assistant","content":"',
+        );
         while (!res.destroyed && sent < PROVIDER_CAP) {
           sent += PIECE.length;
           if (!res.write(PIECE)) await Promise.race([once(res, 'drain'), once(res, 'close')]);

@@ -33,7 +33,8 @@ const WRITTEN = 100;
 const CHARGE = 50 * 1.2 + 50 * 0.12 + WRITTEN * 1.5 + 10 * 2.4;
 const COST = 50 * 1 + 50 * 0.1 + WRITTEN * 1.25 + 10 * 2;
 /** OpenRouter's usage: the writes beside the reads in prompt_tokens_details. */
-const withWrites = (json: string) => json.replace('"prompt_tokens_details":{"cached_tokens":50,', `"prompt_tokens_details":{"cached_tokens":50,"cache_write_tokens":${WRITTEN},`);
+const withWrites = (json: string) =>
+  json.replace('"prompt_tokens_details":{"cached_tokens":50,', `"prompt_tokens_details":{"cached_tokens":50,"cache_write_tokens":${WRITTEN},`);
 
 describe("an OpenAI-compatible router's cache writes (prompt_tokens_details.cache_write_tokens)", () => {
   let h: ChatHarness;
@@ -50,7 +51,12 @@ describe("an OpenAI-compatible router's cache writes (prompt_tokens_details.cach
       const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'fake/router-claude', messages: [{ role: 'user', content: 'hi' }], stream, ...(stream ? { stream_options: { include_usage: true } } : {}) }),
+        body: JSON.stringify({
+          model: 'fake/router-claude',
+          messages: [{ role: 'user', content: 'hi' }],
+          stream,
+          ...(stream ? { stream_options: { include_usage: true } } : {}),
+        }),
       });
       assert.equal(res.status, 200);
       const served = await readServed(res);

@@ -47,7 +47,8 @@ export function nativeMessageWithCharge(providerJson: string, charge: Charge | u
  * Anthropic's ids start with `msg_`; the provider's own id is kept after it. An id that already is one
  * (an Anthropic deployment served a translated request) is kept as issued, not prefixed again.
  */
-export const messageId = (id: unknown) => (typeof id === 'string' && id.startsWith('msg_') ? id : `msg_${typeof id === 'string' && id ? id : Date.now().toString(36)}`);
+export const messageId = (id: unknown) =>
+  typeof id === 'string' && id.startsWith('msg_') ? id : `msg_${typeof id === 'string' && id ? id : Date.now().toString(36)}`;
 
 /** Tool arguments as the object Anthropic's `input` is; arguments that are not a JSON object are kept as text under `_raw`. */
 function parseInput(args: unknown): unknown {

@@ -20,7 +20,8 @@ export const openAIChatUpstream: UpstreamTranslator = {
     if (!isOpenAICompletion(raw)) return { ok: false, problem: 'the provider sent a response that is not a chat completion' };
     // A failure after the 200 (OpenRouter's: an `error` beside the partial choice) is no answer.
     const failure = inBandError(raw);
-    if (failure?.kind === 'error') return { ok: false, problem: `the provider reported an error${failure.providerMessage ? `: ${failure.providerMessage.slice(0, 300)}` : ''}` };
+    if (failure?.kind === 'error')
+      return { ok: false, problem: `the provider reported an error${failure.providerMessage ? `: ${failure.providerMessage.slice(0, 300)}` : ''}` };
     // The provider's own object, not the schema's copy: it is handed on as it came. Its choices'
     // contents are read defensively (every leaf of InternalCompletion is unknown).
     const parsed = raw as InternalCompletion;
