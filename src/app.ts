@@ -161,6 +161,19 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
       'x-ratelimit-reset',
       'x-tollgate-charged-usdc',
       'x-tollgate-balance-usdc',
+      // What the answers say beside their body, readable by page script too: whether an SDK should
+      // retry (without it the SDKs retry what the gateway marks as pointless), the billing's state,
+      // what was changed or dropped from the request, where it was served and what was stored.
+      'x-should-retry',
+      'x-tollgate-billing',
+      'x-tollgate-usage-estimated',
+      'x-tollgate-deployment',
+      'x-tollgate-max-tokens',
+      'x-tollgate-max-tokens-fitted',
+      'x-tollgate-betas-dropped',
+      'x-tollgate-fields-dropped',
+      'x-tollgate-store',
+      'x-tollgate-request-id',
     ].join(', '),
     maxAge: 600,
     // An OPTIONS request that is not a full preflight gets the normal answer, not a plain-text 400.

@@ -69,4 +69,40 @@ describe('pay-per-request × browsers: the preflight allows what the stock SDKs 
     const names = [...new Set([...sent, 'x-api-key', 'anthropic-beta'])];
     assert.deepEqual(await preflight('/v1/messages', names), [], 'headers the browser may not send to Messages');
   });
+
+  test('page script can read every header an answer carries beside its body (x-should-retry, x-tollgate-*)', async () => {
+    const h = harness();
+    const payer = await h.payer(1n);
+    const body = { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 };
+    const offer = (await h.chat(body)).body.accepts[0];
+    const { v2Header } = await import('../../support/x402-payloads.ts');
+    const header = v2Header(offer, await h.usdcPayment(payer, BigInt(offer.amount)));
+    const answer = await h.chat(body, { origin: ORIGIN, 'payment-signature': header });
+    assert.equal(answer.status, 200, answer.text);
+    const exposed = (answer.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+    const carried = [...answer.headers.keys()].filter((n) => n.startsWith('x-tollgate-') || n === 'x-should-retry' || n.startsWith('payment-'));
+    assert.ok(carried.includes('x-tollgate-charged-usdc'), `the answer carried ${carried.join(', ')}`);
+    assert.deepEqual(
+      carried.filter((n) => !exposed.includes(n)),
+      [],
+      'headers page script cannot read',
+    );
+    // The headers other answers carry (refusals, fitted or trimmed requests, stored responses, outages).
+    const documented = [
+      'x-should-retry',
+      'x-tollgate-billing',
+      'x-tollgate-usage-estimated',
+      'x-tollgate-deployment',
+      'x-tollgate-max-tokens',
+      'x-tollgate-max-tokens-fitted',
+      'x-tollgate-betas-dropped',
+      'x-tollgate-fields-dropped',
+      'x-tollgate-store',
+    ];
+    assert.deepEqual(
+      documented.filter((n) => !exposed.includes(n)),
+      [],
+    );
+    await h.gw.assertLedger();
+  });
 });
