@@ -54,7 +54,25 @@ export async function claimPaymentIdentifier(db: Kysely<Database>, c: Identifier
     const first = { requestId: row.request_id, createdAt: Number(row.created_at), paymentDigest: row.payment_digest };
     if (row.body_digest !== c.bodyDigest) return { kind: 'conflict', reason: 'other-body', first };
     if (row.request_id !== null) return { kind: 'conflict', reason: 'ran', first };
-    if (row.payment_digest !== c.paymentDigest) return { kind: 'conflict', reason: 'in-progress', first };
+    if (row.payment_digest !== c.paymentDigest) {
+      // The first payment is still being settled: wait for it (the 409). Once it has settled nothing
+      // (failed, or let go unsent) and its request never ran, the identifier was left claimed with
+      // nothing to show for it, and every new payment under it was a 409 until the claim was pruned a
+      // day later: the new payment takes it over instead. Should the first one still be credited
+      // later (a failed authorization sent again), that money is in the payer's balance, and its run
+      // finds the identifier taken (startIdentifiedRun matches the payment).
+      if (!(await settledNothing(db, c.payer, row.payment_digest))) return { kind: 'conflict', reason: 'in-progress', first };
+      const moved = await db
+        .updateTable('payment_identifiers')
+        .set({ payment_digest: c.paymentDigest, holder: c.holder })
+        .where('payer', '=', c.payer)
+        .where('id', '=', c.id)
+        .where('payment_digest', '=', row.payment_digest)
+        .where('request_id', 'is', null)
+        .executeTakeFirst();
+      if (Number(moved.numUpdatedRows) === 1) return { kind: 'claimed' };
+      continue;
+    }
     const taken = await db
       .updateTable('payment_identifiers')
       .set({ holder: c.holder })
@@ -66,6 +84,17 @@ export async function claimPaymentIdentifier(db: Kysely<Database>, c: Identifier
     if (Number(taken.numUpdatedRows) === 1) return { kind: 'claimed' };
     // Started or released meanwhile: look again.
   }
+}
+
+/** Whether the payer's payment with this signature digest is recorded and settled nothing: failed, or released unsent. */
+async function settledNothing(db: Kysely<Database>, payer: string, paymentDigest: string): Promise<boolean> {
+  const payment = await db
+    .selectFrom('payments')
+    .select('state')
+    .where('payload_digest', '=', paymentDigest)
+    .where('payer', '=', payer)
+    .executeTakeFirst();
+  return payment?.state === 'failed' || payment?.state === 'released';
 }
 
 /**
