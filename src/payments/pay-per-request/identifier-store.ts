@@ -88,12 +88,7 @@ export async function claimPaymentIdentifier(db: Kysely<Database>, c: Identifier
 
 /** Whether the payer's payment with this signature digest is recorded and settled nothing: failed, or released unsent. */
 async function settledNothing(db: Kysely<Database>, payer: string, paymentDigest: string): Promise<boolean> {
-  const payment = await db
-    .selectFrom('payments')
-    .select('state')
-    .where('payload_digest', '=', paymentDigest)
-    .where('payer', '=', payer)
-    .executeTakeFirst();
+  const payment = await db.selectFrom('payments').select('state').where('payload_digest', '=', paymentDigest).where('payer', '=', payer).executeTakeFirst();
   return payment?.state === 'failed' || payment?.state === 'released';
 }
 
