@@ -115,13 +115,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const findings = (await findChargesAboveReservation(db)).map(
     (r) => `request ${r.requestId} (wallet ${r.wallet}): charged ${r.chargedUsdc} above its reservation of ${r.reservedUsdc}`,
   );
-  findings.push(...upto.findings, ...channels.findings);
-  const shortfalls = await db.selectFrom('settle_shortfalls').selectAll().orderBy('created_at', 'desc').limit(100).execute();
-  for (const f of shortfalls) {
-    findings.push(
-      `request ${f.request_id} (wallet ${f.wallet}): answered during a database outage and charged late ${f.charged_usdc} of its ${f.requested_usdc} (the wallet's free balance or its key's spend limit ran short)`,
-    );
-  }
+  findings.push(...upto.findings, ...channels.findings, ...(await shortfallFindings(db)));
   return {
     ok: problems.length === 0,
     wallets: wallets.length,
@@ -131,6 +125,19 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     problems,
     findings,
   };
+}
+
+/**
+ * The late charges that fell short (settle_shortfalls, newest 100): a finding of every check, the
+ * incremental one too, since `tollgate admin ledger-check` without --full is the one an operator's
+ * cron runs. The table holds one row per shortfall only (outages), so reading its newest is cheap.
+ */
+export async function shortfallFindings(db: Kysely<Database>): Promise<string[]> {
+  const shortfalls = await db.selectFrom('settle_shortfalls').selectAll().orderBy('created_at', 'desc').limit(100).execute();
+  return shortfalls.map(
+    (f) =>
+      `request ${f.request_id} (wallet ${f.wallet}): answered during a database outage and charged late ${f.charged_usdc} of its ${f.requested_usdc} (the wallet's free balance or its key's spend limit ran short)`,
+  );
 }
 
 /**
