@@ -30,6 +30,7 @@ const RESERVATION = 'SELECT wallet, status, api_key_id, created_at, upto_payment
 // retired_key_spend. Locked, a delete that came first leaves nothing to find (the request is past
 // its window, not billed), and one that comes after waits for this unit's commit.
 const LOCK_RESERVATION = { sqlite: RESERVATION, postgres: `${RESERVATION} FOR UPDATE` };
+const BILLED = 'SELECT 1 AS billed FROM request_usage WHERE request_id = ? AND wallet = ?';
 // Read under the wallet lock: a fix of the payment's charge takes the same lock before its release.
 const HOLDING_UPTO = "SELECT id FROM payments WHERE id = ? AND upto_state = 'holding'";
 // The claim: the first usage row for this request wins; a second apply inserts nothing.
@@ -76,9 +77,13 @@ export async function lateCharge(storage: Pick<Storage, 'writeUnit' | 'engine'>,
       const wallet = await tx.get<{ balance_usdc: number; locked_usdc: number }>(LOCK_WALLET, [now, r.wallet]);
       if (!wallet) return { kind: 'unknown' };
       const reservation = await tx.get<Reservation>(lockReservation, [r.requestId]);
+      // A billed reservation leaves after retention.reservationDays, its usage row only after usageDays:
+      // a replay in between (a spooled line whose settle had committed, its instance down for days)
+      // finds the request billed by that row, not unknown (which would keep the line for good).
+      if (!reservation) return (await tx.get(BILLED, [r.requestId, r.wallet])) ? { kind: 'already_billed' } : { kind: 'unknown' };
       // Only the wallet the request reserved on pays for it: a payer's own wallet, its upto hold and
       // its channels' holds are apart, and a record naming another (a bug) finds nothing to bill.
-      if (!reservation || reservation.wallet !== r.wallet) return { kind: 'unknown' };
+      if (reservation.wallet !== r.wallet) return { kind: 'unknown' };
       const free = (await holdsForIt(tx, r.wallet, reservation)) ? Number(wallet.balance_usdc) - Number(wallet.locked_usdc) : 0;
       // The sweeper gave this request's room in its key's limit back, and other requests may have
       // been admitted into it since: the late charge takes only what the limit still leaves in the
