@@ -9,6 +9,7 @@ import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { billedUsage, generatedText } from './usage-estimate.ts';
 import { describeTransportError, redactCredentials, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
+import { answerByteBound, textWithin } from './answer-bound.ts';
 import { callDeployments, chainFailure } from './deployment-call.ts';
 import { chargeOf } from '../protocols/charge.ts';
 
@@ -41,7 +42,9 @@ export async function completeChat(
   bill.markUpstreamResponse();
   let answer: { text: string; parsed: InternalCompletion; usage: Usage | null };
   try {
-    const text = await res.body.text();
+    const bound = answerByteBound(plan);
+    const text = await textWithin(res.body, bound);
+    if (text === null) throw upstreamFailure(`the provider's answer passed ${bound} bytes, more than ${plan.n} × ${plan.maxTokens} tokens can take`);
     const decoded = route.upstream.decodeAnswer(text);
     // A problem may quote the provider's own words (its error message): credentials cut out.
     if (!decoded.ok) throw upstreamFailure(redactCredentials(decoded.problem));

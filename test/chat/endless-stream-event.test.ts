@@ -129,10 +129,8 @@ describe('a provider answering a JSON request with a body that never ends', () =
     provider.close();
   });
 
-  // Known, not fixed (2026-11-30): the bound must let n × max_tokens answers with logprobs through
-  // (about 1.2 KB a token at top_logprobs 20), so it depends on the plan; docs/DECISIONS.md, "What
-  // counts as the provider's failure inside a 2xx". It runs as a todo: it fails until the bound exists.
-  test('the gateway stops reading at a bound and answers 502, nothing charged', { todo: 'the JSON answer has no size bound yet' }, async () => {
+  // The bound depends on the plan (src/metered/answer-bound.ts): n × max_tokens tokens, with their logprobs when asked for.
+  test('the gateway stops reading at a bound and answers 502, nothing charged', async () => {
     const w = await h.wallet(FUNDS);
     const res = await fetch(`${h.gw.url}/v1/chat/completions`, {
       method: 'POST',
