@@ -20,6 +20,7 @@ import { reservationUptoPayment } from './migrations/017-reservation-upto-paymen
 import { channels } from './migrations/018-channels.ts';
 import { checkpointPeriods } from './migrations/019-checkpoint-periods.ts';
 import { paymentRequestDigest } from './migrations/020-payment-request-digest.ts';
+import { channelSpentVouchers } from './migrations/021-channel-spent-vouchers.ts';
 
 /** Ordered by name; a new migration is a new file and a new line here, never an edit to an old one. */
 function migrationsFor(storage: Storage): Record<string, Migration> {
@@ -44,6 +45,7 @@ function migrationsFor(storage: Storage): Record<string, Migration> {
     '018-channels': channels(storage.engine),
     '019-checkpoint-periods': checkpointPeriods(),
     '020-payment-request-digest': paymentRequestDigest(),
+    '021-channel-spent-vouchers': channelSpentVouchers(),
   };
 }
 

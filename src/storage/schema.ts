@@ -354,6 +354,13 @@ export interface Database {
   job_leases: JobLeaseTable;
   channels: ChannelTable;
   channel_transfers: ChannelTransferTable;
+  channel_spent_vouchers: ChannelSpentVoucherTable;
+}
+
+/** Migration 021: a channel's vouchers that paid for a request and still lie above its charged amount (src/payments/channels/spent-vouchers.ts). */
+export interface ChannelSpentVoucherTable {
+  channel_id: string;
+  max_usdc: number;
 }
 
 /** An x402 batch-settlement channel (migration 018; src/payments/channels/channel-store.ts). Amounts in micro-USDC = token units. */

@@ -68,13 +68,20 @@ export function storedRow(input: unknown[], response: { output: unknown[] }): St
   return { inputJson, responseJson, items, bytes };
 }
 
-/** How many live responses the wallet keeps, and their bytes (items included). */
+/**
+ * How many live responses the wallet keeps, and their bytes (items included), under keys not revoked:
+ * a revoked key's responses can be read or deleted by no one, so they take none of the wallet's room.
+ * Revoking deletes them (deleteKeyResponses), but a request still running under the key as it is
+ * revoked may store one afterwards; it waits for its expiry without counting.
+ */
 export async function walletHolding(db: Kysely<Database>, wallet: string, now: number): Promise<WalletHolding> {
   const row = await db
-    .selectFrom('stored_responses')
-    .select((eb) => [eb.fn.countAll<number>().as('count'), eb.fn.sum<number>('bytes').as('bytes')])
-    .where('wallet', '=', wallet)
-    .where('expires_at', '>', now)
+    .selectFrom('stored_responses as r')
+    .innerJoin('api_keys as k', 'k.id', 'r.api_key_id')
+    .select((eb) => [eb.fn.countAll<number>().as('count'), eb.fn.sum<number>('r.bytes').as('bytes')])
+    .where('r.wallet', '=', wallet)
+    .where('r.expires_at', '>', now)
+    .where('k.revoked_at', 'is', null)
     .executeTakeFirst();
   return { count: Number(row?.count ?? 0), bytes: Number(row?.bytes ?? 0) };
 }

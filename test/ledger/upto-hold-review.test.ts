@@ -281,6 +281,7 @@ for (const engine of ENGINES) {
           '018-channels',
           '019-checkpoint-periods',
           '020-payment-request-digest',
+          '021-channel-spent-vouchers',
         ]);
         assert.deepEqual(await s.db.selectFrom('ledger_entries').select(columns).orderBy('id').execute(), before);
         await assertLedgerConsistent(s.db);

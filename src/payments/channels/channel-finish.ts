@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { holdChannelRequest, measureChannelHold, releaseChannelRequest } from '../../ledger/operations/channel-hold.ts';
 import type { Database } from '../../storage/schema.ts';
+import { spendVoucher } from './spent-vouchers.ts';
 
 /** The voucher a request came with: what the channel adopts once the request is charged. */
 export interface PendingVoucher {
@@ -29,6 +30,9 @@ export async function startRequest(db: Kysely<Database>, channelId: string, owne
       .where('channel_id', '=', channelId)
       .where('lease_owner', '=', owner)
       .where('pending_request', 'is', null)
+      // Still charged what the voucher was signed against ("charged + ceiling"): a commit in between
+      // (which always raises it) means the voucher, checked before, may have been spent meanwhile.
+      .where('charged_usdc', '=', v.maxClaimableUsdc - v.ceilingUsdc)
       .executeTakeFirst();
     if (Number(marked.numUpdatedRows) !== 1) return false;
     await holdChannelRequest(trx, channelId, v.requestId, v.ceilingUsdc, now);
@@ -76,6 +80,7 @@ export async function finishPending(db: Kysely<Database>, channelId: string, now
       .where('channel_id', '=', channelId)
       .where('pending_request', '=', requestId)
       .execute();
+    if (measured.chargeUsdc > 0) await spendVoucher(trx, channelId, signedMax, charged);
     await releaseChannelRequest(trx, channelId, requestId, measured.unspentUsdc, now);
     return { kind: 'finished', requestId, chargeUsdc: measured.chargeUsdc, chargedUsdc: measured.chargeUsdc > 0 ? charged : Number(row.charged_usdc) };
   });

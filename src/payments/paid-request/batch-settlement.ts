@@ -9,6 +9,7 @@ import { bindChannelPayment, type BoundChannelPayment } from '../channels/channe
 import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channel-facilitator.ts';
 import { finishPending, startRequest } from '../channels/channel-finish.ts';
 import { busy, corrective, rejected } from '../channels/channel-answers.ts';
+import { voucherSpent } from '../channels/spent-vouchers.ts';
 import { depositBelowMinimum } from '../channels/channel-offer.ts';
 import { withContractWalletHint } from '../channels/contract-wallet-hint.ts';
 import { asVoucher, landedDeposit } from '../channels/deposit-landed.ts';
@@ -205,6 +206,14 @@ async function runOnChannel(
       row,
       CHANNEL_ERRORS.cumulativeMismatch,
       `the voucher's ${bound.maxClaimableUsdc} is below what was claimed on chain plus this request's ceiling`,
+    );
+  }
+  // A voucher that already paid for a request pays for no other (spent-vouchers.ts): read after the
+  // channel's row, and startRequest requires the charged amount unchanged since, so no commit slips between.
+  if (await voucherSpent(deps.db, bound.channelId, bound.maxClaimableUsdc)) {
+    return rejected(
+      call,
+      `the voucher for ${bound.maxClaimableUsdc} already paid for a request on this channel and pays for no other; sign a voucher for the channel's charged amount plus this request's ceiling`,
     );
   }
   if (bound.inner.type !== 'deposit') await count();
