@@ -173,7 +173,6 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
       'x-tollgate-betas-dropped',
       'x-tollgate-fields-dropped',
       'x-tollgate-store',
-      'x-tollgate-request-id',
     ].join(', '),
     maxAge: 600,
     // An OPTIONS request that is not a full preflight gets the normal answer, not a plain-text 400.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { readSse, startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
@@ -22,45 +22,57 @@ const FUNDS = 1_000_000;
 const PROVIDER_CAP = 128 * 1024 * 1024;
 const PIECE = Buffer.alloc(64 * 1024, 'a');
 
+/** A provider that answers 200 with `head`, then PIECE after PIECE without end, counting what it sent and when it was hung up on. */
+async function endlessProvider(contentType: string, head: string[]) {
+  const seen = { sent: 0, hungUpAt: null as number | null };
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', async () => {
+      seen.sent = 0;
+      seen.hungUpAt = null;
+      res.on('close', () => {
+        if (!res.writableFinished) seen.hungUpAt = seen.sent;
+      });
+      res.writeHead(200, { 'content-type': contentType });
+      for (const part of head) res.write(part);
+      while (!res.destroyed && seen.sent < PROVIDER_CAP) {
+        seen.sent += PIECE.length;
+        if (!res.write(PIECE)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+      }
+      if (!res.destroyed) res.end();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { server, seen, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1` };
+}
+
+/** The provider was hung up on before it had sent half of its cap: the gateway stopped reading at its bound. */
+async function expectHungUpEarly(seen: { sent: number; hungUpAt: number | null }, what: string): Promise<void> {
+  // The provider learns of the hang-up once the closed connection reaches it (or not at all, when it sent everything).
+  await until(() => seen.hungUpAt !== null || seen.sent >= PROVIDER_CAP, 'the provider hung up on or done', 10_000).catch(() => undefined);
+  assert.ok(
+    seen.hungUpAt !== null && seen.hungUpAt < PROVIDER_CAP / 2,
+    `the gateway hung up on the provider before reading half of its ${PROVIDER_CAP} bytes (it read ${seen.sent} bytes of ${what})`,
+  );
+}
+
 describe('a provider streaming one event that never ends', () => {
   let h: ChatHarness;
-  let provider: Server;
-  let sent = 0;
-  let hungUpAt: number | null = null;
+  let provider: Awaited<ReturnType<typeof endlessProvider>>;
 
   before(async () => {
-    provider = createServer((req, res) => {
-      req.resume();
-      req.on('end', async () => {
-        sent = 0;
-        hungUpAt = null;
-        res.on('close', () => {
-          if (!res.writableFinished) hungUpAt = sent;
-        });
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(
-          'data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
-        );
-        res.write(
-          'data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"content":"',
-        );
-        while (!res.destroyed && sent < PROVIDER_CAP) {
-          sent += PIECE.length;
-          if (!res.write(PIECE)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
-        }
-        if (!res.destroyed) res.end();
-      });
-    });
-    provider.listen(0, '127.0.0.1');
-    await once(provider, 'listening');
-    const url = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/v1`;
-    h = await startChatHarness('sqlite', { providers: { fake: { baseUrl: url } } });
+    provider = await endlessProvider('text/event-stream', [
+      'data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
+      'data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1,"model":"chat-small","choices":[{"index":0,"delta":{"content":"',
+    ]);
+    h = await startChatHarness('sqlite', { providers: { fake: { baseUrl: provider.url } } });
   });
   afterEach(() => h.gw.assertLedger());
   after(async () => {
     await h.stop();
-    provider.closeAllConnections();
-    provider.close();
+    provider.server.closeAllConnections();
+    provider.server.close();
   });
 
   test("the gateway stops reading at a bound, ends the client's stream with the error event, charges nothing", async () => {
@@ -76,12 +88,7 @@ describe('a provider streaming one event that never ends', () => {
     assert.equal(JSON.parse(events.at(-2)!).error?.type, 'upstream_error', events.at(-2));
     await until(async () => (await usageRowsOf(h, w.keyId)).length === 1, 'the request closed');
     await expectNothingCharged(h, w, FUNDS);
-    // The provider learns of the hang-up once the closed connection reaches it (or not at all, when it sent everything).
-    await until(() => hungUpAt !== null || sent >= PROVIDER_CAP, 'the provider hung up on or done', 10_000).catch(() => undefined);
-    assert.ok(
-      hungUpAt !== null && hungUpAt < PROVIDER_CAP / 2,
-      `the gateway hung up on the provider before reading half of its ${PROVIDER_CAP} bytes (it read ${sent} bytes of one unfinished event)`,
-    );
+    await expectHungUpEarly(provider.seen, 'one unfinished event');
   });
 });
 
@@ -93,40 +100,19 @@ describe('a provider answering a JSON request with a body that never ends', () =
    * to parse it (embeddings bound theirs: src/embeddings/limits.ts).
    */
   let h: ChatHarness;
-  let provider: Server;
-  let sent = 0;
-  let hungUpAt: number | null = null;
+  let provider: Awaited<ReturnType<typeof endlessProvider>>;
 
   before(async () => {
-    provider = createServer((req, res) => {
-      req.resume();
-      req.on('end', async () => {
-        sent = 0;
-        hungUpAt = null;
-        res.on('close', () => {
-          if (!res.writableFinished) hungUpAt = sent;
-        });
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.write(
-          '{"id":"chatcmpl-endless","object":"chat.completion","created":1,"model":"chat-small","choices":[{"index":0,"message":{"role":"assistant","content":"',
-        );
-        while (!res.destroyed && sent < PROVIDER_CAP) {
-          sent += PIECE.length;
-          if (!res.write(PIECE)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
-        }
-        if (!res.destroyed) res.end();
-      });
-    });
-    provider.listen(0, '127.0.0.1');
-    await once(provider, 'listening');
-    const url = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/v1`;
-    h = await startChatHarness('sqlite', { providers: { fake: { baseUrl: url } } });
+    provider = await endlessProvider('application/json', [
+      '{"id":"chatcmpl-endless","object":"chat.completion","created":1,"model":"chat-small","choices":[{"index":0,"message":{"role":"assistant","content":"',
+    ]);
+    h = await startChatHarness('sqlite', { providers: { fake: { baseUrl: provider.url } } });
   });
   afterEach(() => h.gw.assertLedger());
   after(async () => {
     await h.stop();
-    provider.closeAllConnections();
-    provider.close();
+    provider.server.closeAllConnections();
+    provider.server.close();
   });
 
   // The bound depends on the plan (src/metered/answer-bound.ts): n × max_tokens tokens, with their logprobs when asked for.
@@ -140,10 +126,6 @@ describe('a provider answering a JSON request with a body that never ends', () =
     assert.equal(res.status, 502, await res.clone().text());
     await res.text();
     await expectNothingCharged(h, w, FUNDS);
-    await until(() => hungUpAt !== null || sent >= PROVIDER_CAP, 'the provider hung up on or done', 10_000).catch(() => undefined);
-    assert.ok(
-      hungUpAt !== null && hungUpAt < PROVIDER_CAP / 2,
-      `the gateway hung up on the provider before reading half of its ${PROVIDER_CAP} bytes (it read ${sent} bytes of one unfinished answer)`,
-    );
+    await expectHungUpEarly(provider.seen, 'one unfinished answer');
   });
 });

@@ -62,26 +62,10 @@ export async function claimPaymentIdentifier(db: Kysely<Database>, c: Identifier
       // later (a failed authorization sent again), that money is in the payer's balance, and its run
       // finds the identifier taken (startIdentifiedRun matches the payment).
       if (!(await settledNothing(db, c.payer, row.payment_digest))) return { kind: 'conflict', reason: 'in-progress', first };
-      const moved = await db
-        .updateTable('payment_identifiers')
-        .set({ payment_digest: c.paymentDigest, holder: c.holder })
-        .where('payer', '=', c.payer)
-        .where('id', '=', c.id)
-        .where('payment_digest', '=', row.payment_digest)
-        .where('request_id', 'is', null)
-        .executeTakeFirst();
-      if (Number(moved.numUpdatedRows) === 1) return { kind: 'claimed' };
+      if (await updateUnstarted(db, c, row.payment_digest, { payment_digest: c.paymentDigest, holder: c.holder })) return { kind: 'claimed' };
       continue;
     }
-    const taken = await db
-      .updateTable('payment_identifiers')
-      .set({ holder: c.holder })
-      .where('payer', '=', c.payer)
-      .where('id', '=', c.id)
-      .where('payment_digest', '=', c.paymentDigest)
-      .where('request_id', 'is', null)
-      .executeTakeFirst();
-    if (Number(taken.numUpdatedRows) === 1) return { kind: 'claimed' };
+    if (await updateUnstarted(db, c, c.paymentDigest, { holder: c.holder })) return { kind: 'claimed' };
     // Started or released meanwhile: look again.
   }
 }
@@ -98,12 +82,25 @@ async function settledNothing(db: Kysely<Database>, payer: string, paymentDigest
  * not it still holds the claim: the payment is credited, and one run is what it pays for.
  */
 export async function startIdentifiedRun(db: Kysely<Database>, c: Pick<IdentifierClaim, 'payer' | 'id' | 'paymentDigest' | 'holder'>): Promise<boolean> {
+  return updateUnstarted(db, c, c.paymentDigest, { request_id: c.holder, holder: c.holder });
+}
+
+/**
+ * Writes `set` on the claim of (payer, id) if it is still held under `paymentDigest` and its request
+ * has not started: the compare-and-set every move of a claim goes through. True when it moved.
+ */
+async function updateUnstarted(
+  db: Kysely<Database>,
+  key: Pick<IdentifierClaim, 'payer' | 'id'>,
+  paymentDigest: string,
+  set: { payment_digest?: string; holder: string; request_id?: string },
+): Promise<boolean> {
   const updated = await db
     .updateTable('payment_identifiers')
-    .set({ request_id: c.holder, holder: c.holder })
-    .where('payer', '=', c.payer)
-    .where('id', '=', c.id)
-    .where('payment_digest', '=', c.paymentDigest)
+    .set(set)
+    .where('payer', '=', key.payer)
+    .where('id', '=', key.id)
+    .where('payment_digest', '=', paymentDigest)
     .where('request_id', 'is', null)
     .executeTakeFirst();
   return Number(updated.numUpdatedRows) === 1;

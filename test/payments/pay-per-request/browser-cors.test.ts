@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -87,21 +88,21 @@ describe('pay-per-request × browsers: the preflight allows what the stock SDKs 
       [],
       'headers page script cannot read',
     );
-    // The headers other answers carry (refusals, fitted or trimmed requests, stored responses, outages).
-    const documented = [
-      'x-should-retry',
-      'x-tollgate-billing',
-      'x-tollgate-usage-estimated',
-      'x-tollgate-deployment',
-      'x-tollgate-max-tokens',
-      'x-tollgate-max-tokens-fitted',
-      'x-tollgate-betas-dropped',
-      'x-tollgate-fields-dropped',
-      'x-tollgate-store',
-    ];
+    // Every such header the gateway's code names, whichever answer carries it (refusals, fitted or
+    // trimmed requests, stored responses, outages), but those it only reads or sends upstream.
+    const named = new Set<string>();
+    for (const file of readdirSync(new URL('../../../src/', import.meta.url), { recursive: true, encoding: 'utf8' })) {
+      if (!file.endsWith('.ts')) continue;
+      const text = readFileSync(new URL(`../../../src/${file}`, import.meta.url), 'utf8');
+      for (const m of text.matchAll(/'(x-tollgate-[a-z-]+|x-should-retry)'/g)) named.add(m[1]!);
+    }
+    const notAnswered = new Set(['x-tollgate-fit-max-tokens', 'x-tollgate-request-id']);
+    const answered = [...named].filter((n) => !notAnswered.has(n));
+    assert.ok(answered.length >= 10, `found ${answered.join(', ')}`);
     assert.deepEqual(
-      documented.filter((n) => !exposed.includes(n)),
+      answered.filter((n) => !exposed.includes(n)),
       [],
+      'response headers page script cannot read',
     );
     await h.gw.assertLedger();
   });
