@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { AnswerKeeper, KeptAnswer } from '../metered/sink.ts';
 import type { Database } from '../storage/schema.ts';
-import { saveResponse, storedRow, walletHolding } from './store.ts';
+import { keyRevoked, saveResponse, storedRow, walletHolding } from './store.ts';
 
 /** The bounds of responses.store (config). */
 export interface StoreBounds {
@@ -23,7 +23,7 @@ export interface KeeperSources {
 }
 
 /** Why a response asked to be stored was not: the `x-tollgate-store` header's value. */
-export type NotStored = 'too_large' | 'wallet_full' | 'unavailable';
+export type NotStored = 'too_large' | 'wallet_full' | 'key_revoked' | 'unavailable';
 
 /**
  * Keeps a billed Response under the key that asked for it: only that key reads, continues or
@@ -55,6 +55,9 @@ async function store(s: KeeperSources, response: Record<string, unknown> & { id:
   try {
     // Checked, then written: requests of one wallet running at once may each pass the check, so the
     // bound holds up to the wallet's concurrent requests (rate-limited), not to the byte.
+    // A request that was running when its key was revoked: revoking deleted what the key stored, and
+    // what it would store now no key could read or delete, while it filled the wallet's bounds.
+    if (await keyRevoked(s.db, s.apiKeyId)) return notStored(s, response.id, 'key_revoked', { apiKeyId: s.apiKeyId });
     const holding = await walletHolding(s.db, s.wallet, now);
     if (holding.count >= bounds.maxStoredPerWallet || holding.bytes + bytes > bounds.maxBytesPerWallet) {
       return notStored(s, response.id, 'wallet_full', {

@@ -68,20 +68,13 @@ export function storedRow(input: unknown[], response: { output: unknown[] }): St
   return { inputJson, responseJson, items, bytes };
 }
 
-/**
- * How many live responses the wallet keeps, and their bytes (items included), under keys not revoked:
- * a revoked key's responses can be read or deleted by no one, so they take none of the wallet's room.
- * Revoking deletes them (deleteKeyResponses), but a request still running under the key as it is
- * revoked may store one afterwards; it waits for its expiry without counting.
- */
+/** How many live responses the wallet keeps, and their bytes (items included). */
 export async function walletHolding(db: Kysely<Database>, wallet: string, now: number): Promise<WalletHolding> {
   const row = await db
-    .selectFrom('stored_responses as r')
-    .innerJoin('api_keys as k', 'k.id', 'r.api_key_id')
-    .select((eb) => [eb.fn.countAll<number>().as('count'), eb.fn.sum<number>('r.bytes').as('bytes')])
-    .where('r.wallet', '=', wallet)
-    .where('r.expires_at', '>', now)
-    .where('k.revoked_at', 'is', null)
+    .selectFrom('stored_responses')
+    .select((eb) => [eb.fn.countAll<number>().as('count'), eb.fn.sum<number>('bytes').as('bytes')])
+    .where('wallet', '=', wallet)
+    .where('expires_at', '>', now)
     .executeTakeFirst();
   return { count: Number(row?.count ?? 0), bytes: Number(row?.bytes ?? 0) };
 }
@@ -200,6 +193,12 @@ export async function deleteResponse(db: Kysely<Database>, owner: Owner, id: str
  * filled the wallet's maxStoredPerWallet / maxBytesPerWallet, and no other key of the wallet could
  * make room. Returns how many went; a second call finds none.
  */
+/** Whether the key was revoked: what a request still running under it answers is not stored (no one could reach it). */
+export async function keyRevoked(db: Kysely<Database>, apiKeyId: number): Promise<boolean> {
+  const key = await db.selectFrom('api_keys').select('revoked_at').where('id', '=', apiKeyId).executeTakeFirst();
+  return key?.revoked_at != null;
+}
+
 export async function deleteKeyResponses(db: Kysely<Database>, owner: Owner): Promise<number> {
   return db.transaction().execute(async (tx) => {
     const ofKey = tx.selectFrom('stored_responses').select('id').where('api_key_id', '=', owner.apiKeyId).where('wallet', '=', owner.wallet);

@@ -179,6 +179,15 @@ async function runOnChannel(
       `${bound.ceilingUsdc}: sign ${expected} (the channel's state and last signed voucher are in accepts[].extra)`;
     return corrective(call, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
   }
+  // A voucher that already paid for a request pays for no other (spent-vouchers.ts), refused before
+  // any deposit is made: read under the channel's lease, after its row, and startRequest requires the
+  // charged amount unchanged since, so no commit slips between.
+  if (await voucherSpent(deps.db, bound.channelId, bound.maxClaimableUsdc)) {
+    return rejected(
+      call,
+      `the voucher for ${bound.maxClaimableUsdc} already paid for a request on this channel and pays for no other; an honest client meets this only when this request's ceiling is exactly what an earlier voucher left unused: change max_tokens and send again`,
+    );
+  }
   // The wallet's window (the one its API keys share) is counted once the payer is known to have
   // signed, and before any money moves: a deposit over the limit is refused before it is made.
   // A channel first seen through the facilitator had it counted before its row was recorded.
@@ -206,14 +215,6 @@ async function runOnChannel(
       row,
       CHANNEL_ERRORS.cumulativeMismatch,
       `the voucher's ${bound.maxClaimableUsdc} is below what was claimed on chain plus this request's ceiling`,
-    );
-  }
-  // A voucher that already paid for a request pays for no other (spent-vouchers.ts): read after the
-  // channel's row, and startRequest requires the charged amount unchanged since, so no commit slips between.
-  if (await voucherSpent(deps.db, bound.channelId, bound.maxClaimableUsdc)) {
-    return rejected(
-      call,
-      `the voucher for ${bound.maxClaimableUsdc} already paid for a request on this channel and pays for no other; sign a voucher for the channel's charged amount plus this request's ceiling`,
     );
   }
   if (bound.inner.type !== 'deposit') await count();

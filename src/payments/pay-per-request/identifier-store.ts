@@ -55,8 +55,8 @@ export async function claimPaymentIdentifier(db: Kysely<Database>, c: Identifier
     if (row.body_digest !== c.bodyDigest) return { kind: 'conflict', reason: 'other-body', first };
     if (row.request_id !== null) return { kind: 'conflict', reason: 'ran', first };
     if (row.payment_digest !== c.paymentDigest) {
-      // The first payment is still being settled: wait for it (the 409). Once it has settled nothing
-      // (failed, or let go unsent) and its request never ran, the identifier was left claimed with
+      // The first payment is still being settled: wait for it (the 409). Once it can settle nothing
+      // (failed, or released unsent or refused by the node) and its request never ran, the identifier was left claimed with
       // nothing to show for it, and every new payment under it was a 409 until the claim was pruned a
       // day later: the new payment takes it over instead. Should the first one still be credited
       // later (a failed authorization sent again), that money is in the payer's balance, and its run
@@ -70,10 +70,20 @@ export async function claimPaymentIdentifier(db: Kysely<Database>, c: Identifier
   }
 }
 
-/** Whether the payer's payment with this signature digest is recorded and settled nothing: failed, or released unsent. */
+/**
+ * Whether the payer's payment with this signature digest is recorded and can settle nothing any more:
+ * failed, or released before it was sent (`never_sent`) or refused by the node. A payment released as
+ * `dropped` or `unavailable` may still be mined (its transaction may be out there), so it keeps the claim.
+ */
 async function settledNothing(db: Kysely<Database>, payer: string, paymentDigest: string): Promise<boolean> {
-  const payment = await db.selectFrom('payments').select('state').where('payload_digest', '=', paymentDigest).where('payer', '=', payer).executeTakeFirst();
-  return payment?.state === 'failed' || payment?.state === 'released';
+  const payment = await db
+    .selectFrom('payments')
+    .select(['state', 'release_kind'])
+    .where('payload_digest', '=', paymentDigest)
+    .where('payer', '=', payer)
+    .executeTakeFirst();
+  if (payment?.state === 'failed') return true;
+  return payment?.state === 'released' && (payment.release_kind === 'never_sent' || payment.release_kind === 'refused_by_node');
 }
 
 /**

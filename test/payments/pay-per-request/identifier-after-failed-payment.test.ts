@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { claimPaymentIdentifier, startIdentifiedRun } from '../../../src/payments/pay-per-request/identifier-store.ts';
 import { stateColumns } from '../../../src/payments/states.ts';
+import type { PaymentState, ReleaseKind } from '../../../src/storage/schema.ts';
 import { openStorage, type Storage } from '../../../src/storage/database.ts';
 import { migrateToLatest } from '../../../src/storage/migrate.ts';
 import { ENGINES, freshDatabaseUrl } from '../../support/engines.ts';
@@ -27,21 +28,22 @@ for (const engine of ENGINES) {
     const claim = (id: string, holder: string, paymentDigest: string) =>
       claimPaymentIdentifier(storage.db, { payer: PAYER, id, bodyDigest: 'body', paymentDigest, holder, now: Date.now() });
     /** The first payment's row, in `state`, under the digest its claim names. */
-    async function firstPayment(state: 'pending' | 'submitted' | 'failed' | 'released' | 'credited'): Promise<string> {
+    async function firstPayment(state: PaymentState, release: ReleaseKind | null = null): Promise<string> {
       const id = await recordedPayment(storage.db, PAYER);
       const row = await storage.db.selectFrom('payments').select('payload_digest').where('id', '=', id).executeTakeFirstOrThrow();
-      await storage.db
-        .updateTable('payments')
-        .set(stateColumns(state, state === 'released' ? 'dropped' : null))
-        .where('id', '=', id)
-        .execute();
+      await storage.db.updateTable('payments').set(stateColumns(state, release)).where('id', '=', id).execute();
       return row.payload_digest;
     }
 
-    for (const state of ['failed', 'released'] as const) {
-      test(`first payment ${state}: a new payment under the id is claimed and runs once`, async () => {
-        const id = `after-${state}`;
-        const first = await firstPayment(state);
+    const gone: Array<[PaymentState, ReleaseKind | null]> = [
+      ['failed', null],
+      ['released', 'never_sent'],
+      ['released', 'refused_by_node'],
+    ];
+    for (const [state, release] of gone) {
+      test(`first payment ${state} ${release ?? ''}: a new payment under the id is claimed and runs once`, async () => {
+        const id = `after-${state}-${release}`;
+        const first = await firstPayment(state, release);
         assert.deepEqual(await claim(id, 'request-a', first), { kind: 'claimed' });
         assert.deepEqual(await claim(id, 'request-b', 'payment-2'), { kind: 'claimed' }, 'the identifier stayed stuck on a payment that settled nothing');
         assert.equal(await startIdentifiedRun(storage.db, { payer: PAYER, id, paymentDigest: 'payment-2', holder: 'request-b' }), true);
@@ -50,10 +52,18 @@ for (const engine of ENGINES) {
       });
     }
 
-    for (const state of ['pending', 'submitted', 'credited'] as const) {
-      test(`first payment ${state}: a new payment under the id is still the 409`, async () => {
-        const id = `while-${state}`;
-        const first = await firstPayment(state);
+    // Released as dropped or unavailable, the payment's transaction may still be mined: paid twice under one id otherwise.
+    const live: Array<[PaymentState, ReleaseKind | null]> = [
+      ['pending', null],
+      ['submitted', null],
+      ['credited', null],
+      ['released', 'dropped'],
+      ['released', 'unavailable'],
+    ];
+    for (const [state, release] of live) {
+      test(`first payment ${state} ${release ?? ''}: a new payment under the id is still the 409`, async () => {
+        const id = `while-${state}-${release}`;
+        const first = await firstPayment(state, release);
         assert.deepEqual(await claim(id, 'request-a', first), { kind: 'claimed' });
         const second = await claim(id, 'request-b', 'payment-2');
         assert.equal(second.kind === 'conflict' && second.reason, 'in-progress');
