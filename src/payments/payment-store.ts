@@ -255,23 +255,34 @@ export async function creditPayment(db: Kysely<Database>, id: string, txHash: st
 }
 
 /**
- * Payments the gateway let go of (isReleased) whose authorization can still be used: until
- * valid_before (plus a margin for a block mined right at it), the transaction that was dropped,
- * refused or never answered may still be mined by some node that kept it.
- * The payer was told 202 "do not pay again" and may never retry, so the reconciler keeps reading
- * the chain for them and credits what arrived.
+ * Payments given up with nothing settled whose authorization can still be used, until valid_before
+ * (plus a margin for a block mined right at it):
+ * - released by the gateway (isReleased): the transaction that was dropped, refused or never
+ *   answered may still be mined by some node that kept it. The payer was told 202 "do not pay
+ *   again" and may never retry;
+ * - failed after our transaction was sent (tx_hash) with the authorization unused (no on-chain
+ *   amount): a settlement that reverted (the payer moved its funds while it waited to be mined).
+ *   Its calldata holds the whole authorization, so anyone may put it on chain again once the payer
+ *   holds the money, and the money then reaches payTo. A payment that failed before anything was
+ *   sent is not watched: its authorization never left the gateway.
+ * The reconciler keeps reading the chain for these and credits what arrived.
  *
- * Watched for RELEASED_WATCH_MS after the release at most, newest release first, up to `limit`:
+ * Watched for RELEASED_WATCH_MS after the release or failure at most, newest first, up to `limit`:
  * a payer may sign a validBefore years away, and a list ordered oldest first that nothing moves
- * along would be filled for good by 100 such rows, and a later release never looked at again.
+ * along would be filled for good by 100 such rows, and a later one never looked at again.
  * After the window the payer's own retry of the same payment still
  * credits it, and `ledger-check --chain` names any such payment that was paid but never credited.
  */
-export function releasedStillValid(db: Kysely<Database>, nowSeconds: number, limit = 500): Promise<PaymentRow[]> {
+export function paymentsWatchedAfterLetGo(db: Kysely<Database>, nowSeconds: number, limit = 500): Promise<PaymentRow[]> {
   return db
     .selectFrom('payments')
     .selectAll()
-    .where('state', '=', 'released')
+    .where((eb) =>
+      eb.or([
+        eb('state', '=', 'released'),
+        eb.and([eb('state', '=', 'failed'), eb('tx_hash', 'is not', null), eb('onchain_amount_atomic', 'is', null)]),
+      ]),
+    )
     .where('valid_before', '>=', nowSeconds - RELEASED_WATCH_MARGIN_SECONDS)
     .where('updated_at', '>=', nowSeconds * 1000 - RELEASED_WATCH_MS)
     .orderBy('updated_at', 'desc')
@@ -279,7 +290,7 @@ export function releasedStillValid(db: Kysely<Database>, nowSeconds: number, lim
     .execute();
 }
 
-/** How long after its release a payment's authorization is still looked for on chain: a dropped transaction a node kept comes back within minutes, not days. */
+/** How long after its release (or failure after a send) a payment's authorization is still looked for on chain: a dropped transaction a node kept comes back within minutes, not days. */
 export const RELEASED_WATCH_MS = 60 * 60 * 1000;
 
 /** As inspectOnChain's margin for an authorization expiring: a block mined at valid_before is seen after it. */

@@ -9,7 +9,7 @@ import {
   markSubmitted,
   openPayments,
   releaseDropped,
-  releasedStillValid,
+  paymentsWatchedAfterLetGo,
   releaseUnsent,
   type PaymentRow,
 } from './payment-store.ts';
@@ -63,11 +63,11 @@ export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileR
       deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'reconciler could not read the chain; will retry');
     }
   }
-  for (const payment of await releasedStillValid(deps.db, Math.floor(deps.now() / 1000))) {
+  for (const payment of await paymentsWatchedAfterLetGo(deps.db, Math.floor(deps.now() / 1000))) {
     const client = deps.clientFor(payment.network);
     if (!client) continue;
-    const outcome = await creditIfSettledAfterRelease({ ...deps, client }, payment).catch((err: unknown) => {
-      deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'reconciler could not read the chain for a released payment; will retry');
+    const outcome = await creditIfSettledAfterAll({ ...deps, client }, payment).catch((err: unknown) => {
+      deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'reconciler could not read the chain for a payment given up unsettled; will retry');
       return 'open' as const;
     });
     if (outcome === 'credited') report.credited++;
@@ -76,11 +76,12 @@ export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileR
 }
 
 /**
- * A payment let go of (released, or failed for the relayer's own trouble) is credited if its
+ * A payment given up unsettled (released, or failed after its settlement reverted: see
+ * paymentsWatchedAfterLetGo) is credited if its
  * authorization was used after all with a transfer to payTo; otherwise it stays as it is, and the
  * same payment sent again may still claim it.
  */
-async function creditIfSettledAfterRelease(
+async function creditIfSettledAfterAll(
   deps: Omit<ReconcileDeps, 'clientFor'> & { client: PublicClient },
   payment: PaymentRow,
 ): Promise<'credited' | 'open'> {
@@ -90,7 +91,7 @@ async function creditIfSettledAfterRelease(
   if (row.status !== 'credited') return 'open';
   deps.logger.warn(
     { payment: payment.id, tx: outcome.txHash, credited_usdc: row.amount_usdc },
-    'a payment released as unsettled was settled on chain after all (its transaction came back); credited',
+    'a payment given up unsettled (released, or its settlement reverted) was settled on chain after all; credited',
   );
   return 'credited';
 }

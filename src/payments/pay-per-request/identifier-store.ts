@@ -74,6 +74,9 @@ export async function claimPaymentIdentifier(db: Kysely<Database>, c: Identifier
  * Whether the payer's payment with this signature digest is recorded and can settle nothing any more:
  * failed, or released before it was sent (`never_sent`) or refused by the node. A payment released as
  * `dropped` or `unavailable` may still be mined (its transaction may be out there), so it keeps the claim.
+ * A failed payment whose settlement reverted can be landed later only by someone sending its public
+ * calldata again on purpose; the reconciler watches it and credits that to the payer's balance
+ * (paymentsWatchedAfterLetGo), so taking its claim over loses the payer nothing.
  */
 async function settledNothing(db: Kysely<Database>, payer: string, paymentDigest: string): Promise<boolean> {
   const payment = await db
