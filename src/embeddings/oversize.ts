@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { readBoundedAnswer } from '../providers/bounded-answer.ts';
 import { MAX_ANSWER_BYTES } from './limits.ts';
 
 /**
@@ -8,8 +9,6 @@ import { MAX_ANSWER_BYTES } from './limits.ts';
  * The bytes are counted and dropped, never kept: 96 MiB holds 2048 × 3072 numbers even in floats.
  */
 export const MAX_DRAINED_BYTES = 4 * MAX_ANSWER_BYTES;
-/** The end of the answer kept while draining: the usage object and then some. */
-const TAIL_BYTES = 4096;
 
 /** An answer the gateway did not read whole: its size, and the prompt tokens it reported, if found. */
 export interface OversizeAnswer {
@@ -23,7 +22,7 @@ export type ReadAnswer = { text: string } | { oversize: OversizeAnswer };
 /**
  * The body as text, or, past `maxBytes`, what a 2xx answer reported about itself (`drain`): the
  * rest is read and dropped, its last bytes kept, up to `maxDrained`. Without `drain` (an error
- * answer) the connection is dropped at once. A Content-Length is not trusted: bytes are counted.
+ * answer) the connection is dropped at once.
  */
 export async function readAnswer(
   body: Dispatcher.ResponseData['body'],
@@ -31,30 +30,11 @@ export async function readAnswer(
   maxBytes = MAX_ANSWER_BYTES,
   maxDrained = MAX_DRAINED_BYTES,
 ): Promise<ReadAnswer> {
-  const chunks: Buffer[] = [];
-  let bytes = 0;
-  let tail: Buffer | null = null;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    bytes += chunk.length;
-    if (tail) {
-      tail = keepEnd(Buffer.concat([tail, chunk]));
-    } else if (bytes > maxBytes) {
-      tail = keepEnd(Buffer.concat([...chunks.slice(-2), chunk]));
-      chunks.length = 0;
-    } else {
-      chunks.push(chunk);
-      continue;
-    }
-    if (!drain || bytes > maxDrained) {
-      body.destroy();
-      return { oversize: { bytes, promptTokens: null } };
-    }
-  }
-  if (tail) return { oversize: { bytes, promptTokens: promptTokensAtEnd(tail.toString('utf8')) } };
-  return { text: Buffer.concat(chunks, bytes).toString('utf8') };
+  const read = await readBoundedAnswer(body, maxBytes, drain ? maxDrained : 0);
+  if ('text' in read) return read;
+  const { bytes, tail } = read.over;
+  return { oversize: { bytes, promptTokens: tail === null ? null : promptTokensAtEnd(tail) } };
 }
-
-const keepEnd = (b: Buffer): Buffer => (b.length > TAIL_BYTES ? b.subarray(b.length - TAIL_BYTES) : b);
 
 /** `usage.prompt_tokens` of the last `"usage"` object in the text, or null when there is none to read. */
 export function promptTokensAtEnd(tail: string): number | null {

@@ -1,4 +1,3 @@
-import type { Dispatcher } from 'undici';
 import type { ChatPlan } from './plan/plan.ts';
 
 /** Room for everything of a whole answer that is not its tokens: ids, the message's frame, usage. */
@@ -21,22 +20,4 @@ export function answerByteBound(plan: Pick<ChatPlan, 'n' | 'maxTokens' | 'upstre
   const alternatives = typeof top === 'number' && top > 0 ? top : 0;
   const perToken = TOKEN_BYTES + (logprobs === true || alternatives > 0 ? LOGPROB_BYTES * (1 + alternatives) : 0);
   return FRAME_BYTES + plan.n * plan.maxTokens * perToken;
-}
-
-/**
- * The body as text, or null once it passes `maxBytes` (the connection is dropped at once). The bytes
- * are counted as they come: a Content-Length is not trusted.
- */
-export async function textWithin(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string | null> {
-  const chunks: Buffer[] = [];
-  let bytes = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    bytes += chunk.length;
-    if (bytes > maxBytes) {
-      body.destroy();
-      return null;
-    }
-    chunks.push(chunk);
-  }
-  return chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, bytes).toString('utf8');
 }

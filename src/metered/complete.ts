@@ -9,7 +9,8 @@ import type { AnswerKeeper, ResponseSink } from './sink.ts';
 import { billedUsage, generatedText } from './usage-estimate.ts';
 import { describeTransportError, redactCredentials, upstreamFailure } from './upstream-error.ts';
 import { logProviderFailure } from './provider-failure-log.ts';
-import { answerByteBound, textWithin } from './answer-bound.ts';
+import { answerByteBound } from './answer-bound.ts';
+import { readBoundedAnswer } from '../providers/bounded-answer.ts';
 import { callDeployments, chainFailure } from './deployment-call.ts';
 import { chargeOf } from '../protocols/charge.ts';
 
@@ -43,9 +44,9 @@ export async function completeChat(
   let answer: { text: string; parsed: InternalCompletion; usage: Usage | null };
   try {
     const bound = answerByteBound(plan);
-    const text = await textWithin(res.body, bound);
-    if (text === null) throw upstreamFailure(`the provider's answer passed ${bound} bytes, more than ${plan.n} × ${plan.maxTokens} tokens can take`);
-    const decoded = route.upstream.decodeAnswer(text);
+    const read = await readBoundedAnswer(res.body, bound);
+    if (!('text' in read)) throw upstreamFailure(`the provider's answer passed ${bound} bytes, more than ${plan.n} × ${plan.maxTokens} tokens can take`);
+    const decoded = route.upstream.decodeAnswer(read.text);
     // A problem may quote the provider's own words (its error message): credentials cut out.
     if (!decoded.ok) throw upstreamFailure(redactCredentials(decoded.problem));
     answer = decoded;

@@ -278,10 +278,7 @@ export function paymentsWatchedAfterLetGo(db: Kysely<Database>, nowSeconds: numb
     .selectFrom('payments')
     .selectAll()
     .where((eb) =>
-      eb.or([
-        eb('state', '=', 'released'),
-        eb.and([eb('state', '=', 'failed'), eb('tx_hash', 'is not', null), eb('onchain_amount_atomic', 'is', null)]),
-      ]),
+      eb.or([eb('state', '=', 'released'), eb.and([eb('state', '=', 'failed'), eb('tx_hash', 'is not', null), eb('onchain_amount_atomic', 'is', null)])]),
     )
     .where('valid_before', '>=', nowSeconds - RELEASED_WATCH_MARGIN_SECONDS)
     .where('updated_at', '>=', nowSeconds * 1000 - RELEASED_WATCH_MS)

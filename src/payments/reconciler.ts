@@ -67,7 +67,10 @@ export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileR
     const client = deps.clientFor(payment.network);
     if (!client) continue;
     const outcome = await creditIfSettledAfterAll({ ...deps, client }, payment).catch((err: unknown) => {
-      deps.logger.warn({ payment: payment.id, err: (err as Error).message }, 'reconciler could not read the chain for a payment given up unsettled; will retry');
+      deps.logger.warn(
+        { payment: payment.id, err: (err as Error).message },
+        'reconciler could not read the chain for a payment given up unsettled; will retry',
+      );
       return 'open' as const;
     });
     if (outcome === 'credited') report.credited++;
@@ -81,10 +84,7 @@ export async function reconcilePayments(deps: ReconcileDeps): Promise<ReconcileR
  * authorization was used after all with a transfer to payTo; otherwise it stays as it is, and the
  * same payment sent again may still claim it.
  */
-async function creditIfSettledAfterAll(
-  deps: Omit<ReconcileDeps, 'clientFor'> & { client: PublicClient },
-  payment: PaymentRow,
-): Promise<'credited' | 'open'> {
+async function creditIfSettledAfterAll(deps: Omit<ReconcileDeps, 'clientFor'> & { client: PublicClient }, payment: PaymentRow): Promise<'credited' | 'open'> {
   const outcome = await inspect(deps, payment);
   if (outcome.state !== 'settled') return 'open';
   const row = await creditPayment(deps.db, payment.id, outcome.txHash, outcome.amountAtomic, deps.now());

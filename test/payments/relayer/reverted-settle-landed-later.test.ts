@@ -33,9 +33,16 @@ describe('a reverted settlement whose authorization is landed later by someone e
   const client = () => h.gw.services.topup!.clientFor(h.chain.network)!;
   const transferAll = async (from: FundedAccount, to: `0x${string}`, fees: { maxPriorityFeePerGas: bigint; maxFeePerGas: bigint }) => {
     const amount = await h.chain.balanceOf(h.chain.usdc, from.address);
-    return h.chain
-      .client(from)
-      .writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [to, amount], chain: h.chain.chain, account: from, gas: 100_000n, ...fees });
+    return h.chain.client(from).writeContract({
+      address: h.chain.usdc,
+      abi: erc20Abi,
+      functionName: 'transfer',
+      args: [to, amount],
+      chain: h.chain.chain,
+      account: from,
+      gas: 100_000n,
+      ...fees,
+    });
   };
 
   test('the settle reverts (402, failed); a third party lands the public authorization once the payer is funded again; the reconciler credits it once', async () => {
@@ -71,7 +78,9 @@ describe('a reverted settlement whose authorization is landed later by someone e
     const sinkBack = await transferAll(sink, payer.address, { maxPriorityFeePerGas: 10n ** 9n, maxFeePerGas: 10n ** 11n });
     await client().waitForTransactionReceipt({ hash: sinkBack });
     const stranger = await h.chain.newAccount();
-    const landed = await h.chain.client(stranger).sendTransaction({ to: reverted.to!, data: reverted.input, account: stranger, chain: h.chain.chain, gas: 200_000n });
+    const landed = await h.chain
+      .client(stranger)
+      .sendTransaction({ to: reverted.to!, data: reverted.input, account: stranger, chain: h.chain.chain, gas: 200_000n });
     assert.equal((await client().waitForTransactionReceipt({ hash: landed })).status, 'success');
     assert.equal((await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - payToBefore, 5n * USD, 'the payer paid');
 
