@@ -57,7 +57,7 @@ for (const engine of ENGINES) {
       await recordChannel(s.db, { channelId, network: 'eip155:31337', config, snapshot }, Date.now());
       const channelRequest = randomUUID();
       assert.equal(await takeLease(s.db, channelId, channelRequest, Date.now(), 60_000), true);
-      const voucher = { requestId: channelRequest, maxClaimableUsdc: CEILING, signature: `0x${'ab'.repeat(65)}`, ceilingUsdc: CEILING };
+      const voucher = { requestId: channelRequest, maxClaimableUsdc: CEILING, signature: `0x${'ab'.repeat(65)}`, ceilingUsdc: CEILING, chargedUsdc: 0 };
       assert.equal(await startRequest(s.db, channelId, channelRequest, voucher, Date.now()), true);
       const channelWallet = channelHoldWallet(channelId);
       assert.equal(await reserve(s, { wallet: channelWallet, apiKeyId: 1, requestId: channelRequest, amountUsdc: CEILING, leaseMs: 1 }), true);

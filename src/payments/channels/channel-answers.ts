@@ -1,7 +1,7 @@
 import type { Facilitator } from '../facilitator/facilitator.ts';
 import type { PaidOffer, PaidOutcome, AskForPayment } from '../paid-request/outcome.ts';
 import type { BoundChannelPayment } from './channel-binding.ts';
-import { correctiveOffer } from './channel-offer.ts';
+import { correctiveOffer, statedAsIs, type StatedChannel } from './channel-offer.ts';
 import type { ChannelRow } from './channel-store.ts';
 import { CHANNEL_ERRORS, type ChannelErrorCode } from './channel-types.ts';
 import { signedByPayer } from './payer-proof.ts';
@@ -18,9 +18,10 @@ export function rejected(a: ChannelAnswers, reason: string, what = 'the batch-se
 
 /**
  * The corrective 402 (spec, "Corrective 402"): the entry the payment answered carries the channel's
- * state and its latest signed voucher, so the stock client checks that signature against its own
- * key, adopts the server's charged amount and signs again. Only for a payload the channel's payer
- * signed (payer-proof.ts): anyone else learns nothing of the channel and is refused plainly.
+ * state and its latest signed voucher (or `stated`: see batch-settlement.ts), so the stock client
+ * checks that signature against its own key, adopts the stated charged amount and signs again. Only
+ * for a payload the channel's payer signed (payer-proof.ts): anyone else learns nothing of the
+ * channel and is refused plainly.
  */
 export async function corrective(
   a: ChannelAnswers,
@@ -29,10 +30,11 @@ export async function corrective(
   row: ChannelRow,
   code: ChannelErrorCode,
   message: string,
+  stated: StatedChannel = statedAsIs(row),
 ): Promise<PaidOutcome> {
   if (!(await signedByPayer(facilitator, bound))) return notThePayers(a, code);
-  const accepts = a.paidOffer.accepts.map((o) => (o === bound.offer ? correctiveOffer(o, row) : o));
-  const fields = { channel_id: bound.channelId, charged_cumulative_usdc: row.charged_usdc };
+  const accepts = a.paidOffer.accepts.map((o) => (o === bound.offer ? correctiveOffer(o, row, stated) : o));
+  const fields = { channel_id: bound.channelId, charged_cumulative_usdc: stated.chargedUsdc };
   return { kind: 'pay', offer: { ...a.paidOffer, accepts }, code, message, fields };
 }
 

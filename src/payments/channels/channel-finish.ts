@@ -9,6 +9,8 @@ export interface PendingVoucher {
   maxClaimableUsdc: number;
   signature: string;
   ceilingUsdc: number;
+  /** The channel's charged amount the voucher was checked against (its maximum is this plus the ceiling, or a little more: spent-vouchers.ts). */
+  chargedUsdc: number;
 }
 
 /**
@@ -30,9 +32,9 @@ export async function startRequest(db: Kysely<Database>, channelId: string, owne
       .where('channel_id', '=', channelId)
       .where('lease_owner', '=', owner)
       .where('pending_request', 'is', null)
-      // Still charged what the voucher was signed against ("charged + ceiling"): a commit in between
-      // (which always raises it) means the voucher, checked before, may have been spent meanwhile.
-      .where('charged_usdc', '=', v.maxClaimableUsdc - v.ceilingUsdc)
+      // Still charged what the voucher was checked against: a commit in between (which always raises
+      // it) means the voucher, checked before, may have been spent meanwhile.
+      .where('charged_usdc', '=', v.chargedUsdc)
       .executeTakeFirst();
     if (Number(marked.numUpdatedRows) !== 1) return false;
     await holdChannelRequest(trx, channelId, v.requestId, v.ceilingUsdc, now);

@@ -55,13 +55,30 @@ export function channelStateOf(row: ChannelRow, chargedUsdc = row.charged_usdc) 
 }
 
 /**
- * The corrective entry (spec, "Corrective 402"): the offer the payment answered, with the channel's
- * state and its latest signed voucher, so the stock client verifies that signature against its own
- * key, adopts the server's charged amount and signs again.
+ * What a corrective 402 says of the channel: the charged amount the client's next voucher adds this
+ * request's ceiling to, and a voucher of the payer's at or above it, which the stock client checks
+ * against its own key before it adopts that amount.
  */
-export function correctiveOffer(offer: Offer, row: ChannelRow): Offer {
-  const voucherState = row.signature === null ? {} : { voucherState: { signedMaxClaimable: String(row.signed_max_usdc), signature: row.signature } };
-  const extra = { ...(offer.requirements.extra as Record<string, unknown>), channelState: channelStateOf(row), ...voucherState };
+export interface StatedChannel {
+  chargedUsdc: number;
+  voucher: { maxUsdc: number; signature: string } | null;
+}
+
+/** The channel as it is: its charged amount and its latest signed voucher. */
+export const statedAsIs = (row: ChannelRow): StatedChannel => ({
+  chargedUsdc: row.charged_usdc,
+  voucher: row.signature === null || row.signed_max_usdc === null ? null : { maxUsdc: row.signed_max_usdc, signature: row.signature },
+});
+
+/**
+ * The corrective entry (spec, "Corrective 402"): the offer the payment answered, with the channel's
+ * state and a signed voucher, so the stock client verifies that signature against its own key,
+ * adopts the stated charged amount and signs again.
+ */
+export function correctiveOffer(offer: Offer, row: ChannelRow, stated = statedAsIs(row)): Offer {
+  const { voucher } = stated;
+  const voucherState = voucher === null ? {} : { voucherState: { signedMaxClaimable: String(voucher.maxUsdc), signature: voucher.signature } };
+  const extra = { ...(offer.requirements.extra as Record<string, unknown>), channelState: channelStateOf(row, stated.chargedUsdc), ...voucherState };
   return { ...offer, requirements: { ...offer.requirements, extra } as PaymentRequirements & { maxAmountRequired: string } };
 }
 

@@ -9,18 +9,36 @@ import type { Database } from '../../storage/schema.ts';
  * whose ceiling is exactly what is left: anyone reading the chain could run a request of their
  * own on the payer's channel with it. So a voucher that paid once pays no more: its maximum is kept
  * while it still lies above the channel's charged amount (below it, it can match no request, whose
- * ceiling is above 0). An honest client never sends one again: each committed request raises the
- * charged amount, so its next voucher for the same ceiling is a new maximum.
+ * ceiling is above 0).
+ *
+ * The maximum a request's voucher must sign is therefore the first one at or above "charged +
+ * ceiling" that no voucher has paid with: "charged + ceiling" itself, unless an honest client's
+ * ceiling lands exactly on an earlier voucher's unused rest. Then it is one or more micro-USDC
+ * higher, which the corrective 402 tells the client (channel-answers.ts): never a spent maximum, so
+ * a voucher read from the chain can never be it. The request is still held and charged at most its
+ * ceiling; the few micro-USDC above it are room in the voucher, never a charge.
  */
-export async function voucherSpent(db: Kysely<Database>, channelId: string, maxUsdc: number): Promise<boolean> {
-  const row = await db
-    .selectFrom('channel_spent_vouchers')
-    .select('max_usdc')
-    .where('channel_id', '=', channelId)
-    .where('max_usdc', '=', maxUsdc)
-    .executeTakeFirst();
-  return row !== undefined;
+export async function expectedVoucherMax(db: Kysely<Database>, channelId: string, chargedPlusCeiling: number): Promise<number> {
+  let expected = chargedPlusCeiling;
+  for (;;) {
+    const spent = await db
+      .selectFrom('channel_spent_vouchers')
+      .select('max_usdc')
+      .where('channel_id', '=', channelId)
+      .where('max_usdc', '>=', expected)
+      .orderBy('max_usdc')
+      .limit(SPENT_PAGE)
+      .execute();
+    for (const row of spent) {
+      if (Number(row.max_usdc) !== expected) return expected;
+      expected++;
+    }
+    if (spent.length < SPENT_PAGE) return expected;
+  }
 }
+
+/** Spent maxima read at a time while looking for the first free one (a run of them is a handful at most). */
+const SPENT_PAGE = 32;
 
 /** In the commit of a charged request: its voucher is spent; those the charge has passed are forgotten. */
 export async function spendVoucher(trx: Transaction<Database>, channelId: string, maxUsdc: number, chargedUsdc: number): Promise<void> {

@@ -9,8 +9,8 @@ import { bindChannelPayment, type BoundChannelPayment } from '../channels/channe
 import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channel-facilitator.ts';
 import { finishPending, startRequest } from '../channels/channel-finish.ts';
 import { busy, corrective, rejected } from '../channels/channel-answers.ts';
-import { voucherSpent } from '../channels/spent-vouchers.ts';
-import { depositBelowMinimum } from '../channels/channel-offer.ts';
+import { expectedVoucherMax } from '../channels/spent-vouchers.ts';
+import { depositBelowMinimum, statedAsIs } from '../channels/channel-offer.ts';
 import { withContractWalletHint } from '../channels/contract-wallet-hint.ts';
 import { asVoucher, landedDeposit } from '../channels/deposit-landed.ts';
 import { refundChannel } from '../channels/channel-refund.ts';
@@ -163,6 +163,41 @@ async function firstSeen(
   return { ok: true, bound, verdict: verdict.snapshot, counted: true, row: await record(verdict.snapshot) };
 }
 
+/**
+ * A voucher that does not sign what this request needs (`expected`): the corrective 402 with the
+ * charged amount the client's next voucher must add the ceiling to. That is the channel's own,
+ * unless "charged + ceiling" is a voucher that already paid (an honest ceiling landing exactly on an
+ * earlier voucher's unused rest): then the stated amount is raised to `expected − ceiling`, so the
+ * stock client, which signs "its charged amount + the ceiling" again after a corrective 402, signs
+ * `expected`. The stated voucher must cover the stated amount (the client refuses a state above
+ * the voucher it is shown): the channel's latest, else the one the payer just sent. With neither,
+ * the request is refused as before.
+ */
+function voucherMismatch(call: ChannelCall, deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, expected: number): Promise<PaidOutcome> {
+  const base = expected - bound.ceilingUsdc;
+  if (base === row.charged_usdc) {
+    const message =
+      `the voucher's maxClaimableAmount is ${bound.maxClaimableUsdc}, but this channel has been charged ${row.charged_usdc} and this request's ceiling is ` +
+      `${bound.ceilingUsdc}: sign ${expected} (the channel's state and last signed voucher are in accepts[].extra)`;
+    return corrective(call, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
+  }
+  const sent = { maxUsdc: bound.maxClaimableUsdc, signature: bound.inner.voucher.signature };
+  const voucher = [statedAsIs(row).voucher, sent].find((v) => v !== null && v.maxUsdc >= base) ?? null;
+  const spent = row.charged_usdc + bound.ceilingUsdc;
+  if (voucher === null) {
+    return Promise.resolve(
+      rejected(
+        call,
+        `a voucher for ${spent} (this channel's charged ${row.charged_usdc} plus this request's ceiling) already paid for a request on this channel and pays for no other; change max_tokens and send again`,
+      ),
+    );
+  }
+  const message =
+    `a voucher for ${spent} (this channel's charged ${row.charged_usdc} plus this request's ceiling of ${bound.ceilingUsdc}) already paid for a request on this channel and pays for no other: ` +
+    `sign ${expected} (the ceiling on ${base}, as accepts[].extra.channelState says); the request is still charged at most ${bound.ceilingUsdc}`;
+  return corrective(call, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message, { chargedUsdc: base, voucher });
+}
+
 async function runOnChannel(
   deps: PaidRequestDeps,
   call: ChannelCall,
@@ -172,22 +207,11 @@ async function runOnChannel(
 ): Promise<PaidOutcome> {
   let [bound, row] = [first.bound, channelRow];
   const firstVerdict = first.verdict;
-  const expected = row.charged_usdc + bound.ceilingUsdc;
-  if (bound.maxClaimableUsdc !== expected) {
-    const message =
-      `the voucher's maxClaimableAmount is ${bound.maxClaimableUsdc}, but this channel has been charged ${row.charged_usdc} and this request's ceiling is ` +
-      `${bound.ceilingUsdc}: sign ${expected} (the channel's state and last signed voucher are in accepts[].extra)`;
-    return corrective(call, deps.topup.facilitator, bound, row, CHANNEL_ERRORS.cumulativeMismatch, message);
-  }
-  // A voucher that already paid for a request pays for no other (spent-vouchers.ts), refused before
-  // any deposit is made: read under the channel's lease, after its row, and startRequest requires the
-  // charged amount unchanged since, so no commit slips between.
-  if (await voucherSpent(deps.db, bound.channelId, bound.maxClaimableUsdc)) {
-    return rejected(
-      call,
-      `the voucher for ${bound.maxClaimableUsdc} already paid for a request on this channel and pays for no other; an honest client meets this only when this request's ceiling is exactly what an earlier voucher left unused: change max_tokens and send again`,
-    );
-  }
+  // The maximum this request's voucher must sign: "charged + ceiling", or a little more when that one
+  // already paid for a request (spent-vouchers.ts). Read under the channel's lease, after its row,
+  // and startRequest requires the charged amount unchanged since, so no commit slips between.
+  const expected = await expectedVoucherMax(deps.db, bound.channelId, row.charged_usdc + bound.ceilingUsdc);
+  if (bound.maxClaimableUsdc !== expected) return voucherMismatch(call, deps, bound, row, expected);
   // The wallet's window (the one its API keys share) is counted once the payer is known to have
   // signed, and before any money moves: a deposit over the limit is refused before it is made.
   // A channel first seen through the facilitator had it counted before its row was recorded.
@@ -224,6 +248,7 @@ async function runOnChannel(
     maxClaimableUsdc: bound.maxClaimableUsdc,
     signature: bound.inner.voucher.signature,
     ceilingUsdc: bound.ceilingUsdc,
+    chargedUsdc: row.charged_usdc,
   };
   if (!(await startRequest(deps.db, bound.channelId, owner, pending, deps.now()))) return busy(call, deps.topup.facilitator, bound, row);
   const receipt = (charge?: number): SettleResponse =>

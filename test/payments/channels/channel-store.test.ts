@@ -46,7 +46,13 @@ async function request(s: Storage, channelId: string, charge: number | null, own
   const requestId = owner;
   const max = row.charged_usdc + CEILING;
   assert.equal(
-    await startRequest(s.db, channelId, owner, { requestId, maxClaimableUsdc: max, signature: `0x${'ab'.repeat(65)}`, ceilingUsdc: CEILING }, Date.now()),
+    await startRequest(
+      s.db,
+      channelId,
+      owner,
+      { requestId, maxClaimableUsdc: max, signature: `0x${'ab'.repeat(65)}`, ceilingUsdc: CEILING, chargedUsdc: row.charged_usdc },
+      Date.now(),
+    ),
     true,
   );
   const wallet = channelHoldWallet(channelId);

@@ -6,15 +6,14 @@ import type { PayPerRequestHarness } from '../../support/pay-per-request-harness
 import { CHAT_BODY, channelCharges, channelOf, channelOffersOf, channelPayer, channelSuite } from './channel-harness.ts';
 
 /**
- * The honest side of 02455cb (a voucher that paid for a request pays for no other): the stock
- * client (@x402/evm BatchSettlementEvmScheme under the openai SDK, its state kept as the package
- * does) signs "charged + ceiling" for every request, as the spec says. When its next request's
- * ceiling happens to equal the unused rest of its previous voucher (previous max − charged), that is
- * the previous voucher's very maximum, now recorded as spent: the gateway answers a plain
- * PAYMENT_REJECTED (not the corrective 402), which the stock client cannot recover from (it signs
- * the same voucher again). Nothing in the request is wrong; the payer's own client cannot send it.
- * DECISIONS.md names this collision and says to change max_tokens; the client is not told so in a
- * form it can act on, and the request was never the payer's mistake.
+ * The honest side of a voucher that paid for a request paying for no other: the stock client
+ * (@x402/evm BatchSettlementEvmScheme under the openai SDK, its state kept as the package does)
+ * signs "charged + ceiling" for every request, as the spec says. When its next request's ceiling
+ * happens to equal the unused rest of its previous voucher (previous max − charged), that is the
+ * previous voucher's very maximum, recorded as spent. It was refused with a plain PAYMENT_REJECTED
+ * the stock client cannot recover from (it signs the same voucher again). Now the corrective 402
+ * states a charged amount one micro-USDC higher, so the client's next voucher is a new maximum; the
+ * request is still held and charged at most its ceiling.
  */
 
 const bodyOf = (max_tokens: number, pad: number) => ({
@@ -44,45 +43,55 @@ async function requestCosting(h: PayPerRequestHarness, target: number): Promise<
   return undefined;
 }
 
-describe('the stock batch-settlement client refused for a ceiling that equals its last voucher’s unused rest (sqlite)', () => {
-  const harness = channelSuite('sqlite');
+for (const engine of ['sqlite', 'postgres'] as const) {
+  describe(`the stock batch-settlement client whose ceiling lands on its last voucher's unused rest (${engine})`, () => {
+    const harness = channelSuite(engine);
 
-  // Accepted for now (docs/DECISIONS.md, "A voucher that paid for a request pays for no other"): the
-  // fix would let the corrective 402 ask for a ceiling one micro-USDC higher, which the channel's
-  // binding of the payload to the gateway's own offer does not allow yet. A todo: it fails until then.
-  test('two honest requests in a row: the second is refused and its payer cannot pay for it', {
-    todo: 'a spent maximum met by an honest ceiling is refused',
-  }, async () => {
-    const h = harness();
-    const account = await h.payer(10n);
-    const payer = channelPayer(h, account);
-    // First request: a generous max_tokens, charged its actual cost (a JSON answer: the client learns the charge).
-    const firstBody = { ...CHAT_BODY, max_tokens: 2000 };
-    const firstCeiling = Number((await usdcOffer(h, firstBody)).amount);
-    const first = await payer.openai.chat.completions.create(firstBody);
-    assert.ok(first.choices[0]);
-    const row = (await channelOf(h, account))!;
-    const rest = row.signed_max_usdc! - row.charged_usdc;
-    assert.equal(row.signed_max_usdc, firstCeiling);
-    assert.ok(rest > 0);
+    test('two honest requests in a row, the second’s ceiling on the first voucher’s unused rest: both run, and the next one too', async () => {
+      const h = harness();
+      const account = await h.payer(10n);
+      const payer = channelPayer(h, account);
+      // First request: a generous max_tokens, charged its actual cost (a JSON answer: the client learns the charge).
+      const firstBody = { ...CHAT_BODY, max_tokens: 2000 };
+      const firstCeiling = Number((await usdcOffer(h, firstBody)).amount);
+      const first = await payer.openai.chat.completions.create(firstBody);
+      assert.ok(first.choices[0]);
+      const row = (await channelOf(h, account))!;
+      const rest = row.signed_max_usdc! - row.charged_usdc;
+      assert.equal(row.signed_max_usdc, firstCeiling);
+      assert.ok(rest > 0);
 
-    // Its next request happens to cost exactly that rest.
-    const next = await requestCosting(h, rest);
-    assert.ok(next, `a request whose ceiling is ${rest}`);
-    let status = 200;
-    let reason = '';
-    try {
-      await payer.openai.chat.completions.create(next as typeof firstBody);
-    } catch (err) {
-      status = (err as { status?: number }).status ?? -1;
-      reason = String((err as { message?: string }).message).slice(0, 300);
-    }
-    await assertLedgerConsistent(h.gw.services.storage.db);
-    const spent = await h.gw.services.storage.db.selectFrom('channel_spent_vouchers').select('max_usdc').where('channel_id', '=', row.channel_id).execute();
-    assert.equal(
-      status,
-      200,
-      `the payer's own stock client signed charged ${row.charged_usdc} + ceiling ${rest} = ${row.signed_max_usdc} (its last voucher's maximum) and was refused (${status}: ${reason}); charges so far: ${(await channelCharges(h, row.channel_id)).join(', ')}; spent vouchers: ${spent.map((r) => Number(r.max_usdc)).join(', ')}`,
-    );
+      // Its next request happens to cost exactly that rest: "charged + ceiling" is the spent voucher.
+      const next = await requestCosting(h, rest);
+      assert.ok(next, `a request whose ceiling is ${rest}`);
+      let status = 200;
+      let reason = '';
+      try {
+        await payer.openai.chat.completions.create(next as typeof firstBody);
+      } catch (err) {
+        status = (err as { status?: number }).status ?? -1;
+        reason = String((err as { message?: string }).message).slice(0, 300);
+      }
+      await assertLedgerConsistent(h.gw.services.storage.db);
+      const spent = await h.gw.services.storage.db.selectFrom('channel_spent_vouchers').select('max_usdc').where('channel_id', '=', row.channel_id).execute();
+      assert.equal(
+        status,
+        200,
+        `the payer's own stock client signed charged ${row.charged_usdc} + ceiling ${rest} = ${row.signed_max_usdc} (its last voucher's maximum) and was refused (${status}: ${reason}); charges so far: ${(await channelCharges(h, row.channel_id)).join(', ')}; spent vouchers: ${spent.map((r) => Number(r.max_usdc)).join(', ')}`,
+      );
+      const after = (await channelOf(h, account))!;
+      const charges = await channelCharges(h, row.channel_id);
+      const secondCharge = after.charged_usdc - row.charged_usdc;
+      assert.ok(secondCharge > 0 && secondCharge <= rest, `charged ${secondCharge}, at most its ceiling of ${rest}`);
+      assert.equal(after.signed_max_usdc, row.signed_max_usdc! + 1, 'its voucher signs one micro-USDC above the spent one');
+
+      // The client took the charged amount from the receipt: its next request signs on the true amount.
+      const third = await payer.openai.chat.completions.create(CHAT_BODY);
+      assert.ok(third.choices[0]);
+      const last = (await channelOf(h, account))!;
+      assert.equal(last.signed_max_usdc! - Number((await usdcOffer(h, CHAT_BODY)).amount), after.charged_usdc, 'the third voucher is "charged + ceiling"');
+      assert.equal((await channelCharges(h, row.channel_id)).length, charges.length + 1);
+      await assertLedgerConsistent(h.gw.services.storage.db);
+    });
   });
-});
+}
