@@ -9,8 +9,28 @@ import { unauthorized } from '../../refusal.ts';
  * address has failed too often, see auth-failure-limit.ts). `authorization` replaces the header for
  * a route that also takes the key another way (Anthropic's x-api-key, see keyHeaderOf).
  */
-export function requireApiKey(services: Services, request: FastifyRequest, authorization = request.headers.authorization): Promise<KeyRow> {
+export async function requireApiKey(services: Services, request: FastifyRequest, authorization = request.headers.authorization): Promise<KeyRow> {
+  return (await requirePresentedKey(services, request, authorization)).row;
+}
+
+/** A key requireApiKey accepted, with the hash it was found by (to look it up again: requireKeyStillActive). */
+export interface PresentedKey {
+  row: KeyRow;
+  hash: string;
+}
+
+/** requireApiKey, also returning the key's hash. */
+export function requirePresentedKey(services: Services, request: FastifyRequest, authorization: string | undefined): Promise<PresentedKey> {
   return authFailureLimit(services).guard(request, () => lookUpKey(services, authorization));
+}
+
+/**
+ * The key found by requirePresentedKey, looked up again later in the same request (through the
+ * cache: a revocation on this instance shows at once, elsewhere within its TTL), or 401 now that it
+ * is revoked or expired.
+ */
+export function requireKeyStillActive(services: Services, request: FastifyRequest, hash: string): Promise<KeyRow> {
+  return authFailureLimit(services).guard(request, () => activeKey(services, hash));
 }
 
 /**
@@ -23,7 +43,7 @@ export function presentedKey(request: FastifyRequest, headerName: string | undef
   return typeof value === 'string' ? `Bearer ${value}` : undefined;
 }
 
-async function lookUpKey(services: Services, header: string | undefined): Promise<KeyRow> {
+async function lookUpKey(services: Services, header: string | undefined): Promise<PresentedKey> {
   const key = bearerToken(header);
   if (!key) throw unauthorized('missing API key; send "Authorization: Bearer sk-…" (create a key with POST /v1/auth/keys)');
   // A dashboard session only manages keys and reads the wallet's data; it never spends.
@@ -34,6 +54,13 @@ async function lookUpKey(services: Services, header: string | undefined): Promis
   // A token that cannot be one of our keys is refused without a database round trip.
   if (!KEY_PATTERN.test(key)) throw unauthorized('invalid or revoked API key');
   const hash = hashKey(services.keySecret, key);
+  const row = await activeKey(services, hash);
+  touchLastUsed(services, row.id);
+  return { row, hash };
+}
+
+/** The key with this hash, unless it is unknown, revoked (401) or expired (401 saying so). */
+async function activeKey(services: Services, hash: string): Promise<KeyRow> {
   const row = await services.keyCache.lookup(hash, () => findActiveKey(services.storage.db, hash));
   if (!row) throw unauthorized('invalid or revoked API key');
   if (row.expires_at !== null && row.expires_at <= Date.now()) {
@@ -41,7 +68,6 @@ async function lookUpKey(services: Services, header: string | undefined): Promis
       `this API key expired at ${toIso(row.expires_at)}; the wallet owner can extend it (PATCH /v1/auth/keys/${row.id} with expires_at) or create a new key`,
     );
   }
-  touchLastUsed(services, row.id);
   return row;
 }
 

@@ -1,12 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRow } from '../../keys/api-keys.ts';
 import type { Services } from '../../services.ts';
-import { presentedKey, requireApiKey } from './bearer-auth.ts';
+import { presentedKey, requireKeyStillActive, requirePresentedKey } from './bearer-auth.ts';
 import { clientBucket } from '../client-bucket.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 
-/** The key each paid-for request (chat, embeddings) was authenticated with, set before its body is read. */
-const keyOf = new WeakMap<FastifyRequest, KeyRow>();
+/** The hash of the key each paid-for request (chat, embeddings) was authenticated with, before its body was read. */
+const keyOf = new WeakMap<FastifyRequest, string>();
 
 /**
  * The onRequest hook of every endpoint that spends a wallet's balance. The key and the wallet's rate
@@ -22,10 +22,18 @@ export const authenticateSpender = (services: Services, apiKeyHeader?: string) =
     await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
     return;
   }
-  const key = await requireApiKey(services, request, authorization);
-  await enforceRateLimit(services, reply, `chat:${key.wallet}`, services.rateWindows.chat);
-  keyOf.set(request, key);
+  const key = await requirePresentedKey(services, request, authorization);
+  await enforceRateLimit(services, reply, `chat:${key.row.wallet}`, services.rateWindows.chat);
+  keyOf.set(request, key.hash);
 };
 
-/** The key authenticateSpender found; undefined for a pay-per-request request. */
-export const spenderKey = (request: FastifyRequest): KeyRow | undefined => keyOf.get(request);
+/**
+ * The key authenticateSpender found, looked up again now that the body is in; undefined for a
+ * pay-per-request request. The body may arrive up to server.requestTimeoutSeconds after the
+ * headers: a key revoked or expired meanwhile is 401 here, before anything is reserved, or a
+ * leaked key's holder could send the headers of many requests and finish them after the revoke.
+ */
+export const spenderKey = async (services: Services, request: FastifyRequest): Promise<KeyRow | undefined> => {
+  const hash = keyOf.get(request);
+  return hash === undefined ? undefined : requireKeyStillActive(services, request, hash);
+};

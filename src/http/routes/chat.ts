@@ -31,7 +31,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     app.post(inbound.path, { config, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticate(inbound) }, async (request, reply) => {
       // Everything that can refuse the request is decided before the first byte of the answer, so a
       // stream that cannot be paid for is a plain 402, not a broken stream.
-      const key = spenderKey(request);
+      const key = await spenderKey(services, request);
       if (!key) {
         // Loaded by the first anonymous request: it pulls in x402's payment code.
         const { payPerRequest, paidChat } = await import('../x402/pay-per-request.ts');
@@ -61,7 +61,7 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     const bodyLimit = services.config.limits.countTokensBodyBytes;
     const budget = new CountingBudget({ perWalletBytes: 2 * bodyLimit, instanceBytes: 8 * bodyLimit, alwaysAdmittedBytes: SMALL_COUNT_BYTES });
     app.post('/v1/messages/count_tokens', { config, bodyLimit, onRequest: authenticate(messages) }, async (request, reply) => {
-      const key = spenderKey(request);
+      const key = await spenderKey(services, request);
       if (!key) throw unauthorized('missing API key; send "x-api-key: sk-…" or "Authorization: Bearer sk-…"');
       const release = budget.take(key.wallet, jsonBodyBytes(request));
       try {

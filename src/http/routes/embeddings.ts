@@ -21,7 +21,7 @@ export function embeddingsRoutes(app: FastifyInstance, services: Services): void
   const options = { ...OPENAI_COMPATIBLE, bodyLimit: services.config.limits.chatBodyBytes, onRequest: authenticateSpender(services) };
   app.post('/v1/embeddings', options, async (request, reply) => {
     const plan = planEmbeddings(request.body, services.catalog);
-    const key = spenderKey(request);
+    const key = await spenderKey(services, request);
     if (!key) {
       // Loaded by the first anonymous request: it pulls in x402's payment code.
       const { payPerRequest } = await import('../x402/pay-per-request.ts');
