@@ -145,7 +145,9 @@ export async function releaseUnavailable(db: Kysely<Database>, id: string, reaso
 /**
  * Releases a payment recorded but never sent (its process died between record and broadcast), so
  * that a retry of the same payment can claim it again. Only if nobody touched the row since it was
- * read as stale, and it still has no transaction.
+ * read as stale, and it holds no transaction of this attempt: a pending row's hash, if any, is an
+ * earlier attempt's (a settlement that reverted, kept when the payment was reopened), since sending
+ * moves the row to `submitted`. That hash stays: the reconciler watches the released row by it.
  */
 export const RELEASED_UNSENT = 'recorded but never sent (the gateway stopped before sending it); send the same payment again';
 
@@ -153,7 +155,7 @@ export async function releaseUnsent(db: Kysely<Database>, row: PaymentRow, now =
   const released = await transition(db, row.id, 'pending', 'released', {
     release: 'never_sent',
     set: { failure_reason: RELEASED_UNSENT, updated_at: now },
-    unchangedSince: { updatedAt: Number(row.updated_at), txHash: null },
+    unchangedSince: { updatedAt: Number(row.updated_at), txHash: row.tx_hash },
   });
   return released === 'moved';
 }
@@ -179,14 +181,16 @@ export async function releaseDropped(db: Kysely<Database>, row: PaymentRow, now 
 
 /**
  * The node refused the relayer's settlement (relayer-send.ts): the hash recorded just before the
- * send names a transaction that was never sent, so it is cleared, and the payment let go like any
- * other the facilitator could not settle. Only if the row still holds the attempt this request
- * made (`sentHash`, or when no hash was recorded yet, the row as the request claimed it): a
- * replay may have taken the payment over meanwhile, and its live attempt must stay.
+ * send names a transaction that was never sent, so the row gets back the hash it held when this
+ * request claimed it (none, or for a reopened payment the earlier attempt's that reverted, whose
+ * public calldata the reconciler keeps watching), and the payment is let go like any other the
+ * facilitator could not settle. Only if the row still holds the attempt this request made
+ * (`sentHash`, or when no hash was recorded yet, the row as the request claimed it): a replay may
+ * have taken the payment over meanwhile, and its live attempt must stay.
  */
 export async function releaseRefused(db: Kysely<Database>, claimed: PaymentRow, sentHash: string | null, now = Date.now()): Promise<boolean> {
-  const set = { failure_reason: UNAVAILABLE_DURING_SETTLE, tx_hash: null, updated_at: now };
-  const unchangedSince = sentHash === null ? { txHash: null, updatedAt: Number(claimed.updated_at) } : { txHash: sentHash.toLowerCase() };
+  const set = { failure_reason: UNAVAILABLE_DURING_SETTLE, tx_hash: claimed.tx_hash, updated_at: now };
+  const unchangedSince = sentHash === null ? { txHash: claimed.tx_hash, updatedAt: Number(claimed.updated_at) } : { txHash: sentHash.toLowerCase() };
   const released = await transition(db, claimed.id, ['pending', 'submitted'], 'released', { release: 'refused_by_node', set, unchangedSince });
   return released === 'moved';
 }

@@ -137,7 +137,9 @@ export async function reconcilePayment(deps: Omit<ReconcileDeps, 'clientFor'> & 
     }
     return 'open';
   }
-  const abandoned = outcome.state === 'open' && payment.status === 'pending' && !payment.tx_hash && stale;
+  // Pending: nothing of this attempt was sent (sending moves it to submitted). A hash it holds is an
+  // earlier attempt's that paid nothing (a reverted settlement, kept when the payment was reopened).
+  const abandoned = outcome.state === 'open' && payment.state === 'pending' && stale;
   if (abandoned && (await releaseUnsent(deps.db, payment, deps.now()))) {
     deps.logger.info({ payment: payment.id }, 'released a payment recorded but never sent; a retry of the same payment settles it');
     return 'released';

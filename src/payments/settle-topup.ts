@@ -156,7 +156,8 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
       return unavailable(deps, err, 'the payment facilitator is unavailable');
     }
     const current = await findPayment(deps.db, payment.id);
-    if (err instanceof SettlementUnknown || current.tx_hash) return { kind: 'pending', payment: current };
+    // Sent if this attempt recorded a hash: a reopened payment holds its reverted attempt's from the start.
+    if (err instanceof SettlementUnknown || current.tx_hash !== payment.tx_hash) return { kind: 'pending', payment: current };
     await releaseUnavailable(deps.db, payment.id, UNAVAILABLE_DURING_SETTLE);
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
