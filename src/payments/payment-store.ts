@@ -163,9 +163,11 @@ export async function releaseUnsent(db: Kysely<Database>, row: PaymentRow, now =
 /**
  * Releases a payment whose settlement was sent but dropped by the node before it was mined (the
  * authorization is still unused on chain), so that a retry of the same payment sends it again.
- * Only if nobody touched the row since it was read. The dropped hash is cleared: should that
- * transaction come back and be mined after all, the chain's record of the authorization still
- * credits the payment once (see inspectOnChain), and the retry's own transaction then reverts.
+ * Only if nobody touched the row since it was read. The dropped hash is kept: the transaction was
+ * broadcast, so other nodes and anyone watching the pool hold its calldata, the whole
+ * authorization, and a row that held a hash stays watched (paymentsWatchedAfterLetGo) even once a
+ * retry of it fails before sending. Should it come back and be mined after all, it credits the
+ * payment once (inspectOnChain), and a retry's own transaction then reverts.
  */
 export const RELEASED_DROPPED = 'the settlement was sent but dropped by the chain before it was mined; send the same payment again';
 
@@ -173,7 +175,7 @@ export async function releaseDropped(db: Kysely<Database>, row: PaymentRow, now 
   if (row.tx_hash === null) return false;
   const released = await transition(db, row.id, 'submitted', 'released', {
     release: 'dropped',
-    set: { failure_reason: RELEASED_DROPPED, tx_hash: null, updated_at: now },
+    set: { failure_reason: RELEASED_DROPPED, updated_at: now },
     unchangedSince: { updatedAt: Number(row.updated_at), txHash: row.tx_hash },
   });
   return released === 'moved';

@@ -138,8 +138,10 @@ export async function reconcilePayment(deps: Omit<ReconcileDeps, 'clientFor'> & 
     return 'open';
   }
   // Pending: nothing of this attempt was sent (sending moves it to submitted). A hash it holds is an
-  // earlier attempt's that paid nothing (a reverted settlement, kept when the payment was reopened).
-  const abandoned = outcome.state === 'open' && payment.state === 'pending' && stale;
+  // earlier attempt's that paid nothing (reverted, or dropped by the node: kept when the payment
+  // was reopened), so the authorization being unused is what counts.
+  const unused = outcome.state === 'open' || outcome.state === 'dropped';
+  const abandoned = unused && payment.state === 'pending' && stale;
   if (abandoned && (await releaseUnsent(deps.db, payment, deps.now()))) {
     deps.logger.info({ payment: payment.id }, 'released a payment recorded but never sent; a retry of the same payment settles it');
     return 'released';

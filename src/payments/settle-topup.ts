@@ -124,6 +124,10 @@ export async function settleTopup(deps: SettleDeps, m: MatchedPayment): Promise<
 }
 
 async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: PaymentRow): Promise<TopupOutcome> {
+  // The row as this attempt left it on chain: a reopened payment holds an earlier attempt's hash
+  // (reverted, or dropped by the node), which says nothing of this attempt. The row keeps it: that
+  // calldata is public, and the watch of payments given up unsettled reads the chain by it.
+  const thisAttempt = (row: PaymentRow): PaymentRow => (row.tx_hash === payment.tx_hash ? { ...row, tx_hash: null } : row);
   let verified;
   try {
     verified = await deps.facilitator.verify(m.payload, m.requirements);
@@ -134,7 +138,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
   if (!verified.isValid) {
     // Maybe someone else already submitted this very authorization (front-running): if the money
     // reached payTo, it counts.
-    return creditIfArrived(deps, payment, verified.invalidReason ?? 'payment rejected by the facilitator');
+    return creditIfArrived(deps, thisAttempt(payment), verified.invalidReason ?? 'payment rejected by the facilitator');
   }
   try {
     await deps.admitVerified?.();
@@ -156,8 +160,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
       return unavailable(deps, err, 'the payment facilitator is unavailable');
     }
     const current = await findPayment(deps.db, payment.id);
-    // Sent if this attempt recorded a hash: a reopened payment holds its reverted attempt's from the start.
-    if (err instanceof SettlementUnknown || current.tx_hash !== payment.tx_hash) return { kind: 'pending', payment: current };
+    if (err instanceof SettlementUnknown || thisAttempt(current).tx_hash) return { kind: 'pending', payment: current };
     await releaseUnavailable(deps.db, payment.id, UNAVAILABLE_DURING_SETTLE);
     return unavailable(deps, err, 'the payment facilitator is unavailable');
   }
@@ -176,7 +179,7 @@ async function settleClaimed(deps: SettleDeps, m: MatchedPayment, payment: Payme
       throw err;
     }
   }
-  return creditIfArrived(deps, await findPayment(deps.db, payment.id), settled.errorReason ?? 'settlement failed');
+  return creditIfArrived(deps, thisAttempt(await findPayment(deps.db, payment.id)), settled.errorReason ?? 'settlement failed');
 }
 
 /**
@@ -208,6 +211,9 @@ async function settleConflict(deps: SettleDeps, m: MatchedPayment, row: PaymentR
   } catch (err) {
     return unavailable(deps, err, `the RPC for ${row.network} did not answer`);
   }
+  // A payment given up (failed or released) keeps the hash of an attempt the node dropped: nothing
+  // of it is on its way, and its authorization is as unused as one never sent.
+  if (outcome.state === 'dropped' && row.status === 'failed') outcome = { state: 'open' };
   switch (outcome.state) {
     case 'settled': {
       const now = await creditPayment(deps.db, row.id, outcome.txHash, outcome.amountAtomic, deps.now());
