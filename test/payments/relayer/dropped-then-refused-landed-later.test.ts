@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
 import { erc20Abi, parseTransaction, type Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import { topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
@@ -17,64 +18,66 @@ import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
  * the payer held the money again, anyone could land the broadcast calldata: payTo was paid, and the
  * payment stayed failed, never credited.
  */
-describe('a dropped settlement whose retry was refused before any send is still watched, and credited when it lands', () => {
-  let h: TopupHarness;
-  let usdcOffer: PaymentRequirements;
-  before(async () => {
-    h = await startTopupHarness('sqlite', { config: { topup: { settleWaitSeconds: 2 } } });
-    usdcOffer = (await h.post({ amount: 5 }))!.body.accepts[0];
+for (const engine of ENGINES) {
+  describe(`a dropped settlement whose retry was refused before any send is still watched, and credited when it lands (${engine})`, () => {
+    let h: TopupHarness;
+    let usdcOffer: PaymentRequirements;
+    before(async () => {
+      h = await startTopupHarness(engine, { config: { topup: { settleWaitSeconds: 2 } } });
+      usdcOffer = (await h.post({ amount: 5 }))!.body.accepts[0];
+    });
+    after(async () => {
+      await h.anvil.rpc('evm_setAutomine', [true]);
+      await h?.stop();
+    });
+    const db = () => h.gw.services.storage.db;
+    const row = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
+    const client = () => h.gw.services.topup!.clientFor(h.chain.network)!;
+    const moveAll = async (from: FundedAccount, to: `0x${string}`) => {
+      const amount = await h.chain.balanceOf(h.chain.usdc, from.address);
+      const hash = await h.chain
+        .client(from)
+        .writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [to, amount], chain: h.chain.chain, account: from });
+      await client().waitForTransactionReceipt({ hash });
+    };
+
+    test('dropped, released, retried while unfunded (402), then the broadcast calldata is landed by a stranger: credited once', async () => {
+      const payer = await h.payer(5n);
+      const sink = await h.chain.newAccount();
+      const header = v2Header(
+        usdcOffer,
+        await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
+      );
+      const payToBefore = await h.chain.balanceOf(h.chain.usdc, h.payTo.address);
+      const dropped = await topupThenDropSettlement(h, header);
+      const seen = parseTransaction(dropped);
+
+      // Past the settle wait the reconciler finds it dropped and releases it.
+      await new Promise((r) => setTimeout(r, 2_200));
+      await h.gw.services.topup!.reconcile();
+      assert.equal((await row(payer)).state, 'released');
+
+      // The payer moved its funds; its retry of the same payment is refused before anything is sent.
+      await moveAll(payer, sink.address);
+      const refused = await h.post({ amount: 5 }, { 'payment-signature': header });
+      assert.equal(refused.status, 402, refused.text);
+      assert.equal((await row(payer)).state, 'failed');
+
+      // The payer holds the money again; a stranger lands the broadcast calldata.
+      await moveAll(sink, payer.address);
+      const stranger = await h.chain.newAccount();
+      const landed = await h.chain
+        .client(stranger)
+        .sendTransaction({ to: seen.to!, data: seen.data as Hex, account: stranger, chain: h.chain.chain, gas: 200_000n });
+      assert.equal((await client().waitForTransactionReceipt({ hash: landed })).status, 'success');
+      assert.equal((await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - payToBefore, 5n * USD, 'the payer paid');
+
+      await h.gw.services.topup!.reconcile();
+      await h.gw.services.topup!.reconcile();
+      const after = await row(payer);
+      assert.equal(after.state, 'credited', `the payer paid ${5n * USD} units to payTo and the payment is ${after.state} (${after.failure_reason})`);
+      assert.equal(await h.balance(payer.address), 5_000_000, 'credited once');
+      await assertLedgerAndChainAgree(db(), client(), 0);
+    });
   });
-  after(async () => {
-    await h.anvil.rpc('evm_setAutomine', [true]);
-    await h?.stop();
-  });
-  const db = () => h.gw.services.storage.db;
-  const row = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
-  const client = () => h.gw.services.topup!.clientFor(h.chain.network)!;
-  const moveAll = async (from: FundedAccount, to: `0x${string}`) => {
-    const amount = await h.chain.balanceOf(h.chain.usdc, from.address);
-    const hash = await h.chain
-      .client(from)
-      .writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [to, amount], chain: h.chain.chain, account: from });
-    await client().waitForTransactionReceipt({ hash });
-  };
-
-  test('dropped, released, retried while unfunded (402), then the broadcast calldata is landed by a stranger: credited once', async () => {
-    const payer = await h.payer(5n);
-    const sink = await h.chain.newAccount();
-    const header = v2Header(
-      usdcOffer,
-      await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
-    );
-    const payToBefore = await h.chain.balanceOf(h.chain.usdc, h.payTo.address);
-    const dropped = await topupThenDropSettlement(h, header);
-    const seen = parseTransaction(dropped);
-
-    // Past the settle wait the reconciler finds it dropped and releases it.
-    await new Promise((r) => setTimeout(r, 2_200));
-    await h.gw.services.topup!.reconcile();
-    assert.equal((await row(payer)).state, 'released');
-
-    // The payer moved its funds; its retry of the same payment is refused before anything is sent.
-    await moveAll(payer, sink.address);
-    const refused = await h.post({ amount: 5 }, { 'payment-signature': header });
-    assert.equal(refused.status, 402, refused.text);
-    assert.equal((await row(payer)).state, 'failed');
-
-    // The payer holds the money again; a stranger lands the broadcast calldata.
-    await moveAll(sink, payer.address);
-    const stranger = await h.chain.newAccount();
-    const landed = await h.chain
-      .client(stranger)
-      .sendTransaction({ to: seen.to!, data: seen.data as Hex, account: stranger, chain: h.chain.chain, gas: 200_000n });
-    assert.equal((await client().waitForTransactionReceipt({ hash: landed })).status, 'success');
-    assert.equal((await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - payToBefore, 5n * USD, 'the payer paid');
-
-    await h.gw.services.topup!.reconcile();
-    await h.gw.services.topup!.reconcile();
-    const after = await row(payer);
-    assert.equal(after.state, 'credited', `the payer paid ${5n * USD} units to payTo and the payment is ${after.state} (${after.failure_reason})`);
-    assert.equal(await h.balance(payer.address), 5_000_000, 'credited once');
-    await assertLedgerAndChainAgree(db(), client(), 0);
-  });
-});
+}

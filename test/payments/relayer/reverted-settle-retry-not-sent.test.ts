@@ -5,6 +5,7 @@ import { erc20Abi, type Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
 import { FacilitatorUnavailable, type Facilitator } from '../../../src/payments/facilitator/facilitator.ts';
 import { RelayerCouldNotSend } from '../../../src/payments/relayer/broadcast-refusal.ts';
+import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
 import { until } from '../../support/until.ts';
@@ -19,123 +20,125 @@ import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
  * never released it (it releases only rows with no hash), and every later retry was told 202
  * "being settled, do not pay again" until the authorization expired.
  */
-describe('a retry of a reverted payment whose own settlement was never sent can be sent again', () => {
-  let h: TopupHarness;
-  let usdcOffer: PaymentRequirements;
-  before(async () => {
-    // The settle wait is also the reconciler's release delay: short, so the test need not wait long.
-    h = await startTopupHarness('sqlite', { config: { topup: { settleWaitSeconds: 2 } } });
-    usdcOffer = (await h.post({ amount: 5 }))!.body.accepts[0];
-  });
-  after(async () => {
-    await h.anvil.rpc('evm_setAutomine', [true]);
-    await h?.stop();
-  });
-  const db = () => h.gw.services.storage.db;
-  const row = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirst();
-  const client = () => h.gw.services.topup!.clientFor(h.chain.network)!;
-  const transferAll = async (from: FundedAccount, to: `0x${string}`, fees: { maxPriorityFeePerGas: bigint; maxFeePerGas: bigint }) => {
-    const amount = await h.chain.balanceOf(h.chain.usdc, from.address);
-    return h.chain.client(from).writeContract({
-      address: h.chain.usdc,
-      abi: erc20Abi,
-      functionName: 'transfer',
-      args: [to, amount],
-      chain: h.chain.chain,
-      account: from,
-      gas: 100_000n,
-      ...fees,
+for (const engine of ENGINES) {
+  describe(`a retry of a reverted payment whose own settlement was never sent can be sent again (${engine})`, () => {
+    let h: TopupHarness;
+    let usdcOffer: PaymentRequirements;
+    before(async () => {
+      // The settle wait is also the reconciler's release delay: short, so the test need not wait long.
+      h = await startTopupHarness(engine, { config: { topup: { settleWaitSeconds: 2 } } });
+      usdcOffer = (await h.post({ amount: 5 }))!.body.accepts[0];
     });
-  };
-
-  /** A payment whose settlement reverted (the payer moved its funds away meanwhile), then the payer funded again. */
-  async function revertedPayment(): Promise<{ payer: FundedAccount; header: string; revertedHash: string }> {
-    const payer = await h.payer(5n);
-    const sink = await h.chain.newAccount();
-    const header = v2Header(
-      usdcOffer,
-      await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
-    );
-    await h.anvil.rpc('evm_setAutomine', [false]);
-    try {
-      const posted = h.post({ amount: 5 }, { 'payment-signature': header });
-      await until(async () => Boolean((await row(payer))?.tx_hash), 'the settlement sent');
-      await transferAll(payer, sink.address, { maxPriorityFeePerGas: 500n * 10n ** 9n, maxFeePerGas: 1000n * 10n ** 9n });
-      await h.anvil.rpc('evm_mine');
-      assert.equal((await posted).status, 402);
-    } finally {
+    after(async () => {
       await h.anvil.rpc('evm_setAutomine', [true]);
-    }
-    const failed = (await row(payer))!;
-    assert.equal(failed.state, 'failed');
-    assert.equal((await client().getTransactionReceipt({ hash: failed.tx_hash as Hex })).status, 'reverted');
-    await client().waitForTransactionReceipt({ hash: await transferAll(sink, payer.address, { maxPriorityFeePerGas: 10n ** 9n, maxFeePerGas: 10n ** 11n }) });
-    return { payer, header, revertedHash: failed.tx_hash! };
-  }
-
-  /** Runs `fn` with the facilitator's settle failing before anything is sent. */
-  async function withSettleFailing<T>(failure: Error, fn: () => Promise<T>): Promise<T> {
-    const facilitator = h.gw.services.topup!.facilitator as Facilitator;
-    const settle = facilitator.settle;
-    facilitator.settle = async () => {
-      throw failure;
+      await h?.stop();
+    });
+    const db = () => h.gw.services.storage.db;
+    const row = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirst();
+    const client = () => h.gw.services.topup!.clientFor(h.chain.network)!;
+    const transferAll = async (from: FundedAccount, to: `0x${string}`, fees: { maxPriorityFeePerGas: bigint; maxFeePerGas: bigint }) => {
+      const amount = await h.chain.balanceOf(h.chain.usdc, from.address);
+      return h.chain.client(from).writeContract({
+        address: h.chain.usdc,
+        abi: erc20Abi,
+        functionName: 'transfer',
+        args: [to, amount],
+        chain: h.chain.chain,
+        account: from,
+        gas: 100_000n,
+        ...fees,
+      });
     };
-    try {
-      return await fn();
-    } finally {
-      facilitator.settle = settle;
+
+    /** A payment whose settlement reverted (the payer moved its funds away meanwhile), then the payer funded again. */
+    async function revertedPayment(): Promise<{ payer: FundedAccount; header: string; revertedHash: string }> {
+      const payer = await h.payer(5n);
+      const sink = await h.chain.newAccount();
+      const header = v2Header(
+        usdcOffer,
+        await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
+      );
+      await h.anvil.rpc('evm_setAutomine', [false]);
+      try {
+        const posted = h.post({ amount: 5 }, { 'payment-signature': header });
+        await until(async () => Boolean((await row(payer))?.tx_hash), 'the settlement sent');
+        await transferAll(payer, sink.address, { maxPriorityFeePerGas: 500n * 10n ** 9n, maxFeePerGas: 1000n * 10n ** 9n });
+        await h.anvil.rpc('evm_mine');
+        assert.equal((await posted).status, 402);
+      } finally {
+        await h.anvil.rpc('evm_setAutomine', [true]);
+      }
+      const failed = (await row(payer))!;
+      assert.equal(failed.state, 'failed');
+      assert.equal((await client().getTransactionReceipt({ hash: failed.tx_hash as Hex })).status, 'reverted');
+      await client().waitForTransactionReceipt({ hash: await transferAll(sink, payer.address, { maxPriorityFeePerGas: 10n ** 9n, maxFeePerGas: 10n ** 11n }) });
+      return { payer, header, revertedHash: failed.tx_hash! };
     }
-  }
 
-  for (const [name, failure] of [
-    ["the relayer's queue is full", new RelayerCouldNotSend('3 settlements are already waiting for the relayer')],
-    ['the facilitator is unreachable during the settle', new FacilitatorUnavailable('the payment facilitator is unavailable')],
-  ] as const) {
-    test(`${name}: the retry is answered 503 and the same payment sent again settles, once`, async () => {
-      const { payer, header, revertedHash } = await revertedPayment();
-      const payToBefore = await h.chain.balanceOf(h.chain.usdc, h.payTo.address);
+    /** Runs `fn` with the facilitator's settle failing before anything is sent. */
+    async function withSettleFailing<T>(failure: Error, fn: () => Promise<T>): Promise<T> {
+      const facilitator = h.gw.services.topup!.facilitator as Facilitator;
+      const settle = facilitator.settle;
+      facilitator.settle = async () => {
+        throw failure;
+      };
+      try {
+        return await fn();
+      } finally {
+        facilitator.settle = settle;
+      }
+    }
 
-      const retry = await withSettleFailing(failure, () => h.post({ amount: 5 }, { 'payment-signature': header }));
-      assert.equal(retry.status, 503, `nothing of this attempt was sent, so "send the same payment again": ${retry.status} ${retry.text}`);
-      const afterRetry = (await row(payer))!;
-      assert.equal(afterRetry.state, 'released', `the attempt sent nothing and was let go (${afterRetry.state}, tx ${afterRetry.tx_hash})`);
+    for (const [name, failure] of [
+      ["the relayer's queue is full", new RelayerCouldNotSend('3 settlements are already waiting for the relayer')],
+      ['the facilitator is unreachable during the settle', new FacilitatorUnavailable('the payment facilitator is unavailable')],
+    ] as const) {
+      test(`${name}: the retry is answered 503 and the same payment sent again settles, once`, async () => {
+        const { payer, header, revertedHash } = await revertedPayment();
+        const payToBefore = await h.chain.balanceOf(h.chain.usdc, h.payTo.address);
 
-      // Past the settle wait, the reconciler has run; the payer sends the same payment again.
+        const retry = await withSettleFailing(failure, () => h.post({ amount: 5 }, { 'payment-signature': header }));
+        assert.equal(retry.status, 503, `nothing of this attempt was sent, so "send the same payment again": ${retry.status} ${retry.text}`);
+        const afterRetry = (await row(payer))!;
+        assert.equal(afterRetry.state, 'released', `the attempt sent nothing and was let go (${afterRetry.state}, tx ${afterRetry.tx_hash})`);
+
+        // Past the settle wait, the reconciler has run; the payer sends the same payment again.
+        await new Promise((r) => setTimeout(r, 2_200));
+        await h.gw.services.topup!.reconcile();
+        const again = await h.post({ amount: 5 }, { 'payment-signature': header });
+        assert.equal(again.status, 200, `${again.status} ${again.text}`);
+        const settled = (await row(payer))!;
+        assert.equal(settled.state, 'credited');
+        assert.notEqual(settled.tx_hash, revertedHash);
+        assert.equal(await h.balance(payer.address), 5_000_000, 'credited once');
+        assert.equal((await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - payToBefore, 5n * USD, 'paid once');
+        await assertLedgerAndChainAgree(db(), client(), 0);
+      });
+    }
+
+    test('the gateway stopped after reopening it, before the send: the reconciler releases it and the same payment settles', async () => {
+      const { payer, header } = await revertedPayment();
+      // The retry reopened and verified the payment, then nothing more happened: its request ends at
+      // the fail point before the send, as a process killed there would (crash-before-send.test.ts).
+      const topup = h.gw.services.topup!;
+      topup.beforeBroadcast = async () => {
+        throw new Error('test fail point: the process died before the send');
+      };
+      try {
+        const stopped = await h.post({ amount: 5 }, { 'payment-signature': header });
+        assert.equal(stopped.status, 500, stopped.text);
+      } finally {
+        topup.beforeBroadcast = undefined;
+      }
+      assert.equal((await row(payer))!.state, 'pending');
+
       await new Promise((r) => setTimeout(r, 2_200));
-      await h.gw.services.topup!.reconcile();
+      const report = await h.gw.services.topup!.reconcile();
+      assert.equal((await row(payer))!.state, 'released', `recorded, never sent this time, and stale: released (${JSON.stringify(report)})`);
       const again = await h.post({ amount: 5 }, { 'payment-signature': header });
       assert.equal(again.status, 200, `${again.status} ${again.text}`);
-      const settled = (await row(payer))!;
-      assert.equal(settled.state, 'credited');
-      assert.notEqual(settled.tx_hash, revertedHash);
       assert.equal(await h.balance(payer.address), 5_000_000, 'credited once');
-      assert.equal((await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - payToBefore, 5n * USD, 'paid once');
       await assertLedgerAndChainAgree(db(), client(), 0);
     });
-  }
-
-  test('the gateway stopped after reopening it, before the send: the reconciler releases it and the same payment settles', async () => {
-    const { payer, header } = await revertedPayment();
-    // The retry reopened and verified the payment, then nothing more happened: its request ends at
-    // the fail point before the send, as a process killed there would (crash-before-send.test.ts).
-    const topup = h.gw.services.topup!;
-    topup.beforeBroadcast = async () => {
-      throw new Error('test fail point: the process died before the send');
-    };
-    try {
-      const stopped = await h.post({ amount: 5 }, { 'payment-signature': header });
-      assert.equal(stopped.status, 500, stopped.text);
-    } finally {
-      topup.beforeBroadcast = undefined;
-    }
-    assert.equal((await row(payer))!.state, 'pending');
-
-    await new Promise((r) => setTimeout(r, 2_200));
-    const report = await h.gw.services.topup!.reconcile();
-    assert.equal((await row(payer))!.state, 'released', `recorded, never sent this time, and stale: released (${JSON.stringify(report)})`);
-    const again = await h.post({ amount: 5 }, { 'payment-signature': header });
-    assert.equal(again.status, 200, `${again.status} ${again.text}`);
-    assert.equal(await h.balance(payer.address), 5_000_000, 'credited once');
-    await assertLedgerAndChainAgree(db(), client(), 0);
   });
-});
+}
