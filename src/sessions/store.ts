@@ -53,6 +53,22 @@ export async function revokeSession(db: Kysely<Database>, secret: Buffer, token:
   return Number(result.numUpdatedRows) === 1;
 }
 
+/**
+ * Ends every live session of `wallet` now (the dashboard's "sign out everywhere"): a session token
+ * read off a shared screen or a leaked log line would otherwise live until its expiry, since its
+ * owner does not hold it to end it. Returns how many were live.
+ */
+export async function revokeWalletSessions(db: Kysely<Database>, wallet: string, now: number): Promise<number> {
+  const result = await db
+    .updateTable('dashboard_sessions')
+    .set({ revoked_at: now })
+    .where('wallet', '=', wallet)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', now)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
 /** Sessions that ended can never be used again; their rows go (run beside the nonce pruning). */
 export async function pruneSessions(db: Kysely<Database>, now = Date.now()): Promise<number> {
   const result = await db.deleteFrom('dashboard_sessions').where('expires_at', '<', now).executeTakeFirst();

@@ -298,7 +298,11 @@ describe('doc blocks against a gateway with the built-in OpenAI catalog and an A
     const sessionBlock = docBlock('session-curl')
       .replace('"<EIP-4361 message>"', quotedForShell(JSON.stringify(signIn.message)))
       .replace('"0x…"', JSON.stringify(signIn.signature));
-    assert.match(JSON.parse(ok(await sh(sessionBlock, env))).token, /^ses-/);
+    const session = JSON.parse(ok(await sh(sessionBlock, env))).token as string;
+    assert.match(session, /^ses-/);
+    const signedOut = JSON.parse(ok(await sh(docBlock('sessions-signout-curl'), { ...env, SESSION: session })));
+    assert.equal(signedOut.wallet, owner.address.toLowerCase());
+    assert.ok(signedOut.revoked >= 1, JSON.stringify(signedOut));
     const sessionPrelude = `import { privateKeyToAccount } from 'viem/accounts';\nconst gateway = '${origin}';\nconst account = privateKeyToAccount(process.env.WALLET_PRIVATE_KEY as \`0x\${string}\`);\n`;
     const keys = JSON.parse(ok(await ts(`${sessionPrelude}${docBlock('session-viem')}console.log(JSON.stringify(keys));\n`, { WALLET_PRIVATE_KEY: ownerKey })));
     assert.ok(keys.data.length >= 4, JSON.stringify(keys));

@@ -124,6 +124,30 @@ for (const engine of ENGINES) {
       }
     });
 
+    test('the owner ends every session of its wallet, one it no longer holds included; other wallets keep theirs', async () => {
+      const account = newAccount();
+      const seen = await openSession(account); // read off a shared screen, say: the owner cannot end it alone
+      const own = await openSession(account);
+      const other = await openSession();
+      const ended = await call(h.gw.url, 'DELETE', '/v1/auth/sessions', undefined, bearer(own.token));
+      assert.equal(ended.status, 200, ended.text);
+      assert.deepEqual(ended.body, { revoked: 2, wallet: account.address.toLowerCase() });
+      for (const token of [seen.token, own.token]) {
+        assert.equal((await call(h.gw.url, 'GET', '/v1/auth/keys', undefined, bearer(token))).status, 401);
+        assert.equal((await call(h.gw.url, 'GET', `/v1/usage/${account.address}`, undefined, bearer(token))).status, 401);
+      }
+      assert.equal((await call(h.gw.url, 'GET', `/v1/usage/${other.account.address}`, undefined, bearer(other.token))).status, 200);
+      // An ended session ends nothing more; a key, a guess or nothing at all is 401.
+      assert.equal((await call(h.gw.url, 'DELETE', '/v1/auth/sessions', undefined, bearer(seen.token))).status, 401);
+      assert.equal((await call(h.gw.url, 'DELETE', '/v1/auth/sessions', undefined, bearer(`ses-${'A'.repeat(43)}`))).status, 401);
+      const { key } = await h.wallet(0);
+      assert.equal((await call(h.gw.url, 'DELETE', '/v1/auth/sessions', undefined, bearer(key))).status, 401);
+      const bare = await call(h.gw.url, 'DELETE', '/v1/auth/sessions');
+      assert.equal(bare.status, 401);
+      assert.match(bare.body.message, /POST \/v1\/auth\/session/);
+      assert.equal((await call(h.gw.url, 'GET', `/v1/usage/${other.account.address}`, undefined, bearer(other.token))).status, 200);
+    });
+
     test('a guessed or altered token is 401', async () => {
       const { token } = await openSession();
       for (const guess of [`ses-${'A'.repeat(43)}`, `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`, 'ses-short']) {
