@@ -109,8 +109,9 @@ for (const engine of ENGINES) {
       const p = plan({ model: NATIVE, max_tokens: 10, messages: result });
       assert.equal(p.parts.tokens, 1600);
       const w = await h.wallet(FUNDS);
-      // chat-small declares no images: refused whichever way the image comes.
-      await expectRefusedBeforeAnything(w, await post(w.key, { model: TRANSLATED, max_tokens: 10, messages: result }), 'messages[0].content[0].content');
+      // chat-small declares no images: refused whichever way the image comes. Translated, the image
+      // follows the tool message in a user message of its own, and the plan's refusal names that one.
+      await expectRefusedBeforeAnything(w, await post(w.key, { model: TRANSLATED, max_tokens: 10, messages: result }), 'messages[1].content[0]');
     });
 
     test('the output bound is max_tokens: the thinking budget must fit inside it, and max_tokens is required', async () => {

@@ -116,20 +116,27 @@ function systemText(system: unknown): string {
   return system.map((s) => s.text).join('\n\n');
 }
 
-/** One Anthropic turn as OpenAI messages: a user turn's tool results become `tool` messages ahead of its text. */
+/**
+ * One Anthropic turn as OpenAI messages: a user turn's tool results become `tool` messages ahead of
+ * its text, and the images and documents a tool result holds (Claude Code's Read of an image, an MCP
+ * tool's screenshot) join the user message after them, ahead of the turn's own parts: OpenAI's tool
+ * messages carry text only, and a user message between tool messages would break the tool turn.
+ */
 function turn(m: Json, field: string): Json[] {
   const blocks: Json[] = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content;
   // A mid-conversation system message (text only, checked by checkMessagesRequest) stays in place.
   if (m.role === 'system') return [{ role: 'system', content: blocks.map((block) => block.text).join('\n\n') }];
   if (m.role === 'assistant') return [assistant(blocks, field)];
   const results: Json[] = [];
+  const resultParts: Json[] = [];
   const parts: Json[] = [];
   blocks.forEach((block, j) => {
     const where = `${field}.content[${j}]`;
-    if (block.type === 'tool_result') results.push(toolMessage(block, where));
+    if (block.type === 'tool_result') results.push(toolMessage(block, where, resultParts));
     else parts.push(userPart(block, where));
   });
-  return parts.length ? [...results, { role: 'user', content: parts }] : results;
+  const userParts = [...resultParts, ...parts];
+  return userParts.length ? [...results, { role: 'user', content: userParts }] : results;
 }
 
 function assistant(blocks: Json[], field: string): Json {
@@ -180,14 +187,22 @@ function userPart(block: Json, where: string): Json {
   }
 }
 
-/** A tool_result as OpenAI's tool message, whose content is text only. */
-function toolMessage(block: Json, where: string): Json {
+/**
+ * A tool_result as OpenAI's tool message, whose content is text only: its text blocks joined; its
+ * image and document blocks go to `userParts` as user content parts (userPart refuses any other
+ * block), where the plan measures and bounds them like any image the client sends.
+ */
+function toolMessage(block: Json, where: string, userParts: Json[]): Json {
   const content = block.content;
-  let text: string;
-  if (content === undefined || content === null) text = '';
-  else if (typeof content === 'string') text = content;
-  else if (Array.isArray(content) && content.every((c) => c?.type === 'text' && typeof c.text === 'string')) text = content.map((c) => c.text).join('');
-  else throw badRequest(`${where}.content may hold only text for this model (its provider takes tool results as text)`, { param: `${where}.content` });
+  let text = '';
+  if (typeof content === 'string') text = content;
+  else if (Array.isArray(content)) {
+    content.forEach((c, k) => {
+      if (c?.type === 'text' && typeof c.text === 'string') text += c.text;
+      else userParts.push(userPart(c ?? {}, `${where}.content[${k}]`));
+    });
+  } else if (content !== undefined && content !== null)
+    throw badRequest(`${where}.content must be a string or an array of content blocks`, { param: `${where}.content` });
   return { role: 'tool', tool_call_id: block.tool_use_id, content: block.is_error === true ? `Error: ${text}` : text };
 }
 
