@@ -29,7 +29,9 @@ export function inputMessages(input: unknown, instructions: unknown): Message[] 
   if (typeof input === 'string') {
     messages.push({ role: 'user', content: input });
   } else if (Array.isArray(input)) {
-    input.forEach((item, i) => addItem(messages, item, `input[${i}]`));
+    const images: Record<string, unknown>[] = [];
+    input.forEach((item, i) => addItem(messages, item, `input[${i}]`, images));
+    flushToolImages(messages, images);
   } else {
     throw badRequest('input must be a string or an array of input items (messages, function_call and function_call_output items)', { param: 'input' });
   }
@@ -37,13 +39,19 @@ export function inputMessages(input: unknown, instructions: unknown): Message[] 
   return messages;
 }
 
-function addItem(messages: Message[], item: unknown, where: string): void {
+/**
+ * `toolImages`: the image and file parts of the function_call_outputs just read (Codex's view_image
+ * answers with an input_image), which chat's tool messages cannot carry: they go in one user message
+ * once the run of tool messages ends, as a user message between them would break the tool turn.
+ */
+function addItem(messages: Message[], item: unknown, where: string, toolImages: Record<string, unknown>[]): void {
   if (typeof item !== 'object' || item === null || Array.isArray(item))
     throw badRequest(`${where} must be an object such as {"role": "user", "content": "…"}`, { param: where });
   const it = item as Record<string, unknown>;
   // A message may leave out its type (EasyInputMessage); every other item names one.
   const type = it.type ?? (it.role !== undefined ? 'message' : undefined);
   if (typeof type === 'string' && DROPPED_ITEM_TYPES.has(type)) return;
+  if (type !== 'function_call_output') flushToolImages(messages, toolImages);
   if (type === 'message') {
     messages.push(messageOf(it, where));
   } else if (type === 'function_call') {
@@ -57,7 +65,7 @@ function addItem(messages: Message[], item: unknown, where: string): void {
     if (last?.role === 'assistant') last.tool_calls = [...((last.tool_calls as unknown[] | undefined) ?? []), call];
     else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
   } else if (type === 'function_call_output') {
-    messages.push({ role: 'tool', tool_call_id: stringField(it, 'call_id', where), content: toolOutput(it.output, `${where}.output`) });
+    messages.push({ role: 'tool', tool_call_id: stringField(it, 'call_id', where), content: toolOutput(it.output, `${where}.output`, toolImages) });
   } else if (type === 'item_reference') {
     throw badRequest(
       `${where} is an item_reference, but ${NO_STORE}: send the item itself (with the Vercel AI SDK, set providerOptions.openai.store to false)`,
@@ -118,15 +126,26 @@ const storedFile = (where: string) =>
     { param: where },
   );
 
-/** A tool's output: a string, or text parts (chat's tool messages carry text only). */
-function toolOutput(output: unknown, where: string): unknown {
+/**
+ * A tool's output: a string, or its text parts (chat's tool messages carry text only); its image and
+ * file parts are added to `toolImages`, for the user message that follows the tool messages.
+ */
+function toolOutput(output: unknown, where: string, toolImages: Record<string, unknown>[]): unknown {
   if (typeof output === 'string') return output;
-  if (!Array.isArray(output)) throw badRequest(`${where} must be a string or an array of input_text parts`, { param: where });
-  return output.map((p, j) => {
+  if (!Array.isArray(output)) throw badRequest(`${where} must be a string or an array of content parts`, { param: where });
+  const text: Record<string, unknown>[] = [];
+  output.forEach((p, j) => {
     const part = partOf(p, `${where}[${j}]`);
-    if (part.type !== 'text') throw badRequest(`${where}[${j}]: a function_call_output carries text only here`, { param: `${where}[${j}]` });
-    return part;
+    if (part.type === 'text') text.push(part);
+    else toolImages.push(part);
   });
+  return text.length || !output.length ? text : '';
+}
+
+/** The parts kept by toolOutput, as the user message after the tool messages (none: nothing). */
+function flushToolImages(messages: Message[], toolImages: Record<string, unknown>[]): void {
+  if (!toolImages.length) return;
+  messages.push({ role: 'user', content: toolImages.splice(0) });
 }
 
 function stringField(o: Record<string, unknown>, field: string, where: string): string {
