@@ -5,7 +5,8 @@ import { anthropicUsage, stopReason } from './encode-usage.ts';
 
 /**
  * An internal chat.completion as an Anthropic message: reasoning first as a thinking block (with no
- * signature: it did not come from Anthropic), then the text, then one tool_use per tool call. The
+ * signature: it did not come from Anthropic), then the text (and an OpenAI refusal, as text), then one
+ * tool_use per tool call. The
  * usage is the billed one, so the client sees what it paid for even when it was estimated, with
  * the charge (src/protocols/charge.ts).
  */
@@ -15,6 +16,8 @@ export function encodeMessage(completion: InternalCompletion, usage: Usage, char
   const reasoning = `${message.reasoning_content ?? ''}${message.reasoning ?? ''}`;
   if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: '' });
   if (typeof message.content === 'string' && message.content) content.push({ type: 'text', text: message.content });
+  // An OpenAI model's refusal is its answer (billed as output): Messages has no refusal block, so it is text.
+  if (typeof message.refusal === 'string' && message.refusal) content.push({ type: 'text', text: message.refusal });
   for (const call of (Array.isArray(message.tool_calls) ? message.tool_calls : []) as InternalToolCall[]) {
     content.push({ type: 'tool_use', id: call.id, name: call.function?.name, input: parseInput(call.function?.arguments) });
   }

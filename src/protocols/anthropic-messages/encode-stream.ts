@@ -116,6 +116,8 @@ export function translatingStreamEncoder(plan: EncodePlan): StreamEncoder {
       const reasoning = `${typeof d.reasoning_content === 'string' ? d.reasoning_content : ''}${typeof d.reasoning === 'string' ? d.reasoning : ''}`;
       if (reasoning) out += delta('thinking', { type: 'thinking', thinking: '' }, { type: 'thinking_delta', thinking: reasoning });
       if (typeof d.content === 'string' && d.content) out += delta('text', { type: 'text', text: '' }, { type: 'text_delta', text: d.content });
+      // An OpenAI model's refusal streams as text, as the JSON answer carries it (encodeMessage).
+      if (typeof d.refusal === 'string' && d.refusal) out += delta('text', { type: 'text', text: '' }, { type: 'text_delta', text: d.refusal });
       for (const call of (Array.isArray(d.tool_calls) ? d.tool_calls : []) as InternalToolCall[]) {
         const toolIndex = Number(call?.index ?? 0);
         if (!toolBlocks.has(toolIndex)) {
