@@ -75,6 +75,9 @@ function refusal(opts: FakeAnthropicOptions, req: IncomingMessage, body: any): [
   if (typeof body.model !== 'string') return [400, 'model: Field required'];
   if (!Number.isInteger(body.max_tokens) || body.max_tokens < 1) return [400, 'max_tokens: Field required'];
   if (!Array.isArray(body.messages) || body.messages.length === 0) return [400, 'messages: at least one message is required'];
+  // Forced tool use prefills the assistant turn, which thinking cannot precede (Anthropic's own wording).
+  if ((body.thinking?.type === 'enabled' || body.thinking?.type === 'adaptive') && ['any', 'tool'].includes(body.tool_choice?.type))
+    return [400, 'Thinking may not be enabled when tool_choice forces tool use.'];
   if (body.thinking?.type === 'enabled') {
     // Extended thinking in a tool loop: the assistant turn that called the tools must carry the signed
     // thinking that preceded its calls (Anthropic's own wording below).

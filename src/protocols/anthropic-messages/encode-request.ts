@@ -90,7 +90,8 @@ export function toAnthropicRequest(body: Record<string, unknown>): Translated<An
   if (typeof body.top_p === 'number') out.top_p = body.top_p;
   if (toolList.value) out.tools = toolList.value;
   if (choice.value) out.tool_choice = choice.value;
-  if (thinking.value !== undefined && !(isEnabled(thinking.value) && toolTurnWithoutThinking(out.messages))) out.thinking = thinking.value;
+  const leftOff = (isEnabled(thinking.value) && toolTurnWithoutThinking(out.messages)) || (thinks(thinking.value) && forcesTool(out.tool_choice));
+  if (thinking.value !== undefined && !leftOff) out.thinking = thinking.value;
   const user = body.user ?? body.safety_identifier;
   if (typeof user === 'string' && user) out.metadata = { user_id: user };
   if (body.stream === true) out.stream = true;
@@ -101,6 +102,8 @@ export function toAnthropicRequest(body: Record<string, unknown>): Translated<An
 }
 
 const isEnabled = (thinking: unknown) => (thinking as { type?: unknown } | null)?.type === 'enabled';
+/** Thinking of either kind: enabled with a budget, or adaptive. */
+const thinks = (thinking: unknown) => isEnabled(thinking) || (thinking as { type?: unknown } | null)?.type === 'adaptive';
 
 /**
  * Whether the last assistant turn called tools without the signed thinking that preceded the calls.
@@ -116,6 +119,14 @@ function toolTurnWithoutThinking(messages: AnthropicRequest['messages']): boolea
   const blocks = Array.isArray(last?.content) ? (last.content as Array<{ type?: unknown }>) : [];
   return blocks.some((b) => b.type === 'tool_use') && blocks[0]?.type !== 'thinking' && blocks[0]?.type !== 'redacted_thinking';
 }
+
+/**
+ * Whether the tool choice forces a call (`any`, or a named tool). Anthropic prefills the assistant turn
+ * with the call, which thinking cannot precede, and refuses both together ("Thinking may not be enabled
+ * when tool_choice forces tool use"); OpenAI's reasoning models take `required` beside an effort, and
+ * structured-output helpers (LangChain, the AI SDK) send just that. Thinking is left off for the request.
+ */
+const forcesTool = (choice: AnthropicRequest['tool_choice']) => choice?.type === 'any' || choice?.type === 'tool';
 
 function stopSequences(stop: unknown): Translated<string[] | undefined> {
   if (stop === undefined || stop === null) return { ok: true, value: undefined };
