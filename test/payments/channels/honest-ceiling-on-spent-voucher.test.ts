@@ -85,7 +85,8 @@ for (const engine of ['sqlite', 'postgres'] as const) {
       assert.ok(secondCharge > 0 && secondCharge <= rest, `charged ${secondCharge}, at most its ceiling of ${rest}`);
       assert.equal(after.signed_max_usdc, row.signed_max_usdc! + 1, 'its voucher signs one micro-USDC above the spent one');
 
-      // The client took the charged amount from the receipt: its next request signs on the true amount.
+      // The next request: the stock client kept the stated (raised) amount, not the receipt's (it adopts only its own
+      // amount plus the charge), so it pays after one more corrective 402, on the true amount.
       const third = await payer.openai.chat.completions.create(CHAT_BODY);
       assert.ok(third.choices[0]);
       const last = (await channelOf(h, account))!;
