@@ -12,6 +12,9 @@ export interface ChannelAnswers {
   ask: AskForPayment;
 }
 
+/** Why a payload its channel's payer did not sign is refused (it learns nothing of the channel). */
+export const NOT_SIGNED_BY_PAYER = `${CHANNEL_ERRORS.voucherSignature}: the voucher is not signed by the channel's payer authorizer`;
+
 export function rejected(a: ChannelAnswers, reason: string, what = 'the batch-settlement payment was rejected'): PaidOutcome {
   return a.ask('PAYMENT_REJECTED', `${what} (${reason}); nothing was charged and nothing moved`, { reason });
 }
@@ -49,5 +52,5 @@ function notThePayers(a: ChannelAnswers, code: ChannelErrorCode): PaidOutcome {
     const message = 'another request on this channel is running; send this one again when it has finished';
     return { kind: 'pay', offer: a.paidOffer, code, message, fields: {} };
   }
-  return rejected(a, `${CHANNEL_ERRORS.voucherSignature}: the voucher is not signed by the channel's payer authorizer`);
+  return rejected(a, NOT_SIGNED_BY_PAYER);
 }

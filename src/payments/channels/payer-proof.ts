@@ -12,14 +12,31 @@ import { verifiesLocally, voucherSigner } from './channel-voucher.ts';
  * check, and a facilitator that refuses or does not answer proves nothing.
  */
 export async function signedByPayer(facilitator: Facilitator, bound: BoundChannelPayment): Promise<boolean> {
-  const { channelConfig, voucher } = bound.inner;
-  if (verifiesLocally(channelConfig)) {
-    const signer = await voucherSigner(bound.channelId, BigInt(voucher.maxClaimableAmount), voucher.signature as `0x${string}`, bound.network);
-    return signer === channelConfig.payerAuthorizer.toLowerCase();
-  }
+  const local = signedLocallyByPayer(bound);
+  if (local) return local;
   try {
     return (await verifyWithFacilitator(facilitator, bound.payload, bound.requirements, bound.channelId)).ok;
   } catch {
     return false;
   }
+}
+
+const localVerdicts = new WeakMap<BoundChannelPayment, Promise<boolean>>();
+
+/**
+ * Whether an EOA payer authorizer signed the payload's voucher (one EIP-712 recovery, made once per
+ * payment however many checks ask); undefined for a contract wallet's, which only the facilitator can
+ * check.
+ */
+export function signedLocallyByPayer(bound: BoundChannelPayment): Promise<boolean> | undefined {
+  const { channelConfig, voucher } = bound.inner;
+  if (!verifiesLocally(channelConfig)) return undefined;
+  let verdict = localVerdicts.get(bound);
+  if (!verdict) {
+    verdict = voucherSigner(bound.channelId, BigInt(voucher.maxClaimableAmount), voucher.signature as `0x${string}`, bound.network).then(
+      (signer) => signer === channelConfig.payerAuthorizer.toLowerCase(),
+    );
+    localVerdicts.set(bound, verdict);
+  }
+  return verdict;
 }

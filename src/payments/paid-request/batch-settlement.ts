@@ -8,7 +8,7 @@ import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
 import { bindChannelPayment, type BoundChannelPayment } from '../channels/channel-binding.ts';
 import { settleWithFacilitator, verifyWithFacilitator } from '../channels/channel-facilitator.ts';
 import { finishPending, startRequest } from '../channels/channel-finish.ts';
-import { busy, corrective, rejected } from '../channels/channel-answers.ts';
+import { busy, corrective, NOT_SIGNED_BY_PAYER, rejected } from '../channels/channel-answers.ts';
 import { expectedVoucherMax } from '../channels/spent-vouchers.ts';
 import { depositBelowMinimum, statedAsIs } from '../channels/channel-offer.ts';
 import { withContractWalletHint } from '../channels/contract-wallet-hint.ts';
@@ -27,7 +27,8 @@ import {
   type ChannelRow,
 } from '../channels/channel-store.ts';
 import { CHANNEL_ERRORS, type ChannelSnapshot } from '../channels/channel-types.ts';
-import { verifiesLocally, voucherSigner } from '../channels/channel-voucher.ts';
+import { verifiesLocally } from '../channels/channel-voucher.ts';
+import { signedLocallyByPayer } from '../channels/payer-proof.ts';
 import { refuseIfUptoUnsettled } from '../upto/admission.ts';
 import type { PaidRequestDeps } from './deps.ts';
 import { uptoRefusalClock } from './upto.ts';
@@ -83,6 +84,10 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
   if (bound.inner.type === 'refund') return refundChannel(deps, bound, call);
   const belowMinimum = depositBelowMinimum(bound);
   if (belowMinimum) return rejected(call, belowMinimum);
+  // Anyone can name a channel (the payer's address and the stock client's salt are public): a payload
+  // its payer did not sign never takes the channel's lease, or a flood of them would turn the payer's
+  // own requests away as busy. A contract wallet's signature only the facilitator checks, later.
+  if ((await signedLocallyByPayer(bound)) === false) return rejected(call, NOT_SIGNED_BY_PAYER);
   const { db } = deps;
   const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
   const payer = bound.inner.channelConfig.payer.toLowerCase();
@@ -364,9 +369,7 @@ async function voucher(deps: PaidRequestDeps, bound: BoundChannelPayment, row: C
   const { freshSeconds } = deps.config.payPerRequest.batchSettlement;
   const fresh = deps.now() - row.synced_at <= freshSeconds * 1000 && row.withdraw_requested_at === 0;
   if (fresh && verifiesLocally(bound.inner.channelConfig)) {
-    const { voucher: v } = bound.inner;
-    const signer = await voucherSigner(bound.channelId, BigInt(v.maxClaimableAmount), v.signature as `0x${string}`, bound.network);
-    if (signer !== bound.inner.channelConfig.payerAuthorizer.toLowerCase()) return { ok: false, reason: CHANNEL_ERRORS.voucherSignature };
+    if (!(await signedLocallyByPayer(bound))) return { ok: false, reason: CHANNEL_ERRORS.voucherSignature };
     return { ok: true, snapshot: snapshotOf(row) };
   }
   const verdict = await verifyWithFacilitator(deps.topup.facilitator, bound.payload, bound.requirements, bound.channelId);
