@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Hex } from 'viem';
 import { accountCode } from '../chain/account-code.ts';
+import { isTransportError } from '../chain/rpc-errors.ts';
 import type { ChainReaders } from '../chain/readers.ts';
 import type { Database } from '../storage/schema.ts';
 import { consumeNonce } from './nonce-store.ts';
@@ -156,7 +157,11 @@ export class SiweVerifier {
       }
       const valid = await client.verifyMessage({ address: p.address as Hex, message, signature });
       return valid ? null : mismatch;
-    } catch {
+    } catch (err) {
+      // Only the RPC's outage is a 503. Anything else thrown here is the signature's own doing (an
+      // ERC-6492 or ERC-8010 wrapper that does not decode): a 503 would be neither true nor counted
+      // as a failed authentication, so junk proofs could be sent without end, an RPC call each.
+      if (!isTransportError(err)) return mismatch;
       return { ok: false, status: 503, reason: `the chain ${home} RPC could not be reached to check a contract-wallet signature; try again shortly` };
     }
   }
