@@ -12,7 +12,10 @@ import { decide, type RateDecision, type RateLimiter, type RateWindow } from './
  * (Redis 5+ replicates a script's effects, so a write after TIME is allowed; older servers need
  * replicate_commands.)
  * ARGV: a random member suffix, then (limit, windowMs) per window.
- * Returns: Redis's now in ms, then per window: count, oldest live timestamp (or -1).
+ * Returns: Redis's now in ms, then per window: count, and the live hit whose leaving lets one more
+ * in (or -1): the oldest, unless the window holds more hits than its limit. The window outlives a
+ * configuration (a limit lowered, instances restarted one by one on different limits), and a
+ * Retry-After named after the oldest would send the client back to a window still full.
  */
 const SCRIPT = `
 if redis.replicate_commands then redis.replicate_commands() end
@@ -33,7 +36,8 @@ for i = 1, n do
   local w = tonumber(ARGV[1 + 2 * i])
   local lo = '(' .. tostring(now - w)
   local count = redis.call('ZCOUNT', KEYS[1], lo, '+inf')
-  local first = redis.call('ZRANGEBYSCORE', KEYS[1], lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local frees = math.max(0, count - limit)
+  local first = redis.call('ZRANGEBYSCORE', KEYS[1], lo, '+inf', 'WITHSCORES', 'LIMIT', frees, 1)
   out[#out + 1] = count
   out[#out + 1] = first[2] or '-1'
   if count >= limit then allowed = 0 end
