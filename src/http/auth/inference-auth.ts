@@ -15,17 +15,21 @@ const keyOf = new WeakMap<FastifyRequest, string>();
  * limits.chatBodyBytes of JSON. With pay-per-request on, a request with no Authorization header at
  * all goes on to be priced and paid (pay-per-request.ts), limited by its address meanwhile.
  * `apiKeyHeader`: a protocol's own key header besides Authorization (Anthropic's x-api-key).
+ * `payable`: false for an endpoint no payment can buy (count_tokens), whose request with no key is
+ * only ever its 401: refused here, with pay-per-request on too, before its body is read.
  */
-export const authenticateSpender = (services: Services, apiKeyHeader?: string) => async (request: FastifyRequest, reply: FastifyReply) => {
-  const authorization = presentedKey(request, apiKeyHeader);
-  if (services.config.payPerRequest.enabled && authorization === undefined) {
-    await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
-    return;
-  }
-  const key = await requirePresentedKey(services, request, authorization);
-  await enforceRateLimit(services, reply, `chat:${key.row.wallet}`, services.rateWindows.chat);
-  keyOf.set(request, key.hash);
-};
+export const authenticateSpender =
+  (services: Services, apiKeyHeader?: string, payable = true) =>
+  async (request: FastifyRequest, reply: FastifyReply) => {
+    const authorization = presentedKey(request, apiKeyHeader);
+    if (payable && services.config.payPerRequest.enabled && authorization === undefined) {
+      await enforceRateLimit(services, reply, `ip:${clientBucket(request.ip)}`, services.rateWindows.public);
+      return;
+    }
+    const key = await requirePresentedKey(services, request, authorization);
+    await enforceRateLimit(services, reply, `chat:${key.row.wallet}`, services.rateWindows.chat);
+    keyOf.set(request, key.hash);
+  };
 
 /**
  * The key authenticateSpender found, looked up again now that the body is in; undefined for a

@@ -60,7 +60,9 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     const config = { openaiCompatible: false, inboundCodec: messages };
     const bodyLimit = services.config.limits.countTokensBodyBytes;
     const budget = new CountingBudget({ perWalletBytes: 2 * bodyLimit, instanceBytes: 8 * bodyLimit, alwaysAdmittedBytes: SMALL_COUNT_BYTES });
-    app.post('/v1/messages/count_tokens', { config, bodyLimit, onRequest: authenticate(messages) }, async (request, reply) => {
+    // Never paid: with pay-per-request on, a count with no key is still the 401 on its headers.
+    const onRequest = authenticateSpender(services, messages.apiKeyHeader, false);
+    app.post('/v1/messages/count_tokens', { config, bodyLimit, onRequest }, async (request, reply) => {
       const key = await spenderKey(services, request);
       if (!key) throw unauthorized('missing API key; send "x-api-key: sk-…" or "Authorization: Bearer sk-…"');
       const release = budget.take(key.wallet, jsonBodyBytes(request));
