@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import { erc20Abi, parseTransaction, type Hex } from 'viem';
-import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import { parseTransaction, type Hex } from 'viem';
+import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import { topupThenDropSettlement } from '../../support/dropped-settlement.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
+import { chainReader, fiveUsdTopup, landedByStranger, moveAllUsdc, paymentOf } from '../../support/reverted-settlement.ts';
 
 /**
  * A settlement the node dropped was broadcast: every node and mempool watcher that saw it holds its
@@ -31,23 +31,16 @@ for (const engine of ENGINES) {
       await h?.stop();
     });
     const db = () => h.gw.services.storage.db;
-    const row = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirstOrThrow();
-    const client = () => h.gw.services.topup!.clientFor(h.chain.network)!;
+    const row = async (payer: FundedAccount) => (await paymentOf(h, payer))!;
+    const client = () => chainReader(h);
     const moveAll = async (from: FundedAccount, to: `0x${string}`) => {
-      const amount = await h.chain.balanceOf(h.chain.usdc, from.address);
-      const hash = await h.chain
-        .client(from)
-        .writeContract({ address: h.chain.usdc, abi: erc20Abi, functionName: 'transfer', args: [to, amount], chain: h.chain.chain, account: from });
-      await client().waitForTransactionReceipt({ hash });
+      await client().waitForTransactionReceipt({ hash: await moveAllUsdc(h, from, to) });
     };
 
     test('dropped, released, retried while unfunded (402), then the broadcast calldata is landed by a stranger: credited once', async () => {
       const payer = await h.payer(5n);
       const sink = await h.chain.newAccount();
-      const header = v2Header(
-        usdcOffer,
-        await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
-      );
+      const header = await fiveUsdTopup(h, usdcOffer, payer);
       const payToBefore = await h.chain.balanceOf(h.chain.usdc, h.payTo.address);
       const dropped = await topupThenDropSettlement(h, header);
       const seen = parseTransaction(dropped);
@@ -65,11 +58,7 @@ for (const engine of ENGINES) {
 
       // The payer holds the money again; a stranger lands the broadcast calldata.
       await moveAll(sink, payer.address);
-      const stranger = await h.chain.newAccount();
-      const landed = await h.chain
-        .client(stranger)
-        .sendTransaction({ to: seen.to!, data: seen.data as Hex, account: stranger, chain: h.chain.chain, gas: 200_000n });
-      assert.equal((await client().waitForTransactionReceipt({ hash: landed })).status, 'success');
+      await landedByStranger(h, seen.to!, seen.data as Hex);
       assert.equal((await h.chain.balanceOf(h.chain.usdc, h.payTo.address)) - payToBefore, 5n * USD, 'the payer paid');
 
       await h.gw.services.topup!.reconcile();

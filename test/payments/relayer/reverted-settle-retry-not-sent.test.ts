@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import { erc20Abi, type Hex } from 'viem';
-import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
+import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { FacilitatorUnavailable, type Facilitator } from '../../../src/payments/facilitator/facilitator.ts';
 import { RelayerCouldNotSend } from '../../../src/payments/relayer/broadcast-refusal.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
-import { until } from '../../support/until.ts';
-import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
+import { chainReader, paymentOf, revertedTopup } from '../../support/reverted-settlement.ts';
 
 /**
  * A payment whose settlement reverted keeps that transaction's hash when the payer's retry of the
@@ -34,46 +32,9 @@ for (const engine of ENGINES) {
       await h?.stop();
     });
     const db = () => h.gw.services.storage.db;
-    const row = (payer: FundedAccount) => db().selectFrom('payments').selectAll().where('payer', '=', payer.address.toLowerCase()).executeTakeFirst();
-    const client = () => h.gw.services.topup!.clientFor(h.chain.network)!;
-    const transferAll = async (from: FundedAccount, to: `0x${string}`, fees: { maxPriorityFeePerGas: bigint; maxFeePerGas: bigint }) => {
-      const amount = await h.chain.balanceOf(h.chain.usdc, from.address);
-      return h.chain.client(from).writeContract({
-        address: h.chain.usdc,
-        abi: erc20Abi,
-        functionName: 'transfer',
-        args: [to, amount],
-        chain: h.chain.chain,
-        account: from,
-        gas: 100_000n,
-        ...fees,
-      });
-    };
-
-    /** A payment whose settlement reverted (the payer moved its funds away meanwhile), then the payer funded again. */
-    async function revertedPayment(): Promise<{ payer: FundedAccount; header: string; revertedHash: string }> {
-      const payer = await h.payer(5n);
-      const sink = await h.chain.newAccount();
-      const header = v2Header(
-        usdcOffer,
-        await signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value: 5n * USD }),
-      );
-      await h.anvil.rpc('evm_setAutomine', [false]);
-      try {
-        const posted = h.post({ amount: 5 }, { 'payment-signature': header });
-        await until(async () => Boolean((await row(payer))?.tx_hash), 'the settlement sent');
-        await transferAll(payer, sink.address, { maxPriorityFeePerGas: 500n * 10n ** 9n, maxFeePerGas: 1000n * 10n ** 9n });
-        await h.anvil.rpc('evm_mine');
-        assert.equal((await posted).status, 402);
-      } finally {
-        await h.anvil.rpc('evm_setAutomine', [true]);
-      }
-      const failed = (await row(payer))!;
-      assert.equal(failed.state, 'failed');
-      assert.equal((await client().getTransactionReceipt({ hash: failed.tx_hash as Hex })).status, 'reverted');
-      await client().waitForTransactionReceipt({ hash: await transferAll(sink, payer.address, { maxPriorityFeePerGas: 10n ** 9n, maxFeePerGas: 10n ** 11n }) });
-      return { payer, header, revertedHash: failed.tx_hash! };
-    }
+    const row = (payer: FundedAccount) => paymentOf(h, payer);
+    const client = () => chainReader(h);
+    const revertedPayment = () => revertedTopup(h, usdcOffer);
 
     /** Runs `fn` with the facilitator's settle failing before anything is sent. */
     async function withSettleFailing<T>(failure: Error, fn: () => Promise<T>): Promise<T> {
