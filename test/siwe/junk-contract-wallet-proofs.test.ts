@@ -1,14 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { decodePaymentRequiredHeader } from '@x402/core/http';
-import { createSIWxPayload, encodeSIWxHeader, type SIWxExtension } from '@x402/extensions/sign-in-with-x';
-import { type Address, getAddress } from 'viem';
-import { freePort } from '../../src/devchain/ports.ts';
+import type { Address } from 'viem';
 import { ENGINES } from '../support/engines.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { createKeyProof, newAccount } from '../support/siwe.ts';
-import { startPayPerRequestHarness, type PayPerRequestHarness } from '../support/pay-per-request-harness.ts';
-import { jsonRpcProxy, type RunningProxy } from '../support/rpc-proxy.ts';
+import { startSiwxJunkHarness, type SiwxJunkHarness } from '../support/siwx-junk-harness.ts';
 import { devChain } from '../support/topup-harness.ts';
 
 /**
@@ -63,52 +59,20 @@ for (const engine of ENGINES.slice(0, 1)) {
 }
 
 describe('attack: junk sign-in-with-x headers whose contract-wallet wrapper does not decode (rateLimits.authFailures)', () => {
-  let h: PayPerRequestHarness;
-  let origin: string;
-  let proxy: RunningProxy;
-  const rpcCalls: string[] = [];
+  let s: SiwxJunkHarness;
   before(async () => {
-    const { anvil } = await devChain();
-    proxy = await jsonRpcProxy(anvil.rpcUrl, (c) => {
-      rpcCalls.push(String(c.method));
-      return false;
-    });
-    const port = await freePort();
-    origin = `http://127.0.0.1:${port}`;
-    h = await startPayPerRequestHarness('sqlite', {
-      config: {
-        server: { port, publicUrl: origin },
-        chains: { [String(anvil.chainId)]: { rpcUrl: proxy.url } },
-        rateLimits: { authFailures: { perMinute: LIMIT } },
-      },
-    });
+    s = await startSiwxJunkHarness(LIMIT);
   });
-  after(async () => {
-    await h.gw.assertLedger();
-    await h.stop();
-    await proxy.close();
-  });
-
-  const url = () => `${origin}/v1/chat/completions`;
-  const BODY = { model: 'fake/chat-small', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 100 };
-  const post = (headers: Record<string, string> = {}) =>
-    fetch(url(), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(BODY) });
+  after(() => s.stop());
 
   test('junk SIWX headers naming a contract, their signature an ERC-8010 wrapper that does not decode: counted, then 429, the RPC asked a bounded number of times', async () => {
-    const junk = async () => {
-      const res = await post();
-      assert.equal(res.status, 402);
-      const required = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
-      const ext = required.extensions!['sign-in-with-x'] as SIWxExtension;
-      const payload = await createSIWxPayload({ ...ext.info, chainId: `eip155:${h.anvil.chainId}`, type: 'eip191' }, newAccount(), url());
-      // The USDC contract: code on the contract-wallet chain, so its check asks the RPC.
-      return encodeSIWxHeader({ ...payload, address: getAddress(h.chain.usdc), signature: `0x${'cd'.repeat(65)}${ERC8010_SUFFIX}` });
-    };
+    // The USDC contract: code on the contract-wallet chain, so its check asks the RPC.
+    const junk = () => s.junkNaming(s.h.chain.usdc, `0x${'cd'.repeat(65)}${ERC8010_SUFFIX}`);
     const rounds = 4 * LIMIT;
     const statuses: number[] = [];
-    const before = rpcCalls.length;
-    for (let i = 0; i < rounds; i++) statuses.push((await post({ 'sign-in-with-x': await junk() })).status);
-    const rpc = rpcCalls.slice(before).filter((m) => m === 'eth_getCode' || m === 'eth_call').length;
+    const before = s.rpcCalls.length;
+    for (let i = 0; i < rounds; i++) statuses.push((await s.post({ 'sign-in-with-x': await junk() })).status);
+    const rpc = s.rpcCalls.slice(before).filter((m) => m === 'eth_getCode' || m === 'eth_call').length;
     assert.ok(!statuses.includes(503), `a junk header is not an RPC outage: ${statuses.join(',')}`);
     assert.ok(statuses.includes(429), `${rounds} junk SIWX headers from one address were all checked: ${statuses.join(',')}`);
     assert.ok(rpc <= 2 * LIMIT, `${rpc} RPC calls (eth_getCode/eth_call) for ${rounds} junk SIWX headers`);
