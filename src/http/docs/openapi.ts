@@ -570,6 +570,17 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
           responses: { 200: ok('ended', { type: 'object', properties: { revoked: { const: true } } }), 401: error('UNAUTHORIZED') },
         },
       },
+      '/v1/auth/sessions': {
+        delete: {
+          summary: 'sign out everywhere: end every live session of the wallet of the session sent in Authorization: Bearer ses-… (that one included)',
+          security: [sessionAuth],
+          responses: {
+            200: ok('how many sessions were ended', { type: 'object', properties: { revoked: integer, wallet: { type: 'string' } } }),
+            401: error('UNAUTHORIZED'),
+            429: error('RATE_LIMITED'),
+          },
+        },
+      },
       '/v1/dashboard/config': {
         get: {
           summary: "what the dashboard page needs from this gateway's configuration: chains with their explorer URLs",

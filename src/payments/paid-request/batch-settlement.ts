@@ -84,10 +84,6 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
   if (bound.inner.type === 'refund') return refundChannel(deps, bound, call);
   const belowMinimum = depositBelowMinimum(bound);
   if (belowMinimum) return rejected(call, belowMinimum);
-  // Anyone can name a channel (the payer's address and the stock client's salt are public): a payload
-  // its payer did not sign never takes the channel's lease, or a flood of them would turn the payer's
-  // own requests away as busy. A contract wallet's signature only the facilitator checks, later.
-  if ((await signedLocallyByPayer(bound)) === false) return rejected(call, NOT_SIGNED_BY_PAYER);
   const { db } = deps;
   const leaseMs = deps.config.payPerRequest.batchSettlement.leaseSeconds * 1000;
   const payer = bound.inner.channelConfig.payer.toLowerCase();
@@ -111,6 +107,11 @@ export async function payWithChannel(deps: PaidRequestDeps, call: ChannelCall): 
     }
     [first, row] = [seen, seen.row];
   }
+  // Anyone can name a channel (the payer's address and the stock client's salt are public): a payload
+  // its payer did not sign never takes the channel's lease, or a flood of them would turn the payer's
+  // own requests away as busy. A contract wallet's signature only the facilitator checks, later; a
+  // channel first seen was judged by the facilitator above (its refusal names a contract wallet's trap).
+  if (first.verdict === undefined && (await signedLocallyByPayer(bound)) === false) return rejected(call, NOT_SIGNED_BY_PAYER);
   const owner = deps.requestId;
   if (!(await takeLease(db, bound.channelId, owner, deps.now(), leaseMs))) return busy(call, deps.topup.facilitator, bound, row);
   try {
