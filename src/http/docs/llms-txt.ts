@@ -34,8 +34,7 @@ export function llmsTxt(publicUrl: string): string {
    Top-up history: GET ${base}/v1/topups/<wallet>. Per day and key: GET ${base}/v1/usage/<wallet>/daily?days=30.
 6. Sessions (optional): POST ${base}/v1/auth/session with a "sign-in" proof returns a token
    (ses-...) for usage, top-ups, listing, revoking and tightening keys for 30 minutes; it never
-   calls chat, creates or loosens a key. DELETE ${base}/v1/auth/session ends it; DELETE
-   ${base}/v1/auth/sessions ends every session of its wallet. A person with a browser wallet: ${base}/
+   calls chat, creates or loosens a key. DELETE ${base}/v1/auth/session ends it. A person with a browser wallet: ${base}/
 
 ## Pay per request (if the operator enabled it)
 
