@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/schema.ts';
+import { deadlineText } from './deadline-text.ts';
 import { strayHoldWalletEntries, type HoldWallets } from './hold-wallet-check.ts';
 
 /**
@@ -104,7 +105,7 @@ export async function uptoProblems(db: Kysely<Database>, now = Date.now(), after
       );
     if (p.upto_state === 'settling' && Number(p.updated_at) < now - UPTO_SETTLE_STUCK_MS) {
       const since = new Date(Number(p.updated_at)).toISOString();
-      const deadline = new Date(Number(p.valid_before) * 1000).toISOString();
+      const deadline = deadlineText(Number(p.valid_before));
       findings.push(
         `upto payment ${p.id} (wallet ${p.payer}): charged ${charge} micro-USDC, settling since ${since} (${p.tx_hash ?? 'not sent'}); ` +
           `the gateway's reconciler sends it again if it was dropped, and records it unsettled past its deadline ${deadline}. ` +

@@ -1,4 +1,5 @@
 import { PERMIT2_ADDRESS } from '@x402/evm';
+import { deadlineText } from '../../ledger/deadline-text.ts';
 import type { PaymentRow } from '../payment-store.ts';
 
 /**
@@ -12,7 +13,7 @@ import type { PaymentRow } from '../payment-store.ts';
 export function whatRestores(p: PaymentRow, nowMs: number, retryEverySeconds: number): string {
   const units = p.settle_amount_atomic ?? '0';
   const amount = p.token_decimals === null ? `${units} token units` : `${formatUnits(BigInt(units), p.token_decimals)} (${units} token units)`;
-  const deadline = new Date(p.valid_before * 1000).toISOString();
+  const deadline = deadlineText(p.valid_before);
   if (nowMs / 1000 < p.valid_before) {
     return (
       `Hold at least ${amount} of token ${p.asset} on ${p.network} in ${p.payer} ` +
