@@ -12,7 +12,7 @@ import type { PayPerRequestHarness } from '../../support/pay-per-request-harness
 import { holdBalance, settledUpto, UPTO_BODY, uptoClient, uptoOffersOf, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
- * Review h6: upto where it meets other features. Responses streamed and left by its client; an exact
+ * Upto where it meets other features. Responses streamed and left by its client; an exact
  * payment of the same payer while its upto request runs; count_tokens with an upto header.
  */
 const RESPONSES_BODY = { model: 'fake/chat-small', input: 'hello', max_output_tokens: 100, stream: true };
@@ -32,7 +32,7 @@ async function checkedOnChain(h: PayPerRequestHarness) {
 }
 
 for (const engine of ENGINES) {
-  describe(`review h6: upto seams (${engine})`, () => {
+  describe(`upto seams (${engine})`, () => {
     const harness = uptoSuite(engine, { chat: { drainTimeoutSeconds: 2 } });
 
     test('Responses streamed by upto, its client leaving after the first event: charged what was produced, settled exactly, hold 0', async () => {
@@ -136,7 +136,7 @@ for (const engine of ENGINES) {
 }
 
 for (const engine of ENGINES) {
-  describe(`review h6: the reconciler racing a long upto stream every second (${engine})`, () => {
+  describe(`the reconciler racing a long upto stream every second (${engine})`, () => {
     // A pass every second, and a holding row counts as stale after 1 s: every pass during the stream
     // reads the hold, and the last ones race the request path's own settle at the stream's end.
     const harness = uptoSuite(engine, { topup: { reconcileIntervalSeconds: 1, settleWaitSeconds: 1 }, chat: { drainTimeoutSeconds: 2 } });
