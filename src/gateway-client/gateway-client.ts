@@ -2,7 +2,7 @@ import { createSiweMessage, generateSiweNonce } from 'viem/siwe';
 import type { LocalAccount } from 'viem';
 import { parseJsonLoosely } from '../json.ts';
 import { ACTIONS, type SiweAction } from '../siwe/actions.ts';
-import { SIWE_DOMAIN_ENV } from '../config/wallet-env.ts';
+import { GATEWAY_URL_ENV, SIWE_DOMAIN_ENV } from '../config/wallet-env.ts';
 
 /**
  * The wallet side of Tollgate's public HTTP API: what a developer or an agent holding a private key
@@ -274,6 +274,17 @@ function httpHost(uri: string): string | null {
 export async function readJson<T>(res: Response): Promise<T> {
   const text = await res.text();
   const json = parseJsonLoosely(text);
+  if (res.ok && json == null) {
+    // Every answer of the gateway's API is JSON: a page or an empty body is another server (a
+    // mistyped --gateway, a proxy's page), and reading on would crash on the missing fields.
+    const type = res.headers.get('content-type')?.split(';')[0] || 'no content type';
+    throw new GatewayError(
+      res.status,
+      'NOT_JSON',
+      `the server at ${res.url ? new URL(res.url).origin : 'the gateway URL'} answered ${res.status} with ${type}, not the gateway's JSON: check --gateway (or ${GATEWAY_URL_ENV}) is the gateway's URL`,
+      null,
+    );
+  }
   if (res.ok) return json as T;
   const code = typeof json?.error === 'string' ? json.error : `HTTP_${res.status}`;
   const message = typeof json?.message === 'string' ? json.message : text.slice(0, 200) || res.statusText;
