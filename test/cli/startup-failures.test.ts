@@ -74,6 +74,20 @@ describe('start-up failures: one line naming what to fix, exit code 2', () => {
     assert.ok(!res.stderr.includes('hunter2secret') && !res.stdout.includes('hunter2secret'), 'the password is not printed');
   });
 
+  test('a password typed without percent-encoding (@ or # in it) stays hidden too', async () => {
+    const port = await closedPort();
+    // The URL parser reads `#…` as a fragment and the first `@` as the end of the user part, so the
+    // rest of such a password sits where a host or fragment would be printed.
+    for (const [name, password] of [
+      ['at-hash', 'hunter2@pw#part9'],
+      ['hash', '12#hunter2part9'],
+    ] as const) {
+      const res = await serve({ database: { url: `postgres://tollgate:${password}@127.0.0.1:${port}/tollgate` } }, `postgres-${name}`);
+      oneLine(res, /^tollgate: cannot reach PostgreSQL at postgres:.*; start it, or fix database\.url/);
+      for (const part of ['hunter2', 'part9']) assert.ok(!res.stderr.includes(part) && !res.stdout.includes(part), `"${part}" is not printed: ${res.stderr}`);
+    }
+  });
+
   test('the SQLite path goes through a file', async () => {
     const file = join(dir, 'a-file');
     writeFileSync(file, 'not a folder');

@@ -11,6 +11,13 @@ describe('redactDatabaseUrl: database URLs in logs and messages', () => {
     );
   });
 
+  test('hides a password typed without percent-encoding, whatever @ # / ? it holds', () => {
+    assert.equal(redactDatabaseUrl('postgres://u:p@ss#w0rd@db:5432/tollgate'), 'postgres://u:***@db:5432/tollgate');
+    assert.equal(redactDatabaseUrl('postgres://u:12#secret@db/tollgate'), 'postgres://u:***@db/tollgate');
+    assert.equal(redactDatabaseUrl('postgres://u:a/b?c@db/tollgate'), 'postgres://u:***@db/tollgate');
+    assert.equal(redactDatabaseUrl('postgres://u:p@ss@db/tollgate?password=x'), 'postgres://u:***@db/tollgate?password=***');
+  });
+
   test('leaves URLs without secrets as they are, and never prints an unparsable one', () => {
     assert.equal(redactDatabaseUrl('sqlite:./data/tollgate.db'), 'sqlite:./data/tollgate.db');
     assert.equal(redactDatabaseUrl('postgres://localhost/tollgate'), 'postgres://localhost/tollgate');
