@@ -19,8 +19,11 @@ export function startupFailureMessage(err: unknown, config: Config, portSetting 
     if (e.syscall === 'listen') return listenFailure(e, config, portSetting);
   }
   if (!config.database.url.startsWith('sqlite:')) {
-    const code = codesIn(err).find((c) => UNREACHABLE.has(c) || c === '28P01' || c === '3D000' || c === '28000');
+    const code = codesIn(err).find((c) => UNREACHABLE.has(c) || c === '28P01' || c === '3D000' || c === '28000' || c === 'ERR_INVALID_URL');
     const db = redactDatabaseUrl(config.database.url);
+    // The driver parses the URL only when it first connects, deep inside the migration.
+    if (code === 'ERR_INVALID_URL')
+      return `database.url is not a URL PostgreSQL can read (${db}); check its host and port, and percent-encode any @ : / ? # in the user or password (encodeURIComponent)`;
     if (code === '28P01' || code === '28000')
       return `PostgreSQL at ${db} refused the user or password in database.url; fix them (or database.urlEnv's variable)`;
     if (code === '3D000') return `the PostgreSQL database named in ${db} does not exist; create it (createdb <name>) or fix database.url`;

@@ -88,6 +88,21 @@ describe('start-up failures: one line naming what to fix, exit code 2', () => {
     }
   });
 
+  test('a PostgreSQL URL that cannot be parsed (port out of range, unclosed IPv6 bracket) names database.url, for serve and migrate', async () => {
+    for (const [name, url] of [
+      ['bad-port', 'postgres://tollgate:hunter2secret@127.0.0.1:99999/tollgate'],
+      ['bad-bracket', 'postgres://tollgate:hunter2secret@[::1/tollgate'],
+    ] as const) {
+      const file = join(dir, `${name}.yaml`);
+      writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0 }, metrics: { port: 0 }, database: { url } }));
+      for (const command of ['serve', 'migrate']) {
+        const res = await runTollgate(['--config', file, command]);
+        oneLine(res, /^tollgate: database\.url is not a URL PostgreSQL can read .*percent-encode/);
+        assert.ok(!res.stderr.includes('hunter2secret') && !res.stdout.includes('hunter2secret'), 'the password is not printed');
+      }
+    }
+  });
+
   test('the SQLite path goes through a file', async () => {
     const file = join(dir, 'a-file');
     writeFileSync(file, 'not a folder');
