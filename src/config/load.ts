@@ -4,7 +4,7 @@ import { parse as parseYamlText } from 'yaml';
 import type { z } from 'zod';
 import { defaultModels, defaultProviders } from './defaults.ts';
 import { resolveContractWalletChain } from '../siwe/contract-wallet-chain.ts';
-import { configSchema, type Config, type ConfigFile } from './schema.ts';
+import { configSchema, DATABASE_URL_FORMS, isDatabaseUrl, type Config, type ConfigFile } from './schema.ts';
 import { deploymentProblem } from './fallbacks.ts';
 
 export class ConfigError extends Error {
@@ -136,6 +136,9 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source: s
 
   const publicUrl = new URL(file.server.publicUrl);
   const databaseUrl = (file.database.urlEnv && env[file.database.urlEnv]) || file.database.url;
+  // The variable's value bypasses the schema: checked here, or a typo would be taken for PostgreSQL.
+  // Named, not quoted: it may hold a password.
+  if (!isDatabaseUrl(databaseUrl)) throw new ConfigError(`${where(source)}database.urlEnv: ${file.database.urlEnv} ${DATABASE_URL_FORMS}`);
   const providerKeys: Record<string, string | undefined> = {};
   for (const [name, p] of Object.entries(providers)) providerKeys[name] = p.apiKeyEnv ? env[p.apiKeyEnv] : undefined;
 

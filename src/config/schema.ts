@@ -24,9 +24,11 @@ const positiveInt = z.number().int().positive();
 /** The shortest reservation lease accepted (chat.reservationLeaseSeconds). */
 export const MIN_LEASE_SECONDS = 10;
 
-const databaseUrl = z.string().refine((v) => v.startsWith('sqlite:') || v.startsWith('postgres://') || v.startsWith('postgresql://'), {
-  message: 'must start with "sqlite:" (for example sqlite:./data/tollgate.db) or "postgres://"',
-});
+/** Whether a database URL names an engine Tollgate has: database.url, and database.urlEnv's variable (checked in load.ts). */
+export const isDatabaseUrl = (v: string): boolean => v.startsWith('sqlite:') || v.startsWith('postgres://') || v.startsWith('postgresql://');
+export const DATABASE_URL_FORMS = 'must start with "sqlite:" (for example sqlite:./data/tollgate.db) or "postgres://"';
+
+const databaseUrl = z.string().refine(isDatabaseUrl, { message: DATABASE_URL_FORMS });
 
 const window = z.object({ perMinute: positiveInt.optional(), perDay: positiveInt.optional() }).strict();
 

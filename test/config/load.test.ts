@@ -90,6 +90,20 @@ describe('configuration', () => {
     assert.equal(config.database.url, 'postgres://u:pw@127.0.0.1/db');
   });
 
+  test("database.urlEnv's variable is checked like database.url, and the error names the variable, not its value", () => {
+    for (const value of ['mysql://u:hunter2@db/x', 'garbage', './data/tollgate.db']) {
+      assert.throws(
+        () => parseConfig({ database: { urlEnv: 'DB_URL' } }, { DB_URL: value }),
+        (err: Error) => {
+          assert.ok(err instanceof ConfigError, String(err));
+          assert.match(err.message, /database\.urlEnv: DB_URL must start with "sqlite:" .* or "postgres:\/\/"/);
+          assert.ok(!err.message.includes('hunter2'), err.message);
+          return true;
+        },
+      );
+    }
+  });
+
   test('top-up, metrics, CORS and shutdown settings are checked, and each mistake says what to do', () => {
     const usdc = { network: 'eip155:8453', asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', transferMethod: 'eip3009', name: 'USD Coin', version: '2' };
     const payTo = '0x00000000000000000000000000000000000000aa';
