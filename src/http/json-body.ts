@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { badRequest } from '../refusal.ts';
+import { ApiError, badRequest } from '../refusal.ts';
 import { runInLane } from '../cpu-lane.ts';
 
 export interface JsonBounds {
@@ -110,6 +110,16 @@ export function boundedJsonParser(app: FastifyInstance, bounds: JsonBounds): voi
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const raw = body as Buffer;
     receivedBytes.set(request, raw.length);
+    // Bodies are not decompressed: a compressed one would otherwise be refused as invalid JSON,
+    // which points the client at the wrong fault (RFC 9110 §15.5.16: an unsupported coding is 415).
+    const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+    if (encoding && encoding !== 'identity') {
+      done(
+        new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding.slice(0, 40)} is not accepted; send the JSON body uncompressed`),
+        undefined,
+      );
+      return;
+    }
     const problem = jsonBoundsProblem(raw, bounds);
     if (problem) {
       const remedy = `send a flatter, smaller JSON document with numbers of at most ${MAX_NUMBER_CHARS} characters`;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import { gzipSync } from 'node:zlib';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { newAccount, proofQuery, siweProof, createKeyProof } from '../support/siwe.ts';
 
@@ -54,6 +55,29 @@ describe('errors, limits, request ids and logs', () => {
       assert.equal(res.status, 415, type);
       assert.deepEqual(await res.json(), { error: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' });
     }
+  });
+
+  test('a compressed body is 415 naming Content-Encoding, not "not valid JSON"', async () => {
+    const body = gzipSync(JSON.stringify({ message: 'x', signature: '0x00' }));
+    for (const encoding of ['gzip', 'br', 'zstd']) {
+      const res = await fetch(`${gw.url}/v1/auth/keys`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': encoding },
+        body,
+      });
+      assert.equal(res.status, 415, encoding);
+      assert.deepEqual(await res.json(), {
+        error: 'UNSUPPORTED_MEDIA_TYPE',
+        message: `Content-Encoding ${encoding} is not accepted; send the JSON body uncompressed`,
+      });
+    }
+    // identity is no encoding at all.
+    const plain = await fetch(`${gw.url}/v1/auth/keys`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'identity' },
+      body: '{"message": ',
+    });
+    assert.deepEqual(await plain.json(), { error: 'VALIDATION_ERROR', message: 'request body is not valid JSON' });
   });
 
   test('an oversized body is 413', async () => {
