@@ -29,7 +29,15 @@ program
     '--fake-providers',
     'also run built-in fake providers (models fake/canned-chat, fake-anthropic/canned-claude): canned answers, billed, for trying Tollgate without a provider account; never in production',
   )
-  .action(async (opts: { fakeProviders?: boolean }) => {
+  // As the default command, serve receives whatever word was not a command: it names that word
+  // itself (commander would say "too many arguments for 'serve'" to someone who typed `tollgate keyz`).
+  .allowExcessArguments()
+  .action(async (opts: { fakeProviders?: boolean }, serve: Command) => {
+    const stray = serve.args[0];
+    if (stray !== undefined) {
+      const commands = program.commands.map((c) => c.name()).join(', ');
+      throw new UsageError(`"${stray}" is not a tollgate command; the commands are ${commands} (tollgate --help describes them)`);
+    }
     const [{ runUntilSignalled }, config] = await Promise.all([import('../main.ts'), configFrom(common())]);
     if (!opts.fakeProviders) return explainStartupFailures(config, () => runUntilSignalled(config));
     const { fakeProvidersRefusal, startBuiltInFakes } = await import('../fake-providers/built-in.ts');

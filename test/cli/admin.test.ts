@@ -23,6 +23,19 @@ describe('tollgate command', () => {
     for (const cmd of ['redeem-codes', 'ref-codes', 'wallet', 'credit', 'ledger-check']) assert.match(admin.stdout, new RegExp(cmd));
   });
 
+  test('a mistyped command is named as unknown, with the list of commands, not as an argument of serve', async () => {
+    for (const args of [['keyz'], ['--config', 'nowhere.yaml', 'wallets', 'new'], ['serve', 'now']]) {
+      const res = await runTollgate(args);
+      assert.equal(res.code, 2, res.stderr);
+      const typed = args.find((a) => !['--config', 'nowhere.yaml', 'serve'].includes(a))!;
+      assert.match(
+        res.stderr,
+        new RegExp(`^tollgate: "${typed}" is not a tollgate command; the commands are serve, migrate, facilitator, admin, wallet, demo`),
+      );
+      assert.doesNotMatch(res.stderr, /too many arguments for 'serve'/);
+    }
+  });
+
   test('a bad configuration stops with the key named and exit code 2', async () => {
     const dir = tempDir();
     const path = join(dir, 'bad.yaml');
