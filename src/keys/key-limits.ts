@@ -19,7 +19,8 @@ export interface LimitInput {
 export const LIMIT_FIELDS = ['spend_limit_usdc', 'spend_limit_period', 'models', 'expires_at'] as const;
 const MAX_MODELS = 100;
 // ISO 8601 as Date.parse reads it unambiguously: a date (UTC midnight), or a date and time with Z or an offset.
-const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/;
+/** The forms expires_at takes (the CLI's --expires checks the same). */
+export const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/;
 
 export function limitColumns(l: KeyLimits) {
   return {
