@@ -279,7 +279,9 @@ export const configSchema = z
       .object({
         host: z.string().default('0.0.0.0'),
         port: z.number().int().min(0).max(65535).default(8080),
-        publicUrl: z.url().default('http://localhost:8080'),
+        // Default: http://localhost:<port> (below), so a gateway moved off 8080 (TOLLGATE_PORT, a
+        // busy port) still accepts the SIWE proofs signed for the host it is reached at.
+        publicUrl: z.url().optional(),
         trustProxy: trustProxy.default(false),
         corsOrigins: z
           .array(z.union([z.literal('*'), z.url()]))
@@ -304,6 +306,7 @@ export const configSchema = z
         path: ['headersTimeoutSeconds'],
       })
       .strict()
+      .transform((s) => ({ ...s, publicUrl: s.publicUrl ?? `http://localhost:${s.port || 8080}` }))
       .prefault({}),
     database: z
       .object({ url: databaseUrl.default('sqlite:./data/tollgate.db'), urlEnv: envName.optional() })

@@ -26,6 +26,21 @@ describe('configuration', () => {
     assert.ok(config.models.length > 0);
   });
 
+  test('without server.publicUrl, the public URL (and so the SIWE domain) follows the port, from the file or TOLLGATE_PORT', () => {
+    // "port in use; choose another with server.port or TOLLGATE_PORT": a gateway moved so must still
+    // accept the proofs `tollgate wallet --gateway http://localhost:<port>` signs for its own host.
+    const fromEnv = loadConfig({ cwd: tempDir(), env: { TOLLGATE_PORT: '9090' } });
+    assert.equal(fromEnv.server.publicUrl, 'http://localhost:9090');
+    assert.deepEqual(fromEnv.siwe.domains, ['localhost:9090']);
+    assert.deepEqual(fromEnv.siwe.uris, ['http://localhost:9090']);
+    const fromFile = parseConfig({ server: { port: 3000 } });
+    assert.deepEqual(fromFile.siwe.domains, ['localhost:3000']);
+    // A set publicUrl is kept whatever the port (behind a proxy they differ), and port 0 (any free
+    // port, known only once listening) keeps the documented default.
+    assert.equal(parseConfig({ server: { port: 3000, publicUrl: 'https://llm.example.com' } }).server.publicUrl, 'https://llm.example.com');
+    assert.equal(parseConfig({ server: { port: 0 } }).server.publicUrl, 'http://localhost:8080');
+  });
+
   test('./tollgate.yaml is used when present, --config and TOLLGATE_CONFIG win over it', () => {
     const { dir } = withFile('server: { port: 9001 }\n');
     assert.equal(loadConfig({ cwd: dir, env: {} }).server.port, 9001);
