@@ -3,7 +3,7 @@ import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
 import type { MatchedPayment } from '../match.ts';
 import { openPayment } from '../payment-store.ts';
 import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
-import { openUptoRefusal, uptoDeadlineProblem, uptoMinRunSeconds, uptoRunUntil, type RefusalClock } from '../upto/admission.ts';
+import { openUptoRefusal, uptoDeadlineProblem, uptoDeadlineTooFar, uptoMinRunSeconds, uptoRunUntil, type RefusalClock } from '../upto/admission.ts';
 import { settleUpto, type UptoSettleDeps } from '../upto/settle-upto.ts';
 import { holdMaximum, openUptoOf, uptoHoldWallet } from '../upto/upto-store.ts';
 import type { PaidRequestDeps } from './deps.ts';
@@ -49,6 +49,8 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
   const minRun = uptoMinRunSeconds(paidRequest.plan.stream, deps.config.chat.firstByteTimeoutSeconds);
   const late = uptoDeadlineProblem(runUntil, deps.now(), validBefore, minRun);
   if (late) return ask('PAYMENT_EXPIRED', late);
+  const far = uptoDeadlineTooFar(deps.now(), validBefore, deps.config.topup.maxTimeoutSeconds);
+  if (far) return ask('PAYMENT_REJECTED', far);
   await topup.admitPayer(matched);
 
   let fromBlock: number;

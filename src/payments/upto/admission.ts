@@ -40,6 +40,22 @@ export function uptoDeadlineProblem(runUntil: number, nowMs: number, validBefore
   return `this upto authorization's deadline is ${validBefore - Math.floor(nowMs / 1000)} s away; the request and its settle need at least ${needed} s. Sign the upto entry of a new 402 (the stock client signs its maxTimeoutSeconds ahead)`;
 }
 
+/** Room above the offer's maxTimeoutSeconds for a payer whose clock runs ahead of the gateway's. */
+export const UPTO_DEADLINE_SLACK_SECONDS = 300;
+
+/**
+ * A deadline further ahead than the offer asked (topup.maxTimeoutSeconds, plus clock slack) is
+ * refused before anything is recorded. The stock client signs exactly maxTimeoutSeconds ahead; a
+ * later deadline is a hand-rolled client's, and it would unbind what the deadline bounds: a settle
+ * stuck in the pool is given up only at its deadline (reconcile-upto.ts), and until then the payer's
+ * later requests are refused as busy and the operator's `upto retry` and `write-off` cannot act.
+ */
+export function uptoDeadlineTooFar(nowMs: number, validBefore: number, maxTimeoutSeconds: number): string | null {
+  const ahead = validBefore - Math.floor(nowMs / 1000);
+  if (ahead <= maxTimeoutSeconds + UPTO_DEADLINE_SLACK_SECONDS) return null;
+  return `this upto authorization's deadline is ${ahead} s away, beyond the ${maxTimeoutSeconds} s this gateway offers (accepts[].maxTimeoutSeconds). Sign the upto entry of a new 402 as it is (the stock client signs its maxTimeoutSeconds ahead)`;
+}
+
 /**
  * How long an upto request must be able to run before its cut. An answer that is not streamed
  * cannot be drained: a cut aborts it, the operator's provider having done the work for nothing. So

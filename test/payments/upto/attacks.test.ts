@@ -93,6 +93,14 @@ for (const engine of ENGINES) {
       await refused(h, payer, header, 402, 'PAYMENT_EXPIRED', /deadline is \d+ s away; the request and its settle need at least \d+ s/);
     });
 
+    test('a deadline further ahead than the offer asked (a hand-rolled client)', async () => {
+      const h = harness();
+      const payer = await uptoPayer(h);
+      // The offer's 300 s, plus the 300 s of clock slack, plus an hour.
+      const { header } = await signedUptoHeader(h, payer, BODY, { maxTimeoutSeconds: 300 + 300 + 3600 });
+      await refused(h, payer, header, 402, 'PAYMENT_REJECTED', /deadline is \d+ s away, beyond the 300 s this gateway offers/);
+    });
+
     test("an exact payment under an upto payment's nonce is not answered as that payment", async () => {
       const h = harness();
       const payer = await uptoPayer(h);

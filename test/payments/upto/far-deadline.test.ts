@@ -22,10 +22,11 @@ import { until } from '../../support/until.ts';
 import { reconcileUpto } from '../../../src/payments/upto/reconcile-upto.ts';
 
 /**
- * attack: an upto authorization signed with a deadline beyond what a JavaScript Date can hold (a
- * hand-rolled client, or the stock one given a huge maxTimeoutSeconds: the gateway takes any
- * deadline far enough ahead). The payer's unsettled payment, or its settle stuck in the pool, must
- * still be refused and reported as any other: the refusal and ledger-check write the deadline as a date.
+ * attack: an upto authorization signed with a deadline beyond what a JavaScript Date can hold. A
+ * deadline further ahead than the offer's maxTimeoutSeconds is refused at admission, so this needs
+ * an operator who offers one that far (topup.maxTimeoutSeconds), and the stock client signs it. The
+ * payer's unsettled payment, or its settle stuck in the pool, must still be refused and reported as
+ * any other: the refusal and ledger-check write the deadline as a date.
  */
 const FAR = 9_000_000_000_000; // seconds ahead: past 8.64e12 s, the last instant a Date holds
 
@@ -36,14 +37,14 @@ async function farHeader(h: PayPerRequestHarness, payer: FundedAccount, body: un
   const signed = await uptoClient(h, payer).createPaymentPayload({
     x402Version: 2,
     resource: asked.body.resource,
-    accepts: [{ ...offer, maxTimeoutSeconds: FAR }],
+    accepts: [offer],
   });
   return v2Header(offer, signed.payload);
 }
 
 for (const engine of ENGINES) {
   describe(`attack: an upto deadline past the last date (${engine})`, () => {
-    const harness = uptoSuite(engine, { topup: { settleWaitSeconds: 2, reconcileIntervalSeconds: 3600 } });
+    const harness = uptoSuite(engine, { topup: { settleWaitSeconds: 2, reconcileIntervalSeconds: 3600, maxTimeoutSeconds: FAR } });
     let restore: (() => Promise<unknown>) | undefined;
     after(async () => restore?.());
 
