@@ -179,7 +179,7 @@ async function firstSeen(
  * the voucher it is shown): the channel's latest, else the one the payer just sent. With neither,
  * the request is refused as before.
  */
-function voucherMismatch(call: ChannelCall, deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, expected: number): Promise<PaidOutcome> {
+async function voucherMismatch(call: ChannelCall, deps: PaidRequestDeps, bound: BoundChannelPayment, row: ChannelRow, expected: number): Promise<PaidOutcome> {
   const base = expected - bound.ceilingUsdc;
   if (base === row.charged_usdc) {
     const message =
@@ -191,11 +191,9 @@ function voucherMismatch(call: ChannelCall, deps: PaidRequestDeps, bound: BoundC
   const voucher = [statedAsIs(row).voucher, sent].find((v) => v !== null && v.maxUsdc >= base) ?? null;
   const spent = row.charged_usdc + bound.ceilingUsdc;
   if (voucher === null) {
-    return Promise.resolve(
-      rejected(
-        call,
-        `a voucher for ${spent} (this channel's charged ${row.charged_usdc} plus this request's ceiling) already paid for a request on this channel and pays for no other; change max_tokens and send again`,
-      ),
+    return rejected(
+      call,
+      `a voucher for ${spent} (this channel's charged ${row.charged_usdc} plus this request's ceiling) already paid for a request on this channel and pays for no other; change max_tokens and send again`,
     );
   }
   const message =
