@@ -5,6 +5,7 @@ import { after, describe, test } from 'node:test';
 import { CLAUDE } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { agentSuite, CHARGE_PER_CALL, FINAL_TEXT, FUNDS, runAgent, toolRoundTrip } from './agent-run.ts';
+import { ONE_PIXEL_PNG, VISION_MODEL } from '../support/vision-model.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const BINARY = [
@@ -12,10 +13,6 @@ const BINARY = [
   join(ROOT, 'test/node_modules/@anthropic-ai/claude-code/bin/claude.exe'),
 ].find((p) => existsSync(p));
 
-/** An OpenAI-compatible model that takes images, priced like chat-small. */
-const VISION = { ...MODELS[0]!, name: 'vision-small', inputs: ['text', 'image'], partTokenBounds: { image: 1600 } };
-/** A 1×1 PNG. */
-const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 const SHOT = '/tmp/tollgate-claude-shot.png';
 
 /**
@@ -26,12 +23,12 @@ const SHOT = '/tmp/tollgate-claude-shot.png';
 describe('Claude Code reads an image on an OpenAI-compatible vision model', {
   skip: BINARY ? false : 'the @anthropic-ai/claude-code binary is not installed',
 }, () => {
-  const suite = agentSuite(toolRoundTrip('Read', { file_path: SHOT }), { models: [...MODELS, CLAUDE, VISION] });
+  const suite = agentSuite(toolRoundTrip('Read', { file_path: SHOT }), { models: [...MODELS, CLAUDE, VISION_MODEL] });
   after(() => rmSync(SHOT, { force: true }));
 
   test('the Read tool round trip: the image reaches the provider as an image part after the tool message, both calls billed', async () => {
     const h = suite.harness();
-    writeFileSync(SHOT, Buffer.from(PNG, 'base64'));
+    writeFileSync(SHOT, Buffer.from(ONE_PIXEL_PNG, 'base64'));
     const w = await h.wallet(FUNDS);
     const home = suite.tempDir('tollgate-claude-img-');
     const run = await runAgent(

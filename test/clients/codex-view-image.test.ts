@@ -6,11 +6,8 @@ import { CLAUDE } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
 import { agentSuite, CHARGE_PER_CALL, FINAL_TEXT, FUNDS, toolRoundTrip } from './agent-run.ts';
 import { CODEX, OFFLINE_SETTINGS, runCodex, writeCodexConfig } from './codex-harness.ts';
+import { ONE_PIXEL_PNG, VISION_MODEL } from '../support/vision-model.ts';
 
-/** An OpenAI-compatible model that takes images, priced like chat-small. */
-const VISION = { ...MODELS[0]!, name: 'vision-small', inputs: ['text', 'image'], partTokenBounds: { image: 1600 } };
-/** A 1×1 PNG. */
-const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 const SHOT = '/tmp/tollgate-codex-shot.png';
 
 /**
@@ -21,12 +18,12 @@ const SHOT = '/tmp/tollgate-codex-shot.png';
 describe('Codex CLI views an image on an OpenAI-compatible vision model', {
   skip: CODEX ? false : 'the @openai/codex binary is not installed (test/package.json)',
 }, () => {
-  const suite = agentSuite(toolRoundTrip('view_image', { path: SHOT }), { models: [...MODELS, CLAUDE, VISION] });
+  const suite = agentSuite(toolRoundTrip('view_image', { path: SHOT }), { models: [...MODELS, CLAUDE, VISION_MODEL] });
   after(() => rmSync(SHOT, { force: true }));
 
   test('the view_image round trip: the image reaches the provider as a user image part after the tool message, both calls billed', async () => {
     const h = suite.harness();
-    writeFileSync(SHOT, Buffer.from(PNG, 'base64'));
+    writeFileSync(SHOT, Buffer.from(ONE_PIXEL_PNG, 'base64'));
     const w = await h.wallet(FUNDS);
     const documented = docBlock('codex-config').replace('https://tollgate.example.com', h.gw.url).replace('openai/gpt-5.1-codex', 'fake/vision-small');
     const dir = writeCodexConfig(suite.tempDir('tollgate-codex-img-'), documented + OFFLINE_SETTINGS);

@@ -3,22 +3,11 @@ import { after, afterEach, before, beforeEach, describe, test } from 'node:test'
 import Anthropic from '@anthropic-ai/sdk';
 import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
+import { ONE_PIXEL_PNG, VISION_MODEL } from '../support/vision-model.ts';
 
 const FUNDS = 1_000_000;
 const OPENAI_USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240; // 100 × 1.2 + 50 × 2.4
-/** An OpenAI-compatible model that takes images, priced like chat-small. */
-const VISION = {
-  provider: 'fake',
-  name: 'vision-small',
-  contextLength: 100_000,
-  maxOutputTokens: 4096,
-  promptCostPer1M: '1',
-  completionCostPer1M: '2',
-  inputs: ['text', 'image'],
-  partTokenBounds: { image: 1600 },
-};
-const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 const READ_TOOL = { name: 'Read', description: 'Reads a file', input_schema: { type: 'object' as const, properties: { file_path: { type: 'string' } } } };
 
 /**
@@ -30,7 +19,7 @@ const READ_TOOL = { name: 'Read', description: 'Reads a file', input_schema: { t
 describe('a Messages tool_result holding an image, for an OpenAI-compatible vision model', () => {
   let h: AnthropicHarness;
   before(async () => {
-    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, VISION] });
+    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, VISION_MODEL] });
   });
   beforeEach(() => resetProviders(h, {}, { usage: OPENAI_USAGE }));
   afterEach(() => h.gw.assertLedger());
@@ -54,7 +43,7 @@ describe('a Messages tool_result holding an image, for an OpenAI-compatible visi
               tool_use_id: 'toolu_1',
               content: [
                 { type: 'text', text: 'shot.png' },
-                { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG } },
+                { type: 'image', source: { type: 'base64', media_type: 'image/png', data: ONE_PIXEL_PNG } },
               ],
             },
           ],
@@ -65,7 +54,7 @@ describe('a Messages tool_result holding an image, for an OpenAI-compatible visi
     const sent = h.fake.received.at(-1)!.body;
     assert.deepEqual(sent.messages.slice(-2), [
       { role: 'tool', tool_call_id: 'toolu_1', content: 'shot.png' },
-      { role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${PNG}` } }] },
+      { role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${ONE_PIXEL_PNG}` } }] },
     ]);
     const b = await h.balance(w.account);
     assert.deepEqual({ balance: b.balance_usdc, locked: b.locked_usdc }, { balance: FUNDS - CHARGE, locked: 0 });
@@ -84,7 +73,7 @@ describe('a Messages tool_result holding an image, for an OpenAI-compatible visi
             type: 'tool_result',
             tool_use_id: 'toolu_2',
             is_error: true,
-            content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG } }],
+            content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: ONE_PIXEL_PNG } }],
           },
           { type: 'text', text: 'and this?' },
         ],
@@ -97,7 +86,7 @@ describe('a Messages tool_result holding an image, for an OpenAI-compatible visi
       {
         role: 'user',
         content: [
-          { type: 'image_url', image_url: { url: `data:image/png;base64,${PNG}` } },
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${ONE_PIXEL_PNG}` } },
           { type: 'text', text: 'and this?' },
         ],
       },

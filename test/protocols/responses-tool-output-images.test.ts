@@ -2,13 +2,12 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { CLAUDE, resetProviders, startAnthropicHarness, type AnthropicHarness } from '../support/anthropic-harness.ts';
 import { MODELS } from '../support/chat-harness.ts';
+import { ONE_PIXEL_PNG, VISION_MODEL } from '../support/vision-model.ts';
 
 const FUNDS = 1_000_000;
 const OPENAI_USAGE = { prompt_tokens: 100, completion_tokens: 50 };
 const CHARGE = 240; // 100 × 1.2 + 50 × 2.4
-/** An OpenAI-compatible model that takes images, priced like chat-small. */
-const VISION = { ...MODELS[0]!, name: 'vision-small', inputs: ['text', 'image'], partTokenBounds: { image: 1600 } };
-const PNG_URL = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+const PNG_URL = `data:image/png;base64,${ONE_PIXEL_PNG}`;
 
 /** Two parallel calls, the first answered with text and an image (as Codex's view_image answers), the second with text. */
 const input = [
@@ -34,7 +33,7 @@ const input = [
 describe('Responses function_call_output holding images', () => {
   let h: AnthropicHarness;
   before(async () => {
-    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, VISION] });
+    h = await startAnthropicHarness('sqlite', { models: [...MODELS, CLAUDE, VISION_MODEL] });
   });
   beforeEach(() => resetProviders(h, {}, { usage: OPENAI_USAGE }));
   afterEach(() => h.gw.assertLedger());
