@@ -51,6 +51,7 @@ export async function runRetentionPass(storage: Pick<Storage, 'db'>, config: Ret
   const reservationBatch = {
     cutoff: reservationCutoff,
     unbilledCutoff: usageCutoff,
+    provenUsageId: checkpoint.last_usage_id,
     coveredId: await idsOlderThan(storage.db, 'reservations', reservationCutoff, checkpoint.last_reservation_id),
     rows: config.batchRows,
   };

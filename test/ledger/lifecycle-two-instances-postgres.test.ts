@@ -75,7 +75,7 @@ describe('attack: retention, checkpoints and live traffic on two PostgreSQL inst
           continue;
         }
         const far = Date.now() + DAY;
-        await retireReservationBatch(s, { cutoff: far, unbilledCutoff: far, coveredId: cp.last_reservation_id, rows: 20 });
+        await retireReservationBatch(s, { cutoff: far, unbilledCutoff: far, coveredId: cp.last_reservation_id, provenUsageId: cp.last_usage_id, rows: 20 });
         await retireUsageBatch(s, dir, { cutoff: far, coveredId: cp.last_usage_id, rows: 20 });
       }
     };

@@ -11,20 +11,30 @@ export interface ReservationBatch extends RetentionBatch {
    * reservation is there. Such a one stays until this cutoff, the usage window's.
    */
   unbilledCutoff: number;
+  /**
+   * The latest checkpoint's last usage id: a reservation whose usage row is above it was finished
+   * after that checkpoint (a late charge on a swept one, days after its request: its own id is below
+   * the boundary, its charge above). Removed before the next check, no check would ever read that
+   * charge against it (charged once, charged above its reservation): it waits for the next checkpoint.
+   */
+  provenUsageId: number;
 }
 
 /**
  * Which finished reservations may leave: billed (a usage row exists, so a late charge would find
- * it billed anyway), or unbilled and past the usage window. Never one made on an upto hold: the
+ * it billed anyway), or unbilled and past the usage window; either way only once a checkpoint
+ * covers its usage row, if any (provenUsageId). Never one made on an upto hold: the
  * full ledger-check ties what left each hold to the charges of its own requests through them, and
  * they are one per upto payment, whose row is kept for good anyway.
  */
 const leavable =
   (b: ReservationBatch) =>
-  ({ and, or, exists, selectFrom, eb }: ExpressionBuilder<Database, 'reservations'>) =>
+  ({ and, or, not, exists, selectFrom, eb }: ExpressionBuilder<Database, 'reservations'>) =>
     and([
       eb('reservations.status', '!=', 'pending'),
       eb('reservations.upto_payment_id', 'is', null),
+      // Finished after the latest checkpoint (its usage row above it): a check has not read its charge yet.
+      not(exists(selectFrom('request_usage as u').select('u.id').whereRef('u.request_id', '=', 'reservations.request_id').where('u.id', '>', b.provenUsageId))),
       or([
         eb('reservations.created_at', '<', b.unbilledCutoff),
         exists(selectFrom('request_usage as u').select('u.id').whereRef('u.request_id', '=', 'reservations.request_id')),
