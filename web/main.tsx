@@ -8,7 +8,7 @@ import { SpendingPanel } from './components/SpendingPanel.tsx';
 import { TopupPanel } from './components/TopupPanel.tsx';
 import { chainNamer, shortAddress } from './format.ts';
 import { signProof } from './proof.ts';
-import { signIn, signOut, type Session } from './session.ts';
+import { signIn, signOut, signOutEverywhere, signOutEverywhereProblem, type Session } from './session.ts';
 import { chainIdOf, demoWalletProvider, discoverWallets, problemText, switchChain, type WalletChoice } from './wallet.ts';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
@@ -37,6 +37,8 @@ function App() {
   const [data, setData] = useState<Data>(EMPTY);
   const [notice, setNotice] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  /** How many sessions "Sign out everywhere" ended, shown on the sign-in card it leads to. */
+  const [endedEverywhere, setEndedEverywhere] = useState<number | null>(null);
 
   useEffect(() => {
     expectOk<DashboardConfig>('GET', '/v1/dashboard/config').then(setConfig, (err) => setNotice(problemText(err)));
@@ -64,6 +66,7 @@ function App() {
       setConnected((c) => (c && accounts[0] ? { ...c, address: accounts[0] as Hex } : null));
       setSession(null);
       setData(EMPTY);
+      setEndedEverywhere(null);
     };
     provider.on('chainChanged', onChain);
     provider.on('accountsChanged', onAccounts);
@@ -133,11 +136,32 @@ function App() {
     act(async () => {
       if (!connected || !config) return;
       setSession(await signIn(connected.wallet.provider, connected.address, connected.chainId));
+      setEndedEverywhere(null);
     });
   const doSignOut = () => {
     if (session) void signOut(session);
     setSession(null);
     setData(EMPTY);
+  };
+  // Unlike Sign out, the page leaves the signed-in state only once the gateway confirms (or says this
+  // session was already over): a failure keeps the session, so pressing again can still end the others.
+  const doSignOutEverywhere = async () => {
+    if (!session) return;
+    setBusy(true);
+    setNotice(null);
+    try {
+      setEndedEverywhere(await signOutEverywhere(session));
+      setSession(null);
+      setData(EMPTY);
+    } catch (err) {
+      setNotice(signOutEverywhereProblem(err));
+      if (err instanceof ApiFailure && err.status === 401) {
+        setSession(null);
+        setData(EMPTY);
+      }
+    } finally {
+      setBusy(false);
+    }
   };
 
   const payChains = [...new Set((config?.offers ?? []).map((o) => o.chain_id))];
@@ -165,6 +189,9 @@ function App() {
             <button type="button" onClick={doSignOut}>
               Sign out
             </button>
+            <button type="button" class="wraps" disabled={busy} onClick={() => void doSignOutEverywhere()}>
+              Sign out everywhere
+            </button>
           </div>
         ) : null}
       </header>
@@ -178,6 +205,12 @@ function App() {
         {connected && !session ? (
           <section class="card" aria-labelledby="signin-title">
             <h2 id="signin-title">Sign in</h2>
+            {endedEverywhere !== null ? (
+              <p class="notice" role="status" data-testid="signed-out-everywhere">
+                Signed out everywhere: {endedEverywhere} {endedEverywhere === 1 ? 'session' : 'sessions'} of this wallet ended, this one included. Every other
+                tab or program that used one must sign in again.
+              </p>
+            ) : null}
             <p>
               One signature opens a session for {config?.session_minutes ?? 30} minutes, so the page does not ask for one per click. It moves no money, and it
               cannot create a key or loosen one: those ask your wallet again.

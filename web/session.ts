@@ -1,4 +1,4 @@
-import { expectOk } from './api.ts';
+import { ApiFailure, expectOk } from './api.ts';
 import { signProof } from './proof.ts';
 import type { Eip1193 } from './wallet.ts';
 
@@ -21,4 +21,28 @@ export async function signIn(provider: Eip1193, address: string, walletChainId: 
 
 export function signOut(session: Session): Promise<unknown> {
   return expectOk('DELETE', '/v1/auth/session', { session: session.token }).catch(() => undefined);
+}
+
+/**
+ * Ends every session of the wallet, this one included (DELETE /v1/auth/sessions): how the owner ends
+ * one they no longer hold (a tab left open elsewhere, a token seen on a shared screen). Resolves with
+ * how many ended. Unlike signOut, a failure is thrown: the person pressed it to shut someone out, so
+ * the page must say when that may not have happened (signOutEverywhereProblem).
+ */
+export async function signOutEverywhere(session: Session): Promise<number> {
+  const body = await expectOk<{ revoked: number }>('DELETE', '/v1/auth/sessions', { session: session.token });
+  return body.revoked;
+}
+
+/**
+ * What a failed "Sign out everywhere" means for the person, and what to do. A 401 is this session
+ * having ended first (expired, or ended from another tab), which ends no other: only a fresh one can.
+ */
+export function signOutEverywhereProblem(err: unknown): string {
+  const status = err instanceof ApiFailure ? err.status : 0;
+  if (status === 401) return 'This session had already ended, so it could not end any other. Sign in again, then press Sign out everywhere.';
+  if (status === 0) return 'The gateway could not be reached, so your sessions may still be open. Check your connection and press Sign out everywhere again.';
+  if (status >= 500)
+    return `The gateway could not end the sessions (it answered ${status}), so they may still be open. Press Sign out everywhere again in a minute.`;
+  return `${(err as Error).message} Your sessions may still be open: press Sign out everywhere again.`;
 }
