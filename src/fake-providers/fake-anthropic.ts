@@ -78,6 +78,13 @@ function refusal(opts: FakeAnthropicOptions, req: IncomingMessage, body: any): [
   // Forced tool use prefills the assistant turn, which thinking cannot precede (Anthropic's own wording).
   if ((body.thinking?.type === 'enabled' || body.thinking?.type === 'adaptive') && ['any', 'tool'].includes(body.tool_choice?.type))
     return [400, 'Thinking may not be enabled when tool_choice forces tool use.'];
+  // Sampling beside thinking: Anthropic's extended-thinking docs (sampling parameters) make temperature and
+  // top_k incompatible with thinking and allow top_p only from 0.95 to 1; temperature 1 is its default.
+  if (body.thinking?.type === 'enabled' || body.thinking?.type === 'adaptive') {
+    if (body.temperature !== undefined && body.temperature !== 1) return [400, '`temperature` may only be set to 1 when thinking is enabled.'];
+    if (body.top_k !== undefined) return [400, '`top_k` may not be set when thinking is enabled.'];
+    if (body.top_p !== undefined && body.top_p < 0.95) return [400, '`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled.'];
+  }
   if (body.thinking?.type === 'enabled') {
     // Extended thinking in a tool loop: the assistant turn that called the tools must carry the signed
     // thinking that preceded its calls (Anthropic's own wording below).

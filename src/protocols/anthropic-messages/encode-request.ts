@@ -98,7 +98,22 @@ export function toAnthropicRequest(body: Record<string, unknown>): Translated<An
   for (const [field, value] of Object.entries(body)) {
     if (!TRANSLATED.has(field) && !DROPPED.has(field) && !Object.hasOwn(UNSUPPORTED, field)) out[field] = value;
   }
+  if (thinks(out.thinking)) leaveOutSamplingThinkingRefuses(out);
   return { ok: true, value: out };
+}
+
+/**
+ * Anthropic refuses a temperature other than 1, any top_k, and a top_p below 0.95 beside thinking
+ * (its extended-thinking docs, "sampling parameters"); OpenAI's reasoning models take them, and
+ * OpenAI clients send them by default (LangChain's temperature, an app's fixed sampling settings).
+ * A client that asked for reasoning wants reasoning: thinking is kept and those fields are left out
+ * of the request, so the model samples at its defaults. Where thinking is left off (a forced tool,
+ * a tool loop's continuation) they go through as sent.
+ */
+function leaveOutSamplingThinkingRefuses(out: AnthropicRequest): void {
+  if (out.temperature !== undefined && out.temperature !== 1) delete out.temperature;
+  if (typeof out.top_p === 'number' && out.top_p < 0.95) delete out.top_p;
+  delete out.top_k;
 }
 
 const isEnabled = (thinking: unknown) => (thinking as { type?: unknown } | null)?.type === 'enabled';
