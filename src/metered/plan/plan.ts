@@ -45,7 +45,14 @@ export interface ChatPlan {
 }
 
 const MAX_N = 16;
-const EFFORT_BUDGETS: Record<string, number> = { minimal: 512, low: 1024, medium: 4096, high: 16384 };
+/**
+ * Thinking budgets for OpenAI's reasoning efforts. OpenAI's set is none (no reasoning; gpt-5.1's
+ * default), minimal, low, medium, high and xhigh (the models after gpt-5.1-codex-max; Codex CLI's
+ * model_reasoning_effort takes it): an effort-family model gets each as sent, a thinking-family one no
+ * thinking for none and the largest budget here for xhigh.
+ */
+const EFFORT_BUDGETS: Record<string, number> = { minimal: 512, low: 1024, medium: 4096, high: 16384, xhigh: 16384 };
+const EFFORTS: readonly string[] = ['none', ...Object.keys(EFFORT_BUDGETS)];
 
 /**
  * Validates the body and resolves the model. Only allowlisted fields are forwarded (see
@@ -170,14 +177,14 @@ function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>
     throw badRequest('thinking and reasoning_effort are not accepted by this gateway; remove them from the request', {
       param: hasThinking ? 'thinking' : 'reasoning_effort',
     });
-  if (hasEffort && (typeof b.reasoning_effort !== 'string' || !Object.hasOwn(EFFORT_BUDGETS, b.reasoning_effort))) {
-    throw badRequest(`reasoning_effort must be one of ${Object.keys(EFFORT_BUDGETS).join(', ')}`, { param: 'reasoning_effort' });
+  if (hasEffort && (typeof b.reasoning_effort !== 'string' || !EFFORTS.includes(b.reasoning_effort))) {
+    throw badRequest(`reasoning_effort must be one of ${EFFORTS.join(', ')}`, { param: 'reasoning_effort' });
   }
   // Anthropic's upstream translator maps reasoning_effort to a thinking budget itself, with Anthropic's minimum.
   if (model.upstream === 'anthropic') return;
   if (model.reasoningFamily === 'thinking') {
     delete out.reasoning_effort;
-    if (!hasThinking) out.thinking = { type: 'enabled', budget_tokens: EFFORT_BUDGETS[b.reasoning_effort as string] };
+    if (!hasThinking && b.reasoning_effort !== 'none') out.thinking = { type: 'enabled', budget_tokens: EFFORT_BUDGETS[b.reasoning_effort as string] };
   } else if (model.reasoningFamily === 'effort') {
     delete out.thinking;
     if (!hasEffort) {

@@ -10,9 +10,16 @@ export const MIN_THINKING_BUDGET = 1024;
 /**
  * Thinking budgets for OpenAI's `reasoning_effort`, the same steps the chat plan uses to turn an
  * effort into `thinking` (src/metered/plan/plan.ts), raised to Anthropic's minimum. The budget is part of
- * `max_tokens` (Anthropic bills thinking as output), so it is cut to stay below it.
+ * `max_tokens` (Anthropic bills thinking as output), so it is cut to stay below it. `none` (OpenAI's
+ * no reasoning) is no thinking; `xhigh`, above high, takes the largest budget here.
  */
-export const EFFORT_BUDGETS: Readonly<Record<string, number>> = { minimal: MIN_THINKING_BUDGET, low: MIN_THINKING_BUDGET, medium: 4096, high: 16384 };
+export const EFFORT_BUDGETS: Readonly<Record<string, number>> = {
+  minimal: MIN_THINKING_BUDGET,
+  low: MIN_THINKING_BUDGET,
+  medium: 4096,
+  high: 16384,
+  xhigh: 16384,
+};
 
 /** Anthropic's `thinking` for the request: `thinking` as sent wins; otherwise one made from `reasoning_effort`. */
 export function thinkingFor(thinking: unknown, effort: unknown, maxTokens: number): Translated<unknown> {
