@@ -21,12 +21,27 @@ const PER_MESSAGE = 3;
 const PER_REQUEST = 3;
 
 /**
+ * The system prompt Anthropic adds to a request with tools, which its text does not show, by
+ * tool_choice: 346 tokens for auto or none, 313 for any or a named tool, on the Claude 4 family and
+ * later (Anthropic's tool-use pricing docs; earlier models differ, and a request without tools gets
+ * none). Anthropic bills it as input, so a count for a model it may serve includes it.
+ */
+export const TOOL_USE_PROMPT_TOKENS = { free: 346, forced: 313 } as const;
+
+function toolUsePrompt(b: Json): number {
+  if (!Array.isArray(b.tools) || b.tools.length === 0) return 0;
+  const forced = ['any', 'tool'].includes(b.tool_choice?.type);
+  return forced ? TOOL_USE_PROMPT_TOKENS.forced : TOOL_USE_PROMPT_TOKENS.free;
+}
+
+/**
  * POST /v1/messages/count_tokens, answered by the gateway itself: no provider is called and nothing is
  * reserved or billed. The count is the o200k tokenizer's over every block of the request
  * (countable-blocks.ts: text, thinking, redacted thinking, tool inputs and results, search results,
  * documents, blocks of other types as their JSON) and the tool definitions, with each image or
  * non-text document at the model's declared bound; for a model any of whose deployments is on
- * Anthropic it is raised by CLAUDE_COUNT_MARGIN. It is an estimate, and the answer says so in `x-tollgate-usage-estimated: true`.
+ * Anthropic it is raised by CLAUDE_COUNT_MARGIN, and a request with tools counts Anthropic's tool-use
+ * system prompt (TOOL_USE_PROMPT_TOKENS). It is an estimate, and the answer says so in `x-tollgate-usage-estimated: true`.
  * `allowed` (the key's model list) runs before the count. The text is counted in the CPU lane
  * (src/cpu-lane.ts), so a large body never holds the event loop.
  */
@@ -49,8 +64,10 @@ export async function countMessageTokens(
   const parts = images * (model.partTokenBounds.image ?? 0) + files * (model.partTokenBounds.file ?? 0);
   const counted = (await countTokens(text)) + PER_MESSAGE * messages.length + PER_REQUEST;
   // Any deployment may serve the request (a fallback, a weighted draw): one on Anthropic counts with Claude's margin.
-  const margin = model.deployments.some((d) => d.upstream === 'anthropic') ? CLAUDE_COUNT_MARGIN : 1;
-  return { model, inputTokens: Math.ceil(counted * margin) + parts };
+  const onAnthropic = model.deployments.some((d) => d.upstream === 'anthropic');
+  const margin = onAnthropic ? CLAUDE_COUNT_MARGIN : 1;
+  // The tool-use prompt is in Claude's own tokens already: added after the margin.
+  return { model, inputTokens: Math.ceil(counted * margin) + parts + (onAnthropic ? toolUsePrompt(b) : 0) };
 }
 
 /**

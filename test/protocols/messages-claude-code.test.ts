@@ -142,7 +142,8 @@ describe('/v1/messages for Claude Code: retry headers, betas, count_tokens', () 
     const res = await post(h.gw.url, w.key, body, {}, '/v1/messages/count_tokens?beta=true');
     assert.equal(res.status, 200);
     const counted = await res.json();
-    assert.ok(Number.isInteger(counted.input_tokens) && counted.input_tokens > 10 && counted.input_tokens < 200, JSON.stringify(counted));
+    // The text's count and Anthropic's 346-token tool-use system prompt (the request has tools).
+    assert.ok(Number.isInteger(counted.input_tokens) && counted.input_tokens > 356 && counted.input_tokens < 546, JSON.stringify(counted));
     assert.equal(res.headers.get('x-tollgate-usage-estimated'), 'true');
     const translated = await (await post(h.gw.url, w.key, { ...body, model: TRANSLATED }, {}, '/v1/messages/count_tokens')).json();
     assert.ok(translated.input_tokens < counted.input_tokens, 'the Claude margin applies to Anthropic models only');
