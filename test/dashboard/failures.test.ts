@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { noChromium } from '../support/browser.ts';
-import { startDashboardHarness, type DashboardHarness } from '../support/dashboard-harness.ts';
+import { connectAndSignIn, startDashboardHarness, type DashboardHarness } from '../support/dashboard-harness.ts';
 
 /**
  * What goes wrong between a person, their wallet and the gateway, shown in words on the page, and
@@ -15,11 +15,6 @@ describe('the dashboard when things go wrong', { skip: noChromium }, () => {
   });
   after(() => d?.stop());
 
-  async function signIn(page: Page) {
-    await page.getByRole('button', { name: 'Connect Test Wallet' }).click();
-    await page.getByRole('button', { name: 'Sign in with your wallet' }).click();
-    await page.getByRole('heading', { name: 'Top up' }).waitFor();
-  }
   const topUpButton = (page: Page, usd: string) => page.getByRole('button', { name: `Top up $${usd}` });
   async function startTopUp(page: Page, usd: string) {
     await page.getByLabel('Amount in USD').fill(usd);
@@ -76,7 +71,7 @@ describe('the dashboard when things go wrong', { skip: noChromium }, () => {
   test('a payer without the tokens is told so, and nothing is credited', async () => {
     const payer = await d.h.payer(0n);
     const { page } = await d.open(payer);
-    await signIn(page);
+    await connectAndSignIn(page);
     await startTopUp(page, '5');
     await status(page).getByText('Your wallet does not hold enough USD Coin for this top-up. Nothing was credited.').waitFor({ timeout: 60_000 });
     assert.equal(await d.h.balance(payer.address), 0);
@@ -88,7 +83,7 @@ describe('the dashboard when things go wrong', { skip: noChromium }, () => {
   test('the chain RPC down: "try again", nothing credited; the retry resends the same payment and credits it once', async () => {
     const payer = await d.h.payer(10n);
     const { page, wallet } = await d.open(payer);
-    await signIn(page);
+    await connectAndSignIn(page);
     d.rpc.up = false;
     try {
       await startTopUp(page, '4');
@@ -113,7 +108,7 @@ describe('the dashboard when things go wrong', { skip: noChromium }, () => {
   test('an expired session sends the person back to sign in', async () => {
     const payer = await d.h.payer(1n);
     const { page } = await d.open(payer);
-    await signIn(page);
+    await connectAndSignIn(page);
     await d.h.gw.services.storage.db
       .updateTable('dashboard_sessions')
       .set({ expires_at: Date.now() - 1 })

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Page, Response } from 'playwright-core';
 import { noChromium } from '../support/browser.ts';
-import { startDashboardHarness, type DashboardHarness } from '../support/dashboard-harness.ts';
+import { connectAndSignIn, startDashboardHarness, type DashboardHarness } from '../support/dashboard-harness.ts';
 import { call } from '../support/gateway.ts';
 import { signInProof } from '../support/siwe.ts';
 import type { FundedAccount } from '../../src/devchain/deploy.ts';
@@ -21,11 +21,6 @@ describe('the dashboard signs out everywhere', { skip: noChromium }, () => {
   });
   after(() => d?.stop());
 
-  async function signIn(page: Page) {
-    await page.getByRole('button', { name: 'Connect Test Wallet' }).click();
-    await page.getByRole('button', { name: 'Sign in with your wallet' }).click();
-    await page.getByRole('heading', { name: 'Top up' }).waitFor();
-  }
   const everywhere = (page: Page) => page.getByRole('button', { name: 'Sign out everywhere' });
   const signInButton = (page: Page) => page.getByRole('button', { name: 'Sign in with your wallet' });
   /** Presses Refresh and answers the status of the wallet-scoped calls it made. */
@@ -57,7 +52,7 @@ describe('the dashboard signs out everywhere', { skip: noChromium }, () => {
     const here = await d.open(owner);
     const there = await d.open(owner);
     const elsewhere = await d.open(stranger);
-    for (const p of [here, there, elsewhere]) await signIn(p.page);
+    for (const p of [here, there, elsewhere]) await connectAndSignIn(p.page);
     const script = await apiSession(owner);
     const strangersScript = await apiSession(stranger);
     assert.equal(await keysStatus(script), 200);
@@ -95,8 +90,8 @@ describe('the dashboard signs out everywhere', { skip: noChromium }, () => {
     const owner = await d.h.payer(1n);
     const here = await d.open(owner);
     const there = await d.open(owner);
-    await signIn(here.page);
-    await signIn(there.page);
+    await connectAndSignIn(here.page);
+    await connectAndSignIn(there.page);
     await everywhere(there.page).click();
     await signInButton(there.page).waitFor();
 
@@ -120,7 +115,7 @@ describe('the dashboard signs out everywhere', { skip: noChromium }, () => {
   test('the gateway unreachable, or answering 503: said in words, the page stays signed in, and pressing again ends the sessions', async () => {
     const owner = await d.h.payer(1n);
     const here = await d.open(owner);
-    await signIn(here.page);
+    await connectAndSignIn(here.page);
     const script = await apiSession(owner);
 
     await here.page.route('**/v1/auth/sessions', (route) => route.abort('internetdisconnected'));

@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import type { Page } from 'playwright-core';
 import { USD } from '../support/topup-harness.ts';
 import { noChromium } from '../support/browser.ts';
-import { EXPLORER, startDashboardHarness, type DashboardHarness } from '../support/dashboard-harness.ts';
+import { connectAndSignIn, EXPLORER, startDashboardHarness, type DashboardHarness } from '../support/dashboard-harness.ts';
 import { ACTIONS } from '../../src/siwe/actions.ts';
 
 /** The statement line of a SIWE message (the words the wallet shows above the fields). */
@@ -27,12 +27,6 @@ const SHOTS =
 async function shot(page: Page, name: string) {
   mkdirSync(SHOTS, { recursive: true });
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true, animations: 'disabled', caret: 'hide', scale: 'css' });
-}
-
-async function connectAndSignIn(page: Page) {
-  await page.getByRole('button', { name: 'Connect Test Wallet' }).click();
-  await page.getByRole('button', { name: 'Sign in with your wallet' }).click();
-  await page.getByRole('heading', { name: 'Top up' }).waitFor();
 }
 
 async function topUp(page: Page, usd: string, token: RegExp) {

@@ -11,6 +11,13 @@ import { rpcProxy } from './rpc-proxy.ts';
 
 export const EXPLORER = 'https://explorer.example';
 
+/** Connects the injected test wallet and signs in with it, as a person does: one signature opens the session. */
+export async function connectAndSignIn(page: Page): Promise<void> {
+  await page.getByRole('button', { name: 'Connect Test Wallet' }).click();
+  await page.getByRole('button', { name: 'Sign in with your wallet' }).click();
+  await page.getByRole('heading', { name: 'Top up' }).waitFor();
+}
+
 /**
  * The dashboard's browser tests: a gateway on the dev chain (USDC by EIP-3009, USDT by Permit2) and
  * the fake provider, whose public URL is its real address (the page signs SIWE for it), reaching
