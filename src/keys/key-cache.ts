@@ -1,5 +1,8 @@
 import type { KeyRow } from './api-keys.ts';
 
+/** How long a key a read found active counts as proven (see KeyCache.proven): a day of an honest user's habits. */
+const PROVEN_MS = 24 * 60 * 60_000;
+
 /**
  * Recently seen active API keys, by hash, for at most `ttlMs`. It takes the key lookup off the
  * chat hot path. A revocation on this instance removes the key at once; one on another instance
@@ -13,9 +16,17 @@ import type { KeyRow } from './api-keys.ts';
  * 1,000 requests a second costs a read per request until the first answers (on PostgreSQL, a burst
  * of reads queued on the pool for up to a second under load: bench/README.md, "Where the time to
  * first token went at 1,000 streams/s"). Neither serves a row older than `ttlMs`.
+ *
+ * Apart from the rows, it remembers for a day which hashes a read found active (`proven`): a client
+ * bucket blocked for failed authentications lets those keys through to their lookup, while junk
+ * keys stay refused before any read (src/http/auth/auth-failure-limit.ts). That memory only admits
+ * a key to the lookup, never answers for it: a key revoked meanwhile elsewhere is found revoked by
+ * that lookup (and forgotten).
  */
 export class KeyCache {
   private readonly entries = new Map<string, { row: KeyRow; until: number; refreshAt: number }>();
+  /** Hashes a read found active, with their key's id and until when they count as proven. */
+  private readonly provenUntil = new Map<string, { id: number; until: number }>();
   private readonly reading = new Map<string, Promise<KeyRow | undefined>>();
   /** Moves on every `forget`: a read started before it must not put back what was forgotten. */
   private epoch = 0;
@@ -28,7 +39,10 @@ export class KeyCache {
   /** The active key with this hash, from the cache while its entry is fresh, else from `read`. */
   lookup(hash: string, read: () => Promise<KeyRow | undefined>): Promise<KeyRow | undefined> {
     // No cache asked for: every request reads, and sees the key as it is when it arrives.
-    if (this.ttlMs <= 0) return read();
+    if (this.ttlMs <= 0) {
+      const epoch = this.epoch;
+      return read().then((row) => (this.prove(hash, row, epoch), row));
+    }
     const entry = this.entries.get(hash);
     const now = this.now();
     if (entry && entry.until > now) {
@@ -39,11 +53,18 @@ export class KeyCache {
     return this.readOnce(hash, read);
   }
 
+  /** Whether a read found this hash's key active in the last day on this instance (and it was not revoked here since). */
+  proven(hash: string): boolean {
+    const proof = this.provenUntil.get(hash);
+    return proof !== undefined && proof.until > this.now();
+  }
+
   forget(keyId: number): void {
     this.epoch++;
     // A read under way may have seen the key before its revocation: the next request reads again.
     this.reading.clear();
     for (const [hash, entry] of this.entries) if (entry.row.id === keyId) this.entries.delete(hash);
+    for (const [hash, proof] of this.provenUntil) if (proof.id === keyId) this.provenUntil.delete(hash);
   }
 
   /** One read of `hash` at a time: a caller that comes while one is under way waits for it. */
@@ -57,6 +78,7 @@ export class KeyCache {
         // Timed from the read's start: the row is as old as the moment it was read.
         if (row && epoch === this.epoch) this.remember(hash, row, startedAt);
         if (!row) this.entries.delete(hash);
+        this.prove(hash, row, epoch);
         return row;
       })
       .finally(() => {
@@ -64,6 +86,15 @@ export class KeyCache {
       });
     this.reading.set(hash, reading);
     return reading;
+  }
+
+  /** Records what a read found: an active key is proven for a day, a missing (unknown or revoked) one no longer. */
+  private prove(hash: string, row: KeyRow | undefined, epoch: number): void {
+    if (!row) this.provenUntil.delete(hash);
+    else if (epoch === this.epoch) {
+      if (this.provenUntil.size >= 100_000) this.provenUntil.clear();
+      this.provenUntil.set(hash, { id: row.id, until: this.now() + PROVEN_MS });
+    }
   }
 
   private remember(hash: string, row: KeyRow, readAt: number): void {

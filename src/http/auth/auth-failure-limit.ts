@@ -10,6 +10,9 @@ import { ApiError } from '../../refusal.ts';
  * successes are not counted. Once an address is over
  * its budget it is refused with 429 before its credentials are even looked at, so guessing keys
  * or sending junk proofs (each one a signature check, maybe an RPC call) stops costing anything.
+ * One exception, so that a neighbour behind the same carrier NAT or /64 cannot lock honest users
+ * out: a credential `admitted` says this instance already knows to be good (an API key a read found
+ * active, KeyCache.proven: a memory check, no read) goes on to be checked as usual.
  */
 class AuthFailureLimit {
   /** Addresses refused by the shared counter, until when (ms). Per instance, so bounded below. */
@@ -17,9 +20,13 @@ class AuthFailureLimit {
 
   constructor(private readonly services: Services) {}
 
-  /** Runs `authenticate`; a 401 from it counts as a failure of `request.ip`. */
-  async guard<T>(request: FastifyRequest, authenticate: () => Promise<T>): Promise<T> {
-    const attempt = this.enter(request);
+  /**
+   * Runs `authenticate`; a 401 from it counts as a failure of `request.ip`. `admitted`, asked only
+   * while the address is blocked, lets the request through to `authenticate` all the same; it must
+   * be pure memory, or junk credentials would cost again what the block saves.
+   */
+  async guard<T>(request: FastifyRequest, authenticate: () => Promise<T>, admitted?: () => boolean): Promise<T> {
+    const attempt = this.enter(request, admitted);
     if (!attempt) return authenticate();
     try {
       return await authenticate();
@@ -43,16 +50,17 @@ class AuthFailureLimit {
     return result;
   }
 
-  /** Throws the 429 while the client's address is blocked; undefined when no limit is configured. */
-  private enter(request: FastifyRequest): FailureAttempt | undefined {
+  /** Throws the 429 while the client's address is blocked (unless `admitted`); undefined when no limit is configured. */
+  private enter(request: FastifyRequest, admitted?: () => boolean): FailureAttempt | undefined {
     const windows = windowsFrom(this.services.config.rateLimits.authFailures);
     if (!windows.length) return undefined;
     const ip = clientBucket(request.ip);
     const now = this.services.now();
     const until = this.blockedUntil.get(ip);
     if (until !== undefined) {
-      if (until > now) throw tooManyFailures(until - now);
-      this.blockedUntil.delete(ip);
+      if (until > now) {
+        if (!admitted?.()) throw tooManyFailures(until - now);
+      } else this.blockedUntil.delete(ip);
     }
     return { ip, windows, now };
   }
