@@ -88,9 +88,12 @@ export class KeyCache {
     return reading;
   }
 
-  /** Records what a read found: an active key is proven for a day, a missing (unknown or revoked) one no longer. */
+  /**
+   * Records what a read found: an active key is proven for a day; a missing (unknown or revoked)
+   * one, or one past its expiry, no longer.
+   */
   private prove(hash: string, row: KeyRow | undefined, epoch: number): void {
-    if (!row) this.provenUntil.delete(hash);
+    if (!row || (row.expires_at !== null && row.expires_at <= this.now())) this.provenUntil.delete(hash);
     else if (epoch === this.epoch) {
       if (this.provenUntil.size >= 100_000) this.provenUntil.clear();
       this.provenUntil.set(hash, { id: row.id, until: this.now() + PROVEN_MS });

@@ -1,0 +1,49 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { KeyRow } from '../../src/keys/api-keys.ts';
+import { KeyCache } from '../../src/keys/key-cache.ts';
+
+/**
+ * KeyCache.proven: the keys a read found active, which pass a client bucket blocked for failed
+ * authentications (src/http/auth/auth-failure-limit.ts). It outlives the row cache (a day, not
+ * keys.lookupCacheSeconds), and only ever admits a key to its lookup, so what it must get right is
+ * never holding a hash no read found active, and letting go of one a read found gone or expired.
+ */
+const T = 1_700_000_000_000;
+const row = (id: number, expires_at: number | null = null) => ({ id, expires_at }) as KeyRow;
+
+for (const ttlMs of [2_000, 0]) {
+  test(`proven: what reads found active, for a day; not unknown, revoked, expired or forgotten keys (row cache ${ttlMs} ms)`, async () => {
+    let now = T;
+    const cache = new KeyCache(ttlMs, () => now);
+    let reads = 0;
+    const found = (r: KeyRow | undefined) => async () => (reads++, r);
+
+    assert.equal(cache.proven('junk'), false, 'never looked up');
+    await cache.lookup('junk', found(undefined));
+    assert.equal(cache.proven('junk'), false, 'looked up and unknown: no negative entry, no proof');
+
+    await cache.lookup('a', found(row(1)));
+    assert.equal(cache.proven('a'), true);
+    now += ttlMs + 60 * 60_000;
+    assert.equal(cache.proven('a'), true, 'long after its row left the cache');
+    now += 24 * 60 * 60_000;
+    assert.equal(cache.proven('a'), false, 'a day after its last read');
+
+    await cache.lookup('b', found(row(2)));
+    now += ttlMs + 1;
+    await cache.lookup('b', found(undefined));
+    assert.equal(cache.proven('b'), false, 'a read found it revoked (elsewhere)');
+
+    await cache.lookup('c', found(row(3)));
+    cache.forget(3);
+    assert.equal(cache.proven('c'), false, 'revoked on this instance');
+
+    await cache.lookup('d', found(row(4, now - 1)));
+    assert.equal(cache.proven('d'), false, 'read, but past its expiry');
+
+    const before = reads;
+    for (const hash of ['junk', 'b', 'c', 'd', 'never']) cache.proven(hash);
+    assert.equal(reads, before, 'asking reads nothing');
+  });
+}
