@@ -95,6 +95,15 @@ export function jsonBodyBytes(request: FastifyRequest): number {
 }
 
 /**
+ * The size a request's body will have, known on its headers: its Content-Length (the body is read
+ * to exactly that, and never decompressed); undefined without one (a chunked body).
+ */
+export function declaredBodyBytes(request: FastifyRequest): number | undefined {
+  const declared = request.headers['content-length'];
+  return declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : undefined;
+}
+
+/**
  * A body up to this size is decoded and parsed at once (well under a millisecond); a larger one in
  * a turn of the CPU lane of its own, so that bodies arriving together are not parsed back to back.
  */

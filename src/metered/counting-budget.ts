@@ -31,15 +31,25 @@ export class CountingBudget {
 
   constructor(private readonly limits: CountingLimits) {}
 
-  /** Takes `bytes` for `wallet`, or throws the 429; the function returned gives them back. */
-  take(wallet: string, bytes: number): () => void {
+  /**
+   * Throws the 429 `take` would throw now, taking nothing: asked on a request's headers with the
+   * size it declares, so that a count refused anyway is refused before its body is read or the
+   * wallet's chat window counts it (the route). `take` decides again on the body received.
+   */
+  check(wallet: string, bytes: number): void {
     const mine = this.byWallet.get(wallet) ?? 0;
     const { perWalletBytes, instanceBytes } = this.limits;
     if (mine > 0 && mine + bytes > perWalletBytes) throw busy(`this wallet already has ${mine} bytes being counted (at most ${perWalletBytes} at once)`);
-    const isLarge = bytes > (this.limits.alwaysAdmittedBytes ?? 0);
-    if (isLarge && this.large > 0 && this.large + bytes > instanceBytes) {
+    if (this.isLarge(bytes) && this.large > 0 && this.large + bytes > instanceBytes) {
       throw busy(`the gateway is counting ${this.large} bytes of large requests (at most ${instanceBytes} at once)`);
     }
+  }
+
+  /** Takes `bytes` for `wallet`, or throws the 429; the function returned gives them back. */
+  take(wallet: string, bytes: number): () => void {
+    this.check(wallet, bytes);
+    const mine = this.byWallet.get(wallet) ?? 0;
+    const isLarge = this.isLarge(bytes);
     this.byWallet.set(wallet, mine + bytes);
     if (isLarge) this.large += bytes;
     let given = false;
@@ -51,6 +61,10 @@ export class CountingBudget {
       if (left > 0) this.byWallet.set(wallet, left);
       else this.byWallet.delete(wallet);
     };
+  }
+
+  private isLarge(bytes: number): boolean {
+    return bytes > (this.limits.alwaysAdmittedBytes ?? 0);
   }
 }
 

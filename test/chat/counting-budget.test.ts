@@ -64,3 +64,21 @@ test('attack: a full instance budget still admits a small body, which counts aga
     (e: ApiError) => e.status === 429 && /this wallet/.test(e.message),
   );
 });
+
+test('check refuses what take would refuse now, and takes nothing (the route asks it on the headers)', () => {
+  const budget = new CountingBudget({ perWalletBytes: 8 * MIB, instanceBytes: 8 * MIB, alwaysAdmittedBytes: SMALL_COUNT_BYTES });
+  for (let i = 0; i < 10; i++) budget.check('1', 4 * MIB);
+  const release = budget.take('1', 4 * MIB);
+  budget.take('2', 4 * MIB);
+  assert.throws(
+    () => budget.check('1', 4 * MIB + 1),
+    (e: ApiError) => e.status === 429 && /this wallet/.test(e.message),
+  );
+  assert.throws(
+    () => budget.check('3', 1 * MIB),
+    (e: ApiError) => e.status === 429 && /the gateway is counting/.test(e.message),
+  );
+  budget.check('3', SMALL_COUNT_BYTES);
+  release();
+  budget.check('3', 4 * MIB);
+});

@@ -17,9 +17,11 @@ const keyOf = new WeakMap<FastifyRequest, string>();
  * `apiKeyHeader`: a protocol's own key header besides Authorization (Anthropic's x-api-key).
  * `payable`: false for an endpoint no payment can buy (count_tokens), whose request with no key is
  * only ever its 401: refused here, with pay-per-request on too, before its body is read.
+ * `admit`: a refusal of the endpoint's own decided on the headers, after the key and before the
+ * wallet's window counts the request (count_tokens' counting budget): what it refuses uses no slot.
  */
 export const authenticateSpender =
-  (services: Services, apiKeyHeader?: string, payable = true) =>
+  (services: Services, apiKeyHeader?: string, payable = true, admit?: (request: FastifyRequest, key: KeyRow) => void) =>
   async (request: FastifyRequest, reply: FastifyReply) => {
     const authorization = presentedKey(request, apiKeyHeader);
     if (payable && services.config.payPerRequest.enabled && authorization === undefined) {
@@ -27,6 +29,7 @@ export const authenticateSpender =
       return;
     }
     const key = await requirePresentedKey(services, request, authorization);
+    admit?.(request, key.row);
     await enforceRateLimit(services, reply, `chat:${key.row.wallet}`, services.rateWindows.chat);
     keyOf.set(request, key.hash);
   };

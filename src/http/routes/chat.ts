@@ -4,7 +4,7 @@ import { planInbound, type PlanOptions } from '../../metered/plan/inbound.ts';
 import { runChat } from '../../metered/run.ts';
 import { countMessageTokens } from '../../metered/count-tokens.ts';
 import { CountingBudget, SMALL_COUNT_BYTES } from '../../metered/counting-budget.ts';
-import { jsonBodyBytes } from '../json-body.ts';
+import { declaredBodyBytes, jsonBodyBytes } from '../json-body.ts';
 import { unauthorized } from '../../refusal.ts';
 import type { Services } from '../../services.ts';
 import { authenticateSpender, spenderKey } from '../auth/inference-auth.ts';
@@ -61,7 +61,16 @@ export function chatRoutes(app: FastifyInstance, services: Services): void {
     const bodyLimit = services.config.limits.countTokensBodyBytes;
     const budget = new CountingBudget({ perWalletBytes: 2 * bodyLimit, instanceBytes: 8 * bodyLimit, alwaysAdmittedBytes: SMALL_COUNT_BYTES });
     // Never paid: with pay-per-request on, a count with no key is still the 401 on its headers.
-    const onRequest = authenticateSpender(services, messages.apiKeyHeader, false);
+    // A count the budget refuses at its declared size (Content-Length) is refused there too, before
+    // the wallet's chat window counts it: a refusal must not use up the wallet's chat requests (nor
+    // its body be read). One refused only once its body is in (the budget taken meanwhile, or a
+    // chunked body of no declared size) keeps its slot: it cost a read and a parse, which the window
+    // is there to bound.
+    const onRequest = authenticateSpender(services, messages.apiKeyHeader, false, (request, key) => {
+      const declared = declaredBodyBytes(request);
+      // Over the body limit it is the 413, whatever the budget holds.
+      if (declared !== undefined && declared <= bodyLimit) budget.check(key.wallet, declared);
+    });
     app.post('/v1/messages/count_tokens', { config, bodyLimit, onRequest }, async (request, reply) => {
       const key = await spenderKey(services, request);
       if (!key) throw unauthorized('missing API key; send "x-api-key: sk-…" or "Authorization: Bearer sk-…"');
