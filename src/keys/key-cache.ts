@@ -2,6 +2,8 @@ import type { KeyRow } from './api-keys.ts';
 
 /** How long a key a read found active counts as proven (see KeyCache.proven): a day of an honest user's habits. */
 const PROVEN_MS = 24 * 60 * 60_000;
+/** At most this many proven hashes are remembered per instance. */
+const MAX_PROVEN = 100_000;
 
 /**
  * Recently seen active API keys, by hash, for at most `ttlMs`. It takes the key lookup off the
@@ -95,7 +97,11 @@ export class KeyCache {
   private prove(hash: string, row: KeyRow | undefined, epoch: number): void {
     if (!row || (row.expires_at !== null && row.expires_at <= this.now())) this.provenUntil.delete(hash);
     else if (epoch === this.epoch) {
-      if (this.provenUntil.size >= 100_000) this.provenUntil.clear();
+      // Set again at the back, so the map runs from the oldest proof to the newest. Full, it drops
+      // the oldest, never all: a clear let anyone with 100,000 free keys wipe every proof at once,
+      // locking the honest users of a blocked bucket out (none can be read to be proven again).
+      this.provenUntil.delete(hash);
+      if (this.provenUntil.size >= MAX_PROVEN) this.provenUntil.delete(this.provenUntil.keys().next().value!);
       this.provenUntil.set(hash, { id: row.id, until: this.now() + PROVEN_MS });
     }
   }

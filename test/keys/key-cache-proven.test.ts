@@ -47,3 +47,29 @@ for (const ttlMs of [2_000, 0]) {
     assert.equal(reads, before, 'asking reads nothing');
   });
 }
+
+/*
+ * The proven map is bounded (100,000 hashes), and it was bounded by clearing it: whoever got
+ * 100,000 keys proven on an instance (keys are free: 50 per wallet, wallets free, then one request
+ * each from any address) wiped every proof at once, and the honest users of a blocked bucket, who
+ * can no longer be read to be proven again, were 429 until the neighbour stopped. A key still being
+ * used must outlive a flood of other proofs: the oldest proof goes first, and a read moves a key to
+ * the back.
+ */
+test('attack: 150,000 other keys proven cannot evict a key in use (proofs are dropped oldest first)', async () => {
+  let now = T;
+  const cache = new KeyCache(2_000, () => now);
+  const found = (r: KeyRow) => async () => r;
+  await cache.lookup('honest', found(row(1)));
+  for (let i = 0; i < 150_000; i++) {
+    await cache.lookup(`attacker-${i}`, found(row(10 + i)));
+    assert.equal(cache.proven('honest'), true, `after ${i + 1} other keys were proven`);
+    // The honest user's requests: a read each time its row has left the row cache (every 2 s).
+    if (i % 1_000 === 999) {
+      now += 2_001;
+      await cache.lookup('honest', found(row(1)));
+    }
+  }
+  assert.equal(cache.proven('attacker-0'), false, 'the oldest proofs went');
+  assert.equal(cache.proven('attacker-149999'), true);
+});
