@@ -61,12 +61,23 @@ export class KeyCache {
     return proof !== undefined && proof.until > this.now();
   }
 
+  /** A key revoked on this instance: its row goes, and so does its proof. */
   forget(keyId: number): void {
+    this.changed(keyId);
+    for (const [hash, proof] of this.provenUntil) if (proof.id === keyId) this.provenUntil.delete(hash);
+  }
+
+  /**
+   * A key changed on this instance (its limits): its row goes, so that the next request reads the
+   * change. It stays proven, being still active: forgetting the proof would leave its owner 429 in
+   * a blocked client bucket, where nothing can read it to prove it again. Should the change have
+   * expired it, that read lets the proof go.
+   */
+  changed(keyId: number): void {
     this.epoch++;
-    // A read under way may have seen the key before its revocation: the next request reads again.
+    // A read under way may have seen the key before the change: the next request reads again.
     this.reading.clear();
     for (const [hash, entry] of this.entries) if (entry.row.id === keyId) this.entries.delete(hash);
-    for (const [hash, proof] of this.provenUntil) if (proof.id === keyId) this.provenUntil.delete(hash);
   }
 
   /** One read of `hash` at a time: a caller that comes while one is under way waits for it. */

@@ -42,8 +42,16 @@ for (const ttlMs of [2_000, 0]) {
     await cache.lookup('d', found(row(4, now - 1)));
     assert.equal(cache.proven('d'), false, 'read, but past its expiry');
 
+    await cache.lookup('e', found(row(5)));
+    cache.changed(5);
+    assert.equal(cache.proven('e'), true, 'its limits changed here: still active, still proven');
+    const readsBeforeChange = reads;
+    await cache.lookup('e', found(row(5, now - 1)));
+    assert.equal(reads, readsBeforeChange + 1, 'the change is read by the next lookup');
+    assert.equal(cache.proven('e'), false, 'and a change that expired it lets the proof go');
+
     const before = reads;
-    for (const hash of ['junk', 'b', 'c', 'd', 'never']) cache.proven(hash);
+    for (const hash of ['junk', 'b', 'c', 'd', 'e', 'never']) cache.proven(hash);
     assert.equal(reads, before, 'asking reads nothing');
   });
 }

@@ -96,7 +96,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
         ? notFound(`no API key ${id} belongs to this wallet`)
         : badRequest(`API key ${id} is revoked; create a new key instead`);
     }
-    services.keyCache.forget(id);
+    services.keyCache.changed(id);
     const row = (await listKeys(services.storage.db, wallet)).find((k) => k.id === id)!;
     return keyView(row, (await currentSpend(services.storage.db, [row])).get(id)!);
   });
