@@ -48,13 +48,14 @@ export async function reservationRefusal(
   const balance = await getBalance(db, key.wallet);
   // The balance covers the request and only the wallet's own requests in flight hold it: the same
   // request succeeds once they settle, so the 402 asks for a retry (Retry-After) rather than saying
-  // x-should-retry: false (src/http/errors.ts).
+  // x-should-retry: false (src/http/errors.ts). Its message still names POST /v1/topup, as every
+  // INSUFFICIENT_BALANCE does (spec section 7): a top-up is the other way to run now.
   const inFlight = Number(balance.balance_usdc) >= required;
   return new ApiError(
     402,
     'INSUFFICIENT_BALANCE',
     inFlight
-      ? `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${required} while this wallet's requests in flight hold ${balance.locked_usdc}; retry when they finish, or ${shrink}`
+      ? `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${required} while this wallet's requests in flight hold ${balance.locked_usdc}; retry when they finish, top up with POST /v1/topup, or ${shrink}`
       : `available balance ${balance.available_usdc} micro-USDC cannot cover this request's reserved cost of ${required}; top up with POST /v1/topup, or ${shrink}`,
     { balance_usdc: balance.balance_usdc, available_usdc: balance.available_usdc, required_usdc: required },
     inFlight ? { 'retry-after': String(IN_FLIGHT_RETRY_AFTER_SECONDS) } : {},

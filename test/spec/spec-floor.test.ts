@@ -282,6 +282,28 @@ describe('spec floor: in-flight lock, unknown wallet, unknown routes (default co
     assert.equal(done.body.locked_usdc, 0);
   });
 
+  test("3.2 / 7: a 402 while the wallet's own requests in flight hold the funds still points to POST /v1/topup", async () => {
+    // chat-small reserves about 2,500 micro-USDC for this prompt and the default 1024 tokens: the
+    // balance covers one such request, not two at once.
+    h.fake.behaviour = { content: 'slow answer', delayMs: 800 };
+    const { key, account } = await h.wallet(4_000);
+    const first = h.client(key).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
+    await new Promise((r) => setTimeout(r, 300));
+    const held = await h.balance(account);
+    assert.ok(held.locked_usdc > 0 && held.balance_usdc - held.locked_usdc < held.locked_usdc, JSON.stringify(held));
+    const res = await call(
+      h.gw.url,
+      'POST',
+      '/v1/chat/completions',
+      { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
+      { authorization: `Bearer ${key}` },
+    );
+    assert.equal(res.status, 402, res.text);
+    errorShape(res.body, 'INSUFFICIENT_BALANCE');
+    assert.match(res.body.message, /POST \/v1\/topup/);
+    await first;
+  });
+
   test('4.8: an unknown wallet read by its own SIWE proof has zero balances and no keys', async () => {
     const account = newAccount();
     const res = await call(h.gw.url, 'GET', `/v1/usage/${account.address}?${proofQuery(await siweProof(account))}`);
