@@ -304,6 +304,15 @@ describe('spec floor: in-flight lock, unknown wallet, unknown routes (default co
     await first;
   });
 
+  test('8 / 2.3: a request is billed at the prices /v1/models lists (USD per 1M tokens = micro-USDC per token)', async () => {
+    h.fake.behaviour = { content: 'priced', usage: { prompt_tokens: 1000, completion_tokens: 500 } };
+    const listed = (await call(h.gw.url, 'GET', '/v1/models')).body.data.find((m: any) => m.id === 'fake/chat-small');
+    const { key, account } = await h.wallet(10_000_000);
+    await h.client(key).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
+    const charged = 10_000_000 - (await h.balance(account)).balance_usdc;
+    assert.equal(charged, Math.ceil(1000 * listed.promptPricePer1MTokens + 500 * listed.completionPricePer1M));
+  });
+
   test('4.8: an unknown wallet read by its own SIWE proof has zero balances and no keys', async () => {
     const account = newAccount();
     const res = await call(h.gw.url, 'GET', `/v1/usage/${account.address}?${proofQuery(await siweProof(account))}`);
