@@ -167,6 +167,23 @@ for (const engine of ENGINES) {
         assert.ok(f in upstream, `${f} forwarded`);
     });
 
+    test('4.7 (reasoning forward, the default): a model of no reasoning family gets thinking and reasoning_effort as they are', async () => {
+      const { key } = await h.wallet(10_000_000);
+      for (const fields of [{ reasoning_effort: 'max' }, { reasoning_effort: 3 }, { thinking: { type: 'adaptive' }, reasoning_effort: 'auto' }]) {
+        h.fake.received.length = 0;
+        const res = await call(
+          h.gw.url,
+          'POST',
+          '/v1/chat/completions',
+          { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], ...fields },
+          { authorization: `Bearer ${key}` },
+        );
+        assert.equal(res.status, 200, `${JSON.stringify(fields)}: ${res.text}`);
+        const upstream = h.fake.received.at(-1)!.body as any;
+        for (const [name, value] of Object.entries(fields)) assert.deepEqual(upstream[name], value, name);
+      }
+    });
+
     test('7: missing model and messages give 400 VALIDATION_ERROR naming both', async () => {
       const { key } = await h.wallet(10_000_000);
       const res = await call(h.gw.url, 'POST', '/v1/chat/completions', {}, { authorization: `Bearer ${key}` });

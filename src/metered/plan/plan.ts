@@ -177,6 +177,10 @@ function applyReasoning(b: Record<string, unknown>, out: Record<string, unknown>
     throw badRequest('thinking and reasoning_effort are not accepted by this gateway; remove them from the request', {
       param: hasThinking ? 'thinking' : 'reasoning_effort',
     });
+  // A model of no reasoning family gets both fields as they came (the spec's forwarding variant): its
+  // provider takes, ignores or refuses them, and neither changes the reservation. Only where the value
+  // is interpreted (a family, an Anthropic upstream) must it be one of OpenAI's set.
+  if (model.reasoningFamily === 'none' && model.upstream !== 'anthropic') return;
   if (hasEffort && (typeof b.reasoning_effort !== 'string' || !EFFORTS.includes(b.reasoning_effort))) {
     throw badRequest(`reasoning_effort must be one of ${EFFORTS.join(', ')}`, { param: 'reasoning_effort' });
   }
