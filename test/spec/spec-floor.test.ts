@@ -167,6 +167,34 @@ for (const engine of ENGINES) {
         assert.ok(f in upstream, `${f} forwarded`);
     });
 
+    test('4.7: the forwarded standard fields with non-default values reach an OpenAI-compatible provider as sent', async () => {
+      const { key } = await h.wallet(10_000_000);
+      const fields = {
+        stop: 'END',
+        presence_penalty: 1.5,
+        frequency_penalty: -0.5,
+        response_format: { type: 'json_object' },
+        seed: 42,
+        n: 2,
+        logprobs: true,
+        temperature: 1.7,
+        top_p: 0.3,
+        tool_choice: { type: 'function', function: { name: 'f' } },
+        tools: [{ type: 'function', function: { name: 'f', description: 'd', parameters: { type: 'object', properties: { a: { type: 'string' } } } } }],
+      };
+      h.fake.received.length = 0;
+      const res = await call(
+        h.gw.url,
+        'POST',
+        '/v1/chat/completions',
+        { model: 'fake/chat-small', messages: [{ role: 'user', content: 'json please' }], max_tokens: 64, ...fields },
+        { authorization: `Bearer ${key}` },
+      );
+      assert.equal(res.status, 200, res.text);
+      const upstream = h.fake.received.at(-1)!.body as any;
+      for (const [name, value] of Object.entries(fields)) assert.deepEqual(upstream[name], value, name);
+    });
+
     test('4.7 (reasoning forward, the default): a model of no reasoning family gets thinking and reasoning_effort as they are', async () => {
       const { key } = await h.wallet(10_000_000);
       for (const fields of [{ reasoning_effort: 'max' }, { reasoning_effort: 3 }, { thinking: { type: 'adaptive' }, reasoning_effort: 'auto' }]) {
@@ -242,6 +270,23 @@ for (const engine of ENGINES) {
           { authorization: `Bearer ${key}` },
         );
         assert.equal(res.status, 502, res.text);
+        errorShape(res.body, 'UPSTREAM_ERROR');
+        assert.deepEqual(pick(await h.balance(account)), { balance_usdc: 10_000_000, locked_usdc: 0 });
+      }
+    });
+
+    test('3.2 / 7: a provider that answers 200 with an error body or no answer at all failed: 502 UPSTREAM_ERROR, nothing charged', async () => {
+      const { key, account } = await h.wallet(10_000_000);
+      for (const body of ['{"error":{"message":"overloaded","type":"server_error","code":503}}', '{}', '[]', 'null']) {
+        h.fake.behaviour = { content: 'x', rewriteAnswer: () => body };
+        const res = await call(
+          h.gw.url,
+          'POST',
+          '/v1/chat/completions',
+          { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
+          { authorization: `Bearer ${key}` },
+        );
+        assert.equal(res.status, 502, `${body}: ${res.status} ${res.text}`);
         errorShape(res.body, 'UPSTREAM_ERROR');
         assert.deepEqual(pick(await h.balance(account)), { balance_usdc: 10_000_000, locked_usdc: 0 });
       }
