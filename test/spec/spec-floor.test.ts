@@ -434,7 +434,7 @@ describe('spec floor: in-flight lock, unknown wallet, unknown routes (default co
   });
 });
 
-describe('spec floor: rate limit (default values)', () => {
+describe('spec floor: the per-wallet rate limit (chat limit lowered to 3 a minute, the rest default)', () => {
   let h: ChatHarness;
   before(async () => {
     h = await startChatHarness('sqlite', { rateLimits: { chat: { perMinute: 3 } } });
