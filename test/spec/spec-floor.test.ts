@@ -7,7 +7,7 @@ import { ENGINES } from '../support/engines.ts';
 import { createKeyProof, newAccount, proofQuery, siweProof } from '../support/siwe.ts';
 
 /**
- * The spec's stated behaviour (spec/inference-gateway-spec.md), checked statement by statement on the
+ * The spec's stated behaviour (the specification the product was created from, kept beside the project), checked statement by statement on the
  * default configuration: only the catalog (which the spec leaves to the deployment) is configured.
  */
 const pick = (b: { balance_usdc: number; locked_usdc: number }) => ({ balance_usdc: b.balance_usdc, locked_usdc: b.locked_usdc });
