@@ -58,7 +58,7 @@ export class StreamPump {
           } else if (e.kind === 'error') {
             // The rest of this event is dropped; events after it in the same piece are still
             // encoded, which is harmless: the caller stops reading once the piece is sent.
-            this.error = `the provider reported an error${e.providerMessage ? `: ${redactCredentials(e.providerMessage).slice(0, 300)}` : ''}`;
+            this.error = e.problem ?? `the provider reported an error${e.providerMessage ? `: ${redactCredentials(e.providerMessage).slice(0, 300)}` : ''}`;
             return;
           } else if (e.kind === 'usage') {
             // The newest report is the bill's: one it cannot use (a count missing) leaves the stream

@@ -68,5 +68,9 @@ export type WireEvent =
   | { kind: 'native'; event: string }
   /** The provider says the answer is complete. */
   | { kind: 'done' }
-  /** The provider reported an error mid-stream; `providerMessage` is its own words, unredacted. */
-  | { kind: 'error'; providerMessage: string | undefined };
+  /**
+   * The provider reported an error mid-stream; `providerMessage` is its own words, unredacted.
+   * `problem`: the stream broke without the provider saying so (an event that is not JSON), in the
+   * gateway's words.
+   */
+  | { kind: 'error'; providerMessage: string | undefined; problem?: string };

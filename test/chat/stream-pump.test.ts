@@ -171,3 +171,15 @@ test('a proxy with counting off that puts {100, 0} on every chunk: the delivered
   const u = await p.produced();
   assert.ok(u.output.total > 100, `200 words delivered, billed ${u.output.total} output tokens (estimated: ${u.estimated})`);
 });
+
+test('an event that is not JSON is the stream failing; an empty event is a keep-alive and a [DONE] with blanks still the end', () => {
+  const broken = openAIPump();
+  assert.equal(broken.pump.feed(bytes(sse(content('Hi'), '{"id":"c","obj', content('!')))).startsWith(sse(content('Hi'))), true);
+  assert.equal(broken.pump.error, 'the provider sent an event that is not JSON');
+
+  const { pump } = openAIPump();
+  assert.equal(pump.feed(bytes(`data:\n\n${sse(content('Hi'), usageChunk)}data: [DONE] \n\n`)), sse(content('Hi')));
+  pump.ended();
+  assert.equal(pump.error, null);
+  assert.equal(pump.sawDone, true);
+});

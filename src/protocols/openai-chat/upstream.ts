@@ -30,16 +30,28 @@ export const openAIChatUpstream: UpstreamTranslator = {
   streamDecoder: () => decoder,
 };
 
+/** An event that is not JSON: the provider's answer broke (a chunk cut by a proxy, a page written into the stream). */
+const NOT_JSON: WireEvent[] = [{ kind: 'error', providerMessage: undefined, problem: 'the provider sent an event that is not JSON' }];
+
 /** Stateless, so one instance serves every stream. */
 const decoder: StreamDecoder = {
   decode(data) {
     if (data === '[DONE]') return DONE;
+    // An event with an empty data line carries nothing (a keep-alive), as a comment would; a
+    // [DONE] with trailing blanks is still the end, not an event that is not JSON.
+    const trimmed = data.trim();
+    if (!trimmed) return [];
+    if (trimmed === '[DONE]') return DONE;
+    // Each event is parsed once, to know it is JSON: handed on as content, a broken one reached a
+    // chat client as `data: <not JSON>` (the SDKs throw on it) and was lost from a translated answer,
+    // and the [DONE] after it billed the answer in full.
+    const chunk = parseJsonLoosely(data);
+    if (chunk === undefined) return NOT_JSON;
     if (data.includes('"error"')) {
-      const failure = inBandError(parseJsonLoosely(data));
+      const failure = inBandError(chunk);
       if (failure) return [failure];
     }
     if (USAGE_OBJECT.test(data)) {
-      const chunk = parseJsonLoosely(data);
       const choices: unknown[] = Array.isArray(chunk?.choices) ? chunk.choices : [];
       const usageOnly = Array.isArray(chunk?.choices) && choices.length === 0;
       const ends = usageOnly || choices.some((c) => (c as { finish_reason?: unknown } | null)?.finish_reason != null);
