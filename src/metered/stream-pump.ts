@@ -1,6 +1,7 @@
 import { createParser, type EventSourceParser } from 'eventsource-parser';
 import type { StreamDecoder } from '../protocols/upstream.ts';
 import type { StreamEncoder } from '../protocols/inbound.ts';
+import { parseJsonLoosely } from '../json.ts';
 import { redactCredentials } from './upstream-error.ts';
 import { StreamedText } from './streamed-text.ts';
 import type { Usage } from '../protocols/internal.ts';
@@ -50,7 +51,15 @@ export class StreamPump {
         if (err.type === 'max-buffer-size-exceeded') this.error ??= `the provider sent an event over ${MAX_EVENT_CHARS} characters`;
       },
       onEvent: (event) => {
-        for (const e of this.decoder.decode(event.data)) {
+        const decoded = this.decoder.decode(event.data);
+        // An event named `error` is a failure whatever its data holds (the openai SDK raises any
+        // `event: error`): one whose payload the decoder does not read as an error (a bare
+        // `{"message": …}`) must not be relayed as a chunk and the answer billed at its [DONE].
+        if (event.event === 'error' && !decoded.some((e) => e.kind === 'error')) {
+          this.error = providerReported(namedErrorMessage(event.data));
+          return;
+        }
+        for (const e of decoded) {
           if (e.kind === 'native') {
             this.pending.push(this.encoder.native?.(e.event) ?? '');
           } else if (e.kind === 'done') {
@@ -58,7 +67,7 @@ export class StreamPump {
           } else if (e.kind === 'error') {
             // The rest of this event is dropped; events after it in the same piece are still
             // encoded, which is harmless: the caller stops reading once the piece is sent.
-            this.error = e.problem ?? `the provider reported an error${e.providerMessage ? `: ${redactCredentials(e.providerMessage).slice(0, 300)}` : ''}`;
+            this.error = e.problem ?? providerReported(e.providerMessage);
             return;
           } else if (e.kind === 'usage') {
             // The newest report is the bill's: one it cannot use (a count missing) leaves the stream
@@ -106,4 +115,17 @@ export class StreamPump {
   async produced(): Promise<Usage> {
     return billedUsage(this.plan, this.usage, () => this.streamed.text(), this.decoder.promptUsage());
   }
+}
+
+/** The client's words for an error the provider reported mid-stream, its own message (credentials removed) quoted. */
+function providerReported(providerMessage: string | undefined): string {
+  return `the provider reported an error${providerMessage ? `: ${redactCredentials(providerMessage).slice(0, 300)}` : ''}`;
+}
+
+/** The message of an event named `error`: its `error.message`, its `message`, or its text when that is not JSON. */
+function namedErrorMessage(data: string): string | undefined {
+  const payload = parseJsonLoosely(data);
+  if (payload === undefined) return data.trim() || undefined;
+  const message = payload?.error?.message ?? payload?.message;
+  return typeof message === 'string' ? message : undefined;
 }
