@@ -51,6 +51,9 @@ export class StreamPump {
         if (err.type === 'max-buffer-size-exceeded') this.error ??= `the provider sent an event over ${MAX_EVENT_CHARS} characters`;
       },
       onEvent: (event) => {
+        // The answer is complete at the provider's end marker: what follows it is read only so the
+        // connection is kept (stream.ts), never relayed or billed, as the openai SDK ignores it too.
+        if (this.sawDone) return;
         const decoded = this.decoder.decode(event.data);
         // An event named `error` is a failure whatever its data holds (the openai SDK raises any
         // `event: error`): one whose payload the decoder does not read as an error (a bare
