@@ -4,7 +4,7 @@ import { getBalance } from '../ledger/balances.ts';
 import { applyMovement } from '../ledger/movements.ts';
 import { isUniqueViolation } from '../storage/constraint-errors.ts';
 import type { Database, PaymentState } from '../storage/schema.ts';
-import type { MatchedPayment } from './match.ts';
+import type { MatchedPayment, PaymentIdentity } from './match.ts';
 import { microUsdcFor, sameTerms, termsDigest } from './payment-terms.ts';
 import { INITIAL_STATE } from '../ledger/payment-states.ts';
 import { stateColumns, transition } from './states.ts';
@@ -110,6 +110,23 @@ export async function reclaimFailed(db: Kysely<Database>, id: string, now: numbe
 
 export function findPayment(db: Kysely<Database>, id: string): Promise<PaymentRow> {
   return db.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+}
+
+/**
+ * The payment recorded under this authorization (network, asset, payer, nonce), the row openPayment
+ * would find, when it is one openPayment would not claim again (only a failed or released attempt
+ * is): a request carrying it is refused whatever else it is. Undefined otherwise.
+ */
+export function recordedForGood(db: Kysely<Database>, i: Pick<PaymentIdentity, 'network' | 'asset' | 'payer' | 'nonce'>): Promise<PaymentRow | undefined> {
+  return db
+    .selectFrom('payments')
+    .selectAll()
+    .where('network', '=', i.network)
+    .where('asset', '=', i.asset)
+    .where('payer', '=', i.payer)
+    .where('nonce', '=', i.nonce)
+    .where('state', 'not in', ['failed', 'released'])
+    .executeTakeFirst();
 }
 
 /**

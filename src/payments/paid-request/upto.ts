@@ -1,7 +1,7 @@
 import { isTransportError } from '../../chain/rpc-errors.ts';
 import { FacilitatorUnavailable } from '../facilitator/facilitator.ts';
 import type { MatchedPayment } from '../match.ts';
-import { openPayment } from '../payment-store.ts';
+import { openPayment, recordedForGood } from '../payment-store.ts';
 import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
 import { openUptoRefusal, uptoDeadlineProblem, uptoDeadlineTooFar, uptoMinRunSeconds, uptoRunUntil, type RefusalClock } from '../upto/admission.ts';
 import { settleUpto, type UptoSettleDeps } from '../upto/settle-upto.ts';
@@ -81,17 +81,17 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
   await identifier?.claim();
   const open = await openUptoOf(db, payer);
   if (open) throw openUptoRefusal(open, uptoRefusalClock(deps));
+  // An authorization already recorded runs nothing (openPayment below would refuse it too): refused
+  // before the wallet's window is counted. One settled for 0 sent nothing, so Permit2's nonce is
+  // unspent and it still verifies: whoever holds its header could otherwise use up the window the
+  // payer's API keys share, until its deadline.
+  const used = await recordedForGood(db, matched.identity);
+  if (used) return authorizationUsed(used.id, ask);
   await deps.countRequest(payer);
 
   // Log searches for this authorization start 5,000 blocks back, as for exact (settle-topup.ts).
   const opened = await openPayment(db, matched, Math.max(0, fromBlock - 5_000), deps.now());
-  if (opened.kind !== 'claimed') {
-    return ask(
-      'PAYMENT_REJECTED',
-      `this upto authorization is already recorded (payment ${opened.row.id}); an upto authorization pays for one request only. Sign a new payment for one of accepts`,
-      { reason: 'upto_authorization_used' },
-    );
-  }
+  if (opened.kind !== 'claimed') return authorizationUsed(opened.row.id, ask);
   const held = await holdMaximum(db, opened.row.id, matched.payload, deps.now());
   if (held.kind === 'busy') {
     const other = await openUptoOf(db, payer);
@@ -127,4 +127,12 @@ export async function payWithUpto(deps: PaidRequestDeps, { paidRequest, matched,
       deps.log.warn({ payment: held.payment.id, err: (err as Error).message }, 'upto settle failed; the reconciler will retry'),
     );
   }
+}
+
+function authorizationUsed(paymentId: string, ask: AskForPayment): PaidOutcome {
+  return ask(
+    'PAYMENT_REJECTED',
+    `this upto authorization is already recorded (payment ${paymentId}); an upto authorization pays for one request only. Sign a new payment for one of accepts`,
+    { reason: 'upto_authorization_used' },
+  );
 }
