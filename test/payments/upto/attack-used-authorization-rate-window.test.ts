@@ -7,7 +7,7 @@ import { assertLedgerConsistent } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { createKeyProof } from '../../support/siwe.ts';
 import { USD } from '../../support/topup-harness.ts';
-import { settledUpto, signedUptoHeader, UPTO_BODY, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
+import { settledUpto, signedUptoHeader, UPTO_BODY, uptoOpenAI, uptoPayer, uptoPayments, uptoSuite } from '../../support/upto-pay-per-request.ts';
 
 /**
  * An upto authorization pays for one request only: sent again it is refused (`upto_authorization_used`)
@@ -28,6 +28,24 @@ for (const engine of ENGINES) {
       assert.equal(res.status, 201, res.text);
       return res.body.key as string;
     };
+
+    test("held: the wallet's window counts its upto requests with its keys' requests, and over it an upto request is refused before anything is held", async () => {
+      const h = harness();
+      const payer = await uptoPayer(h);
+      const key = await keyFor(h, payer);
+      // The key's request is counted before its body is read (it has no balance: a 402, counted all the same).
+      assert.equal((await h.chat(UPTO_BODY, { authorization: `Bearer ${key}` })).status, 402);
+      for (let i = 1; i < PER_MINUTE; i++) {
+        await uptoOpenAI(h, payer).chat.completions.create(UPTO_BODY);
+        await settledUpto(h, payer);
+      }
+      assert.equal((await h.chat(UPTO_BODY, { authorization: `Bearer ${key}` })).status, 429, 'the upto requests used up the key');
+      const { header } = await signedUptoHeader(h, payer, UPTO_BODY);
+      const over = await h.chat(UPTO_BODY, { 'payment-signature': header });
+      assert.equal(over.status, 429, over.text);
+      assert.equal((await uptoPayments(h, payer)).length, PER_MINUTE - 1, 'nothing recorded for the refused one');
+      await assertLedgerConsistent(h.gw.services.storage.db);
+    });
 
     test("an authorization settled for 0 (the provider failed), sent again: refused, and the payer's window is not used up", async () => {
       const h = harness();
