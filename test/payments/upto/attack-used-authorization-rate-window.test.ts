@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { FundedAccount } from '../../../src/devchain/deploy.ts';
 import { ENGINES } from '../../support/engines.ts';
 import { call } from '../../support/gateway.ts';
-import { assertLedgerConsistent } from '../../support/ledger.ts';
+import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
 import type { PayPerRequestHarness } from '../../support/pay-per-request-harness.ts';
 import { createKeyProof } from '../../support/siwe.ts';
 import { USD } from '../../support/topup-harness.ts';
@@ -44,7 +44,7 @@ for (const engine of ENGINES) {
       const over = await h.chat(UPTO_BODY, { 'payment-signature': header });
       assert.equal(over.status, 429, over.text);
       assert.equal((await uptoPayments(h, payer)).length, PER_MINUTE - 1, 'nothing recorded for the refused one');
-      await assertLedgerConsistent(h.gw.services.storage.db);
+      await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!);
     });
 
     test("an authorization settled for 0 (the provider failed), sent again: refused, and the payer's window is not used up", async () => {
@@ -80,7 +80,7 @@ for (const engine of ENGINES) {
       assert.deepEqual(answers, Array(PER_MINUTE).fill('402 upto_authorization_used'));
       assert.equal((await uptoPayments(h, victim)).length, 1, 'nothing more recorded');
       assert.equal(await h.chain.balanceOf(h.chain.usdt, victim.address), 10n * USD, 'nothing moved on chain');
-      await assertLedgerConsistent(h.gw.services.storage.db);
+      await assertLedgerAndChainAgree(h.gw.services.storage.db, h.gw.services.topup!.clientFor(h.chain.network)!);
     });
   });
 }
