@@ -1,4 +1,5 @@
 import { getBalance } from '../../ledger/balances.ts';
+import { reservationRefusal } from '../../metered/reservation-refusal.ts';
 import { mayRunPaid } from '../pay-per-request/may-run.ts';
 import { matchPaidPayment, offerRequest } from '../pay-per-request/offer.ts';
 import { payPerRequestKey } from '../pay-per-request/wallet-key.ts';
@@ -204,7 +205,7 @@ function refuseTopupPayment(payer: string, ask: AskForPayment): PaidOutcome {
 
 async function runPaid(
   deps: PaidRequestDeps,
-  { plan, run }: PaidRequest,
+  { plan, run, shrink }: PaidRequest,
   payment: PaymentRow,
   ask: AskForPayment,
   hold: IdentifierHold | undefined,
@@ -212,9 +213,21 @@ async function runPaid(
   const key = await payPerRequestKey(deps.db, payment.payer);
   // Before the first byte: a stream sends its headers as soon as it starts.
   deps.showReceipt(payment);
-  if ((await run(key, { capAtReservation: true })).ok) return { kind: 'ran' };
+  const ran = await run(key, { capAtReservation: true });
+  if (ran.ok) return { kind: 'ran' };
   hold?.notRun();
   deps.showReceipt(null);
+  if (ran.refused === 'key_limit') {
+    // The owner's spend limit on the wallet's pay-per-request key, not the balance (the payment was
+    // credited and covers the request): said as such, or the payer signs payment after payment,
+    // each credited and refused the same way.
+    const refusal = await reservationRefusal(deps.db, key, plan, ran, shrink);
+    return ask(
+      'KEY_LIMIT_EXCEEDED',
+      `${refusal.message}; the payment (${payment.amount_usdc} micro-USDC) is in ${payment.payer}'s balance, and no payment runs this request until the limit allows it`,
+      refusal.extra,
+    );
+  }
   const balance = await getBalance(deps.db, payment.payer);
   return ask(
     'INSUFFICIENT_BALANCE',
