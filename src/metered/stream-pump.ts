@@ -19,8 +19,8 @@ export const MAX_EVENT_CHARS = 16 * 1024 * 1024;
  * be tested by feeding it provider bytes: it parses the provider's SSE, decodes each event with the
  * provider's upstream translator, encodes it in the client's protocol, and keeps what the bill needs (the usage
  * the provider reported, the text it streamed, whether it said it was done, the error it reported).
- * The upstream translator parses only chunks that carry usage and hands over that usage in
- * neutral terms; content chunks pass through as text.
+ * The upstream translator hands over the usage in neutral terms and the chunks as text, which pass
+ * through as sent (with the chunk it parsed, when it did, for the text kept for the estimate).
  */
 export class StreamPump {
   /** The usage the provider reported; null until (unless) it sends it. */
@@ -80,12 +80,12 @@ export class StreamPump {
             // A chunk with choices is content too (vLLM puts a usage on every chunk): counted for the estimate.
             if (!e.usageOnly) {
               onContent();
-              this.streamed.add(e.data);
+              this.streamed.add(e.data, e.parsed);
             }
             this.pending.push(this.encoder.chunk(e.data, e.usageOnly));
           } else {
             onContent();
-            this.streamed.add(e.data);
+            this.streamed.add(e.data, e.parsed);
             this.pending.push(this.encoder.chunk(e.data, false));
           }
         }

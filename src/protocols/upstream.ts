@@ -51,8 +51,11 @@ export interface StreamDecoder {
 }
 
 export type WireEvent =
-  /** An internal chat.completion.chunk, as JSON text. */
-  | { kind: 'chunk'; data: string }
+  /**
+   * An internal chat.completion.chunk, as JSON text; `parsed`: the same chunk, when the decoder parsed
+   * it anyway (the bill then keeps its words rather than its JSON, src/metered/streamed-text.ts).
+   */
+  | { kind: 'chunk'; data: string; parsed?: unknown }
   /**
    * An internal chunk that carries the provider's usage object (its last, as a rule): that usage in
    * neutral terms (null when it holds no counts), whether the chunk has no choices (OpenAI's
@@ -60,7 +63,7 @@ export type WireEvent =
    * content), and whether it ends the answer (usage-only, or a choice's finish_reason): a usage on
    * every chunk (vLLM's continuous usage) says nothing of the end.
    */
-  | { kind: 'usage'; data: string; usage: Usage | null; usageOnly: boolean; ends: boolean }
+  | { kind: 'usage'; data: string; usage: Usage | null; usageOnly: boolean; ends: boolean; parsed?: unknown }
   /**
    * A provider event as it came (`event:`/`data:` lines), for a client that speaks the provider's
    * own protocol (a native plan); the chunks decoded from it still drive the bill.

@@ -55,9 +55,9 @@ const decoder: StreamDecoder = {
       const choices: unknown[] = Array.isArray(chunk?.choices) ? chunk.choices : [];
       const usageOnly = Array.isArray(chunk?.choices) && choices.length === 0;
       const ends = usageOnly || choices.some((c) => (c as { finish_reason?: unknown } | null)?.finish_reason != null);
-      return [{ kind: 'usage', data, usage: readUsage(chunk?.usage), usageOnly, ends }];
+      return [{ kind: 'usage', data, usage: readUsage(chunk?.usage), usageOnly, ends, parsed: chunk }];
     }
-    return [{ kind: 'chunk', data }];
+    return [{ kind: 'chunk', data, parsed: chunk }];
   },
   promptUsage: () => null,
 };
