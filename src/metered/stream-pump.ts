@@ -95,6 +95,9 @@ export class StreamPump {
 
   /** One piece of the provider's body in; the bytes to send the client for it out ('' for none). */
   feed(piece: Uint8Array): string {
+    // After the end marker nothing is parsed at all: an endless event there (over MAX_EVENT_CHARS)
+    // would otherwise fail, and void, the answer the client already has whole.
+    if (this.sawDone) return '';
     this.parser.feed(this.text.decode(piece, { stream: true }));
     if (!this.pending.length) return '';
     const out = this.pending.join('');

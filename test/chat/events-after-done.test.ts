@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { readSse, startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { usageRowsOf, waitForUsageRow } from '../support/usage-rows.ts';
+import { MAX_EVENT_CHARS } from '../../src/metered/stream-pump.ts';
 
 /*
  * A stream is complete at the provider's `data: [DONE]` (docs/DECISIONS.md: the rest of its body is
@@ -19,6 +20,8 @@ const CHARGE = 240;
 const AFTER_DONE: Record<string, string> = {
   'an error event': JSON.stringify({ error: { message: 'late failure', type: 'server_error' } }),
   'a content chunk': JSON.stringify({ id: 'x', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'EXTRA' }, finish_reason: null }] }),
+  // Over the bound of one event: parsed, it failed (and voided) the stream the client had whole.
+  'an event over the size bound': 'x'.repeat(MAX_EVENT_CHARS + 1_000_000),
 };
 
 describe('events a provider sends after its [DONE]', () => {
