@@ -35,18 +35,22 @@ const NOT_JSON: WireEvent[] = [{ kind: 'error', providerMessage: undefined, prob
 
 /** Stateless, so one instance serves every stream. */
 const decoder: StreamDecoder = {
-  decode(data) {
-    if (data === '[DONE]') return DONE;
+  decode(raw) {
+    if (raw === '[DONE]') return DONE;
     // An event with an empty data line carries nothing (a keep-alive), as a comment would; a
     // [DONE] with trailing blanks is still the end, not an event that is not JSON.
-    const trimmed = data.trim();
+    const trimmed = raw.trim();
     if (!trimmed) return [];
     if (trimmed === '[DONE]') return DONE;
     // Each event is parsed once, to know it is JSON: handed on as content, a broken one reached a
     // chat client as `data: <not JSON>` (the SDKs throw on it) and was lost from a translated answer,
     // and the [DONE] after it billed the answer in full.
-    const chunk = parseJsonLoosely(data);
+    const chunk = parseJsonLoosely(raw);
     if (chunk === undefined) return NOT_JSON;
+    // An event whose data spans several `data:` lines (a pretty-printed chunk) is still one JSON
+    // value, but relayed with its newlines a chat client would read only its first line (spec 4.7
+    // rule 1: each event line is `data: <JSON chunk>`): it is handed on written on one line.
+    const data = raw.includes('\n') ? JSON.stringify(chunk) : raw;
     if (data.includes('"error"')) {
       const failure = inBandError(chunk);
       if (failure) return [failure];
