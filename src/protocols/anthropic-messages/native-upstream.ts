@@ -28,7 +28,7 @@ class NativeDecoder implements StreamDecoder {
     // settle, so neither is relayed as sent; every other event is, byte for byte.
     if (events.some((e) => e.kind === 'error' || e.kind === 'done')) return events;
     const type = eventType(data);
-    return type ? [...events, { kind: 'native', event: `event: ${type}\ndata: ${data}\n\n` }] : events;
+    return type ? [...events, { kind: 'native', event: `event: ${type}\ndata: ${oneLine(data)}\n\n` }] : events;
   }
 
   promptUsage(): Usage | null {
@@ -44,4 +44,14 @@ function eventType(data: string): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The event's data on one line: data sent over several `data:` lines (a pretty-printed event) is
+ * joined with newlines, and relayed so after one `data: ` a client would read only its first line.
+ * Written again it changes only the whitespace between tokens (a JSON string holds no raw newline);
+ * a typed event is JSON (eventType parsed it).
+ */
+function oneLine(data: string): string {
+  return data.includes('\n') ? JSON.stringify(JSON.parse(data)) : data;
 }
