@@ -95,5 +95,32 @@ for (const engine of ENGINES) {
       assert.equal((await chat(honest.key, `${NAT}2`)).status, 200, 'still served, from any address of the bucket');
       await h.gw.assertLedger();
     });
+
+    // Tightening a key's limits (PATCH, from any address) made the instance forget its proof as a
+    // revocation does, though the key stays active: the owner who set a spend limit from their phone
+    // found their key 429 behind the blocked carrier NAT (no read can prove it again there).
+    const TIGHTENED_NAT = '2001:db8:78:1::';
+    test('a key whose spend limit its owner set is still served behind the blocked address, under its new limit', async () => {
+      const honest = await h.wallet(1_000_000);
+      assert.equal((await chat(honest.key, `${TIGHTENED_NAT}1`)).status, 200);
+      const statuses = [];
+      for (let i = 0; i <= LIMIT; i++) statuses.push((await chat(junkKey(), `${TIGHTENED_NAT}2`)).status);
+      assert.deepEqual(statuses, [401, 401, 401, 429]);
+
+      // The owner, from another network, sets a spend limit the next chat cannot fit.
+      const patched = await call(h.gw.url, 'PATCH', `/v1/auth/keys/${honest.keyId}`, {
+        ...(await siweProof(honest.account)),
+        spend_limit_usdc: 1,
+        spend_limit_period: 'day',
+      });
+      assert.equal(patched.status, 200, patched.text);
+      await sleep(ROW_CACHE_MS + 200);
+
+      const res = await chat(honest.key, `${TIGHTENED_NAT}1`);
+      assert.notEqual(res.status, 429, `the owner's key behind the blocked address, after tightening it: ${res.text}`);
+      assert.equal(res.status, 402, `refused by its new spend limit, not served: ${res.text}`);
+      assert.equal((await chat(junkKey(), `${TIGHTENED_NAT}2`)).status, 429, 'junk keys stay refused');
+      await h.gw.assertLedger();
+    });
   });
 }

@@ -6,6 +6,9 @@ import { startChatHarness, type ChatHarness } from '../support/chat-harness.ts';
 import { ENGINES } from '../support/engines.ts';
 import { createKeyProof, newAccount, proofQuery, siweProof } from '../support/siwe.ts';
 
+/** A chat completion sent as a plain HTTP client would, with the key as Bearer. */
+const postChat = (h: ChatHarness, key: string, body: unknown) => call(h.gw.url, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}` });
+
 /**
  * The spec's stated behaviour (the specification the product was created from, kept beside the project), checked statement by statement on the
  * default configuration: only the catalog (which the spec leaves to the deployment) is configured.
@@ -183,13 +186,7 @@ for (const engine of ENGINES) {
         tools: [{ type: 'function', function: { name: 'f', description: 'd', parameters: { type: 'object', properties: { a: { type: 'string' } } } } }],
       };
       h.fake.received.length = 0;
-      const res = await call(
-        h.gw.url,
-        'POST',
-        '/v1/chat/completions',
-        { model: 'fake/chat-small', messages: [{ role: 'user', content: 'json please' }], max_tokens: 64, ...fields },
-        { authorization: `Bearer ${key}` },
-      );
+      const res = await postChat(h, key, { model: 'fake/chat-small', messages: [{ role: 'user', content: 'json please' }], max_tokens: 64, ...fields });
       assert.equal(res.status, 200, res.text);
       const upstream = h.fake.received.at(-1)!.body as any;
       for (const [name, value] of Object.entries(fields)) assert.deepEqual(upstream[name], value, name);
@@ -199,13 +196,7 @@ for (const engine of ENGINES) {
       const { key } = await h.wallet(10_000_000);
       for (const fields of [{ reasoning_effort: 'max' }, { reasoning_effort: 3 }, { thinking: { type: 'adaptive' }, reasoning_effort: 'auto' }]) {
         h.fake.received.length = 0;
-        const res = await call(
-          h.gw.url,
-          'POST',
-          '/v1/chat/completions',
-          { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], ...fields },
-          { authorization: `Bearer ${key}` },
-        );
+        const res = await postChat(h, key, { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], ...fields });
         assert.equal(res.status, 200, `${JSON.stringify(fields)}: ${res.text}`);
         const upstream = h.fake.received.at(-1)!.body as any;
         for (const [name, value] of Object.entries(fields)) assert.deepEqual(upstream[name], value, name);
@@ -214,7 +205,7 @@ for (const engine of ENGINES) {
 
     test('7: missing model and messages give 400 VALIDATION_ERROR naming both', async () => {
       const { key } = await h.wallet(10_000_000);
-      const res = await call(h.gw.url, 'POST', '/v1/chat/completions', {}, { authorization: `Bearer ${key}` });
+      const res = await postChat(h, key, {});
       assert.equal(res.status, 400, res.text);
       errorShape(res.body, 'VALIDATION_ERROR');
       assert.match(res.body.message, /model/);
@@ -223,13 +214,7 @@ for (const engine of ENGINES) {
 
     test('3.2 / 7: unknown model is 400 VALIDATION_ERROR, nothing locked or deducted', async () => {
       const { key, account } = await h.wallet(10_000_000);
-      const res = await call(
-        h.gw.url,
-        'POST',
-        '/v1/chat/completions',
-        { model: 'fake/nope', messages: [{ role: 'user', content: 'hi' }] },
-        { authorization: `Bearer ${key}` },
-      );
+      const res = await postChat(h, key, { model: 'fake/nope', messages: [{ role: 'user', content: 'hi' }] });
       assert.equal(res.status, 400, res.text);
       errorShape(res.body, 'VALIDATION_ERROR');
       assert.deepEqual(pick(await h.balance(account)), { balance_usdc: 10_000_000, locked_usdc: 0 });
@@ -243,13 +228,7 @@ for (const engine of ENGINES) {
     test('3.2 / 7: insufficient balance is 402 INSUFFICIENT_BALANCE whose message points to POST /v1/topup; no lock', async () => {
       const { key, account } = await h.wallet(0);
       for (const stream of [false, true]) {
-        const res = await call(
-          h.gw.url,
-          'POST',
-          '/v1/chat/completions',
-          { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream },
-          { authorization: `Bearer ${key}` },
-        );
+        const res = await postChat(h, key, { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }], stream });
         assert.equal(res.status, 402, res.text);
         errorShape(res.body, 'INSUFFICIENT_BALANCE');
         assert.match(res.body.message, /POST \/v1\/topup/);
@@ -262,13 +241,7 @@ for (const engine of ENGINES) {
       const { key, account } = await h.wallet(10_000_000);
       for (const behaviour of [{ failStatus: 500 }, { dropConnection: true }]) {
         h.fake.behaviour = behaviour;
-        const res = await call(
-          h.gw.url,
-          'POST',
-          '/v1/chat/completions',
-          { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
-          { authorization: `Bearer ${key}` },
-        );
+        const res = await postChat(h, key, { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
         assert.equal(res.status, 502, res.text);
         errorShape(res.body, 'UPSTREAM_ERROR');
         assert.deepEqual(pick(await h.balance(account)), { balance_usdc: 10_000_000, locked_usdc: 0 });
@@ -279,13 +252,7 @@ for (const engine of ENGINES) {
       const { key, account } = await h.wallet(10_000_000);
       for (const body of ['{"error":{"message":"overloaded","type":"server_error","code":503}}', '{}', '[]', 'null']) {
         h.fake.behaviour = { content: 'x', rewriteAnswer: () => body };
-        const res = await call(
-          h.gw.url,
-          'POST',
-          '/v1/chat/completions',
-          { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
-          { authorization: `Bearer ${key}` },
-        );
+        const res = await postChat(h, key, { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
         assert.equal(res.status, 502, `${body}: ${res.status} ${res.text}`);
         errorShape(res.body, 'UPSTREAM_ERROR');
         assert.deepEqual(pick(await h.balance(account)), { balance_usdc: 10_000_000, locked_usdc: 0 });
@@ -353,13 +320,7 @@ describe('spec floor: in-flight lock, unknown wallet, unknown routes (default co
     await new Promise((r) => setTimeout(r, 300));
     const held = await h.balance(account);
     assert.ok(held.locked_usdc > 0 && held.balance_usdc - held.locked_usdc < held.locked_usdc, JSON.stringify(held));
-    const res = await call(
-      h.gw.url,
-      'POST',
-      '/v1/chat/completions',
-      { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
-      { authorization: `Bearer ${key}` },
-    );
+    const res = await postChat(h, key, { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
     assert.equal(res.status, 402, res.text);
     errorShape(res.body, 'INSUFFICIENT_BALANCE');
     assert.match(res.body.message, /POST \/v1\/topup/);
@@ -448,13 +409,7 @@ describe('spec floor: the per-wallet rate limit (chat limit lowered to 3 a minut
     for (let i = 0; i < 3; i++) await h.client(key).chat.completions.create({ model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
     const before = pick(await h.balance(account));
     const sent = h.fake.received.length;
-    const res = await call(
-      h.gw.url,
-      'POST',
-      '/v1/chat/completions',
-      { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] },
-      { authorization: `Bearer ${key}` },
-    );
+    const res = await postChat(h, key, { model: 'fake/chat-small', messages: [{ role: 'user', content: 'hi' }] });
     assert.equal(res.status, 429, res.text);
     errorShape(res.body, 'RATE_LIMITED');
     assert.match(res.body.message, /rate limit exceeded/i);
