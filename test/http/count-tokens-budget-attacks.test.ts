@@ -4,6 +4,7 @@ import { CLAUDE, startAnthropicHarness, type AnthropicHarness } from '../support
 import { MODELS } from '../support/chat-harness.ts';
 import { laneLength } from '../../src/cpu-lane.ts';
 import { until } from '../support/until.ts';
+import { maximalCountBody } from '../support/maximal-count-body.ts';
 
 /*
  * count_tokens' CountingBudget (src/metered/counting-budget.ts) admits two maximal bodies per wallet and
@@ -17,14 +18,7 @@ import { until } from '../support/until.ts';
 const LIMIT = 1024 * 1024;
 const NATIVE = 'anth/claude-test';
 
-/** Random CJK text, padded to exactly LIMIT bytes, as a count_tokens body: the costliest shape to tokenize. */
-function maximalBody(): string {
-  const chars = Array.from({ length: Math.floor((LIMIT - 2048) / 3) }, () => String.fromCharCode(0x4e00 + Math.floor(Math.random() * 20_000))).join('');
-  const short = JSON.stringify({ model: NATIVE, messages: [{ role: 'user', content: chars }] });
-  const body = JSON.stringify({ model: NATIVE, messages: [{ role: 'user', content: chars + 'a'.repeat(LIMIT - Buffer.byteLength(short)) }] });
-  assert.equal(Buffer.byteLength(body), LIMIT);
-  return body;
-}
+const maximalBody = () => maximalCountBody(NATIVE, LIMIT);
 
 describe("attack: count_tokens' instance budget held by a few free keys", () => {
   let h: AnthropicHarness;

@@ -4,6 +4,7 @@ import { CLAUDE, startAnthropicHarness, type AnthropicHarness } from '../support
 import { MODELS } from '../support/chat-harness.ts';
 import { laneLength } from '../../src/cpu-lane.ts';
 import { until } from '../support/until.ts';
+import { maximalCountBody } from '../support/maximal-count-body.ts';
 
 /*
  * A count_tokens refused by the counting budget (src/metered/counting-budget.ts) was refused after
@@ -17,14 +18,7 @@ const LIMIT = 1024 * 1024;
 const NATIVE = 'anth/claude-test';
 const CHATS_PER_MINUTE = 3;
 
-/** Random CJK text, padded to exactly LIMIT bytes, as a count_tokens body: the costliest shape to tokenize. */
-function maximalBody(): string {
-  const chars = Array.from({ length: Math.floor((LIMIT - 2048) / 3) }, () => String.fromCharCode(0x4e00 + Math.floor(Math.random() * 20_000))).join('');
-  const short = JSON.stringify({ model: NATIVE, messages: [{ role: 'user', content: chars }] });
-  const body = JSON.stringify({ model: NATIVE, messages: [{ role: 'user', content: chars + 'a'.repeat(LIMIT - Buffer.byteLength(short)) }] });
-  assert.equal(Buffer.byteLength(body), LIMIT);
-  return body;
-}
+const maximalBody = () => maximalCountBody(NATIVE, LIMIT);
 
 describe("attack: count_tokens refused by the instance's counting budget used up the wallet's chat window", () => {
   let h: AnthropicHarness;
