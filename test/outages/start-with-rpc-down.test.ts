@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
 import { call, startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { tcpRelay, type TcpRelay } from '../support/tcp-relay.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { startTopupHarness, USD, type TopupHarness, usdcAuthorization } from '../support/topup-harness.ts';
+import { v2Header } from '../support/x402-payloads.ts';
 import { until } from '../support/until.ts';
 import { answersWithin } from './support.ts';
 
@@ -43,14 +42,7 @@ describe('a gateway started while its chain RPC is down', () => {
     const payer = await h.payer();
     const offer = await call(gw.url, 'POST', '/v1/topup', { amount: 5 });
     assert.equal(offer.status, 402, 'offers need no RPC');
-    const payload = await signEip3009({
-      token: h.chain.usdc,
-      chainId: h.anvil.chainId,
-      domain: USDC_DOMAIN,
-      from: payer,
-      to: h.payTo.address,
-      value: 5n * USD,
-    });
+    const payload = await usdcAuthorization(h, payer, 5n * USD);
     const pay = () => call(gw.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offer.body.accepts[0], payload) });
 
     const down = await pay();

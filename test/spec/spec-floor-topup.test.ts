@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { USDC_DOMAIN } from '../../src/devchain/deploy.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../support/x402-payloads.ts';
+import { startTopupHarness, USD, type TopupHarness, usdcAuthorization } from '../support/topup-harness.ts';
+import { v2Header } from '../support/x402-payloads.ts';
 
 /** Spec 4.3, 2.5 and 7 for POST /v1/topup, with the stock offers (USDC by EIP-3009, USDT by Permit2). */
 describe('spec floor: POST /v1/topup', () => {
@@ -45,14 +44,7 @@ describe('spec floor: POST /v1/topup', () => {
   test('4.3 step 2: the same body plus X-Payment (base64 payment) answers {balance_usdc, credited_usdc} integers', async () => {
     const payer = await h.payer(5n);
     const offer = (await h.post({ amount: 2 })).body.accepts.find((o: any) => o.extra.assetTransferMethod === 'eip3009');
-    const payload = await signEip3009({
-      token: h.chain.usdc,
-      chainId: h.anvil.chainId,
-      domain: USDC_DOMAIN,
-      from: payer,
-      to: h.payTo.address,
-      value: 2n * USD,
-    });
+    const payload = await usdcAuthorization(h, payer, 2n * USD);
     const res = await h.post({ amount: 2 }, { 'x-payment': v2Header(offer, payload) });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.credited_usdc, 2_000_000);
@@ -66,14 +58,7 @@ describe('spec floor: POST /v1/topup', () => {
     assert.equal(typeof bad.body.error, 'string');
     const payer = await h.payer(5n);
     const offer = (await h.post({ amount: 2 })).body.accepts.find((o: any) => o.extra.assetTransferMethod === 'eip3009');
-    const payload = await signEip3009({
-      token: h.chain.usdc,
-      chainId: h.anvil.chainId,
-      domain: USDC_DOMAIN,
-      from: payer,
-      to: h.payTo.address,
-      value: 2n * USD,
-    });
+    const payload = await usdcAuthorization(h, payer, 2n * USD);
     const mismatch = await h.post({ amount: 3 }, { 'x-payment': v2Header(offer, payload) });
     assert.ok(mismatch.status === 400 || mismatch.status === 402, mismatch.text);
     assert.equal(typeof mismatch.body.error, 'string');

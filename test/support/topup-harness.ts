@@ -7,7 +7,7 @@ import { deployDevChain, USDC_DOMAIN, USDT_DOMAIN, type DevChain, type FundedAcc
 import { getBalance } from '../../src/ledger/balances.ts';
 import type { Engine } from '../../src/storage/database.ts';
 import { call, mergeConfig, startTestGateway, type TestGateway } from './gateway.ts';
-import { v2Header } from './x402-payloads.ts';
+import { signEip3009, v2Header } from './x402-payloads.ts';
 
 /**
  * A real chain (anvil with Circle's USDC, Uniswap's Permit2, a Tether-like USDT and the stand-in
@@ -135,4 +135,9 @@ export async function offerBook(h: TopupHarness, amountsUsd: number[]) {
   const pay = (usd: number, method: 'eip3009' | 'permit2', payload: unknown) =>
     h.post({ amount: usd }, { 'payment-signature': v2Header(offer(usd, method), payload) });
   return { offer, pay };
+}
+
+/** A USDC authorization (EIP-3009) from `payer` to the harness's `payTo` for `value` micro-USDC, as a stock client signs it. */
+export function usdcAuthorization(h: Pick<TopupHarness, 'chain' | 'anvil' | 'payTo'>, payer: FundedAccount, value: bigint) {
+  return signEip3009({ token: h.chain.usdc, chainId: h.anvil.chainId, domain: USDC_DOMAIN, from: payer, to: h.payTo.address, value });
 }

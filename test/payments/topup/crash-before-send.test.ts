@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
 import { checkLedger } from '../../../src/ledger/invariants.ts';
 import { openStorage, type Storage } from '../../../src/storage/database.ts';
 import { ENGINES, freshDatabaseUrl } from '../../support/engines.ts';
 import { call } from '../../support/gateway.ts';
 import { startGatewayProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
+import { startTopupHarness, USD, type TopupHarness, usdcAuthorization } from '../../support/topup-harness.ts';
+import { v2Header } from '../../support/x402-payloads.ts';
 
 /**
  * A payment recorded but never sent. `tollgate serve` stops at a test-only fail point
@@ -38,14 +37,7 @@ for (const engine of ENGINES) {
       processes.push(crashing);
       const payer = await h.payer();
       const offer = (await call(crashing.url, 'POST', '/v1/topup', { amount: 5 })).body.accepts[0];
-      const payload = await signEip3009({
-        token: h.chain.usdc,
-        chainId: h.anvil.chainId,
-        domain: USDC_DOMAIN,
-        from: payer,
-        to: h.payTo.address,
-        value: 5n * USD,
-      });
+      const payload = await usdcAuthorization(h, payer, 5n * USD);
       const header = v2Header(offer, payload);
 
       const request = call(crashing.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': header }).catch((err: Error) => err);

@@ -6,7 +6,7 @@ import { parseSignature, type Hex } from 'viem';
 import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
 import { call, startTestGateway } from '../../support/gateway.ts';
 import { freePort } from '../../../src/devchain/ports.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { startTopupHarness, USD, type TopupHarness, usdcAuthorization } from '../../support/topup-harness.ts';
 import { base64Json, signEip3009, signPermit2, v2Header } from '../../support/x402-payloads.ts';
 
 describe('top-up failure matrix: status, code, and nothing credited', () => {
@@ -241,14 +241,7 @@ describe('top-ups when the chain or facilitator is down', () => {
       const payer = await h.payer();
       const offer = await call(down.url, 'POST', '/v1/topup', { amount: 5 });
       assert.equal(offer.status, 402);
-      const payload = await signEip3009({
-        token: h.chain.usdc,
-        chainId: h.anvil.chainId,
-        domain: USDC_DOMAIN,
-        from: payer,
-        to: h.payTo.address,
-        value: 5n * USD,
-      });
+      const payload = await usdcAuthorization(h, payer, 5n * USD);
       for (let i = 0; i < 3; i++) {
         const res = await call(down.url, 'POST', '/v1/topup', { amount: 5 }, { 'payment-signature': v2Header(offer.body.accepts[0], payload) });
         assert.equal(res.status, 503, res.text);

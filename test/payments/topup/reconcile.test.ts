@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PaymentRequirements } from '@x402/core/types';
-import { USDC_DOMAIN } from '../../../src/devchain/deploy.ts';
 import { checkLedger } from '../../../src/ledger/invariants.ts';
 import { openStorage } from '../../../src/storage/database.ts';
 import { call } from '../../support/gateway.ts';
 import { freshDatabaseUrl } from '../../support/engines.ts';
 import { startGatewayProcess } from '../../support/gateway-process.ts';
 import { proofQuery, siweProof } from '../../support/siwe.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
-import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
+import { startTopupHarness, USD, type TopupHarness, usdcAuthorization } from '../../support/topup-harness.ts';
+import { v2Header } from '../../support/x402-payloads.ts';
 import { until } from '../../support/until.ts';
 
 /**
@@ -30,14 +29,7 @@ describe('unknown outcomes and crashes are finished by the reconciler, exactly o
 
   const payment = async () => {
     const payer = await h.payer();
-    const payload = await signEip3009({
-      token: h.chain.usdc,
-      chainId: h.anvil.chainId,
-      domain: USDC_DOMAIN,
-      from: payer,
-      to: h.payTo.address,
-      value: 5n * USD,
-    });
+    const payload = await usdcAuthorization(h, payer, 5n * USD);
     return { payer, header: v2Header(usdcOffer, payload) };
   };
 

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { USDC_DOMAIN, type FundedAccount } from '../../../src/devchain/deploy.ts';
 import { call } from '../../support/gateway.ts';
 import { startTollgateProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { startTopupHarness, USD, type TopupHarness } from '../../support/topup-harness.ts';
+import { startTopupHarness, USD, type TopupHarness, usdcAuthorization } from '../../support/topup-harness.ts';
 import { signEip3009, v2Header } from '../../support/x402-payloads.ts';
 import { devChain } from '../../support/topup-harness.ts';
 import { assertLedgerAndChainAgree } from '../../support/ledger.ts';
@@ -192,14 +192,7 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
       'exact (EIP-3009)': async () => {
         const offer = (await h.post({ amount: 1 })).body.accepts[0];
         const payer = await h.payer(10n);
-        const payload = await signEip3009({
-          token: h.chain.usdc,
-          chainId: h.anvil.chainId,
-          domain: USDC_DOMAIN,
-          from: payer,
-          to: h.payTo.address,
-          value: BigInt(offer.amount),
-        });
+        const payload = await usdcAuthorization(h, payer, BigInt(offer.amount));
         return {
           payer,
           token: h.chain.usdc,
@@ -258,14 +251,7 @@ describe('remote facilitator: a gateway settling through `tollgate facilitator`'
   test('facilitator unreachable: 503 FACILITATOR_UNAVAILABLE and nothing credited', async () => {
     const offer = (await h.post({ amount: 5 })).body.accepts[0];
     const payer = await h.payer(10n);
-    const payload = await signEip3009({
-      token: h.chain.usdc,
-      chainId: h.anvil.chainId,
-      domain: USDC_DOMAIN,
-      from: payer,
-      to: h.payTo.address,
-      value: 5n * USD,
-    });
+    const payload = await usdcAuthorization(h, payer, 5n * USD);
     await facilitator.stop();
     const res = await h.post({ amount: 5 }, { 'payment-signature': v2Header(offer, payload) });
     assert.equal(res.status, 503, res.text);
