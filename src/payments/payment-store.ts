@@ -78,14 +78,7 @@ export async function openPayment(db: Kysely<Database>, m: MatchedPayment, fromB
   } catch (err) {
     if (!isUniqueViolation(err)) throw err;
   }
-  const existing = await db
-    .selectFrom('payments')
-    .selectAll()
-    .where('network', '=', i.network)
-    .where('asset', '=', i.asset)
-    .where('payer', '=', i.payer)
-    .where('nonce', '=', i.nonce)
-    .executeTakeFirstOrThrow();
+  const existing = await byAuthorization(db, i).executeTakeFirstOrThrow();
   if (!sameTerms(existing, m, digest)) return { kind: 'conflict', row: existing };
   // A chat request never joins, reclaims or settles a top-up's payment: it would wait on the
   // top-up and then run, or settle a failed top-up from a leaked header.
@@ -118,15 +111,18 @@ export function findPayment(db: Kysely<Database>, id: string): Promise<PaymentRo
  * is): a request carrying it is refused whatever else it is. Undefined otherwise.
  */
 export function recordedForGood(db: Kysely<Database>, i: Pick<PaymentIdentity, 'network' | 'asset' | 'payer' | 'nonce'>): Promise<PaymentRow | undefined> {
+  return byAuthorization(db, i).where('state', 'not in', ['failed', 'released']).executeTakeFirst();
+}
+
+/** The payment recorded under one authorization: (network, asset, payer, nonce) is unique. */
+function byAuthorization(db: Kysely<Database>, i: Pick<PaymentIdentity, 'network' | 'asset' | 'payer' | 'nonce'>) {
   return db
     .selectFrom('payments')
     .selectAll()
     .where('network', '=', i.network)
     .where('asset', '=', i.asset)
     .where('payer', '=', i.payer)
-    .where('nonce', '=', i.nonce)
-    .where('state', 'not in', ['failed', 'released'])
-    .executeTakeFirst();
+    .where('nonce', '=', i.nonce);
 }
 
 /**
